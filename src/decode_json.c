@@ -1,0 +1,881 @@
+/*-------------------------------------------------------------------------
+ *
+ * decode_json.c
+ *	  The JSON message format: one JSON object per message, keys matched to
+ *	  column names.
+ *
+ * The payload is checked against RFC 8259 strictly (no comments, no
+ * trailing commas, no trailing garbage, only the escapes the RFC defines)
+ * by a hand-written single-pass scanner.  It builds nothing: for each
+ * top-level key that names a column it records where the value's text is,
+ * and only when the whole message has been found well-formed are the values
+ * handed to the columns' input functions.  Strings are unescaped only when
+ * they contain a backslash, nested values are skipped with an explicit
+ * stack (never recursion) and a depth limit.
+ *
+ * Why not PostgreSQL's own parser (pg_parse_json): it needs a lexer per
+ * message, copies every de-escaped token and dispatches callbacks per key,
+ * while this scanner reads each byte once and allocates nothing for a
+ * well-formed message but the values themselves.  Streams are mostly small
+ * messages, where that overhead would be a large share of the cost.
+ *
+ * Value mapping: null -> NULL; a string -> its unescaped text; a number ->
+ * its literal text; true/false -> "true"/"false"; objects and arrays only
+ * for json/jsonb columns.  json/jsonb columns get the raw JSON text of any
+ * value, so a string stays a JSON string.  Missing keys are NULL, unknown
+ * keys are ignored, and when a key repeats, the last one wins (as in jsonb).
+ *
+ * src/decode_json.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "mb/pg_wchar.h"
+
+#include "decode.h"
+
+/* character classes, see json_cc */
+#define CC_SPACE		0x01	/* JSON whitespace: space, tab, LF, CR */
+#define CC_STRSTOP		0x02	/* stops a string scan: '"', '\\', < 0x20 */
+#define CC_WORD			0x04	/* may not follow a number or literal */
+#define CC_DIGIT		0x08
+
+static uint8 json_cc[256];
+static bool json_cc_ready = false;
+
+/* State of one scan; positions are reported relative to start */
+typedef struct JsonScan
+{
+	const char *start;
+	const char *end;
+	int			encoding;
+	const char *error;			/* set when a scan function returns NULL */
+} JsonScan;
+
+static const char *json_error(JsonScan *scan, const char *at,
+							  const char *fmt,...) pg_attribute_printf(3, 4);
+static const char *json_describe(JsonScan *scan, const char *at);
+static const char *scan_string(JsonScan *scan, const char *p, bool *escaped);
+static const char *scan_number(JsonScan *scan, const char *p);
+static const char *scan_literal(JsonScan *scan, const char *p,
+								const char *word, int wordlen);
+static const char *scan_member_key(JsonScan *scan, const char *p,
+								   const char **key, int *keylen,
+								   bool *escaped);
+static const char *scan_value(JsonScan *scan, const char *p, uint8 *kind);
+static const char *json_unescape(MessageDecoder *decoder, const char *p,
+								 const char *end, StringInfo out);
+static int	hex4(const char *p, const char *end);
+static int	match_key(MessageDecoder *decoder, const char *key, int keylen,
+					  int *next);
+
+
+static inline uint32
+key_hash(const char *key, int len)
+{
+	/* FNV-1a: column names are short, and this is cheap and good enough */
+	uint32		h = 2166136261u;
+
+	for (int i = 0; i < len; i++)
+		h = (h ^ (unsigned char) key[i]) * 16777619u;
+	return h;
+}
+
+/*
+ * How much of the text at p (len bytes) to quote in an error message: at
+ * most NAMEDATALEN bytes, cut at a character boundary so that the message
+ * stays valid in the database encoding (it is stored as text).
+ */
+static inline int
+clip_len(JsonScan *scan, const char *p, int len)
+{
+	if (len <= NAMEDATALEN)
+		return len;
+	return pg_encoding_mbcliplen(scan->encoding, p, len, NAMEDATALEN);
+}
+
+static inline const char *
+skip_space(const char *p, const char *end)
+{
+	while (p < end && (json_cc[(unsigned char) *p] & CC_SPACE))
+		p++;
+	return p;
+}
+
+/*
+ * decode_json_init
+ *		Prepare a decoder for the JSON format: the character class table
+ *		(once per process) and the hash table that maps keys to columns.
+ *		Called by decoder_create(), in the decoder's memory context.
+ */
+void
+decode_json_init(MessageDecoder *decoder)
+{
+	uint32		size = 8;
+
+	if (!json_cc_ready)
+	{
+		for (int c = 0; c < 0x20; c++)
+			json_cc[c] |= CC_STRSTOP;
+		json_cc['"'] |= CC_STRSTOP;
+		json_cc['\\'] |= CC_STRSTOP;
+		json_cc[' '] |= CC_SPACE;
+		json_cc['\t'] |= CC_SPACE;
+		json_cc['\n'] |= CC_SPACE;
+		json_cc['\r'] |= CC_SPACE;
+		for (int c = '0'; c <= '9'; c++)
+			json_cc[c] |= CC_DIGIT | CC_WORD;
+		for (int c = 'a'; c <= 'z'; c++)
+			json_cc[c] |= CC_WORD;
+		for (int c = 'A'; c <= 'Z'; c++)
+			json_cc[c] |= CC_WORD;
+		json_cc['.'] |= CC_WORD;
+		json_cc['+'] |= CC_WORD;
+		json_cc['-'] |= CC_WORD;
+		json_cc['_'] |= CC_WORD;
+		for (int c = 0x80; c < 0x100; c++)
+			json_cc[c] |= CC_WORD;
+		json_cc_ready = true;
+	}
+
+	/* at most half full, so that probe sequences stay short */
+	while (size < (uint32) decoder->ncolumns * 2)
+		size *= 2;
+	decoder->keyhash = palloc(sizeof(int) * size);
+	decoder->keyhash_mask = size - 1;
+	for (uint32 i = 0; i < size; i++)
+		decoder->keyhash[i] = -1;
+
+	for (int i = 0; i < decoder->ncolumns; i++)
+	{
+		DecodeColumn *column = &decoder->columns[i];
+		uint32		h;
+
+		h = key_hash(column->name, column->namelen) & decoder->keyhash_mask;
+
+		while (decoder->keyhash[h] >= 0)
+			h = (h + 1) & decoder->keyhash_mask;
+		decoder->keyhash[h] = i;
+	}
+}
+
+/*
+ * decode_json_message
+ *		Decode one JSON object into values/nulls (see decoder_decode for the
+ *		contract).  The payload has passed decode_verify_encoding().
+ */
+const char *
+decode_json_message(MessageDecoder *decoder, const char *payload, int len,
+					Datum *values, bool *nulls)
+{
+	JsonScan	scan;
+	const char *p;
+	const char *end = payload + len;
+	int			next = 0;
+	bool		containers = false;
+
+	if (len == 0)
+		return pstrdup("empty message");
+
+	scan.start = payload;
+	scan.end = end;
+	scan.encoding = decoder->encoding;
+	scan.error = NULL;
+
+	for (int i = 0; i < decoder->ncolumns; i++)
+		decoder->spans[i].kind = DJ_MISSING;
+
+	/* the message must be exactly one object */
+	p = skip_space(payload, end);
+	if (p >= end || *p != '{')
+	{
+		const char *found;
+
+		if (p >= end)
+			found = "only whitespace";
+		else if (*p == '[')
+			found = "an array";
+		else if (*p == '"')
+			found = "a string";
+		else if (*p == '-' || (json_cc[(unsigned char) *p] & CC_DIGIT))
+			found = "a number";
+		else if (*p == 't' && end - p >= 4 && memcmp(p, "true", 4) == 0)
+			found = "true";
+		else if (*p == 'f' && end - p >= 5 && memcmp(p, "false", 5) == 0)
+			found = "false";
+		else if (*p == 'n' && end - p >= 4 && memcmp(p, "null", 4) == 0)
+			found = "null";
+		else
+			found = json_describe(&scan, p);
+		json_error(&scan, p, "expected a JSON object, found %s", found);
+		return scan.error;
+	}
+
+	p = skip_space(p + 1, end);
+	if (p < end && *p == '}')
+		p++;
+	else
+	{
+		for (;;)
+		{
+			const char *key;
+			int			keylen;
+			bool		escaped;
+			const char *value;
+			uint8		kind;
+			int			col;
+
+			p = scan_member_key(&scan, p, &key, &keylen, &escaped);
+			if (p == NULL)
+				return scan.error;
+			value = p;
+			p = scan_value(&scan, p, &kind);
+			if (p == NULL)
+				return scan.error;
+
+			if (!escaped)
+				col = match_key(decoder, key, keylen, &next);
+			else
+			{
+				/*
+				 * Rare: compare the unescaped key.  A key that has no text
+				 * form (\u0000, a lone surrogate) cannot name a column, so
+				 * it is simply unknown.
+				 */
+				resetStringInfo(&decoder->scratch);
+				if (json_unescape(decoder, key, key + keylen,
+								  &decoder->scratch) == NULL)
+					col = match_key(decoder, decoder->scratch.data,
+									decoder->scratch.len, &next);
+				else
+					col = -1;
+			}
+			if (col >= 0)
+			{
+				DecodeSpan *span = &decoder->spans[col];
+
+				span->start = value;
+				span->len = p - value;
+				span->kind = kind;
+				if (kind == DJ_OBJECT || kind == DJ_ARRAY)
+					containers = true;
+			}
+
+			p = skip_space(p, end);
+			if (p < end && *p == ',')
+			{
+				p = skip_space(p + 1, end);
+				if (p < end && *p == '}')
+				{
+					json_error(&scan, p, "trailing comma before \"}\"");
+					return scan.error;
+				}
+				continue;
+			}
+			if (p < end && *p == '}')
+			{
+				p++;
+				break;
+			}
+			json_error(&scan, p, "expected \",\" or \"}\" after the value of key \"%.*s\", found %s",
+					   clip_len(&scan, key, keylen), key,
+					   json_describe(&scan, p));
+			return scan.error;
+		}
+	}
+
+	p = skip_space(p, end);
+	if (p < end)
+	{
+		json_error(&scan, p, "expected the end of the message after the object, found %s",
+				   json_describe(&scan, p));
+		return scan.error;
+	}
+
+	/*
+	 * The message is well-formed.  Reject containers for scalar columns
+	 * before running any input function, so that the error is ours rather
+	 * than whatever an earlier column's input function thought.
+	 */
+	if (containers)
+	{
+		for (int i = 0; i < decoder->ncolumns; i++)
+		{
+			DecodeSpan *span = &decoder->spans[i];
+
+			if ((span->kind == DJ_OBJECT || span->kind == DJ_ARRAY) &&
+				!decoder->columns[i].is_json)
+				return psprintf("key \"%s\": expected a scalar value for column of type %s, found %s",
+								decoder->columns[i].name,
+								decoder->columns[i].typname,
+								span->kind == DJ_OBJECT ? "an object" : "an array");
+		}
+	}
+
+	for (int i = 0; i < decoder->ncolumns; i++)
+	{
+		DecodeColumn *column = &decoder->columns[i];
+		DecodeSpan *span = &decoder->spans[i];
+		const char *text = span->start;
+		int			textlen = span->len;
+
+		decoder->cur_column = column;
+		if (span->kind == DJ_MISSING || span->kind == DJ_NULL)
+		{
+			values[column->attindex] = decode_input(decoder, column, NULL, 0);
+			nulls[column->attindex] = true;
+			continue;
+		}
+		if (!column->is_json)
+		{
+			if (span->kind == DJ_STRING)
+			{
+				text++;
+				textlen -= 2;
+			}
+			else if (span->kind == DJ_STRING_ESCAPED)
+			{
+				const char *bad;
+
+				resetStringInfo(&decoder->scratch);
+				bad = json_unescape(decoder, text + 1, text + textlen - 1,
+									&decoder->scratch);
+				if (bad != NULL)
+					return psprintf("key \"%s\": the string contains %s, which cannot be converted to type %s",
+									column->name, bad, column->typname);
+				text = decoder->scratch.data;
+				textlen = decoder->scratch.len;
+			}
+		}
+		values[column->attindex] = decode_input(decoder, column, text, textlen);
+		nulls[column->attindex] = false;
+	}
+	decoder->cur_column = NULL;
+	return NULL;
+}
+
+/*
+ * match_key
+ *		Return the index of the column named key, or -1.
+ *
+ * Producers almost always write keys in the same order, so the column after
+ * the previous match (*next) is tried before the hash table.
+ */
+static int
+match_key(MessageDecoder *decoder, const char *key, int keylen, int *next)
+{
+	int			i = *next;
+	uint32		h;
+
+	if (i < decoder->ncolumns &&
+		decoder->columns[i].namelen == keylen &&
+		memcmp(decoder->columns[i].name, key, keylen) == 0)
+	{
+		*next = i + 1;
+		return i;
+	}
+
+	/* no column name is that long */
+	if (keylen >= NAMEDATALEN)
+		return -1;
+
+	h = key_hash(key, keylen) & decoder->keyhash_mask;
+	while ((i = decoder->keyhash[h]) >= 0)
+	{
+		if (decoder->columns[i].namelen == keylen &&
+			memcmp(decoder->columns[i].name, key, keylen) == 0)
+		{
+			*next = i + 1;
+			return i;
+		}
+		h = (h + 1) & decoder->keyhash_mask;
+	}
+	return -1;
+}
+
+/*
+ * json_error
+ *		Record "invalid JSON at byte N: <message>" as the scan's error and
+ *		return NULL, so that scan functions can "return json_error(...)".
+ */
+static const char *
+json_error(JsonScan *scan, const char *at, const char *fmt,...)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	appendStringInfo(&buf, "invalid JSON at byte %d: ", (int) (at - scan->start));
+	for (;;)
+	{
+		va_list		args;
+		int			needed;
+
+		va_start(args, fmt);
+		needed = appendStringInfoVA(&buf, fmt, args);
+		va_end(args);
+		if (needed == 0)
+			break;
+		enlargeStringInfo(&buf, needed);
+	}
+	scan->error = buf.data;
+	return NULL;
+}
+
+/*
+ * json_describe
+ *		Say what was found at a position, for error messages: the end of the
+ *		message, a quoted printable character, or the hex code of a control
+ *		character.
+ */
+static const char *
+json_describe(JsonScan *scan, const char *at)
+{
+	unsigned char c;
+
+	if (at >= scan->end)
+		return "end of message";
+	c = (unsigned char) *at;
+	if (c == '"')
+		return "a string";
+	if (c < 0x20 || c == 0x7f)
+		return psprintf("control character 0x%02x", c);
+	if (c >= 0x80)
+	{
+		/* the payload's encoding was verified, so this is a whole character */
+		int			l = Min(pg_encoding_mblen(scan->encoding, at),
+							(int) (scan->end - at));
+
+		return psprintf("\"%.*s\"", l, at);
+	}
+	return psprintf("\"%c\"", c);
+}
+
+/*
+ * scan_member_key
+ *		Scan '"key" :' of an object member at p (whitespace before it already
+ *		skipped).  Returns the position of the value (whitespace skipped), and
+ *		the raw key text (without quotes, possibly escaped) through key and
+ *		keylen.
+ */
+static const char *
+scan_member_key(JsonScan *scan, const char *p, const char **key, int *keylen,
+				bool *escaped)
+{
+	const char *q;
+
+	if (p >= scan->end || *p != '"')
+		return json_error(scan, p, "expected a string key, found %s",
+						  json_describe(scan, p));
+	q = scan_string(scan, p, escaped);
+	if (q == NULL)
+		return NULL;
+	*key = p + 1;
+	*keylen = (q - 1) - (p + 1);
+
+	q = skip_space(q, scan->end);
+	if (q >= scan->end || *q != ':')
+		return json_error(scan, q, "expected \":\" after key \"%.*s\", found %s",
+						  clip_len(scan, *key, *keylen), *key,
+						  json_describe(scan, q));
+	return skip_space(q + 1, scan->end);
+}
+
+/*
+ * scan_value
+ *		Scan the JSON value at p and return the position just after it; set
+ *		*kind to what it is.
+ *
+ * Objects and arrays are walked iteratively with an explicit stack of the
+ * closing brackets still expected.  The top-level object of the message
+ * counts as one level, hence the limit of DECODE_JSON_MAX_DEPTH - 1 here.
+ */
+static const char *
+scan_value(JsonScan *scan, const char *p, uint8 *kind)
+{
+	const char *end = scan->end;
+	char		closers[DECODE_JSON_MAX_DEPTH];
+	int			depth = 0;
+
+	if (p < end && *p == '{')
+		*kind = DJ_OBJECT;
+	else if (p < end && *p == '[')
+		*kind = DJ_ARRAY;
+
+	for (;;)
+	{
+		/* p is at the start of a value, whitespace skipped */
+		if (p >= end)
+			return json_error(scan, p, "expected a value, found end of message");
+
+		switch (*p)
+		{
+			case '{':
+			case '[':
+				if (depth >= DECODE_JSON_MAX_DEPTH - 1)
+					return json_error(scan, p, "nesting depth exceeds %d",
+									  DECODE_JSON_MAX_DEPTH);
+				closers[depth++] = (*p == '{') ? '}' : ']';
+				p = skip_space(p + 1, end);
+				if (p < end && *p == closers[depth - 1])
+				{
+					/* empty container: a complete value */
+					p++;
+					depth--;
+					break;
+				}
+				if (closers[depth - 1] == '}')
+				{
+					const char *key;
+					int			keylen;
+					bool		escaped;
+
+					p = scan_member_key(scan, p, &key, &keylen, &escaped);
+					if (p == NULL)
+						return NULL;
+				}
+				/* on to the first element's value */
+				continue;
+
+			case '"':
+				{
+					bool		escaped;
+
+					p = scan_string(scan, p, &escaped);
+					if (depth == 0)
+						*kind = escaped ? DJ_STRING_ESCAPED : DJ_STRING;
+				}
+				break;
+
+			case 't':
+				p = scan_literal(scan, p, "true", 4);
+				if (depth == 0)
+					*kind = DJ_TRUE;
+				break;
+
+			case 'f':
+				p = scan_literal(scan, p, "false", 5);
+				if (depth == 0)
+					*kind = DJ_FALSE;
+				break;
+
+			case 'n':
+				p = scan_literal(scan, p, "null", 4);
+				if (depth == 0)
+					*kind = DJ_NULL;
+				break;
+
+			case '-':
+			case '0':
+			case '1':
+			case '2':
+			case '3':
+			case '4':
+			case '5':
+			case '6':
+			case '7':
+			case '8':
+			case '9':
+				p = scan_number(scan, p);
+				if (depth == 0)
+					*kind = DJ_NUMBER;
+				break;
+
+			default:
+				return json_error(scan, p, "expected a value, found %s",
+								  json_describe(scan, p));
+		}
+		if (p == NULL)
+			return NULL;
+
+		/*
+		 * A value has ended.  Close the containers it completes, and find the
+		 * start of the next element if there is one.
+		 */
+		for (;;)
+		{
+			if (depth == 0)
+				return p;
+
+			p = skip_space(p, end);
+			if (p < end && *p == ',')
+			{
+				p = skip_space(p + 1, end);
+				if (p < end && *p == closers[depth - 1])
+					return json_error(scan, p, "trailing comma before \"%c\"",
+									  closers[depth - 1]);
+				if (closers[depth - 1] == '}')
+				{
+					const char *key;
+					int			keylen;
+					bool		escaped;
+
+					p = scan_member_key(scan, p, &key, &keylen, &escaped);
+					if (p == NULL)
+						return NULL;
+				}
+				break;
+			}
+			if (p < end && *p == closers[depth - 1])
+			{
+				p++;
+				depth--;
+				continue;
+			}
+			return json_error(scan, p, "expected \",\" or \"%c\", found %s",
+							  closers[depth - 1], json_describe(scan, p));
+		}
+	}
+}
+
+/*
+ * hex4
+ *		The value of the four hex digits at p, or -1 if there are not four.
+ */
+static int
+hex4(const char *p, const char *end)
+{
+	int			v = 0;
+
+	if (end - p < 4)
+		return -1;
+	for (int i = 0; i < 4; i++)
+	{
+		char		c = p[i];
+
+		v <<= 4;
+		if (c >= '0' && c <= '9')
+			v |= c - '0';
+		else if (c >= 'a' && c <= 'f')
+			v |= c - 'a' + 10;
+		else if (c >= 'A' && c <= 'F')
+			v |= c - 'A' + 10;
+		else
+			return -1;
+	}
+	return v;
+}
+
+/*
+ * scan_string
+ *		Validate the string whose opening quote is at p; return the position
+ *		after its closing quote.  *escaped tells whether it has a backslash
+ *		(and so needs json_unescape to get its text).
+ *
+ * Like the RFC's grammar and PostgreSQL's json type, this accepts any four
+ * hex digits after \u: \u0000 and unpaired UTF-16 surrogates are valid JSON
+ * and only become an error when the string has to be turned into text
+ * (json_unescape), so that they do not kill a message in a key nobody reads.
+ */
+static const char *
+scan_string(JsonScan *scan, const char *p, bool *escaped)
+{
+	const char *end = scan->end;
+	const char *q = p + 1;
+
+	*escaped = false;
+	for (;;)
+	{
+		while (q < end && !(json_cc[(unsigned char) *q] & CC_STRSTOP))
+			q++;
+		if (q >= end)
+			return json_error(scan, p, "unterminated string");
+		if (*q == '"')
+			return q + 1;
+		if (*q != '\\')
+			return json_error(scan, q, "unescaped control character 0x%02x in a string",
+							  (unsigned char) *q);
+
+		*escaped = true;
+		if (q + 1 >= end)
+			return json_error(scan, p, "unterminated string");
+		switch (q[1])
+		{
+			case '"':
+			case '\\':
+			case '/':
+			case 'b':
+			case 'f':
+			case 'n':
+			case 'r':
+			case 't':
+				q += 2;
+				break;
+			case 'u':
+				if (hex4(q + 2, end) < 0)
+					return json_error(scan, q, "\"\\u\" must be followed by four hexadecimal digits");
+				q += 6;
+				break;
+			default:
+				return json_error(scan, q, "invalid escape sequence: backslash followed by %s",
+								  json_describe(scan, q + 1));
+		}
+	}
+}
+
+/*
+ * scan_number
+ *		Validate the number at p against the JSON grammar
+ *		-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? and return the position
+ *		after it.  A letter, digit or dot right after it ("01", "1.2.3",
+ *		"1x") makes it invalid rather than the start of the next token.
+ */
+static const char *
+scan_number(JsonScan *scan, const char *p)
+{
+	const char *end = scan->end;
+	const char *q = p;
+
+#define IS_DIGIT(ptr) ((ptr) < end && (json_cc[(unsigned char) *(ptr)] & CC_DIGIT))
+
+	if (*q == '-')
+		q++;
+	if (q < end && *q == '0')
+		q++;
+	else if (IS_DIGIT(q))
+	{
+		while (IS_DIGIT(q))
+			q++;
+	}
+	else
+		return json_error(scan, p, "invalid number: expected a digit after \"-\"");
+
+	if (q < end && *q == '.')
+	{
+		q++;
+		if (!IS_DIGIT(q))
+			return json_error(scan, p, "invalid number: expected a digit after the decimal point");
+		while (IS_DIGIT(q))
+			q++;
+	}
+	if (q < end && (*q == 'e' || *q == 'E'))
+	{
+		q++;
+		if (q < end && (*q == '+' || *q == '-'))
+			q++;
+		if (!IS_DIGIT(q))
+			return json_error(scan, p, "invalid number: expected a digit in the exponent");
+		while (IS_DIGIT(q))
+			q++;
+	}
+	if (q < end && (json_cc[(unsigned char) *q] & CC_WORD))
+		return json_error(scan, p, "invalid number: \"%.*s\" followed by %s",
+						  clip_len(scan, p, q - p), p,
+						  json_describe(scan, q));
+#undef IS_DIGIT
+
+	return q;
+}
+
+/*
+ * scan_literal
+ *		Check that the word at p is exactly "true", "false" or "null".
+ */
+static const char *
+scan_literal(JsonScan *scan, const char *p, const char *word, int wordlen)
+{
+	const char *end = scan->end;
+
+	if (end - p < wordlen || memcmp(p, word, wordlen) != 0 ||
+		(end - p > wordlen && (json_cc[(unsigned char) p[wordlen]] & CC_WORD)))
+	{
+		int			l = 0;
+
+		while (p + l < end && l < 20 && (json_cc[(unsigned char) p[l]] & CC_WORD) &&
+			   !(((unsigned char) p[l]) & 0x80))
+			l++;
+		return json_error(scan, p, "invalid literal \"%.*s\", expected \"%s\"",
+						  Max(l, 1), p, word);
+	}
+	return p + wordlen;
+}
+
+/*
+ * json_unescape
+ *		Append the text of the string content [p, end) (between the quotes,
+ *		already validated by scan_string) to out, resolving escapes.
+ *
+ * Returns NULL on success, or, if the string has no text form, a phrase
+ * saying why for the caller's error message: \u0000 (no PostgreSQL text can
+ * hold NUL) or an unpaired UTF-16 surrogate.  \u escapes become UTF-8
+ * directly in a UTF8 database, and also in a SQL_ASCII one (which takes
+ * bytes as they come, and JSON is UTF-8 by definition); in other databases
+ * they are converted to the database encoding, which raises an error if the
+ * character has no equivalent there.
+ */
+static const char *
+json_unescape(MessageDecoder *decoder, const char *p, const char *end,
+			  StringInfo out)
+{
+	while (p < end)
+	{
+		const char *bs = memchr(p, '\\', end - p);
+		unsigned char buf[MAX_UNICODE_EQUIVALENT_STRING + 1];
+		pg_wchar	cp;
+
+		if (bs == NULL)
+		{
+			appendBinaryStringInfo(out, p, end - p);
+			break;
+		}
+		appendBinaryStringInfo(out, p, bs - p);
+
+		switch (bs[1])
+		{
+			case 'b':
+				appendStringInfoChar(out, '\b');
+				break;
+			case 'f':
+				appendStringInfoChar(out, '\f');
+				break;
+			case 'n':
+				appendStringInfoChar(out, '\n');
+				break;
+			case 'r':
+				appendStringInfoChar(out, '\r');
+				break;
+			case 't':
+				appendStringInfoChar(out, '\t');
+				break;
+			case 'u':
+				cp = hex4(bs + 2, end);
+				if (is_utf16_surrogate_first(cp))
+				{
+					int			low = -1;
+
+					if (end - bs >= 12 && bs[6] == '\\' && bs[7] == 'u')
+						low = hex4(bs + 8, end);
+					if (low < 0 || !is_utf16_surrogate_second(low))
+						return psprintf("an unpaired Unicode surrogate \\u%04X", cp);
+					cp = surrogate_pair_to_codepoint(cp, low);
+					bs += 6;
+				}
+				else if (is_utf16_surrogate_second(cp))
+					return psprintf("an unpaired Unicode surrogate \\u%04X", cp);
+				if (cp == 0)
+					return "\\u0000";
+				if (cp < 0x80)
+					appendStringInfoChar(out, (char) cp);
+				else if (decoder->encoding == PG_UTF8 ||
+						 decoder->encoding == PG_SQL_ASCII)
+				{
+					unicode_to_utf8(cp, buf);
+					appendBinaryStringInfo(out, (char *) buf,
+										   pg_utf_mblen(buf));
+				}
+				else
+				{
+					pg_unicode_to_server(cp, buf);
+					appendStringInfoString(out, (char *) buf);
+				}
+				p = bs + 6;
+				continue;
+			default:
+				/* '"', '\\' and '/' stand for themselves */
+				appendStringInfoChar(out, bs[1]);
+				break;
+		}
+		p = bs + 2;
+	}
+	return NULL;
+}
