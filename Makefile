@@ -1,0 +1,61 @@
+# streamwin: PGXS build.  `make demo` and `make test` install what they need
+# (Debian packages) first, so they work on a fresh machine.
+
+EXTENSION  = streamwin
+MODULE_big = streamwin
+OBJS       = $(patsubst %.c,%.o,$(wildcard src/*.c))
+DATA       = $(wildcard sql/streamwin--*.sql)
+
+# pg_regress tests: the files in sql/ without "--" in their names, in order.
+REGRESS      = catalog sources queries windows batches
+REGRESS_OPTS = --inputdir=. --temp-config=test/regress.conf \
+               --temp-instance=$(or $(TESTDIR),.)/tmp_check_regress
+
+# TAP tests (PostgreSQL::Test::Cluster) live in test/t.
+TAP_TESTS  = 1
+PROVE_TESTS = test/t/*.pl
+
+RDKAFKA_CFLAGS := $(shell pkg-config --cflags rdkafka 2>/dev/null)
+RDKAFKA_LIBS   := $(shell pkg-config --libs rdkafka 2>/dev/null || echo -lrdkafka)
+
+PG_CPPFLAGS = -I$(srcdir)/src $(RDKAFKA_CFLAGS)
+PG_CFLAGS   = -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Wno-clobbered -Werror=implicit-function-declaration
+SHLIB_LINK  = $(RDKAFKA_LIBS)
+
+EXTRA_CLEAN = test/kafka_broker test/kafka_produce test/bench/raw_consume tmp_check_regress
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+# Test helpers: the Kafka test broker (librdkafka's mock cluster) and a producer.
+TEST_PROGRAMS = test/kafka_broker test/kafka_produce
+
+test/kafka_broker: test/kafka_broker.c
+	$(CC) -O2 -Wall -o $@ $< $(RDKAFKA_CFLAGS) $(RDKAFKA_LIBS)
+
+test/kafka_produce: test/kafka_produce.c
+	$(CC) -O2 -Wall -o $@ $< $(RDKAFKA_CFLAGS) $(RDKAFKA_LIBS)
+
+test-programs: $(TEST_PROGRAMS)
+
+.PHONY: deps demo test test-programs
+
+deps:
+	@test/install_deps.sh
+
+demo: deps
+	@$(MAKE) --no-print-directory all test-programs
+	@test/demo.sh
+
+test: deps
+	@$(MAKE) --no-print-directory all test-programs
+	@test/run_tests.sh
+
+# Used by test/run_tests.sh to run exactly the pg_regress tests and options
+# defined above (REGRESS_OPTS as completed by PGXS).
+.PHONY: print-regress
+print-regress:
+	$(info REGRESS=$(REGRESS))
+	$(info REGRESS_OPTS=$(REGRESS_OPTS))
+	@:

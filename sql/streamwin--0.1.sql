@@ -1,0 +1,235 @@
+/* streamwin 0.1: catalog, observability views and the SQL interface.
+ *
+ * Everything is schema-qualified: the extension lives in schema streamwin
+ * (relocatable = false).  Catalog tables are written only by streamwin's C
+ * functions, which switch to the extension owner for that bookkeeping;
+ * users read them through the views below.  Catalog tables are registered
+ * with pg_extension_config_dump so pg_dump keeps sources, queries and
+ * offsets.
+ */
+
+\echo Use "CREATE EXTENSION streamwin" to load this file. \quit
+
+-- Sources: a Kafka topic (or, later, a table's change stream) plus the
+-- column list its messages decode into.  "relation" is the view users and
+-- queries reference by the source's name.  Options may hold secrets
+-- (kafka.sasl.password, ...), so this table is not readable by PUBLIC.
+CREATE TABLE streamwin.source_catalog (
+	source_id	serial PRIMARY KEY,
+	name		text NOT NULL UNIQUE,
+	relation	oid NOT NULL,
+	kind		text NOT NULL CHECK (kind IN ('kafka', 'table')),
+	brokers		text,
+	topic		text,
+	format		text NOT NULL,
+	columns		text NOT NULL,
+	options		jsonb NOT NULL DEFAULT '{}',
+	owner		oid NOT NULL,
+	created_at	timestamptz NOT NULL DEFAULT now()
+);
+
+-- Continuous queries and their compiled batch plan.  "plan" holds the SQL
+-- statements and the event-time expression produced by create_query; the
+-- worker prepares them once and reuses them for every batch.
+CREATE TABLE streamwin.query_catalog (
+	query_id	serial PRIMARY KEY,
+	name		text NOT NULL UNIQUE,
+	source_id	integer NOT NULL REFERENCES streamwin.source_catalog,
+	owner		oid NOT NULL,
+	query		text NOT NULL,
+	watermark_delay interval,
+	output_mode	text NOT NULL CHECK (output_mode IN ('append', 'update', 'complete')),
+	trigger_interval interval NOT NULL,
+	dedup_keys	text[],
+	options		jsonb NOT NULL DEFAULT '{}',
+	result_table oid NOT NULL,
+	state_table	oid,
+	plan		jsonb NOT NULL,
+	desired_state text NOT NULL CHECK (desired_state IN ('running', 'stopped')),
+	status		text NOT NULL DEFAULT 'ok' CHECK (status IN ('ok', 'failed')),
+	last_batch_id bigint NOT NULL DEFAULT 0,
+	last_batch_at timestamptz,
+	watermark	timestamptz,
+	last_error	text,
+	last_error_at timestamptz,
+	consecutive_failures integer NOT NULL DEFAULT 0,
+	created_at	timestamptz NOT NULL DEFAULT now()
+);
+
+-- Per query and source partition: the next offset to read, and what the
+-- watermark needs.  Written in the same transaction as the batch results.
+CREATE TABLE streamwin.query_offsets (
+	query_id	integer NOT NULL REFERENCES streamwin.query_catalog ON DELETE CASCADE,
+	partition	integer NOT NULL,
+	next_offset	bigint NOT NULL,
+	max_event_time timestamptz,
+	last_data_at timestamptz NOT NULL,
+	high_watermark bigint,
+	PRIMARY KEY (query_id, partition)
+);
+
+-- Recent batches, one row each, written in the batch's transaction.  Old rows
+-- are trimmed to streamwin.progress_retention batches per query.
+CREATE TABLE streamwin.progress (
+	query		text NOT NULL,
+	batch_id	bigint NOT NULL,
+	started_at	timestamptz NOT NULL,
+	duration_ms	double precision NOT NULL,
+	input_rows	bigint NOT NULL,
+	input_rows_per_second double precision,
+	processed_rows_per_second double precision,
+	late_rows_dropped bigint NOT NULL,
+	dead_letters bigint NOT NULL,
+	state_rows	bigint NOT NULL,
+	watermark	timestamptz,
+	offsets		jsonb NOT NULL,
+	PRIMARY KEY (query, batch_id)
+);
+
+-- Messages that could not be decoded or converted.  Keyed by position, so a
+-- message read by several queries is recorded once.
+CREATE TABLE streamwin.dead_letters (
+	source		text NOT NULL,
+	partition	integer NOT NULL,
+	"offset"	bigint NOT NULL,
+	payload		bytea,
+	error		text NOT NULL,
+	at			timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (source, partition, "offset")
+);
+
+SELECT pg_catalog.pg_extension_config_dump('streamwin.source_catalog', '');
+SELECT pg_catalog.pg_extension_config_dump('streamwin.source_catalog_source_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('streamwin.query_catalog', '');
+SELECT pg_catalog.pg_extension_config_dump('streamwin.query_catalog_query_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('streamwin.query_offsets', '');
+SELECT pg_catalog.pg_extension_config_dump('streamwin.dead_letters', '');
+
+REVOKE ALL ON streamwin.source_catalog, streamwin.query_catalog,
+	streamwin.query_offsets FROM PUBLIC;
+GRANT SELECT ON streamwin.progress, streamwin.dead_letters TO PUBLIC;
+
+-- The rows of the batch being processed by this backend for a source: the
+-- body of every source view.  Outside a batch it returns no rows, so a
+-- source can be queried and EXPLAINed like any table.
+CREATE FUNCTION streamwin.source_rows(source_id integer)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'streamwin_source_rows'
+LANGUAGE C STRICT VOLATILE ROWS 10000;
+
+-- Windows.  tumble() returns the start of the fixed window holding ts;
+-- windows are aligned to the Unix epoch, like Spark's window().
+CREATE FUNCTION streamwin.tumble(ts timestamptz, size interval)
+RETURNS timestamptz
+AS 'MODULE_PATHNAME', 'streamwin_tumble'
+LANGUAGE C STRICT IMMUTABLE PARALLEL SAFE;
+
+-- hop() in GROUP BY assigns a row to every window [start, start + size)
+-- that covers it; create_query rewrites it into a lateral call of
+-- hop_starts(), which returns those starts.  Called directly, hop() returns
+-- the latest window start that covers ts.
+CREATE FUNCTION streamwin.hop(ts timestamptz, size interval, slide interval)
+RETURNS timestamptz
+AS 'MODULE_PATHNAME', 'streamwin_hop'
+LANGUAGE C STRICT IMMUTABLE PARALLEL SAFE;
+
+CREATE FUNCTION streamwin.hop_starts(ts timestamptz, size interval, slide interval)
+RETURNS SETOF timestamptz
+AS 'MODULE_PATHNAME', 'streamwin_hop_starts'
+LANGUAGE C STRICT IMMUTABLE PARALLEL SAFE ROWS 4;
+
+-- Sources
+CREATE FUNCTION streamwin.create_kafka_source(name text, brokers text, topic text,
+	columns text, format text DEFAULT 'json', options jsonb DEFAULT '{}')
+RETURNS void
+AS 'MODULE_PATHNAME', 'streamwin_create_kafka_source'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION streamwin.drop_source(name text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'streamwin_drop_source'
+LANGUAGE C STRICT VOLATILE;
+
+-- Queries
+CREATE FUNCTION streamwin.create_query(name text, query text,
+	watermark interval DEFAULT NULL, output_mode text DEFAULT 'append',
+	trigger_interval interval DEFAULT '1 second', dedup_keys text[] DEFAULT NULL,
+	options jsonb DEFAULT '{}', start boolean DEFAULT true)
+RETURNS void
+AS 'MODULE_PATHNAME', 'streamwin_create_query'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION streamwin.start_query(name text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'streamwin_start_query'
+LANGUAGE C STRICT VOLATILE;
+
+CREATE FUNCTION streamwin.stop_query(name text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'streamwin_stop_query'
+LANGUAGE C STRICT VOLATILE;
+
+CREATE FUNCTION streamwin.drop_query(name text, drop_result boolean DEFAULT false)
+RETURNS void
+AS 'MODULE_PATHNAME', 'streamwin_drop_query'
+LANGUAGE C STRICT VOLATILE;
+
+CREATE FUNCTION streamwin.reset_query(name text, starting_offsets text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'streamwin_reset_query'
+LANGUAGE C STRICT VOLATILE;
+
+CREATE FUNCTION streamwin.run_batch(name text)
+RETURNS jsonb
+AS 'MODULE_PATHNAME', 'streamwin_run_batch'
+LANGUAGE C STRICT VOLATILE;
+
+CREATE FUNCTION streamwin.run_available(name text)
+RETURNS jsonb
+AS 'MODULE_PATHNAME', 'streamwin_run_available'
+LANGUAGE C STRICT VOLATILE;
+
+-- Observability
+CREATE FUNCTION streamwin.worker_pid(query_id integer)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'streamwin_worker_pid'
+LANGUAGE C STRICT VOLATILE;
+
+CREATE VIEW streamwin.sources AS
+SELECT s.name, s.kind, s.brokers, s.topic, s.format, s.columns,
+	   -- librdkafka properties may hold credentials: only the owner sees them
+	   CASE WHEN pg_catalog.pg_has_role(s.owner, 'USAGE') THEN s.options
+			ELSE s.options - 'kafka' END AS options,
+	   s.relation::regclass AS relation,
+	   s.owner::regrole AS owner, s.created_at
+FROM streamwin.source_catalog s;
+
+CREATE VIEW streamwin.queries AS
+SELECT q.name,
+	   s.name AS source,
+	   CASE WHEN q.desired_state = 'stopped' THEN 'stopped'
+			WHEN q.status = 'failed' THEN 'failed'
+			ELSE 'running' END AS state,
+	   streamwin.worker_pid(q.query_id) AS worker_pid,
+	   q.last_batch_id,
+	   q.watermark,
+	   (SELECT sum(GREATEST(o.high_watermark - o.next_offset, 0))::bigint
+		  FROM streamwin.query_offsets o
+		 WHERE o.query_id = q.query_id) AS lag,
+	   q.last_error,
+	   q.last_error_at,
+	   q.last_batch_at,
+	   q.output_mode,
+	   q.watermark_delay,
+	   q.trigger_interval,
+	   q.result_table::regclass AS result_table,
+	   q.owner::regrole AS owner,
+	   q.query
+FROM streamwin.query_catalog q
+JOIN streamwin.source_catalog s USING (source_id);
+
+GRANT SELECT ON streamwin.sources, streamwin.queries TO PUBLIC;
+
+-- The schema holds the interface functions and views every role may use;
+-- the catalog tables above keep their own, narrower privileges.
+GRANT USAGE ON SCHEMA streamwin TO PUBLIC;

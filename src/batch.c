@@ -1,0 +1,545 @@
+/*-------------------------------------------------------------------------
+ *
+ * batch.c
+ *	  One micro-batch, start to finish, and the SQL functions that run
+ *	  batches in the calling session (run_batch, run_available).
+ *
+ * A batch runs inside the caller's transaction (the worker's, or the
+ * session's for run_batch) and does, in order:
+ *
+ *	 lock the query row			-- one batch at a time per query
+ *	 load offsets, position the consumer at them
+ *	 fetch up to max_records_per_batch messages
+ *	 decode them into source rows; set aside late rows and dead letters
+ *	 run the compiled batch statement over those rows (as the query owner):
+ *		merge partial aggregates into state, upsert results (update mode)
+ *	 record dead letters
+ *	 advance the watermark; emit and evict closed windows
+ *	 write offsets and the progress row
+ *
+ * so state, results, offsets and progress commit together or not at all.
+ * A failed batch leaves the stored offsets where they were; the next batch
+ * notices that the consumer is ahead of them and rewinds it.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/executor.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/json.h"
+#include "utils/jsonb.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "batch.h"
+
+PG_FUNCTION_INFO_V1(streamwin_run_batch);
+PG_FUNCTION_INFO_V1(streamwin_run_available);
+
+/* Runners of this backend: usually one (a worker) or a few (a session). */
+static List *runners = NIL;
+
+static SPIPlanPtr
+prepare_kept(const char *sql, int nargs, Oid *argtypes)
+{
+	SPIPlanPtr	plan;
+
+	if (sql == NULL)
+		return NULL;
+	plan = SPI_prepare(sql, nargs, argtypes);
+	if (plan == NULL)
+		elog(ERROR, "streamwin: could not prepare \"%s\": %s", sql,
+			 SPI_result_code_string(SPI_result));
+	SPI_keepplan(plan);
+	return plan;
+}
+
+static void
+runner_free(QueryRunner *r)
+{
+	if (r->consumer != NULL)
+		kafka_consumer_close(r->consumer);
+	if (r->batch_plan)
+		SPI_freeplan(r->batch_plan);
+	if (r->close_plan)
+		SPI_freeplan(r->close_plan);
+	if (r->clear_plan)
+		SPI_freeplan(r->clear_plan);
+	if (r->refresh_plan)
+		SPI_freeplan(r->refresh_plan);
+	if (r->state_count_plan)
+		SPI_freeplan(r->state_count_plan);
+	if (r->econtext)
+		FreeExprContext(r->econtext, false);
+	MemoryContextDelete(r->cxt);
+}
+
+/*
+ * runner_get
+ *		The runner of a query in this backend, created on first use: loads
+ *		the query, prepares its statements and decoder.  The Kafka consumer
+ *		is opened by the first batch.  Must be called inside a transaction.
+ */
+QueryRunner *
+runner_get(int32 query_id)
+{
+	ListCell   *lc;
+	MemoryContext cxt;
+	MemoryContext old;
+	QueryRunner *r;
+	Oid			tstz = TIMESTAMPTZOID;
+
+	foreach(lc, runners)
+	{
+		r = lfirst(lc);
+		if (r->query_id == query_id)
+			return r;
+	}
+
+	cxt = AllocSetContextCreate(TopMemoryContext, "streamwin query runner",
+								ALLOCSET_DEFAULT_SIZES);
+	old = MemoryContextSwitchTo(cxt);
+	r = palloc0(sizeof(QueryRunner));
+	r->cxt = cxt;
+	r->query_id = query_id;
+	PG_TRY();
+	{
+		r->query = catalog_get_query_by_id(query_id, false);
+		r->source = catalog_get_source_by_id(r->query->source_id);
+		r->source_desc = source_tupdesc(r->source->relation);
+		r->batch_cxt = AllocSetContextCreate(cxt, "streamwin batch", ALLOCSET_DEFAULT_SIZES);
+		batch_input_init(r);
+
+		SPI_connect();
+		r->batch_plan = prepare_kept(r->query->batch_sql, 0, NULL);
+		r->close_plan = prepare_kept(r->query->close_sql, 1, &tstz);
+		r->clear_plan = prepare_kept(r->query->clear_sql, 0, NULL);
+		r->refresh_plan = prepare_kept(r->query->refresh_sql, 0, NULL);
+		r->state_count_plan = prepare_kept(r->query->state_count_sql, 0, NULL);
+		SPI_finish();
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(old);
+		runner_free(r);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(TopMemoryContext);
+	runners = lappend(runners, r);
+	MemoryContextSwitchTo(old);
+	return r;
+}
+
+/*
+ * runner_forget
+ *		Drop a query's runner (after drop_query, or when a worker exits).
+ */
+void
+runner_forget(int32 query_id)
+{
+	ListCell   *lc;
+
+	foreach(lc, runners)
+	{
+		QueryRunner *r = lfirst(lc);
+
+		if (r->query_id == query_id)
+		{
+			runners = foreach_delete_current(runners, lc);
+			runner_free(r);
+			return;
+		}
+	}
+}
+
+/* Execute a kept plan as the query's owner. */
+static uint64
+run_as_owner(QueryRunner *r, SPIPlanPtr plan, Datum *args, const char *nulls)
+{
+	Oid			save_userid;
+	int			save_sec;
+	int			rc;
+
+	GetUserIdAndSecContext(&save_userid, &save_sec);
+	SetUserIdAndSecContext(r->query->owner, save_sec | SECURITY_LOCAL_USERID_CHANGE);
+	rc = SPI_execute_plan(plan, args, nulls, false, 0);
+	SetUserIdAndSecContext(save_userid, save_sec);
+	if (rc < 0)
+		elog(ERROR, "streamwin: batch statement failed: %s", SPI_result_code_string(rc));
+	return SPI_processed;
+}
+
+/* The compiled batch statement, reading input through the source's view. */
+static void
+run_batch_statement(QueryRunner *r, BatchInput *input)
+{
+	source_set_batch_input(input);
+	PG_TRY();
+	{
+		run_as_owner(r, r->batch_plan, NULL, NULL);
+	}
+	PG_FINALLY();
+	{
+		source_set_batch_input(NULL);
+	}
+	PG_END_TRY();
+}
+
+static void
+record_dead_letters(QueryRunner *r, KafkaMessage *msgs, BatchMessageResult *res, int n,
+					int ndead)
+{
+	Datum	   *parts = palloc(sizeof(Datum) * ndead);
+	Datum	   *offs = palloc(sizeof(Datum) * ndead);
+	Datum	   *payloads = palloc(sizeof(Datum) * ndead);
+	Datum	   *errors = palloc(sizeof(Datum) * ndead);
+	Oid			types[5] = {TEXTOID, INT4ARRAYOID, INT8ARRAYOID, BYTEAARRAYOID, TEXTARRAYOID};
+	Datum		args[5];
+	int			k = 0;
+	CatalogRole role;
+
+	for (int i = 0; i < n; i++)
+	{
+		bytea	   *payload;
+
+		if (res[i].status != 'd')
+			continue;
+		payload = palloc(VARHDRSZ + msgs[i].len);
+		SET_VARSIZE(payload, VARHDRSZ + msgs[i].len);
+		if (msgs[i].len > 0)
+			memcpy(VARDATA(payload), msgs[i].payload, msgs[i].len);
+		parts[k] = Int32GetDatum(msgs[i].partition);
+		offs[k] = Int64GetDatum(msgs[i].offset);
+		payloads[k] = PointerGetDatum(payload);
+		errors[k] = CStringGetTextDatum(res[i].error);
+		k++;
+	}
+	args[0] = CStringGetTextDatum(r->source->name);
+	args[1] = PointerGetDatum(construct_array(parts, k, INT4OID, 4, true, TYPALIGN_INT));
+	args[2] = PointerGetDatum(construct_array(offs, k, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	args[3] = PointerGetDatum(construct_array(payloads, k, BYTEAOID, -1, false, TYPALIGN_INT));
+	args[4] = PointerGetDatum(construct_array(errors, k, TEXTOID, -1, false, TYPALIGN_INT));
+
+	catalog_enter(&role);
+	/* once per message, however many queries read the source */
+	if (SPI_execute_with_args("INSERT INTO streamwin.dead_letters (source, partition, \"offset\", payload, error) "
+							  "SELECT $1, * FROM unnest($2, $3, $4, $5) ON CONFLICT DO NOTHING",
+							  5, types, args, NULL, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not write streamwin.dead_letters");
+	catalog_leave(&role);
+}
+
+/*
+ * Lock the query's row for the duration of the batch and read what the
+ * batch starts from.  Concurrent batches of one query (a worker and a
+ * run_batch, or two sessions) are serialised here.
+ */
+static void
+lock_query(QueryRunner *r, int64 *last_batch_id, bool *has_wm, TimestampTz *wm,
+		   bool *has_last_at, TimestampTz *last_at)
+{
+	Oid			types[1] = {INT4OID};
+	Datum		args[1] = {Int32GetDatum(r->query_id)};
+	CatalogRole role;
+	bool		isnull;
+	Datum		d;
+
+	catalog_enter(&role);
+	if (SPI_execute_with_args("SELECT last_batch_id, watermark, last_batch_at "
+							  "FROM streamwin.query_catalog WHERE query_id = $1 FOR UPDATE",
+							  1, types, args, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not lock streamwin.query_catalog");
+	catalog_leave(&role);
+	if (SPI_processed != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("query \"%s\" no longer exists", r->query->name)));
+	*last_batch_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+	*has_wm = !isnull;
+	*wm = isnull ? 0 : DatumGetTimestampTz(d);
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull);
+	*has_last_at = !isnull;
+	*last_at = isnull ? 0 : DatumGetTimestampTz(d);
+}
+
+/*
+ * batch_execute
+ *		Run one micro-batch in the current transaction (see file header).
+ *		stats->batch_id is 0 when there was nothing to do: no message, and
+ *		no watermark move; then nothing is written.
+ */
+void
+batch_execute(QueryRunner *r, int fetch_timeout_ms, BatchStats *stats)
+{
+	MemoryContext old;
+	int64		last_batch_id;
+	bool		has_old_wm;
+	TimestampTz old_wm;
+	bool		has_last_at;
+	TimestampTz last_at;
+	KafkaMessage *msgs;
+	int			n;
+	BatchMessageResult *res;
+	bool		drop_late;
+	HeapTuple  *tuples;
+	BatchInput	input;
+	int			ndead = 0;
+	int			nlate = 0;
+	TimestampTz now;
+	bool		has_new_wm;
+	TimestampTz new_wm = 0;
+	bool		wm_moved;
+	QueryInfo  *q = r->query;
+
+	MemoryContextReset(r->batch_cxt);
+	old = MemoryContextSwitchTo(r->batch_cxt);
+	memset(stats, 0, sizeof(BatchStats));
+	stats->started_at = GetCurrentTimestamp();
+
+	SPI_connect();
+	lock_query(r, &last_batch_id, &has_old_wm, &old_wm, &has_last_at, &last_at);
+	offsets_load(r);
+	offsets_assign(r);
+
+	n = kafka_fetch(r->consumer, r->source->max_records_per_batch, fetch_timeout_ms, &msgs);
+
+	/* late rows are dropped against the watermark of the previous batch */
+	drop_late = q->has_watermark && has_old_wm && q->output_mode != OUTPUT_COMPLETE;
+	res = batch_input_decode(r, msgs, n, drop_late, old_wm);
+
+	tuples = palloc(sizeof(HeapTuple) * Max(n, 1));
+	input.source_id = r->source->source_id;
+	input.ntuples = 0;
+	input.tuples = tuples;
+	for (int i = 0; i < n; i++)
+	{
+		int			idx = (msgs[i].partition <= r->max_partition) ?
+			r->part_index[msgs[i].partition] : -1;
+		PartitionState *p;
+
+		if (idx < 0)
+			elog(ERROR, "streamwin: message from partition %d that was not assigned",
+				 msgs[i].partition);
+		p = &r->parts[idx];
+		p->next_offset = msgs[i].offset + 1;
+		r->consumer_next[idx] = msgs[i].offset + 1;
+		p->batch_rows++;
+		if (res[i].has_event_time &&
+			(!p->batch_has_max || res[i].event_time > p->batch_max_event_time))
+		{
+			p->batch_max_event_time = res[i].event_time;
+			p->batch_has_max = true;
+		}
+		if (res[i].status == 'o')
+			tuples[input.ntuples++] = res[i].tuple;
+		else if (res[i].status == 'l')
+			nlate++;
+		else
+			ndead++;
+	}
+
+	now = GetCurrentTimestamp();
+	has_new_wm = offsets_compute_watermark(r, has_old_wm, old_wm, now, &new_wm);
+	has_new_wm = has_new_wm && q->has_watermark;
+	wm_moved = has_new_wm && (!has_old_wm || new_wm > old_wm);
+
+	if (n == 0 && !wm_moved && last_batch_id > 0)
+	{
+		SPI_finish();
+		MemoryContextSwitchTo(old);
+		return;
+	}
+
+	if (input.ntuples > 0)
+		run_batch_statement(r, &input);
+	if (ndead > 0)
+		record_dead_letters(r, msgs, res, n, ndead);
+
+	if (wm_moved && r->close_plan != NULL)
+	{
+		Datum		arg = TimestampTzGetDatum(new_wm);
+
+		run_as_owner(r, r->close_plan, &arg, NULL);
+	}
+	if (r->refresh_plan != NULL && (input.ntuples > 0 || last_batch_id == 0))
+	{
+		run_as_owner(r, r->clear_plan, NULL, NULL);
+		run_as_owner(r, r->refresh_plan, NULL, NULL);
+	}
+	if (r->state_count_plan != NULL)
+	{
+		bool		isnull;
+
+		run_as_owner(r, r->state_count_plan, NULL, NULL);
+		stats->state_rows = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+														SPI_tuptable->tupdesc, 1, &isnull));
+	}
+
+	offsets_store(r);
+
+	stats->batch_id = last_batch_id + 1;
+	stats->input_rows = n;
+	stats->late_rows = nlate;
+	stats->dead_letters = ndead;
+	stats->has_watermark = has_new_wm;
+	stats->watermark = new_wm;
+	stats->offsets_json = offsets_json(r);
+	now = GetCurrentTimestamp();
+	stats->duration_ms = (now - stats->started_at) / 1000.0;
+	stats->processed_rows_per_second = stats->duration_ms > 0 ?
+		n / (stats->duration_ms / 1000.0) : 0;
+	if (has_last_at && stats->started_at > last_at)
+		stats->input_rows_per_second = n / ((stats->started_at - last_at) / 1000000.0);
+	progress_record(r, stats);
+
+	SPI_finish();
+	MemoryContextSwitchTo(old);
+}
+
+static void
+append_timestamp(StringInfo buf, const char *key, bool has, TimestampTz ts)
+{
+	appendStringInfo(buf, ", \"%s\": ", key);
+	if (!has)
+		appendStringInfoString(buf, "null");
+	else
+		escape_json(buf, DatumGetCString(DirectFunctionCall1(timestamptz_out,
+															 TimestampTzGetDatum(ts))));
+}
+
+/*
+ * batch_stats_jsonb
+ *		A batch's progress record, as run_batch returns it.
+ */
+Jsonb *
+batch_stats_jsonb(QueryRunner *r, BatchStats *s)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	appendStringInfoString(&buf, "{\"query\": ");
+	escape_json(&buf, r->query->name);
+	if (s->batch_id == 0)
+		appendStringInfoString(&buf, ", \"batch_id\": null");
+	else
+		appendStringInfo(&buf, ", \"batch_id\": " INT64_FORMAT, s->batch_id);
+	append_timestamp(&buf, "started_at", true, s->started_at);
+	appendStringInfo(&buf, ", \"duration_ms\": %.3f, \"input_rows\": " INT64_FORMAT
+					 ", \"input_rows_per_second\": %.1f, \"processed_rows_per_second\": %.1f"
+					 ", \"late_rows_dropped\": " INT64_FORMAT ", \"dead_letters\": " INT64_FORMAT
+					 ", \"state_rows\": " INT64_FORMAT,
+					 s->duration_ms, s->input_rows, s->input_rows_per_second,
+					 s->processed_rows_per_second, s->late_rows, s->dead_letters, s->state_rows);
+	append_timestamp(&buf, "watermark", s->has_watermark, s->watermark);
+	appendStringInfo(&buf, ", \"offsets\": %s}", s->offsets_json ? s->offsets_json : offsets_json(r));
+	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data)));
+}
+
+/* The runner of a stopped query that the caller may run by hand. */
+static QueryRunner *
+runner_for_session(text *name_text)
+{
+	char	   *name = text_to_cstring(name_text);
+	QueryInfo  *q = catalog_get_query(name, false);
+
+	catalog_check_owner(q->owner, "query", name);
+	if (q->desired_running)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("query \"%s\" is running in a background worker", name),
+				 errhint("Stop it first with streamwin.stop_query('%s').", name)));
+	return runner_get(q->query_id);
+}
+
+/*
+ * streamwin.run_batch(name) RETURNS jsonb: one micro-batch in this session,
+ * in the caller's transaction.
+ */
+Datum
+streamwin_run_batch(PG_FUNCTION_ARGS)
+{
+	QueryRunner *r = runner_for_session(PG_GETARG_TEXT_PP(0));
+	BatchStats	stats;
+
+	batch_execute(r, 5000, &stats);
+	PG_RETURN_JSONB_P(batch_stats_jsonb(r, &stats));
+}
+
+/*
+ * streamwin.run_available(name) RETURNS jsonb: Spark's availableNow.  Reads
+ * where each partition ends now, then runs batches until the query has
+ * processed up to there, all in the caller's transaction.
+ */
+Datum
+streamwin_run_available(PG_FUNCTION_ARGS)
+{
+	QueryRunner *r = runner_for_session(PG_GETARG_TEXT_PP(0));
+	int64	   *targets;
+	int64		batches = 0;
+	int64		input = 0;
+	int64		late = 0;
+	int64		dead = 0;
+	int			idle_rounds = 0;
+	BatchStats	stats;
+	StringInfoData buf;
+	bool		has_wm = false;
+	TimestampTz wm = 0;
+
+	offsets_load(r);
+	targets = palloc(sizeof(int64) * r->nparts);
+	for (int i = 0; i < r->nparts; i++)
+	{
+		int64		low;
+
+		kafka_query_watermarks(r->consumer, r->parts[i].partition, &low, &targets[i], 10000);
+	}
+
+	for (;;)
+	{
+		bool		done = true;
+
+		CHECK_FOR_INTERRUPTS();
+		batch_execute(r, 1000, &stats);
+		if (stats.batch_id != 0)
+		{
+			batches++;
+			has_wm = stats.has_watermark;
+			wm = stats.watermark;
+		}
+		input += stats.input_rows;
+		late += stats.late_rows;
+		dead += stats.dead_letters;
+
+		for (int i = 0; i < r->nparts; i++)
+			if (r->parts[i].next_offset < targets[i])
+				done = false;
+		if (done)
+			break;
+		/* the broker reported more than it delivers (e.g. compacted away) */
+		idle_rounds = stats.input_rows == 0 ? idle_rounds + 1 : 0;
+		if (idle_rounds >= 10)
+			ereport(ERROR,
+					(errcode(ERRCODE_CONNECTION_FAILURE),
+					 errmsg("source of query \"%s\" delivered no messages for 10 seconds before reaching the end it reported",
+							r->query->name),
+					 kafka_last_error(r->consumer) ?
+					 errdetail("Last error from the source: %s", kafka_last_error(r->consumer)) : 0,
+					 errhint("Check that the brokers are reachable, then try again.")));
+	}
+
+	initStringInfo(&buf);
+	appendStringInfo(&buf, "{\"batches\": " INT64_FORMAT ", \"input_rows\": " INT64_FORMAT
+					 ", \"late_rows_dropped\": " INT64_FORMAT ", \"dead_letters\": " INT64_FORMAT,
+					 batches, input, late, dead);
+	append_timestamp(&buf, "watermark", has_wm, wm);
+	appendStringInfo(&buf, ", \"offsets\": %s}", offsets_json(r));
+	PG_RETURN_JSONB_P(DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data))));
+}

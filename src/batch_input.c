@@ -1,0 +1,183 @@
+/*-------------------------------------------------------------------------
+ *
+ * batch_input.c
+ *	  Turning a batch of messages into the source rows a query reads:
+ *	  decode, compute the event time, set aside late rows and dead letters.
+ *
+ * Decoders report malformed messages without throwing, but type input
+ * functions (int4in, timestamptz_in, ...) and the event-time expression
+ * throw on bad values, and PostgreSQL 15 has no soft errors.  Catching such
+ * an error safely needs a subtransaction.  One subtransaction per message
+ * would cost more than the decoding itself, so the whole batch is decoded
+ * in one; if it fails, the range is split in halves and each half retried,
+ * down to the single message that is bad.  A batch with k bad messages
+ * costs O(k log n) subtransactions, and a clean batch exactly one.
+ *
+ * Only data exceptions (SQLSTATE class 22) and constraint violations of
+ * domains (class 23) mark a message as bad; anything else (out of memory,
+ * query cancel) is re-thrown and fails the batch.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "executor/executor.h"
+#include "nodes/readfuncs.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+#include "utils/resowner.h"
+
+#include "batch.h"
+
+/*
+ * batch_input_init
+ *		Prepare decoding for a runner: decoder and event-time expression.
+ *		Called once, in the runner's memory context.
+ */
+void
+batch_input_init(QueryRunner *r)
+{
+	r->decoder = decoder_create(r->source->format, r->source_desc);
+	r->slot = MakeSingleTupleTableSlot(r->source_desc, &TTSOpsVirtual);
+	r->econtext = CreateStandaloneExprContext();
+	if (r->query->event_time_expr != NULL)
+	{
+		Expr	   *expr = (Expr *) stringToNode(r->query->event_time_expr);
+
+		/* Vars of the source are evaluated against the decoded row */
+		r->event_time = ExecInitExpr(expr, NULL);
+	}
+}
+
+/* Decode one message.  Throws on bad values; see the file header. */
+static void
+decode_one(QueryRunner *r, KafkaMessage *m, BatchMessageResult *res,
+		   bool drop_late, TimestampTz watermark, MemoryContext batch_cxt)
+{
+	TupleTableSlot *slot = r->slot;
+	MemoryContext msg_cxt = r->econtext->ecxt_per_tuple_memory;
+	const char *err;
+
+	ExecClearTuple(slot);
+	MemoryContextSwitchTo(msg_cxt);
+	err = decoder_decode(r->decoder, m->payload, m->len, slot->tts_values, slot->tts_isnull);
+	if (err != NULL)
+	{
+		res->status = 'd';
+		res->error = MemoryContextStrdup(batch_cxt, err);
+		goto done;
+	}
+	ExecStoreVirtualTuple(slot);
+
+	if (r->event_time != NULL)
+	{
+		bool		isnull;
+		Datum		ts;
+
+		r->econtext->ecxt_scantuple = slot;
+		ts = ExecEvalExpr(r->event_time, r->econtext, &isnull);
+		if (isnull)
+		{
+			res->status = 'd';
+			res->error = "event time is NULL";
+			goto done;
+		}
+		res->has_event_time = true;
+		res->event_time = DatumGetTimestampTz(ts);
+		if (TIMESTAMP_NOT_FINITE(res->event_time))
+		{
+			res->status = 'd';
+			res->has_event_time = false;
+			res->error = "event time must be finite";
+			goto done;
+		}
+		if (drop_late && res->event_time < watermark)
+		{
+			res->status = 'l';
+			goto done;
+		}
+	}
+
+	MemoryContextSwitchTo(batch_cxt);
+	res->tuple = heap_form_tuple(r->source_desc, slot->tts_values, slot->tts_isnull);
+	res->status = 'o';
+
+done:
+	MemoryContextSwitchTo(batch_cxt);
+	ExecClearTuple(slot);
+	ResetExprContext(r->econtext);
+}
+
+/* Decode msgs[lo, hi) in one subtransaction; split the range on error. */
+static void
+decode_range(QueryRunner *r, KafkaMessage *msgs, BatchMessageResult *res, int lo, int hi,
+			 bool drop_late, TimestampTz watermark)
+{
+	MemoryContext batch_cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(batch_cxt);
+	PG_TRY();
+	{
+		for (int i = lo; i < hi; i++)
+		{
+			memset(&res[i], 0, sizeof(BatchMessageResult));
+			decode_one(r, &msgs[i], &res[i], drop_late, watermark, batch_cxt);
+		}
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(batch_cxt);
+		CurrentResourceOwner = owner;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(batch_cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(batch_cxt);
+		CurrentResourceOwner = owner;
+		ResetExprContext(r->econtext);
+
+		if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_DATA_EXCEPTION &&
+			ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION)
+			ReThrowError(edata);
+		if (hi - lo == 1)
+		{
+			memset(&res[lo], 0, sizeof(BatchMessageResult));
+			res[lo].status = 'd';
+			/* the context names the JSON key or CSV field at fault */
+			res[lo].error = edata->context ?
+				psprintf("%s (%s)", edata->message, edata->context) : edata->message;
+		}
+		else
+		{
+			int			mid = lo + (hi - lo) / 2;
+
+			decode_range(r, msgs, res, lo, mid, drop_late, watermark);
+			decode_range(r, msgs, res, mid, hi, drop_late, watermark);
+		}
+	}
+	PG_END_TRY();
+}
+
+/*
+ * batch_input_decode
+ *		Decode n messages; one result per message, allocated (with the
+ *		tuples) in CurrentMemoryContext.  Rows with event time before the
+ *		watermark are marked late when drop_late.  Must be called inside a
+ *		transaction.
+ */
+BatchMessageResult *
+batch_input_decode(QueryRunner *r, KafkaMessage *msgs, int n, bool drop_late,
+				   TimestampTz watermark)
+{
+	BatchMessageResult *res = palloc0(sizeof(BatchMessageResult) * Max(n, 1));
+
+	if (n > 0)
+		decode_range(r, msgs, res, 0, n, drop_late, watermark);
+	return res;
+}

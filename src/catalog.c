@@ -1,0 +1,539 @@
+/*-------------------------------------------------------------------------
+ *
+ * catalog.c
+ *	  Reading streamwin's catalog tables into SourceInfo / QueryInfo, and
+ *	  the role switch used for catalog bookkeeping.
+ *
+ * The catalog tables are not writable (and source_catalog not readable) by
+ * ordinary roles: sources may hold credentials, and offsets must only move
+ * through a batch.  streamwin's C functions therefore switch to the
+ * extension's owner for the few statements that touch the catalog, and
+ * run everything that touches user data (source rows, joined tables,
+ * result and state tables) as the calling role or the query's owner.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "catalog/pg_extension.h"
+#include "catalog/pg_type.h"
+#include "commands/extension.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
+#include "utils/syscache.h"
+#include "access/table.h"
+#include "access/genam.h"
+
+#include "streamwin.h"
+#include "source.h"
+
+static Oid	extension_owner_cache = InvalidOid;
+
+/*
+ * The owner of the streamwin extension in this database.  Cached per
+ * backend: an extension's owner changes only through ALTER EXTENSION ...
+ * OWNER, which streamwin does not support.
+ */
+static Oid
+extension_owner(void)
+{
+	Relation	rel;
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+
+	if (OidIsValid(extension_owner_cache))
+		return extension_owner_cache;
+
+	rel = table_open(ExtensionRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber,
+				F_NAMEEQ, CStringGetDatum("streamwin"));
+	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
+	tup = systable_getnext(scan);
+	if (!HeapTupleIsValid(tup))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("extension \"streamwin\" is not installed in this database"),
+				 errhint("Run CREATE EXTENSION streamwin.")));
+	extension_owner_cache = ((Form_pg_extension) GETSTRUCT(tup))->extowner;
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return extension_owner_cache;
+}
+
+/*
+ * catalog_enter / catalog_leave
+ *		Run the statements between them as the extension owner.  An error in
+ *		between needs no catalog_leave: transaction (and subtransaction)
+ *		abort restores the user id.
+ */
+void
+catalog_enter(CatalogRole *save)
+{
+	GetUserIdAndSecContext(&save->saved_userid, &save->saved_sec_context);
+	SetUserIdAndSecContext(extension_owner(),
+						   save->saved_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+}
+
+void
+catalog_leave(CatalogRole *save)
+{
+	SetUserIdAndSecContext(save->saved_userid, save->saved_sec_context);
+}
+
+/*
+ * catalog_check_owner
+ *		Only the owner of a source or query (or a member of the owning role,
+ *		or a superuser) may change it.
+ */
+void
+catalog_check_owner(Oid owner, const char *kind, const char *name)
+{
+	if (!has_privs_of_role(GetUserId(), owner))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("must be owner of %s \"%s\"", kind, name)));
+}
+
+/*
+ * interval_to_usec
+ *		A duration setting (watermark delay, trigger interval, idle timeout)
+ *		as microseconds; months have no fixed length and are refused.
+ */
+int64
+interval_to_usec(const Interval *iv, const char *what)
+{
+	if (iv->month != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must not contain months or years", what),
+				 errhint("Use days instead, for example interval '30 days'.")));
+	return iv->time + (int64) iv->day * USECS_PER_DAY;
+}
+
+/*
+ * jsonb_get_text
+ *		The text of a top-level key of a jsonb object (strings unquoted), or
+ *		NULL when absent or JSON null.
+ */
+char *
+jsonb_get_text(Jsonb *jb, const char *key)
+{
+	JsonbValue	k;
+	JsonbValue *v;
+
+	if (jb == NULL || !JB_ROOT_IS_OBJECT(jb))
+		return NULL;
+	k.type = jbvString;
+	k.val.string.val = (char *) key;
+	k.val.string.len = strlen(key);
+	v = findJsonbValueFromContainer(&jb->root, JB_FOBJECT, &k);
+	if (v == NULL || v->type == jbvNull)
+		return NULL;
+	if (v->type == jbvString)
+		return pnstrdup(v->val.string.val, v->val.string.len);
+	if (v->type == jbvNumeric)
+		return DatumGetCString(DirectFunctionCall1(numeric_out,
+												   NumericGetDatum(v->val.numeric)));
+	if (v->type == jbvBool)
+		return pstrdup(v->val.boolean ? "true" : "false");
+	/* a container: its JSON text */
+	return JsonbToCString(NULL, v->val.binary.data, v->val.binary.len);
+}
+
+/* --- reading rows ------------------------------------------------------ */
+
+static char *
+spi_text(HeapTuple tup, TupleDesc desc, int col)
+{
+	bool		isnull;
+	Datum		d = SPI_getbinval(tup, desc, col, &isnull);
+
+	return isnull ? NULL : TextDatumGetCString(d);
+}
+
+static Datum
+spi_datum(HeapTuple tup, TupleDesc desc, int col, bool *isnull)
+{
+	return SPI_getbinval(tup, desc, col, isnull);
+}
+
+/*
+ * Run a catalog lookup returning at most one row, as the extension owner.
+ * The row is copied into the caller's memory context.  Returns NULL when no
+ * row matched.
+ */
+static HeapTuple
+catalog_lookup(const char *sql, Oid argtype, Datum arg, TupleDesc *desc_out)
+{
+	MemoryContext caller = CurrentMemoryContext;
+	CatalogRole role;
+	HeapTuple	result = NULL;
+
+	SPI_connect();
+	catalog_enter(&role);
+	if (SPI_execute_with_args(sql, 1, &argtype, &arg, NULL, true, 2) != SPI_OK_SELECT)
+		elog(ERROR, "streamwin catalog lookup failed");
+	catalog_leave(&role);
+	if (SPI_processed > 1)
+		elog(ERROR, "streamwin catalog lookup returned " UINT64_FORMAT " rows",
+			 (uint64) SPI_processed);
+	if (SPI_processed == 1)
+	{
+		MemoryContext spi = MemoryContextSwitchTo(caller);
+
+		result = heap_copytuple(SPI_tuptable->vals[0]);
+		*desc_out = CreateTupleDescCopy(SPI_tuptable->tupdesc);
+		MemoryContextSwitchTo(spi);
+	}
+	SPI_finish();
+	return result;
+}
+
+static void
+parse_source_options(SourceInfo *src, Jsonb *options)
+{
+	char	   *start = jsonb_get_text(options, "starting_offsets");
+	char	   *maxrec = jsonb_get_text(options, "max_records_per_batch");
+	JsonbValue	k;
+	JsonbValue *v;
+
+	src->starting_offset = START_EARLIEST;
+	if (start != NULL)
+	{
+		if (strcmp(start, "earliest") == 0)
+			src->starting_offset = START_EARLIEST;
+		else if (strcmp(start, "latest") == 0)
+			src->starting_offset = START_LATEST;
+		else
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid value for option \"starting_offsets\": \"%s\"", start),
+					 errhint("Use \"earliest\" or \"latest\".")));
+	}
+
+	src->max_records_per_batch = streamwin_default_max_records;
+	if (maxrec != NULL)
+	{
+		char	   *end;
+		long		n = strtol(maxrec, &end, 10);
+
+		if (*end != '\0' || n < 1 || n > 10000000)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid value for option \"max_records_per_batch\": \"%s\"", maxrec),
+					 errhint("Use an integer between 1 and 10000000.")));
+		src->max_records_per_batch = (int32) n;
+	}
+
+	src->npartitions = 0;
+	src->partitions = NULL;
+	src->nkafka_props = 0;
+	if (options == NULL || !JB_ROOT_IS_OBJECT(options))
+		return;
+
+	k.type = jbvString;
+	k.val.string.val = "partitions";
+	k.val.string.len = strlen("partitions");
+	v = findJsonbValueFromContainer(&options->root, JB_FOBJECT, &k);
+	if (v != NULL && v->type != jbvNull)
+	{
+		JsonbIterator *it;
+		JsonbValue	elem;
+		JsonbIteratorToken tok;
+		int			cap = 16;
+
+		if (v->type != jbvBinary || !JsonContainerIsArray(v->val.binary.data))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("option \"partitions\" must be an array of partition numbers"),
+					 errhint("For example: {\"partitions\": [0, 1, 2]}.")));
+		src->partitions = palloc(sizeof(int32) * cap);
+		it = JsonbIteratorInit(v->val.binary.data);
+		while ((tok = JsonbIteratorNext(&it, &elem, true)) != WJB_DONE)
+		{
+			int64		p;
+
+			if (tok != WJB_ELEM)
+				continue;
+			if (elem.type != jbvNumeric)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("option \"partitions\" must be an array of partition numbers")));
+			p = DatumGetInt64(DirectFunctionCall1(numeric_int8,
+												  NumericGetDatum(elem.val.numeric)));
+			if (p < 0 || p > PG_INT32_MAX)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("partition number %lld is out of range", (long long) p)));
+			if (src->npartitions == cap)
+			{
+				cap *= 2;
+				src->partitions = repalloc(src->partitions, sizeof(int32) * cap);
+			}
+			src->partitions[src->npartitions++] = (int32) p;
+		}
+		if (src->npartitions == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("option \"partitions\" must not be empty"),
+					 errhint("Leave the option out to read every partition.")));
+	}
+
+	k.val.string.val = "kafka";
+	k.val.string.len = strlen("kafka");
+	v = findJsonbValueFromContainer(&options->root, JB_FOBJECT, &k);
+	if (v != NULL && v->type != jbvNull)
+	{
+		JsonbIterator *it;
+		JsonbValue	item;
+		JsonbIteratorToken tok;
+		int			cap = 8;
+		char	   *key = NULL;
+
+		if (v->type != jbvBinary || !JsonContainerIsObject(v->val.binary.data))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("option \"kafka\" must be an object of librdkafka properties"),
+					 errhint("For example: {\"kafka\": {\"fetch.max.bytes\": \"1048576\"}}.")));
+		src->kafka_keys = palloc(sizeof(char *) * cap);
+		src->kafka_values = palloc(sizeof(char *) * cap);
+		it = JsonbIteratorInit(v->val.binary.data);
+		while ((tok = JsonbIteratorNext(&it, &item, true)) != WJB_DONE)
+		{
+			if (tok == WJB_KEY)
+				key = pnstrdup(item.val.string.val, item.val.string.len);
+			else if (tok == WJB_VALUE)
+			{
+				char	   *value;
+
+				if (item.type == jbvString)
+					value = pnstrdup(item.val.string.val, item.val.string.len);
+				else if (item.type == jbvNumeric)
+					value = DatumGetCString(DirectFunctionCall1(numeric_out,
+																NumericGetDatum(item.val.numeric)));
+				else if (item.type == jbvBool)
+					value = pstrdup(item.val.boolean ? "true" : "false");
+				else
+					ereport(ERROR,
+							(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+							 errmsg("librdkafka property \"%s\" must be a string, number or boolean", key)));
+				if (src->nkafka_props == cap)
+				{
+					cap *= 2;
+					src->kafka_keys = repalloc(src->kafka_keys, sizeof(char *) * cap);
+					src->kafka_values = repalloc(src->kafka_values, sizeof(char *) * cap);
+				}
+				src->kafka_keys[src->nkafka_props] = key;
+				src->kafka_values[src->nkafka_props] = value;
+				src->nkafka_props++;
+			}
+		}
+	}
+}
+
+/*
+ * source_options_validate
+ *		Check a source's options at creation time, with the same parser the
+ *		workers use.  Unknown keys are refused so typos are not silently
+ *		ignored.
+ */
+void
+source_options_validate(Jsonb *options)
+{
+	SourceInfo	tmp;
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	int			depth = 0;
+
+	if (!JB_ROOT_IS_OBJECT(options))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("source options must be a JSON object")));
+	it = JsonbIteratorInit(&options->root);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		if (tok == WJB_BEGIN_OBJECT || tok == WJB_BEGIN_ARRAY)
+			depth++;
+		else if (tok == WJB_END_OBJECT || tok == WJB_END_ARRAY)
+			depth--;
+		else if (tok == WJB_KEY && depth == 1)
+		{
+			char	   *key = pnstrdup(v.val.string.val, v.val.string.len);
+
+			if (strcmp(key, "starting_offsets") != 0 &&
+				strcmp(key, "max_records_per_batch") != 0 &&
+				strcmp(key, "partitions") != 0 &&
+				strcmp(key, "kafka") != 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("unknown source option \"%s\"", key),
+						 errhint("Valid options are starting_offsets, max_records_per_batch, partitions and kafka.")));
+		}
+	}
+	parse_source_options(&tmp, options);
+}
+
+static SourceInfo *
+source_from_row(HeapTuple tup, TupleDesc desc)
+{
+	SourceInfo *src = palloc0(sizeof(SourceInfo));
+	bool		isnull;
+	Datum		d;
+
+	src->source_id = DatumGetInt32(spi_datum(tup, desc, 1, &isnull));
+	src->name = spi_text(tup, desc, 2);
+	src->relation = DatumGetObjectId(spi_datum(tup, desc, 3, &isnull));
+	src->brokers = spi_text(tup, desc, 4);
+	src->topic = spi_text(tup, desc, 5);
+	src->format = source_format_from_name(spi_text(tup, desc, 6));
+	d = spi_datum(tup, desc, 7, &isnull);
+	src->owner = DatumGetObjectId(spi_datum(tup, desc, 8, &isnull));
+	parse_source_options(src, isnull ? NULL : DatumGetJsonbP(d));
+	return src;
+}
+
+#define SOURCE_COLUMNS \
+	"SELECT source_id, name, relation, brokers, topic, format, options, owner " \
+	"FROM streamwin.source_catalog "
+
+SourceInfo *
+catalog_get_source(const char *name, bool missing_ok)
+{
+	TupleDesc	desc;
+	HeapTuple	tup = catalog_lookup(SOURCE_COLUMNS "WHERE name = $1",
+									 TEXTOID, CStringGetTextDatum(name), &desc);
+
+	if (tup == NULL)
+	{
+		if (missing_ok)
+			return NULL;
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("source \"%s\" does not exist", name),
+				 errhint("See streamwin.sources for the sources of this database.")));
+	}
+	return source_from_row(tup, desc);
+}
+
+SourceInfo *
+catalog_get_source_by_id(int32 source_id)
+{
+	TupleDesc	desc;
+	HeapTuple	tup = catalog_lookup(SOURCE_COLUMNS "WHERE source_id = $1",
+									 INT4OID, Int32GetDatum(source_id), &desc);
+
+	if (tup == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("source %d does not exist", source_id)));
+	return source_from_row(tup, desc);
+}
+
+SourceInfo *
+catalog_get_source_by_relation(Oid relid)
+{
+	TupleDesc	desc;
+	HeapTuple	tup = catalog_lookup(SOURCE_COLUMNS "WHERE relation = $1",
+									 OIDOID, ObjectIdGetDatum(relid), &desc);
+
+	return tup ? source_from_row(tup, desc) : NULL;
+}
+
+#define QUERY_COLUMNS \
+	"SELECT query_id, name, source_id, owner, output_mode, " \
+	"       extract(epoch from watermark_delay) * 1000000, " \
+	"       extract(epoch from trigger_interval) * 1000000, " \
+	"       extract(epoch from coalesce((options->>'idle_timeout')::interval, '30 seconds')) * 1000000, " \
+	"       desired_state = 'running', result_table, state_table, plan " \
+	"FROM streamwin.query_catalog "
+
+static int64
+numeric_usec(HeapTuple tup, TupleDesc desc, int col, bool *isnull)
+{
+	Datum		d = spi_datum(tup, desc, col, isnull);
+
+	if (*isnull)
+		return 0;
+	return DatumGetInt64(DirectFunctionCall1(numeric_int8, d));
+}
+
+static QueryInfo *
+query_from_row(HeapTuple tup, TupleDesc desc)
+{
+	QueryInfo  *q = palloc0(sizeof(QueryInfo));
+	bool		isnull;
+	char	   *mode;
+	Jsonb	   *plan;
+
+	q->query_id = DatumGetInt32(spi_datum(tup, desc, 1, &isnull));
+	q->name = spi_text(tup, desc, 2);
+	q->source_id = DatumGetInt32(spi_datum(tup, desc, 3, &isnull));
+	q->owner = DatumGetObjectId(spi_datum(tup, desc, 4, &isnull));
+	mode = spi_text(tup, desc, 5);
+	q->output_mode = strcmp(mode, "append") == 0 ? OUTPUT_APPEND :
+		strcmp(mode, "update") == 0 ? OUTPUT_UPDATE : OUTPUT_COMPLETE;
+	q->watermark_delay_us = numeric_usec(tup, desc, 6, &isnull);
+	q->has_watermark = !isnull;
+	q->trigger_interval_us = numeric_usec(tup, desc, 7, &isnull);
+	q->idle_timeout_us = numeric_usec(tup, desc, 8, &isnull);
+	q->desired_running = DatumGetBool(spi_datum(tup, desc, 9, &isnull));
+	q->result_table = DatumGetObjectId(spi_datum(tup, desc, 10, &isnull));
+	q->state_table = DatumGetObjectId(spi_datum(tup, desc, 11, &isnull));
+	if (isnull)
+		q->state_table = InvalidOid;
+	plan = DatumGetJsonbPCopy(spi_datum(tup, desc, 12, &isnull));
+
+	q->aggregate = strcmp(jsonb_get_text(plan, "kind"), "aggregate") == 0;
+	q->windowed = jsonb_get_text(plan, "window") != NULL;
+	q->event_time_expr = jsonb_get_text(plan, "event_time");
+	q->batch_sql = jsonb_get_text(plan, "batch_sql");
+	q->close_sql = jsonb_get_text(plan, "close_sql");
+	q->clear_sql = jsonb_get_text(plan, "clear_sql");
+	q->refresh_sql = jsonb_get_text(plan, "refresh_sql");
+	q->state_count_sql = jsonb_get_text(plan, "state_count_sql");
+	return q;
+}
+
+QueryInfo *
+catalog_get_query(const char *name, bool missing_ok)
+{
+	TupleDesc	desc;
+	HeapTuple	tup = catalog_lookup(QUERY_COLUMNS "WHERE name = $1",
+									 TEXTOID, CStringGetTextDatum(name), &desc);
+
+	if (tup == NULL)
+	{
+		if (missing_ok)
+			return NULL;
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("query \"%s\" does not exist", name),
+				 errhint("See streamwin.queries for the queries of this database.")));
+	}
+	return query_from_row(tup, desc);
+}
+
+QueryInfo *
+catalog_get_query_by_id(int32 query_id, bool missing_ok)
+{
+	TupleDesc	desc;
+	HeapTuple	tup = catalog_lookup(QUERY_COLUMNS "WHERE query_id = $1",
+									 INT4OID, Int32GetDatum(query_id), &desc);
+
+	if (tup == NULL)
+	{
+		if (missing_ok)
+			return NULL;
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("query %d does not exist", query_id)));
+	}
+	return query_from_row(tup, desc);
+}

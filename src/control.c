@@ -1,0 +1,261 @@
+/*-------------------------------------------------------------------------
+ *
+ * control.c
+ *	  The life of a query after create_query: start, stop, drop, reset, and
+ *	  the worker pid shown in streamwin.queries.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "catalog/pg_authid.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/syscache.h"
+
+#include "batch.h"
+#include "streamwin.h"
+
+PG_FUNCTION_INFO_V1(streamwin_start_query);
+PG_FUNCTION_INFO_V1(streamwin_stop_query);
+PG_FUNCTION_INFO_V1(streamwin_drop_query);
+PG_FUNCTION_INFO_V1(streamwin_reset_query);
+PG_FUNCTION_INFO_V1(streamwin_worker_pid);
+
+/*
+ * check_role_can_login
+ *		A worker connects as the query's owner, and PostgreSQL 15 refuses
+ *		background worker connections of roles without LOGIN.
+ */
+void
+check_role_can_login(Oid roleid)
+{
+	HeapTuple	tup = SearchSysCache1(AUTHOID, ObjectIdGetDatum(roleid));
+	bool		canlogin;
+	char	   *name;
+
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for role %u", roleid);
+	canlogin = ((Form_pg_authid) GETSTRUCT(tup))->rolcanlogin;
+	name = pstrdup(NameStr(((Form_pg_authid) GETSTRUCT(tup))->rolname));
+	ReleaseSysCache(tup);
+	if (!canlogin)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("role \"%s\" cannot run a query worker because it cannot log in", name),
+				 errdetail("The worker of a query connects as the query's owner."),
+				 errhint("Grant it with ALTER ROLE %s LOGIN, or run batches with streamwin.run_batch().",
+						 quote_identifier(name))));
+}
+
+void
+check_preloaded(void)
+{
+	if (!streamwin_preloaded)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("streamwin background workers need streamwin in shared_preload_libraries"),
+				 errhint("Add streamwin to shared_preload_libraries and restart the server, or run batches with streamwin.run_batch().")));
+}
+
+static void
+set_desired_state(QueryInfo *q, const char *state)
+{
+	Oid			types[2] = {INT4OID, TEXTOID};
+	Datum		args[2] = {Int32GetDatum(q->query_id), CStringGetTextDatum(state)};
+	CatalogRole role;
+
+	SPI_connect();
+	catalog_enter(&role);
+	if (SPI_execute_with_args("UPDATE streamwin.query_catalog SET desired_state = $2, "
+							  "status = CASE WHEN $2 = 'running' THEN 'ok' ELSE status END "
+							  "WHERE query_id = $1",
+							  2, types, args, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not update streamwin.query_catalog");
+	catalog_leave(&role);
+	SPI_finish();
+}
+
+/* streamwin.start_query(name): run the query in a background worker */
+Datum
+streamwin_start_query(PG_FUNCTION_ARGS)
+{
+	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	QueryInfo  *q = catalog_get_query(name, false);
+
+	catalog_check_owner(q->owner, "query", name);
+	check_preloaded();
+	check_role_can_login(q->owner);
+	set_desired_state(q, "running");
+	/* a session that ran batches by hand must not keep a stale consumer */
+	runner_forget(q->query_id);
+	launcher_request_start(q->query_id, q->owner);
+	PG_RETURN_VOID();
+}
+
+/* streamwin.stop_query(name): the worker exits after its current batch */
+Datum
+streamwin_stop_query(PG_FUNCTION_ARGS)
+{
+	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	QueryInfo  *q = catalog_get_query(name, false);
+
+	catalog_check_owner(q->owner, "query", name);
+	set_desired_state(q, "stopped");
+	launcher_request_stop(q->query_id);
+	PG_RETURN_VOID();
+}
+
+/*
+ * streamwin.drop_query(name, drop_result): remove the query, its state and
+ * offsets; the result table stays unless drop_result.
+ */
+Datum
+streamwin_drop_query(PG_FUNCTION_ARGS)
+{
+	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	bool		drop_result = PG_GETARG_BOOL(1);
+	QueryInfo  *q = catalog_get_query(name, false);
+	Oid			types[2] = {INT4OID, TEXTOID};
+	Datum		args[2] = {Int32GetDatum(q->query_id), CStringGetTextDatum(q->name)};
+	CatalogRole role;
+
+	catalog_check_owner(q->owner, "query", name);
+	SPI_connect();
+	catalog_enter(&role);
+	/* the row lock waits for a batch in progress to finish */
+	if (SPI_execute_with_args("SELECT 1 FROM streamwin.query_catalog WHERE query_id = $1 FOR UPDATE",
+							  1, types, args, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not lock streamwin.query_catalog");
+	if (SPI_execute_with_args("DELETE FROM streamwin.query_catalog WHERE query_id = $1",
+							  1, types, args, NULL, false, 0) != SPI_OK_DELETE)
+		elog(ERROR, "could not delete from streamwin.query_catalog");
+	if (SPI_execute_with_args("DELETE FROM streamwin.progress WHERE query = $2",
+							  2, types, args, NULL, false, 0) != SPI_OK_DELETE)
+		elog(ERROR, "could not delete from streamwin.progress");
+	if (OidIsValid(q->state_table) && get_rel_name(q->state_table) != NULL)
+		SPI_execute(psprintf("DROP TABLE %s",
+							 quote_qualified_identifier("streamwin", get_rel_name(q->state_table))),
+					false, 0);
+	catalog_leave(&role);
+	if (drop_result && get_rel_name(q->result_table) != NULL)
+	{
+		if (SPI_execute(psprintf("DROP TABLE %s",
+								 quote_qualified_identifier(get_namespace_name(get_rel_namespace(q->result_table)),
+															get_rel_name(q->result_table))),
+						false, 0) != SPI_OK_UTILITY)
+			elog(ERROR, "could not drop the result table of query \"%s\"", name);
+	}
+	SPI_finish();
+	runner_forget(q->query_id);
+	launcher_request_stop(q->query_id);
+	PG_RETURN_VOID();
+}
+
+/*
+ * streamwin.reset_query(name, starting_offsets): start the query over from
+ * 'earliest', 'latest', or explicit offsets given as a JSON object
+ * {"partition": offset, ...} (partitions not named start at the earliest).
+ * Open windows, the watermark and errors are cleared; result rows stay and
+ * are overwritten as the replay re-emits them.
+ */
+Datum
+streamwin_reset_query(PG_FUNCTION_ARGS)
+{
+	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	char	   *start = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	QueryInfo  *q = catalog_get_query(name, false);
+	QueryRunner *r;
+	Jsonb	   *explicit = NULL;
+	CatalogRole role;
+	Oid			types[1] = {INT4OID};
+	Datum		args[1] = {Int32GetDatum(q->query_id)};
+
+	catalog_check_owner(q->owner, "query", name);
+	if (q->desired_running)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("query \"%s\" is running", name),
+				 errhint("Stop it first with streamwin.stop_query('%s').", name)));
+	if (strcmp(start, "earliest") != 0 && strcmp(start, "latest") != 0)
+	{
+		explicit = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(start)));
+		if (!JB_ROOT_IS_OBJECT(explicit))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid starting_offsets \"%s\"", start),
+					 errhint("Use 'earliest', 'latest' or a JSON object of partition offsets such as '{\"0\": 42}'.")));
+	}
+
+	SPI_connect();
+	catalog_enter(&role);
+	if (SPI_execute_with_args("SELECT 1 FROM streamwin.query_catalog WHERE query_id = $1 FOR UPDATE",
+							  1, types, args, NULL, false, 0) != SPI_OK_SELECT ||
+		SPI_execute_with_args("DELETE FROM streamwin.query_offsets WHERE query_id = $1",
+							  1, types, args, NULL, false, 0) != SPI_OK_DELETE ||
+		SPI_execute_with_args("UPDATE streamwin.query_catalog SET watermark = NULL, status = 'ok', "
+							  "last_error = NULL, last_error_at = NULL, consecutive_failures = 0 "
+							  "WHERE query_id = $1",
+							  1, types, args, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not reset query \"%s\"", name);
+	if (OidIsValid(q->state_table))
+		SPI_execute(psprintf("DELETE FROM %s",
+							 quote_qualified_identifier("streamwin", get_rel_name(q->state_table))),
+					false, 0);
+	catalog_leave(&role);
+	SPI_finish();
+
+	/* resolve the new positions now, so they do not drift until the next batch */
+	r = runner_get(q->query_id);
+	offsets_load(r);
+	for (int i = 0; i < r->nparts; i++)
+	{
+		PartitionState *p = &r->parts[i];
+		int64		low,
+					high;
+		char		key[16];
+		char	   *given = NULL;
+
+		snprintf(key, sizeof(key), "%d", p->partition);
+		if (explicit)
+			given = jsonb_get_text(explicit, key);
+		kafka_query_watermarks(r->consumer, p->partition, &low, &high, 10000);
+		if (given != NULL)
+		{
+			char	   *end;
+			long long	off = strtoll(given, &end, 10);
+
+			if (*end != '\0' || off < 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("invalid offset \"%s\" for partition %d", given, p->partition)));
+			if (off < low || off > high)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("offset %lld of partition %d is not in the topic", off, p->partition),
+						 errdetail("The partition holds offsets %lld to %lld.", (long long) low,
+								   (long long) high - 1)));
+			p->next_offset = off;
+		}
+		else
+			p->next_offset = strcmp(start, "latest") == 0 ? high : low;
+		p->has_max_event_time = false;
+	}
+	offsets_store(r);
+	PG_RETURN_VOID();
+}
+
+/* streamwin.worker_pid(query_id): pid of the query's worker, or NULL */
+Datum
+streamwin_worker_pid(PG_FUNCTION_ARGS)
+{
+	int			pid = launcher_worker_pid(MyDatabaseId, PG_GETARG_INT32(0));
+
+	if (pid == 0)
+		PG_RETURN_NULL();
+	PG_RETURN_INT32(pid);
+}

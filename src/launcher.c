@@ -1,0 +1,423 @@
+/*-------------------------------------------------------------------------
+ *
+ * launcher.c
+ *	  Starting and stopping query workers: the launcher, the per-database
+ *	  starter, the shared worker registry and the commit-time requests.
+ *
+ * Who starts a query worker:
+ *	- create_query(start => true) and start_query(), when their transaction
+ *	  commits (before that the worker could not see the query);
+ *	- at server start, and every streamwin.launcher_naptime afterwards, the
+ *	  launcher: it cannot read another database's catalog itself, so for
+ *	  each database it runs a short-lived "starter" worker there, which
+ *	  starts workers for the queries marked running that have none;
+ *	- the postmaster, which restarts a worker that exited on an error
+ *	  (bgw_restart_time).
+ * Duplicates are harmless: a worker claims its (database, query) slot in
+ * shared memory first and exits if another live worker holds it.
+ *
+ * stop_query and drop_query set the worker's latch at commit; the worker
+ * sees the query's desired state and exits after its current batch.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/heapam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/pg_database.h"
+#include "commands/extension.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/lwlock.h"
+#include "storage/proc.h"
+#include "storage/shmem.h"
+#include "tcop/tcopprot.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+
+#include "streamwin.h"
+#include "worker.h"
+
+PGDLLEXPORT void streamwin_launcher_main(Datum main_arg);
+PGDLLEXPORT void streamwin_starter_main(Datum main_arg);
+
+typedef struct WorkerSlot
+{
+	Oid			dboid;
+	int32		query_id;
+	pid_t		pid;			/* 0: free */
+	Latch	   *latch;
+} WorkerSlot;
+
+typedef struct StreamwinShared
+{
+	LWLock	   *lock;
+	int			nslots;
+	WorkerSlot	slots[FLEXIBLE_ARRAY_MEMBER];
+} StreamwinShared;
+
+static StreamwinShared *shared = NULL;
+
+/* requests made in the current transaction, acted on at commit */
+typedef struct PendingRequest
+{
+	int32		query_id;
+	Oid			owner;
+	bool		start;
+} PendingRequest;
+
+static List *pending = NIL;
+
+static Size
+shared_size(void)
+{
+	return add_size(offsetof(StreamwinShared, slots),
+					mul_size(sizeof(WorkerSlot), streamwin_max_workers));
+}
+
+void
+launcher_shmem_request(void)
+{
+	RequestAddinShmemSpace(shared_size());
+	RequestNamedLWLockTranche("streamwin", 1);
+}
+
+void
+launcher_shmem_startup(void)
+{
+	bool		found;
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	shared = ShmemInitStruct("streamwin", shared_size(), &found);
+	if (!found)
+	{
+		shared->lock = &(GetNamedLWLockTranche("streamwin"))->lock;
+		shared->nslots = streamwin_max_workers;
+		memset(shared->slots, 0, sizeof(WorkerSlot) * shared->nslots);
+	}
+	LWLockRelease(AddinShmemInitLock);
+}
+
+/* Register the launcher; called from _PG_init while preloading. */
+void
+launcher_register(void)
+{
+	BackgroundWorker bgw;
+
+	memset(&bgw, 0, sizeof(bgw));
+	bgw.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	bgw.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	bgw.bgw_restart_time = 10;
+	snprintf(bgw.bgw_library_name, BGW_MAXLEN, "streamwin");
+	snprintf(bgw.bgw_function_name, BGW_MAXLEN, "streamwin_launcher_main");
+	snprintf(bgw.bgw_name, BGW_MAXLEN, "streamwin launcher");
+	snprintf(bgw.bgw_type, BGW_MAXLEN, "streamwin launcher");
+	RegisterBackgroundWorker(&bgw);
+}
+
+/* pid of the live worker of a query, 0 if none */
+int
+launcher_worker_pid(Oid dboid, int32 query_id)
+{
+	int			pid = 0;
+
+	if (shared == NULL)
+		return 0;
+	LWLockAcquire(shared->lock, LW_SHARED);
+	for (int i = 0; i < shared->nslots; i++)
+		if (shared->slots[i].pid != 0 && shared->slots[i].dboid == dboid &&
+			shared->slots[i].query_id == query_id)
+			pid = shared->slots[i].pid;
+	LWLockRelease(shared->lock);
+	return pid;
+}
+
+/*
+ * worker_claim_slot
+ *		Called by a query worker at start.  Returns false if another live
+ *		worker already runs the query (the caller then exits).
+ */
+bool
+worker_claim_slot(Oid dboid, int32 query_id)
+{
+	int			free_slot = -1;
+
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < shared->nslots; i++)
+	{
+		WorkerSlot *s = &shared->slots[i];
+
+		if (s->pid != 0 && s->dboid == dboid && s->query_id == query_id)
+		{
+			/* a slot left by a worker that died without cleanup? */
+			if (kill(s->pid, 0) == 0 && s->pid != MyProcPid)
+			{
+				LWLockRelease(shared->lock);
+				return false;
+			}
+			s->pid = 0;
+		}
+		if (s->pid == 0 && free_slot < 0)
+			free_slot = i;
+	}
+	if (free_slot < 0)
+	{
+		LWLockRelease(shared->lock);
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("too many streamwin workers"),
+				 errhint("Increase streamwin.max_workers (and max_worker_processes), or stop some queries.")));
+	}
+	shared->slots[free_slot].dboid = dboid;
+	shared->slots[free_slot].query_id = query_id;
+	shared->slots[free_slot].pid = MyProcPid;
+	shared->slots[free_slot].latch = MyLatch;
+	LWLockRelease(shared->lock);
+	return true;
+}
+
+/* Release this process's slot; on_shmem_exit callback of a query worker. */
+void
+worker_release_slot(int code, Datum arg)
+{
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < shared->nslots; i++)
+		if (shared->slots[i].pid == MyProcPid)
+			shared->slots[i].pid = 0;
+	LWLockRelease(shared->lock);
+}
+
+static void
+start_worker_now(Oid dboid, int32 query_id, Oid owner)
+{
+	BackgroundWorker bgw;
+	BackgroundWorkerHandle *handle;
+	WorkerExtra extra;
+
+	if (launcher_worker_pid(dboid, query_id) != 0)
+		return;
+
+	memset(&bgw, 0, sizeof(bgw));
+	bgw.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	bgw.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	/* an error that escapes the batch loop: let the postmaster restart it */
+	bgw.bgw_restart_time = 5;
+	snprintf(bgw.bgw_library_name, BGW_MAXLEN, "streamwin");
+	snprintf(bgw.bgw_function_name, BGW_MAXLEN, "streamwin_worker_main");
+	snprintf(bgw.bgw_name, BGW_MAXLEN, "streamwin worker for query %d", query_id);
+	snprintf(bgw.bgw_type, BGW_MAXLEN, "streamwin worker");
+	bgw.bgw_main_arg = Int32GetDatum(query_id);
+	extra.dboid = dboid;
+	extra.owner = owner;
+	memcpy(bgw.bgw_extra, &extra, sizeof(extra));
+	bgw.bgw_notify_pid = 0;
+
+	if (!RegisterDynamicBackgroundWorker(&bgw, &handle))
+		ereport(WARNING,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("could not start a streamwin worker for query %d", query_id),
+				 errhint("Increase max_worker_processes; the launcher will retry.")));
+}
+
+static void
+stop_worker_now(Oid dboid, int32 query_id)
+{
+	if (shared == NULL)
+		return;
+	LWLockAcquire(shared->lock, LW_SHARED);
+	for (int i = 0; i < shared->nslots; i++)
+	{
+		WorkerSlot *s = &shared->slots[i];
+
+		if (s->pid != 0 && s->dboid == dboid && s->query_id == query_id)
+			SetLatch(s->latch);
+	}
+	LWLockRelease(shared->lock);
+}
+
+static void
+add_pending(int32 query_id, Oid owner, bool start)
+{
+	MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
+	PendingRequest *p = palloc(sizeof(PendingRequest));
+
+	p->query_id = query_id;
+	p->owner = owner;
+	p->start = start;
+	pending = lappend(pending, p);
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * launcher_request_start / launcher_request_stop
+ *		Start (stop) the query's worker when the current transaction commits.
+ */
+void
+launcher_request_start(int32 query_id, Oid owner)
+{
+	add_pending(query_id, owner, true);
+}
+
+void
+launcher_request_stop(int32 query_id)
+{
+	add_pending(query_id, InvalidOid, false);
+}
+
+void
+launcher_xact_callback(XactEvent event, void *arg)
+{
+	ListCell   *lc;
+
+	switch (event)
+	{
+		case XACT_EVENT_COMMIT:
+			if (shared != NULL)
+				foreach(lc, pending)
+				{
+					PendingRequest *p = lfirst(lc);
+
+					if (p->start)
+						start_worker_now(MyDatabaseId, p->query_id, p->owner);
+					else
+						stop_worker_now(MyDatabaseId, p->query_id);
+				}
+			pending = NIL;		/* the list lived in TopTransactionContext */
+			break;
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+			pending = NIL;
+			break;
+		default:
+			break;
+	}
+}
+
+/*
+ * streamwin_launcher_main
+ *		Connected to no database: lists the databases and runs a starter in
+ *		each, at start and every 30 seconds, or when its latch is set.
+ */
+void
+streamwin_launcher_main(Datum main_arg)
+{
+	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
+
+	while (!ShutdownRequestPending)
+	{
+		List	   *dbs = NIL;
+		Relation	rel;
+		TableScanDesc scan;
+		HeapTuple	tup;
+		ListCell   *lc;
+
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+
+		StartTransactionCommand();
+		PushActiveSnapshot(GetTransactionSnapshot());
+		rel = table_open(DatabaseRelationId, AccessShareLock);
+		scan = table_beginscan_catalog(rel, 0, NULL);
+		while ((tup = heap_getnext(scan, ForwardScanDirection)) != NULL)
+		{
+			Form_pg_database db = (Form_pg_database) GETSTRUCT(tup);
+
+			if (db->datallowconn && !db->datistemplate)
+			{
+				MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+				dbs = lappend_oid(dbs, db->oid);
+				MemoryContextSwitchTo(old);
+			}
+		}
+		table_endscan(scan);
+		table_close(rel, AccessShareLock);
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+
+		foreach(lc, dbs)
+		{
+			BackgroundWorker bgw;
+			BackgroundWorkerHandle *handle;
+			pid_t		pid;
+
+			memset(&bgw, 0, sizeof(bgw));
+			bgw.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+			bgw.bgw_start_time = BgWorkerStart_RecoveryFinished;
+			bgw.bgw_restart_time = BGW_NEVER_RESTART;
+			snprintf(bgw.bgw_library_name, BGW_MAXLEN, "streamwin");
+			snprintf(bgw.bgw_function_name, BGW_MAXLEN, "streamwin_starter_main");
+			snprintf(bgw.bgw_name, BGW_MAXLEN, "streamwin starter for database %u", lfirst_oid(lc));
+			snprintf(bgw.bgw_type, BGW_MAXLEN, "streamwin starter");
+			bgw.bgw_main_arg = ObjectIdGetDatum(lfirst_oid(lc));
+			bgw.bgw_notify_pid = MyProcPid;
+			if (!RegisterDynamicBackgroundWorker(&bgw, &handle))
+				break;			/* no free worker slot now: retry next round */
+			if (WaitForBackgroundWorkerStartup(handle, &pid) == BGWH_STARTED)
+				WaitForBackgroundWorkerShutdown(handle);
+			if (ShutdownRequestPending)
+				break;
+		}
+		list_free(dbs);
+
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 30 * 1000L, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+	proc_exit(0);
+}
+
+/*
+ * streamwin_starter_main
+ *		In one database: start a worker for every query marked running
+ *		that has none.  Exits at once where streamwin is not installed.
+ */
+void
+streamwin_starter_main(Datum main_arg)
+{
+	Oid			dboid = DatumGetObjectId(main_arg);
+
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
+
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	if (OidIsValid(get_extension_oid("streamwin", true)))
+	{
+		SPI_connect();
+		if (SPI_execute("SELECT query_id, owner FROM streamwin.query_catalog "
+						"WHERE desired_state = 'running'", true, 0) == SPI_OK_SELECT)
+		{
+			for (uint64 i = 0; i < SPI_processed; i++)
+			{
+				bool		isnull;
+				int32		query_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i],
+																   SPI_tuptable->tupdesc, 1, &isnull));
+				Oid			owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
+																   SPI_tuptable->tupdesc, 2, &isnull));
+
+				start_worker_now(dboid, query_id, owner);
+			}
+		}
+		SPI_finish();
+	}
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	proc_exit(0);
+}

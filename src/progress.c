@@ -1,0 +1,105 @@
+/*-------------------------------------------------------------------------
+ *
+ * progress.c
+ *	  What users see of batches: the streamwin.progress rows, the query's
+ *	  status in streamwin.query_catalog, and failures.
+ *
+ * A successful batch records its progress row and clears the query's
+ * failed status inside the batch transaction.  A failed batch has been
+ * rolled back, so its error is recorded by progress_record_failure in a
+ * transaction of its own.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/timestamp.h"
+
+#include "batch.h"
+
+/*
+ * progress_record
+ *		Write the batch's progress row, trim old ones, and advance the
+ *		query's batch id and watermark.  Inside the batch transaction.
+ */
+void
+progress_record(QueryRunner *r, BatchStats *s)
+{
+	Oid			types[13] = {TEXTOID, INT8OID, TIMESTAMPTZOID, FLOAT8OID, INT8OID, FLOAT8OID,
+	FLOAT8OID, INT8OID, INT8OID, INT8OID, TIMESTAMPTZOID, TEXTOID, INT4OID};
+	Datum		args[13];
+	char		nulls[13];
+	CatalogRole role;
+
+	memset(nulls, ' ', sizeof(nulls));
+	args[0] = CStringGetTextDatum(r->query->name);
+	args[1] = Int64GetDatum(s->batch_id);
+	args[2] = TimestampTzGetDatum(s->started_at);
+	args[3] = Float8GetDatum(s->duration_ms);
+	args[4] = Int64GetDatum(s->input_rows);
+	args[5] = Float8GetDatum(s->input_rows_per_second);
+	args[6] = Float8GetDatum(s->processed_rows_per_second);
+	args[7] = Int64GetDatum(s->late_rows);
+	args[8] = Int64GetDatum(s->dead_letters);
+	args[9] = Int64GetDatum(s->state_rows);
+	args[10] = TimestampTzGetDatum(s->watermark);
+	nulls[10] = s->has_watermark ? ' ' : 'n';
+	args[11] = CStringGetTextDatum(s->offsets_json);
+	args[12] = Int32GetDatum(streamwin_progress_retention);
+
+	SPI_connect();
+	catalog_enter(&role);
+	if (SPI_execute_with_args("INSERT INTO streamwin.progress (query, batch_id, started_at, duration_ms, "
+							  "input_rows, input_rows_per_second, processed_rows_per_second, "
+							  "late_rows_dropped, dead_letters, state_rows, watermark, offsets) "
+							  "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb)",
+							  12, types, args, nulls, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not write streamwin.progress");
+	types[2] = INT4OID;
+	args[2] = args[12];
+	if (SPI_execute_with_args("DELETE FROM streamwin.progress WHERE query = $1 AND batch_id <= $2 - $3",
+							  3, types, args, NULL, false, 0) != SPI_OK_DELETE)
+		elog(ERROR, "could not trim streamwin.progress");
+
+	types[0] = INT4OID;
+	args[0] = Int32GetDatum(r->query_id);
+	types[2] = TIMESTAMPTZOID;
+	args[2] = args[10];
+	memset(nulls, ' ', sizeof(nulls));
+	nulls[2] = s->has_watermark ? ' ' : 'n';
+	if (SPI_execute_with_args("UPDATE streamwin.query_catalog SET last_batch_id = $2, "
+							  "last_batch_at = pg_catalog.clock_timestamp(), watermark = $3, "
+							  "status = 'ok', consecutive_failures = 0 WHERE query_id = $1",
+							  3, types, args, nulls, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not update streamwin.query_catalog");
+	catalog_leave(&role);
+	SPI_finish();
+}
+
+/*
+ * progress_record_failure
+ *		Record a failed batch on the query.  Must run in a transaction of its
+ *		own, after the batch's has been rolled back.  Returns quietly if the
+ *		query is gone.
+ */
+void
+progress_record_failure(int32 query_id, const char *message)
+{
+	Oid			types[2] = {INT4OID, TEXTOID};
+	Datum		args[2] = {Int32GetDatum(query_id), CStringGetTextDatum(message)};
+	CatalogRole role;
+
+	SPI_connect();
+	catalog_enter(&role);
+	if (SPI_execute_with_args("UPDATE streamwin.query_catalog SET status = 'failed', last_error = $2, "
+							  "last_error_at = pg_catalog.clock_timestamp(), "
+							  "consecutive_failures = consecutive_failures + 1 WHERE query_id = $1",
+							  2, types, args, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not update streamwin.query_catalog");
+	catalog_leave(&role);
+	SPI_finish();
+}

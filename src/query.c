@@ -1,0 +1,1323 @@
+/*-------------------------------------------------------------------------
+ *
+ * query.c
+ *	  create_query: compile a continuous query into the statements a batch
+ *	  runs, and create its result and state tables.
+ *
+ * A windowed aggregation such as
+ *
+ *		SELECT region, count(*) AS orders, avg(amount) AS avg_amount
+ *		FROM orders WHERE amount > 0
+ *		GROUP BY streamwin.tumble(event_time, '1 minute'), region
+ *
+ * is run incrementally: each batch computes *partial* aggregates of its own
+ * rows per window and key (count, sum and count for avg, min, ...), merges
+ * them into an UNLOGGED state table with INSERT ... ON CONFLICT DO UPDATE,
+ * and the output mode decides when final values are written to the result
+ * table.  The compiler works on PostgreSQL's own parse trees:
+ *
+ * 1. The raw parse tree is rewritten only where SQL cannot express the
+ *	  window directly: hop() in GROUP BY becomes a LATERAL call of
+ *	  hop_starts(), so one row lands in every window covering it.
+ * 2. The result is analysed by the parser (names, types, privileges, with
+ *	  error positions in the user's text), then checked for shapes that can
+ *	  run incrementally.
+ * 3. The analysed Query's target list is replaced by window start, group
+ *	  keys and partial aggregates, and deparsed with pg_get_querydef() into
+ *	  fully qualified SQL, which the batch statements embed.  Workers
+ *	  prepare those statements once and reuse the plans.
+ *
+ * A query without GROUP BY or aggregates is a continuous transform: every
+ * row is appended to the result table.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/relation.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_aggregate.h"
+#include "catalog/pg_collation.h"
+#include "catalog/pg_namespace.h"
+#include "parser/parsetree.h"
+#include "utils/acl.h"
+#include "utils/regproc.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
+#include "optimizer/optimizer.h"
+#include "parser/analyze.h"
+#include "parser/parse_coerce.h"
+#include "parser/parse_func.h"
+#include "parser/parser.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/json.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/ruleutils.h"
+#include "utils/syscache.h"
+#include "utils/varlena.h"
+
+#include "streamwin.h"
+#include "source.h"
+#include "window.h"
+
+PG_FUNCTION_INFO_V1(streamwin_create_query);
+
+#define HOP_ALIAS "__streamwin_hop"
+
+/* How a partial aggregate column merges with the stored one. */
+typedef enum MergeKind
+{
+	MERGE_ADD,					/* count: s + e */
+	MERGE_SUM,					/* sum: NULL means no input yet */
+	MERGE_MIN,
+	MERGE_MAX,
+	MERGE_AND,
+	MERGE_OR
+} MergeKind;
+
+typedef struct PartialCol
+{
+	char	   *name;			/* state column name */
+	MergeKind	merge;
+	Expr	   *expr;			/* the partial Aggref */
+} PartialCol;
+
+typedef struct AggCol
+{
+	char	   *name;			/* result column */
+	Oid			type;
+	int32		typmod;
+	char	   *final_sql;		/* final value from the state columns */
+} AggCol;
+
+typedef struct KeyCol
+{
+	char	   *name;
+	TargetEntry *tle;
+} KeyCol;
+
+typedef struct Compiled
+{
+	bool		aggregate;
+	const char *window;			/* "tumble", "hop" or NULL */
+	int64		size_us;
+	Expr	   *event_time;
+	List	   *keys;			/* KeyCol */
+	List	   *aggs;			/* AggCol */
+	List	   *partials;		/* PartialCol */
+	TargetEntry *window_tle;
+	Query	   *query;			/* analysed user query (rewritten for hop) */
+	int			source_rtindex;
+	SourceInfo *source;
+} Compiled;
+
+static void
+refuse(const char *msg, const char *detail, const char *hint)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 errmsg("%s", msg),
+			 detail ? errdetail("%s", detail) : 0,
+			 hint ? errhint("%s", hint) : 0));
+}
+
+/* --- step 1: raw tree --------------------------------------------------- */
+
+/* Is this raw node a call of streamwin.<name>() (or unqualified <name>())? */
+static bool
+is_raw_call(Node *node, const char *name)
+{
+	FuncCall   *fc;
+	char	   *schema;
+	char	   *fname;
+
+	if (node == NULL || !IsA(node, FuncCall))
+		return false;
+	fc = (FuncCall *) node;
+	DeconstructQualifiedName(fc->funcname, &schema, &fname);
+	return strcmp(fname, name) == 0 &&
+		(schema == NULL || strcmp(schema, "streamwin") == 0);
+}
+
+/*
+ * Rewrite hop(ts, size, slide) found at the top of a select item or GROUP BY
+ * item into a column of LATERAL hop_starts(ts, size, slide).  Returns true
+ * if the query uses hop().
+ */
+static bool
+rewrite_hop(SelectStmt *stmt)
+{
+	FuncCall   *hop = NULL;
+	ListCell   *lc;
+	ColumnRef  *ref;
+	RangeFunction *rf;
+	FuncCall   *starts;
+
+	foreach(lc, stmt->groupClause)
+		if (is_raw_call(lfirst(lc), "hop"))
+			hop = hop ? hop : (FuncCall *) lfirst(lc);
+	foreach(lc, stmt->targetList)
+	{
+		ResTarget  *rt = lfirst_node(ResTarget, lc);
+
+		if (is_raw_call(rt->val, "hop"))
+			hop = hop ? hop : (FuncCall *) rt->val;
+	}
+	if (hop == NULL)
+		return false;
+	if (list_length(hop->args) != 3)
+		refuse("hop() takes three arguments: event time, window size and slide",
+			   NULL, "For example: GROUP BY streamwin.hop(event_time, '10 minutes', '1 minute').");
+
+	ref = makeNode(ColumnRef);
+	ref->fields = list_make2(makeString(HOP_ALIAS), makeString("window_start"));
+	ref->location = hop->location;
+
+	foreach(lc, stmt->groupClause)
+		if (equal(lfirst(lc), hop))
+			lfirst(lc) = copyObject(ref);
+	foreach(lc, stmt->targetList)
+	{
+		ResTarget  *rt = lfirst_node(ResTarget, lc);
+
+		if (equal(rt->val, hop))
+		{
+			rt->val = (Node *) copyObject(ref);
+			if (rt->name == NULL)
+				rt->name = pstrdup("window_start");
+		}
+	}
+
+	starts = makeFuncCall(list_make2(makeString("streamwin"), makeString("hop_starts")),
+						  copyObject(hop->args), COERCE_EXPLICIT_CALL, hop->location);
+	rf = makeNode(RangeFunction);
+	rf->lateral = true;
+	rf->functions = list_make1(list_make2(starts, NIL));
+	rf->alias = makeAlias(HOP_ALIAS, list_make1(makeString("window_start")));
+	stmt->fromClause = lappend(stmt->fromClause, rf);
+	return true;
+}
+
+/* --- step 2: checks on the analysed query ------------------------------ */
+
+/* Does jointree node n contain range table entry rtindex? */
+static bool
+jointree_contains(Node *n, int rtindex)
+{
+	if (n == NULL)
+		return false;
+	if (IsA(n, RangeTblRef))
+		return ((RangeTblRef *) n)->rtindex == rtindex;
+	if (IsA(n, JoinExpr))
+	{
+		JoinExpr   *j = (JoinExpr *) n;
+
+		return j->rtindex == rtindex ||
+			jointree_contains(j->larg, rtindex) ||
+			jointree_contains(j->rarg, rtindex);
+	}
+	if (IsA(n, FromExpr))
+	{
+		ListCell   *lc;
+
+		foreach(lc, ((FromExpr *) n)->fromlist)
+			if (jointree_contains(lfirst(lc), rtindex))
+				return true;
+	}
+	return false;
+}
+
+/*
+ * The stream must be on the preserved side of every outer join: a batch
+ * only sees the rows that arrived since the last one, so a table row that
+ * "matches no stream row" in one batch may match in the next.
+ */
+static void
+check_joins(Node *n, int source)
+{
+	if (n == NULL)
+		return;
+	if (IsA(n, FromExpr))
+	{
+		ListCell   *lc;
+
+		foreach(lc, ((FromExpr *) n)->fromlist)
+			check_joins(lfirst(lc), source);
+	}
+	else if (IsA(n, JoinExpr))
+	{
+		JoinExpr   *j = (JoinExpr *) n;
+		bool		in_left = jointree_contains(j->larg, source);
+		bool		in_right = jointree_contains(j->rarg, source);
+
+		if ((in_left || in_right) &&
+			(j->jointype == JOIN_FULL ||
+			 (j->jointype == JOIN_LEFT && in_right) ||
+			 (j->jointype == JOIN_RIGHT && in_left)))
+			refuse("the source must not be on the nullable side of an outer join",
+				   "Each batch sees only the rows that arrived since the previous batch, so table rows without a match would be emitted again and again.",
+				   "Join the source with an inner join, or put it on the left of a LEFT JOIN.");
+		check_joins(j->larg, source);
+		check_joins(j->rarg, source);
+	}
+}
+
+static Oid
+streamwin_func_oid(const char *name, int nargs, Oid *argtypes)
+{
+	return LookupFuncName(list_make2(makeString("streamwin"), makeString((char *) name)),
+						  nargs, argtypes, false);
+}
+
+/*
+ * Find the source among the FROM items, and check the other items.
+ */
+static void
+check_from(Compiled *c)
+{
+	Query	   *q = c->query;
+	int			rtindex = 0;
+	ListCell   *lc;
+	Oid			hop_starts;
+
+	{
+		Oid			args[3] = {TIMESTAMPTZOID, INTERVALOID, INTERVALOID};
+
+		hop_starts = streamwin_func_oid("hop_starts", 3, args);
+	}
+
+	foreach(lc, q->rtable)
+	{
+		RangeTblEntry *rte = lfirst_node(RangeTblEntry, lc);
+		SourceInfo *src;
+
+		rtindex++;
+		switch (rte->rtekind)
+		{
+			case RTE_RELATION:
+				src = catalog_get_source_by_relation(rte->relid);
+				if (src == NULL)
+					break;		/* an ordinary table, read as of each batch */
+				if (c->source != NULL)
+					refuse("a continuous query must read exactly one source once",
+						   "Joining a stream with itself or with another stream needs state per side, which streamwin does not keep.",
+						   "Read one source and join it with ordinary tables.");
+				c->source = src;
+				c->source_rtindex = rtindex;
+				break;
+			case RTE_JOIN:
+				break;
+			case RTE_FUNCTION:
+				if (list_length(rte->functions) == 1 &&
+					IsA(linitial_node(RangeTblFunction, rte->functions)->funcexpr, FuncExpr) &&
+					((FuncExpr *) linitial_node(RangeTblFunction, rte->functions)->funcexpr)->funcid == hop_starts)
+					break;
+				refuse("functions in FROM are not supported in continuous queries",
+					   NULL, "Read one source and join it with ordinary tables.");
+				break;
+			case RTE_SUBQUERY:
+				refuse("subqueries in FROM are not supported in continuous queries",
+					   NULL, "Create a view over the result table for further processing, or join ordinary tables directly.");
+				break;
+			default:
+				refuse("this kind of FROM item is not supported in continuous queries",
+					   NULL, "Read one source and join it with ordinary tables.");
+		}
+	}
+	if (c->source == NULL)
+		refuse("a continuous query must read a streamwin source",
+			   "None of the relations in FROM is a source.",
+			   "Create one with streamwin.create_kafka_source() and name it in FROM.");
+	check_joins((Node *) q->jointree, c->source_rtindex);
+}
+
+static void
+check_query_shape(Query *q)
+{
+	if (q->commandType != CMD_SELECT || q->utilityStmt != NULL)
+		refuse("a continuous query must be a SELECT", NULL, NULL);
+	if (q->setOperations != NULL)
+		refuse("UNION, INTERSECT and EXCEPT are not supported in continuous queries",
+			   NULL, "Create one query per branch, writing to separate result tables.");
+	if (q->cteList != NIL)
+		refuse("WITH is not supported in continuous queries",
+			   NULL, "Write the query without common table expressions.");
+	if (q->hasSubLinks)
+		refuse("subqueries are not supported in continuous queries",
+			   NULL, "Join the tables you need instead of using subqueries.");
+	if (q->hasWindowFuncs)
+		refuse("window functions (OVER) are not supported in continuous queries",
+			   NULL, "Use streamwin.tumble(), streamwin.hop() in GROUP BY for event-time windows.");
+	if (q->hasTargetSRFs)
+		refuse("set-returning functions are not supported in the SELECT list of continuous queries",
+			   NULL, NULL);
+	if (q->sortClause != NIL || q->limitCount != NULL || q->limitOffset != NULL)
+		refuse("ORDER BY, LIMIT and OFFSET are not supported in continuous queries",
+			   "A continuous query's result is a table, which has no order.",
+			   "Sort or limit when reading the result table.");
+	if (q->distinctClause != NIL)
+		refuse("DISTINCT is not supported in continuous queries",
+			   NULL, "Use GROUP BY over the columns instead.");
+	if (q->groupingSets != NIL)
+		refuse("GROUPING SETS, ROLLUP and CUBE are not supported in continuous queries",
+			   NULL, "Create one query per grouping.");
+	if (q->havingQual != NULL)
+		refuse("HAVING is not supported in continuous queries",
+			   "Groups are built up over many batches, so a condition on their aggregates is only known when reading the result.",
+			   "Filter the result table instead, for example with a view.");
+	if (q->rowMarks != NIL)
+		refuse("FOR UPDATE and FOR SHARE are not supported in continuous queries", NULL, NULL);
+}
+
+/* Constant interval argument of a window function. */
+static int64
+const_interval(Node *arg, const char *what)
+{
+	Node	   *folded = eval_const_expressions(NULL, arg);
+
+	if (!IsA(folded, Const) || ((Const *) folded)->constisnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("window %s must be a constant interval", what),
+				 errhint("For example: streamwin.tumble(event_time, '1 minute').")));
+	return window_size_usec(DatumGetIntervalP(((Const *) folded)->constvalue), what);
+}
+
+/*
+ * The event-time expression may use only the source's columns: it is
+ * evaluated while decoding, before joins, to track the watermark and drop
+ * late rows.
+ */
+static void
+check_event_time(Compiled *c, Expr *ts)
+{
+	List	   *vars = pull_var_clause((Node *) ts, 0);
+	ListCell   *lc;
+
+	foreach(lc, vars)
+	{
+		Var		   *v = lfirst_node(Var, lc);
+
+		if (v->varno != c->source_rtindex || v->varlevelsup != 0)
+			refuse("the event time of a window must be computed from the source's columns only",
+				   NULL, "Use a column of the source (or an expression over its columns) as the first argument of the window function.");
+	}
+	if (contain_volatile_functions((Node *) ts))
+		refuse("the event time of a window must not use volatile functions",
+			   "Replaying a batch must assign each row to the same window.",
+			   "Use a column of the source, for example streamwin.tumble(event_time, '1 minute').");
+	c->event_time = ts;
+}
+
+/* Which window, if any, is this GROUP BY expression? */
+static void
+find_window(Compiled *c, TargetEntry *tle, bool *is_window)
+{
+	Oid			targs[3] = {TIMESTAMPTZOID, INTERVALOID, INTERVALOID};
+	Oid			tumble = streamwin_func_oid("tumble", 2, targs);
+	Oid			hop = streamwin_func_oid("hop", 3, targs);
+	Expr	   *e = tle->expr;
+
+	*is_window = false;
+	if (IsA(e, FuncExpr) && ((FuncExpr *) e)->funcid == tumble)
+	{
+		FuncExpr   *f = (FuncExpr *) e;
+
+		c->window = "tumble";
+		c->size_us = const_interval(lsecond(f->args), "size");
+		check_event_time(c, linitial(f->args));
+		*is_window = true;
+	}
+	else if (IsA(e, FuncExpr) && ((FuncExpr *) e)->funcid == hop)
+	{
+		/* hop() not at the top of a GROUP BY item: rewrite_hop missed it */
+		refuse("hop() must be used directly as a GROUP BY item", NULL,
+			   "Write GROUP BY streamwin.hop(event_time, size, slide), key.");
+	}
+	else if (IsA(e, Var))
+	{
+		Var		   *v = (Var *) e;
+		RangeTblEntry *rte = rt_fetch(v->varno, c->query->rtable);
+
+		if (rte->rtekind == RTE_FUNCTION && rte->alias &&
+			strcmp(rte->alias->aliasname, HOP_ALIAS) == 0)
+		{
+			FuncExpr   *f = (FuncExpr *) linitial_node(RangeTblFunction, rte->functions)->funcexpr;
+			int64		slide;
+
+			c->window = "hop";
+			c->size_us = const_interval(lsecond(f->args), "size");
+			slide = const_interval(lthird(f->args), "slide");
+			if (slide > c->size_us)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("hop slide must not be larger than the window size"),
+						 errdetail("Rows falling between windows would be dropped."),
+						 errhint("Use a slide no larger than the size, or streamwin.tumble() when they are equal.")));
+			check_event_time(c, linitial(f->args));
+			*is_window = true;
+		}
+	}
+}
+
+static char *
+agg_name(Aggref *a)
+{
+	return get_func_name(a->aggfnoid);
+}
+
+static Aggref *
+partial_agg(Aggref *orig, const char *fname, Oid argtype)
+{
+	Aggref	   *a = copyObject(orig);
+	Oid			argtypes[1] = {argtype};
+
+	a->aggfnoid = LookupFuncName(list_make2(makeString("pg_catalog"), makeString((char *) fname)),
+								 1, argtypes, false);
+	a->aggtype = get_func_rettype(a->aggfnoid);
+	a->aggcollid = InvalidOid;
+	return a;
+}
+
+static void
+add_partial(Compiled *c, const char *aggname, const char *suffix, MergeKind merge, Aggref *a)
+{
+	PartialCol *p = palloc(sizeof(PartialCol));
+
+	p->name = psprintf("%s$%s", aggname, suffix);
+	p->merge = merge;
+	p->expr = (Expr *) a;
+	c->partials = lappend(c->partials, p);
+}
+
+/*
+ * Map one aggregate of the user's query to partial aggregates (merged
+ * batch by batch in the state table) and a final expression over them.
+ */
+static void
+compile_aggregate(Compiled *c, TargetEntry *tle)
+{
+	Aggref	   *a = (Aggref *) tle->expr;
+	char	   *fname = agg_name(a);
+	AggCol	   *col = palloc0(sizeof(AggCol));
+	const char *qsum;
+	const char *qcount;
+
+	if (a->aggkind != AGGKIND_NORMAL || a->aggdirectargs != NIL)
+		refuse("ordered-set and hypothetical-set aggregates are not supported in continuous queries",
+			   NULL, "Use count, sum, avg, min, max, bool_and or bool_or.");
+	if (a->aggdistinct != NIL)
+		refuse("DISTINCT aggregates are not supported in continuous queries",
+			   "A distinct count cannot be merged batch by batch from partial counts.",
+			   "Group by the column as well and count the result rows, or use count(*).");
+	if (a->aggorder != NIL)
+		refuse("aggregates with ORDER BY are not supported in continuous queries", NULL, NULL);
+	if (get_func_namespace(a->aggfnoid) != PG_CATALOG_NAMESPACE)
+		refuse(psprintf("aggregate %s() is not supported in continuous queries", fname),
+			   NULL, "Use count, sum, avg, min, max, bool_and or bool_or.");
+
+	col->name = tle->resname;
+	col->type = a->aggtype;
+	col->typmod = -1;
+
+	if (strcmp(fname, "count") == 0)
+	{
+		add_partial(c, col->name, "count", MERGE_ADD, copyObject(a));
+		col->final_sql = psprintf("%s", quote_identifier(psprintf("%s$count", col->name)));
+	}
+	else if (strcmp(fname, "sum") == 0 || strcmp(fname, "min") == 0 ||
+			 strcmp(fname, "max") == 0 || strcmp(fname, "bool_and") == 0 ||
+			 strcmp(fname, "every") == 0 || strcmp(fname, "bool_or") == 0)
+	{
+		MergeKind	m = strcmp(fname, "sum") == 0 ? MERGE_SUM :
+			strcmp(fname, "min") == 0 ? MERGE_MIN :
+			strcmp(fname, "max") == 0 ? MERGE_MAX :
+			strcmp(fname, "bool_or") == 0 ? MERGE_OR : MERGE_AND;
+
+		add_partial(c, col->name, fname, m, copyObject(a));
+		col->final_sql = psprintf("%s", quote_identifier(psprintf("%s$%s", col->name, fname)));
+	}
+	else if (strcmp(fname, "avg") == 0)
+	{
+		TargetEntry *arg = linitial_node(TargetEntry, a->args);
+		Oid			argtype = exprType((Node *) arg->expr);
+		Aggref	   *sum;
+
+		if (argtype != INT2OID && argtype != INT4OID && argtype != INT8OID &&
+			argtype != NUMERICOID && argtype != FLOAT4OID && argtype != FLOAT8OID &&
+			argtype != INTERVALOID)
+			refuse(psprintf("avg(%s) is not supported in continuous queries", format_type_be(argtype)),
+				   NULL, "Use avg over a numeric, floating-point or interval expression.");
+		if (argtype == FLOAT4OID)
+		{
+			/* like avg(real) itself, accumulate in double precision */
+			Aggref	   *a8 = copyObject(a);
+			TargetEntry *arg8 = linitial_node(TargetEntry, a8->args);
+
+			arg8->expr = (Expr *) coerce_to_target_type(NULL, (Node *) arg8->expr, FLOAT4OID,
+														FLOAT8OID, -1, COERCION_IMPLICIT,
+														COERCE_IMPLICIT_CAST, -1);
+			a8->aggargtypes = list_make1_oid(FLOAT8OID);
+			sum = partial_agg(a8, "sum", FLOAT8OID);
+		}
+		else
+			sum = partial_agg(a, "sum", argtype);
+		add_partial(c, col->name, "sum", MERGE_SUM, sum);
+		add_partial(c, col->name, "count", MERGE_ADD, partial_agg(a, "count", ANYOID));
+
+		qsum = quote_identifier(psprintf("%s$sum", col->name));
+		qcount = quote_identifier(psprintf("%s$count", col->name));
+		/* the same division avg() itself performs, so results agree exactly */
+		if (argtype == FLOAT4OID || argtype == FLOAT8OID)
+			col->final_sql = psprintf("(%s / NULLIF(%s, 0)::pg_catalog.float8)", qsum, qcount);
+		else if (argtype == INTERVALOID)
+			col->final_sql = psprintf("(%s / NULLIF(%s, 0)::pg_catalog.float8)", qsum, qcount);
+		else
+			col->final_sql = psprintf("(%s::pg_catalog.numeric / NULLIF(%s, 0)::pg_catalog.numeric)",
+									  qsum, qcount);
+	}
+	else
+		refuse(psprintf("aggregate %s() is not supported in continuous queries", fname),
+			   "Only aggregates whose partial results can be merged batch by batch are supported.",
+			   "Use count, sum, avg, min, max, bool_and or bool_or.");
+
+	col->final_sql = psprintf("%s::%s", col->final_sql, format_type_be_qualified(col->type));
+	c->aggs = lappend(c->aggs, col);
+}
+
+static void
+check_column_name(List **seen, const char *name)
+{
+	ListCell   *lc;
+
+	if (name == NULL || strcmp(name, "?column?") == 0)
+		refuse("every column of a continuous query's result needs a name",
+			   NULL, "Give the expression an alias with AS.");
+	if (strcmp(name, "window_start") == 0 || strcmp(name, "window_end") == 0)
+		refuse(psprintf("result column name \"%s\" is reserved for the window", name),
+			   NULL, "Give the column another alias with AS.");
+	foreach(lc, *seen)
+		if (strcmp(lfirst(lc), name) == 0)
+			refuse(psprintf("result column name \"%s\" is used more than once", name),
+				   NULL, "Give the columns distinct aliases with AS.");
+	*seen = lappend(*seen, (char *) name);
+}
+
+/* Classify GROUP BY items and the SELECT list of an aggregation. */
+static void
+compile_grouping(Compiled *c)
+{
+	Query	   *q = c->query;
+	ListCell   *lc;
+	List	   *names = NIL;
+
+	foreach(lc, q->groupClause)
+	{
+		SortGroupClause *sgc = lfirst_node(SortGroupClause, lc);
+		TargetEntry *tle = get_sortgroupclause_tle(sgc, q->targetList);
+		bool		is_window;
+
+		find_window(c, tle, &is_window);
+		if (is_window)
+		{
+			if (c->window_tle != NULL)
+				refuse("a continuous query can group by only one window", NULL,
+					   "Use one of streamwin.tumble() or streamwin.hop() in GROUP BY.");
+			c->window_tle = tle;
+			continue;
+		}
+		if (tle->resjunk)
+			refuse(psprintf("GROUP BY expression \"%s\" must also appear in the SELECT list",
+							deparse_expression((Node *) tle->expr, NIL, false, false)),
+				   "The result table has one row per window and group key, so each key needs a column.",
+				   "Add the expression to the SELECT list, with an alias.");
+	}
+
+	foreach(lc, q->targetList)
+	{
+		TargetEntry *tle = lfirst_node(TargetEntry, lc);
+
+		if (tle->resjunk || tle == c->window_tle)
+			continue;
+		if (tle->ressortgroupref != 0 && get_sortgroupref_clause_noerr(tle->ressortgroupref, q->groupClause))
+		{
+			KeyCol	   *k = palloc(sizeof(KeyCol));
+
+			check_column_name(&names, tle->resname);
+			k->name = tle->resname;
+			k->tle = tle;
+			c->keys = lappend(c->keys, k);
+		}
+		else if (IsA(tle->expr, Aggref))
+		{
+			check_column_name(&names, tle->resname);
+			compile_aggregate(c, tle);
+		}
+		else
+			refuse(psprintf("SELECT list item \"%s\" must be a GROUP BY key or a single aggregate",
+							tle->resname ? tle->resname : "?column?"),
+				   "Expressions over aggregates cannot be merged batch by batch.",
+				   "Select the aggregates themselves and compute the expression when reading the result table, for example in a view.");
+	}
+
+	if (c->window_tle == NULL && c->keys == NIL)
+		refuse("a continuous aggregation needs a window or a group key",
+			   NULL, "Add GROUP BY streamwin.tumble(event_time, '1 minute') or GROUP BY a key column.");
+}
+
+/* --- step 3: SQL generation -------------------------------------------- */
+
+/*
+ * Deparse with only pg_catalog in search_path, so every other name comes
+ * out schema-qualified and the statement means the same in any session.
+ */
+static char *
+deparse_qualified(Query *q)
+{
+	int			save_nestlevel = NewGUCNestLevel();
+	char	   *sql;
+
+	(void) set_config_option("search_path", "pg_catalog", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	sql = pg_get_querydef(q, false);
+	AtEOXact_GUC(true, save_nestlevel);
+	return sql;
+}
+
+/* The query computing one batch's partial aggregates. */
+static char *
+partial_query_sql(Compiled *c)
+{
+	Query	   *pq = copyObject(c->query);
+	List	   *tlist = NIL;
+	ListCell   *lc;
+	AttrNumber	resno = 1;
+
+	if (c->window_tle)
+	{
+		TargetEntry *w = copyObject(c->window_tle);
+
+		w->resno = resno++;
+		w->resname = "window_start";
+		w->resjunk = false;
+		tlist = lappend(tlist, w);
+	}
+	foreach(lc, c->keys)
+	{
+		TargetEntry *k = copyObject(((KeyCol *) lfirst(lc))->tle);
+
+		k->resno = resno++;
+		tlist = lappend(tlist, k);
+	}
+	foreach(lc, c->partials)
+	{
+		PartialCol *p = lfirst(lc);
+
+		tlist = lappend(tlist, makeTargetEntry(p->expr, resno++, p->name, false));
+	}
+	pq->targetList = tlist;
+	return deparse_qualified(pq);
+}
+
+static const char *
+merge_sql(PartialCol *p)
+{
+	const char *n = quote_identifier(p->name);
+
+	switch (p->merge)
+	{
+		case MERGE_ADD:
+			return psprintf("s.%s + EXCLUDED.%s", n, n);
+		case MERGE_SUM:
+			return psprintf("COALESCE(s.%s + EXCLUDED.%s, s.%s, EXCLUDED.%s)", n, n, n, n);
+		case MERGE_MIN:
+			return psprintf("LEAST(s.%s, EXCLUDED.%s)", n, n);
+		case MERGE_MAX:
+			return psprintf("GREATEST(s.%s, EXCLUDED.%s)", n, n);
+		case MERGE_AND:
+			return psprintf("COALESCE(s.%s AND EXCLUDED.%s, s.%s, EXCLUDED.%s)", n, n, n, n);
+		case MERGE_OR:
+			return psprintf("COALESCE(s.%s OR EXCLUDED.%s, s.%s, EXCLUDED.%s)", n, n, n, n);
+	}
+	return NULL;
+}
+
+/* "window_start, key1, key2": the conflict target of state and result. */
+static char *
+group_columns(Compiled *c, const char *prefix)
+{
+	StringInfoData buf;
+	ListCell   *lc;
+	bool		first = true;
+
+	initStringInfo(&buf);
+	if (c->window)
+	{
+		appendStringInfo(&buf, "%swindow_start", prefix);
+		first = false;
+	}
+	foreach(lc, c->keys)
+	{
+		appendStringInfo(&buf, "%s%s%s", first ? "" : ", ", prefix,
+						 quote_identifier(((KeyCol *) lfirst(lc))->name));
+		first = false;
+	}
+	return buf.data;
+}
+
+/* "window_start, window_end, keys..., aggregates..." of the result table */
+static char *
+result_columns(Compiled *c)
+{
+	StringInfoData buf;
+	ListCell   *lc;
+
+	initStringInfo(&buf);
+	if (c->window)
+		appendStringInfoString(&buf, "window_start, window_end, ");
+	foreach(lc, c->keys)
+		appendStringInfo(&buf, "%s, ", quote_identifier(((KeyCol *) lfirst(lc))->name));
+	foreach(lc, c->aggs)
+		appendStringInfo(&buf, "%s, ", quote_identifier(((AggCol *) lfirst(lc))->name));
+	buf.data[buf.len -= 2] = '\0';
+	return buf.data;
+}
+
+/* Final values computed from state rows: the SELECT list for the result. */
+static char *
+final_values(Compiled *c)
+{
+	StringInfoData buf;
+	ListCell   *lc;
+
+	initStringInfo(&buf);
+	if (c->window)
+		appendStringInfoString(&buf, "window_start, window_end, ");
+	foreach(lc, c->keys)
+		appendStringInfo(&buf, "%s, ", quote_identifier(((KeyCol *) lfirst(lc))->name));
+	foreach(lc, c->aggs)
+		appendStringInfo(&buf, "%s, ", ((AggCol *) lfirst(lc))->final_sql);
+	buf.data[buf.len -= 2] = '\0';
+	return buf.data;
+}
+
+/* ON CONFLICT clause of a result upsert */
+static char *
+result_upsert(Compiled *c)
+{
+	StringInfoData buf;
+	ListCell   *lc;
+
+	initStringInfo(&buf);
+	appendStringInfo(&buf, " ON CONFLICT (%s) ", group_columns(c, ""));
+	if (c->aggs == NIL)
+		appendStringInfoString(&buf, "DO NOTHING");
+	else
+	{
+		appendStringInfoString(&buf, "DO UPDATE SET ");
+		foreach(lc, c->aggs)
+		{
+			const char *n = quote_identifier(((AggCol *) lfirst(lc))->name);
+
+			appendStringInfo(&buf, "%s%s = EXCLUDED.%s", lc == list_head(c->aggs) ? "" : ", ", n, n);
+		}
+	}
+	return buf.data;
+}
+
+static char *
+column_type_sql(Oid type, int32 typmod, Oid collation)
+{
+	char	   *t = format_type_with_typemod(type, typmod);
+
+	if (OidIsValid(collation) && collation != DEFAULT_COLLATION_OID &&
+		collation != get_typcollation(type))
+		return psprintf("%s COLLATE %s", t, generate_collation_name(collation));
+	return t;
+}
+
+static char *
+qualified_relname(Oid relid)
+{
+	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+									  get_rel_name(relid));
+}
+
+static void
+spi_run(const char *sql)
+{
+	int			rc = SPI_execute(sql, false, 0);
+
+	if (rc < 0)
+		elog(ERROR, "streamwin: statement failed (%s): %s", SPI_result_code_string(rc), sql);
+}
+
+static char *
+quote_name_text(const char *name)
+{
+	List	   *parts = stringToQualifiedNameList(name);
+	RangeVar   *rv = makeRangeVarFromNameList(parts);
+
+	return rv->schemaname ? quote_qualified_identifier(rv->schemaname, rv->relname)
+		: pstrdup(quote_identifier(rv->relname));
+}
+
+/* Create the result table of an aggregation, as the calling role. */
+static Oid
+create_result_table(Compiled *c, const char *name)
+{
+	StringInfoData sql;
+	ListCell   *lc;
+
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "CREATE TABLE %s (", quote_name_text(name));
+	if (c->window)
+		appendStringInfoString(&sql, "window_start timestamptz NOT NULL, window_end timestamptz NOT NULL, ");
+	foreach(lc, c->keys)
+	{
+		KeyCol	   *k = lfirst(lc);
+
+		appendStringInfo(&sql, "%s %s, ", quote_identifier(k->name),
+						 column_type_sql(exprType((Node *) k->tle->expr),
+										 exprTypmod((Node *) k->tle->expr),
+										 exprCollation((Node *) k->tle->expr)));
+	}
+	foreach(lc, c->aggs)
+	{
+		AggCol	   *a = lfirst(lc);
+
+		appendStringInfo(&sql, "%s %s, ", quote_identifier(a->name),
+						 format_type_with_typemod(a->type, a->typmod));
+	}
+	appendStringInfo(&sql, "PRIMARY KEY (%s))", group_columns(c, ""));
+	spi_run(sql.data);
+	CommandCounterIncrement();
+	return RangeVarGetRelid(makeRangeVarFromNameList(stringToQualifiedNameList(name)),
+							NoLock, false);
+}
+
+/*
+ * Create the UNLOGGED state table in schema streamwin (where users cannot
+ * create tables, so as the extension owner), then give it to the query's
+ * owner: batches run as the owner.
+ */
+static Oid
+create_state_table(Compiled *c, int32 query_id)
+{
+	StringInfoData sql;
+	ListCell   *lc;
+	CatalogRole role;
+	char	   *name = psprintf("state_%d", query_id);
+	char	   *qname = quote_qualified_identifier("streamwin", name);
+	Oid			owner = GetUserId();
+
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "CREATE UNLOGGED TABLE %s (", qname);
+	if (c->window)
+		appendStringInfoString(&sql, "window_start timestamptz NOT NULL, window_end timestamptz NOT NULL, ");
+	foreach(lc, c->keys)
+	{
+		KeyCol	   *k = lfirst(lc);
+
+		appendStringInfo(&sql, "%s %s, ", quote_identifier(k->name),
+						 column_type_sql(exprType((Node *) k->tle->expr),
+										 exprTypmod((Node *) k->tle->expr),
+										 exprCollation((Node *) k->tle->expr)));
+	}
+	foreach(lc, c->partials)
+	{
+		PartialCol *p = lfirst(lc);
+
+		appendStringInfo(&sql, "%s %s, ", quote_identifier(p->name),
+						 column_type_sql(exprType((Node *) p->expr), exprTypmod((Node *) p->expr),
+										 exprCollation((Node *) p->expr)));
+	}
+	appendStringInfo(&sql, "PRIMARY KEY (%s))", group_columns(c, ""));
+
+	catalog_enter(&role);
+	spi_run(sql.data);
+	if (c->window)
+		spi_run(psprintf("CREATE INDEX ON %s (window_end)", qname));
+	spi_run(psprintf("ALTER TABLE %s OWNER TO %s", qname,
+					 quote_identifier(GetUserNameFromId(owner, false))));
+	catalog_leave(&role);
+	CommandCounterIncrement();
+	return get_relname_relid(name, get_namespace_oid("streamwin", false));
+}
+
+/* The statements of an aggregation, stored in query_catalog.plan. */
+static void
+aggregate_statements(Compiled *c, Oid result, Oid state, OutputMode mode, StringInfo plan)
+{
+	char	   *rname = qualified_relname(result);
+	char	   *sname = qualified_relname(state);
+	StringInfoData merge;
+	StringInfoData cols;
+	ListCell   *lc;
+	char	   *window_end = c->window ?
+		psprintf("b.window_start + '%lld microseconds'::pg_catalog.interval", (long long) c->size_us) : "";
+
+	/* merge the batch's partial aggregates into the state */
+	initStringInfo(&cols);
+	foreach(lc, c->partials)
+		appendStringInfo(&cols, ", %s", quote_identifier(((PartialCol *) lfirst(lc))->name));
+
+	{
+		/* INSERT column list and SELECT list: window, keys, partials */
+		StringInfoData ins;
+		StringInfoData sel;
+
+		initStringInfo(&ins);
+		initStringInfo(&sel);
+		if (c->window)
+		{
+			appendStringInfoString(&ins, "window_start, window_end");
+			appendStringInfo(&sel, "b.window_start, %s", window_end);
+		}
+		foreach(lc, c->keys)
+		{
+			const char *n = quote_identifier(((KeyCol *) lfirst(lc))->name);
+
+			appendStringInfo(&ins, "%s%s", ins.len ? ", " : "", n);
+			appendStringInfo(&sel, "%sb.%s", sel.len ? ", " : "", n);
+		}
+		foreach(lc, c->partials)
+		{
+			const char *n = quote_identifier(((PartialCol *) lfirst(lc))->name);
+
+			appendStringInfo(&ins, ", %s", n);
+			appendStringInfo(&sel, ", b.%s", n);
+		}
+		initStringInfo(&merge);
+		appendStringInfo(&merge, "INSERT INTO %s AS s (%s) SELECT %s FROM (%s) AS b(%s%s) ON CONFLICT (%s) ",
+						 sname, ins.data, sel.data, partial_query_sql(c),
+						 group_columns(c, ""), cols.data, group_columns(c, ""));
+	}
+	if (c->partials == NIL)
+		appendStringInfoString(&merge, "DO NOTHING");
+	else
+	{
+		appendStringInfoString(&merge, "DO UPDATE SET ");
+		foreach(lc, c->partials)
+		{
+			PartialCol *p = lfirst(lc);
+
+			appendStringInfo(&merge, "%s%s = %s", lc == list_head(c->partials) ? "" : ", ",
+							 quote_identifier(p->name), merge_sql(p));
+		}
+	}
+
+	if (mode == OUTPUT_UPDATE)
+	{
+		/* upsert the final values of every group this batch changed */
+		char	   *batch = psprintf("WITH s AS (%s RETURNING s.*) INSERT INTO %s AS r (%s) SELECT %s FROM s%s",
+									 merge.data, rname, result_columns(c), final_values(c),
+									 result_upsert(c));
+
+		appendStringInfoString(plan, ", \"batch_sql\": ");
+		escape_json(plan, batch);
+		if (c->window)
+		{
+			appendStringInfoString(plan, ", \"close_sql\": ");
+			escape_json(plan, psprintf("DELETE FROM %s WHERE window_end <= $1", sname));
+		}
+	}
+	else
+	{
+		appendStringInfoString(plan, ", \"batch_sql\": ");
+		escape_json(plan, merge.data);
+	}
+
+	if (mode == OUTPUT_APPEND)
+	{
+		/* emit closed windows once, evicting their state */
+		appendStringInfoString(plan, ", \"close_sql\": ");
+		escape_json(plan, psprintf("WITH s AS (DELETE FROM %s WHERE window_end <= $1 RETURNING *) "
+								   "INSERT INTO %s AS r (%s) SELECT %s FROM s%s",
+								   sname, rname, result_columns(c), final_values(c),
+								   result_upsert(c)));
+	}
+	else if (mode == OUTPUT_COMPLETE)
+	{
+		appendStringInfoString(plan, ", \"clear_sql\": ");
+		escape_json(plan, psprintf("DELETE FROM %s", rname));
+		appendStringInfoString(plan, ", \"refresh_sql\": ");
+		escape_json(plan, psprintf("INSERT INTO %s (%s) SELECT %s FROM %s",
+								   rname, result_columns(c), final_values(c), sname));
+	}
+	appendStringInfoString(plan, ", \"state_count_sql\": ");
+	escape_json(plan, psprintf("SELECT pg_catalog.count(*) FROM %s", sname));
+}
+
+/* --- transforms ---------------------------------------------------------- */
+
+static Oid
+create_transform_table(Compiled *c, const char *name, StringInfo plan)
+{
+	StringInfoData sql;
+	StringInfoData cols;
+	ListCell   *lc;
+	List	   *names = NIL;
+	Oid			relid;
+
+	initStringInfo(&sql);
+	initStringInfo(&cols);
+	appendStringInfo(&sql, "CREATE TABLE %s (", quote_name_text(name));
+	foreach(lc, c->query->targetList)
+	{
+		TargetEntry *tle = lfirst_node(TargetEntry, lc);
+
+		if (tle->resjunk)
+			continue;
+		check_column_name(&names, tle->resname);
+		appendStringInfo(&sql, "%s%s %s", cols.len ? ", " : "", quote_identifier(tle->resname),
+						 column_type_sql(exprType((Node *) tle->expr), exprTypmod((Node *) tle->expr),
+										 exprCollation((Node *) tle->expr)));
+		appendStringInfo(&cols, "%s%s", cols.len ? ", " : "", quote_identifier(tle->resname));
+	}
+	appendStringInfoChar(&sql, ')');
+	spi_run(sql.data);
+	CommandCounterIncrement();
+	relid = RangeVarGetRelid(makeRangeVarFromNameList(stringToQualifiedNameList(name)),
+							 NoLock, false);
+
+	appendStringInfoString(plan, ", \"batch_sql\": ");
+	escape_json(plan, psprintf("INSERT INTO %s (%s) %s", qualified_relname(relid), cols.data,
+							   deparse_qualified(c->query)));
+	return relid;
+}
+
+/* --- the SQL function ---------------------------------------------------- */
+
+static OutputMode
+parse_output_mode(const char *mode)
+{
+	if (strcmp(mode, "append") == 0)
+		return OUTPUT_APPEND;
+	if (strcmp(mode, "update") == 0)
+		return OUTPUT_UPDATE;
+	if (strcmp(mode, "complete") == 0)
+		return OUTPUT_COMPLETE;
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("invalid output mode \"%s\"", mode),
+			 errhint("Use \"append\", \"update\" or \"complete\".")));
+	return OUTPUT_APPEND;
+}
+
+static void
+validate_query_options(Jsonb *options)
+{
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	int			depth = 0;
+	char	   *idle;
+
+	if (!JB_ROOT_IS_OBJECT(options))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("query options must be a JSON object")));
+	it = JsonbIteratorInit(&options->root);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		if (tok == WJB_BEGIN_OBJECT || tok == WJB_BEGIN_ARRAY)
+			depth++;
+		else if (tok == WJB_END_OBJECT || tok == WJB_END_ARRAY)
+			depth--;
+		else if (tok == WJB_KEY && depth == 1)
+		{
+			char	   *key = pnstrdup(v.val.string.val, v.val.string.len);
+
+			if (strcmp(key, "idle_timeout") != 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("unknown query option \"%s\"", key),
+						 errhint("The valid option is idle_timeout.")));
+		}
+	}
+	idle = jsonb_get_text(options, "idle_timeout");
+	if (idle != NULL)
+	{
+		Interval   *iv = DatumGetIntervalP(DirectFunctionCall3(interval_in,
+															   CStringGetDatum(idle),
+															   ObjectIdGetDatum(InvalidOid),
+															   Int32GetDatum(-1)));
+
+		if (interval_to_usec(iv, "idle_timeout") <= 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("idle_timeout must be positive")));
+	}
+}
+
+/*
+ * streamwin.create_query(name, query, watermark, output_mode,
+ *						  trigger_interval, dedup_keys, options, start)
+ */
+Datum
+streamwin_create_query(PG_FUNCTION_ARGS)
+{
+	char	   *name;
+	char	   *query_text;
+	OutputMode	mode;
+	Jsonb	   *options;
+	bool		start;
+	List	   *raw;
+	RawStmt    *rawstmt;
+	Compiled	c;
+	Oid			result;
+	Oid			state = InvalidOid;
+	StringInfoData plan;
+	int32		query_id;
+	CatalogRole role;
+	Oid			argtypes[11] = {TEXTOID, INT4OID, OIDOID, TEXTOID, INTERVALOID, TEXTOID,
+	INTERVALOID, JSONBOID, TEXTOID, INT4OID, OIDOID};
+	Datum		args[11];
+	char		nulls[11];
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(3) || PG_ARGISNULL(4) ||
+		PG_ARGISNULL(6) || PG_ARGISNULL(7))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("only watermark and dedup_keys of create_query may be null")));
+	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	query_text = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	mode = parse_output_mode(text_to_cstring(PG_GETARG_TEXT_PP(3)));
+	options = PG_GETARG_JSONB_P(6);
+	start = PG_GETARG_BOOL(7);
+	validate_query_options(options);
+
+	if (interval_to_usec(PG_GETARG_INTERVAL_P(4), "trigger_interval") < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("trigger_interval must not be negative"),
+				 errhint("Use '0' to start each batch as soon as the previous one ends.")));
+	if (!PG_ARGISNULL(2) && interval_to_usec(PG_GETARG_INTERVAL_P(2), "watermark") < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("watermark must not be negative"),
+				 errhint("The watermark is how far behind the newest event time a row may arrive, for example interval '10 seconds'.")));
+	if (!PG_ARGISNULL(5))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("dedup_keys are not supported by this version of streamwin"),
+				 errhint("Leave dedup_keys NULL.")));
+
+	if (start)
+	{
+		check_preloaded();
+		check_role_can_login(GetUserId());
+	}
+
+	SPI_connect();
+	if (catalog_get_query(name, true) != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_DUPLICATE_OBJECT),
+				 errmsg("query \"%s\" already exists", name)));
+
+	/* 1. parse, and rewrite hop() */
+	raw = raw_parser(query_text, RAW_PARSE_DEFAULT);
+	if (list_length(raw) != 1 || !IsA(linitial_node(RawStmt, raw)->stmt, SelectStmt))
+		refuse("a continuous query must be a single SELECT statement", NULL,
+			   "For example: SELECT region, count(*) FROM orders GROUP BY streamwin.tumble(event_time, '1 minute'), region.");
+	rawstmt = linitial_node(RawStmt, raw);
+	if (((SelectStmt *) rawstmt->stmt)->op == SETOP_NONE)
+		rewrite_hop((SelectStmt *) rawstmt->stmt);
+
+	/* 2. analyse and check */
+	memset(&c, 0, sizeof(c));
+	c.query = parse_analyze_fixedparams(rawstmt, query_text, NULL, 0, NULL);
+	check_query_shape(c.query);
+	check_from(&c);
+	c.aggregate = c.query->hasAggs || c.query->groupClause != NIL;
+	if (c.aggregate)
+		compile_grouping(&c);
+	else if (mode != OUTPUT_APPEND)
+		refuse(psprintf("output mode \"%s\" needs an aggregation", mode == OUTPUT_UPDATE ? "update" : "complete"),
+			   "A query without GROUP BY appends each row to the result table.",
+			   "Use output_mode => 'append'.");
+
+	if (!PG_ARGISNULL(2) && c.window == NULL)
+		refuse("a watermark needs an event-time window",
+			   "The watermark is computed from the event time of a window in GROUP BY.",
+			   "Group by streamwin.tumble(event_time, size) or streamwin.hop(event_time, size, slide), or leave the watermark NULL.");
+	if (c.aggregate && mode == OUTPUT_APPEND && (c.window == NULL || PG_ARGISNULL(2)))
+		refuse("append mode needs an event-time window and a watermark",
+			   "In append mode a window's row is written once, when the watermark closes it; without a watermark no window ever closes.",
+			   c.window ? "Add a watermark, for example watermark => '10 seconds', or use output_mode => 'update'."
+			   : "Group by streamwin.tumble() or streamwin.hop() and set a watermark, or use output_mode => 'update'.");
+	if (c.source->owner != GetUserId() &&
+		pg_class_aclcheck(c.source->relation, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for source \"%s\"", c.source->name)));
+
+	/* 3. the catalog row (the id names the state table), tables, statements */
+	args[0] = CStringGetTextDatum(name);
+	args[1] = Int32GetDatum(c.source->source_id);
+	args[2] = ObjectIdGetDatum(GetUserId());
+	args[3] = CStringGetTextDatum(query_text);
+	args[4] = PG_ARGISNULL(2) ? (Datum) 0 : PG_GETARG_DATUM(2);
+	args[5] = PG_GETARG_DATUM(3);
+	args[6] = PG_GETARG_DATUM(4);
+	args[7] = JsonbPGetDatum(options);
+	args[8] = CStringGetTextDatum(start ? "running" : "stopped");
+	memset(nulls, ' ', sizeof(nulls));
+	nulls[4] = PG_ARGISNULL(2) ? 'n' : ' ';
+	catalog_enter(&role);
+	if (SPI_execute_with_args("INSERT INTO streamwin.query_catalog (name, source_id, owner, query, "
+							  "watermark_delay, output_mode, trigger_interval, options, desired_state, "
+							  "result_table, plan) "
+							  "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 0, '{}') RETURNING query_id",
+							  9, argtypes, args, nulls, false, 1) != SPI_OK_INSERT_RETURNING)
+		elog(ERROR, "could not insert into streamwin.query_catalog");
+	query_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
+										   &(bool) {false}));
+	catalog_leave(&role);
+
+	initStringInfo(&plan);
+	appendStringInfo(&plan, "{\"kind\": \"%s\"", c.aggregate ? "aggregate" : "transform");
+	if (c.aggregate)
+	{
+		result = create_result_table(&c, name);
+		state = create_state_table(&c, query_id);
+		aggregate_statements(&c, result, state, mode, &plan);
+	}
+	else
+		result = create_transform_table(&c, name, &plan);
+	if (c.window)
+	{
+		appendStringInfo(&plan, ", \"window\": \"%s\", \"event_time\": ", c.window);
+		escape_json(&plan, nodeToString(c.event_time));
+	}
+	appendStringInfoChar(&plan, '}');
+
+	argtypes[0] = OIDOID;
+	argtypes[1] = OIDOID;
+	argtypes[2] = TEXTOID;
+	argtypes[3] = INT4OID;
+	args[0] = ObjectIdGetDatum(result);
+	args[1] = ObjectIdGetDatum(state);
+	args[2] = CStringGetTextDatum(plan.data);
+	args[3] = Int32GetDatum(query_id);
+	memset(nulls, ' ', sizeof(nulls));
+	nulls[1] = OidIsValid(state) ? ' ' : 'n';
+	catalog_enter(&role);
+	if (SPI_execute_with_args("UPDATE streamwin.query_catalog SET result_table = $1, state_table = $2, "
+							  "plan = $3::jsonb WHERE query_id = $4",
+							  4, argtypes, args, nulls, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not update streamwin.query_catalog");
+	catalog_leave(&role);
+	SPI_finish();
+
+	if (start)
+		launcher_request_start(query_id, GetUserId());
+	PG_RETURN_VOID();
+}

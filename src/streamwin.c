@@ -1,0 +1,89 @@
+/*-------------------------------------------------------------------------
+ *
+ * streamwin.c
+ *	  Module entry: GUCs, shared memory and the launcher registration.
+ *
+ * Loaded through shared_preload_libraries, streamwin registers its launcher
+ * background worker and the shared memory that tracks query workers.
+ * Loaded on demand only (CREATE EXTENSION without preloading), everything
+ * but background workers works: run_batch and run_available process
+ * batches in the calling session.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include <limits.h>
+
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "storage/ipc.h"
+#include "utils/guc.h"
+
+#include "streamwin.h"
+
+PG_MODULE_MAGIC;
+
+void		_PG_init(void);
+
+int			streamwin_max_workers = 32;
+int			streamwin_progress_retention = 1000;
+int			streamwin_default_max_records = 100000;
+bool		streamwin_preloaded = false;
+
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
+static void
+streamwin_shmem_request(void)
+{
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+	launcher_shmem_request();
+}
+
+static void
+streamwin_shmem_startup(void)
+{
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+	launcher_shmem_startup();
+}
+
+void
+_PG_init(void)
+{
+	DefineCustomIntVariable("streamwin.max_workers",
+							"Maximum number of streamwin query workers in the cluster.",
+							"Each running continuous query uses one background worker; "
+							"max_worker_processes must leave room for them.",
+							&streamwin_max_workers,
+							32, 1, 1024,
+							PGC_POSTMASTER, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("streamwin.progress_retention",
+							"Number of recent batches kept per query in streamwin.progress.",
+							NULL,
+							&streamwin_progress_retention,
+							1000, 1, INT_MAX,
+							PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("streamwin.max_records_per_batch",
+							"Default for a source's max_records_per_batch option.",
+							NULL,
+							&streamwin_default_max_records,
+							100000, 1, 10000000,
+							PGC_USERSET, 0, NULL, NULL, NULL);
+	MarkGUCPrefixReserved("streamwin");
+
+	RegisterXactCallback(launcher_xact_callback, NULL);
+
+	if (!process_shared_preload_libraries_in_progress)
+		return;
+
+	streamwin_preloaded = true;
+	prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = streamwin_shmem_request;
+	prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = streamwin_shmem_startup;
+	launcher_register();
+}

@@ -1,0 +1,124 @@
+/*-------------------------------------------------------------------------
+ *
+ * streamwin.h
+ *	  Declarations shared by every part of streamwin: GUCs, catalog access
+ *	  and the in-memory form of sources and queries.
+ *
+ * Catalog rows (streamwin.source_catalog, streamwin.query_catalog) are read
+ * into SourceInfo / QueryInfo by catalog.c; everything else works on those
+ * structs.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef STREAMWIN_H
+#define STREAMWIN_H
+
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "datatype/timestamp.h"
+#include "utils/jsonb.h"
+
+#include "decode.h"
+
+/* GUCs (streamwin.c) */
+extern int	streamwin_max_workers;
+extern int	streamwin_progress_retention;
+extern int	streamwin_default_max_records;
+
+/* Is the library loaded through shared_preload_libraries? (streamwin.c) */
+extern bool streamwin_preloaded;
+
+typedef enum OutputMode
+{
+	OUTPUT_APPEND,
+	OUTPUT_UPDATE,
+	OUTPUT_COMPLETE
+} OutputMode;
+
+/* Where a source begins when a query has no stored offset for a partition. */
+#define START_EARLIEST	(-2)
+#define START_LATEST	(-1)
+
+typedef struct SourceInfo
+{
+	int32		source_id;
+	char	   *name;
+	Oid			relation;		/* the source's view */
+	char	   *brokers;
+	char	   *topic;
+	SourceFormat format;
+	Oid			owner;
+	/* parsed options */
+	int64		starting_offset;	/* START_EARLIEST or START_LATEST */
+	int32		max_records_per_batch;
+	int			npartitions;	/* 0 = every partition of the topic */
+	int32	   *partitions;
+	int			nkafka_props;
+	const char **kafka_keys;
+	const char **kafka_values;
+} SourceInfo;
+
+/*
+ * A compiled continuous query.  The SQL statements come from query.c and are
+ * stored in query_catalog.plan; batch.c prepares them once per backend.
+ */
+typedef struct QueryInfo
+{
+	int32		query_id;
+	char	   *name;
+	int32		source_id;
+	Oid			owner;
+	OutputMode	output_mode;
+	bool		has_watermark;
+	int64		watermark_delay_us;
+	int64		trigger_interval_us;
+	int64		idle_timeout_us;
+	bool		desired_running;
+	Oid			result_table;
+	Oid			state_table;	/* InvalidOid for transforms */
+
+	/* the compiled plan */
+	bool		aggregate;		/* false: continuous transform */
+	bool		windowed;
+	char	   *event_time_expr;	/* nodeToString() of the event-time Expr,
+									 * or NULL */
+	char	   *batch_sql;		/* run once per batch over the source rows */
+	char	   *close_sql;		/* $1 = watermark: emit/evict closed windows */
+	char	   *clear_sql;		/* complete mode: empty the result */
+	char	   *refresh_sql;	/* complete mode: rewrite the result */
+	char	   *state_count_sql;
+} QueryInfo;
+
+/* catalog.c */
+typedef struct CatalogRole
+{
+	Oid			saved_userid;
+	int			saved_sec_context;
+} CatalogRole;
+
+extern void catalog_enter(CatalogRole *save);
+extern void catalog_leave(CatalogRole *save);
+extern SourceInfo *catalog_get_source(const char *name, bool missing_ok);
+extern SourceInfo *catalog_get_source_by_id(int32 source_id);
+extern SourceInfo *catalog_get_source_by_relation(Oid relid);
+extern QueryInfo *catalog_get_query(const char *name, bool missing_ok);
+extern QueryInfo *catalog_get_query_by_id(int32 query_id, bool missing_ok);
+extern void catalog_check_owner(Oid owner, const char *kind, const char *name);
+extern int64 interval_to_usec(const Interval *iv, const char *what);
+extern char *jsonb_get_text(Jsonb *jb, const char *key);
+
+/* launcher.c */
+extern void launcher_register(void);
+extern void launcher_shmem_request(void);
+extern void launcher_shmem_startup(void);
+extern void launcher_request_start(int32 query_id, Oid owner);
+extern void launcher_request_stop(int32 query_id);
+extern int	launcher_worker_pid(Oid dboid, int32 query_id);
+extern void launcher_xact_callback(XactEvent event, void *arg);
+
+/* control.c */
+extern void check_role_can_login(Oid roleid);
+extern void check_preloaded(void);
+
+#endif							/* STREAMWIN_H */

@@ -1,0 +1,143 @@
+/*-------------------------------------------------------------------------
+ *
+ * window.c
+ *	  The window functions users write in GROUP BY: tumble(), hop() and
+ *	  hop_starts().
+ *
+ * Windows are aligned to the Unix epoch, as in Spark's window(): a tumbling
+ * window of size S holding ts starts at floor(ts / S) * S, counted from
+ * 1970-01-01 00:00 UTC.  Sizes are fixed durations: a day counts as 24
+ * hours, and months are refused because their length varies.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "funcapi.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+#include "window.h"
+
+PG_FUNCTION_INFO_V1(streamwin_tumble);
+PG_FUNCTION_INFO_V1(streamwin_hop);
+PG_FUNCTION_INFO_V1(streamwin_hop_starts);
+
+/* Microseconds between the Unix epoch and PostgreSQL's epoch (2000-01-01). */
+#define UNIX_TO_PG_USEC \
+	((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY)
+
+/*
+ * window_size_usec
+ *		Convert a window size or slide to microseconds, refusing what cannot
+ *		be a fixed-length window.
+ */
+int64
+window_size_usec(const Interval *iv, const char *argname)
+{
+	int64		us;
+
+	if (iv->month != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("window %s must not contain months or years", argname),
+				 errdetail("Months have no fixed length, so windows of months cannot be aligned."),
+				 errhint("Use days instead, for example interval '30 days'.")));
+	us = iv->time + (int64) iv->day * USECS_PER_DAY;
+	if (us <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("window %s must be positive", argname)));
+	return us;
+}
+
+/*
+ * window_floor
+ *		The start of the epoch-aligned window of length size_us holding ts.
+ */
+TimestampTz
+window_floor(TimestampTz ts, int64 size_us)
+{
+	int64		unix_us = ts + UNIX_TO_PG_USEC;
+	int64		rem = unix_us % size_us;
+
+	/* C division truncates toward zero; windows before 1970 floor downward */
+	if (rem < 0)
+		rem += size_us;
+	return ts - rem;
+}
+
+static void
+check_finite(TimestampTz ts)
+{
+	if (TIMESTAMP_NOT_FINITE(ts))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+				 errmsg("event time must be finite")));
+}
+
+/* streamwin.tumble(ts timestamptz, size interval) RETURNS timestamptz */
+Datum
+streamwin_tumble(PG_FUNCTION_ARGS)
+{
+	TimestampTz ts = PG_GETARG_TIMESTAMPTZ(0);
+	int64		size = window_size_usec(PG_GETARG_INTERVAL_P(1), "size");
+
+	check_finite(ts);
+	PG_RETURN_TIMESTAMPTZ(window_floor(ts, size));
+}
+
+/*
+ * streamwin.hop(ts, size, slide) RETURNS timestamptz: the latest window
+ * start covering ts.  create_query rewrites hop() in GROUP BY into
+ * hop_starts(), so this scalar form only serves direct calls.
+ */
+Datum
+streamwin_hop(PG_FUNCTION_ARGS)
+{
+	TimestampTz ts = PG_GETARG_TIMESTAMPTZ(0);
+	int64		size = window_size_usec(PG_GETARG_INTERVAL_P(1), "size");
+	int64		slide = window_size_usec(PG_GETARG_INTERVAL_P(2), "slide");
+	TimestampTz start;
+
+	check_finite(ts);
+	start = window_floor(ts, slide);
+	if (start + size <= ts)
+		PG_RETURN_NULL();		/* ts falls in a gap between windows */
+	PG_RETURN_TIMESTAMPTZ(start);
+}
+
+/*
+ * streamwin.hop_starts(ts, size, slide) RETURNS SETOF timestamptz: the start
+ * of every hopping window [start, start + size) that covers ts, ascending.
+ * Window starts are multiples of slide from the Unix epoch.
+ */
+Datum
+streamwin_hop_starts(PG_FUNCTION_ARGS)
+{
+	TimestampTz ts = PG_GETARG_TIMESTAMPTZ(0);
+	int64		size = window_size_usec(PG_GETARG_INTERVAL_P(1), "size");
+	int64		slide = window_size_usec(PG_GETARG_INTERVAL_P(2), "slide");
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	TimestampTz latest;
+	TimestampTz first;
+
+	check_finite(ts);
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+
+	latest = window_floor(ts, slide);
+	/* earliest start s = latest - k*slide with s + size > ts */
+	first = latest - ((size - 1 - (ts - latest)) / slide) * slide;
+	if (ts - latest >= size)
+		first = latest + slide; /* in a gap: no window covers ts */
+
+	for (TimestampTz s = first; s <= latest; s += slide)
+	{
+		Datum		value = TimestampTzGetDatum(s);
+		bool		isnull = false;
+
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, &value, &isnull);
+	}
+	return (Datum) 0;
+}

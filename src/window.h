@@ -1,0 +1,17 @@
+/*-------------------------------------------------------------------------
+ *
+ * window.h
+ *	  Event-time window arithmetic shared by the SQL window functions and
+ *	  the query compiler.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef STREAMWIN_WINDOW_H
+#define STREAMWIN_WINDOW_H
+
+#include "datatype/timestamp.h"
+
+extern int64 window_size_usec(const Interval *iv, const char *argname);
+extern TimestampTz window_floor(TimestampTz ts, int64 size_us);
+
+#endif

@@ -1,0 +1,211 @@
+/*-------------------------------------------------------------------------
+ *
+ * worker.c
+ *	  The background worker of one continuous query: the batch loop.
+ *
+ * The worker connects as the query's owner, so batches run with exactly
+ * that role's privileges.  Each loop iteration is one transaction holding
+ * one batch.  A batch that fails is rolled back whole (offsets included),
+ * its error is recorded on the query in a transaction of its own, and the
+ * batch is retried after an exponential backoff (1 s doubling to 60 s).
+ *
+ * Between batches the worker waits on its latch: for trigger_interval, or
+ * with trigger_interval 0 for the Kafka consumer's wakeup descriptor,
+ * which librdkafka writes when messages arrive.  It never sleeps in a
+ * loop.  stop_query and drop_query set the latch; SIGTERM ends the worker
+ * after the current batch.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "tcop/tcopprot.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+
+#include "batch.h"
+#include "worker.h"
+
+#define BACKOFF_MIN_MS	1000L
+#define BACKOFF_MAX_MS	60000L
+
+/* how long to wait for data when woken, before taking what is there */
+#define WORKER_FETCH_TIMEOUT_MS 100
+
+/* without new data, still look at the query (stop, idle watermark) this often */
+#define IDLE_CHECK_MS 1000L
+
+/*
+ * Start a transaction and check the query still wants to run.  Returns false
+ * (with no transaction open) when the worker should exit.
+ */
+static bool
+begin_batch_transaction(int32 query_id)
+{
+	QueryInfo  *q;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	q = catalog_get_query_by_id(query_id, true);
+	if (q == NULL || !q->desired_running)
+	{
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+		return false;
+	}
+	return true;
+}
+
+static void
+record_failure(int32 query_id, ErrorData *edata)
+{
+	char	   *message = edata->detail ?
+		psprintf("%s: %s", edata->message, edata->detail) : edata->message;
+
+	PG_TRY();
+	{
+		StartTransactionCommand();
+		PushActiveSnapshot(GetTransactionSnapshot());
+		progress_record_failure(query_id, message);
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+	}
+	PG_CATCH();
+	{
+		/* e.g. the database is shutting down: the log has the batch error */
+		EmitErrorReport();
+		FlushErrorState();
+		AbortCurrentTransaction();
+	}
+	PG_END_TRY();
+}
+
+void
+streamwin_worker_main(Datum main_arg)
+{
+	int32		query_id = DatumGetInt32(main_arg);
+	WorkerExtra extra;
+	MemoryContext loop_cxt;
+	long		backoff_ms = 0;
+	QueryRunner *r = NULL;
+
+	memcpy(&extra, MyBgworkerEntry->bgw_extra, sizeof(extra));
+	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnectionByOid(extra.dboid, extra.owner, 0);
+
+	if (!worker_claim_slot(MyDatabaseId, query_id))
+		proc_exit(0);			/* another worker runs this query */
+	on_shmem_exit(worker_release_slot, (Datum) 0);
+
+	loop_cxt = AllocSetContextCreate(TopMemoryContext, "streamwin worker loop",
+									 ALLOCSET_DEFAULT_SIZES);
+
+	while (!ShutdownRequestPending)
+	{
+		TimestampTz started = GetCurrentTimestamp();
+		BatchStats	stats;
+		bool		full = false;
+		long		wait_ms;
+		int			events;
+		int			rc;
+		bool		stop = false;
+
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+		MemoryContextReset(loop_cxt);
+		MemoryContextSwitchTo(loop_cxt);
+
+		PG_TRY();
+		{
+			if (!begin_batch_transaction(query_id))
+				stop = true;	/* stopped or dropped; never leave PG_TRY by break */
+			else
+			{
+			if (r == NULL)
+			{
+				r = runner_get(query_id);
+				pgstat_report_appname(psprintf("streamwin: %s", r->query->name));
+			}
+			pgstat_report_activity(STATE_RUNNING, "streamwin batch");
+			batch_execute(r, WORKER_FETCH_TIMEOUT_MS, &stats);
+			full = stats.input_rows >= r->source->max_records_per_batch;
+			PopActiveSnapshot();
+			CommitTransactionCommand();
+			pgstat_report_activity(STATE_IDLE, NULL);
+			backoff_ms = 0;
+			}
+		}
+		PG_CATCH();
+		{
+			ErrorData  *edata;
+
+			MemoryContextSwitchTo(loop_cxt);
+			edata = CopyErrorData();
+			EmitErrorReport();
+			FlushErrorState();
+			AbortCurrentTransaction();
+			pgstat_report_activity(STATE_IDLE, NULL);
+			record_failure(query_id, edata);
+			backoff_ms = Min(Max(backoff_ms * 2, BACKOFF_MIN_MS), BACKOFF_MAX_MS);
+			/* the consumer may be broken (e.g. brokers gone): reopen it */
+			if (r != NULL)
+			{
+				runner_forget(query_id);
+				r = NULL;
+			}
+		}
+		PG_END_TRY();
+		if (stop)
+			break;
+
+		/* a full batch means a backlog: go on at once */
+		if (full && backoff_ms == 0)
+			continue;
+
+		events = WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH;
+		if (backoff_ms > 0)
+			wait_ms = backoff_ms;
+		else if (r->query->trigger_interval_us > 0)
+		{
+			long		elapsed_ms = (GetCurrentTimestamp() - started) / 1000;
+
+			wait_ms = Max(0, r->query->trigger_interval_us / 1000 - elapsed_ms);
+		}
+		else
+		{
+			/* trigger 0: run as soon as data arrives */
+			wait_ms = IDLE_CHECK_MS;
+			if (r->consumer != NULL)
+				events |= WL_SOCKET_READABLE;
+		}
+		if (wait_ms > 0)
+		{
+			rc = WaitLatchOrSocket(MyLatch, events,
+								   (events & WL_SOCKET_READABLE) ? kafka_wakeup_fd(r->consumer) : PGINVALID_SOCKET,
+								   wait_ms, PG_WAIT_EXTENSION);
+			if (rc & WL_LATCH_SET)
+				ResetLatch(MyLatch);
+			if (r != NULL && r->consumer != NULL)
+				kafka_drain_wakeup(r->consumer);
+		}
+	}
+
+	if (r != NULL)
+		runner_forget(query_id);
+	proc_exit(0);
+}

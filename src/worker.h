@@ -1,0 +1,24 @@
+/*-------------------------------------------------------------------------
+ *
+ * worker.h
+ *	  The background worker that runs one continuous query.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef STREAMWIN_WORKER_H
+#define STREAMWIN_WORKER_H
+
+/* Passed in bgw_extra: where the worker connects, and as whom. */
+typedef struct WorkerExtra
+{
+	Oid			dboid;
+	Oid			owner;
+} WorkerExtra;
+
+PGDLLEXPORT void streamwin_worker_main(Datum main_arg);
+
+/* launcher.c: the shared registry of live workers */
+extern bool worker_claim_slot(Oid dboid, int32 query_id);
+extern void worker_release_slot(int code, Datum arg);
+
+#endif
