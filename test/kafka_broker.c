@@ -1,0 +1,326 @@
+/*-------------------------------------------------------------------------
+ *
+ * kafka_broker.c
+ *	  A Kafka broker for streamwin's tests, built on librdkafka's mock cluster.
+ *
+ * No Apache Kafka server can be installed on the machines the tests run on,
+ * so the tests talk to librdkafka's mock cluster instead (rdkafka_mock.h).
+ * The mock brokers speak the real Kafka protocol over loopback TCP, so the
+ * extension, kafka_produce and anything else that uses librdkafka connect to
+ * them exactly as they would connect to a real cluster.  This program only
+ * keeps a mock cluster alive, creates the topics the test asks for, tells the
+ * test where the brokers listen, and turns signals into broker faults.
+ *
+ * Usage:
+ *	  kafka_broker [--brokers N] [--topic NAME:PARTITIONS]...
+ *				   [--bootstrap-file PATH]
+ *
+ * Once every topic exists, it prints one line "BOOTSTRAP host:port[,...]" on
+ * stdout and, with --bootstrap-file, writes the same list to PATH (through
+ * a temporary file and rename(), so a script polling for the file never
+ * reads it half-written).
+ *
+ * Signals:
+ *	  SIGTERM, SIGINT  destroy the cluster and exit 0
+ *	  SIGUSR1          take every broker down (connections are closed and
+ *					   new ones refused), to test broker outages
+ *	  SIGUSR2          bring every broker up again
+ *
+ * Things about the mock (librdkafka 2.0.2) that tests need to know:
+ *
+ * - Each partition keeps at most about 5 MB of message sets (and at most
+ *	 100000 message sets); past that the oldest sets are dropped and the
+ *	 partition's start offset moves forward, exactly like retention on a
+ *	 real broker.  A consumer that has not yet read them then gets "offset
+ *	 out of range".  Tests with a lot of data must spread it over enough
+ *	 partitions.
+ *
+ * - Auto-creation: ANY metadata request that names an unknown topic makes
+ *	 the mock create it on the spot, with 4 partitions and no error.  That
+ *	 includes consumers with allow.auto.create.topics=false: the mock speaks
+ *	 a Metadata version older than 4, which has no way to say "don't create"
+ *	 (librdkafka logs "allow.auto.create.topics=false not supported by
+ *	 broker").  So "topic does not exist" cannot be tested against the mock;
+ *	 a partition beyond the topic's count still gives "unknown partition".
+ *	 Tests must not depend on auto-creation: they create their topics with
+ *	 --topic, so that the partition count is the one they expect.
+ *
+ * - Nothing is persisted: when this program exits, the data is gone.
+ *
+ * Signals are blocked before librdkafka starts its threads (which inherit
+ * the mask) and are taken synchronously with sigwait() in the main thread,
+ * so no work at all happens in a signal handler.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <librdkafka/rdkafka.h>
+#include <librdkafka/rdkafka_mock.h>
+
+#define MAX_TOPICS 64
+
+typedef struct TopicSpec
+{
+	char	   *name;
+	int			partitions;
+} TopicSpec;
+
+static const char *progname = "kafka_broker";
+
+static void
+usage(FILE *out)
+{
+	fprintf(out,
+			"Usage: %s [--brokers N] [--topic NAME:PARTITIONS]... [--bootstrap-file PATH]\n"
+			"\n"
+			"Runs a Kafka mock cluster (librdkafka's rdkafka_mock) on loopback TCP\n"
+			"ports until SIGTERM or SIGINT.\n"
+			"\n"
+			"Options:\n"
+			"  --brokers N               number of brokers (default 1)\n"
+			"  --topic NAME:PARTITIONS   create a topic (replication factor 1); repeatable\n"
+			"  --bootstrap-file PATH     write the bootstrap server list to PATH (atomically)\n"
+			"                            once the topics exist\n"
+			"  --help                    show this help\n"
+			"\n"
+			"Prints \"BOOTSTRAP host:port[,host:port...]\" on stdout when ready.\n"
+			"SIGUSR1 takes every broker down, SIGUSR2 brings them back up.\n"
+			"\n"
+			"Note: the mock keeps only about 5 MB (and at most 100000 message sets)\n"
+			"per partition; older data is dropped as if by retention, so use enough\n"
+			"partitions for big runs.  Create topics with --topic: any client that\n"
+			"asks for an unknown topic makes the mock create it with 4 partitions.\n",
+			progname);
+}
+
+static void
+die(const char *fmt,...)
+{
+	va_list		ap;
+
+	fprintf(stderr, "%s: ", progname);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(1);
+}
+
+/*
+ * librdkafka log lines of the dummy handle; keep them on stderr, prefixed,
+ * so a test log shows where they came from.
+ */
+static void
+log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
+	fprintf(stderr, "%s: librdkafka %d %s: %s\n", progname, level, fac, buf);
+}
+
+/*
+ * Write "contents" to "path" through a temporary file in the same directory
+ * and rename(), which is atomic: readers see no file or the whole file.
+ */
+static void
+write_file_atomically(const char *path, const char *contents)
+{
+	size_t		tmplen = strlen(path) + 32;
+	char	   *tmp = malloc(tmplen);
+	FILE	   *f;
+
+	if (tmp == NULL)
+		die("out of memory");
+	snprintf(tmp, tmplen, "%s.tmp.%d", path, (int) getpid());
+
+	f = fopen(tmp, "w");
+	if (f == NULL)
+		die("could not create \"%s\": %s", tmp, strerror(errno));
+	if (fprintf(f, "%s\n", contents) < 0 || fflush(f) != 0 ||
+		fsync(fileno(f)) != 0)
+		die("could not write \"%s\": %s", tmp, strerror(errno));
+	if (fclose(f) != 0)
+		die("could not close \"%s\": %s", tmp, strerror(errno));
+	if (rename(tmp, path) != 0)
+		die("could not rename \"%s\" to \"%s\": %s", tmp, path,
+			strerror(errno));
+	free(tmp);
+}
+
+/* Parse a strictly positive decimal int, or die naming the option. */
+static int
+parse_positive(const char *s, const char *what)
+{
+	char	   *end;
+	long		v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno != 0 || end == s || *end != '\0' || v < 1 || v > 100000)
+		die("invalid %s: \"%s\"", what, s);
+	return (int) v;
+}
+
+/* Apply "up" or "down" to brokers 1..nbrokers (the mock numbers them so). */
+static void
+set_brokers(rd_kafka_mock_cluster_t *mcluster, int nbrokers, int up)
+{
+	int			id;
+
+	for (id = 1; id <= nbrokers; id++)
+	{
+		rd_kafka_resp_err_t err;
+
+		err = up ? rd_kafka_mock_broker_set_up(mcluster, id)
+			: rd_kafka_mock_broker_set_down(mcluster, id);
+		if (err)
+			fprintf(stderr, "%s: could not set broker %d %s: %s\n",
+					progname, id, up ? "up" : "down", rd_kafka_err2str(err));
+	}
+	fprintf(stderr, "%s: all %d broker(s) %s\n", progname, nbrokers,
+			up ? "up" : "down");
+}
+
+int
+main(int argc, char **argv)
+{
+	static const struct option long_options[] = {
+		{"brokers", required_argument, NULL, 'b'},
+		{"topic", required_argument, NULL, 't'},
+		{"bootstrap-file", required_argument, NULL, 'f'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0}
+	};
+	int			nbrokers = 1;
+	TopicSpec	topics[MAX_TOPICS];
+	int			ntopics = 0;
+	const char *bootstrap_file = NULL;
+	int			opt;
+	sigset_t	sigs;
+	char		errstr[512];
+	rd_kafka_conf_t *conf;
+	rd_kafka_t *rk;
+	rd_kafka_mock_cluster_t *mcluster;
+	const char *bootstraps;
+	int			i;
+
+	while ((opt = getopt_long(argc, argv, "h", long_options, NULL)) != -1)
+	{
+		switch (opt)
+		{
+			case 'b':
+				nbrokers = parse_positive(optarg, "--brokers");
+				break;
+			case 't':
+				{
+					char	   *colon = strrchr(optarg, ':');
+
+					if (colon == NULL || colon == optarg)
+						die("invalid --topic \"%s\": expected NAME:PARTITIONS",
+							optarg);
+					if (ntopics >= MAX_TOPICS)
+						die("too many topics (at most %d)", MAX_TOPICS);
+					topics[ntopics].partitions =
+						parse_positive(colon + 1, "partition count");
+					topics[ntopics].name = strndup(optarg, colon - optarg);
+					ntopics++;
+					break;
+				}
+			case 'f':
+				bootstrap_file = optarg;
+				break;
+			case 'h':
+				usage(stdout);
+				return 0;
+			default:
+				usage(stderr);
+				return 2;
+		}
+	}
+	if (optind < argc)
+	{
+		fprintf(stderr, "%s: unexpected argument \"%s\"\n", progname,
+				argv[optind]);
+		usage(stderr);
+		return 2;
+	}
+
+	/*
+	 * Block the signals we handle before librdkafka creates any thread: the
+	 * threads inherit this mask, so the signals can only be taken by the
+	 * sigwait() below.
+	 */
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGUSR1);
+	sigaddset(&sigs, SIGUSR2);
+	if (pthread_sigmask(SIG_BLOCK, &sigs, NULL) != 0)
+		die("could not block signals");
+
+	/*
+	 * The mock cluster needs a client handle for its bookkeeping; a producer
+	 * with no bootstrap servers does nothing else.  Its only chatter is a
+	 * warning about the missing bootstrap.servers, which we silence by
+	 * keeping its log level at errors.
+	 */
+	conf = rd_kafka_conf_new();
+	rd_kafka_conf_set_log_cb(conf, log_cb);
+	if (rd_kafka_conf_set(conf, "log_level", "3", errstr, sizeof(errstr)) !=
+		RD_KAFKA_CONF_OK)
+		die("%s", errstr);
+	rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
+	if (rk == NULL)
+		die("could not create client handle: %s", errstr);
+
+	mcluster = rd_kafka_mock_cluster_new(rk, nbrokers);
+	if (mcluster == NULL)
+		die("could not create mock cluster with %d broker(s)", nbrokers);
+
+	for (i = 0; i < ntopics; i++)
+	{
+		rd_kafka_resp_err_t err;
+
+		err = rd_kafka_mock_topic_create(mcluster, topics[i].name,
+										 topics[i].partitions, 1);
+		if (err)
+			die("could not create topic \"%s\": %s", topics[i].name,
+				rd_kafka_err2str(err));
+	}
+
+	bootstraps = rd_kafka_mock_cluster_bootstraps(mcluster);
+	printf("BOOTSTRAP %s\n", bootstraps);
+	fflush(stdout);
+	if (bootstrap_file)
+		write_file_atomically(bootstrap_file, bootstraps);
+	fprintf(stderr, "%s: %d broker(s) at %s, %d topic(s)\n", progname,
+			nbrokers, bootstraps, ntopics);
+
+	for (;;)
+	{
+		int			sig;
+
+		if (sigwait(&sigs, &sig) != 0)
+			die("sigwait failed");
+		if (sig == SIGTERM || sig == SIGINT)
+			break;
+		else if (sig == SIGUSR1)
+			set_brokers(mcluster, nbrokers, 0);
+		else if (sig == SIGUSR2)
+			set_brokers(mcluster, nbrokers, 1);
+	}
+
+	fprintf(stderr, "%s: shutting down\n", progname);
+	rd_kafka_mock_cluster_destroy(mcluster);
+	rd_kafka_destroy(rk);
+	for (i = 0; i < ntopics; i++)
+		free(topics[i].name);
+	return 0;
+}

@@ -1,0 +1,395 @@
+/*-------------------------------------------------------------------------
+ *
+ * kafka_produce.c
+ *	  Produce stdin, one message per line, to a Kafka topic.
+ *
+ * Used by streamwin's tests, the demo and the benchmarks to feed a topic on
+ * the test broker (test/kafka_broker) or on any real cluster.  It must never
+ * lose a message silently: a test that counts results relies on every line
+ * having reached the broker, so the exit status is 0 only when every message
+ * was acknowledged.
+ *
+ * Usage:
+ *	  kafka_produce --brokers B --topic T [--partition N | --partition-prefix]
+ *					[--key-prefix] [--rate MSGS_PER_SEC] [--linger-ms N]
+ *					[--batch-num-messages N] [-X PROPERTY=VALUE]... [--quiet]
+ *
+ * Each line of stdin (without its newline) is one message value.  With
+ * --partition-prefix a line is "PARTITION<TAB>payload"; with --key-prefix
+ * it is "KEY<TAB>payload" (both together: "PARTITION<TAB>KEY<TAB>payload").
+ *
+ *-------------------------------------------------------------------------
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <librdkafka/rdkafka.h>
+
+static const char *progname = "kafka_produce";
+
+/* Delivery report bookkeeping, updated by dr_msg_cb in our own thread. */
+static int64_t delivered = 0;
+static int64_t failed = 0;
+static char first_failure[512];
+
+static void
+usage(FILE *out)
+{
+	fprintf(out,
+			"Usage: %s --brokers B --topic T [options] < lines\n"
+			"\n"
+			"Produces each line of stdin (newline stripped) as one message.\n"
+			"\n"
+			"Options:\n"
+			"  --brokers B               bootstrap servers, host:port[,host:port...]\n"
+			"  --topic T                 topic to produce to\n"
+			"  --partition N             send every message to partition N\n"
+			"  --partition-prefix        each line is PARTITION<TAB>payload\n"
+			"  --key-prefix              each line is KEY<TAB>payload; keyed messages\n"
+			"                            are placed by the default partitioner\n"
+			"                            (CRC32 of the key)\n"
+			"  --rate MSGS_PER_SEC       pace production to this many messages per\n"
+			"                            second (default: as fast as possible)\n"
+			"  --linger-ms N             linger.ms (default 5)\n"
+			"  --batch-num-messages N    batch.num.messages (default 10000)\n"
+			"  -X PROPERTY=VALUE         any other librdkafka producer property\n"
+			"  --quiet                   do not print the final count\n"
+			"  --help                    show this help\n"
+			"\n"
+			"Without --partition, --partition-prefix or --key-prefix, messages have\n"
+			"no key and librdkafka's default partitioner (consistent_random) sends\n"
+			"them to a random partition that changes only every\n"
+			"sticky.partitioning.linger.ms (10 ms): a fast burst spreads unevenly,\n"
+			"possibly all onto one partition.  Use --partition-prefix (or keys) when\n"
+			"a test needs a known spread.\n"
+			"With --partition-prefix and --key-prefix together, a line is\n"
+			"PARTITION<TAB>KEY<TAB>payload.\n"
+			"\n"
+			"Exits 0 only if every message was acknowledged by the broker (acks=all);\n"
+			"prints \"produced N messages\" on stderr at the end unless --quiet.\n",
+			progname);
+}
+
+static void
+die(const char *fmt,...)
+{
+	va_list		ap;
+
+	fprintf(stderr, "%s: ", progname);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(1);
+}
+
+static long long
+parse_int(const char *s, const char *what, long long min, long long max)
+{
+	char	   *end;
+	long long	v;
+
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno != 0 || end == s || *end != '\0' || v < min || v > max)
+		die("invalid %s: \"%s\"", what, s);
+	return v;
+}
+
+static void
+set_conf(rd_kafka_conf_t *conf, const char *name, const char *value)
+{
+	char		errstr[512];
+
+	if (rd_kafka_conf_set(conf, name, value, errstr, sizeof(errstr)) !=
+		RD_KAFKA_CONF_OK)
+		die("invalid property %s=%s: %s", name, value, errstr);
+}
+
+/*
+ * Delivery report callback.  It runs inside rd_kafka_poll()/rd_kafka_flush()
+ * on the main thread, so plain globals are fine.
+ */
+static void
+dr_msg_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
+{
+	if (msg->err == RD_KAFKA_RESP_ERR_NO_ERROR)
+		delivered++;
+	else
+	{
+		if (failed == 0)
+			snprintf(first_failure, sizeof(first_failure),
+					 "partition %" PRId32 ": %s", msg->partition,
+					 rd_kafka_err2str(msg->err));
+		failed++;
+	}
+}
+
+/*
+ * Broker-level errors (connection refused and the like).  librdkafka retries
+ * these by itself, so they are only reported; a message that finally cannot
+ * be delivered shows up as a failed delivery report.
+ */
+static void
+error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
+{
+	/* librdkafka already logs transport errors as "FAIL" lines. */
+	if (err == RD_KAFKA_RESP_ERR__TRANSPORT)
+		return;
+	fprintf(stderr, "%s: %s%s\n", progname,
+			rd_kafka_fatal_error(rk, NULL, 0) ? "fatal: " : "", reason);
+}
+
+static void
+timespec_add_ns(struct timespec *ts, int64_t ns)
+{
+	ns += ts->tv_nsec;
+	ts->tv_sec += ns / 1000000000;
+	ts->tv_nsec = ns % 1000000000;
+}
+
+/* Split off the text up to the first tab; returns NULL if there is none. */
+static char *
+split_tab(char **rest, size_t *restlen)
+{
+	char	   *field = *rest;
+	char	   *tab = memchr(field, '\t', *restlen);
+
+	if (tab == NULL)
+		return NULL;
+	*tab = '\0';
+	*restlen -= (tab + 1) - field;
+	*rest = tab + 1;
+	return field;
+}
+
+int
+main(int argc, char **argv)
+{
+	static const struct option long_options[] = {
+		{"brokers", required_argument, NULL, 'b'},
+		{"topic", required_argument, NULL, 't'},
+		{"partition", required_argument, NULL, 'p'},
+		{"partition-prefix", no_argument, NULL, 'P'},
+		{"key-prefix", no_argument, NULL, 'K'},
+		{"rate", required_argument, NULL, 'r'},
+		{"linger-ms", required_argument, NULL, 'l'},
+		{"batch-num-messages", required_argument, NULL, 'n'},
+		{"quiet", no_argument, NULL, 'q'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0}
+	};
+	const char *brokers = NULL;
+	const char *topic_name = NULL;
+	int32_t		fixed_partition = RD_KAFKA_PARTITION_UA;
+	int			partition_prefix = 0;
+	int			key_prefix = 0;
+	double		rate = 0;
+	const char *linger_ms = "5";
+	const char *batch_num_messages = "10000";
+	int			quiet = 0;
+	rd_kafka_conf_t *conf;
+	rd_kafka_t *rk;
+	rd_kafka_topic_t *rkt;
+	char		errstr[512];
+	char	   *line = NULL;
+	size_t		linecap = 0;
+	ssize_t		linelen;
+	int64_t		lineno = 0;
+	int64_t		produced = 0;
+	struct timespec start;
+	int			opt;
+	int			flush_rounds;
+
+	conf = rd_kafka_conf_new();
+
+	while ((opt = getopt_long(argc, argv, "X:h", long_options, NULL)) != -1)
+	{
+		switch (opt)
+		{
+			case 'b':
+				brokers = optarg;
+				break;
+			case 't':
+				topic_name = optarg;
+				break;
+			case 'p':
+				fixed_partition = (int32_t) parse_int(optarg, "--partition",
+													  0, INT32_MAX);
+				break;
+			case 'P':
+				partition_prefix = 1;
+				break;
+			case 'K':
+				key_prefix = 1;
+				break;
+			case 'r':
+				{
+					char	   *end;
+
+					rate = strtod(optarg, &end);
+					if (end == optarg || *end != '\0' || !(rate > 0))
+						die("invalid --rate: \"%s\"", optarg);
+					break;
+				}
+			case 'l':
+				linger_ms = optarg;
+				break;
+			case 'n':
+				batch_num_messages = optarg;
+				break;
+			case 'X':
+				{
+					char	   *eq = strchr(optarg, '=');
+
+					if (eq == NULL)
+						die("invalid -X \"%s\": expected PROPERTY=VALUE", optarg);
+					*eq = '\0';
+					set_conf(conf, optarg, eq + 1);
+					break;
+				}
+			case 'q':
+				quiet = 1;
+				break;
+			case 'h':
+				usage(stdout);
+				return 0;
+			default:
+				usage(stderr);
+				return 2;
+		}
+	}
+	if (optind < argc || brokers == NULL || topic_name == NULL)
+	{
+		if (optind < argc)
+			fprintf(stderr, "%s: unexpected argument \"%s\"\n", progname,
+					argv[optind]);
+		else
+			fprintf(stderr, "%s: --brokers and --topic are required\n",
+					progname);
+		usage(stderr);
+		return 2;
+	}
+	if (partition_prefix && fixed_partition != RD_KAFKA_PARTITION_UA)
+		die("--partition and --partition-prefix cannot be used together");
+
+	set_conf(conf, "bootstrap.servers", brokers);
+	set_conf(conf, "linger.ms", linger_ms);
+	set_conf(conf, "batch.num.messages", batch_num_messages);
+	set_conf(conf, "queue.buffering.max.messages", "1000000");
+	set_conf(conf, "acks", "all");
+	rd_kafka_conf_set_dr_msg_cb(conf, dr_msg_cb);
+	rd_kafka_conf_set_error_cb(conf, error_cb);
+
+	rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
+	if (rk == NULL)
+		die("could not create producer: %s", errstr);
+	rkt = rd_kafka_topic_new(rk, topic_name, NULL);
+	if (rkt == NULL)
+		die("could not create topic handle: %s",
+			rd_kafka_err2str(rd_kafka_last_error()));
+
+	clock_gettime(CLOCK_MONOTONIC, &start);
+
+	while ((linelen = getline(&line, &linecap, stdin)) != -1)
+	{
+		char	   *payload = line;
+		size_t		len = (size_t) linelen;
+		char	   *key = NULL;
+		size_t		keylen = 0;
+		int32_t		partition = fixed_partition;
+
+		lineno++;
+		if (len > 0 && payload[len - 1] == '\n')
+			payload[--len] = '\0';
+
+		if (partition_prefix)
+		{
+			char	   *field = split_tab(&payload, &len);
+
+			if (field == NULL)
+				die("line %" PRId64 ": expected PARTITION<TAB>payload",
+					lineno);
+			partition = (int32_t) parse_int(field, "partition prefix",
+											0, INT32_MAX);
+		}
+		if (key_prefix)
+		{
+			key = split_tab(&payload, &len);
+			if (key == NULL)
+				die("line %" PRId64 ": expected KEY<TAB>payload", lineno);
+			keylen = strlen(key);
+		}
+
+		/*
+		 * Pace on absolute deadlines (message i is due at start + i/rate), so
+		 * the time spent producing does not make the rate drift.
+		 */
+		if (rate > 0)
+		{
+			struct timespec due = start;
+
+			timespec_add_ns(&due, (int64_t) (produced * (1e9 / rate)));
+			while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &due,
+								   NULL) == EINTR)
+				;
+		}
+
+		for (;;)
+		{
+			if (rd_kafka_produce(rkt, partition, RD_KAFKA_MSG_F_COPY,
+								 payload, len, key, keylen, NULL) == 0)
+				break;
+			if (rd_kafka_last_error() != RD_KAFKA_RESP_ERR__QUEUE_FULL)
+				die("line %" PRId64 ": could not produce: %s", lineno,
+					rd_kafka_err2str(rd_kafka_last_error()));
+			/* The local queue is full: serve delivery reports, then retry. */
+			rd_kafka_poll(rk, 100);
+		}
+		produced++;
+
+		/* Serve delivery reports now and then, without waiting. */
+		if (produced % 1024 == 0)
+			rd_kafka_poll(rk, 0);
+	}
+	if (ferror(stdin))
+		die("could not read stdin: %s", strerror(errno));
+	free(line);
+
+	/*
+	 * Wait for every outstanding message.  Each one ends in a delivery report
+	 * at the latest after message.timeout.ms, so this terminates; keep
+	 * flushing rather than give up after an arbitrary time, since a broker
+	 * outage in a fault test can last a while.
+	 */
+	flush_rounds = 0;
+	while (rd_kafka_outq_len(rk) > 0)
+	{
+		rd_kafka_flush(rk, 10000);
+		if (++flush_rounds % 6 == 0)
+			fprintf(stderr, "%s: still waiting for %d message(s) to be delivered\n",
+					progname, rd_kafka_outq_len(rk));
+	}
+	/* Serve any delivery reports that flush left queued. */
+	rd_kafka_poll(rk, 0);
+
+	rd_kafka_topic_destroy(rkt);
+	rd_kafka_destroy(rk);
+
+	if (failed > 0 || delivered != produced)
+	{
+		fprintf(stderr, "%s: %" PRId64 " of %" PRId64 " message(s) not delivered; first error: %s\n",
+				progname, produced - delivered, produced,
+				failed > 0 ? first_failure : "(no delivery report)");
+		return 1;
+	}
+	if (!quiet)
+		fprintf(stderr, "produced %" PRId64 " messages\n", produced);
+	return 0;
+}
