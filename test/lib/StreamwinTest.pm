@@ -1,0 +1,638 @@
+
+# StreamwinTest.pm: helpers for streamwin's TAP tests (test/t/*.pl).
+#
+# The tests check streamwin against an independent computation: they generate
+# events in Perl, produce them to a Kafka topic on a private test broker, load
+# the same events into an ordinary table, compute the expected result with
+# plain SQL (or a Perl simulation), and compare multisets.  This module holds
+# the plumbing for that:
+#
+#   my $broker = StreamwinTest::Broker->start(topics => { ev => 4 });
+#   $broker->bootstrap;                       # "127.0.0.1:39761"
+#   $broker->produce('ev', [ [0, $json], [1, $json] ]);   # or plain payloads
+#   my $bg = $broker->produce('ev', \@msgs, rate => 2000, background => 1);
+#   $bg->finish;                              # ok() that all were delivered
+#   $broker->down; $broker->up;               # SIGUSR1 / SIGUSR2
+#
+#   my $node = new_node('main');              # started, CREATE EXTENSION done
+#   load_table($node, 'ev', 'k text, v int, ts timestamptz', \@rows);
+#   results_match($node, $got_sql, $want_sql, 'name');
+#   wait_results_match($node, $got_sql, $want_sql, 'name');
+#   wait_until($node, $sql, $expected, 'what');
+#   my $r = query_json($node, "SELECT streamwin.run_available('q')");
+#
+# Environment:
+#   STREAMWIN_TEST_BINDIR  directory holding kafka_broker and kafka_produce
+#                          (default: test/, next to this lib/ directory)
+#   STREAMWIN_PID_DIR      if set, each broker's pid is recorded there so that
+#                          run_tests.sh can kill brokers of a killed test
+#   STREAMWIN_TEST_TIMEOUT seconds the wait helpers wait (default 120)
+
+package StreamwinTest;
+
+use strict;
+use warnings;
+
+use Carp;
+use Exporter 'import';
+use File::Basename qw(dirname);
+use File::Spec;
+use IPC::Run;
+use JSON::PP;
+use POSIX ();
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time usleep);
+
+our @EXPORT = qw(
+  new_node load_table results_match wait_results_match wait_until
+  query_json run_json psql_ok ts_text windows_sql values_sql diag_queries
+);
+
+our $bindir = $ENV{STREAMWIN_TEST_BINDIR}
+  // File::Spec->rel2abs(dirname(__FILE__) . '/..');
+our $timeout = $ENV{STREAMWIN_TEST_TIMEOUT} // 120;
+
+=pod
+
+=head1 Nodes
+
+new_node(NAME, conf => EXTRA_CONF_TEXT, extension => 1, preload => 1)
+
+A PostgreSQL::Test::Cluster node, initialized with UTF8 encoding and the C
+locale, configured for streamwin (shared_preload_libraries unless preload =>
+0, wal_level = logical, enough worker processes and slots, timezone UTC),
+started, with CREATE EXTENSION streamwin done in database postgres (unless
+extension => 0).  Sessions of the tests run in UTC.
+
+=cut
+
+sub new_node
+{
+	my ($name, %opts) = @_;
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	$node->init(extra => [ '--encoding=UTF8', '--locale=C' ]);
+	$node->append_conf(
+		'postgresql.conf', qq{
+# streamwin test settings (StreamwinTest.pm)
+wal_level = logical
+max_worker_processes = 32
+max_replication_slots = 10
+max_wal_senders = 10
+timezone = 'UTC'
+log_timezone = 'UTC'
+log_min_messages = info
+log_error_verbosity = default
+});
+	$node->append_conf('postgresql.conf', "shared_preload_libraries = 'streamwin'\n")
+	  unless defined $opts{preload} && !$opts{preload};
+	$node->append_conf('postgresql.conf', $opts{conf}) if defined $opts{conf};
+	$node->start;
+	$node->safe_psql('postgres', 'CREATE EXTENSION streamwin')
+	  unless defined $opts{extension} && !$opts{extension};
+	return $node;
+}
+
+=pod
+
+=head1 Loading expected data
+
+load_table(NODE, TABLE, COLUMN_DEFS, ROWS)
+
+Creates TABLE (COLUMN_DEFS) and loads ROWS (array of array refs, undef =
+NULL) with \copy in CSV format.  Values are character strings, written as
+UTF-8 (a byte 0xE9 in a Perl string is "\x{e9}", written as C3 A9); give
+bytea values in hex input form ('\\x4142').
+
+=cut
+
+sub load_table
+{
+	my ($node, $table, $coldefs, $rows) = @_;
+	my $file = PostgreSQL::Test::Utils::tempdir() . "/$table.csv";
+	open my $fh, '>:raw', $file or croak "could not write $file: $!";
+	for my $row (@$rows)
+	{
+		print $fh join(',', map { csv_field($_) } @$row), "\n";
+	}
+	close $fh;
+	$node->safe_psql('postgres',
+		"CREATE TABLE $table ($coldefs);\n"
+		  . "\\copy $table FROM '$file' WITH (FORMAT csv)");
+	return;
+}
+
+# One CSV field: NULL as an empty unquoted field, everything else quoted.
+sub csv_field
+{
+	my ($v) = @_;
+	return '' unless defined $v;
+	my $s = "$v";
+	utf8::encode($s);    # text is characters; the database is UTF8
+	$s =~ s/"/""/g;
+	return qq{"$s"};
+}
+
+=pod
+
+=head1 SQL helpers
+
+ts_text(MS): the timestamptz literal text for MS milliseconds since the Unix
+epoch, e.g. "2024-01-01 00:00:03.250+00".
+
+windows_sql(table => T, ts => COL, size => S, slide => S2, keys => 'k',
+aggs => 'count(*) AS n', where => COND): plain SQL computing a tumbling
+(no slide) or hopping window aggregation over T without streamwin: windows
+aligned to the epoch, a row in every [start, start + size) that holds it.
+Columns: window_start, window_end, keys, aggs.
+
+values_sql(COLUMNS, ROWS): a SELECT returning ROWS (array of array refs)
+with COLUMNS ([name, type] pairs); no rows gives an empty SELECT.
+
+=cut
+
+sub ts_text
+{
+	my ($ms) = @_;
+	my $s = POSIX::floor($ms / 1000);
+	my $frac = $ms - $s * 1000;
+	return POSIX::strftime('%Y-%m-%d %H:%M:%S', gmtime($s))
+	  . sprintf('.%03d+00', $frac);
+}
+
+sub windows_sql
+{
+	my (%a) = @_;
+	my $size  = $a{size}  or croak 'size needed';
+	my $slide = $a{slide} // $size;
+	my $ts    = $a{ts}    // 'ts';
+	my $keys  = $a{keys};
+	my $where = $a{where} ? "AND ($a{where})" : '';
+	my $e     = "extract(epoch FROM t.$ts)";
+	my $keysel = defined $keys ? "$keys," : '';
+	my $keygrp = defined $keys ? ", $keys" : '';
+	return qq{SELECT to_timestamp(w.s) AS window_start,
+       to_timestamp(w.s + $size) AS window_end, $keysel $a{aggs}
+  FROM $a{table} t
+       CROSS JOIN LATERAL generate_series(
+           floor($e / $slide)::bigint * $slide - ($size - $slide),
+           floor($e / $slide)::bigint * $slide, $slide) AS w(s)
+ WHERE $e >= w.s AND $e < w.s + $size $where
+ GROUP BY w.s$keygrp};
+}
+
+sub values_sql
+{
+	my ($cols, $rows) = @_;
+	my $names = join(', ', map { $_->[0] } @$cols);
+	if (!@$rows)
+	{
+		return 'SELECT '
+		  . join(', ', map { "NULL::$_->[1] AS $_->[0]" } @$cols)
+		  . ' WHERE false';
+	}
+	my @lines;
+	for my $r (@$rows)
+	{
+		my @v;
+		for my $i (0 .. $#$cols)
+		{
+			my $x = $r->[$i];
+			push @v,
+			  defined $x
+			  ? sql_literal($x) . "::$cols->[$i][1]"
+			  : "NULL::$cols->[$i][1]";
+		}
+		push @lines, '(' . join(', ', @v) . ')';
+	}
+	return "SELECT * FROM (VALUES\n  "
+	  . join(",\n  ", @lines)
+	  . "\n) AS v($names)";
+}
+
+# SQL text handed to psql: the helpers take character strings (so "caf\x{e9}"
+# and a literal "café" under "use utf8" are the same) and send UTF-8.
+sub _utf8
+{
+	my ($s) = @_;
+	utf8::encode($s);
+	return $s;
+}
+
+sub sql_literal
+{
+	my ($s) = @_;
+	$s =~ s/'/''/g;
+	return "'$s'";
+}
+
+=pod
+
+=head1 Running SQL
+
+psql_ok(NODE, SQL, NAME, %psql_params): runs SQL, passes if it succeeds,
+fails showing stderr otherwise; returns stdout (or undef on failure).
+
+query_json(NODE, SQL): runs SQL returning one jsonb/json value and returns it
+decoded (undef and a failed test if the SQL fails).
+
+run_json(NODE, CALL): runs "SELECT streamwin.CALL" (e.g. "run_batch('q')")
+and returns its jsonb decoded, plus watermark_ms: the watermark as
+milliseconds since the epoch (undef when NULL), so tests compare numbers.
+
+=cut
+
+sub psql_ok
+{
+	my ($node, $sql, $name, %params) = @_;
+	my ($rc, $out, $err) = _psql($node, $sql, %params);
+	if ($rc != 0)
+	{
+		fail($name);
+		diag("SQL failed:\n$sql\n$err");
+		return undef;
+	}
+	pass($name) if defined $name;
+	return $out;
+}
+
+# Run SQL with a time limit (PG_TEST_TIMEOUT_DEFAULT, 180 s by default).  A
+# statement that hangs fails the test and ends the script: later steps
+# would only wait on what it holds.  Returns (exit code, stdout, stderr).
+sub _psql
+{
+	my ($node, $sql, %params) = @_;
+	my ($out, $err, $timed_out) = ('', '', 0);
+	my $rc = $node->psql(
+		'postgres', _utf8($sql),
+		stdout        => \$out,
+		stderr        => \$err,
+		on_error_stop => 1,
+		timeout       => $PostgreSQL::Test::Utils::timeout_default,
+		timed_out     => \$timed_out,
+		%params);
+	if ($timed_out)
+	{
+		fail("SQL finishes within $PostgreSQL::Test::Utils::timeout_default s");
+		diag("SQL timed out:\n$sql");
+		diag_queries($node);
+		die "giving up: a statement hung\n";
+	}
+	return ($rc, $out, $err);
+}
+
+sub run_json
+{
+	my ($node, $call) = @_;
+	return query_json($node, qq{
+SELECT r || jsonb_build_object('watermark_ms',
+          round(extract(epoch FROM (r->>'watermark')::timestamptz) * 1000))
+  FROM streamwin.$call AS r});
+}
+
+sub query_json
+{
+	my ($node, $sql) = @_;
+	my ($rc, $out, $err) = _psql($node, $sql);
+	if ($rc != 0 || $out eq '')
+	{
+		fail("query returns json: $sql");
+		diag($err);
+		return undef;
+	}
+	return JSON::PP->new->decode($out);
+}
+
+=pod
+
+=head1 Comparing results
+
+results_match(NODE, GOT_SQL, WANT_SQL, NAME): one test: the two queries
+return the same multiset of rows (EXCEPT ALL both ways).  On failure it
+lists rows missing from GOT and rows GOT has but WANT does not (at most 25
+each), and the row counts.  Returns true on success.
+
+wait_results_match(NODE, GOT_SQL, WANT_SQL, NAME, timeout => S): polls until
+they match (errors while polling count as "not yet"), then passes; on timeout
+fails like results_match and shows streamwin.queries.
+
+=cut
+
+sub _diff_sql
+{
+	my ($got, $want) = @_;
+	return qq{WITH got AS ($got), want AS ($want),
+missing AS (SELECT * FROM want EXCEPT ALL SELECT * FROM got),
+unexpected AS (SELECT * FROM got EXCEPT ALL SELECT * FROM want)
+SELECT 'count', (SELECT count(*) FROM missing)::text,
+       (SELECT count(*) FROM unexpected)::text,
+       (SELECT count(*) FROM got)::text, (SELECT count(*) FROM want)::text
+UNION ALL
+(SELECT 'missing', m::text, '', '', '' FROM missing m ORDER BY 2 LIMIT 25)
+UNION ALL
+(SELECT 'unexpected', u::text, '', '', '' FROM unexpected u ORDER BY 2 LIMIT 25)};
+}
+
+sub results_match
+{
+	my ($node, $got, $want, $name) = @_;
+	my ($rc, $out, $err) =
+	  _psql($node, _diff_sql($got, $want), extra_params => [ '-F', "\t" ]);
+	if ($rc != 0)
+	{
+		fail($name);
+		diag("comparison query failed: $err\nresult query: $got");
+		return 0;
+	}
+	my @lines = split /\n/, $out;
+	my (undef, $nmissing, $nunexpected, $ngot, $nwant) = split /\t/,
+	  shift(@lines);
+	if ($nmissing == 0 && $nunexpected == 0)
+	{
+		pass($name);
+		return 1;
+	}
+	fail($name);
+	my $msg =
+	  "result has $ngot rows, expected $nwant: $nmissing expected rows missing,"
+	  . " $nunexpected unexpected rows\n";
+	for my $l (@lines)
+	{
+		my ($kind, $row) = split /\t/, $l;
+		$msg .= "  $kind: $row\n";
+	}
+	diag($msg . "result query: $got\nexpected query: $want");
+	return 0;
+}
+
+sub wait_results_match
+{
+	my ($node, $got, $want, $name, %opts) = @_;
+	my $limit = time + ($opts{timeout} // $timeout);
+	my $sql = qq{WITH got AS ($got), want AS ($want)
+SELECT (SELECT count(*) FROM (SELECT * FROM want EXCEPT ALL SELECT * FROM got) a)
+     + (SELECT count(*) FROM (SELECT * FROM got EXCEPT ALL SELECT * FROM want) b)};
+	while (time < $limit)
+	{
+		my ($rc, $out, $err) = _psql($node, $sql, on_error_stop => 0);
+		return results_match($node, $got, $want, $name)
+		  if $out eq '0' && $err eq '';
+		usleep(100_000);
+	}
+	diag("timed out after " . ($opts{timeout} // $timeout) . " s waiting for: $name");
+	diag_queries($node);
+	return results_match($node, $got, $want, $name);
+}
+
+=pod
+
+wait_until(NODE, SQL, EXPECTED, NAME, timeout => S): one test: polls SQL
+every 100 ms until its output (psql -XAt, rows joined by newlines) equals
+EXPECTED.  On timeout it fails and shows the last output, the last error
+and streamwin.queries.
+
+diag_queries(NODE): shows streamwin.queries (state, last_error) as diag.
+
+=cut
+
+sub wait_until
+{
+	my ($node, $sql, $expected, $name, %opts) = @_;
+	my $secs  = $opts{timeout} // $timeout;
+	my $limit = time + $secs;
+	my ($out, $err) = ('', '');
+	while (1)
+	{
+		(undef, $out, $err) = _psql($node, $sql, on_error_stop => 0);
+		if ($out eq $expected && $err eq '')
+		{
+			pass($name);
+			return 1;
+		}
+		last if time >= $limit;
+		usleep(100_000);
+	}
+	fail($name);
+	diag(   "timed out after $secs s waiting for: $name\n"
+		  . "query: $sql\nexpected: $expected\nlast output: $out\n"
+		  . "last error: $err");
+	diag_queries($node);
+	return 0;
+}
+
+sub diag_queries
+{
+	my ($node) = @_;
+	my ($out, $err) = ('', '');
+	$node->psql(
+		'postgres',
+		'SELECT * FROM streamwin.queries ORDER BY name',
+		stdout       => \$out,
+		stderr       => \$err,
+		extra_params => ['-x']);
+	diag("streamwin.queries:\n$out$err");
+	return;
+}
+
+package StreamwinTest::Broker;
+
+# A test Kafka broker (test/kafka_broker, librdkafka's mock cluster) owned by
+# the test script.  Every broker still running at exit is stopped by END.
+
+use strict;
+use warnings;
+use Carp;
+use IPC::Run;
+use POSIX ();
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time usleep);
+
+my @running;
+my $count = 0;
+
+=pod
+
+=head1 Brokers
+
+StreamwinTest::Broker->start(topics => { NAME => PARTITIONS, ... },
+brokers => N): starts test/kafka_broker with those topics, waits until it has
+written its bootstrap list (30 s at most; dies otherwise), and returns the
+broker.  Its output goes to tmp_check/log/<test>_kafka_broker_<n>.log.
+
+$broker->bootstrap: "host:port[,host:port]".
+$broker->down / ->up: take every broker down (SIGUSR1) / up (SIGUSR2).
+$broker->stop: stop it (SIGTERM) and wait.
+
+$broker->produce(TOPIC, MESSAGES, %opts): produce MESSAGES (array ref) with
+test/kafka_produce, in order.  Each message is either a payload (bytes, no
+newline) or [PARTITION, payload].  Options: partition => N (all to N),
+rate => MSGS_PER_SEC, background => 1 (returns a handle whose ->finish waits
+and reports).  A foreground produce is one test that passes if every message
+was acknowledged.  One in-flight request per connection keeps each
+partition's offsets in the order of MESSAGES.
+
+=cut
+
+sub start
+{
+	my ($class, %opts) = @_;
+	my $topics = $opts{topics} // {};
+	my $n      = ++$count;
+	my $dir    = PostgreSQL::Test::Utils::tempdir();
+	my $bfile  = "$dir/bootstrap";
+	my $name   = $PostgreSQL::Test::Utils::test_logfile;
+	$name =~ s{.*/regress_log_}{};
+	my $log = "$PostgreSQL::Test::Utils::log_path/${name}_kafka_broker_$n.log";
+
+	my @cmd = ("$StreamwinTest::bindir/kafka_broker",
+		'--bootstrap-file', $bfile);
+	push @cmd, '--brokers', $opts{brokers} if $opts{brokers};
+	push @cmd, map { ('--topic', "$_:$topics->{$_}") } sort keys %$topics;
+
+	my $pid = fork();
+	croak "fork failed: $!" unless defined $pid;
+	if ($pid == 0)
+	{
+		open STDIN,  '<', '/dev/null';
+		open STDOUT, '>', $log;
+		open STDERR, '>&', \*STDOUT;
+		{ no warnings "exec"; exec @cmd; }
+		print STDERR "could not exec $cmd[0]: $!\n";
+		POSIX::_exit(127);
+	}
+	my $self = bless { pid => $pid, log => $log, n => $n }, $class;
+	push @running, $self;
+	if (my $pdir = $ENV{STREAMWIN_PID_DIR})
+	{
+		if (open my $fh, '>', "$pdir/kafka_broker.$pid")
+		{
+			print $fh "$pid\n";
+			close $fh;
+			$self->{pidfile} = "$pdir/kafka_broker.$pid";
+		}
+	}
+
+	my $limit = time + 30;
+	while (!-s $bfile)
+	{
+		if (waitpid($pid, POSIX::WNOHANG()) == $pid)
+		{
+			$self->{pid} = undef;
+			die "kafka_broker exited before it was ready:\n"
+			  . slurp_file($log);
+		}
+		die "kafka_broker not ready after 30 s:\n" . slurp_file($log)
+		  if time > $limit;
+		usleep(50_000);
+	}
+	$self->{bootstrap} = slurp_file($bfile);
+	$self->{bootstrap} =~ s/\s+$//;
+	note("kafka_broker $n (pid $pid) at $self->{bootstrap}, topics: "
+		  . join(' ', map { "$_:$topics->{$_}" } sort keys %$topics));
+	return $self;
+}
+
+sub bootstrap { return $_[0]->{bootstrap} }
+sub pid       { return $_[0]->{pid} }
+
+sub down
+{
+	my ($self) = @_;
+	kill 'USR1', $self->{pid};
+	return;
+}
+
+sub up
+{
+	my ($self) = @_;
+	kill 'USR2', $self->{pid};
+	return;
+}
+
+sub stop
+{
+	my ($self) = @_;
+	return unless $self->{pid};
+	kill 'TERM', $self->{pid};
+	my $limit = time + 10;
+	while (waitpid($self->{pid}, POSIX::WNOHANG()) == 0)
+	{
+		if (time > $limit)
+		{
+			kill 'KILL', $self->{pid};
+			waitpid($self->{pid}, 0);
+			last;
+		}
+		usleep(20_000);
+	}
+	unlink $self->{pidfile} if $self->{pidfile};
+	$self->{pid} = undef;
+	return;
+}
+
+sub produce
+{
+	my ($self, $topic, $messages, %opts) = @_;
+	my @cmd = (
+		"$StreamwinTest::bindir/kafka_produce",
+		'--brokers', $self->{bootstrap},
+		'--topic', $topic, '--quiet',
+		'-X', 'max.in.flight.requests.per.connection=1');
+	push @cmd, '--rate', $opts{rate} if $opts{rate};
+	push @cmd, '--partition', $opts{partition} if defined $opts{partition};
+
+	my $prefixed = grep { ref $_ } @$messages;
+	croak 'mix of [partition, payload] pairs and plain payloads'
+	  if $prefixed && $prefixed != @$messages;
+	push @cmd, '--partition-prefix' if $prefixed;
+
+	# Input and output go through files, so that a background producer runs
+	# on its own (IPC::Run feeds scalar inputs only while we pump it).
+	my $dir = PostgreSQL::Test::Utils::tempdir();
+	open my $in, '>:raw', "$dir/input" or croak "could not write $dir/input: $!";
+	for my $m (@$messages)
+	{
+		my $line = $prefixed ? "$m->[0]\t$m->[1]" : $m;
+		utf8::encode($line) if utf8::is_utf8($line);
+		croak "message contains a newline: $line" if $line =~ /\n/;
+		print $in "$line\n";
+	}
+	close $in;
+	my $h = {
+		what => "produce " . scalar(@$messages) . " messages to $topic",
+		err  => "$dir/stderr",
+	};
+	$h->{run} = IPC::Run::start(\@cmd, '<', "$dir/input", '>', "$dir/stdout",
+		'2>', "$dir/stderr");
+	my $bg = bless $h, 'StreamwinTest::Producer';
+	return $bg if $opts{background};
+	return $bg->finish;
+}
+
+END
+{
+	local $?;    # keep the test's exit status
+	$_->stop for @running;
+}
+
+package StreamwinTest::Producer;
+
+use strict;
+use warnings;
+use PostgreSQL::Test::Utils ();
+use Test::More;
+
+# Wait for a producer to finish: one test, passes if it exited 0.
+sub finish
+{
+	my ($self) = @_;
+	my $ok = $self->{run}->finish;
+	ok($ok, $self->{what})
+	  or diag("kafka_produce failed (exit $?): "
+		  . PostgreSQL::Test::Utils::slurp_file($self->{err}));
+	return $ok;
+}
+
+1;
