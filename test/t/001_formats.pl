@@ -1,0 +1,244 @@
+
+# 001_formats.pl: the json, csv and text source formats decode every message
+# exactly.
+#
+# For each format, seeded events are produced to their own topic and loaded
+# into an ordinary table.  A continuous transform (a query without GROUP BY)
+# must reproduce the events row for row, and a windowed aggregate must equal
+# the same aggregate computed with plain SQL over the table.  Awkward values
+# are included on purpose: escapes and non-ASCII text, quoted CSV fields with
+# commas and quotes, JSON keys in any order, missing keys and nulls.
+use strict;
+use warnings;
+use utf8;
+
+use PostgreSQL::Test::Utils;
+use Test::More;
+use JSON::PP;
+use StreamwinTest;
+
+srand(1001);
+
+my $T0 = 1_704_067_200_000;    # 2024-01-01 00:00:00 UTC, in ms
+
+my $broker = StreamwinTest::Broker->start(
+	topics => { fmt_json => 2, fmt_csv => 2, fmt_text => 1 });
+my $node = new_node('formats');
+my $brokers = $broker->bootstrap;
+
+my @keys = ('alpha', 'beta', 'with space', 'quo"te', 'back\\slash',
+	'café', 'comma,key', 'tab	in', 'ünï €');
+
+# Events: [id, k, v, amount, ok, ts_ms, partition]
+sub gen_events
+{
+	my ($n, $nparts) = @_;
+	my @ev;
+	for my $i (1 .. $n)
+	{
+		my $v = rand() < 0.05 ? undef : int(rand(2000)) - 500;
+		push @ev,
+		  [
+			$i, $keys[ int(rand(@keys)) ],
+			$v, sprintf('%.2f', rand(1000) - 100),
+			(rand() < 0.5 ? 'true' : 'false'),
+			$T0 + int(rand(600_000)),    # ten minutes
+			int(rand($nparts)) ];
+	}
+	return @ev;
+}
+
+sub table_rows
+{
+	return map { [ @$_[ 0 .. 4 ], ts_text($_->[5]) ] } @_;
+}
+
+my $evcols =
+  'id bigint, k text, v int, amount float8, ok boolean, ts timestamptz';
+
+# What streamwin must produce, computed without it.
+sub windowed_want
+{
+	my ($table) = @_;
+	return windows_sql(
+		table => $table,
+		size  => 60,
+		keys  => 'k',
+		aggs  => 'count(*)::bigint AS n, sum(v)::bigint AS s, count(v)::bigint AS nv,'
+		  . ' round(sum(amount)::numeric, 2) AS amt');
+}
+my $windowed_got =
+  'SELECT window_start, window_end, k, n::bigint, s::bigint, nv::bigint,'
+  . ' round(amt::numeric, 2) FROM %s';
+
+# run_available on a stopped query; checks its totals.  Returns the jsonb.
+sub run_all
+{
+	my ($query, $nmsgs, $offsets) = @_;
+	my $r = query_json($node, "SELECT streamwin.run_available('$query')");
+	return unless $r;
+	is($r->{input_rows},        $nmsgs, "$query: run_available read every message");
+	is($r->{dead_letters},      0,      "$query: no dead letters");
+	is($r->{late_rows_dropped}, 0,      "$query: no late rows");
+	is_deeply($r->{offsets}, $offsets,
+		"$query: offsets are the next offset of each partition");
+	return $r;
+}
+
+sub offsets_of
+{
+	my %o;
+	$o{ $_->[6] }++ for @_;
+	return { map { ("$_" => $o{$_}) } keys %o };
+}
+
+# ---- json --------------------------------------------------------------
+
+my @json_ev = gen_events(2000, 2);
+my $jenc_ascii = JSON::PP->new->ascii->allow_nonref;    # \u escapes
+my $jenc_utf8  = JSON::PP->new->allow_nonref;           # raw UTF-8
+my @json_msgs;
+for my $e (@json_ev)
+{
+	my $enc = rand() < 0.5 ? $jenc_ascii : $jenc_utf8;
+	my %f = (
+		id     => $e->[0],
+		k      => $enc->encode($e->[1]),
+		amount => $e->[3],
+		ok     => $e->[4],
+		ts     => $enc->encode(ts_text($e->[5])));
+	# v: a number, or absent / null when NULL
+	if (defined $e->[2])
+	{
+		$f{v} = $e->[2];
+	}
+	elsif (rand() < 0.5)
+	{
+		$f{v} = 'null';
+	}
+	my @names = sort keys %f;
+	@names = reverse @names if rand() < 0.5;    # key order must not matter
+	my $json = '{'
+	  . join(', ', map { $enc->encode($_) . ': ' . $f{$_} } @names) . '}';
+	push @json_msgs, [ $e->[6], $json ];
+}
+$broker->produce('fmt_json', \@json_msgs);
+load_table($node, 'want_json', $evcols, [ table_rows(@json_ev) ]);
+
+psql_ok($node, qq{
+SELECT streamwin.create_kafka_source('fmt_json', '$brokers', 'fmt_json',
+    '$evcols', 'json');
+SELECT streamwin.create_query('json_rows',
+    'SELECT id, k, v, amount, ok, ts FROM fmt_json', start => false);
+SELECT streamwin.create_query('json_windows',
+    \$q\$SELECT k, count(*) AS n, sum(v) AS s, count(v) AS nv, sum(amount) AS amt
+         FROM fmt_json GROUP BY streamwin.tumble(ts, '1 minute'), k\$q\$,
+    output_mode => 'update', start => false);
+}, 'json: source and queries created');
+
+run_all('json_rows', scalar(@json_ev), offsets_of(@json_ev));
+results_match($node, 'SELECT id, k, v, amount, ok, ts FROM json_rows',
+	'SELECT id, k, v, amount, ok, ts FROM want_json',
+	'json: transform reproduces every event');
+
+run_all('json_windows', scalar(@json_ev), offsets_of(@json_ev));
+results_match($node, sprintf($windowed_got, 'json_windows'),
+	windowed_want('want_json'), 'json: tumbling window aggregate is exact');
+
+# ---- csv ---------------------------------------------------------------
+
+sub csv_quote
+{
+	my ($s) = @_;
+	return $s unless $s =~ /[",\s\\]/;
+	$s =~ s/"/""/g;
+	return qq{"$s"};
+}
+
+my @csv_ev = grep { defined $_->[2] } gen_events(2000, 2);   # no NULLs in csv
+my @csv_msgs = map {
+	[
+		$_->[6],
+		join(',',
+			$_->[0], csv_quote($_->[1]), $_->[2], $_->[3], $_->[4],
+			(rand() < 0.5 ? qq{"@{[ts_text($_->[5])]}"} : ts_text($_->[5])))
+	]
+} @csv_ev;
+$broker->produce('fmt_csv', \@csv_msgs);
+load_table($node, 'want_csv', $evcols, [ table_rows(@csv_ev) ]);
+
+psql_ok($node, qq{
+SELECT streamwin.create_kafka_source('fmt_csv', '$brokers', 'fmt_csv',
+    '$evcols', 'csv');
+SELECT streamwin.create_query('csv_rows',
+    'SELECT id, k, v, amount, ok, ts FROM fmt_csv', start => false);
+SELECT streamwin.create_query('csv_windows',
+    \$q\$SELECT k, count(*) AS n, sum(v) AS s, count(v) AS nv, sum(amount) AS amt
+         FROM fmt_csv GROUP BY streamwin.tumble(ts, '1 minute'), k\$q\$,
+    output_mode => 'complete', start => false);
+}, 'csv: source and queries created');
+
+run_all('csv_rows', scalar(@csv_ev), offsets_of(@csv_ev));
+results_match($node, 'SELECT id, k, v, amount, ok, ts FROM csv_rows',
+	'SELECT id, k, v, amount, ok, ts FROM want_csv',
+	'csv: transform reproduces every event');
+
+run_all('csv_windows', scalar(@csv_ev), offsets_of(@csv_ev));
+results_match($node, sprintf($windowed_got, 'csv_windows'),
+	windowed_want('want_csv'),
+	'csv: tumbling window aggregate (complete mode) is exact');
+
+# ---- text --------------------------------------------------------------
+
+# Access-log-like lines: "<ISO timestamp> <method> <path> <status>"; some
+# lines carry a tab, a backslash or non-ASCII text in the path.
+my @methods = qw(GET GET GET POST PUT DELETE);
+my @paths   = ('/', '/index.html', '/a\\b', "/tab\tpath", '/naïve/€', '/q?x="y"');
+my @lines;
+for my $i (1 .. 1500)
+{
+	my $ms = $T0 + int(rand(900_000));
+	my $iso = ts_text($ms);
+	$iso =~ s/ /T/;
+	$iso =~ s/\+00$/Z/;
+	push @lines, join(' ', $iso, $methods[ int(rand(@methods)) ],
+		$paths[ int(rand(@paths)) ], (200, 200, 404, 500)[ int(rand(4)) ]);
+}
+$broker->produce('fmt_text', \@lines, partition => 0);
+load_table($node, 'want_text', 'line text', [ map { [$_] } @lines ]);
+
+psql_ok($node, qq{
+SELECT streamwin.create_kafka_source('fmt_text', '$brokers', 'fmt_text',
+    'line text', 'text');
+SELECT streamwin.create_query('text_rows', 'SELECT line FROM fmt_text',
+    start => false);
+SELECT streamwin.create_query('text_windows',
+    \$q\$SELECT split_part(line, ' ', 2) AS method, count(*) AS n
+         FROM fmt_text
+        GROUP BY streamwin.tumble(split_part(line, ' ', 1)::timestamptz, '1 minute'),
+                 split_part(line, ' ', 2)\$q\$,
+    output_mode => 'update', start => false);
+}, 'text: source and queries created');
+
+run_all('text_rows', scalar(@lines), { 0 => scalar(@lines) });
+results_match($node, 'SELECT line FROM text_rows', 'SELECT line FROM want_text',
+	'text: transform reproduces every line');
+
+run_all('text_windows', scalar(@lines), { 0 => scalar(@lines) });
+results_match(
+	$node,
+	'SELECT window_start, window_end, method, n::bigint FROM text_windows',
+	windows_sql(
+		table => q{(SELECT split_part(line, ' ', 1)::timestamptz AS ts,
+		                   split_part(line, ' ', 2) AS method FROM want_text)},
+		size => 60,
+		keys => 'method',
+		aggs => 'count(*)::bigint AS n'),
+	'text: count per tumbling window of a parsed timestamp is exact');
+
+is($node->safe_psql('postgres', 'SELECT count(*) FROM streamwin.dead_letters'),
+	'0', 'no dead letters from well-formed messages');
+
+$node->stop;
+$broker->stop;
+done_testing();

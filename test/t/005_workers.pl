@@ -1,0 +1,212 @@
+
+# 005_workers.pl: background workers run queries on their own, as the role
+# that created them, stop when told, and survive a server restart without
+# losing or repeating data.
+#
+# A non-superuser role creates two started queries over a 3-partition topic:
+#   w_counts  update mode, no watermark: every 10-second window per key;
+#   w_closed  append mode, watermark 5 s (no partition ever idle): exactly
+#             the windows whose end <= min over partitions of (max event
+#             time - 5 s).
+# Data arrives in chunks; after each, both result tables must equal plain
+# SQL over the same events, including across a fast shutdown and restart
+# in the middle of a chunk and across stop_query / start_query.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Utils;
+use Test::More;
+use List::Util qw(min);
+use StreamwinTest;
+
+srand(5005);
+
+my $T0    = 1_704_067_200_000;    # 2024-01-01 00:00:00 UTC, in ms
+my $NPART = 3;
+my $DELAY = 5_000;
+
+my $broker = StreamwinTest::Broker->start(topics => { wk => $NPART });
+my $node = new_node('workers');
+my $brokers = $broker->bootstrap;
+
+# Events [k, v, ts_ms, partition, chunk]; partitions round robin, each
+# partition in time order up to 500 ms.
+my @chunk_ends = (3000, 6000, 16000, 17000);
+my (@ev, @chunks);
+my $i = 0;
+for my $c (1 .. @chunk_ends)
+{
+	my @msgs;
+	for (; $i < $chunk_ends[ $c - 1 ]; $i++)
+	{
+		my $e = [
+			'k' . int(rand(5)), int(rand(1000)),
+			$T0 + $i * 10 - int(rand(500)), $i % $NPART, $c ];
+		push @ev, $e;
+		push @msgs,
+		  [
+			$e->[3],
+			sprintf('{"k": "%s", "v": %d, "ts": "%s"}',
+				$e->[0], $e->[1], ts_text($e->[2]))
+		  ];
+	}
+	push @chunks, \@msgs;
+}
+load_table($node, 'ev', 'k text, v int, ts timestamptz, chunk int',
+	[ map { [ $_->[0], $_->[1], ts_text($_->[2]), $_->[4] ] } @ev ]);
+
+# The append query's watermark once chunks 1..c are in.
+sub watermark_after
+{
+	my ($c) = @_;
+	my %max;
+	for my $e (grep { $_->[4] <= $c } @ev)
+	{
+		$max{ $e->[3] } = $e->[2]
+		  if !defined $max{ $e->[3] } || $e->[2] > $max{ $e->[3] };
+	}
+	return min(values %max) - $DELAY;
+}
+
+my $aggs = 'count(*)::bigint AS n, sum(v)::bigint AS s';
+my $got  = 'SELECT window_start, window_end, k, n::bigint, s::bigint FROM %s';
+
+sub want_counts
+{
+	my ($c) = @_;
+	return windows_sql(
+		table => "(SELECT * FROM ev WHERE chunk <= $c)",
+		size  => 10,
+		keys  => 'k',
+		aggs  => $aggs);
+}
+
+# Both result tables hold exactly chunks 1..c.
+sub check_chunks
+{
+	my ($c, $when) = @_;
+	wait_results_match($node, sprintf($got, 'w_counts'), want_counts($c),
+		"w_counts has every window of chunks 1..$c $when");
+	my $W = watermark_after($c);
+	wait_until(
+		$node,
+		"SELECT round(extract(epoch FROM watermark) * 1000) FROM streamwin.queries WHERE name = 'w_closed'",
+		$W, "w_closed watermark reaches " . ts_text($W) . " $when");
+	results_match(
+		$node,
+		sprintf($got, 'w_closed'),
+		'SELECT * FROM (' . want_counts($c) . ") w WHERE window_end <= '@{[ts_text($W)]}'",
+		"w_closed has exactly the closed windows of chunks 1..$c $when");
+	return;
+}
+
+sub wait_running
+{
+	my ($q, $when) = @_;
+	wait_until($node,
+		"SELECT state, worker_pid IS NOT NULL FROM streamwin.queries WHERE name = '$q'",
+		'running|t', "$q is running with a worker $when");
+	return $node->safe_psql('postgres',
+		"SELECT worker_pid FROM streamwin.queries WHERE name = '$q'");
+}
+
+sub worker_user
+{
+	my ($pid) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT usename FROM pg_stat_activity WHERE pid = $pid");
+}
+
+# ---- a non-superuser creates the queries --------------------------------
+
+psql_ok($node, qq{
+CREATE ROLE alice LOGIN;
+GRANT USAGE ON SCHEMA streamwin TO alice;
+GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA streamwin TO alice;
+GRANT CREATE ON SCHEMA public TO alice;
+SELECT streamwin.create_kafka_source('wk', '$brokers', 'wk',
+    'k text, v int, ts timestamptz', 'json');
+GRANT SELECT ON wk TO alice;
+}, 'role alice and source created');
+
+psql_ok($node, qq{
+SELECT streamwin.create_query('w_counts',
+    \$q\$SELECT k, count(*) AS n, sum(v) AS s FROM wk
+         GROUP BY streamwin.tumble(ts, '10 seconds'), k\$q\$,
+    output_mode => 'update', trigger_interval => '100 ms', start => true);
+SELECT streamwin.create_query('w_closed',
+    \$q\$SELECT k, count(*) AS n, sum(v) AS s FROM wk
+         GROUP BY streamwin.tumble(ts, '10 seconds'), k\$q\$,
+    watermark => '5 seconds', output_mode => 'append',
+    trigger_interval => '100 ms', options => '{"idle_timeout": "1 hour"}',
+    start => true);
+}, 'alice creates two started queries', extra_params => [ '-U', 'alice' ]);
+
+my %pid;
+for my $q (qw(w_counts w_closed))
+{
+	$pid{$q} = wait_running($q, 'after create_query');
+	is(worker_user($pid{$q}), 'alice', "$q: the worker runs as alice");
+}
+
+# ---- workers process new data on their own ------------------------------
+
+$broker->produce('wk', $chunks[0]);
+check_chunks(1, 'after the first chunk');
+$broker->produce('wk', $chunks[1]);
+check_chunks(2, 'after the second chunk');
+
+# ---- fast shutdown and restart in the middle of a chunk ------------------
+
+my $bg = $broker->produce('wk', $chunks[2], rate => 2500, background => 1);
+wait_until($node, 'SELECT sum(n) > 6500 FROM w_counts', 't',
+	'workers are consuming the third chunk');
+my $mid = $node->safe_psql('postgres', 'SELECT sum(n) FROM w_counts');
+note("restarting with $mid of 16000 rows counted");
+$node->stop('fast');
+$node->start;
+$bg->finish;
+ok($mid < 16000, 'the restart happened in the middle of the stream')
+  or diag('the whole chunk was consumed before the restart');
+for my $q (qw(w_counts w_closed))
+{
+	my $pid = wait_running($q, 'after the restart');
+	isnt($pid, $pid{$q}, "$q: a new worker after the restart");
+	is(worker_user($pid), 'alice', "$q: the new worker runs as alice");
+	$pid{$q} = $pid;
+}
+check_chunks(3, 'after the restart (no loss, no duplicates)');
+
+# ---- stop_query stops the worker; start_query resumes -------------------
+
+psql_ok($node, "SELECT streamwin.stop_query('w_counts')", 'stop_query',
+	extra_params => [ '-U', 'alice' ]);
+wait_until($node,
+	"SELECT state, worker_pid IS NULL FROM streamwin.queries WHERE name = 'w_counts'",
+	'stopped|t', 'w_counts is stopped with no worker');
+wait_until($node,
+	"SELECT count(*) FROM pg_stat_activity WHERE pid = $pid{w_counts}",
+	'0', 'its worker process has exited');
+
+$broker->produce('wk', $chunks[3]);
+# w_closed still runs: once it has seen the last chunk, so could w_counts.
+wait_until(
+	$node,
+	"SELECT round(extract(epoch FROM watermark) * 1000) FROM streamwin.queries WHERE name = 'w_closed'",
+	watermark_after(4), 'the running query processes the last chunk');
+results_match($node, sprintf($got, 'w_counts'), want_counts(3),
+	'the stopped query did not change');
+
+psql_ok($node, "SELECT streamwin.start_query('w_counts')", 'start_query',
+	extra_params => [ '-U', 'alice' ]);
+wait_running('w_counts', 'after start_query');
+check_chunks(4, 'after start_query');
+
+psql_ok($node, q{
+SELECT streamwin.stop_query('w_counts');
+SELECT streamwin.stop_query('w_closed');
+}, 'queries stopped');
+
+$node->stop;
+$broker->stop;
+done_testing();
