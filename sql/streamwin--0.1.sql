@@ -223,6 +223,7 @@ SELECT q.name,
 	   q.watermark_delay,
 	   q.trigger_interval,
 	   q.result_table::regclass AS result_table,
+	   q.state_table::regclass AS state_table,
 	   q.owner::regrole AS owner,
 	   q.query
 FROM streamwin.query_catalog q

@@ -31,6 +31,7 @@
 
 #include "streamwin.h"
 #include "source.h"
+#include "kafka_source.h"
 
 static Oid	extension_owner_cache = InvalidOid;
 
@@ -165,6 +166,9 @@ spi_datum(HeapTuple tup, TupleDesc desc, int col, bool *isnull)
 
 /*
  * Run a catalog lookup returning at most one row, as the extension owner.
+ * Not read-only: run_available runs many batches in one statement, and a
+ * read-only SPI call would reuse the statement's snapshot, blind to what the
+ * previous batch wrote.
  * The row is copied into the caller's memory context.  Returns NULL when no
  * row matched.
  */
@@ -177,7 +181,7 @@ catalog_lookup(const char *sql, Oid argtype, Datum arg, TupleDesc *desc_out)
 
 	SPI_connect();
 	catalog_enter(&role);
-	if (SPI_execute_with_args(sql, 1, &argtype, &arg, NULL, true, 2) != SPI_OK_SELECT)
+	if (SPI_execute_with_args(sql, 1, &argtype, &arg, NULL, false, 2) != SPI_OK_SELECT)
 		elog(ERROR, "streamwin catalog lookup failed");
 	catalog_leave(&role);
 	if (SPI_processed > 1)
@@ -378,6 +382,8 @@ source_options_validate(Jsonb *options)
 		}
 	}
 	parse_source_options(&tmp, options);
+	/* librdkafka's own checks, and the properties streamwin reserves */
+	kafka_validate_properties(tmp.nkafka_props, tmp.kafka_keys, tmp.kafka_values);
 }
 
 static SourceInfo *

@@ -70,6 +70,9 @@
  */
 #define KAFKA_VERIFY_AFTER_MS	5000
 
+/* after the first message, how long a fetch waits for the rest of what is there */
+#define KAFKA_FETCH_LINGER_MS 50
+
 /*
  * Partition numbers index an array of per-partition state; refuse absurd
  * ones rather than allocate for them.
@@ -1292,6 +1295,7 @@ kafka_fetch(KafkaConsumer *c, int max_records, int timeout_ms,
 			KafkaMessage **msgs)
 {
 	int64		deadline;
+	int64		linger_deadline = 0;
 
 	if (max_records <= 0)
 		ereport(ERROR,
@@ -1351,10 +1355,18 @@ kafka_fetch(KafkaConsumer *c, int max_records, int timeout_ms,
 		if (taken > 0)
 			continue;			/* take the rest of what is there */
 
-		/* The queue is empty. */
-		if (c->nmsgs > 0 || c->neof == c->nassigned)
+		/*
+		 * The queue is empty.  Done when every partition is at its end.
+		 * Otherwise more may be on its way in the next fetch response: once
+		 * something was taken, linger briefly for it, so that a batch holds
+		 * what the broker has now rather than one response's worth.
+		 */
+		if (c->neof == c->nassigned)
 			break;
-		remaining = deadline - monotonic_ms();
+		if (c->nmsgs > 0 && linger_deadline == 0)
+			linger_deadline = monotonic_ms() + KAFKA_FETCH_LINGER_MS;
+		remaining = (linger_deadline != 0 ? Min(linger_deadline, deadline) : deadline) -
+			monotonic_ms();
 		if (remaining <= 0)
 			break;
 

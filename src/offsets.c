@@ -102,7 +102,7 @@ offsets_load(QueryRunner *r)
 	catalog_enter(&role);
 	if (SPI_execute_with_args("SELECT partition, next_offset, max_event_time, last_data_at "
 							  "FROM streamwin.query_offsets WHERE query_id = $1",
-							  1, argtypes, args, NULL, true, 0) != SPI_OK_SELECT)
+							  1, argtypes, args, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read streamwin.query_offsets");
 	catalog_leave(&role);
 	for (uint64 row = 0; row < SPI_processed; row++)

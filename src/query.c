@@ -68,6 +68,24 @@
 
 PG_FUNCTION_INFO_V1(streamwin_create_query);
 
+/*
+ * Error positions from parsing the query text refer to that text, not to
+ * the statement that called create_query: report them as an internal query,
+ * the way PL/pgSQL and SQL functions do.
+ */
+static void
+query_text_error_callback(void *arg)
+{
+	int			pos = geterrposition();
+
+	if (pos > 0)
+	{
+		errposition(0);
+		internalerrposition(pos);
+		internalerrquery((const char *) arg);
+	}
+}
+
 #define HOP_ALIAS "__streamwin_hop"
 
 /* How a partial aggregate column merges with the stored one. */
@@ -609,6 +627,21 @@ check_column_name(List **seen, const char *name)
 	*seen = lappend(*seen, (char *) name);
 }
 
+/* A short name for an expression in messages: the column, if it is one. */
+static char *
+expr_label(Query *q, Expr *e)
+{
+	if (IsA(e, Var) && ((Var *) e)->varlevelsup == 0)
+	{
+		Var		   *v = (Var *) e;
+		RangeTblEntry *rte = rt_fetch(v->varno, q->rtable);
+
+		if (v->varattno > 0 && v->varattno <= list_length(rte->eref->colnames))
+			return psprintf("\"%s\"", strVal(list_nth(rte->eref->colnames, v->varattno - 1)));
+	}
+	return psprintf("at position %d of the query", exprLocation((Node *) e) + 1);
+}
+
 /* Classify GROUP BY items and the SELECT list of an aggregation. */
 static void
 compile_grouping(Compiled *c)
@@ -633,8 +666,8 @@ compile_grouping(Compiled *c)
 			continue;
 		}
 		if (tle->resjunk)
-			refuse(psprintf("GROUP BY expression \"%s\" must also appear in the SELECT list",
-							deparse_expression((Node *) tle->expr, NIL, false, false)),
+			refuse(psprintf("GROUP BY expression %s must also appear in the SELECT list",
+							expr_label(q, tle->expr)),
 				   "The result table has one row per window and group key, so each key needs a column.",
 				   "Add the expression to the SELECT list, with an alias.");
 	}
@@ -1181,6 +1214,7 @@ streamwin_create_query(PG_FUNCTION_ARGS)
 	INTERVALOID, JSONBOID, TEXTOID, INT4OID, OIDOID};
 	Datum		args[11];
 	char		nulls[11];
+	ErrorContextCallback errcallback;
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(3) || PG_ARGISNULL(4) ||
 		PG_ARGISNULL(6) || PG_ARGISNULL(7))
@@ -1223,6 +1257,10 @@ streamwin_create_query(PG_FUNCTION_ARGS)
 				 errmsg("query \"%s\" already exists", name)));
 
 	/* 1. parse, and rewrite hop() */
+	errcallback.callback = query_text_error_callback;
+	errcallback.arg = query_text;
+	errcallback.previous = error_context_stack;
+	error_context_stack = &errcallback;
 	raw = raw_parser(query_text, RAW_PARSE_DEFAULT);
 	if (list_length(raw) != 1 || !IsA(linitial_node(RawStmt, raw)->stmt, SelectStmt))
 		refuse("a continuous query must be a single SELECT statement", NULL,
@@ -1234,6 +1272,7 @@ streamwin_create_query(PG_FUNCTION_ARGS)
 	/* 2. analyse and check */
 	memset(&c, 0, sizeof(c));
 	c.query = parse_analyze_fixedparams(rawstmt, query_text, NULL, 0, NULL);
+	error_context_stack = errcallback.previous;
 	check_query_shape(c.query);
 	check_from(&c);
 	c.aggregate = c.query->hasAggs || c.query->groupClause != NIL;
@@ -1258,6 +1297,14 @@ streamwin_create_query(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("permission denied for source \"%s\"", c.source->name)));
+
+	if (OidIsValid(RangeVarGetRelid(makeRangeVarFromNameList(stringToQualifiedNameList(name)),
+									NoLock, true)))
+		ereport(ERROR,
+				(errcode(ERRCODE_DUPLICATE_TABLE),
+				 errmsg("relation \"%s\" already exists", name),
+				 errdetail("A query's result table takes the query's name."),
+				 errhint("Choose another name for the query, or drop or rename the table.")));
 
 	/* 3. the catalog row (the id names the state table), tables, statements */
 	args[0] = CStringGetTextDatum(name);

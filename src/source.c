@@ -306,9 +306,9 @@ streamwin_drop_source(PG_FUNCTION_ARGS)
 
 	args[0] = Int32GetDatum(src->source_id);
 	catalog_enter(&role);
-	if (SPI_execute_with_args("SELECT string_agg(quote_literal(name), ', ' ORDER BY name) "
+	if (SPI_execute_with_args("SELECT string_agg(quote_ident(name), ', ' ORDER BY name) "
 							  "FROM streamwin.query_catalog WHERE source_id = $1",
-							  1, argtypes, args, NULL, true, 1) != SPI_OK_SELECT)
+							  1, argtypes, args, NULL, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read streamwin.query_catalog");
 	{
 		bool		isnull;

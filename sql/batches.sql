@@ -1,0 +1,105 @@
+-- Micro-batches run by hand with run_batch: a tumbling window in append mode
+-- with a watermark, over the fixture topic regress_orders (one partition,
+-- 14 messages), four messages per batch.  Event times below are seconds
+-- after 2026-01-01 00:00:00 UTC.
+\getenv brokers KAFKA_BROKERS
+SET timezone = 'UTC';
+SET datestyle = 'ISO, YMD';
+
+SELECT streamwin.create_kafka_source('shop', :'brokers', 'regress_orders',
+    'order_id bigint, region text, amount numeric, event_time timestamptz',
+    options => '{"max_records_per_batch": 4}');
+SELECT streamwin.create_query('revenue',
+    $$SELECT region, count(*) AS orders, sum(amount) AS revenue
+      FROM shop GROUP BY streamwin.tumble(event_time, '10 seconds'), region$$,
+    watermark => '5 seconds', start => false);
+-- the same source, in update mode: rows appear as soon as they change
+SELECT streamwin.create_query('revenue_now',
+    $$SELECT region, count(*) AS orders, sum(amount) AS revenue
+      FROM shop GROUP BY streamwin.tumble(event_time, '10 seconds'), region$$,
+    watermark => '5 seconds', output_mode => 'update', start => false);
+
+-- what a batch reports, without its timings
+CREATE FUNCTION batch(q text) RETURNS jsonb LANGUAGE sql AS $$
+    SELECT streamwin.run_batch(q) - 'started_at' - 'duration_ms'
+           - 'input_rows_per_second' - 'processed_rows_per_second' $$;
+
+-- Batch 1, offsets 0-3: eu@1 10, us@2 20, eu@5 5, us@12 7.
+-- Newest event 12 s, so the watermark becomes 7 s; no window has closed.
+SELECT batch('revenue');
+SELECT * FROM revenue;
+SELECT format('SELECT * FROM %s ORDER BY window_start, region', state_table)
+FROM streamwin.queries WHERE name = 'revenue' \gexec
+
+-- Batch 2, offsets 4-7: eu@3 is late (3 s < watermark 7 s) and dropped;
+-- eu@15 3; offset 6 is broken JSON; us@21 4.  The watermark moves to 16 s,
+-- which closes [0 s, 10 s): it is written once, final.
+SELECT batch('revenue');
+SELECT * FROM revenue ORDER BY window_start, region;
+
+-- Batch 3, offsets 8-11: eu@9 100 is late; offset 9 has amount "abc";
+-- eu@25 2; us@31 1.  Watermark 26 s closes [10 s, 20 s).
+SELECT batch('revenue');
+SELECT * FROM revenue ORDER BY window_start, region;
+
+-- Batch 4, offsets 12-13: eu@40 1, and a message without event time.
+-- Watermark 35 s closes [20 s, 30 s).  Then nothing is left to read.
+SELECT batch('revenue');
+SELECT batch('revenue');
+SELECT * FROM revenue ORDER BY window_start, region;
+-- the open windows are still in the state table
+SELECT format('SELECT * FROM %s ORDER BY window_start, region', state_table)
+FROM streamwin.queries WHERE name = 'revenue' \gexec
+
+-- Bad messages are kept with their position and the reason, once each.
+SELECT partition, "offset", convert_from(payload, 'UTF8') AS payload, error
+FROM streamwin.dead_letters ORDER BY "offset";
+
+-- The update-mode query reads the same messages on its own, and shows every
+-- window as it stands; the dead letters are not recorded twice.
+SELECT streamwin.run_available('revenue_now') - 'offsets';
+SELECT * FROM revenue_now ORDER BY window_start, region;
+SELECT count(*) AS dead_letters FROM streamwin.dead_letters;
+
+-- What users monitor.
+SELECT query, batch_id, input_rows, late_rows_dropped, dead_letters, state_rows, watermark, offsets
+FROM streamwin.progress ORDER BY query, batch_id;
+SELECT name, state, last_batch_id, watermark, lag, last_error FROM streamwin.queries ORDER BY name;
+
+-- A batch that fails is rolled back whole: state, results and offsets stay
+-- where they were, and the next batch reads the same messages again.
+CREATE TABLE before_reset AS SELECT * FROM revenue_now;
+SELECT streamwin.reset_query('revenue_now', 'earliest');
+DELETE FROM revenue_now;
+ALTER TABLE revenue_now ADD CONSTRAINT few_orders CHECK (orders < 2);
+\set VERBOSITY terse
+SELECT streamwin.run_batch('revenue_now');
+\set VERBOSITY default
+SELECT next_offset FROM streamwin.query_offsets o JOIN streamwin.query_catalog q USING (query_id)
+WHERE q.name = 'revenue_now';
+SELECT count(*) AS result_rows FROM revenue_now;
+ALTER TABLE revenue_now DROP CONSTRAINT few_orders;
+
+-- reset_query replayed from the start; results are upserts of full values,
+-- so the replay converges to the same table.
+SELECT (streamwin.run_available('revenue_now')->>'input_rows')::int AS replayed;
+SELECT count(*) AS differences FROM (
+    (SELECT * FROM revenue_now EXCEPT SELECT * FROM before_reset)
+    UNION ALL
+    (SELECT * FROM before_reset EXCEPT SELECT * FROM revenue_now)) d;
+SELECT streamwin.reset_query('revenue_now', '{"0": 12}');
+SELECT streamwin.run_batch('revenue_now')->'input_rows' AS input_rows;
+SELECT streamwin.reset_query('revenue_now', '{"0": 99}');
+
+-- run_batch is for stopped queries; a running one belongs to its worker.
+SELECT streamwin.start_query('revenue_now');
+SELECT streamwin.run_batch('revenue_now');
+SELECT streamwin.reset_query('revenue_now', 'latest');
+SELECT streamwin.stop_query('revenue_now');
+
+DROP FUNCTION batch(text);
+DROP TABLE before_reset;
+SELECT streamwin.drop_query('revenue', drop_result => true);
+SELECT streamwin.drop_query('revenue_now', drop_result => true);
+SELECT streamwin.drop_source('shop');
+SELECT streamwin.drop_source('orders');

@@ -1,0 +1,38 @@
+-- The SQL surface of streamwin: what CREATE EXTENSION installs, and who may
+-- see what.  The function signatures and view columns here are the public
+-- contract that users and outside tests rely on.
+CREATE EXTENSION streamwin;
+
+-- The interface functions and their argument names.
+SELECT p.proname || '(' || pg_get_function_arguments(p.oid) || ')' AS function,
+       pg_get_function_result(p.oid) AS returns
+FROM pg_proc p
+WHERE p.pronamespace = 'streamwin'::regnamespace
+ORDER BY p.proname;
+
+-- The observability views and their columns.
+SELECT c.relname AS view, string_agg(a.attname, ', ' ORDER BY a.attnum) AS columns
+FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0
+WHERE c.relnamespace = 'streamwin'::regnamespace AND c.relkind IN ('v', 'r')
+  AND c.relname IN ('queries', 'progress', 'dead_letters', 'sources')
+GROUP BY c.relname ORDER BY c.relname;
+
+-- The catalog tables are dumped with the database (pg_extension_config_dump).
+SELECT unnest(extconfig)::regclass AS dumped FROM pg_extension WHERE extname = 'streamwin' ORDER BY 1;
+
+-- An ordinary role reads the views but not the catalog, where credentials
+-- for the brokers may be kept.
+CREATE ROLE streamwin_reader LOGIN;
+SET ROLE streamwin_reader;
+SELECT count(*) FROM streamwin.queries;
+SELECT count(*) FROM streamwin.sources;
+SELECT count(*) FROM streamwin.progress;
+SELECT * FROM streamwin.source_catalog;
+UPDATE streamwin.query_offsets SET next_offset = 0;
+RESET ROLE;
+DROP ROLE streamwin_reader;
+
+-- GUCs are reserved under the streamwin prefix.
+SHOW streamwin.max_workers;
+SHOW streamwin.progress_retention;
+SET streamwin.no_such_setting = 1;

@@ -1,0 +1,91 @@
+-- Continuous queries: what create_query accepts, the result table it creates,
+-- and the shapes it refuses (each with a hint saying what would work).
+\getenv brokers KAFKA_BROKERS
+CREATE TABLE regions (region text PRIMARY KEY, continent text);
+
+-- a tumbling window with keys and the aggregates
+SELECT streamwin.create_query('sales',
+    $$SELECT region, count(*) AS orders, sum(amount) AS revenue, avg(amount) AS avg_amount,
+             min(amount) AS smallest, max(amount) AS largest
+      FROM orders WHERE amount > 0
+      GROUP BY streamwin.tumble(event_time, '1 minute'), region$$,
+    watermark => '10 seconds', start => false);
+\d sales
+
+-- hop windows, a join with an ordinary table, expressions as keys
+SELECT streamwin.create_query('sales_by_continent',
+    $$SELECT r.continent, upper(o.region) AS region_code, count(*) AS orders
+      FROM orders o JOIN regions r USING (region)
+      GROUP BY streamwin.hop(o.event_time, '10 minutes', '5 minutes'), r.continent, upper(o.region)$$,
+    output_mode => 'update', start => false);
+\d sales_by_continent
+
+-- a running total without a window, rewritten whole every batch
+SELECT streamwin.create_query('totals', 'SELECT region, sum(amount) AS revenue FROM orders GROUP BY region',
+    output_mode => 'complete', start => false);
+\d totals
+
+-- a continuous transform: every row that passes the filter is appended
+SELECT streamwin.create_query('big_orders',
+    'SELECT order_id, region, amount * 100 AS cents FROM orders WHERE amount >= 100', start => false);
+\d big_orders
+
+SELECT name, source, state, worker_pid, last_batch_id, watermark, output_mode, watermark_delay
+FROM streamwin.queries ORDER BY name;
+
+-- refused shapes
+SELECT streamwin.create_query('q', 'SELECT 1; SELECT 2');
+SELECT streamwin.create_query('q', 'INSERT INTO regions VALUES (''x'')');
+SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM regions GROUP BY region', output_mode => 'update');
+SELECT streamwin.create_query('q', 'SELECT a.region, count(*) AS n FROM orders a JOIN orders b USING (order_id) GROUP BY a.region', output_mode => 'update');
+SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY region HAVING count(*) > 1', output_mode => 'update');
+SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY region ORDER BY region', output_mode => 'update');
+SELECT streamwin.create_query('q', 'SELECT region, count(DISTINCT order_id) AS n FROM orders GROUP BY region', output_mode => 'update');
+SELECT streamwin.create_query('q', 'SELECT region, string_agg(region, '','') AS s FROM orders GROUP BY region', output_mode => 'update');
+SELECT streamwin.create_query('q', 'SELECT region, sum(amount) / count(*) AS mean FROM orders GROUP BY region', output_mode => 'update');
+SELECT streamwin.create_query('q', 'SELECT count(*) AS n FROM orders GROUP BY region', output_mode => 'update');
+SELECT streamwin.create_query('q', 'SELECT count(*) AS n FROM orders', output_mode => 'update');
+SELECT streamwin.create_query('q', 'SELECT region, count(*), count(amount) FROM orders GROUP BY region', output_mode => 'update');
+SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY streamwin.tumble(event_time, ''1 minute''), region');
+SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY region', watermark => '1 minute', output_mode => 'update');
+SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY streamwin.tumble(event_time, ''1 month''), region', output_mode => 'update');
+SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY streamwin.tumble(event_time, interval ''1 minute'' * order_id), region', output_mode => 'update');
+SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY streamwin.hop(event_time, ''1 minute'', ''5 minutes''), region', output_mode => 'update');
+SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY streamwin.tumble(clock_timestamp(), ''1 minute''), region', output_mode => 'update');
+SELECT streamwin.create_query('q', 'SELECT r.region, count(*) AS n FROM regions r LEFT JOIN orders o USING (region) GROUP BY r.region', output_mode => 'update');
+SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM (SELECT * FROM orders) s GROUP BY region', output_mode => 'update');
+SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders WHERE order_id IN (SELECT 1) GROUP BY region', output_mode => 'update');
+SELECT streamwin.create_query('q', 'SELECT region, no_such_column FROM orders');
+SELECT streamwin.create_query('q', 'SELECT * FROM orders', output_mode => 'update');
+SELECT streamwin.create_query('q', 'SELECT * FROM orders', output_mode => 'sometimes');
+SELECT streamwin.create_query('q', 'SELECT * FROM orders', options => '{"idle": "1s"}');
+SELECT streamwin.create_query('q', 'SELECT * FROM orders', trigger_interval => '-1 second');
+SELECT streamwin.create_query('sales', 'SELECT * FROM orders');
+SELECT streamwin.create_query('regions', 'SELECT * FROM orders', start => false);
+-- nothing was left behind by the refused definitions
+SELECT count(*) AS queries FROM streamwin.queries;
+
+-- a query cannot run in a worker for a role that cannot log in
+CREATE ROLE streamwin_nologin;
+GRANT SELECT ON orders TO streamwin_nologin;
+GRANT CREATE ON SCHEMA public TO streamwin_nologin;
+SET ROLE streamwin_nologin;
+SELECT streamwin.create_query('nologin_q', 'SELECT order_id FROM orders');
+-- other roles' queries cannot be changed
+SELECT streamwin.stop_query('sales');
+SELECT streamwin.drop_query('sales');
+RESET ROLE;
+REVOKE ALL ON orders FROM streamwin_nologin;
+REVOKE CREATE ON SCHEMA public FROM streamwin_nologin;
+DROP ROLE streamwin_nologin;
+
+-- drop_query keeps the result table unless asked
+SELECT streamwin.drop_query('big_orders');
+SELECT to_regclass('big_orders') IS NOT NULL AS result_kept;
+DROP TABLE big_orders;
+SELECT streamwin.drop_query('sales_by_continent', drop_result => true);
+SELECT streamwin.drop_query('totals', drop_result => true);
+SELECT streamwin.drop_query('sales', drop_result => true);
+SELECT streamwin.drop_query('sales');
+SELECT count(*) AS state_tables_left FROM pg_tables WHERE schemaname = 'streamwin' AND tablename LIKE 'state\_%';
+DROP TABLE regions;

@@ -1,0 +1,31 @@
+-- Event-time windows, aligned to the Unix epoch like Spark's window().
+SET timezone = 'UTC';
+SET datestyle = 'ISO, YMD';
+
+-- tumble(): the start of the fixed window holding the timestamp.
+SELECT ts, streamwin.tumble(ts, '10 minutes') AS minutes10,
+       streamwin.tumble(ts, '1 day') AS day, streamwin.tumble(ts, '90 seconds') AS s90
+FROM (VALUES (timestamptz '2026-11-30 10:17:59.999999+00'),
+             ('2026-11-30 10:20:00+00'),
+             ('1969-12-31 23:59:59+00'),
+             ('1970-01-01 00:00:00+00')) AS v(ts);
+
+-- A window's start does not depend on the session time zone.
+SET timezone = 'Asia/Kolkata';
+SELECT streamwin.tumble('2026-11-30 10:17:00+00', '1 hour') = '2026-11-30 10:00:00+00' AS aligned_to_utc_epoch;
+SET timezone = 'UTC';
+
+-- hop(): every window [start, start + size) holding the timestamp; starts are
+-- multiples of the slide.
+SELECT streamwin.hop_starts('2026-11-30 10:17:00+00', '10 minutes', '5 minutes');
+SELECT streamwin.hop_starts('2026-11-30 10:15:00+00', '10 minutes', '5 minutes');
+SELECT streamwin.hop_starts('2026-11-30 10:17:00+00', '1 hour', '15 minutes');
+-- the scalar form gives the latest of them
+SELECT streamwin.hop('2026-11-30 10:17:00+00', '1 hour', '15 minutes');
+
+-- Sizes must be fixed durations.
+SELECT streamwin.tumble(now(), '1 month');
+SELECT streamwin.tumble(now(), '0 seconds');
+SELECT streamwin.tumble(now(), '-5 minutes');
+SELECT streamwin.hop(now(), '10 minutes', '0 minutes');
+SELECT streamwin.tumble('infinity', '1 minute');
