@@ -28,6 +28,8 @@
 #   PROVE_FLAGS="-v"              extra prove flags
 #   TAP_TIMEOUT=600               seconds before one TAP file is killed
 #   KEEP_TMP=1                    keep the work directory even on success
+#   SKIP_INSTALL=1                test what is already built and installed
+#   REGRESS_TIMEOUT=300           seconds before pg_regress is killed
 #   PG_CONFIG=...                 which PostgreSQL (default: version 15)
 set -euo pipefail
 
@@ -66,10 +68,17 @@ cleanup_inner() {
 		kill -TERM "$pid" 2>/dev/null || true
 		rm -f "$pidfile"
 	done
+	stop_servers_under "$work"
+}
+
+# stop_servers_under DIR: immediate stop of every server whose data
+# directory is under DIR (e.g. pg_regress's instance after it was killed).
+stop_servers_under() {
+	local pidfile
 	while IFS= read -r pidfile; do
 		"$PG_BINDIR/pg_ctl" -D "$(dirname "$pidfile")" stop -m immediate \
 			>/dev/null 2>&1 || true
-	done < <(find "$work" -name postmaster.pid 2>/dev/null)
+	done < <(find "$1" -name postmaster.pid 2>/dev/null)
 }
 
 # tail_log FILE [LINES]: print the end of a log file under a header.
@@ -128,16 +137,23 @@ run_regress() {
 	# REGRESS_OPTS comes from the Makefile; --encoding/--no-locale make text
 	# output and sort order the same on every machine.
 	read -ra opts <<<"$REGRESS_OPTS"
-	timeout --kill-after=30 "${REGRESS_TIMEOUT:-900}" \
+	timeout --kill-after=30 "${REGRESS_TIMEOUT:-300}" \
 		"$PG_REGRESS" --bindir="$PG_BINDIR" --encoding=UTF8 --no-locale \
 		"${opts[@]}" $REGRESS 2>&1 | tee "$work/runlog/pg_regress.out" || rc=$?
 	stop_fixture_broker
+	((rc == 0)) || stop_servers_under "$work"
 	ok=$(grep -cE '\.\.\. ok' "$work/runlog/pg_regress.out" || true)
 	bad=$(grep -cE '\.\.\. (FAILED|failed)' "$work/runlog/pg_regress.out" || true)
-	if ((rc != 0 && bad == 0)); then
-		bad=$(($(wc -w <<<"$REGRESS") - ok))
+	if ((rc != 0)); then
+		# Tests that never finished (pg_regress died or was killed) failed too.
+		local notok=$(($(wc -w <<<"$REGRESS") - ok))
+		((bad >= notok)) || bad=$notok
 		((bad > 0)) || bad=1
-		echo "pg_regress exited with status $rc"
+		if ((rc == 124 || rc == 137)); then
+			echo "pg_regress killed after ${REGRESS_TIMEOUT:-300} s (a test hung)"
+		else
+			echo "pg_regress exited with status $rc"
+		fi
 	fi
 	passed=$((passed + ok))
 	failed=$((failed + bad))
@@ -224,19 +240,22 @@ else
 	sudo=(false)
 fi
 
-echo "=== build"
-make -s --no-print-directory PG_CONFIG="$PG_CONFIG" all test-programs
+if [[ -z ${SKIP_INSTALL:-} ]]; then
+	echo "=== build"
+	make -s --no-print-directory PG_CONFIG="$PG_CONFIG" all test-programs
 
-echo "=== install"
-if ! "${sudo[@]}" make -s --no-print-directory PG_CONFIG="$PG_CONFIG" install >/tmp/streamwin-install.$$.log 2>&1; then
-	cat /tmp/streamwin-install.$$.log
-	rm -f /tmp/streamwin-install.$$.log
-	echo "make install failed (it needs root or sudo)" >&2
-	echo "0 passed, 1 failed"
-	exit 1
+	echo "=== install"
+	log=$(mktemp)
+	if ! "${sudo[@]}" make -s --no-print-directory PG_CONFIG="$PG_CONFIG" install >"$log" 2>&1; then
+		cat "$log"
+		rm -f "$log"
+		echo "make install failed (it needs root or sudo)" >&2
+		echo "0 passed, 1 failed"
+		exit 1
+	fi
+	rm -f "$log"
+	echo "installed into $("$PG_CONFIG" --pkglibdir) and $("$PG_CONFIG" --sharedir)/extension"
 fi
-rm -f /tmp/streamwin-install.$$.log
-echo "installed into $("$PG_CONFIG" --pkglibdir) and $("$PG_CONFIG" --sharedir)/extension"
 
 # The pg_regress test list and options, as the Makefile defines them.
 eval "$(make -s --no-print-directory PG_CONFIG="$PG_CONFIG" print-regress |
@@ -245,6 +264,21 @@ eval "$(make -s --no-print-directory PG_CONFIG="$PG_CONFIG" print-regress |
 : "${REGRESS_OPTS:=${mk_REGRESS_OPTS:-}}"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/streamwin-test.XXXXXX")
+
+# Should the inner run be killed before its own cleanup, stop any server it
+# left (pg_regress's temporary instance outlives a killed pg_regress).
+stop_leftovers() {
+	local pidfile
+	while IFS= read -r pidfile; do
+		"${as_owner[@]}" "$PG_BINDIR/pg_ctl" -D "$(dirname "$pidfile")" \
+			stop -m immediate >/dev/null 2>&1 || true
+	done < <(find "$work" -name postmaster.pid 2>/dev/null)
+}
+as_owner=()
+((EUID == 0)) && as_owner=(runuser -u postgres --)
+trap stop_leftovers EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 for d in sql expected test; do
 	[[ -d $d ]] && cp -a "$d" "$work/"
 done
