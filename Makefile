@@ -28,6 +28,9 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
+# PGXS does not track headers: rebuild every object when any header changes.
+$(OBJS): $(wildcard src/*.h)
+
 # Test helpers: the Kafka test broker (librdkafka's mock cluster) and a producer.
 TEST_PROGRAMS = test/kafka_broker test/kafka_produce
 

@@ -53,6 +53,11 @@ CREATE TABLE streamwin.query_catalog (
 	last_error	text,
 	last_error_at timestamptz,
 	consecutive_failures integer NOT NULL DEFAULT 0,
+	-- crash recovery (see "Checkpoints" below)
+	checkpoint_table oid,
+	checkpoint_batch_id bigint,
+	checkpoint_watermark timestamptz,
+	state_batch_id bigint NOT NULL DEFAULT 0,
 	created_at	timestamptz NOT NULL DEFAULT now()
 );
 
@@ -68,8 +73,31 @@ CREATE TABLE streamwin.query_offsets (
 	PRIMARY KEY (query_id, partition)
 );
 
+-- Checkpoints.  A crash (any backend killed, an immediate shutdown) empties
+-- every UNLOGGED table, so the open state of each query is copied every
+-- streamwin.checkpoint_interval batches into a logged table
+-- (query_catalog.checkpoint_table), in the batch's transaction, together
+-- with the positions below.  state_alive, itself UNLOGGED, holds a row per
+-- query whose state is intact: after a crash it is empty, and the next batch
+-- restores the checkpoint and replays the batches committed since, each with
+-- the end offsets and watermark recorded in streamwin.progress, so the
+-- replay makes exactly the decisions the original run made.
+CREATE TABLE streamwin.query_checkpoints (
+	query_id	integer NOT NULL REFERENCES streamwin.query_catalog ON DELETE CASCADE,
+	partition	integer NOT NULL,
+	next_offset	bigint NOT NULL,
+	max_event_time timestamptz,
+	last_data_at timestamptz NOT NULL,
+	PRIMARY KEY (query_id, partition)
+);
+
+CREATE UNLOGGED TABLE streamwin.state_alive (
+	query_id	integer PRIMARY KEY
+);
+
 -- Recent batches, one row each, written in the batch's transaction.  Old rows
--- are trimmed to streamwin.progress_retention batches per query.
+-- are trimmed to streamwin.progress_retention batches per query, but never
+-- those after the query's checkpoint: recovery replays them.
 CREATE TABLE streamwin.progress (
 	query		text NOT NULL,
 	batch_id	bigint NOT NULL,
@@ -103,10 +131,11 @@ SELECT pg_catalog.pg_extension_config_dump('streamwin.source_catalog_source_id_s
 SELECT pg_catalog.pg_extension_config_dump('streamwin.query_catalog', '');
 SELECT pg_catalog.pg_extension_config_dump('streamwin.query_catalog_query_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('streamwin.query_offsets', '');
+SELECT pg_catalog.pg_extension_config_dump('streamwin.query_checkpoints', '');
 SELECT pg_catalog.pg_extension_config_dump('streamwin.dead_letters', '');
 
 REVOKE ALL ON streamwin.source_catalog, streamwin.query_catalog,
-	streamwin.query_offsets FROM PUBLIC;
+	streamwin.query_offsets, streamwin.query_checkpoints, streamwin.state_alive FROM PUBLIC;
 GRANT SELECT ON streamwin.progress, streamwin.dead_letters TO PUBLIC;
 
 -- The rows of the batch being processed by this backend for a source: the

@@ -38,6 +38,7 @@
 #include "utils/timestamp.h"
 
 #include "batch.h"
+#include "checkpoint.h"
 
 PG_FUNCTION_INFO_V1(streamwin_run_batch);
 PG_FUNCTION_INFO_V1(streamwin_run_available);
@@ -243,7 +244,8 @@ record_dead_letters(QueryRunner *r, KafkaMessage *msgs, BatchMessageResult *res,
  */
 static void
 lock_query(QueryRunner *r, int64 *last_batch_id, bool *has_wm, TimestampTz *wm,
-		   bool *has_last_at, TimestampTz *last_at)
+		   bool *has_last_at, TimestampTz *last_at, int64 *state_batch_id,
+		   int64 *checkpoint_batch)
 {
 	Oid			types[1] = {INT4OID};
 	Datum		args[1] = {Int32GetDatum(r->query_id)};
@@ -252,7 +254,8 @@ lock_query(QueryRunner *r, int64 *last_batch_id, bool *has_wm, TimestampTz *wm,
 	Datum		d;
 
 	catalog_enter(&role);
-	if (SPI_execute_with_args("SELECT last_batch_id, watermark, last_batch_at "
+	if (SPI_execute_with_args("SELECT last_batch_id, watermark, last_batch_at, state_batch_id, "
+							  "coalesce(checkpoint_batch_id, 0) "
 							  "FROM streamwin.query_catalog WHERE query_id = $1 FOR UPDATE",
 							  1, types, args, NULL, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not lock streamwin.query_catalog");
@@ -268,6 +271,63 @@ lock_query(QueryRunner *r, int64 *last_batch_id, bool *has_wm, TimestampTz *wm,
 	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull);
 	*has_last_at = !isnull;
 	*last_at = isnull ? 0 : DatumGetTimestampTz(d);
+	*state_batch_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &isnull));
+	*checkpoint_batch = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5, &isnull));
+}
+
+/*
+ * Re-read exactly what a batch read the first time: from the stored offsets
+ * up to (not including) targets[i] of every partition.  Fetches may return
+ * less than that or run past it, so messages are copied into the batch's
+ * memory across fetches, and those past a target are dropped (and the
+ * consumer re-positioned at the next batch).
+ */
+static int
+fetch_replay(QueryRunner *r, const int64 *targets, KafkaMessage **out)
+{
+	int64		needed = 0;
+	int			n = 0;
+	KafkaMessage *acc;
+	TimestampTz deadline = GetCurrentTimestamp() + 60 * USECS_PER_SEC;
+
+	for (int i = 0; i < r->nparts; i++)
+		needed += Max(0, targets[i] - r->parts[i].next_offset);
+	acc = palloc(sizeof(KafkaMessage) * Max(needed, 1));
+	while (n < needed)
+	{
+		KafkaMessage *m;
+		int			got = kafka_fetch(r->consumer, r->source->max_records_per_batch, 1000, &m);
+
+		for (int j = 0; j < got; j++)
+		{
+			int			idx = m[j].partition <= r->max_partition ? r->part_index[m[j].partition] : -1;
+			char	   *copy;
+
+			if (idx < 0 || m[j].offset >= targets[idx])
+			{
+				r->assigned = false;	/* the consumer went past the batch */
+				continue;
+			}
+			copy = palloc(Max(m[j].len, 1));
+			if (m[j].len > 0)
+				memcpy(copy, m[j].payload, m[j].len);
+			acc[n] = m[j];
+			acc[n].payload = copy;
+			acc[n].key = NULL;
+			acc[n].keylen = 0;
+			n++;
+		}
+		if (n < needed && GetCurrentTimestamp() > deadline)
+			ereport(ERROR,
+					(errcode(ERRCODE_CONNECTION_FAILURE),
+					 errmsg("could not re-read the messages of query \"%s\" needed to recover its state",
+							r->query->name),
+					 errdetail("Read %d of " INT64_FORMAT " messages in 60 seconds.", n, needed),
+					 kafka_last_error(r->consumer) ?
+					 errhint("Last error from the source: %s", kafka_last_error(r->consumer)) : 0));
+	}
+	*out = acc;
+	return n;
 }
 
 /*
@@ -298,6 +358,11 @@ batch_execute(QueryRunner *r, int fetch_timeout_ms, BatchStats *stats)
 	TimestampTz new_wm = 0;
 	bool		wm_moved;
 	QueryInfo  *q = r->query;
+	int64		state_batch_id;
+	int64		checkpoint_batch;
+	bool		replay;
+	bool		replay_has_wm = false;
+	TimestampTz replay_wm = 0;
 
 	MemoryContextReset(r->batch_cxt);
 	old = MemoryContextSwitchTo(r->batch_cxt);
@@ -305,11 +370,27 @@ batch_execute(QueryRunner *r, int fetch_timeout_ms, BatchStats *stats)
 	stats->started_at = GetCurrentTimestamp();
 
 	SPI_connect();
-	lock_query(r, &last_batch_id, &has_old_wm, &old_wm, &has_last_at, &last_at);
+	lock_query(r, &last_batch_id, &has_old_wm, &old_wm, &has_last_at, &last_at, &state_batch_id,
+			   &checkpoint_batch);
+
+	/* a crash emptied the state: restore the checkpoint, then replay */
+	if (OidIsValid(q->state_table) && checkpoint_state_lost(r))
+		state_batch_id = checkpoint_restore(r);
+	replay = OidIsValid(q->state_table) && state_batch_id < last_batch_id;
+
 	offsets_load(r);
 	offsets_assign(r);
 
-	n = kafka_fetch(r->consumer, r->source->max_records_per_batch, fetch_timeout_ms, &msgs);
+	if (replay)
+	{
+		int64	   *targets = palloc(sizeof(int64) * r->nparts);
+
+		checkpoint_replay_bounds(r, state_batch_id + 1, targets, &has_old_wm, &old_wm,
+								 &replay_has_wm, &replay_wm);
+		n = fetch_replay(r, targets, &msgs);
+	}
+	else
+		n = kafka_fetch(r->consumer, r->source->max_records_per_batch, fetch_timeout_ms, &msgs);
 
 	/* late rows are dropped against the watermark of the previous batch */
 	drop_late = q->has_watermark && has_old_wm && q->output_mode != OUTPUT_COMPLETE;
@@ -349,9 +430,15 @@ batch_execute(QueryRunner *r, int fetch_timeout_ms, BatchStats *stats)
 	now = GetCurrentTimestamp();
 	has_new_wm = offsets_compute_watermark(r, has_old_wm, old_wm, now, &new_wm);
 	has_new_wm = has_new_wm && q->has_watermark;
+	if (replay)
+	{
+		/* decide as the original batch did */
+		has_new_wm = replay_has_wm;
+		new_wm = replay_wm;
+	}
 	wm_moved = has_new_wm && (!has_old_wm || new_wm > old_wm);
 
-	if (n == 0 && !wm_moved && last_batch_id > 0)
+	if (n == 0 && !wm_moved && last_batch_id > 0 && !replay)
 	{
 		SPI_finish();
 		MemoryContextSwitchTo(old);
@@ -385,7 +472,14 @@ batch_execute(QueryRunner *r, int fetch_timeout_ms, BatchStats *stats)
 
 	offsets_store(r);
 
-	stats->batch_id = last_batch_id + 1;
+	if (replay)
+	{
+		stats->batch_id = state_batch_id + 1;
+		stats->replayed = true;
+		checkpoint_note_replayed(r, stats->batch_id);
+	}
+	else
+		stats->batch_id = last_batch_id + 1;
 	stats->input_rows = n;
 	stats->late_rows = nlate;
 	stats->dead_letters = ndead;
@@ -398,7 +492,16 @@ batch_execute(QueryRunner *r, int fetch_timeout_ms, BatchStats *stats)
 		n / (stats->duration_ms / 1000.0) : 0;
 	if (has_last_at && stats->started_at > last_at)
 		stats->input_rows_per_second = n / ((stats->started_at - last_at) / 1000000.0);
-	progress_record(r, stats);
+	if (!replay)
+	{
+		if (OidIsValid(q->checkpoint_table))
+		{
+			if (checkpoint_batch == 0 ||
+				stats->batch_id - checkpoint_batch >= streamwin_checkpoint_interval)
+				checkpoint_take(r, stats->batch_id, has_new_wm, new_wm);
+		}
+		progress_record(r, stats);
+	}
 
 	SPI_finish();
 	MemoryContextSwitchTo(old);
@@ -439,6 +542,8 @@ batch_stats_jsonb(QueryRunner *r, BatchStats *s)
 					 s->duration_ms, s->input_rows, s->input_rows_per_second,
 					 s->processed_rows_per_second, s->late_rows, s->dead_letters, s->state_rows);
 	append_timestamp(&buf, "watermark", s->has_watermark, s->watermark);
+	if (s->replayed)
+		appendStringInfoString(&buf, ", \"replayed\": true");
 	appendStringInfo(&buf, ", \"offsets\": %s}", s->offsets_json ? s->offsets_json : offsets_json(r));
 	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data)));
 }

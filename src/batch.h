@@ -78,6 +78,7 @@ typedef struct BatchStats
 	int64		state_rows;
 	bool		has_watermark;
 	TimestampTz watermark;
+	bool		replayed;		/* a batch re-run during crash recovery */
 	double		input_rows_per_second;
 	double		processed_rows_per_second;
 	char	   *offsets_json;

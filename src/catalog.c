@@ -457,7 +457,7 @@ catalog_get_source_by_relation(Oid relid)
 	"       extract(epoch from watermark_delay) * 1000000, " \
 	"       extract(epoch from trigger_interval) * 1000000, " \
 	"       extract(epoch from coalesce((options->>'idle_timeout')::interval, '30 seconds')) * 1000000, " \
-	"       desired_state = 'running', result_table, state_table, plan " \
+	"       desired_state = 'running', result_table, state_table, plan, checkpoint_table " \
 	"FROM streamwin.query_catalog "
 
 static int64
@@ -495,6 +495,9 @@ query_from_row(HeapTuple tup, TupleDesc desc)
 	if (isnull)
 		q->state_table = InvalidOid;
 	plan = DatumGetJsonbPCopy(spi_datum(tup, desc, 12, &isnull));
+	q->checkpoint_table = DatumGetObjectId(spi_datum(tup, desc, 13, &isnull));
+	if (isnull)
+		q->checkpoint_table = InvalidOid;
 
 	q->aggregate = strcmp(jsonb_get_text(plan, "kind"), "aggregate") == 0;
 	q->windowed = jsonb_get_text(plan, "window") != NULL;

@@ -18,6 +18,7 @@
 #include "utils/syscache.h"
 
 #include "batch.h"
+#include "checkpoint.h"
 #include "streamwin.h"
 
 PG_FUNCTION_INFO_V1(streamwin_start_query);
@@ -141,6 +142,12 @@ streamwin_drop_query(PG_FUNCTION_ARGS)
 		SPI_execute(psprintf("DROP TABLE %s",
 							 quote_qualified_identifier("streamwin", get_rel_name(q->state_table))),
 					false, 0);
+	if (OidIsValid(q->checkpoint_table) && get_rel_name(q->checkpoint_table) != NULL)
+		SPI_execute(psprintf("DROP TABLE %s",
+							 quote_qualified_identifier("streamwin", get_rel_name(q->checkpoint_table))),
+					false, 0);
+	SPI_execute_with_args("DELETE FROM streamwin.state_alive WHERE query_id = $1",
+						  1, types, args, NULL, false, 0);
 	catalog_leave(&role);
 	if (drop_result && get_rel_name(q->result_table) != NULL)
 	{
@@ -197,15 +204,27 @@ streamwin_reset_query(PG_FUNCTION_ARGS)
 							  1, types, args, NULL, false, 0) != SPI_OK_SELECT ||
 		SPI_execute_with_args("DELETE FROM streamwin.query_offsets WHERE query_id = $1",
 							  1, types, args, NULL, false, 0) != SPI_OK_DELETE ||
+		SPI_execute_with_args("DELETE FROM streamwin.query_checkpoints WHERE query_id = $1",
+							  1, types, args, NULL, false, 0) != SPI_OK_DELETE ||
 		SPI_execute_with_args("UPDATE streamwin.query_catalog SET watermark = NULL, status = 'ok', "
-							  "last_error = NULL, last_error_at = NULL, consecutive_failures = 0 "
+							  "last_error = NULL, last_error_at = NULL, consecutive_failures = 0, "
+							  "checkpoint_batch_id = NULL, checkpoint_watermark = NULL, "
+							  "state_batch_id = last_batch_id "
 							  "WHERE query_id = $1",
 							  1, types, args, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "could not reset query \"%s\"", name);
 	if (OidIsValid(q->state_table))
+	{
+		/* the state is now (validly) empty, whatever a crash did to it */
 		SPI_execute(psprintf("DELETE FROM %s",
 							 quote_qualified_identifier("streamwin", get_rel_name(q->state_table))),
 					false, 0);
+		SPI_execute(psprintf("TRUNCATE %s",
+							 quote_qualified_identifier("streamwin", get_rel_name(q->checkpoint_table))),
+					false, 0);
+		SPI_execute_with_args("INSERT INTO streamwin.state_alive VALUES ($1) ON CONFLICT DO NOTHING",
+							  1, types, args, NULL, false, 0);
+	}
 	catalog_leave(&role);
 	SPI_finish();
 
@@ -246,6 +265,20 @@ streamwin_reset_query(PG_FUNCTION_ARGS)
 		p->has_max_event_time = false;
 	}
 	offsets_store(r);
+	if (OidIsValid(q->state_table))
+	{
+		int64		last;
+
+		/* a crash from here on resumes at the new positions */
+		SPI_connect();
+		if (SPI_execute_with_args("SELECT last_batch_id FROM streamwin.query_catalog WHERE query_id = $1",
+								  1, types, args, NULL, false, 1) != SPI_OK_SELECT || SPI_processed != 1)
+			elog(ERROR, "could not read query \"%s\"", name);
+		last = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
+										   &(bool) {false}));
+		checkpoint_take(r, last, false, 0);
+		SPI_finish();
+	}
 	PG_RETURN_VOID();
 }
 

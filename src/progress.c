@@ -61,7 +61,10 @@ progress_record(QueryRunner *r, BatchStats *s)
 		elog(ERROR, "could not write streamwin.progress");
 	types[2] = INT4OID;
 	args[2] = args[12];
-	if (SPI_execute_with_args("DELETE FROM streamwin.progress WHERE query = $1 AND batch_id <= $2 - $3",
+	/* batches after the checkpoint stay: crash recovery replays them */
+	if (SPI_execute_with_args("DELETE FROM streamwin.progress WHERE query = $1 AND batch_id <= $2 - $3 "
+							  "AND batch_id < (SELECT coalesce(checkpoint_batch_id, 0) "
+							  "FROM streamwin.query_catalog WHERE name = $1)",
 							  3, types, args, NULL, false, 0) != SPI_OK_DELETE)
 		elog(ERROR, "could not trim streamwin.progress");
 
@@ -71,7 +74,7 @@ progress_record(QueryRunner *r, BatchStats *s)
 	args[2] = args[10];
 	memset(nulls, ' ', sizeof(nulls));
 	nulls[2] = s->has_watermark ? ' ' : 'n';
-	if (SPI_execute_with_args("UPDATE streamwin.query_catalog SET last_batch_id = $2, "
+	if (SPI_execute_with_args("UPDATE streamwin.query_catalog SET last_batch_id = $2, state_batch_id = $2, "
 							  "last_batch_at = pg_catalog.clock_timestamp(), watermark = $3, "
 							  "status = 'ok', consecutive_failures = 0 WHERE query_id = $1",
 							  3, types, args, nulls, false, 0) != SPI_OK_UPDATE)

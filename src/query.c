@@ -63,6 +63,7 @@
 #include "utils/varlena.h"
 
 #include "streamwin.h"
+#include "checkpoint.h"
 #include "source.h"
 #include "window.h"
 
@@ -1207,6 +1208,7 @@ streamwin_create_query(PG_FUNCTION_ARGS)
 	Compiled	c;
 	Oid			result;
 	Oid			state = InvalidOid;
+	Oid			checkpoint = InvalidOid;
 	StringInfoData plan;
 	int32		query_id;
 	CatalogRole role;
@@ -1335,6 +1337,7 @@ streamwin_create_query(PG_FUNCTION_ARGS)
 	{
 		result = create_result_table(&c, name);
 		state = create_state_table(&c, query_id);
+		checkpoint = checkpoint_create_table(query_id, state);
 		aggregate_statements(&c, result, state, mode, &plan);
 	}
 	else
@@ -1350,16 +1353,19 @@ streamwin_create_query(PG_FUNCTION_ARGS)
 	argtypes[1] = OIDOID;
 	argtypes[2] = TEXTOID;
 	argtypes[3] = INT4OID;
+	argtypes[4] = OIDOID;
 	args[0] = ObjectIdGetDatum(result);
 	args[1] = ObjectIdGetDatum(state);
 	args[2] = CStringGetTextDatum(plan.data);
 	args[3] = Int32GetDatum(query_id);
+	args[4] = ObjectIdGetDatum(checkpoint);
 	memset(nulls, ' ', sizeof(nulls));
 	nulls[1] = OidIsValid(state) ? ' ' : 'n';
+	nulls[4] = OidIsValid(checkpoint) ? ' ' : 'n';
 	catalog_enter(&role);
 	if (SPI_execute_with_args("UPDATE streamwin.query_catalog SET result_table = $1, state_table = $2, "
-							  "plan = $3::jsonb WHERE query_id = $4",
-							  4, argtypes, args, nulls, false, 0) != SPI_OK_UPDATE)
+							  "plan = $3::jsonb, checkpoint_table = $5 WHERE query_id = $4",
+							  5, argtypes, args, nulls, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "could not update streamwin.query_catalog");
 	catalog_leave(&role);
 	SPI_finish();

@@ -22,6 +22,7 @@
 #include "utils/guc.h"
 
 #include "streamwin.h"
+#include "checkpoint.h"
 
 PG_MODULE_MAGIC;
 
@@ -73,6 +74,14 @@ _PG_init(void)
 							&streamwin_default_max_records,
 							100000, 1, 10000000,
 							PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("streamwin.checkpoint_interval",
+							"Batches between checkpoints of a query's state.",
+							"After a crash, a query restores its last checkpoint and replays "
+							"the batches since; a shorter interval means a shorter replay "
+							"and more copying of state.",
+							&streamwin_checkpoint_interval,
+							10, 1, 100000,
+							PGC_SIGHUP, 0, NULL, NULL, NULL);
 	MarkGUCPrefixReserved("streamwin");
 
 	RegisterXactCallback(launcher_xact_callback, NULL);

@@ -77,6 +77,7 @@ typedef struct QueryInfo
 	bool		desired_running;
 	Oid			result_table;
 	Oid			state_table;	/* InvalidOid for transforms */
+	Oid			checkpoint_table;	/* logged copy of the state */
 
 	/* the compiled plan */
 	bool		aggregate;		/* false: continuous transform */

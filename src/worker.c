@@ -143,7 +143,8 @@ streamwin_worker_main(Datum main_arg)
 			}
 			pgstat_report_activity(STATE_RUNNING, "streamwin batch");
 			batch_execute(r, WORKER_FETCH_TIMEOUT_MS, &stats);
-			full = stats.input_rows >= r->source->max_records_per_batch;
+			/* a backlog, or a crash replay: go on without waiting */
+			full = stats.input_rows >= r->source->max_records_per_batch || stats.replayed;
 			PopActiveSnapshot();
 			CommitTransactionCommand();
 			pgstat_report_activity(STATE_IDLE, NULL);

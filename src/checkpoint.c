@@ -1,0 +1,257 @@
+/*-------------------------------------------------------------------------
+ *
+ * checkpoint.c
+ *	  Recovering a query's UNLOGGED state after a crash.
+ *
+ * Open windows live in an UNLOGGED state table for speed.  PostgreSQL
+ * empties every UNLOGGED table after a crash restart (an immediate
+ * shutdown, or any backend killed), while the offsets, in logged tables,
+ * survive: resuming from them with empty state would silently lose data.
+ *
+ * So, in the batch's own transaction:
+ *	- every streamwin.checkpoint_interval batches the state table is copied
+ *	  into a logged checkpoint table, and the offsets and watermark it
+ *	  matches into streamwin.query_checkpoints / query_catalog;
+ *	- streamwin.state_alive (UNLOGGED) holds a row per query whose state is
+ *	  intact.  A crash empties it, which is how the next batch notices.
+ * Recovery restores the checkpoint, then replays the batches committed
+ * since, one by one, each reading exactly the offsets it read the first
+ * time and using the watermarks recorded then (streamwin.progress keeps
+ * them), so late rows and window closings are decided as before and the
+ * result upserts, which write full values, converge to the same rows.
+ * A clean shutdown keeps UNLOGGED tables, so it needs no replay.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/namespace.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/timestamp.h"
+
+#include "batch.h"
+#include "checkpoint.h"
+
+int			streamwin_checkpoint_interval = 10;
+
+static char *
+qualified(Oid relid)
+{
+	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+									  get_rel_name(relid));
+}
+
+static void
+run_catalog(const char *sql, int32 query_id)
+{
+	Oid			types[1] = {INT4OID};
+	Datum		args[1] = {Int32GetDatum(query_id)};
+	CatalogRole role;
+	int			rc;
+
+	catalog_enter(&role);
+	rc = SPI_execute_with_args(sql, 1, types, args, NULL, false, 0);
+	catalog_leave(&role);
+	if (rc < 0)
+		elog(ERROR, "streamwin checkpoint statement failed: %s", sql);
+}
+
+/*
+ * checkpoint_create_table
+ *		At create_query: the logged twin of the state table, owned by the
+ *		extension owner (only streamwin reads it), and the marker saying the
+ *		(empty) state is intact.  Returns the checkpoint table's oid.
+ */
+Oid
+checkpoint_create_table(int32 query_id, Oid state_table)
+{
+	char	   *name = psprintf("checkpoint_%d", query_id);
+
+	SPI_connect();
+	run_catalog(psprintf("CREATE TABLE streamwin.%s (LIKE %s INCLUDING ALL)",
+						 quote_identifier(name), qualified(state_table)), query_id);
+	run_catalog("INSERT INTO streamwin.state_alive VALUES ($1)", query_id);
+	SPI_finish();
+	CommandCounterIncrement();
+	return get_relname_relid(name, get_namespace_oid("streamwin", false));
+}
+
+/*
+ * checkpoint_state_lost
+ *		Was the query's UNLOGGED state emptied by a crash?  Inside a batch.
+ */
+bool
+checkpoint_state_lost(QueryRunner *r)
+{
+	Oid			types[1] = {INT4OID};
+	Datum		args[1] = {Int32GetDatum(r->query_id)};
+	CatalogRole role;
+	bool		lost;
+
+	catalog_enter(&role);
+	if (SPI_execute_with_args("SELECT 1 FROM streamwin.state_alive WHERE query_id = $1",
+							  1, types, args, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read streamwin.state_alive");
+	lost = SPI_processed == 0;
+	catalog_leave(&role);
+	return lost;
+}
+
+/*
+ * checkpoint_restore
+ *		Put the last checkpoint back: state rows, offsets, and the batch id
+ *		the state now corresponds to.  Returns that batch id (0 if there was
+ *		no checkpoint: then the state is empty and offsets start over).
+ */
+int64
+checkpoint_restore(QueryRunner *r)
+{
+	Oid			types[1] = {INT4OID};
+	Datum		args[1] = {Int32GetDatum(r->query_id)};
+	CatalogRole role;
+	bool		isnull;
+	int64		ckpt;
+	Datum		d;
+
+	catalog_enter(&role);
+	if (SPI_execute_with_args("SELECT checkpoint_batch_id, checkpoint_table FROM streamwin.query_catalog "
+							  "WHERE query_id = $1", 1, types, args, NULL, false, 1) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+		elog(ERROR, "could not read the checkpoint of query \"%s\"", r->query->name);
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	ckpt = isnull ? 0 : DatumGetInt64(d);
+	catalog_leave(&role);
+
+	ereport(LOG,
+			(errmsg("streamwin: query \"%s\" lost its state in a crash; restoring the checkpoint of batch " INT64_FORMAT " and replaying from there",
+					r->query->name, ckpt)));
+
+	run_catalog(psprintf("DELETE FROM %s", qualified(r->query->state_table)), r->query_id);
+	run_catalog("DELETE FROM streamwin.query_offsets WHERE query_id = $1", r->query_id);
+	if (ckpt > 0)
+	{
+		run_catalog(psprintf("INSERT INTO %s SELECT * FROM %s", qualified(r->query->state_table),
+							 qualified(r->query->checkpoint_table)), r->query_id);
+		run_catalog("INSERT INTO streamwin.query_offsets "
+					"(query_id, partition, next_offset, max_event_time, last_data_at) "
+					"SELECT query_id, partition, next_offset, max_event_time, last_data_at "
+					"FROM streamwin.query_checkpoints WHERE query_id = $1", r->query_id);
+	}
+	run_catalog(psprintf("UPDATE streamwin.query_catalog SET state_batch_id = " INT64_FORMAT
+						 " WHERE query_id = $1", ckpt), r->query_id);
+	run_catalog("INSERT INTO streamwin.state_alive VALUES ($1) ON CONFLICT DO NOTHING", r->query_id);
+	return ckpt;
+}
+
+/*
+ * checkpoint_take
+ *		Copy the state and the just-stored offsets as of batch_id.  Inside
+ *		the batch, after offsets_store.
+ */
+void
+checkpoint_take(QueryRunner *r, int64 batch_id, bool has_wm, TimestampTz wm)
+{
+	Oid			types[3] = {INT4OID, INT8OID, TIMESTAMPTZOID};
+	Datum		args[3] = {Int32GetDatum(r->query_id), Int64GetDatum(batch_id), TimestampTzGetDatum(wm)};
+	char		nulls[3] = {' ', ' ', has_wm ? ' ' : 'n'};
+	CatalogRole role;
+
+	/* TRUNCATE rather than DELETE: no dead tuples left behind each time */
+	run_catalog(psprintf("TRUNCATE %s", qualified(r->query->checkpoint_table)), r->query_id);
+	run_catalog(psprintf("INSERT INTO %s SELECT * FROM %s", qualified(r->query->checkpoint_table),
+						 qualified(r->query->state_table)), r->query_id);
+	run_catalog("DELETE FROM streamwin.query_checkpoints WHERE query_id = $1", r->query_id);
+	run_catalog("INSERT INTO streamwin.query_checkpoints "
+				"SELECT query_id, partition, next_offset, max_event_time, last_data_at "
+				"FROM streamwin.query_offsets WHERE query_id = $1", r->query_id);
+	catalog_enter(&role);
+	if (SPI_execute_with_args("UPDATE streamwin.query_catalog SET checkpoint_batch_id = $2, "
+							  "checkpoint_watermark = $3 WHERE query_id = $1",
+							  3, types, args, nulls, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not record the checkpoint of query \"%s\"", r->query->name);
+	catalog_leave(&role);
+}
+
+/* The recorded watermark at the end of batch_id: its progress row, or the checkpoint. */
+static bool
+recorded_watermark(QueryRunner *r, int64 batch_id, TimestampTz *wm)
+{
+	Oid			types[2] = {INT4OID, INT8OID};
+	Datum		args[2] = {Int32GetDatum(r->query_id), Int64GetDatum(batch_id)};
+	CatalogRole role;
+	bool		isnull = true;
+	Datum		d = (Datum) 0;
+
+	catalog_enter(&role);
+	if (SPI_execute_with_args("SELECT CASE WHEN q.checkpoint_batch_id = $2 THEN q.checkpoint_watermark "
+							  "ELSE (SELECT p.watermark FROM streamwin.progress p "
+							  "      WHERE p.query = q.name AND p.batch_id = $2) END "
+							  "FROM streamwin.query_catalog q WHERE q.query_id = $1",
+							  2, types, args, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read streamwin.progress");
+	if (SPI_processed == 1)
+		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	catalog_leave(&role);
+	if (!isnull)
+		*wm = DatumGetTimestampTz(d);
+	return !isnull;
+}
+
+/*
+ * checkpoint_replay_bounds
+ *		What batch batch_id read and decided the first time: its end offset
+ *		per partition (targets, indexed like r->parts), the watermark it
+ *		started from and the one it ended with.
+ */
+void
+checkpoint_replay_bounds(QueryRunner *r, int64 batch_id, int64 *targets,
+						 bool *has_prev_wm, TimestampTz *prev_wm,
+						 bool *has_wm, TimestampTz *wm)
+{
+	Oid			types[2] = {INT4OID, INT8OID};
+	Datum		args[2] = {Int32GetDatum(r->query_id), Int64GetDatum(batch_id)};
+	CatalogRole role;
+	bool		isnull;
+	Jsonb	   *offsets;
+
+	catalog_enter(&role);
+	if (SPI_execute_with_args("SELECT p.offsets FROM streamwin.progress p JOIN streamwin.query_catalog q "
+							  "ON p.query = q.name WHERE q.query_id = $1 AND p.batch_id = $2",
+							  2, types, args, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read streamwin.progress");
+	catalog_leave(&role);
+	if (SPI_processed != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("cannot replay batch " INT64_FORMAT " of query \"%s\": its progress record is missing",
+						batch_id, r->query->name),
+				 errhint("Replay the query from the start with streamwin.reset_query('%s', 'earliest').",
+						 r->query->name)));
+	offsets = DatumGetJsonbPCopy(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	for (int i = 0; i < r->nparts; i++)
+	{
+		char		key[16];
+		char	   *v;
+
+		snprintf(key, sizeof(key), "%d", r->parts[i].partition);
+		v = jsonb_get_text(offsets, key);
+		targets[i] = v ? strtoll(v, NULL, 10) : r->parts[i].next_offset;
+	}
+	*has_prev_wm = recorded_watermark(r, batch_id - 1, prev_wm);
+	*has_wm = recorded_watermark(r, batch_id, wm);
+}
+
+/*
+ * checkpoint_note_replayed
+ *		The state now reflects batch_id again.
+ */
+void
+checkpoint_note_replayed(QueryRunner *r, int64 batch_id)
+{
+	run_catalog(psprintf("UPDATE streamwin.query_catalog SET state_batch_id = " INT64_FORMAT
+						 " WHERE query_id = $1", batch_id), r->query_id);
+}

@@ -1,0 +1,24 @@
+/*-------------------------------------------------------------------------
+ *
+ * checkpoint.h
+ *	  Crash recovery of UNLOGGED query state: checkpoints and replay.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef STREAMWIN_CHECKPOINT_H
+#define STREAMWIN_CHECKPOINT_H
+
+#include "batch.h"
+
+extern int	streamwin_checkpoint_interval;
+
+extern Oid	checkpoint_create_table(int32 query_id, Oid state_table);
+extern bool checkpoint_state_lost(QueryRunner *r);
+extern int64 checkpoint_restore(QueryRunner *r);
+extern void checkpoint_take(QueryRunner *r, int64 batch_id, bool has_wm, TimestampTz wm);
+extern void checkpoint_replay_bounds(QueryRunner *r, int64 batch_id, int64 *targets,
+									 bool *has_prev_wm, TimestampTz *prev_wm,
+									 bool *has_wm, TimestampTz *wm);
+extern void checkpoint_note_replayed(QueryRunner *r, int64 batch_id);
+
+#endif
