@@ -30,7 +30,6 @@ if ((${#missing[@]} == 0)); then
 	exit 0
 fi
 
-echo "streamwin deps: installing ${missing[*]}"
 cmd=(env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}")
 if ((EUID == 0)); then
 	sudo=()
@@ -42,5 +41,6 @@ else
 	exit 1
 fi
 
+echo "streamwin deps: installing ${missing[*]}"
 "${sudo[@]}" apt-get update -q >/dev/null
 "${sudo[@]}" "${cmd[@]}"
