@@ -31,6 +31,7 @@
 #   SKIP_INSTALL=1                test what is already built and installed
 #   REGRESS_TIMEOUT=300           seconds before pg_regress is killed
 #   PG_CONFIG=...                 which PostgreSQL (default: version 15)
+#   STREAMWIN_*                   passed through to the tests (e.g. STREAMWIN_CRASH_EVENTS)
 set -euo pipefail
 
 # --- Locating PostgreSQL -----------------------------------------------------
@@ -58,6 +59,13 @@ PASSED_VARS=(REGRESS REGRESS_OPTS SKIP_REGRESS SKIP_TAP PROVE_TESTS PROVE_FLAGS
 # the TAP helper recorded in pids/, and any server left by an interrupted run.
 cleanup_inner() {
 	local pidfile pid
+	if [[ -n ${timed_pid:-} ]]; then
+		# timeout(1) runs its command in a process group of its own
+		kill -TERM -- "-$timed_pid" 2>/dev/null || true
+		sleep 1
+		kill -KILL -- "-$timed_pid" 2>/dev/null || true
+		timed_pid=
+	fi
 	if [[ -n ${broker_pid:-} ]] && kill -0 "$broker_pid" 2>/dev/null; then
 		kill -TERM "$broker_pid" 2>/dev/null || true
 		wait "$broker_pid" 2>/dev/null || true
@@ -79,6 +87,24 @@ stop_servers_under() {
 		"$PG_BINDIR/pg_ctl" -D "$(dirname "$pidfile")" stop -m immediate \
 			>/dev/null 2>&1 || true
 	done < <(find "$1" -name postmaster.pid 2>/dev/null)
+}
+
+# run_timed SECONDS OUTPUT_FILE COMMAND...: run COMMAND under timeout(1)
+# with its output in OUTPUT_FILE, shown live; returns its exit status (124
+# on timeout).  It runs in the background so that a SIGINT/SIGTERM reaches
+# our trap at once, and cleanup_inner can kill its whole process group.
+run_timed() {
+	local secs=$1 out=$2 rc=0 tail_pid
+	shift 2
+	: >"$out"
+	timeout --kill-after=30 "$secs" "$@" >"$out" 2>&1 &
+	timed_pid=$!
+	tail -n +1 -f --pid="$timed_pid" "$out" &
+	tail_pid=$!
+	wait "$timed_pid" || rc=$?
+	timed_pid=
+	wait "$tail_pid" 2>/dev/null || true
+	return "$rc"
 }
 
 # tail_log FILE [LINES]: print the end of a log file under a header.
@@ -137,9 +163,10 @@ run_regress() {
 	# REGRESS_OPTS comes from the Makefile; --encoding/--no-locale make text
 	# output and sort order the same on every machine.
 	read -ra opts <<<"$REGRESS_OPTS"
-	timeout --kill-after=30 "${REGRESS_TIMEOUT:-300}" \
+	# shellcheck disable=SC2086 # REGRESS is a list
+	run_timed "${REGRESS_TIMEOUT:-300}" "$work/runlog/pg_regress.out" \
 		"$PG_REGRESS" --bindir="$PG_BINDIR" --encoding=UTF8 --no-locale \
-		"${opts[@]}" $REGRESS 2>&1 | tee "$work/runlog/pg_regress.out" || rc=$?
+		"${opts[@]}" $REGRESS || rc=$?
 	stop_fixture_broker
 	((rc == 0)) || stop_servers_under "$work"
 	ok=$(grep -cE '\.\.\. ok' "$work/runlog/pg_regress.out" || true)
@@ -184,7 +211,7 @@ run_tap() {
 		name=$(basename "$t" .pl)
 		rc=0
 		read -ra flags <<<"${PROVE_FLAGS:-}"
-		timeout --kill-after=30 "${TAP_TIMEOUT:-600}" \
+		run_timed "${TAP_TIMEOUT:-600}" "$work/runlog/prove_$name.out" \
 			prove --timer "${flags[@]}" "$t" || rc=$?
 		if ((rc == 0)); then
 			passed=$((passed + 1))
@@ -269,6 +296,9 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/streamwin-test.XXXXXX")
 # left (pg_regress's temporary instance outlives a killed pg_regress).
 stop_leftovers() {
 	local pidfile
+	for pidfile in "$work"/pids/*; do
+		[[ -f $pidfile ]] && kill -TERM "$(<"$pidfile")" 2>/dev/null || true
+	done
 	while IFS= read -r pidfile; do
 		"${as_owner[@]}" "$PG_BINDIR/pg_ctl" -D "$(dirname "$pidfile")" \
 			stop -m immediate >/dev/null 2>&1 || true
@@ -286,6 +316,8 @@ mkdir -p "$work/sql" "$work/expected"
 
 env_args=(HOME="$work" PATH="$PG_BINDIR:/usr/local/bin:/usr/bin:/bin"
 	LANG=C.UTF-8 TMPDIR=/tmp)
+# shellcheck disable=SC2207 # variable names have no spaces
+PASSED_VARS+=($(compgen -v STREAMWIN_ || true))   # test knobs, e.g. STREAMWIN_CRASH_EVENTS
 for v in "${PASSED_VARS[@]}"; do
 	[[ -n ${!v:-} ]] && env_args+=("$v=${!v}")
 done
