@@ -62,3 +62,12 @@ print-regress:
 	$(info REGRESS=$(REGRESS))
 	$(info REGRESS_OPTS=$(REGRESS_OPTS))
 	@:
+
+# The long crash soak of issue 5: the crash-recovery test with 200k events
+# and five rounds of (worker SIGKILL, unrelated backend SIGKILL, immediate
+# restart).  Not part of `make test`.
+.PHONY: soak
+soak: deps
+	@$(MAKE) --no-print-directory all test-programs
+	@STREAMWIN_CRASH_EVENTS=200000 STREAMWIN_CRASH_ROUNDS=5 SKIP_REGRESS=1 \
+		PROVE_TESTS=test/t/008_crash_recovery.pl TAP_TIMEOUT=1800 test/run_tests.sh

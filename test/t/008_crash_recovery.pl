@@ -1,0 +1,168 @@
+# 008_crash_recovery.pl: exactly-once through crashes.
+#
+# Any crash restart of PostgreSQL (a backend killed with SIGKILL, even one
+# unrelated to streamwin, or an immediate shutdown) empties every UNLOGGED
+# table, including streamwin's window state, while offsets survive.  This
+# test streams events into three running queries and, while they consume,
+# repeatedly
+#   (a) kills a query worker with SIGKILL,
+#   (b) kills an unrelated backend with SIGKILL,
+#   (c) stops the server in immediate mode and starts it again;
+# then checks every result table against plain SQL over the same events:
+# nothing lost, nothing counted twice.  checkpoint_interval is small so that
+# recovery both restores a checkpoint and replays batches after it.
+#
+# STREAMWIN_CRASH_EVENTS / STREAMWIN_CRASH_ROUNDS make it longer (make soak).
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Utils;
+use Test::More;
+use List::Util qw(min);
+use Time::HiRes qw(usleep);
+use StreamwinTest;
+
+srand(8008);
+
+my $T0     = 1_704_067_200_000;    # 2024-01-01 00:00:00 UTC, in ms
+my $NPART  = 4;
+my $DELAY  = 5_000;
+my $EVENTS = $ENV{STREAMWIN_CRASH_EVENTS} // 40_000;
+my $ROUNDS = $ENV{STREAMWIN_CRASH_ROUNDS} // 2;
+
+my $broker = StreamwinTest::Broker->start(topics => { ev => $NPART });
+my $node = new_node('crash');
+$node->append_conf('postgresql.conf',
+	"streamwin.checkpoint_interval = 3\nrestart_after_crash = on\n");
+$node->restart;
+my $brokers = $broker->bootstrap;
+
+# Events [k, v, ts_ms, partition]: partition round robin, each partition
+# roughly in time order (jitter 400 ms < watermark delay, so none is late).
+my (@ev, @msgs);
+for my $i (0 .. $EVENTS - 1)
+{
+	my $e = [ 'k' . int(rand(20)), int(rand(1000)), $T0 + $i * 5 - int(rand(400)), $i % $NPART ];
+	push @ev, $e;
+	push @msgs,
+	  [ $e->[3], sprintf('{"k": "%s", "v": %d, "ts": "%s"}', $e->[0], $e->[1], ts_text($e->[2])) ];
+}
+load_table($node, 'ev', 'k text, v int, ts timestamptz',
+	[ map { [ $_->[0], $_->[1], ts_text($_->[2]) ] } @ev ]);
+
+my %max;
+for my $e (@ev)
+{
+	$max{ $e->[3] } = $e->[2] if !defined $max{ $e->[3] } || $e->[2] > $max{ $e->[3] };
+}
+my $W = min(values %max) - $DELAY;
+
+psql_ok($node, qq{
+SELECT streamwin.create_kafka_source('ev_src', '$brokers', 'ev',
+    'k text, v int, ts timestamptz', options => '{"max_records_per_batch": 500}');
+SELECT streamwin.create_query('c_append',
+    \$q\$SELECT k, count(*) AS n, sum(v) AS s FROM ev_src
+         GROUP BY streamwin.tumble(ts, '10 seconds'), k\$q\$,
+    watermark => '5 seconds', trigger_interval => '50 ms',
+    options => '{"idle_timeout": "1 hour"}');
+SELECT streamwin.create_query('c_hop',
+    \$q\$SELECT k, count(*) AS n, sum(v) AS s, min(v) AS lo, max(v) AS hi FROM ev_src
+         GROUP BY streamwin.hop(ts, '30 seconds', '10 seconds'), k\$q\$,
+    output_mode => 'update', trigger_interval => '50 ms');
+SELECT streamwin.create_query('c_total',
+    'SELECT k, count(*) AS n, sum(v) AS s FROM ev_src GROUP BY k',
+    output_mode => 'complete', trigger_interval => '50 ms');
+}, 'three running queries over one source');
+
+sub worker_pids
+{
+	return grep { /^\d+$/ } split /\n/,
+	  $node->safe_psql('postgres', 'SELECT worker_pid FROM streamwin.queries WHERE worker_pid IS NOT NULL');
+}
+
+sub consumed
+{
+	return $node->safe_psql('postgres', 'SELECT coalesce(sum(n), 0) FROM c_total');
+}
+
+# Wait until the queries have workers again and have made progress.
+sub wait_alive
+{
+	my ($what) = @_;
+	wait_until($node, "SELECT count(*) FROM streamwin.queries WHERE worker_pid IS NOT NULL",
+		'3', "all three queries have workers again $what");
+}
+
+my $crashes = 0;
+my $bg = $broker->produce('ev', \@msgs, rate => int($EVENTS / 8), background => 1);
+wait_alive('at the start');
+
+for my $round (1 .. $ROUNDS)
+{
+	# (a) SIGKILL a query worker: the postmaster restarts the whole cluster
+	usleep(700_000);
+	my @pids = worker_pids();
+	my $victim = $pids[ int(rand(@pids)) ];
+	note("round $round: SIGKILL worker $victim with " . consumed() . " rows counted");
+	kill 'KILL', $victim;
+	$crashes++;
+	sleep 1;
+	wait_alive("after killing worker $victim");
+
+	# (b) SIGKILL an unrelated backend
+	usleep(500_000);
+	my $sleeper = $node->background_psql('postgres');
+	my $spid = $sleeper->query_safe('SELECT pg_backend_pid()');
+	note("round $round: SIGKILL unrelated backend $spid with " . consumed() . " rows counted");
+	kill 'KILL', $spid;
+	eval { $sleeper->quit };
+	$crashes++;
+	sleep 1;
+	wait_alive("after killing backend $spid");
+
+	# (c) immediate shutdown and start
+	usleep(500_000);
+	note("round $round: immediate stop with " . consumed() . " rows counted");
+	$node->stop('immediate');
+	$node->start;
+	$crashes++;
+	wait_alive('after an immediate restart');
+}
+$bg->finish;
+my $mid = consumed();
+note("stream fully produced; $mid rows counted so far");
+
+my $aggs_append = 'count(*)::bigint AS n, sum(v)::bigint AS s';
+my $aggs_hop    = 'count(*)::bigint AS n, sum(v)::bigint AS s, min(v) AS lo, max(v) AS hi';
+
+wait_results_match($node, 'SELECT k, n, s FROM c_total',
+	'SELECT k, count(*)::bigint AS n, sum(v)::bigint AS s FROM ev GROUP BY k',
+	'complete mode: totals equal plain SQL over the events');
+wait_results_match($node, 'SELECT window_start, window_end, k, n, s, lo, hi FROM c_hop',
+	windows_sql(table => 'ev', size => 30, slide => 10, keys => 'k', aggs => $aggs_hop),
+	'hop, update: every window equals plain SQL over the events');
+wait_until($node,
+	"SELECT round(extract(epoch FROM watermark) * 1000) FROM streamwin.queries WHERE name = 'c_append'",
+	$W, 'append query reaches the final watermark ' . ts_text($W));
+results_match($node, 'SELECT window_start, window_end, k, n::bigint, s::bigint FROM c_append',
+	'SELECT * FROM (' . windows_sql(table => 'ev', size => 10, keys => 'k', aggs => $aggs_append)
+	  . ") w WHERE window_end <= '@{[ts_text($W)]}'",
+	'tumble, append: exactly the closed windows, each once');
+
+# The figures the issue asks for, computed, not asserted blindly.
+my ($lost, $dup) = split /\|/, $node->safe_psql('postgres', q{
+	WITH want AS (SELECT k, count(*) AS n FROM ev GROUP BY k),
+	     got AS (SELECT k, n FROM c_total)
+	SELECT coalesce(sum(greatest(w.n - coalesce(g.n, 0), 0)), 0),
+	       coalesce(sum(greatest(coalesce(g.n, 0) - w.n, 0)), 0)
+	FROM want w FULL JOIN got g USING (k)});
+my $replays = $node->safe_psql('postgres', 'SELECT count(*) FROM streamwin.query_catalog WHERE checkpoint_batch_id IS NOT NULL');
+my $log = slurp_file($node->logfile);
+my $restores = () = $log =~ /lost its state in a crash; restoring the checkpoint/g;
+cmp_ok($restores, '>=', $crashes, "state was restored from a checkpoint after every crash ($restores restores)");
+print "# crashes survived: $crashes, rows lost: $lost, rows duplicated: $dup\n";
+is("$lost/$dup", '0/0', 'no row lost, no row counted twice');
+
+$node->stop;
+$broker->stop;
+done_testing();
