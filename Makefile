@@ -26,7 +26,14 @@ EXTRA_CLEAN = test/kafka_broker test/kafka_produce test/bench/raw_consume tmp_ch
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
+# Without the server development files there is no PGXS yet: say how to get
+# them (make deps, demo and test install them, then re-run make).
+ifneq ($(wildcard $(PGXS)),)
 include $(PGXS)
+else
+all:
+	@echo "PostgreSQL 15 server development files are missing: run 'make deps' first" >&2; exit 1
+endif
 
 # PGXS does not track headers: rebuild every object when any header changes.
 $(OBJS): $(wildcard src/*.h)
@@ -71,3 +78,14 @@ soak: deps
 	@$(MAKE) --no-print-directory all test-programs
 	@STREAMWIN_CRASH_EVENTS=200000 STREAMWIN_CRASH_ROUNDS=5 SKIP_REGRESS=1 \
 		PROVE_TESTS=test/t/008_crash_recovery.pl TAP_TIMEOUT=1800 test/run_tests.sh
+
+# Benchmarks (test/bench/run_bench.sh; results in test/bench/results.md and
+# throughput.png).  Not part of `make test`.
+test/bench/raw_consume: test/bench/raw_consume.c
+	$(CC) -O2 -Wall -o $@ $< $(RDKAFKA_CFLAGS) $(RDKAFKA_LIBS)
+
+.PHONY: bench
+bench:
+	@test/bench/install_deps.sh
+	@$(MAKE) --no-print-directory all test-programs test/bench/raw_consume
+	@test/bench/run_bench.sh

@@ -87,5 +87,5 @@ SELECT streamwin.drop_query('sales_by_continent', drop_result => true);
 SELECT streamwin.drop_query('totals', drop_result => true);
 SELECT streamwin.drop_query('sales', drop_result => true);
 SELECT streamwin.drop_query('sales');
-SELECT count(*) AS state_tables_left FROM pg_tables WHERE schemaname = 'streamwin' AND tablename LIKE 'state\_%';
+SELECT count(*) AS state_tables_left FROM pg_tables WHERE schemaname = 'streamwin' AND tablename ~ '^(state|checkpoint)_[0-9]+$';
 DROP TABLE regions;
