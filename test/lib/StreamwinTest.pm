@@ -635,4 +635,53 @@ sub finish
 	return $ok;
 }
 
+package StreamwinTest::Broker;
+
+=pod
+
+$broker->produce_props(TOPIC, MESSAGES, PROPS, %opts): like produce (same
+MESSAGES and options), plus librdkafka producer properties PROPS (a hash
+ref, passed as -X), e.g. { 'message.max.bytes' => 10_000_000 } for
+messages larger than the producer's default limit of 1 MB.
+
+=cut
+
+sub produce_props
+{
+	my ($self, $topic, $messages, $props, %opts) = @_;
+	my @cmd = (
+		"$StreamwinTest::bindir/kafka_produce",
+		'--brokers', $self->{bootstrap},
+		'--topic', $topic, '--quiet',
+		'-X', 'max.in.flight.requests.per.connection=1',
+		map { ('-X', "$_=$props->{$_}") } sort keys %$props);
+	push @cmd, '--rate', $opts{rate} if $opts{rate};
+	push @cmd, '--partition', $opts{partition} if defined $opts{partition};
+
+	my $prefixed = grep { ref $_ } @$messages;
+	croak 'mix of [partition, payload] pairs and plain payloads'
+	  if $prefixed && $prefixed != @$messages;
+	push @cmd, '--partition-prefix' if $prefixed;
+
+	my $dir = PostgreSQL::Test::Utils::tempdir();
+	open my $in, '>:raw', "$dir/input" or croak "could not write $dir/input: $!";
+	for my $m (@$messages)
+	{
+		my $line = $prefixed ? "$m->[0]\t$m->[1]" : $m;
+		utf8::encode($line) if utf8::is_utf8($line);
+		croak 'message contains a newline' if $line =~ /\n/;
+		print $in "$line\n";
+	}
+	close $in;
+	my $h = {
+		what => "produce " . scalar(@$messages) . " messages to $topic",
+		err  => "$dir/stderr",
+	};
+	$h->{run} = IPC::Run::start(\@cmd, '<', "$dir/input", '>', "$dir/stdout",
+		'2>', "$dir/stderr");
+	my $bg = bless $h, 'StreamwinTest::Producer';
+	return $bg if $opts{background};
+	return $bg->finish;
+}
+
 1;
