@@ -12,7 +12,7 @@ SELECT streamwin.create_kafka_source('shop', :'brokers', 'regress_orders',
 SELECT streamwin.create_query('revenue',
     $$SELECT region, count(*) AS orders, sum(amount) AS revenue
       FROM shop GROUP BY streamwin.tumble(event_time, '10 seconds'), region$$,
-    watermark => '5 seconds', start => false);
+    watermark => '5 seconds', options => '{"capture_late_rows": true}', start => false);
 -- the same source, in update mode: rows appear as soon as they change
 SELECT streamwin.create_query('revenue_now',
     $$SELECT region, count(*) AS orders, sum(amount) AS revenue
@@ -50,6 +50,10 @@ SELECT * FROM revenue ORDER BY window_start, region;
 -- the open windows are still in the state table
 SELECT format('SELECT * FROM %s ORDER BY window_start, region', state_table)
 FROM streamwin.queries WHERE name = 'revenue' \gexec
+
+-- Late rows are counted, and kept since the query asked for it.
+SELECT query, partition, "offset", convert_from(payload, 'UTF8') AS payload, event_time, watermark
+FROM streamwin.late_rows ORDER BY "offset";
 
 -- Bad messages are kept with their position and the reason, once each.
 SELECT partition, "offset", convert_from(payload, 'UTF8') AS payload, error

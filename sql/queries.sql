@@ -59,6 +59,7 @@ SELECT streamwin.create_query('q', 'SELECT region, no_such_column FROM orders');
 SELECT streamwin.create_query('q', 'SELECT * FROM orders', output_mode => 'update');
 SELECT streamwin.create_query('q', 'SELECT * FROM orders', output_mode => 'sometimes');
 SELECT streamwin.create_query('q', 'SELECT * FROM orders', options => '{"idle": "1s"}');
+SELECT streamwin.create_query('q', 'SELECT * FROM orders', options => '{"capture_late_rows": "yes"}');
 SELECT streamwin.create_query('q', 'SELECT * FROM orders', trigger_interval => '-1 second');
 SELECT streamwin.create_query('sales', 'SELECT * FROM orders');
 SELECT streamwin.create_query('regions', 'SELECT * FROM orders', start => false);

@@ -115,8 +115,9 @@ CREATE TABLE streamwin.progress (
 );
 
 -- Messages that could not be decoded or converted.  Keyed by position, so a
--- message read by several queries is recorded once.
-CREATE TABLE streamwin.dead_letters (
+-- message read by several queries is recorded once.  Payloads are user
+-- data: roles see them through the views below, for their own sources only.
+CREATE TABLE streamwin.dead_letter_log (
 	source		text NOT NULL,
 	partition	integer NOT NULL,
 	"offset"	bigint NOT NULL,
@@ -126,17 +127,32 @@ CREATE TABLE streamwin.dead_letters (
 	PRIMARY KEY (source, partition, "offset")
 );
 
+-- Late rows of queries created with options => '{"capture_late_rows": true}':
+-- rows that arrived behind the watermark, kept instead of only counted.
+CREATE TABLE streamwin.late_row_log (
+	query		text NOT NULL,
+	partition	integer NOT NULL,
+	"offset"	bigint NOT NULL,
+	payload		bytea,
+	event_time	timestamptz NOT NULL,
+	watermark	timestamptz NOT NULL,
+	at			timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (query, partition, "offset")
+);
+
 SELECT pg_catalog.pg_extension_config_dump('streamwin.source_catalog', '');
 SELECT pg_catalog.pg_extension_config_dump('streamwin.source_catalog_source_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('streamwin.query_catalog', '');
 SELECT pg_catalog.pg_extension_config_dump('streamwin.query_catalog_query_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('streamwin.query_offsets', '');
 SELECT pg_catalog.pg_extension_config_dump('streamwin.query_checkpoints', '');
-SELECT pg_catalog.pg_extension_config_dump('streamwin.dead_letters', '');
+SELECT pg_catalog.pg_extension_config_dump('streamwin.dead_letter_log', '');
+SELECT pg_catalog.pg_extension_config_dump('streamwin.late_row_log', '');
 
 REVOKE ALL ON streamwin.source_catalog, streamwin.query_catalog,
-	streamwin.query_offsets, streamwin.query_checkpoints, streamwin.state_alive FROM PUBLIC;
-GRANT SELECT ON streamwin.progress, streamwin.dead_letters TO PUBLIC;
+	streamwin.query_offsets, streamwin.query_checkpoints, streamwin.state_alive,
+	streamwin.dead_letter_log, streamwin.late_row_log FROM PUBLIC;
+GRANT SELECT ON streamwin.progress TO PUBLIC;
 
 -- The rows of the batch being processed by this backend for a source: the
 -- body of every source view.  Outside a batch it returns no rows, so a
@@ -258,7 +274,20 @@ SELECT q.name,
 FROM streamwin.query_catalog q
 JOIN streamwin.source_catalog s USING (source_id);
 
-GRANT SELECT ON streamwin.sources, streamwin.queries TO PUBLIC;
+CREATE VIEW streamwin.dead_letters AS
+SELECT d.source, d.partition, d."offset", d.payload, d.error, d.at
+FROM streamwin.dead_letter_log d
+JOIN streamwin.source_catalog s ON s.name = d.source
+WHERE pg_catalog.pg_has_role(s.owner, 'USAGE');
+
+CREATE VIEW streamwin.late_rows AS
+SELECT l.query, l.partition, l."offset", l.payload, l.event_time, l.watermark, l.at
+FROM streamwin.late_row_log l
+JOIN streamwin.query_catalog q ON q.name = l.query
+WHERE pg_catalog.pg_has_role(q.owner, 'USAGE');
+
+GRANT SELECT ON streamwin.sources, streamwin.queries, streamwin.dead_letters,
+	streamwin.late_rows TO PUBLIC;
 
 -- The schema holds the interface functions and views every role may use;
 -- the catalog tables above keep their own, narrower privileges.

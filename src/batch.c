@@ -193,24 +193,30 @@ run_batch_statement(QueryRunner *r, BatchInput *input)
 	PG_END_TRY();
 }
 
+/*
+ * Keep the messages set aside with status 'd' (dead letters: position,
+ * payload, error) or 'l' (late rows: position, payload, event time and the
+ * watermark they missed), in one statement.
+ */
 static void
-record_dead_letters(QueryRunner *r, KafkaMessage *msgs, BatchMessageResult *res, int n,
-					int ndead)
+record_rejected(QueryRunner *r, KafkaMessage *msgs, BatchMessageResult *res, int n,
+				char status, int count, TimestampTz watermark)
 {
-	Datum	   *parts = palloc(sizeof(Datum) * ndead);
-	Datum	   *offs = palloc(sizeof(Datum) * ndead);
-	Datum	   *payloads = palloc(sizeof(Datum) * ndead);
-	Datum	   *errors = palloc(sizeof(Datum) * ndead);
-	Oid			types[5] = {TEXTOID, INT4ARRAYOID, INT8ARRAYOID, BYTEAARRAYOID, TEXTARRAYOID};
-	Datum		args[5];
+	Datum	   *parts = palloc(sizeof(Datum) * count);
+	Datum	   *offs = palloc(sizeof(Datum) * count);
+	Datum	   *payloads = palloc(sizeof(Datum) * count);
+	Datum	   *details = palloc(sizeof(Datum) * count);
+	Oid			types[6] = {TEXTOID, INT4ARRAYOID, INT8ARRAYOID, BYTEAARRAYOID,
+	status == 'd' ? TEXTARRAYOID : TIMESTAMPTZARRAYOID, TIMESTAMPTZOID};
+	Datum		args[6];
 	int			k = 0;
 	CatalogRole role;
 
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < n && k < count; i++)
 	{
 		bytea	   *payload;
 
-		if (res[i].status != 'd')
+		if (res[i].status != status)
 			continue;
 		payload = palloc(VARHDRSZ + msgs[i].len);
 		SET_VARSIZE(payload, VARHDRSZ + msgs[i].len);
@@ -219,21 +225,28 @@ record_dead_letters(QueryRunner *r, KafkaMessage *msgs, BatchMessageResult *res,
 		parts[k] = Int32GetDatum(msgs[i].partition);
 		offs[k] = Int64GetDatum(msgs[i].offset);
 		payloads[k] = PointerGetDatum(payload);
-		errors[k] = CStringGetTextDatum(res[i].error);
+		details[k] = status == 'd' ? CStringGetTextDatum(res[i].error) :
+			TimestampTzGetDatum(res[i].event_time);
 		k++;
 	}
-	args[0] = CStringGetTextDatum(r->source->name);
+	args[0] = CStringGetTextDatum(status == 'd' ? r->source->name : r->query->name);
 	args[1] = PointerGetDatum(construct_array(parts, k, INT4OID, 4, true, TYPALIGN_INT));
 	args[2] = PointerGetDatum(construct_array(offs, k, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 	args[3] = PointerGetDatum(construct_array(payloads, k, BYTEAOID, -1, false, TYPALIGN_INT));
-	args[4] = PointerGetDatum(construct_array(errors, k, TEXTOID, -1, false, TYPALIGN_INT));
+	args[4] = status == 'd' ?
+		PointerGetDatum(construct_array(details, k, TEXTOID, -1, false, TYPALIGN_INT)) :
+		PointerGetDatum(construct_array(details, k, TIMESTAMPTZOID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	args[5] = TimestampTzGetDatum(watermark);
 
 	catalog_enter(&role);
-	/* once per message, however many queries read the source */
-	if (SPI_execute_with_args("INSERT INTO streamwin.dead_letters (source, partition, \"offset\", payload, error) "
-							  "SELECT $1, * FROM unnest($2, $3, $4, $5) ON CONFLICT DO NOTHING",
-							  5, types, args, NULL, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "could not write streamwin.dead_letters");
+	/* keyed by position: once per message, however many queries read it */
+	if (SPI_execute_with_args(status == 'd' ?
+							  "INSERT INTO streamwin.dead_letter_log (source, partition, \"offset\", payload, error) "
+							  "SELECT $1, * FROM unnest($2, $3, $4, $5) ON CONFLICT DO NOTHING" :
+							  "INSERT INTO streamwin.late_row_log (query, partition, \"offset\", payload, event_time, watermark) "
+							  "SELECT $1, *, $6 FROM unnest($2, $3, $4, $5) ON CONFLICT DO NOTHING",
+							  status == 'd' ? 5 : 6, types, args, NULL, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not record %s", status == 'd' ? "dead letters" : "late rows");
 	catalog_leave(&role);
 }
 
@@ -448,7 +461,9 @@ batch_execute(QueryRunner *r, int fetch_timeout_ms, BatchStats *stats)
 	if (input.ntuples > 0)
 		run_batch_statement(r, &input);
 	if (ndead > 0)
-		record_dead_letters(r, msgs, res, n, ndead);
+		record_rejected(r, msgs, res, n, 'd', ndead, 0);
+	if (nlate > 0 && q->capture_late_rows)
+		record_rejected(r, msgs, res, n, 'l', nlate, old_wm);
 
 	if (wm_moved && r->close_plan != NULL)
 	{

@@ -457,7 +457,8 @@ catalog_get_source_by_relation(Oid relid)
 	"       extract(epoch from watermark_delay) * 1000000, " \
 	"       extract(epoch from trigger_interval) * 1000000, " \
 	"       extract(epoch from coalesce((options->>'idle_timeout')::interval, '30 seconds')) * 1000000, " \
-	"       desired_state = 'running', result_table, state_table, plan, checkpoint_table " \
+	"       desired_state = 'running', result_table, state_table, plan, checkpoint_table, " \
+	"       coalesce((options->>'capture_late_rows')::boolean, false) " \
 	"FROM streamwin.query_catalog "
 
 static int64
@@ -496,6 +497,7 @@ query_from_row(HeapTuple tup, TupleDesc desc)
 		q->state_table = InvalidOid;
 	plan = DatumGetJsonbPCopy(spi_datum(tup, desc, 12, &isnull));
 	q->checkpoint_table = DatumGetObjectId(spi_datum(tup, desc, 13, &isnull));
+	q->capture_late_rows = DatumGetBool(spi_datum(tup, desc, 14, &isnull));
 	if (isnull)
 		q->checkpoint_table = InvalidOid;
 

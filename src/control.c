@@ -136,8 +136,10 @@ streamwin_drop_query(PG_FUNCTION_ARGS)
 							  1, types, args, NULL, false, 0) != SPI_OK_DELETE)
 		elog(ERROR, "could not delete from streamwin.query_catalog");
 	if (SPI_execute_with_args("DELETE FROM streamwin.progress WHERE query = $2",
+							  2, types, args, NULL, false, 0) != SPI_OK_DELETE ||
+		SPI_execute_with_args("DELETE FROM streamwin.late_row_log WHERE query = $2",
 							  2, types, args, NULL, false, 0) != SPI_OK_DELETE)
-		elog(ERROR, "could not delete from streamwin.progress");
+		elog(ERROR, "could not delete the progress and late rows of query \"%s\"", name);
 	if (OidIsValid(q->state_table) && get_rel_name(q->state_table) != NULL)
 		SPI_execute(psprintf("DROP TABLE %s",
 							 quote_qualified_identifier("streamwin", get_rel_name(q->state_table))),

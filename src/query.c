@@ -1169,12 +1169,20 @@ validate_query_options(Jsonb *options)
 		{
 			char	   *key = pnstrdup(v.val.string.val, v.val.string.len);
 
-			if (strcmp(key, "idle_timeout") != 0)
+			if (strcmp(key, "idle_timeout") != 0 && strcmp(key, "capture_late_rows") != 0)
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 						 errmsg("unknown query option \"%s\"", key),
-						 errhint("The valid option is idle_timeout.")));
+						 errhint("Valid options are idle_timeout and capture_late_rows.")));
 		}
+	}
+	{
+		char	   *capture = jsonb_get_text(options, "capture_late_rows");
+
+		if (capture != NULL && strcmp(capture, "true") != 0 && strcmp(capture, "false") != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("option \"capture_late_rows\" must be true or false")));
 	}
 	idle = jsonb_get_text(options, "idle_timeout");
 	if (idle != NULL)

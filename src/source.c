@@ -324,6 +324,11 @@ streamwin_drop_source(PG_FUNCTION_ARGS)
 	if (SPI_execute_with_args("DELETE FROM streamwin.source_catalog WHERE source_id = $1",
 							  1, argtypes, args, NULL, false, 0) != SPI_OK_DELETE)
 		elog(ERROR, "could not delete from streamwin.source_catalog");
+	argtypes[0] = TEXTOID;
+	args[0] = CStringGetTextDatum(name);
+	if (SPI_execute_with_args("DELETE FROM streamwin.dead_letter_log WHERE source = $1",
+							  1, argtypes, args, NULL, false, 0) != SPI_OK_DELETE)
+		elog(ERROR, "could not delete the dead letters of source \"%s\"", name);
 	catalog_leave(&role);
 
 	/* the view may already be gone if the user dropped it by hand */

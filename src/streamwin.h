@@ -74,6 +74,7 @@ typedef struct QueryInfo
 	int64		watermark_delay_us;
 	int64		trigger_interval_us;
 	int64		idle_timeout_us;
+	bool		capture_late_rows;	/* keep late rows in streamwin.late_rows */
 	bool		desired_running;
 	Oid			result_table;
 	Oid			state_table;	/* InvalidOid for transforms */
