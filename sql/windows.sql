@@ -29,3 +29,9 @@ SELECT streamwin.tumble(now(), '0 seconds');
 SELECT streamwin.tumble(now(), '-5 minutes');
 SELECT streamwin.hop(now(), '10 minutes', '0 minutes');
 SELECT streamwin.tumble('infinity', '1 minute');
+
+-- Near the ends of the timestamp range a window is computed exactly, and one
+-- that cannot be represented is an error (a dead letter, in a stream).
+SELECT streamwin.tumble('294270-01-01 00:30:00+00', '1 hour') AS far_future;
+SELECT streamwin.tumble('4714-11-24 00:00:00+00 BC', '1 hour') AS first_hour;
+SELECT streamwin.tumble('294276-12-31 23:30:00+00', '1 hour');

@@ -115,5 +115,6 @@ extern char *offsets_json(QueryRunner *r);
 /* progress.c */
 extern void progress_record(QueryRunner *r, BatchStats *stats);
 extern void progress_record_failure(int32 query_id, const char *message);
+extern void progress_clear_failure(int32 query_id);
 
 #endif

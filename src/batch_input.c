@@ -29,6 +29,7 @@
 #include "utils/resowner.h"
 
 #include "batch.h"
+#include "window.h"
 
 /*
  * batch_input_init
@@ -90,6 +91,14 @@ decode_one(QueryRunner *r, KafkaMessage *m, BatchMessageResult *res,
 			res->status = 'd';
 			res->has_event_time = false;
 			res->error = "event time must be finite";
+			goto done;
+		}
+		if (r->query->windowed && !window_fits(res->event_time, r->query->window_size_us,
+										   r->query->window_slide_us))
+		{
+			res->status = 'd';
+			res->has_event_time = false;
+			res->error = "event time is too close to the limits of the timestamp range for its window";
 			goto done;
 		}
 		if (drop_late && res->event_time < watermark)

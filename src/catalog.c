@@ -503,6 +503,11 @@ query_from_row(HeapTuple tup, TupleDesc desc)
 
 	q->aggregate = strcmp(jsonb_get_text(plan, "kind"), "aggregate") == 0;
 	q->windowed = jsonb_get_text(plan, "window") != NULL;
+	if (q->windowed)
+	{
+		q->window_size_us = strtoll(jsonb_get_text(plan, "window_size_us"), NULL, 10);
+		q->window_slide_us = strtoll(jsonb_get_text(plan, "window_slide_us"), NULL, 10);
+	}
 	q->event_time_expr = jsonb_get_text(plan, "event_time");
 	q->batch_sql = jsonb_get_text(plan, "batch_sql");
 	q->close_sql = jsonb_get_text(plan, "close_sql");

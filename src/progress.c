@@ -84,6 +84,29 @@ progress_record(QueryRunner *r, BatchStats *s)
 }
 
 /*
+ * progress_clear_failure
+ *		A batch succeeded (perhaps with nothing to do, so without a progress
+ *		row): the query is no longer failing.  Inside the batch transaction.
+ */
+void
+progress_clear_failure(int32 query_id)
+{
+	Oid			types[1] = {INT4OID};
+	Datum		args[1] = {Int32GetDatum(query_id)};
+	CatalogRole role;
+
+	SPI_connect();
+	catalog_enter(&role);
+	if (SPI_execute_with_args("UPDATE streamwin.query_catalog SET status = 'ok', consecutive_failures = 0, "
+							  "last_batch_at = pg_catalog.clock_timestamp() "
+							  "WHERE query_id = $1 AND status = 'failed'",
+							  1, types, args, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not update streamwin.query_catalog");
+	catalog_leave(&role);
+	SPI_finish();
+}
+
+/*
  * progress_record_failure
  *		Record a failed batch on the query.  Must run in a transaction of its
  *		own, after the batch's has been rolled back.  Returns quietly if the

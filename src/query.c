@@ -126,6 +126,7 @@ typedef struct Compiled
 	bool		aggregate;
 	const char *window;			/* "tumble", "hop" or NULL */
 	int64		size_us;
+	int64		slide_us;		/* hop only */
 	Expr	   *event_time;
 	List	   *keys;			/* KeyCol */
 	List	   *aggs;			/* AggCol */
@@ -473,6 +474,7 @@ find_window(Compiled *c, TargetEntry *tle, bool *is_window)
 			c->window = "hop";
 			c->size_us = const_interval(lsecond(f->args), "size");
 			slide = const_interval(lthird(f->args), "slide");
+			c->slide_us = slide;
 			if (slide > c->size_us)
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -1352,7 +1354,9 @@ streamwin_create_query(PG_FUNCTION_ARGS)
 		result = create_transform_table(&c, name, &plan);
 	if (c.window)
 	{
-		appendStringInfo(&plan, ", \"window\": \"%s\", \"event_time\": ", c.window);
+		appendStringInfo(&plan, ", \"window\": \"%s\", \"window_size_us\": " INT64_FORMAT
+						 ", \"window_slide_us\": " INT64_FORMAT ", \"event_time\": ",
+						 c.window, c.size_us, c.slide_us ? c.slide_us : c.size_us);
 		escape_json(&plan, nodeToString(c.event_time));
 	}
 	appendStringInfoChar(&plan, '}');

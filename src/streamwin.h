@@ -83,6 +83,8 @@ typedef struct QueryInfo
 	/* the compiled plan */
 	bool		aggregate;		/* false: continuous transform */
 	bool		windowed;
+	int64		window_size_us;	/* windowed: the window size */
+	int64		window_slide_us;	/* and its slide (= size for tumble) */
 	char	   *event_time_expr;	/* nodeToString() of the event-time Expr,
 									 * or NULL */
 	char	   *batch_sql;		/* run once per batch over the source rows */

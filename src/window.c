@@ -59,13 +59,38 @@ window_size_usec(const Interval *iv, const char *argname)
 TimestampTz
 window_floor(TimestampTz ts, int64 size_us)
 {
-	int64		unix_us = ts + UNIX_TO_PG_USEC;
-	int64		rem = unix_us % size_us;
+	/*
+	 * (ts + UNIX_TO_PG_USEC) mod size, computed without forming the sum,
+	 * which overflows near the end of the timestamp range.  Each remainder
+	 * is below size in magnitude, so their sum cannot overflow.
+	 */
+	int64		rem = (ts % size_us + UNIX_TO_PG_USEC % size_us) % size_us;
 
 	/* C division truncates toward zero; windows before 1970 floor downward */
 	if (rem < 0)
 		rem += size_us;
 	return ts - rem;
+}
+
+/*
+ * window_fits
+ *		Can every window holding ts (length size_us, starts every slide_us;
+ *		slide = size for tumbling windows) be represented: its start not
+ *		before the first timestamp, its end before the end of the range?
+ */
+bool
+window_fits(TimestampTz ts, int64 size_us, int64 slide_us)
+{
+	TimestampTz latest;
+	TimestampTz earliest;
+
+	if (ts < MIN_TIMESTAMP || ts >= END_TIMESTAMP)
+		return false;
+	latest = window_floor(ts, slide_us);
+	if (ts - latest >= size_us)
+		return true;			/* between hopping windows: in none */
+	earliest = latest - ((size_us - 1 - (ts - latest)) / slide_us) * slide_us;
+	return earliest >= MIN_TIMESTAMP && latest < END_TIMESTAMP - size_us;
 }
 
 static void
@@ -77,6 +102,15 @@ check_finite(TimestampTz ts)
 				 errmsg("event time must be finite")));
 }
 
+static void
+check_fits(TimestampTz ts, int64 size_us, int64 slide_us)
+{
+	if (!window_fits(ts, size_us, slide_us))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+				 errmsg("event time is too close to the limits of the timestamp range for its window")));
+}
+
 /* streamwin.tumble(ts timestamptz, size interval) RETURNS timestamptz */
 Datum
 streamwin_tumble(PG_FUNCTION_ARGS)
@@ -85,6 +119,7 @@ streamwin_tumble(PG_FUNCTION_ARGS)
 	int64		size = window_size_usec(PG_GETARG_INTERVAL_P(1), "size");
 
 	check_finite(ts);
+	check_fits(ts, size, size);
 	PG_RETURN_TIMESTAMPTZ(window_floor(ts, size));
 }
 
@@ -102,6 +137,7 @@ streamwin_hop(PG_FUNCTION_ARGS)
 	TimestampTz start;
 
 	check_finite(ts);
+	check_fits(ts, size, slide);
 	start = window_floor(ts, slide);
 	if (start + size <= ts)
 		PG_RETURN_NULL();		/* ts falls in a gap between windows */
@@ -124,6 +160,7 @@ streamwin_hop_starts(PG_FUNCTION_ARGS)
 	TimestampTz first;
 
 	check_finite(ts);
+	check_fits(ts, size, slide);
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 
 	latest = window_floor(ts, slide);

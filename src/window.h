@@ -13,5 +13,6 @@
 
 extern int64 window_size_usec(const Interval *iv, const char *argname);
 extern TimestampTz window_floor(TimestampTz ts, int64 size_us);
+extern bool window_fits(TimestampTz ts, int64 size_us, int64 slide_us);
 
 #endif

@@ -20,6 +20,7 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
@@ -68,14 +69,21 @@ begin_batch_transaction(int32 query_id)
 static void
 record_failure(int32 query_id, ErrorData *edata)
 {
-	char	   *message = edata->detail ?
-		psprintf("%s: %s", edata->message, edata->detail) : edata->message;
+	StringInfoData message;
+
+	/* the whole report: users of a worker see nothing but this */
+	initStringInfo(&message);
+	appendStringInfoString(&message, edata->message);
+	if (edata->detail)
+		appendStringInfo(&message, "\nDETAIL: %s", edata->detail);
+	if (edata->hint)
+		appendStringInfo(&message, "\nHINT: %s", edata->hint);
 
 	PG_TRY();
 	{
 		StartTransactionCommand();
 		PushActiveSnapshot(GetTransactionSnapshot());
-		progress_record_failure(query_id, message);
+		progress_record_failure(query_id, message.data);
 		PopActiveSnapshot();
 		CommitTransactionCommand();
 	}
@@ -95,8 +103,10 @@ streamwin_worker_main(Datum main_arg)
 	int32		query_id = DatumGetInt32(main_arg);
 	WorkerExtra extra;
 	MemoryContext loop_cxt;
-	long		backoff_ms = 0;
-	QueryRunner *r = NULL;
+	/* volatile: assigned inside PG_TRY and read after a longjmp */
+	volatile long backoff_ms = 0;
+	QueryRunner *volatile r = NULL;
+	volatile bool known_ok = false; /* the catalog shows no failure */
 
 	memcpy(&extra, MyBgworkerEntry->bgw_extra, sizeof(extra));
 	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
@@ -119,7 +129,7 @@ streamwin_worker_main(Datum main_arg)
 		long		wait_ms;
 		int			events;
 		int			rc;
-		bool		stop = false;
+		volatile bool stop = false;
 
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
@@ -143,12 +153,16 @@ streamwin_worker_main(Datum main_arg)
 			}
 			pgstat_report_activity(STATE_RUNNING, "streamwin batch");
 			batch_execute(r, WORKER_FETCH_TIMEOUT_MS, &stats);
+			/* an empty batch records no progress: clear a past failure here */
+			if (!known_ok)
+				progress_clear_failure(query_id);
 			/* a backlog, or a crash replay: go on without waiting */
 			full = stats.input_rows >= r->source->max_records_per_batch || stats.replayed;
 			PopActiveSnapshot();
 			CommitTransactionCommand();
 			pgstat_report_activity(STATE_IDLE, NULL);
 			backoff_ms = 0;
+			known_ok = true;
 			}
 		}
 		PG_CATCH();
@@ -162,6 +176,7 @@ streamwin_worker_main(Datum main_arg)
 			AbortCurrentTransaction();
 			pgstat_report_activity(STATE_IDLE, NULL);
 			record_failure(query_id, edata);
+			known_ok = false;
 			backoff_ms = Min(Max(backoff_ms * 2, BACKOFF_MIN_MS), BACKOFF_MAX_MS);
 			/* the consumer may be broken (e.g. brokers gone): reopen it */
 			if (r != NULL)
