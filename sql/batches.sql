@@ -28,8 +28,10 @@ CREATE FUNCTION batch(q text) RETURNS jsonb LANGUAGE sql AS $$
 -- Newest event 12 s, so the watermark becomes 7 s; no window has closed.
 SELECT batch('revenue');
 SELECT * FROM revenue;
+\set ECHO none
 SELECT format('SELECT * FROM %s ORDER BY window_start, region', state_table)
 FROM streamwin.queries WHERE name = 'revenue' \gexec
+\set ECHO all
 
 -- Batch 2, offsets 4-7: eu@3 is late (3 s < watermark 7 s) and dropped;
 -- eu@15 3; offset 6 is broken JSON; us@21 4.  The watermark moves to 16 s,
@@ -48,8 +50,10 @@ SELECT batch('revenue');
 SELECT batch('revenue');
 SELECT * FROM revenue ORDER BY window_start, region;
 -- the open windows are still in the state table
+\set ECHO none
 SELECT format('SELECT * FROM %s ORDER BY window_start, region', state_table)
 FROM streamwin.queries WHERE name = 'revenue' \gexec
+\set ECHO all
 
 -- Late rows are counted, and kept since the query asked for it.
 SELECT query, partition, "offset", convert_from(payload, 'UTF8') AS payload, event_time, watermark

@@ -20,6 +20,14 @@ SELECT streamwin.create_query('sales_by_continent',
     output_mode => 'update', start => false);
 \d sales_by_continent
 
+-- session windows: per region, orders less than 30 minutes apart form one
+-- session, [first order, last order + 30 minutes)
+SELECT streamwin.create_query('visits',
+    $$SELECT region, count(*) AS orders, sum(amount) AS revenue
+      FROM orders GROUP BY streamwin.session(event_time, '30 minutes'), region$$,
+    watermark => '1 minute', start => false);
+\d visits
+
 -- a running total without a window, rewritten whole every batch
 SELECT streamwin.create_query('totals', 'SELECT region, sum(amount) AS revenue FROM orders GROUP BY region',
     output_mode => 'complete', start => false);
@@ -51,6 +59,8 @@ SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GRO
 SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY streamwin.tumble(event_time, ''1 month''), region', output_mode => 'update');
 SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY streamwin.tumble(event_time, interval ''1 minute'' * order_id), region', output_mode => 'update');
 SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY streamwin.hop(event_time, ''1 minute'', ''5 minutes''), region', output_mode => 'update');
+SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY streamwin.session(event_time, ''1 month''), region', output_mode => 'update');
+SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY streamwin.session(event_time, ''1 minute''), streamwin.tumble(event_time, ''1 hour''), region', output_mode => 'update');
 SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY streamwin.tumble(clock_timestamp(), ''1 minute''), region', output_mode => 'update');
 SELECT streamwin.create_query('q', 'SELECT r.region, count(*) AS n FROM regions r LEFT JOIN orders o USING (region) GROUP BY r.region', output_mode => 'update');
 SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM (SELECT * FROM orders) s GROUP BY region', output_mode => 'update');
@@ -86,6 +96,7 @@ SELECT to_regclass('big_orders') IS NOT NULL AS result_kept;
 DROP TABLE big_orders;
 SELECT streamwin.drop_query('sales_by_continent', drop_result => true);
 SELECT streamwin.drop_query('totals', drop_result => true);
+SELECT streamwin.drop_query('visits', drop_result => true);
 SELECT streamwin.drop_query('sales', drop_result => true);
 SELECT streamwin.drop_query('sales');
 SELECT count(*) AS state_tables_left FROM pg_tables WHERE schemaname = 'streamwin' AND tablename ~ '^(state|checkpoint)_[0-9]+$';

@@ -183,6 +183,14 @@ RETURNS SETOF timestamptz
 AS 'MODULE_PATHNAME', 'streamwin_hop_starts'
 LANGUAGE C STRICT IMMUTABLE PARALLEL SAFE ROWS 4;
 
+-- session() in GROUP BY: per key, events closer than gap form one session,
+-- [first event, last event + gap); sessions merge when an event bridges
+-- them.  Called directly, it returns ts.
+CREATE FUNCTION streamwin.session(ts timestamptz, gap interval)
+RETURNS timestamptz
+AS 'MODULE_PATHNAME', 'streamwin_session'
+LANGUAGE C STRICT IMMUTABLE PARALLEL SAFE;
+
 -- Sources
 CREATE FUNCTION streamwin.create_kafka_source(name text, brokers text, topic text,
 	columns text, format text DEFAULT 'json', options jsonb DEFAULT '{}')

@@ -442,6 +442,7 @@ find_window(Compiled *c, TargetEntry *tle, bool *is_window)
 	Oid			targs[3] = {TIMESTAMPTZOID, INTERVALOID, INTERVALOID};
 	Oid			tumble = streamwin_func_oid("tumble", 2, targs);
 	Oid			hop = streamwin_func_oid("hop", 3, targs);
+	Oid			session = streamwin_func_oid("session", 2, targs);
 	Expr	   *e = tle->expr;
 
 	*is_window = false;
@@ -451,6 +452,15 @@ find_window(Compiled *c, TargetEntry *tle, bool *is_window)
 
 		c->window = "tumble";
 		c->size_us = const_interval(lsecond(f->args), "size");
+		check_event_time(c, linitial(f->args));
+		*is_window = true;
+	}
+	else if (IsA(e, FuncExpr) && ((FuncExpr *) e)->funcid == session)
+	{
+		FuncExpr   *f = (FuncExpr *) e;
+
+		c->window = "session";
+		c->size_us = const_interval(lsecond(f->args), "gap");
 		check_event_time(c, linitial(f->args));
 		*is_window = true;
 	}
@@ -664,7 +674,7 @@ compile_grouping(Compiled *c)
 		{
 			if (c->window_tle != NULL)
 				refuse("a continuous query can group by only one window", NULL,
-					   "Use one of streamwin.tumble() or streamwin.hop() in GROUP BY.");
+					   "Use one of streamwin.tumble(), streamwin.hop() or streamwin.session() in GROUP BY.");
 			c->window_tle = tle;
 			continue;
 		}
@@ -852,16 +862,19 @@ result_upsert(Compiled *c)
 
 	initStringInfo(&buf);
 	appendStringInfo(&buf, " ON CONFLICT (%s) ", group_columns(c, ""));
-	if (c->aggs == NIL)
+	if (c->aggs == NIL && c->window == NULL)
 		appendStringInfoString(&buf, "DO NOTHING");
 	else
 	{
+		/* a session's end moves as it grows; other windows' ends are fixed */
 		appendStringInfoString(&buf, "DO UPDATE SET ");
+		if (c->window)
+			appendStringInfoString(&buf, "window_end = EXCLUDED.window_end");
 		foreach(lc, c->aggs)
 		{
 			const char *n = quote_identifier(((AggCol *) lfirst(lc))->name);
 
-			appendStringInfo(&buf, "%s%s = EXCLUDED.%s", lc == list_head(c->aggs) ? "" : ", ", n, n);
+			appendStringInfo(&buf, "%s%s = EXCLUDED.%s", buf.data[buf.len - 1] == ' ' ? "" : ", ", n, n);
 		}
 	}
 	return buf.data;
@@ -987,6 +1000,41 @@ create_state_table(Compiled *c, int32 query_id)
 	return get_relname_relid(name, get_namespace_oid("streamwin", false));
 }
 
+/*
+ * What happens to state and results besides merging a batch, by output
+ * mode: emit closed windows once (append), evict closed windows (update),
+ * rewrite the result (complete); and counting state rows for progress.
+ */
+static void
+emit_statements(Compiled *c, const char *rname, const char *sname, OutputMode mode,
+				StringInfo plan)
+{
+	if (mode == OUTPUT_APPEND)
+	{
+		appendStringInfoString(plan, ", \"close_sql\": ");
+		escape_json(plan, psprintf("WITH s AS (DELETE FROM %s WHERE window_end <= $1 RETURNING *) "
+								   "INSERT INTO %s AS r (%s) SELECT %s FROM s%s",
+								   sname, rname, result_columns(c), final_values(c),
+								   result_upsert(c)));
+	}
+	else if (mode == OUTPUT_UPDATE && c->window)
+	{
+		/* rows are already final in the result: only forget the state */
+		appendStringInfoString(plan, ", \"close_sql\": ");
+		escape_json(plan, psprintf("DELETE FROM %s WHERE window_end <= $1", sname));
+	}
+	else if (mode == OUTPUT_COMPLETE)
+	{
+		appendStringInfoString(plan, ", \"clear_sql\": ");
+		escape_json(plan, psprintf("DELETE FROM %s", rname));
+		appendStringInfoString(plan, ", \"refresh_sql\": ");
+		escape_json(plan, psprintf("INSERT INTO %s (%s) SELECT %s FROM %s",
+								   rname, result_columns(c), final_values(c), sname));
+	}
+	appendStringInfoString(plan, ", \"state_count_sql\": ");
+	escape_json(plan, psprintf("SELECT pg_catalog.count(*) FROM %s", sname));
+}
+
 /* The statements of an aggregation, stored in query_catalog.plan. */
 static void
 aggregate_statements(Compiled *c, Oid result, Oid state, OutputMode mode, StringInfo plan)
@@ -1058,37 +1106,198 @@ aggregate_statements(Compiled *c, Oid result, Oid state, OutputMode mode, String
 
 		appendStringInfoString(plan, ", \"batch_sql\": ");
 		escape_json(plan, batch);
-		if (c->window)
-		{
-			appendStringInfoString(plan, ", \"close_sql\": ");
-			escape_json(plan, psprintf("DELETE FROM %s WHERE window_end <= $1", sname));
-		}
 	}
 	else
 	{
 		appendStringInfoString(plan, ", \"batch_sql\": ");
 		escape_json(plan, merge.data);
 	}
+	emit_statements(c, rname, sname, mode, plan);
+}
 
-	if (mode == OUTPUT_APPEND)
+/* --- session windows ---------------------------------------------------- */
+
+/* "prefix.k1 = other.k1 AND ...", or "true" without keys */
+static char *
+keys_equal(Compiled *c, const char *a, const char *b)
+{
+	StringInfoData buf;
+	ListCell   *lc;
+
+	initStringInfo(&buf);
+	foreach(lc, c->keys)
 	{
-		/* emit closed windows once, evicting their state */
-		appendStringInfoString(plan, ", \"close_sql\": ");
-		escape_json(plan, psprintf("WITH s AS (DELETE FROM %s WHERE window_end <= $1 RETURNING *) "
-								   "INSERT INTO %s AS r (%s) SELECT %s FROM s%s",
-								   sname, rname, result_columns(c), final_values(c),
-								   result_upsert(c)));
+		const char *n = quote_identifier(((KeyCol *) lfirst(lc))->name);
+
+		appendStringInfo(&buf, "%s%s.%s = %s.%s", buf.len ? " AND " : "", a, n, b, n);
 	}
-	else if (mode == OUTPUT_COMPLETE)
+	return buf.len ? buf.data : "true";
+}
+
+/* "k1, k2, " (note the trailing separator), or "" without keys */
+static char *
+keys_list(Compiled *c, const char *prefix)
+{
+	StringInfoData buf;
+	ListCell   *lc;
+
+	initStringInfo(&buf);
+	foreach(lc, c->keys)
+		appendStringInfo(&buf, "%s%s, ", prefix, quote_identifier(((KeyCol *) lfirst(lc))->name));
+	return buf.data;
+}
+
+/* "PARTITION BY k1, k2", or "" without keys */
+static char *
+keys_partition(Compiled *c)
+{
+	char	   *k = keys_list(c, "");
+
+	if (k[0] == '\0')
+		return "";
+	k[strlen(k) - 2] = '\0';
+	return psprintf("PARTITION BY %s", k);
+}
+
+/* How partials of several sessions combine into one (an aggregate). */
+static const char *
+merge_agg_sql(PartialCol *p)
+{
+	const char *n = quote_identifier(p->name);
+	char	   *type = format_type_be_qualified(exprType((Node *) p->expr));
+
+	switch (p->merge)
 	{
-		appendStringInfoString(plan, ", \"clear_sql\": ");
-		escape_json(plan, psprintf("DELETE FROM %s", rname));
-		appendStringInfoString(plan, ", \"refresh_sql\": ");
-		escape_json(plan, psprintf("INSERT INTO %s (%s) SELECT %s FROM %s",
-								   rname, result_columns(c), final_values(c), sname));
+		case MERGE_ADD:
+		case MERGE_SUM:
+			return psprintf("pg_catalog.sum(%s)::%s", n, type);
+		case MERGE_MIN:
+			return psprintf("pg_catalog.min(%s)", n);
+		case MERGE_MAX:
+			return psprintf("pg_catalog.max(%s)", n);
+		case MERGE_AND:
+			return psprintf("pg_catalog.bool_and(%s)", n);
+		case MERGE_OR:
+			return psprintf("pg_catalog.bool_or(%s)", n);
 	}
-	appendStringInfoString(plan, ", \"state_count_sql\": ");
-	escape_json(plan, psprintf("SELECT pg_catalog.count(*) FROM %s", sname));
+	return NULL;
+}
+
+/*
+ * The statements of a session-window aggregation.  Sessions are built per
+ * batch from the batch's rows (gaps and islands over event time), then the
+ * state sessions they overlap are deleted and merged with them, again as
+ * islands, so an event that bridges two sessions joins them into one:
+ *
+ *	 r	 the batch's rows: keys, event time, aggregate arguments and filters
+ *	 b	 the batch's own sessions with their partial aggregates
+ *	 t	 state sessions overlapping one of them, deleted
+ *	 m	 b and t merged into islands, inserted as the new state sessions
+ */
+static void
+session_statements(Compiled *c, Oid result, Oid state, OutputMode mode, StringInfo plan)
+{
+	char	   *rname = qualified_relname(result);
+	char	   *sname = qualified_relname(state);
+	char	   *gap = psprintf("'%lld microseconds'::pg_catalog.interval", (long long) c->size_us);
+	Query	   *rq = copyObject(c->query);
+	List	   *tlist = NIL;
+	AttrNumber	resno = 1;
+	ListCell   *lc;
+	int			i = 0;
+	StringInfoData bparts;
+	StringInfoData mparts;
+	StringInfoData pcols;
+	StringInfoData sql;
+	char	   *keys = keys_list(c, "");
+	char	   *part = keys_partition(c);
+
+	/* r: a plain projection of the user's FROM and WHERE */
+	foreach(lc, c->keys)
+	{
+		TargetEntry *k = copyObject(((KeyCol *) lfirst(lc))->tle);
+
+		k->resno = resno++;
+		k->ressortgroupref = 0;
+		tlist = lappend(tlist, k);
+	}
+	tlist = lappend(tlist, makeTargetEntry(copyObject(c->event_time), resno++,
+										   "__ts", false));
+	initStringInfo(&bparts);
+	initStringInfo(&mparts);
+	initStringInfo(&pcols);
+	foreach(lc, c->partials)
+	{
+		PartialCol *p = lfirst(lc);
+		Aggref	   *a = (Aggref *) p->expr;
+		char	   *arg = "*";
+		char	   *filter = "";
+
+		i++;
+		if (a->args != NIL)
+		{
+			tlist = lappend(tlist, makeTargetEntry(copyObject(linitial_node(TargetEntry, a->args)->expr),
+												   resno++, psprintf("__a%d", i), false));
+			arg = psprintf("__a%d", i);
+		}
+		if (a->aggfilter != NULL)
+		{
+			tlist = lappend(tlist, makeTargetEntry(copyObject(a->aggfilter), resno++,
+												   psprintf("__f%d", i), false));
+			filter = psprintf(" FILTER (WHERE __f%d)", i);
+		}
+		appendStringInfo(&bparts, ", pg_catalog.%s(%s)%s AS %s",
+						 quote_identifier(get_func_name(a->aggfnoid)), arg, filter,
+						 quote_identifier(p->name));
+		appendStringInfo(&mparts, ", %s", merge_agg_sql(p));
+		appendStringInfo(&pcols, ", %s", quote_identifier(p->name));
+	}
+	rq->targetList = tlist;
+	rq->groupClause = NIL;
+	rq->hasAggs = false;
+
+	initStringInfo(&sql);
+	appendStringInfo(&sql,
+					 "WITH r AS (%s), "
+					 "rm AS (SELECT *, CASE WHEN __ts - pg_catalog.lag(__ts) OVER (%s ORDER BY __ts) < %s "
+					 "THEN 0 ELSE 1 END AS __brk FROM r), "
+					 "ri AS (SELECT *, pg_catalog.sum(__brk) OVER (%s ORDER BY __ts ROWS UNBOUNDED PRECEDING) AS __isl FROM rm), "
+					 "b AS (SELECT %spg_catalog.min(__ts) AS window_start, pg_catalog.max(__ts) + %s AS window_end%s "
+					 "FROM ri GROUP BY %s__isl), "
+					 "t AS (DELETE FROM %s s USING b WHERE %s AND s.window_start < b.window_end "
+					 "AND b.window_start < s.window_end RETURNING s.*), "
+					 "u AS (SELECT %swindow_start, window_end%s FROM b UNION ALL SELECT %swindow_start, window_end%s FROM t), "
+					 "um AS (SELECT *, CASE WHEN window_start < pg_catalog.max(window_end) OVER (%s ORDER BY window_start, window_end "
+					 "ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) THEN 0 ELSE 1 END AS __brk FROM u), "
+					 "ui AS (SELECT *, pg_catalog.sum(__brk) OVER (%s ORDER BY window_start, window_end ROWS UNBOUNDED PRECEDING) AS __isl FROM um), "
+					 "m AS (INSERT INTO %s (%swindow_start, window_end%s) "
+					 "SELECT %spg_catalog.min(window_start), pg_catalog.max(window_end)%s FROM ui GROUP BY %s__isl RETURNING *)",
+					 deparse_qualified(rq),
+					 part, gap,
+					 part,
+					 keys, gap, bparts.data, keys,
+					 sname, keys_equal(c, "s", "b"),
+					 keys, pcols.data, keys, pcols.data,
+					 part,
+					 part,
+					 sname, keys, pcols.data,
+					 keys, mparts.data, keys);
+
+	if (mode == OUTPUT_UPDATE)
+	{
+		/* rows of sessions merged into another go; merged sessions upserted */
+		appendStringInfo(&sql,
+						 ", gone AS (DELETE FROM %s o USING t WHERE o.window_start = t.window_start AND %s "
+						 "AND NOT EXISTS (SELECT 1 FROM m WHERE m.window_start = t.window_start AND %s)) "
+						 "INSERT INTO %s AS r (%s) SELECT %s FROM m%s",
+						 rname, keys_equal(c, "o", "t"), keys_equal(c, "m", "t"),
+						 rname, result_columns(c), final_values(c), result_upsert(c));
+	}
+	else
+		appendStringInfoString(&sql, " SELECT pg_catalog.count(*) FROM m");
+	appendStringInfoString(plan, ", \"batch_sql\": ");
+	escape_json(plan, sql.data);
+	emit_statements(c, rname, sname, mode, plan);
 }
 
 /* --- transforms ---------------------------------------------------------- */
@@ -1348,7 +1557,10 @@ streamwin_create_query(PG_FUNCTION_ARGS)
 		result = create_result_table(&c, name);
 		state = create_state_table(&c, query_id);
 		checkpoint = checkpoint_create_table(query_id, state);
-		aggregate_statements(&c, result, state, mode, &plan);
+		if (c.window && strcmp(c.window, "session") == 0)
+			session_statements(&c, result, state, mode, &plan);
+		else
+			aggregate_statements(&c, result, state, mode, &plan);
 	}
 	else
 		result = create_transform_table(&c, name, &plan);
@@ -1356,7 +1568,8 @@ streamwin_create_query(PG_FUNCTION_ARGS)
 	{
 		appendStringInfo(&plan, ", \"window\": \"%s\", \"window_size_us\": " INT64_FORMAT
 						 ", \"window_slide_us\": " INT64_FORMAT ", \"event_time\": ",
-						 c.window, c.size_us, c.slide_us ? c.slide_us : c.size_us);
+						 c.window, c.size_us,
+						 strcmp(c.window, "session") == 0 ? 0 : c.slide_us ? c.slide_us : c.size_us);
 		escape_json(&plan, nodeToString(c.event_time));
 	}
 	appendStringInfoChar(&plan, '}');

@@ -23,6 +23,7 @@
 PG_FUNCTION_INFO_V1(streamwin_tumble);
 PG_FUNCTION_INFO_V1(streamwin_hop);
 PG_FUNCTION_INFO_V1(streamwin_hop_starts);
+PG_FUNCTION_INFO_V1(streamwin_session);
 
 /* Microseconds between the Unix epoch and PostgreSQL's epoch (2000-01-01). */
 #define UNIX_TO_PG_USEC \
@@ -75,8 +76,9 @@ window_floor(TimestampTz ts, int64 size_us)
 /*
  * window_fits
  *		Can every window holding ts (length size_us, starts every slide_us;
- *		slide = size for tumbling windows) be represented: its start not
- *		before the first timestamp, its end before the end of the range?
+ *		slide = size for tumbling windows, 0 for sessions of gap size_us) be
+ *		represented: its start not before the first timestamp, its end
+ *		before the end of the range?
  */
 bool
 window_fits(TimestampTz ts, int64 size_us, int64 slide_us)
@@ -86,6 +88,8 @@ window_fits(TimestampTz ts, int64 size_us, int64 slide_us)
 
 	if (ts < MIN_TIMESTAMP || ts >= END_TIMESTAMP)
 		return false;
+	if (slide_us == 0)
+		return ts < END_TIMESTAMP - size_us;	/* session: [ts, ts + gap) */
 	latest = window_floor(ts, slide_us);
 	if (ts - latest >= size_us)
 		return true;			/* between hopping windows: in none */
@@ -142,6 +146,21 @@ streamwin_hop(PG_FUNCTION_ARGS)
 	if (start + size <= ts)
 		PG_RETURN_NULL();		/* ts falls in a gap between windows */
 	PG_RETURN_TIMESTAMPTZ(start);
+}
+
+/*
+ * streamwin.session(ts, gap) RETURNS timestamptz: only a marker for
+ * create_query, which turns sessions into state merges; returns ts.
+ */
+Datum
+streamwin_session(PG_FUNCTION_ARGS)
+{
+	TimestampTz ts = PG_GETARG_TIMESTAMPTZ(0);
+	int64		gap = window_size_usec(PG_GETARG_INTERVAL_P(1), "gap");
+
+	check_finite(ts);
+	check_fits(ts, gap, 0);
+	PG_RETURN_TIMESTAMPTZ(ts);
 }
 
 /*
