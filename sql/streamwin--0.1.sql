@@ -107,6 +107,7 @@ CREATE TABLE streamwin.progress (
 	input_rows_per_second double precision,
 	processed_rows_per_second double precision,
 	late_rows_dropped bigint NOT NULL,
+	duplicates_dropped bigint NOT NULL DEFAULT 0,
 	dead_letters bigint NOT NULL,
 	state_rows	bigint NOT NULL,
 	watermark	timestamptz,
@@ -158,6 +159,13 @@ GRANT SELECT ON streamwin.progress TO PUBLIC;
 -- body of every source view.  Outside a batch it returns no rows, so a
 -- source can be queried and EXPLAINed like any table.
 CREATE FUNCTION streamwin.source_rows(source_id integer)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'streamwin_source_rows'
+LANGUAGE C STRICT VOLATILE ROWS 10000;
+
+-- The same rows, each preceded by its position in the batch (from 0): what
+-- deduplication uses to tell which occurrence of a key came first.
+CREATE FUNCTION streamwin.source_rows(source_id integer, numbered boolean)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'streamwin_source_rows'
 LANGUAGE C STRICT VOLATILE ROWS 10000;

@@ -76,6 +76,10 @@ runner_free(QueryRunner *r)
 		SPI_freeplan(r->refresh_plan);
 	if (r->state_count_plan)
 		SPI_freeplan(r->state_count_plan);
+	if (r->dedup_plan)
+		SPI_freeplan(r->dedup_plan);
+	if (r->dedup_evict_plan)
+		SPI_freeplan(r->dedup_evict_plan);
 	if (r->econtext)
 		FreeExprContext(r->econtext, false);
 	MemoryContextDelete(r->cxt);
@@ -123,6 +127,8 @@ runner_get(int32 query_id)
 		r->clear_plan = prepare_kept(r->query->clear_sql, 0, NULL);
 		r->refresh_plan = prepare_kept(r->query->refresh_sql, 0, NULL);
 		r->state_count_plan = prepare_kept(r->query->state_count_sql, 0, NULL);
+		r->dedup_plan = prepare_kept(r->query->dedup_sql, 0, NULL);
+		r->dedup_evict_plan = prepare_kept(r->query->dedup_evict_sql, 1, &tstz);
 		SPI_finish();
 	}
 	PG_CATCH();
@@ -177,14 +183,14 @@ run_as_owner(QueryRunner *r, SPIPlanPtr plan, Datum *args, const char *nulls)
 	return SPI_processed;
 }
 
-/* The compiled batch statement, reading input through the source's view. */
+/* Run a statement that reads the batch's rows through the source's view. */
 static void
-run_batch_statement(QueryRunner *r, BatchInput *input)
+run_with_input(QueryRunner *r, SPIPlanPtr plan, BatchInput *input)
 {
 	source_set_batch_input(input);
 	PG_TRY();
 	{
-		run_as_owner(r, r->batch_plan, NULL, NULL);
+		run_as_owner(r, plan, NULL, NULL);
 	}
 	PG_FINALLY();
 	{
@@ -192,6 +198,35 @@ run_batch_statement(QueryRunner *r, BatchInput *input)
 	}
 	PG_END_TRY();
 }
+
+/*
+ * Keep only the first occurrence of each key not seen before (see
+ * dedup_statements in query.c); returns how many rows were dropped.
+ */
+static int64
+drop_duplicates(QueryRunner *r, BatchInput *input)
+{
+	bool	   *keep = palloc0(sizeof(bool) * input->ntuples);
+	int			kept = 0;
+	int			before = input->ntuples;
+
+	run_with_input(r, r->dedup_plan, input);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+		int32		ord = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc,
+													  1, &isnull));
+
+		if (ord >= 0 && ord < input->ntuples)
+			keep[ord] = true;
+	}
+	for (int i = 0; i < input->ntuples; i++)
+		if (keep[i])
+			input->tuples[kept++] = input->tuples[i];
+	input->ntuples = kept;
+	return before - kept;
+}
+
 
 /*
  * Keep the messages set aside with status 'd' (dead letters: position,
@@ -387,9 +422,9 @@ batch_execute(QueryRunner *r, int fetch_timeout_ms, BatchStats *stats)
 			   &checkpoint_batch);
 
 	/* a crash emptied the state: restore the checkpoint, then replay */
-	if (OidIsValid(q->state_table) && checkpoint_state_lost(r))
+	if (QUERY_HAS_UNLOGGED_STATE(q) && checkpoint_state_lost(r))
 		state_batch_id = checkpoint_restore(r);
-	replay = OidIsValid(q->state_table) && state_batch_id < last_batch_id;
+	replay = QUERY_HAS_UNLOGGED_STATE(q) && state_batch_id < last_batch_id;
 
 	offsets_load(r);
 	offsets_assign(r);
@@ -458,8 +493,11 @@ batch_execute(QueryRunner *r, int fetch_timeout_ms, BatchStats *stats)
 		return;
 	}
 
-	if (input.ntuples > 0)
-		run_batch_statement(r, &input);
+	if (input.ntuples > 0 && r->dedup_plan != NULL)
+		stats->duplicates = drop_duplicates(r, &input);
+	/* a replayed transform only rebuilds its dedup keys: its rows are in */
+	if (input.ntuples > 0 && !(replay && !q->aggregate))
+		run_with_input(r, r->batch_plan, &input);
 	if (ndead > 0)
 		record_rejected(r, msgs, res, n, 'd', ndead, 0);
 	if (nlate > 0 && q->capture_late_rows)
@@ -470,6 +508,12 @@ batch_execute(QueryRunner *r, int fetch_timeout_ms, BatchStats *stats)
 		Datum		arg = TimestampTzGetDatum(new_wm);
 
 		run_as_owner(r, r->close_plan, &arg, NULL);
+	}
+	if (wm_moved && r->dedup_evict_plan != NULL)
+	{
+		Datum		arg = TimestampTzGetDatum(new_wm);
+
+		run_as_owner(r, r->dedup_evict_plan, &arg, NULL);
 	}
 	if (r->refresh_plan != NULL && (input.ntuples > 0 || last_batch_id == 0))
 	{
@@ -509,7 +553,7 @@ batch_execute(QueryRunner *r, int fetch_timeout_ms, BatchStats *stats)
 		stats->input_rows_per_second = n / ((stats->started_at - last_at) / 1000000.0);
 	if (!replay)
 	{
-		if (OidIsValid(q->checkpoint_table))
+		if (QUERY_HAS_UNLOGGED_STATE(q))
 		{
 			if (checkpoint_batch == 0 ||
 				stats->batch_id - checkpoint_batch >= streamwin_checkpoint_interval)
@@ -552,10 +596,11 @@ batch_stats_jsonb(QueryRunner *r, BatchStats *s)
 	append_timestamp(&buf, "started_at", true, s->started_at);
 	appendStringInfo(&buf, ", \"duration_ms\": %.3f, \"input_rows\": " INT64_FORMAT
 					 ", \"input_rows_per_second\": %.1f, \"processed_rows_per_second\": %.1f"
-					 ", \"late_rows_dropped\": " INT64_FORMAT ", \"dead_letters\": " INT64_FORMAT
-					 ", \"state_rows\": " INT64_FORMAT,
+					 ", \"late_rows_dropped\": " INT64_FORMAT ", \"duplicates_dropped\": " INT64_FORMAT
+					 ", \"dead_letters\": " INT64_FORMAT ", \"state_rows\": " INT64_FORMAT,
 					 s->duration_ms, s->input_rows, s->input_rows_per_second,
-					 s->processed_rows_per_second, s->late_rows, s->dead_letters, s->state_rows);
+					 s->processed_rows_per_second, s->late_rows, s->duplicates, s->dead_letters,
+					 s->state_rows);
 	append_timestamp(&buf, "watermark", s->has_watermark, s->watermark);
 	if (s->replayed)
 		appendStringInfoString(&buf, ", \"replayed\": true");
@@ -606,6 +651,7 @@ streamwin_run_available(PG_FUNCTION_ARGS)
 	int64		batches = 0;
 	int64		input = 0;
 	int64		late = 0;
+	int64		dups = 0;
 	int64		dead = 0;
 	int			idle_rounds = 0;
 	BatchStats	stats;
@@ -636,6 +682,7 @@ streamwin_run_available(PG_FUNCTION_ARGS)
 		}
 		input += stats.input_rows;
 		late += stats.late_rows;
+		dups += stats.duplicates;
 		dead += stats.dead_letters;
 
 		for (int i = 0; i < r->nparts; i++)
@@ -657,8 +704,9 @@ streamwin_run_available(PG_FUNCTION_ARGS)
 
 	initStringInfo(&buf);
 	appendStringInfo(&buf, "{\"batches\": " INT64_FORMAT ", \"input_rows\": " INT64_FORMAT
-					 ", \"late_rows_dropped\": " INT64_FORMAT ", \"dead_letters\": " INT64_FORMAT,
-					 batches, input, late, dead);
+					 ", \"late_rows_dropped\": " INT64_FORMAT ", \"duplicates_dropped\": " INT64_FORMAT
+					 ", \"dead_letters\": " INT64_FORMAT,
+					 batches, input, late, dups, dead);
 	append_timestamp(&buf, "watermark", has_wm, wm);
 	appendStringInfo(&buf, ", \"offsets\": %s}", offsets_json(r));
 	PG_RETURN_JSONB_P(DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data))));

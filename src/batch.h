@@ -64,6 +64,8 @@ typedef struct QueryRunner
 	SPIPlanPtr	clear_plan;
 	SPIPlanPtr	refresh_plan;
 	SPIPlanPtr	state_count_plan;
+	SPIPlanPtr	dedup_plan;
+	SPIPlanPtr	dedup_evict_plan;
 } QueryRunner;
 
 /* What a batch did: returned as jsonb and written to streamwin.progress. */
@@ -74,6 +76,7 @@ typedef struct BatchStats
 	double		duration_ms;
 	int64		input_rows;
 	int64		late_rows;
+	int64		duplicates;
 	int64		dead_letters;
 	int64		state_rows;
 	bool		has_watermark;

@@ -512,6 +512,11 @@ query_from_row(HeapTuple tup, TupleDesc desc)
 	q->batch_sql = jsonb_get_text(plan, "batch_sql");
 	q->close_sql = jsonb_get_text(plan, "close_sql");
 	q->clear_sql = jsonb_get_text(plan, "clear_sql");
+	q->dedup_sql = jsonb_get_text(plan, "dedup_sql");
+	q->dedup_evict_sql = jsonb_get_text(plan, "dedup_evict_sql");
+	q->dedup_table = q->dedup_sql ? (Oid) strtoul(jsonb_get_text(plan, "dedup_table"), NULL, 10) : InvalidOid;
+	q->dedup_checkpoint = q->dedup_sql ?
+		(Oid) strtoul(jsonb_get_text(plan, "dedup_checkpoint"), NULL, 10) : InvalidOid;
 	q->refresh_sql = jsonb_get_text(plan, "refresh_sql");
 	q->state_count_sql = jsonb_get_text(plan, "state_count_sql");
 	return q;

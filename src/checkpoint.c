@@ -62,19 +62,18 @@ run_catalog(const char *sql, int32 query_id)
 
 /*
  * checkpoint_create_table
- *		At create_query: the logged twin of the state table, owned by the
- *		extension owner (only streamwin reads it), and the marker saying the
- *		(empty) state is intact.  Returns the checkpoint table's oid.
+ *		At create_query: the logged twin `name` of an UNLOGGED table of the
+ *		query (its state, its dedup keys), owned by the extension owner (only
+ *		streamwin reads it), and the marker saying the (empty) state is
+ *		intact.  Returns the checkpoint table's oid.
  */
 Oid
-checkpoint_create_table(int32 query_id, Oid state_table)
+checkpoint_create_table(int32 query_id, Oid unlogged_table, const char *name)
 {
-	char	   *name = psprintf("checkpoint_%d", query_id);
-
 	SPI_connect();
 	run_catalog(psprintf("CREATE TABLE streamwin.%s (LIKE %s INCLUDING ALL)",
-						 quote_identifier(name), qualified(state_table)), query_id);
-	run_catalog("INSERT INTO streamwin.state_alive VALUES ($1)", query_id);
+						 quote_identifier(name), qualified(unlogged_table)), query_id);
+	run_catalog("INSERT INTO streamwin.state_alive VALUES ($1) ON CONFLICT DO NOTHING", query_id);
 	SPI_finish();
 	CommandCounterIncrement();
 	return get_relname_relid(name, get_namespace_oid("streamwin", false));
@@ -130,12 +129,21 @@ checkpoint_restore(QueryRunner *r)
 			(errmsg("streamwin: query \"%s\" lost its state in a crash; restoring the checkpoint of batch " INT64_FORMAT " and replaying from there",
 					r->query->name, ckpt)));
 
-	run_catalog(psprintf("DELETE FROM %s", qualified(r->query->state_table)), r->query_id);
+	for (int i = 0; i < 2; i++)
+	{
+		Oid			unlogged = i == 0 ? r->query->state_table : r->query->dedup_table;
+		Oid			logged = i == 0 ? r->query->checkpoint_table : r->query->dedup_checkpoint;
+
+		if (!OidIsValid(unlogged))
+			continue;
+		run_catalog(psprintf("DELETE FROM %s", qualified(unlogged)), r->query_id);
+		if (ckpt > 0)
+			run_catalog(psprintf("INSERT INTO %s SELECT * FROM %s", qualified(unlogged),
+								 qualified(logged)), r->query_id);
+	}
 	run_catalog("DELETE FROM streamwin.query_offsets WHERE query_id = $1", r->query_id);
 	if (ckpt > 0)
 	{
-		run_catalog(psprintf("INSERT INTO %s SELECT * FROM %s", qualified(r->query->state_table),
-							 qualified(r->query->checkpoint_table)), r->query_id);
 		run_catalog("INSERT INTO streamwin.query_offsets "
 					"(query_id, partition, next_offset, max_event_time, last_data_at) "
 					"SELECT query_id, partition, next_offset, max_event_time, last_data_at "
@@ -160,10 +168,18 @@ checkpoint_take(QueryRunner *r, int64 batch_id, bool has_wm, TimestampTz wm)
 	char		nulls[3] = {' ', ' ', has_wm ? ' ' : 'n'};
 	CatalogRole role;
 
-	/* TRUNCATE rather than DELETE: no dead tuples left behind each time */
-	run_catalog(psprintf("TRUNCATE %s", qualified(r->query->checkpoint_table)), r->query_id);
-	run_catalog(psprintf("INSERT INTO %s SELECT * FROM %s", qualified(r->query->checkpoint_table),
-						 qualified(r->query->state_table)), r->query_id);
+	for (int i = 0; i < 2; i++)
+	{
+		Oid			unlogged = i == 0 ? r->query->state_table : r->query->dedup_table;
+		Oid			logged = i == 0 ? r->query->checkpoint_table : r->query->dedup_checkpoint;
+
+		if (!OidIsValid(unlogged))
+			continue;
+		/* TRUNCATE rather than DELETE: no dead tuples left behind each time */
+		run_catalog(psprintf("TRUNCATE %s", qualified(logged)), r->query_id);
+		run_catalog(psprintf("INSERT INTO %s SELECT * FROM %s", qualified(logged),
+							 qualified(unlogged)), r->query_id);
+	}
 	run_catalog("DELETE FROM streamwin.query_checkpoints WHERE query_id = $1", r->query_id);
 	run_catalog("INSERT INTO streamwin.query_checkpoints "
 				"SELECT query_id, partition, next_offset, max_event_time, last_data_at "

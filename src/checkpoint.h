@@ -12,7 +12,10 @@
 
 extern int	streamwin_checkpoint_interval;
 
-extern Oid	checkpoint_create_table(int32 query_id, Oid state_table);
+extern Oid	checkpoint_create_table(int32 query_id, Oid unlogged_table, const char *name);
+
+/* Does the query keep UNLOGGED state, which a crash can lose? */
+#define QUERY_HAS_UNLOGGED_STATE(q) (OidIsValid((q)->state_table) || OidIsValid((q)->dedup_table))
 extern bool checkpoint_state_lost(QueryRunner *r);
 extern int64 checkpoint_restore(QueryRunner *r);
 extern void checkpoint_take(QueryRunner *r, int64 batch_id, bool has_wm, TimestampTz wm);

@@ -144,10 +144,15 @@ streamwin_drop_query(PG_FUNCTION_ARGS)
 		SPI_execute(psprintf("DROP TABLE %s",
 							 quote_qualified_identifier("streamwin", get_rel_name(q->state_table))),
 					false, 0);
-	if (OidIsValid(q->checkpoint_table) && get_rel_name(q->checkpoint_table) != NULL)
-		SPI_execute(psprintf("DROP TABLE %s",
-							 quote_qualified_identifier("streamwin", get_rel_name(q->checkpoint_table))),
-					false, 0);
+	{
+		Oid			others[3] = {q->checkpoint_table, q->dedup_table, q->dedup_checkpoint};
+
+		for (int i = 0; i < 3; i++)
+			if (OidIsValid(others[i]) && get_rel_name(others[i]) != NULL)
+				SPI_execute(psprintf("DROP TABLE %s",
+									 quote_qualified_identifier("streamwin", get_rel_name(others[i]))),
+							false, 0);
+	}
 	SPI_execute_with_args("DELETE FROM streamwin.state_alive WHERE query_id = $1",
 						  1, types, args, NULL, false, 0);
 	catalog_leave(&role);
@@ -215,15 +220,16 @@ streamwin_reset_query(PG_FUNCTION_ARGS)
 							  "WHERE query_id = $1",
 							  1, types, args, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "could not reset query \"%s\"", name);
-	if (OidIsValid(q->state_table))
+	if (QUERY_HAS_UNLOGGED_STATE(q))
 	{
+		Oid			tables[4] = {q->state_table, q->checkpoint_table, q->dedup_table, q->dedup_checkpoint};
+
 		/* the state is now (validly) empty, whatever a crash did to it */
-		SPI_execute(psprintf("DELETE FROM %s",
-							 quote_qualified_identifier("streamwin", get_rel_name(q->state_table))),
-					false, 0);
-		SPI_execute(psprintf("TRUNCATE %s",
-							 quote_qualified_identifier("streamwin", get_rel_name(q->checkpoint_table))),
-					false, 0);
+		for (int i = 0; i < 4; i++)
+			if (OidIsValid(tables[i]))
+				SPI_execute(psprintf("DELETE FROM %s",
+									 quote_qualified_identifier("streamwin", get_rel_name(tables[i]))),
+							false, 0);
 		SPI_execute_with_args("INSERT INTO streamwin.state_alive VALUES ($1) ON CONFLICT DO NOTHING",
 							  1, types, args, NULL, false, 0);
 	}
@@ -267,7 +273,7 @@ streamwin_reset_query(PG_FUNCTION_ARGS)
 		p->has_max_event_time = false;
 	}
 	offsets_store(r);
-	if (OidIsValid(q->state_table))
+	if (QUERY_HAS_UNLOGGED_STATE(q))
 	{
 		int64		last;
 

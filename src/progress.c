@@ -29,10 +29,10 @@
 void
 progress_record(QueryRunner *r, BatchStats *s)
 {
-	Oid			types[13] = {TEXTOID, INT8OID, TIMESTAMPTZOID, FLOAT8OID, INT8OID, FLOAT8OID,
-	FLOAT8OID, INT8OID, INT8OID, INT8OID, TIMESTAMPTZOID, TEXTOID, INT4OID};
-	Datum		args[13];
-	char		nulls[13];
+	Oid			types[14] = {TEXTOID, INT8OID, TIMESTAMPTZOID, FLOAT8OID, INT8OID, FLOAT8OID,
+	FLOAT8OID, INT8OID, INT8OID, INT8OID, TIMESTAMPTZOID, TEXTOID, INT4OID, INT8OID};
+	Datum		args[14];
+	char		nulls[14];
 	CatalogRole role;
 
 	memset(nulls, ' ', sizeof(nulls));
@@ -50,14 +50,15 @@ progress_record(QueryRunner *r, BatchStats *s)
 	nulls[10] = s->has_watermark ? ' ' : 'n';
 	args[11] = CStringGetTextDatum(s->offsets_json);
 	args[12] = Int32GetDatum(streamwin_progress_retention);
+	args[13] = Int64GetDatum(s->duplicates);
 
 	SPI_connect();
 	catalog_enter(&role);
 	if (SPI_execute_with_args("INSERT INTO streamwin.progress (query, batch_id, started_at, duration_ms, "
 							  "input_rows, input_rows_per_second, processed_rows_per_second, "
-							  "late_rows_dropped, dead_letters, state_rows, watermark, offsets) "
-							  "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb)",
-							  12, types, args, nulls, false, 0) != SPI_OK_INSERT)
+							  "late_rows_dropped, dead_letters, state_rows, watermark, offsets, duplicates_dropped) "
+							  "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb, $14)",
+							  14, types, args, nulls, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "could not write streamwin.progress");
 	types[2] = INT4OID;
 	args[2] = args[12];

@@ -40,6 +40,8 @@
 #include "catalog/pg_collation.h"
 #include "catalog/pg_namespace.h"
 #include "parser/parsetree.h"
+#include "rewrite/rewriteManip.h"
+#include "utils/array.h"
 #include "utils/acl.h"
 #include "utils/regproc.h"
 #include "catalog/pg_type.h"
@@ -944,7 +946,12 @@ create_result_table(Compiled *c, const char *name)
 		appendStringInfo(&sql, "%s %s, ", quote_identifier(a->name),
 						 format_type_with_typemod(a->type, a->typmod));
 	}
-	appendStringInfo(&sql, "PRIMARY KEY (%s))", group_columns(c, ""));
+	/*
+	 * One row per window and group.  Not a primary key: group keys may be
+	 * NULL (a JSON key missing from a message), and as in GROUP BY, NULL is
+	 * a group of its own; NULLS NOT DISTINCT makes it one row.
+	 */
+	appendStringInfo(&sql, "UNIQUE NULLS NOT DISTINCT (%s))", group_columns(c, ""));
 	spi_run(sql.data);
 	CommandCounterIncrement();
 	return RangeVarGetRelid(makeRangeVarFromNameList(stringToQualifiedNameList(name)),
@@ -987,7 +994,7 @@ create_state_table(Compiled *c, int32 query_id)
 						 column_type_sql(exprType((Node *) p->expr), exprTypmod((Node *) p->expr),
 										 exprCollation((Node *) p->expr)));
 	}
-	appendStringInfo(&sql, "PRIMARY KEY (%s))", group_columns(c, ""));
+	appendStringInfo(&sql, "UNIQUE NULLS NOT DISTINCT (%s))", group_columns(c, ""));
 
 	catalog_enter(&role);
 	spi_run(sql.data);
@@ -1117,7 +1124,7 @@ aggregate_statements(Compiled *c, Oid result, Oid state, OutputMode mode, String
 
 /* --- session windows ---------------------------------------------------- */
 
-/* "prefix.k1 = other.k1 AND ...", or "true" without keys */
+/* "a.k1 IS NOT DISTINCT FROM b.k1 AND ...", or "true" without keys */
 static char *
 keys_equal(Compiled *c, const char *a, const char *b)
 {
@@ -1129,7 +1136,7 @@ keys_equal(Compiled *c, const char *a, const char *b)
 	{
 		const char *n = quote_identifier(((KeyCol *) lfirst(lc))->name);
 
-		appendStringInfo(&buf, "%s%s.%s = %s.%s", buf.len ? " AND " : "", a, n, b, n);
+		appendStringInfo(&buf, "%s%s.%s IS NOT DISTINCT FROM %s.%s", buf.len ? " AND " : "", a, n, b, n);
 	}
 	return buf.len ? buf.data : "true";
 }
@@ -1338,6 +1345,164 @@ create_transform_table(Compiled *c, const char *name, StringInfo plan)
 	return relid;
 }
 
+/* --- event time and deduplication ----------------------------------------- */
+
+/* The source's column of that name, as an expression of the user's query. */
+static Var *
+source_column(Compiled *c, const char *name, const char *what)
+{
+	RangeTblEntry *rte = rt_fetch(c->source_rtindex, c->query->rtable);
+	int			attno = 0;
+	ListCell   *lc;
+	Oid			type;
+	int32		typmod;
+	Oid			coll;
+
+	foreach(lc, rte->eref->colnames)
+	{
+		attno++;
+		if (strcmp(strVal(lfirst(lc)), name) == 0)
+		{
+			get_atttypetypmodcoll(rte->relid, attno, &type, &typmod, &coll);
+			return makeVar(c->source_rtindex, attno, type, typmod, coll, 0);
+		}
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_UNDEFINED_COLUMN),
+			 errmsg("%s \"%s\" is not a column of source \"%s\"", what, name, c->source->name)));
+	return NULL;
+}
+
+/* options.event_time: the event time of a query without a window */
+static Expr *
+source_column_expr(Compiled *c, const char *name)
+{
+	Var		   *v = source_column(c, name, "event_time");
+	Node	   *ts = coerce_to_target_type(NULL, (Node *) v, v->vartype, TIMESTAMPTZOID, -1,
+										   COERCION_ASSIGNMENT, COERCE_IMPLICIT_CAST, -1);
+
+	if (ts == NULL)
+		refuse(psprintf("event_time column \"%s\" is of type %s, not a timestamp", name,
+						format_type_be(v->vartype)),
+			   NULL, "Name a timestamptz or timestamp column of the source.");
+	return (Expr *) ts;
+}
+
+/* dedup_keys: distinct columns of the source */
+static List *
+dedup_key_names(Compiled *c, ArrayType *arr)
+{
+	Datum	   *elems;
+	bool	   *nulls;
+	int			n;
+	List	   *names = NIL;
+
+	deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
+	if (n == 0)
+		refuse("dedup_keys must name at least one column", NULL,
+			   "Leave dedup_keys NULL to keep every row.");
+	for (int i = 0; i < n; i++)
+	{
+		char	   *name;
+		ListCell   *lc;
+
+		if (nulls[i])
+			refuse("dedup_keys must not contain NULL", NULL, NULL);
+		name = TextDatumGetCString(elems[i]);
+		(void) source_column(c, name, "dedup key");
+		foreach(lc, names)
+			if (strcmp(lfirst(lc), name) == 0)
+				refuse(psprintf("dedup key \"%s\" is given more than once", name), NULL, NULL);
+		names = lappend(names, name);
+	}
+	return names;
+}
+
+/*
+ * Deduplication (Spark's dropDuplicatesWithinWatermark): before the query
+ * runs, a batch's rows whose keys were seen already, in this batch or an
+ * earlier one still within the watermark, are dropped.  The keys seen live
+ * in an UNLOGGED table (checkpointed with the rest of the state), each with
+ * the event time of its first row, and leave it when the watermark passes
+ * that time.  One statement inserts the first occurrence of every new key
+ * and returns its position in the batch; batch.c keeps those rows only.
+ */
+static void
+dedup_statements(Compiled *c, List *keys, int32 query_id, StringInfo plan)
+{
+	TupleDesc	desc = source_tupdesc(c->source->relation);
+	StringInfoData cols;
+	StringInfoData keydefs;
+	StringInfoData keylist;
+	StringInfoData sql;
+	ListCell   *lc;
+	char	   *name = psprintf("dedup_%d", query_id);
+	char	   *qname = quote_qualified_identifier("streamwin", name);
+	char	   *ts_sql = "NULL::pg_catalog.timestamptz";
+	CatalogRole role;
+	Oid			table;
+	Oid			ckpt;
+
+	initStringInfo(&cols);
+	for (int a = 0; a < desc->natts; a++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, a);
+
+		appendStringInfo(&cols, ", %s %s", quote_identifier(NameStr(att->attname)),
+						 format_type_with_typemod(att->atttypid, att->atttypmod));
+	}
+	initStringInfo(&keydefs);
+	initStringInfo(&keylist);
+	foreach(lc, keys)
+	{
+		Var		   *v = source_column(c, lfirst(lc), "dedup key");
+
+		appendStringInfo(&keydefs, "%s %s, ", quote_identifier(lfirst(lc)),
+						 column_type_sql(v->vartype, v->vartypmod, v->varcollid));
+		appendStringInfo(&keylist, "%s%s", keylist.len ? ", " : "", quote_identifier(lfirst(lc)));
+	}
+	if (c->event_time)
+	{
+		/* the event time over the numbered rows "s" */
+		Node	   *ts = copyObject((Node *) c->event_time);
+		int			save_nestlevel = NewGUCNestLevel();
+
+		ChangeVarNodes(ts, c->source_rtindex, 1, 0);
+		(void) set_config_option("search_path", "pg_catalog", PGC_USERSET, PGC_S_SESSION,
+								 GUC_ACTION_SAVE, true, 0, false);
+		ts_sql = deparse_expression(ts, deparse_context_for("s", c->source->relation), false, false);
+		AtEOXact_GUC(true, save_nestlevel);
+	}
+
+	/* NULL keys are keys too: NULLS NOT DISTINCT */
+	catalog_enter(&role);
+	spi_run(psprintf("CREATE UNLOGGED TABLE %s (%sevent_time timestamptz, batch_ord integer NOT NULL, "
+					 "UNIQUE NULLS NOT DISTINCT (%s))", qname, keydefs.data, keylist.data));
+	spi_run(psprintf("CREATE INDEX ON %s (event_time)", qname));
+	spi_run(psprintf("ALTER TABLE %s OWNER TO %s", qname,
+					 quote_identifier(GetUserNameFromId(GetUserId(), false))));
+	catalog_leave(&role);
+	CommandCounterIncrement();
+	table = get_relname_relid(name, get_namespace_oid("streamwin", false));
+	ckpt = checkpoint_create_table(query_id, table, psprintf("checkpoint_dedup_%d", query_id));
+
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "INSERT INTO %s AS d (%s, event_time, batch_ord) "
+					 "SELECT DISTINCT ON (%s) %s, %s, __ord "
+					 "FROM streamwin.source_rows(%d, true) AS s(__ord integer%s) "
+					 "ORDER BY %s, __ord ON CONFLICT (%s) DO NOTHING RETURNING batch_ord",
+					 qname, keylist.data, keylist.data, keylist.data, ts_sql,
+					 c->source->source_id, cols.data, keylist.data, keylist.data);
+	appendStringInfo(plan, ", \"dedup_table\": \"%u\", \"dedup_checkpoint\": \"%u\", \"dedup_sql\": ",
+					 table, ckpt);
+	escape_json(plan, sql.data);
+	if (c->event_time)
+	{
+		appendStringInfoString(plan, ", \"dedup_evict_sql\": ");
+		escape_json(plan, psprintf("DELETE FROM %s WHERE event_time < $1", qname));
+	}
+}
+
 /* --- the SQL function ---------------------------------------------------- */
 
 static OutputMode
@@ -1380,20 +1545,26 @@ validate_query_options(Jsonb *options)
 		{
 			char	   *key = pnstrdup(v.val.string.val, v.val.string.len);
 
-			if (strcmp(key, "idle_timeout") != 0 && strcmp(key, "capture_late_rows") != 0)
+			if (strcmp(key, "idle_timeout") != 0 && strcmp(key, "capture_late_rows") != 0 &&
+				strcmp(key, "event_time") != 0 && strcmp(key, "dedup_without_watermark") != 0)
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 						 errmsg("unknown query option \"%s\"", key),
-						 errhint("Valid options are idle_timeout and capture_late_rows.")));
+						 errhint("Valid options are idle_timeout, capture_late_rows, event_time and dedup_without_watermark.")));
 		}
 	}
 	{
-		char	   *capture = jsonb_get_text(options, "capture_late_rows");
+		const char *bools[] = {"capture_late_rows", "dedup_without_watermark"};
 
-		if (capture != NULL && strcmp(capture, "true") != 0 && strcmp(capture, "false") != 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("option \"capture_late_rows\" must be true or false")));
+		for (int i = 0; i < (int) lengthof(bools); i++)
+		{
+			char	   *v = jsonb_get_text(options, bools[i]);
+
+			if (v != NULL && strcmp(v, "true") != 0 && strcmp(v, "false") != 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("option \"%s\" must be true or false", bools[i])));
+		}
 	}
 	idle = jsonb_get_text(options, "idle_timeout");
 	if (idle != NULL)
@@ -1428,6 +1599,7 @@ streamwin_create_query(PG_FUNCTION_ARGS)
 	Oid			result;
 	Oid			state = InvalidOid;
 	Oid			checkpoint = InvalidOid;
+	List	   *dedup_keys = NIL;
 	StringInfoData plan;
 	int32		query_id;
 	CatalogRole role;
@@ -1459,11 +1631,6 @@ streamwin_create_query(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("watermark must not be negative"),
 				 errhint("The watermark is how far behind the newest event time a row may arrive, for example interval '10 seconds'.")));
-	if (!PG_ARGISNULL(5))
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("dedup_keys are not supported by this version of streamwin"),
-				 errhint("Leave dedup_keys NULL.")));
 
 	if (start)
 	{
@@ -1504,10 +1671,28 @@ streamwin_create_query(PG_FUNCTION_ARGS)
 			   "A query without GROUP BY appends each row to the result table.",
 			   "Use output_mode => 'append'.");
 
-	if (!PG_ARGISNULL(2) && c.window == NULL)
-		refuse("a watermark needs an event-time window",
-			   "The watermark is computed from the event time of a window in GROUP BY.",
-			   "Group by streamwin.tumble(event_time, size) or streamwin.hop(event_time, size, slide), or leave the watermark NULL.");
+	if (jsonb_get_text(options, "event_time") != NULL)
+	{
+		if (c.window != NULL)
+			refuse("option \"event_time\" is only for queries without a window",
+				   "The first argument of the window function is the query's event time.",
+				   "Leave the option out.");
+		c.event_time = source_column_expr(&c, jsonb_get_text(options, "event_time"));
+	}
+	if (!PG_ARGISNULL(2) && c.event_time == NULL)
+		refuse("a watermark needs an event time",
+			   "The watermark is computed from the event time of a window in GROUP BY, or of the column named by the event_time option.",
+			   "Group by streamwin.tumble(event_time, size), or name the column with options => '{\"event_time\": \"ts\"}', or leave the watermark NULL.");
+	if (!PG_ARGISNULL(5))
+	{
+		dedup_keys = dedup_key_names(&c, PG_GETARG_ARRAYTYPE_P(5));
+		if (PG_ARGISNULL(2) &&
+			!(jsonb_get_text(options, "dedup_without_watermark") != NULL &&
+			  strcmp(jsonb_get_text(options, "dedup_without_watermark"), "true") == 0))
+			refuse("dedup_keys need a watermark",
+				   "Without a watermark no key is ever forgotten, so the deduplication state grows forever.",
+				   "Set a watermark, or accept unbounded state with options => '{\"dedup_without_watermark\": true}'.");
+	}
 	if (c.aggregate && mode == OUTPUT_APPEND && (c.window == NULL || PG_ARGISNULL(2)))
 		refuse("append mode needs an event-time window and a watermark",
 			   "In append mode a window's row is written once, when the watermark closes it; without a watermark no window ever closes.",
@@ -1556,7 +1741,7 @@ streamwin_create_query(PG_FUNCTION_ARGS)
 	{
 		result = create_result_table(&c, name);
 		state = create_state_table(&c, query_id);
-		checkpoint = checkpoint_create_table(query_id, state);
+		checkpoint = checkpoint_create_table(query_id, state, psprintf("checkpoint_%d", query_id));
 		if (c.window && strcmp(c.window, "session") == 0)
 			session_statements(&c, result, state, mode, &plan);
 		else
@@ -1565,13 +1750,17 @@ streamwin_create_query(PG_FUNCTION_ARGS)
 	else
 		result = create_transform_table(&c, name, &plan);
 	if (c.window)
-	{
 		appendStringInfo(&plan, ", \"window\": \"%s\", \"window_size_us\": " INT64_FORMAT
-						 ", \"window_slide_us\": " INT64_FORMAT ", \"event_time\": ",
+						 ", \"window_slide_us\": " INT64_FORMAT,
 						 c.window, c.size_us,
 						 strcmp(c.window, "session") == 0 ? 0 : c.slide_us ? c.slide_us : c.size_us);
+	if (c.event_time)
+	{
+		appendStringInfoString(&plan, ", \"event_time\": ");
 		escape_json(&plan, nodeToString(c.event_time));
 	}
+	if (dedup_keys != NIL)
+		dedup_statements(&c, dedup_keys, query_id, &plan);
 	appendStringInfoChar(&plan, '}');
 
 	argtypes[0] = OIDOID;

@@ -78,11 +78,35 @@ streamwin_source_rows(PG_FUNCTION_ARGS)
 	int32		source_id = PG_GETARG_INT32(0);
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 
+	bool		numbered = PG_NARGS() > 1 && PG_GETARG_BOOL(1);
+
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
-	if (current_input != NULL && current_input->source_id == source_id)
+	if (current_input == NULL || current_input->source_id != source_id)
+		return (Datum) 0;
+	if (!numbered)
 	{
 		for (int i = 0; i < current_input->ntuples; i++)
 			tuplestore_puttuple(rsinfo->setResult, current_input->tuples[i]);
+	}
+	else
+	{
+		/* (position, columns...): the expected row type has one more column */
+		int			natts = rsinfo->setDesc->natts;
+		Datum	   *values = palloc(sizeof(Datum) * natts);
+		bool	   *nulls = palloc(sizeof(bool) * natts);
+		TupleDesc	rowdesc = CreateTupleDescCopy(rsinfo->setDesc);
+
+		/* the source's own columns: the expected ones after the first */
+		for (int a = 1; a < natts; a++)
+			TupleDescCopyEntry(rowdesc, a, rsinfo->setDesc, a + 1);
+		rowdesc->natts = natts - 1;
+		for (int i = 0; i < current_input->ntuples; i++)
+		{
+			values[0] = Int32GetDatum(i);
+			nulls[0] = false;
+			heap_deform_tuple(current_input->tuples[i], rowdesc, values + 1, nulls + 1);
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		}
 	}
 	return (Datum) 0;
 }

@@ -79,6 +79,10 @@ typedef struct QueryInfo
 	Oid			result_table;
 	Oid			state_table;	/* InvalidOid for transforms */
 	Oid			checkpoint_table;	/* logged copy of the state */
+	Oid			dedup_table;	/* UNLOGGED keys seen, with dedup_keys */
+	Oid			dedup_checkpoint;	/* its logged copy */
+	char	   *dedup_sql;		/* insert first occurrences, return positions */
+	char	   *dedup_evict_sql;	/* $1 = watermark */
 
 	/* the compiled plan */
 	bool		aggregate;		/* false: continuous transform */
