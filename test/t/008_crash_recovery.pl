@@ -9,7 +9,9 @@
 #   (b) kills an unrelated backend with SIGKILL,
 #   (c) stops the server in immediate mode and starts it again;
 # then checks every result table against plain SQL over the same events:
-# nothing lost, nothing counted twice.  checkpoint_interval is small so that
+# nothing lost, nothing counted twice.  Some events are sent twice, as a
+# retrying producer would: a deduplicating transform must keep each once,
+# also through the crashes (its keys are state too).  checkpoint_interval is small so that
 # recovery both restores a checkpoint and replays batches after it.
 #
 # STREAMWIN_CRASH_EVENTS / STREAMWIN_CRASH_ROUNDS make it longer (make soak).
@@ -37,18 +39,32 @@ $node->append_conf('postgresql.conf',
 $node->restart;
 my $brokers = $broker->bootstrap;
 
-# Events [k, v, ts_ms, partition]: partition round robin, each partition
-# roughly in time order (jitter 400 ms < watermark delay, so none is late).
-my (@ev, @msgs);
+# Events [k, v, ts_ms, partition, id]: partition round robin, each
+# partition roughly in time order (jitter 400 ms < watermark delay, so none
+# is late).  Every 20th event is sent again a few events later, to another
+# partition: a duplicate, well within the watermark.
+my (@ev, @orig, @msgs);
 for my $i (0 .. $EVENTS - 1)
 {
-	my $e = [ 'k' . int(rand(20)), int(rand(1000)), $T0 + $i * 5 - int(rand(400)), $i % $NPART ];
+	my $e = [ 'k' . int(rand(20)), int(rand(1000)), $T0 + $i * 5 - int(rand(400)), $i % $NPART, $i ];
 	push @ev, $e;
-	push @msgs,
-	  [ $e->[3], sprintf('{"k": "%s", "v": %d, "ts": "%s"}', $e->[0], $e->[1], ts_text($e->[2])) ];
+	push @orig, $e;
+	push @msgs, [ $e->[3], payload($e) ];
+	if ($i % 20 == 7)
+	{
+		my $dup = [ @{ $orig[ $i - 3 ] } ];
+		$dup->[3] = ($i + 1) % $NPART;
+		push @ev, $dup;
+		push @msgs, [ $dup->[3], payload($dup) ];
+	}
 }
-load_table($node, 'ev', 'k text, v int, ts timestamptz',
-	[ map { [ $_->[0], $_->[1], ts_text($_->[2]) ] } @ev ]);
+sub payload
+{
+	my ($e) = @_;
+	return sprintf('{"id": %d, "k": "%s", "v": %d, "ts": "%s"}', $e->[4], $e->[0], $e->[1], ts_text($e->[2]));
+}
+load_table($node, 'ev', 'id int, k text, v int, ts timestamptz',
+	[ map { [ $_->[4], $_->[0], $_->[1], ts_text($_->[2]) ] } @ev ]);
 
 my %max;
 for my $e (@ev)
@@ -59,7 +75,7 @@ my $W = min(values %max) - $DELAY;
 
 psql_ok($node, qq{
 SELECT streamwin.create_kafka_source('ev_src', '$brokers', 'ev',
-    'k text, v int, ts timestamptz', options => '{"max_records_per_batch": 500}');
+    'id int, k text, v int, ts timestamptz', options => '{"max_records_per_batch": 500}');
 SELECT streamwin.create_query('c_append',
     \$q\$SELECT k, count(*) AS n, sum(v) AS s FROM ev_src
          GROUP BY streamwin.tumble(ts, '10 seconds'), k\$q\$,
@@ -72,7 +88,10 @@ SELECT streamwin.create_query('c_hop',
 SELECT streamwin.create_query('c_total',
     'SELECT k, count(*) AS n, sum(v) AS s FROM ev_src GROUP BY k',
     output_mode => 'complete', trigger_interval => '50 ms');
-}, 'three running queries over one source');
+SELECT streamwin.create_query('c_uniq', 'SELECT id, k, v, ts FROM ev_src',
+    dedup_keys => '{id}', watermark => '5 seconds', trigger_interval => '50 ms',
+    options => '{"event_time": "ts", "idle_timeout": "1 hour"}');
+}, 'four running queries over one source');
 
 sub worker_pids
 {
@@ -90,7 +109,7 @@ sub wait_alive
 {
 	my ($what) = @_;
 	wait_until($node, "SELECT count(*) FROM streamwin.queries WHERE worker_pid IS NOT NULL",
-		'3', "all three queries have workers again $what");
+		'4', "all four queries have workers again $what");
 }
 
 my $crashes = 0;
@@ -132,6 +151,12 @@ $bg->finish;
 my $mid = consumed();
 note("stream fully produced; $mid rows counted so far");
 
+wait_results_match($node, 'SELECT id, k, v, ts FROM c_uniq',
+	'SELECT DISTINCT id, k, v, ts FROM ev',
+	'dedup transform: every event once, duplicates dropped, through every crash');
+
+is($node->safe_psql('postgres', 'SELECT coalesce(sum(late_rows_dropped), 0) FROM streamwin.progress'),
+	'0', 'no row was late (duplicates are sent well within the watermark)');
 my $aggs_append = 'count(*)::bigint AS n, sum(v)::bigint AS s';
 my $aggs_hop    = 'count(*)::bigint AS n, sum(v)::bigint AS s, min(v) AS lo, max(v) AS hi';
 
@@ -159,7 +184,7 @@ my ($lost, $dup) = split /\|/, $node->safe_psql('postgres', q{
 my $replays = $node->safe_psql('postgres', 'SELECT count(*) FROM streamwin.query_catalog WHERE checkpoint_batch_id IS NOT NULL');
 my $log = slurp_file($node->logfile);
 my $restores = () = $log =~ /lost its state in a crash; restoring the checkpoint/g;
-cmp_ok($restores, '>=', $crashes, "state was restored from a checkpoint after every crash ($restores restores)");
+cmp_ok($restores, '>=', 4 * $crashes, "state was restored from a checkpoint after every crash ($restores restores)");
 print "# crashes survived: $crashes, rows lost: $lost, rows duplicated: $dup\n";
 is("$lost/$dup", '0/0', 'no row lost, no row counted twice');
 
