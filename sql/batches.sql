@@ -105,6 +105,19 @@ SELECT streamwin.run_batch('revenue_now');
 SELECT streamwin.reset_query('revenue_now', 'latest');
 SELECT streamwin.stop_query('revenue_now');
 
+-- A message without the group key has a NULL key: as in GROUP BY, NULL is
+-- a group of its own, and the stream goes on.
+SELECT streamwin.create_kafka_source('shop_nulls', :'brokers', 'regress_nullkeys',
+    'region text, amount numeric, event_time timestamptz');
+SELECT streamwin.create_query('revenue_nulls',
+    $$SELECT region, count(*) AS orders, sum(amount) AS revenue
+      FROM shop_nulls GROUP BY streamwin.tumble(event_time, '10 seconds'), region$$,
+    output_mode => 'update', start => false);
+SELECT (streamwin.run_available('revenue_nulls')->>'input_rows')::int AS input_rows;
+SELECT * FROM revenue_nulls ORDER BY region NULLS LAST;
+SELECT streamwin.drop_query('revenue_nulls', drop_result => true);
+SELECT streamwin.drop_source('shop_nulls');
+
 DROP FUNCTION batch(text);
 DROP TABLE before_reset;
 SELECT streamwin.drop_query('revenue', drop_result => true);
