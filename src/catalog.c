@@ -342,24 +342,24 @@ parse_source_options(SourceInfo *src, Jsonb *options)
 }
 
 /*
- * source_options_validate
- *		Check a source's options at creation time, with the same parser the
- *		workers use.  Unknown keys are refused so typos are not silently
- *		ignored.
+ * jsonb_check_keys
+ *		Options are a JSON object whose top-level keys must be among `valid`
+ *		(NULL-terminated): unknown keys are refused, so that a typo is not
+ *		silently ignored.  `what` names them in messages ("source", "query").
  */
 void
-source_options_validate(Jsonb *options)
+jsonb_check_keys(Jsonb *options, const char *const *valid, const char *what)
 {
-	SourceInfo	tmp;
 	JsonbIterator *it;
 	JsonbValue	v;
 	JsonbIteratorToken tok;
 	int			depth = 0;
+	StringInfoData list;
 
 	if (!JB_ROOT_IS_OBJECT(options))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("source options must be a JSON object")));
+				 errmsg("%s options must be a JSON object", what)));
 	it = JsonbIteratorInit(&options->root);
 	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
 	{
@@ -370,17 +370,36 @@ source_options_validate(Jsonb *options)
 		else if (tok == WJB_KEY && depth == 1)
 		{
 			char	   *key = pnstrdup(v.val.string.val, v.val.string.len);
+			bool		known = false;
 
-			if (strcmp(key, "starting_offsets") != 0 &&
-				strcmp(key, "max_records_per_batch") != 0 &&
-				strcmp(key, "partitions") != 0 &&
-				strcmp(key, "kafka") != 0)
-				ereport(ERROR,
-						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("unknown source option \"%s\"", key),
-						 errhint("Valid options are starting_offsets, max_records_per_batch, partitions and kafka.")));
+			for (const char *const *k = valid; *k != NULL; k++)
+				known = known || strcmp(*k, key) == 0;
+			if (known)
+				continue;
+			initStringInfo(&list);
+			for (const char *const *k = valid; *k != NULL; k++)
+				appendStringInfo(&list, "%s%s", k == valid ? "" : k[1] ? ", " : " and ", *k);
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("unknown %s option \"%s\"", what, key),
+					 errhint("Valid options are %s.", list.data)));
 		}
 	}
+}
+
+/*
+ * source_options_validate
+ *		Check a source's options at creation time, with the same parser the
+ *		workers use.
+ */
+void
+source_options_validate(Jsonb *options)
+{
+	static const char *const valid[] = {"starting_offsets", "max_records_per_batch",
+	"partitions", "kafka", NULL};
+	SourceInfo	tmp;
+
+	jsonb_check_keys(options, valid, "source");
 	parse_source_options(&tmp, options);
 	/* librdkafka's own checks, and the properties streamwin reserves */
 	kafka_validate_properties(tmp.nkafka_props, tmp.kafka_keys, tmp.kafka_values);
@@ -409,23 +428,29 @@ source_from_row(HeapTuple tup, TupleDesc desc)
 	"SELECT source_id, name, relation, brokers, topic, format, options, owner " \
 	"FROM streamwin.source_catalog "
 
+/* Look an object up by name; NULL if missing and missing_ok, else an error. */
+static HeapTuple
+lookup_by_name(const char *sql, const char *name, bool missing_ok, const char *kind,
+			   const char *plural, TupleDesc *desc)
+{
+	HeapTuple	tup = catalog_lookup(sql, TEXTOID, CStringGetTextDatum(name), desc);
+
+	if (tup == NULL && !missing_ok)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("%s \"%s\" does not exist", kind, name),
+				 errhint("See streamwin.%s for the %s of this database.", plural, plural)));
+	return tup;
+}
+
 SourceInfo *
 catalog_get_source(const char *name, bool missing_ok)
 {
 	TupleDesc	desc;
-	HeapTuple	tup = catalog_lookup(SOURCE_COLUMNS "WHERE name = $1",
-									 TEXTOID, CStringGetTextDatum(name), &desc);
+	HeapTuple	tup = lookup_by_name(SOURCE_COLUMNS "WHERE name = $1", name, missing_ok,
+									 "source", "sources", &desc);
 
-	if (tup == NULL)
-	{
-		if (missing_ok)
-			return NULL;
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("source \"%s\" does not exist", name),
-				 errhint("See streamwin.sources for the sources of this database.")));
-	}
-	return source_from_row(tup, desc);
+	return tup ? source_from_row(tup, desc) : NULL;
 }
 
 SourceInfo *
@@ -526,19 +551,10 @@ QueryInfo *
 catalog_get_query(const char *name, bool missing_ok)
 {
 	TupleDesc	desc;
-	HeapTuple	tup = catalog_lookup(QUERY_COLUMNS "WHERE name = $1",
-									 TEXTOID, CStringGetTextDatum(name), &desc);
+	HeapTuple	tup = lookup_by_name(QUERY_COLUMNS "WHERE name = $1", name, missing_ok,
+									 "query", "queries", &desc);
 
-	if (tup == NULL)
-	{
-		if (missing_ok)
-			return NULL;
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("query \"%s\" does not exist", name),
-				 errhint("See streamwin.queries for the queries of this database.")));
-	}
-	return query_from_row(tup, desc);
+	return tup ? query_from_row(tup, desc) : NULL;
 }
 
 QueryInfo *

@@ -919,6 +919,25 @@ quote_name_text(const char *name)
 		: pstrdup(quote_identifier(rv->relname));
 }
 
+/* Column definitions of window and group keys, for result and state tables. */
+static void
+append_group_column_defs(StringInfo sql, Compiled *c)
+{
+	ListCell   *lc;
+
+	if (c->window)
+		appendStringInfoString(sql, "window_start timestamptz NOT NULL, window_end timestamptz NOT NULL, ");
+	foreach(lc, c->keys)
+	{
+		KeyCol	   *k = lfirst(lc);
+
+		appendStringInfo(sql, "%s %s, ", quote_identifier(k->name),
+						 column_type_sql(exprType((Node *) k->tle->expr),
+										 exprTypmod((Node *) k->tle->expr),
+										 exprCollation((Node *) k->tle->expr)));
+	}
+}
+
 /* Create the result table of an aggregation, as the calling role. */
 static Oid
 create_result_table(Compiled *c, const char *name)
@@ -928,17 +947,7 @@ create_result_table(Compiled *c, const char *name)
 
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "CREATE TABLE %s (", quote_name_text(name));
-	if (c->window)
-		appendStringInfoString(&sql, "window_start timestamptz NOT NULL, window_end timestamptz NOT NULL, ");
-	foreach(lc, c->keys)
-	{
-		KeyCol	   *k = lfirst(lc);
-
-		appendStringInfo(&sql, "%s %s, ", quote_identifier(k->name),
-						 column_type_sql(exprType((Node *) k->tle->expr),
-										 exprTypmod((Node *) k->tle->expr),
-										 exprCollation((Node *) k->tle->expr)));
-	}
+	append_group_column_defs(&sql, c);
 	foreach(lc, c->aggs)
 	{
 		AggCol	   *a = lfirst(lc);
@@ -975,17 +984,7 @@ create_state_table(Compiled *c, int32 query_id)
 
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "CREATE UNLOGGED TABLE %s (", qname);
-	if (c->window)
-		appendStringInfoString(&sql, "window_start timestamptz NOT NULL, window_end timestamptz NOT NULL, ");
-	foreach(lc, c->keys)
-	{
-		KeyCol	   *k = lfirst(lc);
-
-		appendStringInfo(&sql, "%s %s, ", quote_identifier(k->name),
-						 column_type_sql(exprType((Node *) k->tle->expr),
-										 exprTypmod((Node *) k->tle->expr),
-										 exprCollation((Node *) k->tle->expr)));
-	}
+	append_group_column_defs(&sql, c);
 	foreach(lc, c->partials)
 	{
 		PartialCol *p = lfirst(lc);
@@ -1524,35 +1523,11 @@ parse_output_mode(const char *mode)
 static void
 validate_query_options(Jsonb *options)
 {
-	JsonbIterator *it;
-	JsonbValue	v;
-	JsonbIteratorToken tok;
-	int			depth = 0;
+	static const char *const valid[] = {"idle_timeout", "capture_late_rows", "event_time",
+	"dedup_without_watermark", NULL};
 	char	   *idle;
 
-	if (!JB_ROOT_IS_OBJECT(options))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("query options must be a JSON object")));
-	it = JsonbIteratorInit(&options->root);
-	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
-	{
-		if (tok == WJB_BEGIN_OBJECT || tok == WJB_BEGIN_ARRAY)
-			depth++;
-		else if (tok == WJB_END_OBJECT || tok == WJB_END_ARRAY)
-			depth--;
-		else if (tok == WJB_KEY && depth == 1)
-		{
-			char	   *key = pnstrdup(v.val.string.val, v.val.string.len);
-
-			if (strcmp(key, "idle_timeout") != 0 && strcmp(key, "capture_late_rows") != 0 &&
-				strcmp(key, "event_time") != 0 && strcmp(key, "dedup_without_watermark") != 0)
-				ereport(ERROR,
-						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("unknown query option \"%s\"", key),
-						 errhint("Valid options are idle_timeout, capture_late_rows, event_time and dedup_without_watermark.")));
-		}
-	}
+	jsonb_check_keys(options, valid, "query");
 	{
 		const char *bools[] = {"capture_late_rows", "dedup_without_watermark"};
 

@@ -115,6 +115,7 @@ extern QueryInfo *catalog_get_query_by_id(int32 query_id, bool missing_ok);
 extern void catalog_check_owner(Oid owner, const char *kind, const char *name);
 extern int64 interval_to_usec(const Interval *iv, const char *what);
 extern char *jsonb_get_text(Jsonb *jb, const char *key);
+extern void jsonb_check_keys(Jsonb *options, const char *const *valid, const char *what);
 
 /* launcher.c */
 extern void launcher_register(void);
