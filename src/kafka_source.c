@@ -213,7 +213,13 @@ log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
 		fprintf(stderr, "streamwin: librdkafka %s: %s\n", fac, buf);
 		return;
 	}
-	elog(LOG, "kafka consumer for topic \"%s\": %s: %s", c->topic, fac, buf);
+	/*
+	 * librdkafka uses syslog levels.  Errors also arrive through error_cb
+	 * (and end up in the query's status), so they are logged, not raised;
+	 * notices and information (version quirks, reconnects) only at DEBUG1.
+	 */
+	elog(level <= 4 ? LOG : level <= 6 ? DEBUG1 : DEBUG2,
+		 "kafka consumer for topic \"%s\": %s: %s", c->topic, fac, buf);
 }
 
 static void
