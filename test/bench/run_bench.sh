@@ -1,0 +1,751 @@
+#!/usr/bin/env bash
+# run_bench.sh: streamwin's benchmark (`make bench`, which installs gnuplot and
+# builds the extension, the test programs and test/bench/raw_consume first).
+#
+# Everything is measured in one run, on one machine, against the same 1M JSON
+# events in one Kafka topic (test/kafka_broker, librdkafka's mock cluster):
+#
+#   raw ceiling    test/bench/raw_consume: a bare librdkafka consumer, set up
+#                  like streamwin's, reads the messages and discards them
+#   streamwin      cases 1-3 (update mode, no watermark), each with a fresh
+#                  query created with start => false and timed around
+#                  SELECT streamwin.run_available(q) in one session: that
+#                  backend (and its librdkafka threads) does all the work
+#     (1) tumble 1 minute, 1,000 keys, count/sum/avg
+#     (2) the same with 1,000,000 distinct keys
+#     (3) hop 10 minutes / 1 minute, 1,000 keys
+#     (4) session windows, (5) a table source: measured only if the
+#         extension has them (streamwin.session(), create_table_source())
+#     plus case 1 once more in a real background worker (start_query with
+#     trigger_interval 0, timed until streamwin.queries.lag = 0)
+#   alternatives   from files on the server (their Kafka-reading cost is not
+#                  counted, in their favour), 100,000 events per transaction
+#                  like streamwin's max_records_per_batch:
+#     COPY+SQL json  COPY the same JSON payloads into a staging table (jsonb),
+#                    INSERT ... SELECT ... GROUP BY ... ON CONFLICT, TRUNCATE
+#     COPY+SQL csv   the same with events already decoded to CSV
+#     trigger        COPY the CSV into a table whose BEFORE INSERT trigger
+#                    upserts the summary row of each event
+#     trigger/insert one INSERT (own transaction) per event into that table,
+#                    on the first BENCH_INSERT_EVENTS events
+#   latency        a steady stream (BENCH_LAT_RATE events/s for
+#                  BENCH_LAT_SECONDS s) into a running query with
+#                  trigger_interval 100 ms; see measure_latency below
+#
+# For every run: wall time, CPU time (utime + stime from /proc/PID/stat of the
+# process doing the work: all its threads, so librdkafka's count too), peak
+# memory (VmHWM), and a correctness check (group count, total count and sum
+# against what gen_events.pl computed).  Runs repeat BENCH_REPEAT times; the
+# summary takes medians.  The PostgreSQL cluster runs as the postgres user when
+# this runs as root, from a private installation (the extension as built here,
+# installed with DESTDIR into the work directory), so a concurrent
+# `make install` cannot change the library under a run.
+#
+# Output: the tables on stdout, BENCH_OUT/results.md and
+# BENCH_OUT/throughput.png (BENCH_OUT defaults to test/bench).  Exit status 1
+# if any correctness check failed.
+#
+# Environment: BENCH_EVENTS (1000000), BENCH_PARTITIONS (32; the mock keeps
+# about 5 MB per partition), BENCH_BATCH (100000), BENCH_REPEAT (3),
+# BENCH_LAT_RATE (5000), BENCH_LAT_SECONDS (20), BENCH_INSERT_EVENTS (20000),
+# BENCH_PROFILE=1 (perf profiles of cases 1 and 2, needs perf and root or
+# perf_event_paranoid <= 1), BENCH_KEEP=1 (keep the work directory),
+# BENCH_OUT, PG_CONFIG.
+set -euo pipefail
+
+BENCH_EVENTS=${BENCH_EVENTS:-1000000}
+BENCH_PARTITIONS=${BENCH_PARTITIONS:-32}
+BENCH_BATCH=${BENCH_BATCH:-100000}
+BENCH_REPEAT=${BENCH_REPEAT:-3}
+BENCH_LAT_RATE=${BENCH_LAT_RATE:-5000}
+BENCH_LAT_SECONDS=${BENCH_LAT_SECONDS:-20}
+BENCH_INSERT_EVENTS=${BENCH_INSERT_EVENTS:-20000}
+BENCH_PROFILE=${BENCH_PROFILE:-0}
+BENCH_ONLY=${BENCH_ONLY:-raw streamwin worker alternatives latency}
+LAT_PARTITIONS=8
+
+if [[ -z ${PG_CONFIG:-} ]]; then
+	if [[ -x /usr/lib/postgresql/15/bin/pg_config ]]; then
+		PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config
+	else
+		PG_CONFIG=pg_config
+	fi
+fi
+PG_BINDIR=$("$PG_CONFIG" --bindir)
+PG_PKGLIBDIR=$("$PG_CONFIG" --pkglibdir)
+PG_SHAREDIR=$("$PG_CONFIG" --sharedir)
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+bench=$repo/test/bench
+cd "$repo"
+BENCH_OUT=${BENCH_OUT:-$bench}
+mkdir -p "$BENCH_OUT"
+BENCH_OUT=$(cd "$BENCH_OUT" && pwd)
+
+for prog in test/kafka_broker test/kafka_produce test/bench/raw_consume streamwin.so; do
+	[[ -e $prog ]] || { echo "$prog is missing: run 'make bench'" >&2; exit 1; }
+done
+
+# --- cleanup, whatever happens -------------------------------------------------
+work=$(mktemp -d "${TMPDIR:-/tmp}/streamwin-bench.XXXXXX")
+chmod 755 "$work"
+broker_pid= cluster_started= bg_pids=()
+
+as_pg() {
+	if ((EUID == 0)); then
+		runuser -u postgres -- "$@"
+	else
+		"$@"
+	fi
+}
+
+cleanup() {
+	local rc=$? pid
+	trap - INT TERM EXIT
+	for pid in "${bg_pids[@]}"; do
+		kill -TERM "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+	done
+	if [[ -n $cluster_started ]]; then
+		as_pg "$work/inst$PG_BINDIR/pg_ctl" -D "$work/pg/data" stop -m fast -w >/dev/null 2>&1 ||
+			as_pg "$work/inst$PG_BINDIR/pg_ctl" -D "$work/pg/data" stop -m immediate >/dev/null 2>&1 || true
+	fi
+	if [[ -n $broker_pid ]]; then
+		kill -TERM "$broker_pid" 2>/dev/null || true
+		wait "$broker_pid" 2>/dev/null || true
+	fi
+	if [[ -n ${BENCH_KEEP:-} || $rc -ne 0 ]]; then
+		echo "work directory kept: $work"
+	else
+		rm -rf "$work"
+	fi
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+only() { [[ " $BENCH_ONLY " == *" $1 "* ]]; }   # is this part of the benchmark wanted?
+say() { printf '\n== %s\n' "$*"; }
+now() { date +%s.%N; }
+# CPU seconds (all threads) of a process of ours, e.g. the broker
+proc_cpu() { awk -v t="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); printf "%.2f", ($12 + $13) / t }' "/proc/$1/stat"; }
+calc() { awk "BEGIN { printf \"%.3f\", $1 }"; }   # calc EXPR: floating point
+
+# --- a private installation of PostgreSQL + this build of streamwin ----------
+# PostgreSQL finds its share and lib directories relative to its binaries, so
+# copies of the server binaries in $inst with the same layout use $inst's
+# directories: the system's libraries are linked in, streamwin comes from
+# `make install DESTDIR=$inst`.
+say "Installing this build of streamwin into a private PostgreSQL tree"
+inst=$work/inst
+mkdir -p "$inst$PG_BINDIR" "$inst$PG_PKGLIBDIR/bitcode" "$(dirname "$inst$PG_SHAREDIR")"
+for b in postgres initdb pg_ctl; do
+	cp "$PG_BINDIR/$b" "$inst$PG_BINDIR/"
+done
+for f in "$PG_PKGLIBDIR"/*; do
+	case $(basename "$f") in streamwin* | bitcode) continue ;; esac
+	ln -s "$f" "$inst$PG_PKGLIBDIR/"
+done
+if [[ -d $PG_PKGLIBDIR/bitcode ]]; then
+	for f in "$PG_PKGLIBDIR"/bitcode/*; do
+		case $(basename "$f") in streamwin*) continue ;; esac
+		ln -s "$f" "$inst$PG_PKGLIBDIR/bitcode/"
+	done
+fi
+cp -a "$PG_SHAREDIR" "$inst$PG_SHAREDIR"
+rm -f "$inst$PG_SHAREDIR"/extension/streamwin*
+make -s --no-print-directory PG_CONFIG="$PG_CONFIG" install DESTDIR="$inst" >"$work/install.log" 2>&1 ||
+	{ cat "$work/install.log"; exit 1; }
+chmod -R a+rX "$inst"
+echo "installed into $inst"
+
+# --- events ----------------------------------------------------------------------
+say "Generating $BENCH_EVENTS events"
+mkdir -p "$work/data" "$work/log"
+perl "$bench/gen_events.pl" --events "$BENCH_EVENTS" --partitions "$BENCH_PARTITIONS" \
+	--batch "$BENCH_BATCH" --out "$work/data"
+# shellcheck disable=SC1091
+source "$work/data/expected.env"
+chmod -R a+rX "$work/data"
+echo "$EXPECT_EVENTS events, $(($(stat -c %s "$work/data/events.tsv") / 1000000)) MB of JSON;" \
+	"groups: case 1 $EXPECT_GROUPS_1, case 2 $EXPECT_GROUPS_2, case 3 $EXPECT_GROUPS_3"
+
+# --- the Kafka broker ------------------------------------------------------------
+say "Starting the Kafka test broker (topic ev: $BENCH_PARTITIONS partitions; lat1, lat2: $LAT_PARTITIONS)"
+test/kafka_broker --topic "ev:$BENCH_PARTITIONS" --topic "lat1:$LAT_PARTITIONS" --topic "lat2:$LAT_PARTITIONS" \
+	--bootstrap-file "$work/bootstrap" >"$work/log/broker.log" 2>&1 &
+broker_pid=$!
+for ((i = 0; i < 300; i++)); do
+	[[ -s $work/bootstrap ]] && break
+	kill -0 "$broker_pid" 2>/dev/null || { cat "$work/log/broker.log"; exit 1; }
+	sleep 0.1
+done
+[[ -s $work/bootstrap ]] || { echo "kafka_broker not ready after 30 s" >&2; exit 1; }
+brokers=$(<"$work/bootstrap")
+echo "broker at $brokers"
+t0=$(now)
+test/kafka_produce --brokers "$brokers" --topic ev --partition-prefix --quiet \
+	--linger-ms 100 --batch-num-messages 100000 <"$work/data/events.tsv"
+echo "produced $EXPECT_EVENTS messages in $(calc "$(now) - $t0") s" \
+	"(linger.ms=100, batch.num.messages=100000)"
+
+# --- the cluster ---------------------------------------------------------------------
+say "Creating the PostgreSQL cluster"
+mkdir -p "$work/pg/sock"
+((EUID == 0)) && chown -R postgres:postgres "$work/pg"
+as_pg "$inst$PG_BINDIR/initdb" -D "$work/pg/data" -U postgres -A trust \
+	--encoding=UTF8 --locale=C --no-sync >"$work/log/initdb.log" 2>&1 ||
+	{ cat "$work/log/initdb.log"; exit 1; }
+as_pg tee -a "$work/pg/data/postgresql.conf" >/dev/null <<EOF
+# streamwin benchmark (test/bench/run_bench.sh)
+shared_preload_libraries = 'streamwin'
+listen_addresses = ''
+unix_socket_directories = '$work/pg/sock'
+port = 5432
+max_worker_processes = 16
+timezone = 'UTC'
+shared_buffers = 1GB
+max_wal_size = 8GB
+checkpoint_timeout = 30min
+track_commit_timestamp = on
+streamwin.progress_retention = 100000
+EOF
+as_pg "$inst$PG_BINDIR/pg_ctl" -D "$work/pg/data" -l "$work/pg/postgres.log" -w start >/dev/null ||
+	{ tail -n 30 "$work/pg/postgres.log"; exit 1; }
+cluster_started=1
+
+export PGOPTIONS='-c client_min_messages=warning'
+PSQL=("$PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -h "$work/pg/sock" -p 5432 -U postgres -d postgres)
+sql() { "${PSQL[@]}" -At "$@"; }
+
+ticks=$(getconf CLK_TCK)
+sql <<EOF
+CREATE EXTENSION streamwin;
+-- The clock, the CPU time (user + system, every thread) and the memory of a
+-- backend (by default this one), from /proc.
+CREATE FUNCTION bench_probe(pid int DEFAULT pg_backend_pid(),
+	OUT t float8, OUT cpu float8, OUT hwm_kb bigint, OUT anon_kb bigint)
+LANGUAGE sql AS \$\$
+SELECT extract(epoch FROM clock_timestamp())::float8,
+       (f[12]::bigint + f[13]::bigint)::float8 / $ticks,
+       (regexp_match(st, 'VmHWM:\s+(\d+)'))[1]::bigint,
+       (regexp_match(st, 'RssAnon:\s+(\d+)'))[1]::bigint
+  FROM string_to_array(regexp_replace(pg_read_file('/proc/' || pid || '/stat'), '^.*\) ', ''), ' ') AS f,
+       pg_read_file('/proc/' || pid || '/status') AS st
+\$\$;
+SELECT streamwin.create_kafka_source('ev', '$brokers', 'ev',
+	'id bigint, k text, u text, v float8, ts timestamptz', 'json',
+	'{"max_records_per_batch": $BENCH_BATCH}');
+EOF
+libpath=$(sql -c "SELECT setting FROM pg_config() WHERE name = 'PKGLIBDIR'")
+[[ $libpath == "$inst$PG_PKGLIBDIR" ]] ||
+	{ echo "the server does not use the private installation ($libpath)" >&2; exit 1; }
+echo "cluster up; streamwin from $libpath"
+
+# --- measurement helpers -------------------------------------------------------------
+results=$work/results.tsv
+printf 'case\tapproach\trep\tevents\twall_s\tcpu_s\thwm_kb\tanon_kb\tcheck\tnote\n' >"$results"
+failed_checks=0
+
+# record CASE APPROACH REP EVENTS WALL CPU HWM ANON CHECK NOTE
+record() {
+	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$@" >>"$results"
+	printf '  %-3s %-16s run %-2s %9s events  wall %7.3f s  cpu %7.3f s  VmHWM %6d MB  %s %s\n' \
+		"$1" "$2" "$3" "$4" "$5" "$6" "$(($7 / 1024))" "$9" "${10}"
+	[[ $9 == ok ]] || failed_checks=$((failed_checks + 1))
+}
+
+# measure NAME SQLFILE: run SQLFILE in a fresh session between two probes of
+# that session's backend; sets M_WALL M_CPU M_HWM M_ANON and M_OUT (the
+# output, for \echo lines of SQLFILE).
+measure() {
+	local name=$1 file=$2 out=$work/log/$1.out
+	"${PSQL[@]}" -At >"$out" 2>&1 <<EOF || { cat "$out" >&2; return 1; }
+SELECT t AS m_t0, cpu AS m_c0 FROM bench_probe() \gset
+\i $file
+SELECT round((t - :m_t0)::numeric, 3) AS m_wall, round((cpu - :m_c0)::numeric, 2) AS m_cpu,
+       hwm_kb AS m_hwm, anon_kb AS m_anon FROM bench_probe() \gset
+\echo BENCH :m_wall :m_cpu :m_hwm :m_anon
+EOF
+	read -r _ M_WALL M_CPU M_HWM M_ANON < <(grep '^BENCH ' "$out")
+	M_OUT=$out
+}
+
+# check_result TABLE GROUPS COUNT SUM: "ok" if TABLE has GROUPS rows whose n
+# add up to COUNT and whose s add up to SUM (within float rounding).
+check_result() {
+	local got
+	got=$(sql -F ' ' -c "SELECT count(*), coalesce(sum(n), 0),
+		coalesce(abs(sum(s) - $4) <= 1e-6 * $4, false) FROM $1")
+	if [[ $got == "$2 $3 t" ]]; then
+		echo ok
+	else
+		echo "WRONG(groups,count,sum_ok=${got// /,};want=$2,$3)"
+	fi
+}
+
+case_sql() {
+	case $1 in
+	1) echo "SELECT k, count(*) AS n, sum(v) AS s, avg(v) AS a FROM ev GROUP BY streamwin.tumble(ts, '1 minute'), k" ;;
+	2) echo "SELECT u, count(*) AS n, sum(v) AS s, avg(v) AS a FROM ev GROUP BY streamwin.tumble(ts, '1 minute'), u" ;;
+	3) echo "SELECT k, count(*) AS n, sum(v) AS s, avg(v) AS a FROM ev GROUP BY streamwin.hop(ts, '10 minutes', '1 minute'), k" ;;
+	4) echo "SELECT k, count(*) AS n, sum(v) AS s, avg(v) AS a FROM ev GROUP BY streamwin.session(ts, '30 seconds'), k" ;;
+	esac
+}
+case_groups() { local v=EXPECT_GROUPS_$1; echo "${!v}"; }
+case_factor() { [[ $1 == 3 ]] && echo 10 || echo 1; }   # windows per event
+case_sum() { calc "$EXPECT_SUM_V * $(case_factor "$1")"; }
+
+# --- raw ceiling ---------------------------------------------------------------------
+if only raw; then
+say "Raw ceiling: bare librdkafka consumer, $BENCH_REPEAT runs"
+for ((rep = 1; rep <= BENCH_REPEAT; rep++)); do
+	b0=$(proc_cpu "$broker_pid")
+	line=$(test/bench/raw_consume --brokers "$brokers" --topic ev \
+		--partitions "$BENCH_PARTITIONS" --expect "$EXPECT_EVENTS")
+	b1=$(proc_cpu "$broker_pid")
+	eval "$line"   # messages= bytes= wall_s= cpu_s= user_s= sys_s= maxrss_kb=
+	# shellcheck disable=SC2154
+	chk=ok; [[ $messages == "$EXPECT_EVENTS" ]] || chk="WRONG(messages=$messages)"
+	# shellcheck disable=SC2154
+	raw_bytes=$bytes
+	# shellcheck disable=SC2154
+	record 0 raw "$rep" "$messages" "$wall_s" "$cpu_s" "$maxrss_kb" "$maxrss_kb" "$chk" \
+		"first message after ${first_s} s; broker CPU $(calc "$b1 - $b0") s"
+done
+fi
+
+# --- streamwin -----------------------------------------------------------------------
+# run_streamwin CASE REP [perf]: a fresh query, timed around run_available.
+run_streamwin() {
+	local c=$1 rep=$2 q=sw_c$1 chk perf_pid=
+	sql -c "SELECT streamwin.drop_query(name, true) FROM streamwin.queries WHERE name = '$q'" >/dev/null
+	sql >/dev/null <<EOF
+SELECT streamwin.create_query('$q', \$q\$$(case_sql "$c")\$q\$, output_mode => 'update', start => false);
+CHECKPOINT;
+EOF
+	cat >"$work/run_$q.sql" <<EOF
+SELECT r->>'input_rows' AS input_rows, r->>'batches' AS batches
+  FROM streamwin.run_available('$q') AS r \gset
+\echo RUN :input_rows :batches
+EOF
+	if [[ ${3:-} == perf ]]; then
+		# attach perf to the session's backend once it runs run_available
+		(
+			for ((i = 0; i < 200; i++)); do
+				pid=$(sql -c "SELECT pid FROM pg_stat_activity WHERE query LIKE '%run_available(''$q'')%' AND pid <> pg_backend_pid()")
+				[[ -n $pid ]] && break
+				sleep 0.02
+			done
+			[[ -n $pid ]] && exec perf record -F 2999 -g -p "$pid" -o "$work/perf_case$c.data" >/dev/null 2>&1
+		) &
+		perf_pid=$!
+	fi
+	b0=$(proc_cpu "$broker_pid")
+	measure "streamwin_c${c}_r$rep" "$work/run_$q.sql" || { record "$c" streamwin "$rep" 0 0 0 0 0 FAILED "see log"; return; }
+	b1=$(proc_cpu "$broker_pid")
+	if [[ -n $perf_pid ]]; then
+		kill -INT "$perf_pid" 2>/dev/null || true
+		wait "$perf_pid" 2>/dev/null || true
+	fi
+	read -r _ input batches < <(grep '^RUN ' "$M_OUT")
+	chk=$(check_result "$q" "$(case_groups "$c")" "$((EXPECT_EVENTS * $(case_factor "$c")))" "$(case_sum "$c")")
+	[[ $input == "$EXPECT_EVENTS" ]] || chk="WRONG(input_rows=$input)"
+	record "$c" streamwin "$rep" "$input" "$M_WALL" "$M_CPU" "$M_HWM" "$M_ANON" "$chk" \
+		"$batches batches; broker CPU $(calc "$b1 - $b0") s"
+	sql -c "SELECT streamwin.drop_query('$q', true)" >/dev/null
+}
+
+if only streamwin; then
+for c in 1 2 3; do
+	say "streamwin case $c, $BENCH_REPEAT runs: $(case_sql "$c")"
+	for ((rep = 1; rep <= BENCH_REPEAT; rep++)); do
+		run_streamwin "$c" "$rep"
+	done
+done
+
+say "streamwin case 4: session windows"
+if [[ $(sql -c "SELECT count(*) FROM pg_proc WHERE proname = 'session' AND pronamespace = 'streamwin'::regnamespace") != 0 ]]; then
+	# 1,000 keys with an event every second each: one session per key
+	EXPECT_GROUPS_4=1000
+	for ((rep = 1; rep <= BENCH_REPEAT; rep++)); do
+		run_streamwin 4 "$rep"
+	done
+else
+	echo "  not available (session windows not implemented)"
+	printf '4\tstreamwin\t-\t-\t-\t-\t-\t-\tn/a\tnot available (session windows not implemented)\n' >>"$results"
+fi
+
+say "streamwin case 5: table source"
+if [[ $(sql -c "SELECT count(*) FROM pg_proc WHERE proname = 'create_table_source' AND pronamespace = 'streamwin'::regnamespace") != 0 ]]; then
+	echo "  create_table_source() exists now, but this benchmark has no table-source case yet: add it to test/bench/run_bench.sh"
+	printf '5\tstreamwin\t-\t-\t-\t-\t-\t-\tn/a\tnot measured (table sources exist, the benchmark case does not yet)\n' >>"$results"
+else
+	echo "  not available (table sources not implemented)"
+	printf '5\tstreamwin\t-\t-\t-\t-\t-\t-\tn/a\tnot available (table sources not implemented)\n' >>"$results"
+fi
+fi
+
+# --- streamwin in a background worker ------------------------------------------------
+if only worker; then
+say "streamwin case 1 in a background worker (trigger_interval 0), until lag = 0"
+sql >/dev/null <<EOF
+SELECT streamwin.create_query('sw_worker', \$q\$$(case_sql 1)\$q\$, output_mode => 'update',
+	trigger_interval => '0', start => false);
+CHECKPOINT;
+EOF
+# Poll from one client session, one short statement at a time: a statement
+# that ran for the whole catch-up would hold a snapshot that keeps the dead
+# row versions of every batch's updates alive and slows the worker down.
+out=$work/log/streamwin_worker.out
+w_ok=
+coproc POLL { "${PSQL[@]}" -At 2>&1; }
+bg_pids+=($POLL_PID)
+echo "SELECT extract(epoch FROM clock_timestamp()); SELECT streamwin.start_query('sw_worker');" >&"${POLL[1]}"
+read -t 60 -r w_t0 <&"${POLL[0]}"
+read -t 60 -r _ <&"${POLL[0]}"
+for ((i = 0; i < 15000; i++)); do
+	echo "SELECT coalesce((SELECT lag = 0 FROM streamwin.queries WHERE name = 'sw_worker')
+		AND (SELECT coalesce(sum(n), 0) FROM sw_worker) = $EXPECT_EVENTS, false),
+		extract(epoch FROM clock_timestamp());" >&"${POLL[1]}"
+	IFS="|" read -t 60 -r done w_t1 <&"${POLL[0]}"
+	[[ $done == t ]] && { w_ok=1; break; }
+	[[ $done == f ]] || { echo "polling failed: $done $w_t1" >>"$out"; break; }
+	sleep 0.02
+done
+exec {POLL[1]}>&-
+wait "$POLL_PID" 2>/dev/null || true
+if [[ -n $w_ok ]] && sql >>"$out" 2>&1 <<EOF; then
+SELECT worker_pid AS w_pid FROM streamwin.queries WHERE name = 'sw_worker' \gset
+SELECT round(cpu::numeric, 2) AS w_cpu, hwm_kb AS w_hwm, anon_kb AS w_anon FROM bench_probe(:w_pid) \gset
+SELECT count(*) AS w_batches,
+       round(extract(epoch FROM max(pg_xact_commit_timestamp(xmin)) - min(started_at))::numeric, 3) AS w_span
+  FROM streamwin.progress WHERE query = 'sw_worker' AND input_rows > 0 \gset
+\echo WORKER :w_cpu :w_hwm :w_anon :w_batches :w_span
+EOF
+	read -r _ w_cpu w_hwm w_anon w_batches w_span < <(grep '^WORKER ' "$out")
+	chk=$(check_result sw_worker "$EXPECT_GROUPS_1" "$EXPECT_EVENTS" "$EXPECT_SUM_V")
+	record 1 worker 1 "$EXPECT_EVENTS" "$(calc "$w_t1 - $w_t0")" "$w_cpu" "$w_hwm" "$w_anon" "$chk" \
+		"$w_batches batches; first batch start to last commit ${w_span} s"
+else
+	cat "$out"
+	record 1 worker 1 0 0 0 0 0 FAILED "did not catch up in 300 s or failed: see $out"
+fi
+sql -c "SELECT streamwin.stop_query('sw_worker'); SELECT streamwin.drop_query('sw_worker', true)" >/dev/null 2>&1 || true
+fi
+
+# --- alternatives ----------------------------------------------------------------------
+# Summary table of an alternative: the same columns as a streamwin result.
+summary_ddl() {
+	local key=$2
+	[[ $1 == 2 ]] && key=u
+	echo "DROP TABLE IF EXISTS $3; CREATE TABLE $3 (window_start timestamptz, window_end timestamptz,
+		$key text, n bigint, s float8, a float8, PRIMARY KEY (window_start, $key));"
+}
+key_of() { [[ $1 == 2 ]] && echo u || echo k; }
+
+# window_from CASE TSEXPR: FROM-clause items giving column ws for each
+# window of the event (tumble: one; hop: ten).
+windows_of() {
+	if [[ $1 == 3 ]]; then
+		echo "CROSS JOIN LATERAL generate_series(date_bin('1 minute', $2, timestamptz 'epoch') - interval '9 minutes',
+			date_bin('1 minute', $2, timestamptz 'epoch'), interval '1 minute') AS w(ws)"
+	else
+		echo "CROSS JOIN LATERAL (SELECT date_bin('1 minute', $2, timestamptz 'epoch')) AS w(ws)"
+	fi
+}
+size_of() { [[ $1 == 3 ]] && echo "10 minutes" || echo "1 minute"; }
+
+# run_copy CASE FORMAT REP: COPY + INSERT ... SELECT ... GROUP BY ... ON CONFLICT
+run_copy() {
+	local c=$1 fmt=$2 rep=$3 key t=alt_copy_$2_c$1 f file stage cols
+	key=$(key_of "$c")
+	if [[ $fmt == json ]]; then
+		stage="CREATE UNLOGGED TABLE stage_json (p jsonb)"
+		cols="(p->>'ts')::timestamptz AS ts, p->>'$key' AS $key, (p->>'v')::float8 AS v FROM stage_json"
+	else
+		stage="CREATE UNLOGGED TABLE stage_csv (id bigint, k text, u text, v float8, ts timestamptz)"
+		cols="ts, $key, v FROM stage_csv"
+	fi
+	sql >/dev/null <<EOF
+$(summary_ddl "$c" "$key" "$t")
+DROP TABLE IF EXISTS stage_$fmt;
+$stage;
+CHECKPOINT;
+EOF
+	file=$work/copy_${fmt}_c$c.sql
+	: >"$file"
+	for f in "$work"/data/"$fmt"/b*; do
+		cat >>"$file" <<EOF
+BEGIN;
+COPY stage_$fmt FROM '$f' $([[ $fmt == csv ]] && echo "(FORMAT csv)");
+INSERT INTO $t AS t
+SELECT b.ws, b.ws + interval '$(size_of "$c")', b.$key, b.n, b.s, b.s / b.n
+  FROM (SELECT w.ws, e.$key, count(*) AS n, sum(e.v) AS s
+          FROM (SELECT $cols OFFSET 0) AS e $(windows_of "$c" e.ts)
+         GROUP BY 1, 2) AS b
+ON CONFLICT (window_start, $key) DO UPDATE
+   SET n = t.n + EXCLUDED.n, s = t.s + EXCLUDED.s, a = (t.s + EXCLUDED.s) / (t.n + EXCLUDED.n);
+TRUNCATE stage_$fmt;
+COMMIT;
+EOF
+	done
+	measure "copy_${fmt}_c${c}_r$rep" "$file" || { record "$c" "copy_$fmt" "$rep" 0 0 0 0 0 FAILED "see log"; return; }
+	chk=$(check_result "$t" "$(case_groups "$c")" "$((EXPECT_EVENTS * $(case_factor "$c")))" "$(case_sum "$c")")
+	record "$c" "copy_$fmt" "$rep" "$EXPECT_EVENTS" "$M_WALL" "$M_CPU" "$M_HWM" "$M_ANON" "$chk" \
+		"$BATCH_FILES transactions"
+	sql -c "DROP TABLE $t" >/dev/null
+}
+
+# The per-row trigger: BEFORE INSERT, upserts the event's summary row and
+# skips storing the event itself (cheaper than keeping an events table).
+trigger_ddl() {
+	local c=$1 key t=alt_trig_c$1
+	key=$(key_of "$c")
+	cat <<EOF
+$(summary_ddl "$c" "$key" "$t")
+DROP TABLE IF EXISTS ev_trig_c$c;
+CREATE TABLE ev_trig_c$c (id bigint, k text, u text, v float8, ts timestamptz);
+CREATE OR REPLACE FUNCTION trig_c$c() RETURNS trigger LANGUAGE plpgsql AS \$f\$
+DECLARE
+	ws timestamptz := date_bin('1 minute', NEW.ts, timestamptz 'epoch');
+BEGIN
+	INSERT INTO $t AS t VALUES (ws, ws + interval '1 minute', NEW.$key, 1, NEW.v, NEW.v)
+	ON CONFLICT (window_start, $key) DO UPDATE
+	   SET n = t.n + 1, s = t.s + EXCLUDED.s, a = (t.s + EXCLUDED.s) / (t.n + 1);
+	RETURN NULL;
+END
+\$f\$;
+CREATE TRIGGER summary BEFORE INSERT ON ev_trig_c$c FOR EACH ROW EXECUTE FUNCTION trig_c$c();
+CHECKPOINT;
+EOF
+}
+
+run_trigger_copy() {
+	local c=$1 file=$work/trig_copy_c$1.sql f
+	trigger_ddl "$c" | sql >/dev/null
+	: >"$file"
+	for f in "$work"/data/csv/b*; do
+		echo "COPY ev_trig_c$c FROM '$f' (FORMAT csv);" >>"$file"
+	done
+	measure "trigger_c$c" "$file" || { record "$c" trigger 1 0 0 0 0 0 FAILED "see log"; return; }
+	chk=$(check_result "alt_trig_c$c" "$(case_groups "$c")" "$EXPECT_EVENTS" "$EXPECT_SUM_V")
+	record "$c" trigger 1 "$EXPECT_EVENTS" "$M_WALL" "$M_CPU" "$M_HWM" "$M_ANON" "$chk" \
+		"$BATCH_FILES COPY transactions"
+	sql -c "DROP TABLE alt_trig_c$c, ev_trig_c$c" >/dev/null
+}
+
+run_trigger_insert() {
+	local c=1 file=$work/trig_insert.sql n=$BENCH_INSERT_EVENTS want
+	trigger_ddl "$c" | sql >/dev/null
+	head -n "$n" "$work/data/csv/b00.csv" |
+		perl -ne 'chomp; my @f = split /,/; print "INSERT INTO ev_trig_c1 VALUES ($f[0], \x27$f[1]\x27, \x27$f[2]\x27, $f[3], \x27$f[4]\x27);\n"' >"$file"
+	measure trigger_insert "$file" || { record "$c" trigger_insert 1 0 0 0 0 0 FAILED "see log"; return; }
+	# expected groups (minute, k) and sum of those events
+	read -r g s < <(head -n "$n" "$work/data/csv/b00.csv" | perl -ne '
+		my (undef, $k, undef, $v, $ts) = split /,/; $g{substr($ts, 0, 16) . " $k"} = 1;
+		$v =~ /^(\d+)\.(\d\d)$/ or die "bad v $v"; $c += $1 * 100 + $2;
+		END { printf "%d %d.%02d\n", scalar keys %g, int($c / 100), $c % 100 }')
+	chk=$(check_result alt_trig_c1 "$g" "$n" "$s")
+	record "$c" trigger_insert 1 "$n" "$M_WALL" "$M_CPU" "$M_HWM" "$M_ANON" "$chk" \
+		"first $n events, one INSERT and transaction each"
+	sql -c "DROP TABLE alt_trig_c1, ev_trig_c1" >/dev/null
+}
+
+if only alternatives; then
+for c in 1 2 3; do
+	for fmt in json csv; do
+		say "Alternative COPY+SQL ($fmt) case $c, $BENCH_REPEAT runs"
+		for ((rep = 1; rep <= BENCH_REPEAT; rep++)); do
+			run_copy "$c" "$fmt" "$rep"
+		done
+	done
+done
+for c in 1 2; do
+	say "Alternative per-row trigger case $c (events COPYed in batches of $BENCH_BATCH)"
+	run_trigger_copy "$c"
+done
+say "Alternative per-row trigger, one INSERT per event ($BENCH_INSERT_EVENTS events)"
+run_trigger_insert
+
+fi
+# --- latency -----------------------------------------------------------------------------
+# A query like case 1 runs in a background worker with trigger_interval
+# 100 ms while gen_steady.pl produces BENCH_LAT_RATE events/s, each carrying
+# "pt", the wall-clock time it was handed to the producer.
+#
+# When does an event become visible?  The batch that reads it commits its
+# results, its offsets and its streamwin.progress row in one transaction, so
+# the event is visible exactly when the first batch whose stored next offset
+# for the event's partition is past the event's offset commits.  With
+# track_commit_timestamp, pg_xact_commit_timestamp(xmin) of that progress row
+# is that commit's time.  A bare consumer (raw_consume --dump) reading the
+# same stream tells where (partition, offset) every event landed, so each
+# event's latency is
+#   commit time of the first batch covering (partition, offset) - pt,
+# and the time that consumer received it minus pt is what Kafka (producer
+# linger, broker, fetch) alone takes: the floor under streamwin's latency.
+# The commit timestamp is taken just before the commit's WAL flush; as a
+# check, a second session polls max(batch_id) every 5 ms (psql \watch) and
+# records when it first sees each batch: "observed" latencies are upper
+# bounds (+ up to 5 ms of polling granularity) of when a reader actually saw
+# the result.
+measure_latency() {
+	local v=$1 fw=$2 total=$((BENCH_LAT_RATE * BENCH_LAT_SECONDS)) poll_secs wpid
+	sql >/dev/null <<EOF
+SELECT streamwin.create_kafka_source('lat$v', '$brokers', 'lat$v',
+	'id bigint, k text, v float8, ts timestamptz, pt bigint', 'json',
+	'{"max_records_per_batch": $BENCH_BATCH, "kafka": {"fetch.wait.max.ms": "$fw"}}');
+SELECT streamwin.create_query('lat${v}_q', \$q\$SELECT k, count(*) AS n, sum(v) AS s, avg(v) AS a, max(pt) AS max_pt
+	FROM lat$v GROUP BY streamwin.tumble(ts, '1 minute'), k\$q\$,
+	output_mode => 'update', trigger_interval => '100 ms');
+EOF
+	# the worker is up and has read the (empty) topic once
+	for ((i = 0; i < 300; i++)); do
+		wpid=$(sql -c "SELECT worker_pid FROM streamwin.queries WHERE name = 'lat${v}_q'")
+		[[ -n $wpid ]] && break
+		sleep 0.1
+	done
+	[[ -n $wpid ]] || { echo "the latency query's worker did not start" >&2; return 1; }
+	sleep 2
+	read -r c0 <<<"$(sql -c "SELECT cpu FROM bench_probe($wpid)")"
+
+	# The poller: one short statement every 5 ms (\watch), so that it holds
+	# no snapshot for long (a long-running statement would keep the dead row
+	# versions of every batch's updates alive and slow the worker down).
+	poll_secs=$((BENCH_LAT_SECONDS + 15))
+	timeout -s TERM "$poll_secs" "${PSQL[@]}" -At >"$work/log/lat${v}_poll.out" 2>&1 <<EOF &
+SELECT 'SEEN', coalesce(max(batch_id), 0), extract(epoch FROM clock_timestamp())
+  FROM streamwin.progress WHERE query = 'lat${v}_q' \watch 0.005
+EOF
+	bg_pids+=($!)
+	local poll_pid=$!
+	# a bare consumer reads the same stream meanwhile: where each event
+	# landed, and when Kafka alone delivered it
+	test/bench/raw_consume --brokers "$brokers" --topic "lat$v" --partitions "$LAT_PARTITIONS" \
+		-X "fetch.wait.max.ms=$fw" --expect "$total" --dump "$work/data/lat${v}_dump.tsv" >"$work/log/lat${v}_raw.out" 2>&1 &
+	bg_pids+=($!)
+	local raw_pid=$!
+	sleep 1
+	perl "$bench/gen_steady.pl" --rate "$BENCH_LAT_RATE" --seconds "$BENCH_LAT_SECONDS" \
+		--partitions "$LAT_PARTITIONS" |
+		test/kafka_produce --brokers "$brokers" --topic "lat$v" --partition-prefix --quiet --linger-ms 5
+	# everything visible?
+	for ((i = 0; i < 600; i++)); do
+		[[ $(sql -c "SELECT coalesce(sum(n), 0) FROM lat${v}_q") == "$total" ]] && break
+		sleep 0.1
+	done
+	read -r c1 hwm anon <<<"$(sql -F ' ' -c "SELECT cpu, hwm_kb, anon_kb FROM bench_probe($wpid)")"
+	wait "$poll_pid" || true
+	sql -c "SELECT streamwin.stop_query('lat${v}_q')" >/dev/null
+
+	wait "$raw_pid" || { cat "$work/log/lat${v}_raw.out"; return 1; }
+	perl -ne 'my ($p, $o, $r, $j) = split /\t/; $j =~ /"pt":(\d+)/ or die "no pt: $_"; print "$p\t$o\t$1\t$r\n"' \
+		"$work/data/lat${v}_dump.tsv" >"$work/data/lat${v}_events.tsv"
+	# first time the poller saw each batch id
+	awk -F '|' '$1 == "SEEN" && $2 > seen { print $2 "\t" $3; seen = $2 }' "$work/log/lat${v}_poll.out" >"$work/data/lat${v}_seen.tsv"
+	chmod a+r "$work/data/"lat${v}_*.tsv
+
+	sql -F ' ' >"$work/log/latency$v.out" <<EOF
+CREATE TABLE lat${v}_events (p int, o bigint, pt bigint, recv bigint);
+COPY lat${v}_events FROM '$work/data/lat${v}_events.tsv';
+CREATE TABLE lat${v}_seen (batch_id bigint, seen float8);
+COPY lat${v}_seen FROM '$work/data/lat${v}_seen.tsv';
+CREATE TABLE lat${v}_batches AS
+SELECT g.batch_id, o.key::int AS p, o.value::bigint AS next_offset,
+       extract(epoch FROM g.committed)::float8 AS committed,
+       (SELECT min(s.seen) FROM lat${v}_seen s WHERE s.batch_id >= g.batch_id) AS seen
+  FROM (SELECT batch_id, offsets, pg_xact_commit_timestamp(xmin) AS committed
+          FROM streamwin.progress WHERE query = 'lat${v}_q') AS g,
+       jsonb_each_text(g.offsets) AS o;
+CREATE INDEX ON lat${v}_batches (p, next_offset);
+ANALYZE lat${v}_batches;
+CREATE TABLE lat${v}_x AS
+SELECT e.*, b.batch_id, (b.committed * 1e6 - e.pt) / 1000 AS ms, (b.seen * 1e6 - e.pt) / 1000 AS seen_ms
+  FROM lat${v}_events e
+  LEFT JOIN LATERAL (SELECT * FROM lat${v}_batches b WHERE b.p = e.p AND b.next_offset > e.o
+                      ORDER BY b.next_offset LIMIT 1) b ON true;
+SELECT 'LATENCY', count(*), count(batch_id), count(seen_ms),
+       round(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms)::numeric, 1),
+       round(percentile_cont(0.99) WITHIN GROUP (ORDER BY ms)::numeric, 1),
+       round(max(ms)::numeric, 1),
+       round(percentile_cont(0.5) WITHIN GROUP (ORDER BY seen_ms)::numeric, 1),
+       round(percentile_cont(0.99) WITHIN GROUP (ORDER BY seen_ms)::numeric, 1),
+       round(max(seen_ms)::numeric, 1),
+       round(percentile_cont(0.5) WITHIN GROUP (ORDER BY (recv - pt) / 1000.0)::numeric, 1),
+       round(percentile_cont(0.99) WITHIN GROUP (ORDER BY (recv - pt) / 1000.0)::numeric, 1),
+       round(max((recv - pt) / 1000.0)::numeric, 1),
+       round(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms - (recv - pt) / 1000.0)::numeric, 1),
+       round(percentile_cont(0.99) WITHIN GROUP (ORDER BY ms - (recv - pt) / 1000.0)::numeric, 1),
+       count(DISTINCT batch_id),
+       (SELECT coalesce(sum(n), 0) FROM lat${v}_q)
+  FROM lat${v}_x;
+EOF
+	read -r _ n_ev n_cov n_seen p50 p99 pmax s50 s99 smax k50 k99 kmax d50 d99 n_batches n_res \
+		< <(grep '^LATENCY ' "$work/log/latency$v.out")
+	chk=ok
+	[[ $n_ev == "$total" && $n_cov == "$total" && $n_res == "$total" ]] ||
+		chk="WRONG(events=$n_ev,covered=$n_cov,result_count=$n_res,want=$total)"
+	lat_cpu=$(calc "$c1 - $c0")
+	record "L$v" latency 1 "$total" "$BENCH_LAT_SECONDS" "$lat_cpu" "$hwm" "$anon" "$chk" \
+		"fetch_wait=$fw;rate=$BENCH_LAT_RATE;p50=$p50;p99=$p99;max=$pmax;seen_p50=$s50;seen_p99=$s99;seen_max=$smax;kafka_p50=$k50;kafka_p99=$k99;kafka_max=$kmax;after_kafka_p50=$d50;after_kafka_p99=$d99;batches=$n_batches;seen_events=$n_seen"
+}
+if only latency; then
+# 1: librdkafka's fetch.wait.max.ms as streamwin sets it (100 ms).  The mock
+# broker holds a fetch for that long when it has nothing new, rather than
+# answering when data arrives as a real broker does, so Kafka alone adds up
+# to 100 ms.  2: the same with fetch.wait.max.ms = 10 (a source option).
+say "Latency: $BENCH_LAT_RATE events/s for $BENCH_LAT_SECONDS s, trigger_interval 100 ms, background worker"
+measure_latency 1 100 || record L1 latency 1 0 0 0 0 0 FAILED "see log"
+say "Latency again, with the source option kafka.fetch.wait.max.ms = 10"
+measure_latency 2 10 || record L2 latency 1 0 0 0 0 0 FAILED "see log"
+fi
+
+# --- profiles (optional) -------------------------------------------------------------------
+if [[ $BENCH_PROFILE == 1 ]]; then
+	say "Profiles (perf) of cases 1 and 2"
+	for c in 1 2; do
+		run_streamwin "$c" p perf
+		if [[ -s $work/perf_case$c.data ]]; then
+			{
+				echo "# perf profile of streamwin case $c: $(case_sql "$c")"
+				echo "# run_available backend (all threads), perf record -F 2999 -g; $(date -u '+%Y-%m-%d %H:%M UTC')"
+				echo "## inclusive (children), top 60"
+				perf report -i "$work/perf_case$c.data" --children --sort symbol --stdio -g none 2>/dev/null |
+					grep '%' | head -n 60
+				echo "## self, top 40"
+				perf report -i "$work/perf_case$c.data" --no-children --sort dso,symbol --stdio -g none 2>/dev/null |
+					grep '%' | head -n 40
+			} >"$BENCH_OUT/profile-case$c.txt"
+			echo "  wrote $BENCH_OUT/profile-case$c.txt"
+		else
+			echo "  no profile (is perf usable here?)"
+		fi
+	done
+fi
+
+# --- summary ---------------------------------------------------------------------------------
+say "Summary"
+cp "$results" "$BENCH_OUT/results.tsv"
+perl "$bench/summarize.pl" --results "$results" --out "$BENCH_OUT" \
+	--meta "$(
+		printf 'date=%s\n' "$(date -u '+%Y-%m-%d %H:%M UTC')"
+		printf 'commit=%s\n' "$(git -C "$repo" describe --always --dirty 2>/dev/null || echo unknown)"
+		printf 'cpu=%s\n' "$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)"
+		printf 'cores=%s\n' "$(nproc)"
+		printf 'memory=%s\n' "$(awk '/MemTotal/ {printf "%.0f GB", $2 / 1048576}' /proc/meminfo)"
+		printf 'postgres=%s\n' "$("$inst$PG_BINDIR/postgres" --version)"
+		printf 'librdkafka=%s\n' "$(pkg-config --modversion rdkafka 2>/dev/null || echo unknown)"
+		printf 'events=%s\n' "$EXPECT_EVENTS"
+		printf 'payload_bytes=%s\n' "$((raw_bytes / EXPECT_EVENTS))"
+		printf 'partitions=%s\n' "$BENCH_PARTITIONS"
+		printf 'batch=%s\n' "$BENCH_BATCH"
+		printf 'repeat=%s\n' "$BENCH_REPEAT"
+		printf 'loadavg_end=%s\n' "$(cut -d ' ' -f 1-3 /proc/loadavg)"
+		printf 'profile=%s\n' "$BENCH_PROFILE"
+	)"
+if ((failed_checks > 0)); then
+	echo "$failed_checks run(s) failed their correctness check: see the table" >&2
+	exit 1
+fi

@@ -1,0 +1,374 @@
+#!/usr/bin/perl
+# summarize.pl: turn the measurements of test/bench/run_bench.sh into the
+# tables it prints, BENCH_OUT/results.md and BENCH_OUT/throughput.png.
+#
+#   summarize.pl --results results.tsv --out DIR --meta "key=value\n..."
+#
+# results.tsv has one line per run: case, approach, rep, events, wall_s,
+# cpu_s, hwm_kb, anon_kb, check, note.  Case 0 is the raw ceiling (the same
+# messages for every case), L the latency run.  Repeated runs are summarised
+# by their medians.
+use strict;
+use warnings;
+use Getopt::Long;
+use File::Temp qw(tempfile);
+
+my ($results, $out, $meta_text) = (undef, '.', '');
+GetOptions('results=s' => \$results, 'out=s' => \$out, 'meta=s' => \$meta_text)
+  or die "usage: $0 --results FILE --out DIR --meta TEXT\n";
+my %meta = map { /^([^=]+)=(.*)$/ ? ($1, $2) : () } split /\n/, $meta_text;
+
+my %label = (
+	raw            => 'raw ceiling: bare librdkafka consumer',
+	streamwin      => 'streamwin: run_available() in one session',
+	worker         => 'streamwin: background worker, trigger 0',
+	copy_json      => 'COPY+SQL per batch, JSON payloads',
+	copy_csv       => 'COPY+SQL per batch, pre-decoded CSV',
+	trigger        => 'per-row trigger, events COPYed in batches',
+	trigger_insert => 'per-row trigger, one INSERT per event',
+);
+my @order = qw(raw streamwin worker copy_json copy_csv trigger trigger_insert);
+my %case_name = (
+	0 => 'all',
+	1 => '(1) tumble 1 min, 1,000 keys',
+	2 => '(2) tumble 1 min, 1,000,000 keys',
+	3 => '(3) hop 10 min / 1 min, 1,000 keys',
+	4 => '(4) session windows',
+	5 => '(5) table source',
+);
+
+# --- read --------------------------------------------------------------------
+my %runs;    # {case}{approach} = [ {...}, ... ]
+open my $fh, '<', $results or die "$results: $!";
+my $hdr = <$fh>;
+while (my $line = <$fh>)
+{
+	chomp $line;
+	my %r;
+	@r{qw(case approach rep events wall cpu hwm anon check note)} = split /\t/, $line, -1;
+	push @{ $runs{ $r{case} }{ $r{approach} } }, \%r;
+}
+close $fh;
+
+sub median
+{
+	my @v = sort { $a <=> $b } @_;
+	return undef unless @v;
+	return @v % 2 ? $v[$#v / 2] : ($v[ @v / 2 - 1 ] + $v[ @v / 2 ]) / 2;
+}
+
+# Summary of one (case, approach): medians over the runs that passed.
+sub summary
+{
+	my ($case, $approach) = @_;
+	my $rs = $runs{$case}{$approach} or return undef;
+	my @ok = grep { $_->{check} eq 'ok' } @$rs;
+	my %s = (runs => scalar @$rs, ok => scalar @ok, note => $rs->[0]{note},
+		check => join(', ', map { $_->{check} } @$rs));
+	return \%s unless @ok;
+	$s{events} = $ok[0]{events};
+	$s{wall}   = median(map { $_->{wall} } @ok);
+	$s{cpu}    = median(map { $_->{cpu} } @ok);
+	$s{wmin}   = (sort { $a <=> $b } map { $_->{wall} } @ok)[0];
+	$s{wmax}   = (sort { $b <=> $a } map { $_->{wall} } @ok)[0];
+	$s{hwm}    = (sort { $b <=> $a } map { $_->{hwm} } @ok)[0];
+	$s{anon}   = (sort { $b <=> $a } map { $_->{anon} } @ok)[0];
+	$s{evs}    = $s{wall} > 0 ? $s{events} / $s{wall} : 0;
+	$s{cpum}   = $s{cpu} / $s{events} * 1e6;
+	return \%s;
+}
+
+sub fmt_int
+{
+	my ($n) = @_;
+	return '-' unless defined $n;
+	my $s = sprintf('%.0f', $n);
+	1 while $s =~ s/^(\d+)(\d{3})/$1,$2/;
+	return $s;
+}
+sub fmt_x { my ($x) = @_; return defined $x ? sprintf('%.2fx', $x) : '-' }
+
+# --- the tables ----------------------------------------------------------------
+my @md;
+push @md, '# streamwin benchmark results', '';
+push @md, "Produced by `make bench` (test/bench/run_bench.sh) on $meta{date}, commit $meta{commit}.";
+push @md, "Machine: $meta{cores} cores ($meta{cpu}), $meta{memory}; $meta{postgres}; librdkafka $meta{librdkafka}.";
+push @md, "Load average when the run ended: $meta{loadavg_end} (other work on the machine shows up in wall times first).";
+push @md, '';
+push @md, "Input: $meta{events} JSON events of about $meta{payload_bytes} bytes in one topic of "
+  . "$meta{partitions} partitions on the test broker (librdkafka's mock cluster, loopback TCP), "
+  . "produced with linger.ms=100 and batch.num.messages=100000. Batches and COPY transactions "
+  . "hold $meta{batch} events. Medians of $meta{repeat} runs where repeated; every run was checked "
+  . "(group count, total count and sum of the result against the generator's figures).";
+push @md, '';
+push @md, '## Throughput and CPU';
+push @md, '';
+push @md, '| case | approach | events | wall s (median; min-max) | events/s | CPU s per 1M events | CPU / wall | VmHWM MB | check |';
+push @md, '|---|---|---:|---:|---:|---:|---:|---:|---|';
+
+my @cases = (0, 1, 2, 3, 4, 5);
+for my $c (@cases)
+{
+	for my $a (@order)
+	{
+		next unless $runs{$c}{$a};
+		my $s = summary($c, $a);
+		if ($runs{$c}{$a}[0]{check} eq 'n/a')
+		{
+			push @md, "| $case_name{$c} | streamwin | - | $runs{$c}{$a}[0]{note} | - | - | - | - | - |";
+			next;
+		}
+		if (!$s->{ok})
+		{
+			push @md, "| $case_name{$c} | $label{$a} | - | - | - | - | - | - | $s->{check} |";
+			next;
+		}
+		my $range = $s->{runs} > 1 ? sprintf(' (%.2f-%.2f)', $s->{wmin}, $s->{wmax}) : '';
+		push @md, sprintf('| %s | %s | %s | %.2f%s | %s | %.2f | %.0f%% | %s | %s |',
+			$case_name{$c}, $label{$a}, fmt_int($s->{events}), $s->{wall}, $range,
+			fmt_int($s->{evs}), $s->{cpum}, 100 * $s->{cpu} / $s->{wall},
+			fmt_int($s->{hwm} / 1024), $s->{ok} == $s->{runs} ? 'ok' : $s->{check});
+	}
+}
+push @md, '';
+push @md, 'CPU is utime + stime of the process doing the work, from /proc/PID/stat, summed over all its '
+  . 'threads: for streamwin the backend running run_available() (or the worker), whose librdkafka '
+  . 'threads live in the same process; for the alternatives the backend running the COPY and SQL '
+  . '(their input comes from files on the server, so reading Kafka is not counted for them at all); '
+  . 'for the raw ceiling the consumer process (getrusage). VmHWM is the peak resident set of that '
+  . 'process (for backends it includes the shared buffers it touched; shared_buffers = 1GB).';
+push @md, '';
+
+# --- ratios ----------------------------------------------------------------------
+my $raw = summary(0, 'raw');
+push @md, '## Ratios';
+push @md, '';
+push @md, 'Throughput ratio = streamwin events/s / other events/s; CPU ratio = other CPU per event / '
+  . 'streamwin CPU per event (above 1: streamwin uses less CPU per event).';
+push @md, '';
+push @md, '| case | streamwin events/s | vs raw ceiling | vs COPY+SQL (JSON) | vs COPY+SQL (CSV) | vs trigger (COPY-fed) | vs trigger (INSERT per event) |';
+push @md, '|---|---:|---|---|---|---|---|';
+my %ratio;    # {case}{approach} = [throughput ratio, cpu ratio]
+for my $c (1, 2, 3)
+{
+	my $sw = summary($c, 'streamwin');
+	next unless $sw && $sw->{ok};
+	my @cells;
+	for my $a (qw(raw copy_json copy_csv trigger trigger_insert))
+	{
+		my $o = $a eq 'raw' ? $raw : summary($a eq 'trigger_insert' ? 1 : $c, $a);
+		$o = undef if $a eq 'trigger_insert' && $c != 1;
+		if (!$o || !$o->{ok})
+		{
+			push @cells, '-';
+			next;
+		}
+		my $t = $sw->{evs} / $o->{evs};
+		my $p = $o->{cpum} / $sw->{cpum};
+		$ratio{$c}{$a} = [ $t, $p ];
+		push @cells, sprintf('%s (CPU %s)', fmt_x($t), fmt_x($p));
+	}
+	push @md, sprintf('| %s | %s | %s |', $case_name{$c}, fmt_int($sw->{evs}), join(' | ', @cells));
+}
+push @md, '';
+
+# --- latency -----------------------------------------------------------------------
+my %lats;    # {L1|L2} = {...}
+for my $v (qw(L1 L2))
+{
+	my $l = $runs{$v}{latency} or next;
+	my $r = $l->[0];
+	my %lat = map { /^([^=]+)=(.*)$/ ? ($1, $2) : () } split /;/, $r->{note};
+	$lat{check}  = $r->{check};
+	$lat{events} = $r->{events};
+	$lat{secs}   = $r->{wall};
+	$lat{cpu}    = $r->{cpu};
+	$lat{hwm}    = $r->{hwm};
+	$lats{$v}    = \%lat;
+}
+if (%lats)
+{
+	my ($any) = values %lats;
+	push @md, '## End-to-end latency';
+	push @md, '';
+	push @md, "A query like case 1 (update mode) runs in a background worker with trigger_interval 100 ms "
+	  . "while $any->{rate} events/s are produced for $any->{secs} s (8 partitions, linger.ms=5). Each event "
+	  . 'carries the wall-clock time it was handed to the producer. A batch commits its results, offsets and '
+	  . 'streamwin.progress row in one transaction, so an event is visible from the commit of the first batch '
+	  . "whose stored next offset for the event's partition is past the event's offset; "
+	  . 'pg_xact_commit_timestamp() of that progress row gives the commit time, and a bare consumer reading '
+	  . 'the same stream gives each event\'s (partition, offset). Latency = commit time - produce time, for '
+	  . 'every event. "Observed" is when a second session polling every 5 ms first saw the batch (an upper '
+	  . 'bound). "Kafka alone" is when that bare librdkafka consumer (same fetch settings) received each '
+	  . 'event: the floor under any consumer\'s latency on this broker; "streamwin after Kafka" is the '
+	  . 'difference per event.';
+	push @md, '';
+	push @md, 'The mock broker holds a fetch request for fetch.wait.max.ms when it has nothing new instead of '
+	  . 'answering as soon as data arrives (as a real broker does), so on it Kafka alone costs up to '
+	  . 'fetch.wait.max.ms. The run is made twice: with streamwin\'s setting (100 ms) and with the source '
+	  . 'option {"kafka": {"fetch.wait.max.ms": "10"}}.';
+	push @md, '';
+	push @md, '| fetch.wait.max.ms | | p50 ms | p99 ms | max ms |';
+	push @md, '|---:|---|---:|---:|---:|';
+	for my $v (sort keys %lats)
+	{
+		my $lat = $lats{$v};
+		if ($lat->{check} ne 'ok')
+		{
+			push @md, "| $lat->{fetch_wait} | failed: $lat->{check} | | | |";
+			next;
+		}
+		push @md, "| $lat->{fetch_wait} | produce to visible (commit time) | **$lat->{p50}** | **$lat->{p99}** | $lat->{max} |";
+		push @md, "| $lat->{fetch_wait} | produce to observed by a poller | $lat->{seen_p50} | $lat->{seen_p99} | $lat->{seen_max} |";
+		push @md, "| $lat->{fetch_wait} | Kafka alone: produce to received by a bare consumer | $lat->{kafka_p50} | $lat->{kafka_p99} | $lat->{kafka_max} |";
+		push @md, "| $lat->{fetch_wait} | streamwin after Kafka (per event: visible - received) | $lat->{after_kafka_p50} | $lat->{after_kafka_p99} | |";
+	}
+	push @md, '';
+	for my $v (sort keys %lats)
+	{
+		my $lat = $lats{$v};
+		next unless $lat->{check} eq 'ok';
+		push @md, sprintf('fetch.wait.max.ms = %s: %s events in %s batches, all checked (each event covered by a '
+			  . 'committed batch, result count = events); worker: %.0f%% of a core at this rate (%.2f CPU s per '
+			  . '1M events), VmHWM %s MB.',
+			$lat->{fetch_wait}, fmt_int($lat->{events}), $lat->{batches}, 100 * $lat->{cpu} / $lat->{secs},
+			$lat->{cpu} / $lat->{events} * 1e6, fmt_int($lat->{hwm} / 1024));
+		push @md, '';
+	}
+}
+
+# --- targets -------------------------------------------------------------------------
+my @targets;
+sub target
+{
+	my ($what, $value, $text, $ok) = @_;
+	$value = undef if ref $value eq 'ARRAY' && !@$value;    # autovivified by the caller
+	push @targets, sprintf('| %s | %s | %s |', $what, defined $value ? $text : 'not measured',
+		!defined $value ? '-' : $ok ? 'met' : '**missed**');
+}
+my $sw1 = summary(1, 'streamwin');
+my $sw2 = summary(2, 'streamwin');
+target('case 1 >= 0.5x raw ceiling, wall (throughput)', $ratio{1}{raw},
+	sprintf('%.2fx', $ratio{1}{raw}[0] // 0), ($ratio{1}{raw}[0] // 0) >= 0.5);
+target('case 1 >= 0.5x raw ceiling, CPU per event', $ratio{1}{raw},
+	sprintf('%.2fx (%.2f vs %.2f CPU s per 1M)', $ratio{1}{raw}[1] // 0, $raw->{cpum} // 0,
+		$sw1->{cpum} // 0), ($ratio{1}{raw}[1] // 0) >= 0.5);
+target('case 2 >= 150,000 events/s', $sw2 && $sw2->{ok} ? 1 : undef,
+	fmt_int($sw2->{evs}) . ' events/s', ($sw2->{evs} // 0) >= 150000);
+for my $c (1, 2)
+{
+	target("case $c >= 50x per-row trigger (COPY-fed)", $ratio{$c}{trigger},
+		fmt_x($ratio{$c}{trigger}[0]), ($ratio{$c}{trigger}[0] // 0) >= 50);
+}
+target('case 1 >= 50x per-row trigger (INSERT per event)', $ratio{1}{trigger_insert},
+	fmt_x($ratio{1}{trigger_insert}[0]), ($ratio{1}{trigger_insert}[0] // 0) >= 50);
+for my $c (1, 2, 3)
+{
+	for my $f (qw(json csv))
+	{
+		target("case $c >= 2x COPY+SQL (" . uc($f) . ')', $ratio{$c}{"copy_$f"},
+			fmt_x($ratio{$c}{"copy_$f"}[0]), ($ratio{$c}{"copy_$f"}[0] // 0) >= 2);
+	}
+}
+for my $v (sort keys %lats)
+{
+	my $lat = $lats{$v};
+	my $ok = $lat->{check} eq 'ok';
+	target("p99 latency < trigger_interval + 100 ms = 200 ms (fetch.wait.max.ms $lat->{fetch_wait})",
+		$ok ? 1 : undef, ($lat->{p99} // '-') . ' ms', $ok && $lat->{p99} < 200);
+}
+
+push @md, '## Targets (issue 6)';
+push @md, '';
+push @md, '| target | measured | |';
+push @md, '|---|---|---|';
+push @md, @targets;
+push @md, '';
+
+# background worker vs session
+my $w = summary(1, 'worker');
+if ($w && $w->{ok} && $sw1 && $sw1->{ok})
+{
+	push @md, '## Background worker vs run_available()';
+	push @md, '';
+	push @md, sprintf('Case 1 in a background worker (start_query, trigger_interval 0, timed from start_query '
+		  . 'until streamwin.queries.lag = 0 and the result holds every event): %.2f s, %s events/s, '
+		  . '%.2f CPU s per 1M events, VmHWM %s MB (%s). run_available() in a session: %.2f s, %s events/s, '
+		  . '%.2f CPU s per 1M events.',
+		$w->{wall}, fmt_int($w->{evs}), $w->{cpum}, fmt_int($w->{hwm} / 1024), $w->{note},
+		$sw1->{wall}, fmt_int($sw1->{evs}), $sw1->{cpum});
+	push @md, '';
+}
+
+push @md, '![throughput per case](throughput.png)';
+push @md, '';
+push @md, 'Raw per-run figures: results.tsv.' . ($meta{profile} ? ' Profiles: profile-case1.txt, profile-case2.txt.' : '');
+
+my $md = join("\n", @md) . "\n";
+open my $o, '>', "$out/results.md" or die "$out/results.md: $!";
+print $o $md;
+close $o;
+print $md;
+print "\nwrote $out/results.md\n";
+
+# --- the plot ---------------------------------------------------------------------------
+my ($dfh, $dat) = tempfile(UNLINK => 1);
+my @series = qw(raw streamwin worker copy_json copy_csv trigger trigger_insert);
+my @xtics;
+for my $c (1 .. 5)
+{
+	my $name = ('', '(1) tumble 1 min\n1,000 keys', '(2) tumble 1 min\n1,000,000 keys',
+		'(3) hop 10 min / 1 min\n1,000 keys', '(4) session windows', '(5) table source')[$c];
+	$name .= '\nnot implemented' unless (summary($c, 'streamwin') // {})->{ok};
+	push @xtics, sprintf('"%s" %d', $name, $c - 1);
+	my @v;
+	for my $a (@series)
+	{
+		my $s = $a eq 'raw' ? ($c <= 3 ? $raw : undef) : summary($a eq 'trigger_insert' ? ($c == 1 ? 1 : -1) : $c, $a);
+		push @v, $s && $s->{ok} ? sprintf('%.0f', $s->{evs}) : '-';
+	}
+	print $dfh join("\t", $c, @v), "\n";
+}
+close $dfh;
+my $xtics = join(', ', @xtics);
+my $gp = <<"EOF";
+set terminal pngcairo size 1400,650 font ",10" noenhanced
+set output "$out/throughput.png"
+set title "Throughput per case: $meta{events} JSON events from Kafka ($meta{cores} cores, $meta{date}; make bench)"
+set datafile missing "-"
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.85 border -1
+set boxwidth 0.9
+set logscale y
+set yrange [1000:3000000]
+set xrange [-0.6:4.6]
+set ylabel "events per second (wall time, log scale)"
+set grid ytics
+set key outside right top vertical
+set bmargin 4
+set xtics nomirror ($xtics)
+plot "$dat" using 2 title "$label{raw}" lc rgb "#777777", \\
+     "" using 3 title "$label{streamwin}" lc rgb "#1f77b4", \\
+     "" using 4 title "$label{worker}" lc rgb "#6baed6", \\
+     "" using 5 title "$label{copy_json}" lc rgb "#ff7f0e", \\
+     "" using 6 title "$label{copy_csv}" lc rgb "#fdae6b", \\
+     "" using 7 title "$label{trigger}" lc rgb "#d62728", \\
+     "" using 8 title "$label{trigger_insert}" lc rgb "#ff9896"
+EOF
+if (open my $g, '|-', 'gnuplot')
+{
+	print $g $gp;
+	if (close $g)
+	{
+		print "wrote $out/throughput.png\n";
+	}
+	else
+	{
+		warn "gnuplot failed: the plot was not written\n";
+	}
+}
+else
+{
+	warn "gnuplot not found: the plot was not written (make bench installs it)\n";
+}
