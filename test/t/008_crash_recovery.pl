@@ -7,7 +7,8 @@
 # repeatedly
 #   (a) kills a query worker with SIGKILL,
 #   (b) kills an unrelated backend with SIGKILL,
-#   (c) stops the server in immediate mode and starts it again;
+#   (c) stops the server in immediate mode and starts it again,
+#   (d) takes the Kafka broker down for a while and brings it back;
 # then checks every result table against plain SQL over the same events:
 # nothing lost, nothing counted twice.  Some events are sent twice, as a
 # retrying producer would: a deduplicating transform must keep each once,
@@ -113,6 +114,7 @@ sub wait_alive
 }
 
 my $crashes = 0;
+my $outages = 0;
 my $bg = $broker->produce('ev', \@msgs, rate => int($EVENTS / 8), background => 1);
 wait_alive('at the start');
 
@@ -146,6 +148,14 @@ for my $round (1 .. $ROUNDS)
 	$node->start;
 	$crashes++;
 	wait_alive('after an immediate restart');
+
+	# (d) the broker goes away: workers fail and retry, the producer waits
+	usleep(300_000);
+	note("round $round: broker down with " . consumed() . " rows counted");
+	$broker->down;
+	sleep 2;
+	$broker->up;
+	$outages++;
 }
 $bg->finish;
 my $mid = consumed();
@@ -185,7 +195,7 @@ my $replays = $node->safe_psql('postgres', 'SELECT count(*) FROM streamwin.query
 my $log = slurp_file($node->logfile);
 my $restores = () = $log =~ /lost its state in a crash; restoring the checkpoint/g;
 cmp_ok($restores, '>=', 4 * $crashes, "state was restored from a checkpoint after every crash ($restores restores)");
-print "# crashes survived: $crashes, rows lost: $lost, rows duplicated: $dup\n";
+print "# crashes survived: $crashes, broker outages: $outages, rows lost: $lost, rows duplicated: $dup\n";
 is("$lost/$dup", '0/0', 'no row lost, no row counted twice');
 
 $node->stop;
