@@ -20,7 +20,9 @@
 #     N = 1,000,000 every event has its own key (case 2);
 #   - ts = 2024-01-01 00:00:00 + i ms + up to 499 ms of jitter, so N events
 #     span N/1000 seconds of event time (about 17 one-minute windows);
-#   - v has two decimals, so the expected sum is computed exactly in cents.
+#   - v has two decimals, so the expected sum is computed exactly in cents;
+#   - every key has an event about every second: with session windows of a
+#     30-second gap (case 4) each key forms one session.
 #   - "src" is not a column of the source: decoders must skip it.
 use strict;
 use warnings;
@@ -43,7 +45,7 @@ my $T0 = 1_704_067_200;    # 2024-01-01 00:00:00 UTC
 my $tsv;
 open $tsv, '>', "$out/events.tsv" or die "$out/events.tsv: $!";
 my ($json, $csv);
-my (%c1, %c2, %c3);
+my (%c1, %c2, %c3, %times);
 my $sum_cents = 0;
 my $last_sec = -1;
 my $sec_text;
@@ -84,6 +86,8 @@ for my $i (0 .. $n - 1)
 	$c1{"$minute $k"} = 1;
 	$c2{"$minute $u"} = 1;
 	$c3{ ($minute - $_) . " $k" } = 1 for 0 .. 9;
+	# session windows (case 4): event times per key, in milliseconds
+	push @{ $times{$k} }, $ms;
 }
 close $tsv;
 close $json;
@@ -94,6 +98,20 @@ printf $env "EXPECT_EVENTS=%d\n", $n;
 printf $env "EXPECT_GROUPS_1=%d\n", scalar keys %c1;
 printf $env "EXPECT_GROUPS_2=%d\n", scalar keys %c2;
 printf $env "EXPECT_GROUPS_3=%d\n", scalar keys %c3;
+# Sessions with a 30 s gap per key: one per key, plus one per gap of 30 s
+# or more between consecutive event times of that key.  (With this data
+# each key has an event about every second, so one session per key.)
+my $sessions = 0;
+for my $t (values %times)
+{
+	my @t = sort { $a <=> $b } @$t;
+	$sessions++;
+	for my $j (1 .. $#t)
+	{
+		$sessions++ if $t[$j] - $t[ $j - 1 ] >= 30_000;
+	}
+}
+printf $env "EXPECT_GROUPS_4=%d\n", $sessions;
 printf $env "EXPECT_SUM_V=%d.%02d\n", int($sum_cents / 100), $sum_cents % 100;
 printf $env "BATCH_FILES=%d\n", int(($n + $batch - 1) / $batch);
 close $env;

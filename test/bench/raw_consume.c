@@ -9,7 +9,8 @@
  * assignment of every partition from the beginning, no group commits,
  * fetch.wait.max.ms = 100, partition EOF events on, and it takes messages
  * in batches with rd_kafka_consume_batch_queue() from the consumer queue,
- * as kafka_fetch() does.  The only work per message is adding its length to
+ * as kafka_fetch() does (with a 10 ms timeout, so it never waits long for a
+ * batch to fill).  The only work per message is adding its length to
  * a byte count (so the payload is touched once, as a decoder would).
  *
  * Usage:
@@ -222,7 +223,15 @@ main(int argc, char **argv)
 			got = msgs[0] != NULL ? 1 : 0;
 		}
 		else
-			got = rd_kafka_consume_batch_queue(queue, 1000, msgs, batch);
+		{
+			/*
+			 * Short timeout: the call returns only when the batch is full or
+			 * the timeout expires, so a long one would add its whole length
+			 * after the last message (streamwin takes what is queued without
+			 * waiting and sleeps on librdkafka's wakeup descriptor instead).
+			 */
+			got = rd_kafka_consume_batch_queue(queue, 10, msgs, batch);
+		}
 
 		if (got < 0)
 			die("consume failed: %s", rd_kafka_err2str(rd_kafka_last_error()));

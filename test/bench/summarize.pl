@@ -33,7 +33,7 @@ my %case_name = (
 	1 => '(1) tumble 1 min, 1,000 keys',
 	2 => '(2) tumble 1 min, 1,000,000 keys',
 	3 => '(3) hop 10 min / 1 min, 1,000 keys',
-	4 => '(4) session windows',
+	4 => '(4) session windows (gap 30 s), 1,000 keys',
 	5 => '(5) table source',
 );
 
@@ -149,7 +149,7 @@ push @md, '';
 push @md, '| case | streamwin events/s | vs raw ceiling | vs COPY+SQL (JSON) | vs COPY+SQL (CSV) | vs trigger (COPY-fed) | vs trigger (INSERT per event) |';
 push @md, '|---|---:|---|---|---|---|---|';
 my %ratio;    # {case}{approach} = [throughput ratio, cpu ratio]
-for my $c (1, 2, 3)
+for my $c (1, 2, 3, 4)
 {
 	my $sw = summary($c, 'streamwin');
 	next unless $sw && $sw->{ok};
@@ -318,13 +318,13 @@ my @xtics;
 for my $c (1 .. 5)
 {
 	my $name = ('', '(1) tumble 1 min\n1,000 keys', '(2) tumble 1 min\n1,000,000 keys',
-		'(3) hop 10 min / 1 min\n1,000 keys', '(4) session windows', '(5) table source')[$c];
+		'(3) hop 10 min / 1 min\n1,000 keys', '(4) session (gap 30 s)\n1,000 keys', '(5) table source')[$c];
 	$name .= '\nnot implemented' unless (summary($c, 'streamwin') // {})->{ok};
 	push @xtics, sprintf('"%s" %d', $name, $c - 1);
 	my @v;
 	for my $a (@series)
 	{
-		my $s = $a eq 'raw' ? ($c <= 3 ? $raw : undef) : summary($a eq 'trigger_insert' ? ($c == 1 ? 1 : -1) : $c, $a);
+		my $s = $a eq 'raw' ? ($c <= 4 ? $raw : undef) : summary($a eq 'trigger_insert' ? ($c == 1 ? 1 : -1) : $c, $a);
 		push @v, $s && $s->{ok} ? sprintf('%.0f', $s->{evs}) : '-';
 	}
 	print $dfh join("\t", $c, @v), "\n";
