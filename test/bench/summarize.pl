@@ -73,6 +73,12 @@ sub summary
 	$s{wmax}   = (sort { $b <=> $a } map { $_->{wall} } @ok)[0];
 	$s{hwm}    = (sort { $b <=> $a } map { $_->{hwm} } @ok)[0];
 	$s{anon}   = (sort { $b <=> $a } map { $_->{anon} } @ok)[0];
+	if ($approach eq 'raw')
+	{
+		# the ceiling: the fastest run (the broker's wall time is bimodal)
+		$s{wall} = $s{wmin};
+		$s{median_wall} = median(map { $_->{wall} } @ok);
+	}
 	$s{evs}    = $s{wall} > 0 ? $s{events} / $s{wall} : 0;
 	$s{cpum}   = $s{cpu} / $s{events} * 1e6;
 	return \%s;
@@ -124,6 +130,8 @@ for my $c (@cases)
 			next;
 		}
 		my $range = $s->{runs} > 1 ? sprintf(' (%.2f-%.2f)', $s->{wmin}, $s->{wmax}) : '';
+		$range = sprintf(' (fastest of %d; median %.2f, slowest %.2f)', $s->{ok}, $s->{median_wall}, $s->{wmax})
+		  if $a eq 'raw' && $s->{runs} > 1;
 		push @md, sprintf('| %s | %s | %s | %.2f%s | %s | %.2f | %.0f%% | %s | %s |',
 			$case_name{$c}, $label{$a}, fmt_int($s->{events}), $s->{wall}, $range,
 			fmt_int($s->{evs}), $s->{cpum}, 100 * $s->{cpu} / $s->{wall},
@@ -137,6 +145,11 @@ push @md, 'CPU is utime + stime of the process doing the work, from /proc/PID/st
   . '(their input comes from files on the server, so reading Kafka is not counted for them at all); '
   . 'for the raw ceiling the consumer process (getrusage). VmHWM is the peak resident set of that '
   . 'process (for backends it includes the shared buffers it touched; shared_buffers = 1GB).';
+push @md, '';
+push @md, 'The test broker is latency-bound, not CPU-bound, and its wall time for the same read is '
+  . 'bimodal (the same bare consumer takes about 1 s or 2.5-3.6 s for 1M messages from run to run, '
+  . 'always about 0.5 s to the first message), so the raw ceiling is the fastest of its runs and '
+  . 'ratios against it are conservative. CPU per event is stable across runs.';
 push @md, '';
 
 # --- ratios ----------------------------------------------------------------------
