@@ -87,6 +87,9 @@ BENCH_OUT=${BENCH_OUT:-$bench}
 mkdir -p "$BENCH_OUT"
 BENCH_OUT=$(cd "$BENCH_OUT" && pwd)
 
+# the commit measured, before this run writes its own outputs into the tree
+commit=$(git -C "$repo" describe --always --dirty 2>/dev/null || echo unknown)
+
 for prog in test/kafka_broker test/kafka_produce test/bench/raw_consume streamwin.so; do
 	[[ -e $prog ]] || { echo "$prog is missing: run 'make bench'" >&2; exit 1; }
 done
@@ -747,7 +750,7 @@ cp "$results" "$BENCH_OUT/results.tsv"
 perl "$bench/summarize.pl" --results "$results" --out "$BENCH_OUT" \
 	--meta "$(
 		printf 'date=%s\n' "$(date -u '+%Y-%m-%d %H:%M UTC')"
-		printf 'commit=%s\n' "$(git -C "$repo" describe --always --dirty 2>/dev/null || echo unknown)"
+		printf 'commit=%s\n' "$commit"
 		printf 'cpu=%s\n' "$(awk -F ': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)"
 		printf 'cores=%s\n' "$(nproc)"
 		printf 'memory=%s\n' "$(awk '/MemTotal/ {printf "%.0f GB", $2 / 1048576}' /proc/meminfo)"
