@@ -344,7 +344,8 @@ fetch_replay(QueryRunner *r, const int64 *targets, KafkaMessage **out)
 	while (n < needed)
 	{
 		KafkaMessage *m;
-		int			got = kafka_fetch(r->consumer, r->source->max_records_per_batch, 1000, &m);
+		int			got = kafka_fetch(r->consumer, r->source->max_records_per_batch, 1000,
+									  KAFKA_FETCH_LINGER_MS, &m);
 
 		for (int j = 0; j < got; j++)
 		{
@@ -385,7 +386,7 @@ fetch_replay(QueryRunner *r, const int64 *targets, KafkaMessage **out)
  *		no watermark move; then nothing is written.
  */
 void
-batch_execute(QueryRunner *r, int fetch_timeout_ms, BatchStats *stats)
+batch_execute(QueryRunner *r, int fetch_timeout_ms, int linger_ms, BatchStats *stats)
 {
 	MemoryContext old;
 	int64		last_batch_id;
@@ -438,7 +439,8 @@ batch_execute(QueryRunner *r, int fetch_timeout_ms, BatchStats *stats)
 		n = fetch_replay(r, targets, &msgs);
 	}
 	else
-		n = kafka_fetch(r->consumer, r->source->max_records_per_batch, fetch_timeout_ms, &msgs);
+		n = kafka_fetch(r->consumer, r->source->max_records_per_batch, fetch_timeout_ms,
+						linger_ms, &msgs);
 
 	/* late rows are dropped against the watermark of the previous batch */
 	drop_late = q->has_watermark && has_old_wm && q->output_mode != OUTPUT_COMPLETE;
@@ -634,7 +636,7 @@ streamwin_run_batch(PG_FUNCTION_ARGS)
 	QueryRunner *r = runner_for_session(PG_GETARG_TEXT_PP(0));
 	BatchStats	stats;
 
-	batch_execute(r, 5000, &stats);
+	batch_execute(r, 5000, KAFKA_FETCH_LINGER_MS, &stats);
 	PG_RETURN_JSONB_P(batch_stats_jsonb(r, &stats));
 }
 
@@ -673,7 +675,7 @@ streamwin_run_available(PG_FUNCTION_ARGS)
 		bool		done = true;
 
 		CHECK_FOR_INTERRUPTS();
-		batch_execute(r, 1000, &stats);
+		batch_execute(r, 1000, KAFKA_FETCH_LINGER_MS, &stats);
 		if (stats.batch_id != 0)
 		{
 			batches++;

@@ -90,7 +90,7 @@ typedef struct BatchStats
 /* batch.c */
 extern QueryRunner *runner_get(int32 query_id);
 extern void runner_forget(int32 query_id);
-extern void batch_execute(QueryRunner *r, int fetch_timeout_ms, BatchStats *stats);
+extern void batch_execute(QueryRunner *r, int fetch_timeout_ms, int linger_ms, BatchStats *stats);
 extern Jsonb *batch_stats_jsonb(QueryRunner *r, BatchStats *stats);
 
 /* batch_input.c */

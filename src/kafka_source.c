@@ -70,8 +70,6 @@
  */
 #define KAFKA_VERIFY_AFTER_MS	5000
 
-/* after the first message, how long a fetch waits for the rest of what is there */
-#define KAFKA_FETCH_LINGER_MS 50
 
 /*
  * Partition numbers index an array of per-partition state; refuse absurd
@@ -1297,7 +1295,7 @@ drain_pipe(KafkaConsumer *c)
  *		See kafka_source.h.
  */
 int
-kafka_fetch(KafkaConsumer *c, int max_records, int timeout_ms,
+kafka_fetch(KafkaConsumer *c, int max_records, int timeout_ms, int linger_ms,
 			KafkaMessage **msgs)
 {
 	int64		deadline;
@@ -1369,8 +1367,10 @@ kafka_fetch(KafkaConsumer *c, int max_records, int timeout_ms,
 		 */
 		if (c->neof == c->nassigned)
 			break;
+		if (c->nmsgs > 0 && linger_ms <= 0)
+			break;
 		if (c->nmsgs > 0 && linger_deadline == 0)
-			linger_deadline = monotonic_ms() + KAFKA_FETCH_LINGER_MS;
+			linger_deadline = monotonic_ms() + linger_ms;
 		remaining = (linger_deadline != 0 ? Min(linger_deadline, deadline) : deadline) -
 			monotonic_ms();
 		if (remaining <= 0)

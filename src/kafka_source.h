@@ -162,6 +162,12 @@ extern void kafka_assign(KafkaConsumer *c, int n, const int32 *partitions,
  * *msgs points to consumer-owned memory valid until the next kafka_fetch,
  * kafka_assign or kafka_consumer_close.
  *
+ * Once something was taken, the call waits up to linger_ms more for the rest
+ * of what the brokers hold now (the next fetch responses), unless every
+ * partition is at its end: a batch run by hand then holds everything there
+ * is rather than one response's worth.  A worker on a trigger passes 0: it
+ * takes the rest in its next batch, and lingering would only add latency.
+ *
  * Raises an error when the batch cannot be trusted or cannot make progress:
  * an assigned offset is out of range (ERRCODE_KAFKA_OFFSET_OUT_OF_RANGE),
  * the topic or an assigned partition does not exist, access is denied, or
@@ -172,7 +178,10 @@ extern void kafka_assign(KafkaConsumer *c, int n, const int32 *partitions,
  * with kafka_assign() before fetching again.
  */
 extern int	kafka_fetch(KafkaConsumer *c, int max_records, int timeout_ms,
-						KafkaMessage **msgs);
+						int linger_ms, KafkaMessage **msgs);
+
+/* the linger of batches run in a session (run_batch, run_available) */
+#define KAFKA_FETCH_LINGER_MS 50
 
 /*
  * kafka_partition_at_eof

@@ -1049,46 +1049,41 @@ aggregate_statements(Compiled *c, Oid result, Oid state, OutputMode mode, String
 	char	   *sname = qualified_relname(state);
 	StringInfoData merge;
 	StringInfoData cols;
+	StringInfoData ins;
+	StringInfoData sel;
 	ListCell   *lc;
+	char	   *batch;
 	char	   *window_end = c->window ?
 		psprintf("b.window_start + '%lld microseconds'::pg_catalog.interval", (long long) c->size_us) : "";
 
 	/* merge the batch's partial aggregates into the state */
 	initStringInfo(&cols);
-	foreach(lc, c->partials)
-		appendStringInfo(&cols, ", %s", quote_identifier(((PartialCol *) lfirst(lc))->name));
-
+	initStringInfo(&ins);
+	initStringInfo(&sel);
+	if (c->window)
 	{
-		/* INSERT column list and SELECT list: window, keys, partials */
-		StringInfoData ins;
-		StringInfoData sel;
-
-		initStringInfo(&ins);
-		initStringInfo(&sel);
-		if (c->window)
-		{
-			appendStringInfoString(&ins, "window_start, window_end");
-			appendStringInfo(&sel, "b.window_start, %s", window_end);
-		}
-		foreach(lc, c->keys)
-		{
-			const char *n = quote_identifier(((KeyCol *) lfirst(lc))->name);
-
-			appendStringInfo(&ins, "%s%s", ins.len ? ", " : "", n);
-			appendStringInfo(&sel, "%sb.%s", sel.len ? ", " : "", n);
-		}
-		foreach(lc, c->partials)
-		{
-			const char *n = quote_identifier(((PartialCol *) lfirst(lc))->name);
-
-			appendStringInfo(&ins, ", %s", n);
-			appendStringInfo(&sel, ", b.%s", n);
-		}
-		initStringInfo(&merge);
-		appendStringInfo(&merge, "INSERT INTO %s AS s (%s) SELECT %s FROM (%s) AS b(%s%s) ON CONFLICT (%s) ",
-						 sname, ins.data, sel.data, partial_query_sql(c),
-						 group_columns(c, ""), cols.data, group_columns(c, ""));
+		appendStringInfoString(&ins, "window_start, window_end");
+		appendStringInfo(&sel, "b.window_start, %s", window_end);
 	}
+	foreach(lc, c->keys)
+	{
+		const char *n = quote_identifier(((KeyCol *) lfirst(lc))->name);
+
+		appendStringInfo(&ins, "%s%s", ins.len ? ", " : "", n);
+		appendStringInfo(&sel, "%sb.%s", sel.len ? ", " : "", n);
+	}
+	foreach(lc, c->partials)
+	{
+		const char *n = quote_identifier(((PartialCol *) lfirst(lc))->name);
+
+		appendStringInfo(&cols, ", %s", n);
+		appendStringInfo(&ins, ", %s", n);
+		appendStringInfo(&sel, ", b.%s", n);
+	}
+	initStringInfo(&merge);
+	appendStringInfo(&merge, "INSERT INTO %s AS s (%s) SELECT %s FROM (%s) AS b(%s%s) ON CONFLICT (%s) ",
+					 sname, ins.data, sel.data, partial_query_sql(c),
+					 group_columns(c, ""), cols.data, group_columns(c, ""));
 	if (c->partials == NIL)
 		appendStringInfoString(&merge, "DO NOTHING");
 	else
@@ -1103,21 +1098,12 @@ aggregate_statements(Compiled *c, Oid result, Oid state, OutputMode mode, String
 		}
 	}
 
-	if (mode == OUTPUT_UPDATE)
-	{
-		/* upsert the final values of every group this batch changed */
-		char	   *batch = psprintf("WITH s AS (%s RETURNING s.*) INSERT INTO %s AS r (%s) SELECT %s FROM s%s",
-									 merge.data, rname, result_columns(c), final_values(c),
-									 result_upsert(c));
-
-		appendStringInfoString(plan, ", \"batch_sql\": ");
-		escape_json(plan, batch);
-	}
-	else
-	{
-		appendStringInfoString(plan, ", \"batch_sql\": ");
-		escape_json(plan, merge.data);
-	}
+	/* in update mode, also upsert the final values of the groups it changed */
+	batch = mode != OUTPUT_UPDATE ? merge.data :
+		psprintf("WITH s AS (%s RETURNING s.*) INSERT INTO %s AS r (%s) SELECT %s FROM s%s",
+				 merge.data, rname, result_columns(c), final_values(c), result_upsert(c));
+	appendStringInfoString(plan, ", \"batch_sql\": ");
+	escape_json(plan, batch);
 	emit_statements(c, rname, sname, mode, plan);
 }
 

@@ -152,7 +152,8 @@ streamwin_worker_main(Datum main_arg)
 				pgstat_report_appname(psprintf("streamwin: %s", r->query->name));
 			}
 			pgstat_report_activity(STATE_RUNNING, "streamwin batch");
-			batch_execute(r, WORKER_FETCH_TIMEOUT_MS, &stats);
+			/* no linger: what is still on its way goes in the next batch */
+			batch_execute(r, WORKER_FETCH_TIMEOUT_MS, 0, &stats);
 			/* an empty batch records no progress: clear a past failure here */
 			if (!known_ok)
 				progress_clear_failure(query_id);
