@@ -245,7 +245,6 @@ record_rejected(QueryRunner *r, KafkaMessage *msgs, BatchMessageResult *res, int
 	status == 'd' ? TEXTARRAYOID : TIMESTAMPTZARRAYOID, TIMESTAMPTZOID};
 	Datum		args[6];
 	int			k = 0;
-	CatalogRole role;
 
 	for (int i = 0; i < n && k < count; i++)
 	{
@@ -273,16 +272,13 @@ record_rejected(QueryRunner *r, KafkaMessage *msgs, BatchMessageResult *res, int
 		PointerGetDatum(construct_array(details, k, TIMESTAMPTZOID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 	args[5] = TimestampTzGetDatum(watermark);
 
-	catalog_enter(&role);
 	/* keyed by position: once per message, however many queries read it */
-	if (SPI_execute_with_args(status == 'd' ?
+	catalog_exec(status == 'd' ?
 							  "INSERT INTO streamwin.dead_letter_log (source, partition, \"offset\", payload, error) "
 							  "SELECT $1, * FROM unnest($2, $3, $4, $5) ON CONFLICT DO NOTHING" :
 							  "INSERT INTO streamwin.late_row_log (query, partition, \"offset\", payload, event_time, watermark) "
 							  "SELECT $1, *, $6 FROM unnest($2, $3, $4, $5) ON CONFLICT DO NOTHING",
-							  status == 'd' ? 5 : 6, types, args, NULL, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "could not record %s", status == 'd' ? "dead letters" : "late rows");
-	catalog_leave(&role);
+							  status == 'd' ? 5 : 6, types, args, NULL, 0);
 }
 
 /*
@@ -297,17 +293,13 @@ lock_query(QueryRunner *r, int64 *last_batch_id, bool *has_wm, TimestampTz *wm,
 {
 	Oid			types[1] = {INT4OID};
 	Datum		args[1] = {Int32GetDatum(r->query_id)};
-	CatalogRole role;
 	bool		isnull;
 	Datum		d;
 
-	catalog_enter(&role);
-	if (SPI_execute_with_args("SELECT last_batch_id, watermark, last_batch_at, state_batch_id, "
+	catalog_exec("SELECT last_batch_id, watermark, last_batch_at, state_batch_id, "
 							  "coalesce(checkpoint_batch_id, 0) "
 							  "FROM streamwin.query_catalog WHERE query_id = $1 FOR UPDATE",
-							  1, types, args, NULL, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not lock streamwin.query_catalog");
-	catalog_leave(&role);
+							  1, types, args, NULL, 1);
 	if (SPI_processed != 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),

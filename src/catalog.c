@@ -25,6 +25,7 @@
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/syscache.h"
 #include "access/table.h"
 #include "access/genam.h"
@@ -147,6 +148,57 @@ jsonb_get_text(Jsonb *jb, const char *key)
 	return JsonbToCString(NULL, v->val.binary.data, v->val.binary.len);
 }
 
+/*
+ * catalog_exec
+ *		Run one of streamwin's own statements on its catalog, as the
+ *		extension owner, with a plan prepared once per backend and kept: the
+ *		per-batch bookkeeping (locking the query, offsets, progress) would
+ *		otherwise be parsed and planned again for every batch.  `sql` must be
+ *		a constant text, which identifies the plan.  Errors if the statement
+ *		fails; returns the SPI result code.  Must be called inside SPI.
+ */
+typedef struct CatalogPlan
+{
+	const char *sql;
+	SPIPlanPtr	plan;
+	struct CatalogPlan *next;
+} CatalogPlan;
+
+static CatalogPlan *catalog_plans = NULL;
+
+int
+catalog_exec(const char *sql, int nargs, Oid *types, Datum *args, const char *nulls,
+			 long count)
+{
+	CatalogPlan *p;
+	CatalogRole role;
+	int			rc;
+
+	for (p = catalog_plans; p != NULL; p = p->next)
+		if (p->sql == sql || strcmp(p->sql, sql) == 0)
+			break;
+	if (p == NULL)
+	{
+		SPIPlanPtr	plan = SPI_prepare(sql, nargs, types);
+
+		if (plan == NULL)
+			elog(ERROR, "streamwin: could not prepare \"%s\": %s", sql,
+				 SPI_result_code_string(SPI_result));
+		SPI_keepplan(plan);
+		p = MemoryContextAlloc(TopMemoryContext, sizeof(CatalogPlan));
+		p->sql = MemoryContextStrdup(TopMemoryContext, sql);
+		p->plan = plan;
+		p->next = catalog_plans;
+		catalog_plans = p;
+	}
+	catalog_enter(&role);
+	rc = SPI_execute_plan(p->plan, args, nulls, false, count);
+	catalog_leave(&role);
+	if (rc < 0)
+		elog(ERROR, "streamwin catalog statement failed (%s): %s", SPI_result_code_string(rc), sql);
+	return rc;
+}
+
 /* --- reading rows ------------------------------------------------------ */
 
 static char *
@@ -176,14 +228,10 @@ static HeapTuple
 catalog_lookup(const char *sql, Oid argtype, Datum arg, TupleDesc *desc_out)
 {
 	MemoryContext caller = CurrentMemoryContext;
-	CatalogRole role;
 	HeapTuple	result = NULL;
 
 	SPI_connect();
-	catalog_enter(&role);
-	if (SPI_execute_with_args(sql, 1, &argtype, &arg, NULL, false, 2) != SPI_OK_SELECT)
-		elog(ERROR, "streamwin catalog lookup failed");
-	catalog_leave(&role);
+	catalog_exec(sql, 1, &argtype, &arg, NULL, 2);
 	if (SPI_processed > 1)
 		elog(ERROR, "streamwin catalog lookup returned " UINT64_FORMAT " rows",
 			 (uint64) SPI_processed);

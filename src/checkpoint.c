@@ -88,16 +88,9 @@ checkpoint_state_lost(QueryRunner *r)
 {
 	Oid			types[1] = {INT4OID};
 	Datum		args[1] = {Int32GetDatum(r->query_id)};
-	CatalogRole role;
-	bool		lost;
-
-	catalog_enter(&role);
-	if (SPI_execute_with_args("SELECT 1 FROM streamwin.state_alive WHERE query_id = $1",
-							  1, types, args, NULL, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read streamwin.state_alive");
-	lost = SPI_processed == 0;
-	catalog_leave(&role);
-	return lost;
+	catalog_exec("SELECT 1 FROM streamwin.state_alive WHERE query_id = $1",
+				 1, types, args, NULL, 1);
+	return SPI_processed == 0;
 }
 
 /*

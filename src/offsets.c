@@ -73,7 +73,6 @@ offsets_init_partitions(QueryRunner *r)
 void
 offsets_load(QueryRunner *r)
 {
-	CatalogRole role;
 	Oid			argtypes[1] = {INT4OID};
 	Datum		args[1] = {Int32GetDatum(r->query_id)};
 
@@ -99,12 +98,9 @@ offsets_load(QueryRunner *r)
 	}
 
 	SPI_connect();
-	catalog_enter(&role);
-	if (SPI_execute_with_args("SELECT partition, next_offset, max_event_time, last_data_at "
-							  "FROM streamwin.query_offsets WHERE query_id = $1",
-							  1, argtypes, args, NULL, false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not read streamwin.query_offsets");
-	catalog_leave(&role);
+	catalog_exec("SELECT partition, next_offset, max_event_time, last_data_at "
+				 "FROM streamwin.query_offsets WHERE query_id = $1",
+				 1, argtypes, args, NULL, 0);
 	for (uint64 row = 0; row < SPI_processed; row++)
 	{
 		HeapTuple	tup = SPI_tuptable->vals[row];
@@ -263,7 +259,6 @@ offsets_store(QueryRunner *r)
 	Oid			argtypes[7] = {INT4OID, INT4ARRAYOID, INT8ARRAYOID, TIMESTAMPTZARRAYOID,
 	TIMESTAMPTZARRAYOID, INT8ARRAYOID};
 	Datum		args[6];
-	CatalogRole role;
 
 	for (int i = 0; i < r->nparts; i++)
 	{
@@ -289,17 +284,14 @@ offsets_store(QueryRunner *r)
 												 FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 
 	SPI_connect();
-	catalog_enter(&role);
-	if (SPI_execute_with_args("INSERT INTO streamwin.query_offsets AS o "
+	catalog_exec("INSERT INTO streamwin.query_offsets AS o "
 							  "(query_id, partition, next_offset, max_event_time, last_data_at, high_watermark) "
 							  "SELECT $1, * FROM unnest($2, $3, $4, $5, $6) "
 							  "ON CONFLICT (query_id, partition) DO UPDATE SET "
 							  "next_offset = EXCLUDED.next_offset, max_event_time = EXCLUDED.max_event_time, "
 							  "last_data_at = EXCLUDED.last_data_at, "
 							  "high_watermark = COALESCE(EXCLUDED.high_watermark, o.high_watermark)",
-							  6, argtypes, args, NULL, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "could not write streamwin.query_offsets");
-	catalog_leave(&role);
+							  6, argtypes, args, NULL, 0);
 	SPI_finish();
 }
 

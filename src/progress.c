@@ -33,7 +33,6 @@ progress_record(QueryRunner *r, BatchStats *s)
 	FLOAT8OID, INT8OID, INT8OID, INT8OID, TIMESTAMPTZOID, TEXTOID, INT4OID, INT8OID};
 	Datum		args[14];
 	char		nulls[14];
-	CatalogRole role;
 
 	memset(nulls, ' ', sizeof(nulls));
 	args[0] = CStringGetTextDatum(r->query->name);
@@ -53,21 +52,18 @@ progress_record(QueryRunner *r, BatchStats *s)
 	args[13] = Int64GetDatum(s->duplicates);
 
 	SPI_connect();
-	catalog_enter(&role);
-	if (SPI_execute_with_args("INSERT INTO streamwin.progress (query, batch_id, started_at, duration_ms, "
+	catalog_exec("INSERT INTO streamwin.progress (query, batch_id, started_at, duration_ms, "
 							  "input_rows, input_rows_per_second, processed_rows_per_second, "
 							  "late_rows_dropped, dead_letters, state_rows, watermark, offsets, duplicates_dropped) "
 							  "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb, $14)",
-							  14, types, args, nulls, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "could not write streamwin.progress");
+							  14, types, args, nulls, 0);
 	types[2] = INT4OID;
 	args[2] = args[12];
 	/* batches after the checkpoint stay: crash recovery replays them */
-	if (SPI_execute_with_args("DELETE FROM streamwin.progress WHERE query = $1 AND batch_id <= $2 - $3 "
+	catalog_exec("DELETE FROM streamwin.progress WHERE query = $1 AND batch_id <= $2 - $3 "
 							  "AND batch_id < (SELECT coalesce(checkpoint_batch_id, 0) "
 							  "FROM streamwin.query_catalog WHERE name = $1)",
-							  3, types, args, NULL, false, 0) != SPI_OK_DELETE)
-		elog(ERROR, "could not trim streamwin.progress");
+							  3, types, args, NULL, 0);
 
 	types[0] = INT4OID;
 	args[0] = Int32GetDatum(r->query_id);
@@ -75,12 +71,10 @@ progress_record(QueryRunner *r, BatchStats *s)
 	args[2] = args[10];
 	memset(nulls, ' ', sizeof(nulls));
 	nulls[2] = s->has_watermark ? ' ' : 'n';
-	if (SPI_execute_with_args("UPDATE streamwin.query_catalog SET last_batch_id = $2, state_batch_id = $2, "
+	catalog_exec("UPDATE streamwin.query_catalog SET last_batch_id = $2, state_batch_id = $2, "
 							  "last_batch_at = pg_catalog.clock_timestamp(), watermark = $3, "
 							  "status = 'ok', consecutive_failures = 0 WHERE query_id = $1",
-							  3, types, args, nulls, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "could not update streamwin.query_catalog");
-	catalog_leave(&role);
+							  3, types, args, nulls, 0);
 	SPI_finish();
 }
 
@@ -94,16 +88,12 @@ progress_clear_failure(int32 query_id)
 {
 	Oid			types[1] = {INT4OID};
 	Datum		args[1] = {Int32GetDatum(query_id)};
-	CatalogRole role;
 
 	SPI_connect();
-	catalog_enter(&role);
-	if (SPI_execute_with_args("UPDATE streamwin.query_catalog SET status = 'ok', consecutive_failures = 0, "
+	catalog_exec("UPDATE streamwin.query_catalog SET status = 'ok', consecutive_failures = 0, "
 							  "last_batch_at = pg_catalog.clock_timestamp() "
 							  "WHERE query_id = $1 AND status = 'failed'",
-							  1, types, args, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "could not update streamwin.query_catalog");
-	catalog_leave(&role);
+							  1, types, args, NULL, 0);
 	SPI_finish();
 }
 

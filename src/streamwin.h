@@ -107,6 +107,8 @@ typedef struct CatalogRole
 
 extern void catalog_enter(CatalogRole *save);
 extern void catalog_leave(CatalogRole *save);
+extern int	catalog_exec(const char *sql, int nargs, Oid *types, Datum *args,
+						 const char *nulls, long count);
 extern SourceInfo *catalog_get_source(const char *name, bool missing_ok);
 extern SourceInfo *catalog_get_source_by_id(int32 source_id);
 extern SourceInfo *catalog_get_source_by_relation(Oid relid);
