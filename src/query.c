@@ -819,9 +819,13 @@ group_columns(Compiled *c, const char *prefix)
 	return buf.data;
 }
 
-/* "window_start, window_end, keys..., aggregates..." of the result table */
+/*
+ * The result table's "window_start, window_end, keys..., aggregates...":
+ * as column names, or (final) as the SELECT list computing them from state
+ * rows.
+ */
 static char *
-result_columns(Compiled *c)
+result_list(Compiled *c, bool final)
 {
 	StringInfoData buf;
 	ListCell   *lc;
@@ -832,25 +836,11 @@ result_columns(Compiled *c)
 	foreach(lc, c->keys)
 		appendStringInfo(&buf, "%s, ", quote_identifier(((KeyCol *) lfirst(lc))->name));
 	foreach(lc, c->aggs)
-		appendStringInfo(&buf, "%s, ", quote_identifier(((AggCol *) lfirst(lc))->name));
-	buf.data[buf.len -= 2] = '\0';
-	return buf.data;
-}
+	{
+		AggCol	   *a = lfirst(lc);
 
-/* Final values computed from state rows: the SELECT list for the result. */
-static char *
-final_values(Compiled *c)
-{
-	StringInfoData buf;
-	ListCell   *lc;
-
-	initStringInfo(&buf);
-	if (c->window)
-		appendStringInfoString(&buf, "window_start, window_end, ");
-	foreach(lc, c->keys)
-		appendStringInfo(&buf, "%s, ", quote_identifier(((KeyCol *) lfirst(lc))->name));
-	foreach(lc, c->aggs)
-		appendStringInfo(&buf, "%s, ", ((AggCol *) lfirst(lc))->final_sql);
+		appendStringInfo(&buf, "%s, ", final ? a->final_sql : quote_identifier(a->name));
+	}
 	buf.data[buf.len -= 2] = '\0';
 	return buf.data;
 }
@@ -1020,7 +1010,7 @@ emit_statements(Compiled *c, const char *rname, const char *sname, OutputMode mo
 		appendStringInfoString(plan, ", \"close_sql\": ");
 		escape_json(plan, psprintf("WITH s AS (DELETE FROM %s WHERE window_end <= $1 RETURNING *) "
 								   "INSERT INTO %s AS r (%s) SELECT %s FROM s%s",
-								   sname, rname, result_columns(c), final_values(c),
+								   sname, rname, result_list(c, false), result_list(c, true),
 								   result_upsert(c)));
 	}
 	else if (mode == OUTPUT_UPDATE && c->window)
@@ -1035,7 +1025,7 @@ emit_statements(Compiled *c, const char *rname, const char *sname, OutputMode mo
 		escape_json(plan, psprintf("DELETE FROM %s", rname));
 		appendStringInfoString(plan, ", \"refresh_sql\": ");
 		escape_json(plan, psprintf("INSERT INTO %s (%s) SELECT %s FROM %s",
-								   rname, result_columns(c), final_values(c), sname));
+								   rname, result_list(c, false), result_list(c, true), sname));
 	}
 	appendStringInfoString(plan, ", \"state_count_sql\": ");
 	escape_json(plan, psprintf("SELECT pg_catalog.count(*) FROM %s", sname));
@@ -1101,7 +1091,7 @@ aggregate_statements(Compiled *c, Oid result, Oid state, OutputMode mode, String
 	/* in update mode, also upsert the final values of the groups it changed */
 	batch = mode != OUTPUT_UPDATE ? merge.data :
 		psprintf("WITH s AS (%s RETURNING s.*) INSERT INTO %s AS r (%s) SELECT %s FROM s%s",
-				 merge.data, rname, result_columns(c), final_values(c), result_upsert(c));
+				 merge.data, rname, result_list(c, false), result_list(c, true), result_upsert(c));
 	appendStringInfoString(plan, ", \"batch_sql\": ");
 	escape_json(plan, batch);
 	emit_statements(c, rname, sname, mode, plan);
@@ -1283,7 +1273,7 @@ session_statements(Compiled *c, Oid result, Oid state, OutputMode mode, StringIn
 						 "AND NOT EXISTS (SELECT 1 FROM m WHERE m.window_start = t.window_start AND %s)) "
 						 "INSERT INTO %s AS r (%s) SELECT %s FROM m%s",
 						 rname, keys_equal(c, "o", "t"), keys_equal(c, "m", "t"),
-						 rname, result_columns(c), final_values(c), result_upsert(c));
+						 rname, result_list(c, false), result_list(c, true), result_upsert(c));
 	}
 	else
 		appendStringInfoString(&sql, " SELECT pg_catalog.count(*) FROM m");

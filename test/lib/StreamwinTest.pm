@@ -579,7 +579,8 @@ sub produce
 		"$StreamwinTest::bindir/kafka_produce",
 		'--brokers', $self->{bootstrap},
 		'--topic', $topic, '--quiet',
-		'-X', 'max.in.flight.requests.per.connection=1');
+		'-X', 'max.in.flight.requests.per.connection=1',
+		map { ('-X', "$_=$opts{props}{$_}") } sort keys %{ $opts{props} // {} });
 	push @cmd, '--rate', $opts{rate} if $opts{rate};
 	push @cmd, '--partition', $opts{partition} if defined $opts{partition};
 
@@ -649,39 +650,7 @@ messages larger than the producer's default limit of 1 MB.
 sub produce_props
 {
 	my ($self, $topic, $messages, $props, %opts) = @_;
-	my @cmd = (
-		"$StreamwinTest::bindir/kafka_produce",
-		'--brokers', $self->{bootstrap},
-		'--topic', $topic, '--quiet',
-		'-X', 'max.in.flight.requests.per.connection=1',
-		map { ('-X', "$_=$props->{$_}") } sort keys %$props);
-	push @cmd, '--rate', $opts{rate} if $opts{rate};
-	push @cmd, '--partition', $opts{partition} if defined $opts{partition};
-
-	my $prefixed = grep { ref $_ } @$messages;
-	croak 'mix of [partition, payload] pairs and plain payloads'
-	  if $prefixed && $prefixed != @$messages;
-	push @cmd, '--partition-prefix' if $prefixed;
-
-	my $dir = PostgreSQL::Test::Utils::tempdir();
-	open my $in, '>:raw', "$dir/input" or croak "could not write $dir/input: $!";
-	for my $m (@$messages)
-	{
-		my $line = $prefixed ? "$m->[0]\t$m->[1]" : $m;
-		utf8::encode($line) if utf8::is_utf8($line);
-		croak 'message contains a newline' if $line =~ /\n/;
-		print $in "$line\n";
-	}
-	close $in;
-	my $h = {
-		what => "produce " . scalar(@$messages) . " messages to $topic",
-		err  => "$dir/stderr",
-	};
-	$h->{run} = IPC::Run::start(\@cmd, '<', "$dir/input", '>', "$dir/stdout",
-		'2>', "$dir/stderr");
-	my $bg = bless $h, 'StreamwinTest::Producer';
-	return $bg if $opts{background};
-	return $bg->finish;
+	return $self->produce($topic, $messages, %opts, props => $props);
 }
 
 1;
