@@ -482,6 +482,20 @@ scan_member_key(JsonScan *scan, const char *p, const char **key, int *keylen,
 }
 
 /*
+ * Inside a nested object, skip a member's key and colon: nested values are
+ * only stepped over, their keys are not columns.  NULL on a syntax error.
+ */
+static const char *
+skip_member_key(JsonScan *scan, const char *p)
+{
+	const char *key;
+	int			keylen;
+	bool		escaped;
+
+	return scan_member_key(scan, p, &key, &keylen, &escaped);
+}
+
+/*
  * scan_value
  *		Scan the JSON value at p and return the position just after it; set
  *		*kind to what it is.
@@ -524,16 +538,8 @@ scan_value(JsonScan *scan, const char *p, uint8 *kind)
 					depth--;
 					break;
 				}
-				if (closers[depth - 1] == '}')
-				{
-					const char *key;
-					int			keylen;
-					bool		escaped;
-
-					p = scan_member_key(scan, p, &key, &keylen, &escaped);
-					if (p == NULL)
-						return NULL;
-				}
+				if (closers[depth - 1] == '}' && (p = skip_member_key(scan, p)) == NULL)
+					return NULL;
 				/* on to the first element's value */
 				continue;
 
@@ -604,16 +610,8 @@ scan_value(JsonScan *scan, const char *p, uint8 *kind)
 				if (p < end && *p == closers[depth - 1])
 					return json_error(scan, p, "trailing comma before \"%c\"",
 									  closers[depth - 1]);
-				if (closers[depth - 1] == '}')
-				{
-					const char *key;
-					int			keylen;
-					bool		escaped;
-
-					p = scan_member_key(scan, p, &key, &keylen, &escaped);
-					if (p == NULL)
-						return NULL;
-				}
+				if (closers[depth - 1] == '}' && (p = skip_member_key(scan, p)) == NULL)
+					return NULL;
 				break;
 			}
 			if (p < end && *p == closers[depth - 1])

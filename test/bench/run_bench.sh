@@ -375,15 +375,10 @@ for c in 1 2 3; do
 done
 
 say "streamwin case 4: session windows"
-if [[ $(sql -c "SELECT count(*) FROM pg_proc WHERE proname = 'session' AND pronamespace = 'streamwin'::regnamespace") != 0 ]]; then
-	# session gap 30 s per key; gen_events.pl counted the sessions
-	for ((rep = 1; rep <= BENCH_REPEAT; rep++)); do
-		run_streamwin 4 "$rep"
-	done
-else
-	echo "  not available (session windows not implemented)"
-	printf '4\tstreamwin\t-\t-\t-\t-\t-\t-\tn/a\tnot available (session windows not implemented)\n' >>"$results"
-fi
+# session gap 30 s per key; gen_events.pl counted the sessions
+for ((rep = 1; rep <= BENCH_REPEAT; rep++)); do
+	run_streamwin 4 "$rep"
+done
 
 say "streamwin case 5: table source"
 if [[ $(sql -c "SELECT count(*) FROM pg_proc WHERE proname = 'create_table_source' AND pronamespace = 'streamwin'::regnamespace") != 0 ]]; then
