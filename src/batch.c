@@ -36,6 +36,11 @@
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
+#include "utils/acl.h"
+#include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
+#include "access/xlog.h"
+#include "access/htup_details.h"
 
 #include "batch.h"
 #include "checkpoint.h"
@@ -86,6 +91,22 @@ runner_free(QueryRunner *r)
 }
 
 /*
+ * The rows of a table source come from the WAL, not through the executor,
+ * so the table's SELECT privilege is checked here, for the query's owner.
+ */
+static void
+check_table_readable(QueryRunner *r)
+{
+	if (pg_class_aclcheck(r->source->source_table, r->query->owner, ACL_SELECT) != ACLCHECK_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for table %s", get_rel_name(r->source->source_table)),
+				 errdetail("Query \"%s\" reads it through table source \"%s\".",
+						   r->query->name, r->source->name),
+				 errhint("GRANT SELECT on the table to the query's owner.")));
+}
+
+/*
  * runner_get
  *		The runner of a query in this backend, created on first use: loads
  *		the query, prepares its statements and decoder.  The Kafka consumer
@@ -118,6 +139,8 @@ runner_get(int32 query_id)
 		r->query = catalog_get_query_by_id(query_id, false);
 		r->source = catalog_get_source_by_id(r->query->source_id);
 		r->source_desc = source_tupdesc(r->source->relation);
+		if (r->source->kind == SOURCE_TABLE)
+			check_table_readable(r);
 		r->batch_cxt = AllocSetContextCreate(cxt, "streamwin batch", ALLOCSET_DEFAULT_SIZES);
 		batch_input_init(r);
 
@@ -228,6 +251,21 @@ drop_duplicates(QueryRunner *r, BatchInput *input)
 }
 
 
+/* A table source's row as text, e.g. (1,"a b",2026-11-30 10:00:00+00). */
+static bytea *
+table_row_text(QueryRunner *r, KafkaMessage *m)
+{
+	HeapTupleData tuple;
+	char	   *text;
+
+	tuple.t_data = (HeapTupleHeader) m->payload;
+	tuple.t_len = m->len;
+	ItemPointerSetInvalid(&tuple.t_self);
+	tuple.t_tableOid = InvalidOid;
+	text = OidOutputFunctionCall(F_RECORD_OUT, heap_copy_tuple_as_datum(&tuple, r->source_desc));
+	return (bytea *) cstring_to_text(text);
+}
+
 /*
  * Keep the messages set aside with status 'd' (dead letters: position,
  * payload, error) or 'l' (late rows: position, payload, event time and the
@@ -252,10 +290,15 @@ record_rejected(QueryRunner *r, KafkaMessage *msgs, BatchMessageResult *res, int
 
 		if (res[i].status != status)
 			continue;
-		payload = palloc(VARHDRSZ + msgs[i].len);
-		SET_VARSIZE(payload, VARHDRSZ + msgs[i].len);
-		if (msgs[i].len > 0)
-			memcpy(VARDATA(payload), msgs[i].payload, msgs[i].len);
+		if (r->source->kind == SOURCE_TABLE)
+			payload = table_row_text(r, &msgs[i]);
+		else
+		{
+			payload = palloc(VARHDRSZ + msgs[i].len);
+			SET_VARSIZE(payload, VARHDRSZ + msgs[i].len);
+			if (msgs[i].len > 0)
+				memcpy(VARDATA(payload), msgs[i].payload, msgs[i].len);
+		}
 		parts[k] = Int32GetDatum(msgs[i].partition);
 		offs[k] = Int64GetDatum(msgs[i].offset);
 		payloads[k] = PointerGetDatum(payload);
@@ -330,6 +373,20 @@ fetch_replay(QueryRunner *r, const int64 *targets, KafkaMessage **out)
 	KafkaMessage *acc;
 	TimestampTz deadline = GetCurrentTimestamp() + 60 * USECS_PER_SEC;
 
+	if (r->source->kind == SOURCE_TABLE)
+	{
+		PartitionState *p = &r->parts[0];
+		TablePosition start = {(XLogRecPtr) p->next_offset, p->next_index};
+		TableFetch	f;
+
+		table_fetch(r->source->slot_name, r->source->source_table, r->source_desc, start,
+					&r->table_replay_target, 0, InvalidXLogRecPtr, &f);
+		p->next_offset = (int64) f.end.lsn;
+		p->next_index = f.end.index;
+		*out = f.rows;
+		return f.nrows;
+	}
+
 	for (int i = 0; i < r->nparts; i++)
 		needed += Max(0, targets[i] - r->parts[i].next_offset);
 	acc = palloc(sizeof(KafkaMessage) * Max(needed, 1));
@@ -372,6 +429,32 @@ fetch_replay(QueryRunner *r, const int64 *targets, KafkaMessage **out)
 }
 
 /*
+ * The next batch of a table source: from the stored position, up to
+ * max_records_per_batch rows.  The slot is confirmed as far as every query
+ * of the source allows (committed positions only, so a batch that fails
+ * cannot have released what it needs).
+ */
+static int
+fetch_table(QueryRunner *r, KafkaMessage **out)
+{
+	PartitionState *p = &r->parts[0];
+	TablePosition start = {(XLogRecPtr) p->next_offset, p->next_index};
+	TableFetch	f;
+
+	table_fetch(r->source->slot_name, r->source->source_table, r->source_desc, start, NULL,
+				r->source->max_records_per_batch, offsets_table_retained(r), &f);
+	p->next_offset = (int64) f.end.lsn;
+	p->next_index = f.end.index;
+	r->table_at_end = f.at_end;
+	r->table_end_of_wal = f.end_of_wal;
+	r->table_ignored[0] = f.ignored_updates;
+	r->table_ignored[1] = f.ignored_deletes;
+	r->table_ignored[2] = f.ignored_truncates;
+	*out = f.rows;
+	return f.nrows;
+}
+
+/*
  * batch_execute
  *		Run one micro-batch in the current transaction (see file header).
  *		stats->batch_id is 0 when there was nothing to do: no message, and
@@ -404,6 +487,7 @@ batch_execute(QueryRunner *r, int fetch_timeout_ms, int linger_ms, BatchStats *s
 	bool		replay;
 	bool		replay_has_wm = false;
 	TimestampTz replay_wm = 0;
+	TablePosition table_start;
 
 	MemoryContextReset(r->batch_cxt);
 	old = MemoryContextSwitchTo(r->batch_cxt);
@@ -421,6 +505,8 @@ batch_execute(QueryRunner *r, int fetch_timeout_ms, int linger_ms, BatchStats *s
 
 	offsets_load(r);
 	offsets_assign(r);
+	table_start.lsn = (XLogRecPtr) r->parts[0].next_offset;
+	table_start.index = r->parts[0].next_index;
 
 	if (replay)
 	{
@@ -430,6 +516,8 @@ batch_execute(QueryRunner *r, int fetch_timeout_ms, int linger_ms, BatchStats *s
 								 &replay_has_wm, &replay_wm);
 		n = fetch_replay(r, targets, &msgs);
 	}
+	else if (r->source->kind == SOURCE_TABLE)
+		n = fetch_table(r, &msgs);
 	else
 		n = kafka_fetch(r->consumer, r->source->max_records_per_batch, fetch_timeout_ms,
 						linger_ms, &msgs);
@@ -444,16 +532,21 @@ batch_execute(QueryRunner *r, int fetch_timeout_ms, int linger_ms, BatchStats *s
 	input.tuples = tuples;
 	for (int i = 0; i < n; i++)
 	{
-		int			idx = (msgs[i].partition <= r->max_partition) ?
-			r->part_index[msgs[i].partition] : -1;
+		int			idx;
 		PartitionState *p;
 
-		if (idx < 0)
-			elog(ERROR, "streamwin: message from partition %d that was not assigned",
-				 msgs[i].partition);
+		if (r->source->kind == SOURCE_TABLE)
+			idx = 0;			/* positions set by fetch_table */
+		else
+		{
+			idx = (msgs[i].partition <= r->max_partition) ? r->part_index[msgs[i].partition] : -1;
+			if (idx < 0)
+				elog(ERROR, "streamwin: message from partition %d that was not assigned",
+					 msgs[i].partition);
+			r->parts[idx].next_offset = msgs[i].offset + 1;
+			r->consumer_next[idx] = msgs[i].offset + 1;
+		}
 		p = &r->parts[idx];
-		p->next_offset = msgs[i].offset + 1;
-		r->consumer_next[idx] = msgs[i].offset + 1;
 		p->batch_rows++;
 		if (res[i].has_event_time &&
 			(!p->batch_has_max || res[i].event_time > p->batch_max_event_time))
@@ -482,6 +575,13 @@ batch_execute(QueryRunner *r, int fetch_timeout_ms, int linger_ms, BatchStats *s
 
 	if (n == 0 && !wm_moved && last_batch_id > 0 && !replay)
 	{
+		/*
+		 * A table source moves on through other tables' WAL too: store that
+		 * now and then (every WAL segment), so the slot can let WAL go.
+		 */
+		if (r->source->kind == SOURCE_TABLE &&
+			r->parts[0].next_offset - (int64) table_start.lsn >= (int64) wal_segment_size)
+			offsets_store(r);
 		SPI_finish();
 		MemoryContextSwitchTo(old);
 		return;
@@ -659,7 +759,10 @@ streamwin_run_available(PG_FUNCTION_ARGS)
 	{
 		int64		low;
 
-		kafka_query_watermarks(r->consumer, r->parts[i].partition, &low, &targets[i], 10000);
+		if (r->source->kind == SOURCE_TABLE)
+			targets[i] = (int64) GetFlushRecPtr(NULL);	/* all committed now */
+		else
+			kafka_query_watermarks(r->consumer, r->parts[i].partition, &low, &targets[i], 10000);
 	}
 
 	for (;;)
@@ -691,7 +794,7 @@ streamwin_run_available(PG_FUNCTION_ARGS)
 					(errcode(ERRCODE_CONNECTION_FAILURE),
 					 errmsg("source of query \"%s\" delivered no messages for 10 seconds before reaching the end it reported",
 							r->query->name),
-					 kafka_last_error(r->consumer) ?
+					 r->consumer && kafka_last_error(r->consumer) ?
 					 errdetail("Last error from the source: %s", kafka_last_error(r->consumer)) : 0,
 					 errhint("Check that the brokers are reachable, then try again.")));
 	}

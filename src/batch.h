@@ -15,13 +15,17 @@
 
 #include "kafka_source.h"
 #include "source.h"
+#include "table_source.h"
 #include "streamwin.h"
 
 /* One partition of a query's source, as the runner tracks it. */
 typedef struct PartitionState
 {
 	int32		partition;
-	int64		next_offset;	/* stored: first offset not yet processed */
+	int64		next_offset;	/* stored: first offset not yet processed
+								 * (table sources: an LSN, see
+								 * table_source.h) */
+	int64		next_index;		/* table sources: rows of that commit done */
 	bool		has_max_event_time;
 	TimestampTz max_event_time;
 	TimestampTz last_data_at;
@@ -58,6 +62,12 @@ typedef struct QueryRunner
 	bool		assigned;
 	int			max_partition;
 	int		   *part_index;		/* partition number -> index in parts, or -1 */
+
+	/* table sources (see table_source.h) */
+	bool		table_at_end;	/* the last fetch read everything committed */
+	XLogRecPtr	table_end_of_wal;	/* the WAL position it read up to */
+	int64		table_ignored[3];	/* updates, deletes, truncates ignored */
+	TablePosition table_replay_target;	/* where a replayed batch ended */
 
 	SPIPlanPtr	batch_plan;
 	SPIPlanPtr	close_plan;
@@ -114,6 +124,9 @@ extern bool offsets_compute_watermark(QueryRunner *r, bool has_old, TimestampTz 
 									  TimestampTz now, TimestampTz *wm);
 extern void offsets_store(QueryRunner *r);
 extern char *offsets_json(QueryRunner *r);
+extern bool offsets_partition_at_end(QueryRunner *r, PartitionState *p);
+extern XLogRecPtr offsets_table_retained(QueryRunner *r);
+extern TablePosition offsets_parse_table_position(Jsonb *offsets);
 
 /* progress.c */
 extern void progress_record(QueryRunner *r, BatchStats *stats);

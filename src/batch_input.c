@@ -21,6 +21,7 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
 #include "access/xact.h"
 #include "executor/executor.h"
 #include "nodes/readfuncs.h"
@@ -39,7 +40,9 @@
 void
 batch_input_init(QueryRunner *r)
 {
-	r->decoder = decoder_create(r->source->format, r->source_desc);
+	/* a table source's rows arrive as tuples already (table_source.c) */
+	if (r->source->kind == SOURCE_KAFKA)
+		r->decoder = decoder_create(r->source->format, r->source_desc);
 	r->slot = MakeSingleTupleTableSlot(r->source_desc, &TTSOpsVirtual);
 	r->econtext = CreateStandaloneExprContext();
 	if (r->query->event_time_expr != NULL)
@@ -62,7 +65,21 @@ decode_one(QueryRunner *r, KafkaMessage *m, BatchMessageResult *res,
 
 	ExecClearTuple(slot);
 	MemoryContextSwitchTo(msg_cxt);
-	err = decoder_decode(r->decoder, m->payload, m->len, slot->tts_values, slot->tts_isnull);
+	if (r->decoder == NULL)
+	{
+		HeapTupleData tuple;
+
+		tuple.t_data = (HeapTupleHeader) m->payload;
+		tuple.t_len = m->len;
+		ItemPointerSetInvalid(&tuple.t_self);
+		tuple.t_tableOid = InvalidOid;
+		/* only the event time reads the columns here */
+		if (r->event_time != NULL)
+			heap_deform_tuple(&tuple, r->source_desc, slot->tts_values, slot->tts_isnull);
+		err = NULL;
+	}
+	else
+		err = decoder_decode(r->decoder, m->payload, m->len, slot->tts_values, slot->tts_isnull);
 	if (err != NULL)
 	{
 		res->status = 'd';
@@ -109,7 +126,17 @@ decode_one(QueryRunner *r, KafkaMessage *m, BatchMessageResult *res,
 	}
 
 	MemoryContextSwitchTo(batch_cxt);
-	res->tuple = heap_form_tuple(r->source_desc, slot->tts_values, slot->tts_isnull);
+	if (r->decoder == NULL)
+	{
+		/* the row is a tuple of the source's type already: no copy */
+		res->tuple = palloc(HEAPTUPLESIZE);
+		res->tuple->t_data = (HeapTupleHeader) m->payload;
+		res->tuple->t_len = m->len;
+		ItemPointerSetInvalid(&res->tuple->t_self);
+		res->tuple->t_tableOid = InvalidOid;
+	}
+	else
+		res->tuple = heap_form_tuple(r->source_desc, slot->tts_values, slot->tts_isnull);
 	res->status = 'o';
 
 done:

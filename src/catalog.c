@@ -247,7 +247,7 @@ catalog_lookup(const char *sql, Oid argtype, Datum arg, TupleDesc *desc_out)
 	return result;
 }
 
-static void
+void
 parse_source_options(SourceInfo *src, Jsonb *options)
 {
 	char	   *start = jsonb_get_text(options, "starting_offsets");
@@ -465,7 +465,14 @@ source_from_row(HeapTuple tup, TupleDesc desc)
 	src->relation = DatumGetObjectId(spi_datum(tup, desc, 3, &isnull));
 	src->brokers = spi_text(tup, desc, 4);
 	src->topic = spi_text(tup, desc, 5);
-	src->format = source_format_from_name(spi_text(tup, desc, 6));
+	src->kind = strcmp(spi_text(tup, desc, 9), "table") == 0 ? SOURCE_TABLE : SOURCE_KAFKA;
+	if (src->kind == SOURCE_KAFKA)
+		src->format = source_format_from_name(spi_text(tup, desc, 6));
+	else
+	{
+		src->source_table = DatumGetObjectId(spi_datum(tup, desc, 10, &isnull));
+		src->slot_name = spi_text(tup, desc, 11);
+	}
 	d = spi_datum(tup, desc, 7, &isnull);
 	src->owner = DatumGetObjectId(spi_datum(tup, desc, 8, &isnull));
 	parse_source_options(src, isnull ? NULL : DatumGetJsonbP(d));
@@ -473,7 +480,8 @@ source_from_row(HeapTuple tup, TupleDesc desc)
 }
 
 #define SOURCE_COLUMNS \
-	"SELECT source_id, name, relation, brokers, topic, format, options, owner " \
+	"SELECT source_id, name, relation, brokers, topic, format, options, owner, kind, " \
+	"       source_table, slot_name " \
 	"FROM streamwin.source_catalog "
 
 /* Look an object up by name; NULL if missing and missing_ok, else an error. */
@@ -531,7 +539,7 @@ catalog_get_source_by_relation(Oid relid)
 	"       extract(epoch from trigger_interval) * 1000000, " \
 	"       extract(epoch from coalesce((options->>'idle_timeout')::interval, '30 seconds')) * 1000000, " \
 	"       desired_state = 'running', result_table, state_table, plan, checkpoint_table, " \
-	"       coalesce((options->>'capture_late_rows')::boolean, false) " \
+	"       coalesce((options->>'capture_late_rows')::boolean, false), start_lsn " \
 	"FROM streamwin.query_catalog "
 
 static int64
@@ -551,6 +559,7 @@ query_from_row(HeapTuple tup, TupleDesc desc)
 	bool		isnull;
 	char	   *mode;
 	Jsonb	   *plan;
+	Datum		d;
 
 	q->query_id = DatumGetInt32(spi_datum(tup, desc, 1, &isnull));
 	q->name = spi_text(tup, desc, 2);
@@ -570,9 +579,11 @@ query_from_row(HeapTuple tup, TupleDesc desc)
 		q->state_table = InvalidOid;
 	plan = DatumGetJsonbPCopy(spi_datum(tup, desc, 12, &isnull));
 	q->checkpoint_table = DatumGetObjectId(spi_datum(tup, desc, 13, &isnull));
-	q->capture_late_rows = DatumGetBool(spi_datum(tup, desc, 14, &isnull));
 	if (isnull)
 		q->checkpoint_table = InvalidOid;
+	q->capture_late_rows = DatumGetBool(spi_datum(tup, desc, 14, &isnull));
+	d = spi_datum(tup, desc, 15, &isnull);
+	q->start_lsn = isnull ? InvalidXLogRecPtr : (XLogRecPtr) DatumGetInt64(d);
 
 	q->aggregate = strcmp(jsonb_get_text(plan, "kind"), "aggregate") == 0;
 	q->windowed = jsonb_get_text(plan, "window") != NULL;

@@ -138,8 +138,8 @@ checkpoint_restore(QueryRunner *r)
 	if (ckpt > 0)
 	{
 		run_catalog("INSERT INTO streamwin.query_offsets "
-					"(query_id, partition, next_offset, max_event_time, last_data_at) "
-					"SELECT query_id, partition, next_offset, max_event_time, last_data_at "
+					"(query_id, partition, next_offset, next_index, max_event_time, last_data_at) "
+					"SELECT query_id, partition, next_offset, next_index, max_event_time, last_data_at "
 					"FROM streamwin.query_checkpoints WHERE query_id = $1", r->query_id);
 	}
 	run_catalog(psprintf("UPDATE streamwin.query_catalog SET state_batch_id = " INT64_FORMAT
@@ -175,7 +175,8 @@ checkpoint_take(QueryRunner *r, int64 batch_id, bool has_wm, TimestampTz wm)
 	}
 	run_catalog("DELETE FROM streamwin.query_checkpoints WHERE query_id = $1", r->query_id);
 	run_catalog("INSERT INTO streamwin.query_checkpoints "
-				"SELECT query_id, partition, next_offset, max_event_time, last_data_at "
+				"(query_id, partition, next_offset, next_index, max_event_time, last_data_at) "
+				"SELECT query_id, partition, next_offset, next_index, max_event_time, last_data_at "
 				"FROM streamwin.query_offsets WHERE query_id = $1", r->query_id);
 	catalog_enter(&role);
 	if (SPI_execute_with_args("UPDATE streamwin.query_catalog SET checkpoint_batch_id = $2, "
@@ -241,15 +242,21 @@ checkpoint_replay_bounds(QueryRunner *r, int64 batch_id, int64 *targets,
 				 errhint("Replay the query from the start with streamwin.reset_query('%s', 'earliest').",
 						 r->query->name)));
 	offsets = DatumGetJsonbPCopy(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	for (int i = 0; i < r->nparts; i++)
+	if (r->source->kind == SOURCE_TABLE)
 	{
-		char		key[16];
-		char	   *v;
-
-		snprintf(key, sizeof(key), "%d", r->parts[i].partition);
-		v = jsonb_get_text(offsets, key);
-		targets[i] = v ? strtoll(v, NULL, 10) : r->parts[i].next_offset;
+		r->table_replay_target = offsets_parse_table_position(offsets);
+		targets[0] = (int64) r->table_replay_target.lsn;
 	}
+	else
+		for (int i = 0; i < r->nparts; i++)
+		{
+			char		key[16];
+			char	   *v;
+
+			snprintf(key, sizeof(key), "%d", r->parts[i].partition);
+			v = jsonb_get_text(offsets, key);
+			targets[i] = v ? strtoll(v, NULL, 10) : r->parts[i].next_offset;
+		}
 	*has_prev_wm = recorded_watermark(r, batch_id - 1, prev_wm);
 	*has_wm = recorded_watermark(r, batch_id, wm);
 }

@@ -9,12 +9,14 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "access/xlog.h"
 #include "catalog/pg_authid.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/pg_lsn.h"
 #include "utils/syscache.h"
 
 #include "batch.h"
@@ -78,6 +80,32 @@ set_desired_state(QueryInfo *q, const char *state)
 							  2, types, args, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "could not update streamwin.query_catalog");
 	catalog_leave(&role);
+	SPI_finish();
+}
+
+/*
+ * After drop_query: if no other query reads the query's table source, let
+ * its slot move to the end of the WAL, so that nothing holds WAL for a
+ * query that is gone.  (The next query created on the source then starts
+ * from there.)
+ */
+static void
+release_table_source(QueryInfo *q)
+{
+	SourceInfo *src;
+	Oid			types[1] = {INT4OID};
+	Datum		args[1];
+
+	SPI_connect();
+	src = catalog_get_source_by_id(q->source_id);
+	if (src->kind == SOURCE_TABLE)
+	{
+		args[0] = Int32GetDatum(src->source_id);
+		catalog_exec("SELECT 1 FROM streamwin.query_catalog WHERE source_id = $1",
+					 1, types, args, NULL, 1);
+		if (SPI_processed == 0)
+			source_slot_advance(src->slot_name);
+	}
 	SPI_finish();
 }
 
@@ -167,7 +195,59 @@ streamwin_drop_query(PG_FUNCTION_ARGS)
 	SPI_finish();
 	runner_forget(q->query_id);
 	launcher_request_stop(q->query_id);
+	release_table_source(q);
 	PG_RETURN_VOID();
+}
+
+/*
+ * reset_query for a table source: 'earliest' is the oldest change its slot
+ * holds, 'latest' the end of the WAL, or {"lsn": "0/16B3748"} in between.
+ * Also the query's start, should a crash empty its state before the next
+ * checkpoint.
+ */
+static void
+reset_table_position(QueryRunner *r, const char *start, Jsonb *explicit)
+{
+	XLogRecPtr	oldest = source_slot_confirmed(r->source->slot_name);
+	XLogRecPtr	end = GetXLogInsertRecPtr();
+	XLogRecPtr	lsn;
+	Oid			types[2] = {INT4OID, INT8OID};
+	Datum		args[2];
+	CatalogRole role;
+
+	if (explicit != NULL)
+	{
+		char	   *given = jsonb_get_text(explicit, "lsn");
+
+		if (given == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid starting_offsets \"%s\" for a table source", start),
+					 errhint("Use 'earliest', 'latest' or '{\"lsn\": \"0/16B3748\"}'.")));
+		lsn = DatumGetLSN(DirectFunctionCall1(pg_lsn_in, CStringGetDatum(given)));
+		if (lsn < oldest || lsn > end)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("LSN %X/%X is not held by table source \"%s\"", LSN_FORMAT_ARGS(lsn),
+							r->source->name),
+					 errdetail("The source holds the changes from %X/%X to %X/%X.",
+							   LSN_FORMAT_ARGS(oldest), LSN_FORMAT_ARGS(end))));
+	}
+	else
+		lsn = strcmp(start, "latest") == 0 ? end : oldest;
+	r->parts[0].next_offset = (int64) lsn;
+	r->parts[0].next_index = 0;
+	r->parts[0].has_max_event_time = false;
+
+	args[0] = Int32GetDatum(r->query_id);
+	args[1] = Int64GetDatum((int64) lsn);
+	SPI_connect();
+	catalog_enter(&role);
+	if (SPI_execute_with_args("UPDATE streamwin.query_catalog SET start_lsn = $2 WHERE query_id = $1",
+							  2, types, args, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not update streamwin.query_catalog");
+	catalog_leave(&role);
+	SPI_finish();
 }
 
 /*
@@ -239,39 +319,42 @@ streamwin_reset_query(PG_FUNCTION_ARGS)
 	/* resolve the new positions now, so they do not drift until the next batch */
 	r = runner_get(q->query_id);
 	offsets_load(r);
-	for (int i = 0; i < r->nparts; i++)
-	{
-		PartitionState *p = &r->parts[i];
-		int64		low,
-					high;
-		char		key[16];
-		char	   *given = NULL;
-
-		snprintf(key, sizeof(key), "%d", p->partition);
-		if (explicit)
-			given = jsonb_get_text(explicit, key);
-		kafka_query_watermarks(r->consumer, p->partition, &low, &high, 10000);
-		if (given != NULL)
+	if (r->source->kind == SOURCE_TABLE)
+		reset_table_position(r, start, explicit);
+	else
+		for (int i = 0; i < r->nparts; i++)
 		{
-			char	   *end;
-			long long	off = strtoll(given, &end, 10);
+			PartitionState *p = &r->parts[i];
+			int64		low,
+						high;
+			char		key[16];
+			char	   *given = NULL;
 
-			if (*end != '\0' || off < 0)
-				ereport(ERROR,
-						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("invalid offset \"%s\" for partition %d", given, p->partition)));
-			if (off < low || off > high)
-				ereport(ERROR,
-						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("offset %lld of partition %d is not in the topic", off, p->partition),
-						 errdetail("The partition holds offsets %lld to %lld.", (long long) low,
-								   (long long) high - 1)));
-			p->next_offset = off;
+			snprintf(key, sizeof(key), "%d", p->partition);
+			if (explicit)
+				given = jsonb_get_text(explicit, key);
+			kafka_query_watermarks(r->consumer, p->partition, &low, &high, 10000);
+			if (given != NULL)
+			{
+				char	   *end;
+				long long	off = strtoll(given, &end, 10);
+
+				if (*end != '\0' || off < 0)
+					ereport(ERROR,
+							(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+							 errmsg("invalid offset \"%s\" for partition %d", given, p->partition)));
+				if (off < low || off > high)
+					ereport(ERROR,
+							(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+							 errmsg("offset %lld of partition %d is not in the topic", off, p->partition),
+							 errdetail("The partition holds offsets %lld to %lld.", (long long) low,
+									   (long long) high - 1)));
+				p->next_offset = off;
+			}
+			else
+				p->next_offset = strcmp(start, "latest") == 0 ? high : low;
+			p->has_max_event_time = false;
 		}
-		else
-			p->next_offset = strcmp(start, "latest") == 0 ? high : low;
-		p->has_max_event_time = false;
-	}
 	offsets_store(r);
 	if (QUERY_HAS_UNLOGGED_STATE(q))
 	{

@@ -26,6 +26,7 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/pg_lsn.h"
 #include "utils/timestamp.h"
 
 #include "batch.h"
@@ -37,7 +38,13 @@ offsets_init_partitions(QueryRunner *r)
 	MemoryContext old = MemoryContextSwitchTo(r->cxt);
 	int			n;
 
-	if (r->source->npartitions > 0)
+	if (r->source->kind == SOURCE_TABLE)
+	{
+		/* one "partition": the table's commit order */
+		n = 1;
+		r->parts = palloc0(sizeof(PartitionState));
+	}
+	else if (r->source->npartitions > 0)
 	{
 		n = r->source->npartitions;
 		r->parts = palloc0(sizeof(PartitionState) * n);
@@ -76,7 +83,7 @@ offsets_load(QueryRunner *r)
 	Oid			argtypes[1] = {INT4OID};
 	Datum		args[1] = {Int32GetDatum(r->query_id)};
 
-	if (r->consumer == NULL)
+	if (r->consumer == NULL && r->source->kind == SOURCE_KAFKA)
 	{
 		r->consumer = kafka_consumer_open(r->source->brokers, r->source->topic,
 										  r->source->nkafka_props,
@@ -91,6 +98,7 @@ offsets_load(QueryRunner *r)
 		PartitionState *p = &r->parts[i];
 
 		p->next_offset = -1;
+		p->next_index = 0;
 		p->has_max_event_time = false;
 		p->last_data_at = GetCurrentTimestamp();
 		p->batch_rows = 0;
@@ -98,7 +106,7 @@ offsets_load(QueryRunner *r)
 	}
 
 	SPI_connect();
-	catalog_exec("SELECT partition, next_offset, max_event_time, last_data_at "
+	catalog_exec("SELECT partition, next_offset, max_event_time, last_data_at, next_index "
 				 "FROM streamwin.query_offsets WHERE query_id = $1",
 				 1, argtypes, args, NULL, 0);
 	for (uint64 row = 0; row < SPI_processed; row++)
@@ -119,6 +127,7 @@ offsets_load(QueryRunner *r)
 		if (!isnull)
 			p->max_event_time = DatumGetTimestampTz(d);
 		p->last_data_at = DatumGetTimestampTz(SPI_getbinval(tup, desc, 4, &isnull));
+		p->next_index = DatumGetInt64(SPI_getbinval(tup, desc, 5, &isnull));
 	}
 	SPI_finish();
 }
@@ -135,6 +144,19 @@ offsets_assign(QueryRunner *r)
 {
 	bool		need = !r->assigned;
 	int32	   *partitions;
+
+	if (r->source->kind == SOURCE_TABLE)
+	{
+		/* nothing to position: each fetch decodes from the stored LSN */
+		if (r->parts[0].next_offset < 0)
+		{
+			r->parts[0].next_offset = (int64) (XLogRecPtrIsInvalid(r->query->start_lsn) ?
+											   source_slot_confirmed(r->source->slot_name) :
+											   r->query->start_lsn);
+			r->parts[0].next_index = 0;
+		}
+		return;
+	}
 
 	for (int i = 0; i < r->nparts; i++)
 	{
@@ -198,7 +220,7 @@ offsets_compute_watermark(QueryRunner *r, bool has_old, TimestampTz old,
 			p->has_max_event_time = true;
 		}
 
-		idle = kafka_partition_at_eof(r->consumer, p->partition) &&
+		idle = offsets_partition_at_end(r, p) &&
 			now - p->last_data_at >= r->query->idle_timeout_us;
 		if (p->has_max_event_time && (!has_max || p->max_event_time > max_all))
 		{
@@ -254,16 +276,21 @@ offsets_store(QueryRunner *r)
 	Datum	   *seen = palloc(sizeof(Datum) * r->nparts);
 	Datum	   *high = palloc(sizeof(Datum) * r->nparts);
 	bool	   *high_null = palloc(sizeof(bool) * r->nparts);
+	Datum	   *index = palloc(sizeof(Datum) * r->nparts);
 	int			dims[1] = {r->nparts};
 	int			lbs[1] = {1};
 	Oid			argtypes[7] = {INT4OID, INT4ARRAYOID, INT8ARRAYOID, TIMESTAMPTZARRAYOID,
-	TIMESTAMPTZARRAYOID, INT8ARRAYOID};
-	Datum		args[6];
+	TIMESTAMPTZARRAYOID, INT8ARRAYOID, INT8ARRAYOID};
+	Datum		args[7];
 
 	for (int i = 0; i < r->nparts; i++)
 	{
 		PartitionState *p = &r->parts[i];
-		int64		hw = kafka_cached_high_watermark(r->consumer, p->partition);
+
+		/* the lag of a table source is in bytes of WAL */
+		int64		hw = r->source->kind == SOURCE_TABLE ?
+			(XLogRecPtrIsInvalid(r->table_end_of_wal) ? -1 : (int64) r->table_end_of_wal) :
+			kafka_cached_high_watermark(r->consumer, p->partition);
 
 		parts[i] = Int32GetDatum(p->partition);
 		next[i] = Int64GetDatum(p->next_offset);
@@ -272,6 +299,7 @@ offsets_store(QueryRunner *r)
 		seen[i] = TimestampTzGetDatum(p->last_data_at);
 		high[i] = Int64GetDatum(hw);
 		high_null[i] = hw < 0;
+		index[i] = Int64GetDatum(p->next_index);
 	}
 	args[0] = Int32GetDatum(r->query_id);
 	args[1] = PointerGetDatum(construct_array(parts, r->nparts, INT4OID, 4, true, TYPALIGN_INT));
@@ -282,30 +310,111 @@ offsets_store(QueryRunner *r)
 											  TYPALIGN_DOUBLE));
 	args[5] = PointerGetDatum(construct_md_array(high, high_null, 1, dims, lbs, INT8OID, 8,
 												 FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	args[6] = PointerGetDatum(construct_array(index, r->nparts, INT8OID, 8, FLOAT8PASSBYVAL,
+											  TYPALIGN_DOUBLE));
 
 	SPI_connect();
 	catalog_exec("INSERT INTO streamwin.query_offsets AS o "
-							  "(query_id, partition, next_offset, max_event_time, last_data_at, high_watermark) "
-							  "SELECT $1, * FROM unnest($2, $3, $4, $5, $6) "
+							  "(query_id, partition, next_offset, max_event_time, last_data_at, high_watermark, "
+							  " next_index) "
+							  "SELECT $1, * FROM unnest($2, $3, $4, $5, $6, $7) "
 							  "ON CONFLICT (query_id, partition) DO UPDATE SET "
 							  "next_offset = EXCLUDED.next_offset, max_event_time = EXCLUDED.max_event_time, "
 							  "last_data_at = EXCLUDED.last_data_at, "
-							  "high_watermark = COALESCE(EXCLUDED.high_watermark, o.high_watermark)",
-							  6, argtypes, args, NULL, 0);
+							  "high_watermark = COALESCE(EXCLUDED.high_watermark, o.high_watermark), "
+							  "next_index = EXCLUDED.next_index",
+							  7, argtypes, args, NULL, 0);
 	SPI_finish();
 }
 
-/* {"0": 120, "1": 98}: the next offset of every partition */
+/*
+ * {"0": 120, "1": 98}: the next offset of every partition.  For a table
+ * source {"lsn": "0/1A2B3C8", "index": 0}, plus the changes of the last
+ * fetch that a table source does not deliver (UPDATE, DELETE, TRUNCATE).
+ */
 char *
 offsets_json(QueryRunner *r)
 {
 	StringInfoData buf;
 
 	initStringInfo(&buf);
+	if (r->source->kind == SOURCE_TABLE)
+	{
+		XLogRecPtr	lsn = (XLogRecPtr) r->parts[0].next_offset;
+
+		appendStringInfo(&buf, "{\"lsn\": \"%X/%X\", \"index\": " INT64_FORMAT,
+						 LSN_FORMAT_ARGS(lsn), r->parts[0].next_index);
+		if (r->table_ignored[0] + r->table_ignored[1] + r->table_ignored[2] > 0)
+			appendStringInfo(&buf, ", \"ignored\": {\"updates\": " INT64_FORMAT
+							 ", \"deletes\": " INT64_FORMAT ", \"truncates\": " INT64_FORMAT "}",
+							 r->table_ignored[0], r->table_ignored[1], r->table_ignored[2]);
+		appendStringInfoChar(&buf, '}');
+		return buf.data;
+	}
 	appendStringInfoChar(&buf, '{');
 	for (int i = 0; i < r->nparts; i++)
 		appendStringInfo(&buf, "%s\"%d\": " INT64_FORMAT, i ? ", " : "",
 						 r->parts[i].partition, r->parts[i].next_offset);
 	appendStringInfoChar(&buf, '}');
 	return buf.data;
+}
+
+/*
+ * offsets_partition_at_end
+ *		Has the query read everything its source held at the last fetch, for
+ *		this partition?  (What lets a silent partition become idle.)
+ */
+bool
+offsets_partition_at_end(QueryRunner *r, PartitionState *p)
+{
+	if (r->source->kind == SOURCE_TABLE)
+		return r->table_at_end;
+	return kafka_partition_at_eof(r->consumer, p->partition);
+}
+
+/*
+ * offsets_table_retained
+ *		The oldest LSN any query of this table source may still need, from
+ *		committed rows: its stored position, or for a query with UNLOGGED
+ *		state the position of its checkpoint (crash recovery replays from
+ *		there); a query that has not run yet needs its start.  The slot may
+ *		be confirmed up to there.
+ */
+XLogRecPtr
+offsets_table_retained(QueryRunner *r)
+{
+	Oid			types[1] = {INT4OID};
+	Datum		args[1] = {Int32GetDatum(r->source->source_id)};
+	bool		isnull;
+	Datum		d;
+
+	SPI_connect();
+	catalog_exec("SELECT min(CASE WHEN coalesce(q.state_table, 0) <> 0 OR q.plan ? 'dedup_table' "
+				 "                THEN coalesce(c.next_offset, q.start_lsn) "
+				 "                ELSE coalesce(o.next_offset, q.start_lsn) END) "
+				 "FROM streamwin.query_catalog q "
+				 "LEFT JOIN streamwin.query_offsets o ON o.query_id = q.query_id AND o.partition = 0 "
+				 "LEFT JOIN streamwin.query_checkpoints c ON c.query_id = q.query_id AND c.partition = 0 "
+				 "WHERE q.source_id = $1",
+				 1, types, args, NULL, 1);
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	SPI_finish();
+	return isnull ? InvalidXLogRecPtr : (XLogRecPtr) DatumGetInt64(d);
+}
+
+/* The position of a table source in a progress record's offsets. */
+TablePosition
+offsets_parse_table_position(Jsonb *offsets)
+{
+	TablePosition pos;
+	char	   *lsn = jsonb_get_text(offsets, "lsn");
+	char	   *index = jsonb_get_text(offsets, "index");
+
+	if (lsn == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("progress record without the position of its table source")));
+	pos.lsn = DatumGetLSN(DirectFunctionCall1(pg_lsn_in, CStringGetDatum(lsn)));
+	pos.index = index ? strtoll(index, NULL, 10) : 0;
+	return pos;
 }

@@ -34,6 +34,8 @@
  */
 #include "postgres.h"
 
+#include "access/xlog.h"
+
 #include "access/relation.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_aggregate.h"
@@ -65,6 +67,7 @@
 #include "utils/varlena.h"
 
 #include "streamwin.h"
+#include "table_source.h"
 #include "checkpoint.h"
 #include "source.h"
 #include "window.h"
@@ -355,7 +358,7 @@ check_from(Compiled *c)
 	if (c->source == NULL)
 		refuse("a continuous query must read a streamwin source",
 			   "None of the relations in FROM is a source.",
-			   "Create one with streamwin.create_kafka_source() and name it in FROM.");
+			   "Create one with streamwin.create_kafka_source() or streamwin.create_table_source() and name it in FROM.");
 	check_joins((Node *) q->jointree, c->source_rtindex);
 }
 
@@ -1649,6 +1652,9 @@ streamwin_create_query(PG_FUNCTION_ARGS)
 			   "In append mode a window's row is written once, when the watermark closes it; without a watermark no window ever closes.",
 			   c.window ? "Add a watermark, for example watermark => '10 seconds', or use output_mode => 'update'."
 			   : "Group by streamwin.tumble() or streamwin.hop() and set a watermark, or use output_mode => 'update'.");
+	/* its rows come from the WAL: the query's owner must be able to read the table */
+	if (c.source->kind == SOURCE_TABLE)
+		table_source_check_relation(c.source->source_table);
 	if (c.source->owner != GetUserId() &&
 		pg_class_aclcheck(c.source->relation, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
 		ereport(ERROR,
@@ -1727,10 +1733,23 @@ streamwin_create_query(PG_FUNCTION_ARGS)
 	memset(nulls, ' ', sizeof(nulls));
 	nulls[1] = OidIsValid(state) ? ' ' : 'n';
 	nulls[4] = OidIsValid(checkpoint) ? ' ' : 'n';
+	/*
+	 * A table source starts now ('latest') or at the oldest change its slot
+	 * holds ('earliest'); resolved here so that the slot keeps it for us.
+	 */
+	argtypes[5] = INT8OID;
+	nulls[5] = 'n';
+	if (c.source->kind == SOURCE_TABLE)
+	{
+		args[5] = Int64GetDatum((int64) (c.source->starting_offset == START_LATEST ?
+										 GetXLogInsertRecPtr() :
+										 source_slot_confirmed(c.source->slot_name)));
+		nulls[5] = ' ';
+	}
 	catalog_enter(&role);
 	if (SPI_execute_with_args("UPDATE streamwin.query_catalog SET result_table = $1, state_table = $2, "
-							  "plan = $3::jsonb, checkpoint_table = $5 WHERE query_id = $4",
-							  5, argtypes, args, nulls, false, 0) != SPI_OK_UPDATE)
+							  "plan = $3::jsonb, checkpoint_table = $5, start_lsn = $6 WHERE query_id = $4",
+							  6, argtypes, args, nulls, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "could not update streamwin.query_catalog");
 	catalog_leave(&role);
 	SPI_finish();

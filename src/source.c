@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * source.c
- *	  create_kafka_source / drop_source, and the view that makes a source
- *	  usable as a relation.
+ *	  create_kafka_source / create_table_source / drop_source, and the view
+ *	  that makes a source usable as a relation.
  *
  * A source named "orders" is a view
  *		SELECT * FROM streamwin.source_rows(<id>) AS s(<its columns>)
@@ -35,8 +35,10 @@
 
 #include "streamwin.h"
 #include "source.h"
+#include "table_source.h"
 
 PG_FUNCTION_INFO_V1(streamwin_create_kafka_source);
+PG_FUNCTION_INFO_V1(streamwin_create_table_source);
 PG_FUNCTION_INFO_V1(streamwin_drop_source);
 PG_FUNCTION_INFO_V1(streamwin_source_rows);
 
@@ -202,6 +204,85 @@ quote_qualified_name(const char *name)
 }
 
 /*
+ * Record a source in the catalog and create its view (owned by the caller,
+ * in the caller's current schema) with the given columns; returns the
+ * view's oid.  Inside SPI.
+ */
+static Oid
+source_register(const char *name, const char *kind, const char *brokers, const char *topic,
+				Oid table, const char *slot_name, const char *format, const char *columns,
+				Jsonb *options, List *types, List *typmods, List *names)
+{
+	StringInfoData sql;
+	int32		source_id;
+	Oid			relid;
+	CatalogRole role;
+	Oid			argtypes[10] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, OIDOID,
+	TEXTOID, OIDOID, TEXTOID};
+	Datum		args[10];
+	char		nulls[10];
+	ListCell   *lt,
+			   *lm,
+			   *ln;
+	bool		first = true;
+
+	/* the catalog row first: the view's body needs the source id */
+	memset(nulls, ' ', sizeof(nulls));
+	args[0] = CStringGetTextDatum(name);
+	args[1] = brokers ? CStringGetTextDatum(brokers) : (Datum) 0;
+	nulls[1] = brokers ? ' ' : 'n';
+	args[2] = topic ? CStringGetTextDatum(topic) : (Datum) 0;
+	nulls[2] = topic ? ' ' : 'n';
+	args[3] = CStringGetTextDatum(format);
+	args[4] = CStringGetTextDatum(columns);
+	args[5] = JsonbPGetDatum(options);
+	args[6] = ObjectIdGetDatum(GetUserId());
+	args[7] = CStringGetTextDatum(kind);
+	args[8] = ObjectIdGetDatum(table);
+	nulls[8] = OidIsValid(table) ? ' ' : 'n';
+	args[9] = slot_name ? CStringGetTextDatum(slot_name) : (Datum) 0;
+	nulls[9] = slot_name ? ' ' : 'n';
+	catalog_enter(&role);
+	if (SPI_execute_with_args("INSERT INTO streamwin.source_catalog "
+							  "(name, relation, kind, brokers, topic, format, columns, options, owner, "
+							  " source_table, slot_name) "
+							  "VALUES ($1, 0, $8, $2, $3, $4, $5, $6, $7, $9, $10) RETURNING source_id",
+							  10, argtypes, args, nulls, false, 1) != SPI_OK_INSERT_RETURNING)
+		elog(ERROR, "could not insert into streamwin.source_catalog");
+	source_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
+											SPI_tuptable->tupdesc, 1, &(bool) {false}));
+	catalog_leave(&role);
+
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "CREATE VIEW %s AS SELECT * FROM streamwin.source_rows(%d) AS s(",
+					 quote_qualified_name(name), source_id);
+	forthree(lt, types, lm, typmods, ln, names)
+	{
+		appendStringInfo(&sql, "%s%s %s", first ? "" : ", ",
+						 quote_identifier(strVal(lfirst(ln))),
+						 format_type_with_typemod(lfirst_oid(lt), lfirst_int(lm)));
+		first = false;
+	}
+	appendStringInfoChar(&sql, ')');
+	if (SPI_execute(sql.data, false, 0) != SPI_OK_UTILITY)
+		elog(ERROR, "could not create the view of source \"%s\"", name);
+	CommandCounterIncrement();
+
+	relid = RangeVarGetRelid(makeRangeVarFromNameList(stringToQualifiedNameList(name)),
+							 NoLock, false);
+	argtypes[0] = OIDOID;
+	argtypes[1] = INT4OID;
+	args[0] = ObjectIdGetDatum(relid);
+	args[1] = Int32GetDatum(source_id);
+	catalog_enter(&role);
+	if (SPI_execute_with_args("UPDATE streamwin.source_catalog SET relation = $1 WHERE source_id = $2",
+							  2, argtypes, args, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not update streamwin.source_catalog");
+	catalog_leave(&role);
+	return relid;
+}
+
+/*
  * streamwin.create_kafka_source(name, brokers, topic, columns, format, options)
  */
 Datum
@@ -217,16 +298,7 @@ streamwin_create_kafka_source(PG_FUNCTION_ARGS)
 	List	   *types;
 	List	   *typmods = NIL;
 	List	   *names = NIL;
-	StringInfoData sql;
-	int32		source_id;
 	Oid			relid;
-	CatalogRole role;
-	Oid			argtypes[7] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, OIDOID};
-	Datum		args[7];
-	ListCell   *lt,
-			   *lm,
-			   *ln;
-	bool		first = true;
 
 	for (int i = 0; i < 6; i++)
 		if (PG_ARGISNULL(i))
@@ -258,54 +330,79 @@ streamwin_create_kafka_source(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_DUPLICATE_OBJECT),
 				 errmsg("source \"%s\" already exists", name)));
-
-	/* the catalog row first: the view's body needs the source id */
-	args[0] = CStringGetTextDatum(name);
-	args[1] = CStringGetTextDatum(brokers);
-	args[2] = CStringGetTextDatum(topic);
-	args[3] = CStringGetTextDatum(source_format_name(format));
-	args[4] = CStringGetTextDatum(columns);
-	args[5] = JsonbPGetDatum(options);
-	args[6] = ObjectIdGetDatum(GetUserId());
-	catalog_enter(&role);
-	if (SPI_execute_with_args("INSERT INTO streamwin.source_catalog "
-							  "(name, relation, kind, brokers, topic, format, columns, options, owner) "
-							  "VALUES ($1, 0, 'kafka', $2, $3, $4, $5, $6, $7) RETURNING source_id",
-							  7, argtypes, args, NULL, false, 1) != SPI_OK_INSERT_RETURNING)
-		elog(ERROR, "could not insert into streamwin.source_catalog");
-	source_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
-											SPI_tuptable->tupdesc, 1, &(bool) {false}));
-	catalog_leave(&role);
-
-	/* the view, owned by the caller, in the caller's current schema */
-	initStringInfo(&sql);
-	appendStringInfo(&sql, "CREATE VIEW %s AS SELECT * FROM streamwin.source_rows(%d) AS s(",
-					 quote_qualified_name(name), source_id);
-	forthree(lt, types, lm, typmods, ln, names)
-	{
-		appendStringInfo(&sql, "%s%s %s", first ? "" : ", ",
-						 quote_identifier(strVal(lfirst(ln))),
-						 format_type_with_typemod(lfirst_oid(lt), lfirst_int(lm)));
-		first = false;
-	}
-	appendStringInfoChar(&sql, ')');
-	if (SPI_execute(sql.data, false, 0) != SPI_OK_UTILITY)
-		elog(ERROR, "could not create the view of source \"%s\"", name);
-	CommandCounterIncrement();
-
-	relid = RangeVarGetRelid(makeRangeVarFromNameList(stringToQualifiedNameList(name)),
-							 NoLock, false);
+	relid = source_register(name, "kafka", brokers, topic, InvalidOid, NULL,
+							source_format_name(format), columns, options, types, typmods, names);
 	decoder_check_columns(format, source_tupdesc(relid));
+	SPI_finish();
+	PG_RETURN_VOID();
+}
 
-	argtypes[0] = OIDOID;
-	argtypes[1] = INT4OID;
-	args[0] = ObjectIdGetDatum(relid);
-	args[1] = Int32GetDatum(source_id);
-	catalog_enter(&role);
-	if (SPI_execute_with_args("UPDATE streamwin.source_catalog SET relation = $1 WHERE source_id = $2",
-							  2, argtypes, args, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "could not update streamwin.source_catalog");
-	catalog_leave(&role);
+/*
+ * streamwin.create_table_source(name, relation, options): the rows inserted
+ * into a table, through a logical replication slot of the source's own.
+ * The source's columns are the table's, by name and type, as of now.
+ */
+Datum
+streamwin_create_table_source(PG_FUNCTION_ARGS)
+{
+	static const char *const valid[] = {"starting_offsets", "max_records_per_batch", NULL};
+	char	   *name;
+	Oid			table;
+	Jsonb	   *options;
+	SourceInfo	tmp;
+	Relation	rel;
+	TupleDesc	desc;
+	List	   *types = NIL;
+	List	   *typmods = NIL;
+	List	   *names = NIL;
+	StringInfoData columns;
+	char	   *slot;
+
+	for (int i = 0; i < 3; i++)
+		if (PG_ARGISNULL(i))
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("arguments of create_table_source must not be null")));
+	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	table = PG_GETARG_OID(1);
+	options = PG_GETARG_JSONB_P(2);
+
+	table_source_check_relation(table);
+	jsonb_check_keys(options, valid, "table source");
+	parse_source_options(&tmp, options);
+
+	/* the table's columns, as the source's */
+	initStringInfo(&columns);
+	rel = relation_open(table, AccessShareLock);
+	desc = RelationGetDescr(rel);
+	for (int a = 0; a < desc->natts; a++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, a);
+
+		if (att->attisdropped)
+			continue;
+		types = lappend_oid(types, att->atttypid);
+		typmods = lappend_int(typmods, att->atttypmod);
+		names = lappend(names, makeString(pstrdup(NameStr(att->attname))));
+		appendStringInfo(&columns, "%s%s %s", columns.len ? ", " : "",
+						 quote_identifier(NameStr(att->attname)),
+						 format_type_with_typemod(att->atttypid, att->atttypmod));
+	}
+	relation_close(rel, AccessShareLock);
+	if (types == NIL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TABLE_DEFINITION),
+				 errmsg("table \"%s\" has no columns", get_rel_name(table))));
+
+	SPI_connect();
+	if (catalog_get_source(name, true) != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_DUPLICATE_OBJECT),
+				 errmsg("source \"%s\" already exists", name)));
+	/* before anything is written: PostgreSQL requires it of slot creation */
+	slot = source_slot_create();
+	source_register(name, "table", NULL, NULL, table, slot, "row", columns.data, options,
+					types, typmods, names);
 	SPI_finish();
 	PG_RETURN_VOID();
 }
@@ -345,6 +442,9 @@ streamwin_drop_source(PG_FUNCTION_ARGS)
 					 errdetail("Queries reading the source: %s.", TextDatumGetCString(users)),
 					 errhint("Drop those queries first with streamwin.drop_query().")));
 	}
+	/* the slot goes when the drop commits: nothing is left holding WAL */
+	if (src->kind == SOURCE_TABLE)
+		source_slot_drop_at_commit(src->slot_name);
 	if (SPI_execute_with_args("DELETE FROM streamwin.source_catalog WHERE source_id = $1",
 							  1, argtypes, args, NULL, false, 0) != SPI_OK_DELETE)
 		elog(ERROR, "could not delete from streamwin.source_catalog");

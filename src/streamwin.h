@@ -16,6 +16,7 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "access/xlogdefs.h"
 #include "datatype/timestamp.h"
 #include "utils/jsonb.h"
 
@@ -40,14 +41,23 @@ typedef enum OutputMode
 #define START_EARLIEST	(-2)
 #define START_LATEST	(-1)
 
+typedef enum SourceKind
+{
+	SOURCE_KAFKA,				/* a Kafka topic */
+	SOURCE_TABLE				/* the rows inserted into a table */
+} SourceKind;
+
 typedef struct SourceInfo
 {
 	int32		source_id;
 	char	   *name;
+	SourceKind	kind;
 	Oid			relation;		/* the source's view */
-	char	   *brokers;
-	char	   *topic;
-	SourceFormat format;
+	char	   *brokers;		/* Kafka only */
+	char	   *topic;			/* Kafka only */
+	Oid			source_table;	/* table sources: the table read */
+	char	   *slot_name;		/* table sources: its replication slot */
+	SourceFormat format;		/* Kafka only */
 	Oid			owner;
 	/* parsed options */
 	int64		starting_offset;	/* START_EARLIEST or START_LATEST */
@@ -75,6 +85,7 @@ typedef struct QueryInfo
 	int64		trigger_interval_us;
 	int64		idle_timeout_us;
 	bool		capture_late_rows;	/* keep late rows in streamwin.late_rows */
+	XLogRecPtr	start_lsn;		/* table sources: where the query starts */
 	bool		desired_running;
 	Oid			result_table;
 	Oid			state_table;	/* InvalidOid for transforms */
@@ -117,6 +128,7 @@ extern QueryInfo *catalog_get_query_by_id(int32 query_id, bool missing_ok);
 extern void catalog_check_owner(Oid owner, const char *kind, const char *name);
 extern int64 interval_to_usec(const Interval *iv, const char *what);
 extern char *jsonb_get_text(Jsonb *jb, const char *key);
+extern void parse_source_options(SourceInfo *src, Jsonb *options);
 extern void jsonb_check_keys(Jsonb *options, const char *const *valid, const char *what);
 
 /* launcher.c */

@@ -1,0 +1,656 @@
+/*-------------------------------------------------------------------------
+ *
+ * table_source.c
+ *	  Table sources: streamwin's logical decoding output plugin, the
+ *	  replication slot of each source, and reading a batch of inserted rows
+ *	  in the calling backend (see table_source.h).
+ *
+ * Why streamwin is its own output plugin rather than reading test_decoding
+ * or pgoutput through pg_logical_slot_peek_changes(): the rows are copied
+ * out of the reorder buffer straight into the source's row type, so a row
+ * costs one tuple copy instead of text output, a tuplestore and parsing
+ * again; the plugin skips other tables' changes without formatting them;
+ * and the fetch can stop at a batch boundary inside the WAL stream.
+ *
+ * The plugin is only ever driven by table_fetch() in the same process:
+ * its callbacks write into the fetch in progress (a static pointer, since
+ * decoding runs synchronously on this backend's stack).  A walsender or
+ * pg_logical_slot_get_changes() on a streamwin slot is refused, so the
+ * slot's position cannot be moved behind streamwin's back.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/detoast.h"
+#include "access/heaptoast.h"
+#include "access/htup_details.h"
+#include "access/xlog.h"
+#include "access/xlogutils.h"
+#include "catalog/catalog.h"
+#include "catalog/pg_class.h"
+#include "miscadmin.h"
+#include "replication/decode.h"
+#include "replication/logical.h"
+#include "replication/output_plugin.h"
+#include "replication/slot.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/timestamp.h"
+
+#include "table_source.h"
+
+/* Output plugin entry point: the library is loaded by slot name "streamwin". */
+extern PGDLLEXPORT void _PG_output_plugin_init(OutputPluginCallbacks *cb);
+
+/* The fetch the plugin callbacks write into (NULL outside table_fetch). */
+typedef struct FetchState
+{
+	Oid			table;
+	TupleDesc	desc;			/* the source's row type */
+	TablePosition start;
+	const TablePosition *upto;
+	int			max_records;
+	MemoryContext cxt;			/* where rows go */
+	TableFetch *out;
+	int			capacity;
+	bool		done;			/* stop reading after this transaction */
+	bool		overflow;		/* the current transaction did not fit */
+	int64		txn_index;		/* inserts into the table seen in this txn */
+	/* column map from the table's (historic) row type to desc */
+	TupleDesc	map_from;
+	int		   *map;			/* desc column i <- table attribute map[i], -1 */
+	bool		map_identity;
+	Datum	   *values;
+	bool	   *nulls;
+	Datum	   *src_values;
+	bool	   *src_nulls;
+	int			src_natts;
+} FetchState;
+
+static FetchState *active_fetch = NULL;
+
+/* A slot being created, held by this backend until its transaction ends. */
+static char *creating_slot = NULL;
+static char *dropping_slot = NULL;
+static bool xact_callback_registered = false;
+
+/* --- Output plugin -------------------------------------------------------- */
+
+static void
+plugin_startup(LogicalDecodingContext *ctx, OutputPluginOptions *opt, bool is_init)
+{
+	opt->output_type = OUTPUT_PLUGIN_BINARY_OUTPUT;
+	opt->receive_rewrites = false;
+	if (!is_init && active_fetch == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("replication slot \"%s\" belongs to a streamwin table source",
+						NameStr(ctx->slot->data.name)),
+				 errdetail("Only streamwin reads it, so that its position stays where the queries need it."),
+				 errhint("Create a slot of your own with another output plugin.")));
+}
+
+static void
+plugin_begin(LogicalDecodingContext *ctx, ReorderBufferTXN *txn)
+{
+	if (active_fetch != NULL)
+	{
+		active_fetch->txn_index = 0;
+		active_fetch->overflow = false;
+	}
+}
+
+/* Is this transaction's first part already processed (a restart inside it)? */
+static bool
+txn_resumed(FetchState *st, ReorderBufferTXN *txn)
+{
+	return txn->final_lsn == st->start.lsn && st->start.index > 0;
+}
+
+/* Build the map from the table's row type, as of this change, to the source's. */
+static void
+build_map(FetchState *st, TupleDesc from)
+{
+	MemoryContext old = MemoryContextSwitchTo(st->cxt);
+
+	st->map_from = from;
+	st->src_natts = from->natts;
+	st->src_values = palloc(sizeof(Datum) * Max(from->natts, 1));
+	st->src_nulls = palloc(sizeof(bool) * Max(from->natts, 1));
+	st->map_identity = from->natts == st->desc->natts;
+	for (int i = 0; i < st->desc->natts; i++)
+	{
+		Form_pg_attribute want = TupleDescAttr(st->desc, i);
+
+		st->map[i] = -1;
+		for (int a = 0; a < from->natts; a++)
+		{
+			Form_pg_attribute have = TupleDescAttr(from, a);
+
+			if (have->attisdropped || strcmp(NameStr(have->attname), NameStr(want->attname)) != 0)
+				continue;
+			if (have->atttypid != want->atttypid)
+				ereport(ERROR,
+						(errcode(ERRCODE_DATATYPE_MISMATCH),
+						 errmsg("column \"%s\" of table \"%s\" changed type from %s to %s",
+								NameStr(want->attname), get_rel_name(st->table),
+								format_type_be(want->atttypid), format_type_be(have->atttypid)),
+						 errdetail("A table source delivers rows in the column types it was created with."),
+						 errhint("Create a new source for the table, and queries over it.")));
+			st->map[i] = a;
+			break;
+		}
+		if (st->map[i] != i)
+			st->map_identity = false;
+	}
+	MemoryContextSwitchTo(old);
+}
+
+/* Append one inserted row to the fetch, in the source's row type. */
+static void
+take_row(FetchState *st, ReorderBufferTXN *txn, Relation rel, HeapTuple tuple, int64 index)
+{
+	TableFetch *out = st->out;
+	MemoryContext old = MemoryContextSwitchTo(st->cxt);
+	TupleDesc	from = RelationGetDescr(rel);
+	HeapTuple	row;
+	KafkaMessage *m;
+
+	if (from != st->map_from)
+		build_map(st, from);
+	if (st->map_identity && !HeapTupleHasExternal(tuple))
+		row = heap_copytuple(tuple);	/* same layout: one copy */
+	else
+	{
+		heap_deform_tuple(tuple, from, st->src_values, st->src_nulls);
+		for (int i = 0; i < st->desc->natts; i++)
+		{
+			int			a = st->map[i];
+			Form_pg_attribute att = TupleDescAttr(st->desc, i);
+
+			st->nulls[i] = a < 0 || st->src_nulls[a];
+			if (st->nulls[i])
+				continue;
+			st->values[i] = st->src_values[a];
+			/* toasted values point into the reorder buffer: take copies */
+			if (att->attlen == -1 && VARATT_IS_EXTERNAL(DatumGetPointer(st->values[i])))
+				st->values[i] = PointerGetDatum(detoast_external_attr((struct varlena *)
+																	  DatumGetPointer(st->values[i])));
+		}
+		row = heap_form_tuple(st->desc, st->values, st->nulls);
+	}
+
+	if (out->nrows == st->capacity)
+	{
+		st->capacity = Max(st->capacity * 2, 1024);
+		out->rows = repalloc_huge(out->rows, sizeof(KafkaMessage) * st->capacity);
+	}
+	m = &out->rows[out->nrows++];
+	memset(m, 0, sizeof(KafkaMessage));
+	m->payload = (const char *) row->t_data;
+	m->len = row->t_len;
+	m->offset = (int64) txn->final_lsn;
+	m->partition = (int32) Min(index, PG_INT32_MAX);
+	m->timestamp_ms = txn->xact_time.commit_time / 1000 +
+		(int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * 1000;
+	MemoryContextSwitchTo(old);
+}
+
+static void
+plugin_change(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, Relation rel,
+			  ReorderBufferChange *change)
+{
+	FetchState *st = active_fetch;
+	int64		index;
+
+	if (st == NULL || RelationGetRelid(rel) != st->table)
+		return;
+	if (change->action == REORDER_BUFFER_CHANGE_UPDATE ||
+		change->action == REORDER_BUFFER_CHANGE_DELETE)
+	{
+		/* counted once: in the pass that reads the transaction from its start */
+		if (!txn_resumed(st, txn) && st->upto == NULL)
+		{
+			if (change->action == REORDER_BUFFER_CHANGE_UPDATE)
+				st->out->ignored_updates++;
+			else
+				st->out->ignored_deletes++;
+		}
+		return;
+	}
+	if (change->action != REORDER_BUFFER_CHANGE_INSERT || change->data.tp.newtuple == NULL)
+		return;
+
+	index = st->txn_index++;
+	if (txn->final_lsn == st->start.lsn && index < st->start.index)
+		return;					/* processed by an earlier batch */
+	if (st->upto != NULL &&
+		(txn->final_lsn > st->upto->lsn ||
+		 (txn->final_lsn == st->upto->lsn && index >= st->upto->index)))
+		return;					/* a replay stops where the batch stopped */
+	if (st->overflow)
+		return;
+	if (st->out->nrows >= st->max_records)
+	{
+		/* the rest of this transaction goes to the next batch */
+		st->overflow = true;
+		st->out->end.lsn = txn->final_lsn;
+		st->out->end.index = index;
+		return;
+	}
+	take_row(st, txn, rel, &change->data.tp.newtuple->tuple, index);
+}
+
+static void
+plugin_truncate(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, int nrelations,
+				Relation relations[], ReorderBufferChange *change)
+{
+	FetchState *st = active_fetch;
+
+	if (st == NULL || st->upto != NULL || txn_resumed(st, txn))
+		return;
+	for (int i = 0; i < nrelations; i++)
+		if (RelationGetRelid(relations[i]) == st->table)
+			st->out->ignored_truncates++;
+}
+
+static void
+plugin_commit(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, XLogRecPtr commit_lsn)
+{
+	FetchState *st = active_fetch;
+
+	if (st == NULL || st->upto != NULL)
+		return;
+	if (st->overflow)
+		st->done = true;		/* end set when the transaction overflowed */
+	else if (st->out->nrows >= st->max_records)
+	{
+		st->done = true;
+		st->out->end.lsn = commit_lsn + 1;
+		st->out->end.index = 0;
+	}
+}
+
+void
+_PG_output_plugin_init(OutputPluginCallbacks *cb)
+{
+	cb->startup_cb = plugin_startup;
+	cb->begin_cb = plugin_begin;
+	cb->change_cb = plugin_change;
+	cb->truncate_cb = plugin_truncate;
+	cb->commit_cb = plugin_commit;
+}
+
+/* The plugin never writes output; these exist because the API wants them. */
+static void
+no_prepare_write(LogicalDecodingContext *ctx, XLogRecPtr lsn, TransactionId xid, bool last_write)
+{
+	elog(ERROR, "streamwin's output plugin does not produce output");
+}
+
+static void
+no_write(LogicalDecodingContext *ctx, XLogRecPtr lsn, TransactionId xid, bool last_write)
+{
+	elog(ERROR, "streamwin's output plugin does not produce output");
+}
+
+/* --- Slots ---------------------------------------------------------------- */
+
+/*
+ * Recent PostgreSQL 15 releases only load output plugins listed in
+ * output_plugin_libraries (a superuser setting), a guard against roles with
+ * REPLICATION loading arbitrary libraries.  streamwin's plugin is loaded by
+ * streamwin's own code, in this backend, and refuses any other use (see
+ * plugin_startup), so it adds itself to the list for the duration of the
+ * call.  Returns the GUC nest level to pass to AtEOXact_GUC, or -1.
+ */
+static int
+allow_own_plugin(void)
+{
+	const char *list = GetConfigOption("output_plugin_libraries", true, false);
+	int			level;
+
+	if (list == NULL)
+		return -1;				/* an older release: no such guard */
+	level = NewGUCNestLevel();
+	(void) set_config_option("output_plugin_libraries",
+							 list[0] ? psprintf("%s, streamwin", list) : "streamwin",
+							 PGC_SUSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	return level;
+}
+
+static void
+restore_plugin_list(int level)
+{
+	if (level >= 0)
+		AtEOXact_GUC(true, level);
+}
+
+static void
+check_wal_level(void)
+{
+	if (wal_level < WAL_LEVEL_LOGICAL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("table sources need wal_level = logical"),
+				 errdetail("wal_level is \"%s\"; streamwin reads a table's inserts through logical decoding.",
+						   GetConfigOption("wal_level", false, false)),
+				 errhint("Set wal_level = logical in postgresql.conf (or with ALTER SYSTEM SET wal_level = logical) and restart the server.")));
+}
+
+void
+table_source_check_relation(Oid relid)
+{
+	char		relkind = get_rel_relkind(relid);
+	char	   *name = get_rel_name(relid);
+	AclResult	acl;
+
+	check_wal_level();
+	if (name == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", relid)));
+	if (relkind == RELKIND_PARTITIONED_TABLE)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("\"%s\" is a partitioned table", name),
+				 errdetail("Table sources read plain tables; inserts into a partitioned table are stored in its partitions."),
+				 errhint("Create a source for each partition.")));
+	if (relkind != RELKIND_RELATION)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("\"%s\" is not a table", name),
+				 errhint("A table source reads the rows inserted into an ordinary table.")));
+	if (IsCatalogRelationOid(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("\"%s\" is a system catalog", name),
+				 errhint("A table source reads the rows inserted into a user table.")));
+	if (get_rel_persistence(relid) != RELPERSISTENCE_PERMANENT)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("table \"%s\" is %s", name,
+						get_rel_persistence(relid) == RELPERSISTENCE_TEMP ? "temporary" : "unlogged"),
+				 errdetail("Its rows are not written to the WAL, which is what a table source reads."),
+				 errhint("Use a permanent table (ALTER TABLE %s SET LOGGED).", quote_identifier(name))));
+	acl = pg_class_aclcheck(relid, GetUserId(), ACL_SELECT);
+	if (acl != ACLCHECK_OK)
+		aclcheck_error(acl, OBJECT_TABLE, name);
+}
+
+/* Make the slot created by this transaction persistent at commit; drop others. */
+static void
+slot_xact_callback(XactEvent event, void *arg)
+{
+	switch (event)
+	{
+		case XACT_EVENT_PRE_COMMIT:
+			if (dropping_slot != NULL)
+			{
+				char	   *name = dropping_slot;
+
+				dropping_slot = NULL;
+				if (SearchNamedReplicationSlot(name, true) != NULL)
+					ReplicationSlotDrop(name, true);
+				pfree(name);
+			}
+			if (creating_slot != NULL && MyReplicationSlot != NULL)
+			{
+				ReplicationSlotPersist();
+				ReplicationSlotRelease();
+			}
+			if (creating_slot != NULL)
+				pfree(creating_slot);
+			creating_slot = NULL;
+			break;
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+			/* an ephemeral slot disappears when released */
+			if (creating_slot != NULL && MyReplicationSlot != NULL)
+				ReplicationSlotRelease();
+			if (creating_slot != NULL)
+				pfree(creating_slot);
+			creating_slot = NULL;
+			if (dropping_slot != NULL)
+				pfree(dropping_slot);
+			dropping_slot = NULL;
+			break;
+		default:
+			break;
+	}
+}
+
+static void
+register_xact_callback(void)
+{
+	if (!xact_callback_registered)
+	{
+		RegisterXactCallback(slot_xact_callback, NULL);
+		xact_callback_registered = true;
+	}
+}
+
+char *
+source_slot_create(void)
+{
+	char		name[NAMEDATALEN];
+	LogicalDecodingContext *ctx;
+	int			level;
+
+	check_wal_level();
+	CheckLogicalDecodingRequirements();
+	if (TransactionIdIsValid(GetTopTransactionIdIfAny()))
+		ereport(ERROR,
+				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
+				 errmsg("cannot create a table source in a transaction that has already written"),
+				 errdetail("A table source creates a logical replication slot, which PostgreSQL only allows before the transaction's first write."),
+				 errhint("Call streamwin.create_table_source() in a transaction of its own, or first in it.")));
+	if (MyReplicationSlot != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cannot create two table sources in one transaction"),
+				 errhint("Commit after each streamwin.create_table_source().")));
+
+	/* unique in the cluster: slots are shared by every database */
+	snprintf(name, sizeof(name), "streamwin_%u_%llx",
+			 MyDatabaseId, (unsigned long long) GetCurrentTimestamp());
+	register_xact_callback();
+	ReplicationSlotCreate(name, true, RS_EPHEMERAL, false);
+	creating_slot = MemoryContextStrdup(TopMemoryContext, name);
+	level = allow_own_plugin();
+	ctx = CreateInitDecodingContext("streamwin", NIL, false, InvalidXLogRecPtr,
+									XL_ROUTINE(.page_read = read_local_xlog_page,
+											   .segment_open = wal_segment_open,
+											   .segment_close = wal_segment_close),
+									no_prepare_write, no_write, NULL);
+	DecodingContextFindStartpoint(ctx);
+	FreeDecodingContext(ctx);
+	restore_plugin_list(level);
+	return pstrdup(name);
+}
+
+void
+source_slot_drop_at_commit(const char *slot_name)
+{
+	register_xact_callback();
+	if (dropping_slot != NULL)
+		pfree(dropping_slot);
+	dropping_slot = MemoryContextStrdup(TopMemoryContext, slot_name);
+}
+
+static ReplicationSlot *
+find_slot(const char *slot_name)
+{
+	ReplicationSlot *slot = SearchNamedReplicationSlot(slot_name, true);
+
+	if (slot == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("replication slot \"%s\" of a streamwin table source does not exist", slot_name),
+				 errdetail("It was dropped by hand, or its creation was never committed."),
+				 errhint("Drop the source and its queries, and create them again.")));
+	return slot;
+}
+
+XLogRecPtr
+source_slot_confirmed(const char *slot_name)
+{
+	ReplicationSlot *slot;
+	XLogRecPtr	lsn;
+
+	if (MyReplicationSlot != NULL && strcmp(NameStr(MyReplicationSlot->data.name), slot_name) == 0)
+		slot = MyReplicationSlot;
+	else
+		slot = find_slot(slot_name);
+	SpinLockAcquire(&slot->mutex);
+	lsn = slot->data.confirmed_flush;
+	SpinLockRelease(&slot->mutex);
+	return lsn;
+}
+
+/* Acquire the slot unless this backend holds it already (it is creating it). */
+static bool
+slot_acquire(const char *slot_name)
+{
+	if (MyReplicationSlot != NULL)
+	{
+		if (strcmp(NameStr(MyReplicationSlot->data.name), slot_name) == 0)
+			return false;
+		elog(ERROR, "streamwin: backend already holds replication slot \"%s\"",
+			 NameStr(MyReplicationSlot->data.name));
+	}
+	find_slot(slot_name);
+	/* waits while another query of the source is decoding */
+	ReplicationSlotAcquire(slot_name, false);
+	return true;
+}
+
+/* Move the slot's confirmed position forward (never back) to lsn. */
+static void
+slot_confirm(XLogRecPtr lsn)
+{
+	if (XLogRecPtrIsInvalid(lsn) || lsn <= MyReplicationSlot->data.confirmed_flush)
+		return;
+	LogicalConfirmReceivedLocation(lsn);
+	ReplicationSlotMarkDirty();
+}
+
+/* Decode from the slot's restart point; st == NULL: fast-forward only. */
+static void
+decode_pass(const char *slot_name, XLogRecPtr start_lsn, FetchState *st,
+			XLogRecPtr confirm_upto, XLogRecPtr *end_of_wal, XLogRecPtr *end_read)
+{
+	bool		acquired;
+	LogicalDecodingContext *ctx = NULL;
+	int			level;
+
+	CheckLogicalDecodingRequirements();
+	*end_of_wal = GetFlushRecPtr(NULL);
+	acquired = slot_acquire(slot_name);
+	PG_TRY();
+	{
+		if (start_lsn < MyReplicationSlot->data.confirmed_flush)
+			ereport(ERROR,
+					(errcode(ERRCODE_TABLE_POSITION_LOST),
+					 errmsg("the table source no longer holds the changes from %X/%X on",
+							LSN_FORMAT_ARGS(start_lsn)),
+					 errdetail("Its replication slot \"%s\" starts at %X/%X.", slot_name,
+							   LSN_FORMAT_ARGS(MyReplicationSlot->data.confirmed_flush)),
+					 errhint("Start the query over with streamwin.reset_query(name, 'earliest').")));
+		active_fetch = st;
+		level = allow_own_plugin();
+		ctx = CreateDecodingContext(start_lsn, NIL, st == NULL,
+									XL_ROUTINE(.page_read = read_local_xlog_page,
+											   .segment_open = wal_segment_open,
+											   .segment_close = wal_segment_close),
+									no_prepare_write, no_write, NULL);
+		restore_plugin_list(level);
+		XLogBeginRead(ctx->reader, MyReplicationSlot->data.restart_lsn);
+		InvalidateSystemCaches();
+		while (ctx->reader->EndRecPtr < *end_of_wal && (st == NULL || !st->done))
+		{
+			char	   *errm = NULL;
+			XLogRecord *record = XLogReadRecord(ctx->reader, &errm);
+
+			if (errm)
+				elog(ERROR, "could not read WAL for table source: %s", errm);
+			if (record != NULL)
+				LogicalDecodingProcessRecord(ctx, ctx->reader);
+			/* a replay is complete once the commit it ends at is read */
+			if (st != NULL && st->upto != NULL && ctx->reader->EndRecPtr > st->upto->lsn)
+				break;
+			CHECK_FOR_INTERRUPTS();
+		}
+		*end_read = ctx->reader->EndRecPtr;
+		if (st == NULL)
+			confirm_upto = *end_read;
+		slot_confirm(confirm_upto);
+		FreeDecodingContext(ctx);
+		ctx = NULL;
+		active_fetch = NULL;
+		InvalidateSystemCaches();
+		if (acquired)
+			ReplicationSlotRelease();
+	}
+	PG_CATCH();
+	{
+		active_fetch = NULL;
+		InvalidateSystemCaches();
+		if (acquired && MyReplicationSlot != NULL)
+			ReplicationSlotRelease();
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+}
+
+void
+table_fetch(const char *slot_name, Oid table, TupleDesc desc, TablePosition start,
+			const TablePosition *upto, int max_records, XLogRecPtr confirm_upto,
+			TableFetch *out)
+{
+	FetchState	st;
+	XLogRecPtr	end_read;
+
+	memset(out, 0, sizeof(TableFetch));
+	memset(&st, 0, sizeof(st));
+	st.table = table;
+	st.desc = desc;
+	st.start = start;
+	st.upto = upto;
+	st.max_records = upto != NULL ? INT_MAX : max_records;
+	st.cxt = CurrentMemoryContext;
+	st.out = out;
+	st.capacity = 1024;
+	st.map = palloc(sizeof(int) * Max(desc->natts, 1));
+	st.values = palloc(sizeof(Datum) * Max(desc->natts, 1));
+	st.nulls = palloc(sizeof(bool) * Max(desc->natts, 1));
+	out->rows = palloc(sizeof(KafkaMessage) * st.capacity);
+
+	decode_pass(slot_name, start.lsn, &st, confirm_upto, &out->end_of_wal, &end_read);
+
+	if (upto != NULL)
+		out->end = *upto;
+	else if (!st.done)
+	{
+		/* every transaction that committed before end_read was read whole */
+		out->end.lsn = Max(start.lsn, end_read);
+		out->end.index = out->end.lsn == start.lsn ? start.index : 0;
+		out->at_end = true;
+	}
+}
+
+void
+source_slot_advance(const char *slot_name)
+{
+	XLogRecPtr	end_of_wal;
+	XLogRecPtr	end_read;
+	XLogRecPtr	confirmed = source_slot_confirmed(slot_name);
+
+	decode_pass(slot_name, confirmed, NULL, InvalidXLogRecPtr, &end_of_wal, &end_read);
+}

@@ -1,0 +1,123 @@
+/*-------------------------------------------------------------------------
+ *
+ * table_source.h
+ *	  Reading the rows inserted into a table, in commit order, through
+ *	  logical decoding, inside a PostgreSQL backend.
+ *
+ * A table source owns one logical replication slot whose output plugin is
+ * streamwin itself.  The plugin is never used by a walsender: the batch
+ * executor drives the decoding in its own backend (as the SQL function
+ * pg_logical_slot_peek_changes does) and the plugin's callbacks copy each
+ * inserted row straight into the batch, already in the source's row type.
+ *
+ * Positions.  A query's position in a table source is (lsn, index): the
+ * next row to process is row number `index` (from 0, counting the
+ * transaction's inserts into the table) of the first transaction that
+ * commits at or after `lsn`.  Positions are stored by the caller in the
+ * batch transaction, like Kafka offsets; decoding from a position skips
+ * every transaction that committed before it, which is how transactions
+ * already applied are never applied twice.  `index` is 0 except after a
+ * batch that ended inside a transaction larger than the batch.
+ *
+ * Retention.  The slot is only confirmed (and so WAL released) up to the
+ * smallest position any query of the source may still need: its stored
+ * position, or for a query with UNLOGGED state the position of its last
+ * checkpoint, from which a crash recovery replays.  The caller computes
+ * that from committed catalog rows and passes it to table_fetch().
+ *
+ * Memory.  A decoding context lives for one fetch.  The reorder buffer
+ * spills transactions larger than logical_decoding_work_mem to disk, and a
+ * fetch keeps at most max_records rows, so a huge transaction is read in
+ * bounded memory over several batches (each re-decoding it and skipping
+ * the rows already processed).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef STREAMWIN_TABLE_SOURCE_H
+#define STREAMWIN_TABLE_SOURCE_H
+
+#include "access/tupdesc.h"
+#include "access/xlogdefs.h"
+
+#include "kafka_source.h"
+
+/* SQLSTATE: the position a query needs is no longer retained by the slot */
+#define ERRCODE_TABLE_POSITION_LOST		MAKE_SQLSTATE('S','W','T','0','1')
+
+typedef struct TablePosition
+{
+	XLogRecPtr	lsn;
+	int64		index;
+} TablePosition;
+
+/* What one table_fetch() read. */
+typedef struct TableFetch
+{
+	int			nrows;
+	KafkaMessage *rows;			/* see table_fetch() */
+	TablePosition end;			/* the position after the last row read */
+	bool		at_end;			/* everything committed so far was read */
+	XLogRecPtr	end_of_wal;		/* the flushed WAL position it read up to */
+	int64		ignored_updates;	/* changes the source does not deliver */
+	int64		ignored_deletes;
+	int64		ignored_truncates;
+} TableFetch;
+
+/*
+ * table_source_check_relation
+ *		Refuse, with errmsg/errdetail/errhint, a relation a table source
+ *		cannot read: not a plain table, unlogged or temporary (not in the
+ *		WAL), a system catalog, or not readable (SELECT) by the current
+ *		user.  Also checks wal_level = logical.
+ */
+extern void table_source_check_relation(Oid relid);
+
+/*
+ * source_slot_create
+ *		Create a slot for a new source and return its name.  Must be the
+ *		first thing the transaction writes; the slot stays ephemeral, held by
+ *		this backend, until the transaction commits (then it is made
+ *		persistent) or aborts (then it disappears).  Waits for transactions
+ *		running now to finish, like any logical slot creation.
+ */
+extern char *source_slot_create(void);
+
+/*
+ * source_slot_drop_at_commit
+ *		Drop the slot just before the current transaction commits.
+ */
+extern void source_slot_drop_at_commit(const char *slot_name);
+
+/* The slot's confirmed position: the oldest change it still delivers. */
+extern XLogRecPtr source_slot_confirmed(const char *slot_name);
+
+/*
+ * table_fetch
+ *		Read the rows inserted into `table` from position `start`: up to
+ *		max_records of them, ending at a transaction boundary unless a single
+ *		transaction holds more; or, when upto is given, exactly the rows
+ *		before position *upto (a replay).
+ *
+ * Each row is returned as a KafkaMessage whose payload is the row as a heap
+ * tuple body (HeapTupleHeader, len = t_len) of row type `desc`, columns
+ * matched by name (a column the table no longer has reads NULL), offset is
+ * the commit LSN of its transaction, partition its index in that
+ * transaction, and timestamp_ms the commit time.  Everything is allocated
+ * in CurrentMemoryContext.
+ *
+ * confirm_upto: the slot may be confirmed up to there (InvalidXLogRecPtr:
+ * leave it); never moves the slot backwards.
+ */
+extern void table_fetch(const char *slot_name, Oid table, TupleDesc desc,
+						TablePosition start, const TablePosition *upto,
+						int max_records, XLogRecPtr confirm_upto,
+						TableFetch *out);
+
+/*
+ * source_slot_advance
+ *		Confirm the slot up to the current end of WAL without reading rows:
+ *		when no query reads the source any more, nothing is kept for it.
+ */
+extern void source_slot_advance(const char *slot_name);
+
+#endif							/* STREAMWIN_TABLE_SOURCE_H */
