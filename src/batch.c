@@ -487,7 +487,7 @@ batch_execute(QueryRunner *r, int fetch_timeout_ms, int linger_ms, BatchStats *s
 	bool		replay;
 	bool		replay_has_wm = false;
 	TimestampTz replay_wm = 0;
-	TablePosition table_start;
+	TablePosition table_start = {0, 0};
 
 	MemoryContextReset(r->batch_cxt);
 	old = MemoryContextSwitchTo(r->batch_cxt);
@@ -505,8 +505,11 @@ batch_execute(QueryRunner *r, int fetch_timeout_ms, int linger_ms, BatchStats *s
 
 	offsets_load(r);
 	offsets_assign(r);
-	table_start.lsn = (XLogRecPtr) r->parts[0].next_offset;
-	table_start.index = r->parts[0].next_index;
+	if (r->source->kind == SOURCE_TABLE)
+	{
+		table_start.lsn = (XLogRecPtr) r->parts[0].next_offset;
+		table_start.index = r->parts[0].next_index;
+	}
 
 	if (replay)
 	{

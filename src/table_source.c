@@ -378,6 +378,8 @@ table_source_check_relation(Oid relid)
 				 errmsg("table \"%s\" is %s", name,
 						get_rel_persistence(relid) == RELPERSISTENCE_TEMP ? "temporary" : "unlogged"),
 				 errdetail("Its rows are not written to the WAL, which is what a table source reads."),
+				 get_rel_persistence(relid) == RELPERSISTENCE_TEMP ?
+				 errhint("Use a permanent table.") :
 				 errhint("Use a permanent table (ALTER TABLE %s SET LOGGED).", quote_identifier(name))));
 	acl = pg_class_aclcheck(relid, GetUserId(), ACL_SELECT);
 	if (acl != ACLCHECK_OK)
@@ -550,6 +552,15 @@ decode_pass(const char *slot_name, XLogRecPtr start_lsn, FetchState *st,
 	LogicalDecodingContext *ctx = NULL;
 	int			level;
 
+	/*
+	 * Decoding runs each transaction in an internal subtransaction, which
+	 * leaves CurrentResourceOwner at the top transaction's: put the caller's
+	 * back after every record, or a caller such as a SQL function would
+	 * release its snapshots under the wrong owner (logicalfuncs.c does the
+	 * same).
+	 */
+	ResourceOwner owner = CurrentResourceOwner;
+
 	CheckLogicalDecodingRequirements();
 	*end_of_wal = GetFlushRecPtr(NULL);
 	acquired = slot_acquire(slot_name);
@@ -581,7 +592,10 @@ decode_pass(const char *slot_name, XLogRecPtr start_lsn, FetchState *st,
 			if (errm)
 				elog(ERROR, "could not read WAL for table source: %s", errm);
 			if (record != NULL)
+			{
 				LogicalDecodingProcessRecord(ctx, ctx->reader);
+				CurrentResourceOwner = owner;
+			}
 			/* a replay is complete once the commit it ends at is read */
 			if (st != NULL && st->upto != NULL && ctx->reader->EndRecPtr > st->upto->lsn)
 				break;
@@ -600,6 +614,7 @@ decode_pass(const char *slot_name, XLogRecPtr start_lsn, FetchState *st,
 	}
 	PG_CATCH();
 	{
+		CurrentResourceOwner = owner;
 		active_fetch = NULL;
 		InvalidateSystemCaches();
 		if (acquired && MyReplicationSlot != NULL)

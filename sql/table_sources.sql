@@ -1,0 +1,150 @@
+-- Table sources: the rows inserted into an ordinary table, in commit order,
+-- through logical decoding.  Every result is compared with plain SQL over
+-- the same table (the EXCEPT queries must return nothing), and positions
+-- are shown without their LSNs, which differ from run to run.
+SET timezone = 'UTC';
+SET datestyle = 'ISO, YMD';
+
+CREATE TABLE orders (order_id bigint, region text, amount numeric, event_time timestamptz);
+
+-- Refused at creation, with what to change.
+CREATE VIEW orders_view AS SELECT * FROM orders;
+SELECT streamwin.create_table_source('bad', 'orders_view');
+CREATE UNLOGGED TABLE orders_unlogged (a int);
+SELECT streamwin.create_table_source('bad', 'orders_unlogged');
+CREATE TEMP TABLE orders_temp (a int);
+SELECT streamwin.create_table_source('bad', 'orders_temp');
+CREATE TABLE orders_parted (a int) PARTITION BY RANGE (a);
+SELECT streamwin.create_table_source('bad', 'orders_parted');
+SELECT streamwin.create_table_source('bad', 'pg_class');
+SELECT streamwin.create_table_source('bad', 'no_such_table');
+SELECT streamwin.create_table_source('bad', 'orders', '{"partitions": [0]}');
+-- a slot can only be created before the transaction's first write
+BEGIN;
+INSERT INTO orders VALUES (0, 'x', 0, '2026-01-01');
+SELECT streamwin.create_table_source('bad', 'orders');
+ROLLBACK;
+-- a creation that rolls back leaves no slot behind
+BEGIN;
+SELECT streamwin.create_table_source('rolled_back', 'orders');
+ROLLBACK;
+SELECT count(*) AS streamwin_slots FROM pg_replication_slots
+WHERE plugin = 'streamwin' AND database = current_database();
+
+SELECT streamwin.create_table_source('shop', 'orders', '{"max_records_per_batch": 7}');
+SELECT name, kind, format, columns, relation, source_table, slot_name LIKE 'streamwin\_%' AS slot
+FROM streamwin.sources;
+SELECT s.slot_type, s.plugin, s.database = current_database() AS here
+FROM pg_replication_slots s JOIN streamwin.sources USING (slot_name);
+
+-- The source's view has the table's columns, and is empty outside a batch.
+\d shop
+SELECT count(*) FROM shop;
+
+-- Rows inserted before a query exists are kept for it ('earliest').
+INSERT INTO orders
+SELECT g, CASE WHEN g % 3 = 0 THEN 'eu' ELSE 'us' END, g,
+       '2026-01-01 00:00:00+00'::timestamptz + g * interval '7 seconds'
+FROM generate_series(1, 20) g;
+
+SELECT streamwin.create_query('revenue',
+    $$SELECT region, count(*) AS orders, sum(amount) AS revenue
+      FROM shop GROUP BY streamwin.tumble(event_time, '1 minute'), region$$,
+    output_mode => 'update', start => false);
+SELECT streamwin.create_query('big_orders',
+    $$SELECT order_id, amount FROM shop WHERE amount >= 30$$, start => false);
+
+-- what a batch reports, without timings and LSNs
+CREATE FUNCTION batch(q text) RETURNS jsonb LANGUAGE sql AS $$
+    SELECT (r - 'started_at' - 'duration_ms' - 'input_rows_per_second'
+              - 'processed_rows_per_second' - 'offsets')
+           || jsonb_build_object('index', r->'offsets'->'index',
+                                 'ignored', r->'offsets'->'ignored')
+    FROM streamwin.run_batch(q) r $$;
+
+-- A transaction that rolls back, and a savepoint rolled back inside one that
+-- commits: none of their rows ever appear.
+BEGIN;
+INSERT INTO orders VALUES (1000, 'eu', 1000, '2026-01-01 00:00:10+00');
+ROLLBACK;
+BEGIN;
+INSERT INTO orders VALUES (21, 'eu', 21, '2026-01-01 00:02:27+00');
+SAVEPOINT s;
+INSERT INTO orders VALUES (2000, 'us', 2000, '2026-01-01 00:00:10+00');
+ROLLBACK TO SAVEPOINT s;
+INSERT INTO orders VALUES (22, 'us', 22, '2026-01-01 00:02:34+00');
+COMMIT;
+
+-- Updates, deletes and truncates of other rows are not part of the stream:
+-- ignored, and counted.
+UPDATE orders SET amount = amount + 1 WHERE order_id <= 2;
+DELETE FROM orders WHERE order_id = 3;
+
+-- Seven rows per batch: 22 rows are 4 batches.  A batch ends inside a
+-- transaction that does not fit, and "index" says how many of its rows are
+-- processed: 7 and 14 of the 20-row one, then 1 of the next (the rows
+-- rolled back to the savepoint do not count).
+SELECT batch('revenue');
+SELECT batch('revenue');
+SELECT batch('revenue');
+SELECT batch('revenue');
+SELECT batch('revenue');
+
+-- The result equals plain SQL over the rows as they were inserted (ids 1 to
+-- 22, before the update and delete).
+CREATE TABLE inserted AS
+SELECT g AS order_id, CASE WHEN g % 3 = 0 THEN 'eu' ELSE 'us' END AS region, g::numeric AS amount,
+       '2026-01-01 00:00:00+00'::timestamptz + g * interval '7 seconds' AS event_time
+FROM generate_series(1, 22) g;
+SELECT window_start, window_end, region, orders, revenue FROM revenue
+EXCEPT ALL
+SELECT date_bin('1 minute', event_time, 'epoch'), date_bin('1 minute', event_time, 'epoch') + interval '1 minute',
+       region, count(*), sum(amount)
+FROM inserted GROUP BY 1, 2, 3;
+SELECT count(*) AS windows, sum(orders) AS orders FROM revenue;
+
+-- The transform reads the same rows, on its own position.
+SELECT streamwin.run_available('big_orders') - 'offsets' - 'watermark';
+SELECT * FROM big_orders EXCEPT ALL SELECT order_id, amount FROM inserted WHERE amount >= 30;
+SELECT order_id, amount FROM inserted WHERE amount >= 30 EXCEPT ALL SELECT * FROM big_orders;
+
+-- A truncate is counted too; rows inserted after it are read as usual.
+TRUNCATE orders;
+INSERT INTO orders VALUES (23, 'eu', 23, '2026-01-01 00:02:41+00');
+INSERT INTO inserted VALUES (23, 'eu', 23, '2026-01-01 00:02:41+00');
+SELECT batch('revenue');
+SELECT window_start, region, orders, revenue FROM revenue
+EXCEPT ALL
+SELECT date_bin('1 minute', event_time, 'epoch'), region, count(*), sum(amount)
+FROM inserted GROUP BY 1, 2;
+
+-- A row whose event time is NULL is a dead letter, kept as text.
+INSERT INTO orders VALUES (24, 'eu', 24, NULL);
+SELECT batch('revenue');
+SELECT source, partition, convert_from(payload, 'UTF8') AS payload, error FROM streamwin.dead_letters;
+
+-- reset_query: from the oldest change the slot holds, or a given LSN.
+\set VERBOSITY terse
+SELECT streamwin.reset_query('big_orders', '{"lsn": "0/0"}');
+\set VERBOSITY default
+SELECT streamwin.reset_query('big_orders', '{"0": 1}');
+SELECT streamwin.reset_query('big_orders', 'latest');
+INSERT INTO orders VALUES (25, 'us', 250, '2026-01-01 00:02:55+00');
+SELECT (streamwin.run_available('big_orders'))->'input_rows' AS input_rows;
+SELECT * FROM big_orders WHERE order_id > 22;
+
+-- The queries view shows the lag in bytes of WAL.
+SELECT name, source, state, lag >= 0 AS lag_known FROM streamwin.queries ORDER BY name;
+
+-- A source with queries cannot be dropped; dropping the last query lets the
+-- slot move on, and dropping the source removes the slot.
+SELECT streamwin.drop_source('shop');
+SELECT streamwin.drop_query('revenue', drop_result => true);
+SELECT streamwin.drop_query('big_orders', drop_result => true);
+SELECT s.confirmed_flush_lsn >= pg_current_wal_insert_lsn() - 8192 AS slot_caught_up
+FROM pg_replication_slots s JOIN streamwin.sources USING (slot_name);
+SELECT streamwin.drop_source('shop');
+SELECT count(*) AS streamwin_slots FROM pg_replication_slots
+WHERE plugin = 'streamwin' AND database = current_database();
+DROP FUNCTION batch(text);
+DROP TABLE orders, inserted, orders_unlogged, orders_parted CASCADE;
