@@ -28,6 +28,7 @@
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "catalog/pg_database.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
@@ -35,6 +36,7 @@
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
+#include "replication/slot.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/lwlock.h"
@@ -46,6 +48,7 @@
 
 #include "streamwin.h"
 #include "worker.h"
+#include "table_source.h"
 
 PGDLLEXPORT void streamwin_launcher_main(Datum main_arg);
 PGDLLEXPORT void streamwin_starter_main(Datum main_arg);
@@ -384,6 +387,36 @@ streamwin_launcher_main(Datum main_arg)
 }
 
 /*
+ * Drop the slots of table sources that no longer exist (see
+ * source_slots_reap), so that nothing holds WAL for them.  Only when
+ * logical decoding is possible at all.
+ */
+static void
+reap_orphan_slots(void)
+{
+	List	   *known = NIL;
+
+	if (wal_level < WAL_LEVEL_LOGICAL || max_replication_slots == 0)
+		return;
+	source_slots_lock();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	if (OidIsValid(get_extension_oid("streamwin", true)))
+	{
+		SPI_connect();
+		if (SPI_execute("SELECT slot_name FROM streamwin.source_catalog WHERE slot_name IS NOT NULL",
+						true, 0) != SPI_OK_SELECT)
+			elog(ERROR, "could not read streamwin.source_catalog");
+		for (uint64 i = 0; i < SPI_processed; i++)
+			known = lappend(known, MemoryContextStrdup(TopTransactionContext,
+													   SPI_getvalue(SPI_tuptable->vals[i],
+																	SPI_tuptable->tupdesc, 1)));
+		SPI_finish();
+	}
+	PopActiveSnapshot();
+	source_slots_reap(known);
+}
+
+/*
  * streamwin_starter_main
  *		In one database: start a worker for every query marked running
  *		that has none.  Exits at once where streamwin is not installed.
@@ -397,6 +430,7 @@ streamwin_starter_main(Datum main_arg)
 	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
 
 	StartTransactionCommand();
+	reap_orphan_slots();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	if (OidIsValid(get_extension_oid("streamwin", true)))
 	{

@@ -25,6 +25,7 @@
 #include "access/detoast.h"
 #include "access/heaptoast.h"
 #include "access/htup_details.h"
+#include "access/xact.h"
 #include "access/xlog.h"
 #include "access/xlogutils.h"
 #include "catalog/catalog.h"
@@ -34,12 +35,15 @@
 #include "replication/logical.h"
 #include "replication/output_plugin.h"
 #include "replication/slot.h"
+#include "storage/lmgr.h"
+#include "storage/lock.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/resowner.h"
 #include "utils/rel.h"
 #include "utils/timestamp.h"
 
@@ -438,6 +442,21 @@ register_xact_callback(void)
 	}
 }
 
+/*
+ * The lock that orders slot creation with the orphan reaper below: creators
+ * hold it shared until their transaction ends (when the new source's
+ * catalog row is visible), the reaper exclusively while it looks.
+ */
+static void
+lock_slot_registry(LOCKMODE mode)
+{
+	LOCKTAG		tag;
+
+	/* advisory lock space, keys "streamwin" and 3 (see streamwin.h) */
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, 0x73747277, 3, 2);
+	(void) LockAcquire(&tag, mode, false, false);
+}
+
 char *
 source_slot_create(void)
 {
@@ -458,6 +477,8 @@ source_slot_create(void)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("cannot create two table sources in one transaction"),
 				 errhint("Commit after each streamwin.create_table_source().")));
+
+	lock_slot_registry(ShareLock);
 
 	/* unique in the cluster: slots are shared by every database */
 	snprintf(name, sizeof(name), "streamwin_%u_%llx",
@@ -668,4 +689,86 @@ source_slot_advance(const char *slot_name)
 	XLogRecPtr	confirmed = source_slot_confirmed(slot_name);
 
 	decode_pass(slot_name, confirmed, NULL, InvalidXLogRecPtr, &end_of_wal, &end_read);
+}
+
+/*
+ * source_slots_reap
+ *		Drop this database's streamwin slots that no source owns: left by a
+ *		DROP EXTENSION (which cannot drop slots), or by a drop_source whose
+ *		transaction failed after its pre-commit.  known: the slot names of
+ *		the sources (NULL: the extension is not installed).  Called by the
+ *		launcher's starter, in a transaction that has read them under
+ *		source_slots_lock().
+ */
+void
+source_slots_reap(List *known)
+{
+	List	   *orphans = NIL;
+	char		prefix[NAMEDATALEN];
+	ListCell   *lc;
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+
+	snprintf(prefix, sizeof(prefix), "streamwin_%u_", MyDatabaseId);
+	LWLockAcquire(ReplicationSlotControlLock, LW_SHARED);
+	for (int i = 0; i < max_replication_slots; i++)
+	{
+		ReplicationSlot *slot = &ReplicationSlotCtl->replication_slots[i];
+		bool		candidate;
+
+		if (!slot->in_use)
+			continue;
+		SpinLockAcquire(&slot->mutex);
+		candidate = slot->data.database == MyDatabaseId &&
+			slot->data.persistency == RS_PERSISTENT &&
+			slot->active_pid == 0 &&
+			strcmp(NameStr(slot->data.plugin), "streamwin") == 0 &&
+			strncmp(NameStr(slot->data.name), prefix, strlen(prefix)) == 0;
+		SpinLockRelease(&slot->mutex);
+		if (candidate)
+			orphans = lappend(orphans, pstrdup(NameStr(slot->data.name)));
+	}
+	LWLockRelease(ReplicationSlotControlLock);
+
+	foreach(lc, orphans)
+	{
+		char	   *name = lfirst(lc);
+		bool		owned = false;
+		ListCell   *k;
+
+		foreach(k, known)
+			if (strcmp(lfirst(k), name) == 0)
+				owned = true;
+		if (owned)
+			continue;
+		/* in a subtransaction: a slot in use again is for the next round */
+		BeginInternalSubTransaction(NULL);
+		MemoryContextSwitchTo(cxt);
+		PG_TRY();
+		{
+			ReplicationSlotDrop(name, true);
+			ReleaseCurrentSubTransaction();
+			ereport(LOG,
+					(errmsg("streamwin: dropped replication slot \"%s\", which no table source owns", name)));
+		}
+		PG_CATCH();
+		{
+			MemoryContextSwitchTo(cxt);
+			EmitErrorReport();
+			FlushErrorState();
+			if (MyReplicationSlot != NULL)
+				ReplicationSlotRelease();
+			RollbackAndReleaseCurrentSubTransaction();
+		}
+		PG_END_TRY();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+	}
+}
+
+/* Taken by the reaper's caller before it reads the sources' slot names. */
+void
+source_slots_lock(void)
+{
+	lock_slot_registry(ExclusiveLock);
 }

@@ -38,6 +38,7 @@
 
 #include "access/tupdesc.h"
 #include "access/xlogdefs.h"
+#include "nodes/pg_list.h"
 
 #include "kafka_source.h"
 
@@ -119,5 +120,15 @@ extern void table_fetch(const char *slot_name, Oid table, TupleDesc desc,
  *		when no query reads the source any more, nothing is kept for it.
  */
 extern void source_slot_advance(const char *slot_name);
+
+/*
+ * source_slots_lock / source_slots_reap
+ *		For the launcher's starter: drop the slots of this database that no
+ *		table source owns any more (known: the owned slot names, NIL if the
+ *		extension is not installed).  Take the lock, then read the names,
+ *		then reap, in one transaction.
+ */
+extern void source_slots_lock(void);
+extern void source_slots_reap(List *known);
 
 #endif							/* STREAMWIN_TABLE_SOURCE_H */

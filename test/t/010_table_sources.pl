@@ -1,0 +1,429 @@
+
+# 010_table_sources.pl: table sources (streamwin.create_table_source), the
+# rows INSERTed into an ordinary table, read in commit order through
+# logical decoding.  Every expectation is plain SQL over the table the
+# source reads (or a copy of it), compared as multisets.
+#
+#   1. Commit order, rollbacks, savepoints (stopped queries, run_available,
+#      max_records_per_batch 7 so that batches end inside transactions):
+#      three concurrent transactions in background sessions, begun T1, T2,
+#      T3 and committed T2, T3, T1, with batches run while they are open;
+#      T3 has a savepoint rolled back and one released; a fourth transaction
+#      rolls back.  A transform (every row) and a running GROUP BY must
+#      equal plain SQL over the table: every committed row exactly once,
+#      no row of a rolled-back transaction or savepoint.
+#      UPDATE, DELETE and TRUNCATE change nothing and are counted in the
+#      progress records' offsets.
+#   2. Workers through restarts: three started queries (trigger 100 ms:
+#      a transform, tumble 2 s per key in update mode, and in append mode
+#      with a 3 s watermark) over a table fed by a background procedure
+#      committing many small transactions; a fast restart and an immediate
+#      restart (UNLOGGED state emptied: checkpoint restored and batches
+#      replayed) in the middle of the stream.  Whatever committed is what
+#      the results must hold, each row once.
+#   3. One INSERT ... SELECT of 1,000,000 rows, read by a worker: exact
+#      windows, more than one batch, none over max_records_per_batch, and the
+#      worker's peak resident memory (VmHWM, shared_buffers = 16MB) under a
+#      generous bound.
+#   4. Errors: wal_level = replica; no SELECT privilege on the table; all
+#      replication slots in use (max_replication_slots = 1).  None leaves a
+#      source, a view or a slot behind.
+#   5. Slots: one per source, plugin streamwin; confirmed_flush_lsn and
+#      restart_lsn move forward as queries progress; drop_query of the last
+#      query moves the slot to the end of WAL; drop_source drops it.
+use strict;
+use warnings;
+
+use IPC::Run;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time usleep);
+use StreamwinTest;
+
+my $T0 = "timestamptz '2024-01-01 00:00:00+00'";
+
+# SQL that must fail with an error matching $re.
+sub fails_like
+{
+	my ($node, $sql, $re, $name, %params) = @_;
+	my ($out, $err) = ('', '');
+	my $rc = $node->psql(
+		'postgres', $sql,
+		stdout        => \$out,
+		stderr        => \$err,
+		on_error_stop => 1,
+		%params);
+	ok($rc != 0 && $err =~ $re, $name)
+	  or diag("exit code $rc, expected an error matching $re, got:\n$err");
+	return $err;
+}
+
+sub lsn_ge
+{
+	my ($node, $a, $b) = @_;
+	return $node->safe_psql('postgres', "SELECT '$a'::pg_lsn >= '$b'::pg_lsn") eq 't';
+}
+
+sub slot_of
+{
+	my ($node, $source) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT slot_name FROM streamwin.sources WHERE name = '$source'");
+}
+
+# (confirmed_flush_lsn, restart_lsn) of a slot
+sub slot_lsns
+{
+	my ($node, $slot) = @_;
+	return split /\|/, $node->safe_psql('postgres',
+		"SELECT confirmed_flush_lsn, restart_lsn FROM pg_replication_slots WHERE slot_name = '$slot'");
+}
+
+sub streamwin_slots
+{
+	my ($node) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT count(*) FROM pg_replication_slots WHERE plugin = 'streamwin'");
+}
+
+my $node = new_node('tables', conf => "streamwin.checkpoint_interval = 3\n");
+
+# ==== 1. commit order, rollbacks, savepoints =================================
+
+psql_ok($node, qq{
+CREATE TABLE ev1 (id int PRIMARY KEY, k text NOT NULL, v int NOT NULL, ts timestamptz NOT NULL);
+SELECT streamwin.create_table_source('s1', 'ev1', '{"max_records_per_batch": 7}');
+SELECT streamwin.create_query('p1_rows', 'SELECT id, k, v, ts FROM s1', start => false);
+SELECT streamwin.create_query('p1_counts',
+    'SELECT k, count(*) AS n, sum(v) AS s, min(id) AS lo, max(id) AS hi FROM s1 GROUP BY k',
+    output_mode => 'update', start => false);
+}, 'table source s1 and two stopped queries created');
+
+my $slot1 = slot_of($node, 's1');
+like($slot1, qr/^streamwin_/, "s1 has a slot: $slot1");
+is( $node->safe_psql('postgres',
+		"SELECT plugin, slot_type, database, temporary FROM pg_replication_slots WHERE slot_name = '$slot1'"),
+	'streamwin|logical|postgres|f',
+	'the slot is a persistent logical slot of plugin streamwin');
+my ($confirmed0, $restart0) = slot_lsns($node, $slot1);
+
+# rows $from..$to of ev1 (ids are unique across the whole section)
+sub ins
+{
+	my ($from, $to) = @_;
+	return "INSERT INTO ev1 SELECT g, 'k' || (g % 5), (g * 37) % 101, $T0 + g * interval '1 second' FROM generate_series($from, $to) g";
+}
+
+my $want_rows   = 'SELECT id, k, v, ts FROM %s';
+my $want_counts = 'SELECT k, count(*) AS n, sum(v) AS s, min(id) AS lo, max(id) AS hi FROM %s GROUP BY k';
+
+sub check_p1
+{
+	my ($from, $when) = @_;
+	psql_ok($node, q{
+SELECT streamwin.run_available('p1_rows');
+SELECT streamwin.run_available('p1_counts');
+}, "run_available $when");
+	results_match($node, 'SELECT id, k, v, ts FROM p1_rows', sprintf($want_rows, $from),
+		"transform: every committed row once, $when");
+	results_match($node, 'SELECT k, n::bigint, s::bigint, lo, hi FROM p1_counts',
+		sprintf($want_counts, $from), "counts per key equal plain SQL, $when");
+	return;
+}
+
+psql_ok($node, ins(1, 10), 'autocommit insert');
+my @s = map { $node->background_psql('postgres') } 1 .. 4;
+$s[0]->query_safe('BEGIN; ' . ins(101, 120));    # T1
+$s[1]->query_safe('BEGIN; ' . ins(201, 215));    # T2
+$s[2]->query_safe('BEGIN; ' . ins(301, 305) . '; SAVEPOINT a; ' . ins(311, 330)
+	  . '; ROLLBACK TO SAVEPOINT a; ' . ins(341, 345) . '; SAVEPOINT b; '
+	  . ins(351, 358) . '; RELEASE SAVEPOINT b');    # T3
+psql_ok($node, ins(11, 20), 'autocommit insert while T1, T2, T3 are open');
+check_p1('ev1', 'while T1, T2 and T3 are open');
+
+$s[1]->query_safe('COMMIT');                        # T2 commits first
+check_p1('ev1', 'after T2 (begun after T1) committed');
+$s[0]->query_safe(ins(121, 135));                   # T1 goes on
+$s[3]->query_safe('BEGIN; ' . ins(401, 450) . '; ROLLBACK');    # T4
+psql_ok($node, ins(21, 23), 'autocommit insert');
+check_p1('ev1', 'with T1 and T3 still open');
+$s[2]->query_safe('COMMIT');                        # T3
+psql_ok($node, ins(24, 30), 'autocommit insert');
+$s[0]->query_safe(ins(136, 140) . '; COMMIT');      # T1 commits last
+$_->quit for @s;
+check_p1('ev1', 'after T3, then T1, committed');
+
+is( $node->safe_psql('postgres', q{
+SELECT count(*) FROM p1_rows WHERE id BETWEEN 311 AND 330 OR id BETWEEN 401 AND 450}),
+	'0', 'no row of the rolled-back savepoint or transaction');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM p1_rows'),
+	30 + 40 + 15 + 18, 'every row of the committed transactions (103 rows)');
+is( $node->safe_psql('postgres', q{
+SELECT count(*) > 0, bool_and(input_rows <= 7) FROM streamwin.progress
+ WHERE query = 'p1_rows' AND (offsets->>'index')::int > 0}),
+	't|t',
+	'batches of at most 7 rows ended inside transactions (index > 0)');
+
+# ---- UPDATE, DELETE, TRUNCATE: ignored and counted -----------------------
+
+psql_ok($node, q{
+CREATE TABLE ev1_inserted AS SELECT * FROM ev1;
+BEGIN;
+UPDATE ev1 SET v = v + 1000 WHERE id % 3 = 0;
+DELETE FROM ev1 WHERE id % 3 = 1;
+COMMIT;
+TRUNCATE ev1;
+}, 'UPDATE, DELETE and TRUNCATE on the source table');
+psql_ok($node, ins(1001, 1004), 'then an insert');
+my $all1 = '(SELECT * FROM ev1_inserted UNION ALL SELECT * FROM ev1)';
+check_p1($all1, 'after UPDATE, DELETE and TRUNCATE');
+for my $q (qw(p1_rows p1_counts))
+{
+	is( $node->safe_psql('postgres', qq{
+SELECT coalesce(sum((offsets->'ignored'->>'updates')::int), 0) = (SELECT count(*) FROM ev1_inserted WHERE id % 3 = 0),
+       coalesce(sum((offsets->'ignored'->>'deletes')::int), 0) = (SELECT count(*) FROM ev1_inserted WHERE id % 3 = 1),
+       coalesce(sum((offsets->'ignored'->>'truncates')::int), 0)
+  FROM streamwin.progress WHERE query = '$q'}),
+		't|t|1', "$q: the progress records count every update and delete, and the truncate, once");
+}
+
+# ==== 5 (first half). the slot follows the queries ============================
+
+# A running_xacts record (logged by CHECKPOINT) lets logical decoding move
+# restart_lsn; each batch confirms what the previous batches committed.
+my $mark1 = $node->safe_psql('postgres', 'SELECT pg_current_wal_lsn()');
+for my $round (1 .. 6)
+{
+	psql_ok($node, ins(1100 + 10 * $round, 1105 + 10 * $round) . ($round == 1 ? '; CHECKPOINT' : ''));
+	psql_ok($node, q{
+SELECT streamwin.run_available('p1_rows');
+SELECT streamwin.run_available('p1_counts');
+});
+}
+check_p1($all1, 'after more batches');
+my ($confirmed1, $restart1) = slot_lsns($node, $slot1);
+note("slot $slot1: confirmed_flush_lsn $confirmed0 -> $confirmed1, restart_lsn $restart0 -> $restart1");
+ok(lsn_ge($node, $confirmed1, $mark1),
+	"confirmed_flush_lsn moved past what every query has processed ($confirmed1 >= $mark1)");
+ok(!lsn_ge($node, $restart0, $restart1), "restart_lsn moved forward ($restart0 -> $restart1)");
+
+# ==== 2. workers through a fast and an immediate restart =====================
+
+psql_ok($node, qq{
+CREATE SEQUENCE ev2_seq;
+CREATE TABLE ev2 (id bigint PRIMARY KEY, k text NOT NULL, v int NOT NULL, ts timestamptz NOT NULL);
+-- many small transactions: 1 to 10 rows each, event time 5 ms per row, up to
+-- 1 s behind (less than the 3 s watermark delay: nothing is late)
+CREATE PROCEDURE feed(ntx int) LANGUAGE plpgsql AS \$\$
+BEGIN
+  FOR i IN 1 .. ntx LOOP
+    INSERT INTO ev2 (id, k, v, ts)
+    SELECT n, 'k' || (n % 7), (random() * 1000)::int,
+           $T0 + n * interval '5 ms' - (random() * 1000)::int * interval '1 ms'
+      FROM (SELECT nextval('ev2_seq') AS n FROM generate_series(1, 1 + (random() * 9)::int)) s;
+    COMMIT;
+    PERFORM pg_sleep(0.004);
+  END LOOP;
+END \$\$;
+SELECT streamwin.create_table_source('s2', 'ev2');
+SELECT streamwin.create_query('w_rows', 'SELECT id, k, v, ts FROM s2',
+    trigger_interval => '100 ms');
+SELECT streamwin.create_query('w_upd',
+    \$q\$SELECT k, count(*) AS n, sum(v) AS s FROM s2
+         GROUP BY streamwin.tumble(ts, '2 seconds'), k\$q\$,
+    output_mode => 'update', trigger_interval => '100 ms');
+SELECT streamwin.create_query('w_app',
+    \$q\$SELECT k, count(*) AS n, sum(v) AS s FROM s2
+         GROUP BY streamwin.tumble(ts, '2 seconds'), k\$q\$,
+    watermark => '3 seconds', output_mode => 'append', trigger_interval => '100 ms');
+}, 'table source s2 and three started queries');
+my $slot2 = slot_of($node, 's2');
+my (undef, $restart2) = slot_lsns($node, $slot2);
+
+sub wait_workers
+{
+	my ($when) = @_;
+	wait_until($node,
+		"SELECT count(*) FROM streamwin.queries WHERE source = 's2' AND state = 'running' AND worker_pid IS NOT NULL",
+		'3', "the three queries of s2 have workers $when");
+	return;
+}
+
+# A background session running CALL feed(ntx); it ends with the server.
+sub start_feeder
+{
+	my ($ntx) = @_;
+	my ($out, $err) = ('', '');
+	my $h = IPC::Run::start(
+		[ $node->installed_command('psql'), '-XAtq', '-d', $node->connstr('postgres'),
+		  '-c', "CALL feed($ntx)" ],
+		'>', \$out, '2>', \$err);
+	return { h => $h, err => \$err };
+}
+
+sub rows_seen
+{
+	return $node->safe_psql('postgres', 'SELECT count(*) FROM w_rows');
+}
+
+wait_workers('after create_query');
+my $feeder = start_feeder(3000);
+wait_until($node, 'SELECT count(*) > 2000 FROM w_rows', 't',
+	'the workers consume the stream');
+note('fast restart with ' . rows_seen() . ' rows read');
+$node->stop('fast');
+ok(!$feeder->{h}->finish, 'the feeder was still running: cut off by the fast shutdown')
+  or diag('the feeder finished before the restart');
+$node->start;
+wait_workers('after the fast restart');
+my $lsn_mid = $node->safe_psql('postgres', 'SELECT pg_current_wal_lsn()');
+
+$feeder = start_feeder(3000);
+my $before = rows_seen();
+wait_until($node, "SELECT count(*) > $before + 2000 FROM w_rows", 't',
+	'the workers consume the stream after the fast restart');
+note('immediate restart with ' . rows_seen() . ' rows read');
+$node->stop('immediate');
+ok(!$feeder->{h}->finish, 'the feeder was still running: cut off by the immediate shutdown')
+  or diag('the feeder finished before the restart');
+$node->start;
+wait_workers('after the immediate restart');
+
+$feeder = start_feeder(1000);
+ok($feeder->{h}->finish, 'the last part of the stream committed')
+  or diag(${ $feeder->{err} });
+note('ev2 holds ' . $node->safe_psql('postgres', 'SELECT count(*) FROM ev2') . ' rows');
+
+my $aggs = 'count(*)::bigint AS n, sum(v)::bigint AS s';
+wait_results_match($node, 'SELECT id, k, v, ts FROM w_rows', 'SELECT id, k, v, ts FROM ev2',
+	'transform: every committed row once, through both restarts');
+wait_results_match($node, 'SELECT window_start, window_end, k, n::bigint, s::bigint FROM w_upd',
+	windows_sql(table => 'ev2', size => 2, keys => 'k', aggs => $aggs),
+	'tumble, update: every window equals plain SQL, through both restarts');
+wait_until($node, q{
+SELECT q.watermark = (SELECT max(ts) - interval '3 seconds' FROM ev2)
+  FROM streamwin.queries q WHERE name = 'w_app'},
+	't', 'append query reaches the final watermark (max(ts) - 3 s)');
+results_match($node, 'SELECT window_start, window_end, k, n::bigint, s::bigint FROM w_app',
+	'SELECT * FROM (' . windows_sql(table => 'ev2', size => 2, keys => 'k', aggs => $aggs)
+	  . ") w WHERE window_end <= (SELECT max(ts) - interval '3 seconds' FROM ev2)",
+	'tumble, append: exactly the closed windows, each once, through both restarts');
+is( $node->safe_psql('postgres',
+		"SELECT coalesce(sum(late_rows_dropped), 0) FROM streamwin.progress WHERE query = 'w_app'"),
+	'0', 'no row was late');
+my $restores = () = slurp_file($node->logfile)
+  =~ /query "w_(?:upd|app)" lost its state in a crash; restoring the checkpoint/g;
+cmp_ok($restores, '>=', 2,
+	"both stateful queries restored a checkpoint after the immediate restart ($restores restores)");
+
+# ---- 5 (second half): the slot of s2 moved on with its workers ----------
+
+wait_until($node,
+	"SELECT confirmed_flush_lsn >= '$lsn_mid' AND restart_lsn > '$restart2' FROM pg_replication_slots WHERE slot_name = '$slot2'",
+	't', 's2: the slot was confirmed past the middle of the stream and its restart_lsn moved');
+
+# ==== 5. drop_query and drop_source release the slots ========================
+
+psql_ok($node, q{SELECT streamwin.drop_query('p1_rows')}, 'drop_query p1_rows');
+my $end = $node->safe_psql('postgres', 'SELECT pg_current_wal_lsn()');
+psql_ok($node, q{SELECT streamwin.drop_query('p1_counts')}, 'drop_query p1_counts, the last query of s1');
+my ($confirmed2) = slot_lsns($node, $slot1);
+ok(lsn_ge($node, $confirmed2, $end),
+	"the last drop_query moved the slot to the end of WAL ($confirmed2 >= $end)");
+psql_ok($node, q{SELECT streamwin.drop_source('s1')}, 'drop_source s1');
+is($node->safe_psql('postgres', "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '$slot1'"),
+	'0', 'the slot of s1 is gone');
+psql_ok($node, q{
+SELECT streamwin.drop_query('w_rows');
+SELECT streamwin.drop_query('w_upd');
+SELECT streamwin.drop_query('w_app');
+SELECT streamwin.drop_source('s2');
+}, 'queries of s2 and s2 dropped');
+is(streamwin_slots($node), '0', 'no streamwin slot is left');
+$node->stop;
+
+# ==== 4. errors ================================================================
+
+my $lim = new_node('limits', conf => qq{
+wal_level = replica
+max_replication_slots = 1
+shared_buffers = 16MB
+});
+psql_ok($lim, q{
+CREATE TABLE big (id int, k text, v int, ts timestamptz);
+CREATE ROLE bob LOGIN;
+GRANT USAGE ON SCHEMA streamwin TO bob;
+GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA streamwin TO bob;
+GRANT CREATE ON SCHEMA public TO bob;
+}, 'node with wal_level = replica');
+my $err = fails_like($lim, q{SELECT streamwin.create_table_source('big_src', 'big')},
+	qr/ERROR:  table sources need wal_level = logical/, 'wal_level = replica is refused');
+like($err, qr/HINT:  .*restart/, 'the hint says a restart is needed');
+
+$lim->append_conf('postgresql.conf', "wal_level = logical\n");
+$lim->restart;
+fails_like($lim, q{SELECT streamwin.create_table_source('bob_src', 'big')},
+	qr/ERROR:  permission denied for table big/, 'a role without SELECT on the table is refused',
+	extra_params => [ '-U', 'bob' ]);
+psql_ok($lim, q{SELECT streamwin.create_table_source('big_src', 'big')},
+	'the first table source takes the only slot');
+fails_like($lim, q{SELECT streamwin.create_table_source('big_src2', 'big')},
+	qr/ERROR:  all replication slots are in use/, 'no slot left: refused');
+is( $lim->safe_psql('postgres', q{
+SELECT (SELECT string_agg(name, ',') FROM streamwin.sources),
+       (SELECT count(*) FROM pg_replication_slots),
+       to_regclass('big_src2') IS NULL AND to_regclass('bob_src') IS NULL}),
+	'big_src|1|t', 'the refused creations left no source, view or slot');
+
+# ==== 3. a transaction of 1,000,000 rows =======================================
+
+psql_ok($lim, q{
+SELECT streamwin.create_query('big_counts',
+    $q$SELECT k, count(*) AS n, sum(v) AS s FROM big_src
+         GROUP BY streamwin.tumble(ts, '1 minute'), k$q$,
+    output_mode => 'update', trigger_interval => '100 ms');
+}, 'a started query over big_src');
+wait_until($lim, "SELECT worker_pid IS NOT NULL FROM streamwin.queries WHERE name = 'big_counts'",
+	't', 'big_counts has a worker');
+my $wpid = $lim->safe_psql('postgres', "SELECT worker_pid FROM streamwin.queries WHERE name = 'big_counts'");
+
+sub vm_kb
+{
+	my ($pid, $field) = @_;
+	my $status = slurp_file("/proc/$pid/status");
+	return $status =~ /^$field:\s+(\d+) kB/m ? $1 : undef;
+}
+my $hwm0 = vm_kb($wpid, 'VmHWM');
+
+my $t = time;
+psql_ok($lim, qq{
+INSERT INTO big SELECT g, 'k' || (g % 10), g % 1000, $T0 + g * interval '1 ms'
+  FROM generate_series(1, 1000000) g}, 'one transaction inserts 1,000,000 rows');
+note(sprintf('inserted in %.1f s', time - $t));
+$t = time;
+wait_results_match($lim, 'SELECT window_start, window_end, k, n::bigint, s::bigint FROM big_counts',
+	windows_sql(table => 'big', size => 60, keys => 'k', aggs => $aggs),
+	'the 1,000,000 rows are counted exactly', timeout => 300);
+note(sprintf('read in %.1f s', time - $t));
+is($lim->safe_psql('postgres', "SELECT worker_pid FROM streamwin.queries WHERE name = 'big_counts'"),
+	$wpid, 'the same worker read the whole transaction');
+my $hwm = vm_kb($wpid, 'VmHWM');
+diag(sprintf('worker %d: peak resident memory (VmHWM) %.1f MB before the transaction, %.1f MB after',
+	$wpid, $hwm0 / 1024, $hwm / 1024));
+cmp_ok($hwm, '<', 400 * 1024, 'the worker stayed under 400 MB resident');
+my ($nbatches, $maxrows, $sumrows) = split /\|/, $lim->safe_psql('postgres', q{
+SELECT count(*), max(input_rows), sum(input_rows) FROM streamwin.progress
+ WHERE query = 'big_counts' AND input_rows > 0});
+diag("big transaction: $nbatches batches, at most $maxrows rows each, $sumrows rows in all");
+cmp_ok($nbatches, '>', 1, 'the transaction was read over several batches');
+cmp_ok($maxrows, '<=', 100_000, 'none larger than max_records_per_batch (100000)');
+is($sumrows, 1_000_000, 'every row read once');
+
+psql_ok($lim, q{
+SELECT streamwin.drop_query('big_counts');
+SELECT streamwin.drop_source('big_src');
+}, 'big_counts and big_src dropped');
+is(streamwin_slots($lim), '0', 'no streamwin slot is left');
+$lim->stop;
+
+done_testing();
