@@ -641,7 +641,13 @@ batch_execute(QueryRunner *r, int fetch_timeout_ms, int linger_ms, BatchStats *s
 	stats->dead_letters = ndead;
 	stats->has_watermark = has_new_wm;
 	stats->watermark = new_wm;
-	stats->offsets_json = offsets_json(r);
+	/* outlives SPI_finish() below: the caller reads it after the batch */
+	{
+		MemoryContext spi_cxt = MemoryContextSwitchTo(r->batch_cxt);
+
+		stats->offsets_json = offsets_json(r);
+		MemoryContextSwitchTo(spi_cxt);
+	}
 	now = GetCurrentTimestamp();
 	stats->duration_ms = (now - stats->started_at) / 1000.0;
 	stats->processed_rows_per_second = stats->duration_ms > 0 ?

@@ -22,6 +22,7 @@
 #include "utils/guc.h"
 
 #include "streamwin.h"
+#include "table_source.h"
 #include "checkpoint.h"
 
 PG_MODULE_MAGIC;
@@ -85,6 +86,7 @@ _PG_init(void)
 	MarkGUCPrefixReserved("streamwin");
 
 	RegisterXactCallback(launcher_xact_callback, NULL);
+	table_source_init();
 
 	if (!process_shared_preload_libraries_in_progress)
 		return;

@@ -39,6 +39,7 @@
 #include "storage/lock.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/elog.h"
 #include "utils/guc.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
@@ -83,6 +84,32 @@ static FetchState *active_fetch = NULL;
 static char *creating_slot = NULL;
 static char *dropping_slot = NULL;
 static bool xact_callback_registered = false;
+
+/*
+ * PostgreSQL logs (at LOG) the start of every decoding session: "starting
+ * logical decoding for slot", "found consistent point".  For a walsender
+ * that is once per connection; a query worker starts one per batch, which
+ * would fill the server log.  While this backend decodes for a batch, those
+ * LOG messages are kept out of the log; warnings and errors are not.
+ */
+static bool quiet_decoding = false;
+static emit_log_hook_type prev_emit_log_hook = NULL;
+
+static void
+quiet_decoding_hook(ErrorData *edata)
+{
+	if (quiet_decoding && edata->elevel == LOG)
+		edata->output_to_server = false;
+	if (prev_emit_log_hook)
+		prev_emit_log_hook(edata);
+}
+
+void
+table_source_init(void)
+{
+	prev_emit_log_hook = emit_log_hook;
+	emit_log_hook = quiet_decoding_hook;
+}
 
 /* --- Output plugin -------------------------------------------------------- */
 
@@ -575,18 +602,22 @@ decode_pass(const char *slot_name, XLogRecPtr start_lsn, FetchState *st,
 
 	/*
 	 * Decoding runs each transaction in an internal subtransaction, which
-	 * leaves CurrentResourceOwner at the top transaction's: put the caller's
-	 * back after every record, or a caller such as a SQL function would
-	 * release its snapshots under the wrong owner (logicalfuncs.c does the
-	 * same).
+	 * leaves CurrentResourceOwner at the top transaction's and
+	 * CurrentMemoryContext at whatever it last used (possibly inside the
+	 * decoding context, freed at the end): put the caller's back after
+	 * every record, or a caller such as a SQL function would release its
+	 * snapshots under the wrong owner (logicalfuncs.c does the same for the
+	 * owner) and later allocations would land in freed memory.
 	 */
 	ResourceOwner owner = CurrentResourceOwner;
+	MemoryContext cxt = CurrentMemoryContext;
 
 	CheckLogicalDecodingRequirements();
 	*end_of_wal = GetFlushRecPtr(NULL);
 	acquired = slot_acquire(slot_name);
 	PG_TRY();
 	{
+		quiet_decoding = true;
 		if (start_lsn < MyReplicationSlot->data.confirmed_flush)
 			ereport(ERROR,
 					(errcode(ERRCODE_TABLE_POSITION_LOST),
@@ -616,6 +647,7 @@ decode_pass(const char *slot_name, XLogRecPtr start_lsn, FetchState *st,
 			{
 				LogicalDecodingProcessRecord(ctx, ctx->reader);
 				CurrentResourceOwner = owner;
+				MemoryContextSwitchTo(cxt);
 			}
 			/* a replay is complete once the commit it ends at is read */
 			if (st != NULL && st->upto != NULL && ctx->reader->EndRecPtr > st->upto->lsn)
@@ -628,7 +660,9 @@ decode_pass(const char *slot_name, XLogRecPtr start_lsn, FetchState *st,
 		slot_confirm(confirm_upto);
 		FreeDecodingContext(ctx);
 		ctx = NULL;
+		MemoryContextSwitchTo(cxt);
 		active_fetch = NULL;
+		quiet_decoding = false;
 		InvalidateSystemCaches();
 		if (acquired)
 			ReplicationSlotRelease();
@@ -636,7 +670,9 @@ decode_pass(const char *slot_name, XLogRecPtr start_lsn, FetchState *st,
 	PG_CATCH();
 	{
 		CurrentResourceOwner = owner;
+		MemoryContextSwitchTo(cxt);
 		active_fetch = NULL;
+		quiet_decoding = false;
 		InvalidateSystemCaches();
 		if (acquired && MyReplicationSlot != NULL)
 			ReplicationSlotRelease();

@@ -64,6 +64,9 @@ typedef struct TableFetch
 	int64		ignored_truncates;
 } TableFetch;
 
+/* At library load: keeps per-batch decoding start-up messages out of the log. */
+extern void table_source_init(void);
+
 /*
  * table_source_check_relation
  *		Refuse, with errmsg/errdetail/errhint, a relation a table source

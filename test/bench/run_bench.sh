@@ -3,7 +3,8 @@
 # builds the extension, the test programs and test/bench/raw_consume first).
 #
 # Everything is measured in one run, on one machine, against the same 1M JSON
-# events in one Kafka topic (test/kafka_broker, librdkafka's mock cluster):
+# events in one Kafka topic (test/kafka_broker, librdkafka's mock cluster),
+# or for case 5 the same events as rows of a table:
 #
 #   raw ceiling    test/bench/raw_consume: a bare librdkafka consumer, set up
 #                  like streamwin's, reads the messages and discards them
@@ -14,11 +15,26 @@
 #     (1) tumble 1 minute, 1,000 keys, count/sum/avg
 #     (2) the same with 1,000,000 distinct keys
 #     (3) hop 10 minutes / 1 minute, 1,000 keys
-#     (4) session windows (gap 30 s, 1,000 keys), (5) a table source:
-#         measured only if the extension has them (streamwin.session(),
-#         create_table_source())
+#     (4) session windows (gap 30 s, 1,000 keys)
 #     plus case 1 once more in a real background worker (start_query with
 #     trigger_interval 0, timed until streamwin.queries.lag = 0)
+#   table source   case 5: case 1's query over a table source (logical
+#                  decoding, streamwin's own output plugin), against two
+#                  baselines over the same rows, measured in the same run.
+#                  Each run: a fresh table events_tbl, its source and, at the
+#                  same point, a second slot with the built-in test_decoding
+#                  plugin; then the events are COPYed into the table from the
+#                  CSV files, one transaction per BENCH_BATCH rows (not
+#                  timed); then, each timed:
+#     streamwin      a fresh query (start => false), SELECT
+#                    streamwin.run_available(q) in one session, like 1-4
+#     pg_recvlogical the same changes from the test_decoding slot, --endpos
+#                    the LSN after the load, output to /dev/null; CPU = the
+#                    walsender serving it (it decodes) + pg_recvlogical
+#     plain SQL      one INSERT ... SELECT ... GROUP BY ... ON CONFLICT over
+#                    the whole table (the "cron job"; after an untimed
+#                    VACUUM ANALYZE, as autovacuum would have done)
+#                  (only if the extension has create_table_source())
 #   alternatives   from files on the server (their Kafka-reading cost is not
 #                  counted, in their favour), 100,000 events per transaction
 #                  like streamwin's max_records_per_batch:
@@ -51,7 +67,8 @@
 # BENCH_RAW_REPEAT (5; the mock broker's wall time is bimodal, so the raw
 # ceiling is the fastest of these runs), BENCH_LAT_RATE (5000),
 # BENCH_LAT_SECONDS (20), BENCH_INSERT_EVENTS (20000), BENCH_ONLY (a subset of
-# "raw streamwin worker alternatives latency"),
+# "raw streamwin worker table alternatives latency"; "table" is case 5 with
+# its baselines),
 # BENCH_PROFILE=1 (perf profiles of cases 1 and 2, needs perf and root or
 # perf_event_paranoid <= 1), BENCH_KEEP=1 (keep the work directory),
 # BENCH_OUT, PG_CONFIG.
@@ -66,7 +83,7 @@ BENCH_LAT_RATE=${BENCH_LAT_RATE:-5000}
 BENCH_LAT_SECONDS=${BENCH_LAT_SECONDS:-20}
 BENCH_INSERT_EVENTS=${BENCH_INSERT_EVENTS:-20000}
 BENCH_PROFILE=${BENCH_PROFILE:-0}
-BENCH_ONLY=${BENCH_ONLY:-raw streamwin worker alternatives latency}
+BENCH_ONLY=${BENCH_ONLY:-raw streamwin worker table alternatives latency}
 LAT_PARTITIONS=8
 
 if [[ -z ${PG_CONFIG:-} ]]; then
@@ -218,6 +235,10 @@ max_wal_size = 8GB
 checkpoint_timeout = 30min
 track_commit_timestamp = on
 streamwin.progress_retention = 100000
+# case 5 (table source) and its pg_recvlogical baseline: logical decoding
+wal_level = logical
+max_replication_slots = 10
+max_wal_senders = 10
 EOF
 as_pg "$inst$PG_BINDIR/pg_ctl" -D "$work/pg/data" -l "$work/pg/postgres.log" -w start >/dev/null ||
 	{ tail -n 30 "$work/pg/postgres.log"; exit 1; }
@@ -299,9 +320,10 @@ case_sql() {
 	2) echo "SELECT u, count(*) AS n, sum(v) AS s, avg(v) AS a FROM ev GROUP BY streamwin.tumble(ts, '1 minute'), u" ;;
 	3) echo "SELECT k, count(*) AS n, sum(v) AS s, avg(v) AS a FROM ev GROUP BY streamwin.hop(ts, '10 minutes', '1 minute'), k" ;;
 	4) echo "SELECT k, count(*) AS n, sum(v) AS s, avg(v) AS a FROM ev GROUP BY streamwin.session(ts, '30 seconds'), k" ;;
+	5) echo "SELECT k, count(*) AS n, sum(v) AS s, avg(v) AS a FROM ev_tbl GROUP BY streamwin.tumble(ts, '1 minute'), k" ;;
 	esac
 }
-case_groups() { local v=EXPECT_GROUPS_$1; echo "${!v}"; }
+case_groups() { local v=EXPECT_GROUPS_$1; [[ $1 == 5 ]] && v=EXPECT_GROUPS_1; echo "${!v}"; }   # 5: case 1's query
 case_factor() { [[ $1 == 3 ]] && echo 10 || echo 1; }   # windows per event
 case_sum() { calc "$EXPECT_SUM_V * $(case_factor "$1")"; }
 
@@ -327,7 +349,7 @@ fi
 # --- streamwin -----------------------------------------------------------------------
 # run_streamwin CASE REP [perf]: a fresh query, timed around run_available.
 run_streamwin() {
-	local c=$1 rep=$2 q=sw_c$1 chk perf_pid=
+	local c=$1 rep=$2 q=sw_c$1 chk note perf_pid=
 	sql -c "SELECT streamwin.drop_query(name, true) FROM streamwin.queries WHERE name = '$q'" >/dev/null
 	sql >/dev/null <<EOF
 SELECT streamwin.create_query('$q', \$q\$$(case_sql "$c")\$q\$, output_mode => 'update', start => false);
@@ -361,8 +383,12 @@ EOF
 	read -r _ input batches < <(grep '^RUN ' "$M_OUT")
 	chk=$(check_result "$q" "$(case_groups "$c")" "$((EXPECT_EVENTS * $(case_factor "$c")))" "$(case_sum "$c")")
 	[[ $input == "$EXPECT_EVENTS" ]] || chk="WRONG(input_rows=$input)"
-	record "$c" streamwin "$rep" "$input" "$M_WALL" "$M_CPU" "$M_HWM" "$M_ANON" "$chk" \
-		"$batches batches; broker CPU $(calc "$b1 - $b0") s"
+	if [[ $c == 5 ]]; then
+		note="$batches batches; $(table_batch_note "$q")"
+	else
+		note="$batches batches; broker CPU $(calc "$b1 - $b0") s"
+	fi
+	record "$c" streamwin "$rep" "$input" "$M_WALL" "$M_CPU" "$M_HWM" "$M_ANON" "$chk" "$note"
 	sql -c "SELECT streamwin.drop_query('$q', true)" >/dev/null
 }
 
@@ -379,15 +405,6 @@ say "streamwin case 4: session windows"
 for ((rep = 1; rep <= BENCH_REPEAT; rep++)); do
 	run_streamwin 4 "$rep"
 done
-
-say "streamwin case 5: table source"
-if [[ $(sql -c "SELECT count(*) FROM pg_proc WHERE proname = 'create_table_source' AND pronamespace = 'streamwin'::regnamespace") != 0 ]]; then
-	echo "  create_table_source() exists now, but this benchmark has no table-source case yet: add it to test/bench/run_bench.sh"
-	printf '5\tstreamwin\t-\t-\t-\t-\t-\t-\tn/a\tnot measured (table sources exist, the benchmark case does not yet)\n' >>"$results"
-else
-	echo "  not available (table sources not implemented)"
-	printf '5\tstreamwin\t-\t-\t-\t-\t-\t-\tn/a\tnot available (table sources not implemented)\n' >>"$results"
-fi
 fi
 
 # --- streamwin in a background worker ------------------------------------------------
@@ -573,6 +590,161 @@ say "Alternative per-row trigger, one INSERT per event ($BENCH_INSERT_EVENTS eve
 run_trigger_insert
 
 fi
+# --- table source (case 5) ---------------------------------------------------------------
+# Each run starts from nothing: a fresh table events_tbl, its source ev_tbl
+# (a slot with streamwin's plugin) and, at the same point, a second slot
+# bench_td with test_decoding.  Then the events are COPYed into the table
+# from the CSV files, one transaction per file (BENCH_BATCH rows), not timed.
+# Every slot is dropped at the end of the run, so nothing holds WAL.
+have_table_sources() {
+	[[ $(sql -c "SELECT count(*) FROM pg_proc WHERE proname = 'create_table_source'
+		AND pronamespace = 'streamwin'::regnamespace") != 0 ]]
+}
+
+table_teardown() {
+	sql >/dev/null <<EOF
+SELECT streamwin.drop_query(name, true) FROM streamwin.queries WHERE source = 'ev_tbl';
+SELECT streamwin.drop_source(name) FROM streamwin.sources WHERE name = 'ev_tbl';
+SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = 'bench_td';
+DROP TABLE IF EXISTS events_tbl, alt_sql_c5;
+EOF
+}
+
+# table_setup: sets load_lsn0 and end_lsn, the WAL positions before and after the load
+table_setup() {
+	local file=$work/load_tbl.sql f load_secs wal_mb
+	table_teardown
+	# autovacuum off: it would otherwise start on the 1M new rows in the middle of a measurement
+	sql -c "CREATE TABLE events_tbl (id bigint, k text, u text, v float8, ts timestamptz)
+		WITH (autovacuum_enabled = false)" >/dev/null
+	# each first in its own transaction (a slot is created before any write)
+	sql -c "SELECT streamwin.create_table_source('ev_tbl', 'events_tbl', '{\"max_records_per_batch\": $BENCH_BATCH}')" >/dev/null
+	sql -c "SELECT pg_create_logical_replication_slot('bench_td', 'test_decoding')" >/dev/null
+	{
+		echo "SELECT pg_current_wal_insert_lsn() AS l0, extract(epoch FROM clock_timestamp()) AS t0 \\gset"
+		for f in "$work"/data/csv/b*; do
+			echo "COPY events_tbl FROM '$f' (FORMAT csv);"
+		done
+		echo "SELECT pg_current_wal_insert_lsn() AS l1, round((extract(epoch FROM clock_timestamp()) - :t0)::numeric, 2) AS secs \\gset"
+		printf '%s\n' '\echo LOAD :l0 :l1 :secs'
+	} >"$file"
+	read -r _ load_lsn0 end_lsn load_secs < <(sql -f "$file" | grep '^LOAD ')
+	wal_mb=$(sql -c "SELECT round(pg_wal_lsn_diff('$end_lsn', '$load_lsn0') / 1e6)")
+	echo "  loaded $EXPECT_EVENTS rows in $BATCH_FILES COPY transactions in $load_secs s (not timed):" \
+		"$wal_mb MB of WAL, $load_lsn0 to $end_lsn"
+}
+
+# The note of a streamwin run over the table: each batch's duration, and how
+# far the source's slot's restart point (where every batch starts decoding)
+# is from the start of the load once the run is over.
+table_batch_note() {
+	sql -c "SELECT 'batch ms ' || string_agg(round(duration_ms)::text, ' ' ORDER BY batch_id)
+		|| '; slot restart_lsn after the run: load start '
+		|| (SELECT CASE WHEN d < 0 THEN '- ' ELSE '+ ' END || round(abs(d) / 1e6, 1) || ' MB'
+		      FROM (SELECT pg_wal_lsn_diff(restart_lsn, '$load_lsn0') AS d
+		              FROM pg_replication_slots JOIN streamwin.sources USING (slot_name)
+		             WHERE name = 'ev_tbl') AS r)
+		FROM streamwin.progress WHERE query = '$1' AND input_rows > 0"
+}
+
+# run_recvlogical REP: pg_recvlogical reads the load from slot bench_td up
+# to end_lsn, output to /dev/null.  The walsender serving it decodes and
+# formats the changes: its CPU is read from /proc until it exits (it ends
+# with pg_recvlogical's connection; the last 10 ms may be missed), and added
+# to pg_recvlogical's own (bash's times).  VmHWM is the walsender's.
+run_recvlogical() {
+	local rep=$1 out=$work/log/recvlogical_r$1.out rl_pid wpid='' st last='' hwm=0 anon=0 key val
+	local rc t0 t1 rl_cpu ws_cpu chk f i
+	sql -c "CHECKPOINT" >/dev/null
+	(
+		t0=$EPOCHREALTIME rc=0
+		"$PG_BINDIR/pg_recvlogical" -h "$work/pg/sock" -p 5432 -U postgres -d postgres \
+			--slot bench_td --start --endpos "$end_lsn" --no-loop -f /dev/null || rc=$?
+		t1=$EPOCHREALTIME
+		echo "RL $rc $t0 $t1"
+		times
+	) >"$out" 2>&1 &
+	rl_pid=$!
+	bg_pids+=("$rl_pid")
+	for ((i = 0; i < 500; i++)); do
+		wpid=$(sql -c "SELECT pid FROM pg_stat_activity
+			WHERE backend_type = 'walsender' AND application_name = 'pg_recvlogical'")
+		[[ -n $wpid ]] && break
+		kill -0 "$rl_pid" 2>/dev/null || break
+		sleep 0.01
+	done
+	if [[ -n $wpid ]]; then
+		while { read -r st <"/proc/$wpid/stat"; } 2>/dev/null; do
+			last=$st
+			while read -r key val _; do
+				case $key in VmHWM:) hwm=$val ;; RssAnon:) anon=$val ;; esac
+			done 2>/dev/null <"/proc/$wpid/status" || true
+			sleep 0.01
+		done
+	fi
+	wait "$rl_pid" || true
+	read -r _ rc t0 t1 < <(grep '^RL ' "$out") || rc=missing
+	# times: the shell's own user/sys, then its children's (pg_recvlogical)
+	rl_cpu=$(tail -n 1 "$out" | awk '{ n = 0; for (i = 1; i <= 2; i++) { split($i, p, /[ms]/); n += p[1] * 60 + p[2] } printf "%.2f", n }')
+	if [[ -z $last ]]; then
+		cat "$out" >&2
+		record 5 pg_recvlogical "$rep" 0 0 0 0 0 FAILED "no walsender seen; see $out"
+		return
+	fi
+	read -ra f <<<"${last#*) }"
+	ws_cpu=$(calc "(${f[11]} + ${f[12]}) / $ticks")
+	chk=ok
+	if [[ $rc != 0 ]]; then
+		chk="WRONG(pg_recvlogical_exit=$rc)"
+	elif [[ $(sql -c "SELECT confirmed_flush_lsn >= '$end_lsn' FROM pg_replication_slots WHERE slot_name = 'bench_td'") != t ]]; then
+		chk="WRONG(slot_not_at_endpos)"
+	fi
+	record 5 pg_recvlogical "$rep" "$EXPECT_EVENTS" "$(calc "$t1 - $t0")" "$(calc "$ws_cpu + $rl_cpu")" \
+		"$hwm" "$anon" "$chk" "walsender CPU $ws_cpu s + pg_recvlogical CPU $rl_cpu s"
+}
+
+# run_plain_sql REP: the "cron job": one statement over the whole table.
+run_plain_sql() {
+	local rep=$1 t=alt_sql_c5 file=$work/plain_sql_c5.sql chk
+	sql >/dev/null <<EOF
+$(summary_ddl 1 k "$t")
+VACUUM (ANALYZE) events_tbl;
+CHECKPOINT;
+EOF
+	cat >"$file" <<EOF
+INSERT INTO $t AS t
+SELECT b.ws, b.ws + interval '1 minute', b.k, b.n, b.s, b.s / b.n
+  FROM (SELECT w.ws, e.k, count(*) AS n, sum(e.v) AS s
+          FROM events_tbl AS e $(windows_of 1 e.ts)
+         GROUP BY 1, 2) AS b
+ON CONFLICT (window_start, k) DO UPDATE
+   SET n = t.n + EXCLUDED.n, s = t.s + EXCLUDED.s, a = (t.s + EXCLUDED.s) / (t.n + EXCLUDED.n);
+EOF
+	measure "plain_sql_c5_r$rep" "$file" || { record 5 plain_sql "$rep" 0 0 0 0 0 FAILED "see log"; return; }
+	chk=$(check_result "$t" "$EXPECT_GROUPS_1" "$EXPECT_EVENTS" "$EXPECT_SUM_V")
+	record 5 plain_sql "$rep" "$EXPECT_EVENTS" "$M_WALL" "$M_CPU" "$M_HWM" "$M_ANON" "$chk" \
+		"one INSERT ... SELECT ... GROUP BY over the table, after VACUUM ANALYZE"
+	sql -c "DROP TABLE $t" >/dev/null
+}
+
+if only table; then
+say "Table source (case 5): $(case_sql 5); $BENCH_REPEAT runs, each over a freshly loaded table"
+if have_table_sources; then
+	for ((rep = 1; rep <= BENCH_REPEAT; rep++)); do
+		table_setup
+		run_streamwin 5 "$rep"
+		run_recvlogical "$rep"
+		run_plain_sql "$rep"
+		table_teardown
+	done
+	left=$(sql -c "SELECT count(*) FROM pg_replication_slots")
+	[[ $left == 0 ]] || echo "  warning: $left replication slot(s) left, holding WAL" >&2
+else
+	echo "  not available (table sources not implemented)"
+	printf '5\tstreamwin\t-\t-\t-\t-\t-\t-\tn/a\tnot available (table sources not implemented)\n' >>"$results"
+fi
+fi
+
 # --- latency -----------------------------------------------------------------------------
 # A query like case 1 runs in a background worker with trigger_interval
 # 100 ms while gen_steady.pl produces BENCH_LAT_RATE events/s, each carrying

@@ -6,8 +6,9 @@
 #
 # results.tsv has one line per run: case, approach, rep, events, wall_s,
 # cpu_s, hwm_kb, anon_kb, check, note.  Case 0 is the raw ceiling (the same
-# messages for every case), L the latency run.  Repeated runs are summarised
-# by their medians.
+# messages for every case), L the latency run; case 5 (a table source) has
+# its own baselines, pg_recvlogical and plain_sql.  Repeated runs are
+# summarised by their medians.
 use strict;
 use warnings;
 use Getopt::Long;
@@ -26,15 +27,17 @@ my %label = (
 	copy_csv       => 'COPY+SQL per batch, pre-decoded CSV',
 	trigger        => 'per-row trigger, events COPYed in batches',
 	trigger_insert => 'per-row trigger, one INSERT per event',
+	pg_recvlogical => 'pg_recvlogical + test_decoding (walsender decodes), output to /dev/null',
+	plain_sql      => 'plain SQL: one INSERT ... SELECT ... GROUP BY over the table',
 );
-my @order = qw(raw streamwin worker copy_json copy_csv trigger trigger_insert);
+my @order = qw(raw streamwin worker copy_json copy_csv trigger trigger_insert pg_recvlogical plain_sql);
 my %case_name = (
 	0 => 'all',
 	1 => '(1) tumble 1 min, 1,000 keys',
 	2 => '(2) tumble 1 min, 1,000,000 keys',
 	3 => '(3) hop 10 min / 1 min, 1,000 keys',
 	4 => '(4) session windows (gap 30 s), 1,000 keys',
-	5 => '(5) table source',
+	5 => '(5) table source: tumble 1 min, 1,000 keys',
 );
 
 # --- read --------------------------------------------------------------------
@@ -105,7 +108,8 @@ push @md, "Input: $meta{events} JSON events of about $meta{payload_bytes} bytes 
   . "$meta{partitions} partitions on the test broker (librdkafka's mock cluster, loopback TCP), "
   . "produced with linger.ms=100 and batch.num.messages=100000. Batches and COPY transactions "
   . "hold $meta{batch} events. Medians of $meta{repeat} runs where repeated; every run was checked "
-  . "(group count, total count and sum of the result against the generator's figures).";
+  . "(group count, total count and sum of the result against the generator's figures). Case 5 reads "
+  . "the same events as rows of a table (see below).";
 push @md, '';
 push @md, '## Throughput and CPU';
 push @md, '';
@@ -143,8 +147,10 @@ push @md, 'CPU is utime + stime of the process doing the work, from /proc/PID/st
   . 'threads: for streamwin the backend running run_available() (or the worker), whose librdkafka '
   . 'threads live in the same process; for the alternatives the backend running the COPY and SQL '
   . '(their input comes from files on the server, so reading Kafka is not counted for them at all); '
-  . 'for the raw ceiling the consumer process (getrusage). VmHWM is the peak resident set of that '
-  . 'process (for backends it includes the shared buffers it touched; shared_buffers = 1GB).';
+  . 'for the raw ceiling the consumer process (getrusage); for pg_recvlogical the walsender serving it '
+  . '(which decodes the WAL and formats the changes) plus pg_recvlogical itself (case 5). VmHWM is the '
+  . 'peak resident set of that process (the walsender for pg_recvlogical; for backends it includes the '
+  . 'shared buffers it touched; shared_buffers = 1GB).';
 push @md, '';
 push @md, 'The test broker is latency-bound, not CPU-bound, and its wall time for the same read is '
   . 'bimodal (the same bare consumer takes about 1 s or 2.5-3.6 s for 1M messages from run to run, '
@@ -184,6 +190,45 @@ for my $c (1, 2, 3, 4)
 	push @md, sprintf('| %s | %s | %s |', $case_name{$c}, fmt_int($sw->{evs}), join(' | ', @cells));
 }
 push @md, '';
+
+# --- table source ------------------------------------------------------------------
+my $sw5 = summary(5, 'streamwin');
+if ($sw5 && $sw5->{ok})
+{
+	my $nbatch = $meta{batch} ? int(($sw5->{events} + $meta{batch} - 1) / $meta{batch}) : '?';
+	push @md, '## Table source (case 5)';
+	push @md, '';
+	push @md, "Case 1's query over a table source. Each run starts from a fresh table: "
+	  . 'streamwin.create_table_source() (its replication slot, plugin streamwin) and, at the same point, '
+	  . 'a second slot with the built-in test_decoding plugin; then the same events are COPYed into the '
+	  . "table from the CSV files in $nbatch transactions of $meta{batch} rows (not timed); then, each timed: "
+	  . 'a fresh query (start => false) with run_available() in one session; pg_recvlogical reading the '
+	  . 'same changes from the test_decoding slot up to the LSN after the load (--endpos, output to '
+	  . '/dev/null; CPU = the walsender serving it, which decodes and formats, + pg_recvlogical); and '
+	  . 'plain SQL: one INSERT ... SELECT ... GROUP BY ... ON CONFLICT over the whole table, after an '
+	  . 'untimed VACUUM ANALYZE (what a cron job would run).';
+	push @md, '';
+	push @md, '| | events/s | CPU s per 1M events | streamwin vs it: throughput (CPU) |';
+	push @md, '|---|---:|---:|---|';
+	push @md, sprintf('| %s | %s | %.2f | |', $label{streamwin}, fmt_int($sw5->{evs}), $sw5->{cpum});
+	for my $o ([ 5, 'pg_recvlogical' ], [ 5, 'plain_sql' ], [ 1, 'streamwin', 'streamwin over Kafka, case 1' ])
+	{
+		my ($c, $a, $name) = @$o;
+		my $s = summary($c, $a);
+		next unless $s && $s->{ok};
+		push @md, sprintf('| %s | %s | %.2f | %s (CPU %s) |', $name // $label{$a}, fmt_int($s->{evs}),
+			$s->{cpum}, fmt_x($sw5->{evs} / $s->{evs}), fmt_x($s->{cpum} / $sw5->{cpum}));
+	}
+	push @md, '';
+	push @md, 'Per run: streamwin batches (ms each, batches with rows) and where its slot\'s restart point '
+	  . '(where every batch starts decoding) was after the run; the CPU split of pg_recvlogical.';
+	push @md, '';
+	for my $a (qw(streamwin pg_recvlogical))
+	{
+		push @md, "- $a run $_->{rep}: $_->{note}" for grep { $_->{check} eq 'ok' } @{ $runs{5}{$a} // [] };
+	}
+	push @md, '';
+}
 
 # --- latency -----------------------------------------------------------------------
 my %lats;    # {L1|L2} = {...}
@@ -326,12 +371,13 @@ print "\nwrote $out/results.md\n";
 
 # --- the plot ---------------------------------------------------------------------------
 my ($dfh, $dat) = tempfile(UNLINK => 1);
-my @series = qw(raw streamwin worker copy_json copy_csv trigger trigger_insert);
+my @series = qw(raw streamwin worker copy_json copy_csv trigger trigger_insert pg_recvlogical plain_sql);
 my @xtics;
 for my $c (1 .. 5)
 {
 	my $name = ('', '(1) tumble 1 min\n1,000 keys', '(2) tumble 1 min\n1,000,000 keys',
-		'(3) hop 10 min / 1 min\n1,000 keys', '(4) session (gap 30 s)\n1,000 keys', '(5) table source')[$c];
+		'(3) hop 10 min / 1 min\n1,000 keys', '(4) session (gap 30 s)\n1,000 keys',
+		'(5) table source\ntumble 1 min, 1,000 keys')[$c];
 	$name .= '\nnot implemented' unless (summary($c, 'streamwin') // {})->{ok};
 	push @xtics, sprintf('"%s" %d', $name, $c - 1);
 	my @v;
@@ -347,7 +393,7 @@ my $xtics = join(', ', @xtics);
 my $gp = <<"EOF";
 set terminal pngcairo size 1400,650 font ",10" noenhanced
 set output "$out/throughput.png"
-set title "Throughput per case: $meta{events} JSON events from Kafka ($meta{cores} cores, $meta{date}; make bench)"
+set title "Throughput per case: $meta{events} JSON events from Kafka, case 5 the same events as rows of a table ($meta{cores} cores, $meta{date}; make bench)"
 set datafile missing "-"
 set style data histograms
 set style histogram clustered gap 1
@@ -367,7 +413,9 @@ plot "$dat" using 2 title "$label{raw}" lc rgb "#777777", \\
      "" using 5 title "$label{copy_json}" lc rgb "#ff7f0e", \\
      "" using 6 title "$label{copy_csv}" lc rgb "#fdae6b", \\
      "" using 7 title "$label{trigger}" lc rgb "#d62728", \\
-     "" using 8 title "$label{trigger_insert}" lc rgb "#ff9896"
+     "" using 8 title "$label{trigger_insert}" lc rgb "#ff9896", \\
+     "" using 9 title "$label{pg_recvlogical}" lc rgb "#2ca02c", \\
+     "" using 10 title "$label{plain_sql}" lc rgb "#9467bd"
 EOF
 if (open my $g, '|-', 'gnuplot')
 {
