@@ -613,6 +613,14 @@ decode_pass(const char *slot_name, XLogRecPtr start_lsn, FetchState *st,
 	MemoryContext cxt = CurrentMemoryContext;
 
 	CheckLogicalDecodingRequirements();
+
+	/*
+	 * Only flushed WAL can be decoded, but with synchronous_commit = off a
+	 * transaction is visible before its commit record is flushed: flush up
+	 * to here first, so that a batch reads every transaction that committed
+	 * before it started.
+	 */
+	XLogFlush(GetXLogInsertRecPtr());
 	*end_of_wal = GetFlushRecPtr(NULL);
 	acquired = slot_acquire(slot_name);
 	PG_TRY();

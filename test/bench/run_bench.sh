@@ -195,6 +195,9 @@ source "$work/data/expected.env"
 chmod -R a+rX "$work/data"
 echo "$EXPECT_EVENTS events, $(($(stat -c %s "$work/data/events.tsv") / 1000000)) MB of JSON;" \
 	"groups: case 1 $EXPECT_GROUPS_1, case 2 $EXPECT_GROUPS_2, case 3 $EXPECT_GROUPS_3"
+# the payload bytes, for the summary (the raw ceiling counts them again, if
+# BENCH_ONLY has it)
+raw_bytes=$(($(cat "$work"/data/json/b* | wc -c) - EXPECT_EVENTS))
 
 # --- the Kafka broker ------------------------------------------------------------
 say "Starting the Kafka test broker (topic ev: $BENCH_PARTITIONS partitions; lat1, lat2: $LAT_PARTITIONS)"
@@ -639,9 +642,11 @@ table_setup() {
 # is from the start of the load once the run is over.
 table_batch_note() {
 	sql -c "SELECT 'batch ms ' || string_agg(round(duration_ms)::text, ' ' ORDER BY batch_id)
-		|| '; slot restart_lsn after the run: load start '
-		|| (SELECT CASE WHEN d < 0 THEN '- ' ELSE '+ ' END || round(abs(d) / 1e6, 1) || ' MB'
-		      FROM (SELECT pg_wal_lsn_diff(restart_lsn, '$load_lsn0') AS d
+		|| '; slot restart_lsn after the run: '
+		|| (SELECT round(abs(d) / 1e6, 1) || ' MB ' || CASE WHEN d < 0 THEN 'before' ELSE 'after' END
+		           || ' the start of the load (' || round(w / 1e6, 1) || ' MB of WAL)'
+		      FROM (SELECT pg_wal_lsn_diff(restart_lsn, '$load_lsn0') AS d,
+		                   pg_wal_lsn_diff('$end_lsn', '$load_lsn0') AS w
 		              FROM pg_replication_slots JOIN streamwin.sources USING (slot_name)
 		             WHERE name = 'ev_tbl') AS r)
 		FROM streamwin.progress WHERE query = '$1' AND input_rows > 0"
@@ -654,7 +659,7 @@ table_batch_note() {
 # to pg_recvlogical's own (bash's times).  VmHWM is the walsender's.
 run_recvlogical() {
 	local rep=$1 out=$work/log/recvlogical_r$1.out rl_pid wpid='' st last='' hwm=0 anon=0 key val
-	local rc t0 t1 rl_cpu ws_cpu chk f i
+	local rc t0 t1 rl_cpu ws_cpu chk f i nap
 	sql -c "CHECKPOINT" >/dev/null
 	(
 		t0=$EPOCHREALTIME rc=0
@@ -674,13 +679,16 @@ run_recvlogical() {
 		sleep 0.01
 	done
 	if [[ -n $wpid ]]; then
+		# every 10 ms, without forking: a read that times out on an idle pipe
+		exec {nap}<> <(:)
 		while { read -r st <"/proc/$wpid/stat"; } 2>/dev/null; do
 			last=$st
 			while read -r key val _; do
 				case $key in VmHWM:) hwm=$val ;; RssAnon:) anon=$val ;; esac
 			done 2>/dev/null <"/proc/$wpid/status" || true
-			sleep 0.01
+			read -r -t 0.01 -u "$nap" _ || true
 		done
+		exec {nap}>&-
 	fi
 	wait "$rl_pid" || true
 	read -r _ rc t0 t1 < <(grep '^RL ' "$out") || rc=missing

@@ -29,8 +29,12 @@
 #      replication slots in use (max_replication_slots = 1).  None leaves a
 #      source, a view or a slot behind.
 #   5. Slots: one per source, plugin streamwin; confirmed_flush_lsn and
-#      restart_lsn move forward as queries progress; drop_query of the last
-#      query moves the slot to the end of WAL; drop_source drops it.
+#      restart_lsn move forward as queries progress (past a CHECKPOINT,
+#      whose running_xacts record lets restart_lsn move), also for started
+#      queries after the restarts; a source whose table receives nothing
+#      while other tables are written does not hold that WAL; drop_query of
+#      the last query moves the slot to the end of WAL; drop_source drops
+#      it, and no streamwin slot is left.
 use strict;
 use warnings;
 
@@ -175,7 +179,7 @@ COMMIT;
 TRUNCATE ev1;
 }, 'UPDATE, DELETE and TRUNCATE on the source table');
 psql_ok($node, ins(1001, 1004), 'then an insert');
-my $all1 = '(SELECT * FROM ev1_inserted UNION ALL SELECT * FROM ev1)';
+my $all1 = '(SELECT * FROM ev1_inserted UNION ALL SELECT * FROM ev1) AS ev1_all';
 check_p1($all1, 'after UPDATE, DELETE and TRUNCATE');
 for my $q (qw(p1_rows p1_counts))
 {
@@ -276,7 +280,6 @@ ok(!$feeder->{h}->finish, 'the feeder was still running: cut off by the fast shu
   or diag('the feeder finished before the restart');
 $node->start;
 wait_workers('after the fast restart');
-my $lsn_mid = $node->safe_psql('postgres', 'SELECT pg_current_wal_lsn()');
 
 $feeder = start_feeder(3000);
 my $before = rows_seen();
@@ -290,6 +293,14 @@ $node->start;
 wait_workers('after the immediate restart');
 
 $feeder = start_feeder(1000);
+ok($feeder->{h}->finish, 'the third part of the stream committed')
+  or diag(${ $feeder->{err} });
+
+# CHECKPOINT logs a running_xacts record: once the queries have confirmed
+# past it, logical decoding may move the slot's restart_lsn there.
+psql_ok($node, 'CHECKPOINT', 'CHECKPOINT');
+my $lsn_ckpt = $node->safe_psql('postgres', 'SELECT pg_current_wal_lsn()');
+$feeder = start_feeder(300);
 ok($feeder->{h}->finish, 'the last part of the stream committed')
   or diag(${ $feeder->{err} });
 note('ev2 holds ' . $node->safe_psql('postgres', 'SELECT count(*) FROM ev2') . ' rows');
@@ -316,11 +327,28 @@ my $restores = () = slurp_file($node->logfile)
 cmp_ok($restores, '>=', 2,
 	"both stateful queries restored a checkpoint after the immediate restart ($restores restores)");
 
-# ---- 5 (second half): the slot of s2 moved on with its workers ----------
+# ---- 5 (second half): the slot of s2 moves on with its workers ----------
 
-wait_until($node,
-	"SELECT confirmed_flush_lsn >= '$lsn_mid' AND restart_lsn > '$restart2' FROM pg_replication_slots WHERE slot_name = '$slot2'",
-	't', 's2: the slot was confirmed past the middle of the stream and its restart_lsn moved');
+wait_until($node, qq{
+SELECT confirmed_flush_lsn >= '$lsn_ckpt' AND restart_lsn > '$restart2'
+  FROM pg_replication_slots WHERE slot_name = '$slot2'},
+	't', 's2: the workers confirmed the slot past the CHECKPOINT, and its restart_lsn moved',
+	timeout => 30);
+
+# The source table now receives nothing while other tables are written: the
+# slot must not hold that WAL (nor make every idle batch decode it again).
+my $idle_from = $node->safe_psql('postgres', q{
+CREATE TABLE unrelated AS SELECT g, repeat('x', 200) AS pad FROM generate_series(1, 50000) g;
+SELECT pg_current_wal_lsn()});
+psql_ok($node, 'CHECKPOINT', 'unrelated WAL written, then a CHECKPOINT');
+wait_until($node, qq{
+SELECT restart_lsn >= '$idle_from' FROM pg_replication_slots WHERE slot_name = '$slot2'},
+	't', 's2 is idle: its slot does not hold the WAL written since', timeout => 15)
+  or diag('slot of s2: ' . $node->safe_psql('postgres', qq{
+SELECT format('restart_lsn %s, confirmed_flush_lsn %s, end of WAL %s: %s held',
+              restart_lsn, confirmed_flush_lsn, pg_current_wal_lsn(),
+              pg_size_pretty(pg_current_wal_lsn() - restart_lsn))
+  FROM pg_replication_slots WHERE slot_name = '$slot2'}));
 
 # ==== 5. drop_query and drop_source release the slots ========================
 
