@@ -769,7 +769,7 @@ streamwin_run_available(PG_FUNCTION_ARGS)
 		int64		low;
 
 		if (r->source->kind == SOURCE_TABLE)
-			targets[i] = (int64) GetFlushRecPtr(NULL);	/* all committed now */
+			targets[i] = (int64) GetXLogInsertRecPtr();	/* all committed now */
 		else
 			kafka_query_watermarks(r->consumer, r->parts[i].partition, &low, &targets[i], 10000);
 	}
