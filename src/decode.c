@@ -20,9 +20,11 @@
 #include "catalog/pg_type.h"
 #include "mb/pg_wchar.h"
 #include "utils/builtins.h"
+#include "utils/datetime.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/syscache.h"
+#include "utils/timestamp.h"
 
 #include "decode.h"
 
@@ -38,6 +40,8 @@ static const char *decode_text_message(MessageDecoder *decoder,
 									   const char *payload, int len,
 									   Datum *values, bool *nulls);
 
+
+static bool parse_iso_timestamptz(const char *s, int len, TimestampTz *result);
 
 /*
  * source_format_from_name
@@ -214,6 +218,7 @@ decoder_create(SourceFormat format, TupleDesc desc)
 		 */
 		basetype = getBaseType(attr->atttypid);
 		column->is_json = (basetype == JSONOID || basetype == JSONBOID);
+		column->is_timestamptz = attr->atttypid == TIMESTAMPTZOID && attr->atttypmod < 0;
 	}
 	decoder->ncolumns = ncolumns;
 	decoder->spans = palloc0(sizeof(DecodeSpan) * ncolumns);
@@ -374,6 +379,10 @@ decode_input(MessageDecoder *decoder, DecodeColumn *column,
 			 const char *text, int len)
 {
 	StringInfo	buf = &decoder->scratch;
+	TimestampTz ts;
+
+	if (column->is_timestamptz && text != NULL && parse_iso_timestamptz(text, len, &ts))
+		return TimestampTzGetDatum(ts);
 
 	if (text != NULL && text != buf->data)
 	{
@@ -383,6 +392,120 @@ decode_input(MessageDecoder *decoder, DecodeColumn *column,
 	return InputFunctionCall(&column->inproc,
 							 text != NULL ? buf->data : NULL,
 							 column->typioparam, column->typmod);
+}
+
+/* n decimal digits at *p, advancing it; false if there are not n */
+static bool
+iso_digits(const char **p, const char *end, int n, int *value)
+{
+	int			v = 0;
+
+	if (end - *p < n)
+		return false;
+	for (int i = 0; i < n; i++)
+	{
+		char		c = (*p)[i];
+
+		if (c < '0' || c > '9')
+			return false;
+		v = v * 10 + (c - '0');
+	}
+	*p += n;
+	*value = v;
+	return true;
+}
+
+/*
+ * parse_iso_timestamptz
+ *		The common shape of event times in JSON and CSV, without the general
+ *		date/time parser: YYYY-MM-DD, 'T' (or 't' or a space), HH:MM:SS, up
+ *		to six fractional digits, and a zone 'Z' or +HH, +HHMM, +HH:MM.
+ *
+ * timestamptz_in costs more than the rest of a JSON message's decoding
+ * (its tokenizer handles every date style and zone name there is).  This
+ * accepts only text that timestamptz_in reads to the same instant whatever
+ * the session's settings (an explicit zone, no rounding); for anything else
+ * it returns false and the caller uses timestamptz_in, which also produces
+ * the error messages.
+ */
+static bool
+parse_iso_timestamptz(const char *s, int len, TimestampTz *result)
+{
+	const char *p = s;
+	const char *end = s + len;
+	int			year,
+				month,
+				day,
+				hour,
+				minute,
+				second;
+	int64		fraction = 0;
+	int			offset = 0;
+
+	if (!iso_digits(&p, end, 4, &year) || p == end || *p++ != '-' ||
+		!iso_digits(&p, end, 2, &month) || p == end || *p++ != '-' ||
+		!iso_digits(&p, end, 2, &day) || p == end ||
+		(*p != 'T' && *p != 't' && *p != ' '))
+		return false;
+	p++;
+	if (!iso_digits(&p, end, 2, &hour) || p == end || *p++ != ':' ||
+		!iso_digits(&p, end, 2, &minute) || p == end || *p++ != ':' ||
+		!iso_digits(&p, end, 2, &second))
+		return false;
+	if (p < end && *p == '.')
+	{
+		int			ndigits = 0;
+
+		p++;
+		while (p < end && *p >= '0' && *p <= '9')
+		{
+			if (++ndigits > 6)
+				return false;	/* timestamptz_in rounds: leave it that */
+			fraction = fraction * 10 + (*p++ - '0');
+		}
+		if (ndigits == 0)
+			return false;
+		for (int i = ndigits; i < 6; i++)
+			fraction *= 10;
+	}
+	if (p == end)
+		return false;			/* no zone: the session's TimeZone decides */
+	if (*p == 'Z' || *p == 'z')
+		p++;
+	else if (*p == '+' || *p == '-')
+	{
+		int			sign = *p++ == '-' ? -1 : 1;
+		int			oh,
+					om = 0;
+
+		if (!iso_digits(&p, end, 2, &oh))
+			return false;
+		if (p < end && *p == ':')
+		{
+			p++;
+			if (!iso_digits(&p, end, 2, &om))
+				return false;
+		}
+		else if (p < end && !iso_digits(&p, end, 2, &om))
+			return false;
+		if (oh > 15 || om > 59)
+			return false;
+		offset = sign * (oh * SECS_PER_HOUR + om * SECS_PER_MINUTE);
+	}
+	else
+		return false;
+	if (p != end)
+		return false;
+
+	if (year < 1 || month < 1 || month > 12 || day < 1 ||
+		day > day_tab[isleap(year)][month - 1] ||
+		hour > 23 || minute > 59 || second > 59)
+		return false;
+
+	*result = ((int64) (date2j(year, month, day) - POSTGRES_EPOCH_JDATE) * SECS_PER_DAY +
+			   hour * SECS_PER_HOUR + minute * SECS_PER_MINUTE + second - offset) *
+		USECS_PER_SEC + fraction;
+	return true;
 }
 
 /*

@@ -71,6 +71,7 @@ typedef struct DecodeColumn
 	Oid			typioparam;
 	int32		typmod;
 	bool		is_json;		/* json, jsonb, or a domain over them */
+	bool		is_timestamptz; /* plain timestamptz: ISO 8601 fast path */
 	FmgrInfo	inproc;			/* the type's input function */
 } DecodeColumn;
 
