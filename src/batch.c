@@ -455,6 +455,37 @@ fetch_table(QueryRunner *r, KafkaMessage **out)
 }
 
 /*
+ * A table source moves on through other tables' WAL even when its own
+ * table gets no rows.  Store that now and then (after a megabyte of WAL, or
+ * ten seconds), so that the slot can let WAL go and the next batches need
+ * not decode it again; not every time, since the store itself writes WAL.
+ * A query with state moves its checkpoint along: the state is unchanged by
+ * WAL without rows, so if no batch ran since the checkpoint only its
+ * positions move, and otherwise a checkpoint of the state as of the last
+ * batch is taken at the new positions.
+ */
+static void
+table_idle_advance(QueryRunner *r, TablePosition start, int64 last_batch_id,
+				   int64 checkpoint_batch, bool has_wm, TimestampTz wm)
+{
+	int64		moved = r->parts[0].next_offset - (int64) start.lsn;
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (moved <= 0 ||
+		(moved < 1024 * 1024 && now - r->table_idle_stored_at < 10 * USECS_PER_SEC))
+		return;
+	offsets_store(r);
+	if (QUERY_HAS_UNLOGGED_STATE(r->query))
+	{
+		if (checkpoint_batch == last_batch_id)
+			checkpoint_move_positions(r);
+		else
+			checkpoint_take(r, last_batch_id, has_wm, wm);
+	}
+	r->table_idle_stored_at = now;
+}
+
+/*
  * batch_execute
  *		Run one micro-batch in the current transaction (see file header).
  *		stats->batch_id is 0 when there was nothing to do: no message, and
@@ -578,13 +609,9 @@ batch_execute(QueryRunner *r, int fetch_timeout_ms, int linger_ms, BatchStats *s
 
 	if (n == 0 && !wm_moved && last_batch_id > 0 && !replay)
 	{
-		/*
-		 * A table source moves on through other tables' WAL too: store that
-		 * now and then (every WAL segment), so the slot can let WAL go.
-		 */
-		if (r->source->kind == SOURCE_TABLE &&
-			r->parts[0].next_offset - (int64) table_start.lsn >= (int64) wal_segment_size)
-			offsets_store(r);
+		if (r->source->kind == SOURCE_TABLE)
+			table_idle_advance(r, table_start, last_batch_id, checkpoint_batch,
+							   has_old_wm, old_wm);
 		SPI_finish();
 		MemoryContextSwitchTo(old);
 		return;

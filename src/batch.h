@@ -68,6 +68,7 @@ typedef struct QueryRunner
 	XLogRecPtr	table_end_of_wal;	/* the WAL position it read up to */
 	int64		table_ignored[3];	/* updates, deletes, truncates ignored */
 	TablePosition table_replay_target;	/* where a replayed batch ended */
+	TimestampTz table_idle_stored_at;	/* last store of an idle position */
 
 	SPIPlanPtr	batch_plan;
 	SPIPlanPtr	close_plan;

@@ -186,6 +186,22 @@ checkpoint_take(QueryRunner *r, int64 batch_id, bool has_wm, TimestampTz wm)
 	catalog_leave(&role);
 }
 
+/*
+ * checkpoint_move_positions
+ *		The checkpoint's state is still the query's state (no batch since),
+ *		but the source moved on without rows for it (a table source reading
+ *		other tables' WAL): the checkpoint now matches the stored positions.
+ */
+void
+checkpoint_move_positions(QueryRunner *r)
+{
+	run_catalog("UPDATE streamwin.query_checkpoints c SET next_offset = o.next_offset, "
+				"next_index = o.next_index "
+				"FROM streamwin.query_offsets o "
+				"WHERE o.query_id = c.query_id AND o.partition = c.partition AND c.query_id = $1",
+				r->query_id);
+}
+
 /* The recorded watermark at the end of batch_id: its progress row, or the checkpoint. */
 static bool
 recorded_watermark(QueryRunner *r, int64 batch_id, TimestampTz *wm)

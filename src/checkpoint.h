@@ -19,6 +19,7 @@ extern Oid	checkpoint_create_table(int32 query_id, Oid unlogged_table, const cha
 extern bool checkpoint_state_lost(QueryRunner *r);
 extern int64 checkpoint_restore(QueryRunner *r);
 extern void checkpoint_take(QueryRunner *r, int64 batch_id, bool has_wm, TimestampTz wm);
+extern void checkpoint_move_positions(QueryRunner *r);
 extern void checkpoint_replay_bounds(QueryRunner *r, int64 batch_id, int64 *targets,
 									 bool *has_prev_wm, TimestampTz *prev_wm,
 									 bool *has_wm, TimestampTz *wm);

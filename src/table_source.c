@@ -36,6 +36,7 @@
 #include "replication/output_plugin.h"
 #include "replication/slot.h"
 #include "storage/lmgr.h"
+#include "storage/standby.h"
 #include "storage/lock.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
@@ -591,6 +592,26 @@ slot_confirm(XLogRecPtr lsn)
 	ReplicationSlotMarkDirty();
 }
 
+/*
+ * Every decoding pass starts over at the slot's restart point, which only
+ * moves to a point where the WAL holds a running-transactions record (what
+ * a decoding restart needs); the background writer logs one every 15
+ * seconds at best.  Log one ourselves, at most once a second per backend,
+ * so that restart points follow the queries closely and a batch re-reads
+ * about a second of WAL rather than up to 15.
+ */
+static void
+log_restart_point(void)
+{
+	static TimestampTz last_logged = 0;
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (now - last_logged < USECS_PER_SEC || RecoveryInProgress())
+		return;
+	(void) LogStandbySnapshot();
+	last_logged = now;
+}
+
 /* Decode from the slot's restart point; st == NULL: fast-forward only. */
 static void
 decode_pass(const char *slot_name, XLogRecPtr start_lsn, FetchState *st,
@@ -620,6 +641,7 @@ decode_pass(const char *slot_name, XLogRecPtr start_lsn, FetchState *st,
 	 * to here first, so that a batch reads every transaction that committed
 	 * before it started.
 	 */
+	log_restart_point();
 	XLogFlush(GetXLogInsertRecPtr());
 	*end_of_wal = GetFlushRecPtr(NULL);
 	acquired = slot_acquire(slot_name);

@@ -21,8 +21,9 @@
 #      restart (UNLOGGED state emptied: checkpoint restored and batches
 #      replayed) in the middle of the stream.  Whatever committed is what
 #      the results must hold, each row once.
-#   3. One INSERT ... SELECT of 1,000,000 rows, read by a worker: exact
-#      windows, more than one batch, none over max_records_per_batch, and the
+#   3. One INSERT ... SELECT of 1,000,000 rows, read by a worker
+#      (max_records_per_batch 250000): exact windows, more than one batch,
+#      none over max_records_per_batch, every row once, and the
 #      worker's peak resident memory (VmHWM, shared_buffers = 16MB) under a
 #      generous bound.
 #   4. Errors: wal_level = replica; no SELECT privilege on the table; all
@@ -35,16 +36,26 @@
 #      while other tables are written does not hold that WAL; drop_query of
 #      the last query moves the slot to the end of WAL; drop_source drops
 #      it, and no streamwin slot is left.
+#
+# Parts 1, 2 and 5 run on one node (streamwin.checkpoint_interval = 3, so
+# that recovery restores a checkpoint and replays batches after it); 4 and
+# then 3 on a second node that starts with wal_level = replica,
+# max_replication_slots = 1 and shared_buffers = 16MB.
 use strict;
 use warnings;
 
 use IPC::Run;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes qw(time usleep);
+use Time::HiRes qw(time);
 use StreamwinTest;
 
 my $T0 = "timestamptz '2024-01-01 00:00:00+00'";
+
+# max_records_per_batch of the source of the 1,000,000-row transaction.  Each
+# batch decodes the whole transaction again (skipping the rows already
+# read), so the time grows with the number of batches: 4 keep it short.
+my $BIG_BATCH = 250_000;
 
 # SQL that must fail with an error matching $re.
 sub fails_like
@@ -337,9 +348,16 @@ SELECT confirmed_flush_lsn >= '$lsn_ckpt' AND restart_lsn > '$restart2'
 
 # The source table now receives nothing while other tables are written: the
 # slot must not hold that WAL (nor make every idle batch decode it again).
+# Two WAL segment switches make it more than 32 MB of WAL, in case a query
+# only records a position every segment.
 my $idle_from = $node->safe_psql('postgres', q{
-CREATE TABLE unrelated AS SELECT g, repeat('x', 200) AS pad FROM generate_series(1, 50000) g;
+CREATE TABLE unrelated AS SELECT g, repeat('x', 200) AS pad FROM generate_series(1, 20000) g;
+SELECT pg_switch_wal();
+INSERT INTO unrelated SELECT g, repeat('y', 200) FROM generate_series(1, 20000) g;
+SELECT pg_switch_wal();
+INSERT INTO unrelated SELECT g, repeat('z', 200) FROM generate_series(1, 20000) g;
 SELECT pg_current_wal_lsn()});
+$idle_from = (split /\n/, $idle_from)[-1];
 psql_ok($node, 'CHECKPOINT', 'unrelated WAL written, then a CHECKPOINT');
 wait_until($node, qq{
 SELECT restart_lsn >= '$idle_from' FROM pg_replication_slots WHERE slot_name = '$slot2'},
@@ -393,7 +411,8 @@ $lim->restart;
 fails_like($lim, q{SELECT streamwin.create_table_source('bob_src', 'big')},
 	qr/ERROR:  permission denied for table big/, 'a role without SELECT on the table is refused',
 	extra_params => [ '-U', 'bob' ]);
-psql_ok($lim, q{SELECT streamwin.create_table_source('big_src', 'big')},
+psql_ok($lim, qq{SELECT streamwin.create_table_source('big_src', 'big',
+    '{"max_records_per_batch": $BIG_BATCH}')},
 	'the first table source takes the only slot');
 fails_like($lim, q{SELECT streamwin.create_table_source('big_src2', 'big')},
 	qr/ERROR:  all replication slots are in use/, 'no slot left: refused');
@@ -429,22 +448,26 @@ INSERT INTO big SELECT g, 'k' || (g % 10), g % 1000, $T0 + g * interval '1 ms'
   FROM generate_series(1, 1000000) g}, 'one transaction inserts 1,000,000 rows');
 note(sprintf('inserted in %.1f s', time - $t));
 $t = time;
-wait_results_match($lim, 'SELECT window_start, window_end, k, n::bigint, s::bigint FROM big_counts',
-	windows_sql(table => 'big', size => 60, keys => 'k', aggs => $aggs),
-	'the 1,000,000 rows are counted exactly', timeout => 300);
+# (a cheap wait first: the comparison over 1,000,000 rows takes a while)
+wait_until($lim, 'SELECT (SELECT sum(n) FROM big_counts) = (SELECT count(*) FROM big)',
+	't', 'the worker reads the transaction', timeout => 300);
 note(sprintf('read in %.1f s', time - $t));
+results_match($lim, 'SELECT window_start, window_end, k, n::bigint, s::bigint FROM big_counts',
+	windows_sql(table => 'big', size => 60, keys => 'k', aggs => $aggs),
+	'the 1,000,000 rows are counted exactly');
 is($lim->safe_psql('postgres', "SELECT worker_pid FROM streamwin.queries WHERE name = 'big_counts'"),
 	$wpid, 'the same worker read the whole transaction');
 my $hwm = vm_kb($wpid, 'VmHWM');
 diag(sprintf('worker %d: peak resident memory (VmHWM) %.1f MB before the transaction, %.1f MB after',
 	$wpid, $hwm0 / 1024, $hwm / 1024));
 cmp_ok($hwm, '<', 400 * 1024, 'the worker stayed under 400 MB resident');
-my ($nbatches, $maxrows, $sumrows) = split /\|/, $lim->safe_psql('postgres', q{
-SELECT count(*), max(input_rows), sum(input_rows) FROM streamwin.progress
- WHERE query = 'big_counts' AND input_rows > 0});
-diag("big transaction: $nbatches batches, at most $maxrows rows each, $sumrows rows in all");
+my ($nbatches, $maxrows, $sumrows, $durations) = split /\|/, $lim->safe_psql('postgres', q{
+SELECT count(*), max(input_rows), sum(input_rows),
+       string_agg(format('%s rows in %s ms', input_rows, round(duration_ms)), ', ' ORDER BY batch_id)
+  FROM streamwin.progress WHERE query = 'big_counts' AND input_rows > 0});
+diag("big transaction: $nbatches batches, at most $maxrows rows each, $sumrows rows in all: $durations");
 cmp_ok($nbatches, '>', 1, 'the transaction was read over several batches');
-cmp_ok($maxrows, '<=', 100_000, 'none larger than max_records_per_batch (100000)');
+cmp_ok($maxrows, '<=', $BIG_BATCH, "none larger than max_records_per_batch ($BIG_BATCH)");
 is($sumrows, 1_000_000, 'every row read once');
 
 psql_ok($lim, q{
