@@ -67,6 +67,7 @@ typedef struct FetchState
 	int			capacity;
 	bool		done;			/* stop reading after this transaction */
 	bool		overflow;		/* the current transaction did not fit */
+	bool		stopping;		/* decoding stopped by an error of ours */
 	int64		txn_index;		/* inserts into the table seen in this txn */
 	/* column map from the table's (historic) row type to desc */
 	TupleDesc	map_from;
@@ -270,11 +271,20 @@ plugin_change(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, Relation rel,
 		return;
 	if (st->out->nrows >= st->max_records)
 	{
-		/* the rest of this transaction goes to the next batch */
+		/*
+		 * The rest of this transaction goes to the next batch.  Stop the
+		 * decoding here rather than let it replay the rest of a possibly
+		 * huge transaction (from its spill files) only to skip it: an error
+		 * is the one way out of the reorder buffer's replay, which cleans
+		 * up after itself; decode_pass catches exactly this one.
+		 */
 		st->overflow = true;
 		st->out->end.lsn = txn->final_lsn;
 		st->out->end.index = index;
-		return;
+		st->stopping = true;
+		ereport(ERROR,
+				(errcode(ERRCODE_TABLE_BATCH_FULL),
+				 errmsg("streamwin batch is full")));
 	}
 	take_row(st, txn, rel, &change->data.tp.newtuple->tuple, index);
 }
@@ -612,6 +622,35 @@ log_restart_point(void)
 	last_logged = now;
 }
 
+/*
+ * Decode one WAL record.  Returns false if the plugin stopped the decoding
+ * because the batch is full (see plugin_change); the reorder buffer has
+ * then cleaned up the transaction it was replaying, and the decoding
+ * context must not be used for more records.
+ */
+static bool
+process_record(LogicalDecodingContext *ctx, FetchState *st)
+{
+	ResourceOwner owner = CurrentResourceOwner;
+	MemoryContext cxt = CurrentMemoryContext;
+
+	PG_TRY();
+	{
+		LogicalDecodingProcessRecord(ctx, ctx->reader);
+	}
+	PG_CATCH();
+	{
+		if (st == NULL || !st->stopping)
+			PG_RE_THROW();
+		CurrentResourceOwner = owner;
+		MemoryContextSwitchTo(cxt);
+		FlushErrorState();
+		return false;
+	}
+	PG_END_TRY();
+	return true;
+}
+
 /* Decode from the slot's restart point; st == NULL: fast-forward only. */
 static void
 decode_pass(const char *slot_name, XLogRecPtr start_lsn, FetchState *st,
@@ -673,12 +712,14 @@ decode_pass(const char *slot_name, XLogRecPtr start_lsn, FetchState *st,
 
 			if (errm)
 				elog(ERROR, "could not read WAL for table source: %s", errm);
-			if (record != NULL)
+			if (record != NULL && !process_record(ctx, st))
 			{
-				LogicalDecodingProcessRecord(ctx, ctx->reader);
-				CurrentResourceOwner = owner;
-				MemoryContextSwitchTo(cxt);
+				/* the batch filled up inside a transaction */
+				st->done = true;
+				break;
 			}
+			CurrentResourceOwner = owner;
+			MemoryContextSwitchTo(cxt);
 			/* a replay is complete once the commit it ends at is read */
 			if (st != NULL && st->upto != NULL && ctx->reader->EndRecPtr > st->upto->lsn)
 				break;

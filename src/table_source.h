@@ -44,6 +44,8 @@
 
 /* SQLSTATE: the position a query needs is no longer retained by the slot */
 #define ERRCODE_TABLE_POSITION_LOST		MAKE_SQLSTATE('S','W','T','0','1')
+/* SQLSTATE, internal: how a full batch stops decoding (never reported) */
+#define ERRCODE_TABLE_BATCH_FULL		MAKE_SQLSTATE('S','W','T','0','2')
 
 typedef struct TablePosition
 {
