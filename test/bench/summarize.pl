@@ -27,8 +27,8 @@ my %label = (
 	copy_csv       => 'COPY+SQL per batch, pre-decoded CSV',
 	trigger        => 'per-row trigger, events COPYed in batches',
 	trigger_insert => 'per-row trigger, one INSERT per event',
-	pg_recvlogical => 'pg_recvlogical + test_decoding (walsender decodes), output to /dev/null',
-	plain_sql      => 'plain SQL: one INSERT ... SELECT ... GROUP BY over the table',
+	pg_recvlogical => 'pg_recvlogical + test_decoding',
+	plain_sql      => 'plain SQL over the table, one statement',
 );
 my @order = qw(raw streamwin worker copy_json copy_csv trigger trigger_insert pg_recvlogical plain_sql);
 my %case_name = (
@@ -393,14 +393,14 @@ my $xtics = join(', ', @xtics);
 my $gp = <<"EOF";
 set terminal pngcairo size 1400,650 font ",10" noenhanced
 set output "$out/throughput.png"
-set title "Throughput per case: $meta{events} JSON events from Kafka, case 5 the same events as rows of a table ($meta{cores} cores, $meta{date}; make bench)"
+set title "Throughput per case: $meta{events} JSON events from Kafka; case 5: the same events as rows of a table\\n($meta{cores} cores, $meta{date}; make bench)"
 set datafile missing "-"
 set style data histograms
 set style histogram clustered gap 1
 set style fill solid 0.85 border -1
 set boxwidth 0.9
 set logscale y
-set yrange [1000:3000000]
+set yrange [1000:10000000]
 set xrange [-0.6:4.6]
 set ylabel "events per second (wall time, log scale)"
 set grid ytics
