@@ -9,7 +9,8 @@
  *
  *	 lock the query row			-- one batch at a time per query
  *	 load offsets, position the consumer at them
- *	 fetch up to max_records_per_batch messages
+ *	 fetch up to max_records_per_batch messages (from Kafka, or for a table
+ *		source decode the WAL from the stored LSN: table_source.c)
  *	 decode them into source rows; set aside late rows and dead letters
  *	 run the compiled batch statement over those rows (as the query owner):
  *		merge partial aggregates into state, upsert results (update mode)
@@ -25,22 +26,22 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
+#include "access/xlog.h"
 #include "catalog/pg_type.h"
 #include "executor/executor.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/json.h"
 #include "utils/jsonb.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
-#include "utils/acl.h"
-#include "utils/fmgroids.h"
-#include "utils/lsyscache.h"
-#include "access/xlog.h"
-#include "access/htup_details.h"
 
 #include "batch.h"
 #include "checkpoint.h"
