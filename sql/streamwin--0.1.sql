@@ -10,11 +10,9 @@
 
 \echo Use "CREATE EXTENSION streamwin" to load this file. \quit
 
--- Sources: a Kafka topic, or the rows inserted into a table (read through
--- logical decoding from the replication slot slot_name), plus the column
--- list its messages decode into.  "relation" is the view users and queries
--- reference by the source's name; source_table is the table a table source
--- reads.  Options may hold secrets
+-- Sources: a Kafka topic (or, later, a table's change stream) plus the
+-- column list its messages decode into.  "relation" is the view users and
+-- queries reference by the source's name.  Options may hold secrets
 -- (kafka.sasl.password, ...), so this table is not readable by PUBLIC.
 CREATE TABLE streamwin.source_catalog (
 	source_id	serial PRIMARY KEY,
@@ -23,8 +21,6 @@ CREATE TABLE streamwin.source_catalog (
 	kind		text NOT NULL CHECK (kind IN ('kafka', 'table')),
 	brokers		text,
 	topic		text,
-	source_table oid,
-	slot_name	text UNIQUE,
 	format		text NOT NULL,
 	columns		text NOT NULL,
 	options		jsonb NOT NULL DEFAULT '{}',
@@ -62,22 +58,15 @@ CREATE TABLE streamwin.query_catalog (
 	checkpoint_batch_id bigint,
 	checkpoint_watermark timestamptz,
 	state_batch_id bigint NOT NULL DEFAULT 0,
-	-- table sources: the LSN the query starts from when it has no offsets
-	start_lsn	bigint,
 	created_at	timestamptz NOT NULL DEFAULT now()
 );
 
 -- Per query and source partition: the next offset to read, and what the
 -- watermark needs.  Written in the same transaction as the batch results.
--- A table source has one partition, 0, whose position is an LSN: the next
--- row is row number next_index (from 0) of the first transaction that
--- commits at or after next_offset (next_index is 0 except when a batch
--- ended inside a transaction larger than max_records_per_batch).
 CREATE TABLE streamwin.query_offsets (
 	query_id	integer NOT NULL REFERENCES streamwin.query_catalog ON DELETE CASCADE,
 	partition	integer NOT NULL,
 	next_offset	bigint NOT NULL,
-	next_index	bigint NOT NULL DEFAULT 0,
 	max_event_time timestamptz,
 	last_data_at timestamptz NOT NULL,
 	high_watermark bigint,
@@ -97,7 +86,6 @@ CREATE TABLE streamwin.query_checkpoints (
 	query_id	integer NOT NULL REFERENCES streamwin.query_catalog ON DELETE CASCADE,
 	partition	integer NOT NULL,
 	next_offset	bigint NOT NULL,
-	next_index	bigint NOT NULL DEFAULT 0,
 	max_event_time timestamptz,
 	last_data_at timestamptz NOT NULL,
 	PRIMARY KEY (query_id, partition)
@@ -218,14 +206,6 @@ RETURNS void
 AS 'MODULE_PATHNAME', 'streamwin_create_kafka_source'
 LANGUAGE C VOLATILE;
 
--- The rows inserted into a table, in commit order, through logical decoding
--- (a replication slot per source; needs wal_level = logical).
-CREATE FUNCTION streamwin.create_table_source(name text, relation regclass,
-	options jsonb DEFAULT '{}')
-RETURNS void
-AS 'MODULE_PATHNAME', 'streamwin_create_table_source'
-LANGUAGE C VOLATILE;
-
 CREATE FUNCTION streamwin.drop_source(name text)
 RETURNS void
 AS 'MODULE_PATHNAME', 'streamwin_drop_source'
@@ -282,8 +262,6 @@ SELECT s.name, s.kind, s.brokers, s.topic, s.format, s.columns,
 	   CASE WHEN pg_catalog.pg_has_role(s.owner, 'USAGE') THEN s.options
 			ELSE s.options - 'kafka' END AS options,
 	   s.relation::regclass AS relation,
-	   s.source_table::regclass AS source_table,
-	   s.slot_name,
 	   s.owner::regrole AS owner, s.created_at
 FROM streamwin.source_catalog s;
 
