@@ -53,8 +53,9 @@ use StreamwinTest;
 my $T0 = "timestamptz '2024-01-01 00:00:00+00'";
 
 # max_records_per_batch of the source of the 1,000,000-row transaction.  Each
-# batch decodes the whole transaction again (skipping the rows already
-# read), so the time grows with the number of batches: 4 keep it short.
+# batch decodes the transaction again from its start up to where the batch
+# fills (skipping the rows already read), so the time grows with the number
+# of batches: 4 keep it short.
 my $BIG_BATCH = 250_000;
 
 # SQL that must fail with an error matching $re.
