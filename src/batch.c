@@ -686,9 +686,22 @@ batch_execute(QueryRunner *r, int fetch_timeout_ms, int linger_ms, BatchStats *s
 	{
 		if (QUERY_HAS_UNLOGGED_STATE(q))
 		{
+			/*
+			 * Every checkpoint_interval batches, but not more often than
+			 * checkpoint_min_interval: a worker on a short trigger with a
+			 * large state would otherwise spend its time copying it.  Not
+			 * for a table source, whose batches decode the WAL from its
+			 * slot's restart point, which trails the checkpoint: there a
+			 * sparser checkpoint costs more decoding in every batch.
+			 */
 			if (checkpoint_batch == 0 ||
-				stats->batch_id - checkpoint_batch >= streamwin_checkpoint_interval)
+				(stats->batch_id - checkpoint_batch >= streamwin_checkpoint_interval &&
+				 (r->source->kind == SOURCE_TABLE ||
+				  now - r->last_checkpoint_at >= (int64) streamwin_checkpoint_min_interval * 1000)))
+			{
 				checkpoint_take(r, stats->batch_id, has_new_wm, new_wm);
+				r->last_checkpoint_at = now;
+			}
 		}
 		progress_record(r, stats);
 	}

@@ -69,6 +69,7 @@ typedef struct QueryRunner
 	int64		table_ignored[3];	/* updates, deletes, truncates ignored */
 	TablePosition table_replay_target;	/* where a replayed batch ended */
 	TimestampTz table_idle_stored_at;	/* last store of an idle position */
+	TimestampTz last_checkpoint_at; /* by this runner; 0: none yet */
 
 	SPIPlanPtr	batch_plan;
 	SPIPlanPtr	close_plan;

@@ -37,6 +37,7 @@
 #include "checkpoint.h"
 
 int			streamwin_checkpoint_interval = 10;
+int			streamwin_checkpoint_min_interval = 10000;	/* ms */
 
 static char *
 qualified(Oid relid)

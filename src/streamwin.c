@@ -83,6 +83,15 @@ _PG_init(void)
 							&streamwin_checkpoint_interval,
 							10, 1, 100000,
 							PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("streamwin.checkpoint_min_interval",
+							"Minimum time between checkpoints of a query's state.",
+							"A checkpoint is taken once checkpoint_interval batches have run "
+							"and this much time has passed since the last one, so that a "
+							"query on a short trigger does not copy a large state every "
+							"second; a crash then replays the batches of up to this long.",
+							&streamwin_checkpoint_min_interval,
+							10000, 0, INT_MAX,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
 	MarkGUCPrefixReserved("streamwin");
 
 	RegisterXactCallback(launcher_xact_callback, NULL);

@@ -36,7 +36,8 @@ my $ROUNDS = $ENV{STREAMWIN_CRASH_ROUNDS} // 2;
 my $broker = StreamwinTest::Broker->start(topics => { ev => $NPART });
 my $node = new_node('crash');
 $node->append_conf('postgresql.conf',
-	"streamwin.checkpoint_interval = 3\nrestart_after_crash = on\n");
+	"streamwin.checkpoint_interval = 3\nstreamwin.checkpoint_min_interval = 0\n"
+	  . "restart_after_crash = on\n");
 $node->restart;
 my $brokers = $broker->bootstrap;
 
@@ -197,6 +198,31 @@ my $restores = () = $log =~ /lost its state in a crash; restoring the checkpoint
 cmp_ok($restores, '>=', 4 * $crashes, "state was restored from a checkpoint after every crash ($restores restores)");
 print "# crashes survived: $crashes, broker outages: $outages, rows lost: $lost, rows duplicated: $dup\n";
 is("$lost/$dup", '0/0', 'no row lost, no row counted twice');
+
+# Checkpoints are spaced by streamwin.checkpoint_min_interval as well as by
+# checkpoint_interval (3 here): batches run by hand over the same source
+# (500 events each), first with an hour between checkpoints, then none.
+sub checkpoint_batch
+{
+	return $node->safe_psql('postgres',
+		"SELECT checkpoint_batch_id FROM streamwin.query_catalog WHERE name = 'c_spacing'");
+}
+sub set_min_interval
+{
+	my ($value) = @_;
+	psql_ok($node, "ALTER SYSTEM SET streamwin.checkpoint_min_interval = '$value'; SELECT pg_reload_conf();");
+	wait_until($node, 'SHOW streamwin.checkpoint_min_interval', $value, "checkpoint_min_interval is $value");
+}
+psql_ok($node, q{
+SELECT streamwin.create_query('c_spacing',
+    $q$SELECT k, count(*) AS n FROM ev_src GROUP BY streamwin.tumble(ts, '10 seconds'), k$q$,
+    output_mode => 'update', start => false);});
+set_min_interval('1h');
+$node->safe_psql('postgres', "SELECT streamwin.run_batch('c_spacing')" . (";SELECT streamwin.run_batch('c_spacing')" x 6));
+is(checkpoint_batch(), '1', 'min interval 1h: 7 batches, only the first one checkpointed');
+set_min_interval('0');
+$node->safe_psql('postgres', "SELECT streamwin.run_batch('c_spacing')" . (";SELECT streamwin.run_batch('c_spacing')" x 2));
+is(checkpoint_batch(), '8', 'min interval 0: the next batch 3 or more after the checkpoint takes one');
 
 $node->stop;
 $broker->stop;

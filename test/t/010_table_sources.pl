@@ -102,7 +102,8 @@ sub streamwin_slots
 		"SELECT count(*) FROM pg_replication_slots WHERE plugin = 'streamwin'");
 }
 
-my $node = new_node('tables', conf => "streamwin.checkpoint_interval = 3\n");
+my $node = new_node('tables',
+	conf => "streamwin.checkpoint_interval = 3\nstreamwin.checkpoint_min_interval = 0\n");
 
 # ==== 1. commit order, rollbacks, savepoints =================================
 
