@@ -284,8 +284,13 @@ SELECT s.name, s.kind, s.brokers, s.topic, s.format, s.columns,
 	   s.relation::regclass AS relation,
 	   s.source_table::regclass AS source_table,
 	   s.slot_name,
+	   -- bytes of WAL a table source's slot keeps from being removed
+	   CASE WHEN NOT pg_catalog.pg_is_in_recovery() THEN
+			pg_catalog.pg_wal_lsn_diff(pg_catalog.pg_current_wal_insert_lsn(), r.restart_lsn)::bigint
+	   END AS retained_wal,
 	   s.owner::regrole AS owner, s.created_at
-FROM streamwin.source_catalog s;
+FROM streamwin.source_catalog s
+LEFT JOIN pg_catalog.pg_replication_slots r ON r.slot_name = s.slot_name;
 
 CREATE VIEW streamwin.queries AS
 SELECT q.name,

@@ -32,7 +32,8 @@ SELECT count(*) AS streamwin_slots FROM pg_replication_slots
 WHERE plugin = 'streamwin' AND database = current_database();
 
 SELECT streamwin.create_table_source('shop', 'orders', '{"max_records_per_batch": 7}');
-SELECT name, kind, format, columns, relation, source_table, slot_name LIKE 'streamwin\_%' AS slot
+SELECT name, kind, format, columns, relation, source_table, slot_name LIKE 'streamwin\_%' AS slot,
+       retained_wal >= 0 AS retains_wal
 FROM streamwin.sources;
 SELECT s.slot_type, s.plugin, s.database = current_database() AS here
 FROM pg_replication_slots s JOIN streamwin.sources USING (slot_name);
