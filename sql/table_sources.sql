@@ -134,6 +134,22 @@ INSERT INTO orders VALUES (25, 'us', 250, '2026-01-01 00:02:55+00');
 SELECT (streamwin.run_available('big_orders'))->'input_rows' AS input_rows;
 SELECT * FROM big_orders WHERE order_id > 22;
 
+-- Many small transactions read by run_available: its batches end at commit
+-- boundaries and follow one another on one decoding context, which is
+-- closed (and the slot released) when it returns.
+CREATE TABLE ticks (id int, v int);
+SELECT streamwin.create_table_source('tick_src', 'ticks', '{"max_records_per_batch": 5}');
+SELECT streamwin.create_query('ticks_copy', 'SELECT id, v FROM tick_src', start => false);
+DO $$ BEGIN FOR i IN 1..40 LOOP INSERT INTO ticks VALUES (i, i * i); COMMIT; END LOOP; END $$;
+SELECT streamwin.run_available('ticks_copy') - 'offsets' - 'watermark';
+SELECT * FROM ticks EXCEPT ALL SELECT * FROM ticks_copy;
+SELECT * FROM ticks_copy EXCEPT ALL SELECT * FROM ticks;
+SELECT count(*) AS slots_in_use FROM pg_replication_slots
+WHERE active AND database = current_database();
+SELECT streamwin.drop_query('ticks_copy', drop_result => true);
+SELECT streamwin.drop_source('tick_src');
+DROP TABLE ticks;
+
 -- The queries view shows the lag in bytes of WAL.
 SELECT name, source, state, lag >= 0 AS lag_known FROM streamwin.queries ORDER BY name;
 

@@ -381,7 +381,7 @@ fetch_replay(QueryRunner *r, const int64 *targets, KafkaMessage **out)
 		TableFetch	f;
 
 		table_fetch(r->source->slot_name, r->source->source_table, r->source_desc, start,
-					&r->table_replay_target, 0, InvalidXLogRecPtr, &f);
+					&r->table_replay_target, 0, InvalidXLogRecPtr, false, &f);
 		p->next_offset = (int64) f.end.lsn;
 		p->next_index = f.end.index;
 		*out = f.rows;
@@ -443,7 +443,8 @@ fetch_table(QueryRunner *r, KafkaMessage **out)
 	TableFetch	f;
 
 	table_fetch(r->source->slot_name, r->source->source_table, r->source_desc, start, NULL,
-				r->source->max_records_per_batch, offsets_table_retained(r), &f);
+				r->source->max_records_per_batch, offsets_table_retained(r),
+				r->fetch_again, &f);
 	p->next_offset = (int64) f.end.lsn;
 	p->next_index = f.end.index;
 	r->table_at_end = f.at_end;
@@ -815,39 +816,57 @@ streamwin_run_available(PG_FUNCTION_ARGS)
 			kafka_query_watermarks(r->consumer, r->parts[i].partition, &low, &targets[i], 10000);
 	}
 
-	for (;;)
+	/*
+	 * The batches follow one another at once: a table source may keep its
+	 * decoding context open from one to the next (table_source.c), closed
+	 * here at the end, or by the abort on an error.
+	 */
+	r->fetch_again = true;
+	PG_TRY();
 	{
-		bool		done = true;
-
-		CHECK_FOR_INTERRUPTS();
-		batch_execute(r, 1000, KAFKA_FETCH_LINGER_MS, &stats);
-		if (stats.batch_id != 0)
+		for (;;)
 		{
-			batches++;
-			has_wm = stats.has_watermark;
-			wm = stats.watermark;
-		}
-		input += stats.input_rows;
-		late += stats.late_rows;
-		dups += stats.duplicates;
-		dead += stats.dead_letters;
+			bool		done = true;
 
-		for (int i = 0; i < r->nparts; i++)
-			if (r->parts[i].next_offset < targets[i])
-				done = false;
-		if (done)
-			break;
-		/* the broker reported more than it delivers (e.g. compacted away) */
-		idle_rounds = stats.input_rows == 0 ? idle_rounds + 1 : 0;
-		if (idle_rounds >= 10)
-			ereport(ERROR,
-					(errcode(ERRCODE_CONNECTION_FAILURE),
-					 errmsg("source of query \"%s\" delivered no messages for 10 seconds before reaching the end it reported",
-							r->query->name),
-					 r->consumer && kafka_last_error(r->consumer) ?
-					 errdetail("Last error from the source: %s", kafka_last_error(r->consumer)) : 0,
-					 errhint("Check that the brokers are reachable, then try again.")));
+			CHECK_FOR_INTERRUPTS();
+			batch_execute(r, 1000, KAFKA_FETCH_LINGER_MS, &stats);
+			if (stats.batch_id != 0)
+			{
+				batches++;
+				has_wm = stats.has_watermark;
+				wm = stats.watermark;
+			}
+			input += stats.input_rows;
+			late += stats.late_rows;
+			dups += stats.duplicates;
+			dead += stats.dead_letters;
+
+			for (int i = 0; i < r->nparts; i++)
+				if (r->parts[i].next_offset < targets[i])
+					done = false;
+			if (done)
+				break;
+			/* the broker reported more than it delivers (e.g. compacted away) */
+			idle_rounds = stats.input_rows == 0 ? idle_rounds + 1 : 0;
+			if (idle_rounds >= 10)
+				ereport(ERROR,
+						(errcode(ERRCODE_CONNECTION_FAILURE),
+						 errmsg("source of query \"%s\" delivered no messages for 10 seconds before reaching the end it reported",
+								r->query->name),
+						 r->consumer && kafka_last_error(r->consumer) ?
+						 errdetail("Last error from the source: %s", kafka_last_error(r->consumer)) : 0,
+						 errhint("Check that the brokers are reachable, then try again.")));
+		}
 	}
+	PG_CATCH();
+	{
+		r->fetch_again = false;
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	r->fetch_again = false;
+	if (r->source->kind == SOURCE_TABLE)
+		table_fetch_release();
 
 	initStringInfo(&buf);
 	appendStringInfo(&buf, "{\"batches\": " INT64_FORMAT ", \"input_rows\": " INT64_FORMAT

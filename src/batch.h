@@ -70,6 +70,7 @@ typedef struct QueryRunner
 	TablePosition table_replay_target;	/* where a replayed batch ended */
 	TimestampTz table_idle_stored_at;	/* last store of an idle position */
 	TimestampTz last_checkpoint_at; /* by this runner; 0: none yet */
+	bool		fetch_again;	/* run_available: batches follow at once */
 
 	SPIPlanPtr	batch_plan;
 	SPIPlanPtr	close_plan;

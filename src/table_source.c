@@ -62,6 +62,7 @@ typedef struct FetchState
 	TablePosition start;
 	const TablePosition *upto;
 	int			max_records;
+	bool		may_keep;		/* the caller fetches again at once */
 	MemoryContext cxt;			/* where rows go */
 	TableFetch *out;
 	int			capacity;
@@ -81,6 +82,8 @@ typedef struct FetchState
 } FetchState;
 
 static FetchState *active_fetch = NULL;
+
+static void kept_decoding_abort(void);
 
 /* A slot being created, held by this backend until its transaction ends. */
 static char *creating_slot = NULL;
@@ -455,6 +458,7 @@ slot_xact_callback(XactEvent event, void *arg)
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
+			kept_decoding_abort();
 			/* an ephemeral slot disappears when released */
 			if (creating_slot != NULL && MyReplicationSlot != NULL)
 				ReplicationSlotRelease();
@@ -651,20 +655,97 @@ process_record(LogicalDecodingContext *ctx, FetchState *st)
 	return true;
 }
 
+/*
+ * A decoding context kept open after a fetch, so that the next fetch goes
+ * on reading where this one stopped instead of decoding again from the
+ * slot's restart point (in a backlog written before the query ran, that is
+ * the start of the backlog for every batch).  Only for callers that fetch
+ * again at once and in the same transaction (run_available), after a fetch
+ * that filled its batch at a transaction boundary, for at most
+ * KEEP_MAX_FETCHES fetches in a row, and released by the caller at its end.
+ * The slot stays acquired meanwhile, which makes other queries of the
+ * source wait; a context must never outlive its hold on the slot, since a
+ * new context clears the slot's spill files.  (Workers do not keep one: a
+ * worker holding the slot between its batches could deadlock with a
+ * drop_query waiting for the slot while holding the query's row.)  A fetch
+ * that does not start exactly where the kept context stopped (a failed
+ * batch, a replay, another slot) discards it, and so does an abort.
+ */
+#define KEEP_MAX_FETCHES	100
+
+typedef struct KeptDecoding
+{
+	char		slot_name[NAMEDATALEN];
+	LogicalDecodingContext *ctx;
+	MemoryContext cxt;			/* parent of the context's memory */
+	bool		acquired;		/* by us, not held since slot creation */
+	TablePosition resume;		/* where the next fetch must start */
+	int			fetches;		/* fetches in a row on this context */
+} KeptDecoding;
+
+static KeptDecoding *kept = NULL;
+
+/*
+ * Forget a decoding context without calling into the decoding machinery
+ * (after an error it may be in any state): close its WAL segment, free its
+ * memory, release the slot if we acquired it.
+ */
+static void
+discard_decoding(LogicalDecodingContext *ctx, MemoryContext cxt, bool acquired)
+{
+	if (ctx != NULL && ctx->reader != NULL && ctx->reader->seg.ws_file >= 0)
+		wal_segment_close(ctx->reader);
+	if (cxt != NULL)
+		MemoryContextDelete(cxt);
+	if (acquired && MyReplicationSlot != NULL)
+		ReplicationSlotRelease();
+}
+
+/* End a kept decoding context cleanly (between fetches). */
+void
+table_fetch_release(void)
+{
+	KeptDecoding *k = kept;
+
+	if (k == NULL)
+		return;
+	kept = NULL;
+	FreeDecodingContext(k->ctx);
+	discard_decoding(NULL, k->cxt, k->acquired);
+	pfree(k);
+}
+
+/* At abort: the kept context is abandoned, whatever state it is in. */
+static void
+kept_decoding_abort(void)
+{
+	KeptDecoding *k = kept;
+
+	if (k == NULL)
+		return;
+	kept = NULL;
+	discard_decoding(k->ctx, k->cxt, k->acquired);
+	pfree(k);
+}
+
 /* Decode from the slot's restart point; st == NULL: fast-forward only. */
 static void
-decode_pass(const char *slot_name, XLogRecPtr start_lsn, FetchState *st,
+decode_pass(const char *slot_name, TablePosition start, FetchState *st,
 			XLogRecPtr confirm_upto, XLogRecPtr *end_of_wal, XLogRecPtr *end_read)
 {
+	XLogRecPtr	start_lsn = start.lsn;
 	bool		acquired;
 	LogicalDecodingContext *ctx = NULL;
+	MemoryContext dcxt = NULL;
 	int			level;
+	bool		reuse;
+	int			fetches_in_row = 0;
 
 	/*
 	 * Decoding runs each transaction in an internal subtransaction, which
 	 * leaves CurrentResourceOwner at the top transaction's and
 	 * CurrentMemoryContext at whatever it last used (possibly inside the
-	 * decoding context, freed at the end): put the caller's back after
+	 * reorder buffer's memory, freed later): put the right ones back after
 	 * every record, or a caller such as a SQL function would release its
 	 * snapshots under the wrong owner (logicalfuncs.c does the same for the
 	 * owner) and later allocations would land in freed memory.
@@ -683,11 +764,27 @@ decode_pass(const char *slot_name, XLogRecPtr start_lsn, FetchState *st,
 	log_restart_point();
 	XLogFlush(GetXLogInsertRecPtr());
 	*end_of_wal = GetFlushRecPtr(NULL);
-	acquired = slot_acquire(slot_name);
+
+	reuse = kept != NULL && st != NULL && st->upto == NULL &&
+		strcmp(kept->slot_name, slot_name) == 0 &&
+		kept->resume.lsn == start.lsn && kept->resume.index == start.index;
+	if (!reuse)
+		table_fetch_release();
+	if (reuse)
+	{
+		ctx = kept->ctx;
+		dcxt = kept->cxt;
+		acquired = kept->acquired;
+		fetches_in_row = kept->fetches;
+		pfree(kept);
+		kept = NULL;
+	}
+	else
+		acquired = slot_acquire(slot_name);
 	PG_TRY();
 	{
 		quiet_decoding = true;
-		if (start_lsn < MyReplicationSlot->data.confirmed_flush)
+		if (!reuse && start_lsn < MyReplicationSlot->data.confirmed_flush)
 			ereport(ERROR,
 					(errcode(ERRCODE_TABLE_POSITION_LOST),
 					 errmsg("the table source no longer holds the changes from %X/%X on",
@@ -696,15 +793,30 @@ decode_pass(const char *slot_name, XLogRecPtr start_lsn, FetchState *st,
 							   LSN_FORMAT_ARGS(MyReplicationSlot->data.confirmed_flush)),
 					 errhint("Start the query over with streamwin.reset_query(name, 'earliest').")));
 		active_fetch = st;
-		level = allow_own_plugin();
-		ctx = CreateDecodingContext(start_lsn, NIL, st == NULL,
-									XL_ROUTINE(.page_read = read_local_xlog_page,
-											   .segment_open = wal_segment_open,
-											   .segment_close = wal_segment_close),
-									no_prepare_write, no_write, NULL);
-		restore_plugin_list(level);
-		XLogBeginRead(ctx->reader, MyReplicationSlot->data.restart_lsn);
+		if (!reuse)
+		{
+			/* in memory of its own: the context may outlive this fetch */
+			dcxt = AllocSetContextCreate(TopMemoryContext, "streamwin decoding",
+										 ALLOCSET_DEFAULT_SIZES);
+			MemoryContextSwitchTo(dcxt);
+			level = allow_own_plugin();
+			ctx = CreateDecodingContext(start_lsn, NIL, st == NULL,
+										XL_ROUTINE(.page_read = read_local_xlog_page,
+												   .segment_open = wal_segment_open,
+												   .segment_close = wal_segment_close),
+										no_prepare_write, no_write, NULL);
+			restore_plugin_list(level);
+			MemoryContextSwitchTo(cxt);
+			XLogBeginRead(ctx->reader, MyReplicationSlot->data.restart_lsn);
+		}
 		InvalidateSystemCaches();
+
+		/*
+		 * Read in the context's own memory: the WAL reader allocates its
+		 * record buffers in the current context as it goes, and those must
+		 * live as long as the decoding context, which may be kept.
+		 */
+		MemoryContextSwitchTo(dcxt);
 		while (ctx->reader->EndRecPtr < *end_of_wal && (st == NULL || !st->done))
 		{
 			char	   *errm = NULL;
@@ -719,24 +831,46 @@ decode_pass(const char *slot_name, XLogRecPtr start_lsn, FetchState *st,
 				break;
 			}
 			CurrentResourceOwner = owner;
-			MemoryContextSwitchTo(cxt);
+			MemoryContextSwitchTo(dcxt);
 			/* a replay is complete once the commit it ends at is read */
 			if (st != NULL && st->upto != NULL && ctx->reader->EndRecPtr > st->upto->lsn)
 				break;
 			CHECK_FOR_INTERRUPTS();
 		}
+		MemoryContextSwitchTo(cxt);
 		*end_read = ctx->reader->EndRecPtr;
 		if (st == NULL)
 			confirm_upto = *end_read;
 		slot_confirm(confirm_upto);
-		FreeDecodingContext(ctx);
-		ctx = NULL;
-		MemoryContextSwitchTo(cxt);
 		active_fetch = NULL;
 		quiet_decoding = false;
+
+		/*
+		 * Keep the context if the batch filled up at a transaction boundary
+		 * (a backlog: the next fetch follows at once); not after the plugin
+		 * stopped it inside a transaction, which leaves it unusable.
+		 */
+		if (st != NULL && st->may_keep && st->upto == NULL && st->done && !st->stopping &&
+			(!reuse || fetches_in_row < KEEP_MAX_FETCHES))
+		{
+			kept = MemoryContextAllocZero(TopMemoryContext, sizeof(KeptDecoding));
+			strlcpy(kept->slot_name, slot_name, NAMEDATALEN);
+			kept->ctx = ctx;
+			kept->cxt = dcxt;
+			kept->acquired = acquired;
+			kept->resume = st->out->end;
+			kept->fetches = reuse ? fetches_in_row + 1 : 1;
+			register_xact_callback();
+		}
+		else
+		{
+			FreeDecodingContext(ctx);
+			MemoryContextSwitchTo(cxt);
+			discard_decoding(NULL, dcxt, acquired);
+		}
+		ctx = NULL;
+		MemoryContextSwitchTo(cxt);
 		InvalidateSystemCaches();
-		if (acquired)
-			ReplicationSlotRelease();
 	}
 	PG_CATCH();
 	{
@@ -745,8 +879,7 @@ decode_pass(const char *slot_name, XLogRecPtr start_lsn, FetchState *st,
 		active_fetch = NULL;
 		quiet_decoding = false;
 		InvalidateSystemCaches();
-		if (acquired && MyReplicationSlot != NULL)
-			ReplicationSlotRelease();
+		discard_decoding(ctx, dcxt, acquired);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
@@ -755,7 +888,7 @@ decode_pass(const char *slot_name, XLogRecPtr start_lsn, FetchState *st,
 void
 table_fetch(const char *slot_name, Oid table, TupleDesc desc, TablePosition start,
 			const TablePosition *upto, int max_records, XLogRecPtr confirm_upto,
-			TableFetch *out)
+			bool may_keep, TableFetch *out)
 {
 	FetchState	st;
 	XLogRecPtr	end_read;
@@ -767,6 +900,7 @@ table_fetch(const char *slot_name, Oid table, TupleDesc desc, TablePosition star
 	st.start = start;
 	st.upto = upto;
 	st.max_records = upto != NULL ? INT_MAX : max_records;
+	st.may_keep = may_keep;
 	st.cxt = CurrentMemoryContext;
 	st.out = out;
 	st.capacity = 1024;
@@ -775,7 +909,7 @@ table_fetch(const char *slot_name, Oid table, TupleDesc desc, TablePosition star
 	st.nulls = palloc(sizeof(bool) * Max(desc->natts, 1));
 	out->rows = palloc(sizeof(KafkaMessage) * st.capacity);
 
-	decode_pass(slot_name, start.lsn, &st, confirm_upto, &out->end_of_wal, &end_read);
+	decode_pass(slot_name, start, &st, confirm_upto, &out->end_of_wal, &end_read);
 
 	if (upto != NULL)
 		out->end = *upto;
@@ -793,9 +927,9 @@ source_slot_advance(const char *slot_name)
 {
 	XLogRecPtr	end_of_wal;
 	XLogRecPtr	end_read;
-	XLogRecPtr	confirmed = source_slot_confirmed(slot_name);
+	TablePosition from = {source_slot_confirmed(slot_name), 0};
 
-	decode_pass(slot_name, confirmed, NULL, InvalidXLogRecPtr, &end_of_wal, &end_read);
+	decode_pass(slot_name, from, NULL, InvalidXLogRecPtr, &end_of_wal, &end_read);
 }
 
 /*

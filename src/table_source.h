@@ -113,11 +113,22 @@ extern XLogRecPtr source_slot_confirmed(const char *slot_name);
  *
  * confirm_upto: the slot may be confirmed up to there (InvalidXLogRecPtr:
  * leave it); never moves the slot backwards.
+ *
+ * may_keep: the caller will fetch again at once, in the same transaction,
+ * and calls table_fetch_release() when it stops; the decoding context may
+ * then stay open (holding the slot) to go on from where this fetch ended.
  */
 extern void table_fetch(const char *slot_name, Oid table, TupleDesc desc,
 						TablePosition start, const TablePosition *upto,
 						int max_records, XLogRecPtr confirm_upto,
-						TableFetch *out);
+						bool may_keep, TableFetch *out);
+
+/*
+ * table_fetch_release
+ *		Close the decoding context a fetch kept open for the next one (see
+ *		table_source.c), releasing the slot: at the end of run_available.
+ */
+extern void table_fetch_release(void);
 
 /*
  * source_slot_advance
