@@ -28,6 +28,10 @@
 #                  timed); then, each timed:
 #     streamwin      a fresh query (start => false), SELECT
 #                    streamwin.run_available(q) in one session, like 1-4
+#     worker         another query, in a background worker like case 1's
+#                    (start_query, trigger_interval 0), timed until its
+#                    batches' input_rows add up to the rows loaded (created
+#                    before the run_available run, see run_worker_table)
 #     pg_recvlogical the same changes from the test_decoding slot, --endpos
 #                    the LSN after the load, output to /dev/null; CPU = the
 #                    walsender serving it (it decodes) + pg_recvlogical
@@ -68,7 +72,7 @@
 # ceiling is the fastest of these runs), BENCH_LAT_RATE (5000),
 # BENCH_LAT_SECONDS (20), BENCH_INSERT_EVENTS (20000), BENCH_ONLY (a subset of
 # "raw streamwin worker table alternatives latency"; "table" is case 5 with
-# its baselines),
+# its baselines and its worker run, "worker" case 1's worker run),
 # BENCH_PROFILE=1 (perf profiles of cases 1 and 2, needs perf and root or
 # perf_event_paranoid <= 1), BENCH_KEEP=1 (keep the work directory),
 # BENCH_OUT, PG_CONFIG.
@@ -735,12 +739,120 @@ EOF
 	sql -c "DROP TABLE $t" >/dev/null
 }
 
+# Case 5 in a background worker, like case 1's worker run: query sw_c5w,
+# trigger_interval 0, started with start_query and timed from there.
+#
+# A new query over a table source starts at the oldest change the source's
+# slot holds (resolved by create_query), and the run_available run moves
+# the slot past the load once its query is the only one: so sw_c5w is
+# created (start => false) before that run, right after the load, and holds
+# the slot at the load's start until it runs.  (The run_available run's
+# restart point is at the start of the backlog either way: see its note.)
+table_worker_create() {
+	sql >/dev/null <<EOF
+SELECT streamwin.drop_query(name, true) FROM streamwin.queries WHERE name = 'sw_c5w';
+SELECT streamwin.create_query('sw_c5w', \$q\$$(case_sql 5)\$q\$, output_mode => 'update',
+	trigger_interval => '0', start => false);
+EOF
+}
+
+# run_worker_table REP: start sw_c5w and poll until it is done.  "Done" is
+# not streamwin.queries.lag = 0 here: for a table source lag is the WAL
+# bytes from the stored position to the end of the WAL when the batch
+# began, and the last batch of the backlog ends at the load's last commit,
+# before the WAL written since (by the run_available run among others), so
+# lag stays above 0 until a pass without rows stores its position (once it
+# has moved a megabyte of WAL or ten seconds: here the pass right after the
+# last batch, which decodes the backlog once more to find nothing).  It is
+# done when its batches' input_rows (committed streamwin.progress rows, in
+# the batches' own transactions) add up to the rows loaded.  The worker's
+# CPU (since it started: all of its batches) and memory are read in the
+# statement that first sees it done; the wall time ends there too.  When
+# lag reached 0 after that, and the CPU by then, go in the note.  Then the
+# result is checked like the other runs, and the worker is stopped and
+# waited for, so that it does not decode on beside the next runs.
+run_worker_table() {
+	local rep=$1 q=sw_c5w out=$work/log/streamwin_worker_c5_r$1.out
+	local t0 t1 is_done n probe lag failed w_cpu w_hwm w_anon chk note i
+	local w_batches w_span w_rows lag0 t_lag0 cpu_lag0 lag_note batch_note=
+	: >"$out"
+	sql -c "CHECKPOINT" >/dev/null
+	coproc POLL5 { "${PSQL[@]}" -At 2>&1; }
+	bg_pids+=("$POLL5_PID")
+	echo "SELECT extract(epoch FROM clock_timestamp()); SELECT streamwin.start_query('$q');" >&"${POLL5[1]}"
+	read -t 60 -r t0 <&"${POLL5[0]}" || t0=
+	read -t 60 -r _ <&"${POLL5[0]}" || true
+	is_done=
+	for ((i = 0; i < 15000; i++)); do
+		echo "SELECT d.n >= $EXPECT_EVENTS, extract(epoch FROM clock_timestamp()), d.n,
+			CASE WHEN d.n >= $EXPECT_EVENTS THEN
+				(SELECT round(cpu::numeric, 2) || ' ' || hwm_kb || ' ' || anon_kb FROM bench_probe(q.worker_pid)) END,
+			q.lag, q.last_error IS NOT NULL
+		  FROM streamwin.queries AS q,
+		       (SELECT coalesce(sum(input_rows), 0) AS n FROM streamwin.progress WHERE query = '$q') AS d
+		 WHERE q.name = '$q';" >&"${POLL5[1]}"
+		IFS='|' read -t 60 -r is_done t1 n probe lag failed <&"${POLL5[0]}" || is_done=
+		[[ $is_done == t ]] && break
+		[[ $is_done == f && $failed == f ]] || { echo "polling stopped: $is_done $t1 $n $probe $lag $failed" >>"$out"; break; }
+		sleep 0.02
+	done
+	# the batches' times, and the slot's restart point as the last one left it
+	[[ $is_done == t ]] && batch_note=$(table_batch_note "$q")
+	# for comparison with case 1's criterion: when lag reaches 0, and the
+	# worker's CPU by then (the empty pass after the last batch decodes the
+	# backlog once more)
+	lag0=
+	if [[ $is_done == t ]]; then
+		for ((i = 0; i < 1000; i++)); do
+			echo "SELECT lag = 0, extract(epoch FROM clock_timestamp()),
+				CASE WHEN lag = 0 THEN (SELECT round(cpu::numeric, 2) FROM bench_probe(worker_pid)) END
+			  FROM streamwin.queries WHERE name = '$q';" >&"${POLL5[1]}"
+			IFS='|' read -t 60 -r lag0 t_lag0 cpu_lag0 <&"${POLL5[0]}" || lag0=
+			[[ $lag0 == f ]] || break
+			sleep 0.02
+		done
+	fi
+	exec {POLL5[1]}>&-
+	wait "$POLL5_PID" 2>/dev/null || true
+	if [[ $is_done == t && -n $t0 ]] && sql >>"$out" 2>&1 <<EOF; then
+SELECT count(*) AS w_batches, sum(input_rows) AS w_rows,
+       round(extract(epoch FROM max(pg_xact_commit_timestamp(xmin)) - min(started_at))::numeric, 3) AS w_span
+  FROM streamwin.progress WHERE query = '$q' AND input_rows > 0 \gset
+\echo WORKER :w_batches :w_rows :w_span
+EOF
+		read -r _ w_batches w_rows w_span < <(grep '^WORKER ' "$out")
+		read -r w_cpu w_hwm w_anon <<<"$probe"
+		chk=$(check_result "$q" "$EXPECT_GROUPS_1" "$EXPECT_EVENTS" "$EXPECT_SUM_V")
+		[[ $w_rows == "$EXPECT_EVENTS" ]] || chk="WRONG(input_rows=$w_rows)"
+		[[ -n $w_cpu && -n $w_hwm ]] || chk="WRONG(no_worker_process_when_done)"
+		if [[ $lag0 == t ]]; then
+			lag_note="it reached 0 $(calc "$t_lag0 - $t1") s later (worker CPU $cpu_lag0 s by then)"
+		else
+			lag_note="it was still not 0 20 s later"
+		fi
+		note="$w_batches batches; first batch start to last commit ${w_span} s; streamwin.queries.lag when done: ${lag:-NULL} bytes, $lag_note; $batch_note"
+		record 5 worker "$rep" "$w_rows" "$(calc "$t1 - $t0")" "${w_cpu:-0}" "${w_hwm:-0}" "${w_anon:-0}" "$chk" "$note"
+	else
+		sql -c "SELECT name, state, worker_pid, lag, last_error FROM streamwin.queries WHERE name = '$q'" >>"$out" 2>&1 || true
+		cat "$out" >&2
+		record 5 worker "$rep" 0 0 0 0 0 FAILED "did not finish in 300 s or failed: see $out"
+	fi
+	sql -c "SELECT streamwin.stop_query('$q')" >/dev/null 2>&1 || true
+	for ((i = 0; i < 600; i++)); do
+		[[ -z $(sql -c "SELECT worker_pid FROM streamwin.queries WHERE name = '$q'" 2>/dev/null) ]] && break
+		sleep 0.05
+	done
+	sql -c "SELECT streamwin.drop_query('$q', true)" >/dev/null 2>&1 || true
+}
+
 if only table; then
 say "Table source (case 5): $(case_sql 5); $BENCH_REPEAT runs, each over a freshly loaded table"
 if have_table_sources; then
 	for ((rep = 1; rep <= BENCH_REPEAT; rep++)); do
 		table_setup
+		table_worker_create
 		run_streamwin 5 "$rep"
+		run_worker_table "$rep"
 		run_recvlogical "$rep"
 		run_plain_sql "$rep"
 		table_teardown

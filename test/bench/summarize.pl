@@ -7,8 +7,9 @@
 # results.tsv has one line per run: case, approach, rep, events, wall_s,
 # cpu_s, hwm_kb, anon_kb, check, note.  Case 0 is the raw ceiling (the same
 # messages for every case), L the latency run; case 5 (a table source) has
-# its own baselines, pg_recvlogical and plain_sql.  Repeated runs are
-# summarised by their medians.
+# its own baselines, pg_recvlogical and plain_sql, and a worker run each
+# repetition (case 1 has one worker run).  Repeated runs are summarised by
+# their medians.
 use strict;
 use warnings;
 use Getopt::Long;
@@ -202,7 +203,12 @@ if ($sw5 && $sw5->{ok})
 	  . 'streamwin.create_table_source() (its replication slot, plugin streamwin) and, at the same point, '
 	  . 'a second slot with the built-in test_decoding plugin; then the same events are COPYed into the '
 	  . "table from the CSV files in $nbatch transactions of $meta{batch} rows (not timed); then, each timed: "
-	  . 'a fresh query (start => false) with run_available() in one session; pg_recvlogical reading the '
+	  . 'a fresh query (start => false) with run_available() in one session; '
+	  . ($runs{5}{worker} ? 'another query in a background worker (start_query, trigger_interval 0, timed '
+		  . 'from start_query until its batches\' input_rows in streamwin.progress add up to the rows loaded, '
+		  . 'CPU and VmHWM of the worker process; created before the run_available run so that the slot keeps '
+		  . 'the load for it); ' : '')
+	  . 'pg_recvlogical reading the '
 	  . 'same changes from the test_decoding slot up to the LSN after the load (--endpos, output to '
 	  . '/dev/null; CPU = the walsender serving it, which decodes and formats, + pg_recvlogical); and '
 	  . 'plain SQL: one INSERT ... SELECT ... GROUP BY ... ON CONFLICT over the whole table, after an '
@@ -211,7 +217,7 @@ if ($sw5 && $sw5->{ok})
 	push @md, '| | events/s | CPU s per 1M events | streamwin vs it: throughput (CPU) |';
 	push @md, '|---|---:|---:|---|';
 	push @md, sprintf('| %s | %s | %.2f | |', $label{streamwin}, fmt_int($sw5->{evs}), $sw5->{cpum});
-	for my $o ([ 5, 'pg_recvlogical' ], [ 5, 'plain_sql' ], [ 1, 'streamwin', 'streamwin over Kafka, case 1' ])
+	for my $o ([ 5, 'worker' ], [ 5, 'pg_recvlogical' ], [ 5, 'plain_sql' ], [ 1, 'streamwin', 'streamwin over Kafka, case 1' ])
 	{
 		my ($c, $a, $name) = @$o;
 		my $s = summary($c, $a);
@@ -221,9 +227,13 @@ if ($sw5 && $sw5->{ok})
 	}
 	push @md, '';
 	push @md, 'Per run: streamwin batches (ms each, batches with rows) and where its slot\'s restart point '
-	  . '(where every batch starts decoding) was after the run; the CPU split of pg_recvlogical.';
+	  . '(where every batch starts decoding) was after the run'
+	  . ($runs{5}{worker} ? ', for run_available() (streamwin) and the background worker (worker; also its '
+		  . 'streamwin.queries.lag when it was done, bytes of WAL from its stored position to the end of the '
+		  . 'WAL when its last batch began, and when that reached 0)' : '')
+	  . '; the CPU split of pg_recvlogical.';
 	push @md, '';
-	for my $a (qw(streamwin pg_recvlogical))
+	for my $a (qw(streamwin worker pg_recvlogical))
 	{
 		push @md, "- $a run $_->{rep}: $_->{note}" for grep { $_->{check} eq 'ok' } @{ $runs{5}{$a} // [] };
 	}
@@ -344,17 +354,36 @@ push @md, @targets;
 push @md, '';
 
 # background worker vs session
-my $w = summary(1, 'worker');
-if ($w && $w->{ok} && $sw1 && $sw1->{ok})
+my $w  = summary(1, 'worker');
+my $w5 = summary(5, 'worker');
+my $have_w1 = $w && $w->{ok} && $sw1 && $sw1->{ok};
+my $have_w5 = $w5 && $w5->{ok} && $sw5 && $sw5->{ok};
+if ($have_w1 || $have_w5)
 {
 	push @md, '## Background worker vs run_available()';
 	push @md, '';
+}
+if ($have_w1)
+{
 	push @md, sprintf('Case 1 in a background worker (start_query, trigger_interval 0, timed from start_query '
 		  . 'until streamwin.queries.lag = 0 and the result holds every event): %.2f s, %s events/s, '
 		  . '%.2f CPU s per 1M events, VmHWM %s MB (%s). run_available() in a session: %.2f s, %s events/s, '
 		  . '%.2f CPU s per 1M events.',
 		$w->{wall}, fmt_int($w->{evs}), $w->{cpum}, fmt_int($w->{hwm} / 1024), $w->{note},
 		$sw1->{wall}, fmt_int($sw1->{evs}), $sw1->{cpum});
+	push @md, '';
+}
+if ($have_w5)
+{
+	push @md, sprintf('Case 5 (table source) in a background worker (start_query, trigger_interval 0, timed from '
+		  . 'start_query until its batches\' input_rows in streamwin.progress add up to the rows loaded; for a '
+		  . 'table source streamwin.queries.lag is in bytes of WAL and is not 0 then): %.2f s, %s events/s, '
+		  . '%.2f CPU s per 1M events, VmHWM %s MB (%s). run_available() in a session: %.2f s, '
+		  . '%s events/s, %.2f CPU s per 1M events. The batches of both decode the WAL from the slot\'s restart '
+		  . 'point: their times and where that point was are under "Table source (case 5)".',
+		$w5->{wall}, fmt_int($w5->{evs}), $w5->{cpum}, fmt_int($w5->{hwm} / 1024),
+		$w5->{ok} > 1 ? "median of $w5->{ok} runs" : 'one run',
+		$sw5->{wall}, fmt_int($sw5->{evs}), $sw5->{cpum});
 	push @md, '';
 }
 
