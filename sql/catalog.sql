@@ -41,7 +41,8 @@ SET streamwin.no_such_setting = 1;
 -- catalog, interface and privileges as a fresh one: the same fingerprint
 -- of column names and types (in name order, as the update appends columns),
 -- functions with their arguments, and grants, in both databases.
-CREATE FUNCTION pg_temp.catalog_fingerprint() RETURNS text LANGUAGE sql AS $$
+-- (one definition, run in each database)
+SELECT $def$CREATE FUNCTION pg_temp.catalog_fingerprint() RETURNS text LANGUAGE sql AS $$
     SELECT md5(string_agg(x, ';' ORDER BY x)) FROM (
         SELECT c.relname || '.' || a.attname || ':' || format_type(a.atttypid, a.atttypmod)
                || CASE WHEN a.attnotnull THEN ' not null' ELSE '' END
@@ -55,28 +56,16 @@ CREATE FUNCTION pg_temp.catalog_fingerprint() RETURNS text LANGUAGE sql AS $$
         FROM pg_proc p WHERE p.pronamespace = 'streamwin'::regnamespace
         UNION ALL
         SELECT conrelid::regclass::text || ' ' || pg_get_constraintdef(oid)
-        FROM pg_constraint WHERE connamespace = 'streamwin'::regnamespace) s(x) $$;
+        FROM pg_constraint WHERE connamespace = 'streamwin'::regnamespace) s(x) $$
+$def$ AS fingerprint_function \gset
+:fingerprint_function;
 SELECT pg_temp.catalog_fingerprint() AS fresh, current_database() AS regress_db \gset
 CREATE DATABASE streamwin_update;
 \c streamwin_update
 CREATE EXTENSION streamwin VERSION '0.1';
 ALTER EXTENSION streamwin UPDATE;
 SELECT extversion FROM pg_extension WHERE extname = 'streamwin';
-CREATE FUNCTION pg_temp.catalog_fingerprint() RETURNS text LANGUAGE sql AS $$
-    SELECT md5(string_agg(x, ';' ORDER BY x)) FROM (
-        SELECT c.relname || '.' || a.attname || ':' || format_type(a.atttypid, a.atttypmod)
-               || CASE WHEN a.attnotnull THEN ' not null' ELSE '' END
-               || coalesce(' ' || c.relacl::text, '')
-        FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid
-        WHERE c.relnamespace = 'streamwin'::regnamespace AND a.attnum > 0
-          AND NOT a.attisdropped AND c.relkind IN ('r', 'v', 'p')
-        UNION ALL
-        SELECT p.oid::regprocedure::text || ' ' || pg_get_function_arguments(p.oid)
-               || ' -> ' || pg_get_function_result(p.oid)
-        FROM pg_proc p WHERE p.pronamespace = 'streamwin'::regnamespace
-        UNION ALL
-        SELECT conrelid::regclass::text || ' ' || pg_get_constraintdef(oid)
-        FROM pg_constraint WHERE connamespace = 'streamwin'::regnamespace) s(x) $$;
+:fingerprint_function;
 SELECT pg_temp.catalog_fingerprint() = :'fresh' AS same_as_fresh_install;
 \c :regress_db
 DROP DATABASE streamwin_update;

@@ -347,6 +347,12 @@ no_write(LogicalDecodingContext *ctx, XLogRecPtr lsn, TransactionId xid, bool la
 
 /* --- Slots ---------------------------------------------------------------- */
 
+/* Decoding reads this server's own WAL files, as logicalfuncs.c does. */
+#define LOCAL_WAL_READER \
+	XL_ROUTINE(.page_read = read_local_xlog_page, \
+			   .segment_open = wal_segment_open, \
+			   .segment_close = wal_segment_close)
+
 /*
  * Recent PostgreSQL 15 releases only load output plugins listed in
  * output_plugin_libraries (a superuser setting), a guard against roles with
@@ -530,9 +536,7 @@ source_slot_create(void)
 	creating_slot = MemoryContextStrdup(TopMemoryContext, name);
 	level = allow_own_plugin();
 	ctx = CreateInitDecodingContext("streamwin", NIL, false, InvalidXLogRecPtr,
-									XL_ROUTINE(.page_read = read_local_xlog_page,
-											   .segment_open = wal_segment_open,
-											   .segment_close = wal_segment_close),
+									LOCAL_WAL_READER,
 									no_prepare_write, no_write, NULL);
 	DecodingContextFindStartpoint(ctx);
 	FreeDecodingContext(ctx);
@@ -801,9 +805,7 @@ decode_pass(const char *slot_name, TablePosition start, FetchState *st,
 			MemoryContextSwitchTo(dcxt);
 			level = allow_own_plugin();
 			ctx = CreateDecodingContext(start_lsn, NIL, st == NULL,
-										XL_ROUTINE(.page_read = read_local_xlog_page,
-												   .segment_open = wal_segment_open,
-												   .segment_close = wal_segment_close),
+										LOCAL_WAL_READER,
 										no_prepare_write, no_write, NULL);
 			restore_plugin_list(level);
 			MemoryContextSwitchTo(cxt);
