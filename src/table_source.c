@@ -27,6 +27,7 @@
 #include "access/htup_details.h"
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "access/xlog_internal.h"
 #include "access/xlogutils.h"
 #include "catalog/catalog.h"
 #include "catalog/pg_class.h"
@@ -449,8 +450,9 @@ slot_xact_callback(XactEvent event, void *arg)
 				char	   *name = dropping_slot;
 
 				dropping_slot = NULL;
+				/* waits for a worker of a dropped query to let go of it */
 				if (SearchNamedReplicationSlot(name, true) != NULL)
-					ReplicationSlotDrop(name, true);
+					ReplicationSlotDrop(name, false);
 				pfree(name);
 			}
 			if (creating_slot != NULL && MyReplicationSlot != NULL)
@@ -611,6 +613,25 @@ slot_confirm(XLogRecPtr lsn)
 }
 
 /*
+ * The end of the WAL inserted so far, for XLogFlush().  The insert position
+ * is where the next record will go, which, when the last record ended at a
+ * page boundary, is past the next page's header: WAL that does not exist
+ * yet, and XLogFlush() refuses to flush it.
+ */
+static XLogRecPtr
+last_inserted_lsn(void)
+{
+	XLogRecPtr	lsn = GetXLogInsertRecPtr();
+	int			offset = lsn % XLOG_BLCKSZ;
+
+	if (XLogSegmentOffset(lsn, wal_segment_size) == SizeOfXLogLongPHD)
+		lsn -= SizeOfXLogLongPHD;
+	else if (offset == SizeOfXLogShortPHD)
+		lsn -= SizeOfXLogShortPHD;
+	return lsn;
+}
+
+/*
  * Every decoding pass starts over at the slot's restart point, which only
  * moves to a point where the WAL holds a running-transactions record (what
  * a decoding restart needs); the background writer logs one every 15
@@ -664,16 +685,15 @@ process_record(LogicalDecodingContext *ctx, FetchState *st)
  * on reading where this one stopped instead of decoding again from the
  * slot's restart point (in a backlog written before the query ran, that is
  * the start of the backlog for every batch).  Only for callers that fetch
- * again at once and in the same transaction (run_available), after a fetch
- * that filled its batch at a transaction boundary, for at most
- * KEEP_MAX_FETCHES fetches in a row, and released by the caller at its end.
- * The slot stays acquired meanwhile, which makes other queries of the
- * source wait; a context must never outlive its hold on the slot, since a
- * new context clears the slot's spill files.  (Workers do not keep one: a
- * worker holding the slot between its batches could deadlock with a
- * drop_query waiting for the slot while holding the query's row.)  A fetch
- * that does not start exactly where the kept context stopped (a failed
- * batch, a replay, another slot) discards it, and so does an abort.
+ * again at once (run_available; a worker alone on its source, in a
+ * backlog), after a fetch that filled its batch at a transaction boundary,
+ * for at most KEEP_MAX_FETCHES fetches in a row.  The slot stays acquired
+ * meanwhile, also between a worker's transactions, which makes others wait
+ * for it; a context must never outlive its hold on the slot, since a new
+ * context clears the slot's spill files.  A fetch that does not start
+ * exactly where the kept context stopped (a failed batch, a replay,
+ * another slot) discards it, and so does an abort; the caller releases it
+ * when it stops fetching (table_fetch_release, or the process exit).
  */
 #define KEEP_MAX_FETCHES	100
 
@@ -766,7 +786,7 @@ decode_pass(const char *slot_name, TablePosition start, FetchState *st,
 	 * before it started.
 	 */
 	log_restart_point();
-	XLogFlush(GetXLogInsertRecPtr());
+	XLogFlush(last_inserted_lsn());
 	*end_of_wal = GetFlushRecPtr(NULL);
 
 	reuse = kept != NULL && st != NULL && st->upto == NULL &&
@@ -1014,4 +1034,23 @@ void
 source_slots_lock(void)
 {
 	lock_slot_registry(ExclusiveLock);
+}
+
+/*
+ * source_slot_in_use
+ *		Does some backend hold the slot now?
+ */
+bool
+source_slot_in_use(const char *slot_name)
+{
+	ReplicationSlot *slot = SearchNamedReplicationSlot(slot_name, true);
+	int			pid = 0;
+
+	if (slot != NULL)
+	{
+		SpinLockAcquire(&slot->mutex);
+		pid = slot->active_pid;
+		SpinLockRelease(&slot->mutex);
+	}
+	return pid != 0 && pid != MyProcPid;
 }
