@@ -441,10 +441,20 @@ fetch_table(QueryRunner *r, KafkaMessage **out)
 	PartitionState *p = &r->parts[0];
 	TablePosition start = {(XLogRecPtr) p->next_offset, p->next_index};
 	TableFetch	f;
+	int			nqueries;
+	XLogRecPtr	retained = offsets_table_retained(r, &nqueries);
 
+	/*
+	 * The decoding context may stay open for the next batch (and the slot
+	 * acquired) in run_available, and in a worker that is the only reader
+	 * of the source: a full batch means the worker goes on at once, and no
+	 * other query waits for the slot.  (drop_query does not wait for a slot
+	 * a worker holds, see release_table_source; the worker lets it go when
+	 * it exits.)
+	 */
 	table_fetch(r->source->slot_name, r->source->source_table, r->source_desc, start, NULL,
-				r->source->max_records_per_batch, offsets_table_retained(r),
-				r->fetch_again, &f);
+				r->source->max_records_per_batch, retained,
+				r->fetch_again || (r->in_worker && nqueries == 1), &f);
 	p->next_offset = (int64) f.end.lsn;
 	p->next_index = f.end.index;
 	r->table_at_end = f.at_end;

@@ -71,6 +71,7 @@ typedef struct QueryRunner
 	TimestampTz table_idle_stored_at;	/* last store of an idle position */
 	TimestampTz last_checkpoint_at; /* by this runner; 0: none yet */
 	bool		fetch_again;	/* run_available: batches follow at once */
+	bool		in_worker;		/* run by the query's background worker */
 
 	SPIPlanPtr	batch_plan;
 	SPIPlanPtr	close_plan;
@@ -128,7 +129,7 @@ extern bool offsets_compute_watermark(QueryRunner *r, bool has_old, TimestampTz 
 extern void offsets_store(QueryRunner *r);
 extern char *offsets_json(QueryRunner *r);
 extern bool offsets_partition_at_end(QueryRunner *r, PartitionState *p);
-extern XLogRecPtr offsets_table_retained(QueryRunner *r);
+extern XLogRecPtr offsets_table_retained(QueryRunner *r, int *nqueries);
 extern TablePosition offsets_parse_table_position(Jsonb *offsets);
 
 /* progress.c */

@@ -87,7 +87,10 @@ set_desired_state(QueryInfo *q, const char *state)
  * After drop_query: if no other query reads the query's table source, let
  * its slot move to the end of the WAL, so that nothing holds WAL for a
  * query that is gone.  (The next query created on the source then starts
- * from there.)
+ * from there.)  If the query's worker holds the slot between two batches,
+ * waiting for it here could deadlock (the worker's next batch waits for the
+ * query's row, which this transaction holds): the worker does it instead
+ * when it exits (table_source_release_dropped).
  */
 static void
 release_table_source(QueryInfo *q)
@@ -103,7 +106,8 @@ release_table_source(QueryInfo *q)
 		args[0] = Int32GetDatum(src->source_id);
 		catalog_exec("SELECT 1 FROM streamwin.query_catalog WHERE source_id = $1",
 					 1, types, args, NULL, 1);
-		if (SPI_processed == 0)
+		/* not if the query's exiting worker still holds it: it does this */
+		if (SPI_processed == 0 && !source_slot_in_use(src->slot_name))
 			source_slot_advance(src->slot_name);
 	}
 	SPI_finish();

@@ -126,9 +126,13 @@ extern void table_fetch(const char *slot_name, Oid table, TupleDesc desc,
 /*
  * table_fetch_release
  *		Close the decoding context a fetch kept open for the next one (see
- *		table_source.c), releasing the slot: at the end of run_available.
+ *		table_source.c), releasing the slot: at the end of run_available,
+ *		when a worker stops.
  */
 extern void table_fetch_release(void);
+
+/* Is the slot held by another backend right now? */
+extern bool source_slot_in_use(const char *slot_name);
 
 /*
  * source_slot_advance

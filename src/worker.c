@@ -34,6 +34,7 @@
 
 #include "batch.h"
 #include "worker.h"
+#include "table_source.h"
 
 #define BACKOFF_MIN_MS	1000L
 #define BACKOFF_MAX_MS	60000L
@@ -97,6 +98,44 @@ record_failure(int32 query_id, ErrorData *edata)
 	PG_END_TRY();
 }
 
+/*
+ * When the worker stops: close a table source's decoding context kept open
+ * between batches, releasing the slot, and if the query was dropped and no
+ * other query reads the source, let the slot move to the end of the WAL
+ * (drop_query leaves that to the worker when the worker holds the slot:
+ * see release_table_source in control.c).
+ */
+static void
+finish_table_source(const char *slot_name, int32 source_id)
+{
+	Oid			types[1] = {INT4OID};
+	Datum		args[1];
+
+	args[0] = Int32GetDatum(source_id);
+	PG_TRY();
+	{
+		StartTransactionCommand();
+		PushActiveSnapshot(GetTransactionSnapshot());
+		table_fetch_release();
+		SPI_connect();
+		catalog_exec("SELECT 1 FROM streamwin.source_catalog s WHERE s.source_id = $1 "
+					 "AND NOT EXISTS (SELECT 1 FROM streamwin.query_catalog q WHERE q.source_id = $1)",
+					 1, types, args, NULL, 1);
+		if (SPI_processed == 1)
+			source_slot_advance(slot_name);
+		SPI_finish();
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+	}
+	PG_CATCH();
+	{
+		EmitErrorReport();
+		FlushErrorState();
+		AbortCurrentTransaction();
+	}
+	PG_END_TRY();
+}
+
 void
 streamwin_worker_main(Datum main_arg)
 {
@@ -107,6 +146,9 @@ streamwin_worker_main(Datum main_arg)
 	volatile long backoff_ms = 0;
 	QueryRunner *volatile r = NULL;
 	volatile bool known_ok = false; /* the catalog shows no failure */
+	/* a table source's slot, to let go of when the worker stops */
+	char		table_slot[NAMEDATALEN];
+	volatile int32 table_source_id = 0;
 
 	memcpy(&extra, MyBgworkerEntry->bgw_extra, sizeof(extra));
 	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
@@ -149,6 +191,12 @@ streamwin_worker_main(Datum main_arg)
 			if (r == NULL)
 			{
 				r = runner_get(query_id);
+				r->in_worker = true;
+				if (r->source->kind == SOURCE_TABLE)
+				{
+					strlcpy(table_slot, r->source->slot_name, NAMEDATALEN);
+					table_source_id = r->source->source_id;
+				}
 				pgstat_report_appname(psprintf("streamwin: %s", r->query->name));
 			}
 			pgstat_report_activity(STATE_RUNNING, "streamwin batch");
@@ -224,5 +272,7 @@ streamwin_worker_main(Datum main_arg)
 
 	if (r != NULL)
 		runner_forget(query_id);
+	if (table_source_id != 0)
+		finish_table_source(table_slot, table_source_id);
 	proc_exit(0);
 }

@@ -29,6 +29,9 @@
 #   4. Errors: wal_level = replica; no SELECT privilege on the table; all
 #      replication slots in use (max_replication_slots = 1).  None leaves a
 #      source, a view or a slot behind.
+#   6. A worker alone on its source reads a backlog keeping its decoding
+#      context between batches; drop_query while it does neither waits for
+#      the slot nor leaves it holding WAL.
 #   5. Slots: one per source, plugin streamwin; confirmed_flush_lsn and
 #      restart_lsn move forward as queries progress (past a CHECKPOINT,
 #      whose running_xacts record lets restart_lsn move), also for started
@@ -387,6 +390,58 @@ SELECT streamwin.drop_query('w_upd');
 SELECT streamwin.drop_query('w_app');
 SELECT streamwin.drop_source('s2');
 }, 'queries of s2 and s2 dropped');
+is(streamwin_slots($node), '0', 'no streamwin slot is left');
+
+# ==== 6. a worker alone on its source, through a backlog =====================
+# Twenty transactions of 5,000 rows, written before the query starts, read
+# 2,000 rows a batch: the worker keeps its decoding context (and the slot)
+# from one batch to the next.  Then a second backlog, and drop_query while
+# the worker reads it: drop_query must not wait for the slot the worker
+# holds; the worker lets it go, moved to the end of WAL, when it stops.
+
+sub backlog
+{
+	my ($from) = @_;
+	for my $t (0 .. 19)
+	{
+		my $lo = $from + $t * 5000;
+		$node->safe_psql('postgres', sprintf(
+			"INSERT INTO bl SELECT g %% 37, g, $T0 + g * interval '10 ms' FROM generate_series(%d, %d) g",
+			$lo, $lo + 4999));
+	}
+}
+psql_ok($node, q{
+CREATE TABLE bl (k int, v int, ts timestamptz);
+SELECT streamwin.create_table_source('s3', 'bl', '{"max_records_per_batch": 2000}');
+SELECT streamwin.create_query('w_bl', $q$SELECT k, count(*) AS n, sum(v) AS s FROM s3 GROUP BY k$q$,
+    output_mode => 'update', trigger_interval => '0', start => false);
+}, 's3 and a query alone on it');
+my $slot3 = slot_of($node, 's3');
+backlog(1);
+psql_ok($node, q{SELECT streamwin.start_query('w_bl')}, 'w_bl started over a backlog of 100,000 rows');
+wait_results_match($node, 'SELECT k, n, s FROM w_bl',
+	'SELECT k, count(*) AS n, sum(v) AS s FROM bl GROUP BY k',
+	'a worker alone on its source reads a backlog exactly');
+is($node->safe_psql('postgres', q{SELECT sum(input_rows) FROM streamwin.progress WHERE query = 'w_bl'}),
+	'100000', 'every row of the backlog once');
+backlog(100_001);
+my $end3 = $node->safe_psql('postgres', 'SELECT pg_current_wal_insert_lsn()');
+my $t_drop = time;
+psql_ok($node, q{SET statement_timeout = '20s'; SELECT streamwin.drop_query('w_bl')},
+	'drop_query while the worker reads the second backlog');
+cmp_ok(time - $t_drop, '<', 10, 'drop_query did not wait for the slot');
+wait_until($node, qq{
+SELECT active_pid IS NULL AND confirmed_flush_lsn >= '$end3'
+  FROM pg_replication_slots WHERE slot_name = '$slot3'},
+	't', 'the stopped worker let the slot go, moved past the WAL written before the drop', timeout => 30)
+  or diag($node->safe_psql('postgres', qq{
+SELECT format('slot: active_pid %s, confirmed_flush_lsn %s, restart_lsn %s; WAL before the drop ended at $end3; now %s',
+              active_pid, confirmed_flush_lsn, restart_lsn, pg_current_wal_lsn())
+  FROM pg_replication_slots WHERE slot_name = '$slot3'}),
+	"\n", $node->safe_psql('postgres', q{
+SELECT string_agg(format('%s %s %s %s', pid, backend_type, wait_event_type, wait_event), E'\n')
+  FROM pg_stat_activity WHERE backend_type LIKE 'streamwin%'}));
+psql_ok($node, q{SELECT streamwin.drop_source('s3')}, 'drop_source s3');
 is(streamwin_slots($node), '0', 'no streamwin slot is left');
 $node->stop;
 
