@@ -67,10 +67,50 @@ begin_batch_transaction(int32 query_id)
 	return true;
 }
 
+/*
+ * Run fn(arg) in a transaction of its own, outside the batch loop's error
+ * handling: an error is logged and the transaction rolled back (e.g. the
+ * database is shutting down; the log then has the reason).
+ */
+static void
+run_in_own_transaction(void (*fn) (void *), void *arg)
+{
+	PG_TRY();
+	{
+		StartTransactionCommand();
+		PushActiveSnapshot(GetTransactionSnapshot());
+		fn(arg);
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+	}
+	PG_CATCH();
+	{
+		EmitErrorReport();
+		FlushErrorState();
+		AbortCurrentTransaction();
+	}
+	PG_END_TRY();
+}
+
+typedef struct FailureRecord
+{
+	int32		query_id;
+	const char *message;
+} FailureRecord;
+
+static void
+record_failure_in_transaction(void *arg)
+{
+	FailureRecord *f = (FailureRecord *) arg;
+
+	progress_record_failure(f->query_id, f->message);
+}
+
 static void
 record_failure(int32 query_id, ErrorData *edata)
 {
 	StringInfoData message;
+	FailureRecord f;
 
 	/* the whole report: users of a worker see nothing but this */
 	initStringInfo(&message);
@@ -79,23 +119,9 @@ record_failure(int32 query_id, ErrorData *edata)
 		appendStringInfo(&message, "\nDETAIL: %s", edata->detail);
 	if (edata->hint)
 		appendStringInfo(&message, "\nHINT: %s", edata->hint);
-
-	PG_TRY();
-	{
-		StartTransactionCommand();
-		PushActiveSnapshot(GetTransactionSnapshot());
-		progress_record_failure(query_id, message.data);
-		PopActiveSnapshot();
-		CommitTransactionCommand();
-	}
-	PG_CATCH();
-	{
-		/* e.g. the database is shutting down: the log has the batch error */
-		EmitErrorReport();
-		FlushErrorState();
-		AbortCurrentTransaction();
-	}
-	PG_END_TRY();
+	f.query_id = query_id;
+	f.message = message.data;
+	run_in_own_transaction(record_failure_in_transaction, &f);
 }
 
 /*
@@ -105,35 +131,35 @@ record_failure(int32 query_id, ErrorData *edata)
  * (drop_query leaves that to the worker when the worker holds the slot:
  * see release_table_source in control.c).
  */
+typedef struct StoppedTableSource
+{
+	const char *slot_name;
+	int32		source_id;
+} StoppedTableSource;
+
+static void
+finish_table_source_in_transaction(void *arg)
+{
+	StoppedTableSource *t = (StoppedTableSource *) arg;
+	Oid			types[1] = {INT4OID};
+	Datum		args[1] = {Int32GetDatum(t->source_id)};
+
+	table_fetch_release();
+	SPI_connect();
+	catalog_exec("SELECT 1 FROM streamwin.source_catalog s WHERE s.source_id = $1 "
+				 "AND NOT EXISTS (SELECT 1 FROM streamwin.query_catalog q WHERE q.source_id = $1)",
+				 1, types, args, NULL, 1);
+	if (SPI_processed == 1)
+		source_slot_advance(t->slot_name);
+	SPI_finish();
+}
+
 static void
 finish_table_source(const char *slot_name, int32 source_id)
 {
-	Oid			types[1] = {INT4OID};
-	Datum		args[1];
+	StoppedTableSource t = {slot_name, source_id};
 
-	args[0] = Int32GetDatum(source_id);
-	PG_TRY();
-	{
-		StartTransactionCommand();
-		PushActiveSnapshot(GetTransactionSnapshot());
-		table_fetch_release();
-		SPI_connect();
-		catalog_exec("SELECT 1 FROM streamwin.source_catalog s WHERE s.source_id = $1 "
-					 "AND NOT EXISTS (SELECT 1 FROM streamwin.query_catalog q WHERE q.source_id = $1)",
-					 1, types, args, NULL, 1);
-		if (SPI_processed == 1)
-			source_slot_advance(slot_name);
-		SPI_finish();
-		PopActiveSnapshot();
-		CommitTransactionCommand();
-	}
-	PG_CATCH();
-	{
-		EmitErrorReport();
-		FlushErrorState();
-		AbortCurrentTransaction();
-	}
-	PG_END_TRY();
+	run_in_own_transaction(finish_table_source_in_transaction, &t);
 }
 
 void
