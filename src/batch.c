@@ -441,8 +441,13 @@ fetch_table(QueryRunner *r, KafkaMessage **out)
 	PartitionState *p = &r->parts[0];
 	TablePosition start = {(XLogRecPtr) p->next_offset, p->next_index};
 	TableFetch	f;
-	int			nqueries;
-	XLogRecPtr	retained = offsets_table_retained(r, &nqueries);
+	int			nqueries = 0;
+	XLogRecPtr	retained = InvalidXLogRecPtr;
+	bool		may_confirm = source_confirm_begin(r->source->source_id);
+
+	/* a query whose creation has not committed yet may need the slot as is */
+	if (may_confirm)
+		retained = offsets_table_retained(r, &nqueries);
 
 	/*
 	 * The decoding context may stay open for the next batch (and the slot
@@ -452,9 +457,18 @@ fetch_table(QueryRunner *r, KafkaMessage **out)
 	 * a worker holds, see release_table_source; the worker lets it go when
 	 * it exits.)
 	 */
-	table_fetch(r->source->slot_name, r->source->source_table, r->source_desc, start, NULL,
-				r->source->max_records_per_batch, retained,
-				r->fetch_again || (r->in_worker && nqueries == 1), &f);
+	PG_TRY();
+	{
+		table_fetch(r->source->slot_name, r->source->source_table, r->source_desc, start, NULL,
+					r->source->max_records_per_batch, retained,
+					r->fetch_again || (r->in_worker && nqueries == 1), &f);
+	}
+	PG_FINALLY();
+	{
+		if (may_confirm)
+			source_confirm_end(r->source->source_id);
+	}
+	PG_END_TRY();
 	p->next_offset = (int64) f.end.lsn;
 	p->next_index = f.end.index;
 	r->table_at_end = f.at_end;

@@ -108,7 +108,7 @@ release_table_source(QueryInfo *q)
 					 1, types, args, NULL, 1);
 		/* not if the query's exiting worker still holds it: it does this */
 		if (SPI_processed == 0 && !source_slot_in_use(src->slot_name))
-			source_slot_advance(src->slot_name);
+			source_slot_advance(src->slot_name, src->source_id);
 	}
 	SPI_finish();
 }
@@ -212,13 +212,16 @@ streamwin_drop_query(PG_FUNCTION_ARGS)
 static void
 reset_table_position(QueryRunner *r, const char *start, Jsonb *explicit)
 {
-	XLogRecPtr	oldest = source_slot_confirmed(r->source->slot_name);
+	XLogRecPtr	oldest;
 	XLogRecPtr	end = GetXLogInsertRecPtr();
 	XLogRecPtr	lsn;
 	Oid			types[2] = {INT4OID, INT8OID};
 	Datum		args[2];
 	CatalogRole role;
 
+	/* until this commits, no batch may confirm the slot past what we pick */
+	source_hold_start(r->source->source_id);
+	oldest = source_slot_confirmed(r->source->slot_name);
 	if (explicit != NULL)
 	{
 		char	   *given = jsonb_get_text(explicit, "lsn");

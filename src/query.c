@@ -1741,6 +1741,7 @@ streamwin_create_query(PG_FUNCTION_ARGS)
 	nulls[5] = 'n';
 	if (c.source->kind == SOURCE_TABLE)
 	{
+		source_hold_start(c.source->source_id);
 		args[5] = Int64GetDatum((int64) (c.source->starting_offset == START_LATEST ?
 										 GetXLogInsertRecPtr() :
 										 source_slot_confirmed(c.source->slot_name)));

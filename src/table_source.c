@@ -945,13 +945,24 @@ table_fetch(const char *slot_name, Oid table, TupleDesc desc, TablePosition star
 }
 
 void
-source_slot_advance(const char *slot_name)
+source_slot_advance(const char *slot_name, int32 source_id)
 {
 	XLogRecPtr	end_of_wal;
 	XLogRecPtr	end_read;
 	TablePosition from = {source_slot_confirmed(slot_name), 0};
 
-	decode_pass(slot_name, from, NULL, InvalidXLogRecPtr, &end_of_wal, &end_read);
+	/* not while a query's start is being set (see source_hold_start) */
+	if (!source_confirm_begin(source_id))
+		return;
+	PG_TRY();
+	{
+		decode_pass(slot_name, from, NULL, InvalidXLogRecPtr, &end_of_wal, &end_read);
+	}
+	PG_FINALLY();
+	{
+		source_confirm_end(source_id);
+	}
+	PG_END_TRY();
 }
 
 /*
@@ -1053,4 +1064,47 @@ source_slot_in_use(const char *slot_name)
 		SpinLockRelease(&slot->mutex);
 	}
 	return pid != 0 && pid != MyProcPid;
+}
+
+/*
+ * The lock that keeps a source's slot from being confirmed past the start
+ * of a query being created.  A new query starts at the slot's confirmed
+ * position ('earliest'), but until its creation commits, other queries'
+ * batches cannot see it when they compute how far the slot may go.  So
+ * create_query and reset_query hold this lock (shared) from reading the
+ * position until they commit, and a batch confirms the slot only if it
+ * gets the lock (exclusive, without waiting) before computing how far:
+ * otherwise it leaves the slot where it is this time.
+ */
+static void
+source_confirm_locktag(LOCKTAG *tag, int32 source_id)
+{
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, 0x73747277, (uint32) source_id, 4);
+}
+
+void
+source_hold_start(int32 source_id)
+{
+	LOCKTAG		tag;
+
+	source_confirm_locktag(&tag, source_id);
+	(void) LockAcquire(&tag, ShareLock, false, false);
+}
+
+bool
+source_confirm_begin(int32 source_id)
+{
+	LOCKTAG		tag;
+
+	source_confirm_locktag(&tag, source_id);
+	return LockAcquire(&tag, ExclusiveLock, false, true) != LOCKACQUIRE_NOT_AVAIL;
+}
+
+void
+source_confirm_end(int32 source_id)
+{
+	LOCKTAG		tag;
+
+	source_confirm_locktag(&tag, source_id);
+	LockRelease(&tag, ExclusiveLock, false);
 }

@@ -131,6 +131,17 @@ extern void table_fetch(const char *slot_name, Oid table, TupleDesc desc,
  */
 extern void table_fetch_release(void);
 
+/*
+ * source_hold_start: before reading the slot's confirmed position as a new
+ * query's start (create_query, reset_query); held until the transaction
+ * ends.  source_confirm_begin / source_confirm_end: around computing how
+ * far the slot may be confirmed and confirming it; begin returns false
+ * (then do not confirm) while a query's start is being set.
+ */
+extern void source_hold_start(int32 source_id);
+extern bool source_confirm_begin(int32 source_id);
+extern void source_confirm_end(int32 source_id);
+
 /* Is the slot held by another backend right now? */
 extern bool source_slot_in_use(const char *slot_name);
 
@@ -139,7 +150,7 @@ extern bool source_slot_in_use(const char *slot_name);
  *		Confirm the slot up to the current end of WAL without reading rows:
  *		when no query reads the source any more, nothing is kept for it.
  */
-extern void source_slot_advance(const char *slot_name);
+extern void source_slot_advance(const char *slot_name, int32 source_id);
 
 /*
  * source_slots_lock / source_slots_reap

@@ -150,7 +150,7 @@ finish_table_source_in_transaction(void *arg)
 				 "AND NOT EXISTS (SELECT 1 FROM streamwin.query_catalog q WHERE q.source_id = $1)",
 				 1, types, args, NULL, 1);
 	if (SPI_processed == 1)
-		source_slot_advance(t->slot_name);
+		source_slot_advance(t->slot_name, t->source_id);
 	SPI_finish();
 }
 

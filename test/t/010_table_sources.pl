@@ -442,6 +442,31 @@ SELECT format('slot: active_pid %s, confirmed_flush_lsn %s, restart_lsn %s; WAL 
 SELECT string_agg(format('%s %s %s %s', pid, backend_type, wait_event_type, wait_event), E'\n')
   FROM pg_stat_activity WHERE backend_type LIKE 'streamwin%'}));
 psql_ok($node, q{SELECT streamwin.drop_source('s3')}, 'drop_source s3');
+
+# A query created while another query's worker confirms the slot keeps its
+# start ('earliest', the slot's position when it is created): until its
+# creation commits, no batch may confirm the slot past it.
+psql_ok($node, q{
+CREATE TABLE race (v int);
+SELECT streamwin.create_table_source('s4', 'race');
+SELECT streamwin.create_query('r_a', 'SELECT v FROM s4', trigger_interval => '20 ms');
+}, 's4 with a running query');
+wait_until($node, q{SELECT count(*) FROM streamwin.queries WHERE name = 'r_a' AND worker_pid IS NOT NULL},
+	'1', 'r_a has a worker');
+$node->safe_psql('postgres', "INSERT INTO race SELECT g FROM generate_series(1, 100) g") for 1 .. 5;
+psql_ok($node, q{
+BEGIN;
+SELECT streamwin.create_query('r_b', 'SELECT v FROM s4', start => false);
+SELECT pg_sleep(1);
+COMMIT;}, 'r_b created slowly while r_a reads (and would confirm) the source');
+$node->safe_psql('postgres', "INSERT INTO race SELECT g FROM generate_series(101, 110) g");
+psql_ok($node, q{SELECT streamwin.run_available('r_b')}, 'r_b reads from its start: the slot still holds it');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM r_b WHERE v > 100'), '10',
+	'r_b has the rows inserted after it was created');
+psql_ok($node, q{
+SELECT streamwin.drop_query('r_a');
+SELECT streamwin.drop_query('r_b');
+SELECT streamwin.drop_source('s4');}, 's4 dropped');
 is(streamwin_slots($node), '0', 'no streamwin slot is left');
 $node->stop;
 
