@@ -603,11 +603,6 @@ fi
 # bench_td with test_decoding.  Then the events are COPYed into the table
 # from the CSV files, one transaction per file (BENCH_BATCH rows), not timed.
 # Every slot is dropped at the end of the run, so nothing holds WAL.
-have_table_sources() {
-	[[ $(sql -c "SELECT count(*) FROM pg_proc WHERE proname = 'create_table_source'
-		AND pronamespace = 'streamwin'::regnamespace") != 0 ]]
-}
-
 table_teardown() {
 	sql >/dev/null <<EOF
 SELECT streamwin.drop_query(name, true) FROM streamwin.queries WHERE source = 'ev_tbl';
@@ -847,22 +842,17 @@ EOF
 
 if only table; then
 say "Table source (case 5): $(case_sql 5); $BENCH_REPEAT runs, each over a freshly loaded table"
-if have_table_sources; then
-	for ((rep = 1; rep <= BENCH_REPEAT; rep++)); do
-		table_setup
-		table_worker_create
-		run_streamwin 5 "$rep"
-		run_worker_table "$rep"
-		run_recvlogical "$rep"
-		run_plain_sql "$rep"
-		table_teardown
-	done
-	left=$(sql -c "SELECT count(*) FROM pg_replication_slots")
-	[[ $left == 0 ]] || echo "  warning: $left replication slot(s) left, holding WAL" >&2
-else
-	echo "  not available (table sources not implemented)"
-	printf '5\tstreamwin\t-\t-\t-\t-\t-\t-\tn/a\tnot available (table sources not implemented)\n' >>"$results"
-fi
+for ((rep = 1; rep <= BENCH_REPEAT; rep++)); do
+	table_setup
+	table_worker_create
+	run_streamwin 5 "$rep"
+	run_worker_table "$rep"
+	run_recvlogical "$rep"
+	run_plain_sql "$rep"
+	table_teardown
+done
+left=$(sql -c "SELECT count(*) FROM pg_replication_slots")
+[[ $left == 0 ]] || echo "  warning: $left replication slot(s) left, holding WAL" >&2
 fi
 
 # --- latency -----------------------------------------------------------------------------

@@ -407,7 +407,7 @@ for my $c (1 .. 5)
 	my $name = ('', '(1) tumble 1 min\n1,000 keys', '(2) tumble 1 min\n1,000,000 keys',
 		'(3) hop 10 min / 1 min\n1,000 keys', '(4) session (gap 30 s)\n1,000 keys',
 		'(5) table source\ntumble 1 min, 1,000 keys')[$c];
-	$name .= '\nnot implemented' unless (summary($c, 'streamwin') // {})->{ok};
+	$name .= '\nno result' unless (summary($c, 'streamwin') // {})->{ok};
 	push @xtics, sprintf('"%s" %d', $name, $c - 1);
 	my @v;
 	for my $a (@series)
