@@ -68,7 +68,6 @@ typedef struct FetchState
 	TableFetch *out;
 	int			capacity;
 	bool		done;			/* stop reading after this transaction */
-	bool		overflow;		/* the current transaction did not fit */
 	bool		stopping;		/* decoding stopped by an error of ours */
 	int64		txn_index;		/* inserts into the table seen in this txn */
 	/* column map from the table's (historic) row type to desc */
@@ -137,10 +136,7 @@ static void
 plugin_begin(LogicalDecodingContext *ctx, ReorderBufferTXN *txn)
 {
 	if (active_fetch != NULL)
-	{
 		active_fetch->txn_index = 0;
-		active_fetch->overflow = false;
-	}
 }
 
 /* Is this transaction's first part already processed (a restart inside it)? */
@@ -271,8 +267,6 @@ plugin_change(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, Relation rel,
 		(txn->final_lsn > st->upto->lsn ||
 		 (txn->final_lsn == st->upto->lsn && index >= st->upto->index)))
 		return;					/* a replay stops where the batch stopped */
-	if (st->overflow)
-		return;
 	if (st->out->nrows >= st->max_records)
 	{
 		/*
@@ -282,7 +276,6 @@ plugin_change(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, Relation rel,
 		 * is the one way out of the reorder buffer's replay, which cleans
 		 * up after itself; decode_pass catches exactly this one.
 		 */
-		st->overflow = true;
 		st->out->end.lsn = txn->final_lsn;
 		st->out->end.index = index;
 		st->stopping = true;
@@ -313,9 +306,7 @@ plugin_commit(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, XLogRecPtr com
 
 	if (st == NULL || st->upto != NULL)
 		return;
-	if (st->overflow)
-		st->done = true;		/* end set when the transaction overflowed */
-	else if (st->out->nrows >= st->max_records)
+	if (st->out->nrows >= st->max_records)
 	{
 		st->done = true;
 		st->out->end.lsn = commit_lsn + 1;
