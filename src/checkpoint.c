@@ -72,7 +72,12 @@ Oid
 checkpoint_create_table(int32 query_id, Oid unlogged_table, const char *name)
 {
 	SPI_connect();
-	run_catalog(psprintf("CREATE TABLE streamwin.%s (LIKE %s INCLUDING ALL)",
+	/*
+	 * Columns only: a checkpoint is written and read whole, never searched,
+	 * and each index would cost an insertion per state row at every
+	 * checkpoint.
+	 */
+	run_catalog(psprintf("CREATE TABLE streamwin.%s (LIKE %s INCLUDING DEFAULTS)",
 						 quote_identifier(name), qualified(unlogged_table)), query_id);
 	run_catalog("INSERT INTO streamwin.state_alive VALUES ($1) ON CONFLICT DO NOTHING", query_id);
 	SPI_finish();
