@@ -150,6 +150,28 @@ SELECT streamwin.drop_query('ticks_copy', drop_result => true);
 SELECT streamwin.drop_source('tick_src');
 DROP TABLE ticks;
 
+-- A batch's statements run with work_mem = streamwin.batch_work_mem (a batch
+-- groups and sorts up to max_records_per_batch rows at once), or with the
+-- session's work_mem when it is -1; the session's setting is back after.
+CREATE TABLE probes (id int);
+SELECT streamwin.create_table_source('probe_src', 'probes');
+SELECT streamwin.create_query('probe_mem',
+  $$SELECT current_setting('work_mem') AS mem, count(*) AS n FROM probe_src GROUP BY 1$$,
+  output_mode => 'update', start => false);
+SET work_mem = '1MB';
+INSERT INTO probes VALUES (1);
+SELECT streamwin.run_batch('probe_mem')->>'input_rows' AS input_rows;
+SHOW work_mem;
+SET streamwin.batch_work_mem = -1;
+INSERT INTO probes VALUES (2);
+SELECT streamwin.run_batch('probe_mem')->>'input_rows' AS input_rows;
+SELECT mem, n FROM probe_mem ORDER BY mem;
+RESET streamwin.batch_work_mem;
+RESET work_mem;
+SELECT streamwin.drop_query('probe_mem', drop_result => true);
+SELECT streamwin.drop_source('probe_src');
+DROP TABLE probes;
+
 -- The queries view shows the lag in bytes of WAL.
 SELECT name, source, state, lag >= 0 AS lag_known FROM streamwin.queries ORDER BY name;
 

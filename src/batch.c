@@ -37,6 +37,7 @@
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
+#include "utils/guc.h"
 #include "utils/json.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
@@ -51,6 +52,12 @@ PG_FUNCTION_INFO_V1(streamwin_run_available);
 
 /* Runners of this backend: usually one (a worker) or a few (a session). */
 static List *runners = NIL;
+
+/* streamwin.batch_work_mem (kB): work_mem of batch statements; -1: work_mem */
+int			streamwin_batch_work_mem = 65536;
+
+static void batch_run_steps(QueryRunner *r, int fetch_timeout_ms, int linger_ms,
+							BatchStats *stats);
 
 static SPIPlanPtr
 prepare_kept(const char *sql, int nargs, Oid *argtypes)
@@ -519,6 +526,26 @@ table_idle_advance(QueryRunner *r, TablePosition start, int64 last_batch_id,
  */
 void
 batch_execute(QueryRunner *r, int fetch_timeout_ms, int linger_ms, BatchStats *stats)
+{
+	int			save_nestlevel = NewGUCNestLevel();
+
+	/*
+	 * A batch's statements group, sort and hold up to max_records_per_batch
+	 * rows at once, far more than one interactive query's work_mem is sized
+	 * for: with the default 4MB, a batch of 100,000 distinct groups spilled
+	 * its hash aggregate and sort to temporary files every time.  Set for
+	 * the batch only, like a function's SET clause; an error unwinds it with
+	 * the transaction.
+	 */
+	if (streamwin_batch_work_mem > 0)
+		(void) set_config_option("work_mem", psprintf("%d", streamwin_batch_work_mem),
+								 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	batch_run_steps(r, fetch_timeout_ms, linger_ms, stats);
+	AtEOXact_GUC(true, save_nestlevel);
+}
+
+static void
+batch_run_steps(QueryRunner *r, int fetch_timeout_ms, int linger_ms, BatchStats *stats)
 {
 	MemoryContext old;
 	int64		last_batch_id;

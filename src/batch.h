@@ -102,6 +102,7 @@ typedef struct BatchStats
 } BatchStats;
 
 /* batch.c */
+extern int	streamwin_batch_work_mem;
 extern QueryRunner *runner_get(int32 query_id);
 extern void runner_forget(int32 query_id);
 extern void batch_execute(QueryRunner *r, int fetch_timeout_ms, int linger_ms, BatchStats *stats);

@@ -92,6 +92,13 @@ _PG_init(void)
 							&streamwin_checkpoint_min_interval,
 							10000, 0, INT_MAX,
 							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomIntVariable("streamwin.batch_work_mem",
+							"work_mem of the statements that run a batch.",
+							"A batch groups and sorts up to max_records_per_batch rows in "
+							"one statement; -1 uses work_mem.",
+							&streamwin_batch_work_mem,
+							65536, -1, MAX_KILOBYTES,
+							PGC_USERSET, GUC_UNIT_KB, NULL, NULL, NULL);
 	MarkGUCPrefixReserved("streamwin");
 
 	RegisterXactCallback(launcher_xact_callback, NULL);
