@@ -430,7 +430,7 @@ conf_set_or_error(rd_kafka_conf_t *conf, const char *key, const char *value)
  * Raises an error (after freeing everything) if a property is refused.
  */
 static rd_kafka_conf_t *
-build_conf(const char *brokers, int nprops, const char **keys,
+build_conf(const char *brokers, int fetch_wait_ms, int nprops, const char **keys,
 		   const char **values)
 {
 	rd_kafka_conf_t *conf;
@@ -466,15 +466,12 @@ build_conf(const char *brokers, int nprops, const char **keys,
 	conf_set_or_error(conf, "allow.auto.create.topics", "false");
 
 	/*
-	 * How long a broker may hold a fetch for a caught-up partition.  Brokers
-	 * answer early when data arrives, so this barely affects latency, but it
-	 * bounds how long the first fetch after kafka_assign() waits for the
-	 * end-of-partition events of caught-up partitions, and how long other
-	 * requests on the same connection (watermark queries) queue behind a
-	 * held fetch.  librdkafka's default is 500 ms; a few idle fetch requests
-	 * per second are a better trade for micro-batches.
+	 * How long a broker may hold a fetch for a caught-up partition (the
+	 * caller's choice, see kafka_consumer_open).  librdkafka's default is
+	 * 500 ms; a few idle fetch requests per second are a better trade for
+	 * micro-batches.
 	 */
-	conf_set_or_error(conf, "fetch.wait.max.ms", "100");
+	conf_set_or_error(conf, "fetch.wait.max.ms", psprintf("%d", fetch_wait_ms));
 
 	/*
 	 * librdkafka backs off reconnecting up to 10 s by default; after a
@@ -500,7 +497,7 @@ kafka_validate_properties(int nprops, const char **keys, const char **values)
 	rd_kafka_conf_t *conf;
 	int			i;
 
-	conf = build_conf(NULL, nprops, keys, values);
+	conf = build_conf(NULL, KAFKA_DEFAULT_FETCH_WAIT_MS, nprops, keys, values);
 	rd_kafka_conf_destroy(conf);
 
 	for (i = 0; i < nprops; i++)
@@ -533,8 +530,8 @@ exit_cleanup(int code, Datum arg)
  *		See kafka_source.h.
  */
 KafkaConsumer *
-kafka_consumer_open(const char *brokers, const char *topic, int nprops,
-					const char **keys, const char **values)
+kafka_consumer_open(const char *brokers, const char *topic, int fetch_wait_ms,
+					int nprops, const char **keys, const char **values)
 {
 	KafkaConsumer *c;
 	rd_kafka_conf_t *conf;
@@ -560,7 +557,7 @@ kafka_consumer_open(const char *brokers, const char *topic, int nprops,
 	 * Everything that can fail with an error comes before the first
 	 * allocation that would then leak, or cleans up before raising it.
 	 */
-	conf = build_conf(brokers, nprops, keys, values);
+	conf = build_conf(brokers, fetch_wait_ms, nprops, keys, values);
 
 	c = calloc(1, sizeof(KafkaConsumer));
 	if (c == NULL || (c->topic = strdup(topic)) == NULL)

@@ -101,17 +101,21 @@ extern void kafka_validate_properties(int nprops, const char **keys,
  * librdkafka 2.0 refuses assign() without one (default "streamwin").
  *
  * Defaults that differ from librdkafka's, and may be overridden:
- * fetch.wait.max.ms=100 (how long a broker holds a fetch for a caught-up
- * partition; bounds how long the first fetch after kafka_assign() waits to
- * learn that partitions are at their end), reconnect.backoff.max.ms=1000
- * (quick recovery after a broker outage), client.id=streamwin.
+ * fetch.wait.max.ms=fetch_wait_ms (how long a broker holds a fetch for a
+ * caught-up partition: bounds how long the first fetch after kafka_assign()
+ * waits to learn that partitions are at their end, how long other requests
+ * on the connection queue behind a held fetch, and on a broker that holds
+ * fetches even when data arrives, such as the test broker, how late data
+ * is delivered), reconnect.backoff.max.ms=1000 (quick recovery after a
+ * broker outage), client.id=streamwin.
  *
  * No network round trip happens here; connection problems show up in the
  * first call that needs the cluster.  Nothing is assigned yet.
  */
+#define KAFKA_DEFAULT_FETCH_WAIT_MS 100
 extern KafkaConsumer *kafka_consumer_open(const char *brokers,
-										  const char *topic, int nprops,
-										  const char **keys,
+										  const char *topic, int fetch_wait_ms,
+										  int nprops, const char **keys,
 										  const char **values);
 
 /*
