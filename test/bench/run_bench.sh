@@ -399,7 +399,36 @@ EOF
 	sql -c "SELECT streamwin.drop_query('$q', true)" >/dev/null
 }
 
+# The floor under every case: the same read and decode, and a scan of the
+# decoded rows by a filter that keeps none (v is never negative), so nothing
+# is grouped or written but offsets and progress.  What a case costs above
+# this is its aggregation and state; what this costs above the raw ceiling is
+# turning messages into rows.
+run_floor() {
+	local rep=$1 q=sw_floor input got chk
+	sql -c "SELECT streamwin.drop_query(name, true) FROM streamwin.queries WHERE name = '$q'" >/dev/null
+	sql >/dev/null <<EOF
+SELECT streamwin.create_query('$q', 'SELECT id FROM ev WHERE v < 0', start => false);
+CHECKPOINT;
+EOF
+	cat >"$work/run_$q.sql" <<EOF
+SELECT r->>'input_rows' AS input_rows FROM streamwin.run_available('$q') AS r \gset
+\echo RUN :input_rows
+EOF
+	measure "streamwin_floor_r$rep" "$work/run_$q.sql" || { record 0 floor "$rep" 0 0 0 0 0 FAILED "see log"; return; }
+	read -r _ input < <(grep '^RUN ' "$M_OUT")
+	got=$(sql -c "SELECT count(*) FROM $q")
+	chk=ok
+	[[ $input == "$EXPECT_EVENTS" && $got == 0 ]] || chk="WRONG(input_rows=$input,rows_kept=$got)"
+	record 0 floor "$rep" "$input" "$M_WALL" "$M_CPU" "$M_HWM" "$M_ANON" "$chk" ""
+	sql -c "SELECT streamwin.drop_query('$q', true)" >/dev/null
+}
+
 if only streamwin; then
+say "streamwin floor, $BENCH_REPEAT runs: read and decode, a filter that keeps no event"
+for ((rep = 1; rep <= BENCH_REPEAT; rep++)); do
+	run_floor "$rep"
+done
 for c in 1 2 3; do
 	say "streamwin case $c, $BENCH_REPEAT runs: $(case_sql "$c")"
 	for ((rep = 1; rep <= BENCH_REPEAT; rep++)); do

@@ -22,6 +22,7 @@ my %meta = map { /^([^=]+)=(.*)$/ ? ($1, $2) : () } split /\n/, $meta_text;
 
 my %label = (
 	raw            => 'raw ceiling: bare librdkafka consumer',
+	floor          => 'streamwin floor: read and decode only (a filter that keeps nothing)',
 	streamwin      => 'streamwin: run_available() in one session',
 	worker         => 'streamwin: background worker, trigger 0',
 	copy_json      => 'COPY+SQL per batch, JSON payloads',
@@ -31,7 +32,7 @@ my %label = (
 	pg_recvlogical => 'pg_recvlogical + test_decoding',
 	plain_sql      => 'plain SQL over the table, one statement',
 );
-my @order = qw(raw streamwin worker copy_json copy_csv trigger trigger_insert pg_recvlogical plain_sql);
+my @order = qw(raw floor streamwin worker copy_json copy_csv trigger trigger_insert pg_recvlogical plain_sql);
 my %case_name = (
 	0 => 'all',
 	1 => '(1) tumble 1 min, 1,000 keys',
