@@ -106,8 +106,10 @@ extern void kafka_validate_properties(int nprops, const char **keys,
  * waits to learn that partitions are at their end, how long other requests
  * on the connection queue behind a held fetch, and on a broker that holds
  * fetches even when data arrives, such as the test broker, how late data
- * is delivered), reconnect.backoff.max.ms=1000 (quick recovery after a
- * broker outage), client.id=streamwin.
+ * is delivered), queued.min.messages=prefetch_messages (at least 100,000:
+ * librdkafka goes on fetching until its queue holds that many messages),
+ * reconnect.backoff.max.ms=1000 (quick recovery after a broker outage),
+ * client.id=streamwin.
  *
  * No network round trip happens here; connection problems show up in the
  * first call that needs the cluster.  Nothing is assigned yet.
@@ -115,7 +117,8 @@ extern void kafka_validate_properties(int nprops, const char **keys,
 #define KAFKA_DEFAULT_FETCH_WAIT_MS 100
 extern KafkaConsumer *kafka_consumer_open(const char *brokers,
 										  const char *topic, int fetch_wait_ms,
-										  int nprops, const char **keys,
+										  int prefetch_messages, int nprops,
+										  const char **keys,
 										  const char **values);
 
 /*

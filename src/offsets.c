@@ -105,7 +105,15 @@ offsets_load(QueryRunner *r)
 	if (r->consumer == NULL && r->source->kind == SOURCE_KAFKA)
 	{
 		r->consumer = kafka_consumer_open(r->source->brokers, r->source->topic,
-										  fetch_wait_ms(r), r->source->nkafka_props,
+										  fetch_wait_ms(r),
+										  /*
+										   * batches queued ahead while one
+										   * runs (fewer stalled the fetcher
+										   * in the bench); librdkafka's 64
+										   * MB bound on its queue holds
+										   */
+										  10 * r->source->max_records_per_batch,
+										  r->source->nkafka_props,
 										  r->source->kafka_keys, r->source->kafka_values);
 		r->assigned = false;
 	}
