@@ -146,6 +146,20 @@ txn_resumed(FetchState *st, ReorderBufferTXN *txn)
 	return txn->final_lsn == st->start.lsn && st->start.index > 0;
 }
 
+/*
+ * Should an ignored change (update, delete, truncate) be counted in this
+ * pass?  Not in a replay, which reproduces a recorded batch.  In a
+ * transaction resumed at insert n, the batch that stopped there read every
+ * change up to that insert and counted them; so count only what comes
+ * after it, that is once this pass has seen inserts 0..n (txn_index > n).
+ */
+static bool
+count_ignored(FetchState *st, ReorderBufferTXN *txn)
+{
+	return st->upto == NULL &&
+		(!txn_resumed(st, txn) || st->txn_index > st->start.index);
+}
+
 /* Build the map from the table's row type, as of this change, to the source's. */
 static void
 build_map(FetchState *st, TupleDesc from)
@@ -247,8 +261,7 @@ plugin_change(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, Relation rel,
 	if (change->action == REORDER_BUFFER_CHANGE_UPDATE ||
 		change->action == REORDER_BUFFER_CHANGE_DELETE)
 	{
-		/* counted once: in the pass that reads the transaction from its start */
-		if (!txn_resumed(st, txn) && st->upto == NULL)
+		if (count_ignored(st, txn))
 		{
 			if (change->action == REORDER_BUFFER_CHANGE_UPDATE)
 				st->out->ignored_updates++;
@@ -292,7 +305,7 @@ plugin_truncate(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, int nrelatio
 {
 	FetchState *st = active_fetch;
 
-	if (st == NULL || st->upto != NULL || txn_resumed(st, txn))
+	if (st == NULL || !count_ignored(st, txn))
 		return;
 	for (int i = 0; i < nrelations; i++)
 		if (RelationGetRelid(relations[i]) == st->table)

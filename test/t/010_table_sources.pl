@@ -207,6 +207,35 @@ SELECT coalesce(sum((offsets->'ignored'->>'updates')::int), 0) = (SELECT count(*
 		't|t|1', "$q: the progress records count every update and delete, and the truncate, once");
 }
 
+# A transaction of 30 inserts, read over several batches of at most 7 rows,
+# with updates and deletes between its inserts: each is counted once, by
+# the batch that reads past it, not skipped by the batches that resume the
+# transaction, nor counted again by them.
+my %mark = map {
+	$_ => $node->safe_psql('postgres',
+		"SELECT coalesce(max(batch_id), 0) FROM streamwin.progress WHERE query = '$_'")
+} qw(p1_rows p1_counts);
+psql_ok($node, 'BEGIN; ' . ins(1201, 1210)
+	  . '; UPDATE ev1 SET v = v + 1 WHERE id BETWEEN 1201 AND 1203; ' . ins(1211, 1220)
+	  . '; DELETE FROM ev1 WHERE id BETWEEN 1211 AND 1214; ' . ins(1221, 1230)
+	  . '; UPDATE ev1 SET v = v + 1 WHERE id = 1230; COMMIT',
+	'a transaction of 30 inserts with 4 updates and 4 deletes between them');
+psql_ok($node, q{
+SELECT streamwin.run_available('p1_rows');
+SELECT streamwin.run_available('p1_counts');
+});
+for my $q (qw(p1_rows p1_counts))
+{
+	is( $node->safe_psql('postgres', qq{
+SELECT count(*) FILTER (WHERE (offsets->>'index')::int > 0) > 1,
+       sum((offsets->'ignored'->>'updates')::int), sum((offsets->'ignored'->>'deletes')::int)
+  FROM streamwin.progress WHERE query = '$q' AND batch_id > $mark{$q}}),
+		't|4|4', "$q: batches ending inside a transaction count its updates and deletes once");
+}
+# the inserted rows, as inserted, stay the expectation of the checks below
+(my $keep = ins(1201, 1230)) =~ s/INSERT INTO ev1 /INSERT INTO ev1_inserted /;
+psql_ok($node, "$keep; DELETE FROM ev1 WHERE id BETWEEN 1201 AND 1230");
+
 # ==== 5 (first half). the slot follows the queries ============================
 
 # A running_xacts record (logged by CHECKPOINT) lets logical decoding move
