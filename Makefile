@@ -41,10 +41,10 @@ $(OBJS): $(wildcard src/*.h)
 # Test helpers: the Kafka test broker (librdkafka's mock cluster) and a producer.
 TEST_PROGRAMS = test/kafka_broker test/kafka_produce
 
-test/kafka_broker: test/kafka_broker.c
+test/kafka_broker: test/kafka_broker.c test/test_util.h
 	$(CC) -O2 -Wall -o $@ $< $(RDKAFKA_CFLAGS) $(RDKAFKA_LIBS)
 
-test/kafka_produce: test/kafka_produce.c
+test/kafka_produce: test/kafka_produce.c test/test_util.h
 	$(CC) -O2 -Wall -o $@ $< $(RDKAFKA_CFLAGS) $(RDKAFKA_LIBS)
 
 test-programs: $(TEST_PROGRAMS)
@@ -81,7 +81,7 @@ soak: deps
 
 # Benchmarks (test/bench/run_bench.sh; results in test/bench/results.md and
 # throughput.png).  Not part of `make test`.
-test/bench/raw_consume: test/bench/raw_consume.c
+test/bench/raw_consume: test/bench/raw_consume.c test/test_util.h
 	$(CC) -O2 -Wall -o $@ $< $(RDKAFKA_CFLAGS) $(RDKAFKA_LIBS)
 
 .PHONY: bench

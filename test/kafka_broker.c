@@ -74,7 +74,8 @@ typedef struct TopicSpec
 	int			partitions;
 } TopicSpec;
 
-static const char *progname = "kafka_broker";
+#define PROGNAME "kafka_broker"
+#include "test_util.h"
 
 static void
 usage(FILE *out)
@@ -99,21 +100,9 @@ usage(FILE *out)
 			"per partition; older data is dropped as if by retention, so use enough\n"
 			"partitions for big runs.  Create topics with --topic: any client that\n"
 			"asks for an unknown topic makes the mock create it with 4 partitions.\n",
-			progname);
+			PROGNAME);
 }
 
-static void
-die(const char *fmt,...)
-{
-	va_list		ap;
-
-	fprintf(stderr, "%s: ", progname);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(1);
-}
 
 /*
  * librdkafka log lines of the dummy handle; keep them on stderr, prefixed,
@@ -122,7 +111,7 @@ die(const char *fmt,...)
 static void
 log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
 {
-	fprintf(stderr, "%s: librdkafka %d %s: %s\n", progname, level, fac, buf);
+	fprintf(stderr, "%s: librdkafka %d %s: %s\n", PROGNAME, level, fac, buf);
 }
 
 /*
@@ -158,14 +147,7 @@ write_file_atomically(const char *path, const char *contents)
 static int
 parse_positive(const char *s, const char *what)
 {
-	char	   *end;
-	long		v;
-
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (errno != 0 || end == s || *end != '\0' || v < 1 || v > 100000)
-		die("invalid %s: \"%s\"", what, s);
-	return (int) v;
+	return (int) parse_int(s, what, 1, 100000);
 }
 
 /* Apply "up" or "down" to brokers 1..nbrokers (the mock numbers them so). */
@@ -182,9 +164,9 @@ set_brokers(rd_kafka_mock_cluster_t *mcluster, int nbrokers, int up)
 			: rd_kafka_mock_broker_set_down(mcluster, id);
 		if (err)
 			fprintf(stderr, "%s: could not set broker %d %s: %s\n",
-					progname, id, up ? "up" : "down", rd_kafka_err2str(err));
+					PROGNAME, id, up ? "up" : "down", rd_kafka_err2str(err));
 	}
-	fprintf(stderr, "%s: all %d broker(s) %s\n", progname, nbrokers,
+	fprintf(stderr, "%s: all %d broker(s) %s\n", PROGNAME, nbrokers,
 			up ? "up" : "down");
 }
 
@@ -246,7 +228,7 @@ main(int argc, char **argv)
 	}
 	if (optind < argc)
 	{
-		fprintf(stderr, "%s: unexpected argument \"%s\"\n", progname,
+		fprintf(stderr, "%s: unexpected argument \"%s\"\n", PROGNAME,
 				argv[optind]);
 		usage(stderr);
 		return 2;
@@ -273,9 +255,7 @@ main(int argc, char **argv)
 	 */
 	conf = rd_kafka_conf_new();
 	rd_kafka_conf_set_log_cb(conf, log_cb);
-	if (rd_kafka_conf_set(conf, "log_level", "3", errstr, sizeof(errstr)) !=
-		RD_KAFKA_CONF_OK)
-		die("%s", errstr);
+	set_conf(conf, "log_level", "3");
 	rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
 	if (rk == NULL)
 		die("could not create client handle: %s", errstr);
@@ -300,7 +280,7 @@ main(int argc, char **argv)
 	fflush(stdout);
 	if (bootstrap_file)
 		write_file_atomically(bootstrap_file, bootstraps);
-	fprintf(stderr, "%s: %d broker(s) at %s, %d topic(s)\n", progname,
+	fprintf(stderr, "%s: %d broker(s) at %s, %d topic(s)\n", PROGNAME,
 			nbrokers, bootstraps, ntopics);
 
 	for (;;)
@@ -317,7 +297,7 @@ main(int argc, char **argv)
 			set_brokers(mcluster, nbrokers, 1);
 	}
 
-	fprintf(stderr, "%s: shutting down\n", progname);
+	fprintf(stderr, "%s: shutting down\n", PROGNAME);
 	rd_kafka_mock_cluster_destroy(mcluster);
 	rd_kafka_destroy(rk);
 	for (i = 0; i < ntopics; i++)

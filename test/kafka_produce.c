@@ -31,7 +31,8 @@
 
 #include <librdkafka/rdkafka.h>
 
-static const char *progname = "kafka_produce";
+#define PROGNAME "kafka_produce"
+#include "test_util.h"
 
 /* Delivery report bookkeeping, updated by dr_msg_cb in our own thread. */
 static int64_t delivered = 0;
@@ -73,44 +74,11 @@ usage(FILE *out)
 			"\n"
 			"Exits 0 only if every message was acknowledged by the broker (acks=all);\n"
 			"prints \"produced N messages\" on stderr at the end unless --quiet.\n",
-			progname);
+			PROGNAME);
 }
 
-static void
-die(const char *fmt,...)
-{
-	va_list		ap;
 
-	fprintf(stderr, "%s: ", progname);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(1);
-}
 
-static long long
-parse_int(const char *s, const char *what, long long min, long long max)
-{
-	char	   *end;
-	long long	v;
-
-	errno = 0;
-	v = strtoll(s, &end, 10);
-	if (errno != 0 || end == s || *end != '\0' || v < min || v > max)
-		die("invalid %s: \"%s\"", what, s);
-	return v;
-}
-
-static void
-set_conf(rd_kafka_conf_t *conf, const char *name, const char *value)
-{
-	char		errstr[512];
-
-	if (rd_kafka_conf_set(conf, name, value, errstr, sizeof(errstr)) !=
-		RD_KAFKA_CONF_OK)
-		die("invalid property %s=%s: %s", name, value, errstr);
-}
 
 /*
  * Delivery report callback.  It runs inside rd_kafka_poll()/rd_kafka_flush()
@@ -142,7 +110,7 @@ error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 	/* librdkafka already logs transport errors as "FAIL" lines. */
 	if (err == RD_KAFKA_RESP_ERR__TRANSPORT)
 		return;
-	fprintf(stderr, "%s: %s%s\n", progname,
+	fprintf(stderr, "%s: %s%s\n", PROGNAME,
 			rd_kafka_fatal_error(rk, NULL, 0) ? "fatal: " : "", reason);
 }
 
@@ -268,11 +236,11 @@ main(int argc, char **argv)
 	if (optind < argc || brokers == NULL || topic_name == NULL)
 	{
 		if (optind < argc)
-			fprintf(stderr, "%s: unexpected argument \"%s\"\n", progname,
+			fprintf(stderr, "%s: unexpected argument \"%s\"\n", PROGNAME,
 					argv[optind]);
 		else
 			fprintf(stderr, "%s: --brokers and --topic are required\n",
-					progname);
+					PROGNAME);
 		usage(stderr);
 		return 2;
 	}
@@ -374,7 +342,7 @@ main(int argc, char **argv)
 		rd_kafka_flush(rk, 10000);
 		if (++flush_rounds % 6 == 0)
 			fprintf(stderr, "%s: still waiting for %d message(s) to be delivered\n",
-					progname, rd_kafka_outq_len(rk));
+					PROGNAME, rd_kafka_outq_len(rk));
 	}
 	/* Serve any delivery reports that flush left queued. */
 	rd_kafka_poll(rk, 0);
@@ -385,7 +353,7 @@ main(int argc, char **argv)
 	if (failed > 0 || delivered != produced)
 	{
 		fprintf(stderr, "%s: %" PRId64 " of %" PRId64 " message(s) not delivered; first error: %s\n",
-				progname, produced - delivered, produced,
+				PROGNAME, produced - delivered, produced,
 				failed > 0 ? first_failure : "(no delivery report)");
 		return 1;
 	}

@@ -52,30 +52,10 @@
 
 #define MAX_PROPS 64
 
-static const char *progname = "raw_consume";
+#define PROGNAME "raw_consume"
+#include "../test_util.h"
 
-static void
-die(const char *fmt,...)
-{
-	va_list		ap;
 
-	fprintf(stderr, "%s: ", progname);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(1);
-}
-
-static void
-set_conf(rd_kafka_conf_t *conf, const char *key, const char *value)
-{
-	char		errstr[512];
-
-	if (rd_kafka_conf_set(conf, key, value, errstr, sizeof(errstr)) !=
-		RD_KAFKA_CONF_OK)
-		die("%s=%s: %s", key, value, errstr);
-}
 
 static double
 now_s(void)
@@ -141,13 +121,13 @@ main(int argc, char **argv)
 				topic = optarg;
 				break;
 			case 'p':
-				npart = atoi(optarg);
+				npart = (int) parse_int(optarg, "--partitions", 1, 100000);
 				break;
 			case 'e':
-				expect = strtoll(optarg, NULL, 10);
+				expect = parse_int(optarg, "--expect", 0, INT64_MAX);
 				break;
 			case 'n':
-				batch = atoi(optarg);
+				batch = (int) parse_int(optarg, "--batch", 1, 10000000);
 				break;
 			case 'd':
 				dump = fopen(optarg, "w");
@@ -163,7 +143,7 @@ main(int argc, char **argv)
 				break;
 			default:
 				fprintf(stderr, "usage: %s --brokers B --topic T --partitions N [--expect M] [--batch N] [--dump FILE] [-X k=v]\n",
-						progname);
+						PROGNAME);
 				return 2;
 		}
 	}
@@ -250,7 +230,7 @@ main(int argc, char **argv)
 				}
 			}
 			else if (m->err)
-				fprintf(stderr, "%s: %s\n", progname, rd_kafka_message_errstr(m));
+				fprintf(stderr, "%s: %s\n", PROGNAME, rd_kafka_message_errstr(m));
 			else
 			{
 				if (nmsgs++ == 0)
