@@ -7,7 +7,8 @@
  *
  * It is configured like streamwin's consumer (src/kafka_source.c): manual
  * assignment of every partition from the beginning, no group commits,
- * fetch.wait.max.ms = 100, partition EOF events on, and it takes messages
+ * fetch.wait.max.ms = 100, queued.min.messages ten batches' worth,
+ * partition EOF events on, and it takes messages
  * in batches with rd_kafka_consume_batch_queue() from the consumer queue,
  * as kafka_fetch() does (with a 10 ms timeout, so it never waits long for a
  * batch to fill).  The only work per message is adding its length to
@@ -158,6 +159,14 @@ main(int argc, char **argv)
 	set_conf(conf, "enable.partition.eof", "true");
 	set_conf(conf, "auto.offset.reset", "error");
 	set_conf(conf, "fetch.wait.max.ms", "100");
+	{
+		char		prefetch[32];
+
+		/* as streamwin: ten batches' worth, at least librdkafka's default */
+		snprintf(prefetch, sizeof(prefetch), "%d",
+				 batch > 10000000 / 10 ? 10000000 : (batch * 10 < 100000 ? 100000 : batch * 10));
+		set_conf(conf, "queued.min.messages", prefetch);
+	}
 	/* then -X, which may override them */
 	for (int i = 0; i < nprops; i++)
 	{

@@ -154,10 +154,12 @@ push @md, 'CPU is utime + stime of the process doing the work, from /proc/PID/st
   . 'peak resident set of that process (the walsender for pg_recvlogical; for backends it includes the '
   . 'shared buffers it touched; shared_buffers = 1GB).';
 push @md, '';
-push @md, 'The test broker is latency-bound, not CPU-bound, and its wall time for the same read is '
-  . 'bimodal (the same bare consumer takes about 1 s or 2.5-3.6 s for 1M messages from run to run, '
-  . 'always about 0.5 s to the first message), so the raw ceiling is the fastest of its runs and '
-  . 'ratios against it are conservative. CPU per event is stable across runs.';
+push @md, 'The test broker is latency-bound, not CPU-bound: every consumer waits about 0.5 s for its '
+  . 'first message. The raw ceiling is the fastest of its runs, so ratios against it are conservative. '
+  . 'Both it and streamwin set queued.min.messages to ten batches\' worth: with librdkafka\'s default '
+  . '(100,000 messages over all partitions) the fetcher stops and backs off for about half a second '
+  . 'whenever the queue is that full, which made the same read take 1 s or 2.5-3.6 s from run to run. '
+  . 'CPU per event is stable across runs.';
 push @md, '';
 
 # --- ratios ----------------------------------------------------------------------
