@@ -73,7 +73,7 @@
 # BENCH_LAT_SECONDS (20), BENCH_INSERT_EVENTS (20000), BENCH_ONLY (a subset of
 # "raw streamwin worker table alternatives latency"; "table" is case 5 with
 # its baselines and its worker run, "worker" case 1's worker run),
-# BENCH_PROFILE=1 (perf profiles of cases 1 and 2, needs perf and root or
+# BENCH_PROFILE=1 (perf profiles of cases 1 and 2 and of the latency worker, needs perf and root or
 # perf_event_paranoid <= 1), BENCH_KEEP=1 (keep the work directory),
 # BENCH_OUT, PG_CONFIG.
 set -euo pipefail
@@ -905,6 +905,37 @@ fi
 # records when it first sees each batch: "observed" latencies are upper
 # bounds (+ up to 5 ms of polling granularity) of when a reader actually saw
 # the result.
+# perf_summary DATA OUT TITLE WHO: the report of a perf recording, as text.
+perf_summary() {
+	local data=$1 out=$2 title=$3 who=$4
+	if [[ ! -s $data ]]; then
+		echo "  no profile for $out (is perf usable here?)"
+		return
+	fi
+	{
+		echo "# perf profile of $title"
+		echo "# $who; perf record -F 2999 -g; $(date -u '+%Y-%m-%d %H:%M UTC')"
+		echo "# (hex addresses: static functions of the postgres binary, which has no symbols for them)"
+		echo
+		echo "## threads"
+		perf report -i "$data" --no-children --sort comm --stdio -g none 2>/dev/null |
+			grep '%' || true
+		echo
+		echo "## selected functions, inclusive (children)"
+		perf report -i "$data" --children --sort symbol --stdio -g none 2>/dev/null |
+			grep -E '\] (batch_execute|kafka_fetch|batch_input_decode|decode_json_message|timestamptz_in|float8in|run_with_input|run_batch_statement|streamwin_source_rows|tuplestore_puttuple|LookupTupleHashEntry|ExecCheckIndexConstraints|ExecInsertIndexTuples|_bt_bottomupdel_pass|heap_update|heap_insert|checkpoint_take|progress_record|offsets_store|offsets_load|lock_query|catalog_exec|SPI_execute_with_args|SPI_execute_plan|StartTransactionCommand|CommitTransactionCommand|XLogInsert|XLogFlush|pg_plan_queries|WaitLatchOrSocket) ' || true
+		echo
+		echo "## inclusive (children), top 60"
+		perf report -i "$data" --children --sort symbol --stdio -g none 2>/dev/null |
+			grep '%' | grep -v '\] 0x0000' | sed -n '1,60p' || true
+		echo
+		echo "## self, top 40"
+		perf report -i "$data" --no-children --sort dso,symbol --stdio -g none 2>/dev/null |
+			grep '%' | sed -n '1,40p' || true
+	} >"$out"
+	echo "  wrote $out"
+}
+
 measure_latency() {
 	local v=$1 fw=$2 kafka_opt=$3 total=$((BENCH_LAT_RATE * BENCH_LAT_SECONDS)) poll_secs wpid
 	sql >/dev/null <<EOF
@@ -942,9 +973,23 @@ EOF
 	bg_pids+=($!)
 	local raw_pid=$!
 	sleep 1
+	# with BENCH_PROFILE=1, the worker's steady state at the default fetch
+	# wait: 10 s from the middle of the stream
+	local perf_pid=
+	if [[ $BENCH_PROFILE == 1 && $v == 1 ]]; then
+		(sleep $((BENCH_LAT_SECONDS / 2 - 5)) &&
+			exec perf record -F 2999 -g -p "$wpid" -o "$work/perf_latency.data" -- sleep 10) >/dev/null 2>&1 &
+		perf_pid=$!
+	fi
 	perl "$bench/gen_steady.pl" --rate "$BENCH_LAT_RATE" --seconds "$BENCH_LAT_SECONDS" \
 		--partitions "$LAT_PARTITIONS" |
 		test/kafka_produce --brokers "$brokers" --topic "lat$v" --partition-prefix --quiet --linger-ms 5
+	if [[ -n $perf_pid ]]; then
+		wait "$perf_pid" || true
+		perf_summary "$work/perf_latency.data" "$BENCH_OUT/profile-latency.txt" \
+			"the latency query's worker at $BENCH_LAT_RATE events/s, trigger_interval 100 ms" \
+			"the background worker, all its threads, 10 s of its steady state"
+	fi
 	# everything visible?
 	for ((i = 0; i < 600; i++)); do
 		[[ $(sql -c "SELECT coalesce(sum(n), 0) FROM lat${v}_q") == "$total" ]] && break
@@ -1024,32 +1069,8 @@ if [[ $BENCH_PROFILE == 1 ]]; then
 	say "Profiles (perf) of cases 1 and 2"
 	for c in 1 2; do
 		run_streamwin "$c" p perf
-		if [[ -s $work/perf_case$c.data ]]; then
-			{
-				echo "# perf profile of streamwin case $c: $(case_sql "$c")"
-				echo "# the run_available() backend, all its threads; perf record -F 2999 -g; $(date -u '+%Y-%m-%d %H:%M UTC')"
-				echo "# (hex addresses: static functions of the postgres binary, which has no symbols for them)"
-				echo
-				echo "## threads"
-				perf report -i "$work/perf_case$c.data" --no-children --sort comm --stdio -g none 2>/dev/null |
-					grep '%' || true
-				echo
-				echo "## selected functions, inclusive (children)"
-				perf report -i "$work/perf_case$c.data" --children --sort symbol --stdio -g none 2>/dev/null |
-					grep -E '\] (batch_execute|kafka_fetch|batch_input_decode|decode_json_message|timestamptz_in|float8in|run_with_input|run_batch_statement|streamwin_source_rows|tuplestore_puttuple|LookupTupleHashEntry|ExecCheckIndexConstraints|ExecInsertIndexTuples|_bt_bottomupdel_pass|heap_update|heap_insert|checkpoint_take|progress_record|offsets_store|SPI_execute_with_args|CommitTransactionCommand|XLogInsert|pg_plan_queries) ' || true
-				echo
-				echo "## inclusive (children), top 60"
-				perf report -i "$work/perf_case$c.data" --children --sort symbol --stdio -g none 2>/dev/null |
-					grep '%' | grep -v '\] 0x0000' | sed -n '1,60p' || true
-				echo
-				echo "## self, top 40"
-				perf report -i "$work/perf_case$c.data" --no-children --sort dso,symbol --stdio -g none 2>/dev/null |
-					grep '%' | sed -n '1,40p' || true
-			} >"$BENCH_OUT/profile-case$c.txt"
-			echo "  wrote $BENCH_OUT/profile-case$c.txt"
-		else
-			echo "  no profile (is perf usable here?)"
-		fi
+		perf_summary "$work/perf_case$c.data" "$BENCH_OUT/profile-case$c.txt" \
+			"streamwin case $c: $(case_sql "$c")" "the run_available() backend, all its threads"
 	done
 fi
 

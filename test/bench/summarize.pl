@@ -358,6 +358,52 @@ push @md, '|---|---|---|';
 push @md, @targets;
 push @md, '';
 
+# What bounds the targets that are missed, from this run's own figures.
+my $floor = summary(0, 'floor');
+my $tr1   = summary(1, 'trigger');
+my $cj1   = summary(1, 'copy_json');
+my $cc1   = summary(1, 'copy_csv');
+my $cc2   = summary(2, 'copy_csv');
+my @bounds;
+if ($raw && $raw->{ok} && $floor && $floor->{ok})
+{
+	push @bounds, sprintf('- CPU: the target allows %.2f CPU s per 1M events (twice the raw ceiling\'s %.2f). '
+		  . 'The floor run, which reads and decodes the same events and aggregates nothing, already takes '
+		  . '%.2f (%.1fx the raw ceiling): turning JSON messages into rows costs more than the target leaves. '
+		  . 'Case 1 takes %.2f, so its aggregation and state cost %.2f above the floor.',
+		2 * $raw->{cpum}, $raw->{cpum}, $floor->{cpum}, $floor->{cpum} / $raw->{cpum},
+		$sw1->{cpum} // 0, ($sw1->{cpum} // 0) - $floor->{cpum});
+}
+if ($raw && $raw->{ok} && $tr1 && $tr1->{ok})
+{
+	push @bounds, sprintf('- 50x the COPY-fed trigger means %s events/s; reading the topic alone (raw ceiling) '
+		  . 'runs at %s, %.1fx the trigger.',
+		fmt_int(50 * $tr1->{evs}), fmt_int($raw->{evs}), $raw->{evs} / $tr1->{evs});
+}
+if ($raw && $raw->{ok} && $cc1 && $cc1->{ok})
+{
+	push @bounds, sprintf('- 2x COPY+SQL over pre-decoded CSV (case 1) means %s events/s, above the raw ceiling '
+		  . '(%s); that baseline reads no Kafka and decodes no JSON. Against the same JSON payloads (%s events/s), '
+		  . '2x means %s, which the floor (%s) allows: there the bound is CPU, as above.',
+		fmt_int(2 * $cc1->{evs}), fmt_int($raw->{evs}), fmt_int($cj1 ? $cj1->{evs} : 0),
+		fmt_int(2 * ($cj1 ? $cj1->{evs} : 0)), fmt_int($floor ? $floor->{evs} : 0));
+}
+if ($cc2 && $cc2->{ok})
+{
+	push @bounds, sprintf('- Case 2: every event is a new group, so every event is an `INSERT ... ON CONFLICT` '
+		  . 'into two indexed tables (the state, for partial aggregates, and the result, in update mode): '
+		  . 'most of its profile is btree work (profile-case2.txt). COPY+SQL over pre-decoded CSV, one such '
+		  . 'upsert per event into one table and no decoding, runs at %s events/s in this run.',
+		fmt_int($cc2->{evs}));
+}
+if (@bounds)
+{
+	push @md, 'What bounds the targets that are missed, from this run\'s figures:';
+	push @md, '';
+	push @md, @bounds;
+	push @md, '';
+}
+
 # background worker vs session
 my $w  = summary(1, 'worker');
 my $w5 = summary(5, 'worker');
