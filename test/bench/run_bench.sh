@@ -954,7 +954,12 @@ EOF
 	done
 	[[ -n $wpid ]] || { echo "the latency query's worker did not start" >&2; return 1; }
 	sleep 2
-	read -r c0 <<<"$(sql -c "SELECT cpu FROM bench_probe($wpid)")"
+	# what the worker costs with nothing to read: 5 s of its batches on the
+	# 100 ms trigger, before the stream starts
+	read -r i0 t0 <<<"$(sql -F ' ' -c "SELECT cpu, t FROM bench_probe($wpid)")"
+	sleep 5
+	read -r c0 t1 <<<"$(sql -F ' ' -c "SELECT cpu, t FROM bench_probe($wpid)")"
+	idle_pct=$(calc "100 * ($c0 - $i0) / ($t1 - $t0)")
 
 	# The poller: one short statement every 5 ms (\watch), so that it holds
 	# no snapshot for long (a long-running statement would keep the dead row
@@ -1048,7 +1053,7 @@ EOF
 		chk="WRONG(events=$n_ev,covered=$n_cov,result_count=$n_res,want=$total)"
 	lat_cpu=$(calc "$c1 - $c0")
 	record "L$v" latency 1 "$total" "$BENCH_LAT_SECONDS" "$lat_cpu" "$hwm" "$anon" "$chk" \
-		"fetch_wait=$fw;rate=$BENCH_LAT_RATE;p50=$p50;p99=$p99;max=$pmax;seen_p50=$s50;seen_p99=$s99;seen_max=$smax;kafka_p50=$k50;kafka_p99=$k99;kafka_max=$kmax;after_kafka_p50=$d50;after_kafka_p99=$d99;batches=$n_batches;seen_events=$n_seen"
+		"fetch_wait=$fw;rate=$BENCH_LAT_RATE;p50=$p50;p99=$p99;max=$pmax;seen_p50=$s50;seen_p99=$s99;seen_max=$smax;kafka_p50=$k50;kafka_p99=$k99;kafka_max=$kmax;after_kafka_p50=$d50;after_kafka_p99=$d99;batches=$n_batches;seen_events=$n_seen;idle_pct=$idle_pct"
 }
 if only latency; then
 # 1: librdkafka's fetch.wait.max.ms as streamwin sets it by default, a

@@ -302,9 +302,12 @@ if (%lats)
 		next unless $lat->{check} eq 'ok';
 		push @md, sprintf('fetch.wait.max.ms = %s: %s events in %s batches, all checked (each event covered by a '
 			  . 'committed batch, result count = events); worker: %.0f%% of a core at this rate (%.2f CPU s per '
-			  . '1M events), VmHWM %s MB.',
+			  . '1M events), VmHWM %s MB%s.',
 			$lat->{fetch_wait}, fmt_int($lat->{events}), $lat->{batches}, 100 * $lat->{cpu} / $lat->{secs},
-			$lat->{cpu} / $lat->{events} * 1e6, fmt_int($lat->{hwm} / 1024));
+			$lat->{cpu} / $lat->{events} * 1e6, fmt_int($lat->{hwm} / 1024),
+			defined $lat->{idle_pct} && $lat->{idle_pct} ne ''
+			? sprintf('; idle, with nothing to read, for 5 s before the stream: %.1f%% of a core', $lat->{idle_pct})
+			: '');
 		push @md, '';
 	}
 }
