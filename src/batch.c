@@ -7,7 +7,7 @@
  * A batch runs inside the caller's transaction (the worker's, or the
  * session's for run_batch) and does, in order:
  *
- *	 lock the query row			-- one batch at a time per query
+ *	 lock the query (an advisory lock)	-- one batch at a time per query
  *	 load offsets, position the consumer at them
  *	 fetch up to max_records_per_batch messages (from Kafka, or for a table
  *		source decode the WAL from the stored LSN: table_source.c)
@@ -27,6 +27,7 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/pg_type.h"
 #include "executor/executor.h"
@@ -347,10 +348,23 @@ lock_query(QueryRunner *r, int64 *last_batch_id, bool *has_wm, TimestampTz *wm,
 	bool		isnull;
 	Datum		d;
 
-	catalog_exec("SELECT last_batch_id, watermark, last_batch_at, state_batch_id, "
-							  "coalesce(checkpoint_batch_id, 0) "
-							  "FROM streamwin.query_catalog WHERE query_id = $1 FOR UPDATE",
-							  1, types, args, NULL, 1);
+	/*
+	 * The lock first, then a statement whose snapshot sees what the batch
+	 * before committed.  A transaction whose snapshot is older than the
+	 * lock (REPEATABLE READ, a user's run_batch) locks the row as well, to
+	 * fail rather than run on a stale position.
+	 */
+	catalog_lock_query(r->query_id);
+	if (IsolationUsesXactSnapshot())
+		catalog_exec("SELECT last_batch_id, watermark, last_batch_at, state_batch_id, "
+					 "coalesce(checkpoint_batch_id, 0) "
+					 "FROM streamwin.query_catalog WHERE query_id = $1 FOR UPDATE",
+					 1, types, args, NULL, 1);
+	else
+		catalog_exec("SELECT last_batch_id, watermark, last_batch_at, state_batch_id, "
+					 "coalesce(checkpoint_batch_id, 0) "
+					 "FROM streamwin.query_catalog WHERE query_id = $1",
+					 1, types, args, NULL, 1);
 	if (SPI_processed != 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),

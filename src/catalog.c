@@ -21,6 +21,7 @@
 #include "commands/extension.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "storage/lmgr.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
@@ -146,6 +147,25 @@ jsonb_get_text(Jsonb *jb, const char *key)
 		return pstrdup(v->val.boolean ? "true" : "false");
 	/* a container: its JSON text */
 	return JsonbToCString(NULL, v->val.binary.data, v->val.binary.len);
+}
+
+/*
+ * catalog_lock_query
+ *		Wait for, then hold until the end of the transaction, the lock that
+ *		lets one batch of the query run at a time (and that drop_query and
+ *		reset_query take to wait for a batch in progress).  An advisory lock
+ *		rather than a row lock on the query's catalog row: a row lock needs a
+ *		transaction id and writes WAL, so every empty batch of every idle
+ *		query, ten a second on a 100 ms trigger, cost a transaction id, a
+ *		WAL record and a commit to flush.
+ */
+void
+catalog_lock_query(int32 query_id)
+{
+	LOCKTAG		tag;
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, STREAMWIN_LOCK_SPACE, (uint32) query_id, 5);
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
 }
 
 /*

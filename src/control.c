@@ -158,9 +158,10 @@ streamwin_drop_query(PG_FUNCTION_ARGS)
 	CatalogRole role;
 
 	catalog_check_owner(q->owner, "query", name);
+	/* wait for a batch in progress to finish */
+	catalog_lock_query(q->query_id);
 	SPI_connect();
 	catalog_enter(&role);
-	/* the row lock waits for a batch in progress to finish */
 	if (SPI_execute_with_args("SELECT 1 FROM streamwin.query_catalog WHERE query_id = $1 FOR UPDATE",
 							  1, types, args, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not lock streamwin.query_catalog");
@@ -292,6 +293,8 @@ streamwin_reset_query(PG_FUNCTION_ARGS)
 					 errhint("Use 'earliest', 'latest' or a JSON object of partition offsets such as '{\"0\": 42}'.")));
 	}
 
+	/* wait for a batch in progress (a stopping worker's last) to finish */
+	catalog_lock_query(q->query_id);
 	SPI_connect();
 	catalog_enter(&role);
 	if (SPI_execute_with_args("SELECT 1 FROM streamwin.query_catalog WHERE query_id = $1 FOR UPDATE",

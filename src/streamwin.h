@@ -109,6 +109,18 @@ typedef struct QueryInfo
 	char	   *state_count_sql;
 } QueryInfo;
 
+/*
+ * The advisory locks streamwin takes live in the database's advisory lock
+ * space with key1 STREAMWIN_LOCK_SPACE ("strw") and a field4 of their own,
+ * so that they meet neither each other nor users' pg_advisory_lock() calls
+ * (field4 1 and 2):
+ *	(0, 3)			creating a table source's slot vs the launcher's reaper of
+ *					orphan slots (table_source.c)
+ *	(source_id, 4)	confirming a table source's slot (table_source.c)
+ *	(query_id, 5)	one batch at a time per query (catalog_lock_query)
+ */
+#define STREAMWIN_LOCK_SPACE 0x73747277
+
 /* catalog.c */
 typedef struct CatalogRole
 {
@@ -126,6 +138,7 @@ extern SourceInfo *catalog_get_source_by_relation(Oid relid);
 extern QueryInfo *catalog_get_query(const char *name, bool missing_ok);
 extern QueryInfo *catalog_get_query_by_id(int32 query_id, bool missing_ok);
 extern void catalog_check_owner(Oid owner, const char *kind, const char *name);
+extern void catalog_lock_query(int32 query_id);
 extern int64 interval_to_usec(const Interval *iv, const char *what);
 extern char *jsonb_get_text(Jsonb *jb, const char *key);
 extern void parse_source_options(SourceInfo *src, Jsonb *options);

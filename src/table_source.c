@@ -50,6 +50,7 @@
 #include "utils/rel.h"
 #include "utils/timestamp.h"
 
+#include "streamwin.h"
 #include "table_source.h"
 
 /* Output plugin entry point: the library is loaded by slot name "streamwin". */
@@ -506,8 +507,8 @@ lock_slot_registry(LOCKMODE mode)
 {
 	LOCKTAG		tag;
 
-	/* advisory lock space, keys "streamwin" and 3 (see streamwin.h) */
-	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, 0x73747277, 3, 2);
+	/* see STREAMWIN_LOCK_SPACE in streamwin.h */
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, STREAMWIN_LOCK_SPACE, 0, 3);
 	(void) LockAcquire(&tag, mode, false, false);
 }
 
@@ -1083,7 +1084,7 @@ source_slot_in_use(const char *slot_name)
 static void
 source_confirm_locktag(LOCKTAG *tag, int32 source_id)
 {
-	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, 0x73747277, (uint32) source_id, 4);
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, STREAMWIN_LOCK_SPACE, (uint32) source_id, 4);
 }
 
 void
