@@ -10,10 +10,11 @@
  * batch is retried after an exponential backoff (1 s doubling to 60 s).
  *
  * Between batches the worker waits on its latch: for trigger_interval, or
- * with trigger_interval 0 for the Kafka consumer's wakeup descriptor,
- * which librdkafka writes when messages arrive.  It never sleeps in a
- * loop.  stop_query and drop_query set the latch; SIGTERM ends the worker
- * after the current batch.
+ * with trigger_interval 0, or after a Kafka batch that found nothing, for
+ * the Kafka consumer's wakeup descriptor, which librdkafka writes when
+ * messages arrive (and at least every IDLE_CHECK_MS).  It never sleeps in
+ * a loop.  stop_query and drop_query set the latch; SIGTERM ends the
+ * worker after the current batch.
  *
  *-------------------------------------------------------------------------
  */
@@ -271,7 +272,8 @@ streamwin_worker_main(Datum main_arg)
 		events = WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH;
 		if (backoff_ms > 0)
 			wait_ms = backoff_ms;
-		else if (r->query->trigger_interval_us > 0)
+		else if (r->query->trigger_interval_us > 0 &&
+				 !(stats.input_rows == 0 && r->consumer != NULL))
 		{
 			long		elapsed_ms = (GetCurrentTimestamp() - started) / 1000;
 
@@ -279,7 +281,14 @@ streamwin_worker_main(Datum main_arg)
 		}
 		else
 		{
-			/* trigger 0: run as soon as data arrives */
+			/*
+			 * trigger 0: run as soon as data arrives.  So too after a Kafka
+			 * batch that found nothing, whatever the trigger: an idle query
+			 * then runs a batch (a transaction) when data comes, or every
+			 * IDLE_CHECK_MS to look at its watermark, instead of one empty
+			 * batch per trigger_interval.  Data never starts a batch sooner
+			 * than trigger_interval after the last one (below).
+			 */
 			wait_ms = IDLE_CHECK_MS;
 			if (r->consumer != NULL)
 				events |= WL_SOCKET_READABLE;
@@ -293,6 +302,20 @@ streamwin_worker_main(Datum main_arg)
 				ResetLatch(MyLatch);
 			if (r != NULL && r->consumer != NULL)
 				kafka_drain_wakeup(r->consumer);
+			if ((rc & WL_SOCKET_READABLE) && r->query->trigger_interval_us > 0)
+			{
+				long		rest_ms = r->query->trigger_interval_us / 1000 -
+					(GetCurrentTimestamp() - started) / 1000;
+
+				/* keep the trigger's pace: no batch sooner than the interval */
+				if (rest_ms > 0)
+				{
+					rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+								   rest_ms, PG_WAIT_EXTENSION);
+					if (rc & WL_LATCH_SET)
+						ResetLatch(MyLatch);
+				}
+			}
 		}
 	}
 
