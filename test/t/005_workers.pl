@@ -169,6 +169,35 @@ my $xid1 = $node->safe_psql('postgres', 'SELECT txid_current()');
 cmp_ok($xid1 - $xid0, '<=', 3, 'idle workers take no transaction ids')
   or diag("transaction ids taken in 2 s: " . ($xid1 - $xid0));
 
+# ---- an idle worker still closes windows ----------------------------------
+
+# With nothing new to read, a worker waits for data, looking at its query
+# every second rather than every trigger_interval; once every partition has
+# been idle for idle_timeout, the watermark is the largest partition's, and
+# the windows up to it close without any new event.
+psql_ok($node, q{
+SELECT streamwin.create_query('w_idle',
+    $q$SELECT k, count(*) AS n, sum(v) AS s FROM wk
+         GROUP BY streamwin.tumble(ts, '10 seconds'), k$q$,
+    watermark => '5 seconds', output_mode => 'append',
+    trigger_interval => '100 ms', options => '{"idle_timeout": "2 seconds"}');
+}, 'a query whose partitions go idle after 2 s', extra_params => [ '-U', 'alice' ]);
+{
+	my $max = 0;
+	$max = $_->[2] > $max ? $_->[2] : $max for grep { $_->[4] <= 2 } @ev;
+	my $W = $max - $DELAY;
+	wait_until($node,
+		"SELECT round(extract(epoch FROM watermark) * 1000) FROM streamwin.queries WHERE name = 'w_idle'",
+		$W, 'w_idle: with every partition idle, the watermark is the largest partition\'s');
+	results_match(
+		$node,
+		sprintf($got, 'w_idle'),
+		'SELECT * FROM (' . want_counts(2) . ") w WHERE window_end <= '@{[ts_text($W)]}'",
+		'w_idle has the windows closed by it, with no new event');
+}
+psql_ok($node, "SELECT streamwin.drop_query('w_idle', drop_result => true)", 'drop w_idle',
+	extra_params => [ '-U', 'alice' ]);
+
 # ---- fast shutdown and restart in the middle of a chunk ------------------
 
 my $bg = $broker->produce('wk', $chunks[2], rate => 2500, background => 1);
