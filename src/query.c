@@ -724,6 +724,8 @@ compile_grouping(Compiled *c)
 
 /* --- step 3: SQL generation -------------------------------------------- */
 
+static char *keys_list(Compiled *c, const char *prefix);
+
 /*
  * Deparse with only pg_catalog in search_path, so every other name comes
  * out schema-qualified and the statement means the same in any session.
@@ -986,7 +988,15 @@ create_state_table(Compiled *c, int32 query_id)
 						 column_type_sql(exprType((Node *) p->expr), exprTypmod((Node *) p->expr),
 										 exprCollation((Node *) p->expr)));
 	}
-	appendStringInfo(&sql, "UNIQUE NULLS NOT DISTINCT (%s))", group_columns(c, ""));
+	/*
+	 * A session's state is looked up by key (its end and start move), so
+	 * there the keys lead the index; other windows are merged by window and
+	 * key, and closed by window_start (close_condition).
+	 */
+	if (c->window && strcmp(c->window, "session") == 0)
+		appendStringInfo(&sql, "UNIQUE NULLS NOT DISTINCT (%swindow_start))", keys_list(c, ""));
+	else
+		appendStringInfo(&sql, "UNIQUE NULLS NOT DISTINCT (%s))", group_columns(c, ""));
 
 	catalog_enter(&role);
 	spi_run(sql.data);
@@ -1143,6 +1153,45 @@ keys_equal(Compiled *c, const char *a, const char *b)
 	return buf.len ? buf.data : "true";
 }
 
+/*
+ * "a.k1 = b.k1 AND ...": the same match for rows whose keys are all non-NULL,
+ * which, unlike IS NOT DISTINCT FROM, the planner can hash or look up in an
+ * index.  Only with keys.
+ */
+static char *
+keys_equal_strict(Compiled *c, const char *a, const char *b)
+{
+	StringInfoData buf;
+	ListCell   *lc;
+
+	initStringInfo(&buf);
+	foreach(lc, c->keys)
+	{
+		const char *n = quote_identifier(((KeyCol *) lfirst(lc))->name);
+
+		appendStringInfo(&buf, "%s%s.%s = %s.%s", buf.len ? " AND " : "", a, n, b, n);
+	}
+	return buf.data;
+}
+
+/* "(a.k1 IS NULL OR a.k2 IS NULL)": a key is NULL.  Only with keys. */
+static char *
+keys_any_null(Compiled *c, const char *a)
+{
+	StringInfoData buf;
+	ListCell   *lc;
+
+	initStringInfo(&buf);
+	foreach(lc, c->keys)
+	{
+		const char *n = quote_identifier(((KeyCol *) lfirst(lc))->name);
+
+		appendStringInfo(&buf, "%s%s.%s IS NULL", buf.len ? " OR " : "(", a, n);
+	}
+	appendStringInfoChar(&buf, ')');
+	return buf.data;
+}
+
 /* "k1, k2, " (note the trailing separator), or "" without keys */
 static char *
 keys_list(Compiled *c, const char *prefix)
@@ -1220,6 +1269,7 @@ session_statements(Compiled *c, Oid result, Oid state, OutputMode mode, StringIn
 	StringInfoData sql;
 	char	   *keys = keys_list(c, "");
 	char	   *part = keys_partition(c);
+	char	   *overlapping;
 
 	/* r: a plain projection of the user's FROM and WHERE */
 	foreach(lc, c->keys)
@@ -1265,6 +1315,27 @@ session_statements(Compiled *c, Oid result, Oid state, OutputMode mode, StringIn
 	rq->groupClause = NIL;
 	rq->hasAggs = false;
 
+	/*
+	 * t: the stored sessions that the batch's sessions overlap, taken out of
+	 * the state to be merged with them.  Matching keys with IS NOT DISTINCT
+	 * FROM (NULL is a group of its own) cannot be hashed or looked up in an
+	 * index: the join was a nested loop over the batch's sessions, each
+	 * scanning every stored session overlapping it in time, quadratic in
+	 * the number of keys.  So rows whose keys are all non-NULL match with =,
+	 * and the few with a NULL key in a second, disjoint DELETE.
+	 */
+	if (c->keys == NIL)
+		overlapping = psprintf("t AS (DELETE FROM %s s USING b WHERE s.window_start < b.window_end "
+							   "AND b.window_start < s.window_end RETURNING s.*), ", sname);
+	else
+		overlapping = psprintf("t1 AS (DELETE FROM %s s USING b WHERE %s AND s.window_start < b.window_end "
+							   "AND b.window_start < s.window_end RETURNING s.*), "
+							   "t2 AS (DELETE FROM %s s USING b WHERE %s AND %s AND s.window_start < b.window_end "
+							   "AND b.window_start < s.window_end RETURNING s.*), "
+							   "t AS (SELECT * FROM t1 UNION ALL SELECT * FROM t2), ",
+							   sname, keys_equal_strict(c, "s", "b"),
+							   sname, keys_any_null(c, "b"), keys_equal(c, "s", "b"));
+
 	initStringInfo(&sql);
 	appendStringInfo(&sql,
 					 "WITH r AS (%s), "
@@ -1273,8 +1344,7 @@ session_statements(Compiled *c, Oid result, Oid state, OutputMode mode, StringIn
 					 "ri AS (SELECT *, pg_catalog.sum(__brk) OVER (%s ORDER BY __ts ROWS UNBOUNDED PRECEDING) AS __isl FROM rm), "
 					 "b AS (SELECT %spg_catalog.min(__ts) AS window_start, pg_catalog.max(__ts) + %s AS window_end%s "
 					 "FROM ri GROUP BY %s__isl), "
-					 "t AS (DELETE FROM %s s USING b WHERE %s AND s.window_start < b.window_end "
-					 "AND b.window_start < s.window_end RETURNING s.*), "
+					 "%s"
 					 "u AS (SELECT %swindow_start, window_end%s FROM b UNION ALL SELECT %swindow_start, window_end%s FROM t), "
 					 "um AS (SELECT *, CASE WHEN window_start < pg_catalog.max(window_end) OVER (%s ORDER BY window_start, window_end "
 					 "ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) THEN 0 ELSE 1 END AS __brk FROM u), "
@@ -1285,7 +1355,7 @@ session_statements(Compiled *c, Oid result, Oid state, OutputMode mode, StringIn
 					 part, gap,
 					 part,
 					 keys, gap, bparts.data, keys,
-					 sname, keys_equal(c, "s", "b"),
+					 overlapping,
 					 keys, pcols.data, keys, pcols.data,
 					 part,
 					 part,

@@ -22,7 +22,8 @@
 #        delay, so nothing is late), run_available: every session, and
 #        exactly the sessions with window_end <= the final watermark.
 #      - without a key (sessions of all events) and with two keys (k and
-#        an expression), run_available.
+#        an expression that is NULL for a third of the events),
+#        run_available.
 #   2. One partition, 400 events, max_records_per_batch 10, watermark 5 s,
 #      some rows late, capture_late_rows: append and update mode run
 #      batch by batch against a simulation of the documented semantics
@@ -109,7 +110,7 @@ sub sessions
 	for my $e (@$events)
 	{
 		my $kv = $keyf->($e);
-		my $id = join("\x1f", @$kv);
+		my $id = join("\x1f", map { $_ // "\x1eNULL" } @$kv);
 		$kv{$id} = $kv;
 		push @{ $by_key{$id} }, $e;
 	}
@@ -207,7 +208,7 @@ SELECT streamwin.create_query('many_nokey',
          GROUP BY streamwin.session(ts, '10 seconds')\$q\$,
     output_mode => 'update', start => false);
 SELECT streamwin.create_query('many_twokeys',
-    \$q\$SELECT k, abs(v) % 3 AS g, $aggs FROM sess_many
+    \$q\$SELECT k, nullif(abs(v) % 3, 0) AS g, $aggs FROM sess_many
          GROUP BY streamwin.session(ts, '10 seconds'), k, g\$q\$,
     watermark => '60 seconds', output_mode => 'append', start => false);
 }, 'part 1: source and queries created');
@@ -291,7 +292,8 @@ results_match($node, "SELECT $got_cols FROM many_append",
 	sessions_sql(\@closed1),
 	'many_append: exactly the sessions with window_end <= watermark');
 
-# Without a key, sessions of all events; with two keys, per (k, g).
+# Without a key, sessions of all events; with two keys, per (k, g), g being
+# NULL (a group of its own) for a third of the events.
 results_match($node, "SELECT @{[got_cols('')]} FROM many_nokey",
 	sessions_sql(sessions(\@ev1, sub { [] }), keys => []),
 	'many_nokey: the sessions of all events, whatever their key');
@@ -299,7 +301,7 @@ results_match($node, "SELECT @{[got_cols('k, g, ')]} FROM many_twokeys",
 	sessions_sql(
 		[
 			grep { $_->[1] <= $wm1 }
-			  values %{ sessions(\@ev1, sub { [ $_[0][0], abs($_[0][1]) % 3 ] }) }
+			  values %{ sessions(\@ev1, sub { [ $_[0][0], abs($_[0][1]) % 3 || undef ] }) }
 		],
 		keys => [ [ k => 'text' ], [ g => 'int' ] ]),
 	'many_twokeys: closed sessions per (k, g)');
