@@ -1136,9 +1136,9 @@ aggregate_statements(Compiled *c, Oid result, Oid state, OutputMode mode, String
 
 /* --- session windows ---------------------------------------------------- */
 
-/* "a.k1 IS NOT DISTINCT FROM b.k1 AND ...", or "true" without keys */
+/* "a.k1 <op> b.k1 AND a.k2 <op> b.k2 ...", or "" without keys */
 static char *
-keys_equal(Compiled *c, const char *a, const char *b)
+keys_compare(Compiled *c, const char *a, const char *op, const char *b)
 {
 	StringInfoData buf;
 	ListCell   *lc;
@@ -1148,9 +1148,16 @@ keys_equal(Compiled *c, const char *a, const char *b)
 	{
 		const char *n = quote_identifier(((KeyCol *) lfirst(lc))->name);
 
-		appendStringInfo(&buf, "%s%s.%s IS NOT DISTINCT FROM %s.%s", buf.len ? " AND " : "", a, n, b, n);
+		appendStringInfo(&buf, "%s%s.%s %s %s.%s", buf.len ? " AND " : "", a, n, op, b, n);
 	}
-	return buf.len ? buf.data : "true";
+	return buf.data;
+}
+
+/* "a.k1 IS NOT DISTINCT FROM b.k1 AND ...", or "true" without keys */
+static char *
+keys_equal(Compiled *c, const char *a, const char *b)
+{
+	return c->keys ? keys_compare(c, a, "IS NOT DISTINCT FROM", b) : "true";
 }
 
 /*
@@ -1161,17 +1168,7 @@ keys_equal(Compiled *c, const char *a, const char *b)
 static char *
 keys_equal_strict(Compiled *c, const char *a, const char *b)
 {
-	StringInfoData buf;
-	ListCell   *lc;
-
-	initStringInfo(&buf);
-	foreach(lc, c->keys)
-	{
-		const char *n = quote_identifier(((KeyCol *) lfirst(lc))->name);
-
-		appendStringInfo(&buf, "%s%s.%s = %s.%s", buf.len ? " AND " : "", a, n, b, n);
-	}
-	return buf.data;
+	return keys_compare(c, a, "=", b);
 }
 
 /* "(a.k1 IS NULL OR a.k2 IS NULL)": a key is NULL.  Only with keys. */
