@@ -168,6 +168,14 @@ SELECT streamwin.run_batch('probe_mem')->>'input_rows' AS input_rows;
 SELECT mem, n FROM probe_mem ORDER BY mem;
 RESET streamwin.batch_work_mem;
 RESET work_mem;
+-- A batch in a REPEATABLE READ transaction, whose snapshot predates the
+-- batch's lock, also locks the query's row (to fail rather than run on a
+-- position another batch has moved): it runs all the same.
+INSERT INTO probes VALUES (3);
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT streamwin.run_batch('probe_mem')->>'input_rows' AS input_rows;
+COMMIT;
+SELECT mem, n FROM probe_mem ORDER BY mem;
 SELECT streamwin.drop_query('probe_mem', drop_result => true);
 SELECT streamwin.drop_source('probe_src');
 DROP TABLE probes;
