@@ -58,6 +58,7 @@
 #include "parser/parse_func.h"
 #include "parser/parser.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/json.h"
 #include "utils/jsonb.h"
@@ -743,6 +744,119 @@ deparse_qualified(Query *q)
 	return sql;
 }
 
+/* Mutator context of hop_without_srf: the Var of a window start, and what replaces it. */
+typedef struct HopVarReplace
+{
+	int			rtindex;
+	Node	   *start;
+} HopVarReplace;
+
+static Node *
+replace_hop_var(Node *node, HopVarReplace *ctx)
+{
+	if (node == NULL)
+		return NULL;
+	if (IsA(node, Var) && ((Var *) node)->varno == ctx->rtindex &&
+		((Var *) node)->varlevelsup == 0)
+		return copyObject(ctx->start);
+	if (IsA(node, Query))
+		return (Node *) query_tree_mutator((Query *) node, replace_hop_var, ctx, 0);
+	return expression_tree_mutator(node, replace_hop_var, ctx);
+}
+
+/*
+ * The analysed query reads hop windows from LATERAL hop_starts(ts, size,
+ * slide), a set-returning function called for every row: each call builds
+ * and reads back a tuplestore, about a tenth of a hop query's CPU.  For the
+ * batch statement, join instead with generate_series(0, n - 1) AS i, n =
+ * ceil(size / slide), which does not depend on the row, so it runs once and
+ * is rescanned, and compute each start as tumble(ts, slide) - i * slide,
+ * keeping those whose window still covers ts (all of them when the size is
+ * a multiple of the slide): the same starts hop_starts returns.
+ */
+static Query *
+hop_without_srf(Compiled *c, Query *pq)
+{
+	Oid			targs[2] = {TIMESTAMPTZOID, INTERVALOID};
+	Oid			tumble = streamwin_func_oid("tumble", 2, targs);
+	int			rtindex = 0;
+	RangeTblEntry *hop = NULL;
+	ListCell   *lc;
+	FuncExpr   *starts;
+	Expr	   *ts;
+	Expr	   *size;
+	Expr	   *slide;
+	int32		n = (int32) ((c->size_us + c->slide_us - 1) / c->slide_us);
+	FuncExpr   *series;
+	RangeTblFunction *rtf;
+	Expr	   *start;
+	HopVarReplace ctx;
+
+	foreach(lc, pq->rtable)
+	{
+		RangeTblEntry *rte = lfirst_node(RangeTblEntry, lc);
+
+		rtindex++;
+		if (rte->rtekind == RTE_FUNCTION && rte->alias &&
+			strcmp(rte->alias->aliasname, HOP_ALIAS) == 0)
+		{
+			hop = rte;
+			break;
+		}
+	}
+	if (hop == NULL)
+		elog(ERROR, "streamwin: hop window without its function");
+	starts = (FuncExpr *) linitial_node(RangeTblFunction, hop->functions)->funcexpr;
+	ts = linitial(starts->args);
+	size = lsecond(starts->args);
+	slide = lthird(starts->args);
+
+	series = makeFuncExpr(F_GENERATE_SERIES_INT4_INT4, INT4OID,
+						  list_make2(makeConst(INT4OID, -1, InvalidOid, 4, Int32GetDatum(0), false, true),
+									 makeConst(INT4OID, -1, InvalidOid, 4, Int32GetDatum(n - 1), false, true)),
+						  InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL);
+	series->funcretset = true;
+	rtf = makeNode(RangeTblFunction);
+	rtf->funcexpr = (Node *) series;
+	rtf->funccolcount = 1;
+	hop->functions = list_make1(rtf);
+	hop->lateral = false;
+	hop->alias = makeAlias(HOP_ALIAS, list_make1(makeString("i")));
+	hop->eref = makeAlias(HOP_ALIAS, list_make1(makeString("i")));
+
+	/* tumble(ts, slide) - i * slide */
+	start = (Expr *) makeFuncExpr(F_TIMESTAMPTZ_MI_INTERVAL, TIMESTAMPTZOID,
+								  list_make2(makeFuncExpr(tumble, TIMESTAMPTZOID,
+														  list_make2(copyObject(ts), copyObject(slide)),
+														  InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL),
+											 makeFuncExpr(F_INTERVAL_MUL, INTERVALOID,
+														  list_make2(copyObject(slide),
+																	 makeFuncExpr(F_FLOAT8_INT4, FLOAT8OID,
+																				  list_make1(makeVar(rtindex, 1, INT4OID, -1, InvalidOid, 0)),
+																				  InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL)),
+														  InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL)),
+								  InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL);
+
+	ctx.rtindex = rtindex;
+	ctx.start = (Node *) start;
+	pq->targetList = (List *) replace_hop_var((Node *) pq->targetList, &ctx);
+	pq->jointree = (FromExpr *) replace_hop_var((Node *) pq->jointree, &ctx);
+
+	/* ts < start + size, unless every start up to n - 1 covers ts */
+	if (c->size_us % c->slide_us != 0)
+	{
+		Expr	   *covers = (Expr *) makeFuncExpr(F_TIMESTAMPTZ_LT, BOOLOID,
+												   list_make2(copyObject(ts),
+															  makeFuncExpr(F_TIMESTAMPTZ_PL_INTERVAL, TIMESTAMPTZOID,
+																		   list_make2(copyObject(start), copyObject(size)),
+																		   InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL)),
+												   InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL);
+
+		pq->jointree->quals = make_and_qual(pq->jointree->quals, (Node *) covers);
+	}
+	return pq;
+}
+
 /* The query computing one batch's partial aggregates. */
 static char *
 partial_query_sql(Compiled *c)
@@ -775,6 +889,8 @@ partial_query_sql(Compiled *c)
 		tlist = lappend(tlist, makeTargetEntry(p->expr, resno++, p->name, false));
 	}
 	pq->targetList = tlist;
+	if (c->window && strcmp(c->window, "hop") == 0)
+		pq = hop_without_srf(c, pq);
 	return deparse_qualified(pq);
 }
 

@@ -176,7 +176,7 @@ sub windows_sql
        to_timestamp(w.s + $size) AS window_end, $keysel $a{aggs}
   FROM $a{table} t
        CROSS JOIN LATERAL generate_series(
-           floor($e / $slide)::bigint * $slide - ($size - $slide),
+           floor($e / $slide)::bigint * $slide - ceil(${size}::numeric / $slide)::bigint * $slide,
            floor($e / $slide)::bigint * $slide, $slide) AS w(s)
  WHERE $e >= w.s AND $e < w.s + $size $where
  GROUP BY w.s$keygrp};
