@@ -354,17 +354,13 @@ lock_query(QueryRunner *r, int64 *last_batch_id, bool *has_wm, TimestampTz *wm,
 	 * lock (REPEATABLE READ, a user's run_batch) locks the row as well, to
 	 * fail rather than run on a stale position.
 	 */
+#define QUERY_POSITION_SQL \
+	"SELECT last_batch_id, watermark, last_batch_at, state_batch_id, " \
+	"coalesce(checkpoint_batch_id, 0) FROM streamwin.query_catalog WHERE query_id = $1"
+
 	catalog_lock_query(r->query_id);
-	if (IsolationUsesXactSnapshot())
-		catalog_exec("SELECT last_batch_id, watermark, last_batch_at, state_batch_id, "
-					 "coalesce(checkpoint_batch_id, 0) "
-					 "FROM streamwin.query_catalog WHERE query_id = $1 FOR UPDATE",
-					 1, types, args, NULL, 1);
-	else
-		catalog_exec("SELECT last_batch_id, watermark, last_batch_at, state_batch_id, "
-					 "coalesce(checkpoint_batch_id, 0) "
-					 "FROM streamwin.query_catalog WHERE query_id = $1",
-					 1, types, args, NULL, 1);
+	catalog_exec(IsolationUsesXactSnapshot() ? QUERY_POSITION_SQL " FOR UPDATE" : QUERY_POSITION_SQL,
+				 1, types, args, NULL, 1);
 	if (SPI_processed != 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),

@@ -89,8 +89,8 @@ set_desired_state(QueryInfo *q, const char *state)
  * query that is gone.  (The next query created on the source then starts
  * from there.)  If the query's worker holds the slot between two batches,
  * waiting for it here could deadlock (the worker's next batch waits for the
- * query's row, which this transaction holds): the worker does it instead
- * when it exits (table_source_release_dropped).
+ * query's batch lock, which this transaction holds): the worker does it
+ * instead when it exits (finish_table_source in worker.c).
  */
 static void
 release_table_source(QueryInfo *q)
@@ -162,9 +162,6 @@ streamwin_drop_query(PG_FUNCTION_ARGS)
 	catalog_lock_query(q->query_id);
 	SPI_connect();
 	catalog_enter(&role);
-	if (SPI_execute_with_args("SELECT 1 FROM streamwin.query_catalog WHERE query_id = $1 FOR UPDATE",
-							  1, types, args, NULL, false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not lock streamwin.query_catalog");
 	if (SPI_execute_with_args("DELETE FROM streamwin.query_catalog WHERE query_id = $1",
 							  1, types, args, NULL, false, 0) != SPI_OK_DELETE)
 		elog(ERROR, "could not delete from streamwin.query_catalog");
@@ -297,9 +294,7 @@ streamwin_reset_query(PG_FUNCTION_ARGS)
 	catalog_lock_query(q->query_id);
 	SPI_connect();
 	catalog_enter(&role);
-	if (SPI_execute_with_args("SELECT 1 FROM streamwin.query_catalog WHERE query_id = $1 FOR UPDATE",
-							  1, types, args, NULL, false, 0) != SPI_OK_SELECT ||
-		SPI_execute_with_args("DELETE FROM streamwin.query_offsets WHERE query_id = $1",
+	if (SPI_execute_with_args("DELETE FROM streamwin.query_offsets WHERE query_id = $1",
 							  1, types, args, NULL, false, 0) != SPI_OK_DELETE ||
 		SPI_execute_with_args("DELETE FROM streamwin.query_checkpoints WHERE query_id = $1",
 							  1, types, args, NULL, false, 0) != SPI_OK_DELETE ||

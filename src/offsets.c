@@ -80,9 +80,17 @@ offsets_init_partitions(QueryRunner *r)
  * fetch for half its trigger_interval, 10 to 100 ms, so that Kafka's share
  * of the latency stays within the interval it asked for.  The price is idle
  * fetch requests, two per interval: in the bench, an idle query's worker
- * used 0.2% of a core with 50 or 100 ms, 0.8% with 25 ms.  A session's run_batch has no
- * interval: 100 ms.  The source option kafka.fetch.wait.max.ms wins.
+ * used 0.2% of a core with 50 or 100 ms, 0.8% with 25 ms.  A session's
+ * run_batch has no interval: 100 ms.  The source option
+ * kafka.fetch.wait.max.ms wins.
  */
+/*
+ * Batches' worth of messages librdkafka may queue ahead while one batch
+ * runs (with fewer, the fetcher stalled in the bench, see build_conf in
+ * kafka_source.c); its 64 MB bound on the queue still holds.
+ */
+#define PREFETCH_BATCHES 10
+
 static int
 fetch_wait_ms(QueryRunner *r)
 {
@@ -108,13 +116,7 @@ offsets_load(QueryRunner *r)
 	{
 		r->consumer = kafka_consumer_open(r->source->brokers, r->source->topic,
 										  fetch_wait_ms(r),
-										  /*
-										   * batches queued ahead while one
-										   * runs (fewer stalled the fetcher
-										   * in the bench); librdkafka's 64
-										   * MB bound on its queue holds
-										   */
-										  10 * r->source->max_records_per_batch,
+										  PREFETCH_BATCHES * r->source->max_records_per_batch,
 										  r->source->nkafka_props,
 										  r->source->kafka_keys, r->source->kafka_values);
 		r->assigned = false;
@@ -427,9 +429,9 @@ offsets_table_retained(QueryRunner *r, int *nqueries)
 				 "LEFT JOIN streamwin.query_checkpoints c ON c.query_id = q.query_id AND c.partition = 0 "
 				 "WHERE q.source_id = $1",
 				 1, types, args, NULL, 1);
-	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 	*nqueries = (int) DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2,
-												  &(bool) {false}));
+												  &isnull));
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 	SPI_finish();
 	return isnull ? InvalidXLogRecPtr : (XLogRecPtr) DatumGetInt64(d);
 }

@@ -1252,6 +1252,9 @@ aggregate_statements(Compiled *c, Oid result, Oid state, OutputMode mode, String
 
 /* --- session windows ---------------------------------------------------- */
 
+/* a stored session s and a batch's session b overlap in time */
+#define SESSIONS_OVERLAP "s.window_start < b.window_end AND b.window_start < s.window_end"
+
 /* "a.k1 <op> b.k1 AND a.k2 <op> b.k2 ...", or "" without keys */
 static char *
 keys_compare(Compiled *c, const char *a, const char *op, const char *b)
@@ -1438,16 +1441,14 @@ session_statements(Compiled *c, Oid result, Oid state, OutputMode mode, StringIn
 	 * and the few with a NULL key in a second, disjoint DELETE.
 	 */
 	if (c->keys == NIL)
-		overlapping = psprintf("t AS (DELETE FROM %s s USING b WHERE s.window_start < b.window_end "
-							   "AND b.window_start < s.window_end RETURNING s.*), ", sname);
+		overlapping = psprintf("t AS (DELETE FROM %s s USING b WHERE %s RETURNING s.*), ",
+							   sname, SESSIONS_OVERLAP);
 	else
-		overlapping = psprintf("t1 AS (DELETE FROM %s s USING b WHERE %s AND s.window_start < b.window_end "
-							   "AND b.window_start < s.window_end RETURNING s.*), "
-							   "t2 AS (DELETE FROM %s s USING b WHERE %s AND %s AND s.window_start < b.window_end "
-							   "AND b.window_start < s.window_end RETURNING s.*), "
+		overlapping = psprintf("t1 AS (DELETE FROM %s s USING b WHERE %s AND %s RETURNING s.*), "
+							   "t2 AS (DELETE FROM %s s USING b WHERE %s AND %s AND %s RETURNING s.*), "
 							   "t AS (SELECT * FROM t1 UNION ALL SELECT * FROM t2), ",
-							   sname, keys_equal_strict(c, "s", "b"),
-							   sname, keys_any_null(c, "b"), keys_equal(c, "s", "b"));
+							   sname, keys_equal_strict(c, "s", "b"), SESSIONS_OVERLAP,
+							   sname, keys_any_null(c, "b"), keys_equal(c, "s", "b"), SESSIONS_OVERLAP);
 
 	initStringInfo(&sql);
 	appendStringInfo(&sql,

@@ -163,6 +163,13 @@ finish_table_source(const char *slot_name, int32 source_id)
 	run_in_own_transaction(finish_table_source_in_transaction, &t);
 }
 
+/* How long until trigger_interval has passed since the batch that started at started. */
+static long
+ms_until_trigger(QueryRunner *r, TimestampTz started)
+{
+	return Max(0, r->query->trigger_interval_us / 1000 - (GetCurrentTimestamp() - started) / 1000);
+}
+
 void
 streamwin_worker_main(Datum main_arg)
 {
@@ -274,11 +281,7 @@ streamwin_worker_main(Datum main_arg)
 			wait_ms = backoff_ms;
 		else if (r->query->trigger_interval_us > 0 &&
 				 !(stats.input_rows == 0 && r->consumer != NULL))
-		{
-			long		elapsed_ms = (GetCurrentTimestamp() - started) / 1000;
-
-			wait_ms = Max(0, r->query->trigger_interval_us / 1000 - elapsed_ms);
-		}
+			wait_ms = ms_until_trigger(r, started);
 		else
 		{
 			/*
@@ -302,19 +305,13 @@ streamwin_worker_main(Datum main_arg)
 				ResetLatch(MyLatch);
 			if (r != NULL && r->consumer != NULL)
 				kafka_drain_wakeup(r->consumer);
-			if ((rc & WL_SOCKET_READABLE) && r->query->trigger_interval_us > 0)
+			/* woken by data: keep the trigger's pace all the same */
+			if ((rc & WL_SOCKET_READABLE) && (wait_ms = ms_until_trigger(r, started)) > 0)
 			{
-				long		rest_ms = r->query->trigger_interval_us / 1000 -
-					(GetCurrentTimestamp() - started) / 1000;
-
-				/* keep the trigger's pace: no batch sooner than the interval */
-				if (rest_ms > 0)
-				{
-					rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-								   rest_ms, PG_WAIT_EXTENSION);
-					if (rc & WL_LATCH_SET)
-						ResetLatch(MyLatch);
-				}
+				rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							   wait_ms, PG_WAIT_EXTENSION);
+				if (rc & WL_LATCH_SET)
+					ResetLatch(MyLatch);
 			}
 		}
 	}
