@@ -1053,7 +1053,7 @@ EOF
 		chk="WRONG(events=$n_ev,covered=$n_cov,result_count=$n_res,want=$total)"
 	lat_cpu=$(calc "$c1 - $c0")
 	record "L$v" latency 1 "$total" "$BENCH_LAT_SECONDS" "$lat_cpu" "$hwm" "$anon" "$chk" \
-		"fetch_wait=$fw;rate=$BENCH_LAT_RATE;p50=$p50;p99=$p99;max=$pmax;seen_p50=$s50;seen_p99=$s99;seen_max=$smax;kafka_p50=$k50;kafka_p99=$k99;kafka_max=$kmax;after_kafka_p50=$d50;after_kafka_p99=$d99;batches=$n_batches;seen_events=$n_seen;idle_pct=$idle_pct"
+		"fetch_wait=$fw;rate=$BENCH_LAT_RATE;p50=$p50;p99=$p99;max=$pmax;seen_p50=$s50;seen_p99=$s99;seen_max=$smax;kafka_p50=$k50;kafka_p99=$k99;kafka_max=$kmax;after_kafka_p50=$d50;after_kafka_p99=$d99;batches=$n_batches;seen_events=$n_seen;idle_pct=$idle_pct;default=$([[ -z $kafka_opt ]] && echo 1 || echo 0)"
 }
 if only latency; then
 # 1: librdkafka's fetch.wait.max.ms as streamwin sets it by default, half

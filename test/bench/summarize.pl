@@ -350,7 +350,7 @@ for my $v (sort keys %lats)
 	my $lat = $lats{$v};
 	my $ok = $lat->{check} eq 'ok';
 	target("p99 latency < trigger_interval + 100 ms = 200 ms (fetch.wait.max.ms $lat->{fetch_wait}"
-		  . ($lat->{fetch_wait} == 50 ? ', the default' : '') . ')',
+		  . ($lat->{default} ? ', the default' : '') . ')',
 		$ok ? 1 : undef, ($lat->{p99} // '-') . ' ms', $ok && $lat->{p99} < 200);
 }
 
