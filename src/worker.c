@@ -203,6 +203,7 @@ streamwin_worker_main(Datum main_arg)
 		BatchStats	stats;
 		bool		full = false;
 		long		wait_ms;
+		long		stats_pending_ms;
 		int			events;
 		int			rc;
 		volatile bool stop = false;
@@ -272,6 +273,16 @@ streamwin_worker_main(Datum main_arg)
 		if (stop)
 			break;
 
+		/*
+		 * The batch's table statistics (pg_stat_user_tables, and through them
+		 * autovacuum's view of the result and state tables, which batches
+		 * update all the time) reach shared memory only when the process
+		 * reports them: a backend does when it goes idle, a background worker
+		 * has to.  At most once a second while batches run back to back
+		 * (pgstat's own pace); before a longer wait, at once (below).
+		 */
+		stats_pending_ms = pgstat_report_stat(false);
+
 		/* a full batch means a backlog: go on at once */
 		if (full && backoff_ms == 0)
 			continue;
@@ -298,6 +309,8 @@ streamwin_worker_main(Datum main_arg)
 		}
 		if (wait_ms > 0)
 		{
+			if (stats_pending_ms > 0 && wait_ms > stats_pending_ms)
+				pgstat_report_stat(true);
 			rc = WaitLatchOrSocket(MyLatch, events,
 								   (events & WL_SOCKET_READABLE) ? kafka_wakeup_fd(r->consumer) : PGINVALID_SOCKET,
 								   wait_ms, PG_WAIT_EXTENSION);

@@ -156,6 +156,22 @@ check_chunks(1, 'after the first chunk');
 $broker->produce('wk', $chunks[1]);
 check_chunks(2, 'after the second chunk');
 
+# ---- workers report their table statistics --------------------------------
+
+# A background worker must report its table statistics itself (a backend
+# does when it goes idle): without them pg_stat_user_tables shows nothing of
+# what workers wrote, and autovacuum never learns that the result and state
+# tables, which every batch updates, need vacuuming.  The workers are still
+# running: statistics sent at exit would not count.  Every group w_counts
+# holds was inserted once, into its result and its state (no watermark, so
+# no state is evicted), and no batch was rolled back.
+wait_until($node, q{
+SELECT r.n_tup_ins = n.groups, st.n_tup_ins = n.groups
+  FROM (SELECT count(*) AS groups FROM w_counts) n, pg_stat_user_tables r,
+       streamwin.query_catalog q, pg_stat_user_tables st
+ WHERE r.relid = 'w_counts'::regclass AND q.name = 'w_counts' AND st.relid = q.state_table
+}, 't|t', 'running workers report their writes to the result and state tables');
+
 # ---- idle workers take no transaction ids ---------------------------------
 
 # Both workers are caught up.  A batch with nothing to read locks its query
