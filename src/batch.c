@@ -523,7 +523,7 @@ table_idle_advance(QueryRunner *r, TablePosition start, int64 last_batch_id,
 		if (checkpoint_batch == last_batch_id)
 			checkpoint_move_positions(r);
 		else
-			checkpoint_take(r, last_batch_id, has_wm, wm);
+			checkpoint_take(r, last_batch_id, has_wm, wm, false);
 	}
 	r->table_idle_stored_at = now;
 }
@@ -761,8 +761,8 @@ batch_run_steps(QueryRunner *r, int fetch_timeout_ms, int linger_ms, BatchStats 
 				 (r->source->kind == SOURCE_TABLE ||
 				  now - r->last_checkpoint_at >= (int64) streamwin_checkpoint_min_interval * 1000)))
 			{
-				checkpoint_take(r, stats->batch_id, has_new_wm, new_wm);
-				r->last_checkpoint_at = now;
+				if (checkpoint_take(r, stats->batch_id, has_new_wm, new_wm, false))
+					r->last_checkpoint_at = now;
 			}
 		}
 		progress_record(r, stats);

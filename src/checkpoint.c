@@ -27,6 +27,7 @@
 
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
+#include "storage/lmgr.h"
 #include "executor/spi.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
@@ -158,15 +159,36 @@ checkpoint_restore(QueryRunner *r)
  * checkpoint_take
  *		Copy the state and the just-stored offsets as of batch_id.  Inside
  *		the batch, after offsets_store.
+ *
+ * The copy replaces the checkpoint tables' contents with TRUNCATE, which
+ * needs an ACCESS EXCLUSIVE lock, and pg_dump holds ACCESS SHARE on every
+ * table it dumps, checkpoint tables included, until the dump ends.  Unless
+ * told to wait, a checkpoint whose tables are locked is not taken: the
+ * previous one stays valid (recovery replays from it, a little longer), and
+ * the next batch tries again, where waiting would stall the query for as
+ * long as the dump runs.  Returns whether the checkpoint was taken.
  */
-void
-checkpoint_take(QueryRunner *r, int64 batch_id, bool has_wm, TimestampTz wm)
+bool
+checkpoint_take(QueryRunner *r, int64 batch_id, bool has_wm, TimestampTz wm, bool wait)
 {
 	Oid			types[3] = {INT4OID, INT8OID, TIMESTAMPTZOID};
 	Datum		args[3] = {Int32GetDatum(r->query_id), Int64GetDatum(batch_id), TimestampTzGetDatum(wm)};
 	char		nulls[3] = {' ', ' ', has_wm ? ' ' : 'n'};
 	CatalogRole role;
 
+	/* both tables or neither: a checkpoint is one state */
+	for (int i = 0; i < 2 && !wait; i++)
+	{
+		Oid			logged = i == 0 ? r->query->checkpoint_table : r->query->dedup_checkpoint;
+
+		if (OidIsValid(logged) && !ConditionalLockRelationOid(logged, AccessExclusiveLock))
+		{
+			ereport(DEBUG1,
+					(errmsg("streamwin: query \"%s\" skips a checkpoint: its table is locked by another session",
+							r->query->name)));
+			return false;
+		}
+	}
 	for (int i = 0; i < 2; i++)
 	{
 		Oid			unlogged = i == 0 ? r->query->state_table : r->query->dedup_table;
@@ -190,6 +212,7 @@ checkpoint_take(QueryRunner *r, int64 batch_id, bool has_wm, TimestampTz wm)
 							  3, types, args, nulls, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "could not record the checkpoint of query \"%s\"", r->query->name);
 	catalog_leave(&role);
+	return true;
 }
 
 /*

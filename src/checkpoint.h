@@ -19,7 +19,8 @@ extern Oid	checkpoint_create_table(int32 query_id, Oid unlogged_table, const cha
 #define QUERY_HAS_UNLOGGED_STATE(q) (OidIsValid((q)->state_table) || OidIsValid((q)->dedup_table))
 extern bool checkpoint_state_lost(QueryRunner *r);
 extern int64 checkpoint_restore(QueryRunner *r);
-extern void checkpoint_take(QueryRunner *r, int64 batch_id, bool has_wm, TimestampTz wm);
+extern bool checkpoint_take(QueryRunner *r, int64 batch_id, bool has_wm, TimestampTz wm,
+							bool wait);
 extern void checkpoint_move_positions(QueryRunner *r);
 extern void checkpoint_replay_bounds(QueryRunner *r, int64 batch_id, int64 *targets,
 									 bool *has_prev_wm, TimestampTz *prev_wm,

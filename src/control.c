@@ -372,7 +372,8 @@ streamwin_reset_query(PG_FUNCTION_ARGS)
 			elog(ERROR, "could not read query \"%s\"", name);
 		last = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
 										   &(bool) {false}));
-		checkpoint_take(r, last, false, 0);
+		/* must be taken: the old one is at positions before the reset */
+		checkpoint_take(r, last, false, 0, true);
 		SPI_finish();
 	}
 	PG_RETURN_VOID();

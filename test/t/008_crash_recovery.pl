@@ -224,6 +224,29 @@ set_min_interval('0');
 $node->safe_psql('postgres', "SELECT streamwin.run_batch('c_spacing')" . (";SELECT streamwin.run_batch('c_spacing')" x 2));
 is(checkpoint_batch(), '8', 'min interval 0: the next batch 3 or more after the checkpoint takes one');
 
+# pg_dump holds ACCESS SHARE on every table it dumps, checkpoint tables
+# included, for as long as the dump runs.  Replacing a checkpoint's
+# contents needs ACCESS EXCLUSIVE: batches must not wait for the dump, so
+# while the lock is held they skip their checkpoints (statement_timeout
+# turns a wait into a failure here), and the next batch after it takes one.
+my $dump = $node->background_psql('postgres');
+$dump->query_safe(q{
+BEGIN;
+SELECT format('LOCK TABLE %s IN ACCESS SHARE MODE', checkpoint_table::regclass)
+  FROM streamwin.query_catalog WHERE name = 'c_spacing' \gexec
+});
+my $last = $node->safe_psql('postgres',
+	"SELECT last_batch_id FROM streamwin.query_catalog WHERE name = 'c_spacing'");
+is( $node->safe_psql('postgres',
+		"SET statement_timeout = '10s'; SELECT streamwin.run_batch('c_spacing')->>'batch_id'"
+		  . (";SELECT streamwin.run_batch('c_spacing')->>'batch_id'" x 3)),
+	join("\n", map { $last + $_ } 1 .. 4), 'batches run while a dump holds the checkpoint table');
+is(checkpoint_batch(), '8', 'and skip their checkpoints meanwhile');
+$dump->query_safe('COMMIT');
+$dump->quit;
+$node->safe_psql('postgres', "SELECT streamwin.run_batch('c_spacing')");
+is(checkpoint_batch(), $last + 5, 'the first batch after the dump takes the checkpoint');
+
 $node->stop;
 $broker->stop;
 done_testing();
