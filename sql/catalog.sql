@@ -40,7 +40,8 @@ SET streamwin.no_such_setting = 1;
 -- An installation of 0.1 updated to the current version has the same
 -- catalog, interface and privileges as a fresh one: the same fingerprint
 -- of column names and types (in name order, as the update appends columns),
--- functions with their arguments, and grants, in both databases.
+-- functions with their arguments, grants, and the tables pg_dump keeps, in
+-- both databases.
 -- (one definition, run in each database)
 SELECT $def$CREATE FUNCTION pg_temp.catalog_fingerprint() RETURNS text LANGUAGE sql AS $$
     SELECT md5(string_agg(x, ';' ORDER BY x)) FROM (
@@ -56,13 +57,18 @@ SELECT $def$CREATE FUNCTION pg_temp.catalog_fingerprint() RETURNS text LANGUAGE 
         FROM pg_proc p WHERE p.pronamespace = 'streamwin'::regnamespace
         UNION ALL
         SELECT conrelid::regclass::text || ' ' || pg_get_constraintdef(oid)
-        FROM pg_constraint WHERE connamespace = 'streamwin'::regnamespace) s(x) $$
+        FROM pg_constraint WHERE connamespace = 'streamwin'::regnamespace
+        UNION ALL
+        SELECT 'dumped ' || unnest(extconfig)::regclass::text
+        FROM pg_extension WHERE extname = 'streamwin') s(x) $$
 $def$ AS fingerprint_function \gset
 :fingerprint_function;
 SELECT pg_temp.catalog_fingerprint() AS fresh, current_database() AS regress_db \gset
 CREATE DATABASE streamwin_update;
 \c streamwin_update
 CREATE EXTENSION streamwin VERSION '0.1';
+-- Before the update the library refuses the old catalog, saying what to do.
+SELECT streamwin.run_batch('any');
 ALTER EXTENSION streamwin UPDATE;
 SELECT extversion FROM pg_extension WHERE extname = 'streamwin';
 :fingerprint_function;

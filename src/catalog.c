@@ -36,22 +36,20 @@
 #include "kafka_source.h"
 
 static Oid	extension_owner_cache = InvalidOid;
+static bool catalog_version_checked = false;
 
 /*
- * The owner of the streamwin extension in this database.  Cached per
- * backend: an extension's owner changes only through ALTER EXTENSION ...
- * OWNER, which streamwin does not support.
+ * Read the streamwin row of pg_extension: its owner, and (if version is not
+ * NULL) its installed version, palloc'd.
  */
 static Oid
-extension_owner(void)
+read_extension(char **version)
 {
 	Relation	rel;
 	ScanKeyData key;
 	SysScanDesc scan;
 	HeapTuple	tup;
-
-	if (OidIsValid(extension_owner_cache))
-		return extension_owner_cache;
+	Oid			owner;
 
 	rel = table_open(ExtensionRelationId, AccessShareLock);
 	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber,
@@ -63,10 +61,57 @@ extension_owner(void)
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("extension \"streamwin\" is not installed in this database"),
 				 errhint("Run CREATE EXTENSION streamwin.")));
-	extension_owner_cache = ((Form_pg_extension) GETSTRUCT(tup))->extowner;
+	owner = ((Form_pg_extension) GETSTRUCT(tup))->extowner;
+	if (version)
+	{
+		bool		isnull;
+		Datum		d = heap_getattr(tup, Anum_pg_extension_extversion,
+									 RelationGetDescr(rel), &isnull);
+
+		*version = isnull ? pstrdup("?") : TextDatumGetCString(d);
+	}
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
+	return owner;
+}
+
+/*
+ * The owner of the streamwin extension in this database.  Cached per
+ * backend: an extension's owner changes only through ALTER EXTENSION ...
+ * OWNER, which streamwin does not support.
+ */
+static Oid
+extension_owner(void)
+{
+	if (!OidIsValid(extension_owner_cache))
+		extension_owner_cache = read_extension(NULL);
 	return extension_owner_cache;
+}
+
+/*
+ * The library reads and writes the catalog of one extension version.  A
+ * package upgrade replaces the library at once, while each database's
+ * catalog stays at its old version until ALTER EXTENSION streamwin UPDATE:
+ * until then, say so, instead of failing on a column that is not there.
+ * Once it matches it stays so for the life of the backend (a downgrade is
+ * not possible).
+ */
+static void
+check_catalog_version(void)
+{
+	char	   *version;
+
+	if (catalog_version_checked)
+		return;
+	(void) read_extension(&version);
+	if (strcmp(version, STREAMWIN_CATALOG_VERSION) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("streamwin's catalog in this database is at version %s, but its library needs version %s",
+						version, STREAMWIN_CATALOG_VERSION),
+				 errdetail("The streamwin library was upgraded; the extension's catalog was not."),
+				 errhint("Run ALTER EXTENSION streamwin UPDATE in this database.")));
+	catalog_version_checked = true;
 }
 
 /*
@@ -250,6 +295,8 @@ catalog_lookup(const char *sql, Oid argtype, Datum arg, TupleDesc *desc_out)
 	MemoryContext caller = CurrentMemoryContext;
 	HeapTuple	result = NULL;
 
+	/* every source and query is read here first */
+	check_catalog_version();
 	SPI_connect();
 	catalog_exec(sql, 1, &argtype, &arg, NULL, 2);
 	if (SPI_processed > 1)
@@ -559,7 +606,8 @@ catalog_get_source_by_relation(Oid relid)
 	"       extract(epoch from trigger_interval) * 1000000, " \
 	"       extract(epoch from coalesce((options->>'idle_timeout')::interval, '30 seconds')) * 1000000, " \
 	"       desired_state = 'running', result_table, state_table, plan, checkpoint_table, " \
-	"       coalesce((options->>'capture_late_rows')::boolean, false), start_lsn " \
+	"       coalesce((options->>'capture_late_rows')::boolean, false), start_lsn, " \
+	"       dedup_table, dedup_checkpoint " \
 	"FROM streamwin.query_catalog "
 
 static int64
@@ -604,6 +652,10 @@ query_from_row(HeapTuple tup, TupleDesc desc)
 	q->capture_late_rows = DatumGetBool(spi_datum(tup, desc, 14, &isnull));
 	d = spi_datum(tup, desc, 15, &isnull);
 	q->start_lsn = isnull ? InvalidXLogRecPtr : (XLogRecPtr) DatumGetInt64(d);
+	d = spi_datum(tup, desc, 16, &isnull);
+	q->dedup_table = isnull ? InvalidOid : DatumGetObjectId(d);
+	d = spi_datum(tup, desc, 17, &isnull);
+	q->dedup_checkpoint = isnull ? InvalidOid : DatumGetObjectId(d);
 
 	q->aggregate = strcmp(jsonb_get_text(plan, "kind"), "aggregate") == 0;
 	q->windowed = jsonb_get_text(plan, "window") != NULL;
@@ -618,9 +670,6 @@ query_from_row(HeapTuple tup, TupleDesc desc)
 	q->clear_sql = jsonb_get_text(plan, "clear_sql");
 	q->dedup_sql = jsonb_get_text(plan, "dedup_sql");
 	q->dedup_evict_sql = jsonb_get_text(plan, "dedup_evict_sql");
-	q->dedup_table = q->dedup_sql ? (Oid) strtoul(jsonb_get_text(plan, "dedup_table"), NULL, 10) : InvalidOid;
-	q->dedup_checkpoint = q->dedup_sql ?
-		(Oid) strtoul(jsonb_get_text(plan, "dedup_checkpoint"), NULL, 10) : InvalidOid;
 	q->refresh_sql = jsonb_get_text(plan, "refresh_sql");
 	q->state_count_sql = jsonb_get_text(plan, "state_count_sql");
 	return q;

@@ -7,7 +7,7 @@
  * Who starts a query worker:
  *	- create_query(start => true) and start_query(), when their transaction
  *	  commits (before that the worker could not see the query);
- *	- at server start, and every streamwin.launcher_naptime afterwards, the
+ *	- at server start, and every 30 seconds afterwards, the
  *	  launcher: it cannot read another database's catalog itself, so for
  *	  each database it runs a short-lived "starter" worker there, which
  *	  starts workers for the queries marked running that have none;

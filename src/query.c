@@ -1079,19 +1079,38 @@ create_result_table(Compiled *c, const char *name)
 }
 
 /*
- * Create the UNLOGGED state table in schema streamwin (where users cannot
- * create tables, so as the extension owner), then give it to the query's
- * owner: batches run as the owner.
+ * Create the UNLOGGED table streamwin.name (state, dedup keys) with CREATE
+ * TABLE statement create_sql and, if index_sql is not NULL, an index ("%s"
+ * for the table), in schema streamwin, where users cannot create tables, so
+ * as the extension owner; then give it to the calling role, the query's
+ * owner: batches run as the owner.  Returns the table's oid.
  */
+static Oid
+create_query_table(const char *name, const char *create_sql, const char *index_sql)
+{
+	char	   *qname = quote_qualified_identifier("streamwin", name);
+	/* the caller, before catalog_enter makes the extension owner current */
+	char	   *owner = GetUserNameFromId(GetUserId(), false);
+	CatalogRole role;
+
+	catalog_enter(&role);
+	spi_run(create_sql);
+	if (index_sql)
+		spi_run(psprintf(index_sql, qname));
+	spi_run(psprintf("ALTER TABLE %s OWNER TO %s", qname, quote_identifier(owner)));
+	catalog_leave(&role);
+	CommandCounterIncrement();
+	return get_relname_relid(name, get_namespace_oid("streamwin", false));
+}
+
+/* The UNLOGGED state table of an aggregation: open windows' partial aggregates. */
 static Oid
 create_state_table(Compiled *c, int32 query_id)
 {
 	StringInfoData sql;
 	ListCell   *lc;
-	CatalogRole role;
 	char	   *name = psprintf("state_%d", query_id);
 	char	   *qname = quote_qualified_identifier("streamwin", name);
-	Oid			owner = GetUserId();
 
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "CREATE UNLOGGED TABLE %s (", qname);
@@ -1114,8 +1133,6 @@ create_state_table(Compiled *c, int32 query_id)
 	else
 		appendStringInfo(&sql, "UNIQUE NULLS NOT DISTINCT (%s))", group_columns(c, ""));
 
-	catalog_enter(&role);
-	spi_run(sql.data);
 	/*
 	 * Closing finds expired windows by window_end.  A tumbling or hopping
 	 * window's end is its start plus a fixed size, so the unique index,
@@ -1123,13 +1140,9 @@ create_state_table(Compiled *c, int32 query_id)
 	 * session, whose end moves as it grows, needs an index of its own.  Every
 	 * index costs an insertion per new state row.
 	 */
-	if (c->window && strcmp(c->window, "session") == 0)
-		spi_run(psprintf("CREATE INDEX ON %s (window_end)", qname));
-	spi_run(psprintf("ALTER TABLE %s OWNER TO %s", qname,
-					 quote_identifier(GetUserNameFromId(owner, false))));
-	catalog_leave(&role);
-	CommandCounterIncrement();
-	return get_relname_relid(name, get_namespace_oid("streamwin", false));
+	return create_query_table(name, sql.data,
+							  c->window && strcmp(c->window, "session") == 0 ?
+							  "CREATE INDEX ON %s (window_end)" : NULL);
 }
 
 /* The state rows of windows closed by watermark $1. */
@@ -1612,9 +1625,11 @@ dedup_key_names(Compiled *c, ArrayType *arr)
  * the event time of its first row, and leave it when the watermark passes
  * that time.  One statement inserts the first occurrence of every new key
  * and returns its position in the batch; batch.c keeps those rows only.
+ * Sets the keys' table and its checkpoint table.
  */
 static void
-dedup_statements(Compiled *c, List *keys, int32 query_id, StringInfo plan)
+dedup_statements(Compiled *c, List *keys, int32 query_id, StringInfo plan,
+				 Oid *table_out, Oid *checkpoint_out)
 {
 	TupleDesc	desc = source_tupdesc(c->source->relation);
 	StringInfoData cols;
@@ -1625,7 +1640,6 @@ dedup_statements(Compiled *c, List *keys, int32 query_id, StringInfo plan)
 	char	   *name = psprintf("dedup_%d", query_id);
 	char	   *qname = quote_qualified_identifier("streamwin", name);
 	char	   *ts_sql = "NULL::pg_catalog.timestamptz";
-	CatalogRole role;
 	Oid			table;
 	Oid			ckpt;
 
@@ -1661,15 +1675,10 @@ dedup_statements(Compiled *c, List *keys, int32 query_id, StringInfo plan)
 	}
 
 	/* NULL keys are keys too: NULLS NOT DISTINCT */
-	catalog_enter(&role);
-	spi_run(psprintf("CREATE UNLOGGED TABLE %s (%sevent_time timestamptz, batch_ord integer NOT NULL, "
-					 "UNIQUE NULLS NOT DISTINCT (%s))", qname, keydefs.data, keylist.data));
-	spi_run(psprintf("CREATE INDEX ON %s (event_time)", qname));
-	spi_run(psprintf("ALTER TABLE %s OWNER TO %s", qname,
-					 quote_identifier(GetUserNameFromId(GetUserId(), false))));
-	catalog_leave(&role);
-	CommandCounterIncrement();
-	table = get_relname_relid(name, get_namespace_oid("streamwin", false));
+	table = create_query_table(name,
+							   psprintf("CREATE UNLOGGED TABLE %s (%sevent_time timestamptz, batch_ord integer NOT NULL, "
+										"UNIQUE NULLS NOT DISTINCT (%s))", qname, keydefs.data, keylist.data),
+							   "CREATE INDEX ON %s (event_time)");
 	ckpt = checkpoint_create_table(query_id, table, psprintf("checkpoint_dedup_%d", query_id));
 
 	initStringInfo(&sql);
@@ -1679,14 +1688,15 @@ dedup_statements(Compiled *c, List *keys, int32 query_id, StringInfo plan)
 					 "ORDER BY %s, __ord ON CONFLICT (%s) DO NOTHING RETURNING batch_ord",
 					 qname, keylist.data, keylist.data, keylist.data, ts_sql,
 					 c->source->source_id, cols.data, keylist.data, keylist.data);
-	appendStringInfo(plan, ", \"dedup_table\": \"%u\", \"dedup_checkpoint\": \"%u\", \"dedup_sql\": ",
-					 table, ckpt);
+	appendStringInfoString(plan, ", \"dedup_sql\": ");
 	escape_json(plan, sql.data);
 	if (c->event_time)
 	{
 		appendStringInfoString(plan, ", \"dedup_evict_sql\": ");
 		escape_json(plan, psprintf("DELETE FROM %s WHERE event_time < $1", qname));
 	}
+	*table_out = table;
+	*checkpoint_out = ckpt;
 }
 
 /* --- the SQL function ---------------------------------------------------- */
@@ -1761,6 +1771,8 @@ streamwin_create_query(PG_FUNCTION_ARGS)
 	Oid			result;
 	Oid			state = InvalidOid;
 	Oid			checkpoint = InvalidOid;
+	Oid			dedup = InvalidOid;
+	Oid			dedup_checkpoint = InvalidOid;
 	List	   *dedup_keys = NIL;
 	StringInfoData plan;
 	int32		query_id;
@@ -1925,7 +1937,7 @@ streamwin_create_query(PG_FUNCTION_ARGS)
 		escape_json(&plan, nodeToString(c.event_time));
 	}
 	if (dedup_keys != NIL)
-		dedup_statements(&c, dedup_keys, query_id, &plan);
+		dedup_statements(&c, dedup_keys, query_id, &plan, &dedup, &dedup_checkpoint);
 	appendStringInfoChar(&plan, '}');
 
 	argtypes[0] = OIDOID;
@@ -1947,6 +1959,11 @@ streamwin_create_query(PG_FUNCTION_ARGS)
 	 */
 	argtypes[5] = INT8OID;
 	nulls[5] = 'n';
+	argtypes[6] = OIDOID;
+	argtypes[7] = OIDOID;
+	args[6] = ObjectIdGetDatum(dedup);
+	args[7] = ObjectIdGetDatum(dedup_checkpoint);
+	nulls[6] = nulls[7] = OidIsValid(dedup) ? ' ' : 'n';
 	if (c.source->kind == SOURCE_TABLE)
 	{
 		source_hold_start(c.source->source_id);
@@ -1957,8 +1974,9 @@ streamwin_create_query(PG_FUNCTION_ARGS)
 	}
 	catalog_enter(&role);
 	if (SPI_execute_with_args("UPDATE streamwin.query_catalog SET result_table = $1, state_table = $2, "
-							  "plan = $3::jsonb, checkpoint_table = $5, start_lsn = $6 WHERE query_id = $4",
-							  6, argtypes, args, nulls, false, 0) != SPI_OK_UPDATE)
+							  "plan = $3::jsonb, checkpoint_table = $5, start_lsn = $6, "
+							  "dedup_table = $7, dedup_checkpoint = $8 WHERE query_id = $4",
+							  8, argtypes, args, nulls, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "could not update streamwin.query_catalog");
 	catalog_leave(&role);
 	SPI_finish();

@@ -22,6 +22,12 @@
 
 #include "decode.h"
 
+/*
+ * The extension version whose catalog this library reads and writes
+ * (streamwin.control's default_version; see check_catalog_version).
+ */
+#define STREAMWIN_CATALOG_VERSION "0.3"
+
 /* GUCs (streamwin.c) */
 extern int	streamwin_max_workers;
 extern int	streamwin_progress_retention;

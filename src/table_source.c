@@ -443,6 +443,19 @@ table_source_check_relation(Oid relid)
 		aclcheck_error(acl, OBJECT_TABLE, name);
 }
 
+/*
+ * Is slot_name a slot of this database?  A database restored from a dump (or
+ * copied from another) has the catalog, slot names included, of one whose
+ * slots it does not own: those it must neither read, nor advance, nor drop.
+ */
+static bool
+slot_is_ours(const char *slot_name)
+{
+	ReplicationSlot *slot = SearchNamedReplicationSlot(slot_name, true);
+
+	return slot != NULL && slot->data.database == MyDatabaseId;
+}
+
 /* Make the slot created by this transaction persistent at commit; drop others. */
 static void
 slot_xact_callback(XactEvent event, void *arg)
@@ -456,7 +469,7 @@ slot_xact_callback(XactEvent event, void *arg)
 
 				dropping_slot = NULL;
 				/* waits for a worker of a dropped query to let go of it */
-				if (SearchNamedReplicationSlot(name, true) != NULL)
+				if (slot_is_ours(name))
 					ReplicationSlotDrop(name, false);
 				pfree(name);
 			}
@@ -569,7 +582,14 @@ find_slot(const char *slot_name)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("replication slot \"%s\" of a streamwin table source does not exist", slot_name),
-				 errdetail("It was dropped by hand, or its creation was never committed."),
+				 errdetail("It was dropped by hand, or its creation was never committed, or this database was restored from a dump, which does not carry replication slots."),
+				 errhint("Drop the source and its queries, and create them again.")));
+	/* a restore into another database of the same cluster finds the original's */
+	if (slot->data.database != MyDatabaseId)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("replication slot \"%s\" of a streamwin table source belongs to another database", slot_name),
+				 errdetail("This database was restored from a dump or copied from another, and a dump does not carry replication slots: its table sources have none of their own."),
 				 errhint("Drop the source and its queries, and create them again.")));
 	return slot;
 }
@@ -954,8 +974,13 @@ source_slot_advance(const char *slot_name, int32 source_id)
 {
 	XLogRecPtr	end_of_wal;
 	XLogRecPtr	end_read;
-	TablePosition from = {source_slot_confirmed(slot_name), 0};
+	TablePosition from;
 
+	/* nothing to release in a restored database, which has no slot */
+	if (!slot_is_ours(slot_name))
+		return;
+	from.lsn = source_slot_confirmed(slot_name);
+	from.index = 0;
 	/* not while a query's start is being set (see source_hold_start) */
 	if (!source_confirm_begin(source_id))
 		return;

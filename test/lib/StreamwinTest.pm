@@ -260,12 +260,14 @@ sub psql_ok
 # Run SQL with a time limit (PG_TEST_TIMEOUT_DEFAULT, 180 s by default).  A
 # statement that hangs fails the test and ends the script: later steps
 # would only wait on what it holds.  Returns (exit code, stdout, stderr).
+# dbname => D runs it in database D (default postgres).
 sub _psql
 {
 	my ($node, $sql, %params) = @_;
 	my ($out, $err, $timed_out) = ('', '', 0);
+	my $db = delete $params{dbname} // 'postgres';
 	my $rc = $node->psql(
-		'postgres', _utf8($sql),
+		$db, _utf8($sql),
 		stdout        => \$out,
 		stderr        => \$err,
 		on_error_stop => 1,
@@ -311,9 +313,10 @@ sub query_json
 results_match(NODE, GOT_SQL, WANT_SQL, NAME): one test: the two queries
 return the same multiset of rows (EXCEPT ALL both ways).  On failure it
 lists rows missing from GOT and rows GOT has but WANT does not (at most 25
-each), and the row counts.  Returns true on success.
+each), and the row counts.  Returns true on success.  Option dbname => D
+(here and in the helpers below): in database D rather than postgres.
 
-wait_results_match(NODE, GOT_SQL, WANT_SQL, NAME, timeout => S): polls until
+wait_results_match(NODE, GOT_SQL, WANT_SQL, NAME, timeout => S, dbname => D): polls until
 they match (errors while polling count as "not yet"), then passes; on timeout
 fails like results_match and shows streamwin.queries.
 
@@ -336,9 +339,9 @@ UNION ALL
 
 sub results_match
 {
-	my ($node, $got, $want, $name) = @_;
-	my ($rc, $out, $err) =
-	  _psql($node, _diff_sql($got, $want), extra_params => [ '-F', "\t" ]);
+	my ($node, $got, $want, $name, %opts) = @_;
+	my ($rc, $out, $err) = _psql($node, _diff_sql($got, $want),
+		extra_params => [ '-F', "\t" ], _db(%opts));
 	if ($rc != 0)
 	{
 		fail($name);
@@ -375,24 +378,32 @@ SELECT (SELECT count(*) FROM (SELECT * FROM want EXCEPT ALL SELECT * FROM got) a
      + (SELECT count(*) FROM (SELECT * FROM got EXCEPT ALL SELECT * FROM want) b)};
 	while (time < $limit)
 	{
-		my ($rc, $out, $err) = _psql($node, $sql, on_error_stop => 0);
-		return results_match($node, $got, $want, $name)
+		my ($rc, $out, $err) = _psql($node, $sql, on_error_stop => 0, _db(%opts));
+		return results_match($node, $got, $want, $name, %opts)
 		  if $out eq '0' && $err eq '';
 		usleep(100_000);
 	}
 	diag("timed out after " . ($opts{timeout} // $timeout) . " s waiting for: $name");
-	diag_queries($node);
-	return results_match($node, $got, $want, $name);
+	diag_queries($node, %opts);
+	return results_match($node, $got, $want, $name, %opts);
+}
+
+# the dbname option of a helper, passed on to _psql
+sub _db
+{
+	my (%opts) = @_;
+	return defined $opts{dbname} ? (dbname => $opts{dbname}) : ();
 }
 
 =pod
 
-wait_until(NODE, SQL, EXPECTED, NAME, timeout => S): one test: polls SQL
+wait_until(NODE, SQL, EXPECTED, NAME, timeout => S, dbname => D): one test: polls SQL
 every 100 ms until its output (psql -XAt, rows joined by newlines) equals
 EXPECTED.  On timeout it fails and shows the last output, the last error
 and streamwin.queries.
 
-diag_queries(NODE): shows streamwin.queries (state, last_error) as diag.
+diag_queries(NODE, dbname => D): shows streamwin.queries (state, last_error)
+as diag.
 
 =cut
 
@@ -404,7 +415,7 @@ sub wait_until
 	my ($out, $err) = ('', '');
 	while (1)
 	{
-		(undef, $out, $err) = _psql($node, $sql, on_error_stop => 0);
+		(undef, $out, $err) = _psql($node, $sql, on_error_stop => 0, _db(%opts));
 		if ($out eq $expected && $err eq '')
 		{
 			pass($name);
@@ -417,16 +428,16 @@ sub wait_until
 	diag(   "timed out after $secs s waiting for: $name\n"
 		  . "query: $sql\nexpected: $expected\nlast output: $out\n"
 		  . "last error: $err");
-	diag_queries($node);
+	diag_queries($node, %opts);
 	return 0;
 }
 
 sub diag_queries
 {
-	my ($node) = @_;
+	my ($node, %opts) = @_;
 	my ($out, $err) = ('', '');
 	$node->psql(
-		'postgres',
+		$opts{dbname} // 'postgres',
 		'SELECT * FROM streamwin.queries ORDER BY name',
 		stdout       => \$out,
 		stderr       => \$err,

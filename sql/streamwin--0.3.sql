@@ -1,0 +1,348 @@
+/* streamwin 0.3: catalog, observability views and the SQL interface.
+ *
+ * Everything is schema-qualified: the extension lives in schema streamwin
+ * (relocatable = false).  Catalog tables are written only by streamwin's C
+ * functions, which switch to the extension owner for that bookkeeping;
+ * users read them through the views below.  Catalog tables are registered
+ * with pg_extension_config_dump so pg_dump keeps sources, queries, offsets,
+ * checkpoints and the batch log.
+ *
+ * Relations and roles are referenced as regclass and regrole, not oid:
+ * pg_dump writes them by name and a restore reads them back as the new
+ * objects' oids (pg_upgrade keeps both kinds of oid, so it accepts them).
+ */
+
+\echo Use "CREATE EXTENSION streamwin" to load this file. \quit
+
+-- Sources: a Kafka topic, or the rows inserted into a table (read through
+-- logical decoding from the replication slot slot_name), plus the column
+-- list its messages decode into.  "relation" is the view users and queries
+-- reference by the source's name; source_table is the table a table source
+-- reads.  Options may hold secrets
+-- (kafka.sasl.password, ...), so this table is not readable by PUBLIC.
+CREATE TABLE streamwin.source_catalog (
+	source_id	serial PRIMARY KEY,
+	name		text NOT NULL UNIQUE,
+	relation	regclass NOT NULL,
+	kind		text NOT NULL CHECK (kind IN ('kafka', 'table')),
+	brokers		text,
+	topic		text,
+	source_table regclass,
+	slot_name	text UNIQUE,
+	format		text NOT NULL,
+	columns		text NOT NULL,
+	options		jsonb NOT NULL DEFAULT '{}',
+	owner		regrole NOT NULL,
+	created_at	timestamptz NOT NULL DEFAULT now()
+);
+
+-- Continuous queries and their compiled batch plan.  "plan" holds the SQL
+-- statements and the event-time expression produced by create_query; the
+-- worker prepares them once and reuses them for every batch.
+CREATE TABLE streamwin.query_catalog (
+	query_id	serial PRIMARY KEY,
+	name		text NOT NULL UNIQUE,
+	source_id	integer NOT NULL REFERENCES streamwin.source_catalog,
+	owner		regrole NOT NULL,
+	query		text NOT NULL,
+	watermark_delay interval,
+	output_mode	text NOT NULL CHECK (output_mode IN ('append', 'update', 'complete')),
+	trigger_interval interval NOT NULL,
+	dedup_keys	text[],
+	options		jsonb NOT NULL DEFAULT '{}',
+	result_table regclass NOT NULL,
+	state_table	regclass,
+	plan		jsonb NOT NULL,
+	desired_state text NOT NULL CHECK (desired_state IN ('running', 'stopped')),
+	status		text NOT NULL DEFAULT 'ok' CHECK (status IN ('ok', 'failed')),
+	last_batch_id bigint NOT NULL DEFAULT 0,
+	last_batch_at timestamptz,
+	watermark	timestamptz,
+	last_error	text,
+	last_error_at timestamptz,
+	consecutive_failures integer NOT NULL DEFAULT 0,
+	-- crash recovery (see "Checkpoints" below)
+	checkpoint_table regclass,
+	checkpoint_batch_id bigint,
+	checkpoint_watermark timestamptz,
+	state_batch_id bigint NOT NULL DEFAULT 0,
+	-- table sources: the LSN the query starts from when it has no offsets
+	start_lsn	bigint,
+	-- deduplicating queries: their keys (UNLOGGED) and its checkpoint
+	dedup_table	regclass,
+	dedup_checkpoint regclass,
+	created_at	timestamptz NOT NULL DEFAULT now()
+);
+
+-- Per query and source partition: the next offset to read, and what the
+-- watermark needs.  Written in the same transaction as the batch results.
+-- A table source has one partition, 0, whose position is an LSN: the next
+-- row is row number next_index (from 0) of the first transaction that
+-- commits at or after next_offset (next_index is 0 except when a batch
+-- ended inside a transaction larger than max_records_per_batch).
+CREATE TABLE streamwin.query_offsets (
+	query_id	integer NOT NULL REFERENCES streamwin.query_catalog ON DELETE CASCADE,
+	partition	integer NOT NULL,
+	next_offset	bigint NOT NULL,
+	next_index	bigint NOT NULL DEFAULT 0,
+	max_event_time timestamptz,
+	last_data_at timestamptz NOT NULL,
+	high_watermark bigint,
+	PRIMARY KEY (query_id, partition)
+);
+
+-- Checkpoints.  A crash (any backend killed, an immediate shutdown) empties
+-- every UNLOGGED table, so the open state of each query is copied every
+-- streamwin.checkpoint_interval batches into a logged table
+-- (query_catalog.checkpoint_table), in the batch's transaction, together
+-- with the positions below.  state_alive, itself UNLOGGED, holds a row per
+-- query whose state is intact: after a crash it is empty, and the next batch
+-- restores the checkpoint and replays the batches committed since, each with
+-- the end offsets and watermark recorded in streamwin.progress, so the
+-- replay makes exactly the decisions the original run made.
+CREATE TABLE streamwin.query_checkpoints (
+	query_id	integer NOT NULL REFERENCES streamwin.query_catalog ON DELETE CASCADE,
+	partition	integer NOT NULL,
+	next_offset	bigint NOT NULL,
+	next_index	bigint NOT NULL DEFAULT 0,
+	max_event_time timestamptz,
+	last_data_at timestamptz NOT NULL,
+	PRIMARY KEY (query_id, partition)
+);
+
+CREATE UNLOGGED TABLE streamwin.state_alive (
+	query_id	integer PRIMARY KEY
+);
+
+-- Recent batches, one row each, written in the batch's transaction.  Old rows
+-- are trimmed to streamwin.progress_retention batches per query, but never
+-- those after the query's checkpoint: recovery replays them.
+CREATE TABLE streamwin.progress (
+	query		text NOT NULL,
+	batch_id	bigint NOT NULL,
+	started_at	timestamptz NOT NULL,
+	duration_ms	double precision NOT NULL,
+	input_rows	bigint NOT NULL,
+	input_rows_per_second double precision,
+	processed_rows_per_second double precision,
+	late_rows_dropped bigint NOT NULL,
+	duplicates_dropped bigint NOT NULL DEFAULT 0,
+	dead_letters bigint NOT NULL,
+	state_rows	bigint NOT NULL,
+	watermark	timestamptz,
+	offsets		jsonb NOT NULL,
+	PRIMARY KEY (query, batch_id)
+);
+
+-- Messages that could not be decoded or converted.  Keyed by position, so a
+-- message read by several queries is recorded once.  Payloads are user
+-- data: roles see them through the views below, for their own sources only.
+CREATE TABLE streamwin.dead_letter_log (
+	source		text NOT NULL,
+	partition	integer NOT NULL,
+	"offset"	bigint NOT NULL,
+	payload		bytea,
+	error		text NOT NULL,
+	at			timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (source, partition, "offset")
+);
+
+-- Late rows of queries created with options => '{"capture_late_rows": true}':
+-- rows that arrived behind the watermark, kept instead of only counted.
+CREATE TABLE streamwin.late_row_log (
+	query		text NOT NULL,
+	partition	integer NOT NULL,
+	"offset"	bigint NOT NULL,
+	payload		bytea,
+	event_time	timestamptz NOT NULL,
+	watermark	timestamptz NOT NULL,
+	at			timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (query, partition, "offset")
+);
+
+SELECT pg_catalog.pg_extension_config_dump('streamwin.source_catalog', '');
+SELECT pg_catalog.pg_extension_config_dump('streamwin.source_catalog_source_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('streamwin.query_catalog', '');
+SELECT pg_catalog.pg_extension_config_dump('streamwin.query_catalog_query_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('streamwin.query_offsets', '');
+SELECT pg_catalog.pg_extension_config_dump('streamwin.query_checkpoints', '');
+-- with the state tables (UNLOGGED, like it; pg_dump --no-unlogged-table-data
+-- leaves out both), and the batches a recovery from a checkpoint replays
+SELECT pg_catalog.pg_extension_config_dump('streamwin.state_alive', '');
+SELECT pg_catalog.pg_extension_config_dump('streamwin.progress', '');
+SELECT pg_catalog.pg_extension_config_dump('streamwin.dead_letter_log', '');
+SELECT pg_catalog.pg_extension_config_dump('streamwin.late_row_log', '');
+
+REVOKE ALL ON streamwin.source_catalog, streamwin.query_catalog,
+	streamwin.query_offsets, streamwin.query_checkpoints, streamwin.state_alive,
+	streamwin.dead_letter_log, streamwin.late_row_log FROM PUBLIC;
+GRANT SELECT ON streamwin.progress TO PUBLIC;
+
+-- The rows of the batch being processed by this backend for a source: the
+-- body of every source view.  Outside a batch it returns no rows, so a
+-- source can be queried and EXPLAINed like any table.
+CREATE FUNCTION streamwin.source_rows(source_id integer)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'streamwin_source_rows'
+LANGUAGE C STRICT VOLATILE ROWS 10000;
+
+-- The same rows, each preceded by its position in the batch (from 0): what
+-- deduplication uses to tell which occurrence of a key came first.
+CREATE FUNCTION streamwin.source_rows(source_id integer, numbered boolean)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'streamwin_source_rows'
+LANGUAGE C STRICT VOLATILE ROWS 10000;
+
+-- Windows.  tumble() returns the start of the fixed window holding ts;
+-- windows are aligned to the Unix epoch, like Spark's window().
+CREATE FUNCTION streamwin.tumble(ts timestamptz, size interval)
+RETURNS timestamptz
+AS 'MODULE_PATHNAME', 'streamwin_tumble'
+LANGUAGE C STRICT IMMUTABLE PARALLEL SAFE;
+
+-- hop() in GROUP BY assigns a row to every window [start, start + size)
+-- that covers it; create_query rewrites it into a lateral call of
+-- hop_starts(), which returns those starts.  Called directly, hop() returns
+-- the latest window start that covers ts.
+CREATE FUNCTION streamwin.hop(ts timestamptz, size interval, slide interval)
+RETURNS timestamptz
+AS 'MODULE_PATHNAME', 'streamwin_hop'
+LANGUAGE C STRICT IMMUTABLE PARALLEL SAFE;
+
+CREATE FUNCTION streamwin.hop_starts(ts timestamptz, size interval, slide interval)
+RETURNS SETOF timestamptz
+AS 'MODULE_PATHNAME', 'streamwin_hop_starts'
+LANGUAGE C STRICT IMMUTABLE PARALLEL SAFE ROWS 4;
+
+-- session() in GROUP BY: per key, events closer than gap form one session,
+-- [first event, last event + gap); sessions merge when an event bridges
+-- them.  Called directly, it returns ts.
+CREATE FUNCTION streamwin.session(ts timestamptz, gap interval)
+RETURNS timestamptz
+AS 'MODULE_PATHNAME', 'streamwin_session'
+LANGUAGE C STRICT IMMUTABLE PARALLEL SAFE;
+
+-- Sources
+CREATE FUNCTION streamwin.create_kafka_source(name text, brokers text, topic text,
+	columns text, format text DEFAULT 'json', options jsonb DEFAULT '{}')
+RETURNS void
+AS 'MODULE_PATHNAME', 'streamwin_create_kafka_source'
+LANGUAGE C VOLATILE;
+
+-- The rows inserted into a table, in commit order, through logical decoding
+-- (a replication slot per source; needs wal_level = logical).
+CREATE FUNCTION streamwin.create_table_source(name text, relation regclass,
+	options jsonb DEFAULT '{}')
+RETURNS void
+AS 'MODULE_PATHNAME', 'streamwin_create_table_source'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION streamwin.drop_source(name text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'streamwin_drop_source'
+LANGUAGE C STRICT VOLATILE;
+
+-- Queries
+CREATE FUNCTION streamwin.create_query(name text, query text,
+	watermark interval DEFAULT NULL, output_mode text DEFAULT 'append',
+	trigger_interval interval DEFAULT '1 second', dedup_keys text[] DEFAULT NULL,
+	options jsonb DEFAULT '{}', start boolean DEFAULT true)
+RETURNS void
+AS 'MODULE_PATHNAME', 'streamwin_create_query'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION streamwin.start_query(name text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'streamwin_start_query'
+LANGUAGE C STRICT VOLATILE;
+
+CREATE FUNCTION streamwin.stop_query(name text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'streamwin_stop_query'
+LANGUAGE C STRICT VOLATILE;
+
+CREATE FUNCTION streamwin.drop_query(name text, drop_result boolean DEFAULT false)
+RETURNS void
+AS 'MODULE_PATHNAME', 'streamwin_drop_query'
+LANGUAGE C STRICT VOLATILE;
+
+CREATE FUNCTION streamwin.reset_query(name text, starting_offsets text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'streamwin_reset_query'
+LANGUAGE C STRICT VOLATILE;
+
+CREATE FUNCTION streamwin.run_batch(name text)
+RETURNS jsonb
+AS 'MODULE_PATHNAME', 'streamwin_run_batch'
+LANGUAGE C STRICT VOLATILE;
+
+CREATE FUNCTION streamwin.run_available(name text)
+RETURNS jsonb
+AS 'MODULE_PATHNAME', 'streamwin_run_available'
+LANGUAGE C STRICT VOLATILE;
+
+-- Observability
+CREATE FUNCTION streamwin.worker_pid(query_id integer)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'streamwin_worker_pid'
+LANGUAGE C STRICT VOLATILE;
+
+CREATE VIEW streamwin.sources AS
+SELECT s.name, s.kind, s.brokers, s.topic, s.format, s.columns,
+	   -- librdkafka properties may hold credentials: only the owner sees them
+	   CASE WHEN pg_catalog.pg_has_role(s.owner, 'USAGE') THEN s.options
+			ELSE s.options - 'kafka' END AS options,
+	   s.relation,
+	   s.source_table,
+	   s.slot_name,
+	   -- bytes of WAL a table source's slot keeps from being removed
+	   CASE WHEN NOT pg_catalog.pg_is_in_recovery() THEN
+			pg_catalog.pg_wal_lsn_diff(pg_catalog.pg_current_wal_insert_lsn(), r.restart_lsn)::bigint
+	   END AS retained_wal,
+	   s.owner, s.created_at
+FROM streamwin.source_catalog s
+LEFT JOIN pg_catalog.pg_replication_slots r ON r.slot_name = s.slot_name;
+
+CREATE VIEW streamwin.queries AS
+SELECT q.name,
+	   s.name AS source,
+	   CASE WHEN q.desired_state = 'stopped' THEN 'stopped'
+			WHEN q.status = 'failed' THEN 'failed'
+			ELSE 'running' END AS state,
+	   streamwin.worker_pid(q.query_id) AS worker_pid,
+	   q.last_batch_id,
+	   q.watermark,
+	   (SELECT sum(GREATEST(o.high_watermark - o.next_offset, 0))::bigint
+		  FROM streamwin.query_offsets o
+		 WHERE o.query_id = q.query_id) AS lag,
+	   q.last_error,
+	   q.last_error_at,
+	   q.last_batch_at,
+	   q.output_mode,
+	   q.watermark_delay,
+	   q.trigger_interval,
+	   q.result_table,
+	   q.state_table,
+	   q.owner,
+	   q.query
+FROM streamwin.query_catalog q
+JOIN streamwin.source_catalog s USING (source_id);
+
+CREATE VIEW streamwin.dead_letters AS
+SELECT d.source, d.partition, d."offset", d.payload, d.error, d.at
+FROM streamwin.dead_letter_log d
+JOIN streamwin.source_catalog s ON s.name = d.source
+WHERE pg_catalog.pg_has_role(s.owner, 'USAGE');
+
+CREATE VIEW streamwin.late_rows AS
+SELECT l.query, l.partition, l."offset", l.payload, l.event_time, l.watermark, l.at
+FROM streamwin.late_row_log l
+JOIN streamwin.query_catalog q ON q.name = l.query
+WHERE pg_catalog.pg_has_role(q.owner, 'USAGE');
+
+GRANT SELECT ON streamwin.sources, streamwin.queries, streamwin.dead_letters,
+	streamwin.late_rows TO PUBLIC;
+
+-- The schema holds the interface functions and views every role may use;
+-- the catalog tables above keep their own, narrower privileges.
+GRANT USAGE ON SCHEMA streamwin TO PUBLIC;
