@@ -21,6 +21,7 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "commands/extension.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -58,7 +59,9 @@ begin_batch_transaction(int32 query_id)
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
-	q = catalog_get_query_by_id(query_id, true);
+	/* DROP EXTENSION drops every query with the catalog */
+	q = OidIsValid(get_extension_oid("streamwin", true)) ?
+		catalog_get_query_by_id(query_id, true) : NULL;
 	if (q == NULL || !q->desired_running)
 	{
 		PopActiveSnapshot();

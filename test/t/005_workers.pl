@@ -260,10 +260,14 @@ psql_ok($node, "SELECT streamwin.start_query('w_counts')", 'start_query',
 wait_running('w_counts', 'after start_query');
 check_chunks(4, 'after start_query');
 
-psql_ok($node, q{
-SELECT streamwin.stop_query('w_counts');
-SELECT streamwin.stop_query('w_closed');
-}, 'queries stopped');
+# ---- DROP EXTENSION ends the workers ---------------------------------------
+
+# Dropping the extension drops the catalog under running workers: they must
+# see their query gone and exit, not fail and retry forever.
+psql_ok($node, 'DROP EXTENSION streamwin CASCADE', 'DROP EXTENSION while both queries run');
+wait_until($node,
+	"SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'streamwin worker'",
+	'0', 'the workers exit when the extension is dropped');
 
 $node->stop;
 $broker->stop;
