@@ -72,6 +72,13 @@ offsets_init_partitions(QueryRunner *r)
 }
 
 /*
+ * Batches' worth of messages librdkafka may queue ahead while one batch
+ * runs (with fewer, the fetcher stalled in the bench, see build_conf in
+ * kafka_source.c); its 64 MB bound on the queue still holds.
+ */
+#define PREFETCH_BATCHES 10
+
+/*
  * How long the broker may hold an empty fetch for this runner's consumer.
  * A real broker answers as soon as data arrives, whatever this is; but on
  * one that holds a fetch anyway (the test broker does, and so does any with
@@ -84,13 +91,6 @@ offsets_init_partitions(QueryRunner *r)
  * more for twice as many.  A session's run_batch has no interval: 100 ms.
  * The source option kafka.fetch.wait.max.ms wins.
  */
-/*
- * Batches' worth of messages librdkafka may queue ahead while one batch
- * runs (with fewer, the fetcher stalled in the bench, see build_conf in
- * kafka_source.c); its 64 MB bound on the queue still holds.
- */
-#define PREFETCH_BATCHES 10
-
 static int
 fetch_wait_ms(QueryRunner *r)
 {
