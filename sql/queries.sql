@@ -90,6 +90,17 @@ REVOKE ALL ON orders FROM streamwin_nologin;
 REVOKE CREATE ON SCHEMA public FROM streamwin_nologin;
 DROP ROLE streamwin_nologin;
 
+-- An aggregation's tables in schema streamwin: its state (UNLOGGED) belongs
+-- to the query's owner, whose batches write it; its checkpoint (logged) to
+-- streamwin, replaced whole by each checkpoint and left out of autovacuum.
+SELECT q.name, s.relpersistence AS state, pg_get_userbyid(s.relowner) = q.owner::text AS state_owner_ok,
+       c.relpersistence AS checkpoint, c.relowner = e.extowner AS checkpoint_owner_ok, c.reloptions
+  FROM streamwin.query_catalog q
+  JOIN pg_extension e ON e.extname = 'streamwin'
+  JOIN pg_class s ON s.oid = q.state_table
+  JOIN pg_class c ON c.oid = q.checkpoint_table
+ ORDER BY q.name;
+
 -- drop_query keeps the result table unless asked
 SELECT streamwin.drop_query('big_orders');
 SELECT to_regclass('big_orders') IS NOT NULL AS result_kept;

@@ -5,7 +5,8 @@
  * not open relation with OID ...").  Those columns become regclass and
  * regrole, which pg_dump writes by name; the dedup tables' oids move from
  * the compiled plan into columns of their own; and the tables a recovery
- * needs (state_alive, progress) are dumped too.
+ * needs (state_alive, progress) are dumped too.  Checkpoint tables leave
+ * autovacuum (see checkpoint_create_table in src/checkpoint.c).
  *
  * Every view reading an altered column is dropped first and created again
  * as in a fresh 0.3 install, with its grant.
@@ -31,6 +32,22 @@ UPDATE streamwin.query_catalog
        dedup_checkpoint = (plan->>'dedup_checkpoint')::oid::regclass,
        plan = plan - 'dedup_table' - 'dedup_checkpoint'
  WHERE plan ? 'dedup_table';
+
+-- Checkpoint tables are replaced whole by every checkpoint: autovacuum has
+-- nothing to do there but ANALYZE them again and again (new ones are
+-- created so).
+DO $$
+DECLARE
+	t regclass;
+BEGIN
+	FOR t IN SELECT checkpoint_table FROM streamwin.query_catalog WHERE checkpoint_table IS NOT NULL
+			 UNION ALL
+			 SELECT dedup_checkpoint FROM streamwin.query_catalog WHERE dedup_checkpoint IS NOT NULL
+	LOOP
+		EXECUTE pg_catalog.format('ALTER TABLE %s SET (autovacuum_enabled = false, toast.autovacuum_enabled = false)', t);
+	END LOOP;
+END
+$$;
 
 SELECT pg_catalog.pg_extension_config_dump('streamwin.state_alive', '');
 SELECT pg_catalog.pg_extension_config_dump('streamwin.progress', '');

@@ -27,8 +27,8 @@
 
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
-#include "storage/lmgr.h"
 #include "executor/spi.h"
+#include "storage/lmgr.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
@@ -76,9 +76,13 @@ checkpoint_create_table(int32 query_id, Oid unlogged_table, const char *name)
 	/*
 	 * Columns only: a checkpoint is written and read whole, never searched,
 	 * and each index would cost an insertion per state row at every
-	 * checkpoint.
+	 * checkpoint.  No autovacuum either: TRUNCATE leaves nothing to vacuum,
+	 * nothing plans a query over it, and every checkpoint (all inserts)
+	 * would have autovacuum ANALYZE the whole state again, under a lock
+	 * that makes the next checkpoint skip (checkpoint_take).
 	 */
-	run_catalog(psprintf("CREATE TABLE streamwin.%s (LIKE %s INCLUDING DEFAULTS)",
+	run_catalog(psprintf("CREATE TABLE streamwin.%s (LIKE %s INCLUDING DEFAULTS) "
+						 "WITH (autovacuum_enabled = false, toast.autovacuum_enabled = false)",
 						 quote_identifier(name), qualified(unlogged_table)), query_id);
 	run_catalog("INSERT INTO streamwin.state_alive VALUES ($1) ON CONFLICT DO NOTHING", query_id);
 	SPI_finish();
