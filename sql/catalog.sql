@@ -37,11 +37,11 @@ SHOW streamwin.max_workers;
 SHOW streamwin.progress_retention;
 SET streamwin.no_such_setting = 1;
 
--- An installation of 0.1 updated to the current version has the same
--- catalog, interface and privileges as a fresh one: the same fingerprint
--- of column names and types (in name order, as the update appends columns),
--- functions with their arguments, grants, and the tables pg_dump keeps, in
--- both databases.
+-- An installation of 0.1 updated to the current version (through 0.2, with
+-- a query in its catalog) has the same catalog, interface and privileges as
+-- a fresh one: the same fingerprint of column names and types (in name
+-- order, as the update appends columns), functions with their arguments,
+-- grants, and the tables pg_dump keeps, in both databases.
 -- (one definition, run in each database)
 SELECT $def$CREATE FUNCTION pg_temp.catalog_fingerprint() RETURNS text LANGUAGE sql AS $$
     SELECT md5(string_agg(x, ';' ORDER BY x)) FROM (
@@ -69,8 +69,43 @@ CREATE DATABASE streamwin_update;
 CREATE EXTENSION streamwin VERSION '0.1';
 -- Before the update the library refuses the old catalog, saying what to do.
 SELECT streamwin.run_batch('any');
+ALTER EXTENSION streamwin UPDATE TO '0.2';
+-- A query as the 0.2 library left it: tables and owner by oid, its dedup
+-- tables' oids in the compiled plan, checkpoint tables under autovacuum.
+CREATE ROLE streamwin_old_owner;
+CREATE VIEW old_src AS SELECT 1 AS x;
+CREATE TABLE old_result (x int);
+CREATE UNLOGGED TABLE streamwin.state_1 (x int);
+CREATE TABLE streamwin.checkpoint_1 (x int);
+CREATE UNLOGGED TABLE streamwin.dedup_1 (x int);
+CREATE TABLE streamwin.checkpoint_dedup_1 (x int);
+INSERT INTO streamwin.source_catalog (name, relation, kind, brokers, topic, format, columns, owner)
+VALUES ('old_src', 'old_src'::regclass, 'kafka', 'localhost:9092', 't', 'json', 'x int',
+        'streamwin_old_owner'::regrole);
+INSERT INTO streamwin.query_catalog (name, source_id, owner, query, output_mode, trigger_interval,
+                                     result_table, state_table, checkpoint_table, plan, desired_state)
+SELECT 'old_q', source_id, 'streamwin_old_owner'::regrole, 'SELECT ...', 'update', '1 second',
+       'old_result'::regclass, 'streamwin.state_1'::regclass, 'streamwin.checkpoint_1'::regclass,
+       jsonb_build_object('kind', 'aggregate', 'dedup_sql', 'INSERT ...',
+           'dedup_table', 'streamwin.dedup_1'::regclass::oid::text,
+           'dedup_checkpoint', 'streamwin.checkpoint_dedup_1'::regclass::oid::text),
+       'stopped'
+  FROM streamwin.source_catalog;
 ALTER EXTENSION streamwin UPDATE;
 SELECT extversion FROM pg_extension WHERE extname = 'streamwin';
+-- ... now names them by regclass and regrole, with the dedup tables in columns
+SELECT s.relation, s.owner AS source_owner, q.owner, q.result_table, q.state_table,
+       q.checkpoint_table, q.dedup_table, q.dedup_checkpoint, q.plan
+  FROM streamwin.query_catalog q JOIN streamwin.source_catalog s USING (source_id);
+SELECT relname, reloptions FROM pg_class
+ WHERE relnamespace = 'streamwin'::regnamespace AND relname ~ '^(state|checkpoint|dedup|checkpoint_dedup)_1$'
+ ORDER BY relname;
+DELETE FROM streamwin.query_catalog;
+DELETE FROM streamwin.source_catalog;
+DROP TABLE streamwin.state_1, streamwin.checkpoint_1, streamwin.dedup_1, streamwin.checkpoint_dedup_1,
+    old_result;
+DROP VIEW old_src;
+DROP ROLE streamwin_old_owner;
 :fingerprint_function;
 SELECT pg_temp.catalog_fingerprint() = :'fresh' AS same_as_fresh_install;
 \c :regress_db
