@@ -582,7 +582,7 @@ find_slot(const char *slot_name)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("replication slot \"%s\" of a streamwin table source does not exist", slot_name),
-				 errdetail("It was dropped by hand, or its creation was never committed, or this database was restored from a dump, which does not carry replication slots."),
+				 errdetail("It was dropped by hand, or its creation was never committed, or this database was restored from a dump, which does not carry replication slots, or this server was a standby, where PostgreSQL 15 keeps no logical slots."),
 				 errhint("Drop the source and its queries, and create them again.")));
 	/* a restore into another database of the same cluster finds the original's */
 	if (slot->data.database != MyDatabaseId)

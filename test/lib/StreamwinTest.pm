@@ -48,6 +48,7 @@ use Time::HiRes qw(time usleep);
 our @EXPORT = qw(
   new_node load_table results_match wait_results_match wait_until
   query_json run_json psql_ok ts_text windows_sql values_sql diag_queries
+  user_role_sql
 );
 
 our $bindir = $ENV{STREAMWIN_TEST_BINDIR}
@@ -58,13 +59,15 @@ our $timeout = $ENV{STREAMWIN_TEST_TIMEOUT} // 120;
 
 =head1 Nodes
 
-new_node(NAME, conf => EXTRA_CONF_TEXT, extension => 1, preload => 1)
+new_node(NAME, conf => EXTRA_CONF_TEXT, extension => 1, preload => 1,
+allows_streaming => 0)
 
 A PostgreSQL::Test::Cluster node, initialized with UTF8 encoding and the C
 locale, configured for streamwin (shared_preload_libraries unless preload =>
 0, wal_level = logical, enough worker processes and slots, timezone UTC),
 started, with CREATE EXTENSION streamwin done in database postgres (unless
-extension => 0).  Sessions of the tests run in UTC.
+extension => 0).  Sessions of the tests run in UTC.  allows_streaming => 1
+lets standbys stream from it (PostgreSQL::Test::Cluster's init option).
 
 =cut
 
@@ -72,7 +75,9 @@ sub new_node
 {
 	my ($name, %opts) = @_;
 	my $node = PostgreSQL::Test::Cluster->new($name);
-	$node->init(extra => [ '--encoding=UTF8', '--locale=C' ]);
+	$node->init(
+		extra            => [ '--encoding=UTF8', '--locale=C' ],
+		allows_streaming => $opts{allows_streaming} // 0);
 	$node->append_conf(
 		'postgresql.conf', qq{
 # streamwin test settings (StreamwinTest.pm)
@@ -241,7 +246,20 @@ run_json(NODE, CALL): runs "SELECT streamwin.CALL" (e.g. "run_batch('q')")
 and returns its jsonb decoded, plus watermark_ms: the watermark as
 milliseconds since the epoch (undef when NULL), so tests compare numbers.
 
+user_role_sql(NAME): SQL creating an ordinary LOGIN role NAME that may use
+streamwin (its schema and functions) and create result tables in public.
+
 =cut
+
+sub user_role_sql
+{
+	my ($name) = @_;
+	return qq{CREATE ROLE $name LOGIN;
+GRANT USAGE ON SCHEMA streamwin TO $name;
+GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA streamwin TO $name;
+GRANT CREATE ON SCHEMA public TO $name;
+};
+}
 
 sub psql_ok
 {

@@ -119,11 +119,7 @@ sub worker_user
 
 # ---- a non-superuser creates the queries --------------------------------
 
-psql_ok($node, qq{
-CREATE ROLE alice LOGIN;
-GRANT USAGE ON SCHEMA streamwin TO alice;
-GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA streamwin TO alice;
-GRANT CREATE ON SCHEMA public TO alice;
+psql_ok($node, user_role_sql('alice') . qq{
 SELECT streamwin.create_kafka_source('wk', '$brokers', 'wk',
     'k text, v int, ts timestamptz', 'json');
 GRANT SELECT ON wk TO alice;

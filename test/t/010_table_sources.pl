@@ -506,13 +506,8 @@ wal_level = replica
 max_replication_slots = 1
 shared_buffers = 16MB
 });
-psql_ok($lim, q{
-CREATE TABLE big (id int, k text, v int, ts timestamptz);
-CREATE ROLE bob LOGIN;
-GRANT USAGE ON SCHEMA streamwin TO bob;
-GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA streamwin TO bob;
-GRANT CREATE ON SCHEMA public TO bob;
-}, 'node with wal_level = replica');
+psql_ok($lim, "CREATE TABLE big (id int, k text, v int, ts timestamptz);\n" . user_role_sql('bob'),
+	'node with wal_level = replica');
 my $err = fails_like($lim, q{SELECT streamwin.create_table_source('big_src', 'big')},
 	qr/ERROR:  table sources need wal_level = logical/, 'wal_level = replica is refused');
 like($err, qr/HINT:  .*restart/, 'the hint says a restart is needed');

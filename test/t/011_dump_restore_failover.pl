@@ -1,6 +1,6 @@
 
-# 011_dump_restore.pl: a database with running queries survives pg_dump and
-# pg_restore, exactly.
+# 011_dump_restore_failover.pl: databases with running queries survive
+# pg_dump and pg_restore, and a failover to a streaming standby, exactly.
 #
 # streamwin's catalog refers to result, state, checkpoint and dedup tables
 # and to owners; pg_dump writes those references by name (regclass,
@@ -23,6 +23,12 @@
 # watermark: the dedup keys must have come through the dump too.  Every
 # database, the original included, must then hold exactly chunks 1 and 2:
 # results equal plain SQL over the events.
+#
+# A standby has streamed from the server since the queries were created
+# (the restored databases came to it through the WAL).  The server then
+# stops, the standby is promoted, and chunk 3 is produced: UNLOGGED tables
+# are empty on a promoted standby, so every query recovers from its
+# checkpoint, and every database must hold exactly chunks 1 to 3.
 use strict;
 use warnings;
 
@@ -40,17 +46,18 @@ my $PER_CHUNK = 3_000;
 my @DBS   = qw(postgres restored nostate);
 
 my $broker = StreamwinTest::Broker->start(topics => { dr => $NPART });
-my $node = new_node('dump');
-# checkpoints every 3 batches: the nostate database restores one and replays
-$node->append_conf('postgresql.conf',
-	"streamwin.checkpoint_interval = 3\nstreamwin.checkpoint_min_interval = 0\n");
-$node->restart;
+# checkpoints every 3 batches: recoveries restore one and replay after it
+my $node = new_node(
+	'primary',
+	allows_streaming => 1,
+	conf             => "shared_buffers = 32MB\nmax_connections = 30\n"
+	  . "streamwin.checkpoint_interval = 3\nstreamwin.checkpoint_min_interval = 0\n");
 my $brokers = $broker->bootstrap;
 
 # Events [id, k, v, ts_ms, partition]: partitions round robin, each in time
 # order up to 300 ms (well within the watermark).
 my @chunks;
-for my $c (0 .. 1)
+for my $c (0 .. 2)
 {
 	my @ev;
 	for my $i ($c * $PER_CHUNK .. ($c + 1) * $PER_CHUNK - 1)
@@ -63,6 +70,7 @@ for my $c (0 .. 1)
 # producer would send them (same partition: each stays within 300 ms of
 # its partition's newest event time, so none is late)
 unshift @{ $chunks[1] }, map { [@$_] } @{ $chunks[0] }[ -20 .. -1 ];
+unshift @{ $chunks[2] }, map { [@$_] } @{ $chunks[1] }[ -20 .. -1 ];
 
 sub payload
 {
@@ -71,14 +79,14 @@ sub payload
 }
 sub messages { return [ map { [ $_->[4], payload($_) ] } @{ $_[0] } ] }
 sub rows { return [ map { [ $_->[0], $_->[1], $_->[2], ts_text($_->[3]) ] } @{ $_[0] } ] }
+sub values_list
+{
+	return join(', ', map { sprintf("(%d, '%s', %d, '%s')", $_->[0], $_->[1], $_->[2], ts_text($_->[3])) } @{ $_[0] });
+}
 
 # ---- a role creates three running queries; chunk 1 ----------------------
 
-psql_ok($node, qq{
-CREATE ROLE dora LOGIN;
-GRANT USAGE ON SCHEMA streamwin TO dora;
-GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA streamwin TO dora;
-GRANT CREATE ON SCHEMA public TO dora;
+psql_ok($node, user_role_sql('dora') . qq{
 SELECT streamwin.create_kafka_source('drs', '$brokers', 'dr',
     'id int, k text, v int, ts timestamptz', 'json');
 GRANT SELECT ON drs TO dora;
@@ -110,6 +118,12 @@ INSERT INTO orders SELECT g, g, '2024-01-01' FROM generate_series(1, 10) g;
 # The events so far, in a plain table of the database (dumped with it).
 load_table($node, 'ev', 'id int, k text, v int, ts timestamptz', rows($chunks[0]));
 
+# The standby, streaming from here on.
+$node->backup('base');
+my $standby = PostgreSQL::Test::Cluster->new('standby');
+$standby->init_from_backup($node, 'base', has_streaming => 1);
+$standby->start;
+
 # The append query's watermark once chunks 1..c are in: per partition the
 # newest event time minus the delay, the smallest of those.
 sub watermark_after
@@ -125,23 +139,24 @@ sub watermark_after
 
 my $aggs = 'count(*)::bigint AS n, sum(v)::bigint AS s';
 
-# Every query of database $db holds exactly chunks 1..$c.
+# Every query of database $db holds exactly chunks 1..$c (on server $on).
 sub check_db
 {
-	my ($db, $c, $when) = @_;
+	my ($db, $c, $when, $on) = @_;
+	my $srv = $on // $node;
 	my %o = (dbname => $db);
-	wait_results_match($node, 'SELECT window_start, window_end, k, n, s FROM d_upd',
+	wait_results_match($srv, 'SELECT window_start, window_end, k, n, s FROM d_upd',
 		windows_sql(table => 'ev', size => 10, keys => 'k', aggs => $aggs),
 		"$db: update query equals plain SQL $when", %o);
 	my $W = watermark_after($c);
-	wait_until($node,
+	wait_until($srv,
 		"SELECT round(extract(epoch FROM watermark) * 1000) FROM streamwin.queries WHERE name = 'd_app'",
 		$W, "$db: append query's watermark reaches " . ts_text($W) . " $when", %o);
-	results_match($node, 'SELECT window_start, window_end, k, n, s FROM d_app',
+	results_match($srv, 'SELECT window_start, window_end, k, n, s FROM d_app',
 		'SELECT * FROM (' . windows_sql(table => 'ev', size => 10, keys => 'k', aggs => $aggs)
 		  . ") w WHERE window_end <= '@{[ts_text($W)]}'",
 		"$db: append query has exactly the closed windows $when", %o);
-	wait_results_match($node, 'SELECT id, k, v, ts FROM d_uniq',
+	wait_results_match($srv, 'SELECT id, k, v, ts FROM d_uniq',
 		'SELECT DISTINCT id, k, v, ts FROM ev',
 		"$db: dedup transform has every event once $when", %o);
 	return;
@@ -213,8 +228,7 @@ is($node->safe_psql('postgres', "SELECT streamwin.run_batch('o_total')->>'input_
 # Queries that were running start with the server, in every database.
 $node->restart;
 $broker->produce('dr', messages($chunks[1]));
-my $chunk2 = join(', ', map { sprintf("(%d, '%s', %d, '%s')", $_->[0], $_->[1], $_->[2], ts_text($_->[3])) } @{ $chunks[1] });
-$node->safe_psql($_, "INSERT INTO ev VALUES $chunk2") for @DBS;
+$node->safe_psql($_, 'INSERT INTO ev VALUES ' . values_list($chunks[1])) for @DBS;
 check_db($_, 2, 'after chunk 2') for @DBS;
 
 my $log = slurp_file($node->logfile);
@@ -222,6 +236,25 @@ my $restores = () = $log =~ /lost its state in a crash; restoring the checkpoint
 cmp_ok($restores, '>=', 3,
 	"nostate: each query restored its checkpoint and replayed from it ($restores restores)");
 
-$node->stop;
+# ---- failover: the standby takes over -------------------------------------
+
+$node->wait_for_catchup($standby);
+$node->stop('immediate');
+$standby->promote;
+$broker->produce('dr', messages($chunks[2]));
+$standby->safe_psql($_, 'INSERT INTO ev VALUES ' . values_list($chunks[2])) for @DBS;
+check_db($_, 3, 'after failover and chunk 3', $standby) for @DBS;
+$log = slurp_file($standby->logfile);
+$restores = () = $log =~ /lost its state in a crash; restoring the checkpoint/g;
+cmp_ok($restores, '>=', 3 * @DBS,
+	"the promoted standby restored every query from its checkpoint ($restores restores)");
+
+# PostgreSQL 15 keeps no logical slot on a standby: the table source's query
+# says its slot is gone, and what to do.
+my ($rc, $out, $err) = $standby->psql('postgres', "SELECT streamwin.run_batch('o_total')");
+like($err, qr/replication slot "streamwin_\d+_\w+" of a streamwin table source does not exist.*was a standby.*HINT:  Drop the source and its queries, and create them again/s,
+	'after a failover, a table source says its slot is gone');
+
+$standby->stop;
 $broker->stop;
 done_testing();
