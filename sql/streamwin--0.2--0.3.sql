@@ -6,7 +6,8 @@
  * regrole, which pg_dump writes by name; the dedup tables' oids move from
  * the compiled plan into columns of their own; and the tables a recovery
  * needs (state_alive, progress) are dumped too.  Checkpoint tables leave
- * autovacuum (see checkpoint_create_table in src/checkpoint.c).
+ * autovacuum (see checkpoint_create_table in src/checkpoint.c).  New:
+ * CALL streamwin.catch_up(name), run_available committing each batch.
  *
  * Every view reading an altered column is dropped first and created again
  * as in a fresh 0.3 install, with its grant.
@@ -48,6 +49,12 @@ BEGIN
 	END LOOP;
 END
 $$;
+
+-- run_available with a commit after each batch, as in a worker: for a
+-- backlog too large for one transaction.  CALL it outside a transaction.
+CREATE PROCEDURE streamwin.catch_up(name text, INOUT totals jsonb DEFAULT NULL)
+AS 'MODULE_PATHNAME', 'streamwin_catch_up'
+LANGUAGE C;
 
 SELECT pg_catalog.pg_extension_config_dump('streamwin.state_alive', '');
 SELECT pg_catalog.pg_extension_config_dump('streamwin.progress', '');

@@ -281,6 +281,12 @@ RETURNS jsonb
 AS 'MODULE_PATHNAME', 'streamwin_run_available'
 LANGUAGE C STRICT VOLATILE;
 
+-- run_available with a commit after each batch, as in a worker: for a
+-- backlog too large for one transaction.  CALL it outside a transaction.
+CREATE PROCEDURE streamwin.catch_up(name text, INOUT totals jsonb DEFAULT NULL)
+AS 'MODULE_PATHNAME', 'streamwin_catch_up'
+LANGUAGE C;
+
 -- Observability
 CREATE FUNCTION streamwin.worker_pid(query_id integer)
 RETURNS integer

@@ -140,12 +140,30 @@ SELECT * FROM big_orders WHERE order_id > 22;
 CREATE TABLE ticks (id int, v int);
 SELECT streamwin.create_table_source('tick_src', 'ticks', '{"max_records_per_batch": 5}');
 SELECT streamwin.create_query('ticks_copy', 'SELECT id, v FROM tick_src', start => false);
+SELECT streamwin.create_query('ticks_sum', 'SELECT id % 3 AS r, count(*) AS n, sum(v) AS s FROM tick_src GROUP BY 1',
+  output_mode => 'update', start => false);
 DO $$ BEGIN FOR i IN 1..40 LOOP INSERT INTO ticks VALUES (i, i * i); COMMIT; END LOOP; END $$;
 SELECT streamwin.run_available('ticks_copy') - 'offsets' - 'watermark';
 SELECT * FROM ticks EXCEPT ALL SELECT * FROM ticks_copy;
 SELECT * FROM ticks_copy EXCEPT ALL SELECT * FROM ticks;
 SELECT count(*) AS slots_in_use FROM pg_replication_slots
 WHERE active AND database = current_database();
+-- CALL streamwin.catch_up: the same batches, each committed as it ends (so
+-- each has its own transaction, seen in the xmin of its progress row),
+-- with the same totals.  Not inside a transaction block, which it cannot
+-- commit.
+BEGIN;
+CALL streamwin.catch_up('ticks_sum');
+ROLLBACK;
+CALL streamwin.catch_up('ticks_sum') \gset
+SELECT :'totals'::jsonb - 'offsets' - 'watermark' AS totals;
+SELECT count(*) AS batches, count(DISTINCT xmin::text) AS transactions, sum(input_rows) AS input_rows
+FROM streamwin.progress WHERE query = 'ticks_sum';
+SELECT * FROM ticks_sum EXCEPT ALL SELECT id % 3, count(*), sum(v) FROM ticks GROUP BY 1;
+SELECT id % 3, count(*), sum(v) FROM ticks GROUP BY 1 EXCEPT ALL SELECT * FROM ticks_sum;
+SELECT count(*) AS slots_in_use FROM pg_replication_slots
+WHERE active AND database = current_database();
+SELECT streamwin.drop_query('ticks_sum', drop_result => true);
 SELECT streamwin.drop_query('ticks_copy', drop_result => true);
 SELECT streamwin.drop_source('tick_src');
 DROP TABLE ticks;

@@ -32,7 +32,9 @@
 #include "catalog/pg_type.h"
 #include "executor/executor.h"
 #include "executor/spi.h"
+#include "nodes/parsenodes.h"
 #include "fmgr.h"
+#include "funcapi.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
@@ -43,6 +45,7 @@
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
 #include "batch.h"
@@ -50,6 +53,7 @@
 
 PG_FUNCTION_INFO_V1(streamwin_run_batch);
 PG_FUNCTION_INFO_V1(streamwin_run_available);
+PG_FUNCTION_INFO_V1(streamwin_catch_up);
 
 /* Runners of this backend: usually one (a worker) or a few (a session). */
 static List *runners = NIL;
@@ -845,14 +849,15 @@ streamwin_run_batch(PG_FUNCTION_ARGS)
 }
 
 /*
- * streamwin.run_available(name) RETURNS jsonb: Spark's availableNow.  Reads
- * where each partition ends now, then runs batches until the query has
- * processed up to there, all in the caller's transaction.
+ * Run batches until the query has processed everything its source held when
+ * this began (Spark's availableNow), and return the totals as jsonb.  With
+ * commit_each, each batch commits as it ends, as in a worker (the caller is
+ * a procedure with a non-atomic SPI connection); otherwise all run in the
+ * caller's transaction.
  */
-Datum
-streamwin_run_available(PG_FUNCTION_ARGS)
+static Jsonb *
+run_to_end(QueryRunner *r, bool commit_each)
 {
-	QueryRunner *r = runner_for_session(PG_GETARG_TEXT_PP(0));
 	int64	   *targets;
 	int64		batches = 0;
 	int64		input = 0;
@@ -866,7 +871,8 @@ streamwin_run_available(PG_FUNCTION_ARGS)
 	TimestampTz wm = 0;
 
 	offsets_load(r);
-	targets = palloc(sizeof(int64) * r->nparts);
+	/* in the runner's context: the caller's may not outlive a commit */
+	targets = MemoryContextAlloc(r->cxt, sizeof(int64) * r->nparts);
 	for (int i = 0; i < r->nparts; i++)
 	{
 		int64		low;
@@ -890,7 +896,14 @@ streamwin_run_available(PG_FUNCTION_ARGS)
 			bool		done = true;
 
 			CHECK_FOR_INTERRUPTS();
+			if (commit_each)
+				PushActiveSnapshot(GetTransactionSnapshot());
 			batch_execute(r, 1000, KAFKA_FETCH_LINGER_MS, &stats);
+			if (commit_each)
+			{
+				PopActiveSnapshot();
+				SPI_commit();
+			}
 			if (stats.batch_id != 0)
 			{
 				batches++;
@@ -922,10 +935,12 @@ streamwin_run_available(PG_FUNCTION_ARGS)
 	PG_CATCH();
 	{
 		r->fetch_again = false;
+		pfree(targets);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
 	r->fetch_again = false;
+	pfree(targets);
 	if (r->source->kind == SOURCE_TABLE)
 		table_fetch_release();
 
@@ -936,5 +951,62 @@ streamwin_run_available(PG_FUNCTION_ARGS)
 					 batches, input, late, dups, dead);
 	append_timestamp(&buf, "watermark", has_wm, wm);
 	appendStringInfo(&buf, ", \"offsets\": %s}", offsets_json(r));
-	PG_RETURN_JSONB_P(DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data))));
+	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data)));
+}
+
+/*
+ * streamwin.run_available(name) RETURNS jsonb: Spark's availableNow, all in
+ * the caller's transaction.
+ */
+Datum
+streamwin_run_available(PG_FUNCTION_ARGS)
+{
+	QueryRunner *r = runner_for_session(PG_GETARG_TEXT_PP(0));
+
+	PG_RETURN_JSONB_P(run_to_end(r, false));
+}
+
+/*
+ * CALL streamwin.catch_up(name, INOUT totals jsonb): the same, but each batch
+ * commits as it ends, as in a worker, so that a large backlog is not one
+ * long transaction (which holds back vacuum everywhere, and whose failure
+ * undoes everything).  A batch that fails leaves those before it committed.
+ */
+Datum
+streamwin_catch_up(PG_FUNCTION_ARGS)
+{
+	QueryRunner *r;
+	Jsonb	   *totals;
+	MemoryContext caller = CurrentMemoryContext;
+	TupleDesc	desc;
+	HeapTuple	result;
+	Datum		value;
+	bool		isnull = false;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("the query name must not be NULL")));
+	if (fcinfo->context == NULL || !IsA(fcinfo->context, CallContext) ||
+		castNode(CallContext, fcinfo->context)->atomic)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TRANSACTION_TERMINATION),
+				 errmsg("streamwin.catch_up() commits each batch, so it must be called with CALL outside a transaction block"),
+				 errhint("To run every batch in your transaction, use SELECT streamwin.run_available('%s').",
+						 text_to_cstring(PG_GETARG_TEXT_PP(0)))));
+	r = runner_for_session(PG_GETARG_TEXT_PP(0));
+	if (SPI_connect_ext(SPI_OPT_NONATOMIC) != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect_ext failed");
+	totals = run_to_end(r, true);
+	/*
+	 * A procedure returns its output arguments as a record; built in the
+	 * caller's context, which outlives SPI's and the commits.
+	 */
+	MemoryContextSwitchTo(caller);
+	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "streamwin.catch_up() must have an output argument");
+	value = JsonbPGetDatum((Jsonb *) PG_DETOAST_DATUM_COPY(JsonbPGetDatum(totals)));
+	result = heap_form_tuple(BlessTupleDesc(desc), &value, &isnull);
+	SPI_finish();
+	PG_RETURN_DATUM(HeapTupleGetDatum(result));
 }
