@@ -85,10 +85,23 @@ SELECT streamwin.create_query('nologin_q', 'SELECT order_id FROM orders');
 -- other roles' queries cannot be changed
 SELECT streamwin.stop_query('sales');
 SELECT streamwin.drop_query('sales');
+SELECT streamwin.alter_query('sales', trigger_interval => '1 minute');
 RESET ROLE;
 REVOKE ALL ON orders FROM streamwin_nologin;
 REVOKE CREATE ON SCHEMA public FROM streamwin_nologin;
 DROP ROLE streamwin_nologin;
+
+-- alter_query changes how often a query runs and how long an idle partition
+-- holds its watermark back; NULL keeps a setting, and the values are
+-- checked as create_query checks them.
+SELECT streamwin.alter_query('sales', trigger_interval => '-1 second');
+SELECT streamwin.alter_query('sales', idle_timeout => '0');
+SELECT streamwin.alter_query('no_such_query', trigger_interval => '1 second');
+SELECT streamwin.alter_query('sales', trigger_interval => '5 seconds');
+SELECT streamwin.alter_query('sales', idle_timeout => '2 minutes');
+SELECT streamwin.alter_query('sales');
+SELECT v.name, v.trigger_interval, q.options->>'idle_timeout' AS idle_timeout
+FROM streamwin.queries v JOIN streamwin.query_catalog q USING (name) WHERE v.name = 'sales';
 
 -- An aggregation's tables in schema streamwin: its state (UNLOGGED) belongs
 -- to the query's owner, whose batches write it; its checkpoint (logged) to

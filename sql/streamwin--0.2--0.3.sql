@@ -7,7 +7,8 @@
  * the compiled plan into columns of their own; and the tables a recovery
  * needs (state_alive, progress) are dumped too.  Checkpoint tables leave
  * autovacuum (see checkpoint_create_table in src/checkpoint.c).  New:
- * CALL streamwin.catch_up(name), run_available committing each batch.
+ * streamwin.alter_query(name, trigger_interval, idle_timeout), and CALL
+ * streamwin.catch_up(name), run_available committing each batch.
  *
  * Every view reading an altered column is dropped first and created again
  * as in a fresh 0.3 install, with its grant.
@@ -49,6 +50,14 @@ BEGIN
 	END LOOP;
 END
 $$;
+
+-- Change how often a query runs and how long an idle partition holds its
+-- watermark back, keeping its state and positions; NULL keeps a setting.
+CREATE FUNCTION streamwin.alter_query(name text, trigger_interval interval DEFAULT NULL,
+	idle_timeout interval DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'streamwin_alter_query'
+LANGUAGE C VOLATILE;
 
 -- run_available with a commit after each batch, as in a worker: for a
 -- backlog too large for one transaction.  CALL it outside a transaction.

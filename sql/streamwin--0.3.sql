@@ -261,6 +261,14 @@ RETURNS void
 AS 'MODULE_PATHNAME', 'streamwin_stop_query'
 LANGUAGE C STRICT VOLATILE;
 
+-- Change how often a query runs and how long an idle partition holds its
+-- watermark back, keeping its state and positions; NULL keeps a setting.
+CREATE FUNCTION streamwin.alter_query(name text, trigger_interval interval DEFAULT NULL,
+	idle_timeout interval DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'streamwin_alter_query'
+LANGUAGE C VOLATILE;
+
 CREATE FUNCTION streamwin.drop_query(name text, drop_result boolean DEFAULT false)
 RETURNS void
 AS 'MODULE_PATHNAME', 'streamwin_drop_query'

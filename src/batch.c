@@ -202,6 +202,34 @@ runner_forget(int32 query_id)
 	}
 }
 
+/*
+ * runner_settings_changed
+ *		If this backend's runner of query q was built with other settings
+ *		than q has now (alter_query changed them), forget it, so that the
+ *		next runner_get builds one from the new settings (a Kafka consumer's
+ *		fetch wait follows trigger_interval).  Returns whether it did.
+ */
+bool
+runner_settings_changed(const QueryInfo *q)
+{
+	ListCell   *lc;
+
+	foreach(lc, runners)
+	{
+		QueryRunner *r = lfirst(lc);
+
+		if (r->query_id == q->query_id)
+		{
+			if (r->query->trigger_interval_us == q->trigger_interval_us &&
+				r->query->idle_timeout_us == q->idle_timeout_us)
+				return false;
+			runner_forget(q->query_id);
+			return true;
+		}
+	}
+	return false;
+}
+
 /* Execute a kept plan as the query's owner. */
 static uint64
 run_as_owner(QueryRunner *r, SPIPlanPtr plan, Datum *args, const char *nulls)
@@ -831,6 +859,7 @@ runner_for_session(text *name_text)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("query \"%s\" is running in a background worker", name),
 				 errhint("Stop it first with streamwin.stop_query('%s').", name)));
+	(void) runner_settings_changed(q);
 	return runner_get(q->query_id);
 }
 

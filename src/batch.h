@@ -105,6 +105,7 @@ typedef struct BatchStats
 extern int	streamwin_batch_work_mem;
 extern QueryRunner *runner_get(int32 query_id);
 extern void runner_forget(int32 query_id);
+extern bool runner_settings_changed(const QueryInfo *q);
 extern void batch_execute(QueryRunner *r, int fetch_timeout_ms, int linger_ms, BatchStats *stats);
 extern Jsonb *batch_stats_jsonb(QueryRunner *r, BatchStats *stats);
 

@@ -18,6 +18,7 @@
 #include "utils/lsyscache.h"
 #include "utils/pg_lsn.h"
 #include "utils/syscache.h"
+#include "utils/timestamp.h"
 
 #include "batch.h"
 #include "checkpoint.h"
@@ -25,6 +26,7 @@
 
 PG_FUNCTION_INFO_V1(streamwin_start_query);
 PG_FUNCTION_INFO_V1(streamwin_stop_query);
+PG_FUNCTION_INFO_V1(streamwin_alter_query);
 PG_FUNCTION_INFO_V1(streamwin_drop_query);
 PG_FUNCTION_INFO_V1(streamwin_reset_query);
 PG_FUNCTION_INFO_V1(streamwin_worker_pid);
@@ -130,6 +132,60 @@ streamwin_start_query(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
+/*
+ * streamwin.alter_query(name, trigger_interval, idle_timeout): change how
+ * often the query runs and how long an idle partition holds its watermark
+ * back, keeping its state, positions and results; NULL keeps a setting.
+ * The worker (or a session's runner) takes them before its next batch.
+ */
+Datum
+streamwin_alter_query(PG_FUNCTION_ARGS)
+{
+	char	   *name;
+	QueryInfo  *q;
+	Oid			types[3] = {INT4OID, INTERVALOID, TEXTOID};
+	Datum		args[3];
+	char		nulls[3] = {' ', ' ', ' '};
+	CatalogRole role;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("the query name must not be NULL")));
+	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	q = catalog_get_query(name, false);
+	catalog_check_owner(q->owner, "query", name);
+	args[0] = Int32GetDatum(q->query_id);
+	if (PG_ARGISNULL(1))
+		nulls[1] = 'n';
+	else
+	{
+		check_trigger_interval(PG_GETARG_INTERVAL_P(1));
+		args[1] = PG_GETARG_DATUM(1);
+	}
+	if (PG_ARGISNULL(2))
+		nulls[2] = 'n';
+	else
+	{
+		check_idle_timeout(PG_GETARG_INTERVAL_P(2));
+		args[2] = DirectFunctionCall1(textin, DirectFunctionCall1(interval_out, PG_GETARG_DATUM(2)));
+	}
+
+	SPI_connect();
+	catalog_enter(&role);
+	if (SPI_execute_with_args("UPDATE streamwin.query_catalog "
+							  "SET trigger_interval = coalesce($2, trigger_interval), "
+							  "options = CASE WHEN $3 IS NULL THEN options "
+							  "ELSE options || jsonb_build_object('idle_timeout', $3) END "
+							  "WHERE query_id = $1",
+							  3, types, args, nulls, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not update streamwin.query_catalog");
+	catalog_leave(&role);
+	SPI_finish();
+	launcher_request_wake(q->query_id);
+	PG_RETURN_VOID();
+}
+
 /* streamwin.stop_query(name): the worker exits after its current batch */
 Datum
 streamwin_stop_query(PG_FUNCTION_ARGS)
@@ -139,7 +195,7 @@ streamwin_stop_query(PG_FUNCTION_ARGS)
 
 	catalog_check_owner(q->owner, "query", name);
 	set_desired_state(q, "stopped");
-	launcher_request_stop(q->query_id);
+	launcher_request_wake(q->query_id);
 	PG_RETURN_VOID();
 }
 
@@ -196,7 +252,7 @@ streamwin_drop_query(PG_FUNCTION_ARGS)
 	}
 	SPI_finish();
 	runner_forget(q->query_id);
-	launcher_request_stop(q->query_id);
+	launcher_request_wake(q->query_id);
 	release_table_source(q);
 	PG_RETURN_VOID();
 }

@@ -232,7 +232,7 @@ start_worker_now(Oid dboid, int32 query_id, Oid owner)
 }
 
 static void
-stop_worker_now(Oid dboid, int32 query_id)
+wake_worker_now(Oid dboid, int32 query_id)
 {
 	if (shared == NULL)
 		return;
@@ -261,8 +261,10 @@ add_pending(int32 query_id, Oid owner, bool start)
 }
 
 /*
- * launcher_request_start / launcher_request_stop
- *		Start (stop) the query's worker when the current transaction commits.
+ * launcher_request_start / launcher_request_wake
+ *		Start the query's worker, or wake it to read its query again (to
+ *		stop, or to take changed settings), when the current transaction
+ *		commits.
  */
 void
 launcher_request_start(int32 query_id, Oid owner)
@@ -271,7 +273,7 @@ launcher_request_start(int32 query_id, Oid owner)
 }
 
 void
-launcher_request_stop(int32 query_id)
+launcher_request_wake(int32 query_id)
 {
 	add_pending(query_id, InvalidOid, false);
 }
@@ -292,7 +294,7 @@ launcher_xact_callback(XactEvent event, void *arg)
 					if (p->start)
 						start_worker_now(MyDatabaseId, p->query_id, p->owner);
 					else
-						stop_worker_now(MyDatabaseId, p->query_id);
+						wake_worker_now(MyDatabaseId, p->query_id);
 				}
 			pending = NIL;		/* the list lived in TopTransactionContext */
 			break;

@@ -1717,6 +1717,26 @@ parse_output_mode(const char *mode)
 	return OUTPUT_APPEND;
 }
 
+/* create_query's and alter_query's checks of their settings */
+void
+check_trigger_interval(const Interval *iv)
+{
+	if (interval_to_usec(iv, "trigger_interval") < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("trigger_interval must not be negative"),
+				 errhint("Use '0' to start each batch as soon as the previous one ends.")));
+}
+
+void
+check_idle_timeout(const Interval *iv)
+{
+	if (interval_to_usec(iv, "idle_timeout") <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("idle_timeout must be positive")));
+}
+
 static void
 validate_query_options(Jsonb *options)
 {
@@ -1740,17 +1760,10 @@ validate_query_options(Jsonb *options)
 	}
 	idle = jsonb_get_text(options, "idle_timeout");
 	if (idle != NULL)
-	{
-		Interval   *iv = DatumGetIntervalP(DirectFunctionCall3(interval_in,
-															   CStringGetDatum(idle),
-															   ObjectIdGetDatum(InvalidOid),
-															   Int32GetDatum(-1)));
-
-		if (interval_to_usec(iv, "idle_timeout") <= 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("idle_timeout must be positive")));
-	}
+		check_idle_timeout(DatumGetIntervalP(DirectFunctionCall3(interval_in,
+																 CStringGetDatum(idle),
+																 ObjectIdGetDatum(InvalidOid),
+																 Int32GetDatum(-1))));
 }
 
 /*
@@ -1795,11 +1808,7 @@ streamwin_create_query(PG_FUNCTION_ARGS)
 	start = PG_GETARG_BOOL(7);
 	validate_query_options(options);
 
-	if (interval_to_usec(PG_GETARG_INTERVAL_P(4), "trigger_interval") < 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("trigger_interval must not be negative"),
-				 errhint("Use '0' to start each batch as soon as the previous one ends.")));
+	check_trigger_interval(PG_GETARG_INTERVAL_P(4));
 	if (!PG_ARGISNULL(2) && interval_to_usec(PG_GETARG_INTERVAL_P(2), "watermark") < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

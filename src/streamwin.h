@@ -146,6 +146,9 @@ extern QueryInfo *catalog_get_query_by_id(int32 query_id, bool missing_ok);
 extern void catalog_check_owner(Oid owner, const char *kind, const char *name);
 extern void catalog_lock_query(int32 query_id);
 extern int64 interval_to_usec(const Interval *iv, const char *what);
+/* query.c: create_query's and alter_query's checks */
+extern void check_trigger_interval(const Interval *iv);
+extern void check_idle_timeout(const Interval *iv);
 extern char *jsonb_get_text(Jsonb *jb, const char *key);
 extern void parse_source_options(SourceInfo *src, Jsonb *options);
 extern void jsonb_check_keys(Jsonb *options, const char *const *valid, const char *what);
@@ -155,7 +158,7 @@ extern void launcher_register(void);
 extern void launcher_shmem_request(void);
 extern void launcher_shmem_startup(void);
 extern void launcher_request_start(int32 query_id, Oid owner);
-extern void launcher_request_stop(int32 query_id);
+extern void launcher_request_wake(int32 query_id);
 extern int	launcher_worker_pid(Oid dboid, int32 query_id);
 extern void launcher_xact_callback(XactEvent event, void *arg);
 

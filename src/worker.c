@@ -48,10 +48,11 @@
 #define IDLE_CHECK_MS 1000L
 
 /*
- * Start a transaction and check the query still wants to run.  Returns false
- * (with no transaction open) when the worker should exit.
+ * Start a transaction and read the query: whether it still wants to run,
+ * and its settings as they are now.  Returns NULL (with no transaction
+ * open) when the worker should exit.
  */
-static bool
+static QueryInfo *
 begin_batch_transaction(int32 query_id)
 {
 	QueryInfo  *q;
@@ -66,9 +67,9 @@ begin_batch_transaction(int32 query_id)
 	{
 		PopActiveSnapshot();
 		CommitTransactionCommand();
-		return false;
+		return NULL;
 	}
-	return true;
+	return q;
 }
 
 /*
@@ -222,10 +223,15 @@ streamwin_worker_main(Datum main_arg)
 
 		PG_TRY();
 		{
-			if (!begin_batch_transaction(query_id))
+			QueryInfo  *q = begin_batch_transaction(query_id);
+
+			if (q == NULL)
 				stop = true;	/* stopped or dropped; never leave PG_TRY by break */
 			else
 			{
+			/* alter_query changed its settings: a runner built with them */
+			if (r != NULL && runner_settings_changed(q))
+				r = NULL;
 			if (r == NULL)
 			{
 				r = runner_get(query_id);

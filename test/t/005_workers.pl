@@ -256,6 +256,26 @@ psql_ok($node, "SELECT streamwin.start_query('w_counts')", 'start_query',
 wait_running('w_counts', 'after start_query');
 check_chunks(4, 'after start_query');
 
+# ---- alter_query changes a running query's settings ----------------------
+
+# w_closed waits an hour for idle partitions; told one second instead, its
+# worker (the same process: the state and positions stay) lets the idle
+# partitions go, and the watermark becomes the largest partition's.
+psql_ok($node, q{
+SELECT streamwin.alter_query('w_closed', idle_timeout => '1 second');
+SELECT streamwin.alter_query('w_closed', trigger_interval => '200 ms');
+}, 'alter_query on a running query', extra_params => [ '-U', 'alice' ]);
+{
+	my $max = 0;
+	$max = $_->[2] > $max ? $_->[2] : $max for @ev;
+	wait_until($node,
+		"SELECT round(extract(epoch FROM watermark) * 1000) FROM streamwin.queries WHERE name = 'w_closed'",
+		$max - $DELAY, 'w_closed: with idle_timeout 1 s, the watermark is the largest partition\'s');
+}
+is( $node->safe_psql('postgres',
+		"SELECT worker_pid = $pid{w_closed}, trigger_interval FROM streamwin.queries WHERE name = 'w_closed'"),
+	't|00:00:00.2', 'the same worker goes on, with the new trigger_interval');
+
 # ---- DROP EXTENSION ends the workers ---------------------------------------
 
 # Dropping the extension drops the catalog under running workers: they must
