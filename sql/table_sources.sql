@@ -142,6 +142,7 @@ SELECT streamwin.create_table_source('tick_src', 'ticks', '{"max_records_per_bat
 SELECT streamwin.create_query('ticks_copy', 'SELECT id, v FROM tick_src', start => false);
 SELECT streamwin.create_query('ticks_sum', 'SELECT id % 3 AS r, count(*) AS n, sum(v) AS s FROM tick_src GROUP BY 1',
   output_mode => 'update', start => false);
+SELECT streamwin.create_query('ticks_fail', 'SELECT id, 100 / (id - 23) AS x FROM tick_src', start => false);
 DO $$ BEGIN FOR i IN 1..40 LOOP INSERT INTO ticks VALUES (i, i * i); COMMIT; END LOOP; END $$;
 SELECT streamwin.run_available('ticks_copy') - 'offsets' - 'watermark';
 SELECT * FROM ticks EXCEPT ALL SELECT * FROM ticks_copy;
@@ -161,6 +162,12 @@ SELECT count(*) AS batches, count(DISTINCT xmin::text) AS transactions, sum(inpu
 FROM streamwin.progress WHERE query = 'ticks_sum';
 SELECT * FROM ticks_sum EXCEPT ALL SELECT id % 3, count(*), sum(v) FROM ticks GROUP BY 1;
 SELECT id % 3, count(*), sum(v) FROM ticks GROUP BY 1 EXCEPT ALL SELECT * FROM ticks_sum;
+-- A batch that fails (row 23 divides by zero) is rolled back alone: the
+-- four before it stay committed, with their rows and positions.
+CALL streamwin.catch_up('ticks_fail');
+SELECT count(*) AS batches FROM streamwin.progress WHERE query = 'ticks_fail';
+SELECT count(*) AS rows, min(id), max(id) FROM ticks_fail;
+SELECT streamwin.drop_query('ticks_fail', drop_result => true);
 SELECT count(*) AS slots_in_use FROM pg_replication_slots
 WHERE active AND database = current_database();
 SELECT streamwin.drop_query('ticks_sum', drop_result => true);
