@@ -32,6 +32,13 @@ SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int', options =>
 SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int', options => '{"max_records_per_batch": 0}');
 SELECT streamwin.create_kafka_source('bad', '', 'x', 'a int');
 SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int', options => '{"kafka": {"enable.auto.commit": "true"}}');
+-- the "metadata" option names columns filled from the message, not its payload
+SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int', options => '{"metadata": ["key"]}');
+SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int', options => '{"metadata": {"a": "headers"}}');
+SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int', options => '{"metadata": {"k": "key"}}');
+SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int, k int', options => '{"metadata": {"k": "key"}}');
+SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a text, o int', 'text', '{"metadata": {"o": "offset"}}');
+SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'k text', 'text', '{"metadata": {"k": "key"}}');
 SELECT count(*) AS no_leftovers FROM pg_class WHERE relname = 'bad';
 
 -- librdkafka properties (credentials, say) are shown to the owner only
@@ -45,6 +52,53 @@ SELECT options FROM streamwin.sources WHERE name = 'secured';
 SELECT streamwin.drop_source('secured');
 RESET ROLE;
 DROP ROLE streamwin_other;
+
+-- Columns holding a message's partition, offset, timestamp and key, in every
+-- format.  A payload key of the same name is not read ("p": 99 below), and a
+-- key that is not valid text is a dead letter like a bad payload.
+SELECT streamwin.create_kafka_source('keyed', :'brokers', 'regress_keyed',
+    'v int, p int, off bigint, kts timestamptz, k text', 'json',
+    '{"metadata": {"p": "partition", "off": "offset", "kts": "timestamp", "k": "key"}}');
+SELECT streamwin.create_query('keyed_rows', 'SELECT v, p, off, kts > now() - interval ''1 day'' AS recent, k FROM keyed',
+    start => false);
+SELECT (streamwin.run_available('keyed_rows')) - 'offsets' AS totals;
+SELECT * FROM keyed_rows ORDER BY p, off;
+SELECT partition, "offset", convert_from(payload, 'UTF8') AS payload, error FROM streamwin.dead_letters
+WHERE source = 'keyed';
+-- After a crash (which empties UNLOGGED tables, the marker of intact state
+-- included) a query restores its checkpoint and replays the batches since,
+-- reading the same messages again: keys included, so it converges.
+SELECT streamwin.create_kafka_source('keyed2', :'brokers', 'regress_keyed',
+    'v int, off bigint, k text', 'json',
+    '{"metadata": {"off": "offset", "k": "key"}, "max_records_per_batch": 2}');
+SELECT streamwin.create_query('keyed_counts', 'SELECT k, count(*) AS n, max(off) AS last_offset FROM keyed2 GROUP BY k',
+    output_mode => 'update', start => false);
+SELECT (streamwin.run_available('keyed_counts'))->'batches' AS batches;
+CREATE TEMP TABLE keyed_counts_before AS SELECT * FROM keyed_counts;
+DELETE FROM streamwin.state_alive
+WHERE query_id = (SELECT query_id FROM streamwin.query_catalog WHERE name = 'keyed_counts');
+SELECT r->'replayed' AS replayed, r->'input_rows' AS input_rows
+FROM streamwin.run_batch('keyed_counts') r;
+SELECT * FROM keyed_counts EXCEPT ALL SELECT * FROM keyed_counts_before;
+SELECT * FROM keyed_counts_before EXCEPT ALL SELECT * FROM keyed_counts;
+SELECT streamwin.drop_query('keyed_counts', drop_result => true);
+SELECT streamwin.drop_source('keyed2');
+
+SELECT streamwin.create_kafka_source('keyed_raw', :'brokers', 'regress_keyed',
+    'line text, k bytea, p bigint', 'text', '{"metadata": {"k": "key", "p": "partition"}}');
+SELECT streamwin.create_query('keyed_raw_rows', 'SELECT p, k, line FROM keyed_raw', start => false);
+SELECT (streamwin.run_available('keyed_raw_rows'))->'input_rows' AS input_rows;
+SELECT * FROM keyed_raw_rows ORDER BY p, line;
+-- CSV fields go to the other columns, in order; messages without a key
+SELECT streamwin.create_kafka_source('lines_meta', :'brokers', 'regress_lines',
+    'id int, part int, region text, at timestamptz, k text', 'csv',
+    '{"metadata": {"part": "partition", "k": "key"}}');
+SELECT streamwin.create_query('lines_meta_rows', 'SELECT id, part, region, at, k IS NULL AS no_key FROM lines_meta',
+    start => false);
+SELECT (streamwin.run_available('lines_meta_rows'))->'input_rows' AS input_rows;
+SELECT * FROM lines_meta_rows ORDER BY id;
+SELECT streamwin.drop_query(q, drop_result => true) FROM unnest('{keyed_rows, keyed_raw_rows, lines_meta_rows}'::text[]) q;
+SELECT streamwin.drop_source(s) FROM unnest('{keyed, keyed_raw, lines_meta}'::text[]) s;
 
 -- a source read by a query cannot be dropped
 SELECT streamwin.create_query('lines_per_region', 'SELECT region, count(*) AS n FROM lines_csv GROUP BY region',

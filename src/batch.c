@@ -461,8 +461,14 @@ fetch_replay(QueryRunner *r, const int64 *targets, KafkaMessage **out)
 				memcpy(copy, m[j].payload, m[j].len);
 			acc[n] = m[j];
 			acc[n].payload = copy;
-			acc[n].key = NULL;
-			acc[n].keylen = 0;
+			/* a column may hold the key (source option "metadata") */
+			if (m[j].key != NULL)
+			{
+				char	   *key = palloc(Max(m[j].keylen, 1));
+
+				memcpy(key, m[j].key, m[j].keylen);
+				acc[n].key = key;
+			}
 			n++;
 		}
 		if (n < needed && GetCurrentTimestamp() > deadline)

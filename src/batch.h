@@ -49,6 +49,7 @@ typedef struct QueryRunner
 	SourceInfo *source;
 	TupleDesc	source_desc;
 	MessageDecoder *decoder;
+	SourceMetadata *metadata;	/* per source column, or NULL: see decode.h */
 
 	/* event time, evaluated over decoded source rows */
 	ExprState  *event_time;

@@ -23,13 +23,18 @@
 
 #include "access/htup_details.h"
 #include "access/xact.h"
+#include "catalog/pg_type.h"
 #include "executor/executor.h"
+#include "mb/pg_wchar.h"
 #include "nodes/readfuncs.h"
+#include "utils/builtins.h"
+#include "utils/datetime.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 #include "utils/resowner.h"
 
 #include "batch.h"
+#include "source.h"
 #include "window.h"
 
 /*
@@ -42,7 +47,10 @@ batch_input_init(QueryRunner *r)
 {
 	/* a table source's rows arrive as tuples already (table_source.c) */
 	if (r->source->kind == SOURCE_KAFKA)
-		r->decoder = decoder_create(r->source->format, r->source_desc);
+	{
+		r->metadata = source_metadata_map(r->source, r->source_desc);
+		r->decoder = decoder_create(r->source->format, r->source_desc, r->metadata);
+	}
 	r->slot = MakeSingleTupleTableSlot(r->source_desc, &TTSOpsVirtual);
 	r->econtext = CreateStandaloneExprContext();
 	if (r->query->event_time_expr != NULL)
@@ -52,6 +60,65 @@ batch_input_init(QueryRunner *r)
 		/* Vars of the source are evaluated against the decoded row */
 		r->event_time = ExecInitExpr(expr, NULL);
 	}
+}
+
+/*
+ * Fill the columns that hold the message's metadata (the source option
+ * "metadata") rather than values of its payload.  Returns an error text
+ * for a key that is not valid text in the database encoding, else NULL.
+ */
+static const char *
+fill_metadata(QueryRunner *r, KafkaMessage *m, Datum *values, bool *nulls)
+{
+	TupleDesc	desc = r->source_desc;
+
+	for (int i = 0; i < desc->natts; i++)
+	{
+		Oid			type = TupleDescAttr(desc, i)->atttypid;
+
+		if (r->metadata[i] == SOURCE_META_NONE)
+			continue;			/* the decoder's */
+		nulls[i] = false;
+		switch (r->metadata[i])
+		{
+			case SOURCE_META_NONE:
+				break;
+			case SOURCE_META_PARTITION:
+				values[i] = type == INT8OID ? Int64GetDatum(m->partition) : Int32GetDatum(m->partition);
+				break;
+			case SOURCE_META_OFFSET:
+				values[i] = Int64GetDatum(m->offset);
+				break;
+			case SOURCE_META_TIMESTAMP:
+				/* milliseconds since the Unix epoch; -1: the message has none */
+				if (m->timestamp_ms < 0)
+					nulls[i] = true;
+				else
+					values[i] = TimestampTzGetDatum(m->timestamp_ms * 1000 -
+													(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) *
+													USECS_PER_DAY);
+				break;
+			case SOURCE_META_KEY:
+				if (m->key == NULL)
+					nulls[i] = true;
+				else if (type == BYTEAOID)
+				{
+					bytea	   *b = palloc(VARHDRSZ + m->keylen);
+
+					SET_VARSIZE(b, VARHDRSZ + m->keylen);
+					memcpy(VARDATA(b), m->key, m->keylen);
+					values[i] = PointerGetDatum(b);
+				}
+				else
+				{
+					if (!pg_verify_mbstr(GetDatabaseEncoding(), m->key, (int) m->keylen, true))
+						return psprintf("message key is not valid %s", GetDatabaseEncodingName());
+					values[i] = PointerGetDatum(cstring_to_text_with_len(m->key, (int) m->keylen));
+				}
+				break;
+		}
+	}
+	return NULL;
 }
 
 /* Decode one message.  Throws on bad values; see the file header. */
@@ -79,7 +146,11 @@ decode_one(QueryRunner *r, KafkaMessage *m, BatchMessageResult *res,
 		err = NULL;
 	}
 	else
+	{
 		err = decoder_decode(r->decoder, m->payload, m->len, slot->tts_values, slot->tts_isnull);
+		if (err == NULL && r->metadata != NULL)
+			err = fill_metadata(r, m, slot->tts_values, slot->tts_isnull);
+	}
 	if (err != NULL)
 	{
 		res->status = 'd';

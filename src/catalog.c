@@ -314,6 +314,66 @@ catalog_lookup(const char *sql, Oid argtype, Datum arg, TupleDesc *desc_out)
 	return result;
 }
 
+/* Option "metadata": {"column": "partition" | "offset" | "timestamp" | "key", ...} */
+static void
+parse_metadata_option(SourceInfo *src, Jsonb *options)
+{
+	static const char *const kinds[] = {"partition", "offset", "timestamp", "key", NULL};
+	JsonbValue	k;
+	JsonbValue *v;
+	JsonbIterator *it;
+	JsonbValue	item;
+	JsonbIteratorToken tok;
+	char	   *column = NULL;
+	int			cap = 4;
+
+	k.type = jbvString;
+	k.val.string.val = "metadata";
+	k.val.string.len = strlen("metadata");
+	v = findJsonbValueFromContainer(&options->root, JB_FOBJECT, &k);
+	if (v == NULL || v->type == jbvNull)
+		return;
+	if (v->type != jbvBinary || !JsonContainerIsObject(v->val.binary.data))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("option \"metadata\" must be an object naming columns"),
+				 errhint("For example: {\"metadata\": {\"kafka_ts\": \"timestamp\", \"kafka_key\": \"key\"}}.")));
+	src->metadata_columns = palloc(sizeof(char *) * cap);
+	src->metadata_kinds = palloc(sizeof(SourceMetadata) * cap);
+	it = JsonbIteratorInit(v->val.binary.data);
+	while ((tok = JsonbIteratorNext(&it, &item, true)) != WJB_DONE)
+	{
+		int			kind = -1;
+
+		if (tok == WJB_KEY)
+		{
+			column = pnstrdup(item.val.string.val, item.val.string.len);
+			continue;
+		}
+		if (tok != WJB_VALUE)
+			continue;
+		if (item.type == jbvString)
+			for (int i = 0; kinds[i] != NULL; i++)
+				if (strlen(kinds[i]) == (size_t) item.val.string.len &&
+					strncmp(kinds[i], item.val.string.val, item.val.string.len) == 0)
+					kind = i;
+		if (kind < 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("option \"metadata\" gives column \"%s\" an unknown kind of message metadata", column),
+					 errhint("Use \"partition\", \"offset\", \"timestamp\" or \"key\".")));
+		if (src->nmetadata == cap)
+		{
+			cap *= 2;
+			src->metadata_columns = repalloc(src->metadata_columns, sizeof(char *) * cap);
+			src->metadata_kinds = repalloc(src->metadata_kinds, sizeof(SourceMetadata) * cap);
+		}
+		src->metadata_columns[src->nmetadata] = column;
+		src->metadata_kinds[src->nmetadata] = (SourceMetadata) (SOURCE_META_PARTITION + kind);
+		src->nmetadata++;
+	}
+}
+
 void
 parse_source_options(SourceInfo *src, Jsonb *options)
 {
@@ -353,8 +413,10 @@ parse_source_options(SourceInfo *src, Jsonb *options)
 	src->npartitions = 0;
 	src->partitions = NULL;
 	src->nkafka_props = 0;
+	src->nmetadata = 0;
 	if (options == NULL || !JB_ROOT_IS_OBJECT(options))
 		return;
+	parse_metadata_option(src, options);
 
 	k.type = jbvString;
 	k.val.string.val = "partitions";
@@ -511,7 +573,7 @@ void
 source_options_validate(Jsonb *options)
 {
 	static const char *const valid[] = {"starting_offsets", "max_records_per_batch",
-	"partitions", "kafka", NULL};
+	"partitions", "kafka", "metadata", NULL};
 	SourceInfo	tmp;
 
 	jsonb_check_keys(options, valid, "source");

@@ -98,16 +98,18 @@ source_format_name(SourceFormat format)
  *		Check, when a source is created, that its columns can be decoded in
  *		the given format; raise an error with a hint otherwise.
  *
- * Checked: there is at least one (non-dropped) column; the text format has
- * exactly one; every column type is a complete type with an input function
- * (no shell types, no pseudo-types).  Must be called inside a transaction,
- * as it reads pg_type.  decoder_create() repeats the check, so a decoder is
+ * Checked, for the columns read from the payload (not those meta says hold
+ * message metadata): there is at least one; the text format has exactly
+ * one; every column type is a complete type with an input function (no
+ * shell types, no pseudo-types).  Must be called inside a transaction, as
+ * it reads pg_type.  decoder_create() repeats the check, so a decoder is
  * never built for a column list that could not work.
  */
 void
-decoder_check_columns(SourceFormat format, TupleDesc desc)
+decoder_check_columns(SourceFormat format, TupleDesc desc, const SourceMetadata *meta)
 {
 	int			ncolumns = 0;
+	int			nmeta = 0;
 
 	for (int i = 0; i < desc->natts; i++)
 	{
@@ -117,6 +119,11 @@ decoder_check_columns(SourceFormat format, TupleDesc desc)
 
 		if (attr->attisdropped)
 			continue;
+		if (meta && meta[i] != SOURCE_META_NONE)
+		{
+			nmeta++;
+			continue;
+		}
 		ncolumns++;
 
 		tup = SearchSysCache1(TYPEOID, ObjectIdGetDatum(attr->atttypid));
@@ -149,6 +156,12 @@ decoder_check_columns(SourceFormat format, TupleDesc desc)
 		ReleaseSysCache(tup);
 	}
 
+	if (ncolumns == 0 && nmeta > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("every column of the source holds message metadata"),
+				 errdetail("A source needs a column for what the message payload carries."),
+				 errhint("Declare one, for example \"line text\" with format \"text\".")));
 	if (ncolumns == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -159,7 +172,7 @@ decoder_check_columns(SourceFormat format, TupleDesc desc)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("format \"text\" requires exactly one column"),
-				 errdetail("The column list has %d columns.", ncolumns),
+				 errdetail("The column list has %d columns read from the message payload.", ncolumns),
 				 errhint("Declare a single column such as \"line text\", or use format \"json\" or \"csv\" for several columns.")));
 }
 
@@ -177,12 +190,12 @@ decoder_check_columns(SourceFormat format, TupleDesc desc)
  * would.
  */
 MessageDecoder *
-decoder_create(SourceFormat format, TupleDesc desc)
+decoder_create(SourceFormat format, TupleDesc desc, const SourceMetadata *meta)
 {
 	MessageDecoder *decoder;
 	int			ncolumns = 0;
 
-	decoder_check_columns(format, desc);
+	decoder_check_columns(format, desc, meta);
 
 	decoder = palloc0(sizeof(MessageDecoder));
 	decoder->format = format;
@@ -198,7 +211,7 @@ decoder_create(SourceFormat format, TupleDesc desc)
 		Oid			typinput;
 		Oid			basetype;
 
-		if (attr->attisdropped)
+		if (attr->attisdropped || (meta && meta[i] != SOURCE_META_NONE))
 			continue;
 
 		column = &decoder->columns[ncolumns++];

@@ -39,13 +39,32 @@ typedef enum SourceFormat
 	SOURCE_FORMAT_TEXT			/* the whole payload is the only column */
 } SourceFormat;
 
+/*
+ * What a column of a Kafka source holds when it is not read from the
+ * payload (the source option "metadata"): the message's partition, offset,
+ * timestamp or key.  Decoders skip such columns: a JSON key of that name is
+ * ignored, and CSV fields and the text payload go to the other columns.
+ */
+typedef enum SourceMetadata
+{
+	SOURCE_META_NONE = 0,
+	SOURCE_META_PARTITION,
+	SOURCE_META_OFFSET,
+	SOURCE_META_TIMESTAMP,
+	SOURCE_META_KEY
+} SourceMetadata;
+
 extern SourceFormat source_format_from_name(const char *name);
 extern const char *source_format_name(SourceFormat format);
-extern void decoder_check_columns(SourceFormat format, TupleDesc desc);
+
+/* meta: per attribute of desc, or NULL when no column holds metadata */
+extern void decoder_check_columns(SourceFormat format, TupleDesc desc,
+								  const SourceMetadata *meta);
 
 typedef struct MessageDecoder MessageDecoder;
 
-extern MessageDecoder *decoder_create(SourceFormat format, TupleDesc desc);
+extern MessageDecoder *decoder_create(SourceFormat format, TupleDesc desc,
+									  const SourceMetadata *meta);
 extern const char *decoder_decode(MessageDecoder *decoder,
 								  const char *payload, size_t len,
 								  Datum *values, bool *nulls);

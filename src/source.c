@@ -192,6 +192,66 @@ invalid:
 	return NIL;					/* keep compiler quiet */
 }
 
+/* The column types each kind of message metadata may go into */
+static const struct
+{
+	SourceMetadata kind;
+	const char *name;
+	Oid			types[2];
+	const char *types_text;
+}			metadata_types[] = {
+	{SOURCE_META_PARTITION, "partition", {INT4OID, INT8OID}, "integer or bigint"},
+	{SOURCE_META_OFFSET, "offset", {INT8OID, INT8OID}, "bigint"},
+	{SOURCE_META_TIMESTAMP, "timestamp", {TIMESTAMPTZOID, TIMESTAMPOID}, "timestamptz or timestamp"},
+	{SOURCE_META_KEY, "key", {TEXTOID, BYTEAOID}, "text or bytea"},
+};
+
+/*
+ * source_metadata_map
+ *		Per attribute of desc (a Kafka source's row type), what it holds if
+ *		the source's option "metadata" fills it from the message rather than
+ *		its payload, or NULL if the option names no column.  Raises an error
+ *		for a column that is not in desc or whose type cannot hold it.
+ */
+SourceMetadata *
+source_metadata_map(const SourceInfo *src, TupleDesc desc)
+{
+	SourceMetadata *map;
+
+	if (src->nmetadata == 0)
+		return NULL;
+	map = palloc0(sizeof(SourceMetadata) * desc->natts);
+	for (int m = 0; m < src->nmetadata; m++)
+	{
+		const char *column = src->metadata_columns[m];
+		int			attno = -1;
+		int			t = 0;
+
+		while (metadata_types[t].kind != src->metadata_kinds[m])
+			t++;
+		for (int i = 0; i < desc->natts; i++)
+			if (!TupleDescAttr(desc, i)->attisdropped &&
+				strcmp(NameStr(TupleDescAttr(desc, i)->attname), column) == 0)
+				attno = i;
+		if (attno < 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_COLUMN),
+					 errmsg("option \"metadata\" names column \"%s\", which is not in the source's column list",
+							column),
+					 errhint("Declare it with the other columns, for example \"%s %s\".",
+							 column, format_type_be(metadata_types[t].types[0]))));
+		if (TupleDescAttr(desc, attno)->atttypid != metadata_types[t].types[0] &&
+			TupleDescAttr(desc, attno)->atttypid != metadata_types[t].types[1])
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("column \"%s\" holds the message's %s, so its type must be %s",
+							column, metadata_types[t].name, metadata_types[t].types_text),
+					 errdetail("It is declared as %s.", format_type_be(TupleDescAttr(desc, attno)->atttypid))));
+		map[attno] = src->metadata_kinds[m];
+	}
+	return map;
+}
+
 /* Quote a possibly schema-qualified name for SQL. */
 static char *
 quote_qualified_name(const char *name)
@@ -332,7 +392,13 @@ streamwin_create_kafka_source(PG_FUNCTION_ARGS)
 				 errmsg("source \"%s\" already exists", name)));
 	relid = source_register(name, "kafka", brokers, topic, InvalidOid, NULL,
 							source_format_name(format), columns, options, types, typmods, names);
-	decoder_check_columns(format, source_tupdesc(relid));
+	{
+		SourceInfo	parsed;
+		TupleDesc	desc = source_tupdesc(relid);
+
+		parse_source_options(&parsed, options);
+		decoder_check_columns(format, desc, source_metadata_map(&parsed, desc));
+	}
 	SPI_finish();
 	PG_RETURN_VOID();
 }

@@ -13,6 +13,8 @@
 #include "access/tupdesc.h"
 #include "utils/jsonb.h"
 
+#include "decode.h"
+
 /*
  * The decoded rows of the batch this backend is processing for one source.
  * While set, the source's view returns these rows; otherwise it is empty.
@@ -27,5 +29,8 @@ typedef struct BatchInput
 extern void source_set_batch_input(BatchInput *input);
 extern TupleDesc source_tupdesc(Oid relid);
 extern void source_options_validate(Jsonb *options);
+
+struct SourceInfo;
+extern SourceMetadata *source_metadata_map(const struct SourceInfo *src, TupleDesc desc);
 
 #endif

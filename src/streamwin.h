@@ -73,6 +73,10 @@ typedef struct SourceInfo
 	int			nkafka_props;
 	const char **kafka_keys;
 	const char **kafka_values;
+	/* option "metadata": columns filled from the message, not its payload */
+	int			nmetadata;
+	const char **metadata_columns;
+	SourceMetadata *metadata_kinds;
 } SourceInfo;
 
 /*
