@@ -314,26 +314,38 @@ catalog_lookup(const char *sql, Oid argtype, Datum arg, TupleDesc *desc_out)
 	return result;
 }
 
+/* The value of source option name, or NULL if absent or JSON null. */
+static JsonbValue *
+option_value(Jsonb *options, const char *name)
+{
+	JsonbValue	k;
+	JsonbValue *v;
+
+	k.type = jbvString;
+	k.val.string.val = (char *) name;
+	k.val.string.len = strlen(name);
+	v = findJsonbValueFromContainer(&options->root, JB_FOBJECT, &k);
+	return v != NULL && v->type != jbvNull ? v : NULL;
+}
+
+/* Is an option's value a JSON object (else an array or a scalar)? */
+#define OPTION_IS_OBJECT(v) ((v)->type == jbvBinary && JsonContainerIsObject((v)->val.binary.data))
+
 /* Option "metadata": {"column": "partition" | "offset" | "timestamp" | "key", ...} */
 static void
 parse_metadata_option(SourceInfo *src, Jsonb *options)
 {
 	static const char *const kinds[] = {"partition", "offset", "timestamp", "key", NULL};
-	JsonbValue	k;
-	JsonbValue *v;
+	JsonbValue *v = option_value(options, "metadata");
 	JsonbIterator *it;
 	JsonbValue	item;
 	JsonbIteratorToken tok;
 	char	   *column = NULL;
 	int			cap = 4;
 
-	k.type = jbvString;
-	k.val.string.val = "metadata";
-	k.val.string.len = strlen("metadata");
-	v = findJsonbValueFromContainer(&options->root, JB_FOBJECT, &k);
-	if (v == NULL || v->type == jbvNull)
+	if (v == NULL)
 		return;
-	if (v->type != jbvBinary || !JsonContainerIsObject(v->val.binary.data))
+	if (!OPTION_IS_OBJECT(v))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("option \"metadata\" must be an object naming columns"),
@@ -379,7 +391,6 @@ parse_source_options(SourceInfo *src, Jsonb *options)
 {
 	char	   *start = jsonb_get_text(options, "starting_offsets");
 	char	   *maxrec = jsonb_get_text(options, "max_records_per_batch");
-	JsonbValue	k;
 	JsonbValue *v;
 
 	src->starting_offset = START_EARLIEST;
@@ -418,11 +429,8 @@ parse_source_options(SourceInfo *src, Jsonb *options)
 		return;
 	parse_metadata_option(src, options);
 
-	k.type = jbvString;
-	k.val.string.val = "partitions";
-	k.val.string.len = strlen("partitions");
-	v = findJsonbValueFromContainer(&options->root, JB_FOBJECT, &k);
-	if (v != NULL && v->type != jbvNull)
+	v = option_value(options, "partitions");
+	if (v != NULL)
 	{
 		JsonbIterator *it;
 		JsonbValue	elem;
@@ -466,10 +474,8 @@ parse_source_options(SourceInfo *src, Jsonb *options)
 					 errhint("Leave the option out to read every partition.")));
 	}
 
-	k.val.string.val = "kafka";
-	k.val.string.len = strlen("kafka");
-	v = findJsonbValueFromContainer(&options->root, JB_FOBJECT, &k);
-	if (v != NULL && v->type != jbvNull)
+	v = option_value(options, "kafka");
+	if (v != NULL)
 	{
 		JsonbIterator *it;
 		JsonbValue	item;
@@ -477,7 +483,7 @@ parse_source_options(SourceInfo *src, Jsonb *options)
 		int			cap = 8;
 		char	   *key = NULL;
 
-		if (v->type != jbvBinary || !JsonContainerIsObject(v->val.binary.data))
+		if (!OPTION_IS_OBJECT(v))
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("option \"kafka\" must be an object of librdkafka properties"),
