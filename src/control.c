@@ -32,29 +32,50 @@ PG_FUNCTION_INFO_V1(streamwin_reset_query);
 PG_FUNCTION_INFO_V1(streamwin_worker_pid);
 
 /*
- * check_role_can_login
- *		A worker connects as the query's owner, and PostgreSQL 15 refuses
- *		background worker connections of roles without LOGIN.
+ * role_cannot_run_worker
+ *		Why role roleid cannot run a query worker (a message and a hint),
+ *		or false if it can.  A worker connects as the query's owner, and
+ *		PostgreSQL 15 refuses background worker connections of roles that
+ *		are gone or lack LOGIN.
  */
-void
-check_role_can_login(Oid roleid)
+bool
+role_cannot_run_worker(Oid roleid, char **message, char **hint)
 {
 	HeapTuple	tup = SearchSysCache1(AUTHOID, ObjectIdGetDatum(roleid));
-	bool		canlogin;
 	char	   *name;
 
 	if (!HeapTupleIsValid(tup))
-		elog(ERROR, "cache lookup failed for role %u", roleid);
-	canlogin = ((Form_pg_authid) GETSTRUCT(tup))->rolcanlogin;
+	{
+		*message = psprintf("role with OID %u, which owns the query, no longer exists", roleid);
+		*hint = pstrdup("Drop the query and create it again as another role.");
+		return true;
+	}
 	name = pstrdup(NameStr(((Form_pg_authid) GETSTRUCT(tup))->rolname));
+	if (((Form_pg_authid) GETSTRUCT(tup))->rolcanlogin)
+	{
+		ReleaseSysCache(tup);
+		return false;
+	}
 	ReleaseSysCache(tup);
-	if (!canlogin)
+	*message = psprintf("role \"%s\" cannot run a query worker because it cannot log in", name);
+	*hint = psprintf("Grant it with ALTER ROLE %s LOGIN, or run batches with streamwin.run_batch().",
+					 quote_identifier(name));
+	return true;
+}
+
+/* Refuse, with an error, to start a worker that could not connect. */
+void
+check_role_can_login(Oid roleid)
+{
+	char	   *message;
+	char	   *hint;
+
+	if (role_cannot_run_worker(roleid, &message, &hint))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("role \"%s\" cannot run a query worker because it cannot log in", name),
+				 errmsg("%s", message),
 				 errdetail("The worker of a query connects as the query's owner."),
-				 errhint("Grant it with ALTER ROLE %s LOGIN, or run batches with streamwin.run_batch().",
-						 quote_identifier(name))));
+				 errhint("%s", hint)));
 }
 
 void

@@ -33,6 +33,7 @@
 #include "commands/extension.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "nodes/value.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
@@ -46,6 +47,7 @@
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 
+#include "batch.h"
 #include "streamwin.h"
 #include "worker.h"
 #include "table_source.h"
@@ -436,6 +438,9 @@ streamwin_starter_main(Datum main_arg)
 	PushActiveSnapshot(GetTransactionSnapshot());
 	if (OidIsValid(get_extension_oid("streamwin", true)))
 	{
+		List	   *failed = NIL;
+		ListCell   *lc;
+
 		SPI_connect();
 		if (SPI_execute("SELECT query_id, owner FROM streamwin.query_catalog "
 						"WHERE desired_state = 'running'", true, 0) == SPI_OK_SELECT)
@@ -447,10 +452,24 @@ streamwin_starter_main(Datum main_arg)
 																   SPI_tuptable->tupdesc, 1, &isnull));
 				Oid			owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
 																   SPI_tuptable->tupdesc, 2, &isnull));
+				char	   *message;
+				char	   *hint;
 
-				start_worker_now(dboid, query_id, owner);
+				/*
+				 * A worker whose owner is gone or lost LOGIN since the query
+				 * started would fail to connect (FATAL, in the server log
+				 * only, at every start): say so on the query instead.
+				 */
+				if (!role_cannot_run_worker(owner, &message, &hint))
+					start_worker_now(dboid, query_id, owner);
+				else
+					failed = lappend(failed, list_make2(makeInteger(query_id),
+														makeString(psprintf("%s\nHINT: %s", message, hint))));
 			}
 		}
+		/* shown in streamwin.queries, where the user looks */
+		foreach(lc, failed)
+			progress_record_failure(intVal(linitial(lfirst(lc))), strVal(lsecond(lfirst(lc))));
 		SPI_finish();
 	}
 	PopActiveSnapshot();

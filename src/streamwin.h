@@ -167,6 +167,7 @@ extern int	launcher_worker_pid(Oid dboid, int32 query_id);
 extern void launcher_xact_callback(XactEvent event, void *arg);
 
 /* control.c */
+extern bool role_cannot_run_worker(Oid roleid, char **message, char **hint);
 extern void check_role_can_login(Oid roleid);
 extern void check_preloaded(void);
 

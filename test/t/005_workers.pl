@@ -276,6 +276,24 @@ is( $node->safe_psql('postgres',
 		"SELECT worker_pid = $pid{w_closed}, trigger_interval FROM streamwin.queries WHERE name = 'w_closed'"),
 	't|00:00:00.2', 'the same worker goes on, with the new trigger_interval');
 
+# ---- an owner that lost LOGIN --------------------------------------------
+
+# A worker connects as its query's owner.  A role that lost LOGIN since the
+# query started cannot: instead of a worker failing to connect at every
+# start (in the server log only), the query says why.
+psql_ok($node, 'ALTER ROLE alice NOLOGIN', 'alice loses LOGIN');
+$node->restart;
+wait_until($node, q{
+SELECT state, worker_pid IS NULL,
+       last_error LIKE 'role "alice" cannot run a query worker because it cannot log in%HINT: Grant it with ALTER ROLE alice LOGIN%'
+  FROM streamwin.queries WHERE name = 'w_closed'},
+	'failed|t|t', 'w_closed: no worker, and the query says why');
+psql_ok($node, 'ALTER ROLE alice LOGIN', 'alice may log in again');
+psql_ok($node, "SELECT streamwin.start_query('w_closed')", 'start_query',
+	extra_params => [ '-U', 'alice' ]);
+wait_until($node, "SELECT state FROM streamwin.queries WHERE name = 'w_closed' AND worker_pid IS NOT NULL",
+	'running', 'w_closed runs again');
+
 # ---- DROP EXTENSION ends the workers ---------------------------------------
 
 # Dropping the extension drops the catalog under running workers: they must
