@@ -148,10 +148,11 @@ launcher_worker_pid(Oid dboid, int32 query_id)
 
 /*
  * worker_claim_slot
- *		Called by a query worker at start.  Returns false if another live
- *		worker already runs the query (the caller then exits).
+ *		Called by a query worker at start.  Returns CLAIM_TAKEN if another
+ *		live worker already runs the query, CLAIM_FULL if streamwin.max_workers
+ *		workers run already (the caller then exits either way).
  */
-bool
+WorkerClaim
 worker_claim_slot(Oid dboid, int32 query_id)
 {
 	int			free_slot = -1;
@@ -167,7 +168,7 @@ worker_claim_slot(Oid dboid, int32 query_id)
 			if (kill(s->pid, 0) == 0 && s->pid != MyProcPid)
 			{
 				LWLockRelease(shared->lock);
-				return false;
+				return CLAIM_TAKEN;
 			}
 			s->pid = 0;
 		}
@@ -177,17 +178,14 @@ worker_claim_slot(Oid dboid, int32 query_id)
 	if (free_slot < 0)
 	{
 		LWLockRelease(shared->lock);
-		ereport(ERROR,
-				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-				 errmsg("too many streamwin workers"),
-				 errhint("Increase streamwin.max_workers (and max_worker_processes), or stop some queries.")));
+		return CLAIM_FULL;
 	}
 	shared->slots[free_slot].dboid = dboid;
 	shared->slots[free_slot].query_id = query_id;
 	shared->slots[free_slot].pid = MyProcPid;
 	shared->slots[free_slot].latch = MyLatch;
 	LWLockRelease(shared->lock);
-	return true;
+	return CLAIM_OK;
 }
 
 /* Release this process's slot; on_shmem_exit callback of a query worker. */
@@ -201,7 +199,8 @@ worker_release_slot(int code, Datum arg)
 	LWLockRelease(shared->lock);
 }
 
-static void
+/* Returns false if no background worker slot was free. */
+static bool
 start_worker_now(Oid dboid, int32 query_id, Oid owner)
 {
 	BackgroundWorker bgw;
@@ -209,7 +208,7 @@ start_worker_now(Oid dboid, int32 query_id, Oid owner)
 	WorkerExtra extra;
 
 	if (launcher_worker_pid(dboid, query_id) != 0)
-		return;
+		return true;
 
 	memset(&bgw, 0, sizeof(bgw));
 	bgw.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
@@ -227,10 +226,14 @@ start_worker_now(Oid dboid, int32 query_id, Oid owner)
 	bgw.bgw_notify_pid = 0;
 
 	if (!RegisterDynamicBackgroundWorker(&bgw, &handle))
+	{
 		ereport(WARNING,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 				 errmsg("could not start a streamwin worker for query %d", query_id),
 				 errhint("Increase max_worker_processes; the launcher will retry.")));
+		return false;
+	}
+	return true;
 }
 
 static void
@@ -454,20 +457,27 @@ streamwin_starter_main(Datum main_arg)
 																   SPI_tuptable->tupdesc, 2, &isnull));
 				char	   *message;
 				char	   *hint;
+				char	   *why = NULL;
 
 				/*
 				 * A worker whose owner is gone or lost LOGIN since the query
 				 * started would fail to connect (FATAL, in the server log
-				 * only, at every start): say so on the query instead.
+				 * only, at every start), and one without a free worker
+				 * process would not start (a WARNING there): say so on the
+				 * query instead, where users look.
 				 */
-				if (!role_cannot_run_worker(owner, &message, &hint))
-					start_worker_now(dboid, query_id, owner);
-				else
-					failed = lappend(failed, list_make2(makeInteger(query_id),
-														makeString(psprintf("%s\nHINT: %s", message, hint))));
+				if (role_cannot_run_worker(owner, &message, &hint))
+					why = psprintf("%s\nHINT: %s", message, hint);
+				else if (!start_worker_now(dboid, query_id, owner))
+					why = psprintf("could not start a worker: every background worker process is taken "
+								   "(max_worker_processes = %d)\n"
+								   "HINT: Raise max_worker_processes and restart the server, or stop "
+								   "other queries; the launcher tries again every 30 seconds.",
+								   max_worker_processes);
+				if (why != NULL)
+					failed = lappend(failed, list_make2(makeInteger(query_id), makeString(why)));
 			}
 		}
-		/* shown in streamwin.queries, where the user looks */
 		foreach(lc, failed)
 			progress_record_failure(intVal(linitial(lfirst(lc))), strVal(lsecond(lfirst(lc))));
 		SPI_finish();

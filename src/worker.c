@@ -111,11 +111,21 @@ record_failure_in_transaction(void *arg)
 	progress_record_failure(f->query_id, f->message);
 }
 
+/* Record a failure on the query, in a transaction of its own. */
+static void
+record_failure_message(int32 query_id, const char *message)
+{
+	FailureRecord f;
+
+	f.query_id = query_id;
+	f.message = message;
+	run_in_own_transaction(record_failure_in_transaction, &f);
+}
+
 static void
 record_failure(int32 query_id, ErrorData *edata)
 {
 	StringInfoData message;
-	FailureRecord f;
 
 	/* the whole report: users of a worker see nothing but this */
 	initStringInfo(&message);
@@ -124,9 +134,7 @@ record_failure(int32 query_id, ErrorData *edata)
 		appendStringInfo(&message, "\nDETAIL: %s", edata->detail);
 	if (edata->hint)
 		appendStringInfo(&message, "\nHINT: %s", edata->hint);
-	f.query_id = query_id;
-	f.message = message.data;
-	run_in_own_transaction(record_failure_in_transaction, &f);
+	record_failure_message(query_id, message.data);
 }
 
 /*
@@ -194,8 +202,26 @@ streamwin_worker_main(Datum main_arg)
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnectionByOid(extra.dboid, extra.owner, 0);
 
-	if (!worker_claim_slot(MyDatabaseId, query_id))
-		proc_exit(0);			/* another worker runs this query */
+	switch (worker_claim_slot(MyDatabaseId, query_id))
+	{
+		case CLAIM_OK:
+			break;
+		case CLAIM_TAKEN:
+			proc_exit(0);		/* another worker runs this query */
+			break;
+		case CLAIM_FULL:
+			/*
+			 * Say so on the query, where users look; exit 0 so that the
+			 * postmaster does not restart this worker every few seconds:
+			 * the launcher tries again every 30 seconds.
+			 */
+			record_failure_message(query_id,
+								   psprintf("too many streamwin workers: all %d are running\n"
+											"HINT: Raise streamwin.max_workers (and max_worker_processes) and restart the server, or stop some queries; the launcher tries again every 30 seconds.",
+											streamwin_max_workers));
+			proc_exit(0);
+			break;
+	}
 	on_shmem_exit(worker_release_slot, (Datum) 0);
 
 	loop_cxt = AllocSetContextCreate(TopMemoryContext, "streamwin worker loop",

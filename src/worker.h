@@ -18,7 +18,14 @@ typedef struct WorkerExtra
 PGDLLEXPORT void streamwin_worker_main(Datum main_arg);
 
 /* launcher.c: the shared registry of live workers */
-extern bool worker_claim_slot(Oid dboid, int32 query_id);
+typedef enum WorkerClaim
+{
+	CLAIM_OK,
+	CLAIM_TAKEN,				/* another live worker runs the query */
+	CLAIM_FULL					/* streamwin.max_workers workers run already */
+} WorkerClaim;
+
+extern WorkerClaim worker_claim_slot(Oid dboid, int32 query_id);
 extern void worker_release_slot(int code, Datum arg);
 
 #endif

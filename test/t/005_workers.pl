@@ -304,5 +304,38 @@ wait_until($node,
 	'0', 'the workers exit when the extension is dropped');
 
 $node->stop;
+
+# ---- limits: no worker process free, too many streamwin workers -----------
+
+# A query that cannot get a worker says why on the query (state failed,
+# last_error), not only in the server log.  With max_worker_processes = 3
+# (and no logical replication launcher), the streamwin launcher and the
+# starter it runs at server start leave one process: of two running
+# queries, one gets it.
+my $lim = new_node('limits',
+	conf => "max_worker_processes = 3\nmax_logical_replication_workers = 0\n");
+psql_ok($lim, qq{
+SELECT streamwin.create_kafka_source('wk', '$brokers', 'wk', 'k text, v int, ts timestamptz', 'json');
+SELECT streamwin.create_query('l_a', 'SELECT k, v FROM wk', start => false);
+SELECT streamwin.create_query('l_b', 'SELECT k, v FROM wk', start => false);
+UPDATE streamwin.query_catalog SET desired_state = 'running';
+}, 'two queries marked running, started by nothing but the launcher');
+my $one_failed = q{
+SELECT count(*) FILTER (WHERE worker_pid IS NOT NULL),
+       count(*) FILTER (WHERE state = 'failed' AND worker_pid IS NULL AND last_error LIKE '%s')
+  FROM streamwin.queries};
+$lim->restart;
+wait_until($lim, sprintf($one_failed, 'could not start a worker: every background worker process is taken%HINT: Raise max_worker_processes%'),
+	'1|1', 'no worker process free: one query runs, the other says why');
+
+# streamwin.max_workers = 1: both workers start, the second finds every
+# streamwin slot taken.  It records why and exits for good (the postmaster
+# would otherwise restart it every few seconds); the launcher tries again.
+$lim->append_conf('postgresql.conf', "max_worker_processes = 8\nstreamwin.max_workers = 1\n");
+$lim->restart;
+wait_until($lim, sprintf($one_failed, 'too many streamwin workers: all 1 are running%HINT: Raise streamwin.max_workers%'),
+	'1|1', 'streamwin.max_workers reached: one query runs, the other says why');
+$lim->stop;
+
 $broker->stop;
 done_testing();
