@@ -566,6 +566,16 @@ table_idle_advance(QueryRunner *r, TablePosition start, int64 last_batch_id,
 	r->table_idle_stored_at = now;
 }
 
+/* The name of a query's checkpoint table (of its state, else of its dedup keys). */
+static const char *
+checkpoint_table_name(const QueryInfo *q)
+{
+	char	   *name = get_rel_name(OidIsValid(q->checkpoint_table) ?
+									q->checkpoint_table : q->dedup_checkpoint);
+
+	return name ? name : "?";
+}
+
 /*
  * batch_execute
  *		Run one micro-batch in the current transaction (see file header).
@@ -799,8 +809,26 @@ batch_run_steps(QueryRunner *r, int fetch_timeout_ms, int linger_ms, BatchStats 
 				 (r->source->kind == SOURCE_TABLE ||
 				  now - r->last_checkpoint_at >= (int64) streamwin_checkpoint_min_interval * 1000)))
 			{
+				int64		behind = stats->batch_id - checkpoint_batch;
+
 				if (checkpoint_take(r, stats->batch_id, has_new_wm, new_wm, false))
 					r->last_checkpoint_at = now;
+				else if (checkpoint_batch > 0 && behind % (10 * (int64) streamwin_checkpoint_interval) == 0)
+				{
+					/*
+					 * A dump's lock goes away; one that stays (a session
+					 * idle in a transaction that read the table) would
+					 * make recovery replay ever more batches, all kept in
+					 * streamwin.progress: say so, now and then.
+					 */
+					ereport(WARNING,
+							(errmsg("query \"%s\" has taken no checkpoint for " INT64_FORMAT " batches",
+									r->query->name, behind),
+							 errdetail("Its checkpoint table streamwin.%s is locked by another session.",
+									   checkpoint_table_name(r->query)),
+							 errhint("A long pg_dump does this, and so does any session holding a lock on that table; "
+									 "until a checkpoint is taken, recovery after a crash replays every batch since.")));
+				}
 			}
 		}
 		progress_record(r, stats);

@@ -242,6 +242,18 @@ is( $node->safe_psql('postgres',
 		  . (";SELECT streamwin.run_batch('c_spacing')->>'batch_id'" x 3)),
 	join("\n", map { $last + $_ } 1 .. 4), 'batches run while a dump holds the checkpoint table');
 is(checkpoint_batch(), '8', 'and skip their checkpoints meanwhile');
+# A lock that stays would make recovery replay ever more batches: every
+# 10 x checkpoint_interval (here 30) batches without a checkpoint, a warning.
+{
+	my $more = 8 + 30 - ($last + 4);
+	my ($rc, $out, $err) = $node->psql('postgres',
+		join(';', ("SELECT streamwin.run_batch('c_spacing')") x $more));
+	my @warnings = $err =~ /WARNING:  query "c_spacing" has taken no checkpoint for (\d+) batches/g;
+	is("@warnings", '30', "$more more batches: one warning, at 30 batches without a checkpoint");
+	like($err, qr/DETAIL:  Its checkpoint table streamwin\.checkpoint_\d+ is locked by another session/,
+		'the warning names the locked table');
+	$last += $more;
+}
 $dump->query_safe('COMMIT');
 $dump->quit;
 $node->safe_psql('postgres', "SELECT streamwin.run_batch('c_spacing')");
