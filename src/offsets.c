@@ -167,13 +167,15 @@ offsets_load(QueryRunner *r)
  * offsets_assign
  *		Position the consumer at the stored offsets, unless it is there
  *		already.  A partition not started yet begins at the source's
- *		starting_offsets, resolved to an absolute offset now, so that the
- *		position stored after this batch means the same after a restart.
+ *		starting_offsets (or, in a query already started, at its beginning),
+ *		resolved to an absolute offset now, so that the position stored after
+ *		this batch means the same after a restart.
  */
 void
 offsets_assign(QueryRunner *r)
 {
 	bool		need = !r->assigned;
+	bool		started = false;
 	int32	   *partitions;
 
 	if (r->source->kind == SOURCE_TABLE)
@@ -189,6 +191,15 @@ offsets_assign(QueryRunner *r)
 		return;
 	}
 
+	/*
+	 * starting_offsets is where a new query starts.  A partition with no
+	 * position in a query that has started (one added to the topic since)
+	 * is read from its beginning, as Spark does: with "latest" it would
+	 * lose what was written to it before the query first looked.
+	 */
+	for (int i = 0; i < r->nparts; i++)
+		if (r->parts[i].next_offset >= 0)
+			started = true;
 	for (int i = 0; i < r->nparts; i++)
 	{
 		PartitionState *p = &r->parts[i];
@@ -199,7 +210,7 @@ offsets_assign(QueryRunner *r)
 						high;
 
 			kafka_query_watermarks(r->consumer, p->partition, &low, &high, 10000);
-			p->next_offset = r->source->starting_offset == START_LATEST ? high : low;
+			p->next_offset = r->source->starting_offset == START_LATEST && !started ? high : low;
 		}
 		if (!r->assigned || r->consumer_next[i] != p->next_offset)
 			need = true;
