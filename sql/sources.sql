@@ -34,7 +34,7 @@ SELECT streamwin.create_kafka_source('bad', '', 'x', 'a int');
 SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int', options => '{"kafka": {"enable.auto.commit": "true"}}');
 -- the "metadata" option names columns filled from the message, not its payload
 SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int', options => '{"metadata": ["key"]}');
-SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int', options => '{"metadata": {"a": "headers"}}');
+SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int', options => '{"metadata": {"a": "topic"}}');
 SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int', options => '{"metadata": {"k": "key"}}');
 SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int, k int', options => '{"metadata": {"k": "key"}}');
 SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a text, o int', 'text', '{"metadata": {"o": "offset"}}');
@@ -83,6 +83,27 @@ SELECT * FROM keyed_counts EXCEPT ALL SELECT * FROM keyed_counts_before;
 SELECT * FROM keyed_counts_before EXCEPT ALL SELECT * FROM keyed_counts;
 SELECT streamwin.drop_query('keyed_counts', drop_result => true);
 SELECT streamwin.drop_source('keyed2');
+
+-- The headers, as a JSON object: a header without a value is null, of
+-- repeated names the last counts, and one that is not valid text makes the
+-- message a dead letter.  A replay reads them again too.
+SELECT streamwin.create_kafka_source('with_headers', :'brokers', 'regress_headers', 'v int, h jsonb', 'json',
+    '{"metadata": {"h": "headers"}, "max_records_per_batch": 2}');
+SELECT streamwin.create_query('headers_rows', 'SELECT v, h FROM with_headers', start => false);
+SELECT streamwin.create_query('headers_dup', 'SELECT h->>''dup'' AS dup, count(*) AS n FROM with_headers GROUP BY 1',
+    output_mode => 'update', start => false);
+SELECT (streamwin.run_available('headers_rows'))->'input_rows' AS input_rows;
+SELECT * FROM headers_rows ORDER BY v;
+SELECT "offset", error FROM streamwin.dead_letters WHERE source = 'with_headers';
+SELECT (streamwin.run_batch('headers_dup'))->'input_rows' AS input_rows;
+SELECT (streamwin.run_batch('headers_dup'))->'input_rows' AS input_rows;
+DELETE FROM streamwin.state_alive
+WHERE query_id = (SELECT query_id FROM streamwin.query_catalog WHERE name = 'headers_dup');
+SELECT r->'replayed' AS replayed, r->'input_rows' AS input_rows FROM streamwin.run_batch('headers_dup') r;
+SELECT (streamwin.run_available('headers_dup')) - 'offsets' - 'watermark' AS totals;
+SELECT * FROM headers_dup ORDER BY dup;
+SELECT streamwin.drop_query(q, drop_result => true) FROM unnest('{headers_rows, headers_dup}'::text[]) q;
+SELECT streamwin.drop_source('with_headers');
 
 SELECT streamwin.create_kafka_source('keyed_raw', :'brokers', 'regress_keyed',
     'line text, k bytea, p bigint', 'text', '{"metadata": {"k": "key", "p": "partition"}}');

@@ -461,6 +461,10 @@ fetch_replay(QueryRunner *r, const int64 *targets, KafkaMessage **out)
 				memcpy(copy, m[j].payload, m[j].len);
 			acc[n] = m[j];
 			acc[n].payload = copy;
+			/* the copy outlives the librdkafka message: its headers as text */
+			if (r->needs_headers)
+				acc[n].headers_json = kafka_message_headers_json(&m[j], &acc[n].headers_error);
+			acc[n].rkmessage = NULL;
 			/* a column may hold the key (source option "metadata") */
 			if (m[j].key != NULL)
 			{

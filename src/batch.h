@@ -50,6 +50,7 @@ typedef struct QueryRunner
 	TupleDesc	source_desc;
 	MessageDecoder *decoder;
 	SourceMetadata *metadata;	/* per source column, or NULL: see decode.h */
+	bool		needs_headers;	/* a column holds the message headers */
 
 	/* event time, evaluated over decoded source rows */
 	ExprState  *event_time;

@@ -50,6 +50,9 @@ batch_input_init(QueryRunner *r)
 	{
 		r->metadata = source_metadata_map(r->source, r->source_desc);
 		r->decoder = decoder_create(r->source->format, r->source_desc, r->metadata);
+		for (int i = 0; r->metadata != NULL && i < r->source_desc->natts; i++)
+			if (r->metadata[i] == SOURCE_META_HEADERS)
+				r->needs_headers = true;
 	}
 	r->slot = MakeSingleTupleTableSlot(r->source_desc, &TTSOpsVirtual);
 	r->econtext = CreateStandaloneExprContext();
@@ -114,6 +117,18 @@ fill_metadata(QueryRunner *r, KafkaMessage *m, Datum *values, bool *nulls)
 					if (!pg_verify_mbstr(GetDatabaseEncoding(), m->key, (int) m->keylen, true))
 						return psprintf("message key is not valid %s", GetDatabaseEncodingName());
 					values[i] = PointerGetDatum(cstring_to_text_with_len(m->key, (int) m->keylen));
+				}
+				break;
+			case SOURCE_META_HEADERS:
+				{
+					const char *error;
+					char	   *json = kafka_message_headers_json(m, &error);
+
+					if (json == NULL)
+						return error;
+					values[i] = type == JSONBOID ?
+						DirectFunctionCall1(jsonb_in, CStringGetDatum(json)) :
+						DirectFunctionCall1(json_in, CStringGetDatum(json));
 				}
 				break;
 		}

@@ -331,11 +331,11 @@ option_value(Jsonb *options, const char *name)
 /* Is an option's value a JSON object (else an array or a scalar)? */
 #define OPTION_IS_OBJECT(v) ((v)->type == jbvBinary && JsonContainerIsObject((v)->val.binary.data))
 
-/* Option "metadata": {"column": "partition" | "offset" | "timestamp" | "key", ...} */
+/* Option "metadata": {"column": "partition" | "offset" | "timestamp" | "key" | "headers", ...} */
 static void
 parse_metadata_option(SourceInfo *src, Jsonb *options)
 {
-	static const char *const kinds[] = {"partition", "offset", "timestamp", "key", NULL};
+	static const char *const kinds[] = {"partition", "offset", "timestamp", "key", "headers", NULL};
 	JsonbValue *v = option_value(options, "metadata");
 	JsonbIterator *it;
 	JsonbValue	item;
@@ -373,7 +373,7 @@ parse_metadata_option(SourceInfo *src, Jsonb *options)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("option \"metadata\" gives column \"%s\" an unknown kind of message metadata", column),
-					 errhint("Use \"partition\", \"offset\", \"timestamp\" or \"key\".")));
+					 errhint("Use \"partition\", \"offset\", \"timestamp\", \"key\" or \"headers\".")));
 		if (src->nmetadata == cap)
 		{
 			cap *= 2;

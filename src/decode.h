@@ -42,7 +42,7 @@ typedef enum SourceFormat
 /*
  * What a column of a Kafka source holds when it is not read from the
  * payload (the source option "metadata"): the message's partition, offset,
- * timestamp or key.  Decoders skip such columns: a JSON key of that name is
+ * timestamp, key or headers.  Decoders skip such columns: a JSON key of that name is
  * ignored, and CSV fields and the text payload go to the other columns.
  */
 typedef enum SourceMetadata
@@ -51,7 +51,8 @@ typedef enum SourceMetadata
 	SOURCE_META_PARTITION,
 	SOURCE_META_OFFSET,
 	SOURCE_META_TIMESTAMP,
-	SOURCE_META_KEY
+	SOURCE_META_KEY,
+	SOURCE_META_HEADERS
 } SourceMetadata;
 
 extern SourceFormat source_format_from_name(const char *name);

@@ -48,10 +48,13 @@
 #include <librdkafka/rdkafka.h>
 
 #include "catalog/pg_authid_d.h"
+#include "lib/stringinfo.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "utils/acl.h"
+#include "utils/json.h"
 #include "utils/wait_event.h"
 
 #include "kafka_source.h"
@@ -1207,6 +1210,9 @@ take_available(KafkaConsumer *c, int max_records)
 		km->key = m->key;
 		km->keylen = m->key ? m->key_len : 0;
 		km->timestamp_ms = rd_kafka_message_timestamp(m, NULL);
+		km->rkmessage = m;
+		km->headers_json = NULL;
+		km->headers_error = NULL;
 		c->nmsgs++;
 	}
 	return (int) got;
@@ -1490,4 +1496,54 @@ const char *
 kafka_last_error(KafkaConsumer *c)
 {
 	return c->have_last_error ? c->last_error : NULL;
+}
+
+/* --- Message headers ---------------------------------------------------- */
+
+char *
+kafka_message_headers_json(const KafkaMessage *m, const char **error)
+{
+	rd_kafka_headers_t *headers = NULL;
+	StringInfoData buf;
+	const char *name;
+	const void *value;
+	size_t		size;
+	int			encoding = GetDatabaseEncoding();
+
+	*error = m->headers_error;
+	if (m->headers_error != NULL)
+		return NULL;
+	if (m->headers_json != NULL)
+		return pstrdup(m->headers_json);
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '{');
+	if (m->rkmessage != NULL &&
+		rd_kafka_message_headers((const rd_kafka_message_t *) m->rkmessage, &headers) ==
+		RD_KAFKA_RESP_ERR_NO_ERROR)
+	{
+		for (size_t i = 0; rd_kafka_header_get_all(headers, i, &name, &value, &size) ==
+			 RD_KAFKA_RESP_ERR_NO_ERROR; i++)
+		{
+			if (!pg_verify_mbstr(encoding, name, (int) strlen(name), true))
+			{
+				*error = psprintf("a header name is not valid %s", GetDatabaseEncodingName());
+				return NULL;
+			}
+			if (value != NULL && !pg_verify_mbstr(encoding, value, (int) size, true))
+			{
+				*error = psprintf("header \"%s\" is not valid %s", name, GetDatabaseEncodingName());
+				return NULL;
+			}
+			if (i > 0)
+				appendStringInfoString(&buf, ", ");
+			escape_json(&buf, name);
+			appendStringInfoString(&buf, ": ");
+			if (value == NULL)
+				appendStringInfoString(&buf, "null");
+			else
+				escape_json(&buf, pnstrdup(value, size));
+		}
+	}
+	appendStringInfoChar(&buf, '}');
+	return buf.data;
 }

@@ -69,7 +69,25 @@ typedef struct KafkaMessage
 	const char *key;
 	size_t		keylen;
 	int64		timestamp_ms;
+	/*
+	 * The message's headers: the librdkafka message while it is alive
+	 * (rkmessage), or for copies that outlive it already as JSON text
+	 * (headers_json) or as the reason they are not text (headers_error);
+	 * all NULL for a table source's rows.
+	 */
+	const void *rkmessage;
+	const char *headers_json;
+	const char *headers_error;
 } KafkaMessage;
+
+/*
+ * kafka_message_headers_json
+ *		A message's headers as the text of a JSON object {"name": "value"}
+ *		(a header without a value is null; of repeated names the last one
+ *		counts), "{}" without headers.  NULL, with *error set, if a name or
+ *		value is not valid text in the database encoding.
+ */
+extern char *kafka_message_headers_json(const KafkaMessage *m, const char **error);
 
 /*
  * kafka_validate_properties

@@ -204,6 +204,7 @@ static const struct
 	{SOURCE_META_OFFSET, "offset", {INT8OID, INT8OID}, "bigint"},
 	{SOURCE_META_TIMESTAMP, "timestamp", {TIMESTAMPTZOID, TIMESTAMPOID}, "timestamptz or timestamp"},
 	{SOURCE_META_KEY, "key", {TEXTOID, BYTEAOID}, "text or bytea"},
+	{SOURCE_META_HEADERS, "headers", {JSONBOID, JSONOID}, "jsonb or json"},
 };
 
 /*

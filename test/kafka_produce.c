@@ -11,12 +11,14 @@
  *
  * Usage:
  *	  kafka_produce --brokers B --topic T [--partition N | --partition-prefix]
- *					[--key-prefix] [--rate MSGS_PER_SEC] [--linger-ms N]
+ *					[--key-prefix] [--header-prefix] [--rate MSGS_PER_SEC] [--linger-ms N]
  *					[--batch-num-messages N] [-X PROPERTY=VALUE]... [--quiet]
  *
  * Each line of stdin (without its newline) is one message value.  With
  * --partition-prefix a line is "PARTITION<TAB>payload"; with --key-prefix
- * it is "KEY<TAB>payload" (both together: "PARTITION<TAB>KEY<TAB>payload").
+ * it is "KEY<TAB>payload" (both together: "PARTITION<TAB>KEY<TAB>payload");
+ * with --header-prefix the headers come next: "NAME=VALUE;NAME=VALUE<TAB>"
+ * (an empty field: no headers; "NAME" without "=": a header with no value).
  *
  *-------------------------------------------------------------------------
  */
@@ -55,6 +57,8 @@ usage(FILE *out)
 			"  --key-prefix              each line is KEY<TAB>payload; keyed messages\n"
 			"                            are placed by the default partitioner\n"
 			"                            (CRC32 of the key)\n"
+			"  --header-prefix           then HEADERS<TAB>: NAME=VALUE;NAME=VALUE, empty\n"
+			"                            for none, NAME alone for a header without value\n"
 			"  --rate MSGS_PER_SEC       pace production to this many messages per\n"
 			"                            second (default: as fast as possible)\n"
 			"  --linger-ms N             linger.ms (default 5)\n"
@@ -70,7 +74,8 @@ usage(FILE *out)
 			"possibly all onto one partition.  Use --partition-prefix (or keys) when\n"
 			"a test needs a known spread.\n"
 			"With --partition-prefix and --key-prefix together, a line is\n"
-			"PARTITION<TAB>KEY<TAB>payload.\n"
+			"PARTITION<TAB>KEY<TAB>payload (and with --header-prefix,\n"
+			"PARTITION<TAB>KEY<TAB>HEADERS<TAB>payload).\n"
 			"\n"
 			"Exits 0 only if every message was acknowledged by the broker (acks=all);\n"
 			"prints \"produced N messages\" on stderr at the end unless --quiet.\n",
@@ -122,6 +127,32 @@ timespec_add_ns(struct timespec *ts, int64_t ns)
 	ts->tv_nsec = ns % 1000000000;
 }
 
+/* "NAME=VALUE;NAME=VALUE" (NAME alone: no value) as headers; NULL if empty. */
+static rd_kafka_headers_t *
+parse_headers(char *field)
+{
+	rd_kafka_headers_t *headers;
+	char	   *next;
+
+	if (*field == '\0')
+		return NULL;
+	headers = rd_kafka_headers_new(4);
+	for (char *h = field; h != NULL; h = next)
+	{
+		char	   *eq;
+
+		next = strchr(h, ';');
+		if (next != NULL)
+			*next++ = '\0';
+		eq = strchr(h, '=');
+		if (eq != NULL)
+			*eq++ = '\0';
+		if (rd_kafka_header_add(headers, h, -1, eq, eq ? -1 : 0) != RD_KAFKA_RESP_ERR_NO_ERROR)
+			die("could not add header \"%s\"", h);
+	}
+	return headers;
+}
+
 /* Split off the text up to the first tab; returns NULL if there is none. */
 static char *
 split_tab(char **rest, size_t *restlen)
@@ -146,6 +177,7 @@ main(int argc, char **argv)
 		{"partition", required_argument, NULL, 'p'},
 		{"partition-prefix", no_argument, NULL, 'P'},
 		{"key-prefix", no_argument, NULL, 'K'},
+		{"header-prefix", no_argument, NULL, 'H'},
 		{"rate", required_argument, NULL, 'r'},
 		{"linger-ms", required_argument, NULL, 'l'},
 		{"batch-num-messages", required_argument, NULL, 'n'},
@@ -158,6 +190,7 @@ main(int argc, char **argv)
 	int32_t		fixed_partition = RD_KAFKA_PARTITION_UA;
 	int			partition_prefix = 0;
 	int			key_prefix = 0;
+	int			header_prefix = 0;
 	double		rate = 0;
 	const char *linger_ms = "5";
 	const char *batch_num_messages = "10000";
@@ -196,6 +229,9 @@ main(int argc, char **argv)
 				break;
 			case 'K':
 				key_prefix = 1;
+				break;
+			case 'H':
+				header_prefix = 1;
 				break;
 			case 'r':
 				{
@@ -271,6 +307,7 @@ main(int argc, char **argv)
 		size_t		len = (size_t) linelen;
 		char	   *key = NULL;
 		size_t		keylen = 0;
+		rd_kafka_headers_t *headers = NULL;
 		int32_t		partition = fixed_partition;
 
 		lineno++;
@@ -294,6 +331,14 @@ main(int argc, char **argv)
 				die("line %" PRId64 ": expected KEY<TAB>payload", lineno);
 			keylen = strlen(key);
 		}
+		if (header_prefix)
+		{
+			char	   *field = split_tab(&payload, &len);
+
+			if (field == NULL)
+				die("line %" PRId64 ": expected HEADERS<TAB>payload", lineno);
+			headers = parse_headers(field);
+		}
 
 		/*
 		 * Pace on absolute deadlines (message i is due at start + i/rate), so
@@ -311,12 +356,30 @@ main(int argc, char **argv)
 
 		for (;;)
 		{
-			if (rd_kafka_produce(rkt, partition, RD_KAFKA_MSG_F_COPY,
-								 payload, len, key, keylen, NULL) == 0)
+			rd_kafka_resp_err_t err;
+
+			if (headers == NULL)
+				err = rd_kafka_produce(rkt, partition, RD_KAFKA_MSG_F_COPY,
+									   payload, len, key, keylen, NULL) == 0 ?
+					RD_KAFKA_RESP_ERR_NO_ERROR : rd_kafka_last_error();
+			else
+			{
+				/* on success the message owns the headers; on failure we do */
+				err = rd_kafka_producev(rk, RD_KAFKA_V_RKT(rkt),
+										RD_KAFKA_V_PARTITION(partition),
+										RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+										RD_KAFKA_V_VALUE(payload, len),
+										RD_KAFKA_V_KEY(key, keylen),
+										RD_KAFKA_V_HEADERS(headers),
+										RD_KAFKA_V_END);
+				if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
+					headers = NULL;
+			}
+			if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
 				break;
-			if (rd_kafka_last_error() != RD_KAFKA_RESP_ERR__QUEUE_FULL)
+			if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL)
 				die("line %" PRId64 ": could not produce: %s", lineno,
-					rd_kafka_err2str(rd_kafka_last_error()));
+					rd_kafka_err2str(err));
 			/* The local queue is full: serve delivery reports, then retry. */
 			rd_kafka_poll(rk, 100);
 		}
