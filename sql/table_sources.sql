@@ -175,6 +175,31 @@ SELECT streamwin.drop_query('ticks_copy', drop_result => true);
 SELECT streamwin.drop_source('tick_src');
 DROP TABLE ticks;
 
+-- Columns of a row's transaction, after the table's (the "metadata" option):
+-- its commit time, its commit LSN, and the row's number within it.
+CREATE TABLE notes (id int, body text);
+SELECT streamwin.create_table_source('notes_meta', 'notes', '{"metadata": {"key": "key"}}');
+SELECT streamwin.create_table_source('notes_meta', 'notes', '{"metadata": {"id": "offset"}}');
+SELECT streamwin.create_table_source('notes_meta', 'notes',
+  '{"metadata": {"committed_at": "timestamp", "commit_lsn": "offset", "n": "partition"}}');
+\d notes_meta
+SELECT streamwin.create_query('notes_copy', 'SELECT * FROM notes_meta', start => false);
+SELECT now() AS before \gset
+BEGIN;
+INSERT INTO notes VALUES (1, 'a'), (2, 'b');
+INSERT INTO notes VALUES (3, 'c');
+COMMIT;
+INSERT INTO notes VALUES (4, 'd');
+SELECT (streamwin.run_available('notes_copy'))->'input_rows' AS input_rows;
+SELECT id, body, n, committed_at BETWEEN :'before' AND clock_timestamp() AS committed_now,
+       dense_rank() OVER (ORDER BY commit_lsn) AS transaction,
+       commit_lsn <= pg_current_wal_lsn() AS lsn_past
+FROM notes_copy ORDER BY id;
+SELECT count(DISTINCT committed_at) AS commit_times FROM notes_copy;
+SELECT streamwin.drop_query('notes_copy', drop_result => true);
+SELECT streamwin.drop_source('notes_meta');
+DROP TABLE notes;
+
 -- A batch's statements run with work_mem = streamwin.batch_work_mem (a batch
 -- groups and sorts up to max_records_per_batch rows at once), or with the
 -- session's work_mem when it is -1; the session's setting is back after.

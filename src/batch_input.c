@@ -30,6 +30,7 @@
 #include "utils/builtins.h"
 #include "utils/datetime.h"
 #include "utils/memutils.h"
+#include "utils/pg_lsn.h"
 #include "utils/timestamp.h"
 #include "utils/resowner.h"
 
@@ -45,10 +46,10 @@
 void
 batch_input_init(QueryRunner *r)
 {
+	r->metadata = source_metadata_map(r->source, r->source_desc);
 	/* a table source's rows arrive as tuples already (table_source.c) */
 	if (r->source->kind == SOURCE_KAFKA)
 	{
-		r->metadata = source_metadata_map(r->source, r->source_desc);
 		r->decoder = decoder_create(r->source->format, r->source_desc, r->metadata);
 		for (int i = 0; r->metadata != NULL && i < r->source_desc->natts; i++)
 			if (r->metadata[i] == SOURCE_META_HEADERS)
@@ -90,16 +91,14 @@ fill_metadata(QueryRunner *r, KafkaMessage *m, Datum *values, bool *nulls)
 				values[i] = type == INT8OID ? Int64GetDatum(m->partition) : Int32GetDatum(m->partition);
 				break;
 			case SOURCE_META_OFFSET:
-				values[i] = Int64GetDatum(m->offset);
+				values[i] = type == LSNOID ?
+					LSNGetDatum((XLogRecPtr) m->offset) : Int64GetDatum(m->offset);
 				break;
 			case SOURCE_META_TIMESTAMP:
-				/* milliseconds since the Unix epoch; -1: the message has none */
-				if (m->timestamp_ms < 0)
+				if (!m->has_timestamp)
 					nulls[i] = true;
 				else
-					values[i] = TimestampTzGetDatum(m->timestamp_ms * 1000 -
-													(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) *
-													USECS_PER_DAY);
+					values[i] = TimestampTzGetDatum(m->timestamp);
 				break;
 			case SOURCE_META_KEY:
 				if (m->key == NULL)
@@ -155,10 +154,10 @@ decode_one(QueryRunner *r, KafkaMessage *m, BatchMessageResult *res,
 		tuple.t_len = m->len;
 		ItemPointerSetInvalid(&tuple.t_self);
 		tuple.t_tableOid = InvalidOid;
-		/* only the event time reads the columns here */
-		if (r->event_time != NULL)
+		/* only the event time and metadata columns need the columns here */
+		if (r->event_time != NULL || r->metadata != NULL)
 			heap_deform_tuple(&tuple, r->source_desc, slot->tts_values, slot->tts_isnull);
-		err = NULL;
+		err = r->metadata != NULL ? fill_metadata(r, m, slot->tts_values, slot->tts_isnull) : NULL;
 	}
 	else
 	{
@@ -212,7 +211,7 @@ decode_one(QueryRunner *r, KafkaMessage *m, BatchMessageResult *res,
 	}
 
 	MemoryContextSwitchTo(batch_cxt);
-	if (r->decoder == NULL)
+	if (r->decoder == NULL && r->metadata == NULL)
 	{
 		/* the row is a tuple of the source's type already: no copy */
 		res->tuple = palloc(HEAPTUPLESIZE);

@@ -1209,7 +1209,14 @@ take_available(KafkaConsumer *c, int max_records)
 		km->len = m->payload ? m->len : 0;
 		km->key = m->key;
 		km->keylen = m->key ? m->key_len : 0;
-		km->timestamp_ms = rd_kafka_message_timestamp(m, NULL);
+		{
+			/* milliseconds since the Unix epoch, or -1 */
+			int64		ms = rd_kafka_message_timestamp(m, NULL);
+
+			km->has_timestamp = ms >= 0;
+			km->timestamp = ms * 1000 -
+				(TimestampTz) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY;
+		}
 		km->rkmessage = m;
 		km->headers_json = NULL;
 		km->headers_error = NULL;

@@ -38,6 +38,8 @@
 #ifndef STREAMWIN_KAFKA_SOURCE_H
 #define STREAMWIN_KAFKA_SOURCE_H
 
+#include "datatype/timestamp.h"
+
 /*
  * SQLSTATE of the "offset out of range" error raised by kafka_fetch(): the
  * broker no longer has (or never had) the offset the query must resume
@@ -56,9 +58,9 @@ typedef struct KafkaConsumer KafkaConsumer;
 /*
  * One message of a batch.  payload is NULL for a message with a null value
  * (a tombstone) and key is NULL for a message without a key; neither is
- * NUL-terminated.  timestamp_ms is the message timestamp (create time or log
- * append time, whichever the topic records) in milliseconds since the Unix
- * epoch, or -1 if the message has none.
+ * NUL-terminated.  timestamp is the message timestamp (create time or log
+ * append time, whichever the topic records), unless has_timestamp is false:
+ * the message has none.
  */
 typedef struct KafkaMessage
 {
@@ -68,7 +70,8 @@ typedef struct KafkaMessage
 	size_t		len;
 	const char *key;
 	size_t		keylen;
-	int64		timestamp_ms;
+	bool		has_timestamp;
+	TimestampTz timestamp;
 	/*
 	 * The message's headers: the librdkafka message while it is alive
 	 * (rkmessage), or for copies that outlive it already as JSON text

@@ -201,7 +201,7 @@ static const struct
 	const char *types_text;
 }			metadata_types[] = {
 	{SOURCE_META_PARTITION, "partition", {INT4OID, INT8OID}, "integer or bigint"},
-	{SOURCE_META_OFFSET, "offset", {INT8OID, INT8OID}, "bigint"},
+	{SOURCE_META_OFFSET, "offset", {INT8OID, LSNOID}, "bigint or pg_lsn"},
 	{SOURCE_META_TIMESTAMP, "timestamp", {TIMESTAMPTZOID, TIMESTAMPOID}, "timestamptz or timestamp"},
 	{SOURCE_META_KEY, "key", {TEXTOID, BYTEAOID}, "text or bytea"},
 	{SOURCE_META_HEADERS, "headers", {JSONBOID, JSONOID}, "jsonb or json"},
@@ -405,6 +405,53 @@ streamwin_create_kafka_source(PG_FUNCTION_ARGS)
 }
 
 /*
+ * A table source's "metadata" columns come after the table's: the commit
+ * time of the row's transaction (timestamp: timestamptz), its commit LSN
+ * (offset: pg_lsn) and the row's number within it (partition: integer).
+ * A row has no key or headers.
+ */
+static void
+add_table_metadata_columns(const SourceInfo *src, StringInfo columns, List **types,
+						   List **typmods, List **names)
+{
+	for (int m = 0; m < src->nmetadata; m++)
+	{
+		const char *column = src->metadata_columns[m];
+		Oid			type;
+		ListCell   *lc;
+
+		switch (src->metadata_kinds[m])
+		{
+			case SOURCE_META_TIMESTAMP:
+				type = TIMESTAMPTZOID;
+				break;
+			case SOURCE_META_OFFSET:
+				type = LSNOID;
+				break;
+			case SOURCE_META_PARTITION:
+				type = INT4OID;
+				break;
+			default:
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("a table source has no message %s for column \"%s\"",
+								src->metadata_kinds[m] == SOURCE_META_KEY ? "key" : "headers", column),
+						 errhint("A table source's \"metadata\" may name the commit \"timestamp\", the commit LSN (\"offset\") and the row's number in its transaction (\"partition\").")));
+		}
+		foreach(lc, *names)
+			if (strcmp(strVal(lfirst(lc)), column) == 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_DUPLICATE_COLUMN),
+						 errmsg("option \"metadata\" names column \"%s\", which the table has already", column),
+						 errhint("Choose another name for the metadata column.")));
+		*types = lappend_oid(*types, type);
+		*typmods = lappend_int(*typmods, -1);
+		*names = lappend(*names, makeString(pstrdup(column)));
+		appendStringInfo(columns, ", %s %s", quote_identifier(column), format_type_be(type));
+	}
+}
+
+/*
  * streamwin.create_table_source(name, relation, options): the rows inserted
  * into a table, through a logical replication slot of the source's own.
  * The source's columns are the table's, by name and type, as of now.
@@ -412,7 +459,7 @@ streamwin_create_kafka_source(PG_FUNCTION_ARGS)
 Datum
 streamwin_create_table_source(PG_FUNCTION_ARGS)
 {
-	static const char *const valid[] = {"starting_offsets", "max_records_per_batch", NULL};
+	static const char *const valid[] = {"starting_offsets", "max_records_per_batch", "metadata", NULL};
 	char	   *name;
 	Oid			table;
 	Jsonb	   *options;
@@ -456,6 +503,7 @@ streamwin_create_table_source(PG_FUNCTION_ARGS)
 						 format_type_with_typemod(att->atttypid, att->atttypmod));
 	}
 	relation_close(rel, AccessShareLock);
+	add_table_metadata_columns(&tmp, &columns, &types, &typmods, &names);
 	if (types == NIL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_TABLE_DEFINITION),

@@ -245,8 +245,8 @@ take_row(FetchState *st, ReorderBufferTXN *txn, Relation rel, HeapTuple tuple, i
 	m->len = row->t_len;
 	m->offset = (int64) txn->final_lsn;
 	m->partition = (int32) Min(index, PG_INT32_MAX);
-	m->timestamp_ms = txn->xact_time.commit_time / 1000 +
-		(int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * 1000;
+	m->has_timestamp = true;
+	m->timestamp = txn->xact_time.commit_time;
 	MemoryContextSwitchTo(old);
 }
 

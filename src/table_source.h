@@ -108,7 +108,7 @@ extern XLogRecPtr source_slot_confirmed(const char *slot_name);
  * tuple body (HeapTupleHeader, len = t_len) of row type `desc`, columns
  * matched by name (a column the table no longer has reads NULL), offset is
  * the commit LSN of its transaction, partition its index in that
- * transaction, and timestamp_ms the commit time.  Everything is allocated
+ * transaction, and timestamp the commit time.  Everything is allocated
  * in CurrentMemoryContext.
  *
  * confirm_upto: the slot may be confirmed up to there (InvalidXLogRecPtr:
