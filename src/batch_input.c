@@ -28,7 +28,6 @@
 #include "mb/pg_wchar.h"
 #include "nodes/readfuncs.h"
 #include "utils/builtins.h"
-#include "utils/datetime.h"
 #include "utils/memutils.h"
 #include "utils/pg_lsn.h"
 #include "utils/timestamp.h"
@@ -69,7 +68,8 @@ batch_input_init(QueryRunner *r)
 /*
  * Fill the columns that hold the message's metadata (the source option
  * "metadata") rather than values of its payload.  Returns an error text
- * for a key that is not valid text in the database encoding, else NULL.
+ * for a key or header that is not valid text in the database encoding (the
+ * message is then a dead letter), else NULL.
  */
 static const char *
 fill_metadata(QueryRunner *r, KafkaMessage *m, Datum *values, bool *nulls)
@@ -85,7 +85,7 @@ fill_metadata(QueryRunner *r, KafkaMessage *m, Datum *values, bool *nulls)
 		nulls[i] = false;
 		switch (r->metadata[i])
 		{
-			case SOURCE_META_NONE:
+			case SOURCE_META_NONE:	/* not reached */
 				break;
 			case SOURCE_META_PARTITION:
 				values[i] = type == INT8OID ? Int64GetDatum(m->partition) : Int32GetDatum(m->partition);

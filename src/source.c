@@ -209,9 +209,10 @@ static const struct
 
 /*
  * source_metadata_map
- *		Per attribute of desc (a Kafka source's row type), what it holds if
- *		the source's option "metadata" fills it from the message rather than
- *		its payload, or NULL if the option names no column.  Raises an error
+ *		Per attribute of desc (a source's row type), what it holds if the
+ *		source's option "metadata" fills it from the message (or a table
+ *		source's transaction) rather than its payload, or NULL if the option
+ *		names no column.  Raises an error
  *		for a column that is not in desc or whose type cannot hold it.
  */
 SourceMetadata *
