@@ -41,6 +41,7 @@
 #include "catalog/pg_aggregate.h"
 #include "catalog/pg_collation.h"
 #include "catalog/pg_namespace.h"
+#include "catalog/pg_proc.h"
 #include "parser/parsetree.h"
 #include "rewrite/rewriteManip.h"
 #include "utils/array.h"
@@ -103,7 +104,9 @@ typedef enum MergeKind
 	MERGE_MIN,
 	MERGE_MAX,
 	MERGE_AND,
-	MERGE_OR
+	MERGE_OR,
+	MERGE_STATE					/* any other: its transition state, as bytea
+								 * (src/aggregate_state.c) */
 } MergeKind;
 
 typedef struct PartialCol
@@ -111,6 +114,7 @@ typedef struct PartialCol
 	char	   *name;			/* state column name */
 	MergeKind	merge;
 	Expr	   *expr;			/* the partial Aggref */
+	Oid			aggfnoid;		/* MERGE_STATE: the user's aggregate */
 } PartialCol;
 
 typedef struct AggCol
@@ -530,7 +534,101 @@ add_partial(Compiled *c, const char *aggname, const char *suffix, MergeKind merg
 	p->name = psprintf("%s$%s", aggname, suffix);
 	p->merge = merge;
 	p->expr = (Expr *) a;
+	p->aggfnoid = InvalidOid;
 	c->partials = lappend(c->partials, p);
+}
+
+/* 'schema.agg(types)'::pg_catalog.regprocedure: an aggregate named in SQL */
+static char *
+aggregate_literal(Oid aggfnoid)
+{
+	return psprintf("%s::pg_catalog.regprocedure",
+					quote_literal_cstr(format_procedure_qualified(aggfnoid)));
+}
+
+/*
+ * Whether an aggregate's partial results can be kept and merged batch by
+ * batch by streamwin.partial_state and friends: as PostgreSQL requires for
+ * parallel aggregation, a combine function, and (for internal states)
+ * serialisation functions.  Polymorphic and variadic aggregates are left
+ * out: the state table needs one column type per aggregate.
+ */
+static void
+check_partial_state(Aggref *a, const char *fname)
+{
+	const char *hint = "Use an aggregate with a combine function (one PostgreSQL can run in parallel), "
+		"such as count, sum, avg, min, max, stddev, variance, corr or bit_or.";
+	HeapTuple	tup;
+	Form_pg_aggregate agg;
+	Form_pg_proc proc;
+	Oid			combinefn;
+	bool		serializable;
+	bool		polymorphic;
+	bool		variadic;
+
+	tup = SearchSysCache1(AGGFNOID, ObjectIdGetDatum(a->aggfnoid));
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for aggregate %u", a->aggfnoid);
+	agg = (Form_pg_aggregate) GETSTRUCT(tup);
+	combinefn = agg->aggcombinefn;
+	serializable = agg->aggtranstype != INTERNALOID ||
+		(OidIsValid(agg->aggserialfn) && OidIsValid(agg->aggdeserialfn));
+	polymorphic = IsPolymorphicType(agg->aggtranstype) || IsPolymorphicType(a->aggtype);
+	ReleaseSysCache(tup);
+
+	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(a->aggfnoid));
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for function %u", a->aggfnoid);
+	proc = (Form_pg_proc) GETSTRUCT(tup);
+	for (int i = 0; i < proc->pronargs; i++)
+		polymorphic |= IsPolymorphicType(proc->proargtypes.values[i]);
+	variadic = OidIsValid(proc->provariadic);
+	ReleaseSysCache(tup);
+
+	if (!OidIsValid(combinefn))
+		refuse(psprintf("aggregate %s() is not supported in continuous queries", fname),
+			   "It has no combine function, so its partial results cannot be merged batch by batch.",
+			   hint);
+	if (!serializable)
+		refuse(psprintf("aggregate %s() is not supported in continuous queries", fname),
+			   "Its state is of type internal and it has no serialization functions, "
+			   "so its partial results cannot be stored between batches.",
+			   hint);
+	if (polymorphic || variadic)
+		refuse(psprintf("aggregate %s() is not supported in continuous queries", fname),
+			   "Polymorphic and variadic aggregates other than min and max cannot keep partial results "
+			   "between batches.",
+			   "Cast the argument to a fixed type and use an aggregate declared for that type.");
+	/* the batches call it as the owner: say so now rather than at every batch */
+	if (pg_proc_aclcheck(a->aggfnoid, GetUserId(), ACL_EXECUTE) != ACLCHECK_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for aggregate %s", fname),
+				 errhint("The query's owner needs EXECUTE on the aggregate.")));
+}
+
+/*
+ * streamwin.partial_state('agg'::regprocedure, args...) in place of agg(args...):
+ * the same rows, filter and collation, giving agg's transition state.
+ */
+static Aggref *
+partial_state_agg(Aggref *orig)
+{
+	Aggref	   *a = copyObject(orig);
+	Oid			argtypes[2] = {REGPROCEDUREOID, ANYOID};
+	Const	   *name = makeConst(REGPROCEDUREOID, -1, InvalidOid, sizeof(Oid),
+								 ObjectIdGetDatum(orig->aggfnoid), false, true);
+	ListCell   *lc;
+
+	foreach(lc, a->args)
+		lfirst_node(TargetEntry, lc)->resno++;
+	a->args = lcons(makeTargetEntry((Expr *) name, 1, NULL, false), a->args);
+	a->aggargtypes = lcons_oid(REGPROCEDUREOID, a->aggargtypes);
+	a->aggfnoid = LookupFuncName(list_make2(makeString("streamwin"), makeString("partial_state")),
+								 2, argtypes, false);
+	a->aggtype = BYTEAOID;
+	a->aggcollid = InvalidOid;
+	return a;
 }
 
 /*
@@ -541,28 +639,29 @@ static void
 compile_aggregate(Compiled *c, TargetEntry *tle)
 {
 	Aggref	   *a = (Aggref *) tle->expr;
-	char	   *fname = agg_name(a);
+	const char *fname = agg_name(a);
 	AggCol	   *col = palloc0(sizeof(AggCol));
 	const char *qsum;
 	const char *qcount;
 
 	if (a->aggkind != AGGKIND_NORMAL || a->aggdirectargs != NIL)
 		refuse("ordered-set and hypothetical-set aggregates are not supported in continuous queries",
-			   NULL, "Use count, sum, avg, min, max, bool_and or bool_or.");
+			   "Their results cannot be merged batch by batch from partial results.",
+			   "Use an aggregate with a combine function, such as count, sum, avg, min, max, stddev or corr.");
 	if (a->aggdistinct != NIL)
 		refuse("DISTINCT aggregates are not supported in continuous queries",
 			   "A distinct count cannot be merged batch by batch from partial counts.",
 			   "Group by the column as well and count the result rows, or use count(*).");
 	if (a->aggorder != NIL)
 		refuse("aggregates with ORDER BY are not supported in continuous queries", NULL, NULL);
-	if (get_func_namespace(a->aggfnoid) != PG_CATALOG_NAMESPACE)
-		refuse(psprintf("aggregate %s() is not supported in continuous queries", fname),
-			   NULL, "Use count, sum, avg, min, max, bool_and or bool_or.");
 
 	col->name = tle->resname;
 	col->type = a->aggtype;
 	col->typmod = -1;
 
+	/* the built-in aggregates that merge in plain SQL; then any other */
+	if (get_func_namespace(a->aggfnoid) != PG_CATALOG_NAMESPACE)
+		fname = "";
 	if (strcmp(fname, "count") == 0)
 	{
 		add_partial(c, col->name, "count", MERGE_ADD, copyObject(a));
@@ -620,9 +719,17 @@ compile_aggregate(Compiled *c, TargetEntry *tle)
 									  qsum, qcount);
 	}
 	else
-		refuse(psprintf("aggregate %s() is not supported in continuous queries", fname),
-			   "Only aggregates whose partial results can be merged batch by batch are supported.",
-			   "Use count, sum, avg, min, max, bool_and or bool_or.");
+	{
+		PartialCol *p;
+
+		check_partial_state(a, get_func_name(a->aggfnoid));
+		add_partial(c, col->name, "state", MERGE_STATE, partial_state_agg(a));
+		p = llast(c->partials);
+		p->aggfnoid = a->aggfnoid;
+		col->final_sql = psprintf("streamwin.finish_state(%s, %s, NULL::%s)",
+								  aggregate_literal(a->aggfnoid),
+								  quote_identifier(p->name), format_type_be_qualified(col->type));
+	}
 
 	col->final_sql = psprintf("%s::%s", col->final_sql, format_type_be_qualified(col->type));
 	c->aggs = lappend(c->aggs, col);
@@ -913,6 +1020,9 @@ merge_sql(PartialCol *p)
 			return psprintf("COALESCE(s.%s AND EXCLUDED.%s, s.%s, EXCLUDED.%s)", n, n, n, n);
 		case MERGE_OR:
 			return psprintf("COALESCE(s.%s OR EXCLUDED.%s, s.%s, EXCLUDED.%s)", n, n, n, n);
+		case MERGE_STATE:
+			return psprintf("streamwin.combine_states(%s, s.%s, EXCLUDED.%s)",
+							aggregate_literal(p->aggfnoid), n, n);
 	}
 	return NULL;
 }
@@ -1366,6 +1476,8 @@ merge_agg_sql(PartialCol *p)
 			return psprintf("pg_catalog.bool_and(%s)", n);
 		case MERGE_OR:
 			return psprintf("pg_catalog.bool_or(%s)", n);
+		case MERGE_STATE:
+			return psprintf("streamwin.combined_state(%s, %s)", aggregate_literal(p->aggfnoid), n);
 	}
 	return NULL;
 }
@@ -1420,9 +1532,26 @@ session_statements(Compiled *c, Oid result, Oid state, OutputMode mode, StringIn
 		Aggref	   *a = (Aggref *) p->expr;
 		char	   *arg = "*";
 		char	   *filter = "";
+		ListCell   *lc2;
 
 		i++;
-		if (a->args != NIL)
+		if (p->merge == MERGE_STATE)
+		{
+			/* partial_state(agg, args...): the aggregate stays a literal */
+			StringInfoData args;
+			int			j = 0;
+
+			initStringInfo(&args);
+			appendStringInfoString(&args, aggregate_literal(p->aggfnoid));
+			for_each_from(lc2, a->args, 1)
+			{
+				tlist = lappend(tlist, makeTargetEntry(copyObject(lfirst_node(TargetEntry, lc2)->expr),
+													   resno++, psprintf("__a%d_%d", i, ++j), false));
+				appendStringInfo(&args, ", __a%d_%d", i, j);
+			}
+			arg = args.data;
+		}
+		else if (a->args != NIL)
 		{
 			tlist = lappend(tlist, makeTargetEntry(copyObject(linitial_node(TargetEntry, a->args)->expr),
 												   resno++, psprintf("__a%d", i), false));
@@ -1434,7 +1563,8 @@ session_statements(Compiled *c, Oid result, Oid state, OutputMode mode, StringIn
 												   psprintf("__f%d", i), false));
 			filter = psprintf(" FILTER (WHERE __f%d)", i);
 		}
-		appendStringInfo(&bparts, ", pg_catalog.%s(%s)%s AS %s",
+		appendStringInfo(&bparts, ", %s.%s(%s)%s AS %s",
+						 quote_identifier(get_namespace_name(get_func_namespace(a->aggfnoid))),
 						 quote_identifier(get_func_name(a->aggfnoid)), arg, filter,
 						 quote_identifier(p->name));
 		appendStringInfo(&mparts, ", %s", merge_agg_sql(p));

@@ -26,7 +26,7 @@
  * The extension version whose catalog this library reads and writes
  * (streamwin.control's default_version; see check_catalog_version).
  */
-#define STREAMWIN_CATALOG_VERSION "0.3"
+#define STREAMWIN_CATALOG_VERSION "0.4"
 
 /* GUCs (streamwin.c) */
 extern int	streamwin_max_workers;

@@ -1,4 +1,4 @@
-/* streamwin 0.3: catalog, observability views and the SQL interface.
+/* streamwin 0.4: catalog, observability views and the SQL interface.
  *
  * Everything is schema-qualified: the extension lives in schema streamwin
  * (relocatable = false).  Catalog tables are written only by streamwin's C
@@ -221,6 +221,51 @@ CREATE FUNCTION streamwin.session(ts timestamptz, gap interval)
 RETURNS timestamptz
 AS 'MODULE_PATHNAME', 'streamwin_session'
 LANGUAGE C STRICT IMMUTABLE PARALLEL SAFE;
+
+-- Aggregates merged from partial states (src/aggregate_state.c): any
+-- aggregate with a combine function, beyond the ones merged in plain SQL.
+-- A state is kept as bytea; the first argument names the aggregate.
+CREATE FUNCTION streamwin.partial_state_accum(internal, regprocedure, VARIADIC "any")
+RETURNS internal
+AS 'MODULE_PATHNAME', 'streamwin_partial_state_accum'
+LANGUAGE C;
+
+CREATE FUNCTION streamwin.combined_state_accum(internal, regprocedure, bytea)
+RETURNS internal
+AS 'MODULE_PATHNAME', 'streamwin_combined_state_accum'
+LANGUAGE C;
+
+CREATE FUNCTION streamwin.state_serialize(internal)
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'streamwin_state_serialize'
+LANGUAGE C;
+
+-- The transition state of aggregate "aggregate" over the rows of a group.
+CREATE AGGREGATE streamwin.partial_state(aggregate regprocedure, VARIADIC "any") (
+	SFUNC = streamwin.partial_state_accum,
+	STYPE = internal,
+	FINALFUNC = streamwin.state_serialize
+);
+
+-- Many states of "aggregate" merged into one (sessions that merge).
+CREATE AGGREGATE streamwin.combined_state(aggregate regprocedure, state bytea) (
+	SFUNC = streamwin.combined_state_accum,
+	STYPE = internal,
+	FINALFUNC = streamwin.state_serialize
+);
+
+-- Two states merged into one (a batch's into the stored one).
+CREATE FUNCTION streamwin.combine_states(aggregate regprocedure, a bytea, b bytea)
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'streamwin_combine_states'
+LANGUAGE C;
+
+-- The aggregate's value from a state; result_type is a NULL of its result
+-- type, which gives the call its type.
+CREATE FUNCTION streamwin.finish_state(aggregate regprocedure, state bytea, result_type anyelement)
+RETURNS anyelement
+AS 'MODULE_PATHNAME', 'streamwin_finish_state'
+LANGUAGE C;
 
 -- Sources
 CREATE FUNCTION streamwin.create_kafka_source(name text, brokers text, topic text,

@@ -1,0 +1,201 @@
+-- Aggregates beyond count, sum, avg, min, max and bool_and/or: any aggregate
+-- with a combine function keeps its transition state in the state table
+-- (src/aggregate_state.c).  Every result is compared with the same
+-- aggregate in plain SQL over the same rows: numeric and integer results
+-- must be equal; floating-point ones within 1e-9 relative, because merging
+-- partial states adds in another order than one pass does.
+SET timezone = 'UTC';
+SET datestyle = 'ISO, YMD';
+
+CREATE TABLE m (sensor text, reading float8, amount numeric, flags int, x float8, y float8,
+                ts timestamptz);
+SELECT streamwin.create_table_source('ms', 'm', '{"max_records_per_batch": 150}');
+
+-- User-defined aggregates with a combine function: one whose transition
+-- function is strict with no initial value (the first input is the state),
+-- one with an initial value.
+CREATE FUNCTION sumsq_step(int8, int) RETURNS int8 LANGUAGE sql IMMUTABLE STRICT
+    AS 'SELECT $1 + $2::int8 * $2';
+CREATE AGGREGATE sumsq(int) (SFUNC = sumsq_step, STYPE = int8, COMBINEFUNC = int8pl, INITCOND = '0');
+CREATE AGGREGATE smallest(int) (SFUNC = int4smaller, STYPE = int4, COMBINEFUNC = int4smaller);
+
+-- floating-point results agree to 1e-9 relative (or are both NULL)
+CREATE FUNCTION close(a float8, b float8) RETURNS boolean LANGUAGE sql IMMUTABLE
+    AS 'SELECT (a IS NULL AND b IS NULL) OR abs(a - b) <= 1e-9 * greatest(1, abs(a), abs(b))';
+
+-- Tumbling windows, update mode: numeric and float states (stddev,
+-- variance), two-argument aggregates, bit operations, a FILTER that
+-- keeps nothing, and the user-defined ones.
+SELECT streamwin.create_query('stats', $$
+    SELECT sensor, count(*) AS n,
+           stddev(reading) AS sd, variance(amount) AS var, var_pop(flags) AS vp,
+           stddev_pop(amount) AS sdp, corr(x, y) AS r, covar_samp(x, y) AS cov,
+           regr_slope(y, x) AS slope, regr_intercept(y, x) AS icpt, regr_count(y, x) AS rc,
+           bit_and(flags) AS band, bit_or(flags) AS bor, bit_xor(flags) AS bxor,
+           stddev(flags) FILTER (WHERE flags > 1000) AS never, sumsq(flags) AS sq,
+           smallest(flags) AS least_flags
+      FROM ms GROUP BY streamwin.tumble(ts, '2 minutes'), sensor$$,
+    output_mode => 'update', start => false);
+-- (each keeps its state as bytea in the state table; the others as before)
+SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute
+ WHERE attrelid = (SELECT state_table FROM streamwin.queries WHERE name = 'stats')
+   AND attname LIKE '%$%' ORDER BY attnum;
+
+-- Hopping windows, append mode: a window's row appears when it closes.
+SELECT streamwin.create_query('hops', $$
+    SELECT sensor, count(*) AS n, stddev(amount) AS sd, corr(x, y) AS r, bit_xor(flags) AS bxor,
+           sumsq(flags) AS sq
+      FROM ms GROUP BY streamwin.hop(ts, '4 minutes', '2 minutes'), sensor$$,
+    watermark => '10 minutes', output_mode => 'append', start => false);
+
+-- Session windows, update mode: sessions that an event bridges merge, and
+-- so do their states.
+SELECT streamwin.create_query('visits', $$
+    SELECT sensor, count(*) AS n, variance(amount) AS var, stddev_samp(reading) AS sd,
+           bit_or(flags) AS bor, sumsq(flags) AS sq, smallest(flags) AS least_flags
+      FROM ms GROUP BY streamwin.session(ts, '20 seconds'), sensor$$,
+    output_mode => 'update', start => false);
+
+-- Three loads, each read in batches of 150: windows and sessions get rows
+-- from several batches.  Event times are out of order within 10 minutes;
+-- every fifth reading and every 17th sensor is NULL.
+CREATE FUNCTION load(first int, last int) RETURNS void LANGUAGE sql AS $$
+    INSERT INTO m
+    SELECT CASE WHEN g % 17 = 0 THEN NULL ELSE 's' || g % 4 END,
+           CASE WHEN g % 5 = 0 THEN NULL ELSE (g * 7919 % 1000) / 10.0 END,
+           (g * 31 % 997) / 100.0, g * 37 % 256,
+           (g * 13 % 101) / 7.0, (g * 13 % 101) / 3.5 + (g % 11) / 10.0,
+           timestamptz '2026-01-01 00:00:00+00' + (g * 13 % 600) * interval '1 second'
+      FROM generate_series(first, last) g $$;
+SELECT load(1, 400);
+SELECT q, (streamwin.run_available(q))->>'batches' AS batches FROM unnest(array['stats', 'hops', 'visits']) q;
+SELECT load(401, 700);
+SELECT q, (streamwin.run_available(q))->>'batches' AS batches FROM unnest(array['stats', 'hops', 'visits']) q;
+SELECT load(701, 1000);
+-- one late-coming event an hour on, which closes every hopping window before it
+INSERT INTO m VALUES ('s1', 1, 1, 1, 1, 1, '2026-01-01 01:00:00+00');
+SELECT q, (streamwin.run_available(q))->>'batches' AS batches FROM unnest(array['stats', 'hops', 'visits']) q;
+-- the watermark moves at the end of a batch: one more makes it close windows
+SELECT (streamwin.run_batch('hops'))->>'input_rows' AS input_rows;
+
+-- stats: the same aggregates in plain SQL, group by group
+CREATE VIEW stats_expected AS
+SELECT streamwin.tumble(ts, '2 minutes') AS window_start, sensor, count(*) AS n,
+       stddev(reading) AS sd, variance(amount) AS var, var_pop(flags) AS vp,
+       stddev_pop(amount) AS sdp, corr(x, y) AS r, covar_samp(x, y) AS cov,
+       regr_slope(y, x) AS slope, regr_intercept(y, x) AS icpt, regr_count(y, x) AS rc,
+       bit_and(flags) AS band, bit_or(flags) AS bor, bit_xor(flags) AS bxor,
+       stddev(flags) FILTER (WHERE flags > 1000) AS never, sumsq(flags) AS sq,
+       smallest(flags) AS least_flags
+  FROM m GROUP BY 1, 2;
+SELECT count(e.*) AS expected_groups, count(s.*) AS result_groups,
+       count(*) FILTER (WHERE s.n IS DISTINCT FROM e.n OR NOT close(s.sd, e.sd)
+                        OR s.var IS DISTINCT FROM e.var OR s.vp IS DISTINCT FROM e.vp
+                        OR s.sdp IS DISTINCT FROM e.sdp OR NOT close(s.r, e.r)
+                        OR NOT close(s.cov, e.cov) OR NOT close(s.slope, e.slope)
+                        OR NOT close(s.icpt, e.icpt) OR s.rc IS DISTINCT FROM e.rc
+                        OR s.band IS DISTINCT FROM e.band OR s.bor IS DISTINCT FROM e.bor
+                        OR s.bxor IS DISTINCT FROM e.bxor OR s.never IS DISTINCT FROM e.never
+                        OR s.sq IS DISTINCT FROM e.sq
+                        OR s.least_flags IS DISTINCT FROM e.least_flags) AS differing,
+       count(*) FILTER (WHERE e.sensor IS NULL AND e.n IS NOT NULL) AS null_sensor_groups
+  FROM stats s FULL JOIN stats_expected e
+    ON s.window_start = e.window_start AND s.sensor IS NOT DISTINCT FROM e.sensor;
+-- the result's types are the aggregates' own
+SELECT column_name, data_type FROM information_schema.columns
+ WHERE table_name = 'stats' AND column_name IN ('sd', 'var', 'vp', 'rc', 'band', 'sq', 'least_flags')
+ ORDER BY ordinal_position;
+
+-- hops: every window that closed, against plain SQL over the windows that
+-- end at or before the watermark
+SELECT watermark FROM streamwin.queries WHERE name = 'hops';
+CREATE VIEW hops_expected AS
+SELECT w AS window_start, w + interval '4 minutes' AS window_end, sensor, count(*) AS n,
+       stddev(amount) AS sd, corr(x, y) AS r, bit_xor(flags) AS bxor, sumsq(flags) AS sq
+  FROM m, streamwin.hop_starts(ts, '4 minutes', '2 minutes') w
+ GROUP BY w, sensor;
+SELECT count(e.*) AS expected_windows, count(h.*) AS result_windows,
+       count(*) FILTER (WHERE h.n IS DISTINCT FROM e.n OR h.sd IS DISTINCT FROM e.sd
+                        OR NOT close(h.r, e.r) OR h.bxor IS DISTINCT FROM e.bxor
+                        OR h.sq IS DISTINCT FROM e.sq) AS differing
+  FROM hops h
+  FULL JOIN (SELECT * FROM hops_expected
+              WHERE window_end <= (SELECT watermark FROM streamwin.queries WHERE name = 'hops')) e
+    ON h.window_start = e.window_start AND h.sensor IS NOT DISTINCT FROM e.sensor;
+
+-- visits: sessions by gaps and islands in plain SQL (a row 20 seconds or
+-- more after the previous one of its sensor starts a new session)
+CREATE VIEW visits_expected AS
+WITH marked AS (
+    SELECT *, CASE WHEN ts - lag(ts) OVER (PARTITION BY sensor ORDER BY ts) < interval '20 seconds'
+                   THEN 0 ELSE 1 END AS starts
+      FROM m),
+numbered AS (
+    SELECT *, sum(starts) OVER (PARTITION BY sensor ORDER BY ts, starts DESC
+                                ROWS UNBOUNDED PRECEDING) AS visit
+      FROM marked)
+SELECT min(ts) AS window_start, max(ts) + interval '20 seconds' AS window_end, sensor,
+       count(*) AS n, variance(amount) AS var, stddev_samp(reading) AS sd,
+       bit_or(flags) AS bor, sumsq(flags) AS sq, smallest(flags) AS least_flags
+  FROM numbered GROUP BY sensor, visit;
+SELECT count(e.*) AS expected_sessions, count(v.*) AS result_sessions,
+       count(*) FILTER (WHERE v.window_end IS DISTINCT FROM e.window_end
+                        OR v.n IS DISTINCT FROM e.n OR v.var IS DISTINCT FROM e.var
+                        OR NOT close(v.sd, e.sd) OR v.bor IS DISTINCT FROM e.bor
+                        OR v.sq IS DISTINCT FROM e.sq
+                        OR v.least_flags IS DISTINCT FROM e.least_flags) AS differing,
+       count(*) FILTER (WHERE e.n > 1) AS sessions_of_several_rows
+  FROM visits v FULL JOIN visits_expected e
+    ON v.window_start = e.window_start AND v.sensor IS NOT DISTINCT FROM e.sensor;
+
+-- Refused at creation, with what to change.
+-- no combine function (array_agg and string_agg have none in PostgreSQL 15)
+SELECT streamwin.create_query('bad', 'SELECT sensor, array_agg(flags) AS a FROM ms GROUP BY sensor');
+SELECT streamwin.create_query('bad', $$SELECT sensor, string_agg(sensor, ',') AS a FROM ms GROUP BY sensor$$);
+CREATE AGGREGATE no_combine(int) (SFUNC = int4larger, STYPE = int4);
+SELECT streamwin.create_query('bad', 'SELECT sensor, no_combine(flags) AS a FROM ms GROUP BY sensor');
+-- polymorphic
+CREATE FUNCTION keep_first(anyelement, anyelement) RETURNS anyelement LANGUAGE sql
+    AS 'SELECT coalesce($1, $2)';
+CREATE AGGREGATE first_of(anyelement) (SFUNC = keep_first, STYPE = anyelement, COMBINEFUNC = keep_first);
+SELECT streamwin.create_query('bad', 'SELECT sensor, first_of(flags) AS a FROM ms GROUP BY sensor');
+-- ordered-set
+SELECT streamwin.create_query('bad', 'SELECT sensor, percentile_cont(0.5) WITHIN GROUP (ORDER BY x) AS p FROM ms GROUP BY sensor');
+-- an aggregate the query's owner may not execute
+CREATE ROLE aggregates_user LOGIN;
+GRANT CREATE ON SCHEMA public TO aggregates_user;
+GRANT SELECT ON ms, m TO aggregates_user;
+REVOKE EXECUTE ON FUNCTION sumsq(int) FROM PUBLIC;
+SET ROLE aggregates_user;
+SELECT streamwin.create_query('bad', 'SELECT sensor, sumsq(flags) AS a FROM ms GROUP BY sensor');
+RESET ROLE;
+SELECT count(*) AS bad_queries FROM streamwin.queries WHERE name = 'bad';
+
+-- The state functions called directly check what they are given.
+SELECT streamwin.finish_state('pg_catalog.stddev(integer)', NULL, NULL::integer);
+SELECT streamwin.partial_state('pg_catalog.stddev(integer)', x) FROM m;
+SELECT streamwin.partial_state('pg_catalog.array_agg(anynonarray)', flags) FROM m;
+SELECT streamwin.partial_state('pg_catalog.int4larger(integer, integer)', flags) FROM m;
+SELECT streamwin.combine_states('pg_catalog.stddev(integer)', '\x00'::bytea, '\x0001'::bytea);
+SELECT streamwin.combine_states('pg_catalog.stddev(double precision)', '\x00'::bytea, '\x0001'::bytea);
+SET ROLE aggregates_user;
+SELECT streamwin.partial_state('public.sumsq(integer)', flags) FROM m;
+RESET ROLE;
+-- and agree with the aggregate itself: partial states of three slices,
+-- merged two ways
+SELECT streamwin.finish_state('pg_catalog.stddev(numeric)',
+           streamwin.combine_states('pg_catalog.stddev(numeric)',
+               streamwin.combine_states('pg_catalog.stddev(numeric)', p[1], p[2]), p[3]), NULL::numeric)
+         = (SELECT stddev(amount) FROM m) AS combine_states_exact,
+       streamwin.finish_state('pg_catalog.stddev(numeric)',
+           (SELECT streamwin.combined_state('pg_catalog.stddev(numeric)', s) FROM unnest(p) s),
+           NULL::numeric) = (SELECT stddev(amount) FROM m) AS combined_state_exact
+  FROM (SELECT array_agg(s ORDER BY k) AS p
+          FROM (SELECT g % 3 AS k, streamwin.partial_state('pg_catalog.stddev(numeric)', amount) AS s
+                  FROM (SELECT row_number() OVER () AS g, amount FROM m) r GROUP BY 1) t) parts;
+
+SELECT streamwin.drop_query(q, drop_result => true) FROM unnest(array['stats', 'hops', 'visits']) q;
+SELECT streamwin.drop_source('ms');
+REVOKE CREATE ON SCHEMA public FROM aggregates_user;
+REVOKE SELECT ON m FROM aggregates_user;
+DROP ROLE aggregates_user;

@@ -1,0 +1,622 @@
+/*-------------------------------------------------------------------------
+ *
+ * aggregate_state.c
+ *	  Any aggregate with a combine function in a continuous query: its
+ *	  transition state kept as bytea in the state table, built per batch,
+ *	  merged batch by batch and finalised from there.
+ *
+ * count, sum, min, max, avg and bool_and/or merge with plain SQL (see
+ * compile_aggregate in query.c).  Every other aggregate that PostgreSQL
+ * itself could split for parallel aggregation (it has a combine function,
+ * and serialisation functions if its state is internal) is run through the
+ * functions here, named by the aggregate's regprocedure:
+ *
+ *	 streamwin.partial_state(agg, args...)	  aggregate: the batch's state
+ *	 streamwin.combine_states(agg, a, b)	  scalar: merge two stored states
+ *	 streamwin.combined_state(agg, state)	  aggregate: merge many (sessions)
+ *	 streamwin.finish_state(agg, state, NULL::result type)	 the final value
+ *
+ * A state is stored as the aggregate's serialisation function writes it
+ * (internal states) or in the state type's binary send format (others);
+ * NULL stands for the initial state, which is what a group whose rows were
+ * all filtered out holds.  Merging with NULL leaves the other state as it is.
+ *
+ * The aggregate's own functions are called as the executor calls them:
+ * strict transition functions skip NULL input and start from the first
+ * value, by-reference states are kept in the aggregate's memory context,
+ * and they see an aggregate call context (the executor's own while
+ * aggregating; outside an aggregate, a window aggregate's context over the
+ * current memory context, which is all AggCheckCallContext looks at), since
+ * many of them refuse to run without one.
+ *
+ * Privileges are checked as the executor checks them for the aggregate
+ * itself: EXECUTE on the aggregate for the caller, and on its support
+ * functions for the aggregate's owner.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "catalog/pg_aggregate.h"
+#include "catalog/pg_proc.h"
+#include "catalog/pg_type.h"
+#include "fmgr.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "nodes/execnodes.h"
+#include "parser/parse_agg.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/expandeddatum.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/regproc.h"
+#include "utils/syscache.h"
+
+PG_FUNCTION_INFO_V1(streamwin_partial_state_accum);
+PG_FUNCTION_INFO_V1(streamwin_combined_state_accum);
+PG_FUNCTION_INFO_V1(streamwin_state_serialize);
+PG_FUNCTION_INFO_V1(streamwin_combine_states);
+PG_FUNCTION_INFO_V1(streamwin_finish_state);
+
+/* What streamwin needs to know of one aggregate, kept in fn_extra. */
+typedef struct AggSupport
+{
+	Oid			aggfnoid;
+	int			numargs;		/* declared inputs */
+	Oid			argtypes[FUNC_MAX_ARGS];
+	Oid			resulttype;
+	Oid			transtype;
+	int16		translen;
+	bool		transbyval;
+	bool		initnull;
+	Datum		initval;		/* in fn_mcxt */
+	FmgrInfo	transfn;
+	FmgrInfo	combinefn;
+	FmgrInfo	finalfn;
+	bool		has_final;
+	bool		final_extra;	/* finalfn takes the inputs too (as NULLs) */
+	/* to and from bytea: serialfn/deserialfn, or the type's send/receive */
+	FmgrInfo	serialfn;
+	FmgrInfo	deserialfn;
+	Oid			recv_ioparam;
+	/* aggregate call context outside an Agg node (see file header) */
+	WindowAggState *scratch;
+	FunctionCallInfo call;		/* room for the largest call made */
+} AggSupport;
+
+/* The transition state of partial_state() and combined_state(). */
+typedef struct StateValue
+{
+	AggSupport *agg;
+	Datum		value;
+	bool		isnull;
+	bool		started;		/* value is set (else: the initial state) */
+} StateValue;
+
+static void
+check_function_privilege(Oid fn, Oid role)
+{
+	AclResult	acl;
+
+	if (!OidIsValid(fn))
+		return;
+	acl = pg_proc_aclcheck(fn, role, ACL_EXECUTE);
+	if (acl != ACLCHECK_OK)
+		aclcheck_error(acl, OBJECT_FUNCTION, get_func_name(fn));
+}
+
+/*
+ * The transition, combine and final functions, with the call expressions
+ * the executor gives them (some read their argument types from there).
+ */
+static void
+support_functions(AggSupport *a, Form_pg_aggregate agg, Oid collation, MemoryContext cxt)
+{
+	MemoryContext old = MemoryContextSwitchTo(cxt);
+	Expr	   *expr;
+
+	fmgr_info_cxt(agg->aggtransfn, &a->transfn, cxt);
+	build_aggregate_transfn_expr(a->argtypes, a->numargs, 0, false, a->transtype, collation,
+								 agg->aggtransfn, InvalidOid, &expr, NULL);
+	a->transfn.fn_expr = (Node *) expr;
+
+	fmgr_info_cxt(agg->aggcombinefn, &a->combinefn, cxt);
+	build_aggregate_transfn_expr(&a->transtype, 1, 0, false, a->transtype, collation,
+								 agg->aggcombinefn, InvalidOid, &expr, NULL);
+	a->combinefn.fn_expr = (Node *) expr;
+
+	if (a->has_final)
+	{
+		fmgr_info_cxt(agg->aggfinalfn, &a->finalfn, cxt);
+		build_aggregate_finalfn_expr(a->argtypes, a->final_extra ? a->numargs + 1 : 1,
+									 a->transtype, a->resulttype, collation,
+									 agg->aggfinalfn, &expr);
+		a->finalfn.fn_expr = (Node *) expr;
+	}
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * agg_support
+ *		The support data of aggregate aggfnoid for this call site, looked up
+ *		on its first call.  Refuses what cannot be split into mergeable
+ *		states; the messages only matter to direct callers, since
+ *		create_query checks the same before it uses these functions.
+ */
+static AggSupport *
+agg_support(FunctionCallInfo fcinfo, Oid aggfnoid)
+{
+	AggSupport *a = (AggSupport *) fcinfo->flinfo->fn_extra;
+	MemoryContext cxt = fcinfo->flinfo->fn_mcxt;
+	HeapTuple	aggtup;
+	HeapTuple	proctup;
+	Form_pg_aggregate agg;
+	Form_pg_proc proc;
+	Datum		initdatum;
+	AclResult	acl;
+	Oid			owner;
+	MemoryContext old;
+
+	if (a != NULL && a->aggfnoid == aggfnoid)
+		return a;
+
+	aggtup = SearchSysCache1(AGGFNOID, ObjectIdGetDatum(aggfnoid));
+	if (!HeapTupleIsValid(aggtup))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("function %s is not an aggregate", format_procedure(aggfnoid))));
+	proctup = SearchSysCache1(PROCOID, ObjectIdGetDatum(aggfnoid));
+	if (!HeapTupleIsValid(proctup))
+		elog(ERROR, "cache lookup failed for function %u", aggfnoid);
+	agg = (Form_pg_aggregate) GETSTRUCT(aggtup);
+	proc = (Form_pg_proc) GETSTRUCT(proctup);
+
+	if (agg->aggkind != AGGKIND_NORMAL || !OidIsValid(agg->aggcombinefn) ||
+		(agg->aggtranstype == INTERNALOID &&
+		 (!OidIsValid(agg->aggserialfn) || !OidIsValid(agg->aggdeserialfn))) ||
+		IsPolymorphicType(agg->aggtranstype) || IsPolymorphicType(proc->prorettype) ||
+		OidIsValid(proc->provariadic))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("aggregate %s cannot be merged from partial states", format_procedure(aggfnoid))));
+
+	acl = pg_proc_aclcheck(aggfnoid, GetUserId(), ACL_EXECUTE);
+	if (acl != ACLCHECK_OK)
+		aclcheck_error(acl, OBJECT_AGGREGATE, get_func_name(aggfnoid));
+	owner = proc->proowner;
+	check_function_privilege(agg->aggtransfn, owner);
+	check_function_privilege(agg->aggcombinefn, owner);
+	check_function_privilege(agg->aggfinalfn, owner);
+	check_function_privilege(agg->aggserialfn, owner);
+	check_function_privilege(agg->aggdeserialfn, owner);
+
+	for (int i = 0; i < proc->pronargs; i++)
+		if (IsPolymorphicType(proc->proargtypes.values[i]))
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("aggregate %s cannot be merged from partial states", format_procedure(aggfnoid))));
+
+	/* a new one if the aggregate changed: never a half-filled one in fn_extra */
+	a = MemoryContextAllocZero(cxt, sizeof(AggSupport));
+	a->aggfnoid = aggfnoid;
+	a->numargs = proc->pronargs;
+	for (int i = 0; i < proc->pronargs; i++)
+		a->argtypes[i] = proc->proargtypes.values[i];
+	a->resulttype = proc->prorettype;
+	a->transtype = agg->aggtranstype;
+	get_typlenbyval(a->transtype, &a->translen, &a->transbyval);
+
+	initdatum = SysCacheGetAttr(AGGFNOID, aggtup, Anum_pg_aggregate_agginitval, &a->initnull);
+	if (!a->initnull)
+	{
+		Oid			input;
+		Oid			ioparam;
+		char	   *init = TextDatumGetCString(initdatum);
+
+		old = MemoryContextSwitchTo(cxt);
+		getTypeInputInfo(a->transtype, &input, &ioparam);
+		a->initval = OidInputFunctionCall(input, init, ioparam, -1);
+		MemoryContextSwitchTo(old);
+	}
+
+	a->has_final = OidIsValid(agg->aggfinalfn);
+	a->final_extra = agg->aggfinalextra;
+	support_functions(a, agg, PG_GET_COLLATION(), cxt);
+	if (a->transtype == INTERNALOID)
+	{
+		Expr	   *expr;
+
+		fmgr_info_cxt(agg->aggserialfn, &a->serialfn, cxt);
+		fmgr_info_cxt(agg->aggdeserialfn, &a->deserialfn, cxt);
+		old = MemoryContextSwitchTo(cxt);
+		build_aggregate_serialfn_expr(agg->aggserialfn, &expr);
+		a->serialfn.fn_expr = (Node *) expr;
+		build_aggregate_deserialfn_expr(agg->aggdeserialfn, &expr);
+		a->deserialfn.fn_expr = (Node *) expr;
+		MemoryContextSwitchTo(old);
+	}
+	else
+	{
+		Oid			send;
+		Oid			recv;
+		bool		varlena;
+
+		getTypeBinaryOutputInfo(a->transtype, &send, &varlena);
+		getTypeBinaryInputInfo(a->transtype, &recv, &a->recv_ioparam);
+		fmgr_info_cxt(send, &a->serialfn, cxt);
+		fmgr_info_cxt(recv, &a->deserialfn, cxt);
+	}
+
+	a->scratch = MemoryContextAllocZero(cxt, sizeof(WindowAggState));
+	a->scratch->ss.ps.type = T_WindowAggState;
+	a->call = MemoryContextAllocZero(cxt, SizeForFunctionCallInfo(FUNC_MAX_ARGS));
+
+	ReleaseSysCache(proctup);
+	ReleaseSysCache(aggtup);
+	fcinfo->flinfo->fn_extra = a;
+	return a;
+}
+
+/*
+ * The context to call the aggregate's functions with: the executor's own
+ * inside an aggregate, else an aggregate context over the current memory
+ * context, which the result of a scalar call outlives anyway.
+ */
+static Node *
+call_context(AggSupport *a, FunctionCallInfo fcinfo)
+{
+	if (AggCheckCallContext(fcinfo, NULL))
+		return fcinfo->context;
+	a->scratch->curaggcontext = CurrentMemoryContext;
+	return (Node *) a->scratch;
+}
+
+/* Call fn with the first nargs arguments set up in a->call. */
+static Datum
+call_support(AggSupport *a, FmgrInfo *fn, int nargs, Node *context, Oid collation, bool *isnull)
+{
+	FunctionCallInfo call = a->call;
+	Datum		result;
+
+	call->flinfo = fn;
+	call->context = context;
+	call->resultinfo = NULL;
+	call->fncollation = collation;
+	call->nargs = nargs;
+	call->isnull = false;
+	result = FunctionCallInvoke(call);
+	*isnull = call->isnull;
+	return result;
+}
+
+/* state (not NULL) -> bytea */
+static bytea *
+serialize_state(AggSupport *a, Datum value, Node *context)
+{
+	bool		isnull;
+	Datum		result;
+
+	if (a->transtype != INTERNALOID)
+		return SendFunctionCall(&a->serialfn, value);
+	a->call->args[0].value = value;
+	a->call->args[0].isnull = false;
+	result = call_support(a, &a->serialfn, 1, context, InvalidOid, &isnull);
+	if (isnull)
+		elog(ERROR, "serialization function of aggregate %s returned NULL",
+			 format_procedure(a->aggfnoid));
+	return DatumGetByteaPP(result);
+}
+
+/* bytea -> state, in the current memory context */
+static Datum
+deserialize_state(AggSupport *a, bytea *data, Node *context)
+{
+	bool		isnull;
+	Datum		result;
+
+	if (a->transtype != INTERNALOID)
+	{
+		StringInfoData buf;
+
+		/* the receive function wants a null-terminated copy it may scribble on */
+		initStringInfo(&buf);
+		appendBinaryStringInfo(&buf, VARDATA_ANY(data), VARSIZE_ANY_EXHDR(data));
+		result = ReceiveFunctionCall(&a->deserialfn, &buf, a->recv_ioparam, -1);
+		if (buf.cursor != buf.len)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
+					 errmsg("incorrect binary data format in a partial state of aggregate %s",
+							format_procedure(a->aggfnoid))));
+		return result;
+	}
+	a->call->args[0].value = PointerGetDatum(data);
+	a->call->args[0].isnull = false;
+	a->call->args[1].value = (Datum) 0;
+	a->call->args[1].isnull = false;
+	result = call_support(a, &a->deserialfn, 2, context, InvalidOid, &isnull);
+	if (isnull)
+		elog(ERROR, "deserialization function of aggregate %s returned NULL",
+			 format_procedure(a->aggfnoid));
+	return result;
+}
+
+/*
+ * Keep a new by-reference transition value in the aggregate's memory
+ * context and free the one it replaces, as the executor does.
+ */
+static void
+keep_value(StateValue *s, Datum value, bool isnull, MemoryContext aggcxt)
+{
+	AggSupport *a = s->agg;
+
+	if (!a->transbyval && !(s->started && !s->isnull && !isnull &&
+							DatumGetPointer(value) == DatumGetPointer(s->value)))
+	{
+		if (!isnull)
+		{
+			if (!(DatumIsReadWriteExpandedObject(value, false, a->translen) &&
+				  MemoryContextGetParent(DatumGetEOHP(value)->eoh_context) == aggcxt))
+			{
+				MemoryContext old = MemoryContextSwitchTo(aggcxt);
+
+				value = datumCopy(value, a->transbyval, a->translen);
+				MemoryContextSwitchTo(old);
+			}
+		}
+		if (s->started && !s->isnull)
+		{
+			if (DatumIsReadWriteExpandedObject(s->value, false, a->translen))
+				DeleteExpandedObject(s->value);
+			else
+				pfree(DatumGetPointer(s->value));
+		}
+	}
+	s->value = value;
+	s->isnull = isnull;
+	s->started = true;
+}
+
+/* The initial state, made in aggcxt. */
+static void
+start_value(StateValue *s, MemoryContext aggcxt)
+{
+	AggSupport *a = s->agg;
+	MemoryContext old = MemoryContextSwitchTo(aggcxt);
+
+	s->isnull = a->initnull;
+	s->value = a->initnull ? (Datum) 0 : datumCopy(a->initval, a->transbyval, a->translen);
+	s->started = !a->initnull;
+	MemoryContextSwitchTo(old);
+}
+
+/* The StateValue of an aggregate call, made on its first row. */
+static StateValue *
+state_value(FunctionCallInfo fcinfo, MemoryContext *aggcxt, const char *name)
+{
+	StateValue *s;
+	Oid			aggfnoid;
+
+	if (!AggCheckCallContext(fcinfo, aggcxt))
+		elog(ERROR, "%s called in non-aggregate context", name);
+	if (PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s needs an aggregate", name)));
+	aggfnoid = PG_GETARG_OID(1);
+	if (!PG_ARGISNULL(0))
+		return (StateValue *) PG_GETARG_POINTER(0);
+	s = MemoryContextAllocZero(*aggcxt, sizeof(StateValue));
+	s->agg = agg_support(fcinfo, aggfnoid);
+	start_value(s, *aggcxt);
+	return s;
+}
+
+/*
+ * Merge the state `in` into s with the combine function.  A strict combine
+ * function never sees a NULL state: the other one is kept (PostgreSQL only
+ * allows that for states that are not internal, so a copy is enough).
+ */
+static void
+combine_into(StateValue *s, Datum in, Node *context, Oid collation, MemoryContext aggcxt)
+{
+	AggSupport *a = s->agg;
+	Datum		result;
+	bool		isnull;
+
+	if (a->combinefn.fn_strict && (!s->started || s->isnull))
+	{
+		keep_value(s, in, false, aggcxt);
+		return;
+	}
+	a->call->args[0].value = s->value;
+	a->call->args[0].isnull = !s->started || s->isnull;
+	a->call->args[1].value = in;
+	a->call->args[1].isnull = false;
+	result = call_support(a, &a->combinefn, 2, context, collation, &isnull);
+	keep_value(s, result, isnull, aggcxt);
+}
+
+/*
+ * streamwin.partial_state_accum(internal, agg regprocedure, VARIADIC "any")
+ *		Transition function of streamwin.partial_state: one input row into
+ *		the aggregate's own transition state.
+ */
+Datum
+streamwin_partial_state_accum(PG_FUNCTION_ARGS)
+{
+	MemoryContext aggcxt;
+	StateValue *s = state_value(fcinfo, &aggcxt, "streamwin.partial_state");
+	AggSupport *a = s->agg;
+	int			ninputs = PG_NARGS() - 2;
+	Datum		result;
+	bool		isnull;
+
+	if (ninputs != a->numargs)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("aggregate %s takes %d arguments, not %d",
+						format_procedure(a->aggfnoid), a->numargs, ninputs)));
+	for (int i = 0; i < ninputs; i++)
+	{
+		Oid			actual = get_fn_expr_argtype(fcinfo->flinfo, i + 2);
+
+		if (a->argtypes[i] != ANYOID && actual != a->argtypes[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("argument %d of aggregate %s must be of type %s, not %s",
+							i + 1, format_procedure(a->aggfnoid),
+							format_type_be(a->argtypes[i]), format_type_be(actual))));
+	}
+
+	if (a->transfn.fn_strict)
+	{
+		for (int i = 0; i < ninputs; i++)
+			if (PG_ARGISNULL(i + 2))
+				PG_RETURN_POINTER(s);
+		if (!s->started)
+		{
+			/* no initial value: the first input is the state */
+			keep_value(s, PG_GETARG_DATUM(2), false, aggcxt);
+			PG_RETURN_POINTER(s);
+		}
+		if (s->isnull)
+			PG_RETURN_POINTER(s);
+	}
+
+	a->call->args[0].value = s->value;
+	a->call->args[0].isnull = !s->started || s->isnull;
+	for (int i = 0; i < ninputs; i++)
+		a->call->args[i + 1] = fcinfo->args[i + 2];
+	result = call_support(a, &a->transfn, ninputs + 1, fcinfo->context, PG_GET_COLLATION(), &isnull);
+	keep_value(s, result, isnull, aggcxt);
+	PG_RETURN_POINTER(s);
+}
+
+/*
+ * streamwin.combined_state_accum(internal, agg regprocedure, state bytea)
+ *		Transition function of streamwin.combined_state: merge stored states.
+ */
+Datum
+streamwin_combined_state_accum(PG_FUNCTION_ARGS)
+{
+	MemoryContext aggcxt;
+	StateValue *s = state_value(fcinfo, &aggcxt, "streamwin.combined_state");
+	Datum		in;
+
+	if (PG_ARGISNULL(2))
+		PG_RETURN_POINTER(s);
+	in = deserialize_state(s->agg, PG_GETARG_BYTEA_PP(2), fcinfo->context);
+	combine_into(s, in, fcinfo->context, PG_GET_COLLATION(), aggcxt);
+	PG_RETURN_POINTER(s);
+}
+
+/*
+ * streamwin.state_serialize(internal) RETURNS bytea
+ *		Final function of partial_state and combined_state: the state as
+ *		stored, NULL for the initial state.
+ */
+Datum
+streamwin_state_serialize(PG_FUNCTION_ARGS)
+{
+	StateValue *s;
+
+	if (PG_ARGISNULL(0))
+		PG_RETURN_NULL();
+	s = (StateValue *) PG_GETARG_POINTER(0);
+	if (!s->started || s->isnull)
+		PG_RETURN_NULL();
+	PG_RETURN_BYTEA_P(serialize_state(s->agg, s->value, fcinfo->context));
+}
+
+/*
+ * streamwin.combine_states(agg regprocedure, a bytea, b bytea) RETURNS bytea
+ *		Two stored states merged, as a batch's state is merged into the
+ *		stored one.
+ */
+Datum
+streamwin_combine_states(PG_FUNCTION_ARGS)
+{
+	AggSupport *a;
+	Node	   *context;
+	StateValue	s = {0};
+
+	if (PG_ARGISNULL(0))
+		PG_RETURN_NULL();
+	a = agg_support(fcinfo, PG_GETARG_OID(0));
+	if (PG_ARGISNULL(1) || PG_ARGISNULL(2))
+	{
+		if (PG_ARGISNULL(1) && PG_ARGISNULL(2))
+			PG_RETURN_NULL();
+		PG_RETURN_DATUM(PG_ARGISNULL(1) ? PG_GETARG_DATUM(2) : PG_GETARG_DATUM(1));
+	}
+	context = call_context(a, fcinfo);
+	s.agg = a;
+	keep_value(&s, deserialize_state(a, PG_GETARG_BYTEA_PP(1), context), false, CurrentMemoryContext);
+	combine_into(&s, deserialize_state(a, PG_GETARG_BYTEA_PP(2), context), context,
+				 PG_GET_COLLATION(), CurrentMemoryContext);
+	if (s.isnull)
+		PG_RETURN_NULL();
+	PG_RETURN_BYTEA_P(serialize_state(a, s.value, context));
+}
+
+/*
+ * streamwin.finish_state(agg regprocedure, state bytea, result_type anyelement)
+ *		The aggregate's value from a stored state.  result_type (a NULL of
+ *		the aggregate's result type) only gives the result its type.
+ */
+Datum
+streamwin_finish_state(PG_FUNCTION_ARGS)
+{
+	AggSupport *a;
+	Node	   *context;
+	Datum		value;
+	bool		isnull;
+	Oid			wanted = get_fn_expr_argtype(fcinfo->flinfo, 2);
+	int			nargs = 1;
+
+	if (PG_ARGISNULL(0))
+		PG_RETURN_NULL();
+	a = agg_support(fcinfo, PG_GETARG_OID(0));
+	if (wanted != a->resulttype)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("aggregate %s returns %s, not %s", format_procedure(a->aggfnoid),
+						format_type_be(a->resulttype), format_type_be(wanted))));
+	context = call_context(a, fcinfo);
+	if (PG_ARGISNULL(1))
+	{
+		isnull = a->initnull;
+		value = isnull ? (Datum) 0 : datumCopy(a->initval, a->transbyval, a->translen);
+	}
+	else
+	{
+		isnull = false;
+		value = deserialize_state(a, PG_GETARG_BYTEA_PP(1), context);
+	}
+	if (!a->has_final)
+	{
+		if (isnull)
+			PG_RETURN_NULL();
+		PG_RETURN_DATUM(value);
+	}
+	if (a->finalfn.fn_strict && isnull)
+		PG_RETURN_NULL();
+	a->call->args[0].value = value;
+	a->call->args[0].isnull = isnull;
+	if (a->final_extra)
+	{
+		for (int i = 0; i < a->numargs; i++)
+		{
+			a->call->args[i + 1].value = (Datum) 0;
+			a->call->args[i + 1].isnull = true;
+		}
+		nargs += a->numargs;
+	}
+	value = call_support(a, &a->finalfn, nargs, context, PG_GET_COLLATION(), &isnull);
+	if (isnull)
+		PG_RETURN_NULL();
+	PG_RETURN_DATUM(value);
+}
