@@ -113,13 +113,14 @@ check_function_privilege(Oid fn, Oid role)
  * the executor gives them (some read their argument types from there).
  */
 static void
-support_functions(AggSupport *a, Form_pg_aggregate agg, Oid collation, MemoryContext cxt)
+support_functions(AggSupport *a, Form_pg_aggregate agg, Oid *inputtypes, Oid collation,
+				  MemoryContext cxt)
 {
 	MemoryContext old = MemoryContextSwitchTo(cxt);
 	Expr	   *expr;
 
 	fmgr_info_cxt(agg->aggtransfn, &a->transfn, cxt);
-	build_aggregate_transfn_expr(a->argtypes, a->numargs, 0, false, a->transtype, collation,
+	build_aggregate_transfn_expr(inputtypes, a->numargs, 0, false, a->transtype, collation,
 								 agg->aggtransfn, InvalidOid, &expr, NULL);
 	a->transfn.fn_expr = (Node *) expr;
 
@@ -131,7 +132,7 @@ support_functions(AggSupport *a, Form_pg_aggregate agg, Oid collation, MemoryCon
 	if (a->has_final)
 	{
 		fmgr_info_cxt(agg->aggfinalfn, &a->finalfn, cxt);
-		build_aggregate_finalfn_expr(a->argtypes, a->final_extra ? a->numargs + 1 : 1,
+		build_aggregate_finalfn_expr(inputtypes, a->final_extra ? a->numargs + 1 : 1,
 									 a->transtype, a->resulttype, collation,
 									 agg->aggfinalfn, &expr);
 		a->finalfn.fn_expr = (Node *) expr;
@@ -145,9 +146,11 @@ support_functions(AggSupport *a, Form_pg_aggregate agg, Oid collation, MemoryCon
  *		on its first call.  Refuses what cannot be split into mergeable
  *		states; the messages only matter to direct callers, since
  *		create_query checks the same before it uses these functions.
+ *		first_input: where the aggregate's inputs start among the call's
+ *		arguments (-1: not there), for the actual types of "any" inputs.
  */
 static AggSupport *
-agg_support(FunctionCallInfo fcinfo, Oid aggfnoid)
+agg_support(FunctionCallInfo fcinfo, Oid aggfnoid, int first_input)
 {
 	AggSupport *a = (AggSupport *) fcinfo->flinfo->fn_extra;
 	MemoryContext cxt = fcinfo->flinfo->fn_mcxt;
@@ -159,6 +162,7 @@ agg_support(FunctionCallInfo fcinfo, Oid aggfnoid)
 	AclResult	acl;
 	Oid			owner;
 	MemoryContext old;
+	Oid			inputtypes[FUNC_MAX_ARGS];
 
 	if (a != NULL && a->aggfnoid == aggfnoid)
 		return a;
@@ -224,7 +228,10 @@ agg_support(FunctionCallInfo fcinfo, Oid aggfnoid)
 
 	a->has_final = OidIsValid(agg->aggfinalfn);
 	a->final_extra = agg->aggfinalextra;
-	support_functions(a, agg, PG_GET_COLLATION(), cxt);
+	for (int i = 0; i < a->numargs; i++)
+		inputtypes[i] = a->argtypes[i] == ANYOID && first_input >= 0 ?
+			get_fn_expr_argtype(fcinfo->flinfo, first_input + i) : a->argtypes[i];
+	support_functions(a, agg, inputtypes, PG_GET_COLLATION(), cxt);
 	if (a->transtype == INTERNALOID)
 	{
 		Expr	   *expr;
@@ -394,7 +401,7 @@ start_value(StateValue *s, MemoryContext aggcxt)
 
 /* The StateValue of an aggregate call, made on its first row. */
 static StateValue *
-state_value(FunctionCallInfo fcinfo, MemoryContext *aggcxt, const char *name)
+state_value(FunctionCallInfo fcinfo, MemoryContext *aggcxt, const char *name, int first_input)
 {
 	StateValue *s;
 	Oid			aggfnoid;
@@ -409,7 +416,7 @@ state_value(FunctionCallInfo fcinfo, MemoryContext *aggcxt, const char *name)
 	if (!PG_ARGISNULL(0))
 		return (StateValue *) PG_GETARG_POINTER(0);
 	s = MemoryContextAllocZero(*aggcxt, sizeof(StateValue));
-	s->agg = agg_support(fcinfo, aggfnoid);
+	s->agg = agg_support(fcinfo, aggfnoid, first_input);
 	start_value(s, *aggcxt);
 	return s;
 }
@@ -448,7 +455,7 @@ Datum
 streamwin_partial_state_accum(PG_FUNCTION_ARGS)
 {
 	MemoryContext aggcxt;
-	StateValue *s = state_value(fcinfo, &aggcxt, "streamwin.partial_state");
+	StateValue *s = state_value(fcinfo, &aggcxt, "streamwin.partial_state", 2);
 	AggSupport *a = s->agg;
 	int			ninputs = PG_NARGS() - 2;
 	Datum		result;
@@ -503,7 +510,7 @@ Datum
 streamwin_combined_state_accum(PG_FUNCTION_ARGS)
 {
 	MemoryContext aggcxt;
-	StateValue *s = state_value(fcinfo, &aggcxt, "streamwin.combined_state");
+	StateValue *s = state_value(fcinfo, &aggcxt, "streamwin.combined_state", -1);
 	Datum		in;
 
 	if (PG_ARGISNULL(2))
@@ -545,7 +552,7 @@ streamwin_combine_states(PG_FUNCTION_ARGS)
 
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
-	a = agg_support(fcinfo, PG_GETARG_OID(0));
+	a = agg_support(fcinfo, PG_GETARG_OID(0), -1);
 	if (PG_ARGISNULL(1) || PG_ARGISNULL(2))
 	{
 		if (PG_ARGISNULL(1) && PG_ARGISNULL(2))
@@ -579,7 +586,7 @@ streamwin_finish_state(PG_FUNCTION_ARGS)
 
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
-	a = agg_support(fcinfo, PG_GETARG_OID(0));
+	a = agg_support(fcinfo, PG_GETARG_OID(0), -1);
 	if (wanted != a->resulttype)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATATYPE_MISMATCH),

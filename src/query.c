@@ -651,7 +651,8 @@ compile_aggregate(Compiled *c, TargetEntry *tle)
 	if (a->aggdistinct != NIL)
 		refuse("DISTINCT aggregates are not supported in continuous queries",
 			   "A distinct count cannot be merged batch by batch from partial counts.",
-			   "Group by the column as well and count the result rows, or use count(*).");
+			   "Use streamwin.approx_count_distinct(...), an estimate that merges batch by batch, "
+			   "or group by the column as well and count the result rows.");
 	if (a->aggorder != NIL)
 		refuse("aggregates with ORDER BY are not supported in continuous queries", NULL, NULL);
 
