@@ -49,6 +49,8 @@
 #include "utils/resowner.h"
 #include "utils/rel.h"
 #include "utils/timestamp.h"
+#include "utils/tuplestore.h"
+#include "executor/tuptable.h"
 
 #include "streamwin.h"
 #include "table_source.h"
@@ -70,6 +72,8 @@ typedef struct FetchState
 	int			capacity;
 	bool		done;			/* stop reading after this transaction */
 	bool		stopping;		/* decoding stopped by an error of ours */
+	bool		spooling;		/* the batch is full: the rest of this
+								 * transaction goes to the spool */
 	int64		txn_index;		/* inserts into the table seen in this txn */
 	/* column map from the table's (historic) row type to desc */
 	TupleDesc	map_from;
@@ -85,6 +89,82 @@ typedef struct FetchState
 static FetchState *active_fetch = NULL;
 
 static void kept_decoding_abort(void);
+
+/*
+ * The rest of a transaction larger than a batch, for the batches that
+ * follow.  Without it, each of them decoded the whole transaction again
+ * (the reorder buffer only replays a transaction once it has read its
+ * commit) and skipped the rows already processed: a bulk load of n rows
+ * cost n * n / max_records_per_batch rows decoded.  Only where the
+ * decoding context may be kept (callers that fetch again at once: the
+ * same batches follow): the batch that fills up inside a transaction lets
+ * the replay go on to its commit and puts the remaining rows, in the
+ * source's row type, into a tuplestore (in memory up to work_mem, then a
+ * temporary file), and the next fetches that start exactly there take
+ * their rows from it.  A fetch that starts anywhere else (a failed batch,
+ * a replay, another query) discards it.
+ */
+typedef struct Spool
+{
+	char		slot_name[NAMEDATALEN];
+	Oid			table;
+	XLogRecPtr	txn_lsn;		/* the transaction's commit: its rows' lsn */
+	int64		next_index;		/* the index of the next row in `rows` */
+	int64		left;			/* rows in `rows` not taken yet */
+	TimestampTz commit_time;
+	TablePosition after;		/* the position after the transaction */
+	/*
+	 * Updates, deletes and truncates of the table after the cut, each
+	 * counted (as when the transaction is decoded again) by the batch that
+	 * holds the last row inserted before it: a batch that takes rows up to
+	 * index n takes the counts of changes with `after` below n.
+	 */
+	struct SpoolChanges
+	{
+		int64		after;		/* index of the last insert before them */
+		int64		n[3];		/* updates, deletes, truncates */
+	}		   *changes;
+	int			nchanges;
+	int			maxchanges;
+	int			next_change;
+	Tuplestorestate *rows;
+	MemoryContext cxt;
+} Spool;
+
+static Spool *spool = NULL;
+
+/* Count an update (0), delete (1) or truncate (2) seen after the cut. */
+static void
+spool_count(FetchState *st, int kind)
+{
+	int64		after = st->txn_index - 1;
+
+	if (spool->nchanges == 0 || spool->changes[spool->nchanges - 1].after != after)
+	{
+		if (spool->nchanges == spool->maxchanges)
+		{
+			spool->maxchanges = Max(spool->maxchanges * 2, 16);
+			spool->changes = spool->changes == NULL ?
+				MemoryContextAlloc(spool->cxt, sizeof(*spool->changes) * spool->maxchanges) :
+				repalloc(spool->changes, sizeof(*spool->changes) * spool->maxchanges);
+		}
+		memset(&spool->changes[spool->nchanges], 0, sizeof(*spool->changes));
+		spool->changes[spool->nchanges++].after = after;
+	}
+	spool->changes[spool->nchanges - 1].n[kind]++;
+}
+
+static void
+spool_discard(void)
+{
+	Spool	   *sp = spool;
+
+	if (sp == NULL)
+		return;
+	spool = NULL;
+	tuplestore_end(sp->rows);
+	MemoryContextDelete(sp->cxt);
+}
 
 /* A slot being created, held by this backend until its transaction ends. */
 static char *creating_slot = NULL;
@@ -200,15 +280,12 @@ build_map(FetchState *st, TupleDesc from)
 	MemoryContextSwitchTo(old);
 }
 
-/* Append one inserted row to the fetch, in the source's row type. */
-static void
-take_row(FetchState *st, ReorderBufferTXN *txn, Relation rel, HeapTuple tuple, int64 index)
+/* One inserted row in the source's row type, in the current memory context. */
+static HeapTuple
+form_row(FetchState *st, Relation rel, HeapTuple tuple)
 {
-	TableFetch *out = st->out;
-	MemoryContext old = MemoryContextSwitchTo(st->cxt);
 	TupleDesc	from = RelationGetDescr(rel);
 	HeapTuple	row;
-	KafkaMessage *m;
 
 	if (from != st->map_from)
 		build_map(st, from);
@@ -233,6 +310,15 @@ take_row(FetchState *st, ReorderBufferTXN *txn, Relation rel, HeapTuple tuple, i
 		}
 		row = heap_form_tuple(st->desc, st->values, st->nulls);
 	}
+	return row;
+}
+
+/* Append a row (in st->cxt) to the fetch. */
+static void
+append_row(FetchState *st, HeapTuple row, XLogRecPtr lsn, int64 index, TimestampTz commit_time)
+{
+	TableFetch *out = st->out;
+	KafkaMessage *m;
 
 	if (out->nrows == st->capacity)
 	{
@@ -243,10 +329,51 @@ take_row(FetchState *st, ReorderBufferTXN *txn, Relation rel, HeapTuple tuple, i
 	memset(m, 0, sizeof(KafkaMessage));
 	m->payload = (const char *) row->t_data;
 	m->len = row->t_len;
-	m->offset = (int64) txn->final_lsn;
+	m->offset = (int64) lsn;
 	m->partition = (int32) Min(index, PG_INT32_MAX);
 	m->has_timestamp = true;
-	m->timestamp = txn->xact_time.commit_time;
+	m->timestamp = commit_time;
+}
+
+/* Append one inserted row to the fetch, in the source's row type. */
+static void
+take_row(FetchState *st, ReorderBufferTXN *txn, Relation rel, HeapTuple tuple, int64 index)
+{
+	MemoryContext old = MemoryContextSwitchTo(st->cxt);
+
+	append_row(st, form_row(st, rel, tuple), txn->final_lsn, index, txn->xact_time.commit_time);
+	MemoryContextSwitchTo(old);
+}
+
+/* Put one inserted row of the transaction being cut into the spool. */
+static void
+spool_row(FetchState *st, ReorderBufferTXN *txn, Relation rel, HeapTuple tuple, int64 index)
+{
+	MemoryContext old;
+	HeapTuple	row;
+
+	if (spool == NULL)
+	{
+		MemoryContext cxt = AllocSetContextCreate(TopMemoryContext, "streamwin spool",
+												  ALLOCSET_DEFAULT_SIZES);
+
+		old = MemoryContextSwitchTo(cxt);
+		spool = palloc0(sizeof(Spool));
+		spool->cxt = cxt;
+		strlcpy(spool->slot_name, NameStr(MyReplicationSlot->data.name), NAMEDATALEN);
+		spool->table = st->table;
+		spool->txn_lsn = txn->final_lsn;
+		spool->next_index = index;
+		spool->commit_time = txn->xact_time.commit_time;
+		/* read by later transactions of this backend */
+		spool->rows = tuplestore_begin_heap(false, true, work_mem);
+		MemoryContextSwitchTo(old);
+	}
+	old = MemoryContextSwitchTo(st->cxt);
+	row = form_row(st, rel, tuple);
+	tuplestore_puttuple(spool->rows, row);
+	spool->left++;
+	heap_freetuple(row);
 	MemoryContextSwitchTo(old);
 }
 
@@ -262,7 +389,9 @@ plugin_change(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, Relation rel,
 	if (change->action == REORDER_BUFFER_CHANGE_UPDATE ||
 		change->action == REORDER_BUFFER_CHANGE_DELETE)
 	{
-		if (count_ignored(st, txn))
+		if (st->spooling)
+			spool_count(st, change->action == REORDER_BUFFER_CHANGE_UPDATE ? 0 : 1);
+		else if (count_ignored(st, txn))
 		{
 			if (change->action == REORDER_BUFFER_CHANGE_UPDATE)
 				st->out->ignored_updates++;
@@ -281,6 +410,19 @@ plugin_change(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, Relation rel,
 		(txn->final_lsn > st->upto->lsn ||
 		 (txn->final_lsn == st->upto->lsn && index >= st->upto->index)))
 		return;					/* a replay stops where the batch stopped */
+	if (st->spooling)
+	{
+		spool_row(st, txn, rel, &change->data.tp.newtuple->tuple, index);
+		return;
+	}
+	if (st->out->nrows >= st->max_records && st->may_keep && st->upto == NULL)
+	{
+		/* the rest of this transaction goes to the spool, for the next batches */
+		spool_discard();
+		st->spooling = true;
+		spool_row(st, txn, rel, &change->data.tp.newtuple->tuple, index);
+		return;
+	}
 	if (st->out->nrows >= st->max_records)
 	{
 		/*
@@ -306,11 +448,16 @@ plugin_truncate(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, int nrelatio
 {
 	FetchState *st = active_fetch;
 
-	if (st == NULL || !count_ignored(st, txn))
+	if (st == NULL || (!st->spooling && !count_ignored(st, txn)))
 		return;
 	for (int i = 0; i < nrelations; i++)
 		if (RelationGetRelid(relations[i]) == st->table)
-			st->out->ignored_truncates++;
+		{
+			if (st->spooling)
+				spool_count(st, 2);
+			else
+				st->out->ignored_truncates++;
+		}
 }
 
 static void
@@ -320,6 +467,16 @@ plugin_commit(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, XLogRecPtr com
 
 	if (st == NULL || st->upto != NULL)
 		return;
+	if (st->spooling)
+	{
+		/* this batch ends at the first spooled row */
+		st->done = true;
+		st->out->end.lsn = spool->txn_lsn;
+		st->out->end.index = spool->next_index;
+		spool->after.lsn = commit_lsn + 1;
+		spool->after.index = 0;
+		return;
+	}
 	if (st->out->nrows >= st->max_records)
 	{
 		st->done = true;
@@ -756,6 +913,7 @@ table_fetch_release(void)
 {
 	KeptDecoding *k = kept;
 
+	spool_discard();
 	if (k == NULL)
 		return;
 	kept = NULL;
@@ -905,7 +1063,8 @@ decode_pass(const char *slot_name, TablePosition start, FetchState *st,
 			kept->ctx = ctx;
 			kept->cxt = dcxt;
 			kept->acquired = acquired;
-			kept->resume = st->out->end;
+			/* the context goes on after the spooled transaction */
+			kept->resume = st->spooling ? spool->after : st->out->end;
 			kept->fetches = reuse ? fetches_in_row + 1 : 1;
 			register_xact_callback();
 		}
@@ -927,9 +1086,42 @@ decode_pass(const char *slot_name, TablePosition start, FetchState *st,
 		quiet_decoding = false;
 		InvalidateSystemCaches();
 		discard_decoding(ctx, dcxt, acquired);
+		if (st != NULL && st->spooling)
+			spool_discard();	/* cut short: it would lack rows */
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
+}
+
+/*
+ * Fill the fetch from the spool, up to max_records rows, with the changes
+ * counted between them.  Returns true if rows are left in it (the batch is
+ * full).
+ */
+static bool
+take_spooled(FetchState *st)
+{
+	TupleTableSlot *slot = MakeSingleTupleTableSlot(st->desc, &TTSOpsMinimalTuple);
+
+	while (st->out->nrows < st->max_records && spool->left > 0)
+	{
+		if (!tuplestore_gettupleslot(spool->rows, true, false, slot))
+			elog(ERROR, "streamwin spool ended %lld rows early", (long long) spool->left);
+		append_row(st, ExecCopySlotHeapTuple(slot), spool->txn_lsn, spool->next_index++,
+				   spool->commit_time);
+		spool->left--;
+	}
+	ExecDropSingleTupleTableSlot(slot);
+	while (spool->next_change < spool->nchanges &&
+		   spool->changes[spool->next_change].after < spool->next_index)
+	{
+		int64	   *n = spool->changes[spool->next_change++].n;
+
+		st->out->ignored_updates += n[0];
+		st->out->ignored_deletes += n[1];
+		st->out->ignored_truncates += n[2];
+	}
+	return spool->left > 0;
 }
 
 void
@@ -955,6 +1147,31 @@ table_fetch(const char *slot_name, Oid table, TupleDesc desc, TablePosition star
 	st.values = palloc(sizeof(Datum) * Max(desc->natts, 1));
 	st.nulls = palloc(sizeof(bool) * Max(desc->natts, 1));
 	out->rows = palloc(sizeof(KafkaMessage) * st.capacity);
+
+	if (spool != NULL &&
+		(upto != NULL || strcmp(spool->slot_name, slot_name) != 0 || spool->table != table ||
+		 spool->txn_lsn != start.lsn || spool->next_index != start.index))
+		spool_discard();
+	if (spool != NULL)
+	{
+		if (take_spooled(&st))
+		{
+			out->end.lsn = spool->txn_lsn;
+			out->end.index = spool->next_index;
+			out->end_of_wal = GetFlushRecPtr(NULL);
+			return;
+		}
+		/* the transaction is done: on with decoding after it */
+		start = spool->after;
+		st.start = start;
+		spool_discard();
+		if (out->nrows >= st.max_records)
+		{
+			out->end = start;
+			out->end_of_wal = GetFlushRecPtr(NULL);
+			return;
+		}
+	}
 
 	decode_pass(slot_name, start, &st, confirm_upto, &out->end_of_wal, &end_read);
 

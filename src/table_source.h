@@ -25,11 +25,14 @@
  * checkpoint, from which a crash recovery replays.  The caller computes
  * that from committed catalog rows and passes it to table_fetch().
  *
- * Memory.  A decoding context lives for one fetch.  The reorder buffer
- * spills transactions larger than logical_decoding_work_mem to disk, and a
- * fetch keeps at most max_records rows, so a huge transaction is read in
- * bounded memory over several batches (each re-decoding it and skipping
- * the rows already processed).
+ * Memory.  A decoding context lives for one fetch, or a few in a row (see
+ * KeptDecoding).  The reorder buffer spills transactions larger than
+ * logical_decoding_work_mem to disk, and a fetch keeps at most max_records
+ * rows, so a huge transaction is read in bounded memory over several
+ * batches.  Where fetches follow one another (may_keep), the first one
+ * decodes it once and keeps the rest of its rows in a tuplestore (work_mem,
+ * then a temporary file) for the next ones; elsewhere each batch decodes it
+ * again and skips the rows already processed.
  *
  *-------------------------------------------------------------------------
  */
