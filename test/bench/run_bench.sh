@@ -356,7 +356,7 @@ fi
 # --- streamwin -----------------------------------------------------------------------
 # run_streamwin CASE REP [perf]: a fresh query, timed around run_available.
 run_streamwin() {
-	local c=$1 rep=$2 q=sw_c$1 chk note perf_pid=
+	local c=$1 rep=$2 q=sw_c$1 chk note perf_pid= approach=${4:-streamwin}
 	sql -c "SELECT streamwin.drop_query(name, true) FROM streamwin.queries WHERE name = '$q'" >/dev/null
 	sql >/dev/null <<EOF
 SELECT streamwin.create_query('$q', \$q\$$(case_sql "$c")\$q\$, output_mode => 'update', start => false);
@@ -381,7 +381,7 @@ EOF
 		bg_pids+=("$perf_pid")
 	fi
 	b0=$(proc_cpu "$broker_pid")
-	measure "streamwin_c${c}_r$rep" "$work/run_$q.sql" || { record "$c" streamwin "$rep" 0 0 0 0 0 FAILED "see log"; return; }
+	measure "${approach}_c${c}_r$rep" "$work/run_$q.sql" || { record "$c" "$approach" "$rep" 0 0 0 0 0 FAILED "see log"; return; }
 	b1=$(proc_cpu "$broker_pid")
 	if [[ -n $perf_pid ]]; then
 		kill -INT "$perf_pid" 2>/dev/null || true
@@ -395,7 +395,7 @@ EOF
 	else
 		note="$batches batches; broker CPU $(calc "$b1 - $b0") s"
 	fi
-	record "$c" streamwin "$rep" "$input" "$M_WALL" "$M_CPU" "$M_HWM" "$M_ANON" "$chk" "$note"
+	record "$c" "$approach" "$rep" "$input" "$M_WALL" "$M_CPU" "$M_HWM" "$M_ANON" "$chk" "$note"
 	sql -c "SELECT streamwin.drop_query('$q', true)" >/dev/null
 }
 
@@ -641,9 +641,10 @@ DROP TABLE IF EXISTS events_tbl, alt_sql_c5;
 EOF
 }
 
-# table_setup: sets load_lsn0 and end_lsn, the WAL positions before and after the load
+# table_setup [one]: sets load_lsn0 and end_lsn, the WAL positions before
+# and after the load; with "one", the files are COPYed in one transaction.
 table_setup() {
-	local file=$work/load_tbl.sql f load_secs wal_mb
+	local file=$work/load_tbl.sql f load_secs wal_mb how="$BATCH_FILES COPY transactions"
 	table_teardown
 	# autovacuum off: it would otherwise start on the 1M new rows in the middle of a measurement
 	sql -c "CREATE TABLE events_tbl (id bigint, k text, u text, v float8, ts timestamptz)
@@ -653,15 +654,18 @@ table_setup() {
 	sql -c "SELECT pg_create_logical_replication_slot('bench_td', 'test_decoding')" >/dev/null
 	{
 		echo "SELECT pg_current_wal_insert_lsn() AS l0, extract(epoch FROM clock_timestamp()) AS t0 \\gset"
+		[[ ${1:-} == one ]] && echo "BEGIN;"
 		for f in "$work"/data/csv/b*; do
 			echo "COPY events_tbl FROM '$f' (FORMAT csv);"
 		done
+		[[ ${1:-} == one ]] && echo "COMMIT;"
 		echo "SELECT pg_current_wal_insert_lsn() AS l1, round((extract(epoch FROM clock_timestamp()) - :t0)::numeric, 2) AS secs \\gset"
 		printf '%s\n' '\echo LOAD :l0 :l1 :secs'
 	} >"$file"
 	read -r _ load_lsn0 end_lsn load_secs < <(sql -f "$file" | grep '^LOAD ')
 	wal_mb=$(sql -c "SELECT round(pg_wal_lsn_diff('$end_lsn', '$load_lsn0') / 1e6)")
-	echo "  loaded $EXPECT_EVENTS rows in $BATCH_FILES COPY transactions in $load_secs s (not timed):" \
+	[[ ${1:-} == one ]] && how="one transaction"
+	echo "  loaded $EXPECT_EVENTS rows in $how in $load_secs s (not timed):" \
 		"$wal_mb MB of WAL, $load_lsn0 to $end_lsn"
 }
 
@@ -878,6 +882,11 @@ for ((rep = 1; rep <= BENCH_REPEAT; rep++)); do
 	run_worker_table "$rep"
 	run_recvlogical "$rep"
 	run_plain_sql "$rep"
+	table_teardown
+	# the same rows in one transaction, ten times a batch: the first batch
+	# decodes it, the others read the rest from its spool
+	table_setup one
+	run_streamwin 5 "$rep" "" one_txn
 	table_teardown
 done
 left=$(sql -c "SELECT count(*) FROM pg_replication_slots")
