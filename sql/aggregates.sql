@@ -33,7 +33,9 @@ SELECT streamwin.create_query('stats', $$
            regr_slope(y, x) AS slope, regr_intercept(y, x) AS icpt, regr_count(y, x) AS rc,
            bit_and(flags) AS band, bit_or(flags) AS bor, bit_xor(flags) AS bxor,
            stddev(flags) FILTER (WHERE flags > 1000) AS never, sumsq(flags) AS sq,
-           smallest(flags) AS least_flags, streamwin.approx_count_distinct(flags) AS dflags
+           smallest(flags) AS least_flags, streamwin.approx_count_distinct(flags) AS dflags,
+           streamwin.approx_percentile(reading, 0.9) AS p90,
+           streamwin.approx_percentile(amount, array[0, 0.5, 0.99]) AS pcts
       FROM ms GROUP BY streamwin.tumble(ts, '2 minutes'), sensor$$,
     output_mode => 'update', start => false);
 -- (each keeps its state as bytea in the state table; the others as before)
@@ -53,7 +55,8 @@ SELECT streamwin.create_query('hops', $$
 SELECT streamwin.create_query('visits', $$
     SELECT sensor, count(*) AS n, variance(amount) AS var, stddev_samp(reading) AS sd,
            bit_or(flags) AS bor, sumsq(flags) AS sq, smallest(flags) AS least_flags,
-           streamwin.approx_count_distinct(amount) AS damount
+           streamwin.approx_count_distinct(amount) AS damount,
+           streamwin.approx_percentile(x - y, 0.5) AS median_diff
       FROM ms GROUP BY streamwin.session(ts, '20 seconds'), sensor$$,
     output_mode => 'update', start => false);
 
@@ -88,7 +91,11 @@ SELECT streamwin.tumble(ts, '2 minutes') AS window_start, sensor, count(*) AS n,
        bit_and(flags) AS band, bit_or(flags) AS bor, bit_xor(flags) AS bxor,
        stddev(flags) FILTER (WHERE flags > 1000) AS never, sumsq(flags) AS sq,
        smallest(flags) AS least_flags, streamwin.approx_count_distinct(flags) AS dflags,
-       count(DISTINCT flags) AS exact_dflags
+       count(DISTINCT flags) AS exact_dflags,
+       streamwin.approx_percentile(reading, 0.9) AS p90,
+       percentile_disc(0.9) WITHIN GROUP (ORDER BY reading) AS exact_p90,
+       streamwin.approx_percentile(amount, array[0, 0.5, 0.99]) AS pcts,
+       percentile_disc(array[0, 0.5, 0.99]) WITHIN GROUP (ORDER BY amount::float8) AS exact_pcts
   FROM m GROUP BY 1, 2;
 SELECT count(e.*) AS expected_groups, count(s.*) AS result_groups,
        count(*) FILTER (WHERE s.n IS DISTINCT FROM e.n OR NOT close(s.sd, e.sd)
@@ -100,12 +107,17 @@ SELECT count(e.*) AS expected_groups, count(s.*) AS result_groups,
                         OR s.bxor IS DISTINCT FROM e.bxor OR s.never IS DISTINCT FROM e.never
                         OR s.sq IS DISTINCT FROM e.sq
                         OR s.least_flags IS DISTINCT FROM e.least_flags
-                        OR s.dflags IS DISTINCT FROM e.dflags) AS differing,
+                        OR s.dflags IS DISTINCT FROM e.dflags OR s.p90 IS DISTINCT FROM e.p90
+                        OR s.pcts IS DISTINCT FROM e.pcts) AS differing,
        count(*) FILTER (WHERE e.sensor IS NULL AND e.n IS NOT NULL) AS null_sensor_groups,
        -- the estimate against the exact distinct count
        count(*) FILTER (WHERE abs(s.dflags - e.exact_dflags) > greatest(1, 0.03 * e.exact_dflags))
          AS estimates_off_by_more_than_3pct,
-       sum(e.exact_dflags) AS exact_distinct_total
+       sum(e.exact_dflags) AS exact_distinct_total,
+       -- and the percentiles against percentile_disc: within 1%
+       count(*) FILTER (WHERE abs(s.p90 - e.exact_p90) > 0.01 * abs(e.exact_p90)
+                           OR EXISTS (SELECT FROM unnest(s.pcts, e.exact_pcts) p(a, x)
+                                       WHERE abs(a - x) > 0.01 * abs(x))) AS percentiles_off_by_more_than_1pct
   FROM stats s FULL JOIN stats_expected e
     ON s.window_start = e.window_start AND s.sensor IS NOT DISTINCT FROM e.sensor;
 -- the result's types are the aggregates' own
@@ -144,7 +156,8 @@ numbered AS (
 SELECT min(ts) AS window_start, max(ts) + interval '20 seconds' AS window_end, sensor,
        count(*) AS n, variance(amount) AS var, stddev_samp(reading) AS sd,
        bit_or(flags) AS bor, sumsq(flags) AS sq, smallest(flags) AS least_flags,
-       streamwin.approx_count_distinct(amount) AS damount
+       streamwin.approx_count_distinct(amount) AS damount,
+       streamwin.approx_percentile(x - y, 0.5) AS median_diff
   FROM numbered GROUP BY sensor, visit;
 SELECT count(e.*) AS expected_sessions, count(v.*) AS result_sessions,
        count(*) FILTER (WHERE v.window_end IS DISTINCT FROM e.window_end
@@ -152,7 +165,8 @@ SELECT count(e.*) AS expected_sessions, count(v.*) AS result_sessions,
                         OR NOT close(v.sd, e.sd) OR v.bor IS DISTINCT FROM e.bor
                         OR v.sq IS DISTINCT FROM e.sq
                         OR v.least_flags IS DISTINCT FROM e.least_flags
-                        OR v.damount IS DISTINCT FROM e.damount) AS differing,
+                        OR v.damount IS DISTINCT FROM e.damount
+                        OR v.median_diff IS DISTINCT FROM e.median_diff) AS differing,
        count(*) FILTER (WHERE e.n > 1) AS sessions_of_several_rows
   FROM visits v FULL JOIN visits_expected e
     ON v.window_start = e.window_start AND v.sensor IS NOT DISTINCT FROM e.sensor;
@@ -195,6 +209,32 @@ SELECT streamwin.finish_state('streamwin.approx_count_distinct("any")',
            streamwin.combine_states('streamwin.approx_count_distinct("any")', '\x010e0100000100010200020c'::bytea,
                                     '\x010e01000103'::bytea), NULL::bigint) AS three;
 DROP TABLE distinct_values;
+
+-- approx_percentile in plain SQL: within 1% of percentile_disc at every
+-- fraction, over uniform, long-tailed and signed values; NULLs left out;
+-- zero, the infinities and NaN returned exactly, in PostgreSQL's order.
+CREATE TABLE spread AS
+SELECT g, (g * 7919 % 100003) / 100.0 AS uniform, exp((g % 2003) / 100.0 - 10) AS tail,
+       ((g * 31 % 2001) - 1000) / 7.0 AS signed
+  FROM generate_series(1, 200000) g;
+SELECT f,
+       abs(streamwin.approx_percentile(uniform, f) - percentile_disc(f) WITHIN GROUP (ORDER BY uniform::float8))
+         <= 0.01 * percentile_disc(f) WITHIN GROUP (ORDER BY uniform::float8) AS uniform_within_1pct,
+       abs(streamwin.approx_percentile(tail, f) - percentile_disc(f) WITHIN GROUP (ORDER BY tail))
+         <= 0.01 * percentile_disc(f) WITHIN GROUP (ORDER BY tail) AS tail_within_1pct,
+       abs(streamwin.approx_percentile(signed, f) - percentile_disc(f) WITHIN GROUP (ORDER BY signed::float8))
+         <= 0.01 * abs(percentile_disc(f) WITHIN GROUP (ORDER BY signed::float8)) AS signed_within_1pct
+  FROM spread, unnest(array[0, 0.001, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 0.999, 1]) f
+ GROUP BY f ORDER BY f;
+SELECT streamwin.approx_percentile(v, array[0, 0.2, 0.4, 0.6, 0.8, 1]) AS specials
+  FROM (VALUES (1.0::float8), ('NaN'), ('-Infinity'), (NULL), (0), ('Infinity')) t(v);
+SELECT streamwin.approx_percentile(v, 0.5) AS no_values FROM (VALUES (NULL::float8)) t(v);
+SELECT streamwin.approx_percentile(g, 1.5) FROM spread;
+SELECT streamwin.approx_percentile(g, g / 200000.0) FROM spread;
+SELECT streamwin.approx_percentile(g, '{}'::float8[]) FROM spread;
+SELECT streamwin.combine_states('streamwin.approx_percentile(double precision, double precision)',
+                                '\x0100000001'::bytea, '\x01'::bytea);
+DROP TABLE spread;
 
 -- Refused at creation, with what to change.
 -- exact distinct counts

@@ -7,7 +7,9 @@
  * the state table through the functions below.  New:
  * streamwin.approx_count_distinct(value), a HyperLogLog estimate of the
  * number of distinct values, which (unlike count(DISTINCT ...)) merges
- * batch by batch.  No catalog table changes.
+ * batch by batch, and streamwin.approx_percentile(value, fraction or
+ * fractions), percentiles within 1% from a sketch that merges too.  No
+ * catalog table changes.
  */
 
 \echo Use "ALTER EXTENSION streamwin UPDATE TO '0.4'" to load this file. \quit
@@ -94,5 +96,65 @@ CREATE AGGREGATE streamwin.approx_count_distinct(value "any") (
 	SERIALFUNC = streamwin.approx_distinct_serialize,
 	DESERIALFUNC = streamwin.approx_distinct_deserialize,
 	FINALFUNC = streamwin.approx_distinct_final,
+	PARALLEL = SAFE
+);
+
+-- streamwin.approx_percentile(value, fraction) and (value, fractions[]):
+-- percentiles within 1% (relative) of percentile_disc's, from a DDSketch
+-- that merges batch by batch (src/approx_percentile.c), so continuous
+-- queries can use them where percentile_cont and percentile_disc (which
+-- need all of a group's values at once) are refused.
+CREATE FUNCTION streamwin.approx_percentile_accum(internal, float8, float8)
+RETURNS internal
+AS 'MODULE_PATHNAME', 'streamwin_approx_percentile_accum'
+LANGUAGE C PARALLEL SAFE;
+
+CREATE FUNCTION streamwin.approx_percentile_accum(internal, float8, float8[])
+RETURNS internal
+AS 'MODULE_PATHNAME', 'streamwin_approx_percentile_accum'
+LANGUAGE C PARALLEL SAFE;
+
+CREATE FUNCTION streamwin.approx_percentile_combine(internal, internal)
+RETURNS internal
+AS 'MODULE_PATHNAME', 'streamwin_approx_percentile_combine'
+LANGUAGE C PARALLEL SAFE;
+
+CREATE FUNCTION streamwin.approx_percentile_serialize(internal)
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'streamwin_approx_percentile_serialize'
+LANGUAGE C STRICT PARALLEL SAFE;
+
+CREATE FUNCTION streamwin.approx_percentile_deserialize(bytea, internal)
+RETURNS internal
+AS 'MODULE_PATHNAME', 'streamwin_approx_percentile_deserialize'
+LANGUAGE C STRICT PARALLEL SAFE;
+
+CREATE FUNCTION streamwin.approx_percentile_final(internal)
+RETURNS float8
+AS 'MODULE_PATHNAME', 'streamwin_approx_percentile_final'
+LANGUAGE C PARALLEL SAFE;
+
+CREATE FUNCTION streamwin.approx_percentile_final_array(internal)
+RETURNS float8[]
+AS 'MODULE_PATHNAME', 'streamwin_approx_percentile_final_array'
+LANGUAGE C PARALLEL SAFE;
+
+CREATE AGGREGATE streamwin.approx_percentile(value float8, fraction float8) (
+	SFUNC = streamwin.approx_percentile_accum,
+	STYPE = internal,
+	COMBINEFUNC = streamwin.approx_percentile_combine,
+	SERIALFUNC = streamwin.approx_percentile_serialize,
+	DESERIALFUNC = streamwin.approx_percentile_deserialize,
+	FINALFUNC = streamwin.approx_percentile_final,
+	PARALLEL = SAFE
+);
+
+CREATE AGGREGATE streamwin.approx_percentile(value float8, fractions float8[]) (
+	SFUNC = streamwin.approx_percentile_accum,
+	STYPE = internal,
+	COMBINEFUNC = streamwin.approx_percentile_combine,
+	SERIALFUNC = streamwin.approx_percentile_serialize,
+	DESERIALFUNC = streamwin.approx_percentile_deserialize,
+	FINALFUNC = streamwin.approx_percentile_final_array,
 	PARALLEL = SAFE
 );

@@ -307,6 +307,66 @@ CREATE AGGREGATE streamwin.approx_count_distinct(value "any") (
 	PARALLEL = SAFE
 );
 
+-- streamwin.approx_percentile(value, fraction) and (value, fractions[]):
+-- percentiles within 1% (relative) of percentile_disc's, from a DDSketch
+-- that merges batch by batch (src/approx_percentile.c), so continuous
+-- queries can use them where percentile_cont and percentile_disc (which
+-- need all of a group's values at once) are refused.
+CREATE FUNCTION streamwin.approx_percentile_accum(internal, float8, float8)
+RETURNS internal
+AS 'MODULE_PATHNAME', 'streamwin_approx_percentile_accum'
+LANGUAGE C PARALLEL SAFE;
+
+CREATE FUNCTION streamwin.approx_percentile_accum(internal, float8, float8[])
+RETURNS internal
+AS 'MODULE_PATHNAME', 'streamwin_approx_percentile_accum'
+LANGUAGE C PARALLEL SAFE;
+
+CREATE FUNCTION streamwin.approx_percentile_combine(internal, internal)
+RETURNS internal
+AS 'MODULE_PATHNAME', 'streamwin_approx_percentile_combine'
+LANGUAGE C PARALLEL SAFE;
+
+CREATE FUNCTION streamwin.approx_percentile_serialize(internal)
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'streamwin_approx_percentile_serialize'
+LANGUAGE C STRICT PARALLEL SAFE;
+
+CREATE FUNCTION streamwin.approx_percentile_deserialize(bytea, internal)
+RETURNS internal
+AS 'MODULE_PATHNAME', 'streamwin_approx_percentile_deserialize'
+LANGUAGE C STRICT PARALLEL SAFE;
+
+CREATE FUNCTION streamwin.approx_percentile_final(internal)
+RETURNS float8
+AS 'MODULE_PATHNAME', 'streamwin_approx_percentile_final'
+LANGUAGE C PARALLEL SAFE;
+
+CREATE FUNCTION streamwin.approx_percentile_final_array(internal)
+RETURNS float8[]
+AS 'MODULE_PATHNAME', 'streamwin_approx_percentile_final_array'
+LANGUAGE C PARALLEL SAFE;
+
+CREATE AGGREGATE streamwin.approx_percentile(value float8, fraction float8) (
+	SFUNC = streamwin.approx_percentile_accum,
+	STYPE = internal,
+	COMBINEFUNC = streamwin.approx_percentile_combine,
+	SERIALFUNC = streamwin.approx_percentile_serialize,
+	DESERIALFUNC = streamwin.approx_percentile_deserialize,
+	FINALFUNC = streamwin.approx_percentile_final,
+	PARALLEL = SAFE
+);
+
+CREATE AGGREGATE streamwin.approx_percentile(value float8, fractions float8[]) (
+	SFUNC = streamwin.approx_percentile_accum,
+	STYPE = internal,
+	COMBINEFUNC = streamwin.approx_percentile_combine,
+	SERIALFUNC = streamwin.approx_percentile_serialize,
+	DESERIALFUNC = streamwin.approx_percentile_deserialize,
+	FINALFUNC = streamwin.approx_percentile_final_array,
+	PARALLEL = SAFE
+);
+
 -- Sources
 CREATE FUNCTION streamwin.create_kafka_source(name text, brokers text, topic text,
 	columns text, format text DEFAULT 'json', options jsonb DEFAULT '{}')

@@ -647,7 +647,7 @@ compile_aggregate(Compiled *c, TargetEntry *tle)
 	if (a->aggkind != AGGKIND_NORMAL || a->aggdirectargs != NIL)
 		refuse("ordered-set and hypothetical-set aggregates are not supported in continuous queries",
 			   "Their results cannot be merged batch by batch from partial results.",
-			   "Use an aggregate with a combine function, such as count, sum, avg, min, max, stddev or corr.");
+			   "For percentiles use streamwin.approx_percentile(value, fraction), which merges batch by batch.");
 	if (a->aggdistinct != NIL)
 		refuse("DISTINCT aggregates are not supported in continuous queries",
 			   "A distinct count cannot be merged batch by batch from partial counts.",
