@@ -143,8 +143,8 @@ perl -MTime::HiRes=time,sleep -MPOSIX=strftime -e '
 		my $now = time;
 		my $ts = $now - rand(2);                      # a little jitter
 		$ts -= 10 + rand(20) if rand() < 0.02;        # late
-		printf "{\"order_id\": %d, \"region\": \"%s\", \"amount\": %.2f, \"event_time\": \"%s.%03d+00\"}\n",
-			++$id, $regions[int(rand(@regions))], 5 + rand(495),
+		printf "{\"order_id\": %d, \"region\": \"%s\", \"customer\": \"c%d\", \"amount\": %.2f, \"event_time\": \"%s.%03d+00\"}\n",
+			++$id, $regions[int(rand(@regions))], int(rand(2000)), 5 + rand(495),
 			strftime("%Y-%m-%d %H:%M:%S", gmtime(int($ts))), ($ts - int($ts)) * 1000;
 		my $due = $t0 + $id / $rate;
 		sleep($due - time) if $due > time;
@@ -156,9 +156,11 @@ say "Creating the source and the continuous query"
 cat <<EOF
   CREATE EXTENSION streamwin;
   SELECT streamwin.create_kafka_source('orders', '$brokers', 'orders',
-      'order_id bigint, region text, amount numeric, event_time timestamptz', 'json');
+      'order_id bigint, region text, customer text, amount numeric, event_time timestamptz', 'json');
   SELECT streamwin.create_query('revenue_10s',
-      \$\$SELECT region, count(*) AS orders, sum(amount) AS revenue
+      \$\$SELECT region, count(*) AS orders, sum(amount) AS revenue,
+               streamwin.approx_count_distinct(customer) AS customers,
+               streamwin.approx_percentile(amount, 0.9) AS p90_amount
           FROM orders
          GROUP BY streamwin.tumble(event_time, '10 seconds'), region\$\$,
       watermark => '5 seconds', output_mode => 'update',
@@ -167,9 +169,11 @@ EOF
 psql_demo -o /dev/null <<EOF
 CREATE EXTENSION streamwin;
 SELECT streamwin.create_kafka_source('orders', '$brokers', 'orders',
-    'order_id bigint, region text, amount numeric, event_time timestamptz', 'json');
+    'order_id bigint, region text, customer text, amount numeric, event_time timestamptz', 'json');
 SELECT streamwin.create_query('revenue_10s',
-    \$\$SELECT region, count(*) AS orders, sum(amount) AS revenue
+    \$\$SELECT region, count(*) AS orders, sum(amount) AS revenue,
+             streamwin.approx_count_distinct(customer) AS customers,
+             streamwin.approx_percentile(amount, 0.9) AS p90_amount
         FROM orders
        GROUP BY streamwin.tumble(event_time, '10 seconds'), region\$\$,
     watermark => '5 seconds', output_mode => 'update',
@@ -187,7 +191,8 @@ while ((SECONDS - start < DEMO_SECONDS)); do
 	if ! psql_demo -P footer=off <<'EOF'
 \echo 'Newest windows of revenue_10s (per region, 10-second tumbling windows):'
 SELECT to_char(window_start, 'HH24:MI:SS') || ' - ' || to_char(window_end, 'HH24:MI:SS') AS "window",
-       region, orders, round(revenue, 2) AS revenue
+       region, orders, round(revenue, 2) AS revenue, customers,
+       round(p90_amount::numeric, 2) AS p90_amount
   FROM revenue_10s
  ORDER BY window_start DESC, region
  LIMIT 18;
