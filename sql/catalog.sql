@@ -100,6 +100,11 @@ SELECT s.relation, s.owner AS source_owner, q.owner, q.result_table, q.state_tab
 SELECT relname, reloptions FROM pg_class
  WHERE relnamespace = 'streamwin'::regnamespace AND relname ~ '^(state|checkpoint|dedup|checkpoint_dedup)_1$'
  ORDER BY relname;
+-- ... and its tables depend on the extension (0.4), as a new query's do
+SELECT objid::regclass AS depends_on_extension FROM pg_depend
+ WHERE classid = 'pg_class'::regclass AND deptype = 'n' AND refclassid = 'pg_extension'::regclass
+   AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'streamwin')
+ ORDER BY objid::regclass::text;
 DELETE FROM streamwin.query_catalog;
 DELETE FROM streamwin.source_catalog;
 DROP TABLE streamwin.state_1, streamwin.checkpoint_1, streamwin.dedup_1, streamwin.checkpoint_dedup_1,
@@ -108,5 +113,30 @@ DROP VIEW old_src;
 DROP ROLE streamwin_old_owner;
 :fingerprint_function;
 SELECT pg_temp.catalog_fingerprint() = :'fresh' AS same_as_fresh_install;
+
+-- A query's own tables (state, checkpoint, dedup keys) depend on the
+-- extension: DROP EXTENSION says so, and with CASCADE drops them too (the
+-- result table is the user's, and stays).  Before, they stayed in the
+-- schema, where a new installation's queries, numbered from 1 again, ran
+-- into them.
+SELECT streamwin.create_kafka_source('drop_src', 'localhost:9092', 't', 'k text, v int, ts timestamptz');
+SELECT streamwin.create_query('drop_q',
+    $$SELECT k, count(*) AS n FROM drop_src GROUP BY streamwin.tumble(ts, '1 minute'), k$$,
+    watermark => '1 minute', dedup_keys => '{k}', start => false);
+\set VERBOSITY terse
+DROP EXTENSION streamwin;
+DROP EXTENSION streamwin CASCADE;
+\set VERBOSITY default
+SELECT count(*) AS tables_left_in_schema FROM pg_class WHERE relnamespace = 'streamwin'::regnamespace;
+SELECT count(*) AS result_rows FROM drop_q;
+-- A schema that an older installation left query tables in: new queries
+-- are numbered after them.
+CREATE TABLE streamwin.state_7 (x int);
+CREATE EXTENSION streamwin;
+SELECT streamwin.create_kafka_source('drop_src', 'localhost:9092', 't', 'k text, v int, ts timestamptz');
+SELECT streamwin.create_query('drop_q2',
+    $$SELECT k, count(*) AS n FROM drop_src GROUP BY streamwin.tumble(ts, '1 minute'), k$$,
+    output_mode => 'update', start => false);
+SELECT query_id, state_table FROM streamwin.query_catalog;
 \c :regress_db
 DROP DATABASE streamwin_update;

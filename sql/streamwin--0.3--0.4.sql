@@ -8,11 +8,23 @@
  * streamwin.approx_count_distinct(value), a HyperLogLog estimate of the
  * number of distinct values, which (unlike count(DISTINCT ...)) merges
  * batch by batch, and streamwin.approx_percentile(value, fraction or
- * fractions), percentiles within 1% from a sketch that merges too.  No
- * catalog table changes.
+ * fractions), percentiles within 1% from a sketch that merges too.  The
+ * tables of each query depend on the extension.  No catalog table changes.
  */
 
 \echo Use "ALTER EXTENSION streamwin UPDATE TO '0.4'" to load this file. \quit
+
+-- The tables of existing queries depend on the extension, as new ones do
+-- (catalog_table_depends_on_extension in src/catalog.c): DROP EXTENSION
+-- names them and, with CASCADE, drops them instead of leaving them behind.
+INSERT INTO pg_catalog.pg_depend (classid, objid, objsubid, refclassid, refobjid, refobjsubid, deptype)
+SELECT 'pg_catalog.pg_class'::regclass, t.oid, 0, 'pg_catalog.pg_extension'::regclass, e.oid, 0, 'n'
+  FROM pg_catalog.pg_extension e,
+       (SELECT state_table::oid FROM streamwin.query_catalog
+        UNION SELECT checkpoint_table::oid FROM streamwin.query_catalog
+        UNION SELECT dedup_table::oid FROM streamwin.query_catalog
+        UNION SELECT dedup_checkpoint::oid FROM streamwin.query_catalog) AS t(oid)
+ WHERE e.extname = 'streamwin' AND t.oid IS NOT NULL;
 
 -- Aggregates merged from partial states (src/aggregate_state.c): any
 -- aggregate with a combine function, beyond the ones merged in plain SQL.

@@ -164,6 +164,15 @@ SELECT pg_catalog.pg_extension_config_dump('streamwin.source_catalog', '');
 SELECT pg_catalog.pg_extension_config_dump('streamwin.source_catalog_source_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('streamwin.query_catalog', '');
 SELECT pg_catalog.pg_extension_config_dump('streamwin.query_catalog_query_id_seq', '');
+-- DROP EXTENSION leaves the schema: if an earlier installation left query
+-- tables in it (state_N, checkpoint_N, ...; before 0.4 they did not depend
+-- on the extension), number new queries after them rather than into them.
+SELECT pg_catalog.setval('streamwin.query_catalog_query_id_seq', n)
+  FROM (SELECT max((pg_catalog.regexp_match(relname, '_([0-9]+)$'))[1]::integer) AS n
+          FROM pg_catalog.pg_class
+         WHERE relnamespace = 'streamwin'::regnamespace
+           AND relname ~ '^(state|checkpoint|dedup|checkpoint_dedup)_[0-9]+$') AS left_behind
+ WHERE n IS NOT NULL;
 SELECT pg_catalog.pg_extension_config_dump('streamwin.query_offsets', '');
 SELECT pg_catalog.pg_extension_config_dump('streamwin.query_checkpoints', '');
 -- with the state tables (UNLOGGED, like it; pg_dump --no-unlogged-table-data

@@ -16,6 +16,8 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "catalog/dependency.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_extension.h"
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
@@ -769,4 +771,24 @@ catalog_get_query_by_id(int32 query_id, bool missing_ok)
 				 errmsg("query %d does not exist", query_id)));
 	}
 	return query_from_row(tup, desc);
+}
+
+/*
+ * catalog_table_depends_on_extension
+ *		A table streamwin creates for a query (state, checkpoint, dedup
+ *		keys) depends on the extension, as an ordinary dependency: DROP
+ *		EXTENSION names it and, with CASCADE, drops it.  Without that the
+ *		tables outlived the extension in its schema, and a new installation,
+ *		numbering its queries from 1 again, collided with them.  Not an
+ *		extension member: pg_dump must still dump them.
+ */
+void
+catalog_table_depends_on_extension(Oid relid)
+{
+	ObjectAddress table;
+	ObjectAddress extension;
+
+	ObjectAddressSet(table, RelationRelationId, relid);
+	ObjectAddressSet(extension, ExtensionRelationId, get_extension_oid("streamwin", false));
+	recordDependencyOn(&table, &extension, DEPENDENCY_NORMAL);
 }

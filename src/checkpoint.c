@@ -72,6 +72,8 @@ run_catalog(const char *sql, int32 query_id)
 Oid
 checkpoint_create_table(int32 query_id, Oid unlogged_table, const char *name)
 {
+	Oid			relid;
+
 	SPI_connect();
 	/*
 	 * Columns only: a checkpoint is written and read whole, never searched,
@@ -87,7 +89,9 @@ checkpoint_create_table(int32 query_id, Oid unlogged_table, const char *name)
 	run_catalog("INSERT INTO streamwin.state_alive VALUES ($1) ON CONFLICT DO NOTHING", query_id);
 	SPI_finish();
 	CommandCounterIncrement();
-	return get_relname_relid(name, get_namespace_oid("streamwin", false));
+	relid = get_relname_relid(name, get_namespace_oid("streamwin", false));
+	catalog_table_depends_on_extension(relid);
+	return relid;
 }
 
 /*

@@ -1203,6 +1203,7 @@ create_query_table(const char *name, const char *create_sql, const char *index_s
 	/* the caller, before catalog_enter makes the extension owner current */
 	char	   *owner = GetUserNameFromId(GetUserId(), false);
 	CatalogRole role;
+	Oid			relid;
 
 	catalog_enter(&role);
 	spi_run(create_sql);
@@ -1211,7 +1212,9 @@ create_query_table(const char *name, const char *create_sql, const char *index_s
 	spi_run(psprintf("ALTER TABLE %s OWNER TO %s", qname, quote_identifier(owner)));
 	catalog_leave(&role);
 	CommandCounterIncrement();
-	return get_relname_relid(name, get_namespace_oid("streamwin", false));
+	relid = get_relname_relid(name, get_namespace_oid("streamwin", false));
+	catalog_table_depends_on_extension(relid);
+	return relid;
 }
 
 /* The UNLOGGED state table of an aggregation: open windows' partial aggregates. */

@@ -149,6 +149,7 @@ extern QueryInfo *catalog_get_query(const char *name, bool missing_ok);
 extern QueryInfo *catalog_get_query_by_id(int32 query_id, bool missing_ok);
 extern void catalog_check_owner(Oid owner, const char *kind, const char *name);
 extern void catalog_lock_query(int32 query_id);
+extern void catalog_table_depends_on_extension(Oid relid);
 extern int64 interval_to_usec(const Interval *iv, const char *what);
 /* query.c: create_query's and alter_query's checks */
 extern void check_trigger_interval(const Interval *iv);
