@@ -60,6 +60,13 @@ SELECT streamwin.create_query('visits', $$
       FROM ms GROUP BY streamwin.session(ts, '20 seconds'), sensor$$,
     output_mode => 'update', start => false);
 
+-- No window, complete mode: every group's final values rewritten each batch.
+SELECT streamwin.create_query('totals', $$
+    SELECT sensor, count(*) AS n, var_samp(amount) AS var, streamwin.approx_count_distinct(flags) AS dflags,
+           streamwin.approx_percentile(reading, array[0.5, 0.95]) AS pcts
+      FROM ms GROUP BY sensor$$,
+    output_mode => 'complete', start => false);
+
 -- Three loads, each read in batches of 150: windows and sessions get rows
 -- from several batches.  Event times are out of order within 10 minutes;
 -- every fifth reading and every 17th sensor is NULL.
@@ -72,13 +79,13 @@ CREATE FUNCTION load(first int, last int) RETURNS void LANGUAGE sql AS $$
            timestamptz '2026-01-01 00:00:00+00' + (g * 13 % 600) * interval '1 second'
       FROM generate_series(first, last) g $$;
 SELECT load(1, 400);
-SELECT q, (streamwin.run_available(q))->>'batches' AS batches FROM unnest(array['stats', 'hops', 'visits']) q;
+SELECT q, (streamwin.run_available(q))->>'batches' AS batches FROM unnest(array['stats', 'hops', 'visits', 'totals']) q;
 SELECT load(401, 700);
-SELECT q, (streamwin.run_available(q))->>'batches' AS batches FROM unnest(array['stats', 'hops', 'visits']) q;
+SELECT q, (streamwin.run_available(q))->>'batches' AS batches FROM unnest(array['stats', 'hops', 'visits', 'totals']) q;
 SELECT load(701, 1000);
 -- one late-coming event an hour on, which closes every hopping window before it
 INSERT INTO m VALUES ('s1', 1, 1, 1, 1, 1, '2026-01-01 01:00:00+00');
-SELECT q, (streamwin.run_available(q))->>'batches' AS batches FROM unnest(array['stats', 'hops', 'visits']) q;
+SELECT q, (streamwin.run_available(q))->>'batches' AS batches FROM unnest(array['stats', 'hops', 'visits', 'totals']) q;
 -- the watermark moves at the end of a batch: one more makes it close windows
 SELECT (streamwin.run_batch('hops'))->>'input_rows' AS input_rows;
 
@@ -170,6 +177,14 @@ SELECT count(e.*) AS expected_sessions, count(v.*) AS result_sessions,
        count(*) FILTER (WHERE e.n > 1) AS sessions_of_several_rows
   FROM visits v FULL JOIN visits_expected e
     ON v.window_start = e.window_start AND v.sensor IS NOT DISTINCT FROM e.sensor;
+
+-- totals: the same over all rows
+SELECT count(*) AS groups,
+       count(*) FILTER (WHERE (t.n, t.var, t.dflags, t.pcts) IS DISTINCT FROM (e.n, e.var, e.dflags, e.pcts)) AS differing
+  FROM totals t FULL JOIN
+       (SELECT sensor, count(*) AS n, var_samp(amount) AS var, streamwin.approx_count_distinct(flags) AS dflags,
+               streamwin.approx_percentile(reading, array[0.5, 0.95]) AS pcts
+          FROM m GROUP BY sensor) e ON coalesce(t.sensor, '(null)') = coalesce(e.sensor, '(null)');
 
 -- approx_count_distinct in plain SQL: within 3% of the exact count from 1
 -- to a million distinct values (its standard error is about 0.8%), NULLs
@@ -284,7 +299,7 @@ SELECT streamwin.finish_state('pg_catalog.stddev(numeric)',
           FROM (SELECT g % 3 AS k, streamwin.partial_state('pg_catalog.stddev(numeric)', amount) AS s
                   FROM (SELECT row_number() OVER () AS g, amount FROM m) r GROUP BY 1) t) parts;
 
-SELECT streamwin.drop_query(q, drop_result => true) FROM unnest(array['stats', 'hops', 'visits']) q;
+SELECT streamwin.drop_query(q, drop_result => true) FROM unnest(array['stats', 'hops', 'visits', 'totals']) q;
 SELECT streamwin.drop_source('ms');
 REVOKE CREATE ON SCHEMA public FROM aggregates_user;
 REVOKE SELECT ON m FROM aggregates_user;
