@@ -430,7 +430,7 @@ fetch_replay(QueryRunner *r, const int64 *targets, KafkaMessage **out)
 		TableFetch	f;
 
 		table_fetch(r->source->slot_name, r->source->source_table, r->source_desc, start,
-					&r->table_replay_target, 0, InvalidXLogRecPtr, false, &f);
+					&r->table_replay_target, 0, InvalidXLogRecPtr, false, false, &f);
 		p->next_offset = (int64) f.end.lsn;
 		p->next_index = f.end.index;
 		*out = f.rows;
@@ -514,13 +514,16 @@ fetch_table(QueryRunner *r, KafkaMessage **out)
 	 * of the source: a full batch means the worker goes on at once, and no
 	 * other query waits for the slot.  (drop_query does not wait for a slot
 	 * a worker holds, see release_table_source; the worker lets it go when
-	 * it exits.)
+	 * it exits.)  The rest of a transaction larger than the batch may be
+	 * kept for the next batch in any worker, and in run_available: it needs
+	 * no slot.
 	 */
 	PG_TRY();
 	{
 		table_fetch(r->source->slot_name, r->source->source_table, r->source_desc, start, NULL,
 					r->source->max_records_per_batch, retained,
-					r->fetch_again || (r->in_worker && nqueries == 1), &f);
+					r->fetch_again || (r->in_worker && nqueries == 1),
+					r->fetch_again || r->in_worker, &f);
 	}
 	PG_FINALLY();
 	{

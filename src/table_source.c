@@ -67,6 +67,8 @@ typedef struct FetchState
 	const TablePosition *upto;
 	int			max_records;
 	bool		may_keep;		/* the caller fetches again at once */
+	bool		may_spool;		/* the next fetch likely starts where this
+								 * one ends */
 	MemoryContext cxt;			/* where rows go */
 	TableFetch *out;
 	int			capacity;
@@ -95,14 +97,14 @@ static void kept_decoding_abort(void);
  * follow.  Without it, each of them decoded the whole transaction again
  * (the reorder buffer only replays a transaction once it has read its
  * commit) and skipped the rows already processed: a bulk load of n rows
- * cost n * n / max_records_per_batch rows decoded.  Only where the
- * decoding context may be kept (callers that fetch again at once: the
- * same batches follow): the batch that fills up inside a transaction lets
- * the replay go on to its commit and puts the remaining rows, in the
- * source's row type, into a tuplestore (in memory up to work_mem, then a
- * temporary file), and the next fetches that start exactly there take
- * their rows from it.  A fetch that starts anywhere else (a failed batch,
- * a replay, another query) discards it.
+ * cost n * n / max_records_per_batch rows decoded.  Where the next fetch
+ * will most likely start there (a worker, run_available: may_spool), the
+ * batch that fills up inside a transaction lets the replay go on to its
+ * commit and puts the remaining rows, in the source's row type, into a
+ * tuplestore (in memory up to work_mem, then a temporary file), and the
+ * next fetches that start exactly there take their rows from it, without
+ * the slot.  A fetch that starts anywhere else (a failed batch, a replay,
+ * another query) discards it.
  */
 typedef struct Spool
 {
@@ -415,7 +417,7 @@ plugin_change(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, Relation rel,
 		spool_row(st, txn, rel, &change->data.tp.newtuple->tuple, index);
 		return;
 	}
-	if (st->out->nrows >= st->max_records && st->may_keep && st->upto == NULL)
+	if (st->out->nrows >= st->max_records && st->may_spool && st->upto == NULL)
 	{
 		/* the rest of this transaction goes to the spool, for the next batches */
 		spool_discard();
@@ -1127,7 +1129,7 @@ take_spooled(FetchState *st)
 void
 table_fetch(const char *slot_name, Oid table, TupleDesc desc, TablePosition start,
 			const TablePosition *upto, int max_records, XLogRecPtr confirm_upto,
-			bool may_keep, TableFetch *out)
+			bool may_keep, bool may_spool, TableFetch *out)
 {
 	FetchState	st;
 	XLogRecPtr	end_read;
@@ -1140,6 +1142,7 @@ table_fetch(const char *slot_name, Oid table, TupleDesc desc, TablePosition star
 	st.upto = upto;
 	st.max_records = upto != NULL ? INT_MAX : max_records;
 	st.may_keep = may_keep;
+	st.may_spool = may_spool;
 	st.cxt = CurrentMemoryContext;
 	st.out = out;
 	st.capacity = 1024;

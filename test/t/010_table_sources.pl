@@ -56,9 +56,10 @@ use StreamwinTest;
 my $T0 = "timestamptz '2024-01-01 00:00:00+00'";
 
 # max_records_per_batch of the source of the 1,000,000-row transaction: 10
-# batches.  The worker is alone on its source, so the first batch decodes
-# the transaction once and keeps the rows past its cut for the next nine
-# (the spool in table_source.c); the diag line shows each batch's time.
+# batches.  Two queries read the source, each in its worker: the first
+# batch of each decodes the transaction once and keeps the rows past its
+# cut for its next nine (the spool in table_source.c), which need no slot;
+# the diag lines show each batch's time.
 my $BIG_BATCH = 100_000;
 
 # SQL that must fail with an error matching $re.
@@ -535,7 +536,10 @@ SELECT streamwin.create_query('big_counts',
     $q$SELECT k, count(*) AS n, sum(v) AS s FROM big_src
          GROUP BY streamwin.tumble(ts, '1 minute'), k$q$,
     output_mode => 'update', trigger_interval => '100 ms');
-}, 'a started query over big_src');
+SELECT streamwin.create_query('big_keys',
+    $q$SELECT k, count(*) AS n, max(v) AS hi FROM big_src GROUP BY k$q$,
+    output_mode => 'update', trigger_interval => '100 ms');
+}, 'two started queries over big_src');
 wait_until($lim, "SELECT worker_pid IS NOT NULL FROM streamwin.queries WHERE name = 'big_counts'",
 	't', 'big_counts has a worker');
 my $wpid = $lim->safe_psql('postgres', "SELECT worker_pid FROM streamwin.queries WHERE name = 'big_counts'");
@@ -567,19 +571,28 @@ my $hwm = vm_kb($wpid, 'VmHWM');
 diag(sprintf('worker %d: peak resident memory (VmHWM) %.1f MB before the transaction, %.1f MB after',
 	$wpid, $hwm0 / 1024, $hwm / 1024));
 cmp_ok($hwm, '<', 400 * 1024, 'the worker stayed under 400 MB resident');
-my ($nbatches, $maxrows, $sumrows, $durations) = split /\|/, $lim->safe_psql('postgres', q{
+wait_until($lim, 'SELECT (SELECT sum(n) FROM big_keys) = (SELECT count(*) FROM big)',
+	't', 'the other worker reads the transaction', timeout => 300);
+results_match($lim, 'SELECT k, n::bigint, hi FROM big_keys',
+	'SELECT k, count(*)::bigint, max(v) FROM big GROUP BY k',
+	'and counts the 1,000,000 rows exactly too');
+for my $q (qw(big_counts big_keys))
+{
+	my ($nbatches, $maxrows, $sumrows, $durations) = split /\|/, $lim->safe_psql('postgres', qq{
 SELECT count(*), max(input_rows), sum(input_rows),
        string_agg(format('%s rows in %s ms', input_rows, round(duration_ms)), ', ' ORDER BY batch_id)
-  FROM streamwin.progress WHERE query = 'big_counts' AND input_rows > 0});
-diag("big transaction: $nbatches batches, at most $maxrows rows each, $sumrows rows in all: $durations");
-cmp_ok($nbatches, '>', 1, 'the transaction was read over several batches');
-cmp_ok($maxrows, '<=', $BIG_BATCH, "none larger than max_records_per_batch ($BIG_BATCH)");
-is($sumrows, 1_000_000, 'every row read once');
+  FROM streamwin.progress WHERE query = '$q' AND input_rows > 0});
+	diag("big transaction, $q: $nbatches batches, at most $maxrows rows each, $sumrows rows in all: $durations");
+	cmp_ok($nbatches, '>', 1, "$q: the transaction was read over several batches");
+	cmp_ok($maxrows, '<=', $BIG_BATCH, "$q: none larger than max_records_per_batch ($BIG_BATCH)");
+	is($sumrows, 1_000_000, "$q: every row read once");
+}
 
 psql_ok($lim, q{
 SELECT streamwin.drop_query('big_counts');
+SELECT streamwin.drop_query('big_keys');
 SELECT streamwin.drop_source('big_src');
-}, 'big_counts and big_src dropped');
+}, 'big_counts, big_keys and big_src dropped');
 is(streamwin_slots($lim), '0', 'no streamwin slot is left');
 $lim->stop;
 
