@@ -448,20 +448,29 @@ rank_of(double f, int64 n)
 	return r < 0 ? 0 : (int64) Min(r, (double) (n - 1));
 }
 
+/* The sketch a final function is given, and its count; NULL if it has no values. */
+static Sketch *
+final_sketch(FunctionCallInfo fcinfo, int64 *n)
+{
+	Sketch	   *s;
+
+	if (PG_ARGISNULL(0))
+		return NULL;
+	s = (Sketch *) PG_GETARG_POINTER(0);
+	*n = sketch_count(s);
+	return *n > 0 ? s : NULL;
+}
+
 /*
  * streamwin.approx_percentile_final(internal) RETURNS float8
  */
 Datum
 streamwin_approx_percentile_final(PG_FUNCTION_ARGS)
 {
-	Sketch	   *s;
 	int64		n;
+	Sketch	   *s = final_sketch(fcinfo, &n);
 
-	if (PG_ARGISNULL(0))
-		PG_RETURN_NULL();
-	s = (Sketch *) PG_GETARG_POINTER(0);
-	n = sketch_count(s);
-	if (n == 0)
+	if (s == NULL)
 		PG_RETURN_NULL();
 	PG_RETURN_FLOAT8(value_at(s, rank_of(s->fractions[0], n)));
 }
@@ -472,15 +481,11 @@ streamwin_approx_percentile_final(PG_FUNCTION_ARGS)
 Datum
 streamwin_approx_percentile_final_array(PG_FUNCTION_ARGS)
 {
-	Sketch	   *s;
 	int64		n;
+	Sketch	   *s = final_sketch(fcinfo, &n);
 	Datum		values[MAX_FRACTIONS];
 
-	if (PG_ARGISNULL(0))
-		PG_RETURN_NULL();
-	s = (Sketch *) PG_GETARG_POINTER(0);
-	n = sketch_count(s);
-	if (n == 0)
+	if (s == NULL)
 		PG_RETURN_NULL();
 	for (int i = 0; i < s->nfractions; i++)
 		values[i] = Float8GetDatum(value_at(s, rank_of(s->fractions[i], n)));
