@@ -510,19 +510,22 @@ fetch_table(QueryRunner *r, KafkaMessage **out)
 
 	/*
 	 * The decoding context may stay open for the next batch (and the slot
-	 * acquired) in run_available, and in a worker that is the only reader
-	 * of the source: a full batch means the worker goes on at once, and no
-	 * other query waits for the slot.  (drop_query does not wait for a slot
-	 * a worker holds, see release_table_source; the worker lets it go when
-	 * it exits.)  The rest of a transaction larger than the batch may be
-	 * kept for the next batch in any worker, and in run_available: it needs
-	 * no slot.
+	 * acquired) in run_available and in a worker: after a full batch (a
+	 * backlog) it goes on at once.  Other workers of the source wait for
+	 * the slot meanwhile, for at most KEEP_MAX_FETCHES batches in a row
+	 * (table_source.c), and then each reads its part of the backlog on
+	 * its own kept context: every worker decodes the backlog about once,
+	 * where each batch of each worker decoded it from the slot's restart
+	 * point, the backlog's start, before.  (drop_query does not wait for
+	 * a slot a worker holds, see release_table_source; the worker lets it
+	 * go when it exits.)  The rest of a transaction larger than the batch
+	 * may be kept for the next batch too: that needs no slot.
 	 */
 	PG_TRY();
 	{
 		table_fetch(r->source->slot_name, r->source->source_table, r->source_desc, start, NULL,
 					r->source->max_records_per_batch, retained,
-					r->fetch_again || (r->in_worker && nqueries == 1),
+					r->fetch_again || r->in_worker,
 					r->fetch_again || r->in_worker, &f);
 	}
 	PG_FINALLY();
