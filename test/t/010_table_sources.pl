@@ -588,6 +588,31 @@ SELECT count(*), max(input_rows), sum(input_rows),
 	is($sumrows, 1_000_000, "$q: every row read once");
 }
 
+# A backlog of many transactions, written faster than PostgreSQL logs
+# running transactions (so the slot cannot restart inside it), read by the
+# same two workers: they take turns on the slot, each keeping its decoding
+# context through its part, and both count every row once.
+$lim->safe_psql('postgres', q{SELECT streamwin.stop_query('big_counts'), streamwin.stop_query('big_keys')});
+wait_until($lim, "SELECT count(*) FROM streamwin.queries WHERE name IN ('big_counts', 'big_keys') AND worker_pid IS NOT NULL",
+	'0', 'both workers stopped');
+psql_ok($lim, qq{
+DO \$\$ BEGIN
+  FOR i IN 1..20 LOOP
+    INSERT INTO big SELECT 1000000 + i * 100000 + g, 'k' || (g % 10), g % 1000, $T0 + (1000000 + i * 100000 + g) * interval '1 ms'
+      FROM generate_series(1, 25000) g;
+    COMMIT;
+  END LOOP;
+END \$\$;}, 'a backlog of 20 transactions of 25,000 rows, written while the queries are stopped');
+$lim->safe_psql('postgres', q{SELECT streamwin.start_query('big_counts'), streamwin.start_query('big_keys')});
+wait_until($lim, 'SELECT (SELECT sum(n) FROM big_counts) = 1500000 AND (SELECT sum(n) FROM big_keys) = 1500000',
+	't', 'both workers read the backlog', timeout => 300);
+results_match($lim, 'SELECT window_start, window_end, k, n::bigint, s::bigint FROM big_counts',
+	windows_sql(table => 'big', size => 60, keys => 'k', aggs => $aggs),
+	'big_counts: every row of the backlog counted once');
+results_match($lim, 'SELECT k, n::bigint, hi FROM big_keys',
+	'SELECT k, count(*)::bigint, max(v) FROM big GROUP BY k',
+	'big_keys: every row of the backlog counted once');
+
 psql_ok($lim, q{
 SELECT streamwin.drop_query('big_counts');
 SELECT streamwin.drop_query('big_keys');
