@@ -35,6 +35,7 @@ DROP ROLE streamwin_reader;
 -- GUCs are reserved under the streamwin prefix.
 SHOW streamwin.max_workers;
 SHOW streamwin.progress_retention;
+SHOW streamwin.worker_keep_memory;
 SET streamwin.no_such_setting = 1;
 
 -- An installation of 0.1 updated to the current version (through 0.2, with

@@ -24,6 +24,7 @@
 #include "streamwin.h"
 #include "table_source.h"
 #include "checkpoint.h"
+#include "worker.h"
 
 PG_MODULE_MAGIC;
 
@@ -99,6 +100,14 @@ _PG_init(void)
 							&streamwin_batch_work_mem,
 							65536, -1, MAX_KILOBYTES,
 							PGC_USERSET, GUC_UNIT_KB, NULL, NULL, NULL);
+	DefineCustomIntVariable("streamwin.worker_keep_memory",
+							"Free memory a query worker keeps for its next batch.",
+							"Each batch allocates about the same memory again; keeping it "
+							"spares the page faults of getting it from the kernel anew. "
+							"0 leaves the C library's defaults.  Read when a worker starts.",
+							&streamwin_worker_keep_memory,
+							64, 0, 1024,
+							PGC_SIGHUP, GUC_UNIT_MB, NULL, NULL, NULL);
 	MarkGUCPrefixReserved("streamwin");
 
 	RegisterXactCallback(launcher_xact_callback, NULL);

@@ -184,6 +184,8 @@ ms_until_trigger(QueryRunner *r, TimestampTz started)
 	return Max(0, r->query->trigger_interval_us / 1000 - (GetCurrentTimestamp() - started) / 1000);
 }
 
+int			streamwin_worker_keep_memory = 64;
+
 /*
  * Every batch allocates the same tens of megabytes again (the messages,
  * their rows, the batch's hash table and sort), and frees them at its end.
@@ -191,16 +193,20 @@ ms_until_trigger(QueryRunner *r, TimestampTz started)
  * top of the heap, and serves each block above its mmap threshold with a
  * fresh mmap: so every batch page-faulted its memory in anew, about 8% of
  * a backlog's CPU (profile-case1.txt).  A worker is one long loop over the
- * same batch shape: it keeps up to 64 MB free for the next batch, and grows
- * its heap 16 MB at a time.  (Not in other backends: streamwin is preloaded
- * into every one of them.)
+ * same batch shape: it keeps up to streamwin.worker_keep_memory (64 MB)
+ * free for the next batch, and grows its heap by a quarter of that at a
+ * time.  (Not in other backends: streamwin is preloaded into every one.)
  */
 static void
 keep_batch_memory(void)
 {
-	mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024);
-	mallopt(M_TRIM_THRESHOLD, 64 * 1024 * 1024);
-	mallopt(M_TOP_PAD, 16 * 1024 * 1024);
+	int			keep = streamwin_worker_keep_memory * 1024 * 1024;
+
+	if (keep == 0)
+		return;
+	mallopt(M_MMAP_THRESHOLD, Min(keep / 2, 32 * 1024 * 1024));
+	mallopt(M_TRIM_THRESHOLD, keep);
+	mallopt(M_TOP_PAD, keep / 4);
 }
 
 void

@@ -17,6 +17,9 @@ typedef struct WorkerExtra
 
 PGDLLEXPORT void streamwin_worker_main(Datum main_arg);
 
+/* streamwin.worker_keep_memory (MB): free memory a worker keeps for its next batch */
+extern int	streamwin_worker_keep_memory;
+
 /* launcher.c: the shared registry of live workers */
 typedef enum WorkerClaim
 {
