@@ -328,9 +328,14 @@ case_sql() {
 	3) echo "SELECT k, count(*) AS n, sum(v) AS s, avg(v) AS a FROM ev GROUP BY streamwin.hop(ts, '10 minutes', '1 minute'), k" ;;
 	4) echo "SELECT k, count(*) AS n, sum(v) AS s, avg(v) AS a FROM ev GROUP BY streamwin.session(ts, '30 seconds'), k" ;;
 	5) echo "SELECT k, count(*) AS n, sum(v) AS s, avg(v) AS a FROM ev_tbl GROUP BY streamwin.tumble(ts, '1 minute'), k" ;;
+	# case 1 with the aggregates that keep their state as bytea (stddev) and
+	# the two sketches: what they cost on top of case 1, in the same run
+	6) echo "SELECT k, count(*) AS n, sum(v) AS s, avg(v) AS a, stddev(v) AS sd," \
+		"streamwin.approx_count_distinct(u) AS du, streamwin.approx_percentile(v, 0.99) AS p99" \
+		"FROM ev GROUP BY streamwin.tumble(ts, '1 minute'), k" ;;
 	esac
 }
-case_groups() { local v=EXPECT_GROUPS_$1; [[ $1 == 5 ]] && v=EXPECT_GROUPS_1; echo "${!v}"; }   # 5: case 1's query
+case_groups() { local v=EXPECT_GROUPS_$1; [[ $1 == 5 || $1 == 6 ]] && v=EXPECT_GROUPS_1; echo "${!v}"; }   # 5, 6: case 1's groups
 case_factor() { [[ $1 == 3 ]] && echo 10 || echo 1; }   # windows per event
 case_sum() { calc "$EXPECT_SUM_V * $(case_factor "$1")"; }
 
@@ -429,7 +434,7 @@ say "streamwin floor, $BENCH_REPEAT runs: read and decode, a filter that keeps n
 for ((rep = 1; rep <= BENCH_REPEAT; rep++)); do
 	run_floor "$rep"
 done
-for c in 1 2 3; do
+for c in 1 6 2 3; do
 	say "streamwin case $c, $BENCH_REPEAT runs: $(case_sql "$c")"
 	for ((rep = 1; rep <= BENCH_REPEAT; rep++)); do
 		run_streamwin "$c" "$rep"
