@@ -869,11 +869,12 @@ process_record(LogicalDecodingContext *ctx, FetchState *st)
  * on reading where this one stopped instead of decoding again from the
  * slot's restart point (in a backlog written before the query ran, that is
  * the start of the backlog for every batch).  Only for callers that fetch
- * again at once (run_available; a worker alone on its source, in a
- * backlog), after a fetch that filled its batch at a transaction boundary,
- * for at most KEEP_MAX_FETCHES fetches in a row.  The slot stays acquired
- * meanwhile, also between a worker's transactions, which makes others wait
- * for it; a context must never outlive its hold on the slot, since a new
+ * again at once (run_available; a worker, in a backlog), after a fetch
+ * that filled its batch at a transaction boundary, for at most
+ * KEEP_MAX_FETCHES fetches in a row.  The slot stays acquired meanwhile,
+ * also between a worker's transactions, which makes the other queries of
+ * the source wait for it (they then take their turn, see fetch_table in
+ * batch.c); a context must never outlive its hold on the slot, since a new
  * context clears the slot's spill files.  A fetch that does not start
  * exactly where the kept context stopped (a failed batch, a replay,
  * another slot) discards it, and so does an abort; the caller releases it
