@@ -432,7 +432,8 @@ offsets_table_retained(QueryRunner *r, int *nqueries)
 	Datum		d;
 
 	SPI_connect();
-	catalog_exec("SELECT min(CASE WHEN coalesce(q.state_table, 0) <> 0 OR q.plan ? 'dedup_table' "
+	/* a query with UNLOGGED state (aggregates, dedup keys) replays from its checkpoint */
+	catalog_exec("SELECT min(CASE WHEN q.state_table IS NOT NULL OR q.dedup_table IS NOT NULL "
 				 "                THEN coalesce(c.next_offset, q.start_lsn) "
 				 "                ELSE coalesce(o.next_offset, q.start_lsn) END), count(*) "
 				 "FROM streamwin.query_catalog q "
