@@ -430,7 +430,7 @@ fetch_replay(QueryRunner *r, const int64 *targets, KafkaMessage **out)
 		TableFetch	f;
 
 		table_fetch(r->source->slot_name, r->source->source_table, r->source_desc, start,
-					&r->table_replay_target, 0, InvalidXLogRecPtr, false, false, &f);
+					&r->table_replay_target, 0, InvalidXLogRecPtr, false, &f);
 		p->next_offset = (int64) f.end.lsn;
 		p->next_index = f.end.index;
 		*out = f.rows;
@@ -500,13 +500,12 @@ fetch_table(QueryRunner *r, KafkaMessage **out)
 	PartitionState *p = &r->parts[0];
 	TablePosition start = {(XLogRecPtr) p->next_offset, p->next_index};
 	TableFetch	f;
-	int			nqueries = 0;
 	XLogRecPtr	retained = InvalidXLogRecPtr;
 	bool		may_confirm = source_confirm_begin(r->source->source_id);
 
 	/* a query whose creation has not committed yet may need the slot as is */
 	if (may_confirm)
-		retained = offsets_table_retained(r, &nqueries);
+		retained = offsets_table_retained(r);
 
 	/*
 	 * The decoding context may stay open for the next batch (and the slot
@@ -525,7 +524,6 @@ fetch_table(QueryRunner *r, KafkaMessage **out)
 	{
 		table_fetch(r->source->slot_name, r->source->source_table, r->source_desc, start, NULL,
 					r->source->max_records_per_batch, retained,
-					r->fetch_again || r->in_worker,
 					r->fetch_again || r->in_worker, &f);
 	}
 	PG_FINALLY();

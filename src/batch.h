@@ -133,7 +133,7 @@ extern bool offsets_compute_watermark(QueryRunner *r, bool has_old, TimestampTz 
 extern void offsets_store(QueryRunner *r);
 extern char *offsets_json(QueryRunner *r);
 extern bool offsets_partition_at_end(QueryRunner *r, PartitionState *p);
-extern XLogRecPtr offsets_table_retained(QueryRunner *r, int *nqueries);
+extern XLogRecPtr offsets_table_retained(QueryRunner *r);
 extern TablePosition offsets_parse_table_position(Jsonb *offsets);
 
 /* progress.c */

@@ -420,11 +420,10 @@ offsets_partition_at_end(QueryRunner *r, PartitionState *p)
  *		committed rows: its stored position, or for a query with UNLOGGED
  *		state the position of its checkpoint (crash recovery replays from
  *		there); a query that has not run yet needs its start.  The slot may
- *		be confirmed up to there.  *nqueries: how many queries read the
- *		source.
+ *		be confirmed up to there.
  */
 XLogRecPtr
-offsets_table_retained(QueryRunner *r, int *nqueries)
+offsets_table_retained(QueryRunner *r)
 {
 	Oid			types[1] = {INT4OID};
 	Datum		args[1] = {Int32GetDatum(r->source->source_id)};
@@ -435,14 +434,12 @@ offsets_table_retained(QueryRunner *r, int *nqueries)
 	/* a query with UNLOGGED state (aggregates, dedup keys) replays from its checkpoint */
 	catalog_exec("SELECT min(CASE WHEN q.state_table IS NOT NULL OR q.dedup_table IS NOT NULL "
 				 "                THEN coalesce(c.next_offset, q.start_lsn) "
-				 "                ELSE coalesce(o.next_offset, q.start_lsn) END), count(*) "
+				 "                ELSE coalesce(o.next_offset, q.start_lsn) END) "
 				 "FROM streamwin.query_catalog q "
 				 "LEFT JOIN streamwin.query_offsets o ON o.query_id = q.query_id AND o.partition = 0 "
 				 "LEFT JOIN streamwin.query_checkpoints c ON c.query_id = q.query_id AND c.partition = 0 "
 				 "WHERE q.source_id = $1",
 				 1, types, args, NULL, 1);
-	*nqueries = (int) DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2,
-												  &isnull));
 	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 	SPI_finish();
 	return isnull ? InvalidXLogRecPtr : (XLogRecPtr) DatumGetInt64(d);

@@ -67,8 +67,6 @@ typedef struct FetchState
 	const TablePosition *upto;
 	int			max_records;
 	bool		may_keep;		/* the caller fetches again at once */
-	bool		may_spool;		/* the next fetch likely starts where this
-								 * one ends */
 	MemoryContext cxt;			/* where rows go */
 	TableFetch *out;
 	int			capacity;
@@ -98,7 +96,7 @@ static void kept_decoding_abort(void);
  * (the reorder buffer only replays a transaction once it has read its
  * commit) and skipped the rows already processed: a bulk load of n rows
  * cost n * n / max_records_per_batch rows decoded.  Where the next fetch
- * will most likely start there (a worker, run_available: may_spool), the
+ * will most likely start there (a worker, run_available: may_keep), the
  * batch that fills up inside a transaction lets the replay go on to its
  * commit and puts the remaining rows, in the source's row type, into a
  * tuplestore (in memory up to work_mem, then a temporary file), and the
@@ -417,7 +415,7 @@ plugin_change(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, Relation rel,
 		spool_row(st, txn, rel, &change->data.tp.newtuple->tuple, index);
 		return;
 	}
-	if (st->out->nrows >= st->max_records && st->may_spool && st->upto == NULL)
+	if (st->out->nrows >= st->max_records && st->may_keep && st->upto == NULL)
 	{
 		/* the rest of this transaction goes to the spool, for the next batches */
 		spool_discard();
@@ -1130,7 +1128,7 @@ take_spooled(FetchState *st)
 void
 table_fetch(const char *slot_name, Oid table, TupleDesc desc, TablePosition start,
 			const TablePosition *upto, int max_records, XLogRecPtr confirm_upto,
-			bool may_keep, bool may_spool, TableFetch *out)
+			bool may_keep, TableFetch *out)
 {
 	FetchState	st;
 	XLogRecPtr	end_read;
@@ -1143,7 +1141,6 @@ table_fetch(const char *slot_name, Oid table, TupleDesc desc, TablePosition star
 	st.upto = upto;
 	st.max_records = upto != NULL ? INT_MAX : max_records;
 	st.may_keep = may_keep;
-	st.may_spool = may_spool;
 	st.cxt = CurrentMemoryContext;
 	st.out = out;
 	st.capacity = 1024;

@@ -29,7 +29,7 @@
  * KeptDecoding).  The reorder buffer spills transactions larger than
  * logical_decoding_work_mem to disk, and a fetch keeps at most max_records
  * rows, so a huge transaction is read in bounded memory over several
- * batches.  Where fetches follow one another (may_spool), the first one
+ * batches.  Where fetches follow one another (may_keep), the first one
  * decodes it once and keeps the rest of its rows in a tuplestore (work_mem,
  * then a temporary file) for the next ones; elsewhere (run_batch) each
  * batch decodes it again and skips the rows already processed.
@@ -119,17 +119,14 @@ extern XLogRecPtr source_slot_confirmed(const char *slot_name);
  *
  * may_keep: the caller will fetch again at once, and calls
  * table_fetch_release() when it stops; the decoding context may then stay
- * open (holding the slot) to go on from where this fetch ended.
- *
- * may_spool: the caller's next fetch will most likely start where this one
- * ends (a worker, run_available); a batch that fills up inside a
- * transaction may keep the rest of that transaction's rows for it, without
- * holding the slot.
+ * open (holding the slot) to go on from where this fetch ended, and a
+ * fetch that fills up inside a transaction may keep the rest of that
+ * transaction's rows for the next one (see Spool in table_source.c).
  */
 extern void table_fetch(const char *slot_name, Oid table, TupleDesc desc,
 						TablePosition start, const TablePosition *upto,
 						int max_records, XLogRecPtr confirm_upto,
-						bool may_keep, bool may_spool, TableFetch *out);
+						bool may_keep, TableFetch *out);
 
 /*
  * table_fetch_release
