@@ -55,6 +55,8 @@
 #include "utils/regproc.h"
 #include "utils/syscache.h"
 
+#include "aggregate_state.h"
+
 PG_FUNCTION_INFO_V1(streamwin_partial_state_accum);
 PG_FUNCTION_INFO_V1(streamwin_combined_state_accum);
 PG_FUNCTION_INFO_V1(streamwin_state_serialize);
@@ -66,7 +68,6 @@ typedef struct AggSupport
 {
 	Oid			aggfnoid;
 	int			numargs;		/* declared inputs */
-	Oid			argtypes[FUNC_MAX_ARGS];
 	Oid			resulttype;
 	Oid			transtype;
 	int16		translen;
@@ -141,13 +142,64 @@ support_functions(AggSupport *a, Form_pg_aggregate agg, Oid *inputtypes, Oid col
 }
 
 /*
+ * partial_state_supported
+ *		See aggregate_state.h.  create_query refuses what this refuses, with
+ *		its detail; the functions here, called with any regprocedure, too.
+ */
+bool
+partial_state_supported(Oid aggfnoid, const char **detail, const char **hint)
+{
+	HeapTuple	aggtup = SearchSysCache1(AGGFNOID, ObjectIdGetDatum(aggfnoid));
+	HeapTuple	proctup;
+	Form_pg_aggregate agg;
+	Form_pg_proc proc;
+	bool		polymorphic;
+
+	*detail = NULL;
+	*hint = "Use an aggregate with a combine function (one PostgreSQL can run in parallel), "
+		"such as count, sum, avg, min, max, stddev, variance, corr or bit_or.";
+	if (!HeapTupleIsValid(aggtup))
+	{
+		*detail = "It is not an aggregate.";
+		return false;
+	}
+	proctup = SearchSysCache1(PROCOID, ObjectIdGetDatum(aggfnoid));
+	if (!HeapTupleIsValid(proctup))
+		elog(ERROR, "cache lookup failed for function %u", aggfnoid);
+	agg = (Form_pg_aggregate) GETSTRUCT(aggtup);
+	proc = (Form_pg_proc) GETSTRUCT(proctup);
+	polymorphic = IsPolymorphicType(agg->aggtranstype) || IsPolymorphicType(proc->prorettype);
+	for (int i = 0; i < proc->pronargs; i++)
+		polymorphic |= IsPolymorphicType(proc->proargtypes.values[i]);
+
+	if (agg->aggkind != AGGKIND_NORMAL)
+		*detail = "Ordered-set and hypothetical-set aggregates need all of a group's rows at once.";
+	else if (!OidIsValid(agg->aggcombinefn))
+		*detail = "It has no combine function, so its partial results cannot be merged batch by batch.";
+	else if (agg->aggtranstype == INTERNALOID &&
+			 (!OidIsValid(agg->aggserialfn) || !OidIsValid(agg->aggdeserialfn)))
+		*detail = "Its state is of type internal and it has no serialization functions, "
+			"so its partial results cannot be stored between batches.";
+	else if (polymorphic || OidIsValid(proc->provariadic))
+	{
+		*detail = "Polymorphic and variadic aggregates other than min and max cannot keep partial "
+			"results between batches.";
+		*hint = "Cast the argument to a fixed type and use an aggregate declared for that type.";
+	}
+	ReleaseSysCache(proctup);
+	ReleaseSysCache(aggtup);
+	return *detail == NULL;
+}
+
+/*
  * agg_support
  *		The support data of aggregate aggfnoid for this call site, looked up
  *		on its first call.  Refuses what cannot be split into mergeable
  *		states; the messages only matter to direct callers, since
  *		create_query checks the same before it uses these functions.
  *		first_input: where the aggregate's inputs start among the call's
- *		arguments (-1: not there), for the actual types of "any" inputs.
+ *		arguments (-1: not there); they are checked against the aggregate's
+ *		argument types here, once per call site rather than once per row.
  */
 static AggSupport *
 agg_support(FunctionCallInfo fcinfo, Oid aggfnoid, int first_input)
@@ -163,29 +215,27 @@ agg_support(FunctionCallInfo fcinfo, Oid aggfnoid, int first_input)
 	Oid			owner;
 	MemoryContext old;
 	Oid			inputtypes[FUNC_MAX_ARGS];
+	const char *detail;
+	const char *hint;
 
 	if (a != NULL && a->aggfnoid == aggfnoid)
 		return a;
 
-	aggtup = SearchSysCache1(AGGFNOID, ObjectIdGetDatum(aggfnoid));
-	if (!HeapTupleIsValid(aggtup))
+	if (!SearchSysCacheExists1(AGGFNOID, ObjectIdGetDatum(aggfnoid)))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("function %s is not an aggregate", format_procedure(aggfnoid))));
-	proctup = SearchSysCache1(PROCOID, ObjectIdGetDatum(aggfnoid));
-	if (!HeapTupleIsValid(proctup))
-		elog(ERROR, "cache lookup failed for function %u", aggfnoid);
-	agg = (Form_pg_aggregate) GETSTRUCT(aggtup);
-	proc = (Form_pg_proc) GETSTRUCT(proctup);
-
-	if (agg->aggkind != AGGKIND_NORMAL || !OidIsValid(agg->aggcombinefn) ||
-		(agg->aggtranstype == INTERNALOID &&
-		 (!OidIsValid(agg->aggserialfn) || !OidIsValid(agg->aggdeserialfn))) ||
-		IsPolymorphicType(agg->aggtranstype) || IsPolymorphicType(proc->prorettype) ||
-		OidIsValid(proc->provariadic))
+	if (!partial_state_supported(aggfnoid, &detail, &hint))
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("aggregate %s cannot be merged from partial states", format_procedure(aggfnoid))));
+				 errmsg("aggregate %s cannot be merged from partial states", format_procedure(aggfnoid)),
+				 errdetail("%s", detail)));
+	aggtup = SearchSysCache1(AGGFNOID, ObjectIdGetDatum(aggfnoid));
+	proctup = SearchSysCache1(PROCOID, ObjectIdGetDatum(aggfnoid));
+	if (!HeapTupleIsValid(aggtup) || !HeapTupleIsValid(proctup))
+		elog(ERROR, "cache lookup failed for aggregate %u", aggfnoid);
+	agg = (Form_pg_aggregate) GETSTRUCT(aggtup);
+	proc = (Form_pg_proc) GETSTRUCT(proctup);
 
 	acl = pg_proc_aclcheck(aggfnoid, GetUserId(), ACL_EXECUTE);
 	if (acl != ACLCHECK_OK)
@@ -197,18 +247,35 @@ agg_support(FunctionCallInfo fcinfo, Oid aggfnoid, int first_input)
 	check_function_privilege(agg->aggserialfn, owner);
 	check_function_privilege(agg->aggdeserialfn, owner);
 
-	for (int i = 0; i < proc->pronargs; i++)
-		if (IsPolymorphicType(proc->proargtypes.values[i]))
+	if (first_input >= 0)
+	{
+		int			ninputs = PG_NARGS() - first_input;
+
+		if (ninputs != proc->pronargs)
 			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("aggregate %s cannot be merged from partial states", format_procedure(aggfnoid))));
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("aggregate %s takes %d arguments, not %d",
+							format_procedure(aggfnoid), proc->pronargs, ninputs)));
+		for (int i = 0; i < ninputs; i++)
+		{
+			Oid			declared = proc->proargtypes.values[i];
+
+			inputtypes[i] = get_fn_expr_argtype(fcinfo->flinfo, first_input + i);
+			if (declared != ANYOID && inputtypes[i] != declared)
+				ereport(ERROR,
+						(errcode(ERRCODE_DATATYPE_MISMATCH),
+						 errmsg("argument %d of aggregate %s must be of type %s, not %s",
+								i + 1, format_procedure(aggfnoid),
+								format_type_be(declared), format_type_be(inputtypes[i]))));
+		}
+	}
+	else
+		memcpy(inputtypes, proc->proargtypes.values, sizeof(Oid) * proc->pronargs);
 
 	/* a new one if the aggregate changed: never a half-filled one in fn_extra */
 	a = MemoryContextAllocZero(cxt, sizeof(AggSupport));
 	a->aggfnoid = aggfnoid;
 	a->numargs = proc->pronargs;
-	for (int i = 0; i < proc->pronargs; i++)
-		a->argtypes[i] = proc->proargtypes.values[i];
 	a->resulttype = proc->prorettype;
 	a->transtype = agg->aggtranstype;
 	get_typlenbyval(a->transtype, &a->translen, &a->transbyval);
@@ -228,9 +295,6 @@ agg_support(FunctionCallInfo fcinfo, Oid aggfnoid, int first_input)
 
 	a->has_final = OidIsValid(agg->aggfinalfn);
 	a->final_extra = agg->aggfinalextra;
-	for (int i = 0; i < a->numargs; i++)
-		inputtypes[i] = a->argtypes[i] == ANYOID && first_input >= 0 ?
-			get_fn_expr_argtype(fcinfo->flinfo, first_input + i) : a->argtypes[i];
 	support_functions(a, agg, inputtypes, PG_GET_COLLATION(), cxt);
 	if (a->transtype == INTERNALOID)
 	{
@@ -457,26 +521,9 @@ streamwin_partial_state_accum(PG_FUNCTION_ARGS)
 	MemoryContext aggcxt;
 	StateValue *s = state_value(fcinfo, &aggcxt, "streamwin.partial_state", 2);
 	AggSupport *a = s->agg;
-	int			ninputs = PG_NARGS() - 2;
+	int			ninputs = a->numargs;	/* checked by agg_support */
 	Datum		result;
 	bool		isnull;
-
-	if (ninputs != a->numargs)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("aggregate %s takes %d arguments, not %d",
-						format_procedure(a->aggfnoid), a->numargs, ninputs)));
-	for (int i = 0; i < ninputs; i++)
-	{
-		Oid			actual = get_fn_expr_argtype(fcinfo->flinfo, i + 2);
-
-		if (a->argtypes[i] != ANYOID && actual != a->argtypes[i])
-			ereport(ERROR,
-					(errcode(ERRCODE_DATATYPE_MISMATCH),
-					 errmsg("argument %d of aggregate %s must be of type %s, not %s",
-							i + 1, format_procedure(a->aggfnoid),
-							format_type_be(a->argtypes[i]), format_type_be(actual))));
-	}
 
 	if (a->transfn.fn_strict)
 	{

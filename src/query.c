@@ -41,7 +41,6 @@
 #include "catalog/pg_aggregate.h"
 #include "catalog/pg_collation.h"
 #include "catalog/pg_namespace.h"
-#include "catalog/pg_proc.h"
 #include "parser/parsetree.h"
 #include "rewrite/rewriteManip.h"
 #include "utils/array.h"
@@ -69,6 +68,7 @@
 #include "utils/varlena.h"
 
 #include "streamwin.h"
+#include "aggregate_state.h"
 #include "table_source.h"
 #include "checkpoint.h"
 #include "source.h"
@@ -547,58 +547,19 @@ aggregate_literal(Oid aggfnoid)
 }
 
 /*
- * Whether an aggregate's partial results can be kept and merged batch by
- * batch by streamwin.partial_state and friends: as PostgreSQL requires for
- * parallel aggregation, a combine function, and (for internal states)
- * serialisation functions.  Polymorphic and variadic aggregates are left
- * out: the state table needs one column type per aggregate.
+ * An aggregate other than the built-in ones merged in SQL: its partial
+ * state must be one streamwin.partial_state and friends can keep (the
+ * same check they make), and the owner, who runs the batches, must be
+ * able to execute it.
  */
 static void
 check_partial_state(Aggref *a, const char *fname)
 {
-	const char *hint = "Use an aggregate with a combine function (one PostgreSQL can run in parallel), "
-		"such as count, sum, avg, min, max, stddev, variance, corr or bit_or.";
-	HeapTuple	tup;
-	Form_pg_aggregate agg;
-	Form_pg_proc proc;
-	Oid			combinefn;
-	bool		serializable;
-	bool		polymorphic;
-	bool		variadic;
+	const char *detail;
+	const char *hint;
 
-	tup = SearchSysCache1(AGGFNOID, ObjectIdGetDatum(a->aggfnoid));
-	if (!HeapTupleIsValid(tup))
-		elog(ERROR, "cache lookup failed for aggregate %u", a->aggfnoid);
-	agg = (Form_pg_aggregate) GETSTRUCT(tup);
-	combinefn = agg->aggcombinefn;
-	serializable = agg->aggtranstype != INTERNALOID ||
-		(OidIsValid(agg->aggserialfn) && OidIsValid(agg->aggdeserialfn));
-	polymorphic = IsPolymorphicType(agg->aggtranstype) || IsPolymorphicType(a->aggtype);
-	ReleaseSysCache(tup);
-
-	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(a->aggfnoid));
-	if (!HeapTupleIsValid(tup))
-		elog(ERROR, "cache lookup failed for function %u", a->aggfnoid);
-	proc = (Form_pg_proc) GETSTRUCT(tup);
-	for (int i = 0; i < proc->pronargs; i++)
-		polymorphic |= IsPolymorphicType(proc->proargtypes.values[i]);
-	variadic = OidIsValid(proc->provariadic);
-	ReleaseSysCache(tup);
-
-	if (!OidIsValid(combinefn))
-		refuse(psprintf("aggregate %s() is not supported in continuous queries", fname),
-			   "It has no combine function, so its partial results cannot be merged batch by batch.",
-			   hint);
-	if (!serializable)
-		refuse(psprintf("aggregate %s() is not supported in continuous queries", fname),
-			   "Its state is of type internal and it has no serialization functions, "
-			   "so its partial results cannot be stored between batches.",
-			   hint);
-	if (polymorphic || variadic)
-		refuse(psprintf("aggregate %s() is not supported in continuous queries", fname),
-			   "Polymorphic and variadic aggregates other than min and max cannot keep partial results "
-			   "between batches.",
-			   "Cast the argument to a fixed type and use an aggregate declared for that type.");
+	if (!partial_state_supported(a->aggfnoid, &detail, &hint))
+		refuse(psprintf("aggregate %s() is not supported in continuous queries", fname), detail, hint);
 	/* the batches call it as the owner: say so now rather than at every batch */
 	if (pg_proc_aclcheck(a->aggfnoid, GetUserId(), ACL_EXECUTE) != ACLCHECK_OK)
 		ereport(ERROR,
