@@ -246,6 +246,7 @@ SELECT streamwin.approx_percentile(v, array[0, 0.2, 0.4, 0.6, 0.8, 1]) AS specia
 SELECT streamwin.approx_percentile(v, 0.5) AS no_values FROM (VALUES (NULL::float8)) t(v);
 SELECT streamwin.approx_percentile(g, 1.5) FROM spread;
 SELECT streamwin.approx_percentile(g, g / 200000.0) FROM spread;
+SELECT streamwin.approx_percentile(g, array[0.5, g / 200000.0]) FROM spread;
 SELECT streamwin.approx_percentile(g, '{}'::float8[]) FROM spread;
 SELECT streamwin.combine_states('streamwin.approx_percentile(double precision, double precision)',
                                 '\x0100000001'::bytea, '\x01'::bytea);

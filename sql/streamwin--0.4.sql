@@ -328,7 +328,7 @@ LANGUAGE C PARALLEL SAFE;
 
 CREATE FUNCTION streamwin.approx_percentile_accum(internal, float8, float8[])
 RETURNS internal
-AS 'MODULE_PATHNAME', 'streamwin_approx_percentile_accum'
+AS 'MODULE_PATHNAME', 'streamwin_approx_percentile_accum_array'
 LANGUAGE C PARALLEL SAFE;
 
 CREATE FUNCTION streamwin.approx_percentile_combine(internal, internal)

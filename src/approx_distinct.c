@@ -72,12 +72,6 @@ typedef struct Sketch
 	int			npending;
 } Sketch;
 
-/* The hash function of an input type, cached in the transition function's fn_extra. */
-typedef struct HashCache
-{
-	Oid			type;
-	FmgrInfo	hash;
-} HashCache;
 
 static Sketch *
 sketch_new(MemoryContext cxt)
@@ -217,8 +211,8 @@ streamwin_approx_distinct_accum(PG_FUNCTION_ARGS)
 {
 	MemoryContext aggcxt;
 	Sketch	   *s;
-	HashCache  *hc = (HashCache *) fcinfo->flinfo->fn_extra;
-	Oid			type;
+	/* the input type's hash function: a call site's input type is fixed */
+	FmgrInfo   *hash = (FmgrInfo *) fcinfo->flinfo->fn_extra;
 	uint64		h;
 
 	if (!AggCheckCallContext(fcinfo, &aggcxt))
@@ -227,9 +221,9 @@ streamwin_approx_distinct_accum(PG_FUNCTION_ARGS)
 	if (PG_ARGISNULL(1))
 		PG_RETURN_POINTER(s);		/* NULLs are not counted, as in count(DISTINCT) */
 
-	type = get_fn_expr_argtype(fcinfo->flinfo, 1);
-	if (hc == NULL || hc->type != type)
+	if (hash == NULL)
 	{
+		Oid			type = get_fn_expr_argtype(fcinfo->flinfo, 1);
 		TypeCacheEntry *tce = lookup_type_cache(type, TYPECACHE_HASH_EXTENDED_PROC_FINFO);
 
 		if (!OidIsValid(tce->hash_extended_proc))
@@ -238,12 +232,11 @@ streamwin_approx_distinct_accum(PG_FUNCTION_ARGS)
 					 errmsg("could not identify an extended hash function for type %s",
 							format_type_be(type)),
 					 errhint("approx_count_distinct needs a type with a hash operator class; cast the value to text.")));
-		hc = MemoryContextAlloc(fcinfo->flinfo->fn_mcxt, sizeof(HashCache));
-		hc->type = type;
-		fmgr_info_copy(&hc->hash, &tce->hash_extended_proc_finfo, fcinfo->flinfo->fn_mcxt);
-		fcinfo->flinfo->fn_extra = hc;
+		hash = MemoryContextAlloc(fcinfo->flinfo->fn_mcxt, sizeof(FmgrInfo));
+		fmgr_info_copy(hash, &tce->hash_extended_proc_finfo, fcinfo->flinfo->fn_mcxt);
+		fcinfo->flinfo->fn_extra = hash;
 	}
-	h = DatumGetUInt64(FunctionCall2Coll(&hc->hash, PG_GET_COLLATION(), PG_GETARG_DATUM(1),
+	h = DatumGetUInt64(FunctionCall2Coll(hash, PG_GET_COLLATION(), PG_GETARG_DATUM(1),
 										 UInt64GetDatum(0)));
 	add_hash(s, mix64(h));
 	PG_RETURN_POINTER(s);

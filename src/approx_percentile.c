@@ -49,6 +49,7 @@
 #include "utils/memutils.h"
 
 PG_FUNCTION_INFO_V1(streamwin_approx_percentile_accum);
+PG_FUNCTION_INFO_V1(streamwin_approx_percentile_accum_array);
 PG_FUNCTION_INFO_V1(streamwin_approx_percentile_combine);
 PG_FUNCTION_INFO_V1(streamwin_approx_percentile_serialize);
 PG_FUNCTION_INFO_V1(streamwin_approx_percentile_deserialize);
@@ -207,57 +208,95 @@ set_fractions(Sketch *s, const double *f, int n)
 }
 
 /*
+ * The sketch an accumulation call adds to, made on a group's first row.
+ * The value may be NULL (left out, as by percentile_disc); the fraction
+ * may not.
+ */
+static Sketch *
+accum_sketch(FunctionCallInfo fcinfo)
+{
+	MemoryContext aggcxt;
+
+	if (!AggCheckCallContext(fcinfo, &aggcxt))
+		elog(ERROR, "streamwin.approx_percentile called in non-aggregate context");
+	if (!PG_ARGISNULL(1) && PG_ARGISNULL(2))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("approx_percentile needs a fraction, not NULL")));
+	return PG_ARGISNULL(0) ? sketch_new(aggcxt) : (Sketch *) PG_GETARG_POINTER(0);
+}
+
+/*
  * streamwin.approx_percentile_accum(internal, value float8, fraction float8)
- * streamwin.approx_percentile_accum(internal, value float8, fractions float8[])
  */
 Datum
 streamwin_approx_percentile_accum(PG_FUNCTION_ARGS)
 {
-	MemoryContext aggcxt;
-	Sketch	   *s;
+	Sketch	   *s = accum_sketch(fcinfo);
+	double		f;
 
-	if (!AggCheckCallContext(fcinfo, &aggcxt))
-		elog(ERROR, "streamwin.approx_percentile called in non-aggregate context");
-	s = PG_ARGISNULL(0) ? sketch_new(aggcxt) : (Sketch *) PG_GETARG_POINTER(0);
 	if (PG_ARGISNULL(1))
-		PG_RETURN_POINTER(s);	/* NULLs are left out, as by percentile_disc */
-	if (PG_ARGISNULL(2))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("approx_percentile needs a fraction, not NULL")));
-	if (get_fn_expr_argtype(fcinfo->flinfo, 2) == FLOAT8OID)
-	{
-		double		f = PG_GETARG_FLOAT8(2);
-
+		PG_RETURN_POINTER(s);
+	f = PG_GETARG_FLOAT8(2);
+	if (s->nfractions != 1 || memcmp(&f, s->fractions, sizeof(double)) != 0)
 		set_fractions(s, &f, 1);
-	}
-	else
-	{
-		ArrayType  *a = PG_GETARG_ARRAYTYPE_P(2);
-		Datum	   *elems;
-		bool	   *nulls;
-		int			n;
-		double		f[MAX_FRACTIONS];
+	add_value(s, PG_GETARG_FLOAT8(1));
+	PG_RETURN_POINTER(s);
+}
 
-		if (ARR_NDIM(a) > 1)
+/* The fractions of an array argument, checked, into the sketch. */
+static void
+set_fraction_array(Sketch *s, ArrayType *a)
+{
+	Datum	   *elems;
+	bool	   *nulls;
+	int			n;
+	double		f[MAX_FRACTIONS];
+
+	if (ARR_NDIM(a) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("approx_percentile takes a one-dimensional array of fractions")));
+	deconstruct_array(a, FLOAT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &elems, &nulls, &n);
+	if (n < 1 || n > MAX_FRACTIONS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("approx_percentile takes 1 to %d fractions, not %d", MAX_FRACTIONS, n)));
+	for (int i = 0; i < n; i++)
+	{
+		if (nulls[i])
 			ereport(ERROR,
-					(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
-					 errmsg("approx_percentile takes a one-dimensional array of fractions")));
-		deconstruct_array(a, FLOAT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &elems, &nulls, &n);
-		if (n < 1 || n > MAX_FRACTIONS)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("approx_percentile takes 1 to %d fractions, not %d", MAX_FRACTIONS, n)));
-		for (int i = 0; i < n; i++)
-		{
-			if (nulls[i])
-				ereport(ERROR,
-						(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-						 errmsg("approx_percentile needs fractions, not NULL")));
-			f[i] = DatumGetFloat8(elems[i]);
-		}
-		set_fractions(s, f, n);
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("approx_percentile needs fractions, not NULL")));
+		f[i] = DatumGetFloat8(elems[i]);
 	}
+	set_fractions(s, f, n);
+	pfree(elems);
+	pfree(nulls);
+}
+
+/*
+ * streamwin.approx_percentile_accum(internal, value float8, fractions float8[])
+ */
+Datum
+streamwin_approx_percentile_accum_array(PG_FUNCTION_ARGS)
+{
+	Sketch	   *s = accum_sketch(fcinfo);
+	ArrayType  *a;
+
+	if (PG_ARGISNULL(1))
+		PG_RETURN_POINTER(s);
+	a = PG_GETARG_ARRAYTYPE_P(2);
+	/*
+	 * The same fractions as the group's rows before: compared in place (a
+	 * one-dimensional array without NULLs holds its elements right after
+	 * its header).
+	 */
+	if (!(s->nfractions > 0 && ARR_NDIM(a) == 1 && !ARR_HASNULL(a) &&
+		  ARR_DIMS(a)[0] == s->nfractions &&
+		  memcmp((char *) a + ARR_OVERHEAD_NONULLS(1), s->fractions,
+				 sizeof(double) * s->nfractions) == 0))
+		set_fraction_array(s, a);
 	add_value(s, PG_GETARG_FLOAT8(1));
 	PG_RETURN_POINTER(s);
 }
