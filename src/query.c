@@ -601,6 +601,7 @@ compile_aggregate(Compiled *c, TargetEntry *tle)
 {
 	Aggref	   *a = (Aggref *) tle->expr;
 	const char *fname = agg_name(a);
+	const char *builtin;
 	AggCol	   *col = palloc0(sizeof(AggCol));
 	const char *qsum;
 	const char *qcount;
@@ -622,26 +623,25 @@ compile_aggregate(Compiled *c, TargetEntry *tle)
 	col->typmod = -1;
 
 	/* the built-in aggregates that merge in plain SQL; then any other */
-	if (get_func_namespace(a->aggfnoid) != PG_CATALOG_NAMESPACE)
-		fname = "";
-	if (strcmp(fname, "count") == 0)
+	builtin = get_func_namespace(a->aggfnoid) == PG_CATALOG_NAMESPACE ? fname : "";
+	if (strcmp(builtin, "count") == 0)
 	{
 		add_partial(c, col->name, "count", MERGE_ADD, copyObject(a));
 		col->final_sql = psprintf("%s", quote_identifier(psprintf("%s$count", col->name)));
 	}
-	else if (strcmp(fname, "sum") == 0 || strcmp(fname, "min") == 0 ||
-			 strcmp(fname, "max") == 0 || strcmp(fname, "bool_and") == 0 ||
-			 strcmp(fname, "every") == 0 || strcmp(fname, "bool_or") == 0)
+	else if (strcmp(builtin, "sum") == 0 || strcmp(builtin, "min") == 0 ||
+			 strcmp(builtin, "max") == 0 || strcmp(builtin, "bool_and") == 0 ||
+			 strcmp(builtin, "every") == 0 || strcmp(builtin, "bool_or") == 0)
 	{
-		MergeKind	m = strcmp(fname, "sum") == 0 ? MERGE_SUM :
-			strcmp(fname, "min") == 0 ? MERGE_MIN :
-			strcmp(fname, "max") == 0 ? MERGE_MAX :
-			strcmp(fname, "bool_or") == 0 ? MERGE_OR : MERGE_AND;
+		MergeKind	m = strcmp(builtin, "sum") == 0 ? MERGE_SUM :
+			strcmp(builtin, "min") == 0 ? MERGE_MIN :
+			strcmp(builtin, "max") == 0 ? MERGE_MAX :
+			strcmp(builtin, "bool_or") == 0 ? MERGE_OR : MERGE_AND;
 
 		add_partial(c, col->name, fname, m, copyObject(a));
 		col->final_sql = psprintf("%s", quote_identifier(psprintf("%s$%s", col->name, fname)));
 	}
-	else if (strcmp(fname, "avg") == 0)
+	else if (strcmp(builtin, "avg") == 0)
 	{
 		TargetEntry *arg = linitial_node(TargetEntry, a->args);
 		Oid			argtype = exprType((Node *) arg->expr);
@@ -684,7 +684,7 @@ compile_aggregate(Compiled *c, TargetEntry *tle)
 	{
 		PartialCol *p;
 
-		check_partial_state(a, get_func_name(a->aggfnoid));
+		check_partial_state(a, fname);
 		add_partial(c, col->name, "state", MERGE_STATE, partial_state_agg(a));
 		p = llast(c->partials);
 		p->aggfnoid = a->aggfnoid;
