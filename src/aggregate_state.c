@@ -607,8 +607,11 @@ streamwin_combine_states(PG_FUNCTION_ARGS)
 		PG_RETURN_DATUM(PG_ARGISNULL(1) ? PG_GETARG_DATUM(2) : PG_GETARG_DATUM(1));
 	}
 	context = call_context(a, fcinfo);
+	/* the first state, made in the current memory context: no copy needed */
 	s.agg = a;
-	keep_value(&s, deserialize_state(a, PG_GETARG_BYTEA_PP(1), context), false, CurrentMemoryContext);
+	s.value = deserialize_state(a, PG_GETARG_BYTEA_PP(1), context);
+	s.isnull = false;
+	s.started = true;
 	combine_into(&s, deserialize_state(a, PG_GETARG_BYTEA_PP(2), context), context,
 				 PG_GET_COLLATION(), CurrentMemoryContext);
 	if (s.isnull)
