@@ -307,15 +307,39 @@ table_row_text(QueryRunner *r, KafkaMessage *m)
 	return (bytea *) cstring_to_text(text);
 }
 
+/* qsort_arg comparator: message indexes by (partition, offset) */
+static int
+compare_positions(const void *a, const void *b, void *arg)
+{
+	const KafkaMessage *msgs = arg;
+	const KafkaMessage *x = &msgs[*(const int *) a];
+	const KafkaMessage *y = &msgs[*(const int *) b];
+
+	if (x->partition != y->partition)
+		return x->partition < y->partition ? -1 : 1;
+	if (x->offset != y->offset)
+		return x->offset < y->offset ? -1 : 1;
+	return 0;
+}
+
 /*
  * Keep the messages set aside with status 'd' (dead letters: position,
  * payload, error) or 'l' (late rows: position, payload, event time and the
  * watermark they missed), in one statement.
+ *
+ * The rows go in by (partition, offset).  Dead letters are shared by every
+ * query of the source, so two queries' batches may insert the same keys at
+ * once; each batch meets the partitions interleaved in its own fetch order,
+ * and inserting in that order let two batches each wait for a key the other
+ * had taken first (a deadlock, then a retried batch).  One order for all
+ * makes the later batch simply wait for the earlier one.
  */
 static void
 record_rejected(QueryRunner *r, KafkaMessage *msgs, BatchMessageResult *res, int n,
 				char status, int count, TimestampTz watermark)
 {
+	int		   *order = palloc(sizeof(int) * count);
+	int			norder = 0;
 	Datum	   *parts = palloc(sizeof(Datum) * count);
 	Datum	   *offs = palloc(sizeof(Datum) * count);
 	Datum	   *payloads = palloc(sizeof(Datum) * count);
@@ -323,14 +347,17 @@ record_rejected(QueryRunner *r, KafkaMessage *msgs, BatchMessageResult *res, int
 	Oid			types[6] = {TEXTOID, INT4ARRAYOID, INT8ARRAYOID, BYTEAARRAYOID,
 	status == 'd' ? TEXTARRAYOID : TIMESTAMPTZARRAYOID, TIMESTAMPTZOID};
 	Datum		args[6];
-	int			k = 0;
 
-	for (int i = 0; i < n && k < count; i++)
+	for (int i = 0; i < n && norder < count; i++)
+		if (res[i].status == status)
+			order[norder++] = i;
+	qsort_arg(order, norder, sizeof(int), compare_positions, msgs);
+
+	for (int j = 0; j < norder; j++)
 	{
+		int			i = order[j];
 		bytea	   *payload;
 
-		if (res[i].status != status)
-			continue;
 		if (r->source->kind == SOURCE_TABLE)
 			payload = table_row_text(r, &msgs[i]);
 		else
@@ -340,20 +367,19 @@ record_rejected(QueryRunner *r, KafkaMessage *msgs, BatchMessageResult *res, int
 			if (msgs[i].len > 0)
 				memcpy(VARDATA(payload), msgs[i].payload, msgs[i].len);
 		}
-		parts[k] = Int32GetDatum(msgs[i].partition);
-		offs[k] = Int64GetDatum(msgs[i].offset);
-		payloads[k] = PointerGetDatum(payload);
-		details[k] = status == 'd' ? CStringGetTextDatum(res[i].error) :
+		parts[j] = Int32GetDatum(msgs[i].partition);
+		offs[j] = Int64GetDatum(msgs[i].offset);
+		payloads[j] = PointerGetDatum(payload);
+		details[j] = status == 'd' ? CStringGetTextDatum(res[i].error) :
 			TimestampTzGetDatum(res[i].event_time);
-		k++;
 	}
 	args[0] = CStringGetTextDatum(status == 'd' ? r->source->name : r->query->name);
-	args[1] = PointerGetDatum(construct_array(parts, k, INT4OID, 4, true, TYPALIGN_INT));
-	args[2] = PointerGetDatum(construct_array(offs, k, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-	args[3] = PointerGetDatum(construct_array(payloads, k, BYTEAOID, -1, false, TYPALIGN_INT));
+	args[1] = PointerGetDatum(construct_array(parts, norder, INT4OID, 4, true, TYPALIGN_INT));
+	args[2] = PointerGetDatum(construct_array(offs, norder, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	args[3] = PointerGetDatum(construct_array(payloads, norder, BYTEAOID, -1, false, TYPALIGN_INT));
 	args[4] = status == 'd' ?
-		PointerGetDatum(construct_array(details, k, TEXTOID, -1, false, TYPALIGN_INT)) :
-		PointerGetDatum(construct_array(details, k, TIMESTAMPTZOID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+		PointerGetDatum(construct_array(details, norder, TEXTOID, -1, false, TYPALIGN_INT)) :
+		PointerGetDatum(construct_array(details, norder, TIMESTAMPTZOID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 	args[5] = TimestampTzGetDatum(watermark);
 
 	/* keyed by position: once per message, however many queries read it */
