@@ -165,6 +165,14 @@ $bg->finish;
 my $mid = consumed();
 note("stream fully produced; $mid rows counted so far");
 
+# The topic holds each message sent exactly once (the test producer is
+# idempotent), so any surplus in the results below would be streamwin's.
+wait_until($node, "SELECT lag FROM streamwin.queries WHERE name = 'c_uniq'", '0',
+	'the dedup transform has read the whole topic');
+is( $node->safe_psql('postgres', q{SELECT sum(o.next_offset) FROM streamwin.query_offsets o
+	JOIN streamwin.query_catalog q USING (query_id) WHERE q.name = 'c_uniq'}),
+	scalar(@msgs), 'the topic holds every message sent, once');
+
 wait_results_match($node, 'SELECT id, k, v, ts FROM c_uniq',
 	'SELECT DISTINCT id, k, v, ts FROM ev',
 	'dedup transform: every event once, duplicates dropped, through every crash');
