@@ -77,6 +77,9 @@ typedef struct QueryRunner
 
 	SPIPlanPtr	batch_plan;
 	SPIPlanPtr	close_plan;
+	SPIPlanPtr	batch_insert_plan;	/* see run_insert_variant() */
+	SPIPlanPtr	close_insert_plan;
+	int			insert_variants_paused; /* batches left without them */
 	SPIPlanPtr	clear_plan;
 	SPIPlanPtr	refresh_plan;
 	SPIPlanPtr	state_count_plan;

@@ -737,6 +737,8 @@ query_from_row(HeapTuple tup, TupleDesc desc)
 	q->event_time_expr = jsonb_get_text(plan, "event_time");
 	q->batch_sql = jsonb_get_text(plan, "batch_sql");
 	q->close_sql = jsonb_get_text(plan, "close_sql");
+	q->batch_insert_sql = jsonb_get_text(plan, "batch_insert_sql");
+	q->close_insert_sql = jsonb_get_text(plan, "close_insert_sql");
 	q->clear_sql = jsonb_get_text(plan, "clear_sql");
 	q->dedup_sql = jsonb_get_text(plan, "dedup_sql");
 	q->dedup_evict_sql = jsonb_get_text(plan, "dedup_evict_sql");

@@ -1247,6 +1247,11 @@ emit_statements(Compiled *c, const char *rname, const char *sname, OutputMode mo
 								   "INSERT INTO %s AS r (%s) SELECT %s FROM s%s",
 								   sname, close_condition(c), rname, result_list(c, false), result_list(c, true),
 								   result_upsert(c)));
+		/* a window closes once: its rows are new to the result but on replay */
+		appendStringInfoString(plan, ", \"close_insert_sql\": ");
+		escape_json(plan, psprintf("WITH s AS (DELETE FROM %s WHERE %s RETURNING *) "
+								   "INSERT INTO %s AS r (%s) SELECT %s FROM s",
+								   sname, close_condition(c), rname, result_list(c, false), result_list(c, true)));
 	}
 	else if (mode == OUTPUT_UPDATE && c->window)
 	{
@@ -1335,6 +1340,23 @@ aggregate_statements(Compiled *c, Oid result, Oid state, OutputMode mode, String
 				 merge.data, rname, result_list(c, false), result_list(c, true), result_upsert(c));
 	appendStringInfoString(plan, ", \"batch_sql\": ");
 	escape_json(plan, batch);
+
+	/*
+	 * Its insert variant (see run_insert_variant in batch.c): a group the
+	 * merge inserted into the state (its xmax is 0; an updated one carries
+	 * the updater's) goes into the result with a plain INSERT.  No column
+	 * of the state can be called xmax, a system column's name.
+	 */
+	if (mode == OUTPUT_UPDATE)
+	{
+		char	   *insert = psprintf("INSERT INTO %s AS r (%s) SELECT %s FROM s",
+									  rname, result_list(c, false), result_list(c, true));
+
+		appendStringInfoString(plan, ", \"batch_insert_sql\": ");
+		escape_json(plan, psprintf("WITH s AS (%s RETURNING s.*, s.xmax), "
+								   "n AS (%s WHERE xmax = 0) %s WHERE xmax <> 0%s",
+								   merge.data, insert, insert, result_upsert(c)));
+	}
 	emit_statements(c, rname, sname, mode, plan);
 }
 

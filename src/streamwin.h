@@ -114,6 +114,8 @@ typedef struct QueryInfo
 									 * or NULL */
 	char	   *batch_sql;		/* run once per batch over the source rows */
 	char	   *close_sql;		/* $1 = watermark: emit/evict closed windows */
+	char	   *batch_insert_sql;	/* their variants that write rows new to */
+	char	   *close_insert_sql;	/* the result with a plain INSERT, or NULL */
 	char	   *clear_sql;		/* complete mode: empty the result */
 	char	   *refresh_sql;	/* complete mode: rewrite the result */
 	char	   *state_count_sql;
