@@ -63,9 +63,25 @@ SELECT streamwin.create_query('visits', $$
 -- No window, complete mode: every group's final values rewritten each batch.
 SELECT streamwin.create_query('totals', $$
     SELECT sensor, count(*) AS n, var_samp(amount) AS var, streamwin.approx_count_distinct(flags) AS dflags,
-           streamwin.approx_percentile(reading, array[0.5, 0.95]) AS pcts
+           streamwin.approx_percentile(reading, array[0.5, 0.95]) AS pcts,
+           count(DISTINCT flags) AS exact_dflags
       FROM ms GROUP BY sensor$$,
     output_mode => 'complete', start => false);
+
+-- Exact DISTINCT aggregates, tumbling windows, update mode: each group
+-- keeps its distinct values (a sorted array) in the state, and the final
+-- value is the aggregate over them.  NULLs are kept as a value (array_agg
+-- shows it, last) and ignored by the aggregates that ignore NULL inputs.
+SELECT streamwin.create_query('uniques', $$
+    SELECT sensor, count(DISTINCT flags) AS dflags, count(DISTINCT reading) AS dreadings,
+           sum(DISTINCT amount) AS damount, avg(DISTINCT flags) FILTER (WHERE flags > 100) AS big,
+           array_agg(DISTINCT CASE WHEN reading IS NOT NULL THEN flags % 3 END) AS residues,
+           max(DISTINCT sensor) AS same_sensor
+      FROM ms GROUP BY streamwin.tumble(ts, '2 minutes'), sensor$$,
+    output_mode => 'update', start => false);
+SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute
+ WHERE attrelid = (SELECT state_table FROM streamwin.queries WHERE name = 'uniques')
+   AND attname LIKE '%$%' ORDER BY attnum;
 
 -- Three loads, each read in batches of 150: windows and sessions get rows
 -- from several batches.  Event times are out of order within 10 minutes;
@@ -79,13 +95,13 @@ CREATE FUNCTION load(first int, last int) RETURNS void LANGUAGE sql AS $$
            timestamptz '2026-01-01 00:00:00+00' + (g * 13 % 600) * interval '1 second'
       FROM generate_series(first, last) g $$;
 SELECT load(1, 400);
-SELECT q, (streamwin.run_available(q))->>'batches' AS batches FROM unnest(array['stats', 'hops', 'visits', 'totals']) q;
+SELECT q, (streamwin.run_available(q))->>'batches' AS batches FROM unnest(array['stats', 'hops', 'visits', 'totals', 'uniques']) q;
 SELECT load(401, 700);
-SELECT q, (streamwin.run_available(q))->>'batches' AS batches FROM unnest(array['stats', 'hops', 'visits', 'totals']) q;
+SELECT q, (streamwin.run_available(q))->>'batches' AS batches FROM unnest(array['stats', 'hops', 'visits', 'totals', 'uniques']) q;
 SELECT load(701, 1000);
 -- one late-coming event an hour on, which closes every hopping window before it
 INSERT INTO m VALUES ('s1', 1, 1, 1, 1, 1, '2026-01-01 01:00:00+00');
-SELECT q, (streamwin.run_available(q))->>'batches' AS batches FROM unnest(array['stats', 'hops', 'visits', 'totals']) q;
+SELECT q, (streamwin.run_available(q))->>'batches' AS batches FROM unnest(array['stats', 'hops', 'visits', 'totals', 'uniques']) q;
 -- the watermark moves at the end of a batch: one more makes it close windows
 SELECT (streamwin.run_batch('hops'))->>'input_rows' AS input_rows;
 
@@ -180,11 +196,28 @@ SELECT count(e.*) AS expected_sessions, count(v.*) AS result_sessions,
 
 -- totals: the same over all rows
 SELECT count(*) AS groups,
-       count(*) FILTER (WHERE (t.n, t.var, t.dflags, t.pcts) IS DISTINCT FROM (e.n, e.var, e.dflags, e.pcts)) AS differing
+       count(*) FILTER (WHERE (t.n, t.var, t.dflags, t.pcts, t.exact_dflags)
+                              IS DISTINCT FROM (e.n, e.var, e.dflags, e.pcts, e.exact_dflags)) AS differing
   FROM totals t FULL JOIN
        (SELECT sensor, count(*) AS n, var_samp(amount) AS var, streamwin.approx_count_distinct(flags) AS dflags,
-               streamwin.approx_percentile(reading, array[0.5, 0.95]) AS pcts
+               streamwin.approx_percentile(reading, array[0.5, 0.95]) AS pcts,
+               count(DISTINCT flags) AS exact_dflags
           FROM m GROUP BY sensor) e ON coalesce(t.sensor, '(null)') = coalesce(e.sensor, '(null)');
+
+-- uniques: the DISTINCT aggregates in plain SQL, window by window
+SELECT count(e.*) AS expected_groups, count(u.*) AS result_groups,
+       count(*) FILTER (WHERE (u.dflags, u.dreadings, u.damount, u.big, u.residues, u.same_sensor)
+                              IS DISTINCT FROM (e.dflags, e.dreadings, e.damount, e.big, e.residues, e.same_sensor))
+         AS differing,
+       sum(e.dflags) AS distinct_flags_total, count(*) FILTER (WHERE e.residues[array_upper(e.residues, 1)] IS NULL) AS with_null
+  FROM uniques u FULL JOIN
+       (SELECT streamwin.tumble(ts, '2 minutes') AS window_start, sensor,
+               count(DISTINCT flags) AS dflags, count(DISTINCT reading) AS dreadings,
+               sum(DISTINCT amount) AS damount, avg(DISTINCT flags) FILTER (WHERE flags > 100) AS big,
+               array_agg(DISTINCT CASE WHEN reading IS NOT NULL THEN flags % 3 END) AS residues,
+               max(DISTINCT sensor) AS same_sensor
+          FROM m GROUP BY 1, 2) e
+    ON u.window_start = e.window_start AND u.sensor IS NOT DISTINCT FROM e.sensor;
 
 -- approx_count_distinct in plain SQL: within 3% of the exact count from 1
 -- to a million distinct values (its standard error is about 0.8%), NULLs
@@ -253,8 +286,10 @@ SELECT streamwin.combine_states('streamwin.approx_percentile(double precision, d
 DROP TABLE spread;
 
 -- Refused at creation, with what to change.
--- exact distinct counts
-SELECT streamwin.create_query('bad', 'SELECT sensor, count(DISTINCT flags) AS d FROM ms GROUP BY sensor');
+-- DISTINCT: in session windows, of two arguments, over arrays
+SELECT streamwin.create_query('bad', 'SELECT sensor, count(DISTINCT flags) AS d FROM ms GROUP BY streamwin.session(ts, ''1 minute''), sensor');
+SELECT streamwin.create_query('bad', 'SELECT sensor, string_agg(DISTINCT sensor, '','') AS d FROM ms GROUP BY sensor');
+SELECT streamwin.create_query('bad', 'SELECT sensor, count(DISTINCT array[flags]) AS d FROM ms GROUP BY sensor');
 -- no combine function (array_agg and string_agg have none in PostgreSQL 15)
 SELECT streamwin.create_query('bad', 'SELECT sensor, array_agg(flags) AS a FROM ms GROUP BY sensor');
 SELECT streamwin.create_query('bad', $$SELECT sensor, string_agg(sensor, ',') AS a FROM ms GROUP BY sensor$$);
@@ -300,7 +335,7 @@ SELECT streamwin.finish_state('pg_catalog.stddev(numeric)',
           FROM (SELECT g % 3 AS k, streamwin.partial_state('pg_catalog.stddev(numeric)', amount) AS s
                   FROM (SELECT row_number() OVER () AS g, amount FROM m) r GROUP BY 1) t) parts;
 
-SELECT streamwin.drop_query(q, drop_result => true) FROM unnest(array['stats', 'hops', 'visits', 'totals']) q;
+SELECT streamwin.drop_query(q, drop_result => true) FROM unnest(array['stats', 'hops', 'visits', 'totals', 'uniques']) q;
 SELECT streamwin.drop_source('ms');
 REVOKE CREATE ON SCHEMA public FROM aggregates_user;
 REVOKE SELECT ON m FROM aggregates_user;

@@ -105,8 +105,10 @@ typedef enum MergeKind
 	MERGE_MAX,
 	MERGE_AND,
 	MERGE_OR,
-	MERGE_STATE					/* any other: its transition state, as bytea
+	MERGE_STATE,				/* any other: its transition state, as bytea
 								 * (src/aggregate_state.c) */
+	MERGE_UNION					/* agg(DISTINCT x): the sorted array of the
+								 * distinct values of x */
 } MergeKind;
 
 typedef struct PartialCol
@@ -593,6 +595,54 @@ partial_state_agg(Aggref *orig)
 }
 
 /*
+ * agg(DISTINCT x), exactly: the partial is array_agg(DISTINCT x) with the
+ * same filter, the sorted distinct values of the batch's group, merged
+ * with the stored ones by sorted union; the final value is agg over that
+ * set.  The state grows with the distinct values of each open group, as it
+ * must for an exact answer (approx_count_distinct keeps 16 kB at most).
+ */
+static void
+compile_distinct_aggregate(Compiled *c, AggCol *col, Aggref *a, const char *fname)
+{
+	Aggref	   *set = copyObject(a);
+	Oid			argtype;
+	Oid			arraytype;
+	Oid			anynonarray[1] = {ANYNONARRAYOID};
+	const char *qset;
+
+	if (list_length(a->args) != 1)
+		refuse(psprintf("%s(DISTINCT ...) of %d arguments is not supported in continuous queries",
+						fname, list_length(a->args)),
+			   "Only aggregates of one argument keep their distinct values batch by batch.",
+			   "Keep array_agg(DISTINCT value) instead, and combine its elements when reading the result "
+			   "(for string_agg, with array_to_string()).");
+	if (c->window && strcmp(c->window, "session") == 0)
+		refuse("DISTINCT aggregates are not supported with session windows",
+			   "Merging sessions cannot merge their sets of distinct values.",
+			   "Use streamwin.approx_count_distinct(...), an estimate that merges, or tumbling or hopping windows.");
+	argtype = exprType((Node *) linitial_node(TargetEntry, a->args)->expr);
+	arraytype = get_array_type(argtype);
+	if (type_is_array(argtype) || !OidIsValid(arraytype))
+		refuse(psprintf("%s(DISTINCT ...) over type %s is not supported in continuous queries",
+						fname, format_type_be(argtype)),
+			   "The distinct values are kept in an array, which cannot hold arrays of different sizes.",
+			   "Apply DISTINCT to a scalar form of the value, such as its text (value::text).");
+
+	set->aggfnoid = LookupFuncName(list_make2(makeString("pg_catalog"), makeString("array_agg")),
+								   1, anynonarray, false);
+	set->aggtype = arraytype;
+	set->aggargtypes = list_make1_oid(argtype);
+	set->aggstar = false;
+	add_partial(c, col->name, "distinct", MERGE_UNION, set);
+
+	qset = quote_identifier(psprintf("%s$distinct", col->name));
+	col->final_sql = psprintf("(SELECT %s(v) FROM pg_catalog.unnest(%s) AS u(v))",
+							  quote_qualified_identifier(get_namespace_name(get_func_namespace(a->aggfnoid)),
+														 fname),
+							  qset);
+}
+
+/*
  * Map one aggregate of the user's query to partial aggregates (merged
  * batch by batch in the state table) and a final expression over them.
  */
@@ -610,17 +660,20 @@ compile_aggregate(Compiled *c, TargetEntry *tle)
 		refuse("ordered-set and hypothetical-set aggregates are not supported in continuous queries",
 			   "Their results cannot be merged batch by batch from partial results.",
 			   "For percentiles use streamwin.approx_percentile(value, fraction), which merges batch by batch.");
-	if (a->aggdistinct != NIL)
-		refuse("DISTINCT aggregates are not supported in continuous queries",
-			   "A distinct count cannot be merged batch by batch from partial counts.",
-			   "Use streamwin.approx_count_distinct(...), an estimate that merges batch by batch, "
-			   "or group by the column as well and count the result rows.");
 	if (a->aggorder != NIL)
 		refuse("aggregates with ORDER BY are not supported in continuous queries", NULL, NULL);
 
 	col->name = tle->resname;
 	col->type = a->aggtype;
 	col->typmod = -1;
+
+	if (a->aggdistinct != NIL)
+	{
+		compile_distinct_aggregate(c, col, a, fname);
+		col->final_sql = psprintf("%s::%s", col->final_sql, format_type_be_qualified(col->type));
+		c->aggs = lappend(c->aggs, col);
+		return;
+	}
 
 	/* the built-in aggregates that merge in plain SQL; then any other */
 	builtin = get_func_namespace(a->aggfnoid) == PG_CATALOG_NAMESPACE ? fname : "";
@@ -985,6 +1038,10 @@ merge_sql(PartialCol *p)
 		case MERGE_STATE:
 			return psprintf("streamwin.combine_states(%s, s.%s, EXCLUDED.%s)",
 							aggregate_literal(p->aggfnoid), n, n);
+		case MERGE_UNION:
+			/* sorted as array_agg(DISTINCT) sorts: ascending, NULL last */
+			return psprintf("ARRAY(SELECT DISTINCT v FROM pg_catalog.unnest(pg_catalog.array_cat(s.%s, EXCLUDED.%s)) "
+							"AS u(v) ORDER BY v)", n, n);
 	}
 	return NULL;
 }
@@ -1465,6 +1522,8 @@ merge_agg_sql(PartialCol *p)
 			return psprintf("pg_catalog.bool_or(%s)", n);
 		case MERGE_STATE:
 			return psprintf("streamwin.combined_state(%s, %s)", aggregate_literal(p->aggfnoid), n);
+		case MERGE_UNION:
+			break;				/* refused with sessions (compile_distinct_aggregate) */
 	}
 	return NULL;
 }
