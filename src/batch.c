@@ -258,6 +258,41 @@ run_with_input(QueryRunner *r, SPIPlanPtr plan, BatchInput *input)
 	PG_END_TRY();
 }
 
+/*
+ * run_in_subtransaction
+ *		Run fn(arg) in a subtransaction of its own.  Returns NULL if it
+ *		succeeded.  Otherwise the subtransaction is rolled back (whatever the
+ *		error: it ends where it began) and the error is returned, copied into
+ *		the caller's memory context, for the caller to handle or to rethrow
+ *		with ReThrowError().
+ */
+ErrorData *
+run_in_subtransaction(void (*fn) (void *arg), void *arg)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	ErrorData  *edata = NULL;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		fn(arg);
+		ReleaseCurrentSubTransaction();
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(cxt);
+	CurrentResourceOwner = owner;
+	return edata;
+}
+
 /* run_with_input() if input is given, else run_as_owner() with args */
 static void
 run_statement(QueryRunner *r, SPIPlanPtr plan, BatchInput *input, Datum *args)
@@ -293,52 +328,42 @@ run_statement(QueryRunner *r, SPIPlanPtr plan, BatchInput *input, Datum *args)
  * variant; a replay after a crash, which re-creates state for rows already
  * in the result, uses the statements from the start.
  */
+typedef struct StatementCall
+{
+	QueryRunner *r;
+	SPIPlanPtr	plan;
+	BatchInput *input;
+	Datum	   *args;
+} StatementCall;
+
+static void
+run_statement_call(void *arg)
+{
+	StatementCall *call = arg;
+
+	run_statement(call->r, call->plan, call->input, call->args);
+}
+
 static void
 run_insert_variant(QueryRunner *r, SPIPlanPtr variant, SPIPlanPtr plan, BatchInput *input,
 				   Datum *args, bool replay)
 {
-	MemoryContext cxt = CurrentMemoryContext;
-	ResourceOwner owner = CurrentResourceOwner;
-	bool		conflict = false;
+	StatementCall call = {r, variant, input, args};
+	ErrorData  *edata;
 
 	if (variant == NULL || replay || r->insert_variants_paused > 0)
 	{
 		run_statement(r, plan, input, args);
 		return;
 	}
-
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(cxt);
-	PG_TRY();
-	{
-		run_statement(r, variant, input, args);
-		ReleaseCurrentSubTransaction();
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		/* whatever the error, the subtransaction ends here, where it began */
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
-		if (edata->sqlerrcode != ERRCODE_UNIQUE_VIOLATION)
-			ReThrowError(edata);
-		FreeErrorData(edata);
-		conflict = true;
-	}
-	PG_END_TRY();
-	MemoryContextSwitchTo(cxt);
-	CurrentResourceOwner = owner;
-
-	if (conflict)
-	{
-		r->insert_variants_paused = INSERT_VARIANTS_PAUSE;
-		run_statement(r, plan, input, args);
-	}
+	edata = run_in_subtransaction(run_statement_call, &call);
+	if (edata == NULL)
+		return;
+	if (edata->sqlerrcode != ERRCODE_UNIQUE_VIOLATION)
+		ReThrowError(edata);
+	FreeErrorData(edata);
+	r->insert_variants_paused = INSERT_VARIANTS_PAUSE;
+	run_statement(r, plan, input, args);
 }
 
 /*

@@ -112,6 +112,7 @@ extern QueryRunner *runner_get(int32 query_id);
 extern void runner_forget(int32 query_id);
 extern bool runner_settings_changed(const QueryInfo *q);
 extern void batch_execute(QueryRunner *r, int fetch_timeout_ms, int linger_ms, BatchStats *stats);
+extern ErrorData *run_in_subtransaction(void (*fn) (void *arg), void *arg);
 extern Jsonb *batch_stats_jsonb(QueryRunner *r, BatchStats *stats);
 
 /* batch_input.c */

@@ -230,59 +230,59 @@ done:
 	ResetExprContext(r->econtext);
 }
 
+typedef struct DecodeRange
+{
+	QueryRunner *r;
+	KafkaMessage *msgs;
+	BatchMessageResult *res;
+	int			lo;
+	int			hi;
+	bool		drop_late;
+	TimestampTz watermark;
+	MemoryContext batch_cxt;
+} DecodeRange;
+
+static void
+decode_messages(void *arg)
+{
+	DecodeRange *d = arg;
+
+	for (int i = d->lo; i < d->hi; i++)
+	{
+		memset(&d->res[i], 0, sizeof(BatchMessageResult));
+		decode_one(d->r, &d->msgs[i], &d->res[i], d->drop_late, d->watermark, d->batch_cxt);
+	}
+}
+
 /* Decode msgs[lo, hi) in one subtransaction; split the range on error. */
 static void
 decode_range(QueryRunner *r, KafkaMessage *msgs, BatchMessageResult *res, int lo, int hi,
 			 bool drop_late, TimestampTz watermark)
 {
-	MemoryContext batch_cxt = CurrentMemoryContext;
-	ResourceOwner owner = CurrentResourceOwner;
+	DecodeRange d = {r, msgs, res, lo, hi, drop_late, watermark, CurrentMemoryContext};
+	ErrorData  *edata = run_in_subtransaction(decode_messages, &d);
 
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(batch_cxt);
-	PG_TRY();
+	if (edata == NULL)
+		return;
+	ResetExprContext(r->econtext);
+	if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_DATA_EXCEPTION &&
+		ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION)
+		ReThrowError(edata);
+	if (hi - lo == 1)
 	{
-		for (int i = lo; i < hi; i++)
-		{
-			memset(&res[i], 0, sizeof(BatchMessageResult));
-			decode_one(r, &msgs[i], &res[i], drop_late, watermark, batch_cxt);
-		}
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(batch_cxt);
-		CurrentResourceOwner = owner;
+		memset(&res[lo], 0, sizeof(BatchMessageResult));
+		res[lo].status = 'd';
+		/* the context names the JSON key or CSV field at fault */
+		res[lo].error = edata->context ?
+			psprintf("%s (%s)", edata->message, edata->context) : edata->message;
 	}
-	PG_CATCH();
+	else
 	{
-		ErrorData  *edata;
+		int			mid = lo + (hi - lo) / 2;
 
-		MemoryContextSwitchTo(batch_cxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(batch_cxt);
-		CurrentResourceOwner = owner;
-		ResetExprContext(r->econtext);
-
-		if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_DATA_EXCEPTION &&
-			ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION)
-			ReThrowError(edata);
-		if (hi - lo == 1)
-		{
-			memset(&res[lo], 0, sizeof(BatchMessageResult));
-			res[lo].status = 'd';
-			/* the context names the JSON key or CSV field at fault */
-			res[lo].error = edata->context ?
-				psprintf("%s (%s)", edata->message, edata->context) : edata->message;
-		}
-		else
-		{
-			int			mid = lo + (hi - lo) / 2;
-
-			decode_range(r, msgs, res, lo, mid, drop_late, watermark);
-			decode_range(r, msgs, res, mid, hi, drop_late, watermark);
-		}
+		decode_range(r, msgs, res, lo, mid, drop_late, watermark);
+		decode_range(r, msgs, res, mid, hi, drop_late, watermark);
 	}
-	PG_END_TRY();
 }
 
 /*
