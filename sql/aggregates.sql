@@ -76,7 +76,7 @@ SELECT streamwin.create_query('uniques', $$
     SELECT sensor, count(DISTINCT flags) AS dflags, count(DISTINCT reading) AS dreadings,
            sum(DISTINCT amount) AS damount, avg(DISTINCT flags) FILTER (WHERE flags > 100) AS big,
            array_agg(DISTINCT CASE WHEN reading IS NOT NULL THEN flags % 3 END) AS residues,
-           max(DISTINCT sensor) AS same_sensor
+           max(DISTINCT sensor) AS same_sensor, count(DISTINCT flags) FILTER (WHERE flags > 250) AS rare
       FROM ms GROUP BY streamwin.tumble(ts, '2 minutes'), sensor$$,
     output_mode => 'update', start => false);
 SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute
@@ -206,16 +206,17 @@ SELECT count(*) AS groups,
 
 -- uniques: the DISTINCT aggregates in plain SQL, window by window
 SELECT count(e.*) AS expected_groups, count(u.*) AS result_groups,
-       count(*) FILTER (WHERE (u.dflags, u.dreadings, u.damount, u.big, u.residues, u.same_sensor)
-                              IS DISTINCT FROM (e.dflags, e.dreadings, e.damount, e.big, e.residues, e.same_sensor))
+       count(*) FILTER (WHERE (u.dflags, u.dreadings, u.damount, u.big, u.residues, u.same_sensor, u.rare)
+                              IS DISTINCT FROM (e.dflags, e.dreadings, e.damount, e.big, e.residues, e.same_sensor, e.rare))
          AS differing,
-       sum(e.dflags) AS distinct_flags_total, count(*) FILTER (WHERE e.residues[array_upper(e.residues, 1)] IS NULL) AS with_null
+       sum(e.dflags) AS distinct_flags_total, count(*) FILTER (WHERE e.residues[array_upper(e.residues, 1)] IS NULL) AS with_null,
+       count(*) FILTER (WHERE e.rare = 0) AS none_rare
   FROM uniques u FULL JOIN
        (SELECT streamwin.tumble(ts, '2 minutes') AS window_start, sensor,
                count(DISTINCT flags) AS dflags, count(DISTINCT reading) AS dreadings,
                sum(DISTINCT amount) AS damount, avg(DISTINCT flags) FILTER (WHERE flags > 100) AS big,
                array_agg(DISTINCT CASE WHEN reading IS NOT NULL THEN flags % 3 END) AS residues,
-               max(DISTINCT sensor) AS same_sensor
+               max(DISTINCT sensor) AS same_sensor, count(DISTINCT flags) FILTER (WHERE flags > 250) AS rare
           FROM m GROUP BY 1, 2) e
     ON u.window_start = e.window_start AND u.sensor IS NOT DISTINCT FROM e.sensor;
 

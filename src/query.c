@@ -636,6 +636,15 @@ compile_distinct_aggregate(Compiled *c, AggCol *col, Aggref *a, const char *fnam
 	add_partial(c, col->name, "distinct", MERGE_UNION, set);
 
 	qset = quote_identifier(psprintf("%s$distinct", col->name));
+	if (a->aggfnoid == F_COUNT_ANY)
+	{
+		/* the set's size, less its NULL (sorted last), without a subquery */
+		col->final_sql = psprintf("CASE WHEN %s[pg_catalog.cardinality(%s)] IS NULL "
+								  "THEN GREATEST(pg_catalog.cardinality(%s) - 1, 0) "
+								  "ELSE pg_catalog.cardinality(%s) END",
+								  qset, qset, qset, qset);
+		return;
+	}
 	col->final_sql = psprintf("(SELECT %s(v) FROM pg_catalog.unnest(%s) AS u(v))",
 							  quote_qualified_identifier(get_namespace_name(get_func_namespace(a->aggfnoid)),
 														 fname),
