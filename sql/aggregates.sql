@@ -46,7 +46,7 @@ SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute
 -- Hopping windows, append mode: a window's row appears when it closes.
 SELECT streamwin.create_query('hops', $$
     SELECT sensor, count(*) AS n, stddev(amount) AS sd, corr(x, y) AS r, bit_xor(flags) AS bxor,
-           sumsq(flags) AS sq
+           sumsq(flags) AS sq, count(DISTINCT flags) AS dflags
       FROM ms GROUP BY streamwin.hop(ts, '4 minutes', '2 minutes'), sensor$$,
     watermark => '10 minutes', output_mode => 'append', start => false);
 
@@ -56,7 +56,8 @@ SELECT streamwin.create_query('visits', $$
     SELECT sensor, count(*) AS n, variance(amount) AS var, stddev_samp(reading) AS sd,
            bit_or(flags) AS bor, sumsq(flags) AS sq, smallest(flags) AS least_flags,
            streamwin.approx_count_distinct(amount) AS damount,
-           streamwin.approx_percentile(x - y, 0.5) AS median_diff
+           streamwin.approx_percentile(x - y, 0.5) AS median_diff,
+           count(DISTINCT flags % 10) AS dflags, array_agg(DISTINCT flags % 4) AS residues
       FROM ms GROUP BY streamwin.session(ts, '20 seconds'), sensor$$,
     output_mode => 'update', start => false);
 
@@ -153,13 +154,14 @@ SELECT column_name, data_type FROM information_schema.columns
 SELECT watermark FROM streamwin.queries WHERE name = 'hops';
 CREATE VIEW hops_expected AS
 SELECT w AS window_start, w + interval '4 minutes' AS window_end, sensor, count(*) AS n,
-       stddev(amount) AS sd, corr(x, y) AS r, bit_xor(flags) AS bxor, sumsq(flags) AS sq
+       stddev(amount) AS sd, corr(x, y) AS r, bit_xor(flags) AS bxor, sumsq(flags) AS sq,
+       count(DISTINCT flags) AS dflags
   FROM m, streamwin.hop_starts(ts, '4 minutes', '2 minutes') w
  GROUP BY w, sensor;
 SELECT count(e.*) AS expected_windows, count(h.*) AS result_windows,
        count(*) FILTER (WHERE h.n IS DISTINCT FROM e.n OR h.sd IS DISTINCT FROM e.sd
                         OR NOT close(h.r, e.r) OR h.bxor IS DISTINCT FROM e.bxor
-                        OR h.sq IS DISTINCT FROM e.sq) AS differing
+                        OR h.sq IS DISTINCT FROM e.sq OR h.dflags IS DISTINCT FROM e.dflags) AS differing
   FROM hops h
   FULL JOIN (SELECT * FROM hops_expected
               WHERE window_end <= (SELECT watermark FROM streamwin.queries WHERE name = 'hops')) e
@@ -180,7 +182,8 @@ SELECT min(ts) AS window_start, max(ts) + interval '20 seconds' AS window_end, s
        count(*) AS n, variance(amount) AS var, stddev_samp(reading) AS sd,
        bit_or(flags) AS bor, sumsq(flags) AS sq, smallest(flags) AS least_flags,
        streamwin.approx_count_distinct(amount) AS damount,
-       streamwin.approx_percentile(x - y, 0.5) AS median_diff
+       streamwin.approx_percentile(x - y, 0.5) AS median_diff,
+       count(DISTINCT flags % 10) AS dflags, array_agg(DISTINCT flags % 4) AS residues
   FROM numbered GROUP BY sensor, visit;
 SELECT count(e.*) AS expected_sessions, count(v.*) AS result_sessions,
        count(*) FILTER (WHERE v.window_end IS DISTINCT FROM e.window_end
@@ -189,7 +192,9 @@ SELECT count(e.*) AS expected_sessions, count(v.*) AS result_sessions,
                         OR v.sq IS DISTINCT FROM e.sq
                         OR v.least_flags IS DISTINCT FROM e.least_flags
                         OR v.damount IS DISTINCT FROM e.damount
-                        OR v.median_diff IS DISTINCT FROM e.median_diff) AS differing,
+                        OR v.median_diff IS DISTINCT FROM e.median_diff
+                        OR v.dflags IS DISTINCT FROM e.dflags
+                        OR v.residues IS DISTINCT FROM e.residues) AS differing,
        count(*) FILTER (WHERE e.n > 1) AS sessions_of_several_rows
   FROM visits v FULL JOIN visits_expected e
     ON v.window_start = e.window_start AND v.sensor IS NOT DISTINCT FROM e.sensor;
@@ -286,9 +291,21 @@ SELECT streamwin.combine_states('streamwin.approx_percentile(double precision, d
                                 '\x0100000001'::bytea, '\x01'::bytea);
 DROP TABLE spread;
 
+-- distinct_union, which merges the sets of DISTINCT aggregates: sorted as
+-- array_agg(DISTINCT) sorts (NULL last, once); inputs that are not sorted
+-- or hold duplicates are sorted first; NULL is "no set yet".
+SELECT streamwin.distinct_union('{1,3,5}'::int[], '{2,3,6,NULL}') AS merged,
+       streamwin.distinct_union('{5,1,1,NULL,3,NULL}'::int[], '{3,2}') AS unsorted,
+       streamwin.distinct_union(NULL::text[], '{b,a,b}'::text[]) AS one_null,
+       streamwin.distinct_union(NULL::int[], NULL) AS both_null,
+       streamwin.distinct_union('{}'::int[], '{}') AS both_empty;
+SELECT streamwin.distinct_union(s) AS all_sets
+  FROM (VALUES ('{3,4}'::numeric[]), (NULL), ('{1.0,4.00,NULL}'), ('{2}')) v(s);
+SELECT streamwin.distinct_union('{{1,2},{3,4}}'::int[], '{1}');
+
 -- Refused at creation, with what to change.
--- DISTINCT: in session windows, of two arguments, over arrays
-SELECT streamwin.create_query('bad', 'SELECT sensor, count(DISTINCT flags) AS d FROM ms GROUP BY streamwin.session(ts, ''1 minute''), sensor');
+-- DISTINCT: of two arguments, over arrays, over anonymous rows
+SELECT streamwin.create_query('bad', 'SELECT sensor, count(DISTINCT (flags, sensor)) AS d FROM ms GROUP BY sensor');
 SELECT streamwin.create_query('bad', 'SELECT sensor, string_agg(DISTINCT sensor, '','') AS d FROM ms GROUP BY sensor');
 SELECT streamwin.create_query('bad', 'SELECT sensor, count(DISTINCT array[flags]) AS d FROM ms GROUP BY sensor');
 -- no combine function (array_agg and string_agg have none in PostgreSQL 15)

@@ -48,7 +48,7 @@ SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM regions GR
 SELECT streamwin.create_query('q', 'SELECT a.region, count(*) AS n FROM orders a JOIN orders b USING (order_id) GROUP BY a.region', output_mode => 'update');
 SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY region HAVING count(*) > 1', output_mode => 'update');
 SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY region ORDER BY region', output_mode => 'update');
-SELECT streamwin.create_query('q', 'SELECT region, count(DISTINCT order_id) AS n FROM orders GROUP BY streamwin.session(event_time, ''30 minutes''), region', output_mode => 'update');
+SELECT streamwin.create_query('q', 'SELECT region, count(DISTINCT (order_id, region)) AS n FROM orders GROUP BY region', output_mode => 'update');
 SELECT streamwin.create_query('q', 'SELECT region, string_agg(region, '','') AS s FROM orders GROUP BY region', output_mode => 'update');
 SELECT streamwin.create_query('q', 'SELECT region, sum(amount) / count(*) AS mean FROM orders GROUP BY region', output_mode => 'update');
 SELECT streamwin.create_query('q', 'SELECT count(*) AS n FROM orders GROUP BY region', output_mode => 'update');

@@ -170,3 +170,18 @@ CREATE AGGREGATE streamwin.approx_percentile(value float8, fractions float8[]) (
 	FINALFUNC = streamwin.approx_percentile_final_array,
 	PARALLEL = SAFE
 );
+
+-- The sets of distinct values that agg(DISTINCT x) keeps per open group
+-- (src/distinct_set.c): the sorted union of two, and of many (hop windows
+-- merge their panes' sets with it).
+CREATE FUNCTION streamwin.distinct_union(a anyarray, b anyarray)
+RETURNS anyarray
+AS 'MODULE_PATHNAME', 'streamwin_distinct_union'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
+CREATE AGGREGATE streamwin.distinct_union(set anyarray) (
+	SFUNC = streamwin.distinct_union,
+	STYPE = anyarray,
+	COMBINEFUNC = streamwin.distinct_union,
+	PARALLEL = SAFE
+);

@@ -276,6 +276,21 @@ RETURNS anyelement
 AS 'MODULE_PATHNAME', 'streamwin_finish_state'
 LANGUAGE C;
 
+-- The sets of distinct values that agg(DISTINCT x) keeps per open group
+-- (src/distinct_set.c): the sorted union of two, and of many (hop windows
+-- merge their panes' sets with it).
+CREATE FUNCTION streamwin.distinct_union(a anyarray, b anyarray)
+RETURNS anyarray
+AS 'MODULE_PATHNAME', 'streamwin_distinct_union'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
+CREATE AGGREGATE streamwin.distinct_union(set anyarray) (
+	SFUNC = streamwin.distinct_union,
+	STYPE = anyarray,
+	COMBINEFUNC = streamwin.distinct_union,
+	PARALLEL = SAFE
+);
+
 -- streamwin.approx_count_distinct(value): the number of distinct non-NULL
 -- values, estimated with a HyperLogLog sketch (about 0.8% standard error;
 -- src/approx_distinct.c).  Unlike count(DISTINCT ...) it merges batch by

@@ -597,9 +597,10 @@ partial_state_agg(Aggref *orig)
 /*
  * agg(DISTINCT x), exactly: the partial is array_agg(DISTINCT x) with the
  * same filter, the sorted distinct values of the batch's group, merged
- * with the stored ones by sorted union; the final value is agg over that
- * set.  The state grows with the distinct values of each open group, as it
- * must for an exact answer (approx_count_distinct keeps 16 kB at most).
+ * with the stored ones by sorted union (streamwin.distinct_union, which
+ * also merges panes and sessions); the final value is agg over that set.
+ * The state grows with the distinct values of each open group, as it must
+ * for an exact answer (approx_count_distinct keeps 16 kB at most).
  */
 static void
 compile_distinct_aggregate(Compiled *c, AggCol *col, Aggref *a, const char *fname)
@@ -616,12 +617,13 @@ compile_distinct_aggregate(Compiled *c, AggCol *col, Aggref *a, const char *fnam
 			   "Only aggregates of one argument keep their distinct values batch by batch.",
 			   "Keep array_agg(DISTINCT value) instead, and combine its elements when reading the result "
 			   "(for string_agg, with array_to_string()).");
-	if (c->window && strcmp(c->window, "session") == 0)
-		refuse("DISTINCT aggregates are not supported with session windows",
-			   "Merging sessions cannot merge their sets of distinct values.",
-			   "Use streamwin.approx_count_distinct(...), an estimate that merges, or tumbling or hopping windows.");
 	argtype = exprType((Node *) linitial_node(TargetEntry, a->args)->expr);
 	arraytype = get_array_type(argtype);
+	if (get_typtype(argtype) == TYPTYPE_PSEUDO)
+		refuse(psprintf("%s(DISTINCT ...) over type %s is not supported in continuous queries",
+						fname, format_type_be(argtype)),
+			   "The distinct values are kept in a column of the state table, which cannot have that type.",
+			   "Apply DISTINCT to a value of a named type, such as the row's text (ROW(a, b)::text).");
 	if (type_is_array(argtype) || !OidIsValid(arraytype))
 		refuse(psprintf("%s(DISTINCT ...) over type %s is not supported in continuous queries",
 						fname, format_type_be(argtype)),
@@ -996,20 +998,12 @@ hop_without_srf(Compiled *c, Query *pq, int32 n)
  * pane's partial aggregates into the windows covering it, with the same
  * aggregates that merge sessions (merge_agg_sql).  Without panes each row
  * is aggregated once per window (ten times for 10 minutes sliding by 1):
- * bench case 3.  Sets of distinct values have no merging aggregate, so
- * their queries aggregate each row once per window.
+ * bench case 3.
  */
 static bool
 hop_uses_panes(Compiled *c)
 {
-	ListCell   *lc;
-
-	if (c->window == NULL || strcmp(c->window, "hop") != 0 || c->size_us % c->slide_us != 0)
-		return false;
-	foreach(lc, c->partials)
-		if (((PartialCol *) lfirst(lc))->merge == MERGE_UNION)
-			return false;
-	return true;
+	return c->window != NULL && strcmp(c->window, "hop") == 0 && c->size_us % c->slide_us == 0;
 }
 
 /* The query computing one batch's partial aggregates. */
@@ -1092,9 +1086,7 @@ merge_sql(PartialCol *p)
 			return psprintf("streamwin.combine_states(%s, s.%s, EXCLUDED.%s)",
 							aggregate_literal(p->aggfnoid), n, n);
 		case MERGE_UNION:
-			/* sorted as array_agg(DISTINCT) sorts: ascending, NULL last */
-			return psprintf("ARRAY(SELECT DISTINCT v FROM pg_catalog.unnest(pg_catalog.array_cat(s.%s, EXCLUDED.%s)) "
-							"AS u(v) ORDER BY v)", n, n);
+			return psprintf("streamwin.distinct_union(s.%s, EXCLUDED.%s)", n, n);
 	}
 	return NULL;
 }
@@ -1576,7 +1568,7 @@ merge_agg_sql(PartialCol *p)
 		case MERGE_STATE:
 			return psprintf("streamwin.combined_state(%s, %s)", aggregate_literal(p->aggfnoid), n);
 		case MERGE_UNION:
-			break;				/* refused with sessions (compile_distinct_aggregate) */
+			return psprintf("streamwin.distinct_union(%s)", n);
 	}
 	return NULL;
 }
