@@ -264,6 +264,23 @@ SELECT streamwin.drop_query('probe_mem', drop_result => true);
 SELECT streamwin.drop_source('probe_src');
 DROP TABLE probes;
 
+-- Event time as epoch milliseconds: a bigint column, windowed on an
+-- expression of it; the watermark (5 s behind the newest event, 25 s) closes
+-- [0 s, 10 s) and [10 s, 20 s) only.
+CREATE TABLE clicks (k text, ts_ms bigint);
+SELECT streamwin.create_table_source('clicks_src', 'clicks');
+SELECT streamwin.create_query('clicks_10s',
+    $$SELECT k, count(*) AS n FROM clicks_src
+      GROUP BY streamwin.tumble(to_timestamp(ts_ms / 1000.0), '10 seconds'), k$$,
+    watermark => '5 seconds', start => false);
+INSERT INTO clicks SELECT 'k' || g % 2, 1767225600000 + g * 1000 FROM generate_series(0, 30) g;
+SELECT streamwin.run_batch('clicks_10s')->>'watermark' AS watermark;
+SELECT streamwin.run_batch('clicks_10s')->>'input_rows' AS input_rows;
+SELECT * FROM clicks_10s ORDER BY window_start, k;
+SELECT streamwin.drop_query('clicks_10s', drop_result => true);
+SELECT streamwin.drop_source('clicks_src');
+DROP TABLE clicks;
+
 -- The queries view shows the lag in bytes of WAL.
 SELECT name, source, state, lag >= 0 AS lag_known FROM streamwin.queries ORDER BY name;
 
