@@ -303,6 +303,23 @@ run_statement(QueryRunner *r, SPIPlanPtr plan, BatchInput *input, Datum *args)
 		run_as_owner(r, plan, args, NULL);
 }
 
+/* run_statement() with its arguments in one struct, for run_in_subtransaction() */
+typedef struct StatementCall
+{
+	QueryRunner *r;
+	SPIPlanPtr	plan;
+	BatchInput *input;
+	Datum	   *args;
+} StatementCall;
+
+static void
+run_statement_call(void *arg)
+{
+	StatementCall *call = arg;
+
+	run_statement(call->r, call->plan, call->input, call->args);
+}
+
 /*
  * After an insert variant met a row already in the result, this many
  * batches use the plain statements before the variants are tried again.
@@ -328,22 +345,6 @@ run_statement(QueryRunner *r, SPIPlanPtr plan, BatchInput *input, Datum *args)
  * variant; a replay after a crash, which re-creates state for rows already
  * in the result, uses the statements from the start.
  */
-typedef struct StatementCall
-{
-	QueryRunner *r;
-	SPIPlanPtr	plan;
-	BatchInput *input;
-	Datum	   *args;
-} StatementCall;
-
-static void
-run_statement_call(void *arg)
-{
-	StatementCall *call = arg;
-
-	run_statement(call->r, call->plan, call->input, call->args);
-}
-
 static void
 run_insert_variant(QueryRunner *r, SPIPlanPtr variant, SPIPlanPtr plan, BatchInput *input,
 				   Datum *args, bool replay)
