@@ -265,17 +265,20 @@ SELECT streamwin.drop_source('probe_src');
 DROP TABLE probes;
 
 -- Event time as epoch milliseconds: a bigint column, windowed on an
--- expression of it; the watermark (5 s behind the newest event, 25 s) closes
--- [0 s, 10 s) and [10 s, 20 s) only.
+-- expression of it.  One row per batch, 41 batches in one run_available
+-- transaction: the closing windows are inserted into the result in a
+-- subtransaction each for the first 32 batches (at most 32 per
+-- transaction), then upserted.  The watermark (5 s behind the newest event,
+-- 35 s) closes [0 s, 10 s), [10 s, 20 s) and [20 s, 30 s).
 CREATE TABLE clicks (k text, ts_ms bigint);
-SELECT streamwin.create_table_source('clicks_src', 'clicks');
+SELECT streamwin.create_table_source('clicks_src', 'clicks', '{"max_records_per_batch": 1}');
 SELECT streamwin.create_query('clicks_10s',
     $$SELECT k, count(*) AS n FROM clicks_src
       GROUP BY streamwin.tumble(to_timestamp(ts_ms / 1000.0), '10 seconds'), k$$,
     watermark => '5 seconds', start => false);
-INSERT INTO clicks SELECT 'k' || g % 2, 1767225600000 + g * 1000 FROM generate_series(0, 30) g;
-SELECT streamwin.run_batch('clicks_10s')->>'watermark' AS watermark;
-SELECT streamwin.run_batch('clicks_10s')->>'input_rows' AS input_rows;
+INSERT INTO clicks SELECT 'k' || g % 2, 1767225600000 + g * 1000 FROM generate_series(0, 40) g;
+SELECT r->>'batches' AS batches, r->>'watermark' AS watermark
+  FROM streamwin.run_available('clicks_10s') r;
 SELECT * FROM clicks_10s ORDER BY window_start, k;
 SELECT streamwin.drop_query('clicks_10s', drop_result => true);
 SELECT streamwin.drop_source('clicks_src');

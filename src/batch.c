@@ -37,6 +37,7 @@
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
+#include "storage/proc.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
@@ -327,6 +328,19 @@ run_statement_call(void *arg)
 #define INSERT_VARIANTS_PAUSE 100
 
 /*
+ * How many insert variants one transaction runs, at most.  Each writes in
+ * a subtransaction of its own, whose id stays in the backend's cache of
+ * subtransaction ids until the transaction ends; beyond 64 that cache
+ * overflows and every other session's snapshot checks get slower.  A
+ * worker or catch_up commits every batch, but run_available runs all its
+ * batches in the caller's transaction.
+ */
+#define INSERT_VARIANTS_PER_TRANSACTION 32
+
+static LocalTransactionId variants_lxid = InvalidLocalTransactionId;
+static int	variants_in_transaction = 0;
+
+/*
  * Run a statement that writes result rows: its insert variant if it has
  * one and this batch may use it, else the statement itself.  input is the
  * batch's rows (NULL for statements that do not read them), args the
@@ -352,11 +366,18 @@ run_insert_variant(QueryRunner *r, SPIPlanPtr variant, SPIPlanPtr plan, BatchInp
 	StatementCall call = {r, variant, input, args};
 	ErrorData  *edata;
 
-	if (variant == NULL || replay || r->insert_variants_paused > 0)
+	if (variants_lxid != MyProc->lxid)
+	{
+		variants_lxid = MyProc->lxid;
+		variants_in_transaction = 0;
+	}
+	if (variant == NULL || replay || r->insert_variants_paused > 0 ||
+		variants_in_transaction >= INSERT_VARIANTS_PER_TRANSACTION)
 	{
 		run_statement(r, plan, input, args);
 		return;
 	}
+	variants_in_transaction++;
 	edata = run_in_subtransaction(run_statement_call, &call);
 	if (edata == NULL)
 		return;
