@@ -16,6 +16,8 @@
 #     (2) the same with 1,000,000 distinct keys
 #     (3) hop 10 minutes / 1 minute, 1,000 keys
 #     (4) session windows (gap 30 s, 1,000 keys)
+#     (1+) case 1 plus stddev and the two sketches; (1d) case 1 plus an
+#     exact count(DISTINCT u): what those cost on top of case 1
 #     plus case 1 once more in a real background worker (start_query with
 #     trigger_interval 0, timed until streamwin.queries.lag = 0)
 #   table source   case 5: case 1's query over a table source (logical
@@ -333,9 +335,13 @@ case_sql() {
 	6) echo "SELECT k, count(*) AS n, sum(v) AS s, avg(v) AS a, stddev(v) AS sd," \
 		"streamwin.approx_count_distinct(u) AS du, streamwin.approx_percentile(v, 0.99) AS p99" \
 		"FROM ev GROUP BY streamwin.tumble(ts, '1 minute'), k" ;;
+	# case 1 with an exact distinct count, whose state is each group's set
+	# of distinct values (about 60 per group here)
+	7) echo "SELECT k, count(*) AS n, sum(v) AS s, avg(v) AS a, count(DISTINCT u) AS du" \
+		"FROM ev GROUP BY streamwin.tumble(ts, '1 minute'), k" ;;
 	esac
 }
-case_groups() { local v=EXPECT_GROUPS_$1; [[ $1 == 5 || $1 == 6 ]] && v=EXPECT_GROUPS_1; echo "${!v}"; }   # 5, 6: case 1's groups
+case_groups() { local v=EXPECT_GROUPS_$1; [[ $1 == 5 || $1 == 6 || $1 == 7 ]] && v=EXPECT_GROUPS_1; echo "${!v}"; }   # 5-7: case 1's groups
 case_factor() { [[ $1 == 3 ]] && echo 10 || echo 1; }   # windows per event
 case_sum() { calc "$EXPECT_SUM_V * $(case_factor "$1")"; }
 
@@ -434,7 +440,7 @@ say "streamwin floor, $BENCH_REPEAT runs: read and decode, a filter that keeps n
 for ((rep = 1; rep <= BENCH_REPEAT; rep++)); do
 	run_floor "$rep"
 done
-for c in 1 6 2 3; do
+for c in 1 6 7 2 3; do
 	say "streamwin case $c, $BENCH_REPEAT runs: $(case_sql "$c")"
 	for ((rep = 1; rep <= BENCH_REPEAT; rep++)); do
 		run_streamwin "$c" "$rep"
