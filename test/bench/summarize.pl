@@ -197,22 +197,17 @@ for my $c (1, 2, 3, 4)
 	push @md, sprintf('| %s | %s | %s |', $case_name{$c}, fmt_int($sw->{evs}), join(' | ', @cells));
 }
 push @md, '';
-my ($plain1, $more1) = (summary(1, 'streamwin'), summary(6, 'streamwin'));
-if ($plain1 && $plain1->{ok} && $more1 && $more1->{ok})
+# Cases (1+) and (1d): case 1 with more aggregates, against case 1.
+my $plain1 = summary(1, 'streamwin');
+for my $more ([ 6, 'Case (1+), case 1 with stddev(v), approx_count_distinct(u) and approx_percentile(v, 0.99) '
+		  . 'added (their states kept as bytea and merged by their combine functions)' ],
+	[ 7, 'Case (1d), case 1 with an exact count(DISTINCT u) added (each group keeps its set of '
+		  . 'distinct values, about 60 here, merged by streamwin.distinct_union)' ])
 {
-	push @md, sprintf('Case (1+), case 1 with stddev(v), approx_count_distinct(u) and approx_percentile(v, 0.99) '
-		  . 'added (their states kept as bytea and merged by their combine functions): %s events/s, '
-		  . '%.2f CPU s per 1M events, %+.0f%% CPU against case 1 in this run.',
-		fmt_int($more1->{evs}), $more1->{cpum}, 100 * ($more1->{cpum} / $plain1->{cpum} - 1));
-	push @md, '';
-}
-my $distinct1 = summary(7, 'streamwin');
-if ($plain1 && $plain1->{ok} && $distinct1 && $distinct1->{ok})
-{
-	push @md, sprintf('Case (1d), case 1 with an exact count(DISTINCT u) added (each group keeps its set of '
-		  . 'distinct values, about 60 here, merged by streamwin.distinct_union): %s events/s, '
-		  . '%.2f CPU s per 1M events, %+.0f%% CPU against case 1 in this run.',
-		fmt_int($distinct1->{evs}), $distinct1->{cpum}, 100 * ($distinct1->{cpum} / $plain1->{cpum} - 1));
+	my $m = summary($more->[0], 'streamwin');
+	next unless $plain1 && $plain1->{ok} && $m && $m->{ok};
+	push @md, sprintf('%s: %s events/s, %.2f CPU s per 1M events, %+.0f%% CPU against case 1 in this run.',
+		$more->[1], fmt_int($m->{evs}), $m->{cpum}, 100 * ($m->{cpum} / $plain1->{cpum} - 1));
 	push @md, '';
 }
 
