@@ -302,6 +302,18 @@ SELECT streamwin.distinct_union('{1,3,5}'::int[], '{2,3,6,NULL}') AS merged,
 SELECT streamwin.distinct_union(s) AS all_sets
   FROM (VALUES ('{3,4}'::numeric[]), (NULL), ('{1.0,4.00,NULL}'), ('{2}')) v(s);
 SELECT streamwin.distinct_union('{{1,2},{3,4}}'::int[], '{1}');
+-- distinct_set, which builds a batch's sets: what array_agg(DISTINCT)
+-- gives, group by group, text and numbers, NULL kept once and last, NULL
+-- for no rows.
+SELECT streamwin.distinct_set(x) AS ints FROM (VALUES (3), (1), (NULL), (3), (2), (NULL)) v(x);
+SELECT count(*) AS groups,
+       count(*) FILTER (WHERE s IS DISTINCT FROM a OR t IS DISTINCT FROM b) AS differing
+  FROM (SELECT g % 7 AS k,
+               streamwin.distinct_set(CASE WHEN g % 11 > 0 THEN g % 13 END) AS s,
+               array_agg(DISTINCT CASE WHEN g % 11 > 0 THEN g % 13 END) AS a,
+               streamwin.distinct_set('v' || g % 17) AS t, array_agg(DISTINCT 'v' || g % 17) AS b
+          FROM generate_series(1, 5000) g GROUP BY 1) x;
+SELECT streamwin.distinct_set(x) IS NULL AS no_rows FROM (SELECT 1 WHERE false) v(x);
 
 -- Refused at creation, with what to change.
 -- DISTINCT: of two arguments, over arrays, over anonymous rows

@@ -276,6 +276,27 @@ RETURNS anyelement
 AS 'MODULE_PATHNAME', 'streamwin_finish_state'
 LANGUAGE C;
 
+-- A batch's set of distinct values of x, sorted (src/distinct_set.c): what
+-- array_agg(DISTINCT x) gives, without sorting the batch to get it.
+CREATE FUNCTION streamwin.distinct_set_accum(internal, anynonarray)
+RETURNS internal
+AS 'MODULE_PATHNAME', 'streamwin_distinct_set_accum'
+LANGUAGE C PARALLEL SAFE;
+
+CREATE FUNCTION streamwin.distinct_set_final(internal, anynonarray)
+RETURNS anyarray
+AS 'MODULE_PATHNAME', 'streamwin_distinct_set_final'
+LANGUAGE C PARALLEL SAFE;
+
+CREATE AGGREGATE streamwin.distinct_set(x anynonarray) (
+	SFUNC = streamwin.distinct_set_accum,
+	STYPE = internal,
+	FINALFUNC = streamwin.distinct_set_final,
+	FINALFUNC_EXTRA,
+	FINALFUNC_MODIFY = READ_WRITE,
+	PARALLEL = SAFE
+);
+
 -- The sets of distinct values that agg(DISTINCT x) keeps per open group
 -- (src/distinct_set.c): the sorted union of two, and of many (hop windows
 -- merge their panes' sets with it).

@@ -9,6 +9,9 @@
  * last, at most once each).  A batch merges its own set into the stored
  * one, and hop windows merge the sets of their panes:
  *
+ *	streamwin.distinct_set(x anynonarray): the aggregate that builds a
+ *		batch's set (as array_agg(DISTINCT x) would, but hashable: that one
+ *		made the batch sort all its rows, then every group's values again);
  *	streamwin.distinct_union(a anyarray, b anyarray): the sorted union;
  *	streamwin.distinct_union(set anyarray): the aggregate of that.
  *
@@ -22,12 +25,15 @@
 
 #include "catalog/pg_type.h"
 #include "fmgr.h"
+#include "utils/datum.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/typcache.h"
 
 PG_FUNCTION_INFO_V1(streamwin_distinct_union);
+PG_FUNCTION_INFO_V1(streamwin_distinct_set_accum);
+PG_FUNCTION_INFO_V1(streamwin_distinct_set_final);
 
 /* The element type's comparison, kept in fn_extra between calls. */
 typedef struct SetType
@@ -81,6 +87,36 @@ compare_values(const void *a, const void *b, void *arg)
 										   *(const Datum *) a, *(const Datum *) b));
 }
 
+/* Sort values[0, n) and keep each value once; returns how many are kept. */
+static int
+sort_unique(SetType *t, Datum *values, int n)
+{
+	int			kept = 0;
+
+	qsort_arg(values, n, sizeof(Datum), compare_values, t);
+	for (int i = 0; i < n; i++)
+		if (kept == 0 || compare_values(&values[kept - 1], &values[i], t) != 0)
+			values[kept++] = values[i];
+	return kept;
+}
+
+/* A set as an array: its values, then NULL if it has one. */
+static ArrayType *
+set_array(SetType *t, Datum *values, int n, bool has_null)
+{
+	Datum	   *out = palloc(sizeof(Datum) * (n + 1));
+	bool	   *outnulls = palloc0(sizeof(bool) * (n + 1));
+	int			dims[1] = {n + (has_null ? 1 : 0)};
+	int			lbs[1] = {1};
+
+	if (dims[0] == 0)
+		return construct_empty_array(t->elemtype);
+	memcpy(out, values, sizeof(Datum) * n);
+	outnulls[n] = has_null;
+	return construct_md_array(out, outnulls, 1, dims, lbs, t->elemtype,
+							  t->typlen, t->typbyval, t->typalign);
+}
+
 /* The array's distinct values, sorted. */
 static SetValues
 set_values(SetType *t, ArrayType *a)
@@ -111,15 +147,7 @@ set_values(SetType *t, ArrayType *a)
 		values[s.n++] = values[i];
 	}
 	if (!sorted)
-	{
-		int			kept = 0;
-
-		qsort_arg(values, s.n, sizeof(Datum), compare_values, t);
-		for (int i = 0; i < s.n; i++)
-			if (kept == 0 || compare_values(&values[kept - 1], &values[i], t) != 0)
-				values[kept++] = values[i];
-		s.n = kept;
-	}
+		s.n = sort_unique(t, values, s.n);
 	return s;
 }
 
@@ -138,12 +166,9 @@ streamwin_distinct_union(PG_FUNCTION_ARGS)
 	SetValues	x;
 	SetValues	y;
 	Datum	   *out;
-	bool	   *outnulls;
 	int			n = 0;
 	int			i = 0;
 	int			j = 0;
-	int			dims[1];
-	int			lbs[1] = {1};
 
 	if (a == NULL && b == NULL)
 		PG_RETURN_NULL();
@@ -156,8 +181,7 @@ streamwin_distinct_union(PG_FUNCTION_ARGS)
 	x = set_values(t, a);
 	y = set_values(t, b);
 
-	out = palloc(sizeof(Datum) * (x.n + y.n + 1));
-	outnulls = palloc0(sizeof(bool) * (x.n + y.n + 1));
+	out = palloc(sizeof(Datum) * (x.n + y.n));
 	while (i < x.n || j < y.n)
 	{
 		int			c = i == x.n ? 1 : j == y.n ? -1 : compare_values(&x.values[i], &y.values[j], t);
@@ -169,11 +193,75 @@ streamwin_distinct_union(PG_FUNCTION_ARGS)
 		if (c == 0)
 			j++;
 	}
-	if (x.has_null || y.has_null)
-		outnulls[n++] = true;
-	if (n == 0)
-		PG_RETURN_ARRAYTYPE_P(construct_empty_array(t->elemtype));
-	dims[0] = n;
-	PG_RETURN_ARRAYTYPE_P(construct_md_array(out, outnulls, 1, dims, lbs, t->elemtype,
-											 t->typlen, t->typbyval, t->typalign));
+	PG_RETURN_ARRAYTYPE_P(set_array(t, out, n, x.has_null || y.has_null));
+}
+
+/* The state of streamwin.distinct_set: the values seen, in the aggregate's memory. */
+typedef struct SetAccum
+{
+	Datum	   *values;
+	int			n;
+	int			size;
+	bool		has_null;
+	int16		typlen;
+	bool		typbyval;
+} SetAccum;
+
+/*
+ * streamwin.distinct_set_accum(state internal, x anynonarray) RETURNS internal
+ *		Keeps x (a copy of it, in the aggregate's memory); sorting and
+ *		removing duplicates waits for the final function.
+ */
+Datum
+streamwin_distinct_set_accum(PG_FUNCTION_ARGS)
+{
+	MemoryContext aggcxt;
+	SetAccum   *acc;
+
+	if (!AggCheckCallContext(fcinfo, &aggcxt))
+		elog(ERROR, "streamwin_distinct_set_accum called in non-aggregate context");
+	acc = PG_ARGISNULL(0) ? NULL : (SetAccum *) PG_GETARG_POINTER(0);
+	if (acc == NULL)
+	{
+		Oid			type = get_fn_expr_argtype(fcinfo->flinfo, 1);
+
+		acc = MemoryContextAllocZero(aggcxt, sizeof(SetAccum));
+		acc->size = 8;
+		acc->values = MemoryContextAlloc(aggcxt, sizeof(Datum) * acc->size);
+		get_typlenbyval(type, &acc->typlen, &acc->typbyval);
+	}
+	if (PG_ARGISNULL(1))
+		acc->has_null = true;
+	else
+	{
+		MemoryContext old = MemoryContextSwitchTo(aggcxt);
+
+		if (acc->n == acc->size)
+		{
+			acc->size *= 2;
+			acc->values = repalloc(acc->values, sizeof(Datum) * acc->size);
+		}
+		acc->values[acc->n++] = datumCopy(PG_GETARG_DATUM(1), acc->typbyval, acc->typlen);
+		MemoryContextSwitchTo(old);
+	}
+	PG_RETURN_POINTER(acc);
+}
+
+/*
+ * streamwin.distinct_set_final(state internal, x anynonarray) RETURNS anyarray
+ *		The set: the distinct values sorted, then NULL if one was seen, as
+ *		array_agg(DISTINCT x) gives them.  NULL without input.  It sorts
+ *		the state in place (the aggregate says FINALFUNC_MODIFY = READ_WRITE).
+ */
+Datum
+streamwin_distinct_set_final(PG_FUNCTION_ARGS)
+{
+	SetAccum   *acc = PG_ARGISNULL(0) ? NULL : (SetAccum *) PG_GETARG_POINTER(0);
+	SetType    *t;
+
+	if (acc == NULL)
+		PG_RETURN_NULL();
+	t = set_type(fcinfo, get_fn_expr_argtype(fcinfo->flinfo, 1));
+	acc->n = sort_unique(t, acc->values, acc->n);
+	PG_RETURN_ARRAYTYPE_P(set_array(t, acc->values, acc->n, acc->has_null));
 }

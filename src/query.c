@@ -595,8 +595,8 @@ partial_state_agg(Aggref *orig)
 }
 
 /*
- * agg(DISTINCT x), exactly: the partial is array_agg(DISTINCT x) with the
- * same filter, the sorted distinct values of the batch's group, merged
+ * agg(DISTINCT x), exactly: the partial is streamwin.distinct_set(x) with
+ * the same filter, the sorted distinct values of the batch's group, merged
  * with the stored ones by sorted union (streamwin.distinct_union, which
  * also merges panes and sessions); the final value is agg over that set.
  * The state grows with the distinct values of each open group, as it must
@@ -630,11 +630,11 @@ compile_distinct_aggregate(Compiled *c, AggCol *col, Aggref *a, const char *fnam
 			   "The distinct values are kept in an array, which cannot hold arrays of different sizes.",
 			   "Apply DISTINCT to a scalar form of the value, such as its text (value::text).");
 
-	set->aggfnoid = LookupFuncName(list_make2(makeString("pg_catalog"), makeString("array_agg")),
-								   1, anynonarray, false);
+	set->aggfnoid = streamwin_func_oid("distinct_set", 1, anynonarray);
 	set->aggtype = arraytype;
 	set->aggargtypes = list_make1_oid(argtype);
 	set->aggstar = false;
+	set->aggdistinct = NIL;		/* the aggregate drops duplicates itself */
 	add_partial(c, col->name, "distinct", MERGE_UNION, set);
 
 	qset = quote_identifier(psprintf("%s$distinct", col->name));
