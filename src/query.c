@@ -678,17 +678,11 @@ compile_aggregate(Compiled *c, TargetEntry *tle)
 	col->type = a->aggtype;
 	col->typmod = -1;
 
-	if (a->aggdistinct != NIL)
-	{
-		compile_distinct_aggregate(c, col, a, fname);
-		col->final_sql = psprintf("%s::%s", col->final_sql, format_type_be_qualified(col->type));
-		c->aggs = lappend(c->aggs, col);
-		return;
-	}
-
-	/* the built-in aggregates that merge in plain SQL; then any other */
+	/* DISTINCT ones; the built-in aggregates that merge in plain SQL; any other */
 	builtin = get_func_namespace(a->aggfnoid) == PG_CATALOG_NAMESPACE ? fname : "";
-	if (strcmp(builtin, "count") == 0)
+	if (a->aggdistinct != NIL)
+		compile_distinct_aggregate(c, col, a, fname);
+	else if (strcmp(builtin, "count") == 0)
 	{
 		add_partial(c, col->name, "count", MERGE_ADD, copyObject(a));
 		col->final_sql = psprintf("%s", quote_identifier(psprintf("%s$count", col->name)));
@@ -1140,6 +1134,14 @@ result_list(Compiled *c, bool final)
 	return buf.data;
 }
 
+/* INSERT of the final values of the groups in s, a CTE of state rows, into the result */
+static char *
+result_insert(Compiled *c, const char *rname)
+{
+	return psprintf("INSERT INTO %s AS r (%s) SELECT %s FROM s",
+					rname, result_list(c, false), result_list(c, true));
+}
+
 /* ON CONFLICT clause of a result upsert */
 static char *
 result_upsert(Compiled *c)
@@ -1344,16 +1346,14 @@ emit_statements(Compiled *c, const char *rname, const char *sname, OutputMode mo
 {
 	if (mode == OUTPUT_APPEND)
 	{
+		char	   *close = psprintf("WITH s AS (DELETE FROM %s WHERE %s RETURNING *) %s",
+									 sname, close_condition(c), result_insert(c, rname));
+
 		appendStringInfoString(plan, ", \"close_sql\": ");
-		escape_json(plan, psprintf("WITH s AS (DELETE FROM %s WHERE %s RETURNING *) "
-								   "INSERT INTO %s AS r (%s) SELECT %s FROM s%s",
-								   sname, close_condition(c), rname, result_list(c, false), result_list(c, true),
-								   result_upsert(c)));
+		escape_json(plan, psprintf("%s%s", close, result_upsert(c)));
 		/* a window closes once: its rows are new to the result but on replay */
 		appendStringInfoString(plan, ", \"close_insert_sql\": ");
-		escape_json(plan, psprintf("WITH s AS (DELETE FROM %s WHERE %s RETURNING *) "
-								   "INSERT INTO %s AS r (%s) SELECT %s FROM s",
-								   sname, close_condition(c), rname, result_list(c, false), result_list(c, true)));
+		escape_json(plan, close);
 	}
 	else if (mode == OUTPUT_UPDATE && c->window)
 	{
@@ -1438,8 +1438,7 @@ aggregate_statements(Compiled *c, Oid result, Oid state, OutputMode mode, String
 
 	/* in update mode, also upsert the final values of the groups it changed */
 	batch = mode != OUTPUT_UPDATE ? merge.data :
-		psprintf("WITH s AS (%s RETURNING s.*) INSERT INTO %s AS r (%s) SELECT %s FROM s%s",
-				 merge.data, rname, result_list(c, false), result_list(c, true), result_upsert(c));
+		psprintf("WITH s AS (%s RETURNING s.*) %s%s", merge.data, result_insert(c, rname), result_upsert(c));
 	appendStringInfoString(plan, ", \"batch_sql\": ");
 	escape_json(plan, batch);
 
@@ -1451,8 +1450,7 @@ aggregate_statements(Compiled *c, Oid result, Oid state, OutputMode mode, String
 	 */
 	if (mode == OUTPUT_UPDATE)
 	{
-		char	   *insert = psprintf("INSERT INTO %s AS r (%s) SELECT %s FROM s",
-									  rname, result_list(c, false), result_list(c, true));
+		char	   *insert = result_insert(c, rname);
 
 		appendStringInfoString(plan, ", \"batch_insert_sql\": ");
 		escape_json(plan, psprintf("WITH s AS (%s RETURNING s.*, s.xmax), "
