@@ -19,7 +19,7 @@ RDKAFKA_CFLAGS := $(shell pkg-config --cflags rdkafka 2>/dev/null)
 RDKAFKA_LIBS   := $(shell pkg-config --libs rdkafka 2>/dev/null || echo -lrdkafka)
 
 PG_CPPFLAGS = -I$(srcdir)/src $(RDKAFKA_CFLAGS)
-PG_CFLAGS   = -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Wno-clobbered -Werror=implicit-function-declaration
+PG_CFLAGS   = -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Werror=implicit-function-declaration
 SHLIB_LINK  = $(RDKAFKA_LIBS)
 
 EXTRA_CLEAN = test/kafka_broker test/kafka_produce test/bench/raw_consume tmp_check_regress

@@ -24,45 +24,50 @@
 #include "access/htup_details.h"
 #include "access/xact.h"
 #include "catalog/pg_type.h"
+#include "executor/spi.h"
 #include "executor/executor.h"
 #include "mb/pg_wchar.h"
 #include "nodes/readfuncs.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 #include "utils/pg_lsn.h"
 #include "utils/timestamp.h"
 #include "utils/resowner.h"
 
-#include "batch.h"
-#include "source.h"
+#include "batch_input.h"
+#include "catalog.h"
+#include "spi_util.h"
 #include "window.h"
 
-/*
- * batch_input_init
- *		Prepare decoding for a runner: decoder and event-time expression.
- *		Called once, in the runner's memory context.
- */
-void
-batch_input_init(QueryRunner *r)
+RowDecoder *
+row_decoder_create(SourceReader *rd, QueryInfo *q)
 {
-	r->metadata = source_metadata_map(r->source, r->source_desc);
-	/* a table source's rows arrive as tuples already (table_source.c) */
-	if (r->source->kind == SOURCE_KAFKA)
+	RowDecoder *d = palloc0(sizeof(RowDecoder));
+
+	d->reader = rd;
+	d->query = q;
+	d->metadata = source_metadata_map(rd->source, rd->desc);
+	/* a table source's rows arrive as tuples already (table_plugin.c) */
+	if (!rd->rows_are_tuples)
+		d->decoder = decoder_create(rd->source->format, rd->desc, d->metadata);
+	d->slot = MakeSingleTupleTableSlot(rd->desc, &TTSOpsVirtual);
+	d->econtext = CreateStandaloneExprContext();
+	if (q->event_time_expr != NULL)
 	{
-		r->decoder = decoder_create(r->source->format, r->source_desc, r->metadata);
-		for (int i = 0; r->metadata != NULL && i < r->source_desc->natts; i++)
-			if (r->metadata[i] == SOURCE_META_HEADERS)
-				r->needs_headers = true;
-	}
-	r->slot = MakeSingleTupleTableSlot(r->source_desc, &TTSOpsVirtual);
-	r->econtext = CreateStandaloneExprContext();
-	if (r->query->event_time_expr != NULL)
-	{
-		Expr	   *expr = (Expr *) stringToNode(r->query->event_time_expr);
+		Expr	   *expr = (Expr *) stringToNode(q->event_time_expr);
 
 		/* Vars of the source are evaluated against the decoded row */
-		r->event_time = ExecInitExpr(expr, NULL);
+		d->event_time = ExecInitExpr(expr, NULL);
 	}
+	return d;
+}
+
+void
+row_decoder_free(RowDecoder *d)
+{
+	if (d->econtext)
+		FreeExprContext(d->econtext, false);
 }
 
 /*
@@ -72,18 +77,18 @@ batch_input_init(QueryRunner *r)
  * message is then a dead letter), else NULL.
  */
 static const char *
-fill_metadata(QueryRunner *r, KafkaMessage *m, Datum *values, bool *nulls)
+fill_metadata(RowDecoder *d, SourceRow *m, Datum *values, bool *nulls)
 {
-	TupleDesc	desc = r->source_desc;
+	TupleDesc	desc = d->reader->desc;
 
 	for (int i = 0; i < desc->natts; i++)
 	{
 		Oid			type = TupleDescAttr(desc, i)->atttypid;
 
-		if (r->metadata[i] == SOURCE_META_NONE)
+		if (d->metadata[i] == SOURCE_META_NONE)
 			continue;			/* the decoder's */
 		nulls[i] = false;
-		switch (r->metadata[i])
+		switch (d->metadata[i])
 		{
 			case SOURCE_META_NONE:	/* not reached */
 				break;
@@ -120,8 +125,9 @@ fill_metadata(QueryRunner *r, KafkaMessage *m, Datum *values, bool *nulls)
 				break;
 			case SOURCE_META_HEADERS:
 				{
-					const char *error;
-					char	   *json = kafka_message_headers_json(m, &error);
+					const char *error = NULL;
+					char	   *json = d->reader->ops->row_headers_json ?
+						d->reader->ops->row_headers_json(d->reader, m, &error) : pstrdup("{}");
 
 					if (json == NULL)
 						return error;
@@ -137,33 +143,31 @@ fill_metadata(QueryRunner *r, KafkaMessage *m, Datum *values, bool *nulls)
 
 /* Decode one message.  Throws on bad values; see the file header. */
 static void
-decode_one(QueryRunner *r, KafkaMessage *m, BatchMessageResult *res,
+decode_one(RowDecoder *d, SourceRow *m, RowResult *res,
 		   bool drop_late, TimestampTz watermark, MemoryContext batch_cxt)
 {
-	TupleTableSlot *slot = r->slot;
-	MemoryContext msg_cxt = r->econtext->ecxt_per_tuple_memory;
+	TupleTableSlot *slot = d->slot;
+	MemoryContext msg_cxt = d->econtext->ecxt_per_tuple_memory;
+	QueryInfo  *q = d->query;
 	const char *err;
 
 	ExecClearTuple(slot);
 	MemoryContextSwitchTo(msg_cxt);
-	if (r->decoder == NULL)
+	if (d->decoder == NULL)
 	{
 		HeapTupleData tuple;
 
-		tuple.t_data = (HeapTupleHeader) m->payload;
-		tuple.t_len = m->len;
-		ItemPointerSetInvalid(&tuple.t_self);
-		tuple.t_tableOid = InvalidOid;
+		tuple_from_body(&tuple, m->payload, m->len);
 		/* only the event time and metadata columns need the columns here */
-		if (r->event_time != NULL || r->metadata != NULL)
-			heap_deform_tuple(&tuple, r->source_desc, slot->tts_values, slot->tts_isnull);
-		err = r->metadata != NULL ? fill_metadata(r, m, slot->tts_values, slot->tts_isnull) : NULL;
+		if (d->event_time != NULL || d->metadata != NULL)
+			heap_deform_tuple(&tuple, d->reader->desc, slot->tts_values, slot->tts_isnull);
+		err = d->metadata != NULL ? fill_metadata(d, m, slot->tts_values, slot->tts_isnull) : NULL;
 	}
 	else
 	{
-		err = decoder_decode(r->decoder, m->payload, m->len, slot->tts_values, slot->tts_isnull);
-		if (err == NULL && r->metadata != NULL)
-			err = fill_metadata(r, m, slot->tts_values, slot->tts_isnull);
+		err = decoder_decode(d->decoder, m->payload, m->len, slot->tts_values, slot->tts_isnull);
+		if (err == NULL && d->metadata != NULL)
+			err = fill_metadata(d, m, slot->tts_values, slot->tts_isnull);
 	}
 	if (err != NULL)
 	{
@@ -173,13 +177,13 @@ decode_one(QueryRunner *r, KafkaMessage *m, BatchMessageResult *res,
 	}
 	ExecStoreVirtualTuple(slot);
 
-	if (r->event_time != NULL)
+	if (d->event_time != NULL)
 	{
 		bool		isnull;
 		Datum		ts;
 
-		r->econtext->ecxt_scantuple = slot;
-		ts = ExecEvalExpr(r->event_time, r->econtext, &isnull);
+		d->econtext->ecxt_scantuple = slot;
+		ts = ExecEvalExpr(d->event_time, d->econtext, &isnull);
 		if (isnull)
 		{
 			res->status = 'd';
@@ -195,8 +199,7 @@ decode_one(QueryRunner *r, KafkaMessage *m, BatchMessageResult *res,
 			res->error = "event time must be finite";
 			goto done;
 		}
-		if (r->query->windowed && !window_fits(res->event_time, r->query->window_size_us,
-										   r->query->window_slide_us))
+		if (q->windowed && !window_fits(res->event_time, q->window_size_us, q->window_slide_us))
 		{
 			res->status = 'd';
 			res->has_event_time = false;
@@ -211,30 +214,27 @@ decode_one(QueryRunner *r, KafkaMessage *m, BatchMessageResult *res,
 	}
 
 	MemoryContextSwitchTo(batch_cxt);
-	if (r->decoder == NULL && r->metadata == NULL)
+	if (d->decoder == NULL && d->metadata == NULL)
 	{
 		/* the row is a tuple of the source's type already: no copy */
 		res->tuple = palloc(HEAPTUPLESIZE);
-		res->tuple->t_data = (HeapTupleHeader) m->payload;
-		res->tuple->t_len = m->len;
-		ItemPointerSetInvalid(&res->tuple->t_self);
-		res->tuple->t_tableOid = InvalidOid;
+		tuple_from_body(res->tuple, m->payload, m->len);
 	}
 	else
-		res->tuple = heap_form_tuple(r->source_desc, slot->tts_values, slot->tts_isnull);
+		res->tuple = heap_form_tuple(d->reader->desc, slot->tts_values, slot->tts_isnull);
 	res->status = 'o';
 
 done:
 	MemoryContextSwitchTo(batch_cxt);
 	ExecClearTuple(slot);
-	ResetExprContext(r->econtext);
+	ResetExprContext(d->econtext);
 }
 
 typedef struct DecodeRange
 {
-	QueryRunner *r;
-	KafkaMessage *msgs;
-	BatchMessageResult *res;
+	RowDecoder *d;
+	SourceRow  *msgs;
+	RowResult  *res;
 	int			lo;
 	int			hi;
 	bool		drop_late;
@@ -245,32 +245,32 @@ typedef struct DecodeRange
 static void
 decode_messages(void *arg)
 {
-	DecodeRange *d = arg;
+	DecodeRange *dr = arg;
 
-	for (int i = d->lo; i < d->hi; i++)
+	for (int i = dr->lo; i < dr->hi; i++)
 	{
-		memset(&d->res[i], 0, sizeof(BatchMessageResult));
-		decode_one(d->r, &d->msgs[i], &d->res[i], d->drop_late, d->watermark, d->batch_cxt);
+		memset(&dr->res[i], 0, sizeof(RowResult));
+		decode_one(dr->d, &dr->msgs[i], &dr->res[i], dr->drop_late, dr->watermark, dr->batch_cxt);
 	}
 }
 
 /* Decode msgs[lo, hi) in one subtransaction; split the range on error. */
 static void
-decode_range(QueryRunner *r, KafkaMessage *msgs, BatchMessageResult *res, int lo, int hi,
+decode_range(RowDecoder *d, SourceRow *msgs, RowResult *res, int lo, int hi,
 			 bool drop_late, TimestampTz watermark)
 {
-	DecodeRange d = {r, msgs, res, lo, hi, drop_late, watermark, CurrentMemoryContext};
-	ErrorData  *edata = run_in_subtransaction(decode_messages, &d);
+	DecodeRange dr = {d, msgs, res, lo, hi, drop_late, watermark, CurrentMemoryContext};
+	ErrorData  *edata = run_in_subtransaction(decode_messages, &dr);
 
 	if (edata == NULL)
 		return;
-	ResetExprContext(r->econtext);
+	ResetExprContext(d->econtext);
 	if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_DATA_EXCEPTION &&
 		ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION)
 		ReThrowError(edata);
 	if (hi - lo == 1)
 	{
-		memset(&res[lo], 0, sizeof(BatchMessageResult));
+		memset(&res[lo], 0, sizeof(RowResult));
 		res[lo].status = 'd';
 		/* the context names the JSON key or CSV field at fault */
 		res[lo].error = edata->context ?
@@ -280,25 +280,92 @@ decode_range(QueryRunner *r, KafkaMessage *msgs, BatchMessageResult *res, int lo
 	{
 		int			mid = lo + (hi - lo) / 2;
 
-		decode_range(r, msgs, res, lo, mid, drop_late, watermark);
-		decode_range(r, msgs, res, mid, hi, drop_late, watermark);
+		decode_range(d, msgs, res, lo, mid, drop_late, watermark);
+		decode_range(d, msgs, res, mid, hi, drop_late, watermark);
 	}
 }
 
-/*
- * batch_input_decode
- *		Decode n messages; one result per message, allocated (with the
- *		tuples) in CurrentMemoryContext.  Rows with event time before the
- *		watermark are marked late when drop_late.  Must be called inside a
- *		transaction.
- */
-BatchMessageResult *
-batch_input_decode(QueryRunner *r, KafkaMessage *msgs, int n, bool drop_late,
-				   TimestampTz watermark)
+RowResult *
+rows_decode(RowDecoder *d, SourceRow *rows, int n, bool drop_late, TimestampTz watermark)
 {
-	BatchMessageResult *res = palloc0(sizeof(BatchMessageResult) * Max(n, 1));
+	RowResult  *res = palloc0(sizeof(RowResult) * Max(n, 1));
 
 	if (n > 0)
-		decode_range(r, msgs, res, 0, n, drop_late, watermark);
+		decode_range(d, rows, res, 0, n, drop_late, watermark);
 	return res;
+}
+
+/* qsort_arg comparator: row indexes by (partition, offset) */
+static int
+compare_positions(const void *a, const void *b, void *arg)
+{
+	const SourceRow *rows = arg;
+	const SourceRow *x = &rows[*(const int *) a];
+	const SourceRow *y = &rows[*(const int *) b];
+
+	if (x->partition != y->partition)
+		return x->partition < y->partition ? -1 : 1;
+	if (x->offset != y->offset)
+		return x->offset < y->offset ? -1 : 1;
+	return 0;
+}
+
+/*
+ * The rows set aside with status 'd' (dead letters: position, payload,
+ * error) or 'l' (late rows: position, payload, event time and the
+ * watermark they missed) go in with one statement.
+ *
+ * They go in by (partition, offset).  Dead letters are shared by every
+ * query of the source, so two queries' batches may insert the same keys at
+ * once; each batch meets the partitions interleaved in its own fetch order,
+ * and inserting in that order let two batches each wait for a key the other
+ * had taken first (a deadlock, then a retried batch).  One order for all
+ * makes the later batch simply wait for the earlier one.
+ */
+void
+rows_record_rejected(RowDecoder *d, SourceRow *rows, RowResult *res, int n,
+					 char status, int count, TimestampTz watermark)
+{
+	SourceReader *rd = d->reader;
+	int		   *order = palloc(sizeof(int) * count);
+	int			norder = 0;
+	Datum	   *parts = palloc(sizeof(Datum) * count);
+	Datum	   *offs = palloc(sizeof(Datum) * count);
+	Datum	   *payloads = palloc(sizeof(Datum) * count);
+	Datum	   *details = palloc(sizeof(Datum) * count);
+	Oid			types[6] = {TEXTOID, INT4ARRAYOID, INT8ARRAYOID, BYTEAARRAYOID,
+	status == 'd' ? TEXTARRAYOID : TIMESTAMPTZARRAYOID, TIMESTAMPTZOID};
+	Datum		args[6];
+
+	for (int i = 0; i < n && norder < count; i++)
+		if (res[i].status == status)
+			order[norder++] = i;
+	qsort_arg(order, norder, sizeof(int), compare_positions, rows);
+
+	for (int j = 0; j < norder; j++)
+	{
+		int			i = order[j];
+
+		parts[j] = Int32GetDatum(rows[i].partition);
+		offs[j] = Int64GetDatum(rows[i].offset);
+		payloads[j] = PointerGetDatum(rd->ops->row_text(rd, &rows[i]));
+		details[j] = status == 'd' ? CStringGetTextDatum(res[i].error) :
+			TimestampTzGetDatum(res[i].event_time);
+	}
+	args[0] = CStringGetTextDatum(status == 'd' ? rd->source->name : d->query->name);
+	args[1] = PointerGetDatum(construct_array(parts, norder, INT4OID, 4, true, TYPALIGN_INT));
+	args[2] = PointerGetDatum(construct_array(offs, norder, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	args[3] = PointerGetDatum(construct_array(payloads, norder, BYTEAOID, -1, false, TYPALIGN_INT));
+	args[4] = status == 'd' ?
+		PointerGetDatum(construct_array(details, norder, TEXTOID, -1, false, TYPALIGN_INT)) :
+		PointerGetDatum(construct_array(details, norder, TIMESTAMPTZOID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	args[5] = TimestampTzGetDatum(watermark);
+
+	/* keyed by position: once per message, however many queries read it */
+	catalog_exec(status == 'd' ?
+				 "INSERT INTO streamwin.dead_letter_log (source, partition, \"offset\", payload, error) "
+				 "SELECT $1, * FROM unnest($2, $3, $4, $5) ON CONFLICT DO NOTHING" :
+				 "INSERT INTO streamwin.late_row_log (query, partition, \"offset\", payload, event_time, watermark) "
+				 "SELECT $1, *, $6 FROM unnest($2, $3, $4, $5) ON CONFLICT DO NOTHING",
+				 status == 'd' ? 5 : 6, types, args, NULL, 0);
 }

@@ -33,9 +33,8 @@
 #include "access/table.h"
 #include "access/genam.h"
 
-#include "streamwin.h"
-#include "source.h"
-#include "kafka_source.h"
+#include "catalog.h"
+#include "options.h"
 
 static Oid	extension_owner_cache = InvalidOid;
 static bool catalog_version_checked = false;
@@ -123,17 +122,15 @@ check_catalog_version(void)
  *		abort restores the user id.
  */
 void
-catalog_enter(CatalogRole *save)
+catalog_enter(RoleSwitch *save)
 {
-	GetUserIdAndSecContext(&save->saved_userid, &save->saved_sec_context);
-	SetUserIdAndSecContext(extension_owner(),
-						   save->saved_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	role_switch_enter(save, extension_owner());
 }
 
 void
-catalog_leave(CatalogRole *save)
+catalog_leave(RoleSwitch *save)
 {
-	SetUserIdAndSecContext(save->saved_userid, save->saved_sec_context);
+	role_switch_leave(save);
 }
 
 /*
@@ -148,52 +145,6 @@ catalog_check_owner(Oid owner, const char *kind, const char *name)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("must be owner of %s \"%s\"", kind, name)));
-}
-
-/*
- * interval_to_usec
- *		A duration setting (watermark delay, trigger interval, idle timeout)
- *		as microseconds; months have no fixed length and are refused.
- */
-int64
-interval_to_usec(const Interval *iv, const char *what)
-{
-	if (iv->month != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s must not contain months or years", what),
-				 errhint("Use days instead, for example interval '30 days'.")));
-	return iv->time + (int64) iv->day * USECS_PER_DAY;
-}
-
-/*
- * jsonb_get_text
- *		The text of a top-level key of a jsonb object (strings unquoted), or
- *		NULL when absent or JSON null.
- */
-char *
-jsonb_get_text(Jsonb *jb, const char *key)
-{
-	JsonbValue	k;
-	JsonbValue *v;
-
-	if (jb == NULL || !JB_ROOT_IS_OBJECT(jb))
-		return NULL;
-	k.type = jbvString;
-	k.val.string.val = (char *) key;
-	k.val.string.len = strlen(key);
-	v = findJsonbValueFromContainer(&jb->root, JB_FOBJECT, &k);
-	if (v == NULL || v->type == jbvNull)
-		return NULL;
-	if (v->type == jbvString)
-		return pnstrdup(v->val.string.val, v->val.string.len);
-	if (v->type == jbvNumeric)
-		return DatumGetCString(DirectFunctionCall1(numeric_out,
-												   NumericGetDatum(v->val.numeric)));
-	if (v->type == jbvBool)
-		return pstrdup(v->val.boolean ? "true" : "false");
-	/* a container: its JSON text */
-	return JsonbToCString(NULL, v->val.binary.data, v->val.binary.len);
 }
 
 /*
@@ -238,7 +189,7 @@ catalog_exec(const char *sql, int nargs, Oid *types, Datum *args, const char *nu
 			 long count)
 {
 	CatalogPlan *p;
-	CatalogRole role;
+	RoleSwitch role;
 	int			rc;
 
 	for (p = catalog_plans; p != NULL; p = p->next)
@@ -314,280 +265,6 @@ catalog_lookup(const char *sql, Oid argtype, Datum arg, TupleDesc *desc_out)
 	}
 	SPI_finish();
 	return result;
-}
-
-/* The value of source option name, or NULL if absent or JSON null. */
-static JsonbValue *
-option_value(Jsonb *options, const char *name)
-{
-	JsonbValue	k;
-	JsonbValue *v;
-
-	k.type = jbvString;
-	k.val.string.val = (char *) name;
-	k.val.string.len = strlen(name);
-	v = findJsonbValueFromContainer(&options->root, JB_FOBJECT, &k);
-	return v != NULL && v->type != jbvNull ? v : NULL;
-}
-
-/* Is an option's value a JSON object (else an array or a scalar)? */
-#define OPTION_IS_OBJECT(v) ((v)->type == jbvBinary && JsonContainerIsObject((v)->val.binary.data))
-
-/* Option "metadata": {"column": "partition" | "offset" | "timestamp" | "key" | "headers", ...} */
-static void
-parse_metadata_option(SourceInfo *src, Jsonb *options)
-{
-	static const char *const kinds[] = {"partition", "offset", "timestamp", "key", "headers", NULL};
-	JsonbValue *v = option_value(options, "metadata");
-	JsonbIterator *it;
-	JsonbValue	item;
-	JsonbIteratorToken tok;
-	char	   *column = NULL;
-	int			cap = 4;
-
-	if (v == NULL)
-		return;
-	if (!OPTION_IS_OBJECT(v))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("option \"metadata\" must be an object naming columns"),
-				 errhint("For example: {\"metadata\": {\"kafka_ts\": \"timestamp\", \"kafka_key\": \"key\"}}.")));
-	src->metadata_columns = palloc(sizeof(char *) * cap);
-	src->metadata_kinds = palloc(sizeof(SourceMetadata) * cap);
-	it = JsonbIteratorInit(v->val.binary.data);
-	while ((tok = JsonbIteratorNext(&it, &item, true)) != WJB_DONE)
-	{
-		int			kind = -1;
-
-		if (tok == WJB_KEY)
-		{
-			column = pnstrdup(item.val.string.val, item.val.string.len);
-			continue;
-		}
-		if (tok != WJB_VALUE)
-			continue;
-		if (item.type == jbvString)
-			for (int i = 0; kinds[i] != NULL; i++)
-				if (strlen(kinds[i]) == (size_t) item.val.string.len &&
-					strncmp(kinds[i], item.val.string.val, item.val.string.len) == 0)
-					kind = i;
-		if (kind < 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("option \"metadata\" gives column \"%s\" an unknown kind of message metadata", column),
-					 errhint("Use \"partition\", \"offset\", \"timestamp\", \"key\" or \"headers\".")));
-		if (src->nmetadata == cap)
-		{
-			cap *= 2;
-			src->metadata_columns = repalloc(src->metadata_columns, sizeof(char *) * cap);
-			src->metadata_kinds = repalloc(src->metadata_kinds, sizeof(SourceMetadata) * cap);
-		}
-		src->metadata_columns[src->nmetadata] = column;
-		src->metadata_kinds[src->nmetadata] = (SourceMetadata) (SOURCE_META_PARTITION + kind);
-		src->nmetadata++;
-	}
-}
-
-void
-parse_source_options(SourceInfo *src, Jsonb *options)
-{
-	char	   *start = jsonb_get_text(options, "starting_offsets");
-	char	   *maxrec = jsonb_get_text(options, "max_records_per_batch");
-	JsonbValue *v;
-
-	src->starting_offset = START_EARLIEST;
-	if (start != NULL)
-	{
-		if (strcmp(start, "earliest") == 0)
-			src->starting_offset = START_EARLIEST;
-		else if (strcmp(start, "latest") == 0)
-			src->starting_offset = START_LATEST;
-		else
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("invalid value for option \"starting_offsets\": \"%s\"", start),
-					 errhint("Use \"earliest\" or \"latest\".")));
-	}
-
-	src->max_records_per_batch = streamwin_default_max_records;
-	if (maxrec != NULL)
-	{
-		char	   *end;
-		long		n = strtol(maxrec, &end, 10);
-
-		if (*end != '\0' || n < 1 || n > 10000000)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("invalid value for option \"max_records_per_batch\": \"%s\"", maxrec),
-					 errhint("Use an integer between 1 and 10000000.")));
-		src->max_records_per_batch = (int32) n;
-	}
-
-	src->npartitions = 0;
-	src->partitions = NULL;
-	src->nkafka_props = 0;
-	src->nmetadata = 0;
-	if (options == NULL || !JB_ROOT_IS_OBJECT(options))
-		return;
-	parse_metadata_option(src, options);
-
-	v = option_value(options, "partitions");
-	if (v != NULL)
-	{
-		JsonbIterator *it;
-		JsonbValue	elem;
-		JsonbIteratorToken tok;
-		int			cap = 16;
-
-		if (v->type != jbvBinary || !JsonContainerIsArray(v->val.binary.data))
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("option \"partitions\" must be an array of partition numbers"),
-					 errhint("For example: {\"partitions\": [0, 1, 2]}.")));
-		src->partitions = palloc(sizeof(int32) * cap);
-		it = JsonbIteratorInit(v->val.binary.data);
-		while ((tok = JsonbIteratorNext(&it, &elem, true)) != WJB_DONE)
-		{
-			int64		p;
-
-			if (tok != WJB_ELEM)
-				continue;
-			if (elem.type != jbvNumeric)
-				ereport(ERROR,
-						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("option \"partitions\" must be an array of partition numbers")));
-			p = DatumGetInt64(DirectFunctionCall1(numeric_int8,
-												  NumericGetDatum(elem.val.numeric)));
-			if (p < 0 || p > PG_INT32_MAX)
-				ereport(ERROR,
-						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("partition number %lld is out of range", (long long) p)));
-			if (src->npartitions == cap)
-			{
-				cap *= 2;
-				src->partitions = repalloc(src->partitions, sizeof(int32) * cap);
-			}
-			src->partitions[src->npartitions++] = (int32) p;
-		}
-		if (src->npartitions == 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("option \"partitions\" must not be empty"),
-					 errhint("Leave the option out to read every partition.")));
-	}
-
-	v = option_value(options, "kafka");
-	if (v != NULL)
-	{
-		JsonbIterator *it;
-		JsonbValue	item;
-		JsonbIteratorToken tok;
-		int			cap = 8;
-		char	   *key = NULL;
-
-		if (!OPTION_IS_OBJECT(v))
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("option \"kafka\" must be an object of librdkafka properties"),
-					 errhint("For example: {\"kafka\": {\"fetch.max.bytes\": \"1048576\"}}.")));
-		src->kafka_keys = palloc(sizeof(char *) * cap);
-		src->kafka_values = palloc(sizeof(char *) * cap);
-		it = JsonbIteratorInit(v->val.binary.data);
-		while ((tok = JsonbIteratorNext(&it, &item, true)) != WJB_DONE)
-		{
-			if (tok == WJB_KEY)
-				key = pnstrdup(item.val.string.val, item.val.string.len);
-			else if (tok == WJB_VALUE)
-			{
-				char	   *value;
-
-				if (item.type == jbvString)
-					value = pnstrdup(item.val.string.val, item.val.string.len);
-				else if (item.type == jbvNumeric)
-					value = DatumGetCString(DirectFunctionCall1(numeric_out,
-																NumericGetDatum(item.val.numeric)));
-				else if (item.type == jbvBool)
-					value = pstrdup(item.val.boolean ? "true" : "false");
-				else
-					ereport(ERROR,
-							(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-							 errmsg("librdkafka property \"%s\" must be a string, number or boolean", key)));
-				if (src->nkafka_props == cap)
-				{
-					cap *= 2;
-					src->kafka_keys = repalloc(src->kafka_keys, sizeof(char *) * cap);
-					src->kafka_values = repalloc(src->kafka_values, sizeof(char *) * cap);
-				}
-				src->kafka_keys[src->nkafka_props] = key;
-				src->kafka_values[src->nkafka_props] = value;
-				src->nkafka_props++;
-			}
-		}
-	}
-}
-
-/*
- * jsonb_check_keys
- *		Options are a JSON object whose top-level keys must be among `valid`
- *		(NULL-terminated): unknown keys are refused, so that a typo is not
- *		silently ignored.  `what` names them in messages ("source", "query").
- */
-void
-jsonb_check_keys(Jsonb *options, const char *const *valid, const char *what)
-{
-	JsonbIterator *it;
-	JsonbValue	v;
-	JsonbIteratorToken tok;
-	int			depth = 0;
-	StringInfoData list;
-
-	if (!JB_ROOT_IS_OBJECT(options))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s options must be a JSON object", what)));
-	it = JsonbIteratorInit(&options->root);
-	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
-	{
-		if (tok == WJB_BEGIN_OBJECT || tok == WJB_BEGIN_ARRAY)
-			depth++;
-		else if (tok == WJB_END_OBJECT || tok == WJB_END_ARRAY)
-			depth--;
-		else if (tok == WJB_KEY && depth == 1)
-		{
-			char	   *key = pnstrdup(v.val.string.val, v.val.string.len);
-			bool		known = false;
-
-			for (const char *const *k = valid; *k != NULL; k++)
-				known = known || strcmp(*k, key) == 0;
-			if (known)
-				continue;
-			initStringInfo(&list);
-			for (const char *const *k = valid; *k != NULL; k++)
-				appendStringInfo(&list, "%s%s", k == valid ? "" : k[1] ? ", " : " and ", *k);
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("unknown %s option \"%s\"", what, key),
-					 errhint("Valid options are %s.", list.data)));
-		}
-	}
-}
-
-/*
- * source_options_validate
- *		Check a source's options at creation time, with the same parser the
- *		workers use.
- */
-void
-source_options_validate(Jsonb *options)
-{
-	static const char *const valid[] = {"starting_offsets", "max_records_per_batch",
-	"partitions", "kafka", "metadata", NULL};
-	SourceInfo	tmp;
-
-	jsonb_check_keys(options, valid, "source");
-	parse_source_options(&tmp, options);
-	/* librdkafka's own checks, and the properties streamwin reserves */
-	kafka_validate_properties(tmp.nkafka_props, tmp.kafka_keys, tmp.kafka_values);
 }
 
 static SourceInfo *
@@ -735,15 +412,7 @@ query_from_row(HeapTuple tup, TupleDesc desc)
 		q->window_slide_us = strtoll(jsonb_get_text(plan, "window_slide_us"), NULL, 10);
 	}
 	q->event_time_expr = jsonb_get_text(plan, "event_time");
-	q->batch_sql = jsonb_get_text(plan, "batch_sql");
-	q->close_sql = jsonb_get_text(plan, "close_sql");
-	q->batch_insert_sql = jsonb_get_text(plan, "batch_insert_sql");
-	q->close_insert_sql = jsonb_get_text(plan, "close_insert_sql");
-	q->clear_sql = jsonb_get_text(plan, "clear_sql");
-	q->dedup_sql = jsonb_get_text(plan, "dedup_sql");
-	q->dedup_evict_sql = jsonb_get_text(plan, "dedup_evict_sql");
-	q->refresh_sql = jsonb_get_text(plan, "refresh_sql");
-	q->state_count_sql = jsonb_get_text(plan, "state_count_sql");
+	plan_read_statements(plan, q->sql);
 	return q;
 }
 

@@ -34,25 +34,19 @@
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
 
-#include "batch.h"
+#include "catalog.h"
 #include "checkpoint.h"
+#include "spi_util.h"
 
 int			streamwin_checkpoint_interval = 10;
 int			streamwin_checkpoint_min_interval = 10000;	/* ms */
-
-static char *
-qualified(Oid relid)
-{
-	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
-									  get_rel_name(relid));
-}
 
 static void
 run_catalog(const char *sql, int32 query_id)
 {
 	Oid			types[1] = {INT4OID};
 	Datum		args[1] = {Int32GetDatum(query_id)};
-	CatalogRole role;
+	RoleSwitch role;
 	int			rc;
 
 	catalog_enter(&role);
@@ -85,7 +79,7 @@ checkpoint_create_table(int32 query_id, Oid unlogged_table, const char *name)
 	 */
 	run_catalog(psprintf("CREATE TABLE streamwin.%s (LIKE %s INCLUDING DEFAULTS) "
 						 "WITH (autovacuum_enabled = false, toast.autovacuum_enabled = false)",
-						 quote_identifier(name), qualified(unlogged_table)), query_id);
+						 quote_identifier(name), qualified_relname(unlogged_table)), query_id);
 	run_catalog("INSERT INTO streamwin.state_alive VALUES ($1) ON CONFLICT DO NOTHING", query_id);
 	SPI_finish();
 	CommandCounterIncrement();
@@ -119,7 +113,7 @@ checkpoint_restore(QueryRunner *r)
 {
 	Oid			types[1] = {INT4OID};
 	Datum		args[1] = {Int32GetDatum(r->query_id)};
-	CatalogRole role;
+	RoleSwitch role;
 	bool		isnull;
 	int64		ckpt;
 	Datum		d;
@@ -144,10 +138,10 @@ checkpoint_restore(QueryRunner *r)
 
 		if (!OidIsValid(unlogged))
 			continue;
-		run_catalog(psprintf("DELETE FROM %s", qualified(unlogged)), r->query_id);
+		run_catalog(psprintf("DELETE FROM %s", qualified_relname(unlogged)), r->query_id);
 		if (ckpt > 0)
-			run_catalog(psprintf("INSERT INTO %s SELECT * FROM %s", qualified(unlogged),
-								 qualified(logged)), r->query_id);
+			run_catalog(psprintf("INSERT INTO %s SELECT * FROM %s", qualified_relname(unlogged),
+								 qualified_relname(logged)), r->query_id);
 	}
 	run_catalog("DELETE FROM streamwin.query_offsets WHERE query_id = $1", r->query_id);
 	if (ckpt > 0)
@@ -182,7 +176,7 @@ checkpoint_take(QueryRunner *r, int64 batch_id, bool has_wm, TimestampTz wm, boo
 	Oid			types[3] = {INT4OID, INT8OID, TIMESTAMPTZOID};
 	Datum		args[3] = {Int32GetDatum(r->query_id), Int64GetDatum(batch_id), TimestampTzGetDatum(wm)};
 	char		nulls[3] = {' ', ' ', has_wm ? ' ' : 'n'};
-	CatalogRole role;
+	RoleSwitch role;
 
 	/* both tables or neither: a checkpoint is one state */
 	for (int i = 0; i < 2 && !wait; i++)
@@ -205,9 +199,9 @@ checkpoint_take(QueryRunner *r, int64 batch_id, bool has_wm, TimestampTz wm, boo
 		if (!OidIsValid(unlogged))
 			continue;
 		/* TRUNCATE rather than DELETE: no dead tuples left behind each time */
-		run_catalog(psprintf("TRUNCATE %s", qualified(logged)), r->query_id);
-		run_catalog(psprintf("INSERT INTO %s SELECT * FROM %s", qualified(logged),
-							 qualified(unlogged)), r->query_id);
+		run_catalog(psprintf("TRUNCATE %s", qualified_relname(logged)), r->query_id);
+		run_catalog(psprintf("INSERT INTO %s SELECT * FROM %s", qualified_relname(logged),
+							 qualified_relname(unlogged)), r->query_id);
 	}
 	run_catalog("DELETE FROM streamwin.query_checkpoints WHERE query_id = $1", r->query_id);
 	run_catalog("INSERT INTO streamwin.query_checkpoints "
@@ -245,7 +239,7 @@ recorded_watermark(QueryRunner *r, int64 batch_id, TimestampTz *wm)
 {
 	Oid			types[2] = {INT4OID, INT8OID};
 	Datum		args[2] = {Int32GetDatum(r->query_id), Int64GetDatum(batch_id)};
-	CatalogRole role;
+	RoleSwitch role;
 	bool		isnull = true;
 	Datum		d = (Datum) 0;
 
@@ -266,18 +260,18 @@ recorded_watermark(QueryRunner *r, int64 batch_id, TimestampTz *wm)
 
 /*
  * checkpoint_replay_bounds
- *		What batch batch_id read and decided the first time: its end offset
- *		per partition (targets, indexed like r->parts), the watermark it
- *		started from and the one it ended with.
+ *		What batch batch_id read and decided the first time: its end
+ *		position per partition (targets, indexed like the reader's parts),
+ *		the watermark it started from and the one it ended with.
  */
 void
-checkpoint_replay_bounds(QueryRunner *r, int64 batch_id, int64 *targets,
+checkpoint_replay_bounds(QueryRunner *r, int64 batch_id, SourcePosition *targets,
 						 bool *has_prev_wm, TimestampTz *prev_wm,
 						 bool *has_wm, TimestampTz *wm)
 {
 	Oid			types[2] = {INT4OID, INT8OID};
 	Datum		args[2] = {Int32GetDatum(r->query_id), Int64GetDatum(batch_id)};
-	CatalogRole role;
+	RoleSwitch role;
 	bool		isnull;
 	Jsonb	   *offsets;
 
@@ -295,21 +289,7 @@ checkpoint_replay_bounds(QueryRunner *r, int64 batch_id, int64 *targets,
 				 errhint("Replay the query from the start with streamwin.reset_query('%s', 'earliest').",
 						 r->query->name)));
 	offsets = DatumGetJsonbPCopy(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	if (r->source->kind == SOURCE_TABLE)
-	{
-		r->table_replay_target = offsets_parse_table_position(offsets);
-		targets[0] = (int64) r->table_replay_target.lsn;
-	}
-	else
-		for (int i = 0; i < r->nparts; i++)
-		{
-			char		key[16];
-			char	   *v;
-
-			snprintf(key, sizeof(key), "%d", r->parts[i].partition);
-			v = jsonb_get_text(offsets, key);
-			targets[i] = v ? strtoll(v, NULL, 10) : r->parts[i].next_offset;
-		}
+	r->reader->ops->positions_parse(r->reader, offsets, targets);
 	*has_prev_wm = recorded_watermark(r, batch_id - 1, prev_wm);
 	*has_wm = recorded_watermark(r, batch_id, wm);
 }
@@ -323,4 +303,56 @@ checkpoint_note_replayed(QueryRunner *r, int64 batch_id)
 {
 	run_catalog(psprintf("UPDATE streamwin.query_catalog SET state_batch_id = " INT64_FORMAT
 						 " WHERE query_id = $1", batch_id), r->query_id);
+}
+
+/* The name of a query's checkpoint table (of its state, else of its dedup keys). */
+static const char *
+checkpoint_table_name(const QueryInfo *q)
+{
+	char	   *name = get_rel_name(OidIsValid(q->checkpoint_table) ?
+									q->checkpoint_table : q->dedup_checkpoint);
+
+	return name ? name : "?";
+}
+
+/*
+ * checkpoint_after_batch
+ *		Take a checkpoint at the end of batch_id if it is due: every
+ *		streamwin.checkpoint_interval batches, but not more often than
+ *		streamwin.checkpoint_min_interval, since a worker on a short trigger
+ *		with a large state would otherwise spend its time copying it.  The
+ *		time bound does not apply to a source whose every fetch reads from
+ *		what the oldest checkpoint keeps (SourceOps.fetch_follows_checkpoint):
+ *		there a sparser checkpoint costs more reading in every batch.
+ *		checkpoint_batch: the batch of the last checkpoint (0: none).
+ *		Inside the batch, after its positions are stored.
+ */
+void
+checkpoint_after_batch(QueryRunner *r, int64 batch_id, int64 checkpoint_batch,
+					   bool has_wm, TimestampTz wm, TimestampTz now)
+{
+	int64		behind = batch_id - checkpoint_batch;
+
+	if (checkpoint_batch != 0 &&
+		(behind < streamwin_checkpoint_interval ||
+		 (!r->reader->ops->fetch_follows_checkpoint &&
+		  now - r->last_checkpoint_at < (int64) streamwin_checkpoint_min_interval * 1000)))
+		return;
+	if (checkpoint_take(r, batch_id, has_wm, wm, false))
+		r->last_checkpoint_at = now;
+	else if (checkpoint_batch > 0 && behind % (10 * (int64) streamwin_checkpoint_interval) == 0)
+	{
+		/*
+		 * A dump's lock goes away; one that stays (a session idle in a
+		 * transaction that read the table) would make recovery replay ever
+		 * more batches, all kept in streamwin.progress: say so, now and then.
+		 */
+		ereport(WARNING,
+				(errmsg("query \"%s\" has taken no checkpoint for " INT64_FORMAT " batches",
+						r->query->name, behind),
+				 errdetail("Its checkpoint table streamwin.%s is locked by another session.",
+						   checkpoint_table_name(r->query)),
+				 errhint("A long pg_dump does this, and so does any session holding a lock on that table; "
+						 "until a checkpoint is taken, recovery after a crash replays every batch since.")));
+	}
 }

@@ -8,7 +8,7 @@
 #ifndef STREAMWIN_CHECKPOINT_H
 #define STREAMWIN_CHECKPOINT_H
 
-#include "batch.h"
+#include "runner.h"
 
 extern int	streamwin_checkpoint_interval;
 extern int	streamwin_checkpoint_min_interval;
@@ -22,9 +22,11 @@ extern int64 checkpoint_restore(QueryRunner *r);
 extern bool checkpoint_take(QueryRunner *r, int64 batch_id, bool has_wm, TimestampTz wm,
 							bool wait);
 extern void checkpoint_move_positions(QueryRunner *r);
-extern void checkpoint_replay_bounds(QueryRunner *r, int64 batch_id, int64 *targets,
+extern void checkpoint_replay_bounds(QueryRunner *r, int64 batch_id, SourcePosition *targets,
 									 bool *has_prev_wm, TimestampTz *prev_wm,
 									 bool *has_wm, TimestampTz *wm);
 extern void checkpoint_note_replayed(QueryRunner *r, int64 batch_id);
+extern void checkpoint_after_batch(QueryRunner *r, int64 batch_id, int64 checkpoint_batch,
+								   bool has_wm, TimestampTz wm, TimestampTz now);
 
 #endif

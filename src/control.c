@@ -20,9 +20,13 @@
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
-#include "batch.h"
+#include "catalog.h"
 #include "checkpoint.h"
-#include "streamwin.h"
+#include "launcher.h"
+#include "offsets.h"
+#include "options.h"
+#include "runner.h"
+#include "spi_util.h"
 
 PG_FUNCTION_INFO_V1(streamwin_start_query);
 PG_FUNCTION_INFO_V1(streamwin_stop_query);
@@ -31,69 +35,12 @@ PG_FUNCTION_INFO_V1(streamwin_drop_query);
 PG_FUNCTION_INFO_V1(streamwin_reset_query);
 PG_FUNCTION_INFO_V1(streamwin_worker_pid);
 
-/*
- * role_cannot_run_worker
- *		Why role roleid cannot run a query worker (a message and a hint),
- *		or false if it can.  A worker connects as the query's owner, and
- *		PostgreSQL 15 refuses background worker connections of roles that
- *		are gone or lack LOGIN.
- */
-bool
-role_cannot_run_worker(Oid roleid, char **message, char **hint)
-{
-	HeapTuple	tup = SearchSysCache1(AUTHOID, ObjectIdGetDatum(roleid));
-	char	   *name;
-
-	if (!HeapTupleIsValid(tup))
-	{
-		*message = psprintf("role with OID %u, which owns the query, no longer exists", roleid);
-		*hint = pstrdup("Drop the query and create it again as another role.");
-		return true;
-	}
-	name = pstrdup(NameStr(((Form_pg_authid) GETSTRUCT(tup))->rolname));
-	if (((Form_pg_authid) GETSTRUCT(tup))->rolcanlogin)
-	{
-		ReleaseSysCache(tup);
-		return false;
-	}
-	ReleaseSysCache(tup);
-	*message = psprintf("role \"%s\" cannot run a query worker because it cannot log in", name);
-	*hint = psprintf("Grant it with ALTER ROLE %s LOGIN, or run batches with streamwin.run_batch().",
-					 quote_identifier(name));
-	return true;
-}
-
-/* Refuse, with an error, to start a worker that could not connect. */
-void
-check_role_can_login(Oid roleid)
-{
-	char	   *message;
-	char	   *hint;
-
-	if (role_cannot_run_worker(roleid, &message, &hint))
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("%s", message),
-				 errdetail("The worker of a query connects as the query's owner."),
-				 errhint("%s", hint)));
-}
-
-void
-check_preloaded(void)
-{
-	if (!streamwin_preloaded)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("streamwin background workers need streamwin in shared_preload_libraries"),
-				 errhint("Add streamwin to shared_preload_libraries and restart the server, or run batches with streamwin.run_batch().")));
-}
-
 static void
 set_desired_state(QueryInfo *q, const char *state)
 {
 	Oid			types[2] = {INT4OID, TEXTOID};
 	Datum		args[2] = {Int32GetDatum(q->query_id), CStringGetTextDatum(state)};
-	CatalogRole role;
+	RoleSwitch role;
 
 	SPI_connect();
 	catalog_enter(&role);
@@ -107,32 +54,18 @@ set_desired_state(QueryInfo *q, const char *state)
 }
 
 /*
- * After drop_query: if no other query reads the query's table source, let
- * its slot move to the end of the WAL, so that nothing holds WAL for a
- * query that is gone.  (The next query created on the source then starts
- * from there.)  If the query's worker holds the slot between two batches,
- * waiting for it here could deadlock (the worker's next batch waits for the
- * query's batch lock, which this transaction holds): the worker does it
- * instead when it exits (finish_table_source in worker.c).
+ * After drop_query: the query's source may let go of what it kept for the
+ * query (see SourceOps.query_gone).
  */
 static void
-release_table_source(QueryInfo *q)
+source_query_gone(QueryInfo *q)
 {
 	SourceInfo *src;
-	Oid			types[1] = {INT4OID};
-	Datum		args[1];
 
 	SPI_connect();
 	src = catalog_get_source_by_id(q->source_id);
-	if (src->kind == SOURCE_TABLE)
-	{
-		args[0] = Int32GetDatum(src->source_id);
-		catalog_exec("SELECT 1 FROM streamwin.query_catalog WHERE source_id = $1",
-					 1, types, args, NULL, 1);
-		/* not if the query's exiting worker still holds it: it does this */
-		if (SPI_processed == 0 && !source_slot_in_use(src->slot_name))
-			source_slot_advance(src->slot_name, src->source_id);
-	}
+	if (source_ops(src)->query_gone)
+		source_ops(src)->query_gone(src);
 	SPI_finish();
 }
 
@@ -147,7 +80,7 @@ streamwin_start_query(PG_FUNCTION_ARGS)
 	check_preloaded();
 	check_role_can_login(q->owner);
 	set_desired_state(q, "running");
-	/* a session that ran batches by hand must not keep a stale consumer */
+	/* a session that ran batches by hand must not keep a stale reader */
 	runner_forget(q->query_id);
 	launcher_request_start(q->query_id, q->owner);
 	PG_RETURN_VOID();
@@ -167,7 +100,7 @@ streamwin_alter_query(PG_FUNCTION_ARGS)
 	Oid			types[3] = {INT4OID, INTERVALOID, TEXTOID};
 	Datum		args[3];
 	char		nulls[3] = {' ', ' ', ' '};
-	CatalogRole role;
+	RoleSwitch role;
 
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
@@ -232,7 +165,7 @@ streamwin_drop_query(PG_FUNCTION_ARGS)
 	QueryInfo  *q = catalog_get_query(name, false);
 	Oid			types[2] = {INT4OID, TEXTOID};
 	Datum		args[2] = {Int32GetDatum(q->query_id), CStringGetTextDatum(q->name)};
-	CatalogRole role;
+	RoleSwitch role;
 
 	catalog_check_owner(q->owner, "query", name);
 	/* wait for a batch in progress to finish */
@@ -264,72 +197,12 @@ streamwin_drop_query(PG_FUNCTION_ARGS)
 						  1, types, args, NULL, false, 0);
 	catalog_leave(&role);
 	if (drop_result && get_rel_name(q->result_table) != NULL)
-	{
-		if (SPI_execute(psprintf("DROP TABLE %s",
-								 quote_qualified_identifier(get_namespace_name(get_rel_namespace(q->result_table)),
-															get_rel_name(q->result_table))),
-						false, 0) != SPI_OK_UTILITY)
-			elog(ERROR, "could not drop the result table of query \"%s\"", name);
-	}
+		spi_run(psprintf("DROP TABLE %s", qualified_relname(q->result_table)));
 	SPI_finish();
 	runner_forget(q->query_id);
 	launcher_request_wake(q->query_id);
-	release_table_source(q);
+	source_query_gone(q);
 	PG_RETURN_VOID();
-}
-
-/*
- * reset_query for a table source: 'earliest' is the oldest change its slot
- * holds, 'latest' the end of the WAL, or {"lsn": "0/16B3748"} in between.
- * Also the query's start, should a crash empty its state before the next
- * checkpoint.
- */
-static void
-reset_table_position(QueryRunner *r, const char *start, Jsonb *explicit)
-{
-	XLogRecPtr	oldest;
-	XLogRecPtr	end = GetXLogInsertRecPtr();
-	XLogRecPtr	lsn;
-	Oid			types[2] = {INT4OID, INT8OID};
-	Datum		args[2];
-	CatalogRole role;
-
-	/* until this commits, no batch may confirm the slot past what we pick */
-	source_hold_start(r->source->source_id);
-	oldest = source_slot_confirmed(r->source->slot_name);
-	if (explicit != NULL)
-	{
-		char	   *given = jsonb_get_text(explicit, "lsn");
-
-		if (given == NULL)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("invalid starting_offsets \"%s\" for a table source", start),
-					 errhint("Use 'earliest', 'latest' or '{\"lsn\": \"0/16B3748\"}'.")));
-		lsn = DatumGetLSN(DirectFunctionCall1(pg_lsn_in, CStringGetDatum(given)));
-		if (lsn < oldest || lsn > end)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("LSN %X/%X is not held by table source \"%s\"", LSN_FORMAT_ARGS(lsn),
-							r->source->name),
-					 errdetail("The source holds the changes from %X/%X to %X/%X.",
-							   LSN_FORMAT_ARGS(oldest), LSN_FORMAT_ARGS(end))));
-	}
-	else
-		lsn = strcmp(start, "latest") == 0 ? end : oldest;
-	r->parts[0].next_offset = (int64) lsn;
-	r->parts[0].next_index = 0;
-	r->parts[0].has_max_event_time = false;
-
-	args[0] = Int32GetDatum(r->query_id);
-	args[1] = Int64GetDatum((int64) lsn);
-	SPI_connect();
-	catalog_enter(&role);
-	if (SPI_execute_with_args("UPDATE streamwin.query_catalog SET start_lsn = $2 WHERE query_id = $1",
-							  2, types, args, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "could not update streamwin.query_catalog");
-	catalog_leave(&role);
-	SPI_finish();
 }
 
 /*
@@ -347,7 +220,7 @@ streamwin_reset_query(PG_FUNCTION_ARGS)
 	QueryInfo  *q = catalog_get_query(name, false);
 	QueryRunner *r;
 	Jsonb	   *explicit = NULL;
-	CatalogRole role;
+	RoleSwitch role;
 	Oid			types[1] = {INT4OID};
 	Datum		args[1] = {Int32GetDatum(q->query_id)};
 
@@ -399,44 +272,9 @@ streamwin_reset_query(PG_FUNCTION_ARGS)
 	SPI_finish();
 
 	/* resolve the new positions now, so they do not drift until the next batch */
-	r = runner_get(q->query_id);
+	r = runner_get(q->query_id, false);
 	offsets_load(r);
-	if (r->source->kind == SOURCE_TABLE)
-		reset_table_position(r, start, explicit);
-	else
-		for (int i = 0; i < r->nparts; i++)
-		{
-			PartitionState *p = &r->parts[i];
-			int64		low,
-						high;
-			char		key[16];
-			char	   *given = NULL;
-
-			snprintf(key, sizeof(key), "%d", p->partition);
-			if (explicit)
-				given = jsonb_get_text(explicit, key);
-			kafka_query_watermarks(r->consumer, p->partition, &low, &high, 10000);
-			if (given != NULL)
-			{
-				char	   *end;
-				long long	off = strtoll(given, &end, 10);
-
-				if (*end != '\0' || off < 0)
-					ereport(ERROR,
-							(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-							 errmsg("invalid offset \"%s\" for partition %d", given, p->partition)));
-				if (off < low || off > high)
-					ereport(ERROR,
-							(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-							 errmsg("offset %lld of partition %d is not in the topic", off, p->partition),
-							 errdetail("The partition holds offsets %lld to %lld.", (long long) low,
-									   (long long) high - 1)));
-				p->next_offset = off;
-			}
-			else
-				p->next_offset = strcmp(start, "latest") == 0 ? high : low;
-			p->has_max_event_time = false;
-		}
+	r->reader->ops->reset(r->reader, start, explicit);
 	offsets_store(r);
 	if (QUERY_HAS_UNLOGGED_STATE(q))
 	{

@@ -1449,18 +1449,6 @@ kafka_partition_at_eof(KafkaConsumer *c, int32 partition)
 }
 
 /*
- * kafka_next_offset
- *		See kafka_source.h.
- */
-int64
-kafka_next_offset(KafkaConsumer *c, int32 partition)
-{
-	KafkaPartitionState *ps = partition_state(c, partition);
-
-	return ps ? ps->next_offset : -1;
-}
-
-/*
  * kafka_wakeup_fd
  *		See kafka_source.h.
  */

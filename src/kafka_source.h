@@ -208,9 +208,6 @@ extern void kafka_assign(KafkaConsumer *c, int n, const int32 *partitions,
 extern int	kafka_fetch(KafkaConsumer *c, int max_records, int timeout_ms,
 						int linger_ms, KafkaMessage **msgs);
 
-/* the linger of batches run in a session (run_batch, run_available) */
-#define KAFKA_FETCH_LINGER_MS 50
-
 /*
  * kafka_partition_at_eof
  *		True if the consumer has reached the end of the partition and
@@ -224,17 +221,6 @@ extern int	kafka_fetch(KafkaConsumer *c, int max_records, int timeout_ms,
  * value (librdkafka does not report the end again after reconnecting).
  */
 extern bool kafka_partition_at_eof(KafkaConsumer *c, int32 partition);
-
-/*
- * kafka_next_offset
- *		Offset of the next message the consumer would deliver for an
- *		assigned partition, or -1 if not known yet.
- *
- * Known from an absolute offset given to kafka_assign(), the last message
- * delivered, or an end-of-partition event (which gives the end offset, so
- * an empty partition assigned at KAFKA_OFFSET_LATEST becomes known too).
- */
-extern int64 kafka_next_offset(KafkaConsumer *c, int32 partition);
 
 /*
  * kafka_cached_high_watermark

@@ -29,6 +29,7 @@
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "catalog/pg_authid.h"
 #include "catalog/pg_database.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
@@ -44,13 +45,16 @@
 #include "storage/proc.h"
 #include "storage/shmem.h"
 #include "tcop/tcopprot.h"
+#include "utils/builtins.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 
-#include "batch.h"
-#include "streamwin.h"
-#include "worker.h"
+#include "catalog.h"
+#include "launcher.h"
+#include "progress.h"
 #include "table_source.h"
+#include "worker.h"
 
 PGDLLEXPORT void streamwin_launcher_main(Datum main_arg);
 PGDLLEXPORT void streamwin_starter_main(Datum main_arg);
@@ -485,4 +489,63 @@ streamwin_starter_main(Datum main_arg)
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 	proc_exit(0);
+}
+
+/* --- who may run a worker ------------------------------------------------ */
+
+/*
+ * role_cannot_run_worker
+ *		Why role roleid cannot run a query worker (a message and a hint),
+ *		or false if it can.  A worker connects as the query's owner, and
+ *		PostgreSQL 15 refuses background worker connections of roles that
+ *		are gone or lack LOGIN.
+ */
+bool
+role_cannot_run_worker(Oid roleid, char **message, char **hint)
+{
+	HeapTuple	tup = SearchSysCache1(AUTHOID, ObjectIdGetDatum(roleid));
+	char	   *name;
+
+	if (!HeapTupleIsValid(tup))
+	{
+		*message = psprintf("role with OID %u, which owns the query, no longer exists", roleid);
+		*hint = pstrdup("Drop the query and create it again as another role.");
+		return true;
+	}
+	name = pstrdup(NameStr(((Form_pg_authid) GETSTRUCT(tup))->rolname));
+	if (((Form_pg_authid) GETSTRUCT(tup))->rolcanlogin)
+	{
+		ReleaseSysCache(tup);
+		return false;
+	}
+	ReleaseSysCache(tup);
+	*message = psprintf("role \"%s\" cannot run a query worker because it cannot log in", name);
+	*hint = psprintf("Grant it with ALTER ROLE %s LOGIN, or run batches with streamwin.run_batch().",
+					 quote_identifier(name));
+	return true;
+}
+
+/* Refuse, with an error, to start a worker that could not connect. */
+void
+check_role_can_login(Oid roleid)
+{
+	char	   *message;
+	char	   *hint;
+
+	if (role_cannot_run_worker(roleid, &message, &hint))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("%s", message),
+				 errdetail("The worker of a query connects as the query's owner."),
+				 errhint("%s", hint)));
+}
+
+void
+check_preloaded(void)
+{
+	if (!streamwin_preloaded)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("streamwin background workers need streamwin in shared_preload_libraries"),
+				 errhint("Add streamwin to shared_preload_libraries and restart the server, or run batches with streamwin.run_batch().")));
 }

@@ -19,7 +19,8 @@
 #include "utils/jsonb.h"
 #include "utils/timestamp.h"
 
-#include "batch.h"
+#include "catalog.h"
+#include "progress.h"
 
 /*
  * progress_record
@@ -108,7 +109,7 @@ progress_record_failure(int32 query_id, const char *message)
 {
 	Oid			types[2] = {INT4OID, TEXTOID};
 	Datum		args[2] = {Int32GetDatum(query_id), CStringGetTextDatum(message)};
-	CatalogRole role;
+	RoleSwitch	role;
 
 	SPI_connect();
 	catalog_enter(&role);

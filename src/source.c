@@ -1,14 +1,15 @@
 /*-------------------------------------------------------------------------
  *
  * source.c
- *	  create_kafka_source / create_table_source / drop_source, and the view
- *	  that makes a source usable as a relation.
+ *	  What every kind of source shares: the view that makes a source usable
+ *	  as a relation, the rows of the batch being processed, registering and
+ *	  dropping a source, and opening a query's reader (source.h).
  *
  * A source named "orders" is a view
  *		SELECT * FROM streamwin.source_rows(<id>) AS s(<its columns>)
  * so that queries over it are parsed, type-checked and planned by
  * PostgreSQL like queries over any table.  source_rows() returns the rows
- * of the batch the current backend is processing (set by batch.c through
+ * of the batch the current backend is processing (set through
  * source_set_batch_input) and nothing otherwise: reading a source outside
  * a batch is harmless and empty.
  *
@@ -33,12 +34,11 @@
 #include "utils/regproc.h"
 #include "utils/varlena.h"
 
-#include "streamwin.h"
+#include "catalog.h"
+#include "options.h"
 #include "source.h"
-#include "table_source.h"
+#include "spi_util.h"
 
-PG_FUNCTION_INFO_V1(streamwin_create_kafka_source);
-PG_FUNCTION_INFO_V1(streamwin_create_table_source);
 PG_FUNCTION_INFO_V1(streamwin_drop_source);
 PG_FUNCTION_INFO_V1(streamwin_source_rows);
 
@@ -112,86 +112,6 @@ streamwin_source_rows(PG_FUNCTION_ARGS)
 	}
 	return (Datum) 0;
 }
-
-/*
- * Parse a column definition list ("a bigint, b text") with PostgreSQL's own
- * grammar, by parsing it as the body of a CREATE TABLE.  Everything but
- * plain column definitions is refused, so the text cannot smuggle other
- * clauses in; the view is then built from the resolved types, never from
- * the user's text.
- */
-static List *
-parse_column_list(const char *columns, List **typmods_out, List **names_out)
-{
-	StringInfoData sql;
-	List	   *raw;
-	CreateStmt *stmt;
-	ListCell   *lc;
-	List	   *types = NIL;
-
-	initStringInfo(&sql);
-	appendStringInfo(&sql, "CREATE TABLE streamwin_columns (%s)", columns);
-	PG_TRY();
-	{
-		raw = raw_parser(sql.data, RAW_PARSE_DEFAULT);
-	}
-	PG_CATCH();
-	{
-		/* the position refers to our wrapper, so report it plainly */
-		FlushErrorState();
-		ereport(ERROR,
-				(errcode(ERRCODE_SYNTAX_ERROR),
-				 errmsg("invalid column list: \"%s\"", columns),
-				 errhint("Write the columns as in CREATE TABLE, for example 'order_id bigint, region text, event_time timestamptz'.")));
-	}
-	PG_END_TRY();
-
-	if (list_length(raw) != 1 ||
-		!IsA(linitial_node(RawStmt, raw)->stmt, CreateStmt))
-		goto invalid;
-	stmt = (CreateStmt *) linitial_node(RawStmt, raw)->stmt;
-	if (stmt->inhRelations != NIL || stmt->partspec != NULL ||
-		stmt->partbound != NULL || stmt->ofTypename != NULL ||
-		stmt->options != NIL || stmt->tablespacename != NULL ||
-		stmt->accessMethod != NULL || stmt->oncommit != ONCOMMIT_NOOP ||
-		stmt->tableElts == NIL)
-		goto invalid;
-
-	foreach(lc, stmt->tableElts)
-	{
-		ColumnDef  *col = (ColumnDef *) lfirst(lc);
-		Oid			typid;
-		int32		typmod;
-
-		if (!IsA(col, ColumnDef) || col->constraints != NIL)
-			goto invalid;
-		typenameTypeIdAndMod(NULL, col->typeName, &typid, &typmod);
-		if (get_typtype(typid) == TYPTYPE_PSEUDO)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_TABLE_DEFINITION),
-					 errmsg("column \"%s\" cannot be of pseudo-type %s",
-							col->colname, format_type_be(typid))));
-		for (ListCell *prev = list_head(*names_out); prev != NULL;
-			 prev = lnext(*names_out, prev))
-			if (strcmp(strVal(lfirst(prev)), col->colname) == 0)
-				ereport(ERROR,
-						(errcode(ERRCODE_DUPLICATE_COLUMN),
-						 errmsg("column \"%s\" specified more than once", col->colname)));
-		types = lappend_oid(types, typid);
-		*typmods_out = lappend_int(*typmods_out, typmod);
-		*names_out = lappend(*names_out, makeString(col->colname));
-	}
-	return types;
-
-invalid:
-	ereport(ERROR,
-			(errcode(ERRCODE_INVALID_TABLE_DEFINITION),
-			 errmsg("invalid column list: \"%s\"", columns),
-			 errdetail("Only column names and types are allowed; constraints and table clauses are not."),
-			 errhint("Write the columns as in CREATE TABLE, for example 'order_id bigint, region text, event_time timestamptz'.")));
-	return NIL;					/* keep compiler quiet */
-}
-
 /* The column types each kind of message metadata may go into */
 static const struct
 {
@@ -255,22 +175,8 @@ source_metadata_map(const SourceInfo *src, TupleDesc desc)
 }
 
 /* Quote a possibly schema-qualified name for SQL. */
-static char *
-quote_qualified_name(const char *name)
-{
-	List	   *parts = stringToQualifiedNameList(name);
-	RangeVar   *rv = makeRangeVarFromNameList(parts);
 
-	return rv->schemaname ? quote_qualified_identifier(rv->schemaname, rv->relname)
-		: pstrdup(quote_identifier(rv->relname));
-}
-
-/*
- * Record a source in the catalog and create its view (owned by the caller,
- * in the caller's current schema) with the given columns; returns the
- * view's oid.  Inside SPI.
- */
-static Oid
+Oid
 source_register(const char *name, const char *kind, const char *brokers, const char *topic,
 				Oid table, const char *slot_name, const char *format, const char *columns,
 				Jsonb *options, List *types, List *typmods, List *names)
@@ -278,7 +184,7 @@ source_register(const char *name, const char *kind, const char *brokers, const c
 	StringInfoData sql;
 	int32		source_id;
 	Oid			relid;
-	CatalogRole role;
+	RoleSwitch role;
 	Oid			argtypes[10] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, OIDOID,
 	TEXTOID, OIDOID, TEXTOID};
 	Datum		args[10];
@@ -317,7 +223,7 @@ source_register(const char *name, const char *kind, const char *brokers, const c
 
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "CREATE VIEW %s AS SELECT * FROM streamwin.source_rows(%d) AS s(",
-					 quote_qualified_name(name), source_id);
+					 quote_name_text(name), source_id);
 	forthree(lt, types, lm, typmods, ln, names)
 	{
 		appendStringInfo(&sql, "%s%s %s", first ? "" : ", ",
@@ -345,185 +251,6 @@ source_register(const char *name, const char *kind, const char *brokers, const c
 }
 
 /*
- * streamwin.create_kafka_source(name, brokers, topic, columns, format, options)
- */
-Datum
-streamwin_create_kafka_source(PG_FUNCTION_ARGS)
-{
-	char	   *name;
-	char	   *brokers;
-	char	   *topic;
-	char	   *columns;
-	char	   *format_name;
-	Jsonb	   *options;
-	SourceFormat format;
-	List	   *types;
-	List	   *typmods = NIL;
-	List	   *names = NIL;
-	Oid			relid;
-
-	for (int i = 0; i < 6; i++)
-		if (PG_ARGISNULL(i))
-			ereport(ERROR,
-					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-					 errmsg("arguments of create_kafka_source must not be null")));
-	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	brokers = text_to_cstring(PG_GETARG_TEXT_PP(1));
-	topic = text_to_cstring(PG_GETARG_TEXT_PP(2));
-	columns = text_to_cstring(PG_GETARG_TEXT_PP(3));
-	format_name = text_to_cstring(PG_GETARG_TEXT_PP(4));
-	options = PG_GETARG_JSONB_P(5);
-
-	if (brokers[0] == '\0')
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("brokers must not be empty"),
-				 errhint("Give a comma-separated list of host:port, for example 'localhost:9092'.")));
-	if (topic[0] == '\0')
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("topic must not be empty")));
-	format = source_format_from_name(format_name);
-	source_options_validate(options);
-	types = parse_column_list(columns, &typmods, &names);
-
-	SPI_connect();
-	if (catalog_get_source(name, true) != NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_DUPLICATE_OBJECT),
-				 errmsg("source \"%s\" already exists", name)));
-	relid = source_register(name, "kafka", brokers, topic, InvalidOid, NULL,
-							source_format_name(format), columns, options, types, typmods, names);
-	{
-		SourceInfo	parsed;
-		TupleDesc	desc = source_tupdesc(relid);
-
-		parse_source_options(&parsed, options);
-		decoder_check_columns(format, desc, source_metadata_map(&parsed, desc));
-	}
-	SPI_finish();
-	PG_RETURN_VOID();
-}
-
-/*
- * A table source's "metadata" columns come after the table's: the commit
- * time of the row's transaction (timestamp: timestamptz), its commit LSN
- * (offset: pg_lsn) and the row's number within it (partition: integer).
- * A row has no key or headers.
- */
-static void
-add_table_metadata_columns(const SourceInfo *src, StringInfo columns, List **types,
-						   List **typmods, List **names)
-{
-	for (int m = 0; m < src->nmetadata; m++)
-	{
-		const char *column = src->metadata_columns[m];
-		Oid			type;
-		ListCell   *lc;
-
-		switch (src->metadata_kinds[m])
-		{
-			case SOURCE_META_TIMESTAMP:
-				type = TIMESTAMPTZOID;
-				break;
-			case SOURCE_META_OFFSET:
-				type = LSNOID;
-				break;
-			case SOURCE_META_PARTITION:
-				type = INT4OID;
-				break;
-			default:
-				ereport(ERROR,
-						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("a table source has no message %s for column \"%s\"",
-								src->metadata_kinds[m] == SOURCE_META_KEY ? "key" : "headers", column),
-						 errhint("A table source's \"metadata\" may name the commit \"timestamp\", the commit LSN (\"offset\") and the row's number in its transaction (\"partition\").")));
-		}
-		foreach(lc, *names)
-			if (strcmp(strVal(lfirst(lc)), column) == 0)
-				ereport(ERROR,
-						(errcode(ERRCODE_DUPLICATE_COLUMN),
-						 errmsg("option \"metadata\" names column \"%s\", which the table has already", column),
-						 errhint("Choose another name for the metadata column.")));
-		*types = lappend_oid(*types, type);
-		*typmods = lappend_int(*typmods, -1);
-		*names = lappend(*names, makeString(pstrdup(column)));
-		appendStringInfo(columns, ", %s %s", quote_identifier(column), format_type_be(type));
-	}
-}
-
-/*
- * streamwin.create_table_source(name, relation, options): the rows inserted
- * into a table, through a logical replication slot of the source's own.
- * The source's columns are the table's, by name and type, as of now.
- */
-Datum
-streamwin_create_table_source(PG_FUNCTION_ARGS)
-{
-	static const char *const valid[] = {"starting_offsets", "max_records_per_batch", "metadata", NULL};
-	char	   *name;
-	Oid			table;
-	Jsonb	   *options;
-	SourceInfo	tmp;
-	Relation	rel;
-	TupleDesc	desc;
-	List	   *types = NIL;
-	List	   *typmods = NIL;
-	List	   *names = NIL;
-	StringInfoData columns;
-	char	   *slot;
-
-	for (int i = 0; i < 3; i++)
-		if (PG_ARGISNULL(i))
-			ereport(ERROR,
-					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-					 errmsg("arguments of create_table_source must not be null")));
-	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	table = PG_GETARG_OID(1);
-	options = PG_GETARG_JSONB_P(2);
-
-	table_source_check_relation(table);
-	jsonb_check_keys(options, valid, "table source");
-	parse_source_options(&tmp, options);
-
-	/* the table's columns, as the source's */
-	initStringInfo(&columns);
-	rel = relation_open(table, AccessShareLock);
-	desc = RelationGetDescr(rel);
-	for (int a = 0; a < desc->natts; a++)
-	{
-		Form_pg_attribute att = TupleDescAttr(desc, a);
-
-		if (att->attisdropped)
-			continue;
-		types = lappend_oid(types, att->atttypid);
-		typmods = lappend_int(typmods, att->atttypmod);
-		names = lappend(names, makeString(pstrdup(NameStr(att->attname))));
-		appendStringInfo(&columns, "%s%s %s", columns.len ? ", " : "",
-						 quote_identifier(NameStr(att->attname)),
-						 format_type_with_typemod(att->atttypid, att->atttypmod));
-	}
-	relation_close(rel, AccessShareLock);
-	add_table_metadata_columns(&tmp, &columns, &types, &typmods, &names);
-	if (types == NIL)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_TABLE_DEFINITION),
-				 errmsg("table \"%s\" has no columns", get_rel_name(table))));
-
-	SPI_connect();
-	if (catalog_get_source(name, true) != NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_DUPLICATE_OBJECT),
-				 errmsg("source \"%s\" already exists", name)));
-	/* before anything is written: PostgreSQL requires it of slot creation */
-	slot = source_slot_create();
-	source_register(name, "table", NULL, NULL, table, slot, "row", columns.data, options,
-					types, typmods, names);
-	SPI_finish();
-	PG_RETURN_VOID();
-}
-
-/*
  * streamwin.drop_source(name): drop the source's view and catalog row.
  * Queries reading the source must be dropped first.
  */
@@ -532,10 +259,9 @@ streamwin_drop_source(PG_FUNCTION_ARGS)
 {
 	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	SourceInfo *src;
-	CatalogRole role;
+	RoleSwitch role;
 	Oid			argtypes[1] = {INT4OID};
 	Datum		args[1];
-	char	   *relname;
 
 	SPI_connect();
 	src = catalog_get_source(name, false);
@@ -558,9 +284,9 @@ streamwin_drop_source(PG_FUNCTION_ARGS)
 					 errdetail("Queries reading the source: %s.", TextDatumGetCString(users)),
 					 errhint("Drop those queries first with streamwin.drop_query().")));
 	}
-	/* the slot goes when the drop commits: nothing is left holding WAL */
-	if (src->kind == SOURCE_TABLE)
-		source_slot_drop_at_commit(src->slot_name);
+	/* e.g. a table source's slot goes when the drop commits */
+	if (source_ops(src)->dropped)
+		source_ops(src)->dropped(src);
 	if (SPI_execute_with_args("DELETE FROM streamwin.source_catalog WHERE source_id = $1",
 							  1, argtypes, args, NULL, false, 0) != SPI_OK_DELETE)
 		elog(ERROR, "could not delete from streamwin.source_catalog");
@@ -572,16 +298,76 @@ streamwin_drop_source(PG_FUNCTION_ARGS)
 	catalog_leave(&role);
 
 	/* the view may already be gone if the user dropped it by hand */
-	relname = get_rel_name(src->relation);
-	if (relname != NULL)
-	{
-		char	   *sql = psprintf("DROP VIEW %s",
-								   quote_qualified_identifier(get_namespace_name(get_rel_namespace(src->relation)),
-															  relname));
-
-		if (SPI_execute(sql, false, 0) != SPI_OK_UTILITY)
-			elog(ERROR, "could not drop the view of source \"%s\"", name);
-	}
+	if (get_rel_name(src->relation) != NULL)
+		spi_run(psprintf("DROP VIEW %s", qualified_relname(src->relation)));
 	SPI_finish();
 	PG_RETURN_VOID();
+}
+
+/* --- the source interface ------------------------------------------------ */
+
+const SourceOps *
+source_ops(const SourceInfo *src)
+{
+	return src->kind == SOURCE_TABLE ? &table_source_ops : &kafka_source_ops;
+}
+
+SourceReader *
+source_reader_open(SourceInfo *src, QueryInfo *q, MemoryContext parent, bool in_worker)
+{
+	MemoryContext cxt = AllocSetContextCreate(parent, "streamwin source reader",
+											  ALLOCSET_DEFAULT_SIZES);
+	MemoryContext old = MemoryContextSwitchTo(cxt);
+	SourceReader *rd = palloc0(sizeof(SourceReader));
+
+	rd->ops = source_ops(src);
+	rd->source = src;
+	rd->query = q;
+	rd->cxt = cxt;
+	rd->in_worker = in_worker;
+	rd->desc = source_tupdesc(src->relation);
+	PG_TRY();
+	{
+		rd->ops->open(rd);
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(old);
+		source_reader_close(rd);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(old);
+	return rd;
+}
+
+void
+source_reader_close(SourceReader *rd)
+{
+	if (rd == NULL)
+		return;
+	rd->ops->close(rd);
+	MemoryContextDelete(rd->cxt);
+}
+
+int
+source_part_index(SourceReader *rd, int32 partition)
+{
+	/* few partitions, looked up once per row: a linear scan from a guess */
+	if (partition >= 0 && partition < rd->nparts && rd->parts[partition].partition == partition)
+		return partition;
+	for (int i = 0; i < rd->nparts; i++)
+		if (rd->parts[i].partition == partition)
+			return i;
+	return -1;
+}
+
+/* Refuse the name of a source that exists (inside SPI). */
+void
+source_check_new_name(const char *name)
+{
+	if (catalog_get_source(name, true) != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_DUPLICATE_OBJECT),
+				 errmsg("source \"%s\" already exists", name)));
 }

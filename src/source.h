@@ -1,8 +1,29 @@
 /*-------------------------------------------------------------------------
  *
  * source.h
- *	  Sources as relations: the view behind each source and the rows of the
- *	  batch being processed.
+ *	  Sources: the one interface between a query and what it reads, and the
+ *	  relation that stands for each source.
+ *
+ * Every kind of source (a Kafka topic: kafka_reader.c; the rows inserted
+ * into a table: table_reader.c) implements SourceOps.  The batch, the
+ * offsets, checkpoints, control functions and workers only call through
+ * it, so that they never ask which kind of source they read, and a new
+ * kind costs one file.
+ *
+ * Positions.  A source is read as partitions (a Kafka topic's; a table
+ * source has one, its commit order).  Each partition has a position, the
+ * next row to process, that the query stores in streamwin.query_offsets in
+ * the batch's own transaction: that is what makes a batch replayable.  What
+ * a position means belongs to the kind: a Kafka offset, or a table
+ * source's commit LSN with the number of that transaction's rows already
+ * processed.  Readers also turn positions into JSON and back, for
+ * streamwin.progress (which is also what crash recovery replays from) and
+ * reset_query.
+ *
+ * Rows.  A fetch returns SourceRows: a message's payload, key, timestamp
+ * and headers, or for a table source a heap tuple of the source's row
+ * type.  They live in the batch's memory, or in the reader's, until the
+ * next fetch.
  *
  *-------------------------------------------------------------------------
  */
@@ -11,9 +32,209 @@
 
 #include "access/htup.h"
 #include "access/tupdesc.h"
+#include "datatype/timestamp.h"
+#include "lib/stringinfo.h"
 #include "utils/jsonb.h"
 
 #include "decode.h"
+#include "streamwin.h"
+
+/* A position in a partition: the next row to process (see above). */
+typedef struct SourcePosition
+{
+	int64		offset;			/* Kafka: offset; table source: commit LSN */
+	int64		index;			/* table source: rows of that commit done */
+} SourcePosition;
+
+/* a < b */
+#define SOURCE_POSITION_BEFORE(a, b) \
+	((a).offset < (b).offset || ((a).offset == (b).offset && (a).index < (b).index))
+
+/* One partition of a source, as a query reads it. */
+typedef struct PartitionState
+{
+	int32		partition;		/* the source's number for it */
+	bool		has_position;	/* stored, or resolved from the start */
+	SourcePosition next;		/* the next row to process */
+	/* what the watermark needs (offsets.c) */
+	bool		has_max_event_time;
+	TimestampTz max_event_time;
+	TimestampTz last_data_at;
+	/* this batch */
+	int64		batch_rows;
+	bool		batch_has_max;
+	TimestampTz batch_max_event_time;
+} PartitionState;
+
+/*
+ * One row of a batch.  partition and offset are what streamwin.dead_letters
+ * and the "metadata" columns show: a Kafka message's partition and offset;
+ * for a table source the row's number in its transaction and the commit
+ * LSN.  payload is NULL for a message without a value (a tombstone); key
+ * NULL without a key; neither is NUL-terminated.
+ */
+typedef struct SourceRow
+{
+	int			part;			/* index of its partition in reader->parts */
+	int32		partition;
+	int64		offset;
+	const char *payload;
+	size_t		len;
+	const char *key;
+	size_t		keylen;
+	bool		has_timestamp;
+	TimestampTz timestamp;
+	const void *handle;			/* the reader's own, e.g. the librdkafka
+								 * message while it lives */
+	const char *headers_json;	/* for rows that outlive it: their headers */
+	const char *headers_error;	/* as JSON, or why they are not text */
+} SourceRow;
+
+struct SourceOps;
+
+/*
+ * A query's reader of one source, kept by the query's runner (runner.h)
+ * between batches, in the runner's memory context.
+ */
+typedef struct SourceReader
+{
+	const struct SourceOps *ops;
+	SourceInfo *source;
+	QueryInfo  *query;
+	MemoryContext cxt;			/* lives as long as the reader */
+	TupleDesc	desc;			/* the source's row type */
+	bool		rows_are_tuples;	/* payloads are heap tuple bodies of desc */
+	bool		in_worker;		/* read by the query's background worker */
+	bool		fetch_again;	/* the caller fetches again at once */
+	int			nparts;
+	PartitionState *parts;
+	void	   *private;		/* the kind's own state */
+} SourceReader;
+
+/*
+ * What each kind of source implements.  The reader callbacks run inside a
+ * transaction, in the batch's memory context unless said otherwise, and
+ * may raise errors (a failed batch is rolled back and retried; the reader
+ * must then still be usable, or be closed by the caller).
+ */
+typedef struct SourceOps
+{
+	const char *kind;			/* source_catalog.kind */
+
+	/*
+	 * Does every fetch read from the oldest position any query of the
+	 * source keeps, which for a query with state is its checkpoint's?  (A
+	 * table source decodes from its slot's restart point.)  Then the cost
+	 * of every batch grows with the distance to the checkpoint, which is
+	 * therefore taken every streamwin.checkpoint_interval batches, however
+	 * often they run.
+	 */
+	bool		fetch_follows_checkpoint;
+
+	/* --- at the catalog's pace, on a SourceInfo --- */
+
+	/* create_query: refuse a source this query cannot read */
+	void		(*check_query) (SourceInfo *src);
+	/* create_query: the start to record for a new query (true), or none */
+	bool		(*query_start) (SourceInfo *src, int64 *start);
+	/* drop_source: release what the source holds (at commit) */
+	void		(*dropped) (SourceInfo *src);
+	/*
+	 * A query of the source is gone (dropped, or its worker exited, after
+	 * releasing its reader): if no query reads the source any more, it
+	 * may let go of what it keeps for them.  NULL op: nothing kept.
+	 */
+	void		(*query_gone) (SourceInfo *src);
+
+	/* --- a query's reader --- */
+
+	/* once, in the reader's context: private state, the partitions read */
+	void		(*open) (SourceReader *rd);
+	/* where a partition without a stored position starts */
+	SourcePosition (*start_position) (SourceReader *rd, PartitionState *p, bool query_started);
+	/* read from every partition's position (rd->parts[].next) on */
+	void		(*seek) (SourceReader *rd);
+
+	/*
+	 * The next batch: up to source->max_records_per_batch rows, waiting up
+	 * to timeout_ms for the first and linger_ms more for the rest of what
+	 * the source holds now.  Advances the parts' positions past the rows.
+	 */
+	int			(*fetch) (SourceReader *rd, int timeout_ms, int linger_ms, SourceRow **rows);
+
+	/*
+	 * Re-read exactly the rows from the parts' positions up to (not
+	 * including) targets[i] of each partition: a batch read before, replayed
+	 * after a crash (targets from its progress record).
+	 */
+	int			(*replay) (SourceReader *rd, const SourcePosition *targets, SourceRow **rows);
+
+	/* Did the last fetch read everything the source held, in partition p? */
+	bool		(*at_end) (SourceReader *rd, PartitionState *p);
+	/* The end of partition p as last seen, for lag; -1 if unknown. */
+	int64		(*end_offset) (SourceReader *rd, PartitionState *p);
+	/* The positions that hold everything the source has now (run_available) */
+	void		(*end_positions) (SourceReader *rd, SourcePosition *targets);
+
+	/* Positions as JSON (progress.offsets), and targets read back from it */
+	void		(*positions_json) (SourceReader *rd, StringInfo buf);
+	void		(*positions_parse) (SourceReader *rd, Jsonb *json, SourcePosition *targets);
+
+	/*
+	 * reset_query: every partition's position from 'earliest', 'latest' or
+	 * explicit (JSON as reset_query's documentation gives), checked.
+	 */
+	void		(*reset) (SourceReader *rd, const char *start, Jsonb *explicit);
+
+	/*
+	 * A batch that found no rows may still have moved the positions (a
+	 * table source reads other tables' WAL): is that worth storing now?
+	 * NULL: positions move with rows only.
+	 */
+	bool		(*moved_without_rows) (SourceReader *rd, const SourcePosition *before);
+
+	/* A row as text for streamwin.dead_letters.payload */
+	bytea	   *(*row_text) (SourceReader *rd, const SourceRow *row);
+	/* A row's headers as a JSON object, or NULL with *error set; NULL op: none */
+	char	   *(*row_headers_json) (SourceReader *rd, const SourceRow *row, const char **error);
+
+	/* For a worker between batches: readable when data arrives; NULL op: none */
+	int			(*wakeup_fd) (SourceReader *rd);
+	void		(*drain_wakeup) (SourceReader *rd);
+	/* The last error the source reported, for messages, or NULL */
+	const char *(*last_error) (SourceReader *rd);
+	/* The caller stops fetching at once: let go of what was kept for it */
+	void		(*release) (SourceReader *rd);
+	/* Free everything; never raises an error */
+	void		(*close) (SourceReader *rd);
+} SourceOps;
+
+/*
+ * The linger of fetches in batches run in a session (run_batch,
+ * run_available): such a batch holds everything the source has now rather
+ * than one response's worth.  A worker on a trigger lingers 0: it takes
+ * the rest in its next batch, and lingering would only add latency.
+ */
+#define SESSION_FETCH_LINGER_MS 50
+
+extern const SourceOps kafka_source_ops;
+extern const SourceOps table_source_ops;
+
+/* The ops of a source's kind. */
+extern const SourceOps *source_ops(const SourceInfo *src);
+
+/*
+ * source_reader_open
+ *		A reader of src for query q, in a new child of memory context
+ *		parent.  Opens the kind's reader (which may contact the source).
+ *		source_reader_close frees it; never raises an error.
+ */
+extern SourceReader *source_reader_open(SourceInfo *src, QueryInfo *q, MemoryContext parent,
+										bool in_worker);
+extern void source_reader_close(SourceReader *rd);
+
+/* The index in rd->parts of the source's partition number, or -1. */
+extern int	source_part_index(SourceReader *rd, int32 partition);
 
 /*
  * The decoded rows of the batch this backend is processing for one source.
@@ -28,9 +249,18 @@ typedef struct BatchInput
 
 extern void source_set_batch_input(BatchInput *input);
 extern TupleDesc source_tupdesc(Oid relid);
-extern void source_options_validate(Jsonb *options);
+extern SourceMetadata *source_metadata_map(const SourceInfo *src, TupleDesc desc);
 
-struct SourceInfo;
-extern SourceMetadata *source_metadata_map(const struct SourceInfo *src, TupleDesc desc);
+/*
+ * source_register
+ *		Record a new source in the catalog and create its view, in the
+ *		caller's current schema, with columns names/types/typmods (Lists);
+ *		returns the view's oid.  For create_<kind>_source.  Inside SPI.
+ */
+extern Oid	source_register(const char *name, const char *kind, const char *brokers,
+							const char *topic, Oid table, const char *slot_name,
+							const char *format, const char *columns, Jsonb *options,
+							List *types, List *typmods, List *names);
+extern void source_check_new_name(const char *name);
 
-#endif
+#endif							/* STREAMWIN_SOURCE_H */

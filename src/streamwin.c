@@ -21,9 +21,11 @@
 #include "storage/ipc.h"
 #include "utils/guc.h"
 
+#include "batch.h"
+#include "checkpoint.h"
+#include "launcher.h"
 #include "streamwin.h"
 #include "table_source.h"
-#include "checkpoint.h"
 #include "worker.h"
 
 PG_MODULE_MAGIC;

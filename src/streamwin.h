@@ -21,6 +21,7 @@
 #include "utils/jsonb.h"
 
 #include "decode.h"
+#include "statements.h"
 
 /*
  * The extension version whose catalog this library reads and writes
@@ -80,8 +81,9 @@ typedef struct SourceInfo
 } SourceInfo;
 
 /*
- * A compiled continuous query.  The SQL statements come from query.c and are
- * stored in query_catalog.plan; batch.c prepares them once per backend.
+ * A compiled continuous query.  Its statements come from create_query
+ * (query.c), are stored in query_catalog.plan, and are prepared once per
+ * backend by its runner (runner.c).
  */
 typedef struct QueryInfo
 {
@@ -102,9 +104,6 @@ typedef struct QueryInfo
 	Oid			checkpoint_table;	/* logged copy of the state */
 	Oid			dedup_table;	/* UNLOGGED keys seen, with dedup_keys */
 	Oid			dedup_checkpoint;	/* its logged copy */
-	char	   *dedup_sql;		/* insert first occurrences, return positions */
-	char	   *dedup_evict_sql;	/* $1 = watermark */
-
 	/* the compiled plan */
 	bool		aggregate;		/* false: continuous transform */
 	bool		windowed;
@@ -112,13 +111,7 @@ typedef struct QueryInfo
 	int64		window_slide_us;	/* and its slide (= size for tumble) */
 	char	   *event_time_expr;	/* nodeToString() of the event-time Expr,
 									 * or NULL */
-	char	   *batch_sql;		/* run once per batch over the source rows */
-	char	   *close_sql;		/* $1 = watermark: emit/evict closed windows */
-	char	   *batch_insert_sql;	/* their variants that write rows new to */
-	char	   *close_insert_sql;	/* the result with a plain INSERT, or NULL */
-	char	   *clear_sql;		/* complete mode: empty the result */
-	char	   *refresh_sql;	/* complete mode: rewrite the result */
-	char	   *state_count_sql;
+	char	   *sql[NUM_STATEMENTS];	/* its statements (statements.h), or NULL */
 } QueryInfo;
 
 /*
@@ -132,46 +125,5 @@ typedef struct QueryInfo
  *	(query_id, 5)	one batch at a time per query (catalog_lock_query)
  */
 #define STREAMWIN_LOCK_SPACE 0x73747277
-
-/* catalog.c */
-typedef struct CatalogRole
-{
-	Oid			saved_userid;
-	int			saved_sec_context;
-} CatalogRole;
-
-extern void catalog_enter(CatalogRole *save);
-extern void catalog_leave(CatalogRole *save);
-extern int	catalog_exec(const char *sql, int nargs, Oid *types, Datum *args,
-						 const char *nulls, long count);
-extern SourceInfo *catalog_get_source(const char *name, bool missing_ok);
-extern SourceInfo *catalog_get_source_by_id(int32 source_id);
-extern SourceInfo *catalog_get_source_by_relation(Oid relid);
-extern QueryInfo *catalog_get_query(const char *name, bool missing_ok);
-extern QueryInfo *catalog_get_query_by_id(int32 query_id, bool missing_ok);
-extern void catalog_check_owner(Oid owner, const char *kind, const char *name);
-extern void catalog_lock_query(int32 query_id);
-extern void catalog_table_depends_on_extension(Oid relid);
-extern int64 interval_to_usec(const Interval *iv, const char *what);
-/* query.c: create_query's and alter_query's checks */
-extern void check_trigger_interval(const Interval *iv);
-extern void check_idle_timeout(const Interval *iv);
-extern char *jsonb_get_text(Jsonb *jb, const char *key);
-extern void parse_source_options(SourceInfo *src, Jsonb *options);
-extern void jsonb_check_keys(Jsonb *options, const char *const *valid, const char *what);
-
-/* launcher.c */
-extern void launcher_register(void);
-extern void launcher_shmem_request(void);
-extern void launcher_shmem_startup(void);
-extern void launcher_request_start(int32 query_id, Oid owner);
-extern void launcher_request_wake(int32 query_id);
-extern int	launcher_worker_pid(Oid dboid, int32 query_id);
-extern void launcher_xact_callback(XactEvent event, void *arg);
-
-/* control.c */
-extern bool role_cannot_run_worker(Oid roleid, char **message, char **hint);
-extern void check_role_can_login(Oid roleid);
-extern void check_preloaded(void);
 
 #endif							/* STREAMWIN_H */

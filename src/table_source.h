@@ -43,7 +43,7 @@
 #include "access/xlogdefs.h"
 #include "nodes/pg_list.h"
 
-#include "kafka_source.h"
+#include "source.h"
 
 /* SQLSTATE: the position a query needs is no longer retained by the slot */
 #define ERRCODE_TABLE_POSITION_LOST		MAKE_SQLSTATE('S','W','T','0','1')
@@ -60,7 +60,7 @@ typedef struct TablePosition
 typedef struct TableFetch
 {
 	int			nrows;
-	KafkaMessage *rows;			/* see table_fetch() */
+	SourceRow  *rows;			/* see table_fetch() */
 	TablePosition end;			/* the position after the last row read */
 	bool		at_end;			/* everything committed so far was read */
 	XLogRecPtr	end_of_wal;		/* the flushed WAL position it read up to */
@@ -107,12 +107,12 @@ extern XLogRecPtr source_slot_confirmed(const char *slot_name);
  *		transaction holds more; or, when upto is given, exactly the rows
  *		before position *upto (a replay).
  *
- * Each row is returned as a KafkaMessage whose payload is the row as a heap
- * tuple body (HeapTupleHeader, len = t_len) of row type `desc`, columns
- * matched by name (a column the table no longer has reads NULL), offset is
- * the commit LSN of its transaction, partition its index in that
- * transaction, and timestamp the commit time.  Everything is allocated
- * in CurrentMemoryContext.
+ * Each row is returned as a SourceRow (of part 0) whose payload is the row
+ * as a heap tuple body (HeapTupleHeader, len = t_len) of row type `desc`,
+ * columns matched by name (a column the table no longer has reads NULL),
+ * offset is the commit LSN of its transaction, partition its index in that
+ * transaction, and timestamp the commit time.  Everything is allocated in
+ * CurrentMemoryContext.
  *
  * confirm_upto: the slot may be confirmed up to there (InvalidXLogRecPtr:
  * leave it); never moves the slot backwards.

@@ -10,9 +10,10 @@
  * batch is retried after an exponential backoff (1 s doubling to 60 s).
  *
  * Between batches the worker waits on its latch: for trigger_interval, or
- * with trigger_interval 0, or after a Kafka batch that found nothing, for
- * the Kafka consumer's wakeup descriptor, which librdkafka writes when
- * messages arrive (and at least every IDLE_CHECK_MS).  It never sleeps in
+ * with trigger_interval 0, or after a batch that found nothing, for the
+ * source's wakeup descriptor where it has one (a Kafka consumer's, which
+ * librdkafka writes when messages arrive), and at least every
+ * IDLE_CHECK_MS.  It never sleeps in
  * a loop.  stop_query and drop_query set the latch; SIGTERM ends the
  * worker after the current batch.
  *
@@ -37,8 +38,10 @@
 #include "utils/timestamp.h"
 
 #include "batch.h"
+#include "catalog.h"
+#include "launcher.h"
+#include "progress.h"
 #include "worker.h"
-#include "table_source.h"
 
 #define BACKOFF_MIN_MS	1000L
 #define BACKOFF_MAX_MS	60000L
@@ -140,41 +143,21 @@ record_failure(int32 query_id, ErrorData *edata)
 }
 
 /*
- * When the worker stops: close a table source's decoding context kept open
- * between batches, releasing the slot, and if the query was dropped and no
- * other query reads the source, let the slot move to the end of the WAL
- * (drop_query leaves that to the worker when the worker holds the slot:
- * see release_table_source in control.c).
+ * When the worker stops: its source may let go of what it kept for the
+ * query (a table source's slot, when no query reads the source any more:
+ * drop_query leaves that to the worker when the worker holds the slot).
  */
-typedef struct StoppedTableSource
-{
-	const char *slot_name;
-	int32		source_id;
-} StoppedTableSource;
-
 static void
-finish_table_source_in_transaction(void *arg)
+source_query_gone_in_transaction(void *arg)
 {
-	StoppedTableSource *t = (StoppedTableSource *) arg;
-	Oid			types[1] = {INT4OID};
-	Datum		args[1] = {Int32GetDatum(t->source_id)};
+	int32		source_id = *(int32 *) arg;
+	SourceInfo *src;
 
-	table_fetch_release();
 	SPI_connect();
-	catalog_exec("SELECT 1 FROM streamwin.source_catalog s WHERE s.source_id = $1 "
-				 "AND NOT EXISTS (SELECT 1 FROM streamwin.query_catalog q WHERE q.source_id = $1)",
-				 1, types, args, NULL, 1);
-	if (SPI_processed == 1)
-		source_slot_advance(t->slot_name, t->source_id);
+	src = catalog_get_source_by_id(source_id);
+	if (source_ops(src)->query_gone)
+		source_ops(src)->query_gone(src);
 	SPI_finish();
-}
-
-static void
-finish_table_source(const char *slot_name, int32 source_id)
-{
-	StoppedTableSource t = {slot_name, source_id};
-
-	run_in_own_transaction(finish_table_source_in_transaction, &t);
 }
 
 /* How long until trigger_interval has passed since the batch that started at started. */
@@ -191,11 +174,11 @@ int			streamwin_worker_keep_memory = 64;
  * their rows, the batch's hash table and sort), and frees them at its end.
  * glibc gives memory back to the kernel as soon as 128 kB are free at the
  * top of the heap, and serves each block above its mmap threshold with a
- * fresh mmap: so every batch page-faulted its memory in anew, about 8% of
- * a backlog's CPU (profile-case1.txt).  A worker is one long loop over the
- * same batch shape: it keeps up to streamwin.worker_keep_memory (64 MB)
- * free for the next batch, and grows its heap by a quarter of that at a
- * time.  (Not in other backends: streamwin is preloaded into every one.)
+ * fresh mmap, so that every batch would page-fault its memory in anew.  A
+ * worker is one long loop over the same batch shape: it keeps up to
+ * streamwin.worker_keep_memory (64 MB) free for the next batch, and grows
+ * its heap by a quarter of that at a time.  (Not in other backends:
+ * streamwin is preloaded into every one.)
  */
 static void
 keep_batch_memory(void)
@@ -219,9 +202,8 @@ streamwin_worker_main(Datum main_arg)
 	volatile long backoff_ms = 0;
 	QueryRunner *volatile r = NULL;
 	volatile bool known_ok = false; /* the catalog shows no failure */
-	/* a table source's slot, to let go of when the worker stops */
-	char		table_slot[NAMEDATALEN];
-	volatile int32 table_source_id = 0;
+	/* the query's source, to tell when the worker stops */
+	volatile int32 source_id = 0;
 
 	memcpy(&extra, MyBgworkerEntry->bgw_extra, sizeof(extra));
 	keep_batch_memory();
@@ -259,7 +241,7 @@ streamwin_worker_main(Datum main_arg)
 	{
 		TimestampTz started = GetCurrentTimestamp();
 		BatchStats	stats;
-		bool		full = false;
+		volatile bool full = false;
 		long		wait_ms;
 		long		stats_pending_ms;
 		int			events;
@@ -288,13 +270,8 @@ streamwin_worker_main(Datum main_arg)
 				r = NULL;
 			if (r == NULL)
 			{
-				r = runner_get(query_id);
-				r->in_worker = true;
-				if (r->source->kind == SOURCE_TABLE)
-				{
-					strlcpy(table_slot, r->source->slot_name, NAMEDATALEN);
-					table_source_id = r->source->source_id;
-				}
+				r = runner_get(query_id, true);
+				source_id = r->reader->source->source_id;
 				pgstat_report_appname(psprintf("streamwin: %s", r->query->name));
 			}
 			pgstat_report_activity(STATE_RUNNING, "streamwin batch");
@@ -304,7 +281,7 @@ streamwin_worker_main(Datum main_arg)
 			if (!known_ok)
 				progress_clear_failure(query_id);
 			/* a backlog, or a crash replay: go on without waiting */
-			full = stats.input_rows >= r->source->max_records_per_batch || stats.replayed;
+			full = stats.input_rows >= r->reader->source->max_records_per_batch || stats.replayed;
 			PopActiveSnapshot();
 			CommitTransactionCommand();
 			pgstat_report_activity(STATE_IDLE, NULL);
@@ -354,20 +331,21 @@ streamwin_worker_main(Datum main_arg)
 		if (backoff_ms > 0)
 			wait_ms = backoff_ms;
 		else if (r->query->trigger_interval_us > 0 &&
-				 !(stats.input_rows == 0 && r->consumer != NULL))
+				 !(stats.input_rows == 0 && r->reader->ops->wakeup_fd != NULL))
 			wait_ms = ms_until_trigger(r, started);
 		else
 		{
 			/*
-			 * trigger 0: run as soon as data arrives.  So too after a Kafka
-			 * batch that found nothing, whatever the trigger: an idle query
+			 * trigger 0: run as soon as data arrives.  So too after a batch
+			 * that found nothing, whatever the trigger, when the source can
+			 * say that data arrived (a Kafka topic): an idle query
 			 * then runs a batch (a transaction) when data comes, or every
 			 * IDLE_CHECK_MS to look at its watermark, instead of one empty
 			 * batch per trigger_interval.  Data never starts a batch sooner
 			 * than trigger_interval after the last one (below).
 			 */
 			wait_ms = IDLE_CHECK_MS;
-			if (r->consumer != NULL)
+			if (r->reader->ops->wakeup_fd != NULL)
 				events |= WL_SOCKET_READABLE;
 		}
 		if (wait_ms > 0)
@@ -375,12 +353,13 @@ streamwin_worker_main(Datum main_arg)
 			if (stats_pending_ms > 0 && wait_ms > stats_pending_ms)
 				pgstat_report_stat(true);
 			rc = WaitLatchOrSocket(MyLatch, events,
-								   (events & WL_SOCKET_READABLE) ? kafka_wakeup_fd(r->consumer) : PGINVALID_SOCKET,
+								   (events & WL_SOCKET_READABLE) ?
+								   r->reader->ops->wakeup_fd(r->reader) : PGINVALID_SOCKET,
 								   wait_ms, PG_WAIT_EXTENSION);
 			if (rc & WL_LATCH_SET)
 				ResetLatch(MyLatch);
-			if (r != NULL && r->consumer != NULL)
-				kafka_drain_wakeup(r->consumer);
+			if (r != NULL && r->reader->ops->drain_wakeup != NULL)
+				r->reader->ops->drain_wakeup(r->reader);
 			/* woken by data: keep the trigger's pace all the same */
 			if ((rc & WL_SOCKET_READABLE) && (wait_ms = ms_until_trigger(r, started)) > 0)
 			{
@@ -393,8 +372,16 @@ streamwin_worker_main(Datum main_arg)
 	}
 
 	if (r != NULL)
+	{
+		if (r->reader->ops->release != NULL)
+			run_in_own_transaction((void (*) (void *)) r->reader->ops->release, r->reader);
 		runner_forget(query_id);
-	if (table_source_id != 0)
-		finish_table_source(table_slot, table_source_id);
+	}
+	if (source_id != 0)
+	{
+		int32		id = source_id;
+
+		run_in_own_transaction(source_query_gone_in_transaction, &id);
+	}
 	proc_exit(0);
 }

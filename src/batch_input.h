@@ -1,0 +1,60 @@
+/*-------------------------------------------------------------------------
+ *
+ * batch_input.h
+ *	  A batch's rows as the source rows a query reads: decoded, with their
+ *	  event time, late rows and dead letters set aside (batch_input.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef STREAMWIN_BATCH_INPUT_H
+#define STREAMWIN_BATCH_INPUT_H
+
+#include "executor/tuptable.h"
+#include "nodes/execnodes.h"
+
+#include "source.h"
+
+/* How a query decodes the rows of its source; kept with its runner. */
+typedef struct RowDecoder
+{
+	SourceReader *reader;
+	QueryInfo  *query;
+	MessageDecoder *decoder;	/* NULL when rows are tuples already */
+	SourceMetadata *metadata;	/* per source column, or NULL (decode.h) */
+	ExprState  *event_time;		/* over a decoded row, or NULL */
+	ExprContext *econtext;
+	TupleTableSlot *slot;
+} RowDecoder;
+
+/* What became of one row. */
+typedef struct RowResult
+{
+	char		status;			/* 'o'k, 'l'ate, 'd'ead letter */
+	bool		has_event_time;
+	TimestampTz event_time;
+	HeapTuple	tuple;			/* 'o': the row in the source's type */
+	const char *error;			/* 'd': why */
+} RowResult;
+
+/* A decoder for the reader's rows, in CurrentMemoryContext. */
+extern RowDecoder *row_decoder_create(SourceReader *rd, QueryInfo *q);
+extern void row_decoder_free(RowDecoder *d);
+
+/*
+ * rows_decode
+ *		Decode n rows; one result each, allocated (with the tuples) in
+ *		CurrentMemoryContext.  Rows whose event time is before the
+ *		watermark are 'l'ate when drop_late.  Inside a transaction.
+ */
+extern RowResult *rows_decode(RowDecoder *d, SourceRow *rows, int n, bool drop_late,
+							  TimestampTz watermark);
+
+/*
+ * rows_record_rejected
+ *		Keep the `count` rows of status 'd' (in streamwin.dead_letters) or
+ *		'l' (in streamwin.late_rows, with the watermark they missed).
+ */
+extern void rows_record_rejected(RowDecoder *d, SourceRow *rows, RowResult *res, int n,
+								 char status, int count, TimestampTz watermark);
+
+#endif							/* STREAMWIN_BATCH_INPUT_H */

@@ -1,0 +1,134 @@
+/*-------------------------------------------------------------------------
+ *
+ * compile.h
+ *	  The query compiler's own declarations, shared by its files only.
+ *
+ * create_query (query.c) compiles a continuous query in three steps, each
+ * in a file of its own:
+ *
+ *	compile_shape.c		the raw parse tree (hop() rewritten) and the checks
+ *						of the analysed query: the shapes that can run
+ *						incrementally, the source in FROM, the window, the
+ *						group keys
+ *	compile_aggregate.c	each aggregate as partial aggregates merged batch
+ *						by batch, and its final value
+ *	compile_window.c	the statements of a tumbling or hopping window, or
+ *						of a running aggregate without one
+ *	compile_session.c	the statements of a session window
+ *	compile_dedup.c		event time of a transform, deduplication
+ *	compile_tables.c	the query's result, state and transform tables
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef STREAMWIN_COMPILE_H
+#define STREAMWIN_COMPILE_H
+
+#include "lib/stringinfo.h"
+#include "nodes/parsenodes.h"
+#include "nodes/primnodes.h"
+#include "utils/array.h"
+
+#include "streamwin.h"
+
+/*
+ * The alias of the LATERAL hop_starts() call that rewrite_hop puts in FROM
+ * for hop(): its window_start column is the window.
+ */
+#define HOP_ALIAS "__streamwin_hop"
+
+/* How a partial aggregate column merges with the stored one. */
+typedef enum MergeKind
+{
+	MERGE_ADD,					/* count: s + e */
+	MERGE_SUM,					/* sum: NULL means no input yet */
+	MERGE_MIN,
+	MERGE_MAX,
+	MERGE_AND,
+	MERGE_OR,
+	MERGE_STATE,				/* any other: its transition state, as bytea
+								 * (src/aggregate_state.c) */
+	MERGE_UNION					/* agg(DISTINCT x): the sorted array of the
+								 * distinct values of x */
+} MergeKind;
+
+typedef struct PartialCol
+{
+	char	   *name;			/* state column name */
+	MergeKind	merge;
+	Expr	   *expr;			/* the partial Aggref */
+	Oid			aggfnoid;		/* MERGE_STATE: the user's aggregate */
+} PartialCol;
+
+typedef struct AggCol
+{
+	char	   *name;			/* result column */
+	Oid			type;
+	int32		typmod;
+	char	   *final_sql;		/* final value from the state columns */
+} AggCol;
+
+typedef struct KeyCol
+{
+	char	   *name;
+	TargetEntry *tle;
+} KeyCol;
+
+typedef struct Compiled
+{
+	bool		aggregate;
+	const char *window;			/* "tumble", "hop", "session" or NULL */
+	int64		size_us;
+	int64		slide_us;		/* hop only */
+	Expr	   *event_time;
+	List	   *keys;			/* KeyCol */
+	List	   *aggs;			/* AggCol */
+	List	   *partials;		/* PartialCol */
+	TargetEntry *window_tle;
+	Query	   *query;			/* analysed user query (rewritten for hop) */
+	int			source_rtindex;
+	SourceInfo *source;
+} Compiled;
+
+/* compile_shape.c */
+extern void refuse(const char *msg, const char *detail, const char *hint) pg_attribute_noreturn();
+extern Oid	streamwin_func_oid(const char *name, int nargs, Oid *argtypes);
+extern bool rewrite_hop(SelectStmt *stmt);
+extern void check_query_shape(Query *q);
+extern void check_from(Compiled *c);
+extern void compile_grouping(Compiled *c);
+extern void check_column_name(List **seen, const char *name);
+
+/* compile_aggregate.c */
+extern void compile_aggregate(Compiled *c, TargetEntry *tle);
+extern char *aggregate_literal(Oid aggfnoid);
+extern const char *merge_sql(PartialCol *p);
+extern const char *merge_agg_sql(PartialCol *p);
+
+/* compile_window.c */
+extern char *group_columns(Compiled *c, const char *prefix);
+extern char *result_list(Compiled *c, bool final);
+extern char *result_upsert(Compiled *c);
+extern void emit_statements(Compiled *c, const char *rname, const char *sname, OutputMode mode,
+							StringInfo plan);
+extern void aggregate_statements(Compiled *c, Oid result, Oid state, OutputMode mode,
+								 StringInfo plan);
+
+/* compile_session.c */
+extern char *keys_list(Compiled *c, const char *prefix);
+extern void session_statements(Compiled *c, Oid result, Oid state, OutputMode mode,
+							   StringInfo plan);
+
+/* compile_dedup.c */
+extern Expr *source_column_expr(Compiled *c, const char *name);
+extern List *dedup_key_names(Compiled *c, ArrayType *arr);
+extern void dedup_statements(Compiled *c, List *keys, int32 query_id, StringInfo plan,
+							 Oid *table_out, Oid *checkpoint_out);
+
+/* compile_tables.c */
+extern char *column_type_sql(Oid type, int32 typmod, Oid collation);
+extern Oid	create_query_table(const char *name, const char *create_sql, const char *index_sql);
+extern Oid	create_result_table(Compiled *c, const char *name);
+extern Oid	create_state_table(Compiled *c, int32 query_id);
+extern Oid	create_transform_table(Compiled *c, const char *name, StringInfo plan);
+
+#endif							/* STREAMWIN_COMPILE_H */

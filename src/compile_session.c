@@ -1,0 +1,254 @@
+/*-------------------------------------------------------------------------
+ *
+ * compile_session.c
+ *	  The statements of an aggregation over session windows: per key,
+ *	  events less than the gap apart form one session, and a batch's
+ *	  sessions merge with the stored ones they overlap.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "nodes/makefuncs.h"
+#include "utils/builtins.h"
+#include "utils/json.h"
+#include "utils/lsyscache.h"
+
+#include "compile.h"
+#include "statements.h"
+#include "spi_util.h"
+
+/* a stored session s and a batch's session b overlap in time */
+#define SESSIONS_OVERLAP "s.window_start < b.window_end AND b.window_start < s.window_end"
+
+/* "a.k1 <op> b.k1 AND a.k2 <op> b.k2 ...", or "" without keys */
+static char *
+keys_compare(Compiled *c, const char *a, const char *op, const char *b)
+{
+	StringInfoData buf;
+	ListCell   *lc;
+
+	initStringInfo(&buf);
+	foreach(lc, c->keys)
+	{
+		const char *n = quote_identifier(((KeyCol *) lfirst(lc))->name);
+
+		appendStringInfo(&buf, "%s%s.%s %s %s.%s", buf.len ? " AND " : "", a, n, op, b, n);
+	}
+	return buf.data;
+}
+
+/* "a.k1 IS NOT DISTINCT FROM b.k1 AND ...", or "true" without keys */
+static char *
+keys_equal(Compiled *c, const char *a, const char *b)
+{
+	return c->keys ? keys_compare(c, a, "IS NOT DISTINCT FROM", b) : "true";
+}
+
+/*
+ * "a.k1 = b.k1 AND ...": the same match for rows whose keys are all non-NULL,
+ * which, unlike IS NOT DISTINCT FROM, the planner can hash or look up in an
+ * index.  Only with keys.
+ */
+static char *
+keys_equal_strict(Compiled *c, const char *a, const char *b)
+{
+	return keys_compare(c, a, "=", b);
+}
+
+/* "(a.k1 IS NULL OR a.k2 IS NULL)": a key is NULL.  Only with keys. */
+static char *
+keys_any_null(Compiled *c, const char *a)
+{
+	StringInfoData buf;
+	ListCell   *lc;
+
+	initStringInfo(&buf);
+	foreach(lc, c->keys)
+	{
+		const char *n = quote_identifier(((KeyCol *) lfirst(lc))->name);
+
+		appendStringInfo(&buf, "%s%s.%s IS NULL", buf.len ? " OR " : "(", a, n);
+	}
+	appendStringInfoChar(&buf, ')');
+	return buf.data;
+}
+
+/* "k1, k2, " (note the trailing separator), or "" without keys */
+char *
+keys_list(Compiled *c, const char *prefix)
+{
+	StringInfoData buf;
+	ListCell   *lc;
+
+	initStringInfo(&buf);
+	foreach(lc, c->keys)
+		appendStringInfo(&buf, "%s%s, ", prefix, quote_identifier(((KeyCol *) lfirst(lc))->name));
+	return buf.data;
+}
+
+/* "PARTITION BY k1, k2", or "" without keys */
+static char *
+keys_partition(Compiled *c)
+{
+	char	   *k = keys_list(c, "");
+
+	if (k[0] == '\0')
+		return "";
+	k[strlen(k) - 2] = '\0';
+	return psprintf("PARTITION BY %s", k);
+}
+
+
+/*
+ * The statements of a session-window aggregation.  Sessions are built per
+ * batch from the batch's rows (gaps and islands over event time), then the
+ * state sessions they overlap are deleted and merged with them, again as
+ * islands, so an event that bridges two sessions joins them into one:
+ *
+ *	 r	 the batch's rows: keys, event time, aggregate arguments and filters
+ *	 b	 the batch's own sessions with their partial aggregates
+ *	 t	 state sessions overlapping one of them, deleted
+ *	 m	 b and t merged into islands, inserted as the new state sessions
+ */
+void
+session_statements(Compiled *c, Oid result, Oid state, OutputMode mode, StringInfo plan)
+{
+	char	   *rname = qualified_relname(result);
+	char	   *sname = qualified_relname(state);
+	char	   *gap = psprintf("'%lld microseconds'::pg_catalog.interval", (long long) c->size_us);
+	Query	   *rq = copyObject(c->query);
+	List	   *tlist = NIL;
+	AttrNumber	resno = 1;
+	ListCell   *lc;
+	int			i = 0;
+	StringInfoData bparts;
+	StringInfoData mparts;
+	StringInfoData pcols;
+	StringInfoData sql;
+	char	   *keys = keys_list(c, "");
+	char	   *part = keys_partition(c);
+	char	   *overlapping;
+
+	/* r: a plain projection of the user's FROM and WHERE */
+	foreach(lc, c->keys)
+	{
+		TargetEntry *k = copyObject(((KeyCol *) lfirst(lc))->tle);
+
+		k->resno = resno++;
+		k->ressortgroupref = 0;
+		tlist = lappend(tlist, k);
+	}
+	tlist = lappend(tlist, makeTargetEntry(copyObject(c->event_time), resno++,
+										   "__ts", false));
+	initStringInfo(&bparts);
+	initStringInfo(&mparts);
+	initStringInfo(&pcols);
+	foreach(lc, c->partials)
+	{
+		PartialCol *p = lfirst(lc);
+		Aggref	   *a = (Aggref *) p->expr;
+		char	   *arg = "*";
+		char	   *filter = "";
+		ListCell   *lc2;
+
+		i++;
+		if (p->merge == MERGE_STATE)
+		{
+			/* partial_state(agg, args...): the aggregate stays a literal */
+			StringInfoData args;
+			int			j = 0;
+
+			initStringInfo(&args);
+			appendStringInfoString(&args, aggregate_literal(p->aggfnoid));
+			for_each_from(lc2, a->args, 1)
+			{
+				tlist = lappend(tlist, makeTargetEntry(copyObject(lfirst_node(TargetEntry, lc2)->expr),
+													   resno++, psprintf("__a%d_%d", i, ++j), false));
+				appendStringInfo(&args, ", __a%d_%d", i, j);
+			}
+			arg = args.data;
+		}
+		else if (a->args != NIL)
+		{
+			tlist = lappend(tlist, makeTargetEntry(copyObject(linitial_node(TargetEntry, a->args)->expr),
+												   resno++, psprintf("__a%d", i), false));
+			arg = psprintf("__a%d", i);
+		}
+		if (a->aggfilter != NULL)
+		{
+			tlist = lappend(tlist, makeTargetEntry(copyObject(a->aggfilter), resno++,
+												   psprintf("__f%d", i), false));
+			filter = psprintf(" FILTER (WHERE __f%d)", i);
+		}
+		appendStringInfo(&bparts, ", %s.%s(%s)%s AS %s",
+						 quote_identifier(get_namespace_name(get_func_namespace(a->aggfnoid))),
+						 quote_identifier(get_func_name(a->aggfnoid)), arg, filter,
+						 quote_identifier(p->name));
+		appendStringInfo(&mparts, ", %s", merge_agg_sql(p));
+		appendStringInfo(&pcols, ", %s", quote_identifier(p->name));
+	}
+	rq->targetList = tlist;
+	rq->groupClause = NIL;
+	rq->hasAggs = false;
+
+	/*
+	 * t: the stored sessions that the batch's sessions overlap, taken out of
+	 * the state to be merged with them.  Matching keys with IS NOT DISTINCT
+	 * FROM (NULL is a group of its own) cannot be hashed or looked up in an
+	 * index: the join was a nested loop over the batch's sessions, each
+	 * scanning every stored session overlapping it in time, quadratic in
+	 * the number of keys.  So rows whose keys are all non-NULL match with =,
+	 * and the few with a NULL key in a second, disjoint DELETE.
+	 */
+	if (c->keys == NIL)
+		overlapping = psprintf("t AS (DELETE FROM %s s USING b WHERE %s RETURNING s.*), ",
+							   sname, SESSIONS_OVERLAP);
+	else
+		overlapping = psprintf("t1 AS (DELETE FROM %s s USING b WHERE %s AND %s RETURNING s.*), "
+							   "t2 AS (DELETE FROM %s s USING b WHERE %s AND %s AND %s RETURNING s.*), "
+							   "t AS (SELECT * FROM t1 UNION ALL SELECT * FROM t2), ",
+							   sname, keys_equal_strict(c, "s", "b"), SESSIONS_OVERLAP,
+							   sname, keys_any_null(c, "b"), keys_equal(c, "s", "b"), SESSIONS_OVERLAP);
+
+	initStringInfo(&sql);
+	appendStringInfo(&sql,
+					 "WITH r AS (%s), "
+					 "rm AS (SELECT *, CASE WHEN __ts - pg_catalog.lag(__ts) OVER (%s ORDER BY __ts) < %s "
+					 "THEN 0 ELSE 1 END AS __brk FROM r), "
+					 "ri AS (SELECT *, pg_catalog.sum(__brk) OVER (%s ORDER BY __ts ROWS UNBOUNDED PRECEDING) AS __isl FROM rm), "
+					 "b AS (SELECT %spg_catalog.min(__ts) AS window_start, pg_catalog.max(__ts) + %s AS window_end%s "
+					 "FROM ri GROUP BY %s__isl), "
+					 "%s"
+					 "u AS (SELECT %swindow_start, window_end%s FROM b UNION ALL SELECT %swindow_start, window_end%s FROM t), "
+					 "um AS (SELECT *, CASE WHEN window_start < pg_catalog.max(window_end) OVER (%s ORDER BY window_start, window_end "
+					 "ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) THEN 0 ELSE 1 END AS __brk FROM u), "
+					 "ui AS (SELECT *, pg_catalog.sum(__brk) OVER (%s ORDER BY window_start, window_end ROWS UNBOUNDED PRECEDING) AS __isl FROM um), "
+					 "m AS (INSERT INTO %s (%swindow_start, window_end%s) "
+					 "SELECT %spg_catalog.min(window_start), pg_catalog.max(window_end)%s FROM ui GROUP BY %s__isl RETURNING *)",
+					 deparse_query_qualified(rq),
+					 part, gap,
+					 part,
+					 keys, gap, bparts.data, keys,
+					 overlapping,
+					 keys, pcols.data, keys, pcols.data,
+					 part,
+					 part,
+					 sname, keys, pcols.data,
+					 keys, mparts.data, keys);
+
+	if (mode == OUTPUT_UPDATE)
+	{
+		/* rows of sessions merged into another go; merged sessions upserted */
+		appendStringInfo(&sql,
+						 ", gone AS (DELETE FROM %s o USING t WHERE o.window_start = t.window_start AND %s "
+						 "AND NOT EXISTS (SELECT 1 FROM m WHERE m.window_start = t.window_start AND %s)) "
+						 "INSERT INTO %s AS r (%s) SELECT %s FROM m%s",
+						 rname, keys_equal(c, "o", "t"), keys_equal(c, "m", "t"),
+						 rname, result_list(c, false), result_list(c, true), result_upsert(c));
+	}
+	else
+		appendStringInfoString(&sql, " SELECT pg_catalog.count(*) FROM m");
+	plan_add_statement(plan, STMT_BATCH, sql.data);
+	emit_statements(c, rname, sname, mode, plan);
+}

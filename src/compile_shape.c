@@ -1,0 +1,481 @@
+/*-------------------------------------------------------------------------
+ *
+ * compile_shape.c
+ *	  The shape of a continuous query: hop() rewritten in the raw tree, and
+ *	  the checks of the analysed query (what can run incrementally, the
+ *	  source in FROM, the window, the group keys and aggregates).
+ *
+ * Every refusal says, with errdetail/errhint, what to write instead.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
+#include "optimizer/optimizer.h"
+#include "parser/parse_func.h"
+#include "parser/parsetree.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+
+#include "catalog.h"
+#include "compile.h"
+#include "window.h"
+
+void
+refuse(const char *msg, const char *detail, const char *hint)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 errmsg("%s", msg),
+			 detail ? errdetail("%s", detail) : 0,
+			 hint ? errhint("%s", hint) : 0));
+}
+
+/* --- the raw tree --------------------------------------------------------- */
+
+/* Is this raw node a call of streamwin.<name>() (or unqualified <name>())? */
+static bool
+is_raw_call(Node *node, const char *name)
+{
+	FuncCall   *fc;
+	char	   *schema;
+	char	   *fname;
+
+	if (node == NULL || !IsA(node, FuncCall))
+		return false;
+	fc = (FuncCall *) node;
+	DeconstructQualifiedName(fc->funcname, &schema, &fname);
+	return strcmp(fname, name) == 0 &&
+		(schema == NULL || strcmp(schema, "streamwin") == 0);
+}
+
+/*
+ * Rewrite hop(ts, size, slide) found at the top of a select item or GROUP BY
+ * item into a column of LATERAL hop_starts(ts, size, slide).  Returns true
+ * if the query uses hop().
+ */
+bool
+rewrite_hop(SelectStmt *stmt)
+{
+	FuncCall   *hop = NULL;
+	ListCell   *lc;
+	ColumnRef  *ref;
+	RangeFunction *rf;
+	FuncCall   *starts;
+
+	foreach(lc, stmt->groupClause)
+		if (is_raw_call(lfirst(lc), "hop"))
+			hop = hop ? hop : (FuncCall *) lfirst(lc);
+	foreach(lc, stmt->targetList)
+	{
+		ResTarget  *rt = lfirst_node(ResTarget, lc);
+
+		if (is_raw_call(rt->val, "hop"))
+			hop = hop ? hop : (FuncCall *) rt->val;
+	}
+	if (hop == NULL)
+		return false;
+	if (list_length(hop->args) != 3)
+		refuse("hop() takes three arguments: event time, window size and slide",
+			   NULL, "For example: GROUP BY streamwin.hop(event_time, '10 minutes', '1 minute').");
+
+	ref = makeNode(ColumnRef);
+	ref->fields = list_make2(makeString(HOP_ALIAS), makeString("window_start"));
+	ref->location = hop->location;
+
+	foreach(lc, stmt->groupClause)
+		if (equal(lfirst(lc), hop))
+			lfirst(lc) = copyObject(ref);
+	foreach(lc, stmt->targetList)
+	{
+		ResTarget  *rt = lfirst_node(ResTarget, lc);
+
+		if (equal(rt->val, hop))
+		{
+			rt->val = (Node *) copyObject(ref);
+			if (rt->name == NULL)
+				rt->name = pstrdup("window_start");
+		}
+	}
+
+	starts = makeFuncCall(list_make2(makeString("streamwin"), makeString("hop_starts")),
+						  copyObject(hop->args), COERCE_EXPLICIT_CALL, hop->location);
+	rf = makeNode(RangeFunction);
+	rf->lateral = true;
+	rf->functions = list_make1(list_make2(starts, NIL));
+	rf->alias = makeAlias(HOP_ALIAS, list_make1(makeString("window_start")));
+	stmt->fromClause = lappend(stmt->fromClause, rf);
+	return true;
+}
+
+/* --- checks on the analysed query ------------------------------------------ */
+
+/* Does jointree node n contain range table entry rtindex? */
+static bool
+jointree_contains(Node *n, int rtindex)
+{
+	if (n == NULL)
+		return false;
+	if (IsA(n, RangeTblRef))
+		return ((RangeTblRef *) n)->rtindex == rtindex;
+	if (IsA(n, JoinExpr))
+	{
+		JoinExpr   *j = (JoinExpr *) n;
+
+		return j->rtindex == rtindex ||
+			jointree_contains(j->larg, rtindex) ||
+			jointree_contains(j->rarg, rtindex);
+	}
+	if (IsA(n, FromExpr))
+	{
+		ListCell   *lc;
+
+		foreach(lc, ((FromExpr *) n)->fromlist)
+			if (jointree_contains(lfirst(lc), rtindex))
+				return true;
+	}
+	return false;
+}
+
+/*
+ * The stream must be on the preserved side of every outer join: a batch
+ * only sees the rows that arrived since the last one, so a table row that
+ * "matches no stream row" in one batch may match in the next.
+ */
+static void
+check_joins(Node *n, int source)
+{
+	if (n == NULL)
+		return;
+	if (IsA(n, FromExpr))
+	{
+		ListCell   *lc;
+
+		foreach(lc, ((FromExpr *) n)->fromlist)
+			check_joins(lfirst(lc), source);
+	}
+	else if (IsA(n, JoinExpr))
+	{
+		JoinExpr   *j = (JoinExpr *) n;
+		bool		in_left = jointree_contains(j->larg, source);
+		bool		in_right = jointree_contains(j->rarg, source);
+
+		if ((in_left || in_right) &&
+			(j->jointype == JOIN_FULL ||
+			 (j->jointype == JOIN_LEFT && in_right) ||
+			 (j->jointype == JOIN_RIGHT && in_left)))
+			refuse("the source must not be on the nullable side of an outer join",
+				   "Each batch sees only the rows that arrived since the previous batch, so table rows without a match would be emitted again and again.",
+				   "Join the source with an inner join, or put it on the left of a LEFT JOIN.");
+		check_joins(j->larg, source);
+		check_joins(j->rarg, source);
+	}
+}
+
+Oid
+streamwin_func_oid(const char *name, int nargs, Oid *argtypes)
+{
+	return LookupFuncName(list_make2(makeString("streamwin"), makeString((char *) name)),
+						  nargs, argtypes, false);
+}
+
+/*
+ * Find the source among the FROM items, and check the other items.
+ */
+void
+check_from(Compiled *c)
+{
+	Query	   *q = c->query;
+	int			rtindex = 0;
+	ListCell   *lc;
+	Oid			hop_starts;
+
+	{
+		Oid			args[3] = {TIMESTAMPTZOID, INTERVALOID, INTERVALOID};
+
+		hop_starts = streamwin_func_oid("hop_starts", 3, args);
+	}
+
+	foreach(lc, q->rtable)
+	{
+		RangeTblEntry *rte = lfirst_node(RangeTblEntry, lc);
+		SourceInfo *src;
+
+		rtindex++;
+		switch (rte->rtekind)
+		{
+			case RTE_RELATION:
+				src = catalog_get_source_by_relation(rte->relid);
+				if (src == NULL)
+					break;		/* an ordinary table, read as of each batch */
+				if (c->source != NULL)
+					refuse("a continuous query must read exactly one source once",
+						   "Joining a stream with itself or with another stream needs state per side, which streamwin does not keep.",
+						   "Read one source and join it with ordinary tables.");
+				c->source = src;
+				c->source_rtindex = rtindex;
+				break;
+			case RTE_JOIN:
+				break;
+			case RTE_FUNCTION:
+				if (list_length(rte->functions) == 1 &&
+					IsA(linitial_node(RangeTblFunction, rte->functions)->funcexpr, FuncExpr) &&
+					((FuncExpr *) linitial_node(RangeTblFunction, rte->functions)->funcexpr)->funcid == hop_starts)
+					break;
+				refuse("functions in FROM are not supported in continuous queries",
+					   NULL, "Read one source and join it with ordinary tables.");
+				break;
+			case RTE_SUBQUERY:
+				refuse("subqueries in FROM are not supported in continuous queries",
+					   NULL, "Create a view over the result table for further processing, or join ordinary tables directly.");
+				break;
+			default:
+				refuse("this kind of FROM item is not supported in continuous queries",
+					   NULL, "Read one source and join it with ordinary tables.");
+		}
+	}
+	if (c->source == NULL)
+		refuse("a continuous query must read a streamwin source",
+			   "None of the relations in FROM is a source.",
+			   "Create one with streamwin.create_kafka_source() or streamwin.create_table_source() and name it in FROM.");
+	check_joins((Node *) q->jointree, c->source_rtindex);
+}
+
+void
+check_query_shape(Query *q)
+{
+	if (q->commandType != CMD_SELECT || q->utilityStmt != NULL)
+		refuse("a continuous query must be a SELECT", NULL, NULL);
+	if (q->setOperations != NULL)
+		refuse("UNION, INTERSECT and EXCEPT are not supported in continuous queries",
+			   NULL, "Create one query per branch, writing to separate result tables.");
+	if (q->cteList != NIL)
+		refuse("WITH is not supported in continuous queries",
+			   NULL, "Write the query without common table expressions.");
+	if (q->hasSubLinks)
+		refuse("subqueries are not supported in continuous queries",
+			   NULL, "Join the tables you need instead of using subqueries.");
+	if (q->hasWindowFuncs)
+		refuse("window functions (OVER) are not supported in continuous queries",
+			   NULL, "Use streamwin.tumble(), streamwin.hop() in GROUP BY for event-time windows.");
+	if (q->hasTargetSRFs)
+		refuse("set-returning functions are not supported in the SELECT list of continuous queries",
+			   NULL, NULL);
+	if (q->sortClause != NIL || q->limitCount != NULL || q->limitOffset != NULL)
+		refuse("ORDER BY, LIMIT and OFFSET are not supported in continuous queries",
+			   "A continuous query's result is a table, which has no order.",
+			   "Sort or limit when reading the result table.");
+	if (q->distinctClause != NIL)
+		refuse("DISTINCT is not supported in continuous queries",
+			   NULL, "Use GROUP BY over the columns instead.");
+	if (q->groupingSets != NIL)
+		refuse("GROUPING SETS, ROLLUP and CUBE are not supported in continuous queries",
+			   NULL, "Create one query per grouping.");
+	if (q->havingQual != NULL)
+		refuse("HAVING is not supported in continuous queries",
+			   "Groups are built up over many batches, so a condition on their aggregates is only known when reading the result.",
+			   "Filter the result table instead, for example with a view.");
+	if (q->rowMarks != NIL)
+		refuse("FOR UPDATE and FOR SHARE are not supported in continuous queries", NULL, NULL);
+}
+
+/* Constant interval argument of a window function. */
+static int64
+const_interval(Node *arg, const char *what)
+{
+	Node	   *folded = eval_const_expressions(NULL, arg);
+
+	if (!IsA(folded, Const) || ((Const *) folded)->constisnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("window %s must be a constant interval", what),
+				 errhint("For example: streamwin.tumble(event_time, '1 minute').")));
+	return window_size_usec(DatumGetIntervalP(((Const *) folded)->constvalue), what);
+}
+
+/*
+ * The event-time expression may use only the source's columns: it is
+ * evaluated while decoding, before joins, to track the watermark and drop
+ * late rows.
+ */
+static void
+check_event_time(Compiled *c, Expr *ts)
+{
+	List	   *vars = pull_var_clause((Node *) ts, 0);
+	ListCell   *lc;
+
+	foreach(lc, vars)
+	{
+		Var		   *v = lfirst_node(Var, lc);
+
+		if (v->varno != c->source_rtindex || v->varlevelsup != 0)
+			refuse("the event time of a window must be computed from the source's columns only",
+				   NULL, "Use a column of the source (or an expression over its columns) as the first argument of the window function.");
+	}
+	if (contain_volatile_functions((Node *) ts))
+		refuse("the event time of a window must not use volatile functions",
+			   "Replaying a batch must assign each row to the same window.",
+			   "Use a column of the source, for example streamwin.tumble(event_time, '1 minute').");
+	c->event_time = ts;
+}
+
+/* Which window, if any, is this GROUP BY expression? */
+static void
+find_window(Compiled *c, TargetEntry *tle, bool *is_window)
+{
+	Oid			targs[3] = {TIMESTAMPTZOID, INTERVALOID, INTERVALOID};
+	Oid			tumble = streamwin_func_oid("tumble", 2, targs);
+	Oid			hop = streamwin_func_oid("hop", 3, targs);
+	Oid			session = streamwin_func_oid("session", 2, targs);
+	Expr	   *e = tle->expr;
+
+	*is_window = false;
+	if (IsA(e, FuncExpr) && ((FuncExpr *) e)->funcid == tumble)
+	{
+		FuncExpr   *f = (FuncExpr *) e;
+
+		c->window = "tumble";
+		c->size_us = const_interval(lsecond(f->args), "size");
+		check_event_time(c, linitial(f->args));
+		*is_window = true;
+	}
+	else if (IsA(e, FuncExpr) && ((FuncExpr *) e)->funcid == session)
+	{
+		FuncExpr   *f = (FuncExpr *) e;
+
+		c->window = "session";
+		c->size_us = const_interval(lsecond(f->args), "gap");
+		check_event_time(c, linitial(f->args));
+		*is_window = true;
+	}
+	else if (IsA(e, FuncExpr) && ((FuncExpr *) e)->funcid == hop)
+	{
+		/* hop() not at the top of a GROUP BY item: rewrite_hop missed it */
+		refuse("hop() must be used directly as a GROUP BY item", NULL,
+			   "Write GROUP BY streamwin.hop(event_time, size, slide), key.");
+	}
+	else if (IsA(e, Var))
+	{
+		Var		   *v = (Var *) e;
+		RangeTblEntry *rte = rt_fetch(v->varno, c->query->rtable);
+
+		if (rte->rtekind == RTE_FUNCTION && rte->alias &&
+			strcmp(rte->alias->aliasname, HOP_ALIAS) == 0)
+		{
+			FuncExpr   *f = (FuncExpr *) linitial_node(RangeTblFunction, rte->functions)->funcexpr;
+			int64		slide;
+
+			c->window = "hop";
+			c->size_us = const_interval(lsecond(f->args), "size");
+			slide = const_interval(lthird(f->args), "slide");
+			c->slide_us = slide;
+			if (slide > c->size_us)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("hop slide must not be larger than the window size"),
+						 errdetail("Rows falling between windows would be dropped."),
+						 errhint("Use a slide no larger than the size, or streamwin.tumble() when they are equal.")));
+			check_event_time(c, linitial(f->args));
+			*is_window = true;
+		}
+	}
+}
+
+
+void
+check_column_name(List **seen, const char *name)
+{
+	ListCell   *lc;
+
+	if (name == NULL || strcmp(name, "?column?") == 0)
+		refuse("every column of a continuous query's result needs a name",
+			   NULL, "Give the expression an alias with AS.");
+	if (strcmp(name, "window_start") == 0 || strcmp(name, "window_end") == 0)
+		refuse(psprintf("result column name \"%s\" is reserved for the window", name),
+			   NULL, "Give the column another alias with AS.");
+	foreach(lc, *seen)
+		if (strcmp(lfirst(lc), name) == 0)
+			refuse(psprintf("result column name \"%s\" is used more than once", name),
+				   NULL, "Give the columns distinct aliases with AS.");
+	*seen = lappend(*seen, (char *) name);
+}
+
+/* A short name for an expression in messages: the column, if it is one. */
+static char *
+expr_label(Query *q, Expr *e)
+{
+	if (IsA(e, Var) && ((Var *) e)->varlevelsup == 0)
+	{
+		Var		   *v = (Var *) e;
+		RangeTblEntry *rte = rt_fetch(v->varno, q->rtable);
+
+		if (v->varattno > 0 && v->varattno <= list_length(rte->eref->colnames))
+			return psprintf("\"%s\"", strVal(list_nth(rte->eref->colnames, v->varattno - 1)));
+	}
+	return psprintf("at position %d of the query", exprLocation((Node *) e) + 1);
+}
+
+/* Classify GROUP BY items and the SELECT list of an aggregation. */
+void
+compile_grouping(Compiled *c)
+{
+	Query	   *q = c->query;
+	ListCell   *lc;
+	List	   *names = NIL;
+
+	foreach(lc, q->groupClause)
+	{
+		SortGroupClause *sgc = lfirst_node(SortGroupClause, lc);
+		TargetEntry *tle = get_sortgroupclause_tle(sgc, q->targetList);
+		bool		is_window;
+
+		find_window(c, tle, &is_window);
+		if (is_window)
+		{
+			if (c->window_tle != NULL)
+				refuse("a continuous query can group by only one window", NULL,
+					   "Use one of streamwin.tumble(), streamwin.hop() or streamwin.session() in GROUP BY.");
+			c->window_tle = tle;
+			continue;
+		}
+		if (tle->resjunk)
+			refuse(psprintf("GROUP BY expression %s must also appear in the SELECT list",
+							expr_label(q, tle->expr)),
+				   "The result table has one row per window and group key, so each key needs a column.",
+				   "Add the expression to the SELECT list, with an alias.");
+	}
+
+	foreach(lc, q->targetList)
+	{
+		TargetEntry *tle = lfirst_node(TargetEntry, lc);
+
+		if (tle->resjunk || tle == c->window_tle)
+			continue;
+		if (tle->ressortgroupref != 0 && get_sortgroupref_clause_noerr(tle->ressortgroupref, q->groupClause))
+		{
+			KeyCol	   *k = palloc(sizeof(KeyCol));
+
+			check_column_name(&names, tle->resname);
+			k->name = tle->resname;
+			k->tle = tle;
+			c->keys = lappend(c->keys, k);
+		}
+		else if (IsA(tle->expr, Aggref))
+		{
+			check_column_name(&names, tle->resname);
+			compile_aggregate(c, tle);
+		}
+		else
+			refuse(psprintf("SELECT list item \"%s\" must be a GROUP BY key or a single aggregate",
+							tle->resname ? tle->resname : "?column?"),
+				   "Expressions over aggregates cannot be merged batch by batch.",
+				   "Select the aggregates themselves and compute the expression when reading the result table, for example in a view.");
+	}
+
+	if (c->window_tle == NULL && c->keys == NIL)
+		refuse("a continuous aggregation needs a window or a group key",
+			   NULL, "Add GROUP BY streamwin.tumble(event_time, '1 minute') or GROUP BY a key column.");
+}

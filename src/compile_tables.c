@@ -1,0 +1,194 @@
+/*-------------------------------------------------------------------------
+ *
+ * compile_tables.c
+ *	  The tables of a continuous query: its result table (the user's, in
+ *	  the query's schema, owned by its creator) and its UNLOGGED state
+ *	  table (in schema streamwin).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/namespace.h"
+#include "catalog/pg_collation.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
+#include "utils/builtins.h"
+#include "utils/json.h"
+#include "utils/lsyscache.h"
+#include "utils/regproc.h"
+#include "utils/ruleutils.h"
+#include "utils/varlena.h"
+
+#include "catalog.h"
+#include "compile.h"
+#include "statements.h"
+#include "spi_util.h"
+
+
+char *
+column_type_sql(Oid type, int32 typmod, Oid collation)
+{
+	char	   *t = format_type_with_typemod(type, typmod);
+
+	if (OidIsValid(collation) && collation != DEFAULT_COLLATION_OID &&
+		collation != get_typcollation(type))
+		return psprintf("%s COLLATE %s", t, generate_collation_name(collation));
+	return t;
+}
+
+/* Column definitions of window and group keys, for result and state tables. */
+static void
+append_group_column_defs(StringInfo sql, Compiled *c)
+{
+	ListCell   *lc;
+
+	if (c->window)
+		appendStringInfoString(sql, "window_start timestamptz NOT NULL, window_end timestamptz NOT NULL, ");
+	foreach(lc, c->keys)
+	{
+		KeyCol	   *k = lfirst(lc);
+
+		appendStringInfo(sql, "%s %s, ", quote_identifier(k->name),
+						 column_type_sql(exprType((Node *) k->tle->expr),
+										 exprTypmod((Node *) k->tle->expr),
+										 exprCollation((Node *) k->tle->expr)));
+	}
+}
+
+/* Create the result table of an aggregation, as the calling role. */
+Oid
+create_result_table(Compiled *c, const char *name)
+{
+	StringInfoData sql;
+	ListCell   *lc;
+
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "CREATE TABLE %s (", quote_name_text(name));
+	append_group_column_defs(&sql, c);
+	foreach(lc, c->aggs)
+	{
+		AggCol	   *a = lfirst(lc);
+
+		appendStringInfo(&sql, "%s %s, ", quote_identifier(a->name),
+						 format_type_with_typemod(a->type, a->typmod));
+	}
+	/*
+	 * One row per window and group.  Not a primary key: group keys may be
+	 * NULL (a JSON key missing from a message), and as in GROUP BY, NULL is
+	 * a group of its own; NULLS NOT DISTINCT makes it one row.
+	 */
+	appendStringInfo(&sql, "UNIQUE NULLS NOT DISTINCT (%s))", group_columns(c, ""));
+	spi_run(sql.data);
+	CommandCounterIncrement();
+	return RangeVarGetRelid(makeRangeVarFromNameList(stringToQualifiedNameList(name)),
+							NoLock, false);
+}
+
+/*
+ * Create the UNLOGGED table streamwin.name (state, dedup keys) with CREATE
+ * TABLE statement create_sql and, if index_sql is not NULL, an index ("%s"
+ * for the table), in schema streamwin, where users cannot create tables, so
+ * as the extension owner; then give it to the calling role, the query's
+ * owner: batches run as the owner.  Returns the table's oid.
+ */
+Oid
+create_query_table(const char *name, const char *create_sql, const char *index_sql)
+{
+	char	   *qname = quote_qualified_identifier("streamwin", name);
+	/* the caller, before catalog_enter makes the extension owner current */
+	char	   *owner = GetUserNameFromId(GetUserId(), false);
+	RoleSwitch	role;
+	Oid			relid;
+
+	catalog_enter(&role);
+	spi_run(create_sql);
+	if (index_sql)
+		spi_run(psprintf(index_sql, qname));
+	spi_run(psprintf("ALTER TABLE %s OWNER TO %s", qname, quote_identifier(owner)));
+	catalog_leave(&role);
+	CommandCounterIncrement();
+	relid = get_relname_relid(name, get_namespace_oid("streamwin", false));
+	catalog_table_depends_on_extension(relid);
+	return relid;
+}
+
+/* The UNLOGGED state table of an aggregation: open windows' partial aggregates. */
+Oid
+create_state_table(Compiled *c, int32 query_id)
+{
+	StringInfoData sql;
+	ListCell   *lc;
+	char	   *name = psprintf("state_%d", query_id);
+	char	   *qname = quote_qualified_identifier("streamwin", name);
+
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "CREATE UNLOGGED TABLE %s (", qname);
+	append_group_column_defs(&sql, c);
+	foreach(lc, c->partials)
+	{
+		PartialCol *p = lfirst(lc);
+
+		appendStringInfo(&sql, "%s %s, ", quote_identifier(p->name),
+						 column_type_sql(exprType((Node *) p->expr), exprTypmod((Node *) p->expr),
+										 exprCollation((Node *) p->expr)));
+	}
+	/*
+	 * A session's state is looked up by key (its end and start move), so
+	 * there the keys lead the index; other windows are merged by window and
+	 * key, and closed by window_start (close_condition).
+	 */
+	if (c->window && strcmp(c->window, "session") == 0)
+		appendStringInfo(&sql, "UNIQUE NULLS NOT DISTINCT (%swindow_start))", keys_list(c, ""));
+	else
+		appendStringInfo(&sql, "UNIQUE NULLS NOT DISTINCT (%s))", group_columns(c, ""));
+
+	/*
+	 * Closing finds expired windows by window_end.  A tumbling or hopping
+	 * window's end is its start plus a fixed size, so the unique index,
+	 * which leads with window_start, serves (see close_condition); only a
+	 * session, whose end moves as it grows, needs an index of its own.  Every
+	 * index costs an insertion per new state row.
+	 */
+	return create_query_table(name, sql.data,
+							  c->window && strcmp(c->window, "session") == 0 ?
+							  "CREATE INDEX ON %s (window_end)" : NULL);
+}
+
+
+Oid
+create_transform_table(Compiled *c, const char *name, StringInfo plan)
+{
+	StringInfoData sql;
+	StringInfoData cols;
+	ListCell   *lc;
+	List	   *names = NIL;
+	Oid			relid;
+
+	initStringInfo(&sql);
+	initStringInfo(&cols);
+	appendStringInfo(&sql, "CREATE TABLE %s (", quote_name_text(name));
+	foreach(lc, c->query->targetList)
+	{
+		TargetEntry *tle = lfirst_node(TargetEntry, lc);
+
+		if (tle->resjunk)
+			continue;
+		check_column_name(&names, tle->resname);
+		appendStringInfo(&sql, "%s%s %s", cols.len ? ", " : "", quote_identifier(tle->resname),
+						 column_type_sql(exprType((Node *) tle->expr), exprTypmod((Node *) tle->expr),
+										 exprCollation((Node *) tle->expr)));
+		appendStringInfo(&cols, "%s%s", cols.len ? ", " : "", quote_identifier(tle->resname));
+	}
+	appendStringInfoChar(&sql, ')');
+	spi_run(sql.data);
+	CommandCounterIncrement();
+	relid = RangeVarGetRelid(makeRangeVarFromNameList(stringToQualifiedNameList(name)),
+							 NoLock, false);
+
+	plan_add_statement(plan, STMT_BATCH, psprintf("INSERT INTO %s (%s) %s", qualified_relname(relid), cols.data,
+							   deparse_query_qualified(c->query)));
+	return relid;
+}

@@ -1,0 +1,424 @@
+/*-------------------------------------------------------------------------
+ *
+ * compile_window.c
+ *	  The statements of an aggregation over tumbling or hopping windows, or
+ *	  without a window: merge each batch's partial aggregates into the
+ *	  state, and emit, evict or rewrite results by output mode.
+ *
+ * The batch statement embeds the user's query, its target list replaced by
+ * window start, group keys and partial aggregates, deparsed into fully
+ * qualified SQL; workers prepare it once and reuse the plan.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
+#include "optimizer/optimizer.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/json.h"
+
+#include "compile.h"
+#include "statements.h"
+#include "spi_util.h"
+
+/* Mutator context of hop_without_srf: the Var of a window start, and what replaces it. */
+typedef struct HopVarReplace
+{
+	int			rtindex;
+	Node	   *start;
+} HopVarReplace;
+
+static Node *
+replace_hop_var(Node *node, HopVarReplace *ctx)
+{
+	if (node == NULL)
+		return NULL;
+	if (IsA(node, Var) && ((Var *) node)->varno == ctx->rtindex &&
+		((Var *) node)->varlevelsup == 0)
+		return copyObject(ctx->start);
+	if (IsA(node, Query))
+		return (Node *) query_tree_mutator((Query *) node, replace_hop_var, ctx, 0);
+	return expression_tree_mutator(node, replace_hop_var, ctx);
+}
+
+/*
+ * The analysed query reads hop windows from LATERAL hop_starts(ts, size,
+ * slide), a set-returning function called for every row: each call builds
+ * and reads back a tuplestore, about a tenth of a hop query's CPU.  For the
+ * batch statement, join instead with generate_series(0, n - 1) AS i, n =
+ * ceil(size / slide), which does not depend on the row, so it runs once and
+ * is rescanned, and compute each start as tumble(ts, slide) - i * slide,
+ * keeping those whose window still covers ts (all of them when the size is
+ * a multiple of the slide): the same starts hop_starts returns.
+ */
+static Query *
+hop_without_srf(Compiled *c, Query *pq, int32 n)
+{
+	Oid			targs[2] = {TIMESTAMPTZOID, INTERVALOID};
+	Oid			tumble = streamwin_func_oid("tumble", 2, targs);
+	int			rtindex = 0;
+	RangeTblEntry *hop = NULL;
+	ListCell   *lc;
+	FuncExpr   *starts;
+	Expr	   *ts;
+	Expr	   *size;
+	Expr	   *slide;
+	FuncExpr   *series;
+	RangeTblFunction *rtf;
+	Expr	   *start;
+	HopVarReplace ctx;
+
+	foreach(lc, pq->rtable)
+	{
+		RangeTblEntry *rte = lfirst_node(RangeTblEntry, lc);
+
+		rtindex++;
+		if (rte->rtekind == RTE_FUNCTION && rte->alias &&
+			strcmp(rte->alias->aliasname, HOP_ALIAS) == 0)
+		{
+			hop = rte;
+			break;
+		}
+	}
+	if (hop == NULL)
+		elog(ERROR, "streamwin: hop window without its function");
+	starts = (FuncExpr *) linitial_node(RangeTblFunction, hop->functions)->funcexpr;
+	ts = linitial(starts->args);
+	size = lsecond(starts->args);
+	slide = lthird(starts->args);
+
+	series = makeFuncExpr(F_GENERATE_SERIES_INT4_INT4, INT4OID,
+						  list_make2(makeConst(INT4OID, -1, InvalidOid, 4, Int32GetDatum(0), false, true),
+									 makeConst(INT4OID, -1, InvalidOid, 4, Int32GetDatum(n - 1), false, true)),
+						  InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL);
+	series->funcretset = true;
+	rtf = makeNode(RangeTblFunction);
+	rtf->funcexpr = (Node *) series;
+	rtf->funccolcount = 1;
+	hop->functions = list_make1(rtf);
+	hop->lateral = false;
+	hop->alias = makeAlias(HOP_ALIAS, list_make1(makeString("i")));
+	hop->eref = makeAlias(HOP_ALIAS, list_make1(makeString("i")));
+
+	/* tumble(ts, slide) - i * slide */
+	start = (Expr *) makeFuncExpr(F_TIMESTAMPTZ_MI_INTERVAL, TIMESTAMPTZOID,
+								  list_make2(makeFuncExpr(tumble, TIMESTAMPTZOID,
+														  list_make2(copyObject(ts), copyObject(slide)),
+														  InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL),
+											 makeFuncExpr(F_INTERVAL_MUL, INTERVALOID,
+														  list_make2(copyObject(slide),
+																	 makeFuncExpr(F_FLOAT8_INT4, FLOAT8OID,
+																				  list_make1(makeVar(rtindex, 1, INT4OID, -1, InvalidOid, 0)),
+																				  InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL)),
+														  InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL)),
+								  InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL);
+
+	ctx.rtindex = rtindex;
+	ctx.start = (Node *) start;
+	pq->targetList = (List *) replace_hop_var((Node *) pq->targetList, &ctx);
+	pq->jointree = (FromExpr *) replace_hop_var((Node *) pq->jointree, &ctx);
+
+	/* ts < start + size, unless every start up to n - 1 covers ts */
+	if (c->size_us % c->slide_us != 0 && n > 1)
+	{
+		Expr	   *covers = (Expr *) makeFuncExpr(F_TIMESTAMPTZ_LT, BOOLOID,
+												   list_make2(copyObject(ts),
+															  makeFuncExpr(F_TIMESTAMPTZ_PL_INTERVAL, TIMESTAMPTZOID,
+																		   list_make2(copyObject(start), copyObject(size)),
+																		   InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL)),
+												   InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL);
+
+		pq->jointree->quals = make_and_qual(pq->jointree->quals, (Node *) covers);
+	}
+	return pq;
+}
+
+/*
+ * Hop windows whose size is a multiple of their slide can be computed from
+ * panes, the tumbling windows of the slide: each pane lies whole in the
+ * size / slide windows that start at it and at the starts before it.  So
+ * a batch aggregates each row once, into its pane, then merges every
+ * pane's partial aggregates into the windows covering it, with the same
+ * aggregates that merge sessions (merge_agg_sql).  Without panes each row
+ * is aggregated once per window (ten times for 10 minutes sliding by 1):
+ * bench case 3.
+ */
+static bool
+hop_uses_panes(Compiled *c)
+{
+	return c->window != NULL && strcmp(c->window, "hop") == 0 && c->size_us % c->slide_us == 0;
+}
+
+/* The query computing one batch's partial aggregates. */
+static char *
+partial_query_sql(Compiled *c)
+{
+	Query	   *pq = copyObject(c->query);
+	List	   *tlist = NIL;
+	ListCell   *lc;
+	AttrNumber	resno = 1;
+	StringInfoData sql;
+	int			group = 1;
+
+	if (c->window_tle)
+	{
+		TargetEntry *w = copyObject(c->window_tle);
+
+		w->resno = resno++;
+		w->resname = "window_start";
+		w->resjunk = false;
+		tlist = lappend(tlist, w);
+	}
+	foreach(lc, c->keys)
+	{
+		TargetEntry *k = copyObject(((KeyCol *) lfirst(lc))->tle);
+
+		k->resno = resno++;
+		tlist = lappend(tlist, k);
+	}
+	foreach(lc, c->partials)
+	{
+		PartialCol *p = lfirst(lc);
+
+		tlist = lappend(tlist, makeTargetEntry(p->expr, resno++, p->name, false));
+	}
+	pq->targetList = tlist;
+	if (!hop_uses_panes(c))
+	{
+		if (c->window && strcmp(c->window, "hop") == 0)
+			pq = hop_without_srf(c, pq, (int32) ((c->size_us + c->slide_us - 1) / c->slide_us));
+		return deparse_query_qualified(pq);
+	}
+
+	/* the panes (one window start each: the pane's own), then the windows */
+	pq = hop_without_srf(c, pq, 1);
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "SELECT p.window_start - __streamwin_pane.i * '%lld microseconds'::pg_catalog.interval",
+					 (long long) c->slide_us);
+	foreach(lc, c->keys)
+		appendStringInfo(&sql, ", p.%s", quote_identifier(((KeyCol *) lfirst(lc))->name));
+	foreach(lc, c->partials)
+		appendStringInfo(&sql, ", %s", merge_agg_sql(lfirst(lc)));
+	appendStringInfo(&sql, " FROM (%s) AS p, pg_catalog.generate_series(0, %lld) AS __streamwin_pane(i) GROUP BY 1",
+					 deparse_query_qualified(pq), (long long) (c->size_us / c->slide_us - 1));
+	foreach(lc, c->keys)
+		appendStringInfo(&sql, ", %d", ++group);
+	return sql.data;
+}
+
+
+/* "window_start, key1, key2": the conflict target of state and result. */
+char *
+group_columns(Compiled *c, const char *prefix)
+{
+	StringInfoData buf;
+	ListCell   *lc;
+	bool		first = true;
+
+	initStringInfo(&buf);
+	if (c->window)
+	{
+		appendStringInfo(&buf, "%swindow_start", prefix);
+		first = false;
+	}
+	foreach(lc, c->keys)
+	{
+		appendStringInfo(&buf, "%s%s%s", first ? "" : ", ", prefix,
+						 quote_identifier(((KeyCol *) lfirst(lc))->name));
+		first = false;
+	}
+	return buf.data;
+}
+
+/*
+ * The result table's "window_start, window_end, keys..., aggregates...":
+ * as column names, or (final) as the SELECT list computing them from state
+ * rows.
+ */
+char *
+result_list(Compiled *c, bool final)
+{
+	StringInfoData buf;
+	ListCell   *lc;
+
+	initStringInfo(&buf);
+	if (c->window)
+		appendStringInfoString(&buf, "window_start, window_end, ");
+	foreach(lc, c->keys)
+		appendStringInfo(&buf, "%s, ", quote_identifier(((KeyCol *) lfirst(lc))->name));
+	foreach(lc, c->aggs)
+	{
+		AggCol	   *a = lfirst(lc);
+
+		appendStringInfo(&buf, "%s, ", final ? a->final_sql : quote_identifier(a->name));
+	}
+	buf.data[buf.len -= 2] = '\0';
+	return buf.data;
+}
+
+/* INSERT of the final values of the groups in s, a CTE of state rows, into the result */
+static char *
+result_insert(Compiled *c, const char *rname)
+{
+	return psprintf("INSERT INTO %s AS r (%s) SELECT %s FROM s",
+					rname, result_list(c, false), result_list(c, true));
+}
+
+/* ON CONFLICT clause of a result upsert */
+char *
+result_upsert(Compiled *c)
+{
+	StringInfoData buf;
+	ListCell   *lc;
+
+	initStringInfo(&buf);
+	appendStringInfo(&buf, " ON CONFLICT (%s) ", group_columns(c, ""));
+	if (c->aggs == NIL && c->window == NULL)
+		appendStringInfoString(&buf, "DO NOTHING");
+	else
+	{
+		/* a session's end moves as it grows; other windows' ends are fixed */
+		appendStringInfoString(&buf, "DO UPDATE SET ");
+		if (c->window)
+			appendStringInfoString(&buf, "window_end = EXCLUDED.window_end");
+		foreach(lc, c->aggs)
+		{
+			const char *n = quote_identifier(((AggCol *) lfirst(lc))->name);
+
+			appendStringInfo(&buf, "%s%s = EXCLUDED.%s", buf.data[buf.len - 1] == ' ' ? "" : ", ", n, n);
+		}
+	}
+	return buf.data;
+}
+
+/* The state rows of windows closed by watermark $1. */
+static char *
+close_condition(Compiled *c)
+{
+	if (strcmp(c->window, "session") == 0)
+		return "window_end <= $1";
+	/* window_end = window_start + size: answered by the unique index */
+	return psprintf("window_start <= $1 - '%lld microseconds'::pg_catalog.interval",
+					(long long) c->size_us);
+}
+
+/*
+ * What happens to state and results besides merging a batch, by output
+ * mode: emit closed windows once (append), evict closed windows (update),
+ * rewrite the result (complete); and counting state rows for progress.
+ */
+void
+emit_statements(Compiled *c, const char *rname, const char *sname, OutputMode mode,
+				StringInfo plan)
+{
+	if (mode == OUTPUT_APPEND)
+	{
+		char	   *close = psprintf("WITH s AS (DELETE FROM %s WHERE %s RETURNING *) %s",
+									 sname, close_condition(c), result_insert(c, rname));
+
+		plan_add_statement(plan, STMT_CLOSE, psprintf("%s%s", close, result_upsert(c)));
+		/* a window closes once: its rows are new to the result but on replay */
+		plan_add_statement(plan, STMT_CLOSE_INSERT, close);
+	}
+	else if (mode == OUTPUT_UPDATE && c->window)
+	{
+		/* rows are already final in the result: only forget the state */
+		plan_add_statement(plan, STMT_CLOSE, psprintf("DELETE FROM %s WHERE %s", sname, close_condition(c)));
+	}
+	else if (mode == OUTPUT_COMPLETE)
+	{
+		plan_add_statement(plan, STMT_CLEAR, psprintf("DELETE FROM %s", rname));
+		plan_add_statement(plan, STMT_REFRESH, psprintf("INSERT INTO %s (%s) SELECT %s FROM %s",
+								   rname, result_list(c, false), result_list(c, true), sname));
+	}
+	plan_add_statement(plan, STMT_STATE_COUNT, psprintf("SELECT pg_catalog.count(*) FROM %s", sname));
+}
+
+/* The statements of an aggregation, stored in query_catalog.plan. */
+void
+aggregate_statements(Compiled *c, Oid result, Oid state, OutputMode mode, StringInfo plan)
+{
+	char	   *rname = qualified_relname(result);
+	char	   *sname = qualified_relname(state);
+	StringInfoData merge;
+	StringInfoData cols;
+	StringInfoData ins;
+	StringInfoData sel;
+	ListCell   *lc;
+	char	   *batch;
+	char	   *window_end = c->window ?
+		psprintf("b.window_start + '%lld microseconds'::pg_catalog.interval", (long long) c->size_us) : "";
+
+	/* merge the batch's partial aggregates into the state */
+	initStringInfo(&cols);
+	initStringInfo(&ins);
+	initStringInfo(&sel);
+	if (c->window)
+	{
+		appendStringInfoString(&ins, "window_start, window_end");
+		appendStringInfo(&sel, "b.window_start, %s", window_end);
+	}
+	foreach(lc, c->keys)
+	{
+		const char *n = quote_identifier(((KeyCol *) lfirst(lc))->name);
+
+		appendStringInfo(&ins, "%s%s", ins.len ? ", " : "", n);
+		appendStringInfo(&sel, "%sb.%s", sel.len ? ", " : "", n);
+	}
+	foreach(lc, c->partials)
+	{
+		const char *n = quote_identifier(((PartialCol *) lfirst(lc))->name);
+
+		appendStringInfo(&cols, ", %s", n);
+		appendStringInfo(&ins, ", %s", n);
+		appendStringInfo(&sel, ", b.%s", n);
+	}
+	/*
+	 * In the order of the state's unique index (and the result's primary
+	 * key, as RETURNING keeps it): with many groups, successive probes and
+	 * insertions then land on the same leaf pages instead of all over a
+	 * large index.
+	 */
+	initStringInfo(&merge);
+	appendStringInfo(&merge, "INSERT INTO %s AS s (%s) SELECT %s FROM (%s) AS b(%s%s) ORDER BY %s ON CONFLICT (%s) ",
+					 sname, ins.data, sel.data, partial_query_sql(c),
+					 group_columns(c, ""), cols.data, group_columns(c, "b."), group_columns(c, ""));
+	if (c->partials == NIL)
+		appendStringInfoString(&merge, "DO NOTHING");
+	else
+	{
+		appendStringInfoString(&merge, "DO UPDATE SET ");
+		foreach(lc, c->partials)
+		{
+			PartialCol *p = lfirst(lc);
+
+			appendStringInfo(&merge, "%s%s = %s", lc == list_head(c->partials) ? "" : ", ",
+							 quote_identifier(p->name), merge_sql(p));
+		}
+	}
+
+	/* in update mode, also upsert the final values of the groups it changed */
+	batch = mode != OUTPUT_UPDATE ? merge.data :
+		psprintf("WITH s AS (%s RETURNING s.*) %s%s", merge.data, result_insert(c, rname), result_upsert(c));
+	plan_add_statement(plan, STMT_BATCH, batch);
+
+	/*
+	 * Its insert variant (see run_insert_variant in batch.c): a group the
+	 * merge inserted into the state (its xmax is 0; an updated one carries
+	 * the updater's) goes into the result with a plain INSERT.  No column
+	 * of the state can be called xmax, a system column's name.
+	 */
+	if (mode == OUTPUT_UPDATE)
+	{
+		char	   *insert = result_insert(c, rname);
+
+		plan_add_statement(plan, STMT_BATCH_INSERT, psprintf("WITH s AS (%s RETURNING s.*, s.xmax), "
+								   "n AS (%s WHERE xmax = 0) %s WHERE xmax <> 0%s",
+								   merge.data, insert, insert, result_upsert(c)));
+	}
+	emit_statements(c, rname, sname, mode, plan);
+}

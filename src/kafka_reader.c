@@ -1,0 +1,571 @@
+/*-------------------------------------------------------------------------
+ *
+ * kafka_reader.c
+ *	  Kafka sources: create_kafka_source, and their SourceOps, the reader a
+ *	  query uses (over kafka_source.c's consumer).
+ *
+ * A reader assigns the query's partitions itself (no consumer group) at the
+ * positions the query stored, and re-assigns whenever the consumer and the
+ * stored positions disagree (a failed batch, reset_query, another session's
+ * run_batch): so nothing is skipped or read twice.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "nodes/parsenodes.h"
+#include "parser/parse_type.h"
+#include "parser/parser.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/timestamp.h"
+
+#include "catalog.h"
+#include "kafka_source.h"
+#include "options.h"
+#include "source.h"
+
+PG_FUNCTION_INFO_V1(streamwin_create_kafka_source);
+
+typedef struct KafkaReader
+{
+	KafkaConsumer *consumer;
+	bool		assigned;		/* consumer_next[] is where it stands */
+	int64	   *consumer_next;	/* the next offset it delivers, per part */
+	bool		needs_headers;	/* a column holds the message's headers */
+} KafkaReader;
+
+#define KR(rd) ((KafkaReader *) (rd)->private)
+
+/*
+ * Batches' worth of messages librdkafka may queue ahead while one batch
+ * runs: with fewer, its fetcher stops at queued.min.messages and backs off
+ * for half a second while a backlog is read (see build_conf in
+ * kafka_source.c).  Its 64 MB bound on the queue still holds.
+ */
+#define PREFETCH_BATCHES 10
+
+/*
+ * How long the broker may hold an empty fetch for this reader's consumer.
+ * A real broker answers as soon as data arrives, whatever this is; but on
+ * one that holds a fetch anyway (the test broker does, and so does any with
+ * fetch.min.bytes above 1), data can wait that long, on top of up to a
+ * trigger_interval until the next batch.  A worker lets the broker hold a
+ * fetch for half its trigger_interval, 10 to 100 ms, so that Kafka's share
+ * of the latency stays within the interval it asked for, at two idle fetch
+ * requests per interval.  A session's run_batch has no interval: 100 ms.
+ * The source option kafka.fetch.wait.max.ms wins.
+ */
+static int
+fetch_wait_ms(SourceReader *rd)
+{
+	if (!rd->in_worker)
+		return KAFKA_DEFAULT_FETCH_WAIT_MS;
+	return (int) Max(10, Min(KAFKA_DEFAULT_FETCH_WAIT_MS,
+							 rd->query->trigger_interval_us / 2000));
+}
+
+/* The consumer, and the partitions read: the source's subset, or all of the topic. */
+static void
+kafka_open(SourceReader *rd)
+{
+	SourceInfo *src = rd->source;
+	KafkaReader *kr = palloc0(sizeof(KafkaReader));
+
+	rd->private = kr;
+	kr->consumer = kafka_consumer_open(src->brokers, src->topic, fetch_wait_ms(rd),
+									   PREFETCH_BATCHES * src->max_records_per_batch,
+									   src->nkafka_props, src->kafka_keys, src->kafka_values);
+	rd->nparts = src->npartitions > 0 ? src->npartitions :
+		kafka_partition_count(kr->consumer, 10000);
+	rd->parts = palloc0(sizeof(PartitionState) * rd->nparts);
+	for (int i = 0; i < rd->nparts; i++)
+		rd->parts[i].partition = src->npartitions > 0 ? src->partitions[i] : i;
+	kr->consumer_next = palloc(sizeof(int64) * rd->nparts);
+	for (int m = 0; m < src->nmetadata; m++)
+		if (src->metadata_kinds[m] == SOURCE_META_HEADERS)
+			kr->needs_headers = true;
+}
+
+/*
+ * starting_offsets is where a new query starts.  A partition with no
+ * position in a query that has started (one added to the topic since) is
+ * read from its beginning, as Spark does: with "latest" it would lose what
+ * was written to it before the query first looked.  Resolved to an
+ * absolute offset now, so that the position stored after this batch means
+ * the same after a restart.
+ */
+static SourcePosition
+kafka_start_position(SourceReader *rd, PartitionState *p, bool query_started)
+{
+	SourcePosition pos = {0, 0};
+	int64		low,
+				high;
+
+	kafka_query_watermarks(KR(rd)->consumer, p->partition, &low, &high, 10000);
+	pos.offset = rd->source->starting_offset == START_LATEST && !query_started ? high : low;
+	return pos;
+}
+
+/* Assign the stored positions, unless the consumer stands there already. */
+static void
+kafka_seek(SourceReader *rd)
+{
+	KafkaReader *kr = KR(rd);
+	bool		need = !kr->assigned;
+	int32	   *partitions;
+
+	for (int i = 0; i < rd->nparts; i++)
+		if (kr->consumer_next[i] != rd->parts[i].next.offset)
+			need = true;
+	if (!need)
+		return;
+	partitions = palloc(sizeof(int32) * rd->nparts);
+	for (int i = 0; i < rd->nparts; i++)
+	{
+		partitions[i] = rd->parts[i].partition;
+		kr->consumer_next[i] = rd->parts[i].next.offset;
+	}
+	kafka_assign(kr->consumer, rd->nparts, partitions, kr->consumer_next);
+	kr->assigned = true;
+	pfree(partitions);
+}
+
+/* A message as a row of the batch; the payload stays the consumer's. */
+static void
+message_row(SourceReader *rd, const KafkaMessage *m, SourceRow *row)
+{
+	int			idx = source_part_index(rd, m->partition);
+
+	if (idx < 0)
+		elog(ERROR, "streamwin: message from partition %d that was not assigned", m->partition);
+	row->part = idx;
+	row->partition = m->partition;
+	row->offset = m->offset;
+	row->payload = m->payload;
+	row->len = m->len;
+	row->key = m->key;
+	row->keylen = m->keylen;
+	row->has_timestamp = m->has_timestamp;
+	row->timestamp = m->timestamp;
+	row->handle = m->rkmessage;
+	row->headers_json = NULL;
+	row->headers_error = NULL;
+}
+
+static int
+kafka_fetch_rows(SourceReader *rd, int timeout_ms, int linger_ms, SourceRow **rows)
+{
+	KafkaReader *kr = KR(rd);
+	KafkaMessage *msgs;
+	int			n = kafka_fetch(kr->consumer, rd->source->max_records_per_batch, timeout_ms,
+								linger_ms, &msgs);
+	SourceRow  *out = palloc(sizeof(SourceRow) * Max(n, 1));
+
+	for (int i = 0; i < n; i++)
+	{
+		message_row(rd, &msgs[i], &out[i]);
+		rd->parts[out[i].part].next.offset = msgs[i].offset + 1;
+		kr->consumer_next[out[i].part] = msgs[i].offset + 1;
+	}
+	*rows = out;
+	return n;
+}
+
+/* A message's headers as JSON, from the librdkafka message or its copy. */
+static char *
+kafka_row_headers_json(SourceReader *rd, const SourceRow *row, const char **error)
+{
+	KafkaMessage m;
+
+	if (row->handle == NULL)
+	{
+		*error = row->headers_error;
+		return (char *) row->headers_json;
+	}
+	memset(&m, 0, sizeof(m));
+	m.rkmessage = row->handle;
+	return kafka_message_headers_json(&m, error);
+}
+
+/*
+ * Fetches may return less than a replay needs or run past it, so messages
+ * are copied into the batch's memory across fetches, and those past a
+ * target are dropped (and the consumer re-positioned at the next batch).
+ */
+static int
+kafka_replay(SourceReader *rd, const SourcePosition *targets, SourceRow **rows)
+{
+	KafkaReader *kr = KR(rd);
+	int64		needed = 0;
+	int			n = 0;
+	SourceRow  *acc;
+	TimestampTz deadline = GetCurrentTimestamp() + 60 * USECS_PER_SEC;
+
+	for (int i = 0; i < rd->nparts; i++)
+		needed += Max(0, targets[i].offset - rd->parts[i].next.offset);
+	acc = palloc(sizeof(SourceRow) * Max(needed, 1));
+	while (n < needed)
+	{
+		KafkaMessage *m;
+		int			got = kafka_fetch(kr->consumer, rd->source->max_records_per_batch, 1000,
+									  SESSION_FETCH_LINGER_MS, &m);
+
+		for (int j = 0; j < got; j++)
+		{
+			int			idx = source_part_index(rd, m[j].partition);
+			char	   *copy;
+			SourceRow  *row = &acc[n];
+
+			if (idx < 0 || m[j].offset >= targets[idx].offset)
+			{
+				kr->assigned = false;	/* the consumer went past the batch */
+				continue;
+			}
+			message_row(rd, &m[j], row);
+			copy = palloc(Max(m[j].len, 1));
+			if (m[j].len > 0)
+				memcpy(copy, m[j].payload, m[j].len);
+			row->payload = m[j].payload ? copy : NULL;
+			/* the copy outlives the librdkafka message: its headers as text */
+			if (kr->needs_headers)
+				row->headers_json = kafka_message_headers_json(&m[j], &row->headers_error);
+			row->handle = NULL;
+			if (m[j].key != NULL)
+			{
+				char	   *key = palloc(Max(m[j].keylen, 1));
+
+				memcpy(key, m[j].key, m[j].keylen);
+				row->key = key;
+			}
+			rd->parts[idx].next.offset = m[j].offset + 1;
+			kr->consumer_next[idx] = m[j].offset + 1;
+			n++;
+		}
+		if (n < needed && GetCurrentTimestamp() > deadline)
+			ereport(ERROR,
+					(errcode(ERRCODE_CONNECTION_FAILURE),
+					 errmsg("could not re-read the messages of query \"%s\" needed to recover its state",
+							rd->query->name),
+					 errdetail("Read %d of " INT64_FORMAT " messages in 60 seconds.", n, needed),
+					 kafka_last_error(kr->consumer) ?
+					 errhint("Last error from the source: %s", kafka_last_error(kr->consumer)) : 0));
+	}
+	*rows = acc;
+	return n;
+}
+
+static bool
+kafka_at_end(SourceReader *rd, PartitionState *p)
+{
+	return kafka_partition_at_eof(KR(rd)->consumer, p->partition);
+}
+
+static int64
+kafka_end_offset(SourceReader *rd, PartitionState *p)
+{
+	return kafka_cached_high_watermark(KR(rd)->consumer, p->partition);
+}
+
+static void
+kafka_end_positions(SourceReader *rd, SourcePosition *targets)
+{
+	for (int i = 0; i < rd->nparts; i++)
+	{
+		int64		low;
+
+		targets[i].index = 0;
+		kafka_query_watermarks(KR(rd)->consumer, rd->parts[i].partition, &low,
+							   &targets[i].offset, 10000);
+	}
+}
+
+/* {"0": 120, "1": 98}: the next offset of every partition */
+static void
+kafka_positions_json(SourceReader *rd, StringInfo buf)
+{
+	appendStringInfoChar(buf, '{');
+	for (int i = 0; i < rd->nparts; i++)
+		appendStringInfo(buf, "%s\"%d\": " INT64_FORMAT, i ? ", " : "",
+						 rd->parts[i].partition, rd->parts[i].next.offset);
+	appendStringInfoChar(buf, '}');
+}
+
+static void
+kafka_positions_parse(SourceReader *rd, Jsonb *json, SourcePosition *targets)
+{
+	for (int i = 0; i < rd->nparts; i++)
+	{
+		char		key[16];
+		char	   *v;
+
+		snprintf(key, sizeof(key), "%d", rd->parts[i].partition);
+		v = jsonb_get_text(json, key);
+		targets[i].offset = v ? strtoll(v, NULL, 10) : rd->parts[i].next.offset;
+		targets[i].index = 0;
+	}
+}
+
+/*
+ * reset_query: 'earliest', 'latest', or {"partition": offset, ...}, where
+ * partitions not named start at the earliest offset the topic holds.
+ */
+static void
+kafka_reset(SourceReader *rd, const char *start, Jsonb *explicit)
+{
+	KafkaReader *kr = KR(rd);
+
+	for (int i = 0; i < rd->nparts; i++)
+	{
+		PartitionState *p = &rd->parts[i];
+		int64		low,
+					high;
+		char		key[16];
+		char	   *given = NULL;
+
+		snprintf(key, sizeof(key), "%d", p->partition);
+		if (explicit)
+			given = jsonb_get_text(explicit, key);
+		kafka_query_watermarks(kr->consumer, p->partition, &low, &high, 10000);
+		if (given != NULL)
+		{
+			char	   *end;
+			long long	off = strtoll(given, &end, 10);
+
+			if (*end != '\0' || off < 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("invalid offset \"%s\" for partition %d", given, p->partition)));
+			if (off < low || off > high)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("offset %lld of partition %d is not in the topic", off, p->partition),
+						 errdetail("The partition holds offsets %lld to %lld.", (long long) low,
+								   (long long) high - 1)));
+			p->next.offset = off;
+		}
+		else
+			p->next.offset = strcmp(start, "latest") == 0 ? high : low;
+		p->next.index = 0;
+		p->has_position = true;
+		p->has_max_event_time = false;
+	}
+}
+
+/* The message as it came, for streamwin.dead_letters */
+static bytea *
+kafka_row_text(SourceReader *rd, const SourceRow *row)
+{
+	bytea	   *payload = palloc(VARHDRSZ + row->len);
+
+	SET_VARSIZE(payload, VARHDRSZ + row->len);
+	if (row->len > 0)
+		memcpy(VARDATA(payload), row->payload, row->len);
+	return payload;
+}
+
+static int
+kafka_reader_wakeup_fd(SourceReader *rd)
+{
+	return kafka_wakeup_fd(KR(rd)->consumer);
+}
+
+static void
+kafka_reader_drain_wakeup(SourceReader *rd)
+{
+	kafka_drain_wakeup(KR(rd)->consumer);
+}
+
+static const char *
+kafka_reader_last_error(SourceReader *rd)
+{
+	return kafka_last_error(KR(rd)->consumer);
+}
+
+static void
+kafka_close(SourceReader *rd)
+{
+	if (rd->private != NULL && KR(rd)->consumer != NULL)
+		kafka_consumer_close(KR(rd)->consumer);
+}
+
+const SourceOps kafka_source_ops = {
+	.kind = "kafka",
+	.open = kafka_open,
+	.start_position = kafka_start_position,
+	.seek = kafka_seek,
+	.fetch = kafka_fetch_rows,
+	.replay = kafka_replay,
+	.at_end = kafka_at_end,
+	.end_offset = kafka_end_offset,
+	.end_positions = kafka_end_positions,
+	.positions_json = kafka_positions_json,
+	.positions_parse = kafka_positions_parse,
+	.reset = kafka_reset,
+	.row_text = kafka_row_text,
+	.row_headers_json = kafka_row_headers_json,
+	.wakeup_fd = kafka_reader_wakeup_fd,
+	.drain_wakeup = kafka_reader_drain_wakeup,
+	.last_error = kafka_reader_last_error,
+	.close = kafka_close,
+};
+
+/* --- create_kafka_source ---------------------------------------------------- */
+
+/*
+ * source_options_validate
+ *		Check a source's options at creation time, with the same parser the
+ *		workers use.
+ */
+static void
+source_options_validate(Jsonb *options)
+{
+	static const char *const valid[] = {"starting_offsets", "max_records_per_batch",
+	"partitions", "kafka", "metadata", NULL};
+	SourceInfo	tmp;
+
+	jsonb_check_keys(options, valid, "source");
+	parse_source_options(&tmp, options);
+	/* librdkafka's own checks, and the properties streamwin reserves */
+	kafka_validate_properties(tmp.nkafka_props, tmp.kafka_keys, tmp.kafka_values);
+}
+
+/*
+ * Parse a column definition list ("a bigint, b text") with PostgreSQL's own
+ * grammar, by parsing it as the body of a CREATE TABLE.  Everything but
+ * plain column definitions is refused, so the text cannot smuggle other
+ * clauses in; the view is then built from the resolved types, never from
+ * the user's text.
+ */
+static List *
+parse_column_list(const char *columns, List **typmods_out, List **names_out)
+{
+	StringInfoData sql;
+	List	   *raw;
+	CreateStmt *stmt;
+	ListCell   *lc;
+	List	   *types = NIL;
+
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "CREATE TABLE streamwin_columns (%s)", columns);
+	PG_TRY();
+	{
+		raw = raw_parser(sql.data, RAW_PARSE_DEFAULT);
+	}
+	PG_CATCH();
+	{
+		/* the position refers to our wrapper, so report it plainly */
+		FlushErrorState();
+		ereport(ERROR,
+				(errcode(ERRCODE_SYNTAX_ERROR),
+				 errmsg("invalid column list: \"%s\"", columns),
+				 errhint("Write the columns as in CREATE TABLE, for example 'order_id bigint, region text, event_time timestamptz'.")));
+	}
+	PG_END_TRY();
+
+	if (list_length(raw) != 1 ||
+		!IsA(linitial_node(RawStmt, raw)->stmt, CreateStmt))
+		goto invalid;
+	stmt = (CreateStmt *) linitial_node(RawStmt, raw)->stmt;
+	if (stmt->inhRelations != NIL || stmt->partspec != NULL ||
+		stmt->partbound != NULL || stmt->ofTypename != NULL ||
+		stmt->options != NIL || stmt->tablespacename != NULL ||
+		stmt->accessMethod != NULL || stmt->oncommit != ONCOMMIT_NOOP ||
+		stmt->tableElts == NIL)
+		goto invalid;
+
+	foreach(lc, stmt->tableElts)
+	{
+		ColumnDef  *col = (ColumnDef *) lfirst(lc);
+		Oid			typid;
+		int32		typmod;
+
+		if (!IsA(col, ColumnDef) || col->constraints != NIL)
+			goto invalid;
+		typenameTypeIdAndMod(NULL, col->typeName, &typid, &typmod);
+		if (get_typtype(typid) == TYPTYPE_PSEUDO)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_TABLE_DEFINITION),
+					 errmsg("column \"%s\" cannot be of pseudo-type %s",
+							col->colname, format_type_be(typid))));
+		for (ListCell *prev = list_head(*names_out); prev != NULL;
+			 prev = lnext(*names_out, prev))
+			if (strcmp(strVal(lfirst(prev)), col->colname) == 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_DUPLICATE_COLUMN),
+						 errmsg("column \"%s\" specified more than once", col->colname)));
+		types = lappend_oid(types, typid);
+		*typmods_out = lappend_int(*typmods_out, typmod);
+		*names_out = lappend(*names_out, makeString(col->colname));
+	}
+	return types;
+
+invalid:
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_TABLE_DEFINITION),
+			 errmsg("invalid column list: \"%s\"", columns),
+			 errdetail("Only column names and types are allowed; constraints and table clauses are not."),
+			 errhint("Write the columns as in CREATE TABLE, for example 'order_id bigint, region text, event_time timestamptz'.")));
+	return NIL;					/* keep compiler quiet */
+}
+
+
+/*
+ * streamwin.create_kafka_source(name, brokers, topic, columns, format, options)
+ */
+Datum
+streamwin_create_kafka_source(PG_FUNCTION_ARGS)
+{
+	char	   *name;
+	char	   *brokers;
+	char	   *topic;
+	char	   *columns;
+	char	   *format_name;
+	Jsonb	   *options;
+	SourceFormat format;
+	List	   *types;
+	List	   *typmods = NIL;
+	List	   *names = NIL;
+	Oid			relid;
+
+	for (int i = 0; i < 6; i++)
+		if (PG_ARGISNULL(i))
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("arguments of create_kafka_source must not be null")));
+	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	brokers = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	topic = text_to_cstring(PG_GETARG_TEXT_PP(2));
+	columns = text_to_cstring(PG_GETARG_TEXT_PP(3));
+	format_name = text_to_cstring(PG_GETARG_TEXT_PP(4));
+	options = PG_GETARG_JSONB_P(5);
+
+	if (brokers[0] == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("brokers must not be empty"),
+				 errhint("Give a comma-separated list of host:port, for example 'localhost:9092'.")));
+	if (topic[0] == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("topic must not be empty")));
+	format = source_format_from_name(format_name);
+	source_options_validate(options);
+	types = parse_column_list(columns, &typmods, &names);
+
+	SPI_connect();
+	source_check_new_name(name);
+	relid = source_register(name, "kafka", brokers, topic, InvalidOid, NULL,
+							source_format_name(format), columns, options, types, typmods, names);
+	{
+		SourceInfo	parsed;
+		TupleDesc	desc = source_tupdesc(relid);
+
+		parse_source_options(&parsed, options);
+		decoder_check_columns(format, desc, source_metadata_map(&parsed, desc));
+	}
+	SPI_finish();
+	PG_RETURN_VOID();
+}

@@ -1,0 +1,44 @@
+/*-------------------------------------------------------------------------
+ *
+ * offsets.h
+ *	  Where a query is in its source, stored with every batch, and its
+ *	  event-time watermark (offsets.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef STREAMWIN_OFFSETS_H
+#define STREAMWIN_OFFSETS_H
+
+#include "runner.h"
+
+/*
+ * offsets_load
+ *		The query's stored positions and watermark inputs, into its
+ *		reader's partitions (has_position false where none is stored).
+ *		Inside a transaction.
+ */
+extern void offsets_load(QueryRunner *r);
+
+/*
+ * offsets_position
+ *		Resolve the start of partitions without a position (the source's
+ *		starting_offsets, or in a query already started, its beginning),
+ *		then have the reader read from every partition's position.
+ */
+extern void offsets_position(QueryRunner *r);
+
+/*
+ * offsets_compute_watermark
+ *		Fold this batch's event times into the partitions and compute the
+ *		query watermark as of now.  Returns false when it has none yet.
+ */
+extern bool offsets_compute_watermark(QueryRunner *r, bool has_old, TimestampTz old,
+									  TimestampTz now, TimestampTz *wm);
+
+/* Write every partition's position in the current transaction. */
+extern void offsets_store(QueryRunner *r);
+
+/* The positions as JSON, for the progress record (palloc'd). */
+extern char *offsets_json(QueryRunner *r);
+
+#endif							/* STREAMWIN_OFFSETS_H */

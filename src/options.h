@@ -1,0 +1,35 @@
+/*-------------------------------------------------------------------------
+ *
+ * options.h
+ *	  Options and settings of sources and queries (options.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef STREAMWIN_OPTIONS_H
+#define STREAMWIN_OPTIONS_H
+
+#include "datatype/timestamp.h"
+#include "utils/jsonb.h"
+
+#include "streamwin.h"
+
+/* A duration (interval) as microseconds; months and years are refused. */
+extern int64 interval_to_usec(const Interval *iv, const char *what);
+
+/* The text of a top-level key of a jsonb object, or NULL if absent or null. */
+extern char *jsonb_get_text(Jsonb *jb, const char *key);
+
+/*
+ * Refuse keys of a jsonb object that are not in `valid` (NULL-terminated),
+ * naming the valid ones; `what` names the options in messages.
+ */
+extern void jsonb_check_keys(Jsonb *options, const char *const *valid, const char *what);
+
+/* A source's options into src (starting_offsets, partitions, kafka, ...). */
+extern void parse_source_options(SourceInfo *src, Jsonb *options);
+
+extern void check_trigger_interval(const Interval *iv);
+extern void check_idle_timeout(const Interval *iv);
+extern void validate_query_options(Jsonb *options);
+
+#endif							/* STREAMWIN_OPTIONS_H */

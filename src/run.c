@@ -1,0 +1,234 @@
+/*-------------------------------------------------------------------------
+ *
+ * run.c
+ *	  The SQL functions that run a stopped query's batches in the calling
+ *	  session: run_batch (one), run_available (everything the source holds
+ *	  now, Spark's availableNow) and the procedure catch_up (the same, a
+ *	  commit after each batch).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "executor/spi.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "nodes/parsenodes.h"
+#include "utils/builtins.h"
+#include "utils/json.h"
+#include "utils/jsonb.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+
+#include "batch.h"
+#include "catalog.h"
+#include "offsets.h"
+#include "spi_util.h"
+
+PG_FUNCTION_INFO_V1(streamwin_run_batch);
+PG_FUNCTION_INFO_V1(streamwin_run_available);
+PG_FUNCTION_INFO_V1(streamwin_catch_up);
+
+/* The runner of a stopped query that the caller may run by hand. */
+static QueryRunner *
+runner_for_session(text *name_text)
+{
+	char	   *name = text_to_cstring(name_text);
+	QueryInfo  *q = catalog_get_query(name, false);
+
+	catalog_check_owner(q->owner, "query", name);
+	if (q->desired_running)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("query \"%s\" is running in a background worker", name),
+				 errhint("Stop it first with streamwin.stop_query('%s').", name)));
+	(void) runner_settings_changed(q);
+	return runner_get(q->query_id, false);
+}
+
+/*
+ * streamwin.run_batch(name) RETURNS jsonb: one micro-batch in this session,
+ * in the caller's transaction.
+ */
+Datum
+streamwin_run_batch(PG_FUNCTION_ARGS)
+{
+	QueryRunner *r = runner_for_session(PG_GETARG_TEXT_PP(0));
+	BatchStats	stats;
+
+	batch_execute(r, 5000, SESSION_FETCH_LINGER_MS, &stats);
+	PG_RETURN_JSONB_P(batch_stats_jsonb(r, &stats));
+}
+
+/* What run_to_end did, over all its batches. */
+typedef struct RunTotals
+{
+	int64		batches;
+	int64		input;
+	int64		late;
+	int64		dups;
+	int64		dead;
+	bool		has_wm;
+	TimestampTz wm;
+} RunTotals;
+
+/*
+ * Batches until every partition is at targets, adding them up into t.
+ * With commit_each, each batch commits as it ends, as in a worker.
+ */
+static void
+run_batches(QueryRunner *r, const SourcePosition *targets, bool commit_each, RunTotals *t)
+{
+	SourceReader *rd = r->reader;
+	int			idle_rounds = 0;
+	BatchStats	stats;
+
+	for (;;)
+	{
+		bool		done = true;
+
+		CHECK_FOR_INTERRUPTS();
+		if (commit_each)
+			PushActiveSnapshot(GetTransactionSnapshot());
+		batch_execute(r, 1000, SESSION_FETCH_LINGER_MS, &stats);
+		if (commit_each)
+		{
+			PopActiveSnapshot();
+			SPI_commit();
+		}
+		if (stats.batch_id != 0)
+		{
+			t->batches++;
+			t->has_wm = stats.has_watermark;
+			t->wm = stats.watermark;
+		}
+		t->input += stats.input_rows;
+		t->late += stats.late_rows;
+		t->dups += stats.duplicates;
+		t->dead += stats.dead_letters;
+
+		for (int i = 0; i < rd->nparts; i++)
+			if (SOURCE_POSITION_BEFORE(rd->parts[i].next, targets[i]))
+				done = false;
+		if (done)
+			return;
+		/* the source reported more than it delivers (e.g. compacted away) */
+		idle_rounds = stats.input_rows == 0 ? idle_rounds + 1 : 0;
+		if (idle_rounds >= 10)
+			ereport(ERROR,
+					(errcode(ERRCODE_CONNECTION_FAILURE),
+					 errmsg("source of query \"%s\" delivered no messages for 10 seconds before reaching the end it reported",
+							r->query->name),
+					 rd->ops->last_error && rd->ops->last_error(rd) ?
+					 errdetail("Last error from the source: %s", rd->ops->last_error(rd)) : 0,
+					 errhint("Check that the brokers are reachable, then try again.")));
+	}
+}
+
+/*
+ * Run batches until the query has processed everything its source held when
+ * this began (Spark's availableNow), and return the totals as jsonb.  With
+ * commit_each, each batch commits as it ends, as in a worker (the caller is
+ * a procedure with a non-atomic SPI connection); otherwise all run in the
+ * caller's transaction.
+ */
+static Jsonb *
+run_to_end(QueryRunner *r, bool commit_each)
+{
+	SourceReader *rd = r->reader;
+	SourcePosition *targets;
+	RunTotals	t;
+	StringInfoData buf;
+
+	memset(&t, 0, sizeof(t));
+	/* in the runner's context: the caller's may not outlive a commit */
+	targets = MemoryContextAlloc(r->cxt, sizeof(SourcePosition) * rd->nparts);
+	rd->ops->end_positions(rd, targets);
+
+	/*
+	 * The batches follow one another at once: the reader may keep what it
+	 * read ahead for the next (a table source its decoding context),
+	 * released here at the end, or by the abort on an error.
+	 */
+	rd->fetch_again = true;
+	PG_TRY();
+	{
+		run_batches(r, targets, commit_each, &t);
+	}
+	PG_FINALLY();
+	{
+		rd->fetch_again = false;
+		pfree(targets);
+	}
+	PG_END_TRY();
+	if (rd->ops->release)
+		rd->ops->release(rd);
+
+	initStringInfo(&buf);
+	appendStringInfo(&buf, "{\"batches\": " INT64_FORMAT ", \"input_rows\": " INT64_FORMAT
+					 ", \"late_rows_dropped\": " INT64_FORMAT ", \"duplicates_dropped\": " INT64_FORMAT
+					 ", \"dead_letters\": " INT64_FORMAT,
+					 t.batches, t.input, t.late, t.dups, t.dead);
+	json_append_timestamp(&buf, "watermark", t.has_wm, t.wm);
+	appendStringInfo(&buf, ", \"offsets\": %s}", offsets_json(r));
+	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data)));
+}
+
+/*
+ * streamwin.run_available(name) RETURNS jsonb: Spark's availableNow, all in
+ * the caller's transaction.
+ */
+Datum
+streamwin_run_available(PG_FUNCTION_ARGS)
+{
+	QueryRunner *r = runner_for_session(PG_GETARG_TEXT_PP(0));
+
+	PG_RETURN_JSONB_P(run_to_end(r, false));
+}
+
+/*
+ * CALL streamwin.catch_up(name, INOUT totals jsonb): the same, but each batch
+ * commits as it ends, as in a worker, so that a large backlog is not one
+ * long transaction (which holds back vacuum everywhere, and whose failure
+ * undoes everything).  A batch that fails leaves those before it committed.
+ */
+Datum
+streamwin_catch_up(PG_FUNCTION_ARGS)
+{
+	QueryRunner *r;
+	Jsonb	   *totals;
+	MemoryContext caller = CurrentMemoryContext;
+	TupleDesc	desc;
+	HeapTuple	result;
+	Datum		value;
+	bool		isnull = false;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("the query name must not be NULL")));
+	if (fcinfo->context == NULL || !IsA(fcinfo->context, CallContext) ||
+		castNode(CallContext, fcinfo->context)->atomic)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TRANSACTION_TERMINATION),
+				 errmsg("streamwin.catch_up() commits each batch, so it must be called with CALL outside a transaction block"),
+				 errhint("To run every batch in your transaction, use SELECT streamwin.run_available('%s').",
+						 text_to_cstring(PG_GETARG_TEXT_PP(0)))));
+	r = runner_for_session(PG_GETARG_TEXT_PP(0));
+	if (SPI_connect_ext(SPI_OPT_NONATOMIC) != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect_ext failed");
+	totals = run_to_end(r, true);
+	/*
+	 * A procedure returns its output arguments as a record; built in the
+	 * caller's context, which outlives SPI's and the commits.
+	 */
+	MemoryContextSwitchTo(caller);
+	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "streamwin.catch_up() must have an output argument");
+	value = JsonbPGetDatum((Jsonb *) PG_DETOAST_DATUM_COPY(JsonbPGetDatum(totals)));
+	result = heap_form_tuple(BlessTupleDesc(desc), &value, &isnull);
+	SPI_finish();
+	PG_RETURN_DATUM(HeapTupleGetDatum(result));
+}

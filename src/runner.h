@@ -1,0 +1,70 @@
+/*-------------------------------------------------------------------------
+ *
+ * runner.h
+ *	  What a backend keeps between batches of one query: the query, its
+ *	  source's reader and decoder, and its prepared statements (runner.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef STREAMWIN_RUNNER_H
+#define STREAMWIN_RUNNER_H
+
+#include "executor/spi.h"
+
+#include "batch_input.h"
+#include "source.h"
+#include "statements.h"
+#include "streamwin.h"
+
+/*
+ * One query's runner, in its own memory context under TopMemoryContext.
+ * A worker has one; a session one per query it runs batches of.
+ */
+typedef struct QueryRunner
+{
+	int32		query_id;
+	MemoryContext cxt;
+	MemoryContext batch_cxt;	/* reset at the start of every batch */
+	QueryInfo  *query;
+	SourceReader *reader;
+	RowDecoder *decoder;
+	SPIPlanPtr	plans[NUM_STATEMENTS];
+	int			insert_variants_paused; /* batches left without them */
+	TimestampTz last_checkpoint_at; /* by this runner; 0: none yet */
+	bool		in_worker;		/* run by the query's background worker */
+} QueryRunner;
+
+/*
+ * runner_get
+ *		The runner of a query in this backend, created on first use: loads
+ *		the query, opens its source's reader, prepares its statements and
+ *		decoder.  Must be called inside a transaction.
+ */
+extern QueryRunner *runner_get(int32 query_id, bool in_worker);
+
+/* Drop a query's runner (after drop_query, an error, or when a worker exits). */
+extern void runner_forget(int32 query_id);
+
+/*
+ * If this backend's runner of q was built with other settings than q has
+ * now (alter_query changed them), forget it; returns whether it did.
+ */
+extern bool runner_settings_changed(const QueryInfo *q);
+
+/*
+ * runner_run
+ *		Execute statement s as the query's owner, with args (NULL: none).
+ *		input: the batch's rows, which the source's view returns meanwhile,
+ *		or NULL.  Returns SPI_processed.  Inside SPI.
+ */
+extern uint64 runner_run(QueryRunner *r, QueryStatement s, BatchInput *input, Datum *args);
+
+/*
+ * runner_run_writing
+ *		Run statement s, which writes result rows, through its insert
+ *		variant where it may (see runner.c), else as runner_run.
+ */
+extern void runner_run_writing(QueryRunner *r, QueryStatement s, BatchInput *input,
+							   Datum *args, bool replay);
+
+#endif							/* STREAMWIN_RUNNER_H */

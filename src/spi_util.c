@@ -1,0 +1,146 @@
+/*-------------------------------------------------------------------------
+ *
+ * spi_util.c
+ *	  Small helpers every part of streamwin uses (see spi_util.h).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "utils/builtins.h"
+#include "utils/json.h"
+#include "utils/timestamp.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/regproc.h"
+#include "utils/resowner.h"
+#include "utils/ruleutils.h"
+#include "utils/varlena.h"
+
+#include "spi_util.h"
+
+ErrorData *
+run_in_subtransaction(void (*fn) (void *arg), void *arg)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	ErrorData  *volatile edata = NULL;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		fn(arg);
+		ReleaseCurrentSubTransaction();
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(cxt);
+	CurrentResourceOwner = owner;
+	return edata;
+}
+
+void
+role_switch_enter(RoleSwitch *save, Oid role)
+{
+	GetUserIdAndSecContext(&save->saved_userid, &save->saved_sec_context);
+	SetUserIdAndSecContext(role, save->saved_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+}
+
+void
+role_switch_leave(RoleSwitch *save)
+{
+	SetUserIdAndSecContext(save->saved_userid, save->saved_sec_context);
+}
+
+void
+spi_run(const char *sql)
+{
+	int			rc = SPI_execute(sql, false, 0);
+
+	if (rc < 0)
+		elog(ERROR, "streamwin: statement failed (%s): %s", SPI_result_code_string(rc), sql);
+}
+
+char *
+qualified_relname(Oid relid)
+{
+	char	   *name = get_rel_name(relid);
+
+	if (name == NULL)
+		elog(ERROR, "streamwin: relation with OID %u does not exist", relid);
+	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)), name);
+}
+
+char *
+quote_name_text(const char *name)
+{
+	RangeVar   *rv = makeRangeVarFromNameList(stringToQualifiedNameList(name));
+
+	return rv->schemaname ? quote_qualified_identifier(rv->schemaname, rv->relname)
+		: pstrdup(quote_identifier(rv->relname));
+}
+
+/* Pin search_path to pg_catalog until pop_search_path(level). */
+static int
+push_catalog_search_path(void)
+{
+	int			level = NewGUCNestLevel();
+
+	(void) set_config_option("search_path", "pg_catalog", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	return level;
+}
+
+char *
+deparse_query_qualified(Query *query)
+{
+	int			level = push_catalog_search_path();
+	char	   *sql = pg_get_querydef(query, false);
+
+	AtEOXact_GUC(true, level);
+	return sql;
+}
+
+char *
+deparse_expr_qualified(Node *expr, List *dpcontext)
+{
+	int			level = push_catalog_search_path();
+	char	   *sql = deparse_expression(expr, dpcontext, false, false);
+
+	AtEOXact_GUC(true, level);
+	return sql;
+}
+
+void
+tuple_from_body(HeapTuple tuple, const char *body, size_t len)
+{
+	tuple->t_data = (HeapTupleHeader) body;
+	tuple->t_len = (uint32) len;
+	ItemPointerSetInvalid(&tuple->t_self);
+	tuple->t_tableOid = InvalidOid;
+}
+
+void
+json_append_timestamp(StringInfo buf, const char *key, bool has, TimestampTz ts)
+{
+	appendStringInfo(buf, ", \"%s\": ", key);
+	if (!has)
+		appendStringInfoString(buf, "null");
+	else
+		escape_json(buf, DatumGetCString(DirectFunctionCall1(timestamptz_out,
+															 TimestampTzGetDatum(ts))));
+}

@@ -1,0 +1,73 @@
+/*-------------------------------------------------------------------------
+ *
+ * spi_util.h
+ *	  Small helpers every part of streamwin uses: subtransactions, running
+ *	  as another role, qualified names, deparsing, rows as tuples.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef STREAMWIN_SPI_UTIL_H
+#define STREAMWIN_SPI_UTIL_H
+
+#include "access/htup.h"
+#include "datatype/timestamp.h"
+#include "lib/stringinfo.h"
+#include "nodes/parsenodes.h"
+#include "utils/elog.h"
+
+/*
+ * run_in_subtransaction
+ *		Run fn(arg) in a subtransaction of its own.  Returns NULL if it
+ *		succeeded.  Otherwise the subtransaction is rolled back (whatever the
+ *		error: it ends where it began) and the error is returned, copied into
+ *		the caller's memory context, for the caller to handle or to rethrow
+ *		with ReThrowError().
+ */
+extern ErrorData *run_in_subtransaction(void (*fn) (void *arg), void *arg);
+
+/*
+ * RoleSwitch: run the statements between role_switch_enter and
+ * role_switch_leave as another role (the query's owner, the extension's
+ * owner), with SECURITY_LOCAL_USERID_CHANGE so that SET ROLE cannot undo
+ * it.  An error in between needs no role_switch_leave: (sub)transaction
+ * abort restores the user id.
+ */
+typedef struct RoleSwitch
+{
+	Oid			saved_userid;
+	int			saved_sec_context;
+} RoleSwitch;
+
+extern void role_switch_enter(RoleSwitch *save, Oid role);
+extern void role_switch_leave(RoleSwitch *save);
+
+/* Execute one SQL statement through SPI; any failure is an error. */
+extern void spi_run(const char *sql);
+
+/* "schema"."name" of a relation, quoted for SQL */
+extern char *qualified_relname(Oid relid);
+
+/*
+ * A possibly schema-qualified name as a user wrote it ('s.t', 'MyTable'),
+ * quoted for SQL, resolved the way PostgreSQL resolves identifiers.
+ */
+extern char *quote_name_text(const char *name);
+
+/*
+ * Deparse a query or an expression with only pg_catalog in search_path, so
+ * that every other name comes out schema-qualified and the text means the
+ * same in any session.  dpcontext as from deparse_context_for().
+ */
+extern char *deparse_query_qualified(Query *query);
+extern char *deparse_expr_qualified(Node *expr, List *dpcontext);
+
+/*
+ * A heap tuple header of `len` bytes (a table source's row, as the output
+ * plugin copied it) seen as a HeapTuple: fills *tuple, copies nothing.
+ */
+extern void tuple_from_body(HeapTuple tuple, const char *body, size_t len);
+
+/* Append ', "key": "timestamp"' (or null unless has) to a JSON object. */
+extern void json_append_timestamp(StringInfo buf, const char *key, bool has, TimestampTz ts);
+
+#endif							/* STREAMWIN_SPI_UTIL_H */

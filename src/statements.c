@@ -1,0 +1,76 @@
+/*-------------------------------------------------------------------------
+ *
+ * statements.c
+ *	  The table of compiled statements (see statements.h).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "utils/json.h"
+
+#include "options.h"
+#include "statements.h"
+
+typedef struct StatementSpec
+{
+	const char *key;			/* in query_catalog.plan */
+	int			nargs;
+	Oid			argtype;		/* of $1, when nargs = 1 */
+} StatementSpec;
+
+static const StatementSpec specs[NUM_STATEMENTS] = {
+	[STMT_BATCH] = {"batch_sql", 0, InvalidOid},
+	[STMT_BATCH_INSERT] = {"batch_insert_sql", 0, InvalidOid},
+	[STMT_CLOSE] = {"close_sql", 1, TIMESTAMPTZOID},
+	[STMT_CLOSE_INSERT] = {"close_insert_sql", 1, TIMESTAMPTZOID},
+	[STMT_CLEAR] = {"clear_sql", 0, InvalidOid},
+	[STMT_REFRESH] = {"refresh_sql", 0, InvalidOid},
+	[STMT_STATE_COUNT] = {"state_count_sql", 0, InvalidOid},
+	[STMT_DEDUP] = {"dedup_sql", 0, InvalidOid},
+	[STMT_DEDUP_EVICT] = {"dedup_evict_sql", 1, TIMESTAMPTZOID},
+};
+
+void
+plan_add_statement(StringInfo plan, QueryStatement s, const char *sql)
+{
+	appendStringInfo(plan, ", \"%s\": ", specs[s].key);
+	escape_json(plan, sql);
+}
+
+void
+plan_read_statements(Jsonb *plan, char **sql)
+{
+	for (int s = 0; s < NUM_STATEMENTS; s++)
+		sql[s] = jsonb_get_text(plan, specs[s].key);
+}
+
+void
+statements_prepare(char *const *sql, SPIPlanPtr *plans)
+{
+	for (int s = 0; s < NUM_STATEMENTS; s++)
+	{
+		Oid			argtype = specs[s].argtype;
+
+		plans[s] = NULL;
+		if (sql[s] == NULL)
+			continue;
+		plans[s] = SPI_prepare(sql[s], specs[s].nargs, &argtype);
+		if (plans[s] == NULL)
+			elog(ERROR, "streamwin: could not prepare \"%s\": %s", sql[s],
+				 SPI_result_code_string(SPI_result));
+		SPI_keepplan(plans[s]);
+	}
+}
+
+void
+statements_free(SPIPlanPtr *plans)
+{
+	for (int s = 0; s < NUM_STATEMENTS; s++)
+	{
+		if (plans[s] != NULL)
+			SPI_freeplan(plans[s]);
+		plans[s] = NULL;
+	}
+}

@@ -1,0 +1,54 @@
+/*-------------------------------------------------------------------------
+ *
+ * statements.h
+ *	  The SQL statements a compiled query runs in its batches, described
+ *	  once: create_query writes them into query_catalog.plan under their
+ *	  keys, catalog.c reads them into QueryInfo.sql[], and a runner
+ *	  prepares them with their argument types (statements.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef STREAMWIN_STATEMENTS_H
+#define STREAMWIN_STATEMENTS_H
+
+#include "executor/spi.h"
+#include "lib/stringinfo.h"
+#include "utils/jsonb.h"
+
+typedef enum QueryStatement
+{
+	STMT_BATCH,					/* over the batch's rows: merge partial
+								 * aggregates into the state (and, in update
+								 * mode, upsert results), or append a
+								 * transform's rows */
+	STMT_BATCH_INSERT,			/* its insert variant, or absent */
+	STMT_CLOSE,					/* $1 watermark: emit and evict closed
+								 * windows (append), or evict them (update) */
+	STMT_CLOSE_INSERT,			/* its insert variant, or absent */
+	STMT_CLEAR,					/* complete mode: empty the result ... */
+	STMT_REFRESH,				/* ... and write it anew from the state */
+	STMT_STATE_COUNT,			/* how many rows the state holds */
+	STMT_DEDUP,					/* insert the first occurrence of each new
+								 * dedup key, return its position in the
+								 * batch */
+	STMT_DEDUP_EVICT,			/* $1 watermark: forget keys it passed */
+	NUM_STATEMENTS
+} QueryStatement;
+
+/*
+ * Insert variants (see run_insert_variant in runner.c): the statement a
+ * variant stands in for.
+ */
+#define STATEMENT_HAS_VARIANT(s) ((s) == STMT_BATCH || (s) == STMT_CLOSE)
+
+/* Append statement s (sql) to a plan being written as a JSON object. */
+extern void plan_add_statement(StringInfo plan, QueryStatement s, const char *sql);
+
+/* Read every statement of a plan into sql[] (NULL where absent). */
+extern void plan_read_statements(Jsonb *plan, char **sql);
+
+/* Prepare and keep every statement of sql[] (NULL stays NULL); inside SPI. */
+extern void statements_prepare(char *const *sql, SPIPlanPtr *plans);
+extern void statements_free(SPIPlanPtr *plans);
+
+#endif							/* STREAMWIN_STATEMENTS_H */

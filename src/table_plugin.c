@@ -1,0 +1,417 @@
+/*-------------------------------------------------------------------------
+ *
+ * table_plugin.c
+ *	  streamwin's logical decoding output plugin, driven only by
+ *	  table_fetch() in the same backend (see table_source_int.h), and the
+ *	  spool of a transaction larger than a batch.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/detoast.h"
+#include "access/heaptoast.h"
+#include "access/htup_details.h"
+#include "access/xact.h"
+#include "access/xlog.h"
+#include "access/xlog_internal.h"
+#include "access/xlogutils.h"
+#include "catalog/catalog.h"
+#include "catalog/pg_class.h"
+#include "miscadmin.h"
+#include "replication/decode.h"
+#include "replication/logical.h"
+#include "replication/output_plugin.h"
+#include "replication/slot.h"
+#include "storage/lmgr.h"
+#include "storage/lock.h"
+#include "storage/standby.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/elog.h"
+#include "utils/guc.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/resowner.h"
+#include "utils/rel.h"
+#include "utils/timestamp.h"
+#include "utils/tuplestore.h"
+#include "executor/tuptable.h"
+
+#include "streamwin.h"
+#include "table_source_int.h"
+
+/* Output plugin entry point: the library is loaded by slot name "streamwin". */
+extern PGDLLEXPORT void _PG_output_plugin_init(OutputPluginCallbacks *cb);
+
+FetchState *active_fetch = NULL;
+Spool	   *spool = NULL;
+
+/* Count an update (0), delete (1) or truncate (2) seen after the cut. */
+static void
+spool_count(FetchState *st, int kind)
+{
+	int64		after = st->txn_index - 1;
+
+	if (spool->nchanges == 0 || spool->changes[spool->nchanges - 1].after != after)
+	{
+		if (spool->nchanges == spool->maxchanges)
+		{
+			spool->maxchanges = Max(spool->maxchanges * 2, 16);
+			spool->changes = spool->changes == NULL ?
+				MemoryContextAlloc(spool->cxt, sizeof(*spool->changes) * spool->maxchanges) :
+				repalloc(spool->changes, sizeof(*spool->changes) * spool->maxchanges);
+		}
+		memset(&spool->changes[spool->nchanges], 0, sizeof(*spool->changes));
+		spool->changes[spool->nchanges++].after = after;
+	}
+	spool->changes[spool->nchanges - 1].n[kind]++;
+}
+
+void
+spool_discard(void)
+{
+	Spool	   *sp = spool;
+
+	if (sp == NULL)
+		return;
+	spool = NULL;
+	tuplestore_end(sp->rows);
+	MemoryContextDelete(sp->cxt);
+}
+
+/*
+ * PostgreSQL logs (at LOG) the start of every decoding session: "starting
+ * logical decoding for slot", "found consistent point".  For a walsender
+ * that is once per connection; a query worker starts one per batch, which
+ * would fill the server log.  While this backend decodes for a batch, those
+ * LOG messages are kept out of the log; warnings and errors are not.
+ */
+bool		quiet_decoding = false;
+static emit_log_hook_type prev_emit_log_hook = NULL;
+
+static void
+quiet_decoding_hook(ErrorData *edata)
+{
+	if (quiet_decoding && edata->elevel == LOG)
+		edata->output_to_server = false;
+	if (prev_emit_log_hook)
+		prev_emit_log_hook(edata);
+}
+
+void
+table_source_init(void)
+{
+	prev_emit_log_hook = emit_log_hook;
+	emit_log_hook = quiet_decoding_hook;
+}
+
+static void
+plugin_startup(LogicalDecodingContext *ctx, OutputPluginOptions *opt, bool is_init)
+{
+	opt->output_type = OUTPUT_PLUGIN_BINARY_OUTPUT;
+	opt->receive_rewrites = false;
+	if (!is_init && active_fetch == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("replication slot \"%s\" belongs to a streamwin table source",
+						NameStr(ctx->slot->data.name)),
+				 errdetail("Only streamwin reads it, so that its position stays where the queries need it."),
+				 errhint("Create a slot of your own with another output plugin.")));
+}
+
+static void
+plugin_begin(LogicalDecodingContext *ctx, ReorderBufferTXN *txn)
+{
+	if (active_fetch != NULL)
+		active_fetch->txn_index = 0;
+}
+
+/* Is this transaction's first part already processed (a restart inside it)? */
+static bool
+txn_resumed(FetchState *st, ReorderBufferTXN *txn)
+{
+	return txn->final_lsn == st->start.lsn && st->start.index > 0;
+}
+
+/*
+ * Should an ignored change (update, delete, truncate) be counted in this
+ * pass?  Not in a replay, which reproduces a recorded batch.  In a
+ * transaction resumed at insert n, the batch that stopped there read every
+ * change up to that insert and counted them; so count only what comes
+ * after it, that is once this pass has seen inserts 0..n (txn_index > n).
+ */
+static bool
+count_ignored(FetchState *st, ReorderBufferTXN *txn)
+{
+	return st->upto == NULL &&
+		(!txn_resumed(st, txn) || st->txn_index > st->start.index);
+}
+
+/* Build the map from the table's row type, as of this change, to the source's. */
+static void
+build_map(FetchState *st, TupleDesc from)
+{
+	MemoryContext old = MemoryContextSwitchTo(st->cxt);
+
+	st->map_from = from;
+	st->src_natts = from->natts;
+	st->src_values = palloc(sizeof(Datum) * Max(from->natts, 1));
+	st->src_nulls = palloc(sizeof(bool) * Max(from->natts, 1));
+	st->map_identity = from->natts == st->desc->natts;
+	for (int i = 0; i < st->desc->natts; i++)
+	{
+		Form_pg_attribute want = TupleDescAttr(st->desc, i);
+
+		st->map[i] = -1;
+		for (int a = 0; a < from->natts; a++)
+		{
+			Form_pg_attribute have = TupleDescAttr(from, a);
+
+			if (have->attisdropped || strcmp(NameStr(have->attname), NameStr(want->attname)) != 0)
+				continue;
+			if (have->atttypid != want->atttypid)
+				ereport(ERROR,
+						(errcode(ERRCODE_DATATYPE_MISMATCH),
+						 errmsg("column \"%s\" of table \"%s\" changed type from %s to %s",
+								NameStr(want->attname), get_rel_name(st->table),
+								format_type_be(want->atttypid), format_type_be(have->atttypid)),
+						 errdetail("A table source delivers rows in the column types it was created with."),
+						 errhint("Create a new source for the table, and queries over it.")));
+			st->map[i] = a;
+			break;
+		}
+		if (st->map[i] != i)
+			st->map_identity = false;
+	}
+	MemoryContextSwitchTo(old);
+}
+
+/* One inserted row in the source's row type, in the current memory context. */
+static HeapTuple
+form_row(FetchState *st, Relation rel, HeapTuple tuple)
+{
+	TupleDesc	from = RelationGetDescr(rel);
+	HeapTuple	row;
+
+	if (from != st->map_from)
+		build_map(st, from);
+	if (st->map_identity && !HeapTupleHasExternal(tuple))
+		row = heap_copytuple(tuple);	/* same layout: one copy */
+	else
+	{
+		heap_deform_tuple(tuple, from, st->src_values, st->src_nulls);
+		for (int i = 0; i < st->desc->natts; i++)
+		{
+			int			a = st->map[i];
+			Form_pg_attribute att = TupleDescAttr(st->desc, i);
+
+			st->nulls[i] = a < 0 || st->src_nulls[a];
+			if (st->nulls[i])
+				continue;
+			st->values[i] = st->src_values[a];
+			/* toasted values point into the reorder buffer: take copies */
+			if (att->attlen == -1 && VARATT_IS_EXTERNAL(DatumGetPointer(st->values[i])))
+				st->values[i] = PointerGetDatum(detoast_external_attr((struct varlena *)
+																	  DatumGetPointer(st->values[i])));
+		}
+		row = heap_form_tuple(st->desc, st->values, st->nulls);
+	}
+	return row;
+}
+
+/* Append a row (in st->cxt) to the fetch. */
+void
+append_row(FetchState *st, HeapTuple row, XLogRecPtr lsn, int64 index, TimestampTz commit_time)
+{
+	TableFetch *out = st->out;
+	SourceRow  *m;
+
+	if (out->nrows == st->capacity)
+	{
+		st->capacity = Max(st->capacity * 2, 1024);
+		out->rows = repalloc_huge(out->rows, sizeof(SourceRow) * st->capacity);
+	}
+	m = &out->rows[out->nrows++];
+	memset(m, 0, sizeof(SourceRow));
+	m->payload = (const char *) row->t_data;
+	m->len = row->t_len;
+	m->offset = (int64) lsn;
+	m->partition = (int32) Min(index, PG_INT32_MAX);
+	m->has_timestamp = true;
+	m->timestamp = commit_time;
+}
+
+/* Append one inserted row to the fetch, in the source's row type. */
+static void
+take_row(FetchState *st, ReorderBufferTXN *txn, Relation rel, HeapTuple tuple, int64 index)
+{
+	MemoryContext old = MemoryContextSwitchTo(st->cxt);
+
+	append_row(st, form_row(st, rel, tuple), txn->final_lsn, index, txn->xact_time.commit_time);
+	MemoryContextSwitchTo(old);
+}
+
+/* Put one inserted row of the transaction being cut into the spool. */
+static void
+spool_row(FetchState *st, ReorderBufferTXN *txn, Relation rel, HeapTuple tuple, int64 index)
+{
+	MemoryContext old;
+	HeapTuple	row;
+
+	if (spool == NULL)
+	{
+		MemoryContext cxt = AllocSetContextCreate(TopMemoryContext, "streamwin spool",
+												  ALLOCSET_DEFAULT_SIZES);
+
+		old = MemoryContextSwitchTo(cxt);
+		spool = palloc0(sizeof(Spool));
+		spool->cxt = cxt;
+		strlcpy(spool->slot_name, NameStr(MyReplicationSlot->data.name), NAMEDATALEN);
+		spool->table = st->table;
+		spool->txn_lsn = txn->final_lsn;
+		spool->next_index = index;
+		spool->commit_time = txn->xact_time.commit_time;
+		/* read by later transactions of this backend */
+		spool->rows = tuplestore_begin_heap(false, true, work_mem);
+		MemoryContextSwitchTo(old);
+	}
+	old = MemoryContextSwitchTo(st->cxt);
+	row = form_row(st, rel, tuple);
+	tuplestore_puttuple(spool->rows, row);
+	spool->left++;
+	heap_freetuple(row);
+	MemoryContextSwitchTo(old);
+}
+
+static void
+plugin_change(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, Relation rel,
+			  ReorderBufferChange *change)
+{
+	FetchState *st = active_fetch;
+	int64		index;
+
+	if (st == NULL || RelationGetRelid(rel) != st->table)
+		return;
+	if (change->action == REORDER_BUFFER_CHANGE_UPDATE ||
+		change->action == REORDER_BUFFER_CHANGE_DELETE)
+	{
+		if (st->spooling)
+			spool_count(st, change->action == REORDER_BUFFER_CHANGE_UPDATE ? 0 : 1);
+		else if (count_ignored(st, txn))
+		{
+			if (change->action == REORDER_BUFFER_CHANGE_UPDATE)
+				st->out->ignored_updates++;
+			else
+				st->out->ignored_deletes++;
+		}
+		return;
+	}
+	if (change->action != REORDER_BUFFER_CHANGE_INSERT || change->data.tp.newtuple == NULL)
+		return;
+
+	index = st->txn_index++;
+	if (txn->final_lsn == st->start.lsn && index < st->start.index)
+		return;					/* processed by an earlier batch */
+	if (st->upto != NULL &&
+		(txn->final_lsn > st->upto->lsn ||
+		 (txn->final_lsn == st->upto->lsn && index >= st->upto->index)))
+		return;					/* a replay stops where the batch stopped */
+	if (st->spooling)
+	{
+		spool_row(st, txn, rel, &change->data.tp.newtuple->tuple, index);
+		return;
+	}
+	if (st->out->nrows >= st->max_records && st->may_keep && st->upto == NULL)
+	{
+		/* the rest of this transaction goes to the spool, for the next batches */
+		spool_discard();
+		st->spooling = true;
+		spool_row(st, txn, rel, &change->data.tp.newtuple->tuple, index);
+		return;
+	}
+	if (st->out->nrows >= st->max_records)
+	{
+		/*
+		 * The rest of this transaction goes to the next batch.  Stop the
+		 * decoding here rather than let it replay the rest of a possibly
+		 * huge transaction (from its spill files) only to skip it: an error
+		 * is the one way out of the reorder buffer's replay, which cleans
+		 * up after itself; decode_pass catches exactly this one.
+		 */
+		st->out->end.lsn = txn->final_lsn;
+		st->out->end.index = index;
+		st->stopping = true;
+		ereport(ERROR,
+				(errcode(ERRCODE_TABLE_BATCH_FULL),
+				 errmsg("streamwin batch is full")));
+	}
+	take_row(st, txn, rel, &change->data.tp.newtuple->tuple, index);
+}
+
+static void
+plugin_truncate(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, int nrelations,
+				Relation relations[], ReorderBufferChange *change)
+{
+	FetchState *st = active_fetch;
+
+	if (st == NULL || (!st->spooling && !count_ignored(st, txn)))
+		return;
+	for (int i = 0; i < nrelations; i++)
+		if (RelationGetRelid(relations[i]) == st->table)
+		{
+			if (st->spooling)
+				spool_count(st, 2);
+			else
+				st->out->ignored_truncates++;
+		}
+}
+
+static void
+plugin_commit(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, XLogRecPtr commit_lsn)
+{
+	FetchState *st = active_fetch;
+
+	if (st == NULL || st->upto != NULL)
+		return;
+	if (st->spooling)
+	{
+		/* this batch ends at the first spooled row */
+		st->done = true;
+		st->out->end.lsn = spool->txn_lsn;
+		st->out->end.index = spool->next_index;
+		spool->after.lsn = commit_lsn + 1;
+		spool->after.index = 0;
+		return;
+	}
+	if (st->out->nrows >= st->max_records)
+	{
+		st->done = true;
+		st->out->end.lsn = commit_lsn + 1;
+		st->out->end.index = 0;
+	}
+}
+
+void
+_PG_output_plugin_init(OutputPluginCallbacks *cb)
+{
+	cb->startup_cb = plugin_startup;
+	cb->begin_cb = plugin_begin;
+	cb->change_cb = plugin_change;
+	cb->truncate_cb = plugin_truncate;
+	cb->commit_cb = plugin_commit;
+}
+
+/* The plugin never writes output; these exist because the API wants them. */
+void
+no_prepare_write(LogicalDecodingContext *ctx, XLogRecPtr lsn, TransactionId xid, bool last_write)
+{
+	elog(ERROR, "streamwin's output plugin does not produce output");
+}
+
+void
+no_write(LogicalDecodingContext *ctx, XLogRecPtr lsn, TransactionId xid, bool last_write)
+{
+	elog(ERROR, "streamwin's output plugin does not produce output");
+}

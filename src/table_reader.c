@@ -1,0 +1,541 @@
+/*-------------------------------------------------------------------------
+ *
+ * table_reader.c
+ *	  Table sources: create_table_source, and their SourceOps, the reader a
+ *	  query uses (over the decoding of table_source.h).
+ *
+ * A table source has one partition, its commit order, whose position is
+ * (commit LSN, rows of that transaction already processed); see
+ * table_source.h.  Every fetch decodes from the stored position (or goes
+ * on in a decoding context kept from the fetch before), so a reader keeps
+ * nothing else between batches.  The slot is confirmed as far as every
+ * query of the source allows, from committed positions only, so a batch
+ * that fails cannot have released what it needs.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/relation.h"
+#include "access/xlog.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
+#include "utils/pg_lsn.h"
+#include "utils/rel.h"
+#include "utils/timestamp.h"
+
+#include "catalog.h"
+#include "options.h"
+#include "source.h"
+#include "spi_util.h"
+#include "table_source.h"
+
+PG_FUNCTION_INFO_V1(streamwin_create_table_source);
+
+typedef struct TableReader
+{
+	bool		at_end;			/* the last fetch read everything committed */
+	XLogRecPtr	end_of_wal;		/* the WAL position it read up to */
+	int64		ignored[3];		/* updates, deletes, truncates it ignored */
+	TimestampTz idle_stored_at; /* last store of a position moved without rows */
+} TableReader;
+
+#define TR(rd) ((TableReader *) (rd)->private)
+
+/* --- at the catalog's pace ---------------------------------------------- */
+
+/* Its rows come from the WAL: the query's owner must be able to read the table. */
+static void
+table_check_query(SourceInfo *src)
+{
+	table_source_check_relation(src->source_table);
+}
+
+/*
+ * A new query starts now ('latest') or at the oldest change its slot holds
+ * ('earliest'); resolved at creation, under a lock that keeps other
+ * queries' batches from confirming the slot past it until the creation
+ * commits (source_hold_start).
+ */
+static bool
+table_query_start(SourceInfo *src, int64 *start)
+{
+	source_hold_start(src->source_id);
+	*start = (int64) (src->starting_offset == START_LATEST ? GetXLogInsertRecPtr() :
+					  source_slot_confirmed(src->slot_name));
+	return true;
+}
+
+/* The slot goes when the drop commits: nothing is left holding WAL. */
+static void
+table_dropped(SourceInfo *src)
+{
+	source_slot_drop_at_commit(src->slot_name);
+}
+
+/*
+ * If no query reads the source any more, let its slot move to the end of
+ * the WAL, so that nothing holds WAL for queries that are gone (the next
+ * query created on the source then starts from there).  Not while a
+ * backend holds the slot: drop_query's transaction holds the query's
+ * batch lock, which the exiting worker's last batch may wait for, so
+ * waiting here for the slot could deadlock; that worker does this itself
+ * when it exits.
+ */
+static void
+table_query_gone(SourceInfo *src)
+{
+	Oid			types[1] = {INT4OID};
+	Datum		args[1] = {Int32GetDatum(src->source_id)};
+
+	SPI_connect();
+	catalog_exec("SELECT 1 FROM streamwin.source_catalog s WHERE s.source_id = $1 "
+				 "AND NOT EXISTS (SELECT 1 FROM streamwin.query_catalog q WHERE q.source_id = $1)",
+				 1, types, args, NULL, 1);
+	if (SPI_processed == 1 && !source_slot_in_use(src->slot_name))
+		source_slot_advance(src->slot_name, src->source_id);
+	SPI_finish();
+}
+
+/* --- a query's reader ---------------------------------------------------- */
+
+/*
+ * The rows of a table source come from the WAL, not through the executor,
+ * so the table's SELECT privilege is checked here, for the query's owner.
+ */
+static void
+table_open(SourceReader *rd)
+{
+	SourceInfo *src = rd->source;
+
+	if (pg_class_aclcheck(src->source_table, rd->query->owner, ACL_SELECT) != ACLCHECK_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for table %s", get_rel_name(src->source_table)),
+				 errdetail("Query \"%s\" reads it through table source \"%s\".",
+						   rd->query->name, src->name),
+				 errhint("GRANT SELECT on the table to the query's owner.")));
+	rd->private = palloc0(sizeof(TableReader));
+	rd->rows_are_tuples = true;
+	rd->nparts = 1;				/* the table's commit order */
+	rd->parts = palloc0(sizeof(PartitionState));
+}
+
+static SourcePosition
+table_start_position(SourceReader *rd, PartitionState *p, bool query_started)
+{
+	SourcePosition pos = {0, 0};
+
+	pos.offset = (int64) (XLogRecPtrIsInvalid(rd->query->start_lsn) ?
+						  source_slot_confirmed(rd->source->slot_name) :
+						  rd->query->start_lsn);
+	return pos;
+}
+
+/* Nothing to position: each fetch decodes from the stored LSN. */
+static void
+table_seek(SourceReader *rd)
+{
+}
+
+static TablePosition
+table_position(const SourcePosition *pos)
+{
+	TablePosition t = {(XLogRecPtr) pos->offset, pos->index};
+
+	return t;
+}
+
+/*
+ * The oldest LSN any query of this table source may still need, from
+ * committed rows: its stored position, or for a query with UNLOGGED state
+ * the position of its checkpoint (crash recovery replays from there); a
+ * query that has not run yet needs its start.  The slot may be confirmed
+ * up to there.
+ */
+static XLogRecPtr
+table_retained(SourceReader *rd)
+{
+	Oid			types[1] = {INT4OID};
+	Datum		args[1] = {Int32GetDatum(rd->source->source_id)};
+	bool		isnull;
+	Datum		d;
+
+	SPI_connect();
+	catalog_exec("SELECT min(CASE WHEN q.state_table IS NOT NULL OR q.dedup_table IS NOT NULL "
+				 "                THEN coalesce(c.next_offset, q.start_lsn) "
+				 "                ELSE coalesce(o.next_offset, q.start_lsn) END) "
+				 "FROM streamwin.query_catalog q "
+				 "LEFT JOIN streamwin.query_offsets o ON o.query_id = q.query_id AND o.partition = 0 "
+				 "LEFT JOIN streamwin.query_checkpoints c ON c.query_id = q.query_id AND c.partition = 0 "
+				 "WHERE q.source_id = $1",
+				 1, types, args, NULL, 1);
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	SPI_finish();
+	return isnull ? InvalidXLogRecPtr : (XLogRecPtr) DatumGetInt64(d);
+}
+
+/*
+ * The next batch: from the stored position, up to max_records_per_batch
+ * rows.
+ *
+ * The decoding context may stay open for the next batch (and the slot
+ * acquired) in run_available and in a worker: after a full batch (a
+ * backlog) it goes on at once.  Other workers of the source wait for the
+ * slot meanwhile, for a bounded number of batches in a row
+ * (table_fetch.c), and then each reads its part of the backlog on its own
+ * kept context: every worker decodes the backlog about once, where each
+ * batch of each worker would otherwise decode it from the slot's restart
+ * point.  (drop_query does not wait for a slot a worker holds, see
+ * table_query_gone; the worker lets it go when it exits.)  The rest of a
+ * transaction larger than the batch may be kept for the next batch too:
+ * that needs no slot.
+ */
+static int
+table_fetch_rows(SourceReader *rd, int timeout_ms, int linger_ms, SourceRow **rows)
+{
+	TableReader *tr = TR(rd);
+	PartitionState *p = &rd->parts[0];
+	TableFetch	f;
+	volatile XLogRecPtr retained = InvalidXLogRecPtr;
+	bool		may_confirm = source_confirm_begin(rd->source->source_id);
+
+	/* a query whose creation has not committed yet may need the slot as is */
+	if (may_confirm)
+		retained = table_retained(rd);
+	PG_TRY();
+	{
+		table_fetch(rd->source->slot_name, rd->source->source_table, rd->desc,
+					table_position(&p->next), NULL, rd->source->max_records_per_batch,
+					retained, rd->fetch_again || rd->in_worker, &f);
+	}
+	PG_FINALLY();
+	{
+		if (may_confirm)
+			source_confirm_end(rd->source->source_id);
+	}
+	PG_END_TRY();
+	p->next.offset = (int64) f.end.lsn;
+	p->next.index = f.end.index;
+	tr->at_end = f.at_end;
+	tr->end_of_wal = f.end_of_wal;
+	tr->ignored[0] = f.ignored_updates;
+	tr->ignored[1] = f.ignored_deletes;
+	tr->ignored[2] = f.ignored_truncates;
+	*rows = f.rows;
+	return f.nrows;
+}
+
+/* Exactly the rows of a recorded batch: up to its end position. */
+static int
+table_replay(SourceReader *rd, const SourcePosition *targets, SourceRow **rows)
+{
+	PartitionState *p = &rd->parts[0];
+	TablePosition upto = table_position(&targets[0]);
+	TableFetch	f;
+
+	table_fetch(rd->source->slot_name, rd->source->source_table, rd->desc,
+				table_position(&p->next), &upto, 0, InvalidXLogRecPtr, false, &f);
+	p->next.offset = (int64) f.end.lsn;
+	p->next.index = f.end.index;
+	*rows = f.rows;
+	return f.nrows;
+}
+
+static bool
+table_at_end(SourceReader *rd, PartitionState *p)
+{
+	return TR(rd)->at_end;
+}
+
+/* The lag of a table source is in bytes of WAL. */
+static int64
+table_end_offset(SourceReader *rd, PartitionState *p)
+{
+	return XLogRecPtrIsInvalid(TR(rd)->end_of_wal) ? -1 : (int64) TR(rd)->end_of_wal;
+}
+
+/* Everything committed now. */
+static void
+table_end_positions(SourceReader *rd, SourcePosition *targets)
+{
+	targets[0].offset = (int64) GetXLogInsertRecPtr();
+	targets[0].index = 0;
+}
+
+/*
+ * {"lsn": "0/1A2B3C8", "index": 0}, plus the changes of the last fetch
+ * that a table source does not deliver (UPDATE, DELETE, TRUNCATE).
+ */
+static void
+table_positions_json(SourceReader *rd, StringInfo buf)
+{
+	TableReader *tr = TR(rd);
+	XLogRecPtr	lsn = (XLogRecPtr) rd->parts[0].next.offset;
+
+	appendStringInfo(buf, "{\"lsn\": \"%X/%X\", \"index\": " INT64_FORMAT,
+					 LSN_FORMAT_ARGS(lsn), rd->parts[0].next.index);
+	if (tr->ignored[0] + tr->ignored[1] + tr->ignored[2] > 0)
+		appendStringInfo(buf, ", \"ignored\": {\"updates\": " INT64_FORMAT
+						 ", \"deletes\": " INT64_FORMAT ", \"truncates\": " INT64_FORMAT "}",
+						 tr->ignored[0], tr->ignored[1], tr->ignored[2]);
+	appendStringInfoChar(buf, '}');
+}
+
+static void
+table_positions_parse(SourceReader *rd, Jsonb *json, SourcePosition *targets)
+{
+	char	   *lsn = jsonb_get_text(json, "lsn");
+	char	   *index = jsonb_get_text(json, "index");
+
+	if (lsn == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("progress record without the position of its table source")));
+	targets[0].offset = (int64) DatumGetLSN(DirectFunctionCall1(pg_lsn_in, CStringGetDatum(lsn)));
+	targets[0].index = index ? strtoll(index, NULL, 10) : 0;
+}
+
+/*
+ * reset_query: 'earliest' is the oldest change its slot holds, 'latest'
+ * the end of the WAL, or {"lsn": "0/16B3748"} in between.  Also the
+ * query's start, should a crash empty its state before the next
+ * checkpoint.
+ */
+static void
+table_reset(SourceReader *rd, const char *start, Jsonb *explicit)
+{
+	XLogRecPtr	oldest;
+	XLogRecPtr	end = GetXLogInsertRecPtr();
+	XLogRecPtr	lsn;
+	Oid			types[2] = {INT4OID, INT8OID};
+	Datum		args[2];
+	RoleSwitch	role;
+
+	/* until this commits, no batch may confirm the slot past what we pick */
+	source_hold_start(rd->source->source_id);
+	oldest = source_slot_confirmed(rd->source->slot_name);
+	if (explicit != NULL)
+	{
+		char	   *given = jsonb_get_text(explicit, "lsn");
+
+		if (given == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid starting_offsets \"%s\" for a table source", start),
+					 errhint("Use 'earliest', 'latest' or '{\"lsn\": \"0/16B3748\"}'.")));
+		lsn = DatumGetLSN(DirectFunctionCall1(pg_lsn_in, CStringGetDatum(given)));
+		if (lsn < oldest || lsn > end)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("LSN %X/%X is not held by table source \"%s\"", LSN_FORMAT_ARGS(lsn),
+							rd->source->name),
+					 errdetail("The source holds the changes from %X/%X to %X/%X.",
+							   LSN_FORMAT_ARGS(oldest), LSN_FORMAT_ARGS(end))));
+	}
+	else
+		lsn = strcmp(start, "latest") == 0 ? end : oldest;
+	rd->parts[0].next.offset = (int64) lsn;
+	rd->parts[0].next.index = 0;
+	rd->parts[0].has_position = true;
+	rd->parts[0].has_max_event_time = false;
+
+	args[0] = Int32GetDatum(rd->query->query_id);
+	args[1] = Int64GetDatum((int64) lsn);
+	SPI_connect();
+	catalog_enter(&role);
+	if (SPI_execute_with_args("UPDATE streamwin.query_catalog SET start_lsn = $2 WHERE query_id = $1",
+							  2, types, args, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not update streamwin.query_catalog");
+	catalog_leave(&role);
+	SPI_finish();
+}
+
+/*
+ * A table source moves on through other tables' WAL even when its own
+ * table gets no rows.  Worth storing now and then (after a megabyte of
+ * WAL, or ten seconds), so that the slot can let WAL go and the next
+ * batches need not decode it again; not every time, since the store
+ * itself writes WAL.
+ */
+static bool
+table_moved_without_rows(SourceReader *rd, const SourcePosition *before)
+{
+	TableReader *tr = TR(rd);
+	int64		moved = rd->parts[0].next.offset - before[0].offset;
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (moved <= 0 ||
+		(moved < 1024 * 1024 && now - tr->idle_stored_at < 10 * USECS_PER_SEC))
+		return false;
+	tr->idle_stored_at = now;
+	return true;
+}
+
+/* A row as text, e.g. (1,"a b",2026-11-30 10:00:00+00). */
+static bytea *
+table_row_text(SourceReader *rd, const SourceRow *row)
+{
+	HeapTupleData tuple;
+	char	   *text;
+
+	tuple_from_body(&tuple, row->payload, row->len);
+	text = OidOutputFunctionCall(F_RECORD_OUT, heap_copy_tuple_as_datum(&tuple, rd->desc));
+	return (bytea *) cstring_to_text(text);
+}
+
+static void
+table_release(SourceReader *rd)
+{
+	table_fetch_release();
+}
+
+static void
+table_close(SourceReader *rd)
+{
+}
+
+const SourceOps table_source_ops = {
+	.kind = "table",
+	.fetch_follows_checkpoint = true,
+	.check_query = table_check_query,
+	.query_start = table_query_start,
+	.dropped = table_dropped,
+	.query_gone = table_query_gone,
+	.open = table_open,
+	.start_position = table_start_position,
+	.seek = table_seek,
+	.fetch = table_fetch_rows,
+	.replay = table_replay,
+	.at_end = table_at_end,
+	.end_offset = table_end_offset,
+	.end_positions = table_end_positions,
+	.positions_json = table_positions_json,
+	.positions_parse = table_positions_parse,
+	.reset = table_reset,
+	.moved_without_rows = table_moved_without_rows,
+	.row_text = table_row_text,
+	.release = table_release,
+	.close = table_close,
+};
+
+/* --- create_table_source ------------------------------------------------- */
+
+/*
+ * A table source's "metadata" columns come after the table's: the commit
+ * time of the row's transaction (timestamp: timestamptz), its commit LSN
+ * (offset: pg_lsn) and the row's number within it (partition: integer).
+ * A row has no key or headers.
+ */
+static void
+add_table_metadata_columns(const SourceInfo *src, StringInfo columns, List **types,
+						   List **typmods, List **names)
+{
+	for (int m = 0; m < src->nmetadata; m++)
+	{
+		const char *column = src->metadata_columns[m];
+		Oid			type;
+		ListCell   *lc;
+
+		switch (src->metadata_kinds[m])
+		{
+			case SOURCE_META_TIMESTAMP:
+				type = TIMESTAMPTZOID;
+				break;
+			case SOURCE_META_OFFSET:
+				type = LSNOID;
+				break;
+			case SOURCE_META_PARTITION:
+				type = INT4OID;
+				break;
+			default:
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("a table source has no message %s for column \"%s\"",
+								src->metadata_kinds[m] == SOURCE_META_KEY ? "key" : "headers", column),
+						 errhint("A table source's \"metadata\" may name the commit \"timestamp\", the commit LSN (\"offset\") and the row's number in its transaction (\"partition\").")));
+		}
+		foreach(lc, *names)
+			if (strcmp(strVal(lfirst(lc)), column) == 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_DUPLICATE_COLUMN),
+						 errmsg("option \"metadata\" names column \"%s\", which the table has already", column),
+						 errhint("Choose another name for the metadata column.")));
+		*types = lappend_oid(*types, type);
+		*typmods = lappend_int(*typmods, -1);
+		*names = lappend(*names, makeString(pstrdup(column)));
+		appendStringInfo(columns, ", %s %s", quote_identifier(column), format_type_be(type));
+	}
+}
+
+/*
+ * streamwin.create_table_source(name, relation, options): the rows inserted
+ * into a table, through a logical replication slot of the source's own.
+ * The source's columns are the table's, by name and type, as of now.
+ */
+Datum
+streamwin_create_table_source(PG_FUNCTION_ARGS)
+{
+	static const char *const valid[] = {"starting_offsets", "max_records_per_batch", "metadata", NULL};
+	char	   *name;
+	Oid			table;
+	Jsonb	   *options;
+	SourceInfo	tmp;
+	Relation	rel;
+	TupleDesc	desc;
+	List	   *types = NIL;
+	List	   *typmods = NIL;
+	List	   *names = NIL;
+	StringInfoData columns;
+	char	   *slot;
+
+	for (int i = 0; i < 3; i++)
+		if (PG_ARGISNULL(i))
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("arguments of create_table_source must not be null")));
+	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	table = PG_GETARG_OID(1);
+	options = PG_GETARG_JSONB_P(2);
+
+	table_source_check_relation(table);
+	jsonb_check_keys(options, valid, "table source");
+	parse_source_options(&tmp, options);
+
+	/* the table's columns, as the source's */
+	initStringInfo(&columns);
+	rel = relation_open(table, AccessShareLock);
+	desc = RelationGetDescr(rel);
+	for (int a = 0; a < desc->natts; a++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, a);
+
+		if (att->attisdropped)
+			continue;
+		types = lappend_oid(types, att->atttypid);
+		typmods = lappend_int(typmods, att->atttypmod);
+		names = lappend(names, makeString(pstrdup(NameStr(att->attname))));
+		appendStringInfo(&columns, "%s%s %s", columns.len ? ", " : "",
+						 quote_identifier(NameStr(att->attname)),
+						 format_type_with_typemod(att->atttypid, att->atttypmod));
+	}
+	relation_close(rel, AccessShareLock);
+	add_table_metadata_columns(&tmp, &columns, &types, &typmods, &names);
+	if (types == NIL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TABLE_DEFINITION),
+				 errmsg("table \"%s\" has no columns", get_rel_name(table))));
+
+	SPI_connect();
+	source_check_new_name(name);
+	/* before anything is written: PostgreSQL requires it of slot creation */
+	slot = source_slot_create();
+	source_register(name, "table", NULL, NULL, table, slot, "row", columns.data, options,
+					types, typmods, names);
+	SPI_finish();
+	PG_RETURN_VOID();
+}

@@ -1,0 +1,470 @@
+/*-------------------------------------------------------------------------
+ *
+ * table_slot.c
+ *	  The logical replication slot of each table source: created with the
+ *	  source, acquired by a fetch, confirmed as far as every query of the
+ *	  source allows, dropped with the source or reaped when orphaned.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/detoast.h"
+#include "access/heaptoast.h"
+#include "access/htup_details.h"
+#include "access/xact.h"
+#include "access/xlog.h"
+#include "access/xlog_internal.h"
+#include "access/xlogutils.h"
+#include "catalog/catalog.h"
+#include "catalog/pg_class.h"
+#include "miscadmin.h"
+#include "replication/decode.h"
+#include "replication/logical.h"
+#include "replication/output_plugin.h"
+#include "replication/slot.h"
+#include "storage/lmgr.h"
+#include "storage/lock.h"
+#include "storage/standby.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/elog.h"
+#include "utils/guc.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/resowner.h"
+#include "utils/rel.h"
+#include "utils/timestamp.h"
+#include "utils/tuplestore.h"
+#include "executor/tuptable.h"
+
+#include "streamwin.h"
+#include "table_source_int.h"
+
+/* A slot being created, held by this backend until its transaction ends. */
+static char *creating_slot = NULL;
+static char *dropping_slot = NULL;
+static bool xact_callback_registered = false;
+
+/*
+ * Recent PostgreSQL 15 releases only load output plugins listed in
+ * output_plugin_libraries (a superuser setting), a guard against roles with
+ * REPLICATION loading arbitrary libraries.  streamwin's plugin is loaded by
+ * streamwin's own code, in this backend, and refuses any other use (see
+ * plugin_startup), so it adds itself to the list for the duration of the
+ * call.  Returns the GUC nest level to pass to AtEOXact_GUC, or -1.
+ */
+int
+allow_own_plugin(void)
+{
+	const char *list = GetConfigOption("output_plugin_libraries", true, false);
+	int			level;
+
+	if (list == NULL)
+		return -1;				/* an older release: no such guard */
+	level = NewGUCNestLevel();
+	(void) set_config_option("output_plugin_libraries",
+							 list[0] ? psprintf("%s, streamwin", list) : "streamwin",
+							 PGC_SUSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	return level;
+}
+
+void
+restore_plugin_list(int level)
+{
+	if (level >= 0)
+		AtEOXact_GUC(true, level);
+}
+
+static void
+check_wal_level(void)
+{
+	if (wal_level < WAL_LEVEL_LOGICAL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("table sources need wal_level = logical"),
+				 errdetail("wal_level is \"%s\"; streamwin reads a table's inserts through logical decoding.",
+						   GetConfigOption("wal_level", false, false)),
+				 errhint("Set wal_level = logical in postgresql.conf (or with ALTER SYSTEM SET wal_level = logical) and restart the server.")));
+}
+
+void
+table_source_check_relation(Oid relid)
+{
+	char		relkind = get_rel_relkind(relid);
+	char	   *name = get_rel_name(relid);
+	AclResult	acl;
+
+	check_wal_level();
+	if (name == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", relid)));
+	if (relkind == RELKIND_PARTITIONED_TABLE)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("\"%s\" is a partitioned table", name),
+				 errdetail("Table sources read plain tables; inserts into a partitioned table are stored in its partitions."),
+				 errhint("Create a source for each partition.")));
+	if (relkind != RELKIND_RELATION)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("\"%s\" is not a table", name),
+				 errhint("A table source reads the rows inserted into an ordinary table.")));
+	if (IsCatalogRelationOid(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("\"%s\" is a system catalog", name),
+				 errhint("A table source reads the rows inserted into a user table.")));
+	if (get_rel_persistence(relid) != RELPERSISTENCE_PERMANENT)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("table \"%s\" is %s", name,
+						get_rel_persistence(relid) == RELPERSISTENCE_TEMP ? "temporary" : "unlogged"),
+				 errdetail("Its rows are not written to the WAL, which is what a table source reads."),
+				 get_rel_persistence(relid) == RELPERSISTENCE_TEMP ?
+				 errhint("Use a permanent table.") :
+				 errhint("Use a permanent table (ALTER TABLE %s SET LOGGED).", quote_identifier(name))));
+	acl = pg_class_aclcheck(relid, GetUserId(), ACL_SELECT);
+	if (acl != ACLCHECK_OK)
+		aclcheck_error(acl, OBJECT_TABLE, name);
+}
+
+/*
+ * Is slot_name a slot of this database?  A database restored from a dump (or
+ * copied from another) has the catalog, slot names included, of one whose
+ * slots it does not own: those it must neither read, nor advance, nor drop.
+ */
+bool
+slot_is_ours(const char *slot_name)
+{
+	ReplicationSlot *slot = SearchNamedReplicationSlot(slot_name, true);
+
+	return slot != NULL && slot->data.database == MyDatabaseId;
+}
+
+/* Make the slot created by this transaction persistent at commit; drop others. */
+static void
+slot_xact_callback(XactEvent event, void *arg)
+{
+	switch (event)
+	{
+		case XACT_EVENT_PRE_COMMIT:
+			if (dropping_slot != NULL)
+			{
+				char	   *name = dropping_slot;
+
+				dropping_slot = NULL;
+				/* waits for a worker of a dropped query to let go of it */
+				if (slot_is_ours(name))
+					ReplicationSlotDrop(name, false);
+				pfree(name);
+			}
+			if (creating_slot != NULL && MyReplicationSlot != NULL)
+			{
+				ReplicationSlotPersist();
+				ReplicationSlotRelease();
+			}
+			if (creating_slot != NULL)
+				pfree(creating_slot);
+			creating_slot = NULL;
+			break;
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+			kept_decoding_abort();
+			/* an ephemeral slot disappears when released */
+			if (creating_slot != NULL && MyReplicationSlot != NULL)
+				ReplicationSlotRelease();
+			if (creating_slot != NULL)
+				pfree(creating_slot);
+			creating_slot = NULL;
+			if (dropping_slot != NULL)
+				pfree(dropping_slot);
+			dropping_slot = NULL;
+			break;
+		default:
+			break;
+	}
+}
+
+void
+register_xact_callback(void)
+{
+	if (!xact_callback_registered)
+	{
+		RegisterXactCallback(slot_xact_callback, NULL);
+		xact_callback_registered = true;
+	}
+}
+
+/*
+ * The lock that orders slot creation with the orphan reaper below: creators
+ * hold it shared until their transaction ends (when the new source's
+ * catalog row is visible), the reaper exclusively while it looks.
+ */
+static void
+lock_slot_registry(LOCKMODE mode)
+{
+	LOCKTAG		tag;
+
+	/* see STREAMWIN_LOCK_SPACE in streamwin.h */
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, STREAMWIN_LOCK_SPACE, 0, 3);
+	(void) LockAcquire(&tag, mode, false, false);
+}
+
+char *
+source_slot_create(void)
+{
+	char		name[NAMEDATALEN];
+	LogicalDecodingContext *ctx;
+	int			level;
+
+	check_wal_level();
+	CheckLogicalDecodingRequirements();
+	if (TransactionIdIsValid(GetTopTransactionIdIfAny()))
+		ereport(ERROR,
+				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
+				 errmsg("cannot create a table source in a transaction that has already written"),
+				 errdetail("A table source creates a logical replication slot, which PostgreSQL only allows before the transaction's first write."),
+				 errhint("Call streamwin.create_table_source() in a transaction of its own, or first in it.")));
+	if (MyReplicationSlot != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cannot create two table sources in one transaction"),
+				 errhint("Commit after each streamwin.create_table_source().")));
+
+	lock_slot_registry(ShareLock);
+
+	/* unique in the cluster: slots are shared by every database */
+	snprintf(name, sizeof(name), "streamwin_%u_%llx",
+			 MyDatabaseId, (unsigned long long) GetCurrentTimestamp());
+	register_xact_callback();
+	ReplicationSlotCreate(name, true, RS_EPHEMERAL, false);
+	creating_slot = MemoryContextStrdup(TopMemoryContext, name);
+	level = allow_own_plugin();
+	ctx = CreateInitDecodingContext("streamwin", NIL, false, InvalidXLogRecPtr,
+									LOCAL_WAL_READER,
+									no_prepare_write, no_write, NULL);
+	DecodingContextFindStartpoint(ctx);
+	FreeDecodingContext(ctx);
+	restore_plugin_list(level);
+	return pstrdup(name);
+}
+
+void
+source_slot_drop_at_commit(const char *slot_name)
+{
+	register_xact_callback();
+	if (dropping_slot != NULL)
+		pfree(dropping_slot);
+	dropping_slot = MemoryContextStrdup(TopMemoryContext, slot_name);
+}
+
+static ReplicationSlot *
+find_slot(const char *slot_name)
+{
+	ReplicationSlot *slot = SearchNamedReplicationSlot(slot_name, true);
+
+	if (slot == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("replication slot \"%s\" of a streamwin table source does not exist", slot_name),
+				 errdetail("It was dropped by hand, or its creation was never committed, or this database was restored from a dump, which does not carry replication slots, or this server was a standby, where PostgreSQL 15 keeps no logical slots."),
+				 errhint("Drop the source and its queries, and create them again.")));
+	/* a restore into another database of the same cluster finds the original's */
+	if (slot->data.database != MyDatabaseId)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("replication slot \"%s\" of a streamwin table source belongs to another database", slot_name),
+				 errdetail("This database was restored from a dump or copied from another, and a dump does not carry replication slots: its table sources have none of their own."),
+				 errhint("Drop the source and its queries, and create them again.")));
+	return slot;
+}
+
+XLogRecPtr
+source_slot_confirmed(const char *slot_name)
+{
+	ReplicationSlot *slot;
+	XLogRecPtr	lsn;
+
+	if (MyReplicationSlot != NULL && strcmp(NameStr(MyReplicationSlot->data.name), slot_name) == 0)
+		slot = MyReplicationSlot;
+	else
+		slot = find_slot(slot_name);
+	SpinLockAcquire(&slot->mutex);
+	lsn = slot->data.confirmed_flush;
+	SpinLockRelease(&slot->mutex);
+	return lsn;
+}
+
+/* Acquire the slot unless this backend holds it already (it is creating it). */
+bool
+slot_acquire(const char *slot_name)
+{
+	if (MyReplicationSlot != NULL)
+	{
+		if (strcmp(NameStr(MyReplicationSlot->data.name), slot_name) == 0)
+			return false;
+		elog(ERROR, "streamwin: backend already holds replication slot \"%s\"",
+			 NameStr(MyReplicationSlot->data.name));
+	}
+	find_slot(slot_name);
+	/* waits while another query of the source is decoding */
+	ReplicationSlotAcquire(slot_name, false);
+	return true;
+}
+
+/* Move the slot's confirmed position forward (never back) to lsn. */
+void
+slot_confirm(XLogRecPtr lsn)
+{
+	if (XLogRecPtrIsInvalid(lsn) || lsn <= MyReplicationSlot->data.confirmed_flush)
+		return;
+	LogicalConfirmReceivedLocation(lsn);
+	ReplicationSlotMarkDirty();
+}
+
+/*
+ * source_slots_reap
+ *		Drop this database's streamwin slots that no source owns: left by a
+ *		DROP EXTENSION (which cannot drop slots), or by a drop_source whose
+ *		transaction failed after its pre-commit.  known: the slot names of
+ *		the sources (NULL: the extension is not installed).  Called by the
+ *		launcher's starter, in a transaction that has read them under
+ *		source_slots_lock().
+ */
+void
+source_slots_reap(List *known)
+{
+	List	   *volatile orphans = NIL;
+	char		prefix[NAMEDATALEN];
+	ListCell   *lc;
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+
+	snprintf(prefix, sizeof(prefix), "streamwin_%u_", MyDatabaseId);
+	LWLockAcquire(ReplicationSlotControlLock, LW_SHARED);
+	for (int i = 0; i < max_replication_slots; i++)
+	{
+		ReplicationSlot *slot = &ReplicationSlotCtl->replication_slots[i];
+		bool		candidate;
+
+		if (!slot->in_use)
+			continue;
+		SpinLockAcquire(&slot->mutex);
+		candidate = slot->data.database == MyDatabaseId &&
+			slot->data.persistency == RS_PERSISTENT &&
+			slot->active_pid == 0 &&
+			strcmp(NameStr(slot->data.plugin), "streamwin") == 0 &&
+			strncmp(NameStr(slot->data.name), prefix, strlen(prefix)) == 0;
+		SpinLockRelease(&slot->mutex);
+		if (candidate)
+			orphans = lappend(orphans, pstrdup(NameStr(slot->data.name)));
+	}
+	LWLockRelease(ReplicationSlotControlLock);
+
+	foreach(lc, orphans)
+	{
+		char	   *name = lfirst(lc);
+		bool		owned = false;
+		ListCell   *k;
+
+		foreach(k, known)
+			if (strcmp(lfirst(k), name) == 0)
+				owned = true;
+		if (owned)
+			continue;
+		/* in a subtransaction: a slot in use again is for the next round */
+		BeginInternalSubTransaction(NULL);
+		MemoryContextSwitchTo(cxt);
+		PG_TRY();
+		{
+			ReplicationSlotDrop(name, true);
+			ReleaseCurrentSubTransaction();
+			ereport(LOG,
+					(errmsg("streamwin: dropped replication slot \"%s\", which no table source owns", name)));
+		}
+		PG_CATCH();
+		{
+			MemoryContextSwitchTo(cxt);
+			EmitErrorReport();
+			FlushErrorState();
+			if (MyReplicationSlot != NULL)
+				ReplicationSlotRelease();
+			RollbackAndReleaseCurrentSubTransaction();
+		}
+		PG_END_TRY();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+	}
+}
+
+/* Taken by the reaper's caller before it reads the sources' slot names. */
+void
+source_slots_lock(void)
+{
+	lock_slot_registry(ExclusiveLock);
+}
+
+/*
+ * source_slot_in_use
+ *		Does some backend hold the slot now?
+ */
+bool
+source_slot_in_use(const char *slot_name)
+{
+	ReplicationSlot *slot = SearchNamedReplicationSlot(slot_name, true);
+	int			pid = 0;
+
+	if (slot != NULL)
+	{
+		SpinLockAcquire(&slot->mutex);
+		pid = slot->active_pid;
+		SpinLockRelease(&slot->mutex);
+	}
+	return pid != 0 && pid != MyProcPid;
+}
+
+/*
+ * The lock that keeps a source's slot from being confirmed past the start
+ * of a query being created.  A new query starts at the slot's confirmed
+ * position ('earliest'), but until its creation commits, other queries'
+ * batches cannot see it when they compute how far the slot may go.  So
+ * create_query and reset_query hold this lock (shared) from reading the
+ * position until they commit, and a batch confirms the slot only if it
+ * gets the lock (exclusive, without waiting) before computing how far:
+ * otherwise it leaves the slot where it is this time.
+ */
+static void
+source_confirm_locktag(LOCKTAG *tag, int32 source_id)
+{
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, STREAMWIN_LOCK_SPACE, (uint32) source_id, 4);
+}
+
+void
+source_hold_start(int32 source_id)
+{
+	LOCKTAG		tag;
+
+	source_confirm_locktag(&tag, source_id);
+	(void) LockAcquire(&tag, ShareLock, false, false);
+}
+
+bool
+source_confirm_begin(int32 source_id)
+{
+	LOCKTAG		tag;
+
+	source_confirm_locktag(&tag, source_id);
+	return LockAcquire(&tag, ExclusiveLock, false, true) != LOCKACQUIRE_NOT_AVAIL;
+}
+
+void
+source_confirm_end(int32 source_id)
+{
+	LOCKTAG		tag;
+
+	source_confirm_locktag(&tag, source_id);
+	LockRelease(&tag, ExclusiveLock, false);
+}

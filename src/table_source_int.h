@@ -1,0 +1,143 @@
+/*-------------------------------------------------------------------------
+ *
+ * table_source_int.h
+ *	  What the three files of table sources share, and only they:
+ *
+ *	table_plugin.c	streamwin's logical decoding output plugin: its
+ *					callbacks copy each inserted row of the table straight
+ *					into the fetch in progress (or the spool)
+ *	table_slot.c	the replication slot of each source: creating,
+ *					acquiring, confirming, dropping, reaping, and the locks
+ *					that order those
+ *	table_fetch.c	reading a batch: a decoding pass over the WAL, the
+ *					decoding context kept open between fetches, the spool
+ *
+ * Why streamwin is its own output plugin rather than reading test_decoding
+ * or pgoutput through pg_logical_slot_peek_changes(): the rows are copied
+ * out of the reorder buffer straight into the source's row type, so a row
+ * costs one tuple copy instead of text output, a tuplestore and parsing
+ * again; the plugin skips other tables' changes without formatting them;
+ * and the fetch can stop at a batch boundary inside the WAL stream.
+ *
+ * The plugin is only ever driven by table_fetch() in the same process:
+ * its callbacks write into the fetch in progress (active_fetch, since
+ * decoding runs synchronously on this backend's stack).  A walsender or
+ * pg_logical_slot_get_changes() on a streamwin slot is refused, so the
+ * slot's position cannot be moved behind streamwin's back.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef STREAMWIN_TABLE_SOURCE_INT_H
+#define STREAMWIN_TABLE_SOURCE_INT_H
+
+#include "access/xlogreader.h"
+#include "replication/logical.h"
+#include "utils/tuplestore.h"
+
+#include "table_source.h"
+
+/* The fetch the plugin callbacks write into (NULL outside table_fetch). */
+/* The fetch the plugin callbacks write into (NULL outside table_fetch). */
+typedef struct FetchState
+{
+	Oid			table;
+	TupleDesc	desc;			/* the source's row type */
+	TablePosition start;
+	const TablePosition *upto;
+	int			max_records;
+	bool		may_keep;		/* the caller fetches again at once */
+	MemoryContext cxt;			/* where rows go */
+	TableFetch *out;
+	int			capacity;
+	bool		done;			/* stop reading after this transaction */
+	bool		stopping;		/* decoding stopped by an error of ours */
+	bool		spooling;		/* the batch is full: the rest of this
+								 * transaction goes to the spool */
+	int64		txn_index;		/* inserts into the table seen in this txn */
+	/* column map from the table's (historic) row type to desc */
+	TupleDesc	map_from;
+	int		   *map;			/* desc column i <- table attribute map[i], -1 */
+	bool		map_identity;
+	Datum	   *values;
+	bool	   *nulls;
+	Datum	   *src_values;
+	bool	   *src_nulls;
+	int			src_natts;
+} FetchState;
+
+extern FetchState *active_fetch;
+
+/*
+ * The rest of a transaction larger than a batch, for the batches that
+ * follow.  Without it, each of them decoded the whole transaction again
+ * (the reorder buffer only replays a transaction once it has read its
+ * commit) and skipped the rows already processed: a bulk load of n rows
+ * cost n * n / max_records_per_batch rows decoded.  Where the next fetch
+ * will most likely start there (a worker, run_available: may_keep), the
+ * batch that fills up inside a transaction lets the replay go on to its
+ * commit and puts the remaining rows, in the source's row type, into a
+ * tuplestore (in memory up to work_mem, then a temporary file), and the
+ * next fetches that start exactly there take their rows from it, without
+ * the slot.  A fetch that starts anywhere else (a failed batch, a replay,
+ * another query) discards it.
+ */
+typedef struct Spool
+{
+	char		slot_name[NAMEDATALEN];
+	Oid			table;
+	XLogRecPtr	txn_lsn;		/* the transaction's commit: its rows' lsn */
+	int64		next_index;		/* the index of the next row in `rows` */
+	int64		left;			/* rows in `rows` not taken yet */
+	TimestampTz commit_time;
+	TablePosition after;		/* the position after the transaction */
+	/*
+	 * Updates, deletes and truncates of the table after the cut, each
+	 * counted (as when the transaction is decoded again) by the batch that
+	 * holds the last row inserted before it: a batch that takes rows up to
+	 * index n takes the counts of changes with `after` below n.
+	 */
+	struct SpoolChanges
+	{
+		int64		after;		/* index of the last insert before them */
+		int64		n[3];		/* updates, deletes, truncates */
+	}		   *changes;
+	int			nchanges;
+	int			maxchanges;
+	int			next_change;
+	Tuplestorestate *rows;
+	MemoryContext cxt;
+} Spool;
+
+extern Spool *spool;
+
+/* table_plugin.c */
+extern bool quiet_decoding;
+extern void spool_discard(void);
+extern void append_row(FetchState *st, HeapTuple row, XLogRecPtr lsn, int64 index,
+					   TimestampTz commit_time);
+extern void no_prepare_write(LogicalDecodingContext *ctx, XLogRecPtr lsn,
+							 TransactionId xid, bool last_write);
+extern void no_write(LogicalDecodingContext *ctx, XLogRecPtr lsn, TransactionId xid,
+					 bool last_write);
+
+/* table_slot.c */
+
+/* Decoding reads this server's own WAL files, as logicalfuncs.c does. */
+#define LOCAL_WAL_READER \
+	XL_ROUTINE(.page_read = read_local_xlog_page, \
+			   .segment_open = wal_segment_open, \
+			   .segment_close = wal_segment_close)
+
+extern int	allow_own_plugin(void);
+extern void restore_plugin_list(int level);
+extern bool slot_is_ours(const char *slot_name);
+extern void register_xact_callback(void);
+extern bool slot_acquire(const char *slot_name);
+extern void slot_confirm(XLogRecPtr lsn);
+
+/* table_fetch.c */
+extern void kept_decoding_abort(void);
+extern void decode_pass(const char *slot_name, TablePosition start, FetchState *st,
+						XLogRecPtr confirm_upto, XLogRecPtr *end_of_wal, XLogRecPtr *end_read);
+
+#endif							/* STREAMWIN_TABLE_SOURCE_INT_H */
