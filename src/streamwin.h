@@ -27,7 +27,7 @@
  * The extension version whose catalog this library reads and writes
  * (streamwin.control's default_version; see check_catalog_version).
  */
-#define STREAMWIN_CATALOG_VERSION "0.4"
+#define STREAMWIN_CATALOG_VERSION "0.5"
 
 /* GUCs (streamwin.c) */
 extern int	streamwin_max_workers;

@@ -1,4 +1,4 @@
-/* streamwin 0.4: catalog, observability views and the SQL interface.
+/* streamwin 0.5: catalog, observability views and the SQL interface.
  *
  * Everything is schema-qualified: the extension lives in schema streamwin
  * (relocatable = false).  Catalog tables are written only by streamwin's C
