@@ -202,6 +202,14 @@ RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'streamwin_source_rows'
 LANGUAGE C STRICT VOLATILE ROWS 10000;
 
+-- The groups a continuous query's state store writes to its result
+-- (src/state_store.c), as rows of its state table; what its compiled
+-- statements read.  Outside a batch of the query it returns no rows.
+CREATE FUNCTION streamwin.store_rows(query_id integer, which text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'streamwin_store_rows'
+LANGUAGE C STRICT VOLATILE ROWS 1000;
+
 -- Windows.  tumble() returns the start of the fixed window holding ts;
 -- windows are aligned to the Unix epoch, like Spark's window().
 CREATE FUNCTION streamwin.tumble(ts timestamptz, size interval)

@@ -39,11 +39,16 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
+#include "access/table.h"
+#include "utils/rel.h"
+#include "utils/relcache.h"
+
 #include "batch.h"
 #include "catalog.h"
 #include "checkpoint.h"
 #include "offsets.h"
 #include "progress.h"
+#include "state_store.h"
 #include "spi_util.h"
 
 /* streamwin.batch_work_mem (kB): work_mem of batch statements; -1: work_mem */
@@ -70,6 +75,8 @@ typedef struct BatchContext
 	bool		replay;			/* the state is behind: replaying */
 	bool		replay_has_wm;	/* replaying: the watermark recorded then */
 	TimestampTz replay_wm;
+	TransactionId catalog_xmin; /* of the query's catalog row */
+	StateStore *store;			/* the query's store, if this batch uses it */
 
 	/* fetch */
 	SourcePosition *start;		/* per partition, where the batch began */
@@ -90,6 +97,55 @@ typedef struct BatchContext
 
 /* Does the query keep UNLOGGED state, which a crash can lose? */
 #define BATCH_HAS_STATE(b) QUERY_HAS_UNLOGGED_STATE((b)->q)
+
+/* Is the state table without indexes, as the store needs it? */
+static bool
+state_table_unindexed(Oid state_table)
+{
+	Relation	rel = table_open(state_table, AccessShareLock);
+	bool		unindexed = RelationGetIndexList(rel) == NIL;
+
+	table_close(rel, AccessShareLock);
+	return unindexed;
+}
+
+/*
+ * The store, if the query has one: loaded from the state table when it
+ * cannot vouch for what it holds (see state_store.h).  When the state
+ * does not fit in streamwin.state_memory, the query's SQL statements run
+ * on the state table instead, with the index they need ("table mode"),
+ * and every 100 batches the store tries again.
+ */
+static void
+batch_begin_store(BatchContext *b)
+{
+	QueryRunner *r = b->r;
+
+	r->store_active = false;
+	if (r->store == NULL)
+		return;
+	if (r->table_mode && ++r->table_mode_batches % 100 != 0)
+		return;
+	if (!store_begin(r->store, b->catalog_xmin))
+	{
+		if (!r->table_mode)
+			ereport(LOG,
+					(errmsg("streamwin: the state of query \"%s\" does not fit in streamwin.state_memory (%d kB); it runs on its state table",
+							b->q->name, streamwin_state_memory)));
+		r->table_mode = true;
+		r->table_mode_batches = 0;
+		(void) runner_run(r, STMT_STATE_INDEX, NULL, NULL);
+		return;
+	}
+	if (!state_table_unindexed(b->q->state_table))
+		(void) runner_run(r, STMT_STATE_UNINDEX, NULL, NULL);
+	if (r->table_mode)
+		ereport(LOG,
+				(errmsg("streamwin: the state of query \"%s\" fits in memory again", b->q->name)));
+	r->table_mode = false;
+	r->store_active = true;
+	b->store = r->store;
+}
 
 /*
  * begin: lock the query for the duration of the batch and read what the
@@ -116,7 +172,7 @@ batch_begin(BatchContext *b)
 	 */
 #define QUERY_POSITION_SQL \
 	"SELECT last_batch_id, watermark, last_batch_at, state_batch_id, " \
-	"coalesce(checkpoint_batch_id, 0) FROM streamwin.query_catalog WHERE query_id = $1"
+	"coalesce(checkpoint_batch_id, 0), xmin FROM streamwin.query_catalog WHERE query_id = $1"
 
 	catalog_lock_query(b->r->query_id);
 	catalog_exec(IsolationUsesXactSnapshot() ? QUERY_POSITION_SQL " FOR UPDATE" : QUERY_POSITION_SQL,
@@ -136,10 +192,16 @@ batch_begin(BatchContext *b)
 	b->last_at = isnull ? 0 : DatumGetTimestampTz(d);
 	b->state_batch_id = DatumGetInt64(SPI_getbinval(tup, desc, 4, &isnull));
 	b->checkpoint_batch = DatumGetInt64(SPI_getbinval(tup, desc, 5, &isnull));
+	b->catalog_xmin = DatumGetTransactionId(SPI_getbinval(tup, desc, 6, &isnull));
 
 	if (BATCH_HAS_STATE(b) && checkpoint_state_lost(b->r))
+	{
 		b->state_batch_id = checkpoint_restore(b->r);
+		if (b->r->store != NULL)
+			store_invalidate(b->r->store);
+	}
 	b->replay = BATCH_HAS_STATE(b) && b->state_batch_id < b->last_batch_id;
+	batch_begin_store(b);
 }
 
 /*
@@ -241,17 +303,22 @@ static void
 batch_store_idle(BatchContext *b)
 {
 	SourceReader *rd = b->rd;
+	TransactionId catalog_xmin = b->catalog_xmin;
 
-	if (rd->ops->moved_without_rows == NULL || !rd->ops->moved_without_rows(rd, b->start))
-		return;
-	offsets_store(b->r);
-	if (BATCH_HAS_STATE(b))
+	if (rd->ops->moved_without_rows != NULL && rd->ops->moved_without_rows(rd, b->start))
 	{
-		if (b->checkpoint_batch == b->last_batch_id)
-			checkpoint_move_positions(b->r);
-		else
-			checkpoint_take(b->r, b->last_batch_id, b->has_old_wm, b->old_wm, false);
+		offsets_store(b->r);
+		if (BATCH_HAS_STATE(b))
+		{
+			if (b->checkpoint_batch == b->last_batch_id)
+				checkpoint_move_positions(b->r);
+			else if (checkpoint_take(b->r, b->last_batch_id, b->has_old_wm, b->old_wm, false))
+				catalog_xmin = GetCurrentTransactionId();
+		}
 	}
+	/* nothing changed the store */
+	if (b->store != NULL)
+		store_end(b->store, catalog_xmin);
 }
 
 /*
@@ -284,6 +351,72 @@ drop_duplicates(BatchContext *b)
 }
 
 /*
+ * Update mode: the result rows of the groups the batch changed, each with
+ * the cheapest statement that is right for it (see store_classify_changed):
+ * a plain INSERT for groups new to the result, an UPDATE by location for
+ * those whose row the store knows, an upsert for the others and for any
+ * the first two could not write.
+ */
+static void
+store_write_results(BatchContext *b)
+{
+	StateStore *s = b->store;
+	QueryRunner *r = b->r;
+
+	store_classify_changed(s, b->replay, r->insert_variants_paused == 0);
+	elog(DEBUG1, "streamwin: query \"%s\" writes " INT64_FORMAT " new, " INT64_FORMAT
+		 " known and " INT64_FORMAT " other result rows",
+		 b->q->name, store_count_rows(s, STORE_ROWS_INSERT),
+		 store_count_rows(s, STORE_ROWS_UPDATE), store_count_rows(s, STORE_ROWS_UPSERT));
+	store_set_current(s, r->query_id);
+	PG_TRY();
+	{
+		if (store_count_rows(s, STORE_ROWS_INSERT) > 0)
+		{
+			if (runner_try_insert(r, STMT_STORE_INSERT, b->replay))
+				store_rows_written(s, STORE_ROWS_INSERT, STORE_ROWS_UPSERT);
+			else
+				store_move_rows(s, STORE_ROWS_INSERT, STORE_ROWS_UPSERT);
+		}
+		if (store_count_rows(s, STORE_ROWS_UPDATE) > 0)
+		{
+			(void) runner_run(r, STMT_STORE_UPDATE, NULL, NULL);
+			store_rows_written(s, STORE_ROWS_UPDATE, STORE_ROWS_UPSERT);
+		}
+		if (store_count_rows(s, STORE_ROWS_UPSERT) > 0)
+		{
+			(void) runner_run(r, STMT_STORE_UPSERT, NULL, NULL);
+			store_rows_written(s, STORE_ROWS_UPSERT, STORE_ROWS_UPSERT);
+		}
+	}
+	PG_FINALLY();
+	{
+		store_set_current(NULL, 0);
+	}
+	PG_END_TRY();
+}
+
+/*
+ * apply with a store: the executor aggregates the batch's rows into its
+ * groups (the compiled partial query), the store merges them and writes
+ * the changed groups' state rows, and in update mode their result rows.
+ */
+static void
+store_apply(BatchContext *b)
+{
+	DestReceiver *merge;
+
+	if (b->input.ntuples == 0)
+		return;
+	merge = store_merge_receiver(b->store);
+	runner_run_into(b->r, STMT_STORE_GROUPS, &b->input, merge);
+	merge->rDestroy(merge);
+	store_write_changed(b->store);
+	if (b->q->output_mode == OUTPUT_UPDATE)
+		store_write_results(b);
+}
+
+/*
  * apply: the batch's rows into the query's state and results.  A replayed
  * transform only rebuilds its dedup keys: its rows are in its result.
  */
@@ -296,12 +429,49 @@ batch_apply(BatchContext *b)
 		b->stats->duplicates = drop_duplicates(b);
 	if (r->insert_variants_paused > 0)
 		r->insert_variants_paused--;
-	if (b->input.ntuples > 0 && !(b->replay && !b->q->aggregate))
+	if (b->store != NULL)
+		store_apply(b);
+	else if (b->input.ntuples > 0 && !(b->replay && !b->q->aggregate))
 		runner_run_writing(r, STMT_BATCH, &b->input, NULL, b->replay);
 	if (b->ndead > 0)
 		rows_record_rejected(r->decoder, b->rows, b->res, b->nrows, 'd', b->ndead, 0);
 	if (b->nlate > 0 && b->q->capture_late_rows)
 		rows_record_rejected(r->decoder, b->rows, b->res, b->nrows, 'l', b->nlate, b->old_wm);
+}
+
+/*
+ * emit with a store: the groups of the windows the watermark closed are
+ * written (append mode) and evicted; complete mode rewrites the result
+ * from every group.
+ */
+static void
+store_emit(BatchContext *b)
+{
+	StateStore *s = b->store;
+	QueryRunner *r = b->r;
+	bool		closed = b->wm_moved && store_close_windows(s, b->new_wm) > 0;
+	bool		refresh = b->q->output_mode == OUTPUT_COMPLETE &&
+		(b->input.ntuples > 0 || b->last_batch_id == 0);
+
+	store_set_current(s, r->query_id);
+	PG_TRY();
+	{
+		if (closed && b->q->output_mode == OUTPUT_APPEND &&
+			!runner_try_insert(r, STMT_STORE_CLOSE, b->replay))
+			(void) runner_run(r, STMT_STORE_CLOSE_UPSERT, NULL, NULL);
+		if (refresh)
+		{
+			(void) runner_run(r, STMT_CLEAR, NULL, NULL);
+			(void) runner_run(r, STMT_STORE_REFRESH, NULL, NULL);
+		}
+	}
+	PG_FINALLY();
+	{
+		store_set_current(NULL, 0);
+	}
+	PG_END_TRY();
+	if (closed)
+		store_evict_closed(s);
 }
 
 /* emit: what the moved watermark closes, and complete mode's rewrite. */
@@ -311,15 +481,20 @@ batch_emit(BatchContext *b)
 	QueryRunner *r = b->r;
 	Datum		wm = TimestampTzGetDatum(b->new_wm);
 
-	if (b->wm_moved && r->plans[STMT_CLOSE] != NULL)
-		runner_run_writing(r, STMT_CLOSE, NULL, &wm, b->replay);
+	if (b->store != NULL)
+		store_emit(b);
+	else
+	{
+		if (b->wm_moved && r->plans[STMT_CLOSE] != NULL)
+			runner_run_writing(r, STMT_CLOSE, NULL, &wm, b->replay);
+		if (r->plans[STMT_REFRESH] != NULL && (b->input.ntuples > 0 || b->last_batch_id == 0))
+		{
+			(void) runner_run(r, STMT_CLEAR, NULL, NULL);
+			(void) runner_run(r, STMT_REFRESH, NULL, NULL);
+		}
+	}
 	if (b->wm_moved && r->plans[STMT_DEDUP_EVICT] != NULL)
 		(void) runner_run(r, STMT_DEDUP_EVICT, NULL, &wm);
-	if (r->plans[STMT_REFRESH] != NULL && (b->input.ntuples > 0 || b->last_batch_id == 0))
-	{
-		(void) runner_run(r, STMT_CLEAR, NULL, NULL);
-		(void) runner_run(r, STMT_REFRESH, NULL, NULL);
-	}
 }
 
 /*
@@ -334,7 +509,9 @@ batch_finish(BatchContext *b)
 	BatchStats *stats = b->stats;
 	TimestampTz now;
 
-	if (r->plans[STMT_STATE_COUNT] != NULL)
+	if (b->store != NULL)
+		stats->state_rows = store_groups(b->store);
+	else if (r->plans[STMT_STATE_COUNT] != NULL)
 	{
 		bool		isnull;
 
@@ -366,14 +543,17 @@ batch_finish(BatchContext *b)
 		stats->input_rows_per_second = b->nrows / ((stats->started_at - b->last_at) / 1000000.0);
 
 	if (b->replay)
-	{
 		checkpoint_note_replayed(r, stats->batch_id);
-		return;
+	else
+	{
+		if (BATCH_HAS_STATE(b))
+			checkpoint_after_batch(r, stats->batch_id, b->checkpoint_batch, b->has_new_wm,
+								   b->new_wm, now);
+		progress_record(r, stats);
 	}
-	if (BATCH_HAS_STATE(b))
-		checkpoint_after_batch(r, stats->batch_id, b->checkpoint_batch, b->has_new_wm,
-							   b->new_wm, now);
-	progress_record(r, stats);
+	/* this transaction wrote the catalog row last: the store is its state */
+	if (b->store != NULL)
+		store_end(b->store, GetCurrentTransactionId());
 }
 
 static void
@@ -406,6 +586,7 @@ batch_run_stages(QueryRunner *r, int fetch_timeout_ms, int linger_ms, BatchStats
 	}
 	else
 		batch_store_idle(&b);
+	r->store_active = false;
 	SPI_finish();
 	MemoryContextSwitchTo(old);
 }

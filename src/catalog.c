@@ -35,6 +35,7 @@
 
 #include "catalog.h"
 #include "options.h"
+#include "state_store.h"
 
 static Oid	extension_owner_cache = InvalidOid;
 static bool catalog_version_checked = false;
@@ -413,6 +414,7 @@ query_from_row(HeapTuple tup, TupleDesc desc)
 	}
 	q->event_time_expr = jsonb_get_text(plan, "event_time");
 	plan_read_statements(plan, q->sql);
+	q->store = store_plan_read(plan);
 	return q;
 }
 

@@ -37,6 +37,7 @@
 #include "catalog.h"
 #include "checkpoint.h"
 #include "spi_util.h"
+#include "state_store.h"
 
 int			streamwin_checkpoint_interval = 10;
 int			streamwin_checkpoint_min_interval = 10000;	/* ms */
@@ -64,22 +65,25 @@ run_catalog(const char *sql, int32 query_id)
  *		intact.  Returns the checkpoint table's oid.
  */
 Oid
-checkpoint_create_table(int32 query_id, Oid unlogged_table, const char *name)
+checkpoint_create_table(int32 query_id, Oid unlogged_table, const char *name, bool incremental)
 {
 	Oid			relid;
 
 	SPI_connect();
 	/*
-	 * Columns only: a checkpoint is written and read whole, never searched,
-	 * and each index would cost an insertion per state row at every
-	 * checkpoint.  No autovacuum either: TRUNCATE leaves nothing to vacuum,
-	 * nothing plans a query over it, and every checkpoint (all inserts)
-	 * would have autovacuum ANALYZE the whole state again, under a lock
-	 * that makes the next checkpoint skip (checkpoint_take).
+	 * Columns only: a checkpoint is written by location or whole, never
+	 * searched, and each index would cost an insertion per state row.  A
+	 * checkpoint written whole (TRUNCATE, then every row) leaves nothing to
+	 * vacuum, and autovacuum's ANALYZE of every new copy would take a lock
+	 * that makes the next checkpoint skip (checkpoint_take); one that a
+	 * store writes incrementally (incremental) updates and deletes rows,
+	 * which autovacuum then looks after as in any table.
 	 */
-	run_catalog(psprintf("CREATE TABLE streamwin.%s (LIKE %s INCLUDING DEFAULTS) "
-						 "WITH (autovacuum_enabled = false, toast.autovacuum_enabled = false)",
-						 quote_identifier(name), qualified_relname(unlogged_table)), query_id);
+	run_catalog(psprintf("CREATE TABLE streamwin.%s (LIKE %s INCLUDING DEFAULTS)%s",
+						 quote_identifier(name), qualified_relname(unlogged_table),
+						 incremental ? "" :
+						 " WITH (autovacuum_enabled = false, toast.autovacuum_enabled = false)"),
+				query_id);
 	run_catalog("INSERT INTO streamwin.state_alive VALUES ($1) ON CONFLICT DO NOTHING", query_id);
 	SPI_finish();
 	CommandCounterIncrement();
@@ -178,11 +182,17 @@ checkpoint_take(QueryRunner *r, int64 batch_id, bool has_wm, TimestampTz wm, boo
 	char		nulls[3] = {' ', ' ', has_wm ? ' ' : 'n'};
 	RoleSwitch role;
 
-	/* both tables or neither: a checkpoint is one state */
+	/*
+	 * Both tables or neither: a checkpoint is one state.  A store writes
+	 * its checkpoint rows by location (under a lock that does not conflict
+	 * with a dump's); copies made whole need TRUNCATE's.
+	 */
 	for (int i = 0; i < 2 && !wait; i++)
 	{
 		Oid			logged = i == 0 ? r->query->checkpoint_table : r->query->dedup_checkpoint;
 
+		if (i == 0 && r->store_active)
+			continue;
 		if (OidIsValid(logged) && !ConditionalLockRelationOid(logged, AccessExclusiveLock))
 		{
 			ereport(DEBUG1,
@@ -198,6 +208,12 @@ checkpoint_take(QueryRunner *r, int64 batch_id, bool has_wm, TimestampTz wm, boo
 
 		if (!OidIsValid(unlogged))
 			continue;
+		if (i == 0 && r->store_active)
+		{
+			/* the groups changed since the last checkpoint */
+			store_checkpoint(r->store);
+			continue;
+		}
 		/* TRUNCATE rather than DELETE: no dead tuples left behind each time */
 		run_catalog(psprintf("TRUNCATE %s", qualified_relname(logged)), r->query_id);
 		run_catalog(psprintf("INSERT INTO %s SELECT * FROM %s", qualified_relname(logged),

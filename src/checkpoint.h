@@ -13,7 +13,8 @@
 extern int	streamwin_checkpoint_interval;
 extern int	streamwin_checkpoint_min_interval;
 
-extern Oid	checkpoint_create_table(int32 query_id, Oid unlogged_table, const char *name);
+extern Oid	checkpoint_create_table(int32 query_id, Oid unlogged_table, const char *name,
+									bool incremental);
 
 /* Does the query keep UNLOGGED state, which a crash can lose? */
 #define QUERY_HAS_UNLOGGED_STATE(q) (OidIsValid((q)->state_table) || OidIsValid((q)->dedup_table))

@@ -28,6 +28,7 @@
 #include "nodes/primnodes.h"
 #include "utils/array.h"
 
+#include "state_store.h"
 #include "streamwin.h"
 
 /*
@@ -35,21 +36,6 @@
  * for hop(): its window_start column is the window.
  */
 #define HOP_ALIAS "__streamwin_hop"
-
-/* How a partial aggregate column merges with the stored one. */
-typedef enum MergeKind
-{
-	MERGE_ADD,					/* count: s + e */
-	MERGE_SUM,					/* sum: NULL means no input yet */
-	MERGE_MIN,
-	MERGE_MAX,
-	MERGE_AND,
-	MERGE_OR,
-	MERGE_STATE,				/* any other: its transition state, as bytea
-								 * (src/aggregate_state.c) */
-	MERGE_UNION					/* agg(DISTINCT x): the sorted array of the
-								 * distinct values of x */
-} MergeKind;
 
 typedef struct PartialCol
 {
@@ -87,6 +73,8 @@ typedef struct Compiled
 	Query	   *query;			/* analysed user query (rewritten for hop) */
 	int			source_rtindex;
 	SourceInfo *source;
+	bool		store;			/* open groups in a state store
+								 * (state_store.h), not only in SQL */
 } Compiled;
 
 /* compile_shape.c */
@@ -112,6 +100,9 @@ extern void emit_statements(Compiled *c, const char *rname, const char *sname, O
 							StringInfo plan);
 extern void aggregate_statements(Compiled *c, Oid result, Oid state, OutputMode mode,
 								 StringInfo plan);
+extern void store_statements(Compiled *c, Oid result, Oid state, int32 query_id,
+							 OutputMode mode, StringInfo plan);
+extern void store_plan(Compiled *c, StringInfo plan);
 
 /* compile_session.c */
 extern char *keys_list(Compiled *c, const char *prefix);
@@ -126,6 +117,7 @@ extern void dedup_statements(Compiled *c, List *keys, int32 query_id, StringInfo
 
 /* compile_tables.c */
 extern char *column_type_sql(Oid type, int32 typmod, Oid collation);
+extern char *state_column_defs(Compiled *c);
 extern Oid	create_query_table(const char *name, const char *create_sql, const char *index_sql);
 extern Oid	create_result_table(Compiled *c, const char *name);
 extern Oid	create_state_table(Compiled *c, int32 query_id);

@@ -154,7 +154,8 @@ dedup_statements(Compiled *c, List *keys, int32 query_id, StringInfo plan,
 							   psprintf("CREATE UNLOGGED TABLE %s (%sevent_time timestamptz, batch_ord integer NOT NULL, "
 										"UNIQUE NULLS NOT DISTINCT (%s))", qname, keydefs.data, keylist.data),
 							   "CREATE INDEX ON %s (event_time)");
-	ckpt = checkpoint_create_table(query_id, table, psprintf("checkpoint_dedup_%d", query_id));
+	ckpt = checkpoint_create_table(query_id, table, psprintf("checkpoint_dedup_%d", query_id),
+								   false);
 
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "INSERT INTO %s AS d (%s, event_time, batch_ord) "

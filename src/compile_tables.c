@@ -28,15 +28,56 @@
 #include "spi_util.h"
 
 
-char *
-column_type_sql(Oid type, int32 typmod, Oid collation)
+/* A column's type (schema-qualified if asked), with its collation if not the type's */
+static char *
+type_sql(Oid type, int32 typmod, Oid collation, bool qualified)
 {
-	char	   *t = format_type_with_typemod(type, typmod);
+	char	   *t = format_type_extended(type, typmod, FORMAT_TYPE_TYPEMOD_GIVEN |
+										 (qualified ? FORMAT_TYPE_FORCE_QUALIFY : 0));
 
 	if (OidIsValid(collation) && collation != DEFAULT_COLLATION_OID &&
 		collation != get_typcollation(type))
 		return psprintf("%s COLLATE %s", t, generate_collation_name(collation));
 	return t;
+}
+
+char *
+column_type_sql(Oid type, int32 typmod, Oid collation)
+{
+	return type_sql(type, typmod, collation, false);
+}
+
+/*
+ * The state table's columns as a column definition list, "window_start
+ * pg_catalog.timestamptz, ..., "n$count" pg_catalog.int8", with qualified
+ * types: how streamwin.store_rows() rows are read.
+ */
+char *
+state_column_defs(Compiled *c)
+{
+	StringInfoData buf;
+	ListCell   *lc;
+
+	initStringInfo(&buf);
+	if (c->window)
+		appendStringInfoString(&buf, "window_start pg_catalog.timestamptz, window_end pg_catalog.timestamptz");
+	foreach(lc, c->keys)
+	{
+		Expr	   *e = ((KeyCol *) lfirst(lc))->tle->expr;
+
+		appendStringInfo(&buf, "%s%s %s", buf.len ? ", " : "",
+						 quote_identifier(((KeyCol *) lfirst(lc))->name),
+						 type_sql(exprType((Node *) e), exprTypmod((Node *) e), exprCollation((Node *) e), true));
+	}
+	foreach(lc, c->partials)
+	{
+		PartialCol *p = lfirst(lc);
+
+		appendStringInfo(&buf, "%s%s %s", buf.len ? ", " : "", quote_identifier(p->name),
+						 type_sql(exprType((Node *) p->expr), exprTypmod((Node *) p->expr),
+								  exprCollation((Node *) p->expr), true));
+	}
+	return buf.data;
 }
 
 /* Column definitions of window and group keys, for result and state tables. */
@@ -136,11 +177,19 @@ create_state_table(Compiled *c, int32 query_id)
 										 exprCollation((Node *) p->expr)));
 	}
 	/*
-	 * A session's state is looked up by key (its end and start move), so
-	 * there the keys lead the index; other windows are merged by window and
-	 * key, and closed by window_start (close_condition).
+	 * A store writes the state table by row location and looks nothing up
+	 * in it (STMT_STATE_INDEX makes the index when the SQL statements run
+	 * instead).  Without a store, a session's state is looked up by key
+	 * (its end and start move), so there the keys lead the index; other
+	 * windows are merged by window and key, and closed by window_start
+	 * (close_condition).
 	 */
-	if (c->window && strcmp(c->window, "session") == 0)
+	if (c->store)
+	{
+		sql.data[sql.len -= 2] = '\0';
+		appendStringInfoChar(&sql, ')');
+	}
+	else if (c->window && strcmp(c->window, "session") == 0)
 		appendStringInfo(&sql, "UNIQUE NULLS NOT DISTINCT (%swindow_start))", keys_list(c, ""));
 	else
 		appendStringInfo(&sql, "UNIQUE NULLS NOT DISTINCT (%s))", group_columns(c, ""));

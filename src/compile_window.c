@@ -20,6 +20,8 @@
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/json.h"
+#include "utils/lsyscache.h"
+#include "utils/regproc.h"
 
 #include "compile.h"
 #include "statements.h"
@@ -421,4 +423,154 @@ aggregate_statements(Compiled *c, Oid result, Oid state, OutputMode mode, String
 								   merge.data, insert, insert, result_upsert(c)));
 	}
 	emit_statements(c, rname, sname, mode, plan);
+}
+
+/*
+ * "window_start, window_end, k, (final) AS n, ...": the result's row of a
+ * state row, each column under its name.
+ */
+static char *
+result_select(Compiled *c)
+{
+	StringInfoData buf;
+	ListCell   *lc;
+
+	initStringInfo(&buf);
+	if (c->window)
+		appendStringInfoString(&buf, "s.window_start, s.window_end, ");
+	foreach(lc, c->keys)
+		appendStringInfo(&buf, "s.%s, ", quote_identifier(((KeyCol *) lfirst(lc))->name));
+	foreach(lc, c->aggs)
+	{
+		AggCol	   *a = lfirst(lc);
+
+		appendStringInfo(&buf, "%s AS %s, ", a->final_sql, quote_identifier(a->name));
+	}
+	buf.data[buf.len -= 2] = '\0';
+	return buf.data;
+}
+
+/* The INSERT into the result of the final values of store_rows(query_id, which) */
+static char *
+store_insert(Compiled *c, const char *rname, int32 query_id, const char *which)
+{
+	return psprintf("INSERT INTO %s AS r (%s) SELECT %s FROM streamwin.store_rows(%d, '%s') AS s(%s)",
+					rname, result_list(c, false), result_select(c), query_id, which,
+					state_column_defs(c));
+}
+
+/* " RETURNING r.window_start, r.k, ..., r.ctid": where each group's row went */
+static char *
+returning_locations(Compiled *c)
+{
+	return psprintf(" RETURNING %s, r.ctid", group_columns(c, "r."));
+}
+
+/*
+ * The statements of an aggregation kept in a state store (state_store.h):
+ * the batch's groups with their partial aggregates, and the result rows
+ * written from the store's groups.  The store merges the groups; these
+ * write only what the output mode writes, from streamwin.store_rows(), the
+ * groups the store chose for each.  The statements of
+ * aggregate_statements() stay in the plan for when the state does not fit
+ * in memory, with the index they need.
+ */
+void
+store_statements(Compiled *c, Oid result, Oid state, int32 query_id, OutputMode mode,
+				 StringInfo plan)
+{
+	char	   *rname = qualified_relname(result);
+	char	   *index_name = psprintf("%s_groups", get_rel_name(state));
+
+	plan_add_statement(plan, STMT_STORE_GROUPS, partial_query_sql(c));
+	if (mode == OUTPUT_UPDATE)
+	{
+		StringInfoData update;
+		ListCell   *lc;
+
+		plan_add_statement(plan, STMT_STORE_INSERT,
+						   psprintf("%s%s", store_insert(c, rname, query_id, "insert"),
+									returning_locations(c)));
+		plan_add_statement(plan, STMT_STORE_UPSERT,
+						   psprintf("%s%s%s", store_insert(c, rname, query_id, "upsert"),
+									result_upsert(c), returning_locations(c)));
+
+		/*
+		 * By location: a join with a TID scan of the result, checking that
+		 * the row there is still the group's (a user's VACUUM FULL or
+		 * CLUSTER moves rows, and a deleted row's place may hold another);
+		 * a group whose row is not there is written by the upsert instead.
+		 */
+		initStringInfo(&update);
+		appendStringInfo(&update, "UPDATE %s AS r SET ", rname);
+		if (c->window)
+			appendStringInfoString(&update, "window_end = f.window_end, ");
+		foreach(lc, c->aggs)
+		{
+			const char *n = quote_identifier(((AggCol *) lfirst(lc))->name);
+
+			appendStringInfo(&update, "%s = f.%s, ", n, n);
+		}
+		update.data[update.len -= 2] = '\0';
+		appendStringInfo(&update, " FROM (SELECT s.__streamwin_tid, %s FROM %s) AS f "
+						 "WHERE r.ctid = f.__streamwin_tid",
+						 result_select(c),
+						 psprintf("streamwin.store_rows(%d, 'update') AS s(__streamwin_tid pg_catalog.tid, %s)",
+								  query_id, state_column_defs(c)));
+		if (c->window)
+			appendStringInfoString(&update, " AND r.window_start = f.window_start");
+		foreach(lc, c->keys)
+		{
+			const char *n = quote_identifier(((KeyCol *) lfirst(lc))->name);
+
+			appendStringInfo(&update, " AND r.%s IS NOT DISTINCT FROM f.%s", n, n);
+		}
+		appendStringInfoString(&update, returning_locations(c));
+		plan_add_statement(plan, STMT_STORE_UPDATE, update.data);
+	}
+	else if (mode == OUTPUT_APPEND)
+	{
+		plan_add_statement(plan, STMT_STORE_CLOSE, store_insert(c, rname, query_id, "closed"));
+		plan_add_statement(plan, STMT_STORE_CLOSE_UPSERT,
+						   psprintf("%s%s", store_insert(c, rname, query_id, "closed"),
+									result_upsert(c)));
+	}
+	else
+		plan_add_statement(plan, STMT_STORE_REFRESH, store_insert(c, rname, query_id, "all"));
+
+	plan_add_statement(plan, STMT_STATE_INDEX,
+					   psprintf("CREATE UNIQUE INDEX IF NOT EXISTS %s ON %s (%s) NULLS NOT DISTINCT",
+								quote_identifier(index_name), qualified_relname(state),
+								group_columns(c, "")));
+	plan_add_statement(plan, STMT_STATE_UNINDEX,
+					   psprintf("DROP INDEX IF EXISTS %s",
+								quote_qualified_identifier("streamwin", index_name)));
+}
+
+/* What the store of this aggregation needs to know, as plan.store. */
+void
+store_plan(Compiled *c, StringInfo plan)
+{
+	StorePlan	sp;
+	ListCell   *lc;
+	int			i = 0;
+
+	memset(&sp, 0, sizeof(sp));
+	sp.nkeys = (c->window ? 1 : 0) + list_length(c->keys);
+	sp.windowed = c->window != NULL;
+	sp.window_size_us = c->size_us;
+	sp.npartials = list_length(c->partials);
+	sp.merge = palloc(sizeof(MergeKind) * Max(sp.npartials, 1));
+	sp.aggregate = palloc0(sizeof(char *) * Max(sp.npartials, 1));
+	foreach(lc, c->partials)
+	{
+		PartialCol *p = lfirst(lc);
+
+		sp.merge[i] = p->merge;
+		if (p->merge == MERGE_STATE)
+			sp.aggregate[i] = format_procedure_qualified(p->aggfnoid);
+		i++;
+	}
+	appendStringInfoString(plan, ", \"store\": ");
+	store_plan_json(&sp, plan);
 }

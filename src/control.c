@@ -273,6 +273,7 @@ streamwin_reset_query(PG_FUNCTION_ARGS)
 
 	/* resolve the new positions now, so they do not drift until the next batch */
 	r = runner_get(q->query_id, false);
+	runner_state_rewritten(r);
 	offsets_load(r);
 	r->reader->ops->reset(r->reader, start, explicit);
 	offsets_store(r);

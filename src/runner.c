@@ -11,11 +11,13 @@
 #include "executor/executor.h"
 #include "miscadmin.h"
 #include "storage/proc.h"
+#include "utils/guc.h"
 #include "utils/memutils.h"
 
 #include "catalog.h"
 #include "runner.h"
 #include "spi_util.h"
+#include "state_store.h"
 
 /* Runners of this backend: usually one (a worker) or a few (a session). */
 static List *runners = NIL;
@@ -24,6 +26,7 @@ static void
 runner_free(QueryRunner *r)
 {
 	statements_free(r->plans);
+	store_free(r->store);
 	if (r->decoder != NULL)
 		row_decoder_free(r->decoder);
 	source_reader_close(r->reader);
@@ -61,6 +64,9 @@ runner_get(int32 query_id, bool in_worker)
 		r->batch_cxt = AllocSetContextCreate(cxt, "streamwin batch", ALLOCSET_DEFAULT_SIZES);
 		r->reader = source_reader_open(src, r->query, cxt, in_worker);
 		r->decoder = row_decoder_create(r->reader, r->query);
+		if (r->query->store != NULL)
+			r->store = store_create(r->query->store, r->query->state_table,
+									r->query->checkpoint_table, cxt);
 		SPI_connect();
 		statements_prepare(r->query->sql, r->plans);
 		SPI_finish();
@@ -96,6 +102,14 @@ runner_forget(int32 query_id)
 	}
 }
 
+void
+runner_state_rewritten(QueryRunner *r)
+{
+	if (r->store != NULL)
+		store_invalidate(r->store);
+	r->store_active = false;
+}
+
 /* A Kafka consumer's fetch wait follows trigger_interval: see kafka_reader.c. */
 bool
 runner_settings_changed(const QueryInfo *q)
@@ -118,33 +132,48 @@ runner_settings_changed(const QueryInfo *q)
 	return false;
 }
 
-/* Execute a kept plan as the query's owner. */
+/* Execute a kept plan as the query's owner, into dest if not NULL. */
 static uint64
-run_plan(QueryRunner *r, SPIPlanPtr plan, Datum *args)
+run_plan_into(QueryRunner *r, SPIPlanPtr plan, Datum *args, DestReceiver *dest)
 {
 	RoleSwitch	role;
 	int			rc;
 
 	role_switch_enter(&role, r->query->owner);
-	rc = SPI_execute_plan(plan, args, NULL, false, 0);
+	if (dest == NULL)
+		rc = SPI_execute_plan(plan, args, NULL, false, 0);
+	else
+	{
+		SPIExecuteOptions options;
+
+		memset(&options, 0, sizeof(options));
+		options.dest = dest;
+		options.allow_nonatomic = false;
+		if (args != NULL)
+			elog(ERROR, "streamwin: statements into a receiver take no arguments");
+		rc = SPI_execute_plan_extended(plan, &options);
+	}
 	role_switch_leave(&role);
 	if (rc < 0)
 		elog(ERROR, "streamwin: batch statement failed: %s", SPI_result_code_string(rc));
 	return SPI_processed;
 }
 
-/* run_plan(), with the batch's rows visible through the source's view */
+#define run_plan(r, plan, args) run_plan_into(r, plan, args, NULL)
+
+/* run_plan_into(), with the batch's rows visible through the source's view */
 static uint64
-run_plan_with_input(QueryRunner *r, SPIPlanPtr plan, BatchInput *input, Datum *args)
+run_plan_with_input(QueryRunner *r, SPIPlanPtr plan, BatchInput *input, Datum *args,
+					DestReceiver *dest)
 {
 	volatile uint64 n = 0;
 
 	if (input == NULL)
-		return run_plan(r, plan, args);
+		return run_plan_into(r, plan, args, dest);
 	source_set_batch_input(input);
 	PG_TRY();
 	{
-		n = run_plan(r, plan, args);
+		n = run_plan_into(r, plan, args, dest);
 	}
 	PG_FINALLY();
 	{
@@ -154,11 +183,46 @@ run_plan_with_input(QueryRunner *r, SPIPlanPtr plan, BatchInput *input, Datum *a
 	return n;
 }
 
+/*
+ * A statement that writes rows by location joins the store's groups with
+ * the result by ctid; the planner, left to itself, may as well hash the
+ * whole result or probe its index, which costs the size of the result in
+ * every batch.  So it is planned (when first run, and again whenever the
+ * plan cache replans it) with every other way of finding the rows turned
+ * off, which leaves a nested loop of TID scans: one fetch per group.
+ */
+static void
+plan_by_location(void)
+{
+	static const char *const off[] = {"enable_hashjoin", "enable_mergejoin", "enable_seqscan",
+	"enable_indexscan", "enable_bitmapscan", "enable_material"};
+
+	for (int i = 0; i < (int) lengthof(off); i++)
+		(void) set_config_option(off[i], "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
+								 true, 0, false);
+}
+
 uint64
 runner_run(QueryRunner *r, QueryStatement s, BatchInput *input, Datum *args)
 {
+	int			level;
+	uint64		n;
+
 	Assert(r->plans[s] != NULL);
-	return run_plan_with_input(r, r->plans[s], input, args);
+	if (!STATEMENT_BY_LOCATION(s))
+		return run_plan_with_input(r, r->plans[s], input, args, NULL);
+	level = NewGUCNestLevel();
+	plan_by_location();
+	n = run_plan_with_input(r, r->plans[s], input, args, NULL);
+	AtEOXact_GUC(true, level);
+	return n;
+}
+
+void
+runner_run_into(QueryRunner *r, QueryStatement s, BatchInput *input, DestReceiver *dest)
+{
+	Assert(r->plans[s] != NULL);
+	(void) run_plan_with_input(r, r->plans[s], input, NULL, dest);
 }
 
 /* run_plan_with_input() with its arguments in one struct, for run_in_subtransaction() */
@@ -175,7 +239,7 @@ run_plan_call(void *arg)
 {
 	PlanCall   *call = arg;
 
-	(void) run_plan_with_input(call->r, call->plan, call->input, call->args);
+	(void) run_plan_with_input(call->r, call->plan, call->input, call->args, NULL);
 }
 
 /*
@@ -210,33 +274,56 @@ static int	variants_in_transaction = 0;
  * variant; a replay after a crash, which re-creates state for rows already
  * in the result, uses the statements from the start.
  */
-void
-runner_run_writing(QueryRunner *r, QueryStatement s, BatchInput *input, Datum *args, bool replay)
+/* May an insert variant run now?  Counts it if so. */
+static bool
+variant_allowed(QueryRunner *r, bool replay)
 {
-	SPIPlanPtr	variant = s == STMT_BATCH ? r->plans[STMT_BATCH_INSERT] :
-		s == STMT_CLOSE ? r->plans[STMT_CLOSE_INSERT] : NULL;
-	PlanCall	call = {r, variant, input, args};
-	ErrorData  *edata;
-
-	Assert(STATEMENT_HAS_VARIANT(s) || variant == NULL);
 	if (variants_lxid != MyProc->lxid)
 	{
 		variants_lxid = MyProc->lxid;
 		variants_in_transaction = 0;
 	}
-	if (variant == NULL || replay || r->insert_variants_paused > 0 ||
+	if (replay || r->insert_variants_paused > 0 ||
 		variants_in_transaction >= INSERT_VARIANTS_PER_TRANSACTION)
-	{
-		(void) runner_run(r, s, input, args);
-		return;
-	}
+		return false;
 	variants_in_transaction++;
-	edata = run_in_subtransaction(run_plan_call, &call);
+	return true;
+}
+
+/*
+ * Run plan in a subtransaction: true if it succeeded; false if it met a
+ * row already in the result (a unique violation), which pauses the
+ * variants.  Other errors are raised.
+ */
+static bool
+run_variant(QueryRunner *r, SPIPlanPtr plan, BatchInput *input, Datum *args)
+{
+	PlanCall	call = {r, plan, input, args};
+	ErrorData  *edata = run_in_subtransaction(run_plan_call, &call);
+
 	if (edata == NULL)
-		return;
+		return true;
 	if (edata->sqlerrcode != ERRCODE_UNIQUE_VIOLATION)
 		ReThrowError(edata);
 	FreeErrorData(edata);
 	r->insert_variants_paused = INSERT_VARIANTS_PAUSE;
+	return false;
+}
+
+void
+runner_run_writing(QueryRunner *r, QueryStatement s, BatchInput *input, Datum *args, bool replay)
+{
+	SPIPlanPtr	variant = s == STMT_BATCH ? r->plans[STMT_BATCH_INSERT] :
+		s == STMT_CLOSE ? r->plans[STMT_CLOSE_INSERT] : NULL;
+
+	Assert(STATEMENT_HAS_VARIANT(s) || variant == NULL);
+	if (variant != NULL && variant_allowed(r, replay) && run_variant(r, variant, input, args))
+		return;
 	(void) runner_run(r, s, input, args);
+}
+
+bool
+runner_try_insert(QueryRunner *r, QueryStatement s, bool replay)
+{
+	return variant_allowed(r, replay) && run_variant(r, r->plans[s], NULL, NULL);
 }

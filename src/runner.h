@@ -10,6 +10,7 @@
 #define STREAMWIN_RUNNER_H
 
 #include "executor/spi.h"
+#include "tcop/dest.h"
 
 #include "batch_input.h"
 #include "source.h"
@@ -29,6 +30,11 @@ typedef struct QueryRunner
 	SourceReader *reader;
 	RowDecoder *decoder;
 	SPIPlanPtr	plans[NUM_STATEMENTS];
+	struct StateStore *store;	/* its state store, or NULL */
+	bool		store_active;	/* this batch runs on the store */
+	bool		table_mode;		/* the state did not fit in memory: the SQL
+								 * statements run on the state table */
+	int64		table_mode_batches; /* batches since, or since trying again */
 	int			insert_variants_paused; /* batches left without them */
 	TimestampTz last_checkpoint_at; /* by this runner; 0: none yet */
 	bool		in_worker;		/* run by the query's background worker */
@@ -41,6 +47,12 @@ typedef struct QueryRunner
  *		decoder.  Must be called inside a transaction.
  */
 extern QueryRunner *runner_get(int32 query_id, bool in_worker);
+
+/*
+ * The query's state tables were rewritten outside a batch (reset_query):
+ * whatever the runner keeps of them is stale.
+ */
+extern void runner_state_rewritten(QueryRunner *r);
 
 /* Drop a query's runner (after drop_query, an error, or when a worker exits). */
 extern void runner_forget(int32 query_id);
@@ -66,5 +78,18 @@ extern uint64 runner_run(QueryRunner *r, QueryStatement s, BatchInput *input, Da
  */
 extern void runner_run_writing(QueryRunner *r, QueryStatement s, BatchInput *input,
 							   Datum *args, bool replay);
+
+/* runner_run, the rows going to dest instead of SPI_tuptable */
+extern void runner_run_into(QueryRunner *r, QueryStatement s, BatchInput *input,
+							DestReceiver *dest);
+
+/*
+ * runner_try_insert
+ *		Run statement s, which only inserts result rows, if insert variants
+ *		may run now (see runner.c): true if it ran; false if it did not run
+ *		or met a row the result has already, having rolled back its
+ *		writes, so that the caller writes those rows with an upsert.
+ */
+extern bool runner_try_insert(QueryRunner *r, QueryStatement s, bool replay);
 
 #endif							/* STREAMWIN_RUNNER_H */

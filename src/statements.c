@@ -30,6 +30,15 @@ static const StatementSpec specs[NUM_STATEMENTS] = {
 	[STMT_STATE_COUNT] = {"state_count_sql", 0, InvalidOid},
 	[STMT_DEDUP] = {"dedup_sql", 0, InvalidOid},
 	[STMT_DEDUP_EVICT] = {"dedup_evict_sql", 1, TIMESTAMPTZOID},
+	[STMT_STORE_GROUPS] = {"store_groups_sql", 0, InvalidOid},
+	[STMT_STORE_INSERT] = {"store_insert_sql", 0, InvalidOid},
+	[STMT_STORE_UPDATE] = {"store_update_sql", 0, InvalidOid},
+	[STMT_STORE_UPSERT] = {"store_upsert_sql", 0, InvalidOid},
+	[STMT_STORE_CLOSE] = {"store_close_sql", 0, InvalidOid},
+	[STMT_STORE_CLOSE_UPSERT] = {"store_close_upsert_sql", 0, InvalidOid},
+	[STMT_STORE_REFRESH] = {"store_refresh_sql", 0, InvalidOid},
+	[STMT_STATE_INDEX] = {"state_index_sql", 0, InvalidOid},
+	[STMT_STATE_UNINDEX] = {"state_unindex_sql", 0, InvalidOid},
 };
 
 void

@@ -32,6 +32,23 @@ typedef enum QueryStatement
 								 * dedup key, return its position in the
 								 * batch */
 	STMT_DEDUP_EVICT,			/* $1 watermark: forget keys it passed */
+
+	/*
+	 * With a state store (state_store.h): the batch's groups, and the
+	 * result rows written from the store's groups (streamwin.store_rows),
+	 * each returning (window_start, keys..., ctid) of what it wrote where
+	 * the store keeps result row locations.
+	 */
+	STMT_STORE_GROUPS,			/* the batch's groups with their partials */
+	STMT_STORE_INSERT,			/* update mode: groups new to the result */
+	STMT_STORE_UPDATE,			/* ... groups whose result row is known */
+	STMT_STORE_UPSERT,			/* ... the other groups */
+	STMT_STORE_CLOSE,			/* append mode: closed windows' groups */
+	STMT_STORE_CLOSE_UPSERT,	/* ... when the result has some already */
+	STMT_STORE_REFRESH,			/* complete mode: every group */
+	STMT_STATE_INDEX,			/* the state table's index, for the
+								 * statements above STMT_DEDUP_EVICT ... */
+	STMT_STATE_UNINDEX,			/* ... which the store does without */
 	NUM_STATEMENTS
 } QueryStatement;
 
@@ -40,6 +57,12 @@ typedef enum QueryStatement
  * variant stands in for.
  */
 #define STATEMENT_HAS_VARIANT(s) ((s) == STMT_BATCH || (s) == STMT_CLOSE)
+
+/*
+ * Statements that write rows by location (a TID join): planned with every
+ * other way of finding the rows disabled, see runner_run.
+ */
+#define STATEMENT_BY_LOCATION(s) ((s) == STMT_STORE_UPDATE)
 
 /* Append statement s (sql) to a plan being written as a JSON object. */
 extern void plan_add_statement(StringInfo plan, QueryStatement s, const char *sql);

@@ -24,6 +24,7 @@
 #include "batch.h"
 #include "checkpoint.h"
 #include "launcher.h"
+#include "state_store.h"
 #include "streamwin.h"
 #include "table_source.h"
 #include "worker.h"
@@ -101,6 +102,13 @@ _PG_init(void)
 							"one statement; -1 uses work_mem.",
 							&streamwin_batch_work_mem,
 							65536, -1, MAX_KILOBYTES,
+							PGC_USERSET, GUC_UNIT_KB, NULL, NULL, NULL);
+	DefineCustomIntVariable("streamwin.state_memory",
+							"Memory a query's state store may use for its open groups.",
+							"A query whose open groups need more runs on its state table "
+							"instead, more slowly, until they fit again.",
+							&streamwin_state_memory,
+							1024 * 1024, 1024, MAX_KILOBYTES,
 							PGC_USERSET, GUC_UNIT_KB, NULL, NULL, NULL);
 	DefineCustomIntVariable("streamwin.worker_keep_memory",
 							"Free memory a query worker keeps for its next batch.",

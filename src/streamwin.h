@@ -112,6 +112,9 @@ typedef struct QueryInfo
 	char	   *event_time_expr;	/* nodeToString() of the event-time Expr,
 									 * or NULL */
 	char	   *sql[NUM_STATEMENTS];	/* its statements (statements.h), or NULL */
+	struct StorePlan *store;	/* its state store (state_store.h), or NULL:
+								 * compiled without one (sessions, or by a
+								 * version before 0.5) */
 } QueryInfo;
 
 /*

@@ -227,8 +227,9 @@ is("$lost/$dup", '0/0', 'no row lost, no row counted twice');
 # (500 events each), first with an hour between checkpoints, then none.
 sub checkpoint_batch
 {
+	my ($q) = @_;
 	return $node->safe_psql('postgres',
-		"SELECT checkpoint_batch_id FROM streamwin.query_catalog WHERE name = 'c_spacing'");
+		"SELECT checkpoint_batch_id FROM streamwin.query_catalog WHERE name = '" . ($q // 'c_spacing') . "'");
 }
 sub set_min_interval
 {
@@ -239,6 +240,9 @@ sub set_min_interval
 psql_ok($node, q{
 SELECT streamwin.create_query('c_spacing',
     $q$SELECT k, count(*) AS n FROM ev_src GROUP BY streamwin.tumble(ts, '10 seconds'), k$q$,
+    output_mode => 'update', start => false);
+SELECT streamwin.create_query('c_spacing_s',
+    $q$SELECT k, count(*) AS n FROM ev_src GROUP BY streamwin.session(ts, '10 seconds'), k$q$,
     output_mode => 'update', start => false);});
 set_min_interval('1h');
 $node->safe_psql('postgres', "SELECT streamwin.run_batch('c_spacing')" . (";SELECT streamwin.run_batch('c_spacing')" x 6));
@@ -246,17 +250,21 @@ is(checkpoint_batch(), '1', 'min interval 1h: 7 batches, only the first one chec
 set_min_interval('0');
 $node->safe_psql('postgres', "SELECT streamwin.run_batch('c_spacing')" . (";SELECT streamwin.run_batch('c_spacing')" x 2));
 is(checkpoint_batch(), '8', 'min interval 0: the next batch 3 or more after the checkpoint takes one');
+$node->safe_psql('postgres', "SELECT streamwin.run_batch('c_spacing_s')");
+is(checkpoint_batch('c_spacing_s'), '1', 'the session query checkpointed its first batch');
 
 # pg_dump holds ACCESS SHARE on every table it dumps, checkpoint tables
-# included, for as long as the dump runs.  Replacing a checkpoint's
-# contents needs ACCESS EXCLUSIVE: batches must not wait for the dump, so
-# while the lock is held they skip their checkpoints (statement_timeout
-# turns a wait into a failure here), and the next batch after it takes one.
+# included, for as long as the dump runs.  A state store writes its
+# checkpoint by row location, which that lock does not block: its batches
+# checkpoint as usual.  Replacing a checkpoint's whole contents (sessions)
+# needs ACCESS EXCLUSIVE: batches must not wait for the dump, so while the
+# lock is held they skip their checkpoints (statement_timeout turns a wait
+# into a failure here), and the next batch after it takes one.
 my $dump = $node->background_psql('postgres');
 $dump->query_safe(q{
 BEGIN;
 SELECT format('LOCK TABLE %s IN ACCESS SHARE MODE', checkpoint_table::regclass)
-  FROM streamwin.query_catalog WHERE name = 'c_spacing' \gexec
+  FROM streamwin.query_catalog WHERE name IN ('c_spacing', 'c_spacing_s') \gexec
 });
 my $last = $node->safe_psql('postgres',
 	"SELECT last_batch_id FROM streamwin.query_catalog WHERE name = 'c_spacing'");
@@ -264,23 +272,29 @@ is( $node->safe_psql('postgres',
 		"SET statement_timeout = '10s'; SELECT streamwin.run_batch('c_spacing')->>'batch_id'"
 		  . (";SELECT streamwin.run_batch('c_spacing')->>'batch_id'" x 3)),
 	join("\n", map { $last + $_ } 1 .. 4), 'batches run while a dump holds the checkpoint table');
-is(checkpoint_batch(), '8', 'and skip their checkpoints meanwhile');
+is(checkpoint_batch(), $last + 4, 'and a store checkpoints meanwhile, every 3 batches');
+is( $node->safe_psql('postgres',
+		"SET statement_timeout = '10s'; SELECT streamwin.run_batch('c_spacing_s')->>'batch_id'"
+		  . (";SELECT streamwin.run_batch('c_spacing_s')->>'batch_id'" x 3)),
+	join("\n", 2 .. 5), 'batches of a session query run too');
+is(checkpoint_batch('c_spacing_s'), '1', 'and skip their checkpoints');
 # A lock that stays would make recovery replay ever more batches: every
 # 10 x checkpoint_interval (here 30) batches without a checkpoint, a warning.
+my $slast = 5;
 {
-	my $more = 8 + 30 - ($last + 4);
+	my $more = 1 + 30 - $slast;
 	my ($rc, $out, $err) = $node->psql('postgres',
-		join(';', ("SELECT streamwin.run_batch('c_spacing')") x $more));
-	my @warnings = $err =~ /WARNING:  query "c_spacing" has taken no checkpoint for (\d+) batches/g;
+		join(';', ("SELECT streamwin.run_batch('c_spacing_s')") x $more));
+	my @warnings = $err =~ /WARNING:  query "c_spacing_s" has taken no checkpoint for (\d+) batches/g;
 	is("@warnings", '30', "$more more batches: one warning, at 30 batches without a checkpoint");
 	like($err, qr/DETAIL:  Its checkpoint table streamwin\.checkpoint_\d+ is locked by another session/,
 		'the warning names the locked table');
-	$last += $more;
+	$slast += $more;
 }
 $dump->query_safe('COMMIT');
 $dump->quit;
-$node->safe_psql('postgres', "SELECT streamwin.run_batch('c_spacing')");
-is(checkpoint_batch(), $last + 5, 'the first batch after the dump takes the checkpoint');
+$node->safe_psql('postgres', "SELECT streamwin.run_batch('c_spacing_s')");
+is(checkpoint_batch('c_spacing_s'), $slast + 1, 'the first batch after the dump takes the checkpoint');
 
 $node->stop;
 $broker->stop;

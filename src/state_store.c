@@ -1,0 +1,1298 @@
+/*-------------------------------------------------------------------------
+ *
+ * state_store.c
+ *	  The open groups of an aggregation in memory, merged in C, persisted
+ *	  by location in the state and checkpoint tables (see state_store.h).
+ *
+ * Groups live in a TupleHashTable keyed by window start and group keys,
+ * hashed and compared with the key types' own hash and equality functions,
+ * as GROUP BY does (NULL is a group of its own).  Each entry's StoreGroup
+ * holds the partial values and three row locations; it is also linked
+ * into its window (windows are kept sorted by start, so closing them never
+ * looks at the others), into the batch's list of changed groups and into
+ * the list of groups changed since the last checkpoint.
+ *
+ * Rows are written with the heap's own functions: the state table (an
+ * UNLOGGED table of the query's, without indexes while the store runs) and
+ * the checkpoint table (logged, without indexes) are written by nothing
+ * but this store, so each group's row is where the store last put it.
+ * Result rows are written by SQL statements over streamwin.store_rows()
+ * (the runner's), through the executor, so that the result table's
+ * indexes, constraints, triggers and policies apply as to any write.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/heapam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_type.h"
+#include "executor/executor.h"
+#include "executor/spi.h"
+#include "executor/tuptable.h"
+#include "funcapi.h"
+#include "lib/ilist.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "parser/parse_func.h"
+#include "parser/parse_oper.h"
+#include "storage/bufmgr.h"
+#include "tcop/dest.h"
+#include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/json.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/regproc.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+#include "utils/typcache.h"
+
+#include "options.h"
+#include "state_store.h"
+
+PG_FUNCTION_INFO_V1(streamwin_store_rows);
+
+/* streamwin.state_memory (kB) */
+int			streamwin_state_memory = 1024 * 1024;
+
+/* StoreGroup.flags */
+#define GROUP_CHANGED		0x01	/* merged by this batch */
+#define GROUP_NEW			0x02	/* created by this batch */
+#define GROUP_CKPT_DIRTY	0x04	/* changed since the last checkpoint */
+#define GROUP_CLOSED		0x08	/* its window closed in this batch */
+#define GROUP_CKPT_SAME		0x10	/* loading: its checkpoint row matches */
+
+/* Rows a result statement writes: a list of StoreRows kind per group. */
+#define NUM_STORE_ROWS (STORE_ROWS_CLOSED + 1)
+
+typedef struct StoreGroup
+{
+	MinimalTuple key;			/* the hash entry's key tuple */
+	TimestampTz window_start;	/* windowed stores */
+	uint8		flags;
+	int8		rows;			/* StoreRows list it is in, or -1 */
+	ItemPointerData state_tid;	/* invalid: no state row yet */
+	ItemPointerData ckpt_tid;	/* invalid: no checkpoint row */
+	ItemPointerData result_tid; /* invalid: not known */
+	dlist_node window_node;		/* in its window's groups */
+	dlist_node changed_node;	/* in the batch's changed groups */
+	dlist_node ckpt_node;		/* in the groups changed since the checkpoint */
+	dlist_node rows_node;		/* in the StoreRows list `rows` */
+	bool	   *isnull;			/* per partial */
+	Datum		values[FLEXIBLE_ARRAY_MEMBER];	/* per partial */
+} StoreGroup;
+
+typedef struct StoreWindow
+{
+	TimestampTz start;
+	dlist_head groups;
+} StoreWindow;
+
+/* How one partial column merges. */
+typedef struct StorePartial
+{
+	MergeKind	merge;
+	AttrNumber	state_attno;	/* its column in the state table */
+	Oid			type;
+	int16		typlen;
+	bool		typbyval;
+	Oid			collation;
+	Oid			aggfnoid;		/* MERGE_STATE */
+	FmgrInfo	fn;				/* +, cmp, combine_states, distinct_union */
+} StorePartial;
+
+struct StateStore
+{
+	MemoryContext cxt;			/* the store and its fixed parts */
+	MemoryContext groups_cxt;	/* the groups: reset when loading anew */
+	MemoryContext temp_cxt;		/* per row, for hashing and merging */
+	Oid			state_table;
+	Oid			checkpoint_table;
+	StorePlan	plan;
+	int			nkeys;
+	int			npartials;
+	TupleDesc	state_desc;		/* the state table's row type */
+	TupleDesc	key_desc;		/* window_start and the group keys */
+	AttrNumber *key_state_attno;	/* per key, its state table column */
+	StorePartial *partials;
+	AttrNumber *key_cols;		/* 1..nkeys: the key slot's columns */
+	Oid		   *key_eqfuncs;
+	FmgrInfo   *key_hashfuncs;
+	Oid		   *key_collations;
+	TupleTableSlot *key_slot;
+
+	/* the groups (in groups_cxt) */
+	TupleHashTable hash;
+	int64		ngroups;
+	StoreWindow **windows;		/* sorted by start */
+	int			nwindows;
+	int			maxwindows;
+	dlist_head	changed;
+	dlist_head	ckpt_dirty;
+	dlist_head	rows[NUM_STORE_ROWS];
+	int64		nrows[NUM_STORE_ROWS];
+	ItemPointerData *ckpt_gone; /* checkpoint rows of groups gone since */
+	int			nckpt_gone;
+	int			maxckpt_gone;
+
+	bool		loaded;
+	bool		in_batch;		/* a batch began and has not ended */
+	TransactionId catalog_xmin; /* who last wrote the query's catalog row */
+};
+
+static const char *const merge_names[] = {
+	[MERGE_ADD] = "add",
+	[MERGE_SUM] = "sum",
+	[MERGE_MIN] = "min",
+	[MERGE_MAX] = "max",
+	[MERGE_AND] = "and",
+	[MERGE_OR] = "or",
+	[MERGE_STATE] = "state",
+	[MERGE_UNION] = "union",
+};
+
+const char *
+merge_kind_name(MergeKind m)
+{
+	return merge_names[m];
+}
+
+/* --- the plan ------------------------------------------------------------ */
+
+void
+store_plan_json(const StorePlan *plan, StringInfo buf)
+{
+	appendStringInfo(buf, "{\"keys\": %d, \"window_size_us\": " INT64_FORMAT ", \"partials\": [",
+					 plan->nkeys, plan->windowed ? plan->window_size_us : (int64) 0);
+	for (int i = 0; i < plan->npartials; i++)
+	{
+		appendStringInfo(buf, "%s{\"merge\": \"%s\"", i ? ", " : "", merge_names[plan->merge[i]]);
+		if (plan->aggregate[i] != NULL)
+		{
+			appendStringInfoString(buf, ", \"aggregate\": ");
+			escape_json(buf, plan->aggregate[i]);
+		}
+		appendStringInfoChar(buf, '}');
+	}
+	appendStringInfoString(buf, "]}");
+}
+
+/* The "store" member of a plan, or NULL: a plan compiled without a store. */
+StorePlan *
+store_plan_read(Jsonb *plan)
+{
+	char	   *text = jsonb_get_text(plan, "store");
+	Jsonb	   *store;
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	StorePlan  *p;
+	char	   *window;
+	int			depth = 0;
+	int			cap = 8;
+	char	   *key = NULL;
+
+	if (text == NULL)
+		return NULL;
+	store = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(text)));
+	p = palloc0(sizeof(StorePlan));
+	p->nkeys = atoi(jsonb_get_text(store, "keys"));
+	window = jsonb_get_text(store, "window_size_us");
+	p->window_size_us = window ? strtoll(window, NULL, 10) : 0;
+	p->windowed = p->window_size_us > 0;
+	p->merge = palloc(sizeof(MergeKind) * cap);
+	p->aggregate = palloc0(sizeof(char *) * cap);
+
+	/* partials: [{"merge": ..., "aggregate": ...}, ...] */
+	it = JsonbIteratorInit(&store->root);
+	while ((tok = JsonbIteratorNext(&it, &v, false)) != WJB_DONE)
+	{
+		if (tok == WJB_BEGIN_OBJECT)
+		{
+			if (++depth == 2)
+			{
+				if (p->npartials == cap)
+				{
+					cap *= 2;
+					p->merge = repalloc(p->merge, sizeof(MergeKind) * cap);
+					p->aggregate = repalloc(p->aggregate, sizeof(char *) * cap);
+				}
+				p->merge[p->npartials] = MERGE_ADD;
+				p->aggregate[p->npartials] = NULL;
+				p->npartials++;
+			}
+		}
+		else if (tok == WJB_END_OBJECT)
+			depth--;
+		else if (tok == WJB_KEY)
+			key = pnstrdup(v.val.string.val, v.val.string.len);
+		else if (tok == WJB_VALUE && depth == 2 && v.type == jbvString)
+		{
+			char	   *s = pnstrdup(v.val.string.val, v.val.string.len);
+
+			if (strcmp(key, "merge") == 0)
+			{
+				bool		found = false;
+
+				for (int m = 0; m < (int) lengthof(merge_names); m++)
+					if (strcmp(s, merge_names[m]) == 0)
+					{
+						p->merge[p->npartials - 1] = (MergeKind) m;
+						found = true;
+					}
+				if (!found)
+					elog(ERROR, "streamwin: unknown merge kind \"%s\" in a query's plan", s);
+			}
+			else if (strcmp(key, "aggregate") == 0)
+				p->aggregate[p->npartials - 1] = s;
+		}
+	}
+	return p;
+}
+
+/* --- creating ------------------------------------------------------------ */
+
+/* The function that merges two partials of this kind and type. */
+static void
+partial_function(StateStore *s, StorePartial *p, const char *aggregate)
+{
+	Oid			fn = InvalidOid;
+
+	switch (p->merge)
+	{
+		case MERGE_ADD:
+		case MERGE_SUM:
+			fn = get_opcode(compatible_oper_opid(list_make1(makeString("+")), p->type, p->type,
+												 false));
+			break;
+		case MERGE_MIN:
+		case MERGE_MAX:
+			{
+				TypeCacheEntry *tce = lookup_type_cache(p->type, TYPECACHE_CMP_PROC);
+
+				fn = tce->cmp_proc;
+				if (!OidIsValid(fn))
+					ereport(ERROR,
+							(errcode(ERRCODE_UNDEFINED_FUNCTION),
+							 errmsg("could not identify a comparison function for type %s",
+									format_type_be(p->type))));
+			}
+			break;
+		case MERGE_AND:
+		case MERGE_OR:
+			return;
+		case MERGE_STATE:
+			{
+				Oid			args[3] = {REGPROCEDUREOID, BYTEAOID, BYTEAOID};
+
+				p->aggfnoid = DatumGetObjectId(DirectFunctionCall1(regprocedurein,
+																   CStringGetDatum(aggregate)));
+				fn = LookupFuncName(list_make2(makeString("streamwin"), makeString("combine_states")),
+									3, args, false);
+			}
+			break;
+		case MERGE_UNION:
+			{
+				Oid			args[2] = {ANYARRAYOID, ANYARRAYOID};
+
+				fn = LookupFuncName(list_make2(makeString("streamwin"), makeString("distinct_union")),
+									2, args, false);
+			}
+			break;
+	}
+	fmgr_info_cxt(fn, &p->fn, s->cxt);
+}
+
+StateStore *
+store_create(const StorePlan *plan, Oid state_table, Oid checkpoint_table,
+			 MemoryContext parent)
+{
+	MemoryContext cxt = AllocSetContextCreate(parent, "streamwin state store",
+											  ALLOCSET_DEFAULT_SIZES);
+	MemoryContext old = MemoryContextSwitchTo(cxt);
+	StateStore *s = palloc0(sizeof(StateStore));
+	Relation	rel;
+	int			first_key;
+	int			first_partial;
+	Oid		   *eqops;
+
+	s->cxt = cxt;
+	s->groups_cxt = AllocSetContextCreate(cxt, "streamwin state store groups",
+										  ALLOCSET_DEFAULT_SIZES);
+	s->temp_cxt = AllocSetContextCreate(cxt, "streamwin state store temp",
+										ALLOCSET_DEFAULT_SIZES);
+	s->state_table = state_table;
+	s->checkpoint_table = checkpoint_table;
+	s->plan = *plan;
+	s->nkeys = plan->nkeys;
+	s->npartials = plan->npartials;
+
+	rel = table_open(state_table, AccessShareLock);
+	s->state_desc = CreateTupleDescCopy(RelationGetDescr(rel));
+	table_close(rel, AccessShareLock);
+
+	/*
+	 * The state table: window_start, window_end (windowed), the group keys,
+	 * the partials; the partial query gives window_start, keys, partials.
+	 */
+	first_key = plan->windowed ? 3 : 1;
+	first_partial = first_key + plan->nkeys - (plan->windowed ? 1 : 0);
+	if (first_partial + s->npartials - 1 != s->state_desc->natts)
+		elog(ERROR, "streamwin: state table %u does not match its query's plan", state_table);
+	s->key_state_attno = palloc(sizeof(AttrNumber) * s->nkeys);
+	for (int k = 0; k < s->nkeys; k++)
+		s->key_state_attno[k] = plan->windowed ? (k == 0 ? 1 : first_key + k - 1) : first_key + k;
+	s->key_desc = CreateTemplateTupleDesc(s->nkeys);
+	for (int k = 0; k < s->nkeys; k++)
+		TupleDescCopyEntry(s->key_desc, k + 1, s->state_desc, s->key_state_attno[k]);
+
+	s->partials = palloc0(sizeof(StorePartial) * Max(s->npartials, 1));
+	for (int i = 0; i < s->npartials; i++)
+	{
+		StorePartial *p = &s->partials[i];
+		Form_pg_attribute att = TupleDescAttr(s->state_desc, first_partial + i - 1);
+
+		p->merge = plan->merge[i];
+		p->state_attno = first_partial + i;
+		p->type = att->atttypid;
+		p->typlen = att->attlen;
+		p->typbyval = att->attbyval;
+		p->collation = att->attcollation;
+		partial_function(s, p, plan->aggregate[i]);
+	}
+
+	/* grouping as GROUP BY groups: each key type's equality and hash */
+	eqops = palloc(sizeof(Oid) * s->nkeys);
+	s->key_collations = palloc(sizeof(Oid) * s->nkeys);
+	for (int k = 0; k < s->nkeys; k++)
+	{
+		Form_pg_attribute att = TupleDescAttr(s->key_desc, k);
+		bool		hashable;
+
+		get_sort_group_operators(att->atttypid, false, true, false, NULL, &eqops[k], NULL,
+								 &hashable);
+		if (!hashable)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("group key of type %s cannot be hashed", format_type_be(att->atttypid))));
+		s->key_collations[k] = att->attcollation;
+	}
+	execTuplesHashPrepare(s->nkeys, eqops, &s->key_eqfuncs, &s->key_hashfuncs);
+	s->key_cols = palloc(sizeof(AttrNumber) * s->nkeys);
+	for (int k = 0; k < s->nkeys; k++)
+		s->key_cols[k] = k + 1;
+	s->key_slot = MakeSingleTupleTableSlot(s->key_desc, &TTSOpsMinimalTuple);
+	MemoryContextSwitchTo(old);
+	return s;
+}
+
+void
+store_free(StateStore *s)
+{
+	if (s == NULL)
+		return;
+	ExecDropSingleTupleTableSlot(s->key_slot);
+	MemoryContextDelete(s->cxt);
+}
+
+/* An empty set of groups (in a freshly reset groups_cxt). */
+static void
+store_reset_groups(StateStore *s)
+{
+	MemoryContext old;
+
+	MemoryContextReset(s->groups_cxt);
+	old = MemoryContextSwitchTo(s->groups_cxt);
+	s->hash = BuildTupleHashTableExt(NULL, s->key_desc, s->nkeys, s->key_cols,
+									 s->key_eqfuncs, s->key_hashfuncs, s->key_collations,
+									 1024, sizeof(StoreGroup), s->groups_cxt, s->groups_cxt,
+									 s->temp_cxt, false);
+	s->ngroups = 0;
+	s->maxwindows = 16;
+	s->nwindows = 0;
+	s->windows = palloc(sizeof(StoreWindow *) * s->maxwindows);
+	dlist_init(&s->changed);
+	dlist_init(&s->ckpt_dirty);
+	for (int i = 0; i < NUM_STORE_ROWS; i++)
+	{
+		dlist_init(&s->rows[i]);
+		s->nrows[i] = 0;
+	}
+	s->maxckpt_gone = 64;
+	s->nckpt_gone = 0;
+	s->ckpt_gone = palloc(sizeof(ItemPointerData) * s->maxckpt_gone);
+	MemoryContextSwitchTo(old);
+}
+
+void
+store_invalidate(StateStore *s)
+{
+	MemoryContextReset(s->groups_cxt);
+	s->hash = NULL;
+	s->loaded = false;
+	s->in_batch = false;
+	s->catalog_xmin = InvalidTransactionId;
+}
+
+/* --- groups and windows -------------------------------------------------- */
+
+/* The position of the first window starting at or after start. */
+static int
+window_position(StateStore *s, TimestampTz start)
+{
+	int			lo = 0;
+	int			hi = s->nwindows;
+
+	while (lo < hi)
+	{
+		int			mid = (lo + hi) / 2;
+
+		if (s->windows[mid]->start < start)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* The window starting at start, made if missing. */
+static StoreWindow *
+store_window(StateStore *s, TimestampTz start)
+{
+	int			pos;
+	StoreWindow *w;
+
+	/* a batch mostly meets the newest windows: look there first */
+	if (s->nwindows > 0 && s->windows[s->nwindows - 1]->start == start)
+		return s->windows[s->nwindows - 1];
+	pos = window_position(s, start);
+	if (pos < s->nwindows && s->windows[pos]->start == start)
+		return s->windows[pos];
+	if (s->nwindows == s->maxwindows)
+	{
+		s->maxwindows *= 2;
+		s->windows = repalloc(s->windows, sizeof(StoreWindow *) * s->maxwindows);
+	}
+	memmove(&s->windows[pos + 1], &s->windows[pos], sizeof(StoreWindow *) * (s->nwindows - pos));
+	s->nwindows++;
+	w = MemoryContextAlloc(s->groups_cxt, sizeof(StoreWindow));
+	w->start = start;
+	dlist_init(&w->groups);
+	s->windows[pos] = w;
+	return w;
+}
+
+/* Put the first nkeys columns of slot into the key slot. */
+static void
+fill_key_slot(StateStore *s, TupleTableSlot *slot, const AttrNumber *attnos)
+{
+	TupleTableSlot *key = s->key_slot;
+
+	ExecClearTuple(key);
+	for (int k = 0; k < s->nkeys; k++)
+		key->tts_values[k] = slot_getattr(slot, attnos ? attnos[k] : k + 1, &key->tts_isnull[k]);
+	ExecStoreVirtualTuple(key);
+}
+
+/*
+ * The group of the key in the key slot, or NULL; made (empty) if created
+ * is not NULL, which then says whether it was.
+ */
+static StoreGroup *
+store_group(StateStore *s, bool *created)
+{
+	bool		isnew = false;
+	TupleHashEntry entry;
+	StoreGroup *g;
+	MemoryContext old;
+
+	entry = LookupTupleHashEntry(s->hash, s->key_slot, created ? &isnew : NULL, NULL);
+	if (created)
+		*created = isnew;
+	if (entry == NULL)
+		return NULL;
+	if (!isnew)
+		return (StoreGroup *) entry->additional;
+
+	old = MemoryContextSwitchTo(s->groups_cxt);
+	g = palloc0(offsetof(StoreGroup, values) + sizeof(Datum) * s->npartials);
+	g->isnull = palloc(sizeof(bool) * Max(s->npartials, 1));
+	MemoryContextSwitchTo(old);
+	for (int i = 0; i < s->npartials; i++)
+		g->isnull[i] = true;
+	g->key = entry->firstTuple;
+	g->rows = -1;
+	ItemPointerSetInvalid(&g->state_tid);
+	ItemPointerSetInvalid(&g->ckpt_tid);
+	ItemPointerSetInvalid(&g->result_tid);
+	if (s->plan.windowed)
+	{
+		if (s->key_slot->tts_isnull[0])
+			elog(ERROR, "streamwin: a group without its window start");
+		g->window_start = DatumGetTimestampTz(s->key_slot->tts_values[0]);
+		dlist_push_tail(&store_window(s, g->window_start)->groups, &g->window_node);
+	}
+	entry->additional = g;
+	s->ngroups++;
+	return g;
+}
+
+/* Set a partial to a copy of value, freeing what it held. */
+static void
+set_partial(StateStore *s, StoreGroup *g, int i, Datum value, bool isnull)
+{
+	StorePartial *p = &s->partials[i];
+
+	if (!g->isnull[i] && !p->typbyval)
+		pfree(DatumGetPointer(g->values[i]));
+	g->isnull[i] = isnull;
+	g->values[i] = isnull ? (Datum) 0 :
+		datumCopy(value, p->typbyval, p->typlen);
+	if (!isnull && !p->typbyval)
+	{
+		/* datumCopy allocates in the current (temp) context: move it */
+		Size		size = datumGetSize(value, p->typbyval, p->typlen);
+		void	   *copy = MemoryContextAlloc(s->groups_cxt, size);
+
+		memcpy(copy, DatumGetPointer(g->values[i]), size);
+		g->values[i] = PointerGetDatum(copy);
+	}
+}
+
+/* fn(a, b) for functions that handle no NULLs here: both are given. */
+static Datum
+call2(FmgrInfo *fn, Oid collation, Datum a, Datum b, bool *isnull)
+{
+	LOCAL_FCINFO(fcinfo, 2);
+	Datum		result;
+
+	InitFunctionCallInfoData(*fcinfo, fn, 2, collation, NULL, NULL);
+	fcinfo->args[0].value = a;
+	fcinfo->args[0].isnull = false;
+	fcinfo->args[1].value = b;
+	fcinfo->args[1].isnull = false;
+	result = FunctionCallInvoke(fcinfo);
+	*isnull = fcinfo->isnull;
+	return result;
+}
+
+/* combine_states(aggregate, a, b) */
+static Datum
+call_combine_states(StorePartial *p, Datum a, Datum b, bool *isnull)
+{
+	LOCAL_FCINFO(fcinfo, 3);
+	Datum		result;
+
+	InitFunctionCallInfoData(*fcinfo, &p->fn, 3, p->collation, NULL, NULL);
+	fcinfo->args[0].value = ObjectIdGetDatum(p->aggfnoid);
+	fcinfo->args[0].isnull = false;
+	fcinfo->args[1].value = a;
+	fcinfo->args[1].isnull = false;
+	fcinfo->args[2].value = b;
+	fcinfo->args[2].isnull = false;
+	result = FunctionCallInvoke(fcinfo);
+	*isnull = fcinfo->isnull;
+	return result;
+}
+
+/*
+ * Merge the batch's partial value into the group's, as merge_sql()
+ * (compile_aggregate.c) does in SQL: a NULL partial is "no input yet"
+ * (a sum or bool of filtered-out rows, an initial transition state), so
+ * merging with it keeps the other.
+ */
+static void
+merge_partial(StateStore *s, StoreGroup *g, int i, Datum v, bool isnull)
+{
+	StorePartial *p = &s->partials[i];
+	Datum		result = (Datum) 0;
+	bool		result_null = false;
+
+	if (isnull)
+		return;
+	if (g->isnull[i])
+	{
+		set_partial(s, g, i, v, false);
+		return;
+	}
+	switch (p->merge)
+	{
+		case MERGE_ADD:
+		case MERGE_SUM:
+			result = call2(&p->fn, p->collation, g->values[i], v, &result_null);
+			break;
+		case MERGE_MIN:
+		case MERGE_MAX:
+			{
+				bool		cmp_null;
+				int32		c = DatumGetInt32(call2(&p->fn, p->collation, v, g->values[i],
+													&cmp_null));
+
+				if (p->merge == MERGE_MIN ? c >= 0 : c <= 0)
+					return;
+				result = v;
+			}
+			break;
+		case MERGE_AND:
+			if (!DatumGetBool(g->values[i]) || DatumGetBool(v))
+				return;
+			result = BoolGetDatum(false);
+			break;
+		case MERGE_OR:
+			if (DatumGetBool(g->values[i]) || !DatumGetBool(v))
+				return;
+			result = BoolGetDatum(true);
+			break;
+		case MERGE_STATE:
+			result = call_combine_states(p, g->values[i], v, &result_null);
+			break;
+		case MERGE_UNION:
+			result = call2(&p->fn, p->collation, g->values[i], v, &result_null);
+			break;
+	}
+	set_partial(s, g, i, result, result_null);
+}
+
+/* Mark a group changed by this batch. */
+static void
+group_changed(StateStore *s, StoreGroup *g)
+{
+	if (g->flags & GROUP_CHANGED)
+		return;
+	g->flags |= GROUP_CHANGED;
+	dlist_push_tail(&s->changed, &g->changed_node);
+}
+
+/* --- the batch's groups in ----------------------------------------------- */
+
+typedef struct MergeReceiver
+{
+	DestReceiver pub;
+	StateStore *store;
+} MergeReceiver;
+
+/* One of the batch's groups: window_start, keys, partials. */
+static bool
+merge_receive(TupleTableSlot *slot, DestReceiver *self)
+{
+	StateStore *s = ((MergeReceiver *) self)->store;
+	MemoryContext old = MemoryContextSwitchTo(s->temp_cxt);
+	StoreGroup *g;
+	bool		created;
+
+	slot_getallattrs(slot);
+	fill_key_slot(s, slot, NULL);
+	g = store_group(s, &created);
+	/* a group the store did not have is one the result does not have */
+	if (created)
+		g->flags |= GROUP_NEW;
+	for (int i = 0; i < s->npartials; i++)
+		merge_partial(s, g, i, slot->tts_values[s->nkeys + i], slot->tts_isnull[s->nkeys + i]);
+	group_changed(s, g);
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(s->temp_cxt);
+	return true;
+}
+
+static void
+merge_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
+{
+	StateStore *s = ((MergeReceiver *) self)->store;
+
+	if (typeinfo->natts != s->nkeys + s->npartials)
+		elog(ERROR, "streamwin: a batch's groups have %d columns, its store %d",
+			 typeinfo->natts, s->nkeys + s->npartials);
+}
+
+static void
+merge_shutdown(DestReceiver *self)
+{
+}
+
+static void
+merge_destroy(DestReceiver *self)
+{
+	pfree(self);
+}
+
+DestReceiver *
+store_merge_receiver(StateStore *s)
+{
+	MergeReceiver *r = palloc0(sizeof(MergeReceiver));
+
+	r->pub.receiveSlot = merge_receive;
+	r->pub.rStartup = merge_startup;
+	r->pub.rShutdown = merge_shutdown;
+	r->pub.rDestroy = merge_destroy;
+	r->pub.mydest = DestNone;
+	r->store = s;
+	return (DestReceiver *) r;
+}
+
+/* --- the state and checkpoint tables -------------------------------------- */
+
+/* A group as a row of the state table (in the current memory context). */
+static HeapTuple
+group_tuple(StateStore *s, StoreGroup *g)
+{
+	int			natts = s->state_desc->natts;
+	Datum	   *values = palloc(sizeof(Datum) * natts);
+	bool	   *nulls = palloc(sizeof(bool) * natts);
+
+	ExecStoreMinimalTuple(g->key, s->key_slot, false);
+	slot_getallattrs(s->key_slot);
+	for (int k = 0; k < s->nkeys; k++)
+	{
+		values[s->key_state_attno[k] - 1] = s->key_slot->tts_values[k];
+		nulls[s->key_state_attno[k] - 1] = s->key_slot->tts_isnull[k];
+	}
+	if (s->plan.windowed)
+	{
+		values[1] = TimestampTzGetDatum(g->window_start + s->plan.window_size_us);
+		nulls[1] = false;
+	}
+	for (int i = 0; i < s->npartials; i++)
+	{
+		values[s->partials[i].state_attno - 1] = g->values[i];
+		nulls[s->partials[i].state_attno - 1] = g->isnull[i];
+	}
+	return heap_form_tuple(s->state_desc, values, nulls);
+}
+
+/* Write a group's row where it is (updated) or anew (inserted); returns its location. */
+static void
+write_row(Relation rel, HeapTuple tuple, ItemPointer tid)
+{
+	if (ItemPointerIsValid(tid))
+		simple_heap_update(rel, tid, tuple);
+	else
+		simple_heap_insert(rel, tuple);
+	*tid = tuple->t_self;
+}
+
+void
+store_write_changed(StateStore *s)
+{
+	Relation	rel = table_open(s->state_table, RowExclusiveLock);
+	MemoryContext old = MemoryContextSwitchTo(s->temp_cxt);
+	dlist_iter	it;
+
+	CommandCounterIncrement();
+	dlist_foreach(it, &s->changed)
+	{
+		StoreGroup *g = dlist_container(StoreGroup, changed_node, it.cur);
+		HeapTuple	tuple = group_tuple(s, g);
+
+		write_row(rel, tuple, &g->state_tid);
+		if (!(g->flags & GROUP_CKPT_DIRTY))
+		{
+			g->flags |= GROUP_CKPT_DIRTY;
+			dlist_push_tail(&s->ckpt_dirty, &g->ckpt_node);
+		}
+		MemoryContextReset(s->temp_cxt);
+	}
+	MemoryContextSwitchTo(old);
+	table_close(rel, NoLock);
+}
+
+/* --- the groups result statements write ---------------------------------- */
+
+static void
+rows_remove(StateStore *s, StoreGroup *g)
+{
+	if (g->rows < 0)
+		return;
+	dlist_delete(&g->rows_node);
+	s->nrows[g->rows]--;
+	g->rows = -1;
+}
+
+static void
+rows_add(StateStore *s, StoreGroup *g, StoreRows which)
+{
+	rows_remove(s, g);
+	dlist_push_tail(&s->rows[which], &g->rows_node);
+	s->nrows[which]++;
+	g->rows = (int8) which;
+}
+
+void
+store_classify_changed(StateStore *s, bool replay, bool new_rows_allowed)
+{
+	dlist_iter	it;
+
+	dlist_foreach(it, &s->changed)
+	{
+		StoreGroup *g = dlist_container(StoreGroup, changed_node, it.cur);
+
+		if (replay)
+			rows_add(s, g, STORE_ROWS_UPSERT);
+		else if ((g->flags & GROUP_NEW) && new_rows_allowed)
+			rows_add(s, g, STORE_ROWS_INSERT);
+		else if (ItemPointerIsValid(&g->result_tid))
+			rows_add(s, g, STORE_ROWS_UPDATE);
+		else
+			rows_add(s, g, STORE_ROWS_UPSERT);
+	}
+}
+
+void
+store_move_rows(StateStore *s, StoreRows from, StoreRows to)
+{
+	dlist_mutable_iter it;
+
+	dlist_foreach_modify(it, &s->rows[from])
+	{
+		StoreGroup *g = dlist_container(StoreGroup, rows_node, it.cur);
+
+		ItemPointerSetInvalid(&g->result_tid);
+		rows_add(s, g, to);
+	}
+}
+
+int64
+store_count_rows(StateStore *s, StoreRows which)
+{
+	if (which == STORE_ROWS_ALL)
+		return s->ngroups;
+	return s->nrows[which];
+}
+
+/*
+ * SPI_tuptable holds (window_start, keys..., ctid) of the rows a statement
+ * over `which` wrote.
+ */
+void
+store_rows_written(StateStore *s, StoreRows which, StoreRows unwritten)
+{
+	SPITupleTable *tt = SPI_tuptable;
+	TupleTableSlot *slot;
+	MemoryContext old = MemoryContextSwitchTo(s->temp_cxt);
+
+	slot = MakeSingleTupleTableSlot(tt->tupdesc, &TTSOpsHeapTuple);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		StoreGroup *g;
+		bool		isnull;
+		Datum		tid;
+
+		ExecStoreHeapTuple(tt->vals[i], slot, false);
+		fill_key_slot(s, slot, NULL);
+		g = store_group(s, NULL);
+		tid = slot_getattr(slot, s->nkeys + 1, &isnull);
+		if (g == NULL || isnull || g->rows != (int8) which)
+			continue;
+		g->result_tid = *(ItemPointer) DatumGetPointer(tid);
+		rows_remove(s, g);
+	}
+	ExecDropSingleTupleTableSlot(slot);
+	MemoryContextSwitchTo(old);
+	if (unwritten != which)
+		store_move_rows(s, which, unwritten);
+}
+
+/* The batch's changed groups are written: clear their marks. */
+static void
+changed_done(StateStore *s)
+{
+	dlist_mutable_iter it;
+
+	dlist_foreach_modify(it, &s->changed)
+	{
+		StoreGroup *g = dlist_container(StoreGroup, changed_node, it.cur);
+
+		g->flags &= ~(GROUP_CHANGED | GROUP_NEW);
+		dlist_delete(&g->changed_node);
+		rows_remove(s, g);
+	}
+	dlist_init(&s->changed);
+}
+
+/* --- streamwin.store_rows(query_id, which) -------------------------------- */
+
+static StateStore *current_store = NULL;
+static int32 current_query_id = 0;
+
+void
+store_set_current(StateStore *s, int32 query_id)
+{
+	current_store = s;
+	current_query_id = query_id;
+}
+
+/* The group's row, as state_rows gives it: [its result row's location,] the state row. */
+static void
+put_group(StateStore *s, Tuplestorestate *ts, TupleDesc desc, StoreGroup *g, bool with_tid)
+{
+	HeapTuple	tuple = group_tuple(s, g);
+	int			natts = desc->natts;
+	Datum	   *values = palloc(sizeof(Datum) * natts);
+	bool	   *nulls = palloc(sizeof(bool) * natts);
+	int			first = with_tid ? 1 : 0;
+
+	heap_deform_tuple(tuple, s->state_desc, values + first, nulls + first);
+	if (with_tid)
+	{
+		values[0] = PointerGetDatum(&g->result_tid);
+		nulls[0] = !ItemPointerIsValid(&g->result_tid);
+	}
+	tuplestore_putvalues(ts, desc, values, nulls);
+}
+
+/*
+ * streamwin.store_rows(query_id integer, which text) RETURNS SETOF record:
+ * the groups a result statement of the query writes (see StoreRows), as
+ * rows of its state table, preceded by their result row's location when
+ * the column list asks for one more column (of type tid).  Outside a batch
+ * of the query in this backend it returns nothing.
+ */
+Datum
+streamwin_store_rows(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	int32		query_id = PG_GETARG_INT32(0);
+	char	   *which = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	StateStore *s = current_store;
+	TupleDesc	desc;
+	bool		with_tid;
+	StoreRows	rows;
+
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	if (s == NULL || query_id != current_query_id || !s->loaded)
+		return (Datum) 0;
+	desc = rsinfo->setDesc;
+	with_tid = desc->natts == s->state_desc->natts + 1;
+	if (!with_tid && desc->natts != s->state_desc->natts)
+		elog(ERROR, "streamwin: store_rows() of query %d gives %d columns, not %d",
+			 query_id, s->state_desc->natts, desc->natts);
+	if (strcmp(which, "insert") == 0)
+		rows = STORE_ROWS_INSERT;
+	else if (strcmp(which, "update") == 0)
+		rows = STORE_ROWS_UPDATE;
+	else if (strcmp(which, "upsert") == 0)
+		rows = STORE_ROWS_UPSERT;
+	else if (strcmp(which, "closed") == 0)
+		rows = STORE_ROWS_CLOSED;
+	else if (strcmp(which, "all") == 0)
+		rows = STORE_ROWS_ALL;
+	else
+		elog(ERROR, "streamwin: store_rows() does not know \"%s\"", which);
+
+	if (rows == STORE_ROWS_ALL)
+	{
+		TupleHashIterator it;
+		TupleHashEntry entry;
+
+		InitTupleHashIterator(s->hash, &it);
+		while ((entry = ScanTupleHashTable(s->hash, &it)) != NULL)
+			put_group(s, rsinfo->setResult, desc, (StoreGroup *) entry->additional, with_tid);
+		TermTupleHashIterator(&it);
+	}
+	else
+	{
+		dlist_iter	it;
+
+		dlist_foreach(it, &s->rows[rows])
+			put_group(s, rsinfo->setResult, desc,
+					  dlist_container(StoreGroup, rows_node, it.cur), with_tid);
+	}
+	return (Datum) 0;
+}
+
+/* --- closing windows ------------------------------------------------------ */
+
+int64
+store_close_windows(StateStore *s, TimestampTz watermark)
+{
+	int64		n = 0;
+
+	if (!s->plan.windowed)
+		return 0;
+	for (int w = 0; w < s->nwindows; w++)
+	{
+		StoreWindow *win = s->windows[w];
+		dlist_iter	it;
+
+		/* window_end = window_start + size: closed at or before the watermark */
+		if (win->start > watermark - s->plan.window_size_us)
+			break;
+		dlist_foreach(it, &win->groups)
+		{
+			StoreGroup *g = dlist_container(StoreGroup, window_node, it.cur);
+
+			g->flags |= GROUP_CLOSED;
+			rows_add(s, g, STORE_ROWS_CLOSED);
+			n++;
+		}
+	}
+	return n;
+}
+
+/* Forget a group: its hash entry, its memory. */
+static void
+drop_group(StateStore *s, StoreGroup *g)
+{
+	TupleHashEntry entry;
+
+	ExecStoreMinimalTuple(g->key, s->key_slot, false);
+	entry = LookupTupleHashEntry(s->hash, s->key_slot, NULL, NULL);
+	if (entry == NULL)
+		elog(ERROR, "streamwin: a group of the store is not in its hash table");
+	tuplehash_delete_item(s->hash->hashtab, entry);
+	ExecClearTuple(s->key_slot);
+	for (int i = 0; i < s->npartials; i++)
+		if (!g->isnull[i] && !s->partials[i].typbyval)
+			pfree(DatumGetPointer(g->values[i]));
+	pfree(g->key);
+	pfree(g->isnull);
+	pfree(g);
+	s->ngroups--;
+}
+
+static void
+ckpt_gone_add(StateStore *s, ItemPointer tid)
+{
+	if (s->nckpt_gone == s->maxckpt_gone)
+	{
+		s->maxckpt_gone *= 2;
+		s->ckpt_gone = repalloc(s->ckpt_gone, sizeof(ItemPointerData) * s->maxckpt_gone);
+	}
+	s->ckpt_gone[s->nckpt_gone++] = *tid;
+}
+
+void
+store_evict_closed(StateStore *s)
+{
+	Relation	rel = table_open(s->state_table, RowExclusiveLock);
+	int			nclosed = 0;
+	dlist_mutable_iter it;
+
+	CommandCounterIncrement();
+	dlist_foreach_modify(it, &s->rows[STORE_ROWS_CLOSED])
+	{
+		StoreGroup *g = dlist_container(StoreGroup, rows_node, it.cur);
+
+		rows_remove(s, g);
+		if (ItemPointerIsValid(&g->state_tid))
+			simple_heap_delete(rel, &g->state_tid);
+		if (ItemPointerIsValid(&g->ckpt_tid))
+			ckpt_gone_add(s, &g->ckpt_tid);
+		if (g->flags & GROUP_CKPT_DIRTY)
+			dlist_delete(&g->ckpt_node);
+		if (g->flags & GROUP_CHANGED)
+			dlist_delete(&g->changed_node);
+		dlist_delete(&g->window_node);
+		drop_group(s, g);
+	}
+	table_close(rel, NoLock);
+
+	/* the windows left empty, all at the front */
+	while (nclosed < s->nwindows && dlist_is_empty(&s->windows[nclosed]->groups))
+		pfree(s->windows[nclosed++]);
+	memmove(s->windows, s->windows + nclosed, sizeof(StoreWindow *) * (s->nwindows - nclosed));
+	s->nwindows -= nclosed;
+}
+
+int64
+store_groups(StateStore *s)
+{
+	return s->ngroups;
+}
+
+Size
+store_memory(StateStore *s)
+{
+	return MemoryContextMemAllocated(s->groups_cxt, true);
+}
+
+/* --- loading and checkpoints ---------------------------------------------- */
+
+static bool
+over_memory(StateStore *s)
+{
+	return store_memory(s) > (Size) streamwin_state_memory * 1024;
+}
+
+/* Are the group's partials those of a (checkpoint) row? */
+static bool
+same_partials(StateStore *s, StoreGroup *g, TupleTableSlot *slot)
+{
+	for (int i = 0; i < s->npartials; i++)
+	{
+		StorePartial *p = &s->partials[i];
+		bool		isnull;
+		Datum		v = slot_getattr(slot, p->state_attno, &isnull);
+
+		if (isnull != g->isnull[i])
+			return false;
+		if (!isnull && !datumIsEqual(v, g->values[i], p->typbyval, p->typlen))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Load the groups from the state table, then match the checkpoint table's
+ * rows to them: a group whose checkpoint row holds the same values is
+ * clean, the others are dirty, and checkpoint rows of no group are to be
+ * deleted.  Returns false (and empties the store) past the memory limit.
+ */
+static bool
+store_load(StateStore *s)
+{
+	Relation	rel;
+	TableScanDesc scan;
+	TupleTableSlot *slot;
+	Snapshot	snapshot;
+	TupleHashIterator hit;
+	TupleHashEntry entry;
+
+	store_reset_groups(s);
+	s->loaded = true;
+
+	/* what this transaction wrote so far (a restored checkpoint) included */
+	CommandCounterIncrement();
+	PushCopiedSnapshot(GetActiveSnapshot());
+	UpdateActiveSnapshotCommandId();
+	snapshot = GetActiveSnapshot();
+
+	rel = table_open(s->state_table, AccessShareLock);
+	slot = table_slot_create(rel, NULL);
+	scan = table_beginscan(rel, snapshot, 0, NULL);
+	while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
+	{
+		StoreGroup *g;
+		bool		created;
+		MemoryContext old = MemoryContextSwitchTo(s->temp_cxt);
+
+		slot_getallattrs(slot);
+		fill_key_slot(s, slot, s->key_state_attno);
+		g = store_group(s, &created);
+		if (!created)
+			elog(ERROR, "streamwin: state table %s holds a group twice", RelationGetRelationName(rel));
+		for (int i = 0; i < s->npartials; i++)
+		{
+			bool		isnull;
+			Datum		v = slot_getattr(slot, s->partials[i].state_attno, &isnull);
+
+			set_partial(s, g, i, v, isnull);
+		}
+		g->state_tid = slot->tts_tid;
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(s->temp_cxt);
+		if ((s->ngroups & 1023) == 0 && over_memory(s))
+			break;
+	}
+	table_endscan(scan);
+	ExecDropSingleTupleTableSlot(slot);
+	table_close(rel, AccessShareLock);
+	if (over_memory(s))
+	{
+		PopActiveSnapshot();
+		store_invalidate(s);
+		return false;
+	}
+
+	rel = table_open(s->checkpoint_table, AccessShareLock);
+	slot = table_slot_create(rel, NULL);
+	scan = table_beginscan(rel, snapshot, 0, NULL);
+	while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
+	{
+		StoreGroup *g;
+		MemoryContext old = MemoryContextSwitchTo(s->temp_cxt);
+
+		slot_getallattrs(slot);
+		fill_key_slot(s, slot, s->key_state_attno);
+		g = store_group(s, NULL);
+		if (g == NULL || ItemPointerIsValid(&g->ckpt_tid))
+			ckpt_gone_add(s, &slot->tts_tid);
+		else
+		{
+			g->ckpt_tid = slot->tts_tid;
+			if (same_partials(s, g, slot))
+				g->flags |= GROUP_CKPT_SAME;
+		}
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(s->temp_cxt);
+	}
+	table_endscan(scan);
+	ExecDropSingleTupleTableSlot(slot);
+	table_close(rel, AccessShareLock);
+
+	/* clean: matched with the same values; every other group is dirty */
+	InitTupleHashIterator(s->hash, &hit);
+	while ((entry = ScanTupleHashTable(s->hash, &hit)) != NULL)
+	{
+		StoreGroup *g = (StoreGroup *) entry->additional;
+
+		if (g->flags & GROUP_CKPT_SAME)
+			g->flags &= ~GROUP_CKPT_SAME;
+		else
+		{
+			g->flags |= GROUP_CKPT_DIRTY;
+			dlist_push_tail(&s->ckpt_dirty, &g->ckpt_node);
+		}
+	}
+	TermTupleHashIterator(&hit);
+	PopActiveSnapshot();
+	return true;
+}
+
+/*
+ * The store vouches for what it holds if its last batch ended (a batch
+ * that failed never does) and wrote the catalog row last (a batch rolled
+ * back afterwards, another backend's batch, a reset write it since).
+ */
+bool
+store_begin(StateStore *s, TransactionId catalog_xmin)
+{
+	if (s->loaded && !s->in_batch && TransactionIdEquals(catalog_xmin, s->catalog_xmin))
+	{
+		s->in_batch = true;
+		return true;
+	}
+	s->catalog_xmin = catalog_xmin;
+	s->in_batch = false;
+	if (!store_load(s))
+		return false;
+	s->in_batch = true;
+	return true;
+}
+
+void
+store_end(StateStore *s, TransactionId catalog_xmin)
+{
+	changed_done(s);
+	s->catalog_xmin = catalog_xmin;
+	s->in_batch = false;
+}
+
+void
+store_checkpoint(StateStore *s)
+{
+	Relation	rel = table_open(s->checkpoint_table, RowExclusiveLock);
+	MemoryContext old = MemoryContextSwitchTo(s->temp_cxt);
+	dlist_mutable_iter it;
+
+	CommandCounterIncrement();
+	for (int i = 0; i < s->nckpt_gone; i++)
+		simple_heap_delete(rel, &s->ckpt_gone[i]);
+	s->nckpt_gone = 0;
+	dlist_foreach_modify(it, &s->ckpt_dirty)
+	{
+		StoreGroup *g = dlist_container(StoreGroup, ckpt_node, it.cur);
+
+		write_row(rel, group_tuple(s, g), &g->ckpt_tid);
+		g->flags &= ~GROUP_CKPT_DIRTY;
+		dlist_delete(&g->ckpt_node);
+		MemoryContextReset(s->temp_cxt);
+	}
+	dlist_init(&s->ckpt_dirty);
+	MemoryContextSwitchTo(old);
+	table_close(rel, NoLock);
+}

@@ -1,0 +1,187 @@
+/*-------------------------------------------------------------------------
+ *
+ * state_store.h
+ *	  The open groups of an aggregation, in the worker's memory and in its
+ *	  UNLOGGED state table (state_store.c).
+ *
+ * A store holds one entry per open group (window start and group keys)
+ * with each aggregate's partial state: plain values for count, sum, min,
+ * max, bool_and/or; transition states (bytea) for aggregates with a
+ * combine function; sorted sets for DISTINCT aggregates.  A batch
+ * aggregates its own rows with the executor (the compiled partial query),
+ * and the store merges each of the batch's groups into its entry in C with
+ * the aggregates' own combine functions, so it knows exactly which groups
+ * changed, which are new and which a watermark closes.
+ *
+ * The state table is the store's persisted form: at every commit it holds
+ * exactly the open groups.  Each entry knows the location (TID) of its row
+ * there, of its row in the logged checkpoint table, and of its row in the
+ * result table as last written; the store writes only the rows of changed
+ * groups, by location, with no index probe and no ON CONFLICT.  So a batch
+ * costs its rows plus the groups it changes, and a checkpoint the groups
+ * changed since the one before.  Nothing in a batch scans the whole state.
+ *
+ * Memory and tables stay consistent: the store remembers which transaction
+ * last wrote the query's catalog row (every batch does, as do reset_query
+ * and recovery); whenever that is not the store's own last batch (a batch
+ * that failed or was rolled back, another session's batch, a reset), the
+ * store is loaded again from the state table, with one scan.
+ *
+ * Beyond streamwin.state_memory the store lets go of its entries and the
+ * query runs on the state table itself, with the compiled SQL statements
+ * (slower, the same results), until the state fits again.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef STREAMWIN_STATE_STORE_H
+#define STREAMWIN_STATE_STORE_H
+
+#include "access/htup.h"
+#include "access/tupdesc.h"
+#include "datatype/timestamp.h"
+#include "lib/stringinfo.h"
+#include "nodes/pg_list.h"
+#include "utils/jsonb.h"
+
+/* How a partial aggregate merges with another of its group. */
+typedef enum MergeKind
+{
+	MERGE_ADD,					/* count: a + b */
+	MERGE_SUM,					/* sum: a + b, NULL meaning no input yet */
+	MERGE_MIN,
+	MERGE_MAX,
+	MERGE_AND,
+	MERGE_OR,
+	MERGE_STATE,				/* any other: its transition state, as bytea
+								 * (aggregate_state.c) */
+	MERGE_UNION					/* agg(DISTINCT x): the sorted array of the
+								 * distinct values of x (distinct_set.c) */
+} MergeKind;
+
+extern const char *merge_kind_name(MergeKind m);
+
+/* streamwin.state_memory (kB): the memory a store may use */
+extern int	streamwin_state_memory;
+
+typedef struct StateStore StateStore;
+
+/*
+ * What the compiler records of an aggregation for its store, in the plan
+ * under "store" (store_plan_json), read back by store_create.
+ */
+typedef struct StorePlan
+{
+	int			nkeys;			/* group key columns, window_start first */
+	bool		windowed;
+	int64		window_size_us;
+	int			npartials;
+	MergeKind  *merge;			/* per partial column */
+	char	  **aggregate;		/* MERGE_STATE: regprocedure text, else NULL */
+} StorePlan;
+
+extern void store_plan_json(const StorePlan *plan, StringInfo buf);
+extern StorePlan *store_plan_read(Jsonb *plan);
+
+/*
+ * store_create
+ *		A store for the query whose state table is state_table and
+ *		checkpoint table checkpoint_table, in a new child of parent.  The
+ *		store starts empty and not loaded.
+ */
+extern StateStore *store_create(const StorePlan *plan, Oid state_table, Oid checkpoint_table,
+								MemoryContext parent);
+extern void store_free(StateStore *s);
+
+/*
+ * store_begin
+ *		At the start of a batch, with the xmin of the query's catalog row:
+ *		loads the store from the state table when it cannot vouch for what
+ *		it holds.  Returns false if the state does not fit in
+ *		streamwin.state_memory (the store is then empty and unloaded).
+ */
+extern bool store_begin(StateStore *s, TransactionId catalog_xmin);
+
+/* Forget everything: the next store_begin loads from the tables. */
+extern void store_invalidate(StateStore *s);
+
+/* The batch's groups: a DestReceiver merging each row (window_start, keys, partials). */
+extern struct _DestReceiver *store_merge_receiver(StateStore *s);
+
+/*
+ * store_write_changed
+ *		Write the rows of the groups the batch changed into the state table.
+ */
+extern void store_write_changed(StateStore *s);
+
+/*
+ * The groups a result statement writes, chosen before it runs and returned
+ * by streamwin.store_rows(query_id, which).  STORE_ROWS_INSERT: changed
+ * groups new to the result; STORE_ROWS_UPDATE: changed groups whose result
+ * row's location is known; STORE_ROWS_UPSERT: the other changed groups;
+ * STORE_ROWS_CLOSED: groups of the windows a watermark closed;
+ * STORE_ROWS_ALL: every group.
+ */
+typedef enum StoreRows
+{
+	STORE_ROWS_INSERT,
+	STORE_ROWS_UPDATE,
+	STORE_ROWS_UPSERT,
+	STORE_ROWS_CLOSED,
+	STORE_ROWS_ALL
+} StoreRows;
+
+/*
+ * Split the changed groups into INSERT, UPDATE and UPSERT (replay: all
+ * UPSERT, since the result may hold their rows already).
+ */
+extern void store_classify_changed(StateStore *s, bool replay, bool new_rows_allowed);
+
+/* Move every group of `from` to `to` (e.g. INSERT to UPSERT after a conflict). */
+extern void store_move_rows(StateStore *s, StoreRows from, StoreRows to);
+extern int64 store_count_rows(StateStore *s, StoreRows which);
+
+/*
+ * store_rows_written
+ *		A result statement over `which` returned (window_start, keys...,
+ *		ctid) for the rows it wrote: remember where each group's row is.
+ *		Groups of `which` it did not return go to `unwritten` (e.g. rows
+ *		whose location was stale), unless unwritten is `which`.
+ */
+extern void store_rows_written(StateStore *s, StoreRows which, StoreRows unwritten);
+
+/* Make the store this backend's for streamwin.store_rows() (NULL: none). */
+extern void store_set_current(StateStore *s, int32 query_id);
+
+/*
+ * store_close_windows
+ *		Select the groups of windows ending at or before watermark into
+ *		STORE_ROWS_CLOSED.  Returns how many.
+ */
+extern int64 store_close_windows(StateStore *s, TimestampTz watermark);
+
+/* Delete the CLOSED groups: their state rows, and from memory. */
+extern void store_evict_closed(StateStore *s);
+
+/* The number of open groups. */
+extern int64 store_groups(StateStore *s);
+
+/* Bytes of memory the store holds. */
+extern Size store_memory(StateStore *s);
+
+/*
+ * store_checkpoint
+ *		Bring the checkpoint table to the state as of now, writing only the
+ *		groups changed since the last checkpoint and deleting the rows of
+ *		groups gone since.
+ */
+extern void store_checkpoint(StateStore *s);
+
+/*
+ * store_end
+ *		At the end of a batch (one that did nothing too): catalog_xmin is
+ *		who wrote the query's catalog row last, now (the batch's own
+ *		transaction, if it wrote it).
+ */
+extern void store_end(StateStore *s, TransactionId catalog_xmin);
+
+#endif							/* STREAMWIN_STATE_STORE_H */
