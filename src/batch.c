@@ -374,7 +374,7 @@ store_write_results(BatchContext *b)
 		if (store_count_rows(s, STORE_ROWS_INSERT) > 0)
 		{
 			if (runner_try_insert(r, STMT_STORE_INSERT, b->replay))
-				store_rows_written(s, STORE_ROWS_INSERT, STORE_ROWS_UPSERT);
+				store_rows_done(s, STORE_ROWS_INSERT);
 			else
 				store_move_rows(s, STORE_ROWS_INSERT, STORE_ROWS_UPSERT);
 		}

@@ -488,9 +488,12 @@ store_statements(Compiled *c, Oid result, Oid state, int32 query_id, OutputMode 
 		StringInfoData update;
 		ListCell   *lc;
 
-		plan_add_statement(plan, STMT_STORE_INSERT,
-						   psprintf("%s%s", store_insert(c, rname, query_id, "insert"),
-									returning_locations(c)));
+		/*
+		 * Rows new to the result are not asked where they went: many are
+		 * written once (the windows of a backlog read as a time slice),
+		 * and a group written again learns it from the upsert.
+		 */
+		plan_add_statement(plan, STMT_STORE_INSERT, store_insert(c, rname, query_id, "insert"));
 		plan_add_statement(plan, STMT_STORE_UPSERT,
 						   psprintf("%s%s%s", store_insert(c, rname, query_id, "upsert"),
 									result_upsert(c), returning_locations(c)));

@@ -548,20 +548,21 @@ set_partial(StateStore *s, StoreGroup *g, int i, Datum value, bool isnull)
 {
 	StorePartial *p = &s->partials[i];
 
-	if (!g->isnull[i] && !p->typbyval)
-		pfree(DatumGetPointer(g->values[i]));
-	g->isnull[i] = isnull;
-	g->values[i] = isnull ? (Datum) 0 :
-		datumCopy(value, p->typbyval, p->typlen);
-	if (!isnull && !p->typbyval)
-	{
-		/* datumCopy allocates in the current (temp) context: move it */
-		Size		size = datumGetSize(value, p->typbyval, p->typlen);
-		void	   *copy = MemoryContextAlloc(s->groups_cxt, size);
+	Datum		old = g->values[i];
+	bool		old_null = g->isnull[i];
+	MemoryContext cxt;
 
-		memcpy(copy, DatumGetPointer(g->values[i]), size);
-		g->values[i] = PointerGetDatum(copy);
+	if (isnull || p->typbyval)
+		g->values[i] = value;
+	else
+	{
+		cxt = MemoryContextSwitchTo(s->groups_cxt);
+		g->values[i] = datumCopy(value, false, p->typlen);
+		MemoryContextSwitchTo(cxt);
 	}
+	g->isnull[i] = isnull;
+	if (!old_null && !p->typbyval)
+		pfree(DatumGetPointer(old));
 }
 
 /* fn(a, b) for functions that handle no NULLs here: both are given. */
@@ -736,14 +737,10 @@ store_merge_receiver(StateStore *s)
 
 /* --- the state and checkpoint tables -------------------------------------- */
 
-/* A group as a row of the state table (in the current memory context). */
-static HeapTuple
-group_tuple(StateStore *s, StoreGroup *g)
+/* A group as the values of a state table row (in values/nulls, natts long). */
+static void
+group_values(StateStore *s, StoreGroup *g, Datum *values, bool *nulls)
 {
-	int			natts = s->state_desc->natts;
-	Datum	   *values = palloc(sizeof(Datum) * natts);
-	bool	   *nulls = palloc(sizeof(bool) * natts);
-
 	ExecStoreMinimalTuple(g->key, s->key_slot, false);
 	slot_getallattrs(s->key_slot);
 	for (int k = 0; k < s->nkeys; k++)
@@ -761,17 +758,31 @@ group_tuple(StateStore *s, StoreGroup *g)
 		values[s->partials[i].state_attno - 1] = g->values[i];
 		nulls[s->partials[i].state_attno - 1] = g->isnull[i];
 	}
+}
+
+/* A group as a row of the state table (in the current memory context). */
+static HeapTuple
+group_tuple(StateStore *s, StoreGroup *g)
+{
+	int			natts = s->state_desc->natts;
+	Datum	   *values = palloc(sizeof(Datum) * natts);
+	bool	   *nulls = palloc(sizeof(bool) * natts);
+
+	group_values(s, g, values, nulls);
 	return heap_form_tuple(s->state_desc, values, nulls);
 }
 
-/* Write a group's row where it is (updated) or anew (inserted); returns its location. */
+/*
+ * Write a group's row where it is (updated) or anew (inserted, through
+ * bistate: the rows of a batch go in together); *tid is where it is then.
+ */
 static void
-write_row(Relation rel, HeapTuple tuple, ItemPointer tid)
+write_row(Relation rel, HeapTuple tuple, ItemPointer tid, BulkInsertState bistate)
 {
 	if (ItemPointerIsValid(tid))
 		simple_heap_update(rel, tid, tuple);
 	else
-		simple_heap_insert(rel, tuple);
+		heap_insert(rel, tuple, GetCurrentCommandId(true), 0, bistate);
 	*tid = tuple->t_self;
 }
 
@@ -779,6 +790,7 @@ void
 store_write_changed(StateStore *s)
 {
 	Relation	rel = table_open(s->state_table, RowExclusiveLock);
+	BulkInsertState bistate = GetBulkInsertState();
 	MemoryContext old = MemoryContextSwitchTo(s->temp_cxt);
 	dlist_iter	it;
 
@@ -788,7 +800,7 @@ store_write_changed(StateStore *s)
 		StoreGroup *g = dlist_container(StoreGroup, changed_node, it.cur);
 		HeapTuple	tuple = group_tuple(s, g);
 
-		write_row(rel, tuple, &g->state_tid);
+		write_row(rel, tuple, &g->state_tid, bistate);
 		if (!(g->flags & GROUP_CKPT_DIRTY))
 		{
 			g->flags |= GROUP_CKPT_DIRTY;
@@ -797,6 +809,7 @@ store_write_changed(StateStore *s)
 		MemoryContextReset(s->temp_cxt);
 	}
 	MemoryContextSwitchTo(old);
+	FreeBulkInsertState(bistate);
 	table_close(rel, NoLock);
 }
 
@@ -853,6 +866,15 @@ store_move_rows(StateStore *s, StoreRows from, StoreRows to)
 		ItemPointerSetInvalid(&g->result_tid);
 		rows_add(s, g, to);
 	}
+}
+
+void
+store_rows_done(StateStore *s, StoreRows which)
+{
+	dlist_mutable_iter it;
+
+	dlist_foreach_modify(it, &s->rows[which])
+		rows_remove(s, dlist_container(StoreGroup, rows_node, it.cur));
 }
 
 int64
@@ -927,21 +949,19 @@ store_set_current(StateStore *s, int32 query_id)
 
 /* The group's row, as state_rows gives it: [its result row's location,] the state row. */
 static void
-put_group(StateStore *s, Tuplestorestate *ts, TupleDesc desc, StoreGroup *g, bool with_tid)
+put_group(StateStore *s, Tuplestorestate *ts, TupleDesc desc, StoreGroup *g, bool with_tid,
+		  Datum *values, bool *nulls)
 {
-	HeapTuple	tuple = group_tuple(s, g);
-	int			natts = desc->natts;
-	Datum	   *values = palloc(sizeof(Datum) * natts);
-	bool	   *nulls = palloc(sizeof(bool) * natts);
 	int			first = with_tid ? 1 : 0;
 
-	heap_deform_tuple(tuple, s->state_desc, values + first, nulls + first);
+	group_values(s, g, values + first, nulls + first);
 	if (with_tid)
 	{
 		values[0] = PointerGetDatum(&g->result_tid);
 		nulls[0] = !ItemPointerIsValid(&g->result_tid);
 	}
 	tuplestore_putvalues(ts, desc, values, nulls);
+	ExecClearTuple(s->key_slot);
 }
 
 /*
@@ -961,6 +981,8 @@ streamwin_store_rows(PG_FUNCTION_ARGS)
 	TupleDesc	desc;
 	bool		with_tid;
 	StoreRows	rows;
+	Datum	   *values;
+	bool	   *nulls;
 
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	if (s == NULL || query_id != current_query_id || !s->loaded)
@@ -982,6 +1004,8 @@ streamwin_store_rows(PG_FUNCTION_ARGS)
 		rows = STORE_ROWS_ALL;
 	else
 		elog(ERROR, "streamwin: store_rows() does not know \"%s\"", which);
+	values = palloc(sizeof(Datum) * desc->natts);
+	nulls = palloc(sizeof(bool) * desc->natts);
 
 	if (rows == STORE_ROWS_ALL)
 	{
@@ -990,7 +1014,8 @@ streamwin_store_rows(PG_FUNCTION_ARGS)
 
 		InitTupleHashIterator(s->hash, &it);
 		while ((entry = ScanTupleHashTable(s->hash, &it)) != NULL)
-			put_group(s, rsinfo->setResult, desc, (StoreGroup *) entry->additional, with_tid);
+			put_group(s, rsinfo->setResult, desc, (StoreGroup *) entry->additional, with_tid,
+					  values, nulls);
 		TermTupleHashIterator(&it);
 	}
 	else
@@ -999,7 +1024,7 @@ streamwin_store_rows(PG_FUNCTION_ARGS)
 
 		dlist_foreach(it, &s->rows[rows])
 			put_group(s, rsinfo->setResult, desc,
-					  dlist_container(StoreGroup, rows_node, it.cur), with_tid);
+					  dlist_container(StoreGroup, rows_node, it.cur), with_tid, values, nulls);
 	}
 	return (Datum) 0;
 }
@@ -1276,6 +1301,7 @@ void
 store_checkpoint(StateStore *s)
 {
 	Relation	rel = table_open(s->checkpoint_table, RowExclusiveLock);
+	BulkInsertState bistate = GetBulkInsertState();
 	MemoryContext old = MemoryContextSwitchTo(s->temp_cxt);
 	dlist_mutable_iter it;
 
@@ -1287,12 +1313,13 @@ store_checkpoint(StateStore *s)
 	{
 		StoreGroup *g = dlist_container(StoreGroup, ckpt_node, it.cur);
 
-		write_row(rel, group_tuple(s, g), &g->ckpt_tid);
+		write_row(rel, group_tuple(s, g), &g->ckpt_tid, bistate);
 		g->flags &= ~GROUP_CKPT_DIRTY;
 		dlist_delete(&g->ckpt_node);
 		MemoryContextReset(s->temp_cxt);
 	}
 	dlist_init(&s->ckpt_dirty);
 	MemoryContextSwitchTo(old);
+	FreeBulkInsertState(bistate);
 	table_close(rel, NoLock);
 }

@@ -136,6 +136,9 @@ typedef enum StoreRows
  */
 extern void store_classify_changed(StateStore *s, bool replay, bool new_rows_allowed);
 
+/* The groups of `which` are written (by a statement that says not where). */
+extern void store_rows_done(StateStore *s, StoreRows which);
+
 /* Move every group of `from` to `to` (e.g. INSERT to UPSERT after a conflict). */
 extern void store_move_rows(StateStore *s, StoreRows from, StoreRows to);
 extern int64 store_count_rows(StateStore *s, StoreRows which);

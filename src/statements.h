@@ -35,9 +35,9 @@ typedef enum QueryStatement
 
 	/*
 	 * With a state store (state_store.h): the batch's groups, and the
-	 * result rows written from the store's groups (streamwin.store_rows),
-	 * each returning (window_start, keys..., ctid) of what it wrote where
-	 * the store keeps result row locations.
+	 * result rows written from the store's groups (streamwin.store_rows);
+	 * the update and upsert return (window_start, keys..., ctid) of the
+	 * rows they wrote, so that the store knows where they are.
 	 */
 	STMT_STORE_GROUPS,			/* the batch's groups with their partials */
 	STMT_STORE_INSERT,			/* update mode: groups new to the result */
