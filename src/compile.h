@@ -87,6 +87,8 @@ typedef struct Compiled
 	Query	   *query;			/* analysed user query (rewritten for hop) */
 	int			source_rtindex;
 	SourceInfo *source;
+	List	   *state_names;	/* column names of the state table and of the
+								 * batch statements' own rows (internal_name) */
 } Compiled;
 
 /* compile_shape.c */
@@ -96,7 +98,7 @@ extern bool rewrite_hop(SelectStmt *stmt);
 extern void check_query_shape(Query *q);
 extern void check_from(Compiled *c);
 extern void compile_grouping(Compiled *c);
-extern void check_column_name(List **seen, const char *name);
+extern void check_column_name(List **seen, const char *name, bool windowed);
 
 /* compile_aggregate.c */
 extern void compile_aggregate(Compiled *c, TargetEntry *tle);
@@ -125,6 +127,7 @@ extern void dedup_statements(Compiled *c, List *keys, int32 query_id, StringInfo
 							 Oid *table_out, Oid *checkpoint_out);
 
 /* compile_tables.c */
+extern char *internal_name(List **taken, const char *base, const char *tail);
 extern char *column_type_sql(Oid type, int32 typmod, Oid collation);
 extern Oid	create_query_table(const char *name, const char *create_sql, const char *index_sql);
 extern Oid	create_result_table(Compiled *c, const char *name);

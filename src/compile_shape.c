@@ -385,15 +385,19 @@ find_window(Compiled *c, TargetEntry *tle, bool *is_window)
 }
 
 
+/*
+ * A column of the result table: named, once, and (windowed) not as the
+ * window's own columns.
+ */
 void
-check_column_name(List **seen, const char *name)
+check_column_name(List **seen, const char *name, bool windowed)
 {
 	ListCell   *lc;
 
 	if (name == NULL || strcmp(name, "?column?") == 0)
 		refuse("every column of a continuous query's result needs a name",
 			   NULL, "Give the expression an alias with AS.");
-	if (strcmp(name, "window_start") == 0 || strcmp(name, "window_end") == 0)
+	if (windowed && (strcmp(name, "window_start") == 0 || strcmp(name, "window_end") == 0))
 		refuse(psprintf("result column name \"%s\" is reserved for the window", name),
 			   NULL, "Give the column another alias with AS.");
 	foreach(lc, *seen)
@@ -448,6 +452,13 @@ compile_grouping(Compiled *c)
 				   "Add the expression to the SELECT list, with an alias.");
 	}
 
+	/*
+	 * The group keys first: the state table has the window's columns and
+	 * the keys under their own names, and the partial aggregates' columns
+	 * are named apart from them (internal_name).
+	 */
+	if (c->window)
+		c->state_names = list_make2("window_start", "window_end");
 	foreach(lc, q->targetList)
 	{
 		TargetEntry *tle = lfirst_node(TargetEntry, lc);
@@ -458,14 +469,23 @@ compile_grouping(Compiled *c)
 		{
 			KeyCol	   *k = palloc(sizeof(KeyCol));
 
-			check_column_name(&names, tle->resname);
+			check_column_name(&names, tle->resname, c->window != NULL);
 			k->name = tle->resname;
 			k->tle = tle;
 			c->keys = lappend(c->keys, k);
+			c->state_names = lappend(c->state_names, tle->resname);
 		}
-		else if (IsA(tle->expr, Aggref))
+	}
+	foreach(lc, q->targetList)
+	{
+		TargetEntry *tle = lfirst_node(TargetEntry, lc);
+
+		if (tle->resjunk || tle == c->window_tle ||
+			(tle->ressortgroupref != 0 && get_sortgroupref_clause_noerr(tle->ressortgroupref, q->groupClause)))
+			continue;
+		if (IsA(tle->expr, Aggref))
 		{
-			check_column_name(&names, tle->resname);
+			check_column_name(&names, tle->resname, c->window != NULL);
 			compile_aggregate(c, tle);
 		}
 		else
