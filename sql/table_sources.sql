@@ -342,11 +342,68 @@ SELECT differences('SELECT * FROM odd_tumble',
 SELECT (SELECT count(*) FROM odd_tumble) AS tumble, (SELECT count(*) FROM odd_hop) AS hop,
        (SELECT count(*) FROM odd_session) AS session, (SELECT count(*) FROM odd_running) AS running,
        (SELECT count(*) FROM odd_copy) AS transform;
-DROP FUNCTION differences(text, text);
 SELECT streamwin.drop_query(q, drop_result => true)
 FROM unnest('{odd_tumble,odd_hop,odd_session,odd_running,odd_copy}'::text[]) q;
 SELECT streamwin.drop_source('odd_src');
 DROP TABLE odd;
+
+-- Expressions over the group keys and the window (not over aggregates) are
+-- result columns computed when a group's row is written, as plain SQL
+-- computes them per group: in every output mode, and for every window.
+CREATE TABLE scores (k text, v int, ts timestamptz);
+SELECT streamwin.create_table_source('scores_src', 'scores', '{"max_records_per_batch": 6}');
+SELECT streamwin.create_query('scores_append',
+    $$SELECT k, upper(k) AS uk, k || '#' || length(k) AS tag, count(*) AS n,
+             streamwin.tumble(ts, '10 seconds') + interval '10 seconds' AS closes, 'v1' AS version
+      FROM scores_src GROUP BY streamwin.tumble(ts, '10 seconds'), k$$,
+    watermark => '5 seconds', start => false);
+\d scores_append
+SELECT streamwin.create_query('scores_update',
+    $$SELECT k, upper(k) AS uk, count(*) AS n, sum(v) AS total
+      FROM scores_src GROUP BY streamwin.hop(ts, '20 seconds', '10 seconds'), k$$,
+    watermark => '5 seconds', output_mode => 'update', start => false);
+SELECT streamwin.create_query('scores_session',
+    $$SELECT k, count(*) AS n, k || '!' AS shout,
+             streamwin.session(ts, '10 seconds') + interval '1 hour' AS start_plus_1h
+      FROM scores_src GROUP BY streamwin.session(ts, '10 seconds'), k$$,
+    watermark => '5 seconds', output_mode => 'update', start => false);
+SELECT streamwin.create_query('scores_complete',
+    $$SELECT k, v % 2 AS parity, (v % 2) * 10 + length(k) AS code, upper(k) AS uk, sum(v) AS total
+      FROM scores_src GROUP BY k, v % 2$$,
+    output_mode => 'complete', start => false);
+INSERT INTO scores
+SELECT (ARRAY['a', 'bb', 'ccc'])[g % 3 + 1], g,
+       '2026-01-01 00:00:00+00'::timestamptz + (g * 3 + g / 8 * 20 - g % 2) * interval '1 second'
+FROM generate_series(0, 29) g;
+SELECT q, (streamwin.run_available(q))->'input_rows' AS input_rows
+FROM unnest('{scores_append,scores_update,scores_session,scores_complete}'::text[]) q;
+-- append mode: the windows the watermark closed
+SELECT differences('SELECT * FROM scores_append',
+    $$SELECT w, w + interval '10 seconds', k, upper(k), k || '#' || length(k), count(*),
+             w + interval '10 seconds', 'v1'
+      FROM scores, LATERAL (SELECT date_bin('10 seconds', ts, 'epoch')) AS t(w)
+      GROUP BY w, k
+      HAVING w + interval '10 seconds' <= (SELECT watermark FROM streamwin.queries WHERE name = 'scores_append')$$) AS append,
+       differences('SELECT * FROM scores_update',
+    $$SELECT w, w + interval '20 seconds', k, upper(k), count(*), sum(v)
+      FROM scores, LATERAL (VALUES (date_bin('10 seconds', ts, 'epoch')),
+                                   (date_bin('10 seconds', ts, 'epoch') - interval '10 seconds')) AS h(w)
+      GROUP BY w, k$$) AS update,
+       differences('SELECT * FROM scores_session',
+    $$WITH b AS (SELECT *, CASE WHEN ts - lag(ts) OVER w < interval '10 seconds' THEN 0 ELSE 1 END AS brk
+                 FROM scores WINDOW w AS (PARTITION BY k ORDER BY ts)),
+           i AS (SELECT *, sum(brk) OVER (PARTITION BY k ORDER BY ts) AS island FROM b)
+      SELECT min(ts), max(ts) + interval '10 seconds', k, count(*), k || '!', min(ts) + interval '1 hour'
+      FROM i GROUP BY k, island$$) AS session,
+       differences('SELECT * FROM scores_complete',
+    $$SELECT k, v % 2, (v % 2) * 10 + length(k), upper(k), sum(v) FROM scores GROUP BY k, v % 2$$) AS complete;
+SELECT (SELECT count(*) FROM scores_append) AS append, (SELECT count(*) FROM scores_update) AS update,
+       (SELECT count(*) FROM scores_session) AS session, (SELECT count(*) FROM scores_complete) AS complete;
+DROP FUNCTION differences(text, text);
+SELECT streamwin.drop_query(q, drop_result => true)
+FROM unnest('{scores_append,scores_update,scores_session,scores_complete}'::text[]) q;
+SELECT streamwin.drop_source('scores_src');
+DROP TABLE scores;
 
 -- The queries view shows the lag in bytes of WAL.
 SELECT name, source, state, lag >= 0 AS lag_known FROM streamwin.queries ORDER BY name;

@@ -59,11 +59,18 @@ typedef struct PartialCol
 	Oid			aggfnoid;		/* MERGE_STATE: the user's aggregate */
 } PartialCol;
 
+/*
+ * A result column besides the window and the keys: an aggregate, or an
+ * expression over the group keys (key_expr), computed when the row is
+ * written.
+ */
 typedef struct AggCol
 {
 	char	   *name;			/* result column */
 	Oid			type;
 	int32		typmod;
+	Oid			collation;		/* an expression over keys: its collation */
+	Expr	   *key_expr;		/* an expression over keys, else NULL */
 	char	   *final_sql;		/* final value from the state columns */
 } AggCol;
 
@@ -98,6 +105,7 @@ extern bool rewrite_hop(SelectStmt *stmt);
 extern void check_query_shape(Query *q);
 extern void check_from(Compiled *c);
 extern void compile_grouping(Compiled *c);
+extern void key_expressions_final(Compiled *c, Oid state);
 extern void check_column_name(List **seen, const char *name, bool windowed);
 
 /* compile_aggregate.c */

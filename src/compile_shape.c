@@ -14,14 +14,17 @@
 #include "catalog/pg_type.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
+#include "optimizer/clauses.h"
 #include "optimizer/optimizer.h"
 #include "parser/parse_func.h"
 #include "parser/parsetree.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/ruleutils.h"
 
 #include "catalog.h"
 #include "compile.h"
+#include "spi_util.h"
 #include "window.h"
 
 void
@@ -422,6 +425,113 @@ expr_label(Query *q, Expr *e)
 	return psprintf("at position %d of the query", exprLocation((Node *) e) + 1);
 }
 
+/*
+ * Mutator context of key_columns: an expression over the group keys (and
+ * the window) made an expression over the state table's columns, Vars of
+ * range table entry 1.
+ */
+typedef struct KeyColumns
+{
+	Compiled   *c;
+	Oid			state;			/* the state table; InvalidOid: only check */
+	Var		   *stray;			/* a column that is no group key */
+} KeyColumns;
+
+static Node *
+state_column(KeyColumns *ctx, const char *name, Expr *e)
+{
+	AttrNumber	attno = 1;
+
+	if (OidIsValid(ctx->state) &&
+		(attno = get_attnum(ctx->state, name)) == InvalidAttrNumber)
+		elog(ERROR, "streamwin: state table has no column \"%s\"", name);
+	return (Node *) makeVar(1, attno, exprType((Node *) e), exprTypmod((Node *) e),
+							exprCollation((Node *) e), 0);
+}
+
+static Node *
+key_columns(Node *node, KeyColumns *ctx)
+{
+	ListCell   *lc;
+
+	if (node == NULL)
+		return NULL;
+	if (ctx->c->window_tle && equal(node, ctx->c->window_tle->expr))
+		return state_column(ctx, "window_start", ctx->c->window_tle->expr);
+	foreach(lc, ctx->c->keys)
+	{
+		KeyCol	   *k = lfirst(lc);
+
+		if (equal(node, k->tle->expr))
+			return state_column(ctx, k->name, k->tle->expr);
+	}
+	if (IsA(node, Var))
+	{
+		if (ctx->stray == NULL)
+			ctx->stray = (Var *) node;
+		return node;
+	}
+	return expression_tree_mutator(node, key_columns, ctx);
+}
+
+/*
+ * A SELECT list item that is neither a group key nor an aggregate: an
+ * expression over the keys and the window (lower(region), the window's
+ * start plus an interval, a constant), a column of the result computed
+ * from the group's keys when its row is written, as plain SQL computes it
+ * per group.  key_expressions_final gives its SQL once the state table
+ * exists.  Expressions over aggregates are refused: each aggregate is
+ * written as a column of its own.
+ */
+static void
+compile_key_expression(Compiled *c, TargetEntry *tle)
+{
+	AggCol	   *col = palloc0(sizeof(AggCol));
+	KeyColumns	ctx = {c, InvalidOid, NULL};
+
+	if (contain_agg_clause((Node *) tle->expr))
+		refuse(psprintf("SELECT list item \"%s\" is an expression over aggregates", tle->resname),
+			   "Each aggregate is merged batch by batch and written to a result column of its own; expressions over aggregates are not computed.",
+			   "Select each aggregate on its own, with an alias, and compute the expression when reading the result table, for example in a view.");
+	(void) key_columns((Node *) tle->expr, &ctx);
+	if (ctx.stray != NULL)
+		refuse(psprintf("SELECT list item \"%s\" uses column %s, which is not a GROUP BY key",
+						tle->resname, expr_label(c->query, (Expr *) ctx.stray)),
+			   "Outside aggregates, the SELECT list of a continuous aggregation may use only the window and the GROUP BY keys.",
+			   "Add the column to GROUP BY, or use it inside an aggregate.");
+	if (contain_volatile_functions((Node *) tle->expr))
+		refuse(psprintf("SELECT list item \"%s\" must not use volatile functions", tle->resname),
+			   "It is computed from the group keys whenever the group's row is written, so a volatile function would change the row each time.",
+			   "Compute it when reading the result table, for example in a view.");
+	col->name = tle->resname;
+	col->type = exprType((Node *) tle->expr);
+	col->typmod = exprTypmod((Node *) tle->expr);
+	col->collation = exprCollation((Node *) tle->expr);
+	col->key_expr = tle->expr;
+	c->aggs = lappend(c->aggs, col);
+}
+
+/*
+ * The SQL of each expression over keys, over a row of the state table
+ * (unqualified: the statements compute results from state rows alone).
+ */
+void
+key_expressions_final(Compiled *c, Oid state)
+{
+	ListCell   *lc;
+
+	foreach(lc, c->aggs)
+	{
+		AggCol	   *col = lfirst(lc);
+		KeyColumns	ctx = {c, state, NULL};
+
+		if (col->key_expr == NULL)
+			continue;
+		col->final_sql = deparse_expr_qualified(key_columns((Node *) col->key_expr, &ctx),
+												deparse_context_for("s", state));
+	}
+}
+
 /* Classify GROUP BY items and the SELECT list of an aggregation. */
 void
 compile_grouping(Compiled *c)
@@ -483,16 +593,11 @@ compile_grouping(Compiled *c)
 		if (tle->resjunk || tle == c->window_tle ||
 			(tle->ressortgroupref != 0 && get_sortgroupref_clause_noerr(tle->ressortgroupref, q->groupClause)))
 			continue;
+		check_column_name(&names, tle->resname, c->window != NULL);
 		if (IsA(tle->expr, Aggref))
-		{
-			check_column_name(&names, tle->resname, c->window != NULL);
 			compile_aggregate(c, tle);
-		}
 		else
-			refuse(psprintf("SELECT list item \"%s\" must be a GROUP BY key or a single aggregate",
-							tle->resname ? tle->resname : "?column?"),
-				   "Expressions over aggregates cannot be merged batch by batch.",
-				   "Select the aggregates themselves and compute the expression when reading the result table, for example in a view.");
+			compile_key_expression(c, tle);
 	}
 
 	if (c->window_tle == NULL && c->keys == NIL)

@@ -112,7 +112,7 @@ create_result_table(Compiled *c, const char *name)
 		AggCol	   *a = lfirst(lc);
 
 		appendStringInfo(&sql, "%s %s, ", quote_identifier(a->name),
-						 format_type_with_typemod(a->type, a->typmod));
+						 column_type_sql(a->type, a->typmod, a->collation));
 	}
 	/*
 	 * One row per window and group.  Not a primary key: group keys may be

@@ -211,6 +211,7 @@ create_objects(Compiled *c, const char *name, OutputMode mode, List *dedup_names
 		o->state = create_state_table(c, o->query_id);
 		o->checkpoint = checkpoint_create_table(o->query_id, o->state,
 												psprintf("checkpoint_%d", o->query_id));
+		key_expressions_final(c, o->state);
 		if (c->window && strcmp(c->window, "session") == 0)
 			session_statements(c, o->result, o->state, mode, plan);
 		else
