@@ -101,6 +101,7 @@ typedef struct Compiled
 /* compile_shape.c */
 extern void refuse(const char *msg, const char *detail, const char *hint) pg_attribute_noreturn();
 extern Oid	streamwin_func_oid(const char *name, int nargs, Oid *argtypes);
+extern void check_window_arguments(SelectStmt *stmt, const char *query_text);
 extern bool rewrite_hop(SelectStmt *stmt);
 extern void check_query_shape(Query *q);
 extern void check_from(Compiled *c);

@@ -11,11 +11,14 @@
  */
 #include "postgres.h"
 
+#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
 #include "optimizer/clauses.h"
 #include "optimizer/optimizer.h"
+#include "parser/analyze.h"
+#include "parser/parse_coerce.h"
 #include "parser/parse_func.h"
 #include "parser/parsetree.h"
 #include "utils/builtins.h"
@@ -112,6 +115,146 @@ rewrite_hop(SelectStmt *stmt)
 	rf->alias = makeAlias(HOP_ALIAS, list_make1(makeString("window_start")));
 	stmt->fromClause = lappend(stmt->fromClause, rf);
 	return true;
+}
+
+/*
+ * The window calls of a raw tree, for check_window_arguments: those that
+ * name streamwin's, or name no schema while no function of another schema
+ * by that name is visible (a user's own tumble() is none of ours).
+ */
+static bool
+find_window_calls(Node *node, List **calls)
+{
+	if (node == NULL)
+		return false;
+	if (is_raw_call(node, "tumble") || is_raw_call(node, "session") || is_raw_call(node, "hop"))
+	{
+		FuncCall   *fc = (FuncCall *) node;
+		bool		ours = true;
+
+		if (list_length(fc->funcname) == 1)
+		{
+			FuncCandidateList fcl = FuncnameGetCandidates(fc->funcname, list_length(fc->args), NIL,
+														  false, false, false, true);
+
+			for (; fcl != NULL; fcl = fcl->next)
+				if (get_func_namespace(fcl->oid) != get_namespace_oid("streamwin", false))
+					ours = false;
+		}
+		if (ours)
+			*calls = lappend(*calls, node);
+	}
+	return raw_expression_tree_walker(node, find_window_calls, (void *) calls);
+}
+
+/* What a window's argument is called in a hint: its column, if it is one. */
+static char *
+raw_arg_label(Node *arg, const char *otherwise)
+{
+	if (IsA(arg, ColumnRef) && IsA(llast(((ColumnRef *) arg)->fields), String))
+		return NameListToString(((ColumnRef *) arg)->fields);
+	return (char *) otherwise;
+}
+
+/* Can arg, of type `type` in the probe, be passed as `target`? */
+static bool
+arg_fits(Node *arg, Oid type, Oid target)
+{
+	/* a quoted literal or NULL is of unknown type, which coerces to anything */
+	if (IsA(arg, A_Const) && (((A_Const *) arg)->isnull || IsA(&((A_Const *) arg)->val, String)))
+		return true;
+	return can_coerce_type(1, &type, &target, COERCION_IMPLICIT);
+}
+
+/* The event time of a window call is of type `type`, not a timestamp. */
+static void
+refuse_event_time(const char *fname, Node *arg, Oid type)
+{
+	TYPCATEGORY cat = TypeCategory(type);
+
+	ereport(ERROR,
+			(errcode(ERRCODE_DATATYPE_MISMATCH),
+			 errmsg("the event time of streamwin.%s() must be of type timestamptz, not %s",
+					fname, format_type_be(type)),
+			 cat == TYPCATEGORY_NUMERIC ?
+			 errhint("For epoch milliseconds, write streamwin.%s(to_timestamp(%s / 1000.0), ...); for epoch seconds, streamwin.%s(to_timestamp(%s), ...).",
+					 fname, raw_arg_label(arg, "ts_ms"), fname, raw_arg_label(arg, "ts_s")) :
+			 cat == TYPCATEGORY_STRING ?
+			 errhint("Declare the column as timestamptz, or convert it in the query: for ISO 8601 text with a zone offset, streamwin.%s(%s::timestamptz, ...); for epoch milliseconds, streamwin.%s(to_timestamp(ts_ms / 1000.0), ...).",
+					 fname, raw_arg_label(arg, "ts"), fname) :
+			 errhint("Use a timestamptz column or expression. For epoch milliseconds, write streamwin.%s(to_timestamp(ts_ms / 1000.0), ...).",
+					 fname),
+			 errposition(exprLocation(arg) + 1)));
+}
+
+/*
+ * Window functions are declared over timestamptz and interval only: on
+ * another type PostgreSQL finds no such function ("function
+ * streamwin.tumble(bigint, unknown) does not exist").  Say instead which
+ * argument is of the wrong type and how to convert it.  The arguments'
+ * types come from analysing them alone over the query's FROM, which raises
+ * the errors the whole query would raise there.  Call on the raw tree,
+ * before rewrite_hop.
+ */
+void
+check_window_arguments(SelectStmt *stmt, const char *query_text)
+{
+	List	   *calls = NIL;
+	ListCell   *lc;
+	SelectStmt *probe;
+	RawStmt    *raw;
+	Query	   *q;
+	int			i = 0;
+
+	(void) find_window_calls((Node *) stmt->targetList, &calls);
+	(void) find_window_calls((Node *) stmt->groupClause, &calls);
+	if (calls == NIL)
+		return;
+
+	probe = makeNode(SelectStmt);
+	foreach(lc, calls)
+	{
+		ListCell   *la;
+
+		foreach(la, ((FuncCall *) lfirst(lc))->args)
+		{
+			ResTarget  *rt = makeNode(ResTarget);
+
+			rt->val = copyObject(lfirst(la));
+			rt->location = exprLocation(lfirst(la));
+			probe->targetList = lappend(probe->targetList, rt);
+		}
+	}
+	/* hop() reads from no LATERAL function yet: rewrite_hop comes after */
+	probe->fromClause = copyObject(stmt->fromClause);
+	raw = makeNode(RawStmt);
+	raw->stmt = (Node *) probe;
+	q = parse_analyze_fixedparams(raw, query_text, NULL, 0, NULL);
+
+	foreach(lc, calls)
+	{
+		FuncCall   *fc = lfirst(lc);
+		char	   *fname = strVal(llast(fc->funcname));
+		ListCell   *la;
+		int			argno = 0;
+
+		foreach(la, fc->args)
+		{
+			Node	   *arg = lfirst(la);
+			Oid			type = exprType((Node *) list_nth_node(TargetEntry, q->targetList, i++)->expr);
+
+			if (++argno == 1 && !arg_fits(arg, type, TIMESTAMPTZOID))
+				refuse_event_time(fname, arg, type);
+			else if (argno > 1 && !arg_fits(arg, type, INTERVALOID))
+				ereport(ERROR,
+						(errcode(ERRCODE_DATATYPE_MISMATCH),
+						 errmsg("the %s of streamwin.%s() must be of type interval, not %s",
+								strcmp(fname, "session") == 0 ? "gap" : argno == 2 ? "size" : "slide",
+								fname, format_type_be(type)),
+						 errhint("Write it as an interval, for example '1 minute' or interval '10 seconds'."),
+						 errposition(exprLocation(arg) + 1)));
+		}
+	}
 }
 
 /* --- checks on the analysed query ------------------------------------------ */

@@ -133,7 +133,10 @@ compile_text(Compiled *c, const char *query_text, OutputMode mode)
 			   "For example: SELECT region, count(*) FROM orders GROUP BY streamwin.tumble(event_time, '1 minute'), region.");
 	rawstmt = linitial_node(RawStmt, raw);
 	if (((SelectStmt *) rawstmt->stmt)->op == SETOP_NONE)
+	{
+		check_window_arguments((SelectStmt *) rawstmt->stmt, query_text);
 		rewrite_hop((SelectStmt *) rawstmt->stmt);
+	}
 
 	memset(c, 0, sizeof(Compiled));
 	c->query = parse_analyze_fixedparams(rawstmt, query_text, NULL, 0, NULL);
