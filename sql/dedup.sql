@@ -38,6 +38,17 @@ SELECT * FROM unique_payments ORDER BY ts;
 SELECT (streamwin.run_available('payments_10s') - 'offsets' - 'watermark') AS totals;
 SELECT * FROM payments_10s ORDER BY window_start;
 
+-- In complete mode the watermark closes no window and drops no row; with
+-- dedup_keys it forgets the keys all the same: id 2 at 40 s counts again,
+-- as in the transform.
+SELECT streamwin.create_query('payments_all',
+    'SELECT count(*) AS n, sum(v) AS total FROM payments GROUP BY streamwin.tumble(ts, ''1 hour'')',
+    dedup_keys => '{id}', watermark => '10 seconds', output_mode => 'complete', start => false);
+SELECT (streamwin.run_available('payments_all') - 'offsets' - 'watermark') AS totals;
+SELECT a.n, a.total, (a.n, a.total) = (SELECT count(*), sum(v) FROM unique_payments) AS as_the_transform
+FROM payments_all a;
+SELECT streamwin.drop_query('payments_all', drop_result => true);
+
 -- Deduplication state grows without a watermark: refused unless asked for.
 SELECT streamwin.create_query('q', 'SELECT id FROM payments', dedup_keys => '{id}');
 SELECT streamwin.create_query('q', 'SELECT id FROM payments', dedup_keys => '{id}',

@@ -58,6 +58,11 @@ SELECT streamwin.create_query('q', 'SELECT count(*) AS n FROM orders', output_mo
 SELECT streamwin.create_query('q', 'SELECT region, count(*), count(amount) FROM orders GROUP BY region', output_mode => 'update');
 SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY streamwin.tumble(event_time, ''1 minute''), region');
 SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY region', watermark => '1 minute', output_mode => 'update');
+SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY streamwin.tumble(event_time, ''1 minute''), region', watermark => '1 minute', output_mode => 'complete');
+-- (with dedup_keys, the watermark is what forgets the keys: accepted)
+SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY streamwin.tumble(event_time, ''1 minute''), region',
+    watermark => '1 minute', output_mode => 'complete', dedup_keys => '{order_id}', start => false);
+SELECT streamwin.drop_query('q', drop_result => true);
 SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY streamwin.tumble(event_time, ''1 month''), region', output_mode => 'update');
 SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY streamwin.tumble(event_time, interval ''1 minute'' * order_id), region', output_mode => 'update');
 -- the event time must be a timestamptz: epoch milliseconds and text are

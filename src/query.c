@@ -168,6 +168,15 @@ check_settings(Compiled *c, OutputMode mode, bool has_watermark, Jsonb *options,
 				   "Leave the option out.");
 		c->event_time = source_column_expr(c, option_event_time);
 	}
+	/*
+	 * Complete mode keeps every window and rewrites the whole result each
+	 * batch, so the watermark would close nothing and drop nothing (as in
+	 * Spark, which ignores it there); it only serves to forget dedup keys.
+	 */
+	if (mode == OUTPUT_COMPLETE && has_watermark && dedup_keys == NULL)
+		refuse("a watermark has no effect in complete mode",
+			   "Complete mode keeps every window and rewrites the whole result each batch: the watermark would close no window and drop no row as late.",
+			   "Leave the watermark out, or use output_mode => 'update' (closed windows leave the state) or 'append' (each window is written once, when the watermark closes it).");
 	if (has_watermark && c->event_time == NULL)
 		refuse("a watermark needs an event time",
 			   "The watermark is computed from the event time of a window in GROUP BY, or of the column named by the event_time option.",
