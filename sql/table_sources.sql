@@ -130,6 +130,7 @@ SELECT streamwin.reset_query('big_orders', '{"lsn": "0/0"}');
 \set VERBOSITY default
 SELECT streamwin.reset_query('big_orders', '{"0": 1}');
 SELECT streamwin.reset_query('big_orders', 'beginning');
+SELECT streamwin.reset_query('big_orders', '{"0": 1, "lsn": "0/0"}');
 SELECT streamwin.reset_query('big_orders', 'latest');
 INSERT INTO orders VALUES (25, 'us', 250, '2026-01-01 00:02:55+00');
 SELECT (streamwin.run_available('big_orders'))->'input_rows' AS input_rows;
