@@ -133,6 +133,12 @@ DROP TABLE big_orders;
 SELECT streamwin.drop_query('sales_by_continent', drop_result => true);
 SELECT streamwin.drop_query('totals', drop_result => true);
 SELECT streamwin.drop_query('visits', drop_result => true);
+-- a view over the result keeps it, and drop_query says how to go on; the
+-- query is still there
+CREATE VIEW sales_large AS SELECT * FROM sales WHERE largest > 100;
+SELECT streamwin.drop_query('sales', drop_result => true);
+SELECT name FROM streamwin.queries WHERE name = 'sales';
+DROP VIEW sales_large;
 SELECT streamwin.drop_query('sales', drop_result => true);
 SELECT streamwin.drop_query('sales');
 SELECT count(*) AS state_tables_left FROM pg_tables WHERE schemaname = 'streamwin' AND tablename ~ '^(state|checkpoint)_[0-9]+$';

@@ -154,6 +154,42 @@ streamwin_stop_query(PG_FUNCTION_ARGS)
 }
 
 /*
+ * DROP TABLE of a query's result, for drop_query(..., drop_result => true).
+ * Objects that depend on it (a view over it) make PostgreSQL refuse with
+ * "Use DROP ... CASCADE", which drop_query has no way to do: say what
+ * does.  Inside SPI.
+ */
+static void
+drop_result_table(QueryInfo *q)
+{
+	char	   *table = qualified_relname(q->result_table);
+	MemoryContext cxt = CurrentMemoryContext;
+	ErrorData  *edata;
+
+	PG_TRY();
+	{
+		spi_run(psprintf("DROP TABLE %s", table));
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		if (edata->sqlerrcode != ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST)
+			PG_RE_THROW();
+		FlushErrorState();
+		ereport(ERROR,
+				(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
+				 errmsg("cannot drop result table \"%s\" of query \"%s\" because other objects depend on it",
+						get_rel_name(q->result_table), q->name),
+				 edata->detail ? errdetail("%s", edata->detail) : 0,
+				 errhint("Drop those objects first, or keep the table: streamwin.drop_query(%s) drops the query alone, "
+						 "and then DROP TABLE %s CASCADE drops the table with them.",
+						 quote_literal_cstr(q->name), table)));
+	}
+	PG_END_TRY();
+}
+
+/*
  * streamwin.drop_query(name, drop_result): remove the query, its state and
  * offsets; the result table stays unless drop_result.
  */
@@ -197,7 +233,7 @@ streamwin_drop_query(PG_FUNCTION_ARGS)
 						  1, types, args, NULL, false, 0);
 	catalog_leave(&role);
 	if (drop_result && get_rel_name(q->result_table) != NULL)
-		spi_run(psprintf("DROP TABLE %s", qualified_relname(q->result_table)));
+		drop_result_table(q);
 	SPI_finish();
 	runner_forget(q->query_id);
 	launcher_request_wake(q->query_id);
