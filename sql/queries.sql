@@ -142,4 +142,28 @@ DROP VIEW sales_large;
 SELECT streamwin.drop_query('sales', drop_result => true);
 SELECT streamwin.drop_query('sales');
 SELECT count(*) AS state_tables_left FROM pg_tables WHERE schemaname = 'streamwin' AND tablename ~ '^(state|checkpoint)_[0-9]+$';
+
+-- Query names follow PostgreSQL's rule for table names: unquoted, a name
+-- is folded to lower case; double-quoted, it is kept as written.  The name
+-- recorded and shown is the result table's, quoted where needed, and every
+-- function finds the query by any spelling that reads as that name.
+CREATE SCHEMA analytics;
+SELECT streamwin.create_query('MixedCase', 'SELECT order_id FROM orders', start => false);
+SELECT streamwin.create_query('"MixedCase"', 'SELECT order_id, region FROM orders', start => false);
+SELECT streamwin.create_query('Analytics.Big_Orders', 'SELECT order_id FROM orders WHERE amount > 100', start => false);
+SELECT name, result_table, source FROM streamwin.queries ORDER BY result_table::text;
+SELECT streamwin.alter_query('MIXEDCASE', trigger_interval => '2 seconds');
+SELECT streamwin.alter_query('"MixedCase"', trigger_interval => '3 seconds');
+SELECT streamwin.alter_query('analytics.big_orders', trigger_interval => '4 seconds');
+SELECT streamwin.stop_query('mixedcase');
+SELECT streamwin.reset_query('"mixedcase"', 'latest');
+SELECT name, trigger_interval FROM streamwin.queries ORDER BY trigger_interval;
+SELECT streamwin.create_query('MIXEDCASE', 'SELECT order_id FROM orders', start => false);
+SELECT streamwin.create_query('a..b', 'SELECT order_id FROM orders', start => false);
+SELECT streamwin.create_query('"MixedCase', 'SELECT order_id FROM orders', start => false);
+SELECT streamwin.drop_query('mixedcase', drop_result => true);
+SELECT streamwin.drop_query('"MixedCase"', drop_result => true);
+SELECT streamwin.drop_query('ANALYTICS.BIG_ORDERS', drop_result => true);
+SELECT count(*) AS queries_left FROM streamwin.queries;
+DROP SCHEMA analytics;
 DROP TABLE regions;

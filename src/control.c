@@ -319,7 +319,7 @@ streamwin_reset_query(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("query \"%s\" is running", name),
-				 errhint("Stop it first with streamwin.stop_query('%s').", name)));
+				 errhint("Stop it first with streamwin.stop_query(%s).", quote_literal_cstr(q->name))));
 	explicit = parse_starting_offsets(catalog_get_source_by_id(q->source_id), start);
 
 	/* wait for a batch in progress (a stopping worker's last) to finish */

@@ -276,7 +276,8 @@ streamwin_create_query(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("only watermark and dedup_keys of create_query may be null")));
-	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	/* recorded as PostgreSQL names the result table: 'MixedCase' is mixedcase */
+	name = catalog_new_name(text_to_cstring(PG_GETARG_TEXT_PP(0)), "query");
 	query_text = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	mode = parse_output_mode(text_to_cstring(PG_GETARG_TEXT_PP(3)));
 	options = PG_GETARG_JSONB_P(6);
