@@ -70,6 +70,7 @@ SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GRO
 SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY streamwin.tumble(order_id, ''1 minute''), region', output_mode => 'update');
 SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY streamwin.hop(region, ''1 minute'', ''30 seconds''), region', output_mode => 'update');
 SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY streamwin.session(event_time, 60), region', output_mode => 'update');
+SELECT streamwin.create_query('q', 'WITH o AS (SELECT * FROM orders) SELECT region, count(*) AS n FROM o GROUP BY streamwin.tumble(event_time, ''1 minute''), region', output_mode => 'update');
 SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY streamwin.hop(event_time, ''1 minute'', ''5 minutes''), region', output_mode => 'update');
 SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY streamwin.session(event_time, ''1 month''), region', output_mode => 'update');
 SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY streamwin.session(event_time, ''1 minute''), streamwin.tumble(event_time, ''1 hour''), region', output_mode => 'update');

@@ -227,6 +227,8 @@ check_window_arguments(SelectStmt *stmt, const char *query_text)
 	}
 	/* hop() reads from no LATERAL function yet: rewrite_hop comes after */
 	probe->fromClause = copyObject(stmt->fromClause);
+	/* FROM may name a WITH query (refused later, with its own message) */
+	probe->withClause = copyObject(stmt->withClause);
 	raw = makeNode(RawStmt);
 	raw->stmt = (Node *) probe;
 	q = parse_analyze_fixedparams(raw, query_text, NULL, 0, NULL);
