@@ -105,6 +105,9 @@ SELECT count(*) AS differences FROM (
     UNION ALL
     (SELECT * FROM before_reset EXCEPT SELECT * FROM revenue_now)) d;
 SELECT streamwin.reset_query('revenue_now', '{"0": 99}');
+-- starting_offsets is one of three forms, which a mistake lists
+SELECT streamwin.reset_query('revenue_now', 'beginning');
+SELECT streamwin.reset_query('revenue_now', '{"0": 12');
 
 -- run_batch is for stopped queries; a running one belongs to its worker.
 SELECT streamwin.start_query('revenue_now');

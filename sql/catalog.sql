@@ -92,12 +92,45 @@ SELECT 'old_q', source_id, 'streamwin_old_owner'::regrole, 'SELECT ...', 'update
            'dedup_checkpoint', 'streamwin.checkpoint_dedup_1'::regclass::oid::text),
        'stopped'
   FROM streamwin.source_catalog;
+-- Names as libraries before 0.5 recorded them, as written (the result
+-- table of 'MixedCase' is mixedcase), with a batch, a late row and a dead
+-- letter under them; and two names whose folded forms are the same.
+INSERT INTO streamwin.source_catalog (name, relation, kind, brokers, topic, format, columns, owner)
+VALUES ('Old_Src2', 'old_src'::regclass, 'kafka', 'localhost:9092', 't2', 'json', 'x int',
+        'streamwin_old_owner'::regrole);
+INSERT INTO streamwin.query_catalog (name, source_id, owner, query, output_mode, trigger_interval,
+                                     result_table, plan, desired_state)
+SELECT n, source_id, 'streamwin_old_owner'::regrole, 'SELECT ...', 'append', '1 second',
+       'old_result'::regclass, '{"kind": "transform"}', 'stopped'
+  FROM streamwin.source_catalog, unnest('{MixedCase,Twin,twin}'::text[]) n WHERE name = 'Old_Src2';
+INSERT INTO streamwin.progress (query, batch_id, started_at, duration_ms, input_rows,
+                                late_rows_dropped, dead_letters, state_rows, offsets)
+VALUES ('MixedCase', 1, now(), 1, 1, 1, 0, 0, '{}');
+INSERT INTO streamwin.late_row_log (query, partition, "offset", event_time, watermark)
+VALUES ('MixedCase', 0, 7, now(), now());
+INSERT INTO streamwin.dead_letter_log (source, partition, "offset", error) VALUES ('Old_Src2', 0, 3, 'x');
 ALTER EXTENSION streamwin UPDATE;
 SELECT extversion FROM pg_extension WHERE extname = 'streamwin';
 -- ... now names them by regclass and regrole, with the dedup tables in columns
 SELECT s.relation, s.owner AS source_owner, q.owner, q.result_table, q.state_table,
        q.checkpoint_table, q.dedup_table, q.dedup_checkpoint, q.plan
-  FROM streamwin.query_catalog q JOIN streamwin.source_catalog s USING (source_id);
+  FROM streamwin.query_catalog q JOIN streamwin.source_catalog s USING (source_id)
+ WHERE q.name = 'old_q';
+-- ... records the names as PostgreSQL names their tables (0.5), in the
+-- tables that refer to them too; Twin keeps its spelling, twin being taken
+SELECT q.name, s.name AS source FROM streamwin.query_catalog q JOIN streamwin.source_catalog s USING (source_id)
+ ORDER BY q.query_id;
+SELECT query FROM streamwin.progress UNION ALL SELECT query FROM streamwin.late_row_log
+UNION ALL SELECT source FROM streamwin.dead_letter_log;
+-- ... and each is found: mixedcase by its old spelling and any that folds
+-- to its name, Twin by the one it kept (each call sets its own interval)
+SELECT streamwin.alter_query(n, trigger_interval => i * interval '1 second')
+  FROM unnest('{MixedCase,mixedcase,MIXEDCASE,Twin,twin}'::text[]) WITH ORDINALITY AS u(n, i);
+SELECT name, trigger_interval FROM streamwin.queries WHERE name <> 'old_q' ORDER BY trigger_interval;
+SELECT name FROM streamwin.sources WHERE name = 'old_src2';
+DELETE FROM streamwin.progress;
+DELETE FROM streamwin.late_row_log;
+DELETE FROM streamwin.dead_letter_log;
 SELECT relname, reloptions FROM pg_class
  WHERE relnamespace = 'streamwin'::regnamespace AND relname ~ '^(state|checkpoint|dedup|checkpoint_dedup)_1$'
  ORDER BY relname;

@@ -38,6 +38,17 @@ SELECT * FROM unique_payments ORDER BY ts;
 SELECT (streamwin.run_available('payments_10s') - 'offsets' - 'watermark') AS totals;
 SELECT * FROM payments_10s ORDER BY window_start;
 
+-- In complete mode the watermark closes no window and drops no row; with
+-- dedup_keys it forgets the keys all the same: id 2 at 40 s counts again,
+-- as in the transform.
+SELECT streamwin.create_query('payments_all',
+    'SELECT count(*) AS n, sum(v) AS total FROM payments GROUP BY streamwin.tumble(ts, ''1 hour'')',
+    dedup_keys => '{id}', watermark => '10 seconds', output_mode => 'complete', start => false);
+SELECT (streamwin.run_available('payments_all') - 'offsets' - 'watermark') AS totals;
+SELECT a.n, a.total, (a.n, a.total) = (SELECT count(*), sum(v) FROM unique_payments) AS as_the_transform
+FROM payments_all a;
+SELECT streamwin.drop_query('payments_all', drop_result => true);
+
 -- Deduplication state grows without a watermark: refused unless asked for.
 SELECT streamwin.create_query('q', 'SELECT id FROM payments', dedup_keys => '{id}');
 SELECT streamwin.create_query('q', 'SELECT id FROM payments', dedup_keys => '{id}',
@@ -52,6 +63,44 @@ SELECT streamwin.create_query('q', 'SELECT id FROM payments', watermark => '1 mi
 SELECT streamwin.create_query('q', $$SELECT count(*) AS n FROM payments
     GROUP BY streamwin.tumble(ts, '1 minute')$$, output_mode => 'update',
     options => '{"event_time": "ts"}');
+
+-- Keys named like the columns streamwin keeps with them (the event time of
+-- a key's first row, its position in the batch): Spark's
+-- dropDuplicates("order_id", "event_time").  The producer numbers its
+-- messages in a column "__ord"; the first row of each key is kept.
+CREATE TABLE retried (order_id int, event_time timestamptz, batch_ord int, amount int, "__ord" int);
+SELECT streamwin.create_table_source('retried_src', 'retried', '{"max_records_per_batch": 8}');
+SELECT streamwin.create_query('retried_orders', 'SELECT * FROM retried_src',
+    dedup_keys => ARRAY['order_id', 'event_time'], watermark => '1 hour',
+    options => '{"event_time": "event_time"}', start => false);
+SELECT streamwin.create_query('retried_2m',
+    $$SELECT count(*) AS n, sum(amount) AS total FROM retried_src
+      GROUP BY streamwin.tumble(event_time, '2 minutes')$$,
+    dedup_keys => ARRAY['order_id', 'batch_ord'], watermark => '1 hour',
+    output_mode => 'update', start => false);
+INSERT INTO retried
+SELECT g % 6, '2026-01-01 00:00:00+00'::timestamptz + g % 4 * interval '1 minute', g % 2, g, g
+FROM generate_series(1, 30) g;
+SELECT (streamwin.run_available('retried_orders') - 'offsets' - 'watermark') AS totals;
+SELECT (streamwin.run_available('retried_2m') - 'offsets' - 'watermark') AS totals;
+SELECT count(*) AS rows,
+       count(*) FILTER (WHERE (r.*) IS DISTINCT FROM (f.*)) AS differences
+FROM retried_orders r FULL JOIN
+     (SELECT DISTINCT ON (order_id, event_time) * FROM retried
+      ORDER BY order_id, event_time, "__ord") f USING ("__ord");
+SELECT count(*) AS windows, sum(r.n) AS rows,
+       count(*) FILTER (WHERE (r.*) IS DISTINCT FROM (f.*)) AS differences
+FROM retried_2m r FULL JOIN
+     (SELECT date_bin('2 minutes', event_time, 'epoch') AS window_start,
+             date_bin('2 minutes', event_time, 'epoch') + interval '2 minutes' AS window_end,
+             count(*) AS n, sum(amount) AS total
+      FROM (SELECT DISTINCT ON (order_id, batch_ord) * FROM retried
+            ORDER BY order_id, batch_ord, "__ord") first_rows
+      GROUP BY 1, 2) f USING (window_start);
+SELECT streamwin.drop_query('retried_orders', drop_result => true);
+SELECT streamwin.drop_query('retried_2m', drop_result => true);
+SELECT streamwin.drop_source('retried_src');
+DROP TABLE retried;
 
 DROP FUNCTION batch(text);
 SELECT streamwin.drop_query('unique_payments', drop_result => true);

@@ -51,13 +51,26 @@ SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GRO
 SELECT streamwin.create_query('q', 'SELECT region, count(DISTINCT (order_id, region)) AS n FROM orders GROUP BY region', output_mode => 'update');
 SELECT streamwin.create_query('q', 'SELECT region, string_agg(region, '','') AS s FROM orders GROUP BY region', output_mode => 'update');
 SELECT streamwin.create_query('q', 'SELECT region, sum(amount) / count(*) AS mean FROM orders GROUP BY region', output_mode => 'update');
+SELECT streamwin.create_query('q', 'SELECT r.region, r.continent, count(*) AS n FROM orders o JOIN regions r USING (region) GROUP BY r.region', output_mode => 'update');
+SELECT streamwin.create_query('q', 'SELECT region, random() AS r, count(*) AS n FROM orders GROUP BY region', output_mode => 'update');
 SELECT streamwin.create_query('q', 'SELECT count(*) AS n FROM orders GROUP BY region', output_mode => 'update');
 SELECT streamwin.create_query('q', 'SELECT count(*) AS n FROM orders', output_mode => 'update');
 SELECT streamwin.create_query('q', 'SELECT region, count(*), count(amount) FROM orders GROUP BY region', output_mode => 'update');
 SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY streamwin.tumble(event_time, ''1 minute''), region');
 SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY region', watermark => '1 minute', output_mode => 'update');
+SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY streamwin.tumble(event_time, ''1 minute''), region', watermark => '1 minute', output_mode => 'complete');
+-- (with dedup_keys, the watermark is what forgets the keys: accepted)
+SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY streamwin.tumble(event_time, ''1 minute''), region',
+    watermark => '1 minute', output_mode => 'complete', dedup_keys => '{order_id}', start => false);
+SELECT streamwin.drop_query('q', drop_result => true);
 SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY streamwin.tumble(event_time, ''1 month''), region', output_mode => 'update');
 SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY streamwin.tumble(event_time, interval ''1 minute'' * order_id), region', output_mode => 'update');
+-- the event time must be a timestamptz: epoch milliseconds and text are
+-- converted (the hint says how), not guessed
+SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY streamwin.tumble(order_id, ''1 minute''), region', output_mode => 'update');
+SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY streamwin.hop(region, ''1 minute'', ''30 seconds''), region', output_mode => 'update');
+SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY streamwin.session(event_time, 60), region', output_mode => 'update');
+SELECT streamwin.create_query('q', 'WITH o AS (SELECT * FROM orders) SELECT region, count(*) AS n FROM o GROUP BY streamwin.tumble(event_time, ''1 minute''), region', output_mode => 'update');
 SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY streamwin.hop(event_time, ''1 minute'', ''5 minutes''), region', output_mode => 'update');
 SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY streamwin.session(event_time, ''1 month''), region', output_mode => 'update');
 SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY streamwin.session(event_time, ''1 minute''), streamwin.tumble(event_time, ''1 hour''), region', output_mode => 'update');
@@ -121,7 +134,37 @@ DROP TABLE big_orders;
 SELECT streamwin.drop_query('sales_by_continent', drop_result => true);
 SELECT streamwin.drop_query('totals', drop_result => true);
 SELECT streamwin.drop_query('visits', drop_result => true);
+-- a view over the result keeps it, and drop_query says how to go on; the
+-- query is still there
+CREATE VIEW sales_large AS SELECT * FROM sales WHERE largest > 100;
+SELECT streamwin.drop_query('sales', drop_result => true);
+SELECT name FROM streamwin.queries WHERE name = 'sales';
+DROP VIEW sales_large;
 SELECT streamwin.drop_query('sales', drop_result => true);
 SELECT streamwin.drop_query('sales');
 SELECT count(*) AS state_tables_left FROM pg_tables WHERE schemaname = 'streamwin' AND tablename ~ '^(state|checkpoint)_[0-9]+$';
+
+-- Query names follow PostgreSQL's rule for table names: unquoted, a name
+-- is folded to lower case; double-quoted, it is kept as written.  The name
+-- recorded and shown is the result table's, quoted where needed, and every
+-- function finds the query by any spelling that reads as that name.
+CREATE SCHEMA analytics;
+SELECT streamwin.create_query('MixedCase', 'SELECT order_id FROM orders', start => false);
+SELECT streamwin.create_query('"MixedCase"', 'SELECT order_id, region FROM orders', start => false);
+SELECT streamwin.create_query('Analytics.Big_Orders', 'SELECT order_id FROM orders WHERE amount > 100', start => false);
+SELECT name, result_table, source FROM streamwin.queries ORDER BY result_table::text;
+SELECT streamwin.alter_query('MIXEDCASE', trigger_interval => '2 seconds');
+SELECT streamwin.alter_query('"MixedCase"', trigger_interval => '3 seconds');
+SELECT streamwin.alter_query('analytics.big_orders', trigger_interval => '4 seconds');
+SELECT streamwin.stop_query('mixedcase');
+SELECT streamwin.reset_query('"mixedcase"', 'latest');
+SELECT name, trigger_interval FROM streamwin.queries ORDER BY trigger_interval;
+SELECT streamwin.create_query('MIXEDCASE', 'SELECT order_id FROM orders', start => false);
+SELECT streamwin.create_query('a..b', 'SELECT order_id FROM orders', start => false);
+SELECT streamwin.create_query('"MixedCase', 'SELECT order_id FROM orders', start => false);
+SELECT streamwin.drop_query('mixedcase', drop_result => true);
+SELECT streamwin.drop_query('"MixedCase"', drop_result => true);
+SELECT streamwin.drop_query('ANALYTICS.BIG_ORDERS', drop_result => true);
+SELECT count(*) AS queries_left FROM streamwin.queries;
+DROP SCHEMA analytics;
 DROP TABLE regions;

@@ -131,4 +131,16 @@ SELECT streamwin.drop_source('secured');
 SELECT streamwin.drop_source('lines_raw');
 SELECT streamwin.drop_source('lines_csv');
 SELECT streamwin.drop_source('no_such_source');
+
+-- Source names follow PostgreSQL's rule for table names, as query names do:
+-- 'Lines_Upper' is the view lines_upper, '"Lines"' the view "Lines".
+SELECT streamwin.create_kafka_source('Lines_Upper', :'brokers', 'regress_lines', 'line text', 'text');
+SELECT streamwin.create_kafka_source('"Lines"', :'brokers', 'regress_lines', 'line text', 'text');
+SELECT streamwin.create_kafka_source('LINES_UPPER', :'brokers', 'regress_lines', 'line text', 'text');
+SELECT name, relation FROM streamwin.sources WHERE name ILIKE '%lines%' ORDER BY relation::text;
+SELECT streamwin.create_query('lines_copy', 'SELECT line FROM "Lines"', start => false);
+SELECT name, source FROM streamwin.queries WHERE name = 'lines_copy';
+SELECT streamwin.drop_query('lines_copy', drop_result => true);
+SELECT streamwin.drop_source('lines_upper');
+SELECT streamwin.drop_source('"Lines"');
 SELECT name FROM streamwin.sources ORDER BY name;

@@ -129,6 +129,8 @@ SELECT source, partition, convert_from(payload, 'UTF8') AS payload, error FROM s
 SELECT streamwin.reset_query('big_orders', '{"lsn": "0/0"}');
 \set VERBOSITY default
 SELECT streamwin.reset_query('big_orders', '{"0": 1}');
+SELECT streamwin.reset_query('big_orders', 'beginning');
+SELECT streamwin.reset_query('big_orders', '{"0": 1, "lsn": "0/0"}');
 SELECT streamwin.reset_query('big_orders', 'latest');
 INSERT INTO orders VALUES (25, 'us', 250, '2026-01-01 00:02:55+00');
 SELECT (streamwin.run_available('big_orders'))->'input_rows' AS input_rows;
@@ -283,6 +285,127 @@ SELECT * FROM clicks_10s ORDER BY window_start, k;
 SELECT streamwin.drop_query('clicks_10s', drop_result => true);
 SELECT streamwin.drop_source('clicks_src');
 DROP TABLE clicks;
+
+-- Column names that streamwin also uses for columns of its own, in state
+-- tables and batch statements: a key named like a partial aggregate
+-- ("n$count" next to count(*) AS n), an alias too long to take a suffix,
+-- keys named like a session's helper columns, window_start and window_end
+-- where there is no window.  Each result equals plain SQL over the rows.
+CREATE TABLE odd (k text, "n$count" int, "__ts" int, "__isl" int, f boolean, v int, ts timestamptz);
+SELECT streamwin.create_table_source('odd_src', 'odd', '{"max_records_per_batch": 7}');
+SELECT streamwin.create_query('odd_tumble',
+    $$SELECT "n$count", count(*) AS n, sum(v) AS "s$sum",
+             avg(v) AS average_value_of_v_in_each_ten_second_window_per_n_count_group
+      FROM odd_src GROUP BY streamwin.tumble(ts, '10 seconds'), "n$count"$$,
+    output_mode => 'update', start => false);
+SELECT streamwin.create_query('odd_hop',
+    $$SELECT "n$count", count(*) AS n, sum(v) AS s
+      FROM odd_src GROUP BY streamwin.hop(ts, '20 seconds', '10 seconds'), "n$count"$$,
+    output_mode => 'update', start => false);
+SELECT streamwin.create_query('odd_session',
+    $$SELECT "__ts", "__isl", count(*) AS n, sum(v) FILTER (WHERE f) AS s
+      FROM odd_src GROUP BY streamwin.session(ts, '5 seconds'), "__ts", "__isl"$$,
+    output_mode => 'update', start => false);
+SELECT streamwin.create_query('odd_running',
+    'SELECT k AS window_start, count(*) AS window_end FROM odd_src GROUP BY k',
+    output_mode => 'complete', start => false);
+SELECT streamwin.create_query('odd_copy',
+    'SELECT k, ts AS window_start, v AS window_end FROM odd_src', start => false);
+-- runs of ten rows 2 seconds apart, 30 seconds between runs
+INSERT INTO odd
+SELECT 'k' || g % 3, g % 2, g % 2, g / 25, g % 5 <> 0, g,
+       '2026-01-01 00:00:00+00'::timestamptz + (g * 2 + g / 10 * 30) * interval '1 second'
+FROM generate_series(0, 49) g;
+SELECT q, (streamwin.run_available(q))->'input_rows' AS input_rows
+FROM unnest('{odd_tumble,odd_hop,odd_session,odd_running,odd_copy}'::text[]) q;
+CREATE FUNCTION differences(got text, want text) RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE n bigint;
+BEGIN
+    EXECUTE format('SELECT count(*) FROM (((%s) EXCEPT ALL (%s)) UNION ALL ((%s) EXCEPT ALL (%s))) d',
+                   got, want, want, got) INTO n;
+    RETURN n;
+END $$;
+SELECT differences('SELECT * FROM odd_tumble',
+    $$SELECT date_bin('10 seconds', ts, 'epoch'), date_bin('10 seconds', ts, 'epoch') + interval '10 seconds',
+             "n$count", count(*), sum(v), avg(v) FROM odd GROUP BY 1, 2, 3$$) AS tumble,
+       differences('SELECT * FROM odd_hop',
+    $$SELECT w, w + interval '20 seconds', "n$count", count(*), sum(v)
+      FROM odd, LATERAL (VALUES (date_bin('10 seconds', ts, 'epoch')),
+                                (date_bin('10 seconds', ts, 'epoch') - interval '10 seconds')) AS h(w)
+      GROUP BY 1, 2, 3$$) AS hop,
+       differences('SELECT * FROM odd_session',
+    $$WITH b AS (SELECT *, CASE WHEN ts - lag(ts) OVER w < interval '5 seconds' THEN 0 ELSE 1 END AS brk
+                 FROM odd WINDOW w AS (PARTITION BY "__ts", "__isl" ORDER BY ts)),
+           i AS (SELECT *, sum(brk) OVER (PARTITION BY "__ts", "__isl" ORDER BY ts) AS island FROM b)
+      SELECT min(ts), max(ts) + interval '5 seconds', "__ts", "__isl", count(*), sum(v) FILTER (WHERE f)
+      FROM i GROUP BY "__ts", "__isl", island$$) AS session,
+       differences('SELECT * FROM odd_running', 'SELECT k, count(*) FROM odd GROUP BY k') AS running,
+       differences('SELECT * FROM odd_copy', 'SELECT k, ts, v FROM odd') AS transform;
+SELECT (SELECT count(*) FROM odd_tumble) AS tumble, (SELECT count(*) FROM odd_hop) AS hop,
+       (SELECT count(*) FROM odd_session) AS session, (SELECT count(*) FROM odd_running) AS running,
+       (SELECT count(*) FROM odd_copy) AS transform;
+SELECT streamwin.drop_query(q, drop_result => true)
+FROM unnest('{odd_tumble,odd_hop,odd_session,odd_running,odd_copy}'::text[]) q;
+SELECT streamwin.drop_source('odd_src');
+DROP TABLE odd;
+
+-- Expressions over the group keys and the window (not over aggregates) are
+-- result columns computed when a group's row is written, as plain SQL
+-- computes them per group: in every output mode, and for every window.
+CREATE TABLE scores (k text, v int, ts timestamptz);
+SELECT streamwin.create_table_source('scores_src', 'scores', '{"max_records_per_batch": 6}');
+SELECT streamwin.create_query('scores_append',
+    $$SELECT k, upper(k) AS uk, k || '#' || length(k) AS tag, count(*) AS n,
+             streamwin.tumble(ts, '10 seconds') + interval '10 seconds' AS closes, 'v1' AS version
+      FROM scores_src GROUP BY streamwin.tumble(ts, '10 seconds'), k$$,
+    watermark => '5 seconds', start => false);
+\d scores_append
+SELECT streamwin.create_query('scores_update',
+    $$SELECT k, upper(k) AS uk, count(*) AS n, sum(v) AS total
+      FROM scores_src GROUP BY streamwin.hop(ts, '20 seconds', '10 seconds'), k$$,
+    watermark => '5 seconds', output_mode => 'update', start => false);
+SELECT streamwin.create_query('scores_session',
+    $$SELECT k, count(*) AS n, k || '!' AS shout,
+             streamwin.session(ts, '10 seconds') + interval '1 hour' AS start_plus_1h
+      FROM scores_src GROUP BY streamwin.session(ts, '10 seconds'), k$$,
+    watermark => '5 seconds', output_mode => 'update', start => false);
+SELECT streamwin.create_query('scores_complete',
+    $$SELECT k, v % 2 AS parity, (v % 2) * 10 + length(k) AS code, upper(k) AS uk, sum(v) AS total
+      FROM scores_src GROUP BY k, v % 2$$,
+    output_mode => 'complete', start => false);
+INSERT INTO scores
+SELECT (ARRAY['a', 'bb', 'ccc'])[g % 3 + 1], g,
+       '2026-01-01 00:00:00+00'::timestamptz + (g * 3 + g / 8 * 20 - g % 2) * interval '1 second'
+FROM generate_series(0, 29) g;
+SELECT q, (streamwin.run_available(q))->'input_rows' AS input_rows
+FROM unnest('{scores_append,scores_update,scores_session,scores_complete}'::text[]) q;
+-- append mode: the windows the watermark closed
+SELECT differences('SELECT * FROM scores_append',
+    $$SELECT w, w + interval '10 seconds', k, upper(k), k || '#' || length(k), count(*),
+             w + interval '10 seconds', 'v1'
+      FROM scores, LATERAL (SELECT date_bin('10 seconds', ts, 'epoch')) AS t(w)
+      GROUP BY w, k
+      HAVING w + interval '10 seconds' <= (SELECT watermark FROM streamwin.queries WHERE name = 'scores_append')$$) AS append,
+       differences('SELECT * FROM scores_update',
+    $$SELECT w, w + interval '20 seconds', k, upper(k), count(*), sum(v)
+      FROM scores, LATERAL (VALUES (date_bin('10 seconds', ts, 'epoch')),
+                                   (date_bin('10 seconds', ts, 'epoch') - interval '10 seconds')) AS h(w)
+      GROUP BY w, k$$) AS update,
+       differences('SELECT * FROM scores_session',
+    $$WITH b AS (SELECT *, CASE WHEN ts - lag(ts) OVER w < interval '10 seconds' THEN 0 ELSE 1 END AS brk
+                 FROM scores WINDOW w AS (PARTITION BY k ORDER BY ts)),
+           i AS (SELECT *, sum(brk) OVER (PARTITION BY k ORDER BY ts) AS island FROM b)
+      SELECT min(ts), max(ts) + interval '10 seconds', k, count(*), k || '!', min(ts) + interval '1 hour'
+      FROM i GROUP BY k, island$$) AS session,
+       differences('SELECT * FROM scores_complete',
+    $$SELECT k, v % 2, (v % 2) * 10 + length(k), upper(k), sum(v) FROM scores GROUP BY k, v % 2$$) AS complete;
+SELECT (SELECT count(*) FROM scores_append) AS append, (SELECT count(*) FROM scores_update) AS update,
+       (SELECT count(*) FROM scores_session) AS session, (SELECT count(*) FROM scores_complete) AS complete;
+DROP FUNCTION differences(text, text);
+SELECT streamwin.drop_query(q, drop_result => true)
+FROM unnest('{scores_append,scores_update,scores_session,scores_complete}'::text[]) q;
+SELECT streamwin.drop_source('scores_src');
+DROP TABLE scores;
 
 -- The queries view shows the lag in bytes of WAL.
 SELECT name, source, state, lag >= 0 AS lag_known FROM streamwin.queries ORDER BY name;

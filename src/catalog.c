@@ -30,6 +30,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/syscache.h"
+#include "utils/varlena.h"
 #include "access/table.h"
 #include "access/genam.h"
 
@@ -299,12 +300,82 @@ source_from_row(HeapTuple tup, TupleDesc desc)
 	"       source_table, slot_name " \
 	"FROM streamwin.source_catalog "
 
-/* Look an object up by name; NULL if missing and missing_ok, else an error. */
+/*
+ * catalog_canonical_name
+ *		The name of a query or source as streamwin records and shows it:
+ *		read as PostgreSQL reads a possibly schema-qualified table name
+ *		given as text ('name'::regclass), unquoted parts folded to lower case and quoted ones kept as written
+ *		(each cut to an identifier's length), then written back quoted
+ *		where needed, as regclass shows a relation.  'MixedCase' and
+ *		'mixedcase' are mixedcase; '"MixedCase"' is "MixedCase";
+ *		'Analytics.Sales' is analytics.sales.  NULL if name is no valid name.
+ */
+char *
+catalog_canonical_name(const char *name)
+{
+	char	   *copy = pstrdup(name);
+	List	   *parts;
+	ListCell   *lc;
+	StringInfoData buf;
+
+	if (!SplitIdentifierString(copy, '.', &parts) || parts == NIL)
+		return NULL;
+	initStringInfo(&buf);
+	foreach(lc, parts)
+		appendStringInfo(&buf, "%s%s", buf.len ? "." : "", quote_identifier(lfirst(lc)));
+	return buf.data;
+}
+
+/*
+ * streamwin_canonical_name(name): catalog_canonical_name from SQL, for the
+ * update script that records older names in that form (not part of the
+ * installed interface: the script creates and drops its function).
+ */
+PG_FUNCTION_INFO_V1(streamwin_canonical_name);
+
+Datum
+streamwin_canonical_name(PG_FUNCTION_ARGS)
+{
+	char	   *canonical = catalog_canonical_name(text_to_cstring(PG_GETARG_TEXT_PP(0)));
+
+	if (canonical == NULL)
+		PG_RETURN_NULL();
+	PG_RETURN_TEXT_P(cstring_to_text(canonical));
+}
+
+/*
+ * catalog_new_name
+ *		The canonical name of a new query or source (its relation takes the
+ *		name too); an error if name is no valid name.
+ */
+char *
+catalog_new_name(const char *name, const char *kind)
+{
+	char	   *canonical = catalog_canonical_name(name);
+
+	if (canonical == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_NAME),
+				 errmsg("invalid %s name \"%s\"", kind, name),
+				 errdetail("A %s's name is the name of its table, as in SQL: unquoted, it is folded to lower case; double-quoted, it is kept as written.", kind),
+				 errhint("For example: orders_per_minute, analytics.orders_per_minute, or \"Orders per minute\" in double quotes.")));
+	return canonical;
+}
+
+/*
+ * Look an object up by name; NULL if missing and missing_ok, else an error.
+ * The name as given first, then its canonical form: a name recorded by a
+ * version before names were made canonical is found as it was written.
+ */
 static HeapTuple
 lookup_by_name(const char *sql, const char *name, bool missing_ok, const char *kind,
 			   const char *plural, TupleDesc *desc)
 {
 	HeapTuple	tup = catalog_lookup(sql, TEXTOID, CStringGetTextDatum(name), desc);
+	char	   *canonical = catalog_canonical_name(name);
+
+	if (tup == NULL && canonical != NULL && strcmp(canonical, name) != 0)
+		tup = catalog_lookup(sql, TEXTOID, CStringGetTextDatum(canonical), desc);
 
 	if (tup == NULL && !missing_ok)
 		ereport(ERROR,

@@ -31,8 +31,19 @@ extern int	catalog_exec(const char *sql, int nargs, Oid *types, Datum *args,
 						 const char *nulls, long count);
 
 /*
- * Lookups, into the caller's memory context.  Those by name raise an error
- * naming the view to look in unless missing_ok; by id and relation they
+ * Names of queries and sources follow PostgreSQL's rule for a (possibly
+ * schema-qualified) table name: unquoted parts fold to lower case, quoted
+ * ones keep their case.  catalog_canonical_name gives the form recorded in
+ * the catalog and shown in the views (quoted where needed), or NULL for no
+ * valid name; catalog_new_name the same for a new object, or an error.
+ */
+extern char *catalog_canonical_name(const char *name);
+extern char *catalog_new_name(const char *name, const char *kind);
+
+/*
+ * Lookups, into the caller's memory context.  Those by name find the name
+ * as given, else its canonical form, and raise an error naming the view to
+ * look in unless missing_ok; by id and relation they
  * return NULL (by relation) or raise (by id) when nothing matches.
  */
 extern SourceInfo *catalog_get_source(const char *name, bool missing_ok);

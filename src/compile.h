@@ -45,11 +45,18 @@ typedef struct PartialCol
 	Oid			aggfnoid;		/* MERGE_STATE: the user's aggregate */
 } PartialCol;
 
+/*
+ * A result column besides the window and the keys: an aggregate, or an
+ * expression over the group keys (key_expr), computed when the row is
+ * written.
+ */
 typedef struct AggCol
 {
 	char	   *name;			/* result column */
 	Oid			type;
 	int32		typmod;
+	Oid			collation;		/* an expression over keys: its collation */
+	Expr	   *key_expr;		/* an expression over keys, else NULL */
 	char	   *final_sql;		/* final value from the state columns */
 } AggCol;
 
@@ -75,16 +82,20 @@ typedef struct Compiled
 	SourceInfo *source;
 	bool		store;			/* open groups in a state store
 								 * (state_store.h), not only in SQL */
+	List	   *state_names;	/* column names of the state table and of the
+								 * batch statements' own rows (internal_name) */
 } Compiled;
 
 /* compile_shape.c */
 extern void refuse(const char *msg, const char *detail, const char *hint) pg_attribute_noreturn();
 extern Oid	streamwin_func_oid(const char *name, int nargs, Oid *argtypes);
+extern void check_window_arguments(SelectStmt *stmt, const char *query_text);
 extern bool rewrite_hop(SelectStmt *stmt);
 extern void check_query_shape(Query *q);
 extern void check_from(Compiled *c);
 extern void compile_grouping(Compiled *c);
-extern void check_column_name(List **seen, const char *name);
+extern void key_expressions_final(Compiled *c, Oid state);
+extern void check_column_name(List **seen, const char *name, bool windowed);
 
 /* compile_aggregate.c */
 extern void compile_aggregate(Compiled *c, TargetEntry *tle);
@@ -116,6 +127,7 @@ extern void dedup_statements(Compiled *c, List *keys, int32 query_id, StringInfo
 							 Oid *table_out, Oid *checkpoint_out);
 
 /* compile_tables.c */
+extern char *internal_name(List **taken, const char *base, const char *tail);
 extern char *column_type_sql(Oid type, int32 typmod, Oid collation);
 extern char *state_column_defs(Compiled *c);
 extern Oid	create_query_table(const char *name, const char *create_sql, const char *index_sql);

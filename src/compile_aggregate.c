@@ -52,16 +52,22 @@ partial_agg(Aggref *orig, const char *fname, Oid argtype)
 	return a;
 }
 
-static void
+/*
+ * A partial aggregate column "<result column>$<kind>", named apart from the
+ * group keys and the other partials (internal_name).  Returns its name,
+ * quoted.
+ */
+static const char *
 add_partial(Compiled *c, const char *aggname, const char *suffix, MergeKind merge, Aggref *a)
 {
 	PartialCol *p = palloc(sizeof(PartialCol));
 
-	p->name = psprintf("%s$%s", aggname, suffix);
+	p->name = internal_name(&c->state_names, aggname, psprintf("$%s", suffix));
 	p->merge = merge;
 	p->expr = (Expr *) a;
 	p->aggfnoid = InvalidOid;
 	c->partials = lappend(c->partials, p);
+	return quote_identifier(p->name);
 }
 
 /* 'schema.agg(types)'::pg_catalog.regprocedure: an aggregate named in SQL */
@@ -159,9 +165,7 @@ compile_distinct_aggregate(Compiled *c, AggCol *col, Aggref *a, const char *fnam
 	set->aggargtypes = list_make1_oid(argtype);
 	set->aggstar = false;
 	set->aggdistinct = NIL;		/* the aggregate drops duplicates itself */
-	add_partial(c, col->name, "distinct", MERGE_UNION, set);
-
-	qset = quote_identifier(psprintf("%s$distinct", col->name));
+	qset = add_partial(c, col->name, "distinct", MERGE_UNION, set);
 	if (a->aggfnoid == F_COUNT_ANY)
 	{
 		/* the set's size, less its NULL (sorted last), without a subquery */
@@ -208,8 +212,7 @@ compile_aggregate(Compiled *c, TargetEntry *tle)
 		compile_distinct_aggregate(c, col, a, fname);
 	else if (strcmp(builtin, "count") == 0)
 	{
-		add_partial(c, col->name, "count", MERGE_ADD, copyObject(a));
-		col->final_sql = psprintf("%s", quote_identifier(psprintf("%s$count", col->name)));
+		col->final_sql = pstrdup(add_partial(c, col->name, "count", MERGE_ADD, copyObject(a)));
 	}
 	else if (strcmp(builtin, "sum") == 0 || strcmp(builtin, "min") == 0 ||
 			 strcmp(builtin, "max") == 0 || strcmp(builtin, "bool_and") == 0 ||
@@ -220,8 +223,7 @@ compile_aggregate(Compiled *c, TargetEntry *tle)
 			strcmp(builtin, "max") == 0 ? MERGE_MAX :
 			strcmp(builtin, "bool_or") == 0 ? MERGE_OR : MERGE_AND;
 
-		add_partial(c, col->name, fname, m, copyObject(a));
-		col->final_sql = psprintf("%s", quote_identifier(psprintf("%s$%s", col->name, fname)));
+		col->final_sql = pstrdup(add_partial(c, col->name, fname, m, copyObject(a)));
 	}
 	else if (strcmp(builtin, "avg") == 0)
 	{
@@ -248,11 +250,8 @@ compile_aggregate(Compiled *c, TargetEntry *tle)
 		}
 		else
 			sum = partial_agg(a, "sum", argtype);
-		add_partial(c, col->name, "sum", MERGE_SUM, sum);
-		add_partial(c, col->name, "count", MERGE_ADD, partial_agg(a, "count", ANYOID));
-
-		qsum = quote_identifier(psprintf("%s$sum", col->name));
-		qcount = quote_identifier(psprintf("%s$count", col->name));
+		qsum = add_partial(c, col->name, "sum", MERGE_SUM, sum);
+		qcount = add_partial(c, col->name, "count", MERGE_ADD, partial_agg(a, "count", ANYOID));
 		/* the same division avg() itself performs, so results agree exactly */
 		if (argtype == FLOAT4OID || argtype == FLOAT8OID)
 			col->final_sql = psprintf("(%s / NULLIF(%s, 0)::pg_catalog.float8)", qsum, qcount);
@@ -267,7 +266,7 @@ compile_aggregate(Compiled *c, TargetEntry *tle)
 		PartialCol *p;
 
 		check_partial_state(a, fname);
-		add_partial(c, col->name, "state", MERGE_STATE, partial_state_agg(a));
+		(void) add_partial(c, col->name, "state", MERGE_STATE, partial_state_agg(a));
 		p = llast(c->partials);
 		p->aggfnoid = a->aggfnoid;
 		col->final_sql = psprintf("streamwin.finish_state(%s, %s, NULL::%s)",

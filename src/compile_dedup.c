@@ -121,15 +121,29 @@ dedup_statements(Compiled *c, List *keys, int32 query_id, StringInfo plan,
 	char	   *ts_sql = "NULL::pg_catalog.timestamptz";
 	Oid			table;
 	Oid			ckpt;
+	List	   *source_names = NIL;
+	List	   *table_names = list_copy(keys);
+	const char *ord;
+	const char *event_time;
+	const char *batch_ord;
 
+	/*
+	 * The source's rows numbered: their position in the batch, in a column
+	 * named apart from the source's; and the table's own columns, named
+	 * apart from the keys (internal_name).
+	 */
 	initStringInfo(&cols);
 	for (int a = 0; a < desc->natts; a++)
 	{
 		Form_pg_attribute att = TupleDescAttr(desc, a);
 
+		source_names = lappend(source_names, NameStr(att->attname));
 		appendStringInfo(&cols, ", %s %s", quote_identifier(NameStr(att->attname)),
 						 format_type_with_typemod(att->atttypid, att->atttypmod));
 	}
+	ord = quote_identifier(internal_name(&source_names, "__ord", ""));
+	event_time = quote_identifier(internal_name(&table_names, "event_time", ""));
+	batch_ord = quote_identifier(internal_name(&table_names, "batch_ord", ""));
 	initStringInfo(&keydefs);
 	initStringInfo(&keylist);
 	foreach(lc, keys)
@@ -151,23 +165,26 @@ dedup_statements(Compiled *c, List *keys, int32 query_id, StringInfo plan,
 
 	/* NULL keys are keys too: NULLS NOT DISTINCT */
 	table = create_query_table(name,
-							   psprintf("CREATE UNLOGGED TABLE %s (%sevent_time timestamptz, batch_ord integer NOT NULL, "
-										"UNIQUE NULLS NOT DISTINCT (%s))", qname, keydefs.data, keylist.data),
-							   "CREATE INDEX ON %s (event_time)");
+							   psprintf("CREATE UNLOGGED TABLE %s (%s%s timestamptz, %s integer NOT NULL, "
+										"UNIQUE NULLS NOT DISTINCT (%s))",
+										qname, keydefs.data, event_time, batch_ord, keylist.data),
+							   psprintf("CREATE INDEX ON %%s (%s)", event_time));
 	ckpt = checkpoint_create_table(query_id, table, psprintf("checkpoint_dedup_%d", query_id),
 								   false);
 
 	initStringInfo(&sql);
-	appendStringInfo(&sql, "INSERT INTO %s AS d (%s, event_time, batch_ord) "
-					 "SELECT DISTINCT ON (%s) %s, %s, __ord "
-					 "FROM streamwin.source_rows(%d, true) AS s(__ord integer%s) "
-					 "ORDER BY %s, __ord ON CONFLICT (%s) DO NOTHING RETURNING batch_ord",
-					 qname, keylist.data, keylist.data, keylist.data, ts_sql,
-					 c->source->source_id, cols.data, keylist.data, keylist.data);
+	appendStringInfo(&sql, "INSERT INTO %s AS d (%s, %s, %s) "
+					 "SELECT DISTINCT ON (%s) %s, %s, %s "
+					 "FROM streamwin.source_rows(%d, true) AS s(%s integer%s) "
+					 "ORDER BY %s, %s ON CONFLICT (%s) DO NOTHING RETURNING %s",
+					 qname, keylist.data, event_time, batch_ord,
+					 keylist.data, keylist.data, ts_sql, ord,
+					 c->source->source_id, ord, cols.data,
+					 keylist.data, ord, keylist.data, batch_ord);
 	plan_add_statement(plan, STMT_DEDUP, sql.data);
 	if (c->event_time)
 	{
-		plan_add_statement(plan, STMT_DEDUP_EVICT, psprintf("DELETE FROM %s WHERE event_time < $1", qname));
+		plan_add_statement(plan, STMT_DEDUP_EVICT, psprintf("DELETE FROM %s WHERE %s < $1", qname, event_time));
 	}
 	*table_out = table;
 	*checkpoint_out = ckpt;

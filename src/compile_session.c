@@ -129,6 +129,12 @@ session_statements(Compiled *c, Oid result, Oid state, OutputMode mode, StringIn
 	char	   *keys = keys_list(c, "");
 	char	   *part = keys_partition(c);
 	char	   *overlapping;
+	/* the statement's own columns, named apart from keys and partials */
+	List	   *taken = list_copy(c->state_names);
+	char	   *ts_name = internal_name(&taken, "__ts", "");
+	const char *ts = quote_identifier(ts_name);
+	const char *brk;
+	const char *isl;
 
 	/* r: a plain projection of the user's FROM and WHERE */
 	foreach(lc, c->keys)
@@ -140,7 +146,7 @@ session_statements(Compiled *c, Oid result, Oid state, OutputMode mode, StringIn
 		tlist = lappend(tlist, k);
 	}
 	tlist = lappend(tlist, makeTargetEntry(copyObject(c->event_time), resno++,
-										   "__ts", false));
+										   ts_name, false));
 	initStringInfo(&bparts);
 	initStringInfo(&mparts);
 	initStringInfo(&pcols);
@@ -163,23 +169,28 @@ session_statements(Compiled *c, Oid result, Oid state, OutputMode mode, StringIn
 			appendStringInfoString(&args, aggregate_literal(p->aggfnoid));
 			for_each_from(lc2, a->args, 1)
 			{
+				char	   *col = internal_name(&taken, psprintf("__a%d_%d", i, ++j), "");
+
 				tlist = lappend(tlist, makeTargetEntry(copyObject(lfirst_node(TargetEntry, lc2)->expr),
-													   resno++, psprintf("__a%d_%d", i, ++j), false));
-				appendStringInfo(&args, ", __a%d_%d", i, j);
+													   resno++, col, false));
+				appendStringInfo(&args, ", %s", quote_identifier(col));
 			}
 			arg = args.data;
 		}
 		else if (a->args != NIL)
 		{
+			char	   *col = internal_name(&taken, psprintf("__a%d", i), "");
+
 			tlist = lappend(tlist, makeTargetEntry(copyObject(linitial_node(TargetEntry, a->args)->expr),
-												   resno++, psprintf("__a%d", i), false));
-			arg = psprintf("__a%d", i);
+												   resno++, col, false));
+			arg = (char *) quote_identifier(col);
 		}
 		if (a->aggfilter != NULL)
 		{
-			tlist = lappend(tlist, makeTargetEntry(copyObject(a->aggfilter), resno++,
-												   psprintf("__f%d", i), false));
-			filter = psprintf(" FILTER (WHERE __f%d)", i);
+			char	   *col = internal_name(&taken, psprintf("__f%d", i), "");
+
+			tlist = lappend(tlist, makeTargetEntry(copyObject(a->aggfilter), resno++, col, false));
+			filter = psprintf(" FILTER (WHERE %s)", quote_identifier(col));
 		}
 		appendStringInfo(&bparts, ", %s.%s(%s)%s AS %s",
 						 quote_identifier(get_namespace_name(get_func_namespace(a->aggfnoid))),
@@ -211,31 +222,33 @@ session_statements(Compiled *c, Oid result, Oid state, OutputMode mode, StringIn
 							   sname, keys_equal_strict(c, "s", "b"), SESSIONS_OVERLAP,
 							   sname, keys_any_null(c, "b"), keys_equal(c, "s", "b"), SESSIONS_OVERLAP);
 
+	brk = quote_identifier(internal_name(&taken, "__brk", ""));
+	isl = quote_identifier(internal_name(&taken, "__isl", ""));
 	initStringInfo(&sql);
 	appendStringInfo(&sql,
 					 "WITH r AS (%s), "
-					 "rm AS (SELECT *, CASE WHEN __ts - pg_catalog.lag(__ts) OVER (%s ORDER BY __ts) < %s "
-					 "THEN 0 ELSE 1 END AS __brk FROM r), "
-					 "ri AS (SELECT *, pg_catalog.sum(__brk) OVER (%s ORDER BY __ts ROWS UNBOUNDED PRECEDING) AS __isl FROM rm), "
-					 "b AS (SELECT %spg_catalog.min(__ts) AS window_start, pg_catalog.max(__ts) + %s AS window_end%s "
-					 "FROM ri GROUP BY %s__isl), "
+					 "rm AS (SELECT *, CASE WHEN %s - pg_catalog.lag(%s) OVER (%s ORDER BY %s) < %s "
+					 "THEN 0 ELSE 1 END AS %s FROM r), "
+					 "ri AS (SELECT *, pg_catalog.sum(%s) OVER (%s ORDER BY %s ROWS UNBOUNDED PRECEDING) AS %s FROM rm), "
+					 "b AS (SELECT %spg_catalog.min(%s) AS window_start, pg_catalog.max(%s) + %s AS window_end%s "
+					 "FROM ri GROUP BY %s%s), "
 					 "%s"
 					 "u AS (SELECT %swindow_start, window_end%s FROM b UNION ALL SELECT %swindow_start, window_end%s FROM t), "
 					 "um AS (SELECT *, CASE WHEN window_start < pg_catalog.max(window_end) OVER (%s ORDER BY window_start, window_end "
-					 "ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) THEN 0 ELSE 1 END AS __brk FROM u), "
-					 "ui AS (SELECT *, pg_catalog.sum(__brk) OVER (%s ORDER BY window_start, window_end ROWS UNBOUNDED PRECEDING) AS __isl FROM um), "
+					 "ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) THEN 0 ELSE 1 END AS %s FROM u), "
+					 "ui AS (SELECT *, pg_catalog.sum(%s) OVER (%s ORDER BY window_start, window_end ROWS UNBOUNDED PRECEDING) AS %s FROM um), "
 					 "m AS (INSERT INTO %s (%swindow_start, window_end%s) "
-					 "SELECT %spg_catalog.min(window_start), pg_catalog.max(window_end)%s FROM ui GROUP BY %s__isl RETURNING *)",
+					 "SELECT %spg_catalog.min(window_start), pg_catalog.max(window_end)%s FROM ui GROUP BY %s%s RETURNING *)",
 					 deparse_query_qualified(rq),
-					 part, gap,
-					 part,
-					 keys, gap, bparts.data, keys,
+					 ts, ts, part, ts, gap, brk,
+					 brk, part, ts, isl,
+					 keys, ts, ts, gap, bparts.data, keys, isl,
 					 overlapping,
 					 keys, pcols.data, keys, pcols.data,
-					 part,
-					 part,
+					 part, brk,
+					 brk, part, isl,
 					 sname, keys, pcols.data,
-					 keys, mparts.data, keys);
+					 keys, mparts.data, keys, isl);
 
 	if (mode == OUTPUT_UPDATE)
 	{

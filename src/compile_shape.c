@@ -11,17 +11,23 @@
  */
 #include "postgres.h"
 
+#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
+#include "optimizer/clauses.h"
 #include "optimizer/optimizer.h"
+#include "parser/analyze.h"
+#include "parser/parse_coerce.h"
 #include "parser/parse_func.h"
 #include "parser/parsetree.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/ruleutils.h"
 
 #include "catalog.h"
 #include "compile.h"
+#include "spi_util.h"
 #include "window.h"
 
 void
@@ -109,6 +115,148 @@ rewrite_hop(SelectStmt *stmt)
 	rf->alias = makeAlias(HOP_ALIAS, list_make1(makeString("window_start")));
 	stmt->fromClause = lappend(stmt->fromClause, rf);
 	return true;
+}
+
+/*
+ * The window calls of a raw tree, for check_window_arguments: those that
+ * name streamwin's, or name no schema while no function of another schema
+ * by that name is visible (a user's own tumble() is none of ours).
+ */
+static bool
+find_window_calls(Node *node, List **calls)
+{
+	if (node == NULL)
+		return false;
+	if (is_raw_call(node, "tumble") || is_raw_call(node, "session") || is_raw_call(node, "hop"))
+	{
+		FuncCall   *fc = (FuncCall *) node;
+		bool		ours = true;
+
+		if (list_length(fc->funcname) == 1)
+		{
+			FuncCandidateList fcl = FuncnameGetCandidates(fc->funcname, list_length(fc->args), NIL,
+														  false, false, false, true);
+
+			for (; fcl != NULL; fcl = fcl->next)
+				if (get_func_namespace(fcl->oid) != get_namespace_oid("streamwin", false))
+					ours = false;
+		}
+		if (ours)
+			*calls = lappend(*calls, node);
+	}
+	return raw_expression_tree_walker(node, find_window_calls, (void *) calls);
+}
+
+/* What a window's argument is called in a hint: its column, if it is one. */
+static char *
+raw_arg_label(Node *arg, const char *otherwise)
+{
+	if (IsA(arg, ColumnRef) && IsA(llast(((ColumnRef *) arg)->fields), String))
+		return NameListToString(((ColumnRef *) arg)->fields);
+	return (char *) otherwise;
+}
+
+/* Can arg, of type `type` in the probe, be passed as `target`? */
+static bool
+arg_fits(Node *arg, Oid type, Oid target)
+{
+	/* a quoted literal or NULL is of unknown type, which coerces to anything */
+	if (IsA(arg, A_Const) && (((A_Const *) arg)->isnull || IsA(&((A_Const *) arg)->val, String)))
+		return true;
+	return can_coerce_type(1, &type, &target, COERCION_IMPLICIT);
+}
+
+/* The event time of a window call is of type `type`, not a timestamp. */
+static void
+refuse_event_time(const char *fname, Node *arg, Oid type)
+{
+	TYPCATEGORY cat = TypeCategory(type);
+
+	ereport(ERROR,
+			(errcode(ERRCODE_DATATYPE_MISMATCH),
+			 errmsg("the event time of streamwin.%s() must be of type timestamptz, not %s",
+					fname, format_type_be(type)),
+			 cat == TYPCATEGORY_NUMERIC ?
+			 errhint("For epoch milliseconds, write streamwin.%s(to_timestamp(%s / 1000.0), ...); for epoch seconds, streamwin.%s(to_timestamp(%s), ...).",
+					 fname, raw_arg_label(arg, "ts_ms"), fname, raw_arg_label(arg, "ts_s")) :
+			 cat == TYPCATEGORY_STRING ?
+			 errhint("Declare the column as timestamptz, or convert it in the query: for ISO 8601 text with a zone offset, streamwin.%s(%s::timestamptz, ...); for epoch milliseconds, streamwin.%s(to_timestamp(ts_ms / 1000.0), ...).",
+					 fname, raw_arg_label(arg, "ts"), fname) :
+			 errhint("Use a timestamptz column or expression. For epoch milliseconds, write streamwin.%s(to_timestamp(ts_ms / 1000.0), ...).",
+					 fname),
+			 errposition(exprLocation(arg) + 1)));
+}
+
+/*
+ * Window functions are declared over timestamptz and interval only: on
+ * another type PostgreSQL finds no such function ("function
+ * streamwin.tumble(bigint, unknown) does not exist").  Say instead which
+ * argument is of the wrong type and how to convert it.  The arguments'
+ * types come from analysing them alone over the query's FROM, which raises
+ * the errors the whole query would raise there.  Call on the raw tree,
+ * before rewrite_hop.
+ */
+void
+check_window_arguments(SelectStmt *stmt, const char *query_text)
+{
+	List	   *calls = NIL;
+	ListCell   *lc;
+	SelectStmt *probe;
+	RawStmt    *raw;
+	Query	   *q;
+	int			i = 0;
+
+	(void) find_window_calls((Node *) stmt->targetList, &calls);
+	(void) find_window_calls((Node *) stmt->groupClause, &calls);
+	if (calls == NIL)
+		return;
+
+	probe = makeNode(SelectStmt);
+	foreach(lc, calls)
+	{
+		ListCell   *la;
+
+		foreach(la, ((FuncCall *) lfirst(lc))->args)
+		{
+			ResTarget  *rt = makeNode(ResTarget);
+
+			rt->val = copyObject(lfirst(la));
+			rt->location = exprLocation(lfirst(la));
+			probe->targetList = lappend(probe->targetList, rt);
+		}
+	}
+	/* hop() reads from no LATERAL function yet: rewrite_hop comes after */
+	probe->fromClause = copyObject(stmt->fromClause);
+	/* FROM may name a WITH query (refused later, with its own message) */
+	probe->withClause = copyObject(stmt->withClause);
+	raw = makeNode(RawStmt);
+	raw->stmt = (Node *) probe;
+	q = parse_analyze_fixedparams(raw, query_text, NULL, 0, NULL);
+
+	foreach(lc, calls)
+	{
+		FuncCall   *fc = lfirst(lc);
+		char	   *fname = strVal(llast(fc->funcname));
+		ListCell   *la;
+		int			argno = 0;
+
+		foreach(la, fc->args)
+		{
+			Node	   *arg = lfirst(la);
+			Oid			type = exprType((Node *) list_nth_node(TargetEntry, q->targetList, i++)->expr);
+
+			if (++argno == 1 && !arg_fits(arg, type, TIMESTAMPTZOID))
+				refuse_event_time(fname, arg, type);
+			else if (argno > 1 && !arg_fits(arg, type, INTERVALOID))
+				ereport(ERROR,
+						(errcode(ERRCODE_DATATYPE_MISMATCH),
+						 errmsg("the %s of streamwin.%s() must be of type interval, not %s",
+								strcmp(fname, "session") == 0 ? "gap" : argno == 2 ? "size" : "slide",
+								fname, format_type_be(type)),
+						 errhint("Write it as an interval, for example '1 minute' or interval '10 seconds'."),
+						 errposition(exprLocation(arg) + 1)));
+		}
+	}
 }
 
 /* --- checks on the analysed query ------------------------------------------ */
@@ -385,15 +533,19 @@ find_window(Compiled *c, TargetEntry *tle, bool *is_window)
 }
 
 
+/*
+ * A column of the result table: named, once, and (windowed) not as the
+ * window's own columns.
+ */
 void
-check_column_name(List **seen, const char *name)
+check_column_name(List **seen, const char *name, bool windowed)
 {
 	ListCell   *lc;
 
 	if (name == NULL || strcmp(name, "?column?") == 0)
 		refuse("every column of a continuous query's result needs a name",
 			   NULL, "Give the expression an alias with AS.");
-	if (strcmp(name, "window_start") == 0 || strcmp(name, "window_end") == 0)
+	if (windowed && (strcmp(name, "window_start") == 0 || strcmp(name, "window_end") == 0))
 		refuse(psprintf("result column name \"%s\" is reserved for the window", name),
 			   NULL, "Give the column another alias with AS.");
 	foreach(lc, *seen)
@@ -416,6 +568,113 @@ expr_label(Query *q, Expr *e)
 			return psprintf("\"%s\"", strVal(list_nth(rte->eref->colnames, v->varattno - 1)));
 	}
 	return psprintf("at position %d of the query", exprLocation((Node *) e) + 1);
+}
+
+/*
+ * Mutator context of key_columns: an expression over the group keys (and
+ * the window) made an expression over the state table's columns, Vars of
+ * range table entry 1.
+ */
+typedef struct KeyColumns
+{
+	Compiled   *c;
+	Oid			state;			/* the state table; InvalidOid: only check */
+	Var		   *stray;			/* a column that is no group key */
+} KeyColumns;
+
+static Node *
+state_column(KeyColumns *ctx, const char *name, Expr *e)
+{
+	AttrNumber	attno = 1;
+
+	if (OidIsValid(ctx->state) &&
+		(attno = get_attnum(ctx->state, name)) == InvalidAttrNumber)
+		elog(ERROR, "streamwin: state table has no column \"%s\"", name);
+	return (Node *) makeVar(1, attno, exprType((Node *) e), exprTypmod((Node *) e),
+							exprCollation((Node *) e), 0);
+}
+
+static Node *
+key_columns(Node *node, KeyColumns *ctx)
+{
+	ListCell   *lc;
+
+	if (node == NULL)
+		return NULL;
+	if (ctx->c->window_tle && equal(node, ctx->c->window_tle->expr))
+		return state_column(ctx, "window_start", ctx->c->window_tle->expr);
+	foreach(lc, ctx->c->keys)
+	{
+		KeyCol	   *k = lfirst(lc);
+
+		if (equal(node, k->tle->expr))
+			return state_column(ctx, k->name, k->tle->expr);
+	}
+	if (IsA(node, Var))
+	{
+		if (ctx->stray == NULL)
+			ctx->stray = (Var *) node;
+		return node;
+	}
+	return expression_tree_mutator(node, key_columns, ctx);
+}
+
+/*
+ * A SELECT list item that is neither a group key nor an aggregate: an
+ * expression over the keys and the window (lower(region), the window's
+ * start plus an interval, a constant), a column of the result computed
+ * from the group's keys when its row is written, as plain SQL computes it
+ * per group.  key_expressions_final gives its SQL once the state table
+ * exists.  Expressions over aggregates are refused: each aggregate is
+ * written as a column of its own.
+ */
+static void
+compile_key_expression(Compiled *c, TargetEntry *tle)
+{
+	AggCol	   *col = palloc0(sizeof(AggCol));
+	KeyColumns	ctx = {c, InvalidOid, NULL};
+
+	if (contain_agg_clause((Node *) tle->expr))
+		refuse(psprintf("SELECT list item \"%s\" is an expression over aggregates", tle->resname),
+			   "Each aggregate is merged batch by batch and written to a result column of its own; expressions over aggregates are not computed.",
+			   "Select each aggregate on its own, with an alias, and compute the expression when reading the result table, for example in a view.");
+	(void) key_columns((Node *) tle->expr, &ctx);
+	if (ctx.stray != NULL)
+		refuse(psprintf("SELECT list item \"%s\" uses column %s, which is not a GROUP BY key",
+						tle->resname, expr_label(c->query, (Expr *) ctx.stray)),
+			   "Outside aggregates, the SELECT list of a continuous aggregation may use only the window and the GROUP BY keys.",
+			   "Add the column to GROUP BY, or use it inside an aggregate.");
+	if (contain_volatile_functions((Node *) tle->expr))
+		refuse(psprintf("SELECT list item \"%s\" must not use volatile functions", tle->resname),
+			   "It is computed from the group keys whenever the group's row is written, so a volatile function would change the row each time.",
+			   "Compute it when reading the result table, for example in a view.");
+	col->name = tle->resname;
+	col->type = exprType((Node *) tle->expr);
+	col->typmod = exprTypmod((Node *) tle->expr);
+	col->collation = exprCollation((Node *) tle->expr);
+	col->key_expr = tle->expr;
+	c->aggs = lappend(c->aggs, col);
+}
+
+/*
+ * The SQL of each expression over keys, over a row of the state table
+ * (unqualified: the statements compute results from state rows alone).
+ */
+void
+key_expressions_final(Compiled *c, Oid state)
+{
+	ListCell   *lc;
+
+	foreach(lc, c->aggs)
+	{
+		AggCol	   *col = lfirst(lc);
+		KeyColumns	ctx = {c, state, NULL};
+
+		if (col->key_expr == NULL)
+			continue;
+		col->final_sql = deparse_expr_qualified(key_columns((Node *) col->key_expr, &ctx),
+												deparse_context_for("s", state));
+	}
 }
 
 /* Classify GROUP BY items and the SELECT list of an aggregation. */
@@ -448,6 +707,13 @@ compile_grouping(Compiled *c)
 				   "Add the expression to the SELECT list, with an alias.");
 	}
 
+	/*
+	 * The group keys first: the state table has the window's columns and
+	 * the keys under their own names, and the partial aggregates' columns
+	 * are named apart from them (internal_name).
+	 */
+	if (c->window)
+		c->state_names = list_make2("window_start", "window_end");
 	foreach(lc, q->targetList)
 	{
 		TargetEntry *tle = lfirst_node(TargetEntry, lc);
@@ -458,21 +724,25 @@ compile_grouping(Compiled *c)
 		{
 			KeyCol	   *k = palloc(sizeof(KeyCol));
 
-			check_column_name(&names, tle->resname);
+			check_column_name(&names, tle->resname, c->window != NULL);
 			k->name = tle->resname;
 			k->tle = tle;
 			c->keys = lappend(c->keys, k);
+			c->state_names = lappend(c->state_names, tle->resname);
 		}
-		else if (IsA(tle->expr, Aggref))
-		{
-			check_column_name(&names, tle->resname);
+	}
+	foreach(lc, q->targetList)
+	{
+		TargetEntry *tle = lfirst_node(TargetEntry, lc);
+
+		if (tle->resjunk || tle == c->window_tle ||
+			(tle->ressortgroupref != 0 && get_sortgroupref_clause_noerr(tle->ressortgroupref, q->groupClause)))
+			continue;
+		check_column_name(&names, tle->resname, c->window != NULL);
+		if (IsA(tle->expr, Aggref))
 			compile_aggregate(c, tle);
-		}
 		else
-			refuse(psprintf("SELECT list item \"%s\" must be a GROUP BY key or a single aggregate",
-							tle->resname ? tle->resname : "?column?"),
-				   "Expressions over aggregates cannot be merged batch by batch.",
-				   "Select the aggregates themselves and compute the expression when reading the result table, for example in a view.");
+			compile_key_expression(c, tle);
 	}
 
 	if (c->window_tle == NULL && c->keys == NIL)

@@ -12,6 +12,7 @@
 #include "catalog/namespace.h"
 #include "catalog/pg_collation.h"
 #include "executor/spi.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
@@ -27,6 +28,44 @@
 #include "statements.h"
 #include "spi_util.h"
 
+
+/*
+ * internal_name
+ *		The name of one of streamwin's own columns in a query's tables and
+ *		statements (a partial aggregate, the event time of a dedup key, a
+ *		session's helper columns): base followed by tail, base cut short if
+ *		that is too long for an identifier, unless a name in *taken has it
+ *		already (a user's column, or another of streamwin's); then with _2,
+ *		_3... after it.  Adds it to *taken.  So streamwin's columns never
+ *		collide with the user's, whatever the user names them, as long as
+ *		*taken holds every user name of the table or row the column goes
+ *		into.
+ */
+char *
+internal_name(List **taken, const char *base, const char *tail)
+{
+	for (int n = 1;; n++)
+	{
+		char		suffix[16] = "";
+		int			len;
+		char	   *name;
+		ListCell   *lc;
+		bool		free = true;
+
+		if (n > 1)
+			snprintf(suffix, sizeof(suffix), "_%d", n);
+		len = pg_mbcliplen(base, strlen(base), NAMEDATALEN - 1 - strlen(tail) - strlen(suffix));
+		name = psprintf("%.*s%s%s", len, base, tail, suffix);
+		foreach(lc, *taken)
+			if (strcmp(lfirst(lc), name) == 0)
+				free = false;
+		if (free)
+		{
+			*taken = lappend(*taken, name);
+			return name;
+		}
+	}
+}
 
 /* A column's type (schema-qualified if asked), with its collation if not the type's */
 static char *
@@ -114,7 +153,7 @@ create_result_table(Compiled *c, const char *name)
 		AggCol	   *a = lfirst(lc);
 
 		appendStringInfo(&sql, "%s %s, ", quote_identifier(a->name),
-						 format_type_with_typemod(a->type, a->typmod));
+						 column_type_sql(a->type, a->typmod, a->collation));
 	}
 	/*
 	 * One row per window and group.  Not a primary key: group keys may be
@@ -225,7 +264,7 @@ create_transform_table(Compiled *c, const char *name, StringInfo plan)
 
 		if (tle->resjunk)
 			continue;
-		check_column_name(&names, tle->resname);
+		check_column_name(&names, tle->resname, false);
 		appendStringInfo(&sql, "%s%s %s", cols.len ? ", " : "", quote_identifier(tle->resname),
 						 column_type_sql(exprType((Node *) tle->expr), exprTypmod((Node *) tle->expr),
 										 exprCollation((Node *) tle->expr)));

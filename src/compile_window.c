@@ -487,6 +487,17 @@ store_statements(Compiled *c, Oid result, Oid state, int32 query_id, OutputMode 
 	{
 		StringInfoData update;
 		ListCell   *lc;
+		List	   *taken = NIL;
+		const char *tid;
+
+		/* the row location's column, named apart from the result's */
+		if (c->window)
+			taken = list_make2("window_start", "window_end");
+		foreach(lc, c->keys)
+			taken = lappend(taken, ((KeyCol *) lfirst(lc))->name);
+		foreach(lc, c->aggs)
+			taken = lappend(taken, ((AggCol *) lfirst(lc))->name);
+		tid = quote_identifier(internal_name(&taken, "__streamwin_tid", ""));
 
 		/*
 		 * Rows new to the result are not asked where they went: many are
@@ -515,11 +526,11 @@ store_statements(Compiled *c, Oid result, Oid state, int32 query_id, OutputMode 
 			appendStringInfo(&update, "%s = f.%s, ", n, n);
 		}
 		update.data[update.len -= 2] = '\0';
-		appendStringInfo(&update, " FROM (SELECT s.__streamwin_tid, %s FROM %s) AS f "
-						 "WHERE r.ctid = f.__streamwin_tid",
-						 result_select(c),
-						 psprintf("streamwin.store_rows(%d, 'update') AS s(__streamwin_tid pg_catalog.tid, %s)",
-								  query_id, state_column_defs(c)));
+		appendStringInfo(&update, " FROM (SELECT s.%s, %s FROM %s) AS f WHERE r.ctid = f.%s",
+						 tid, result_select(c),
+						 psprintf("streamwin.store_rows(%d, 'update') AS s(%s pg_catalog.tid, %s)",
+								  query_id, tid, state_column_defs(c)),
+						 tid);
 		if (c->window)
 			appendStringInfoString(&update, " AND r.window_start = f.window_start");
 		foreach(lc, c->keys)

@@ -154,6 +154,42 @@ streamwin_stop_query(PG_FUNCTION_ARGS)
 }
 
 /*
+ * DROP TABLE of a query's result, for drop_query(..., drop_result => true).
+ * Objects that depend on it (a view over it) make PostgreSQL refuse with
+ * "Use DROP ... CASCADE", which drop_query has no way to do: say what
+ * does.  Inside SPI.
+ */
+static void
+drop_result_table(QueryInfo *q)
+{
+	char	   *table = qualified_relname(q->result_table);
+	MemoryContext cxt = CurrentMemoryContext;
+	ErrorData  *edata;
+
+	PG_TRY();
+	{
+		spi_run(psprintf("DROP TABLE %s", table));
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		if (edata->sqlerrcode != ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST)
+			PG_RE_THROW();
+		FlushErrorState();
+		ereport(ERROR,
+				(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
+				 errmsg("cannot drop result table \"%s\" of query \"%s\" because other objects depend on it",
+						get_rel_name(q->result_table), q->name),
+				 edata->detail ? errdetail("%s", edata->detail) : 0,
+				 errhint("Drop those objects first, or keep the table: streamwin.drop_query(%s) drops the query alone, "
+						 "and then DROP TABLE %s CASCADE drops the table with them.",
+						 quote_literal_cstr(q->name), table)));
+	}
+	PG_END_TRY();
+}
+
+/*
  * streamwin.drop_query(name, drop_result): remove the query, its state and
  * offsets; the result table stays unless drop_result.
  */
@@ -197,12 +233,66 @@ streamwin_drop_query(PG_FUNCTION_ARGS)
 						  1, types, args, NULL, false, 0);
 	catalog_leave(&role);
 	if (drop_result && get_rel_name(q->result_table) != NULL)
-		spi_run(psprintf("DROP TABLE %s", qualified_relname(q->result_table)));
+		drop_result_table(q);
 	SPI_finish();
 	runner_forget(q->query_id);
 	launcher_request_wake(q->query_id);
 	source_query_gone(q);
 	PG_RETURN_VOID();
+}
+
+/* The forms of reset_query's starting_offsets for the query's source, as a hint. */
+static int
+starting_offsets_hint(SourceInfo *src)
+{
+	if (src->kind == SOURCE_TABLE)
+		return errhint("Use 'earliest' (the oldest change the source holds), 'latest' (from now on) "
+					   "or the LSN to start at, as '{\"lsn\": \"0/16B3748\"}'.");
+	return errhint("Use 'earliest', 'latest' or a JSON object of the offset to start at per partition, "
+				   "such as '{\"0\": 42, \"1\": 7}' (partitions not named start at the earliest).");
+}
+
+/*
+ * starting_offsets of reset_query: NULL for 'earliest' and 'latest', else
+ * the JSON object it must be (what it holds, the source's reset checks).
+ */
+static Jsonb *
+parse_starting_offsets(SourceInfo *src, const char *start)
+{
+	const char *p = start;
+	MemoryContext cxt = CurrentMemoryContext;
+	Jsonb	   *volatile json = NULL;
+	ErrorData  *volatile edata = NULL;
+
+	if (strcmp(start, "earliest") == 0 || strcmp(start, "latest") == 0)
+		return NULL;
+	while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+		p++;
+	if (*p != '{')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid starting_offsets \"%s\"", start),
+				 starting_offsets_hint(src)));
+	/* jsonb_in raises on bad JSON: say what was expected, with its reason */
+	PG_TRY();
+	{
+		json = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(start)));
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+	}
+	PG_END_TRY();
+	if (edata != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid starting_offsets \"%s\"", start),
+				 errdetail("It is not valid JSON: %s%s%s", edata->message,
+						   edata->detail ? ": " : ".", edata->detail ? edata->detail : ""),
+				 starting_offsets_hint(src)));
+	return json;
 }
 
 /*
@@ -219,7 +309,7 @@ streamwin_reset_query(PG_FUNCTION_ARGS)
 	char	   *start = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	QueryInfo  *q = catalog_get_query(name, false);
 	QueryRunner *r;
-	Jsonb	   *explicit = NULL;
+	Jsonb	   *explicit;
 	RoleSwitch role;
 	Oid			types[1] = {INT4OID};
 	Datum		args[1] = {Int32GetDatum(q->query_id)};
@@ -229,16 +319,8 @@ streamwin_reset_query(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("query \"%s\" is running", name),
-				 errhint("Stop it first with streamwin.stop_query('%s').", name)));
-	if (strcmp(start, "earliest") != 0 && strcmp(start, "latest") != 0)
-	{
-		explicit = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(start)));
-		if (!JB_ROOT_IS_OBJECT(explicit))
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("invalid starting_offsets \"%s\"", start),
-					 errhint("Use 'earliest', 'latest' or a JSON object of partition offsets such as '{\"0\": 42}'.")));
-	}
+				 errhint("Stop it first with streamwin.stop_query(%s).", quote_literal_cstr(q->name))));
+	explicit = parse_starting_offsets(catalog_get_source_by_id(q->source_id), start);
 
 	/* wait for a batch in progress (a stopping worker's last) to finish */
 	catalog_lock_query(q->query_id);

@@ -19,6 +19,7 @@
 #include "parser/parse_type.h"
 #include "parser/parser.h"
 #include "utils/builtins.h"
+#include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
 
@@ -308,6 +309,79 @@ kafka_positions_parse(SourceReader *rd, Jsonb *json, SourcePosition *targets)
 	}
 }
 
+/* "partitions 0 to 3 and 7": the partitions the reader reads, for messages */
+static char *
+partitions_text(SourceReader *rd)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	appendStringInfoString(&buf, rd->nparts == 1 ? "partition " : "partitions ");
+	for (int i = 0; i < rd->nparts;)
+	{
+		int			j = i;
+
+		while (j + 1 < rd->nparts && rd->parts[j + 1].partition == rd->parts[j].partition + 1)
+			j++;
+		if (i > 0)
+			appendStringInfoString(&buf, j + 1 == rd->nparts ? " and " : ", ");
+		if (j >= i + 2)
+			appendStringInfo(&buf, "%d to %d", rd->parts[i].partition, rd->parts[j].partition);
+		else
+		{
+			appendStringInfo(&buf, "%d", rd->parts[i].partition);
+			if (j == i + 1)
+				appendStringInfo(&buf, "%s%d", j + 1 == rd->nparts ? " and " : ", ",
+								 rd->parts[j].partition);
+		}
+		i = j + 1;
+	}
+	return buf.data;
+}
+
+/*
+ * Every key of explicit offsets must be a partition the reader reads: one
+ * it does not have would be ignored, and every partition not named read
+ * again from its earliest offset.
+ */
+static void
+kafka_check_reset_partitions(SourceReader *rd, Jsonb *explicit)
+{
+	JsonbIterator *it = JsonbIteratorInit(&explicit->root);
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		char	   *key;
+		char	   *end;
+		long		part;
+		bool		found = false;
+
+		if (tok != WJB_KEY)
+			continue;
+		key = pnstrdup(v.val.string.val, v.val.string.len);
+		errno = 0;
+		part = strtol(key, &end, 10);
+		if (*key == '\0' || *end != '\0' || errno != 0 || part < 0 || part > PG_INT32_MAX)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid partition \"%s\" in starting_offsets", key),
+					 errdetail("Source \"%s\" reads %s of topic \"%s\".", rd->source->name,
+							   partitions_text(rd), rd->source->topic),
+					 errhint("Name each partition by its number, as in '{\"0\": 42}'.")));
+		for (int i = 0; i < rd->nparts; i++)
+			if (rd->parts[i].partition == part)
+				found = true;
+		if (!found)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("source \"%s\" does not read partition %ld", rd->source->name, part),
+					 errdetail("It reads %s of topic \"%s\".", partitions_text(rd), rd->source->topic),
+					 errhint("Give offsets for those partitions only; the ones not named start at the earliest offset.")));
+	}
+}
+
 /*
  * reset_query: 'earliest', 'latest', or {"partition": offset, ...}, where
  * partitions not named start at the earliest offset the topic holds.
@@ -316,6 +390,9 @@ static void
 kafka_reset(SourceReader *rd, const char *start, Jsonb *explicit)
 {
 	KafkaReader *kr = KR(rd);
+
+	if (explicit)
+		kafka_check_reset_partitions(rd, explicit);
 
 	for (int i = 0; i < rd->nparts; i++)
 	{

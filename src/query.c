@@ -133,7 +133,10 @@ compile_text(Compiled *c, const char *query_text, OutputMode mode)
 			   "For example: SELECT region, count(*) FROM orders GROUP BY streamwin.tumble(event_time, '1 minute'), region.");
 	rawstmt = linitial_node(RawStmt, raw);
 	if (((SelectStmt *) rawstmt->stmt)->op == SETOP_NONE)
+	{
+		check_window_arguments((SelectStmt *) rawstmt->stmt, query_text);
 		rewrite_hop((SelectStmt *) rawstmt->stmt);
+	}
 
 	memset(c, 0, sizeof(Compiled));
 	c->query = parse_analyze_fixedparams(rawstmt, query_text, NULL, 0, NULL);
@@ -165,6 +168,15 @@ check_settings(Compiled *c, OutputMode mode, bool has_watermark, Jsonb *options,
 				   "Leave the option out.");
 		c->event_time = source_column_expr(c, option_event_time);
 	}
+	/*
+	 * Complete mode keeps every window and rewrites the whole result each
+	 * batch, so the watermark would close nothing and drop nothing (as in
+	 * Spark, which ignores it there); it only serves to forget dedup keys.
+	 */
+	if (mode == OUTPUT_COMPLETE && has_watermark && dedup_keys == NULL)
+		refuse("a watermark has no effect in complete mode",
+			   "Complete mode keeps every window and rewrites the whole result each batch: the watermark would close no window and drop no row as late.",
+			   "Leave the watermark out, or use output_mode => 'update' (closed windows leave the state) or 'append' (each window is written once, when the watermark closes it).");
 	if (has_watermark && c->event_time == NULL)
 		refuse("a watermark needs an event time",
 			   "The watermark is computed from the event time of a window in GROUP BY, or of the column named by the event_time option.",
@@ -214,6 +226,7 @@ create_objects(Compiled *c, const char *name, OutputMode mode, List *dedup_names
 		o->checkpoint = checkpoint_create_table(o->query_id, o->state,
 												psprintf("checkpoint_%d", o->query_id),
 												c->store);
+		key_expressions_final(c, o->state);
 		if (!c->store)
 			session_statements(c, o->result, o->state, mode, plan);
 		else
@@ -270,7 +283,8 @@ streamwin_create_query(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("only watermark and dedup_keys of create_query may be null")));
-	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	/* recorded as PostgreSQL names the result table: 'MixedCase' is mixedcase */
+	name = catalog_new_name(text_to_cstring(PG_GETARG_TEXT_PP(0)), "query");
 	query_text = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	mode = parse_output_mode(text_to_cstring(PG_GETARG_TEXT_PP(3)));
 	options = PG_GETARG_JSONB_P(6);

@@ -43,7 +43,7 @@ runner_for_session(text *name_text)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("query \"%s\" is running in a background worker", name),
-				 errhint("Stop it first with streamwin.stop_query('%s').", name)));
+				 errhint("Stop it first with streamwin.stop_query(%s).", quote_literal_cstr(q->name))));
 	(void) runner_settings_changed(q);
 	return runner_get(q->query_id, false);
 }
@@ -214,8 +214,8 @@ streamwin_catch_up(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_TRANSACTION_TERMINATION),
 				 errmsg("streamwin.catch_up() commits each batch, so it must be called with CALL outside a transaction block"),
-				 errhint("To run every batch in your transaction, use SELECT streamwin.run_available('%s').",
-						 text_to_cstring(PG_GETARG_TEXT_PP(0)))));
+				 errhint("To run every batch in your transaction, use SELECT streamwin.run_available(%s).",
+						 quote_literal_cstr(text_to_cstring(PG_GETARG_TEXT_PP(0))))));
 	r = runner_for_session(PG_GETARG_TEXT_PP(0));
 	if (SPI_connect_ext(SPI_OPT_NONATOMIC) != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect_ext failed");

@@ -194,6 +194,9 @@ source_register(const char *name, const char *kind, const char *brokers, const c
 			   *ln;
 	bool		first = true;
 
+	/* recorded as PostgreSQL names the view: 'Orders' is orders */
+	name = catalog_new_name(name, "source");
+
 	/* the catalog row first: the view's body needs the source id */
 	memset(nulls, ' ', sizeof(nulls));
 	args[0] = CStringGetTextDatum(name);
@@ -291,7 +294,7 @@ streamwin_drop_source(PG_FUNCTION_ARGS)
 							  1, argtypes, args, NULL, false, 0) != SPI_OK_DELETE)
 		elog(ERROR, "could not delete from streamwin.source_catalog");
 	argtypes[0] = TEXTOID;
-	args[0] = CStringGetTextDatum(name);
+	args[0] = CStringGetTextDatum(src->name);
 	if (SPI_execute_with_args("DELETE FROM streamwin.dead_letter_log WHERE source = $1",
 							  1, argtypes, args, NULL, false, 0) != SPI_OK_DELETE)
 		elog(ERROR, "could not delete the dead letters of source \"%s\"", name);

@@ -253,8 +253,9 @@ extern SourceMetadata *source_metadata_map(const SourceInfo *src, TupleDesc desc
 
 /*
  * source_register
- *		Record a new source in the catalog and create its view, in the
- *		caller's current schema, with columns names/types/typmods (Lists);
+ *		Record a new source in the catalog under its canonical name
+ *		(catalog_new_name) and create its view, in the caller's current
+ *		schema unless the name has one, with columns names/types/typmods (Lists);
  *		returns the view's oid.  For create_<kind>_source.  Inside SPI.
  */
 extern Oid	source_register(const char *name, const char *kind, const char *brokers,

@@ -323,7 +323,8 @@ table_reset(SourceReader *rd, const char *start, Jsonb *explicit)
 	{
 		char	   *given = jsonb_get_text(explicit, "lsn");
 
-		if (given == NULL)
+		/* {"lsn": ...} and nothing else: another key would be ignored */
+		if (given == NULL || JB_ROOT_COUNT(explicit) != 1)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("invalid starting_offsets \"%s\" for a table source", start),

@@ -8,7 +8,10 @@
 #     the topic since the query started; simulated here by deleting the
 #     query's stored position of partition 1) is read from its beginning,
 #     whatever starting_offsets says, so that nothing written to it before
-#     the query first looked is lost.
+#     the query first looked is lost;
+#   - reset_query with explicit offsets: only partitions the source reads
+#     may be named (an unknown one is refused, saying which it reads, and
+#     moves nothing); the ones not named start at the earliest.
 # Each result is compared with the exact set of ids produced.
 use strict;
 use warnings;
@@ -63,6 +66,27 @@ run_json($node, "run_available('q_latest')");
 is( got('q_latest'),
 	join(',', sort { $a <=> $b } (11 .. 20, (grep { $_ % 2 == 1 } 1 .. 23), 22, 24)),
 	'a partition new to a started query is read from its beginning, even with "latest"');
+
+# reset_query names partitions 0 and 1 only.
+for my $bad ([ '{"7": 5}', qr/source "sp_all" does not read partition 7\n.*It reads partitions 0 and 1 of topic "sp"\./s ],
+	[ '{"0": 1, "x": 2}', qr/invalid partition "x" in starting_offsets\n.*reads partitions 0 and 1 of topic "sp"/s ])
+{
+	my ($offsets, $re) = @$bad;
+	my ($rc, $out, $err) = (0, '', '');
+	$rc = $node->psql('postgres', "SELECT streamwin.reset_query('q_all', '$offsets')",
+		stdout => \$out, stderr => \$err);
+	isnt($rc, 0, "reset_query('q_all', '$offsets') is refused");
+	like($err, $re, "... saying which partitions the source reads");
+}
+# nothing moved: the next run reads what was produced since (21-24)
+run_json($node, "run_available('q_all')");
+is(got('q_all'), want(1, 24), 'a refused reset leaves the positions as they were');
+# partition 1 from offset 3 (ids 7, 9, ... 23), partition 0 from its earliest (2, 4, ... 24)
+psql_ok($node, q{SELECT streamwin.reset_query('q_all', '{"1": 3}')}, 'reset_query to offset 3 of partition 1');
+run_json($node, "run_available('q_all')");
+is( got('q_all'),
+	join(',', sort { $a <=> $b } (1 .. 24, (grep { $_ % 2 == 0 } 1 .. 24), (grep { $_ % 2 == 1 } 7 .. 23))),
+	'then partition 1 is read again from offset 3 and partition 0 from its beginning');
 
 $node->stop;
 $broker->stop;
