@@ -502,6 +502,8 @@ streamwin_create_table_source(PG_FUNCTION_ARGS)
 	table = PG_GETARG_OID(1);
 	options = PG_GETARG_JSONB_P(2);
 
+	/* first: a role that may not create the slot learns it before anything else */
+	source_slot_check_privilege(name, false);
 	table_source_check_relation(table);
 	jsonb_check_keys(options, valid, "table source");
 	parse_source_options(&tmp, options);
@@ -533,7 +535,7 @@ streamwin_create_table_source(PG_FUNCTION_ARGS)
 	SPI_connect();
 	source_check_new_name(name);
 	/* before anything is written: PostgreSQL requires it of slot creation */
-	slot = source_slot_create();
+	slot = source_slot_new(name, false);
 	source_register(name, "table", NULL, NULL, table, slot, "row", columns.data, options,
 					types, typmods, names);
 	SPI_finish();

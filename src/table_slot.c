@@ -37,10 +37,14 @@
 #include "utils/rel.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
+#include "executor/spi.h"
 #include "executor/tuptable.h"
 
+#include "catalog.h"
 #include "streamwin.h"
 #include "table_source_int.h"
+
+PG_FUNCTION_INFO_V1(streamwin_create_table_source_slot);
 
 /* A slot being created, held by this backend until its transaction ends. */
 static char *creating_slot = NULL;
@@ -213,6 +217,33 @@ lock_slot_registry(LOCKMODE mode)
 	(void) LockAcquire(&tag, mode, false, false);
 }
 
+/*
+ * Refuse a slot creation that PostgreSQL would refuse, saying what to do:
+ * for create_table_source, or for reset_query replacing an invalidated
+ * slot.
+ */
+static void
+check_slot_creation(bool replacing)
+{
+	check_wal_level();
+	CheckLogicalDecodingRequirements();
+	if (TransactionIdIsValid(GetTopTransactionIdIfAny()))
+		ereport(ERROR,
+				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
+				 replacing ?
+				 errmsg("cannot replace the replication slot of a table source in a transaction that has already written") :
+				 errmsg("cannot create a table source in a transaction that has already written"),
+				 errdetail("A table source creates a logical replication slot, which PostgreSQL only allows before the transaction's first write."),
+				 replacing ?
+				 errhint("Call streamwin.reset_query() in a transaction of its own, or first in it.") :
+				 errhint("Call streamwin.create_table_source() in a transaction of its own, or first in it.")));
+	if (MyReplicationSlot != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cannot create two table sources in one transaction"),
+				 errhint("Commit after each streamwin.create_table_source().")));
+}
+
 char *
 source_slot_create(void)
 {
@@ -220,20 +251,7 @@ source_slot_create(void)
 	LogicalDecodingContext *ctx;
 	int			level;
 
-	check_wal_level();
-	CheckLogicalDecodingRequirements();
-	if (TransactionIdIsValid(GetTopTransactionIdIfAny()))
-		ereport(ERROR,
-				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
-				 errmsg("cannot create a table source in a transaction that has already written"),
-				 errdetail("A table source creates a logical replication slot, which PostgreSQL only allows before the transaction's first write."),
-				 errhint("Call streamwin.create_table_source() in a transaction of its own, or first in it.")));
-	if (MyReplicationSlot != NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("cannot create two table sources in one transaction"),
-				 errhint("Commit after each streamwin.create_table_source().")));
-
+	check_slot_creation(false);
 	lock_slot_registry(ShareLock);
 
 	/* unique in the cluster: slots are shared by every database */
@@ -250,6 +268,116 @@ source_slot_create(void)
 	FreeDecodingContext(ctx);
 	restore_plugin_list(level);
 	return pstrdup(name);
+}
+
+/* --- who may create a slot ------------------------------------------------ */
+
+/*
+ * A table source's slot keeps WAL for as long as its slowest query lags,
+ * and enough of it stops the whole server, which is why PostgreSQL lets
+ * only superusers and roles with REPLICATION create slots.  streamwin
+ * keeps table sources to those roles too, and to the roles an
+ * administrator grants EXECUTE on SLOT_FUNCTION: every slot of a table
+ * source is created inside that function, and the install and update
+ * scripts revoke its EXECUTE from PUBLIC.
+ *
+ * create_table_source itself stays open to PUBLIC, so that a role refused
+ * is told why and what to GRANT.  It then reaches SLOT_FUNCTION through the
+ * executor, which checks EXECUTE once more: as the caller when the caller
+ * holds it by a GRANT, and as the extension owner for superusers and
+ * REPLICATION roles, who hold the privilege by their attribute, as in
+ * PostgreSQL, rather than by an ACL.  A role that is neither is refused by
+ * PostgreSQL's ACL check as well as by the test below.
+ */
+#define SLOT_FUNCTION "streamwin.create_table_source_slot()"
+
+/* Set while source_slot_new() calls SLOT_FUNCTION, which refuses other calls. */
+static bool slot_requested = false;
+
+/* May the current user create a slot?  *by_attribute: as superuser or REPLICATION. */
+static bool
+may_create_slot(bool *by_attribute)
+{
+	Oid			role = GetUserId();
+	Oid			fn;
+
+	*by_attribute = superuser_arg(role) || has_rolreplication(role);
+	if (*by_attribute)
+		return true;
+	fn = DatumGetObjectId(DirectFunctionCall1(regprocedurein, CStringGetDatum(SLOT_FUNCTION)));
+	return pg_proc_aclcheck(fn, role, ACL_EXECUTE) == ACLCHECK_OK;
+}
+
+void
+source_slot_check_privilege(const char *source_name, bool replacing)
+{
+	bool		by_attribute;
+	char	   *role;
+
+	if (may_create_slot(&by_attribute))
+		return;
+	role = GetUserNameFromId(GetUserId(), false);
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 replacing ?
+			 errmsg("permission denied to replace the replication slot of table source \"%s\"",
+					source_name) :
+			 errmsg("permission denied to create table source \"%s\"", source_name),
+			 errdetail("A table source owns a logical replication slot, which keeps WAL for as long as its queries lag behind. "
+					   "As PostgreSQL does for replication slots, streamwin allows that to superusers, to roles with the REPLICATION attribute, "
+					   "and to roles granted EXECUTE on " SLOT_FUNCTION "."),
+			 errhint("A superuser can allow role \"%s\" with: GRANT EXECUTE ON FUNCTION " SLOT_FUNCTION " TO %s;",
+					 role, quote_identifier(role))));
+}
+
+char *
+source_slot_new(const char *source_name, bool replacing)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	bool		by_attribute;
+	RoleSwitch	role;
+	char	   *name;
+
+	source_slot_check_privilege(source_name, replacing);
+	check_slot_creation(replacing);
+	(void) may_create_slot(&by_attribute);
+	SPI_connect();
+	if (by_attribute)
+		catalog_enter(&role);
+	slot_requested = true;
+	PG_TRY();
+	{
+		if (SPI_execute("SELECT streamwin.create_table_source_slot()", false, 1) != SPI_OK_SELECT ||
+			SPI_processed != 1)
+			elog(ERROR, "streamwin: could not create a replication slot");
+	}
+	PG_FINALLY();
+	{
+		slot_requested = false;
+	}
+	PG_END_TRY();
+	if (by_attribute)
+		catalog_leave(&role);
+	name = MemoryContextStrdup(cxt, SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1));
+	SPI_finish();
+	return name;
+}
+
+/*
+ * streamwin.create_table_source_slot() RETURNS text: the slot of the table
+ * source that source_slot_new() is creating; refuses every other call (a
+ * slot that no source owns would keep WAL until the launcher reaps it).
+ */
+Datum
+streamwin_create_table_source_slot(PG_FUNCTION_ARGS)
+{
+	if (!slot_requested)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg(SLOT_FUNCTION " only creates the slot of a table source being created"),
+				 errhint("Call streamwin.create_table_source(name, relation); EXECUTE on " SLOT_FUNCTION " is what allows it.")));
+	slot_requested = false;		/* one slot per request */
+	PG_RETURN_TEXT_P(cstring_to_text(source_slot_create()));
 }
 
 void

@@ -82,13 +82,30 @@ extern void table_source_init(void);
 extern void table_source_check_relation(Oid relid);
 
 /*
- * source_slot_create
- *		Create a slot for a new source and return its name.  Must be the
- *		first thing the transaction writes; the slot stays ephemeral, held by
- *		this backend, until the transaction commits (then it is made
- *		persistent) or aborts (then it disappears).  Waits for transactions
- *		running now to finish, like any logical slot creation.
+ * source_slot_check_privilege
+ *		Refuse, with errmsg/errdetail/errhint naming the GRANT to run, a
+ *		current user who may not create a table source's slot: only
+ *		superusers, roles with REPLICATION and roles granted EXECUTE on
+ *		streamwin.create_table_source_slot() may (see table_slot.c).
+ *		replacing: the slot replaces one that PostgreSQL invalidated.
  */
+extern void source_slot_check_privilege(const char *source_name, bool replacing);
+
+/*
+ * source_slot_new
+ *		Create a slot for table source source_name, after checking the
+ *		privilege, through streamwin.create_table_source_slot() (which calls
+ *		source_slot_create), and return its name in the caller's memory
+ *		context.
+ *
+ * source_slot_create
+ *		Create a slot and return its name.  Must be the first thing the
+ *		transaction writes; the slot stays ephemeral, held by this backend,
+ *		until the transaction commits (then it is made persistent) or
+ *		aborts (then it disappears).  Waits for transactions running now to
+ *		finish, like any logical slot creation.
+ */
+extern char *source_slot_new(const char *source_name, bool replacing);
 extern char *source_slot_create(void);
 
 /*
