@@ -18,6 +18,7 @@
 #include "access/xlogutils.h"
 #include "catalog/catalog.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_type.h"
 #include "miscadmin.h"
 #include "replication/decode.h"
 #include "replication/logical.h"
@@ -155,6 +156,15 @@ slot_xact_callback(XactEvent event, void *arg)
 	switch (event)
 	{
 		case XACT_EVENT_PRE_COMMIT:
+			/* first: dropping a slot acquires it, which needs ours released */
+			if (creating_slot != NULL && MyReplicationSlot != NULL)
+			{
+				ReplicationSlotPersist();
+				ReplicationSlotRelease();
+			}
+			if (creating_slot != NULL)
+				pfree(creating_slot);
+			creating_slot = NULL;
 			if (dropping_slot != NULL)
 			{
 				char	   *name = dropping_slot;
@@ -165,14 +175,6 @@ slot_xact_callback(XactEvent event, void *arg)
 					ReplicationSlotDrop(name, false);
 				pfree(name);
 			}
-			if (creating_slot != NULL && MyReplicationSlot != NULL)
-			{
-				ReplicationSlotPersist();
-				ReplicationSlotRelease();
-			}
-			if (creating_slot != NULL)
-				pfree(creating_slot);
-			creating_slot = NULL;
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
@@ -290,6 +292,8 @@ source_slot_create(void)
  * PostgreSQL's ACL check as well as by the test below.
  */
 #define SLOT_FUNCTION "streamwin.create_table_source_slot()"
+
+static void source_confirm_locktag(LOCKTAG *tag, int32 source_id);
 
 /* Set while source_slot_new() calls SLOT_FUNCTION, which refuses other calls. */
 static bool slot_requested = false;
@@ -424,6 +428,98 @@ source_slot_confirmed(const char *slot_name)
 	lsn = slot->data.confirmed_flush;
 	SpinLockRelease(&slot->mutex);
 	return lsn;
+}
+
+/* --- slots that PostgreSQL invalidated ------------------------------------ */
+
+/*
+ * With max_slot_wal_keep_size set, a checkpoint invalidates a slot that
+ * retains more WAL than that, and removes the WAL: the slot can never be
+ * read again.  PostgreSQL 15 marks it by an invalid restart_lsn, keeping
+ * the one it had in invalidated_at.
+ */
+static bool
+slot_invalidated(ReplicationSlot *slot)
+{
+	bool		invalidated;
+
+	SpinLockAcquire(&slot->mutex);
+	invalidated = !XLogRecPtrIsInvalid(slot->data.invalidated_at) &&
+		XLogRecPtrIsInvalid(slot->data.restart_lsn);
+	SpinLockRelease(&slot->mutex);
+	return invalidated;
+}
+
+bool
+source_slot_invalidated(const char *slot_name)
+{
+	return slot_is_ours(slot_name) && slot_invalidated(SearchNamedReplicationSlot(slot_name, true));
+}
+
+void
+slot_check_valid(XLogRecPtr start_lsn)
+{
+	if (!slot_invalidated(MyReplicationSlot))
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_TABLE_POSITION_LOST),
+			 errmsg("the table source no longer holds the changes from %X/%X on",
+					LSN_FORMAT_ARGS(start_lsn)),
+			 errdetail("Its replication slot \"%s\" was invalidated, because it retained more WAL than max_slot_wal_keep_size (%s) allows, and the server has removed WAL the slot still needed.",
+					   NameStr(MyReplicationSlot->data.name),
+					   GetConfigOptionByName("max_slot_wal_keep_size", NULL, false)),
+			 errhint("Start the query over with streamwin.reset_query(name, 'earliest'). "
+					 "That gives the source a new slot; the changes the invalidated one had not delivered are lost.")));
+}
+
+void
+source_slot_replace_invalidated(int32 source_id, const char *source_name, const char *slot_name)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	LOCKTAG		tag;
+	Oid			types[2] = {INT4OID, TEXTOID};
+	Datum		args[2];
+	char	   *old_slot;
+	char	   *new_slot;
+	XLogRecPtr	old_confirmed;
+	XLogRecPtr	new_confirmed;
+
+	if (!source_slot_invalidated(slot_name))
+		return;
+
+	/*
+	 * One replacement at a time (a reset of another query of the source
+	 * waits, then finds the new slot), and meanwhile no batch confirms the
+	 * slot and no query's start is set (see source_hold_start).
+	 */
+	source_confirm_locktag(&tag, source_id);
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+	args[0] = Int32GetDatum(source_id);
+	SPI_connect();
+	catalog_exec("SELECT slot_name FROM streamwin.source_catalog WHERE source_id = $1",
+				 1, types, args, NULL, 1);
+	old_slot = SPI_processed == 1 ?
+		SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1) : NULL;
+	if (old_slot == NULL || !source_slot_invalidated(old_slot))
+	{
+		SPI_finish();
+		return;
+	}
+	old_slot = MemoryContextStrdup(cxt, old_slot);
+	old_confirmed = source_slot_confirmed(old_slot);
+	new_slot = MemoryContextStrdup(cxt, source_slot_new(source_name, true));
+	new_confirmed = source_slot_confirmed(new_slot);
+	args[1] = CStringGetTextDatum(new_slot);
+	catalog_exec("UPDATE streamwin.source_catalog SET slot_name = $2 WHERE source_id = $1",
+				 2, types, args, NULL, 0);
+	source_slot_drop_at_commit(old_slot);
+	SPI_finish();
+	ereport(WARNING,
+			(errmsg("table source \"%s\" has a new replication slot, \"%s\", in place of \"%s\", which PostgreSQL invalidated",
+					source_name, new_slot, old_slot),
+			 errdetail("The changes committed between %X/%X, where the invalidated slot stood, and %X/%X, where the new one starts, are lost to each query of the source that had not read them.",
+					   LSN_FORMAT_ARGS(old_confirmed), LSN_FORMAT_ARGS(new_confirmed)),
+			 errhint("Reset the other queries of the source too: until then they fail, their positions being before the new slot's start.")));
 }
 
 /* Acquire the slot unless this backend holds it already (it is creating it). */

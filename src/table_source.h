@@ -164,6 +164,23 @@ extern void source_hold_start(int32 source_id);
 extern bool source_confirm_begin(int32 source_id);
 extern void source_confirm_end(int32 source_id);
 
+/*
+ * source_slot_invalidated
+ *		Did PostgreSQL invalidate the slot (max_slot_wal_keep_size)?  Its
+ *		queries then fail with SWT01 until reset_query replaces it.
+ *
+ * source_slot_replace_invalidated
+ *		For reset_query, before its transaction's first write: if the
+ *		source's slot is invalidated, create a new one (with the privilege
+ *		creating a source takes), record it as the source's, and drop the
+ *		old one at commit; WARNING that the changes between the two are lost
+ *		to the queries that had not read them.  Every reader of the source
+ *		follows the new slot from its next fetch.
+ */
+extern bool source_slot_invalidated(const char *slot_name);
+extern void source_slot_replace_invalidated(int32 source_id, const char *source_name,
+											const char *slot_name);
+
 /* Is the slot held by another backend right now? */
 extern bool source_slot_in_use(const char *slot_name);
 
