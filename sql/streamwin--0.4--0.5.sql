@@ -4,7 +4,10 @@
  * lag, so its creation is kept, as PostgreSQL keeps every slot's, to
  * superusers and REPLICATION roles, and to roles an administrator grants
  * EXECUTE on streamwin.create_table_source_slot(), which creates every
- * slot of a table source and which PUBLIC may not execute.
+ * slot of a table source and which PUBLIC may not execute.  The launcher
+ * warns about a table source whose slot retains more WAL than
+ * streamwin.retained_wal_warning, at most every 5 minutes
+ * (source_catalog.wal_warned_at).
  */
 
 \echo Use "ALTER EXTENSION streamwin UPDATE TO '0.5'" to load this file. \quit
@@ -21,3 +24,7 @@ RETURNS text
 AS 'MODULE_PATHNAME', 'streamwin_create_table_source_slot'
 LANGUAGE C VOLATILE;
 REVOKE EXECUTE ON FUNCTION streamwin.create_table_source_slot() FROM PUBLIC;
+
+-- table sources: when the launcher last warned that the slot retains more
+-- WAL than streamwin.retained_wal_warning (NULL: not over it)
+ALTER TABLE streamwin.source_catalog ADD COLUMN wal_warned_at timestamptz;

@@ -33,7 +33,10 @@ CREATE TABLE streamwin.source_catalog (
 	columns		text NOT NULL,
 	options		jsonb NOT NULL DEFAULT '{}',
 	owner		regrole NOT NULL,
-	created_at	timestamptz NOT NULL DEFAULT now()
+	created_at	timestamptz NOT NULL DEFAULT now(),
+	-- table sources: when the launcher last warned that the slot retains
+	-- more WAL than streamwin.retained_wal_warning (NULL: not over it)
+	wal_warned_at timestamptz
 );
 
 -- Continuous queries and their compiled batch plan.  "plan" holds the SQL

@@ -42,10 +42,14 @@
 #include "executor/tuptable.h"
 
 #include "catalog.h"
+#include "spi_util.h"
 #include "streamwin.h"
 #include "table_source_int.h"
 
 PG_FUNCTION_INFO_V1(streamwin_create_table_source_slot);
+
+/* streamwin.retained_wal_warning, in MB (-1: no warning) */
+int			streamwin_retained_wal_warning = 1024;
 
 /* A slot being created, held by this backend until its transaction ends. */
 static char *creating_slot = NULL;
@@ -622,6 +626,226 @@ source_slots_reap(List *known)
 		MemoryContextSwitchTo(cxt);
 		CurrentResourceOwner = owner;
 	}
+}
+
+/* --- WAL retained ---------------------------------------------------------- */
+
+/* How often, at most, a source over streamwin.retained_wal_warning is warned about. */
+#define RETAINED_WAL_WARNING_EVERY "5 minutes"
+
+/* One table source, as source_slots_check_retention reads it. */
+typedef struct RetentionCheck
+{
+	int32		source_id;
+	char	   *name;
+	char	   *slot_name;
+	bool		warned;			/* over the threshold at the last check */
+	bool		warned_recently;	/* ... and warned about lately */
+	XLogRecPtr	restart_lsn;	/* the oldest WAL its slot keeps */
+	uint64		retained;		/* bytes of WAL from there */
+} RetentionCheck;
+
+/*
+ * Warn about one source over the threshold, in a subtransaction: record
+ * when (the rate limit), put the warning in the last_error of its queries
+ * that are not failing (a failure says more), then log it.
+ */
+static void
+warn_retention(void *arg)
+{
+	RetentionCheck *c = arg;
+	Oid			types[2] = {INT4OID, TEXTOID};
+	Datum		args[2];
+	const char *setting = GetConfigOptionByName("streamwin.retained_wal_warning", NULL, false);
+	const char *keep = GetConfigOptionByName("max_slot_wal_keep_size", NULL, false);
+	char	   *size;
+	StringInfoData message;
+	StringInfoData detail;
+	StringInfoData hint;
+	StringInfoData recorded;
+
+	size = text_to_cstring(DatumGetTextPP(DirectFunctionCall1(pg_size_pretty,
+															  Int64GetDatum((int64) c->retained))));
+	initStringInfo(&message);
+	appendStringInfo(&message, "table source \"%s\" retains %s of WAL, more than streamwin.retained_wal_warning (%s)",
+					 c->name, size, setting);
+	initStringInfo(&detail);
+	appendStringInfo(&detail, "Its replication slot \"%s\" keeps the WAL from %X/%X on",
+					 c->slot_name, LSN_FORMAT_ARGS(c->restart_lsn));
+	initStringInfo(&hint);
+	appendStringInfoString(&hint, "Start, catch up or drop the queries that lag behind; a transaction left open holds the slot back too.");
+	if (strcmp(keep, "-1") == 0)
+		appendStringInfoString(&hint, " Nothing limits the WAL a slot retains while max_slot_wal_keep_size is -1.");
+	else
+		appendStringInfo(&hint, " Past max_slot_wal_keep_size (%s) PostgreSQL invalidates the slot, and its queries lose the changes they have not read.", keep);
+
+	args[0] = Int32GetDatum(c->source_id);
+	SPI_connect();
+	catalog_exec("UPDATE streamwin.source_catalog SET wal_warned_at = pg_catalog.clock_timestamp() "
+				 "WHERE source_id = $1",
+				 1, types, args, NULL, 0);
+	if (SPI_processed == 0)
+	{
+		SPI_finish();			/* dropped meanwhile */
+		return;
+	}
+	catalog_exec("SELECT q.name, CASE WHEN q.desired_state = 'stopped' THEN 'stopped' "
+				 "                    WHEN q.status = 'failed' THEN 'failed' ELSE 'running' END, "
+				 "       CASE WHEN q.state_table IS NOT NULL OR q.dedup_table IS NOT NULL "
+				 "            THEN coalesce(c.next_offset, q.start_lsn) "
+				 "            ELSE coalesce(o.next_offset, q.start_lsn) END AS pos "
+				 "FROM streamwin.query_catalog q "
+				 "LEFT JOIN streamwin.query_offsets o ON o.query_id = q.query_id AND o.partition = 0 "
+				 "LEFT JOIN streamwin.query_checkpoints c ON c.query_id = q.query_id AND c.partition = 0 "
+				 "WHERE q.source_id = $1 ORDER BY pos NULLS FIRST, q.name LIMIT 1",
+				 1, types, args, NULL, 1);
+	if (SPI_processed == 1)
+	{
+		bool		isnull;
+		Datum		pos = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull);
+
+		appendStringInfo(&detail, "; the query furthest behind is \"%s\" (%s), at %X/%X.",
+						 SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1),
+						 SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2),
+						 LSN_FORMAT_ARGS(isnull ? InvalidXLogRecPtr : (XLogRecPtr) DatumGetInt64(pos)));
+	}
+	else
+		appendStringInfoString(&detail, ", and no query reads the source.");
+
+	/* as worker.c records a failure, with the level in front */
+	initStringInfo(&recorded);
+	appendStringInfo(&recorded, "WARNING: %s\nDETAIL: %s\nHINT: %s", message.data, detail.data, hint.data);
+	args[1] = CStringGetTextDatum(recorded.data);
+	catalog_exec("UPDATE streamwin.query_catalog SET last_error = $2, "
+				 "last_error_at = pg_catalog.clock_timestamp() "
+				 "WHERE source_id = $1 AND status = 'ok'",
+				 2, types, args, NULL, 0);
+	SPI_finish();
+
+	ereport(WARNING,
+			(errmsg_internal("%s", message.data),
+			 errdetail_internal("%s", detail.data),
+			 errhint("%s", hint.data)));
+}
+
+/* Back under the threshold: the next time over is warned about at once. */
+static void
+forget_warning(void *arg)
+{
+	RetentionCheck *c = arg;
+	Oid			types[1] = {INT4OID};
+	Datum		args[1] = {Int32GetDatum(c->source_id)};
+
+	SPI_connect();
+	catalog_exec("UPDATE streamwin.source_catalog SET wal_warned_at = NULL WHERE source_id = $1",
+				 1, types, args, NULL, 0);
+	SPI_finish();
+}
+
+/*
+ * The table sources of this database (*(List **) arg), in the caller's
+ * memory context; none while the catalog is not at the library's version
+ * (ALTER EXTENSION UPDATE not run yet: its queries say so).
+ */
+static void
+retention_checks(void *arg)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	MemoryContext old;
+	List	   *sources = NIL;
+	Oid			types[1] = {TEXTOID};
+	Datum		args[1] = {CStringGetTextDatum(STREAMWIN_CATALOG_VERSION)};
+
+	SPI_connect();
+	if (SPI_execute_with_args("SELECT 1 FROM pg_catalog.pg_extension "
+							  "WHERE extname = 'streamwin' AND extversion = $1",
+							  1, types, args, NULL, true, 1) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+	{
+		SPI_finish();
+		return;
+	}
+	catalog_exec("SELECT source_id, name, slot_name, wal_warned_at IS NOT NULL, "
+				 "       coalesce(wal_warned_at > pg_catalog.clock_timestamp() "
+				 "                                - interval '" RETAINED_WAL_WARNING_EVERY "', false) "
+				 "FROM streamwin.source_catalog WHERE slot_name IS NOT NULL ORDER BY source_id",
+				 0, NULL, NULL, NULL, 0);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		RetentionCheck *c = MemoryContextAllocZero(cxt, sizeof(RetentionCheck));
+		bool		isnull;
+
+		c->source_id = DatumGetInt32(SPI_getbinval(tup, desc, 1, &isnull));
+		c->name = MemoryContextStrdup(cxt, SPI_getvalue(tup, desc, 2));
+		c->slot_name = MemoryContextStrdup(cxt, SPI_getvalue(tup, desc, 3));
+		c->warned = DatumGetBool(SPI_getbinval(tup, desc, 4, &isnull));
+		c->warned_recently = DatumGetBool(SPI_getbinval(tup, desc, 5, &isnull));
+		old = MemoryContextSwitchTo(cxt);
+		sources = lappend(sources, c);
+		MemoryContextSwitchTo(old);
+	}
+	SPI_finish();
+	*(List **) arg = sources;
+}
+
+void
+source_slots_check_retention(void)
+{
+	uint64		threshold = (uint64) streamwin_retained_wal_warning * 1024 * 1024;
+	List	   *sources = NIL;
+	ListCell   *lc;
+	int			level;
+	ErrorData  *edata;
+
+	if (streamwin_retained_wal_warning < 0 || wal_level < WAL_LEVEL_LOGICAL ||
+		max_replication_slots == 0)
+		return;
+
+	/*
+	 * A batch holds its query's catalog row only briefly, but run_available
+	 * holds it for its caller's whole transaction: give up on a source
+	 * (until the next round) rather than keep the starter waiting.
+	 */
+	level = NewGUCNestLevel();
+	(void) set_config_option("lock_timeout", "1s", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	edata = run_in_subtransaction(retention_checks, &sources);
+	if (edata != NULL)
+		ereport(LOG,
+				(errmsg("streamwin: could not check the WAL retained by table sources: %s",
+						edata->message)));
+	foreach(lc, sources)
+	{
+		RetentionCheck *c = lfirst(lc);
+		ReplicationSlot *slot;
+		XLogRecPtr	now = GetXLogInsertRecPtr();
+
+		edata = NULL;
+
+		/* an invalidated slot retains nothing (its queries fail loudly) */
+		if (!slot_is_ours(c->slot_name) || source_slot_invalidated(c->slot_name))
+			continue;
+		slot = SearchNamedReplicationSlot(c->slot_name, true);
+		SpinLockAcquire(&slot->mutex);
+		c->restart_lsn = slot->data.restart_lsn;
+		SpinLockRelease(&slot->mutex);
+		c->retained = !XLogRecPtrIsInvalid(c->restart_lsn) && now > c->restart_lsn ?
+			now - c->restart_lsn : 0;
+		if (c->retained <= threshold)
+		{
+			if (c->warned)
+				edata = run_in_subtransaction(forget_warning, c);
+		}
+		else if (!c->warned_recently)
+			edata = run_in_subtransaction(warn_retention, c);
+		if (edata != NULL)
+			ereport(LOG,
+					(errmsg("streamwin: could not check the WAL retained by table source \"%s\": %s",
+							c->name, edata->message)));
+	}
+	AtEOXact_GUC(true, level);
 }
 
 /* Taken by the reaper's caller before it reads the sources' slot names. */

@@ -192,6 +192,20 @@ extern bool source_slot_in_use(const char *slot_name);
 extern void source_slot_advance(const char *slot_name, int32 source_id);
 
 /*
+ * source_slots_check_retention
+ *		For the launcher's starter, in each database every round (30
+ *		seconds), inside SPI: for each table source whose slot retains more
+ *		WAL than streamwin.retained_wal_warning (MB; -1: never), a WARNING in
+ *		the server log and in streamwin.queries.last_error of the source's
+ *		queries that are not failing (never their state), at once when it
+ *		passes the threshold, then at most every 5 minutes while over it
+ *		(source_catalog.wal_warned_at).  Its own errors are logged, never
+ *		raised.
+ */
+extern int	streamwin_retained_wal_warning;
+extern void source_slots_check_retention(void);
+
+/*
  * source_slots_lock / source_slots_reap
  *		For the launcher's starter: drop the slots of this database that no
  *		table source owns any more (known: the owned slot names, NIL if the

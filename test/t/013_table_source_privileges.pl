@@ -23,6 +23,13 @@
 #      the privilege, and in a transaction that has written, saying what
 #      to do), warns what is lost, and the queries read on from the new
 #      slot: exactly the rows before the loss and the rows after the reset.
+#   4. streamwin.retained_wal_warning (2MB here): the launcher warns, in
+#      the server log and in the last_error of the source's queries that
+#      are not failing, naming the query furthest behind; states and
+#      batches are untouched, a failing query keeps its own error.  The
+#      next round does not warn again (it warns, though, about a source
+#      that passed the threshold since, with no query); once the stopped
+#      query has caught up a round forgets the warning.
 use strict;
 use warnings;
 
@@ -280,6 +287,94 @@ SELECT streamwin.run_available('carol_q');
 results_match($node, 'SELECT id, k, v FROM carol_q',
 	'SELECT id, k, v FROM ev WHERE id <= 100 OR id > 150',
 	'carol_q: rows 1 to 100, then the rows after the reset');
+
+psql_ok($node, q{SELECT streamwin.drop_query('inv_run', drop_result => true)}, 'drop inv_run');
+psql_ok($node, q{
+SELECT streamwin.drop_query('carol_q', drop_result => true);
+SELECT streamwin.drop_source('carol_src');
+}, 'carol drops her query and source', as_role('carol'));
+is(streamwin_slots($node), '0', 'no streamwin slot is left');
+
+# ==== 4. a warning when a source retains more WAL than the setting ===========
+
+psql_ok($node, q{
+CREATE TABLE wev (id int PRIMARY KEY, v int NOT NULL);
+SELECT streamwin.create_table_source('wal_src', 'wev');
+SELECT streamwin.create_query('wal_run', 'SELECT id, v FROM wal_src', trigger_interval => '100 ms');
+SELECT streamwin.create_query('wal_fail', 'SELECT id, 100 / (id - 60) AS x FROM wal_src',
+    trigger_interval => '100 ms');
+SELECT streamwin.create_query('wal_stopped', 'SELECT id, v FROM wal_src', start => false);
+INSERT INTO wev SELECT g, g * 3 FROM generate_series(1, 50) g;
+}, 'wal_src: a running query, one that will fail, and a stopped one; rows 1 to 50');
+wait_results_match($node, 'SELECT id, v FROM wal_run', 'SELECT id, v FROM wev', 'wal_run reads rows 1 to 50');
+wait_until($node, q{SELECT count(*) FROM wal_fail}, '50', 'wal_fail reads rows 1 to 50');
+psql_ok($node, 'INSERT INTO wev VALUES (60, 180)', 'row 60, which wal_fail divides by zero');
+wait_until($node, "SELECT state FROM streamwin.queries WHERE name = 'wal_fail'", 'failed',
+	'wal_fail fails');
+my $fail_error = $node->safe_psql('postgres', "SELECT last_error FROM streamwin.queries WHERE name = 'wal_fail'");
+like($fail_error, qr/division by zero/, 'wal_fail\'s last_error: division by zero');
+
+my $log_from = -s $node->logfile;
+psql_ok($node, q{
+ALTER SYSTEM SET streamwin.retained_wal_warning = '2MB';
+SELECT pg_reload_conf();
+CREATE TABLE filler2 (x text);
+INSERT INTO filler2 SELECT repeat('y', 1000) FROM generate_series(1, 4000);
+}, 'streamwin.retained_wal_warning = 2MB; 4 MB of WAL in another table');
+my $warning = qr/^WARNING: table source "wal_src" retains \d+ [kM]B of WAL, more than streamwin\.retained_wal_warning \(2MB\)\n/
+  . qr/DETAIL: Its replication slot "streamwin_\w+" keeps the WAL from \S+ on; the query furthest behind is "wal_stopped" \(stopped\), at \S+\.\n/
+  . qr/HINT: Start, catch up or drop the queries that lag behind/;
+$warning = qr/$warning/;    # one regex of the pieces
+wait_until($node, q{SELECT last_error LIKE 'WARNING: table source "wal_src" retains %'
+  FROM streamwin.queries WHERE name = 'wal_stopped'}, 't',
+	'the launcher warns, within a round (30 s), in the stopped query\'s last_error');
+like($node->safe_psql('postgres', "SELECT last_error FROM streamwin.queries WHERE name = 'wal_stopped'"),
+	$warning, 'the warning names the size, the setting and the query that holds the slot back');
+like($node->safe_psql('postgres', "SELECT last_error FROM streamwin.queries WHERE name = 'wal_run'"),
+	$warning, 'the running query has it in its last_error too');
+is($node->safe_psql('postgres', "SELECT last_error FROM streamwin.queries WHERE name = 'wal_fail'"),
+	$fail_error, 'the failing query keeps its own error');
+is($node->safe_psql('postgres', q{SELECT string_agg(name || ' ' || state, ', ' ORDER BY name) FROM streamwin.queries}),
+	'wal_fail failed, wal_run running, wal_stopped stopped', 'the warning changes no query\'s state');
+my $log = slurp_file($node->logfile, $log_from);
+my @warnings = $log =~ /WARNING:  table source "wal_src" retains \d+ [kM]B of WAL, more than streamwin\.retained_wal_warning \(2MB\)\n[^\n]*DETAIL:  [^\n]*the query furthest behind is "wal_stopped" \(stopped\)/g;
+is(scalar @warnings, 1, 'the server log has the warning, with its detail');
+
+psql_ok($node, 'INSERT INTO wev SELECT g, g * 3 FROM generate_series(61, 100) g', 'rows 61 to 100');
+wait_results_match($node, 'SELECT id, v FROM wal_run', 'SELECT id, v FROM wev',
+	'wal_run goes on reading: rows 1 to 100');
+
+# The next round (shown by warning about a source created now, which only
+# it can do) does not warn about wal_src again: at most every 5 minutes.
+my $warned_at = $node->safe_psql('postgres', q{SELECT wal_warned_at FROM streamwin.source_catalog WHERE name = 'wal_src'});
+isnt($warned_at, '', 'the warning is recorded as of when it was given');
+psql_ok($node, q{
+CREATE TABLE wev2 (id int);
+SELECT streamwin.create_table_source('wal_src2', 'wev2');
+CREATE TABLE filler3 (x text);
+INSERT INTO filler3 SELECT repeat('z', 1000) FROM generate_series(1, 3000);
+}, 'wal_src2, without a query, and 3 MB more of WAL');
+wait_until($node, q{SELECT wal_warned_at IS NOT NULL FROM streamwin.source_catalog WHERE name = 'wal_src2'},
+	't', 'a later round warns about wal_src2');
+$log = slurp_file($node->logfile, $log_from);
+like($log, qr/WARNING:  table source "wal_src2" retains \d+ [kM]B of WAL, more than streamwin\.retained_wal_warning \(2MB\)\n[^\n]*DETAIL:  Its replication slot "streamwin_\w+" keeps the WAL from \S+ on, and no query reads the source\./,
+	'wal_src2\'s warning says that no query reads it');
+@warnings = $log =~ /WARNING:  table source "wal_src" retains/g;
+is(scalar @warnings, 1, 'that round did not warn about wal_src again');
+is($node->safe_psql('postgres', q{SELECT wal_warned_at FROM streamwin.source_catalog WHERE name = 'wal_src'}),
+	$warned_at, 'nor record a new warning for it');
+
+# Once wal_stopped has caught up (and wal_fail is gone), the slot lets the
+# WAL go, and a round forgets the warning, so that the next time over
+# warns at once.
+psql_ok($node, q{
+SELECT streamwin.drop_query('wal_fail', drop_result => true);
+SELECT streamwin.run_available('wal_stopped');
+}, 'drop wal_fail; wal_stopped catches up');
+wait_until($node, q{SELECT retained_wal < 2 * 1024 * 1024 FROM streamwin.sources WHERE name = 'wal_src'},
+	't', 'wal_src retains less than 2 MB again');
+wait_until($node, q{SELECT wal_warned_at IS NULL FROM streamwin.source_catalog WHERE name = 'wal_src'},
+	't', 'a round forgets the warning about wal_src');
 
 $node->stop;
 done_testing();
