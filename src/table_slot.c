@@ -469,7 +469,7 @@ slot_check_valid(XLogRecPtr start_lsn)
 			(errcode(ERRCODE_TABLE_POSITION_LOST),
 			 errmsg("the table source no longer holds the changes from %X/%X on",
 					LSN_FORMAT_ARGS(start_lsn)),
-			 errdetail("Its replication slot \"%s\" was invalidated, because it retained more WAL than max_slot_wal_keep_size (%s) allows, and the server has removed WAL the slot still needed.",
+			 errdetail("Its replication slot \"%s\" was invalidated, because it retained more WAL than max_slot_wal_keep_size (now %s) allowed, and the server has removed WAL the slot still needed.",
 					   NameStr(MyReplicationSlot->data.name),
 					   GetConfigOptionByName("max_slot_wal_keep_size", NULL, false)),
 			 errhint("Start the query over with streamwin.reset_query(name, 'earliest'). "

@@ -211,7 +211,7 @@ psql_ok($node, ins(101, 150), 'rows 101 to 150, after the loss');
 
 my $lost_error = qr/^the table source no longer holds the changes from [0-9A-F]+\/[0-9A-F]+ on\n/
   . qr/DETAIL: Its replication slot "\Q$old_slot\E" was invalidated, because it retained more WAL than /
-  . qr/max_slot_wal_keep_size \(1MB\) allows.*\n/
+  . qr/max_slot_wal_keep_size \(now 1MB\) allowed.*\n/
   . qr/HINT: Start the query over with streamwin\.reset_query\(name, 'earliest'\)\./;
 $lost_error = qr/$lost_error/;    # one regex of the pieces
 wait_until($node, "SELECT state FROM streamwin.queries WHERE name = 'inv_run'", 'failed',
