@@ -8,7 +8,7 @@ SELECT p.proname || '(' || pg_get_function_arguments(p.oid) || ')' AS function,
        pg_get_function_result(p.oid) AS returns
 FROM pg_proc p
 WHERE p.pronamespace = 'streamwin'::regnamespace
-ORDER BY p.proname, pg_get_function_arguments(p.oid);
+ORDER BY p.proname, function;
 
 -- The observability views and their columns.
 SELECT c.relname AS view, string_agg(a.attname, ', ' ORDER BY a.attnum) AS columns
@@ -32,17 +32,27 @@ UPDATE streamwin.query_offsets SET next_offset = 0;
 RESET ROLE;
 DROP ROLE streamwin_reader;
 
+-- Any role may call create_table_source, which says what a refused role
+-- needs; the function that creates a table source's replication slot is
+-- not PUBLIC's (superusers and REPLICATION roles may, others once granted).
+SELECT p.oid::regprocedure AS function, has_function_privilege('public', p.oid, 'EXECUTE') AS public_may_execute
+FROM pg_proc p
+WHERE p.pronamespace = 'streamwin'::regnamespace AND p.proname LIKE 'create_table_source%'
+ORDER BY 1;
+
 -- GUCs are reserved under the streamwin prefix.
 SHOW streamwin.max_workers;
 SHOW streamwin.progress_retention;
 SHOW streamwin.worker_keep_memory;
+SHOW streamwin.retained_wal_warning;
 SET streamwin.no_such_setting = 1;
 
 -- An installation of 0.1 updated to the current version (through 0.2, with
 -- a query in its catalog) has the same catalog, interface and privileges as
 -- a fresh one: the same fingerprint of column names and types (in name
 -- order, as the update appends columns), functions with their arguments,
--- grants, and the tables pg_dump keeps, in both databases.
+-- grants (on the schema, its relations and functions), and the tables
+-- pg_dump keeps, in both databases.
 -- (one definition, run in each database)
 SELECT $def$CREATE FUNCTION pg_temp.catalog_fingerprint() RETURNS text LANGUAGE sql AS $$
     SELECT md5(string_agg(x, ';' ORDER BY x)) FROM (
@@ -54,11 +64,13 @@ SELECT $def$CREATE FUNCTION pg_temp.catalog_fingerprint() RETURNS text LANGUAGE 
           AND NOT a.attisdropped AND c.relkind IN ('r', 'v', 'p')
         UNION ALL
         SELECT p.oid::regprocedure::text || ' ' || pg_get_function_arguments(p.oid)
-               || ' -> ' || pg_get_function_result(p.oid)
+               || ' -> ' || pg_get_function_result(p.oid) || coalesce(' ' || p.proacl::text, '')
         FROM pg_proc p WHERE p.pronamespace = 'streamwin'::regnamespace
         UNION ALL
         SELECT conrelid::regclass::text || ' ' || pg_get_constraintdef(oid)
         FROM pg_constraint WHERE connamespace = 'streamwin'::regnamespace
+        UNION ALL
+        SELECT 'schema ' || coalesce(nspacl::text, '') FROM pg_namespace WHERE nspname = 'streamwin'
         UNION ALL
         SELECT 'dumped ' || unnest(extconfig)::regclass::text
         FROM pg_extension WHERE extname = 'streamwin') s(x) $$

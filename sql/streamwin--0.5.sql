@@ -33,7 +33,10 @@ CREATE TABLE streamwin.source_catalog (
 	columns		text NOT NULL,
 	options		jsonb NOT NULL DEFAULT '{}',
 	owner		regrole NOT NULL,
-	created_at	timestamptz NOT NULL DEFAULT now()
+	created_at	timestamptz NOT NULL DEFAULT now(),
+	-- table sources: when the launcher last warned that the slot retains
+	-- more WAL than streamwin.retained_wal_warning (NULL: not over it)
+	wal_warned_at timestamptz
 );
 
 -- Continuous queries and their compiled batch plan.  "plan" holds the SQL
@@ -434,6 +437,19 @@ CREATE FUNCTION streamwin.create_table_source(name text, relation regclass,
 RETURNS void
 AS 'MODULE_PATHNAME', 'streamwin_create_table_source'
 LANGUAGE C VOLATILE;
+
+-- Creates the replication slot of a table source, for create_table_source
+-- (and for reset_query, replacing a slot that PostgreSQL invalidated), and
+-- refuses any other call.  EXECUTE on it is the privilege to create table
+-- sources: a slot keeps WAL for as long as its queries lag, so, as
+-- PostgreSQL does for every slot, PUBLIC may not.  Superusers and roles
+-- with REPLICATION may without it; an administrator allows another role
+-- with GRANT EXECUTE ON FUNCTION streamwin.create_table_source_slot() TO it.
+CREATE FUNCTION streamwin.create_table_source_slot()
+RETURNS text
+AS 'MODULE_PATHNAME', 'streamwin_create_table_source_slot'
+LANGUAGE C VOLATILE;
+REVOKE EXECUTE ON FUNCTION streamwin.create_table_source_slot() FROM PUBLIC;
 
 CREATE FUNCTION streamwin.drop_source(name text)
 RETURNS void

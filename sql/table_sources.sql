@@ -31,6 +31,39 @@ ROLLBACK;
 SELECT count(*) AS streamwin_slots FROM pg_replication_slots
 WHERE plugin = 'streamwin' AND database = current_database();
 
+-- Creating a table source creates a replication slot, which keeps WAL for
+-- as long as its queries lag: as PostgreSQL does for slots, streamwin
+-- allows it to superusers and REPLICATION roles, and to the roles granted
+-- EXECUTE on streamwin.create_table_source_slot().  A role with SELECT on
+-- the table and CREATE on the schema, but none of those, is refused with
+-- the GRANT that would allow it; it cannot call the slot function either.
+CREATE ROLE streamwin_ts_user LOGIN;
+CREATE ROLE streamwin_ts_replication LOGIN REPLICATION;
+GRANT CREATE ON SCHEMA public TO streamwin_ts_user, streamwin_ts_replication;
+GRANT SELECT ON orders TO streamwin_ts_user, streamwin_ts_replication;
+SET ROLE streamwin_ts_user;
+SELECT streamwin.create_table_source('user_src', 'orders');
+SELECT streamwin.create_table_source_slot();
+RESET ROLE;
+-- the GRANT of the hint: now it may, and the source is its own
+GRANT EXECUTE ON FUNCTION streamwin.create_table_source_slot() TO streamwin_ts_user;
+SET ROLE streamwin_ts_user;
+SELECT streamwin.create_table_source('user_src', 'orders');
+-- the slot function creates slots for create_table_source only
+SELECT streamwin.create_table_source_slot();
+RESET ROLE;
+-- a REPLICATION role may without the GRANT, as it may create slots in PostgreSQL
+SET ROLE streamwin_ts_replication;
+SELECT streamwin.create_table_source('replication_src', 'orders');
+RESET ROLE;
+SELECT name, owner FROM streamwin.sources ORDER BY name;
+SELECT streamwin.drop_source('user_src');
+SELECT streamwin.drop_source('replication_src');
+SELECT count(*) AS streamwin_slots FROM pg_replication_slots
+WHERE plugin = 'streamwin' AND database = current_database();
+DROP OWNED BY streamwin_ts_user, streamwin_ts_replication;
+DROP ROLE streamwin_ts_user, streamwin_ts_replication;
+
 SELECT streamwin.create_table_source('shop', 'orders', '{"max_records_per_batch": 7}');
 SELECT name, kind, format, columns, relation, source_table, slot_name LIKE 'streamwin\_%' AS slot,
        retained_wal >= 0 AS retains_wal

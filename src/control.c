@@ -300,7 +300,9 @@ parse_starting_offsets(SourceInfo *src, const char *start)
  * 'earliest', 'latest', or explicit offsets given as a JSON object
  * {"partition": offset, ...} (partitions not named start at the earliest).
  * Open windows, the watermark and errors are cleared; result rows stay and
- * are overwritten as the replay re-emits them.
+ * are overwritten as the replay re-emits them.  A source that can no
+ * longer be read (a table source whose slot PostgreSQL invalidated) is
+ * made readable again first, before the first write (prepare_reset).
  */
 Datum
 streamwin_reset_query(PG_FUNCTION_ARGS)
@@ -308,6 +310,7 @@ streamwin_reset_query(PG_FUNCTION_ARGS)
 	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	char	   *start = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	QueryInfo  *q = catalog_get_query(name, false);
+	SourceInfo *src;
 	QueryRunner *r;
 	Jsonb	   *explicit;
 	RoleSwitch role;
@@ -324,6 +327,10 @@ streamwin_reset_query(PG_FUNCTION_ARGS)
 
 	/* wait for a batch in progress (a stopping worker's last) to finish */
 	catalog_lock_query(q->query_id);
+	/* before anything is written: a table source may need a new slot */
+	src = catalog_get_source_by_id(q->source_id);
+	if (source_ops(src)->prepare_reset != NULL)
+		source_ops(src)->prepare_reset(src);
 	SPI_connect();
 	catalog_enter(&role);
 	if (SPI_execute_with_args("DELETE FROM streamwin.query_offsets WHERE query_id = $1",

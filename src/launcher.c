@@ -429,8 +429,10 @@ reap_orphan_slots(void)
 
 /*
  * streamwin_starter_main
- *		In one database: start a worker for every query marked running
- *		that has none.  Exits at once where streamwin is not installed.
+ *		In one database: drop orphan slots, warn about table sources whose
+ *		slots retain too much WAL (table_slot.c), and start a worker for
+ *		every query marked running that has none.  Exits at once where
+ *		streamwin is not installed.
  */
 void
 streamwin_starter_main(Datum main_arg)
@@ -449,6 +451,8 @@ streamwin_starter_main(Datum main_arg)
 		ListCell   *lc;
 
 		SPI_connect();
+		/* warn about table sources whose slots retain too much WAL */
+		source_slots_check_retention();
 		if (SPI_execute("SELECT query_id, owner FROM streamwin.query_catalog "
 						"WHERE desired_state = 'running'", true, 0) == SPI_OK_SELECT)
 		{

@@ -181,6 +181,14 @@ typedef struct SourceOps
 	void		(*positions_parse) (SourceReader *rd, Jsonb *json, SourcePosition *targets);
 
 	/*
+	 * reset_query, on the SourceInfo, before its transaction's first write:
+	 * make the source readable again if it no longer is (a table source
+	 * replaces a slot that PostgreSQL invalidated, which it can only create
+	 * before that write).  NULL op: nothing to do.
+	 */
+	void		(*prepare_reset) (SourceInfo *src);
+
+	/*
 	 * reset_query: every partition's position from 'earliest', 'latest' or
 	 * explicit (JSON as reset_query's documentation gives), checked.
 	 */

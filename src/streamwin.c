@@ -118,6 +118,15 @@ _PG_init(void)
 							&streamwin_worker_keep_memory,
 							64, 0, 1024,
 							PGC_SIGHUP, GUC_UNIT_MB, NULL, NULL, NULL);
+	DefineCustomIntVariable("streamwin.retained_wal_warning",
+							"WAL a table source's slot may retain before streamwin warns.",
+							"Past it, the launcher warns in the server log and in "
+							"streamwin.queries.last_error, at most every 5 minutes per "
+							"source; -1 never warns.  Keep it below max_slot_wal_keep_size, "
+							"past which PostgreSQL invalidates the slot.",
+							&streamwin_retained_wal_warning,
+							1024, -1, INT_MAX,
+							PGC_SIGHUP, GUC_UNIT_MB, NULL, NULL, NULL);
 	MarkGUCPrefixReserved("streamwin");
 
 	RegisterXactCallback(launcher_xact_callback, NULL);

@@ -241,6 +241,8 @@ decode_pass(const char *slot_name, TablePosition start, FetchState *st,
 	PG_TRY();
 	{
 		quiet_decoding = true;
+		if (!reuse)
+			slot_check_valid(start_lsn);
 		if (!reuse && start_lsn < MyReplicationSlot->data.confirmed_flush)
 			ereport(ERROR,
 					(errcode(ERRCODE_TABLE_POSITION_LOST),
@@ -443,8 +445,11 @@ source_slot_advance(const char *slot_name, int32 source_id)
 	XLogRecPtr	end_read;
 	TablePosition from;
 
-	/* nothing to release in a restored database, which has no slot */
-	if (!slot_is_ours(slot_name))
+	/*
+	 * Nothing to release in a restored database, which has no slot, nor
+	 * in an invalidated slot, which keeps no WAL (and cannot be read).
+	 */
+	if (!slot_is_ours(slot_name) || source_slot_invalidated(slot_name))
 		return;
 	from.lsn = source_slot_confirmed(slot_name);
 	from.index = 0;

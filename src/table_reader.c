@@ -151,32 +151,52 @@ table_position(const SourcePosition *pos)
 }
 
 /*
- * The oldest LSN any query of this table source may still need, from
- * committed rows: its stored position, or for a query with UNLOGGED state
- * the position of its checkpoint (crash recovery replays from there); a
- * query that has not run yet needs its start.  The slot may be confirmed
- * up to there.
+ * The source's catalog row as committed now.  Its slot's name: reset_query
+ * gives the source a new slot in place of one PostgreSQL invalidated, and
+ * every reader (of any query, in any backend) follows it from its next
+ * fetch.  With retained: the oldest LSN any query of this table source may
+ * still need, from committed rows: its stored position, or for a query
+ * with UNLOGGED state the position of its checkpoint (crash recovery
+ * replays from there); a query that has not run yet needs its start.  The
+ * slot may be confirmed up to there.
  */
-static XLogRecPtr
-table_retained(SourceReader *rd)
+static void
+table_catalog_now(SourceReader *rd, XLogRecPtr *retained)
 {
-	Oid			types[1] = {INT4OID};
-	Datum		args[1] = {Int32GetDatum(rd->source->source_id)};
+	Oid			types[2] = {INT4OID, BOOLOID};
+	Datum		args[2] = {Int32GetDatum(rd->source->source_id), BoolGetDatum(retained != NULL)};
 	bool		isnull;
 	Datum		d;
+	char	   *slot;
 
 	SPI_connect();
-	catalog_exec("SELECT min(CASE WHEN q.state_table IS NOT NULL OR q.dedup_table IS NOT NULL "
-				 "                THEN coalesce(c.next_offset, q.start_lsn) "
-				 "                ELSE coalesce(o.next_offset, q.start_lsn) END) "
-				 "FROM streamwin.query_catalog q "
-				 "LEFT JOIN streamwin.query_offsets o ON o.query_id = q.query_id AND o.partition = 0 "
-				 "LEFT JOIN streamwin.query_checkpoints c ON c.query_id = q.query_id AND c.partition = 0 "
-				 "WHERE q.source_id = $1",
-				 1, types, args, NULL, 1);
-	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	catalog_exec("SELECT s.slot_name, CASE WHEN $2 THEN "
+				 "  (SELECT min(CASE WHEN q.state_table IS NOT NULL OR q.dedup_table IS NOT NULL "
+				 "                   THEN coalesce(c.next_offset, q.start_lsn) "
+				 "                   ELSE coalesce(o.next_offset, q.start_lsn) END) "
+				 "   FROM streamwin.query_catalog q "
+				 "   LEFT JOIN streamwin.query_offsets o ON o.query_id = q.query_id AND o.partition = 0 "
+				 "   LEFT JOIN streamwin.query_checkpoints c ON c.query_id = q.query_id AND c.partition = 0 "
+				 "   WHERE q.source_id = $1) END "
+				 "FROM streamwin.source_catalog s WHERE s.source_id = $1",
+				 2, types, args, NULL, 1);
+	if (SPI_processed != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("table source \"%s\" no longer exists", rd->source->name)));
+	slot = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	if (slot != NULL && strcmp(slot, rd->source->slot_name) != 0)
+	{
+		/* a context kept open holds the old slot */
+		table_fetch_release();
+		rd->source->slot_name = MemoryContextStrdup(rd->cxt, slot);
+	}
+	if (retained != NULL)
+	{
+		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+		*retained = isnull ? InvalidXLogRecPtr : (XLogRecPtr) DatumGetInt64(d);
+	}
 	SPI_finish();
-	return isnull ? InvalidXLogRecPtr : (XLogRecPtr) DatumGetInt64(d);
 }
 
 /*
@@ -201,14 +221,13 @@ table_fetch_rows(SourceReader *rd, int timeout_ms, int linger_ms, SourceRow **ro
 	TableReader *tr = TR(rd);
 	PartitionState *p = &rd->parts[0];
 	TableFetch	f;
-	volatile XLogRecPtr retained = InvalidXLogRecPtr;
+	XLogRecPtr	retained = InvalidXLogRecPtr;
 	bool		may_confirm = source_confirm_begin(rd->source->source_id);
 
-	/* a query whose creation has not committed yet may need the slot as is */
-	if (may_confirm)
-		retained = table_retained(rd);
 	PG_TRY();
 	{
+		/* a query whose creation has not committed yet may need the slot as is */
+		table_catalog_now(rd, may_confirm ? &retained : NULL);
 		table_fetch(rd->source->slot_name, rd->source->source_table, rd->desc,
 					table_position(&p->next), NULL, rd->source->max_records_per_batch,
 					retained, rd->fetch_again || rd->in_worker, &f);
@@ -238,6 +257,7 @@ table_replay(SourceReader *rd, const SourcePosition *targets, SourceRow **rows)
 	TablePosition upto = table_position(&targets[0]);
 	TableFetch	f;
 
+	table_catalog_now(rd, NULL);
 	table_fetch(rd->source->slot_name, rd->source->source_table, rd->desc,
 				table_position(&p->next), &upto, 0, InvalidXLogRecPtr, false, &f);
 	p->next.offset = (int64) f.end.lsn;
@@ -301,6 +321,17 @@ table_positions_parse(SourceReader *rd, Jsonb *json, SourcePosition *targets)
 }
 
 /*
+ * reset_query, before anything is written: a slot that PostgreSQL
+ * invalidated can never be read again, so the source gets a new one,
+ * whose oldest change table_reset then calls 'earliest'.
+ */
+static void
+table_prepare_reset(SourceInfo *src)
+{
+	source_slot_replace_invalidated(src->source_id, src->name, src->slot_name);
+}
+
+/*
  * reset_query: 'earliest' is the oldest change its slot holds, 'latest'
  * the end of the WAL, or {"lsn": "0/16B3748"} in between.  Also the
  * query's start, should a crash empty its state before the next
@@ -318,6 +349,8 @@ table_reset(SourceReader *rd, const char *start, Jsonb *explicit)
 
 	/* until this commits, no batch may confirm the slot past what we pick */
 	source_hold_start(rd->source->source_id);
+	/* the slot as prepare_reset left it (a reader kept in this session may not know it) */
+	table_catalog_now(rd, NULL);
 	oldest = source_slot_confirmed(rd->source->slot_name);
 	if (explicit != NULL)
 	{
@@ -417,6 +450,7 @@ const SourceOps table_source_ops = {
 	.end_positions = table_end_positions,
 	.positions_json = table_positions_json,
 	.positions_parse = table_positions_parse,
+	.prepare_reset = table_prepare_reset,
 	.reset = table_reset,
 	.moved_without_rows = table_moved_without_rows,
 	.row_text = table_row_text,
@@ -503,6 +537,8 @@ streamwin_create_table_source(PG_FUNCTION_ARGS)
 	table = PG_GETARG_OID(1);
 	options = PG_GETARG_JSONB_P(2);
 
+	/* first: a role that may not create the slot learns it before anything else */
+	source_slot_check_privilege(name, false);
 	table_source_check_relation(table);
 	jsonb_check_keys(options, valid, "table source");
 	parse_source_options(&tmp, options);
@@ -534,7 +570,7 @@ streamwin_create_table_source(PG_FUNCTION_ARGS)
 	SPI_connect();
 	source_check_new_name(name);
 	/* before anything is written: PostgreSQL requires it of slot creation */
-	slot = source_slot_create();
+	slot = source_slot_new(name, false);
 	source_register(name, "table", NULL, NULL, table, slot, "row", columns.data, options,
 					types, typmods, names);
 	SPI_finish();

@@ -18,6 +18,7 @@
 #include "access/xlogutils.h"
 #include "catalog/catalog.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_type.h"
 #include "miscadmin.h"
 #include "replication/decode.h"
 #include "replication/logical.h"
@@ -37,10 +38,18 @@
 #include "utils/rel.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
+#include "executor/spi.h"
 #include "executor/tuptable.h"
 
+#include "catalog.h"
+#include "spi_util.h"
 #include "streamwin.h"
 #include "table_source_int.h"
+
+PG_FUNCTION_INFO_V1(streamwin_create_table_source_slot);
+
+/* streamwin.retained_wal_warning, in MB (-1: no warning) */
+int			streamwin_retained_wal_warning = 1024;
 
 /* A slot being created, held by this backend until its transaction ends. */
 static char *creating_slot = NULL;
@@ -151,6 +160,15 @@ slot_xact_callback(XactEvent event, void *arg)
 	switch (event)
 	{
 		case XACT_EVENT_PRE_COMMIT:
+			/* first: dropping a slot acquires it, which needs ours released */
+			if (creating_slot != NULL && MyReplicationSlot != NULL)
+			{
+				ReplicationSlotPersist();
+				ReplicationSlotRelease();
+			}
+			if (creating_slot != NULL)
+				pfree(creating_slot);
+			creating_slot = NULL;
 			if (dropping_slot != NULL)
 			{
 				char	   *name = dropping_slot;
@@ -161,14 +179,6 @@ slot_xact_callback(XactEvent event, void *arg)
 					ReplicationSlotDrop(name, false);
 				pfree(name);
 			}
-			if (creating_slot != NULL && MyReplicationSlot != NULL)
-			{
-				ReplicationSlotPersist();
-				ReplicationSlotRelease();
-			}
-			if (creating_slot != NULL)
-				pfree(creating_slot);
-			creating_slot = NULL;
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
@@ -213,6 +223,33 @@ lock_slot_registry(LOCKMODE mode)
 	(void) LockAcquire(&tag, mode, false, false);
 }
 
+/*
+ * Refuse a slot creation that PostgreSQL would refuse, saying what to do:
+ * for create_table_source, or for reset_query replacing an invalidated
+ * slot.
+ */
+static void
+check_slot_creation(bool replacing)
+{
+	check_wal_level();
+	CheckLogicalDecodingRequirements();
+	if (TransactionIdIsValid(GetTopTransactionIdIfAny()))
+		ereport(ERROR,
+				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
+				 replacing ?
+				 errmsg("cannot replace the replication slot of a table source in a transaction that has already written") :
+				 errmsg("cannot create a table source in a transaction that has already written"),
+				 errdetail("A table source creates a logical replication slot, which PostgreSQL only allows before the transaction's first write."),
+				 replacing ?
+				 errhint("Call streamwin.reset_query() in a transaction of its own, or first in it.") :
+				 errhint("Call streamwin.create_table_source() in a transaction of its own, or first in it.")));
+	if (MyReplicationSlot != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cannot create two table sources in one transaction"),
+				 errhint("Commit after each streamwin.create_table_source().")));
+}
+
 char *
 source_slot_create(void)
 {
@@ -220,20 +257,7 @@ source_slot_create(void)
 	LogicalDecodingContext *ctx;
 	int			level;
 
-	check_wal_level();
-	CheckLogicalDecodingRequirements();
-	if (TransactionIdIsValid(GetTopTransactionIdIfAny()))
-		ereport(ERROR,
-				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
-				 errmsg("cannot create a table source in a transaction that has already written"),
-				 errdetail("A table source creates a logical replication slot, which PostgreSQL only allows before the transaction's first write."),
-				 errhint("Call streamwin.create_table_source() in a transaction of its own, or first in it.")));
-	if (MyReplicationSlot != NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("cannot create two table sources in one transaction"),
-				 errhint("Commit after each streamwin.create_table_source().")));
-
+	check_slot_creation(false);
 	lock_slot_registry(ShareLock);
 
 	/* unique in the cluster: slots are shared by every database */
@@ -250,6 +274,118 @@ source_slot_create(void)
 	FreeDecodingContext(ctx);
 	restore_plugin_list(level);
 	return pstrdup(name);
+}
+
+/* --- who may create a slot ------------------------------------------------ */
+
+/*
+ * A table source's slot keeps WAL for as long as its slowest query lags,
+ * and enough of it stops the whole server, which is why PostgreSQL lets
+ * only superusers and roles with REPLICATION create slots.  streamwin
+ * keeps table sources to those roles too, and to the roles an
+ * administrator grants EXECUTE on SLOT_FUNCTION: every slot of a table
+ * source is created inside that function, and the install and update
+ * scripts revoke its EXECUTE from PUBLIC.
+ *
+ * create_table_source itself stays open to PUBLIC, so that a role refused
+ * is told why and what to GRANT.  It then reaches SLOT_FUNCTION through the
+ * executor, which checks EXECUTE once more: as the caller when the caller
+ * holds it by a GRANT, and as the extension owner for superusers and
+ * REPLICATION roles, who hold the privilege by their attribute, as in
+ * PostgreSQL, rather than by an ACL.  A role that is neither is refused by
+ * PostgreSQL's ACL check as well as by the test below.
+ */
+#define SLOT_FUNCTION "streamwin.create_table_source_slot()"
+
+static void source_confirm_locktag(LOCKTAG *tag, int32 source_id);
+
+/* Set while source_slot_new() calls SLOT_FUNCTION, which refuses other calls. */
+static bool slot_requested = false;
+
+/* May the current user create a slot?  *by_attribute: as superuser or REPLICATION. */
+static bool
+may_create_slot(bool *by_attribute)
+{
+	Oid			role = GetUserId();
+	Oid			fn;
+
+	*by_attribute = superuser_arg(role) || has_rolreplication(role);
+	if (*by_attribute)
+		return true;
+	fn = DatumGetObjectId(DirectFunctionCall1(regprocedurein, CStringGetDatum(SLOT_FUNCTION)));
+	return pg_proc_aclcheck(fn, role, ACL_EXECUTE) == ACLCHECK_OK;
+}
+
+void
+source_slot_check_privilege(const char *source_name, bool replacing)
+{
+	bool		by_attribute;
+	char	   *role;
+
+	if (may_create_slot(&by_attribute))
+		return;
+	role = GetUserNameFromId(GetUserId(), false);
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 replacing ?
+			 errmsg("permission denied to replace the replication slot of table source \"%s\"",
+					source_name) :
+			 errmsg("permission denied to create table source \"%s\"", source_name),
+			 errdetail("A table source owns a logical replication slot, which keeps WAL for as long as its queries lag behind. "
+					   "As PostgreSQL does for replication slots, streamwin allows that to superusers, to roles with the REPLICATION attribute, "
+					   "and to roles granted EXECUTE on " SLOT_FUNCTION "."),
+			 errhint("A superuser can allow role \"%s\" with: GRANT EXECUTE ON FUNCTION " SLOT_FUNCTION " TO %s;",
+					 role, quote_identifier(role))));
+}
+
+char *
+source_slot_new(const char *source_name, bool replacing)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	bool		by_attribute;
+	RoleSwitch	role;
+	char	   *name;
+
+	source_slot_check_privilege(source_name, replacing);
+	check_slot_creation(replacing);
+	(void) may_create_slot(&by_attribute);
+	SPI_connect();
+	if (by_attribute)
+		catalog_enter(&role);
+	slot_requested = true;
+	PG_TRY();
+	{
+		if (SPI_execute("SELECT streamwin.create_table_source_slot()", false, 1) != SPI_OK_SELECT ||
+			SPI_processed != 1)
+			elog(ERROR, "streamwin: could not create a replication slot");
+	}
+	PG_FINALLY();
+	{
+		slot_requested = false;
+	}
+	PG_END_TRY();
+	if (by_attribute)
+		catalog_leave(&role);
+	name = MemoryContextStrdup(cxt, SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1));
+	SPI_finish();
+	return name;
+}
+
+/*
+ * streamwin.create_table_source_slot() RETURNS text: the slot of the table
+ * source that source_slot_new() is creating; refuses every other call (a
+ * slot that no source owns would keep WAL until the launcher reaps it).
+ */
+Datum
+streamwin_create_table_source_slot(PG_FUNCTION_ARGS)
+{
+	if (!slot_requested)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg(SLOT_FUNCTION " only creates the slot of a table source being created"),
+				 errhint("Call streamwin.create_table_source(name, relation); EXECUTE on " SLOT_FUNCTION " is what allows it.")));
+	slot_requested = false;		/* one slot per request */
+	PG_RETURN_TEXT_P(cstring_to_text(source_slot_create()));
 }
 
 void
@@ -296,6 +432,98 @@ source_slot_confirmed(const char *slot_name)
 	lsn = slot->data.confirmed_flush;
 	SpinLockRelease(&slot->mutex);
 	return lsn;
+}
+
+/* --- slots that PostgreSQL invalidated ------------------------------------ */
+
+/*
+ * With max_slot_wal_keep_size set, a checkpoint invalidates a slot that
+ * retains more WAL than that, and removes the WAL: the slot can never be
+ * read again.  PostgreSQL 15 marks it by an invalid restart_lsn, keeping
+ * the one it had in invalidated_at.
+ */
+static bool
+slot_invalidated(ReplicationSlot *slot)
+{
+	bool		invalidated;
+
+	SpinLockAcquire(&slot->mutex);
+	invalidated = !XLogRecPtrIsInvalid(slot->data.invalidated_at) &&
+		XLogRecPtrIsInvalid(slot->data.restart_lsn);
+	SpinLockRelease(&slot->mutex);
+	return invalidated;
+}
+
+bool
+source_slot_invalidated(const char *slot_name)
+{
+	return slot_is_ours(slot_name) && slot_invalidated(SearchNamedReplicationSlot(slot_name, true));
+}
+
+void
+slot_check_valid(XLogRecPtr start_lsn)
+{
+	if (!slot_invalidated(MyReplicationSlot))
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_TABLE_POSITION_LOST),
+			 errmsg("the table source no longer holds the changes from %X/%X on",
+					LSN_FORMAT_ARGS(start_lsn)),
+			 errdetail("Its replication slot \"%s\" was invalidated, because it retained more WAL than max_slot_wal_keep_size (now %s) allowed, and the server has removed WAL the slot still needed.",
+					   NameStr(MyReplicationSlot->data.name),
+					   GetConfigOptionByName("max_slot_wal_keep_size", NULL, false)),
+			 errhint("Start the query over with streamwin.reset_query(name, 'earliest'). "
+					 "That gives the source a new slot; the changes the invalidated one had not delivered are lost.")));
+}
+
+void
+source_slot_replace_invalidated(int32 source_id, const char *source_name, const char *slot_name)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	LOCKTAG		tag;
+	Oid			types[2] = {INT4OID, TEXTOID};
+	Datum		args[2];
+	char	   *old_slot;
+	char	   *new_slot;
+	XLogRecPtr	old_confirmed;
+	XLogRecPtr	new_confirmed;
+
+	if (!source_slot_invalidated(slot_name))
+		return;
+
+	/*
+	 * One replacement at a time (a reset of another query of the source
+	 * waits, then finds the new slot), and meanwhile no batch confirms the
+	 * slot and no query's start is set (see source_hold_start).
+	 */
+	source_confirm_locktag(&tag, source_id);
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+	args[0] = Int32GetDatum(source_id);
+	SPI_connect();
+	catalog_exec("SELECT slot_name FROM streamwin.source_catalog WHERE source_id = $1",
+				 1, types, args, NULL, 1);
+	old_slot = SPI_processed == 1 ?
+		SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1) : NULL;
+	if (old_slot == NULL || !source_slot_invalidated(old_slot))
+	{
+		SPI_finish();
+		return;
+	}
+	old_slot = MemoryContextStrdup(cxt, old_slot);
+	old_confirmed = source_slot_confirmed(old_slot);
+	new_slot = MemoryContextStrdup(cxt, source_slot_new(source_name, true));
+	new_confirmed = source_slot_confirmed(new_slot);
+	args[1] = CStringGetTextDatum(new_slot);
+	catalog_exec("UPDATE streamwin.source_catalog SET slot_name = $2 WHERE source_id = $1",
+				 2, types, args, NULL, 0);
+	source_slot_drop_at_commit(old_slot);
+	SPI_finish();
+	ereport(WARNING,
+			(errmsg("table source \"%s\" has a new replication slot, \"%s\", in place of \"%s\", which PostgreSQL invalidated",
+					source_name, new_slot, old_slot),
+			 errdetail("The changes committed between %X/%X, where the invalidated slot stood, and %X/%X, where the new one starts, are lost to each query of the source that had not read them.",
+					   LSN_FORMAT_ARGS(old_confirmed), LSN_FORMAT_ARGS(new_confirmed)),
+			 errhint("Reset the other queries of the source too: until then they fail, their positions being before the new slot's start.")));
 }
 
 /* Acquire the slot unless this backend holds it already (it is creating it). */
@@ -398,6 +626,226 @@ source_slots_reap(List *known)
 		MemoryContextSwitchTo(cxt);
 		CurrentResourceOwner = owner;
 	}
+}
+
+/* --- WAL retained ---------------------------------------------------------- */
+
+/* How often, at most, a source over streamwin.retained_wal_warning is warned about. */
+#define RETAINED_WAL_WARNING_EVERY "5 minutes"
+
+/* One table source, as source_slots_check_retention reads it. */
+typedef struct RetentionCheck
+{
+	int32		source_id;
+	char	   *name;
+	char	   *slot_name;
+	bool		warned;			/* over the threshold at the last check */
+	bool		warned_recently;	/* ... and warned about lately */
+	XLogRecPtr	restart_lsn;	/* the oldest WAL its slot keeps */
+	uint64		retained;		/* bytes of WAL from there */
+} RetentionCheck;
+
+/*
+ * Warn about one source over the threshold, in a subtransaction: record
+ * when (the rate limit), put the warning in the last_error of its queries
+ * that are not failing (a failure says more), then log it.
+ */
+static void
+warn_retention(void *arg)
+{
+	RetentionCheck *c = arg;
+	Oid			types[2] = {INT4OID, TEXTOID};
+	Datum		args[2];
+	const char *setting = GetConfigOptionByName("streamwin.retained_wal_warning", NULL, false);
+	const char *keep = GetConfigOptionByName("max_slot_wal_keep_size", NULL, false);
+	char	   *size;
+	StringInfoData message;
+	StringInfoData detail;
+	StringInfoData hint;
+	StringInfoData recorded;
+
+	size = text_to_cstring(DatumGetTextPP(DirectFunctionCall1(pg_size_pretty,
+															  Int64GetDatum((int64) c->retained))));
+	initStringInfo(&message);
+	appendStringInfo(&message, "table source \"%s\" retains %s of WAL, more than streamwin.retained_wal_warning (%s)",
+					 c->name, size, setting);
+	initStringInfo(&detail);
+	appendStringInfo(&detail, "Its replication slot \"%s\" keeps the WAL from %X/%X on",
+					 c->slot_name, LSN_FORMAT_ARGS(c->restart_lsn));
+	initStringInfo(&hint);
+	appendStringInfoString(&hint, "Start, catch up or drop the queries that lag behind; a transaction left open holds the slot back too.");
+	if (strcmp(keep, "-1") == 0)
+		appendStringInfoString(&hint, " Nothing limits the WAL a slot retains while max_slot_wal_keep_size is -1.");
+	else
+		appendStringInfo(&hint, " Past max_slot_wal_keep_size (%s) PostgreSQL invalidates the slot, and its queries lose the changes they have not read.", keep);
+
+	args[0] = Int32GetDatum(c->source_id);
+	SPI_connect();
+	catalog_exec("UPDATE streamwin.source_catalog SET wal_warned_at = pg_catalog.clock_timestamp() "
+				 "WHERE source_id = $1",
+				 1, types, args, NULL, 0);
+	if (SPI_processed == 0)
+	{
+		SPI_finish();			/* dropped meanwhile */
+		return;
+	}
+	catalog_exec("SELECT q.name, CASE WHEN q.desired_state = 'stopped' THEN 'stopped' "
+				 "                    WHEN q.status = 'failed' THEN 'failed' ELSE 'running' END, "
+				 "       CASE WHEN q.state_table IS NOT NULL OR q.dedup_table IS NOT NULL "
+				 "            THEN coalesce(c.next_offset, q.start_lsn) "
+				 "            ELSE coalesce(o.next_offset, q.start_lsn) END AS pos "
+				 "FROM streamwin.query_catalog q "
+				 "LEFT JOIN streamwin.query_offsets o ON o.query_id = q.query_id AND o.partition = 0 "
+				 "LEFT JOIN streamwin.query_checkpoints c ON c.query_id = q.query_id AND c.partition = 0 "
+				 "WHERE q.source_id = $1 ORDER BY pos NULLS FIRST, q.name LIMIT 1",
+				 1, types, args, NULL, 1);
+	if (SPI_processed == 1)
+	{
+		bool		isnull;
+		Datum		pos = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull);
+
+		appendStringInfo(&detail, "; the query furthest behind is \"%s\" (%s), at %X/%X.",
+						 SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1),
+						 SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2),
+						 LSN_FORMAT_ARGS(isnull ? InvalidXLogRecPtr : (XLogRecPtr) DatumGetInt64(pos)));
+	}
+	else
+		appendStringInfoString(&detail, ", and no query reads the source.");
+
+	/* as worker.c records a failure, with the level in front */
+	initStringInfo(&recorded);
+	appendStringInfo(&recorded, "WARNING: %s\nDETAIL: %s\nHINT: %s", message.data, detail.data, hint.data);
+	args[1] = CStringGetTextDatum(recorded.data);
+	catalog_exec("UPDATE streamwin.query_catalog SET last_error = $2, "
+				 "last_error_at = pg_catalog.clock_timestamp() "
+				 "WHERE source_id = $1 AND status = 'ok'",
+				 2, types, args, NULL, 0);
+	SPI_finish();
+
+	ereport(WARNING,
+			(errmsg_internal("%s", message.data),
+			 errdetail_internal("%s", detail.data),
+			 errhint("%s", hint.data)));
+}
+
+/* Back under the threshold: the next time over is warned about at once. */
+static void
+forget_warning(void *arg)
+{
+	RetentionCheck *c = arg;
+	Oid			types[1] = {INT4OID};
+	Datum		args[1] = {Int32GetDatum(c->source_id)};
+
+	SPI_connect();
+	catalog_exec("UPDATE streamwin.source_catalog SET wal_warned_at = NULL WHERE source_id = $1",
+				 1, types, args, NULL, 0);
+	SPI_finish();
+}
+
+/*
+ * The table sources of this database (*(List **) arg), in the caller's
+ * memory context; none while the catalog is not at the library's version
+ * (ALTER EXTENSION UPDATE not run yet: its queries say so).
+ */
+static void
+retention_checks(void *arg)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	MemoryContext old;
+	List	   *sources = NIL;
+	Oid			types[1] = {TEXTOID};
+	Datum		args[1] = {CStringGetTextDatum(STREAMWIN_CATALOG_VERSION)};
+
+	SPI_connect();
+	if (SPI_execute_with_args("SELECT 1 FROM pg_catalog.pg_extension "
+							  "WHERE extname = 'streamwin' AND extversion = $1",
+							  1, types, args, NULL, true, 1) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+	{
+		SPI_finish();
+		return;
+	}
+	catalog_exec("SELECT source_id, name, slot_name, wal_warned_at IS NOT NULL, "
+				 "       coalesce(wal_warned_at > pg_catalog.clock_timestamp() "
+				 "                                - interval '" RETAINED_WAL_WARNING_EVERY "', false) "
+				 "FROM streamwin.source_catalog WHERE slot_name IS NOT NULL ORDER BY source_id",
+				 0, NULL, NULL, NULL, 0);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		RetentionCheck *c = MemoryContextAllocZero(cxt, sizeof(RetentionCheck));
+		bool		isnull;
+
+		c->source_id = DatumGetInt32(SPI_getbinval(tup, desc, 1, &isnull));
+		c->name = MemoryContextStrdup(cxt, SPI_getvalue(tup, desc, 2));
+		c->slot_name = MemoryContextStrdup(cxt, SPI_getvalue(tup, desc, 3));
+		c->warned = DatumGetBool(SPI_getbinval(tup, desc, 4, &isnull));
+		c->warned_recently = DatumGetBool(SPI_getbinval(tup, desc, 5, &isnull));
+		old = MemoryContextSwitchTo(cxt);
+		sources = lappend(sources, c);
+		MemoryContextSwitchTo(old);
+	}
+	SPI_finish();
+	*(List **) arg = sources;
+}
+
+void
+source_slots_check_retention(void)
+{
+	uint64		threshold = (uint64) streamwin_retained_wal_warning * 1024 * 1024;
+	List	   *sources = NIL;
+	ListCell   *lc;
+	int			level;
+	ErrorData  *edata;
+
+	if (streamwin_retained_wal_warning < 0 || wal_level < WAL_LEVEL_LOGICAL ||
+		max_replication_slots == 0)
+		return;
+
+	/*
+	 * A batch holds its query's catalog row only briefly, but run_available
+	 * holds it for its caller's whole transaction: give up on a source
+	 * (until the next round) rather than keep the starter waiting.
+	 */
+	level = NewGUCNestLevel();
+	(void) set_config_option("lock_timeout", "1s", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	edata = run_in_subtransaction(retention_checks, &sources);
+	if (edata != NULL)
+		ereport(LOG,
+				(errmsg("streamwin: could not check the WAL retained by table sources: %s",
+						edata->message)));
+	foreach(lc, sources)
+	{
+		RetentionCheck *c = lfirst(lc);
+		ReplicationSlot *slot;
+		XLogRecPtr	now = GetXLogInsertRecPtr();
+
+		edata = NULL;
+
+		/* an invalidated slot retains nothing (its queries fail loudly) */
+		if (!slot_is_ours(c->slot_name) || source_slot_invalidated(c->slot_name))
+			continue;
+		slot = SearchNamedReplicationSlot(c->slot_name, true);
+		SpinLockAcquire(&slot->mutex);
+		c->restart_lsn = slot->data.restart_lsn;
+		SpinLockRelease(&slot->mutex);
+		c->retained = !XLogRecPtrIsInvalid(c->restart_lsn) && now > c->restart_lsn ?
+			now - c->restart_lsn : 0;
+		if (c->retained <= threshold)
+		{
+			if (c->warned)
+				edata = run_in_subtransaction(forget_warning, c);
+		}
+		else if (!c->warned_recently)
+			edata = run_in_subtransaction(warn_retention, c);
+		if (edata != NULL)
+			ereport(LOG,
+					(errmsg("streamwin: could not check the WAL retained by table source \"%s\": %s",
+							c->name, edata->message)));
+	}
+	AtEOXact_GUC(true, level);
 }
 
 /* Taken by the reaper's caller before it reads the sources' slot names. */

@@ -82,13 +82,30 @@ extern void table_source_init(void);
 extern void table_source_check_relation(Oid relid);
 
 /*
- * source_slot_create
- *		Create a slot for a new source and return its name.  Must be the
- *		first thing the transaction writes; the slot stays ephemeral, held by
- *		this backend, until the transaction commits (then it is made
- *		persistent) or aborts (then it disappears).  Waits for transactions
- *		running now to finish, like any logical slot creation.
+ * source_slot_check_privilege
+ *		Refuse, with errmsg/errdetail/errhint naming the GRANT to run, a
+ *		current user who may not create a table source's slot: only
+ *		superusers, roles with REPLICATION and roles granted EXECUTE on
+ *		streamwin.create_table_source_slot() may (see table_slot.c).
+ *		replacing: the slot replaces one that PostgreSQL invalidated.
  */
+extern void source_slot_check_privilege(const char *source_name, bool replacing);
+
+/*
+ * source_slot_new
+ *		Create a slot for table source source_name, after checking the
+ *		privilege, through streamwin.create_table_source_slot() (which calls
+ *		source_slot_create), and return its name in the caller's memory
+ *		context.
+ *
+ * source_slot_create
+ *		Create a slot and return its name.  Must be the first thing the
+ *		transaction writes; the slot stays ephemeral, held by this backend,
+ *		until the transaction commits (then it is made persistent) or
+ *		aborts (then it disappears).  Waits for transactions running now to
+ *		finish, like any logical slot creation.
+ */
+extern char *source_slot_new(const char *source_name, bool replacing);
 extern char *source_slot_create(void);
 
 /*
@@ -147,6 +164,23 @@ extern void source_hold_start(int32 source_id);
 extern bool source_confirm_begin(int32 source_id);
 extern void source_confirm_end(int32 source_id);
 
+/*
+ * source_slot_invalidated
+ *		Did PostgreSQL invalidate the slot (max_slot_wal_keep_size)?  Its
+ *		queries then fail with SWT01 until reset_query replaces it.
+ *
+ * source_slot_replace_invalidated
+ *		For reset_query, before its transaction's first write: if the
+ *		source's slot is invalidated, create a new one (with the privilege
+ *		creating a source takes), record it as the source's, and drop the
+ *		old one at commit; WARNING that the changes between the two are lost
+ *		to the queries that had not read them.  Every reader of the source
+ *		follows the new slot from its next fetch.
+ */
+extern bool source_slot_invalidated(const char *slot_name);
+extern void source_slot_replace_invalidated(int32 source_id, const char *source_name,
+											const char *slot_name);
+
 /* Is the slot held by another backend right now? */
 extern bool source_slot_in_use(const char *slot_name);
 
@@ -156,6 +190,20 @@ extern bool source_slot_in_use(const char *slot_name);
  *		when no query reads the source any more, nothing is kept for it.
  */
 extern void source_slot_advance(const char *slot_name, int32 source_id);
+
+/*
+ * source_slots_check_retention
+ *		For the launcher's starter, in each database every round (30
+ *		seconds), inside SPI: for each table source whose slot retains more
+ *		WAL than streamwin.retained_wal_warning (MB; -1: never), a WARNING in
+ *		the server log and in streamwin.queries.last_error of the source's
+ *		queries that are not failing (never their state), at once when it
+ *		passes the threshold, then at most every 5 minutes while over it
+ *		(source_catalog.wal_warned_at).  Its own errors are logged, never
+ *		raised.
+ */
+extern int	streamwin_retained_wal_warning;
+extern void source_slots_check_retention(void);
 
 /*
  * source_slots_lock / source_slots_reap

@@ -133,6 +133,8 @@ extern void restore_plugin_list(int level);
 extern bool slot_is_ours(const char *slot_name);
 extern void register_xact_callback(void);
 extern bool slot_acquire(const char *slot_name);
+/* Raise SWT01 if PostgreSQL invalidated the slot this backend holds. */
+extern void slot_check_valid(XLogRecPtr start_lsn);
 extern void slot_confirm(XLogRecPtr lsn);
 
 /* table_fetch.c */
