@@ -2,3 +2,55 @@
  */
 
 \echo Use "ALTER EXTENSION streamwin UPDATE TO '0.5'" to load this file. \quit
+
+-- Privacy: another role no longer sees a query's text and errors in
+-- streamwin.queries, nor its batches in streamwin.progress; its owner's
+-- roles and members of pg_read_all_stats do, as in pg_stat_activity.  The
+-- batches move to streamwin.progress_log (rows, index and registration for
+-- pg_dump go with the rename), which only streamwin reads and writes, and
+-- streamwin.progress becomes a view with the same columns.
+ALTER TABLE streamwin.progress RENAME TO progress_log;
+ALTER INDEX streamwin.progress_pkey RENAME TO progress_log_pkey;
+REVOKE ALL ON streamwin.progress_log FROM PUBLIC;
+
+CREATE VIEW streamwin.progress WITH (security_barrier) AS
+SELECT p.query, p.batch_id, p.started_at, p.duration_ms, p.input_rows,
+	   p.input_rows_per_second, p.processed_rows_per_second, p.late_rows_dropped,
+	   p.duplicates_dropped, p.dead_letters, p.state_rows, p.watermark, p.offsets
+FROM streamwin.progress_log p
+JOIN streamwin.query_catalog q ON q.name = p.query
+WHERE pg_catalog.pg_has_role(q.owner, 'USAGE')
+   OR pg_catalog.pg_has_role('pg_read_all_stats', 'USAGE');
+GRANT SELECT ON streamwin.progress TO PUBLIC;
+
+CREATE OR REPLACE VIEW streamwin.queries AS
+SELECT q.name,
+	   s.name AS source,
+	   CASE WHEN q.desired_state = 'stopped' THEN 'stopped'
+			WHEN q.status = 'failed' THEN 'failed'
+			ELSE 'running' END AS state,
+	   streamwin.worker_pid(q.query_id) AS worker_pid,
+	   q.last_batch_id,
+	   q.watermark,
+	   (SELECT sum(GREATEST(o.high_watermark - o.next_offset, 0))::bigint
+		  FROM streamwin.query_offsets o
+		 WHERE o.query_id = q.query_id) AS lag,
+	   -- the text of a query and of its errors (which may quote the query
+	   -- and its data) for its owner's roles and pg_read_all_stats only,
+	   -- as pg_stat_activity shows query texts
+	   CASE WHEN pg_catalog.pg_has_role(q.owner, 'USAGE')
+				 OR pg_catalog.pg_has_role('pg_read_all_stats', 'USAGE') THEN q.last_error
+			WHEN q.last_error IS NOT NULL THEN '<insufficient privilege>' END AS last_error,
+	   q.last_error_at,
+	   q.last_batch_at,
+	   q.output_mode,
+	   q.watermark_delay,
+	   q.trigger_interval,
+	   q.result_table,
+	   q.state_table,
+	   q.owner,
+	   CASE WHEN pg_catalog.pg_has_role(q.owner, 'USAGE')
+				 OR pg_catalog.pg_has_role('pg_read_all_stats', 'USAGE') THEN q.query
+			ELSE '<insufficient privilege>' END AS query
+FROM streamwin.query_catalog q
+JOIN streamwin.source_catalog s USING (source_id);
