@@ -13,10 +13,15 @@ ALTER TABLE streamwin.progress RENAME TO progress_log;
 ALTER INDEX streamwin.progress_pkey RENAME TO progress_log_pkey;
 REVOKE ALL ON streamwin.progress_log FROM PUBLIC;
 
+-- Per batch, how many messages lacked the JSON key of each column (NULL:
+-- none), so that a column name that matches no key shows.
+ALTER TABLE streamwin.progress_log ADD COLUMN missing_keys jsonb;
+
 CREATE VIEW streamwin.progress WITH (security_barrier) AS
 SELECT p.query, p.batch_id, p.started_at, p.duration_ms, p.input_rows,
 	   p.input_rows_per_second, p.processed_rows_per_second, p.late_rows_dropped,
-	   p.duplicates_dropped, p.dead_letters, p.state_rows, p.watermark, p.offsets
+	   p.duplicates_dropped, p.dead_letters, p.state_rows, p.watermark, p.offsets,
+	   p.missing_keys
 FROM streamwin.progress_log p
 JOIN streamwin.query_catalog q ON q.name = p.query
 WHERE pg_catalog.pg_has_role(q.owner, 'USAGE')

@@ -132,6 +132,8 @@ CREATE TABLE streamwin.progress_log (
 	state_rows	bigint NOT NULL,
 	watermark	timestamptz,
 	offsets		jsonb NOT NULL,
+	-- per column, how many messages lacked its JSON key (NULL: none did)
+	missing_keys jsonb,
 	PRIMARY KEY (query, batch_id)
 );
 
@@ -546,7 +548,8 @@ JOIN streamwin.source_catalog s USING (source_id);
 CREATE VIEW streamwin.progress WITH (security_barrier) AS
 SELECT p.query, p.batch_id, p.started_at, p.duration_ms, p.input_rows,
 	   p.input_rows_per_second, p.processed_rows_per_second, p.late_rows_dropped,
-	   p.duplicates_dropped, p.dead_letters, p.state_rows, p.watermark, p.offsets
+	   p.duplicates_dropped, p.dead_letters, p.state_rows, p.watermark, p.offsets,
+	   p.missing_keys
 FROM streamwin.progress_log p
 JOIN streamwin.query_catalog q ON q.name = p.query
 WHERE pg_catalog.pg_has_role(q.owner, 'USAGE')

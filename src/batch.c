@@ -356,6 +356,7 @@ batch_finish(BatchContext *b)
 		MemoryContext spi_cxt = MemoryContextSwitchTo(r->batch_cxt);
 
 		stats->offsets_json = offsets_json(r);
+		stats->missing_keys_json = rows_missing_keys_json(r->decoder);
 		MemoryContextSwitchTo(spi_cxt);
 	}
 	now = GetCurrentTimestamp();
@@ -451,6 +452,8 @@ batch_stats_jsonb(QueryRunner *r, BatchStats *s)
 					 s->processed_rows_per_second, s->late_rows, s->duplicates, s->dead_letters,
 					 s->state_rows);
 	json_append_timestamp(&buf, "watermark", s->has_watermark, s->watermark);
+	if (s->missing_keys_json)
+		appendStringInfo(&buf, ", \"missing_keys\": %s", s->missing_keys_json);
 	if (s->replayed)
 		appendStringInfoString(&buf, ", \"replayed\": true");
 	appendStringInfo(&buf, ", \"offsets\": %s}", s->offsets_json ? s->offsets_json : offsets_json(r));

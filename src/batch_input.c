@@ -30,6 +30,7 @@
 #include "nodes/readfuncs.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/json.h"
 #include "utils/memutils.h"
 #include "utils/pg_lsn.h"
 #include "utils/timestamp.h"
@@ -50,7 +51,10 @@ row_decoder_create(SourceReader *rd, QueryInfo *q)
 	d->metadata = source_metadata_map(rd->source, rd->desc);
 	/* a table source's rows arrive as tuples already (table_plugin.c) */
 	if (!rd->rows_are_tuples)
+	{
 		d->decoder = decoder_create(rd->source->format, rd->desc, d->metadata);
+		d->missing = decoder_missing_counts(d->decoder, &d->nmissing, &d->missing_names);
+	}
 	d->slot = MakeSingleTupleTableSlot(rd->desc, &TTSOpsVirtual);
 	d->econtext = CreateStandaloneExprContext();
 	if (q->event_time_expr != NULL)
@@ -254,16 +258,29 @@ decode_messages(void *arg)
 	}
 }
 
-/* Decode msgs[lo, hi) in one subtransaction; split the range on error. */
+/*
+ * Decode msgs[lo, hi) in one subtransaction; split the range on error.  The
+ * missing keys counted by a failed attempt are taken back: its messages are
+ * decoded again.
+ */
 static void
 decode_range(RowDecoder *d, SourceRow *msgs, RowResult *res, int lo, int hi,
 			 bool drop_late, TimestampTz watermark)
 {
 	DecodeRange dr = {d, msgs, res, lo, hi, drop_late, watermark, CurrentMemoryContext};
-	ErrorData  *edata = run_in_subtransaction(decode_messages, &dr);
+	int64	   *missing_before = NULL;
+	ErrorData  *edata;
 
+	if (d->nmissing > 0)
+	{
+		missing_before = palloc(sizeof(int64) * d->nmissing);
+		memcpy(missing_before, d->missing, sizeof(int64) * d->nmissing);
+	}
+	edata = run_in_subtransaction(decode_messages, &dr);
 	if (edata == NULL)
 		return;
+	if (missing_before != NULL)
+		memcpy(d->missing, missing_before, sizeof(int64) * d->nmissing);
 	ResetExprContext(d->econtext);
 	if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_DATA_EXCEPTION &&
 		ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION)
@@ -290,9 +307,38 @@ rows_decode(RowDecoder *d, SourceRow *rows, int n, bool drop_late, TimestampTz w
 {
 	RowResult  *res = palloc0(sizeof(RowResult) * Max(n, 1));
 
+	if (d->nmissing > 0)
+		memset(d->missing, 0, sizeof(int64) * d->nmissing);
 	if (n > 0)
 		decode_range(d, rows, res, 0, n, drop_late, watermark);
 	return res;
+}
+
+char *
+rows_missing_keys_json(RowDecoder *d)
+{
+	StringInfoData buf;
+	bool		any = false;
+
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '{');
+	for (int i = 0; i < d->nmissing; i++)
+	{
+		if (d->missing[i] == 0)
+			continue;
+		if (any)
+			appendStringInfoString(&buf, ", ");
+		escape_json(&buf, d->missing_names[i]);
+		appendStringInfo(&buf, ": " INT64_FORMAT, d->missing[i]);
+		any = true;
+	}
+	appendStringInfoChar(&buf, '}');
+	if (!any)
+	{
+		pfree(buf.data);
+		return NULL;
+	}
+	return buf.data;
 }
 
 /* qsort_arg comparator: row indexes by (partition, offset) */

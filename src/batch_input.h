@@ -24,6 +24,10 @@ typedef struct RowDecoder
 	ExprState  *event_time;		/* over a decoded row, or NULL */
 	ExprContext *econtext;
 	TupleTableSlot *slot;
+	/* of the decoder: messages of this batch without a column's key */
+	int64	   *missing;
+	int			nmissing;
+	const char *const *missing_names;
 } RowDecoder;
 
 /* What became of one row. */
@@ -48,6 +52,15 @@ extern void row_decoder_free(RowDecoder *d);
  */
 extern RowResult *rows_decode(RowDecoder *d, SourceRow *rows, int n, bool drop_late,
 							  TimestampTz watermark);
+
+/*
+ * rows_missing_keys_json
+ *		After rows_decode: the number of messages whose JSON object lacked
+ *		the key of a column, per such column, as the text of a JSON object
+ *		({"orderid": 1000}) in CurrentMemoryContext; NULL when every message
+ *		had every key (and for formats without keys).
+ */
+extern char *rows_missing_keys_json(RowDecoder *d);
 
 /*
  * rows_record_rejected

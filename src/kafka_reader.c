@@ -433,6 +433,29 @@ source_options_validate(Jsonb *options)
 }
 
 /*
+ * An unquoted column name is folded to lower case, as in CREATE TABLE, but
+ * JSON keys are matched exactly: a key "OrderId" never fills the column of
+ * OrderId (which is orderid), and the column is NULL in every row.  Say so
+ * when the name as written differs from the column's.  sql is the text the
+ * column definition was parsed from.
+ */
+static void
+notice_folded_name(const char *sql, ColumnDef *col)
+{
+	const char *written = sql + col->location;
+	int			len = strlen(col->colname);
+
+	if (col->location < 0 || written[0] == '"' || strncmp(written, col->colname, len) == 0)
+		return;
+	ereport(NOTICE,
+			(errmsg("column name %.*s is folded to lower case: \"%s\"", len, written, col->colname),
+			 errdetail("JSON keys are matched to column names exactly, so a key \"%.*s\" leaves the column NULL.",
+					   len, written),
+			 errhint("To match the key \"%.*s\", write the name in double quotes, as in CREATE TABLE.",
+					 len, written)));
+}
+
+/*
  * Parse a column definition list ("a bigint, b text") with PostgreSQL's own
  * grammar, by parsing it as the body of a CREATE TABLE.  Everything but
  * plain column definitions is refused, so the text cannot smuggle other
@@ -440,13 +463,13 @@ source_options_validate(Jsonb *options)
  * the user's text.
  */
 static List *
-parse_column_list(const char *columns, List **typmods_out, List **names_out)
+parse_column_list(const char *columns, bool names_are_keys, List **typmods_out, List **names_out)
 {
 	StringInfoData sql;
 	List	   *raw;
 	CreateStmt *stmt;
 	ListCell   *lc;
-	List	   *types = NIL;
+	List	   *types;
 
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "CREATE TABLE streamwin_columns (%s)", columns);
@@ -465,6 +488,7 @@ parse_column_list(const char *columns, List **typmods_out, List **names_out)
 	}
 	PG_END_TRY();
 
+	types = NIL;
 	if (list_length(raw) != 1 ||
 		!IsA(linitial_node(RawStmt, raw)->stmt, CreateStmt))
 		goto invalid;
@@ -496,6 +520,8 @@ parse_column_list(const char *columns, List **typmods_out, List **names_out)
 				ereport(ERROR,
 						(errcode(ERRCODE_DUPLICATE_COLUMN),
 						 errmsg("column \"%s\" specified more than once", col->colname)));
+		if (names_are_keys)
+			notice_folded_name(sql.data, col);
 		types = lappend_oid(types, typid);
 		*typmods_out = lappend_int(*typmods_out, typmod);
 		*names_out = lappend(*names_out, makeString(col->colname));
@@ -553,7 +579,7 @@ streamwin_create_kafka_source(PG_FUNCTION_ARGS)
 				 errmsg("topic must not be empty")));
 	format = source_format_from_name(format_name);
 	source_options_validate(options);
-	types = parse_column_list(columns, &typmods, &names);
+	types = parse_column_list(columns, format == SOURCE_FORMAT_JSON, &typmods, &names);
 
 	SPI_connect();
 	source_check_new_name(name);
