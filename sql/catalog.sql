@@ -157,6 +157,9 @@ SELECT extversion FROM pg_extension WHERE extname = 'streamwin';
 SELECT s.relation, s.owner AS source_owner, q.owner, q.result_table, q.state_table,
        q.checkpoint_table, q.dedup_table, q.dedup_checkpoint, q.plan
   FROM streamwin.query_catalog q JOIN streamwin.source_catalog s USING (source_id);
+-- ... and its source's batches run in the zone its workers had (0.5): the
+-- TimeZone of the session that ran the update
+SELECT name, timezone, timezone = current_setting('TimeZone') AS as_the_session FROM streamwin.sources;
 SELECT relname, reloptions FROM pg_class
  WHERE relnamespace = 'streamwin'::regnamespace AND relname ~ '^(state|checkpoint|dedup|checkpoint_dedup)_1$'
  ORDER BY relname;

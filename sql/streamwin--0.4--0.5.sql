@@ -59,3 +59,30 @@ SELECT q.name,
 			ELSE '<insufficient privilege>' END AS query
 FROM streamwin.query_catalog q
 JOIN streamwin.source_catalog s USING (source_id);
+
+-- Decoding no longer depends on the session: a source's batches run in the
+-- zone of its option "timezone" (recorded at creation, default UTC), which
+-- streamwin.sources shows.  Existing sources keep the zone their workers
+-- used, taken as the TimeZone of the session that runs this update.
+UPDATE streamwin.source_catalog
+   SET options = options OPERATOR(pg_catalog.||)
+				 pg_catalog.jsonb_build_object('timezone', pg_catalog.current_setting('TimeZone'))
+ WHERE NOT options OPERATOR(pg_catalog.?) 'timezone';
+
+CREATE OR REPLACE VIEW streamwin.sources AS
+SELECT s.name, s.kind, s.brokers, s.topic, s.format, s.columns,
+	   -- librdkafka properties may hold credentials: only the owner sees them
+	   CASE WHEN pg_catalog.pg_has_role(s.owner, 'USAGE') THEN s.options
+			ELSE s.options - 'kafka' END AS options,
+	   s.relation,
+	   s.source_table,
+	   s.slot_name,
+	   -- bytes of WAL a table source's slot keeps from being removed
+	   CASE WHEN NOT pg_catalog.pg_is_in_recovery() THEN
+			pg_catalog.pg_wal_lsn_diff(pg_catalog.pg_current_wal_insert_lsn(), r.restart_lsn)::bigint
+	   END AS retained_wal,
+	   s.owner, s.created_at,
+	   -- the zone of the source's batches: of timestamps without an offset
+	   s.options ->> 'timezone' AS timezone
+FROM streamwin.source_catalog s
+LEFT JOIN pg_catalog.pg_replication_slots r ON r.slot_name = s.slot_name;

@@ -505,7 +505,9 @@ SELECT s.name, s.kind, s.brokers, s.topic, s.format, s.columns,
 	   CASE WHEN NOT pg_catalog.pg_is_in_recovery() THEN
 			pg_catalog.pg_wal_lsn_diff(pg_catalog.pg_current_wal_insert_lsn(), r.restart_lsn)::bigint
 	   END AS retained_wal,
-	   s.owner, s.created_at
+	   s.owner, s.created_at,
+	   -- the zone of the source's batches: of timestamps without an offset
+	   s.options ->> 'timezone' AS timezone
 FROM streamwin.source_catalog s
 LEFT JOIN pg_catalog.pg_replication_slots r ON r.slot_name = s.slot_name;
 

@@ -43,6 +43,7 @@
 #include "catalog.h"
 #include "checkpoint.h"
 #include "offsets.h"
+#include "options.h"
 #include "progress.h"
 #include "spi_util.h"
 
@@ -427,6 +428,20 @@ batch_execute(QueryRunner *r, int fetch_timeout_ms, int linger_ms, BatchStats *s
 	if (streamwin_batch_work_mem > 0)
 		(void) set_config_option("work_mem", psprintf("%d", streamwin_batch_work_mem),
 								 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+
+	/*
+	 * Nothing a batch decides may depend on the session that runs it (a
+	 * worker, a user's run_batch, a replay): timestamps without a zone
+	 * offset in the messages, casts of timestamp to timestamptz, and the
+	 * date and time functions of its statements use the source's zone
+	 * (option "timezone"), and dates are read and written in one style.
+	 */
+	(void) set_config_option("TimeZone", r->reader->source->timezone,
+							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("DateStyle", SOURCE_DATESTYLE,
+							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("IntervalStyle", SOURCE_INTERVALSTYLE,
+							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	batch_run_stages(r, fetch_timeout_ms, linger_ms, stats);
 	AtEOXact_GUC(true, save_nestlevel);
 }

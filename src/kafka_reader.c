@@ -423,7 +423,7 @@ static void
 source_options_validate(Jsonb *options)
 {
 	static const char *const valid[] = {"starting_offsets", "max_records_per_batch",
-	"partitions", "kafka", "metadata", NULL};
+	"partitions", "kafka", "metadata", "timezone", NULL};
 	SourceInfo	tmp;
 
 	jsonb_check_keys(options, valid, "source");
