@@ -8,7 +8,7 @@ SELECT p.proname || '(' || pg_get_function_arguments(p.oid) || ')' AS function,
        pg_get_function_result(p.oid) AS returns
 FROM pg_proc p
 WHERE p.pronamespace = 'streamwin'::regnamespace
-ORDER BY p.proname;
+ORDER BY p.proname, 1;
 
 -- The observability views and their columns.
 SELECT c.relname AS view, string_agg(a.attname, ', ' ORDER BY a.attnum) AS columns

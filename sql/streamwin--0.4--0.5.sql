@@ -86,3 +86,13 @@ SELECT s.name, s.kind, s.brokers, s.topic, s.format, s.columns,
 	   s.options ->> 'timezone' AS timezone
 FROM streamwin.source_catalog s
 LEFT JOIN pg_catalog.pg_replication_slots r ON r.slot_name = s.slot_name;
+
+-- The batch's own timestamp, its processing time: what now(),
+-- current_timestamp and their kin in a continuous query stand for
+-- (create_query rewrites them into calls of this), recorded with the batch
+-- as streamwin.progress.started_at and seen again when a crash makes a
+-- batch replay.  Outside a batch it is now().
+CREATE FUNCTION streamwin.batch_timestamp()
+RETURNS timestamptz
+AS 'MODULE_PATHNAME', 'streamwin_batch_timestamp'
+LANGUAGE C STABLE PARALLEL RESTRICTED;

@@ -481,6 +481,16 @@ RETURNS jsonb
 AS 'MODULE_PATHNAME', 'streamwin_run_available'
 LANGUAGE C STRICT VOLATILE;
 
+-- The batch's own timestamp, its processing time: what now(),
+-- current_timestamp and their kin in a continuous query stand for
+-- (create_query rewrites them into calls of this), recorded with the batch
+-- as streamwin.progress.started_at and seen again when a crash makes a
+-- batch replay.  Outside a batch it is now().
+CREATE FUNCTION streamwin.batch_timestamp()
+RETURNS timestamptz
+AS 'MODULE_PATHNAME', 'streamwin_batch_timestamp'
+LANGUAGE C STABLE PARALLEL RESTRICTED;
+
 -- run_available with a commit after each batch, as in a worker: for a
 -- backlog too large for one transaction.  CALL it outside a transaction.
 CREATE PROCEDURE streamwin.catch_up(name text, INOUT totals jsonb DEFAULT NULL)

@@ -7,7 +7,9 @@
  * session's for run_batch) and goes through, in order:
  *
  *	 begin		lock the query (one batch at a time), read where it stands;
- *				after a crash, restore the checkpoint and start replaying
+ *				after a crash, restore the checkpoint and start replaying;
+ *				the batch's timestamp (its own, or the one a replayed
+ *				batch recorded)
  *	 fetch		position the source's reader at the stored positions and
  *				read the next rows (or, replaying, exactly the rows the
  *				batch read the first time)
@@ -141,6 +143,11 @@ batch_begin(BatchContext *b)
 	if (BATCH_HAS_STATE(b) && checkpoint_state_lost(b->r))
 		b->state_batch_id = checkpoint_restore(b->r);
 	b->replay = BATCH_HAS_STATE(b) && b->state_batch_id < b->last_batch_id;
+
+	/* the batch's processing time: now() in its statements and event time */
+	batch_timestamp_set(b->replay ?
+						checkpoint_replay_timestamp(b->r, b->state_batch_id + 1) :
+						b->stats->started_at);
 }
 
 /*
@@ -443,6 +450,7 @@ batch_execute(QueryRunner *r, int fetch_timeout_ms, int linger_ms, BatchStats *s
 	(void) set_config_option("IntervalStyle", SOURCE_INTERVALSTYLE,
 							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	batch_run_stages(r, fetch_timeout_ms, linger_ms, stats);
+	batch_timestamp_clear();
 	AtEOXact_GUC(true, save_nestlevel);
 }
 

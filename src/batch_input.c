@@ -27,7 +27,9 @@
 #include "executor/spi.h"
 #include "executor/executor.h"
 #include "mb/pg_wchar.h"
+#include "nodes/params.h"
 #include "nodes/readfuncs.h"
+#include "storage/proc.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/json.h"
@@ -40,6 +42,41 @@
 #include "catalog.h"
 #include "spi_util.h"
 #include "window.h"
+
+PG_FUNCTION_INFO_V1(streamwin_batch_timestamp);
+
+/* The batch's timestamp, for the local transaction that runs the batch. */
+static bool batch_time_valid = false;
+static TimestampTz batch_time;
+static LocalTransactionId batch_time_lxid;
+
+void
+batch_timestamp_set(TimestampTz ts)
+{
+	batch_time = ts;
+	batch_time_lxid = MyProc->lxid;
+	batch_time_valid = true;
+}
+
+void
+batch_timestamp_clear(void)
+{
+	batch_time_valid = false;
+}
+
+/*
+ * streamwin.batch_timestamp() RETURNS timestamptz: the processing time of
+ * the batch being run, or outside a batch the start of the transaction.
+ * STABLE (one value for a statement) and PARALLEL RESTRICTED: parallel
+ * workers do not know the batch.
+ */
+Datum
+streamwin_batch_timestamp(PG_FUNCTION_ARGS)
+{
+	if (batch_time_valid && batch_time_lxid == MyProc->lxid)
+		PG_RETURN_TIMESTAMPTZ(batch_time);
+	PG_RETURN_TIMESTAMPTZ(GetCurrentTransactionStartTimestamp());
+}
 
 RowDecoder *
 row_decoder_create(SourceReader *rd, QueryInfo *q)
@@ -57,6 +94,7 @@ row_decoder_create(SourceReader *rd, QueryInfo *q)
 	}
 	d->slot = MakeSingleTupleTableSlot(rd->desc, &TTSOpsVirtual);
 	d->econtext = CreateStandaloneExprContext();
+	d->econtext->ecxt_param_list_info = makeParamList(BATCH_TIME_PARAMID);
 	if (q->event_time_expr != NULL)
 	{
 		Expr	   *expr = (Expr *) stringToNode(q->event_time_expr);
@@ -306,7 +344,14 @@ RowResult *
 rows_decode(RowDecoder *d, SourceRow *rows, int n, bool drop_late, TimestampTz watermark)
 {
 	RowResult  *res = palloc0(sizeof(RowResult) * Max(n, 1));
+	ParamExternData *batch_time_param =
+		&d->econtext->ecxt_param_list_info->params[BATCH_TIME_PARAMID - 1];
 
+	/* the event time sees the batch's timestamp as the statements do */
+	batch_time_param->ptype = TIMESTAMPTZOID;
+	batch_time_param->pflags = PARAM_FLAG_CONST;
+	batch_time_param->isnull = false;
+	batch_time_param->value = DirectFunctionCall1(streamwin_batch_timestamp, (Datum) 0);
 	if (d->nmissing > 0)
 		memset(d->missing, 0, sizeof(int64) * d->nmissing);
 	if (n > 0)

@@ -16,9 +16,10 @@
  *	  intact.  A crash empties it, which is how the next batch notices.
  * Recovery restores the checkpoint, then replays the batches committed
  * since, one by one, each reading exactly the offsets it read the first
- * time and using the watermarks recorded then (streamwin.progress_log keeps
- * them), so late rows and window closings are decided as before and the
- * result upserts, which write full values, converge to the same rows.
+ * time and using the watermarks and the processing time recorded then
+ * (streamwin.progress_log keeps them), so late rows, window closings and
+ * processing-time windows are decided as before and the result upserts,
+ * which write full values, converge to the same rows.
  * A clean shutdown keeps UNLOGGED tables, so it needs no replay.
  *
  *-------------------------------------------------------------------------
@@ -292,6 +293,35 @@ checkpoint_replay_bounds(QueryRunner *r, int64 batch_id, SourcePosition *targets
 	r->reader->ops->positions_parse(r->reader, offsets, targets);
 	*has_prev_wm = recorded_watermark(r, batch_id - 1, prev_wm);
 	*has_wm = recorded_watermark(r, batch_id, wm);
+}
+
+/*
+ * checkpoint_replay_timestamp
+ *		The timestamp batch batch_id ran with the first time (its processing
+ *		time, recorded as its progress row's started_at), for its replay.
+ */
+TimestampTz
+checkpoint_replay_timestamp(QueryRunner *r, int64 batch_id)
+{
+	Oid			types[2] = {INT4OID, INT8OID};
+	Datum		args[2] = {Int32GetDatum(r->query_id), Int64GetDatum(batch_id)};
+	RoleSwitch role;
+	bool		isnull;
+
+	catalog_enter(&role);
+	if (SPI_execute_with_args("SELECT p.started_at FROM streamwin.progress_log p JOIN streamwin.query_catalog q "
+							  "ON p.query = q.name WHERE q.query_id = $1 AND p.batch_id = $2",
+							  2, types, args, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read streamwin.progress_log");
+	catalog_leave(&role);
+	if (SPI_processed != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("cannot replay batch " INT64_FORMAT " of query \"%s\": its progress record is missing",
+						batch_id, r->query->name),
+				 errhint("Replay the query from the start with streamwin.reset_query('%s', 'earliest').",
+						 r->query->name)));
+	return DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 }
 
 /*
