@@ -64,18 +64,24 @@ batch_timestamp_clear(void)
 	batch_time_valid = false;
 }
 
+/* The batch's timestamp, or outside a batch the start of the transaction. */
+static TimestampTz
+current_batch_timestamp(void)
+{
+	if (batch_time_valid && batch_time_lxid == MyProc->lxid)
+		return batch_time;
+	return GetCurrentTransactionStartTimestamp();
+}
+
 /*
- * streamwin.batch_timestamp() RETURNS timestamptz: the processing time of
- * the batch being run, or outside a batch the start of the transaction.
- * STABLE (one value for a statement) and PARALLEL RESTRICTED: parallel
- * workers do not know the batch.
+ * streamwin.batch_timestamp() RETURNS timestamptz: what now() stands for in
+ * a continuous query.  STABLE (one value for a statement) and PARALLEL
+ * RESTRICTED: parallel workers do not know the batch.
  */
 Datum
 streamwin_batch_timestamp(PG_FUNCTION_ARGS)
 {
-	if (batch_time_valid && batch_time_lxid == MyProc->lxid)
-		PG_RETURN_TIMESTAMPTZ(batch_time);
-	PG_RETURN_TIMESTAMPTZ(GetCurrentTransactionStartTimestamp());
+	PG_RETURN_TIMESTAMPTZ(current_batch_timestamp());
 }
 
 RowDecoder *
@@ -351,7 +357,7 @@ rows_decode(RowDecoder *d, SourceRow *rows, int n, bool drop_late, TimestampTz w
 	batch_time_param->ptype = TIMESTAMPTZOID;
 	batch_time_param->pflags = PARAM_FLAG_CONST;
 	batch_time_param->isnull = false;
-	batch_time_param->value = DirectFunctionCall1(streamwin_batch_timestamp, (Datum) 0);
+	batch_time_param->value = TimestampTzGetDatum(current_batch_timestamp());
 	if (d->nmissing > 0)
 		memset(d->missing, 0, sizeof(int64) * d->nmissing);
 	if (n > 0)

@@ -20,8 +20,8 @@
  * streamwin.batch_timestamp()).  The begin stage of a batch sets it to the
  * time the batch starts, or, replaying a batch after a crash, to the time
  * the batch recorded then, so that the replay puts every row in the same
- * processing-time window.  Outside a batch (until the end of the
- * transaction that ran one) streamwin.batch_timestamp() is now().
+ * processing-time window.  Outside a batch streamwin.batch_timestamp() is
+ * now(); the value set holds for the transaction it was set in only.
  */
 extern void batch_timestamp_set(TimestampTz ts);
 extern void batch_timestamp_clear(void);
