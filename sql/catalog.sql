@@ -30,7 +30,61 @@ SELECT count(*) FROM streamwin.progress;
 SELECT * FROM streamwin.source_catalog;
 UPDATE streamwin.query_offsets SET next_offset = 0;
 RESET ROLE;
-DROP ROLE streamwin_reader;
+
+-- A query's text, its errors and its batches are for its owner's roles
+-- (and members of pg_read_all_stats) only, as pg_stat_activity shows query
+-- texts: another role sees that the query exists and how it runs, not what
+-- it reads or what its errors say.
+CREATE ROLE streamwin_owner;
+CREATE ROLE streamwin_team IN ROLE streamwin_owner;
+CREATE ROLE streamwin_monitor IN ROLE pg_read_all_stats;
+GRANT CREATE ON SCHEMA public TO streamwin_owner;
+CREATE TABLE salaries (name text, amount int);
+SELECT streamwin.create_table_source('salary_changes', 'salaries');
+GRANT SELECT ON salaries, salary_changes TO streamwin_owner;
+SET ROLE streamwin_owner;
+SELECT streamwin.create_query('raises',
+    $$SELECT name, amount FROM salary_changes WHERE amount > 100000$$, start => false);
+RESET ROLE;
+SELECT streamwin.create_query('all_salaries', $$SELECT name, amount FROM salary_changes$$,
+                              start => false);
+INSERT INTO salaries VALUES ('ceo', 900000), ('intern', 20000);
+CREATE FUNCTION peek(r text) RETURNS boolean LANGUAGE plpgsql COST 0.0000001 AS
+$$BEGIN RAISE NOTICE 'saw %', r; RETURN true; END$$;
+SET ROLE streamwin_owner;
+SELECT streamwin.run_batch('raises')->>'input_rows' AS input_rows;
+RESET ROLE;
+SELECT streamwin.run_batch('all_salaries')->>'input_rows' AS input_rows;
+UPDATE streamwin.query_catalog SET status = 'failed',
+       last_error = 'duplicate key value violates unique constraint: Key (name)=(ceo) already exists.'
+ WHERE name = 'raises';
+-- everything, for the superuser
+SELECT name, state, owner, query, last_error FROM streamwin.queries ORDER BY name;
+SELECT query, batch_id, input_rows FROM streamwin.progress ORDER BY query;
+-- for a member of the owner: its query, not the superuser's
+SET ROLE streamwin_team;
+SELECT name, state, owner, query, last_error FROM streamwin.queries ORDER BY name;
+SELECT query, batch_id, input_rows FROM streamwin.progress ORDER BY query;
+-- for another role: neither
+SET ROLE streamwin_reader;
+SELECT name, state, owner, query, last_error FROM streamwin.queries ORDER BY name;
+SELECT query, batch_id, input_rows FROM streamwin.progress ORDER BY query;
+SELECT count(*) FROM streamwin.progress_log;
+-- ... not even through a function that shows what it is given: the view is
+-- a security barrier, so the reader's condition sees the visible rows only
+SELECT count(*) FROM streamwin.progress WHERE peek(offsets::text);
+-- for pg_read_all_stats: everything
+SET ROLE streamwin_monitor;
+SELECT name, state, owner, query, last_error FROM streamwin.queries ORDER BY name;
+SELECT query, batch_id, input_rows FROM streamwin.progress ORDER BY query;
+RESET ROLE;
+SELECT streamwin.drop_query('raises', drop_result => true);
+SELECT streamwin.drop_query('all_salaries', drop_result => true);
+SELECT streamwin.drop_source('salary_changes');
+DROP TABLE salaries;
+DROP FUNCTION peek(text);
+REVOKE CREATE ON SCHEMA public FROM streamwin_owner;
+DROP ROLE streamwin_reader, streamwin_owner, streamwin_team, streamwin_monitor;
 
 -- Any role may call create_table_source, which says what a refused role
 -- needs; the function that creates a table source's replication slot is
@@ -51,8 +105,8 @@ SET streamwin.no_such_setting = 1;
 -- a query in its catalog) has the same catalog, interface and privileges as
 -- a fresh one: the same fingerprint of column names and types (in name
 -- order, as the update appends columns), functions with their arguments,
--- grants (on the schema, its relations and functions), and the tables
--- pg_dump keeps, in both databases.
+-- grants (on the schema, its relations and functions), the views'
+-- definitions, and the tables pg_dump keeps, in both databases.
 -- (one definition, run in each database)
 SELECT $def$CREATE FUNCTION pg_temp.catalog_fingerprint() RETURNS text LANGUAGE sql AS $$
     SELECT md5(string_agg(x, ';' ORDER BY x)) FROM (
@@ -71,6 +125,10 @@ SELECT $def$CREATE FUNCTION pg_temp.catalog_fingerprint() RETURNS text LANGUAGE 
         FROM pg_constraint WHERE connamespace = 'streamwin'::regnamespace
         UNION ALL
         SELECT 'schema ' || coalesce(nspacl::text, '') FROM pg_namespace WHERE nspname = 'streamwin'
+        UNION ALL
+        SELECT 'view ' || c.relname || coalesce(' ' || c.reloptions::text, '') || ' '
+               || pg_get_viewdef(c.oid)
+        FROM pg_class c WHERE c.relnamespace = 'streamwin'::regnamespace AND c.relkind = 'v'
         UNION ALL
         SELECT 'dumped ' || unnest(extconfig)::regclass::text
         FROM pg_extension WHERE extname = 'streamwin') s(x) $$
@@ -140,9 +198,12 @@ SELECT streamwin.alter_query(n, trigger_interval => i * interval '1 second')
   FROM unnest('{MixedCase,mixedcase,MIXEDCASE,Twin,twin}'::text[]) WITH ORDINALITY AS u(n, i);
 SELECT name, trigger_interval FROM streamwin.queries WHERE name <> 'old_q' ORDER BY trigger_interval;
 SELECT name FROM streamwin.sources WHERE name = 'old_src2';
-DELETE FROM streamwin.progress;
+DELETE FROM streamwin.progress_log;
 DELETE FROM streamwin.late_row_log;
 DELETE FROM streamwin.dead_letter_log;
+-- ... and its source's batches run in the zone its workers had (0.5): the
+-- TimeZone of the session that ran the update
+SELECT name, timezone, timezone = current_setting('TimeZone') AS as_the_session FROM streamwin.sources;
 SELECT relname, reloptions FROM pg_class
  WHERE relnamespace = 'streamwin'::regnamespace AND relname ~ '^(state|checkpoint|dedup|checkpoint_dedup)_1$'
  ORDER BY relname;

@@ -9,13 +9,24 @@ SELECT streamwin.create_kafka_source('orders', :'brokers', 'regress_orders',
 \d orders
 -- outside a batch a source has no rows
 SELECT * FROM orders;
-SELECT name, kind, topic, format, columns, options, relation FROM streamwin.sources;
+SELECT name, kind, topic, format, columns, options, relation, timezone FROM streamwin.sources;
 
 -- csv and text formats
 SELECT streamwin.create_kafka_source('lines_csv', :'brokers', 'regress_lines',
     'id int, region text, at timestamptz', format => 'csv');
 SELECT streamwin.create_kafka_source('lines_raw', :'brokers', 'regress_lines',
     'line text', format => 'text', options => '{"starting_offsets": "latest"}');
+
+-- A timestamp without a zone offset in a message is read in the source's
+-- zone, whoever runs the batch: option "timezone", UTC unless given, is
+-- recorded with the source (in PostgreSQL's spelling of the name).
+SELECT streamwin.create_kafka_source('lines_tokyo', :'brokers', 'regress_lines',
+    'id int, region text, at timestamptz', format => 'csv', options => '{"timezone": "asia/tokyo"}');
+SELECT name, options, timezone FROM streamwin.sources WHERE name LIKE 'lines%' ORDER BY name;
+SELECT streamwin.drop_source('lines_tokyo');
+SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int', options => '{"timezone": "Mars/Olympus"}');
+SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int', options => '{"timezone": 9}');
+SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int', options => '{"timezone": ""}');
 
 -- mistakes are refused with a hint
 SELECT streamwin.create_kafka_source('orders', :'brokers', 'x', 'a int');

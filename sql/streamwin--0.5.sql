@@ -119,8 +119,9 @@ CREATE UNLOGGED TABLE streamwin.state_alive (
 
 -- Recent batches, one row each, written in the batch's transaction.  Old rows
 -- are trimmed to streamwin.progress_retention batches per query, but never
--- those after the query's checkpoint: recovery replays them.
-CREATE TABLE streamwin.progress (
+-- those after the query's checkpoint: recovery replays them.  Users read
+-- them through the view streamwin.progress, each role its own queries' rows.
+CREATE TABLE streamwin.progress_log (
 	query		text NOT NULL,
 	batch_id	bigint NOT NULL,
 	started_at	timestamptz NOT NULL,
@@ -134,6 +135,8 @@ CREATE TABLE streamwin.progress (
 	state_rows	bigint NOT NULL,
 	watermark	timestamptz,
 	offsets		jsonb NOT NULL,
+	-- per column, how many messages lacked its JSON key (NULL: none did)
+	missing_keys jsonb,
 	PRIMARY KEY (query, batch_id)
 );
 
@@ -181,14 +184,13 @@ SELECT pg_catalog.pg_extension_config_dump('streamwin.query_checkpoints', '');
 -- with the state tables (UNLOGGED, like it; pg_dump --no-unlogged-table-data
 -- leaves out both), and the batches a recovery from a checkpoint replays
 SELECT pg_catalog.pg_extension_config_dump('streamwin.state_alive', '');
-SELECT pg_catalog.pg_extension_config_dump('streamwin.progress', '');
+SELECT pg_catalog.pg_extension_config_dump('streamwin.progress_log', '');
 SELECT pg_catalog.pg_extension_config_dump('streamwin.dead_letter_log', '');
 SELECT pg_catalog.pg_extension_config_dump('streamwin.late_row_log', '');
 
 REVOKE ALL ON streamwin.source_catalog, streamwin.query_catalog,
 	streamwin.query_offsets, streamwin.query_checkpoints, streamwin.state_alive,
-	streamwin.dead_letter_log, streamwin.late_row_log FROM PUBLIC;
-GRANT SELECT ON streamwin.progress TO PUBLIC;
+	streamwin.dead_letter_log, streamwin.late_row_log, streamwin.progress_log FROM PUBLIC;
 
 -- The rows of the batch being processed by this backend for a source: the
 -- body of every source view.  Outside a batch it returns no rows, so a
@@ -503,6 +505,16 @@ RETURNS jsonb
 AS 'MODULE_PATHNAME', 'streamwin_run_available'
 LANGUAGE C STRICT VOLATILE;
 
+-- The batch's own timestamp, its processing time: what now(),
+-- current_timestamp and their kin in a continuous query stand for
+-- (create_query rewrites them into calls of this), recorded with the batch
+-- as streamwin.progress.started_at and seen again when a crash makes a
+-- batch replay.  Outside a batch it is now().
+CREATE FUNCTION streamwin.batch_timestamp()
+RETURNS timestamptz
+AS 'MODULE_PATHNAME', 'streamwin_batch_timestamp'
+LANGUAGE C STABLE PARALLEL RESTRICTED;
+
 -- run_available with a commit after each batch, as in a worker: for a
 -- backlog too large for one transaction.  CALL it outside a transaction.
 CREATE PROCEDURE streamwin.catch_up(name text, INOUT totals jsonb DEFAULT NULL)
@@ -527,7 +539,9 @@ SELECT s.name, s.kind, s.brokers, s.topic, s.format, s.columns,
 	   CASE WHEN NOT pg_catalog.pg_is_in_recovery() THEN
 			pg_catalog.pg_wal_lsn_diff(pg_catalog.pg_current_wal_insert_lsn(), r.restart_lsn)::bigint
 	   END AS retained_wal,
-	   s.owner, s.created_at
+	   s.owner, s.created_at,
+	   -- the zone of the source's batches: of timestamps without an offset
+	   s.options ->> 'timezone' AS timezone
 FROM streamwin.source_catalog s
 LEFT JOIN pg_catalog.pg_replication_slots r ON r.slot_name = s.slot_name;
 
@@ -543,7 +557,12 @@ SELECT q.name,
 	   (SELECT sum(GREATEST(o.high_watermark - o.next_offset, 0))::bigint
 		  FROM streamwin.query_offsets o
 		 WHERE o.query_id = q.query_id) AS lag,
-	   q.last_error,
+	   -- the text of a query and of its errors (which may quote the query
+	   -- and its data) for its owner's roles and pg_read_all_stats only,
+	   -- as pg_stat_activity shows query texts
+	   CASE WHEN pg_catalog.pg_has_role(q.owner, 'USAGE')
+				 OR pg_catalog.pg_has_role('pg_read_all_stats', 'USAGE') THEN q.last_error
+			WHEN q.last_error IS NOT NULL THEN '<insufficient privilege>' END AS last_error,
 	   q.last_error_at,
 	   q.last_batch_at,
 	   q.output_mode,
@@ -552,9 +571,25 @@ SELECT q.name,
 	   q.result_table,
 	   q.state_table,
 	   q.owner,
-	   q.query
+	   CASE WHEN pg_catalog.pg_has_role(q.owner, 'USAGE')
+				 OR pg_catalog.pg_has_role('pg_read_all_stats', 'USAGE') THEN q.query
+			ELSE '<insufficient privilege>' END AS query
 FROM streamwin.query_catalog q
 JOIN streamwin.source_catalog s USING (source_id);
+
+-- A query's batches, for the roles that may see its text (its owner's, and
+-- members of pg_read_all_stats, as in pg_stat_activity).  A security
+-- barrier, so that a condition the reader adds (which may call a function
+-- that leaks its arguments) runs on the rows that pass this test only.
+CREATE VIEW streamwin.progress WITH (security_barrier) AS
+SELECT p.query, p.batch_id, p.started_at, p.duration_ms, p.input_rows,
+	   p.input_rows_per_second, p.processed_rows_per_second, p.late_rows_dropped,
+	   p.duplicates_dropped, p.dead_letters, p.state_rows, p.watermark, p.offsets,
+	   p.missing_keys
+FROM streamwin.progress_log p
+JOIN streamwin.query_catalog q ON q.name = p.query
+WHERE pg_catalog.pg_has_role(q.owner, 'USAGE')
+   OR pg_catalog.pg_has_role('pg_read_all_stats', 'USAGE');
 
 CREATE VIEW streamwin.dead_letters AS
 SELECT d.source, d.partition, d."offset", d.payload, d.error, d.at
@@ -568,8 +603,8 @@ FROM streamwin.late_row_log l
 JOIN streamwin.query_catalog q ON q.name = l.query
 WHERE pg_catalog.pg_has_role(q.owner, 'USAGE');
 
-GRANT SELECT ON streamwin.sources, streamwin.queries, streamwin.dead_letters,
-	streamwin.late_rows TO PUBLIC;
+GRANT SELECT ON streamwin.sources, streamwin.queries, streamwin.progress,
+	streamwin.dead_letters, streamwin.late_rows TO PUBLIC;
 
 -- The schema holds the interface functions and views every role may use;
 -- the catalog tables above keep their own, narrower privileges.

@@ -185,16 +185,16 @@ SELECT * FROM ticks_copy EXCEPT ALL SELECT * FROM ticks;
 SELECT count(*) AS slots_in_use FROM pg_replication_slots
 WHERE active AND database = current_database();
 -- CALL streamwin.catch_up: the same batches, each committed as it ends (so
--- each has its own transaction, seen in the xmin of its progress row),
--- with the same totals.  Not inside a transaction block, which it cannot
--- commit.
+-- each has its own transaction, seen in the xmin of its progress row in
+-- streamwin.progress_log, which the view streamwin.progress shows), with
+-- the same totals.  Not inside a transaction block, which it cannot commit.
 BEGIN;
 CALL streamwin.catch_up('ticks_sum');
 ROLLBACK;
 CALL streamwin.catch_up('ticks_sum') \gset
 SELECT :'totals'::jsonb - 'offsets' - 'watermark' AS totals;
 SELECT count(*) AS batches, count(DISTINCT xmin::text) AS transactions, sum(input_rows) AS input_rows
-FROM streamwin.progress WHERE query = 'ticks_sum';
+FROM streamwin.progress_log WHERE query = 'ticks_sum';
 SELECT * FROM ticks_sum EXCEPT ALL SELECT id % 3, count(*), sum(v) FROM ticks GROUP BY 1;
 SELECT id % 3, count(*), sum(v) FROM ticks GROUP BY 1 EXCEPT ALL SELECT * FROM ticks_sum;
 -- A batch that fails (row 23 divides by zero) is rolled back alone: the
@@ -439,6 +439,42 @@ SELECT streamwin.drop_query(q, drop_result => true)
 FROM unnest('{scores_append,scores_update,scores_session,scores_complete}'::text[]) q;
 SELECT streamwin.drop_source('scores_src');
 DROP TABLE scores;
+
+-- A timestamp without time zone turned into the event time is read in the
+-- source's zone (option "timezone"), and so is every date and time function
+-- of the batch, whatever the zone of the session that runs it: here a session
+-- in New York runs the batches of a source in Tokyo, and the windows are
+-- Tokyo's hours, as plain SQL with AT TIME ZONE 'Asia/Tokyo' computes them.
+CREATE TABLE readings (sensor text, taken timestamp);
+SELECT streamwin.create_table_source('readings_src', 'readings', '{"timezone": "Asia/Tokyo"}');
+SELECT streamwin.create_query('readings_hourly',
+    $$SELECT sensor, count(*) AS n, min(date_trunc('day', taken::timestamptz)) AS first_day
+      FROM readings_src GROUP BY streamwin.tumble(taken::timestamptz, '1 hour'), sensor$$,
+    output_mode => 'update', start => false);
+INSERT INTO readings
+SELECT 's' || g % 3, timestamp '2026-03-07 20:00' + g * interval '17 minutes'
+FROM generate_series(0, 59) g;
+SET timezone = 'America/New_York';
+SELECT (streamwin.run_available('readings_hourly')->>'input_rows')::int AS input_rows;
+SHOW timezone;
+(SELECT * FROM readings_hourly
+ EXCEPT
+ SELECT date_trunc('hour', taken) AT TIME ZONE 'Asia/Tokyo',
+        date_trunc('hour', taken) AT TIME ZONE 'Asia/Tokyo' + interval '1 hour',
+        sensor, count(*), min(date_trunc('day', taken) AT TIME ZONE 'Asia/Tokyo')
+ FROM readings GROUP BY 1, 2, 3)
+UNION ALL
+(SELECT date_trunc('hour', taken) AT TIME ZONE 'Asia/Tokyo',
+        date_trunc('hour', taken) AT TIME ZONE 'Asia/Tokyo' + interval '1 hour',
+        sensor, count(*), min(date_trunc('day', taken) AT TIME ZONE 'Asia/Tokyo')
+ FROM readings GROUP BY 1, 2, 3
+ EXCEPT
+ SELECT * FROM readings_hourly);
+SELECT count(*) AS windows FROM readings_hourly;
+RESET timezone;
+SELECT streamwin.drop_query('readings_hourly', drop_result => true);
+SELECT streamwin.drop_source('readings_src');
+DROP TABLE readings;
 
 -- The queries view shows the lag in bytes of WAL.
 SELECT name, source, state, lag >= 0 AS lag_known FROM streamwin.queries ORDER BY name;

@@ -7,7 +7,9 @@
  * session's for run_batch) and goes through, in order:
  *
  *	 begin		lock the query (one batch at a time), read where it stands;
- *				after a crash, restore the checkpoint and start replaying
+ *				after a crash, restore the checkpoint and start replaying;
+ *				the batch's timestamp (its own, or the one a replayed
+ *				batch recorded)
  *	 fetch		position the source's reader at the stored positions and
  *				read the next rows (or, replaying, exactly the rows the
  *				batch read the first time)
@@ -47,6 +49,7 @@
 #include "catalog.h"
 #include "checkpoint.h"
 #include "offsets.h"
+#include "options.h"
 #include "progress.h"
 #include "state_store.h"
 #include "spi_util.h"
@@ -201,6 +204,11 @@ batch_begin(BatchContext *b)
 			store_invalidate(b->r->store);
 	}
 	b->replay = BATCH_HAS_STATE(b) && b->state_batch_id < b->last_batch_id;
+
+	/* the batch's processing time: now() in its statements and event time */
+	batch_timestamp_set(b->replay ?
+						checkpoint_replay_timestamp(b->r, b->state_batch_id + 1) :
+						b->stats->started_at);
 	batch_begin_store(b);
 }
 
@@ -533,6 +541,7 @@ batch_finish(BatchContext *b)
 		MemoryContext spi_cxt = MemoryContextSwitchTo(r->batch_cxt);
 
 		stats->offsets_json = offsets_json(r);
+		stats->missing_keys_json = rows_missing_keys_json(r->decoder);
 		MemoryContextSwitchTo(spi_cxt);
 	}
 	now = GetCurrentTimestamp();
@@ -607,7 +616,22 @@ batch_execute(QueryRunner *r, int fetch_timeout_ms, int linger_ms, BatchStats *s
 	if (streamwin_batch_work_mem > 0)
 		(void) set_config_option("work_mem", psprintf("%d", streamwin_batch_work_mem),
 								 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+
+	/*
+	 * Nothing a batch decides may depend on the session that runs it (a
+	 * worker, a user's run_batch, a replay): timestamps without a zone
+	 * offset in the messages, casts of timestamp to timestamptz, and the
+	 * date and time functions of its statements use the source's zone
+	 * (option "timezone"), and dates are read and written in one style.
+	 */
+	(void) set_config_option("TimeZone", r->reader->source->timezone,
+							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("DateStyle", SOURCE_DATESTYLE,
+							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("IntervalStyle", SOURCE_INTERVALSTYLE,
+							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	batch_run_stages(r, fetch_timeout_ms, linger_ms, stats);
+	batch_timestamp_clear();
 	AtEOXact_GUC(true, save_nestlevel);
 }
 
@@ -632,6 +656,8 @@ batch_stats_jsonb(QueryRunner *r, BatchStats *s)
 					 s->processed_rows_per_second, s->late_rows, s->duplicates, s->dead_letters,
 					 s->state_rows);
 	json_append_timestamp(&buf, "watermark", s->has_watermark, s->watermark);
+	if (s->missing_keys_json)
+		appendStringInfo(&buf, ", \"missing_keys\": %s", s->missing_keys_json);
 	if (s->replayed)
 		appendStringInfoString(&buf, ", \"replayed\": true");
 	appendStringInfo(&buf, ", \"offsets\": %s}", s->offsets_json ? s->offsets_json : offsets_json(r));

@@ -32,6 +32,8 @@ typedef struct BatchStats
 	double		input_rows_per_second;
 	double		processed_rows_per_second;
 	char	   *offsets_json;
+	char	   *missing_keys_json;	/* per column, the messages that lacked
+									 * its key; NULL: none did */
 } BatchStats;
 
 /*

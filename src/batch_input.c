@@ -27,9 +27,12 @@
 #include "executor/spi.h"
 #include "executor/executor.h"
 #include "mb/pg_wchar.h"
+#include "nodes/params.h"
 #include "nodes/readfuncs.h"
+#include "storage/proc.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/json.h"
 #include "utils/memutils.h"
 #include "utils/pg_lsn.h"
 #include "utils/timestamp.h"
@@ -39,6 +42,47 @@
 #include "catalog.h"
 #include "spi_util.h"
 #include "window.h"
+
+PG_FUNCTION_INFO_V1(streamwin_batch_timestamp);
+
+/* The batch's timestamp, for the local transaction that runs the batch. */
+static bool batch_time_valid = false;
+static TimestampTz batch_time;
+static LocalTransactionId batch_time_lxid;
+
+void
+batch_timestamp_set(TimestampTz ts)
+{
+	batch_time = ts;
+	batch_time_lxid = MyProc->lxid;
+	batch_time_valid = true;
+}
+
+void
+batch_timestamp_clear(void)
+{
+	batch_time_valid = false;
+}
+
+/* The batch's timestamp, or outside a batch the start of the transaction. */
+static TimestampTz
+current_batch_timestamp(void)
+{
+	if (batch_time_valid && batch_time_lxid == MyProc->lxid)
+		return batch_time;
+	return GetCurrentTransactionStartTimestamp();
+}
+
+/*
+ * streamwin.batch_timestamp() RETURNS timestamptz: what now() stands for in
+ * a continuous query.  STABLE (one value for a statement) and PARALLEL
+ * RESTRICTED: parallel workers do not know the batch.
+ */
+Datum
+streamwin_batch_timestamp(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_TIMESTAMPTZ(current_batch_timestamp());
+}
 
 RowDecoder *
 row_decoder_create(SourceReader *rd, QueryInfo *q)
@@ -50,9 +94,13 @@ row_decoder_create(SourceReader *rd, QueryInfo *q)
 	d->metadata = source_metadata_map(rd->source, rd->desc);
 	/* a table source's rows arrive as tuples already (table_plugin.c) */
 	if (!rd->rows_are_tuples)
+	{
 		d->decoder = decoder_create(rd->source->format, rd->desc, d->metadata);
+		d->missing = decoder_missing_counts(d->decoder, &d->nmissing, &d->missing_names);
+	}
 	d->slot = MakeSingleTupleTableSlot(rd->desc, &TTSOpsVirtual);
 	d->econtext = CreateStandaloneExprContext();
+	d->econtext->ecxt_param_list_info = makeParamList(BATCH_TIME_PARAMID);
 	if (q->event_time_expr != NULL)
 	{
 		Expr	   *expr = (Expr *) stringToNode(q->event_time_expr);
@@ -254,16 +302,29 @@ decode_messages(void *arg)
 	}
 }
 
-/* Decode msgs[lo, hi) in one subtransaction; split the range on error. */
+/*
+ * Decode msgs[lo, hi) in one subtransaction; split the range on error.  The
+ * missing keys counted by a failed attempt are taken back: its messages are
+ * decoded again.
+ */
 static void
 decode_range(RowDecoder *d, SourceRow *msgs, RowResult *res, int lo, int hi,
 			 bool drop_late, TimestampTz watermark)
 {
 	DecodeRange dr = {d, msgs, res, lo, hi, drop_late, watermark, CurrentMemoryContext};
-	ErrorData  *edata = run_in_subtransaction(decode_messages, &dr);
+	int64	   *missing_before = NULL;
+	ErrorData  *edata;
 
+	if (d->nmissing > 0)
+	{
+		missing_before = palloc(sizeof(int64) * d->nmissing);
+		memcpy(missing_before, d->missing, sizeof(int64) * d->nmissing);
+	}
+	edata = run_in_subtransaction(decode_messages, &dr);
 	if (edata == NULL)
 		return;
+	if (missing_before != NULL)
+		memcpy(d->missing, missing_before, sizeof(int64) * d->nmissing);
 	ResetExprContext(d->econtext);
 	if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_DATA_EXCEPTION &&
 		ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION)
@@ -289,10 +350,46 @@ RowResult *
 rows_decode(RowDecoder *d, SourceRow *rows, int n, bool drop_late, TimestampTz watermark)
 {
 	RowResult  *res = palloc0(sizeof(RowResult) * Max(n, 1));
+	ParamExternData *batch_time_param =
+		&d->econtext->ecxt_param_list_info->params[BATCH_TIME_PARAMID - 1];
 
+	/* the event time sees the batch's timestamp as the statements do */
+	batch_time_param->ptype = TIMESTAMPTZOID;
+	batch_time_param->pflags = PARAM_FLAG_CONST;
+	batch_time_param->isnull = false;
+	batch_time_param->value = TimestampTzGetDatum(current_batch_timestamp());
+	if (d->nmissing > 0)
+		memset(d->missing, 0, sizeof(int64) * d->nmissing);
 	if (n > 0)
 		decode_range(d, rows, res, 0, n, drop_late, watermark);
 	return res;
+}
+
+char *
+rows_missing_keys_json(RowDecoder *d)
+{
+	StringInfoData buf;
+	bool		any = false;
+
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '{');
+	for (int i = 0; i < d->nmissing; i++)
+	{
+		if (d->missing[i] == 0)
+			continue;
+		if (any)
+			appendStringInfoString(&buf, ", ");
+		escape_json(&buf, d->missing_names[i]);
+		appendStringInfo(&buf, ": " INT64_FORMAT, d->missing[i]);
+		any = true;
+	}
+	appendStringInfoChar(&buf, '}');
+	if (!any)
+	{
+		pfree(buf.data);
+		return NULL;
+	}
+	return buf.data;
 }
 
 /* qsort_arg comparator: row indexes by (partition, offset) */

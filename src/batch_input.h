@@ -14,6 +14,24 @@
 
 #include "source.h"
 
+/*
+ * A batch's own timestamp, its processing time: what now() and its kin in a
+ * continuous query stand for (compile_shape.c rewrites them into calls of
+ * streamwin.batch_timestamp()).  The begin stage of a batch sets it to the
+ * time the batch starts, or, replaying a batch after a crash, to the time
+ * the batch recorded then, so that the replay puts every row in the same
+ * processing-time window.  Outside a batch streamwin.batch_timestamp() is
+ * now(); the value set holds for the transaction it was set in only.
+ */
+extern void batch_timestamp_set(TimestampTz ts);
+extern void batch_timestamp_clear(void);
+
+/*
+ * The parameter that stands for the batch's timestamp in the event-time
+ * expression of a plan (event_time_for_plan in compile_shape.c).
+ */
+#define BATCH_TIME_PARAMID 1
+
 /* How a query decodes the rows of its source; kept with its runner. */
 typedef struct RowDecoder
 {
@@ -22,8 +40,12 @@ typedef struct RowDecoder
 	MessageDecoder *decoder;	/* NULL when rows are tuples already */
 	SourceMetadata *metadata;	/* per source column, or NULL (decode.h) */
 	ExprState  *event_time;		/* over a decoded row, or NULL */
-	ExprContext *econtext;
+	ExprContext *econtext;		/* its parameter: the batch's timestamp */
 	TupleTableSlot *slot;
+	/* of the decoder: messages of this batch without a column's key */
+	int64	   *missing;
+	int			nmissing;
+	const char *const *missing_names;
 } RowDecoder;
 
 /* What became of one row. */
@@ -48,6 +70,15 @@ extern void row_decoder_free(RowDecoder *d);
  */
 extern RowResult *rows_decode(RowDecoder *d, SourceRow *rows, int n, bool drop_late,
 							  TimestampTz watermark);
+
+/*
+ * rows_missing_keys_json
+ *		After rows_decode: the number of messages whose JSON object lacked
+ *		the key of a column, per such column, as the text of a JSON object
+ *		({"orderid": 1000}) in CurrentMemoryContext; NULL when every message
+ *		had every key (and for formats without keys).
+ */
+extern char *rows_missing_keys_json(RowDecoder *d);
 
 /*
  * rows_record_rejected

@@ -16,9 +16,10 @@
  *	  intact.  A crash empties it, which is how the next batch notices.
  * Recovery restores the checkpoint, then replays the batches committed
  * since, one by one, each reading exactly the offsets it read the first
- * time and using the watermarks recorded then (streamwin.progress keeps
- * them), so late rows and window closings are decided as before and the
- * result upserts, which write full values, converge to the same rows.
+ * time and using the watermarks and the processing time recorded then
+ * (streamwin.progress_log keeps them), so late rows, window closings and
+ * processing-time windows are decided as before and the result upserts,
+ * which write full values, converge to the same rows.
  * A clean shutdown keeps UNLOGGED tables, so it needs no replay.
  *
  *-------------------------------------------------------------------------
@@ -261,11 +262,11 @@ recorded_watermark(QueryRunner *r, int64 batch_id, TimestampTz *wm)
 
 	catalog_enter(&role);
 	if (SPI_execute_with_args("SELECT CASE WHEN q.checkpoint_batch_id = $2 THEN q.checkpoint_watermark "
-							  "ELSE (SELECT p.watermark FROM streamwin.progress p "
+							  "ELSE (SELECT p.watermark FROM streamwin.progress_log p "
 							  "      WHERE p.query = q.name AND p.batch_id = $2) END "
 							  "FROM streamwin.query_catalog q WHERE q.query_id = $1",
 							  2, types, args, NULL, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read streamwin.progress");
+		elog(ERROR, "could not read streamwin.progress_log");
 	if (SPI_processed == 1)
 		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 	catalog_leave(&role);
@@ -292,10 +293,10 @@ checkpoint_replay_bounds(QueryRunner *r, int64 batch_id, SourcePosition *targets
 	Jsonb	   *offsets;
 
 	catalog_enter(&role);
-	if (SPI_execute_with_args("SELECT p.offsets FROM streamwin.progress p JOIN streamwin.query_catalog q "
+	if (SPI_execute_with_args("SELECT p.offsets FROM streamwin.progress_log p JOIN streamwin.query_catalog q "
 							  "ON p.query = q.name WHERE q.query_id = $1 AND p.batch_id = $2",
 							  2, types, args, NULL, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read streamwin.progress");
+		elog(ERROR, "could not read streamwin.progress_log");
 	catalog_leave(&role);
 	if (SPI_processed != 1)
 		ereport(ERROR,
@@ -308,6 +309,35 @@ checkpoint_replay_bounds(QueryRunner *r, int64 batch_id, SourcePosition *targets
 	r->reader->ops->positions_parse(r->reader, offsets, targets);
 	*has_prev_wm = recorded_watermark(r, batch_id - 1, prev_wm);
 	*has_wm = recorded_watermark(r, batch_id, wm);
+}
+
+/*
+ * checkpoint_replay_timestamp
+ *		The timestamp batch batch_id ran with the first time (its processing
+ *		time, recorded as its progress row's started_at), for its replay.
+ */
+TimestampTz
+checkpoint_replay_timestamp(QueryRunner *r, int64 batch_id)
+{
+	Oid			types[2] = {INT4OID, INT8OID};
+	Datum		args[2] = {Int32GetDatum(r->query_id), Int64GetDatum(batch_id)};
+	RoleSwitch role;
+	bool		isnull;
+
+	catalog_enter(&role);
+	if (SPI_execute_with_args("SELECT p.started_at FROM streamwin.progress_log p JOIN streamwin.query_catalog q "
+							  "ON p.query = q.name WHERE q.query_id = $1 AND p.batch_id = $2",
+							  2, types, args, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read streamwin.progress_log");
+	catalog_leave(&role);
+	if (SPI_processed != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("cannot replay batch " INT64_FORMAT " of query \"%s\": its progress record is missing",
+						batch_id, r->query->name),
+				 errhint("Replay the query from the start with streamwin.reset_query('%s', 'earliest').",
+						 r->query->name)));
+	return DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 }
 
 /*
@@ -361,7 +391,7 @@ checkpoint_after_batch(QueryRunner *r, int64 batch_id, int64 checkpoint_batch,
 		/*
 		 * A dump's lock goes away; one that stays (a session idle in a
 		 * transaction that read the table) would make recovery replay ever
-		 * more batches, all kept in streamwin.progress: say so, now and then.
+		 * more batches, all kept in streamwin.progress_log: say so, now and then.
 		 */
 		ereport(WARNING,
 				(errmsg("query \"%s\" has taken no checkpoint for " INT64_FORMAT " batches",

@@ -26,6 +26,7 @@ extern void checkpoint_move_positions(QueryRunner *r);
 extern void checkpoint_replay_bounds(QueryRunner *r, int64 batch_id, SourcePosition *targets,
 									 bool *has_prev_wm, TimestampTz *prev_wm,
 									 bool *has_wm, TimestampTz *wm);
+extern TimestampTz checkpoint_replay_timestamp(QueryRunner *r, int64 batch_id);
 extern void checkpoint_note_replayed(QueryRunner *r, int64 batch_id);
 extern void checkpoint_after_batch(QueryRunner *r, int64 batch_id, int64 checkpoint_batch,
 								   bool has_wm, TimestampTz wm, TimestampTz now);

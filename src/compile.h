@@ -6,10 +6,10 @@
  * create_query (query.c) compiles a continuous query in three steps, each
  * in a file of its own:
  *
- *	compile_shape.c		the raw parse tree (hop() rewritten) and the checks
- *						of the analysed query: the shapes that can run
- *						incrementally, the source in FROM, the window, the
- *						group keys
+ *	compile_shape.c		the raw parse tree (hop() rewritten), now() as the
+ *						batch's timestamp, and the checks of the analysed
+ *						query: the shapes that can run incrementally, the
+ *						source in FROM, the window, the group keys
  *	compile_aggregate.c	each aggregate as partial aggregates merged batch
  *						by batch, and its final value
  *	compile_window.c	the statements of a tumbling or hopping window, or
@@ -91,6 +91,8 @@ extern void refuse(const char *msg, const char *detail, const char *hint) pg_att
 extern Oid	streamwin_func_oid(const char *name, int nargs, Oid *argtypes);
 extern void check_window_arguments(SelectStmt *stmt, const char *query_text);
 extern bool rewrite_hop(SelectStmt *stmt);
+extern Query *rewrite_batch_time(Query *q);
+extern Expr *event_time_for_plan(Expr *event_time);
 extern void check_query_shape(Query *q);
 extern void check_from(Compiled *c);
 extern void compile_grouping(Compiled *c);

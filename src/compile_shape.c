@@ -12,6 +12,7 @@
 #include "postgres.h"
 
 #include "catalog/namespace.h"
+#include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
@@ -22,9 +23,12 @@
 #include "parser/parse_func.h"
 #include "parser/parsetree.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/ruleutils.h"
+#include "utils/regproc.h"
 
+#include "batch_input.h"
 #include "catalog.h"
 #include "compile.h"
 #include "spi_util.h"
@@ -259,6 +263,110 @@ check_window_arguments(SelectStmt *stmt, const char *query_text)
 	}
 }
 
+/* --- processing time -------------------------------------------------------- */
+
+/*
+ * now(), current_timestamp and the other clocks of the transaction would
+ * give a replayed batch another time than the first run, and so put its rows
+ * in other processing-time windows: they become the batch's own timestamp,
+ * streamwin.batch_timestamp(), which a batch takes when it begins and a
+ * replay from its progress record (Spark's batch timestamp).  The SQL
+ * forms that are not timestamptz (CURRENT_DATE, LOCALTIMESTAMP(3), ...)
+ * become casts of it, which is what PostgreSQL computes them as.
+ */
+static Node *
+batch_time_mutator(Node *node, Oid *batch_timestamp)
+{
+	if (node == NULL)
+		return NULL;
+	if (IsA(node, FuncExpr))
+	{
+		FuncExpr   *f = (FuncExpr *) node;
+
+		if (f->funcid == F_NOW || f->funcid == F_TRANSACTION_TIMESTAMP ||
+			f->funcid == F_STATEMENT_TIMESTAMP)
+		{
+			FuncExpr   *ts = makeFuncExpr(*batch_timestamp, TIMESTAMPTZOID, NIL, InvalidOid,
+										  InvalidOid, COERCE_EXPLICIT_CALL);
+
+			ts->location = f->location;
+			return (Node *) ts;
+		}
+	}
+	else if (IsA(node, SQLValueFunction))
+	{
+		SQLValueFunction *svf = (SQLValueFunction *) node;
+		FuncExpr   *ts;
+
+		switch (svf->op)
+		{
+			case SVFOP_CURRENT_DATE:
+			case SVFOP_CURRENT_TIME:
+			case SVFOP_CURRENT_TIME_N:
+			case SVFOP_CURRENT_TIMESTAMP:
+			case SVFOP_CURRENT_TIMESTAMP_N:
+			case SVFOP_LOCALTIME:
+			case SVFOP_LOCALTIME_N:
+			case SVFOP_LOCALTIMESTAMP:
+			case SVFOP_LOCALTIMESTAMP_N:
+				ts = makeFuncExpr(*batch_timestamp, TIMESTAMPTZOID, NIL, InvalidOid,
+								  InvalidOid, COERCE_EXPLICIT_CALL);
+				ts->location = svf->location;
+				return coerce_to_target_type(NULL, (Node *) ts, TIMESTAMPTZOID,
+											 svf->type, svf->typmod, COERCION_EXPLICIT,
+											 COERCE_EXPLICIT_CAST, svf->location);
+			default:
+				break;			/* current_user and the like */
+		}
+	}
+	else if (IsA(node, Query))
+		return (Node *) query_tree_mutator((Query *) node, batch_time_mutator, batch_timestamp, 0);
+	return expression_tree_mutator(node, batch_time_mutator, batch_timestamp);
+}
+
+/* The analysed query with now() and its kin as the batch's timestamp. */
+Query *
+rewrite_batch_time(Query *q)
+{
+	Oid			batch_timestamp = streamwin_func_oid("batch_timestamp", 0, NULL);
+
+	return query_tree_mutator(q, batch_time_mutator, &batch_timestamp, 0);
+}
+
+static Node *
+batch_time_param_mutator(Node *node, Oid *batch_timestamp)
+{
+	if (node == NULL)
+		return NULL;
+	if (IsA(node, FuncExpr) && ((FuncExpr *) node)->funcid == *batch_timestamp)
+	{
+		Param	   *p = makeNode(Param);
+
+		p->paramkind = PARAM_EXTERN;
+		p->paramid = BATCH_TIME_PARAMID;
+		p->paramtype = TIMESTAMPTZOID;
+		p->paramtypmod = -1;
+		p->paramcollid = InvalidOid;
+		p->location = -1;
+		return (Node *) p;
+	}
+	return expression_tree_mutator(node, batch_time_param_mutator, batch_timestamp);
+}
+
+/*
+ * The event time as the plan keeps it (nodeToString, evaluated while
+ * decoding): the batch's timestamp as parameter BATCH_TIME_PARAMID, which
+ * the decoder supplies, rather than a call of a function whose oid a dump
+ * and restore would change.
+ */
+Expr *
+event_time_for_plan(Expr *event_time)
+{
+	Oid			batch_timestamp = streamwin_func_oid("batch_timestamp", 0, NULL);
+
+	return (Expr *) batch_time_param_mutator((Node *) event_time, &batch_timestamp);
+}
+
 /* --- checks on the analysed query ------------------------------------------ */
 
 /* Does jointree node n contain range table entry rtindex? */
@@ -445,15 +553,87 @@ const_interval(Node *arg, const char *what)
 }
 
 /*
+ * The stable built-in functions that an event time may use: date and time
+ * conversions and arithmetic, whose results depend on their arguments and
+ * on TimeZone, DateStyle and IntervalStyle only, which a batch fixes
+ * (batch_execute).  Not to_char (lc_time), age(x) (the current date) nor
+ * any clock.
+ */
+static const Oid zone_dependent_functions[] = {
+	F_DATE_TIMESTAMPTZ, F_DATE_CMP_TIMESTAMPTZ, F_DATE_EQ_TIMESTAMPTZ, F_DATE_GE_TIMESTAMPTZ,
+	F_DATE_GT_TIMESTAMPTZ, F_DATE_LE_TIMESTAMPTZ, F_DATE_LT_TIMESTAMPTZ, F_DATE_NE_TIMESTAMPTZ,
+	F_DATE_IN, F_DATE_OUT, F_DATE_PART_TEXT_TIMESTAMPTZ, F_DATE_TRUNC_TEXT_TIMESTAMPTZ,
+	F_DATE_TRUNC_TEXT_TIMESTAMPTZ_TEXT, F_EXTRACT_TEXT_TIMESTAMPTZ,
+	F_IN_RANGE_TIMESTAMPTZ_TIMESTAMPTZ_INTERVAL_BOOL_BOOL, F_INTERVAL_IN, F_INTERVAL_OUT,
+	F_INTERVAL_PL_TIMESTAMPTZ, F_MAKE_TIMESTAMPTZ_INT4_INT4_INT4_INT4_INT4_FLOAT8,
+	F_MAKE_TIMESTAMPTZ_INT4_INT4_INT4_INT4_INT4_FLOAT8_TEXT,
+	F_OVERLAPS_TIMESTAMPTZ_INTERVAL_TIMESTAMPTZ_INTERVAL,
+	F_OVERLAPS_TIMESTAMPTZ_INTERVAL_TIMESTAMPTZ_TIMESTAMPTZ,
+	F_OVERLAPS_TIMESTAMPTZ_TIMESTAMPTZ_TIMESTAMPTZ_INTERVAL, F_TIME_TIMESTAMPTZ, F_TIME_IN,
+	F_TIMESTAMP_TIMESTAMPTZ, F_TIMESTAMP_CMP_TIMESTAMPTZ, F_TIMESTAMP_EQ_TIMESTAMPTZ,
+	F_TIMESTAMP_GE_TIMESTAMPTZ, F_TIMESTAMP_GT_TIMESTAMPTZ, F_TIMESTAMP_IN,
+	F_TIMESTAMP_LE_TIMESTAMPTZ, F_TIMESTAMP_LT_TIMESTAMPTZ, F_TIMESTAMP_NE_TIMESTAMPTZ,
+	F_TIMESTAMP_OUT, F_TIMESTAMPTZ_DATE, F_TIMESTAMPTZ_DATE_TIME, F_TIMESTAMPTZ_TIMESTAMP,
+	F_TIMESTAMPTZ_CMP_DATE, F_TIMESTAMPTZ_CMP_TIMESTAMP, F_TIMESTAMPTZ_EQ_DATE,
+	F_TIMESTAMPTZ_EQ_TIMESTAMP, F_TIMESTAMPTZ_GE_DATE, F_TIMESTAMPTZ_GE_TIMESTAMP,
+	F_TIMESTAMPTZ_GT_DATE, F_TIMESTAMPTZ_GT_TIMESTAMP, F_TIMESTAMPTZ_IN, F_TIMESTAMPTZ_LE_DATE,
+	F_TIMESTAMPTZ_LE_TIMESTAMP, F_TIMESTAMPTZ_LT_DATE, F_TIMESTAMPTZ_LT_TIMESTAMP,
+	F_TIMESTAMPTZ_MI_INTERVAL, F_TIMESTAMPTZ_NE_DATE, F_TIMESTAMPTZ_NE_TIMESTAMP,
+	F_TIMESTAMPTZ_OUT, F_TIMESTAMPTZ_PL_INTERVAL, F_TIMETZ_TIME, F_TIMETZ_TIMESTAMPTZ,
+	F_TIMETZ_IN, F_TIMEZONE_TEXT_TIMETZ, F_TO_DATE, F_TO_TIMESTAMP_TEXT_TEXT,
+};
+
+typedef struct ReplayCheck
+{
+	Oid			batch_timestamp;
+	Oid			unsafe;			/* the first function refused, if any */
+	bool		unsafe_node;	/* or a node such as current_user */
+} ReplayCheck;
+
+static bool
+replay_unsafe_function(Oid funcid, void *arg)
+{
+	ReplayCheck *rc = arg;
+
+	if (funcid == rc->batch_timestamp || func_volatile(funcid) == PROVOLATILE_IMMUTABLE)
+		return false;
+	for (int i = 0; i < (int) lengthof(zone_dependent_functions); i++)
+		if (zone_dependent_functions[i] == funcid)
+			return false;
+	rc->unsafe = funcid;
+	return true;
+}
+
+/* Could a replay of a batch evaluate this expression differently? */
+static bool
+replay_unsafe_walker(Node *node, ReplayCheck *rc)
+{
+	if (node == NULL)
+		return false;
+	if (check_functions_in_node(node, replay_unsafe_function, rc))
+		return true;
+	if (IsA(node, SQLValueFunction) || IsA(node, NextValueExpr))
+	{
+		rc->unsafe_node = true;
+		return true;
+	}
+	return expression_tree_walker(node, replay_unsafe_walker, rc);
+}
+
+/*
  * The event-time expression may use only the source's columns: it is
  * evaluated while decoding, before joins, to track the watermark and drop
- * late rows.
+ * late rows.  A replayed batch must put every row in the same window as the
+ * first run: the expression may use immutable functions, the batch's
+ * timestamp (now() and its kin, rewritten by rewrite_batch_time) and date
+ * and time conversions, whose settings a batch fixes; nothing else.
  */
 static void
 check_event_time(Compiled *c, Expr *ts)
 {
 	List	   *vars = pull_var_clause((Node *) ts, 0);
 	ListCell   *lc;
+	ReplayCheck rc = {streamwin_func_oid("batch_timestamp", 0, NULL), InvalidOid, false};
 
 	foreach(lc, vars)
 	{
@@ -466,7 +646,15 @@ check_event_time(Compiled *c, Expr *ts)
 	if (contain_volatile_functions((Node *) ts))
 		refuse("the event time of a window must not use volatile functions",
 			   "Replaying a batch must assign each row to the same window.",
-			   "Use a column of the source, for example streamwin.tumble(event_time, '1 minute').");
+			   "Use a column of the source, for example streamwin.tumble(event_time, '1 minute'), or now() for the batch's processing time.");
+	if (replay_unsafe_walker((Node *) ts, &rc))
+		refuse("the event time of a window must not depend on anything but the row and the batch's time",
+			   OidIsValid(rc.unsafe) ?
+			   psprintf("Function %s is not immutable, so replaying a batch could assign a row to another window.",
+						format_procedure(rc.unsafe)) :
+			   "Replaying a batch must assign each row to the same window.",
+			   "Use the source's columns with immutable functions, date and time conversions, or now() for the batch's processing time; "
+			   "a function of your own whose result depends on its arguments only can be declared IMMUTABLE.");
 	c->event_time = ts;
 }
 

@@ -211,7 +211,7 @@ streamwin_drop_query(PG_FUNCTION_ARGS)
 	if (SPI_execute_with_args("DELETE FROM streamwin.query_catalog WHERE query_id = $1",
 							  1, types, args, NULL, false, 0) != SPI_OK_DELETE)
 		elog(ERROR, "could not delete from streamwin.query_catalog");
-	if (SPI_execute_with_args("DELETE FROM streamwin.progress WHERE query = $2",
+	if (SPI_execute_with_args("DELETE FROM streamwin.progress_log WHERE query = $2",
 							  2, types, args, NULL, false, 0) != SPI_OK_DELETE ||
 		SPI_execute_with_args("DELETE FROM streamwin.late_row_log WHERE query = $2",
 							  2, types, args, NULL, false, 0) != SPI_OK_DELETE)

@@ -235,6 +235,10 @@ decoder_create(SourceFormat format, TupleDesc desc, const SourceMetadata *meta)
 	}
 	decoder->ncolumns = ncolumns;
 	decoder->spans = palloc0(sizeof(DecodeSpan) * ncolumns);
+	decoder->missing = palloc0(sizeof(int64) * Max(ncolumns, 1));
+	decoder->names = palloc(sizeof(char *) * Max(ncolumns, 1));
+	for (int i = 0; i < ncolumns; i++)
+		decoder->names[i] = decoder->columns[i].name;
 	initStringInfo(&decoder->scratch);
 
 	if (format == SOURCE_FORMAT_JSON)
@@ -337,6 +341,14 @@ decoder_decode(MessageDecoder *decoder, const char *payload, size_t len,
 		}
 	}
 	return error;
+}
+
+int64 *
+decoder_missing_counts(MessageDecoder *decoder, int *ncolumns, const char *const **names)
+{
+	*ncolumns = decoder->ncolumns;
+	*names = decoder->names;
+	return decoder->missing;
 }
 
 /*

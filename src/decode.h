@@ -70,6 +70,18 @@ extern const char *decoder_decode(MessageDecoder *decoder,
 								  const char *payload, size_t len,
 								  Datum *values, bool *nulls);
 
+/*
+ * decoder_missing_counts
+ *		Per column read from the payload (*ncolumns of them, named by
+ *		(*names)[i]), how many messages decoder_decode() has decoded without
+ *		error whose JSON object had no key for it.  The counts are the
+ *		caller's to reset (and to restore, when the messages they counted are
+ *		decoded again); they stay 0 for other formats, which have no keys
+ *		(a CSV record with a field too few is an error).
+ */
+extern int64 *decoder_missing_counts(MessageDecoder *decoder, int *ncolumns,
+									 const char *const **names);
+
 
 /*
  * ---------------------------------------------------------------------
@@ -133,6 +145,8 @@ struct MessageDecoder
 	int			ncolumns;		/* non-dropped columns */
 	DecodeColumn *columns;		/* ncolumns entries, in attribute order */
 	DecodeSpan *spans;			/* per-message scratch, ncolumns entries */
+	int64	   *missing;		/* per column: messages without its key */
+	const char **names;			/* per column: its name */
 	StringInfoData scratch;		/* NUL-terminated text for input functions */
 
 	/* JSON key lookup: open-addressing table of column indexes, -1 = free */

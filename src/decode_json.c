@@ -22,8 +22,9 @@
  * Value mapping: null -> NULL; a string -> its unescaped text; a number ->
  * its literal text; true/false -> "true"/"false"; objects and arrays only
  * for json/jsonb columns.  json/jsonb columns get the raw JSON text of any
- * value, so a string stays a JSON string.  Missing keys are NULL, unknown
- * keys are ignored, and when a key repeats, the last one wins (as in jsonb).
+ * value, so a string stays a JSON string.  Missing keys are NULL (and
+ * counted per column, so that a batch can report them), unknown keys are
+ * ignored, and when a key repeats, the last one wins (as in jsonb).
  *
  * src/decode_json.c
  *
@@ -352,6 +353,11 @@ decode_json_message(MessageDecoder *decoder, const char *payload, int len,
 		nulls[column->attindex] = false;
 	}
 	decoder->cur_column = NULL;
+
+	/* a message decoded: count the keys it lacked (decoder_missing_counts) */
+	for (int i = 0; i < decoder->ncolumns; i++)
+		if (decoder->spans[i].kind == DJ_MISSING)
+			decoder->missing[i]++;
 	return NULL;
 }
 

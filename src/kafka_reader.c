@@ -500,13 +500,36 @@ static void
 source_options_validate(Jsonb *options)
 {
 	static const char *const valid[] = {"starting_offsets", "max_records_per_batch",
-	"partitions", "kafka", "metadata", NULL};
+	"partitions", "kafka", "metadata", "timezone", NULL};
 	SourceInfo	tmp;
 
 	jsonb_check_keys(options, valid, "source");
 	parse_source_options(&tmp, options);
 	/* librdkafka's own checks, and the properties streamwin reserves */
 	kafka_validate_properties(tmp.nkafka_props, tmp.kafka_keys, tmp.kafka_values);
+}
+
+/*
+ * An unquoted column name is folded to lower case, as in CREATE TABLE, but
+ * JSON keys are matched exactly: a key "OrderId" never fills the column of
+ * OrderId (which is orderid), and the column is NULL in every row.  Say so
+ * when the name as written differs from the column's.  sql is the text the
+ * column definition was parsed from.
+ */
+static void
+notice_folded_name(const char *sql, ColumnDef *col)
+{
+	const char *written = sql + col->location;
+	int			len = strlen(col->colname);
+
+	if (col->location < 0 || written[0] == '"' || strncmp(written, col->colname, len) == 0)
+		return;
+	ereport(NOTICE,
+			(errmsg("column name %.*s is folded to lower case: \"%s\"", len, written, col->colname),
+			 errdetail("JSON keys are matched to column names exactly, so a key \"%.*s\" leaves the column NULL.",
+					   len, written),
+			 errhint("To match the key \"%.*s\", write the name in double quotes, as in CREATE TABLE.",
+					 len, written)));
 }
 
 /*
@@ -517,13 +540,13 @@ source_options_validate(Jsonb *options)
  * the user's text.
  */
 static List *
-parse_column_list(const char *columns, List **typmods_out, List **names_out)
+parse_column_list(const char *columns, bool names_are_keys, List **typmods_out, List **names_out)
 {
 	StringInfoData sql;
 	List	   *raw;
 	CreateStmt *stmt;
 	ListCell   *lc;
-	List	   *types = NIL;
+	List	   *types;
 
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "CREATE TABLE streamwin_columns (%s)", columns);
@@ -542,6 +565,7 @@ parse_column_list(const char *columns, List **typmods_out, List **names_out)
 	}
 	PG_END_TRY();
 
+	types = NIL;
 	if (list_length(raw) != 1 ||
 		!IsA(linitial_node(RawStmt, raw)->stmt, CreateStmt))
 		goto invalid;
@@ -573,6 +597,8 @@ parse_column_list(const char *columns, List **typmods_out, List **names_out)
 				ereport(ERROR,
 						(errcode(ERRCODE_DUPLICATE_COLUMN),
 						 errmsg("column \"%s\" specified more than once", col->colname)));
+		if (names_are_keys)
+			notice_folded_name(sql.data, col);
 		types = lappend_oid(types, typid);
 		*typmods_out = lappend_int(*typmods_out, typmod);
 		*names_out = lappend(*names_out, makeString(col->colname));
@@ -630,7 +656,7 @@ streamwin_create_kafka_source(PG_FUNCTION_ARGS)
 				 errmsg("topic must not be empty")));
 	format = source_format_from_name(format_name);
 	source_options_validate(options);
-	types = parse_column_list(columns, &typmods, &names);
+	types = parse_column_list(columns, format == SOURCE_FORMAT_JSON, &typmods, &names);
 
 	SPI_connect();
 	source_check_new_name(name);

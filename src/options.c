@@ -9,6 +9,7 @@
  */
 #include "postgres.h"
 
+#include "pgtime.h"
 #include "utils/builtins.h"
 #include "utils/date.h"
 #include "utils/jsonb.h"
@@ -136,11 +137,61 @@ parse_metadata_option(SourceInfo *src, Jsonb *options)
 	}
 }
 
+static void
+invalid_timezone(const char *name)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("invalid value for option \"timezone\": \"%s\"", name),
+			 errdetail("Timestamps without a zone offset in the messages are read in this zone."),
+			 errhint("Use a name from pg_timezone_names, for example \"UTC\" or \"Europe/Berlin\".")));
+}
+
+/*
+ * Option "timezone" as recorded: a zone that TimeZone accepts, without its
+ * offsets in hours (source_timezone_name checks the name at creation; an
+ * update may have recorded the zone of a session, whatever it was).
+ */
+static const char *
+parse_timezone_option(const char *name)
+{
+	pg_tz	   *tz = name[0] != '\0' ? pg_tzset(name) : NULL;
+
+	if (tz == NULL || !pg_tz_acceptable(tz))
+		invalid_timezone(name);
+	return name;
+}
+
+/*
+ * source_timezone_name
+ *		At a source's creation: the zone name of option "timezone" as
+ *		pg_timezone_names spells it (matched without regard to case).  A
+ *		POSIX zone specification such as "9" or "XYZ-3" is refused: its
+ *		offset counts west of Greenwich, the opposite of ISO 8601 and of
+ *		SET TIME ZONE 9.  Reads every zone file: for creation only.
+ */
+const char *
+source_timezone_name(const char *name)
+{
+	pg_tzenum  *dir = pg_tzenumerate_start();
+	pg_tz	   *tz;
+	const char *found = NULL;
+
+	while (found == NULL && (tz = pg_tzenumerate_next(dir)) != NULL)
+		if (pg_strcasecmp(pg_get_timezone_name(tz), name) == 0)
+			found = pstrdup(pg_get_timezone_name(tz));
+	pg_tzenumerate_end(dir);
+	if (found == NULL)
+		invalid_timezone(name);
+	return found;
+}
+
 void
 parse_source_options(SourceInfo *src, Jsonb *options)
 {
 	char	   *start = jsonb_get_text(options, "starting_offsets");
 	char	   *maxrec = jsonb_get_text(options, "max_records_per_batch");
+	char	   *timezone = jsonb_get_text(options, "timezone");
 	JsonbValue *v;
 
 	src->starting_offset = START_EARLIEST;
@@ -170,6 +221,8 @@ parse_source_options(SourceInfo *src, Jsonb *options)
 					 errhint("Use an integer between 1 and 10000000.")));
 		src->max_records_per_batch = (int32) n;
 	}
+
+	src->timezone = timezone != NULL ? parse_timezone_option(timezone) : SOURCE_DEFAULT_TIMEZONE;
 
 	src->npartitions = 0;
 	src->partitions = NULL;

@@ -28,6 +28,17 @@ extern void jsonb_check_keys(Jsonb *options, const char *const *valid, const cha
 /* A source's options into src (starting_offsets, partitions, kafka, ...). */
 extern void parse_source_options(SourceInfo *src, Jsonb *options);
 
+/* At a source's creation: its option "timezone" as pg_timezone_names spells it. */
+extern const char *source_timezone_name(const char *name);
+
+/*
+ * The zone a source's batches run in when its options name none, and the
+ * settings they run with whatever the session's (see batch_execute).
+ */
+#define SOURCE_DEFAULT_TIMEZONE	"UTC"
+#define SOURCE_DATESTYLE		"ISO, MDY"
+#define SOURCE_INTERVALSTYLE	"postgres"
+
 extern void check_trigger_interval(const Interval *iv);
 extern void check_idle_timeout(const Interval *iv);
 extern void validate_query_options(Jsonb *options);

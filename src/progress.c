@@ -1,8 +1,10 @@
 /*-------------------------------------------------------------------------
  *
  * progress.c
- *	  What users see of batches: the streamwin.progress rows, the query's
- *	  status in streamwin.query_catalog, and failures.
+ *	  What users see of batches: the rows of streamwin.progress_log (which
+ *	  users read through the view streamwin.progress, each role those of
+ *	  its own queries), the query's status in streamwin.query_catalog, and
+ *	  failures.
  *
  * A successful batch records its progress row and clears the query's
  * failed status inside the batch transaction.  A failed batch has been
@@ -30,10 +32,10 @@
 void
 progress_record(QueryRunner *r, BatchStats *s)
 {
-	Oid			types[14] = {TEXTOID, INT8OID, TIMESTAMPTZOID, FLOAT8OID, INT8OID, FLOAT8OID,
-	FLOAT8OID, INT8OID, INT8OID, INT8OID, TIMESTAMPTZOID, TEXTOID, INT4OID, INT8OID};
-	Datum		args[14];
-	char		nulls[14];
+	Oid			types[15] = {TEXTOID, INT8OID, TIMESTAMPTZOID, FLOAT8OID, INT8OID, FLOAT8OID,
+	FLOAT8OID, INT8OID, INT8OID, INT8OID, TIMESTAMPTZOID, TEXTOID, INT4OID, INT8OID, TEXTOID};
+	Datum		args[15];
+	char		nulls[15];
 
 	memset(nulls, ' ', sizeof(nulls));
 	args[0] = CStringGetTextDatum(r->query->name);
@@ -51,17 +53,20 @@ progress_record(QueryRunner *r, BatchStats *s)
 	args[11] = CStringGetTextDatum(s->offsets_json);
 	args[12] = Int32GetDatum(streamwin_progress_retention);
 	args[13] = Int64GetDatum(s->duplicates);
+	args[14] = s->missing_keys_json ? CStringGetTextDatum(s->missing_keys_json) : (Datum) 0;
+	nulls[14] = s->missing_keys_json ? ' ' : 'n';
 
 	SPI_connect();
-	catalog_exec("INSERT INTO streamwin.progress (query, batch_id, started_at, duration_ms, "
+	catalog_exec("INSERT INTO streamwin.progress_log (query, batch_id, started_at, duration_ms, "
 							  "input_rows, input_rows_per_second, processed_rows_per_second, "
-							  "late_rows_dropped, dead_letters, state_rows, watermark, offsets, duplicates_dropped) "
-							  "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb, $14)",
-							  14, types, args, nulls, 0);
+							  "late_rows_dropped, dead_letters, state_rows, watermark, offsets, duplicates_dropped, "
+							  "missing_keys) "
+							  "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb, $14, $15::jsonb)",
+							  15, types, args, nulls, 0);
 	types[2] = INT4OID;
 	args[2] = args[12];
 	/* batches after the checkpoint stay: crash recovery replays them */
-	catalog_exec("DELETE FROM streamwin.progress WHERE query = $1 AND batch_id <= $2 - $3 "
+	catalog_exec("DELETE FROM streamwin.progress_log WHERE query = $1 AND batch_id <= $2 - $3 "
 							  "AND batch_id < (SELECT coalesce(checkpoint_batch_id, 0) "
 							  "FROM streamwin.query_catalog WHERE name = $1)",
 							  3, types, args, NULL, 0);

@@ -20,8 +20,9 @@
  *	  window directly: hop() in GROUP BY becomes a LATERAL call of
  *	  hop_starts(), so one row lands in every window covering it.
  * 2. The result is analysed by the parser (names, types, privileges, with
- *	  error positions in the user's text), then checked for shapes that can
- *	  run incrementally.
+ *	  error positions in the user's text); now() and the other clocks become
+ *	  the batch's own timestamp, which a replay sees again; then the query is
+ *	  checked for shapes that can run incrementally.
  * 3. The analysed Query's target list is replaced by window start, group
  *	  keys and partial aggregates, and deparsed with pg_get_querydef() into
  *	  fully qualified SQL, which the batch statements embed.  Workers
@@ -142,6 +143,7 @@ compile_text(Compiled *c, const char *query_text, OutputMode mode)
 	c->query = parse_analyze_fixedparams(rawstmt, query_text, NULL, 0, NULL);
 	error_context_stack = errcallback.previous;
 	check_query_shape(c->query);
+	c->query = rewrite_batch_time(c->query);
 	check_from(c);
 	c->aggregate = c->query->hasAggs || c->query->groupClause != NIL;
 	if (c->aggregate)
@@ -246,7 +248,7 @@ create_objects(Compiled *c, const char *name, OutputMode mode, List *dedup_names
 	if (c->event_time)
 	{
 		appendStringInfoString(plan, ", \"event_time\": ");
-		escape_json(plan, nodeToString(c->event_time));
+		escape_json(plan, nodeToString(event_time_for_plan(c->event_time)));
 	}
 	if (dedup_names != NIL)
 		dedup_statements(c, dedup_names, o->query_id, plan, &o->dedup, &o->dedup_checkpoint);

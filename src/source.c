@@ -185,14 +185,24 @@ source_register(const char *name, const char *kind, const char *brokers, const c
 	int32		source_id;
 	Oid			relid;
 	RoleSwitch role;
-	Oid			argtypes[10] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, OIDOID,
-	TEXTOID, OIDOID, TEXTOID};
-	Datum		args[10];
-	char		nulls[10];
+	Oid			argtypes[11] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, OIDOID,
+	TEXTOID, OIDOID, TEXTOID, TEXTOID};
+	Datum		args[11];
+	char		nulls[11];
 	ListCell   *lt,
 			   *lm,
 			   *ln;
 	bool		first = true;
+	SourceInfo	parsed;
+
+	/*
+	 * The zone the source's batches run in is recorded with its options
+	 * (as pg_timezone_names spells it), the default too: what a source was
+	 * created with stays, whatever later versions take as default.
+	 */
+	parse_source_options(&parsed, options);
+	if (jsonb_get_text(options, "timezone") != NULL)
+		parsed.timezone = source_timezone_name(parsed.timezone);
 
 	/* recorded as PostgreSQL names the view: 'Orders' is orders */
 	name = catalog_new_name(name, "source");
@@ -213,12 +223,15 @@ source_register(const char *name, const char *kind, const char *brokers, const c
 	nulls[8] = OidIsValid(table) ? ' ' : 'n';
 	args[9] = slot_name ? CStringGetTextDatum(slot_name) : (Datum) 0;
 	nulls[9] = slot_name ? ' ' : 'n';
+	args[10] = CStringGetTextDatum(parsed.timezone);
 	catalog_enter(&role);
 	if (SPI_execute_with_args("INSERT INTO streamwin.source_catalog "
 							  "(name, relation, kind, brokers, topic, format, columns, options, owner, "
 							  " source_table, slot_name) "
-							  "VALUES ($1, 0, $8, $2, $3, $4, $5, $6, $7, $9, $10) RETURNING source_id",
-							  10, argtypes, args, nulls, false, 1) != SPI_OK_INSERT_RETURNING)
+							  "VALUES ($1, 0, $8, $2, $3, $4, $5, "
+							  "$6 OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object('timezone', $11), $7, $9, $10) "
+							  "RETURNING source_id",
+							  11, argtypes, args, nulls, false, 1) != SPI_OK_INSERT_RETURNING)
 		elog(ERROR, "could not insert into streamwin.source_catalog");
 	source_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
 											SPI_tuptable->tupdesc, 1, &(bool) {false}));

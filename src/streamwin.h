@@ -69,6 +69,7 @@ typedef struct SourceInfo
 	/* parsed options */
 	int64		starting_offset;	/* START_EARLIEST or START_LATEST */
 	int32		max_records_per_batch;
+	const char *timezone;		/* the zone of batches (option "timezone") */
 	int			npartitions;	/* 0 = every partition of the topic */
 	int32	   *partitions;
 	int			nkafka_props;

@@ -515,7 +515,8 @@ add_table_metadata_columns(const SourceInfo *src, StringInfo columns, List **typ
 Datum
 streamwin_create_table_source(PG_FUNCTION_ARGS)
 {
-	static const char *const valid[] = {"starting_offsets", "max_records_per_batch", "metadata", NULL};
+	static const char *const valid[] = {"starting_offsets", "max_records_per_batch", "metadata",
+	"timezone", NULL};
 	char	   *name;
 	Oid			table;
 	Jsonb	   *options;

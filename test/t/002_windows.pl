@@ -101,7 +101,7 @@ sub run_all
 			"SELECT round(extract(epoch FROM '$r->{watermark}'::timestamptz) * 1000)");
 		is( $node->safe_psql('postgres',
 				"SELECT count(*) = $r->{batches} AND count(DISTINCT xmin::text) = count(*) "
-				  . "FROM streamwin.progress WHERE query = '$q'"),
+				  . "FROM streamwin.progress_log WHERE query = '$q'"),
 			't', "$q: catch_up committed each of its batches");
 	}
 	else

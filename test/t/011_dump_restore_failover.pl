@@ -17,7 +17,8 @@
 #   nostate    pg_dump --no-unlogged-table-data: the state and the marker
 #              saying it is intact are left out, so each query's first batch
 #              restores its checkpoint and replays the batches since, as
-#              after a crash, from the dumped offsets and streamwin.progress.
+#              after a crash, from the dumped offsets and batch log
+#              (streamwin.progress_log).
 # After a restart (restored queries start with the server, like any), chunk
 # 2 is produced.  It begins with events of chunk 1 sent again, within the
 # watermark: the dedup keys must have come through the dump too.  Every
@@ -200,13 +201,13 @@ SELECT string_agg(DISTINCT x, ', ') FROM (
 		'dora', "$db: the queries still belong to dora");
 }
 # What each dump holds of the state, its marker, checkpoints and the batch log.
-for my $r ([ 'all', 'checkpoint_1 dedup_3 progress state_1 state_alive' ],
-	[ 'nostate', 'checkpoint_1 progress' ])
+for my $r ([ 'all', 'checkpoint_1 dedup_3 progress_log state_1 state_alive' ],
+	[ 'nostate', 'checkpoint_1 progress_log' ])
 {
 	my ($file, $want) = @$r;
 	my ($out, $err) = run_command([ 'pg_restore', '-l', "$dir/$file.dump" ]);
 	my @data = sort map { /TABLE DATA \S+ (\S+) / ? $1 : () } split /\n/, $out;
-	is( join(' ', grep { /^(checkpoint_1|dedup_3|progress|state_1|state_alive)$/ } @data),
+	is( join(' ', grep { /^(checkpoint_1|dedup_3|progress_log|state_1|state_alive)$/ } @data),
 		$want, "$file dump: the data of $want");
 }
 
