@@ -156,14 +156,63 @@ message_row(SourceReader *rd, const KafkaMessage *m, SourceRow *row)
 	row->headers_error = NULL;
 }
 
+/*
+ * A batch of a backlog takes from every partition that has messages
+ * behind, in proportion to how many (Spark's maxOffsetsPerTrigger), so
+ * that it reads a slice of event time: the watermark, the minimum over
+ * partitions, moves during a catch-up and windows close, where a batch
+ * holding a few partitions whole would hold every window open.  Lags come
+ * from the high watermarks of the last fetch responses (a partition not
+ * fetched from yet is asked); when everything fits in one batch, nothing
+ * is limited.
+ */
+static void
+limit_by_lag(SourceReader *rd)
+{
+	KafkaReader *kr = KR(rd);
+	int			max = rd->source->max_records_per_batch;
+	int64		total = 0;
+	int64	   *lag = palloc(sizeof(int64) * rd->nparts);
+	int32	   *partitions = palloc(sizeof(int32) * rd->nparts);
+	int		   *limits = palloc(sizeof(int) * rd->nparts);
+
+	for (int i = 0; i < rd->nparts; i++)
+	{
+		int64		end = kafka_cached_high_watermark(kr->consumer, rd->parts[i].partition);
+
+		/* a partition not fetched from yet: ask its leader (one round trip) */
+		if (end < 0)
+		{
+			int64		low;
+
+			kafka_query_watermarks(kr->consumer, rd->parts[i].partition, &low, &end, 10000);
+		}
+		lag[i] = Max(0, end - rd->parts[i].next.offset);
+		total += lag[i];
+	}
+	if (total <= max)
+		return;
+	for (int i = 0; i < rd->nparts; i++)
+	{
+		partitions[i] = rd->parts[i].partition;
+		/* its share, at least one message if it has any behind */
+		limits[i] = (int) Min(lag[i], Max(lag[i] > 0 ? 1 : 0, (int64) max * lag[i] / total));
+	}
+	kafka_limit_next_fetch(kr->consumer, rd->nparts, partitions, limits);
+}
+
 static int
 kafka_fetch_rows(SourceReader *rd, int timeout_ms, int linger_ms, SourceRow **rows)
 {
 	KafkaReader *kr = KR(rd);
 	KafkaMessage *msgs;
-	int			n = kafka_fetch(kr->consumer, rd->source->max_records_per_batch, timeout_ms,
-								linger_ms, &msgs);
-	SourceRow  *out = palloc(sizeof(SourceRow) * Max(n, 1));
+	int			n;
+	SourceRow  *out;
+
+	if (rd->nparts > 1)
+		limit_by_lag(rd);
+	n = kafka_fetch(kr->consumer, rd->source->max_records_per_batch, timeout_ms, linger_ms, &msgs);
+	out = palloc(sizeof(SourceRow) * Max(n, 1));
 
 	for (int i = 0; i < n; i++)
 	{

@@ -90,6 +90,17 @@ typedef struct KafkaPartitionState
 	bool		eof;			/* end reported, no message delivered since */
 	bool		heard;			/* message or end seen since assigned */
 	int64		next_offset;	/* next offset to deliver, -1 if unknown */
+
+	/*
+	 * kafka_limit_next_fetch: what this fetch may still take of the
+	 * partition (-1: no limit), and the messages taken from the queue
+	 * beyond it, in offset order, for the next fetches (a ring).
+	 */
+	int			limit;
+	rd_kafka_message_t **held;
+	int			nheld;
+	int			held_first;
+	int			held_cap;
 } KafkaPartitionState;
 
 struct KafkaConsumer
@@ -127,6 +138,7 @@ struct KafkaConsumer
 	char		pending_errstr[1024];
 
 	uint64		stale_dropped;	/* messages dropped as already delivered */
+	int64		held_bytes;		/* payloads held back, over all partitions */
 
 	KafkaConsumer *next;		/* in the list of open consumers */
 };
@@ -173,6 +185,67 @@ set_pending_error(KafkaConsumer *c, rd_kafka_resp_err_t err, const char *text)
 		return;
 	c->pending_err = err;
 	strlcpy(c->pending_errstr, text, sizeof(c->pending_errstr));
+}
+
+/* Keep a message of a partition beyond this fetch's limit, in order. */
+static void
+hold_message(KafkaConsumer *c, KafkaPartitionState *ps, rd_kafka_message_t *m)
+{
+	if (ps->nheld == ps->held_cap)
+	{
+		int			cap = Max(ps->held_cap * 2, 64);
+		rd_kafka_message_t **ring = malloc(cap * sizeof(rd_kafka_message_t *));
+
+		if (ring == NULL)
+		{
+			rd_kafka_message_destroy(m);
+			ereport(ERROR,
+					(errcode(ERRCODE_OUT_OF_MEMORY),
+					 errmsg("out of memory")));
+		}
+		for (int i = 0; i < ps->nheld; i++)
+			ring[i] = ps->held[(ps->held_first + i) % ps->held_cap];
+		free(ps->held);
+		ps->held = ring;
+		ps->held_first = 0;
+		ps->held_cap = cap;
+	}
+	ps->held[(ps->held_first + ps->nheld) % ps->held_cap] = m;
+	ps->nheld++;
+	c->held_bytes += m->len;
+}
+
+/*
+ * A fetch cut across partitions holds back at most this many bytes of
+ * other partitions' messages while it waits for its shares (librdkafka's
+ * own default bound on its queue, queued.max.messages.kbytes), so that
+ * partitions whose messages come first cannot fill memory.
+ */
+#define KAFKA_MAX_HELD_BYTES	((int64) 64 * 1024 * 1024)
+
+static rd_kafka_message_t *
+unhold_message(KafkaConsumer *c, KafkaPartitionState *ps)
+{
+	rd_kafka_message_t *m = ps->held[ps->held_first];
+
+	ps->held_first = (ps->held_first + 1) % ps->held_cap;
+	ps->nheld--;
+	c->held_bytes -= m->len;
+	return m;
+}
+
+/* Let go of every held message (a new assignment, the end). */
+static void
+drop_held(KafkaConsumer *c)
+{
+	for (int p = 0; p < c->nparts; p++)
+	{
+		KafkaPartitionState *ps = &c->parts[p];
+
+		while (ps->nheld > 0)
+			rd_kafka_message_destroy(unhold_message(c, ps));
+		ps->limit = -1;
+	}
 }
 
 static KafkaPartitionState *
@@ -677,6 +750,9 @@ consumer_destroy(KafkaConsumer *c)
 
 	/* librdkafka waits for outstanding messages before it lets go. */
 	release_batch(c);
+	drop_held(c);
+	for (int p = 0; p < c->nparts; p++)
+		free(c->parts[p].held);
 
 	if (c->queue)
 		rd_kafka_queue_io_event_enable(c->queue, -1, NULL, 0);
@@ -882,12 +958,15 @@ kafka_assign(KafkaConsumer *c, int n, const int32 *partitions,
 					 errmsg("out of memory")));
 		memset(parts + c->nparts, 0,
 			   (newlen - c->nparts) * sizeof(KafkaPartitionState));
+		for (int p = c->nparts; p < newlen; p++)
+			parts[p].limit = -1;
 		c->parts = parts;
 		c->nparts = newlen;
 	}
 
 	/* The caller's messages belong to the old assignment: let them go. */
 	release_batch(c);
+	drop_held(c);
 
 	list = rd_kafka_topic_partition_list_new(Max(n, 1));
 	for (i = 0; i < n; i++)
@@ -1136,6 +1215,8 @@ handle_event(KafkaConsumer *c, rd_kafka_message_t *m, KafkaFatalEvent *fatal)
  * the current batch.  Returns the number of queue entries taken (messages
  * and events); raises an error for a fatal event.
  */
+static void deliver(KafkaConsumer *c, KafkaPartitionState *ps, rd_kafka_message_t *m);
+
 static int
 take_available(KafkaConsumer *c, int max_records)
 {
@@ -1159,7 +1240,6 @@ take_available(KafkaConsumer *c, int max_records)
 	{
 		rd_kafka_message_t *m = c->rkmsgs[i];
 		KafkaPartitionState *ps;
-		KafkaMessage *km;
 
 		if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR)
 		{
@@ -1191,16 +1271,35 @@ take_available(KafkaConsumer *c, int max_records)
 			rd_kafka_message_destroy(m);
 			continue;
 		}
-
-		ps->next_offset = m->offset + 1;
 		ps->heard = true;
+		c->conn_suspect = false;
+		if (ps->nheld > 0 || ps->limit == 0)
+		{
+			/* past this fetch's share of the partition: a later one's */
+			ps->next_offset = m->offset + 1;
+			hold_message(c, ps, m);
+			continue;
+		}
 		if (ps->eof)
 		{
 			ps->eof = false;
 			c->neof--;
 		}
-		c->conn_suspect = false;
+		deliver(c, ps, m);
+	}
+	return (int) got;
+}
 
+/* Put message m of partition ps into the current batch. */
+static void
+deliver(KafkaConsumer *c, KafkaPartitionState *ps, rd_kafka_message_t *m)
+{
+	KafkaMessage *km;
+
+	ps->next_offset = Max(ps->next_offset, m->offset + 1);
+	if (ps->limit > 0)
+		ps->limit--;
+	{
 		c->rkmsgs[c->nmsgs] = m;
 		km = &c->msgs[c->nmsgs];
 		km->partition = m->partition;
@@ -1222,7 +1321,53 @@ take_available(KafkaConsumer *c, int max_records)
 		km->headers_error = NULL;
 		c->nmsgs++;
 	}
-	return (int) got;
+}
+
+/*
+ * The messages held from earlier fetches come first, in partition order
+ * and within each in offset order, as far as this fetch's limits let them.
+ */
+static void
+take_held(KafkaConsumer *c, int max_records)
+{
+	for (int p = 0; p < c->nparts && c->nmsgs < max_records; p++)
+	{
+		KafkaPartitionState *ps = &c->parts[p];
+
+		while (ps->assigned && ps->nheld > 0 && ps->limit != 0 && c->nmsgs < max_records)
+			deliver(c, ps, unhold_message(c, ps));
+	}
+}
+
+/*
+ * Has this fetch taken all it can, short of its size: every assigned
+ * partition is at its end or at its limit?
+ */
+static bool
+fetch_complete(KafkaConsumer *c)
+{
+	if (c->neof == c->nassigned)
+		return true;
+	for (int p = 0; p < c->nparts; p++)
+	{
+		KafkaPartitionState *ps = &c->parts[p];
+
+		if (ps->assigned && ps->limit != 0 && !(ps->eof && ps->nheld == 0))
+			return false;
+	}
+	return true;
+}
+
+void
+kafka_limit_next_fetch(KafkaConsumer *c, int n, const int32 *partitions, const int *limits)
+{
+	for (int i = 0; i < n; i++)
+	{
+		KafkaPartitionState *ps = partition_state(c, partitions[i]);
+
+		if (ps != NULL)
+			ps->limit = limits[i];
+	}
 }
 
 /*
@@ -1324,6 +1469,7 @@ kafka_fetch(KafkaConsumer *c, int max_records, int timeout_ms, int linger_ms,
 {
 	int64		deadline;
 	int64		linger_deadline = 0;
+	bool		limited;
 
 	if (max_records <= 0)
 		ereport(ERROR,
@@ -1360,6 +1506,11 @@ kafka_fetch(KafkaConsumer *c, int max_records, int timeout_ms, int linger_ms,
 	raise_pending_error(c);
 	if (c->nassigned == 0)
 		return 0;
+	take_held(c, max_records);
+	limited = false;
+	for (int p = 0; p < c->nparts; p++)
+		if (c->parts[p].assigned && c->parts[p].limit >= 0)
+			limited = true;
 
 	deadline = monotonic_ms() + Max(timeout_ms, 0);
 	for (;;)
@@ -1378,7 +1529,10 @@ kafka_fetch(KafkaConsumer *c, int max_records, int timeout_ms, int linger_ms,
 		serve_events(c);
 		raise_pending_error(c);
 
-		if (c->nmsgs >= max_records)
+		if (c->nmsgs >= max_records || (limited && fetch_complete(c)))
+			break;
+		/* a batch cut across partitions holds back at most so much */
+		if (limited && c->held_bytes >= KAFKA_MAX_HELD_BYTES)
 			break;
 		if (taken > 0)
 			continue;			/* take the rest of what is there */
@@ -1389,11 +1543,18 @@ kafka_fetch(KafkaConsumer *c, int max_records, int timeout_ms, int linger_ms,
 		 * something was taken, linger briefly for it, so that a batch holds
 		 * what the broker has now rather than one response's worth.
 		 */
-		if (c->neof == c->nassigned)
+		if (fetch_complete(c))
 			break;
-		if (c->nmsgs > 0 && linger_ms <= 0)
+
+		/*
+		 * A batch cut across partitions waits for each partition's share
+		 * (which a backlog has behind): up to the timeout, not just a
+		 * linger, or it would hold the partitions whose responses came
+		 * first.
+		 */
+		if (c->nmsgs > 0 && linger_ms <= 0 && !limited)
 			break;
-		if (c->nmsgs > 0 && linger_deadline == 0)
+		if (c->nmsgs > 0 && linger_deadline == 0 && !limited)
 			linger_deadline = monotonic_ms() + linger_ms;
 		remaining = (linger_deadline != 0 ? Min(linger_deadline, deadline) : deadline) -
 			monotonic_ms();
@@ -1411,6 +1572,10 @@ kafka_fetch(KafkaConsumer *c, int max_records, int timeout_ms, int linger_ms,
 			CHECK_FOR_INTERRUPTS();
 		}
 	}
+
+	/* the limits were for this fetch */
+	for (int p = 0; p < c->nparts; p++)
+		c->parts[p].limit = -1;
 
 	if (c->stale_dropped > 0)
 	{
@@ -1440,7 +1605,7 @@ kafka_partition_at_eof(KafkaConsumer *c, int32 partition)
 	KafkaPartitionState *ps = partition_state(c, partition);
 	int64		hi;
 
-	if (ps == NULL || !ps->eof)
+	if (ps == NULL || !ps->eof || ps->nheld > 0)
 		return false;
 
 	/* A newer high watermark means librdkafka has seen more since. */

@@ -209,6 +209,20 @@ extern int	kafka_fetch(KafkaConsumer *c, int max_records, int timeout_ms,
 						int linger_ms, KafkaMessage **msgs);
 
 /*
+ * kafka_limit_next_fetch
+ *		For the next kafka_fetch() only: take at most limits[i] messages of
+ *		partitions[i] (assigned ones).  Messages of a partition beyond its
+ *		limit are kept by the consumer, in order, and delivered first by the
+ *		fetches after; kafka_assign() lets them go.  So a caller can cut
+ *		each batch across partitions as it likes, whatever order the
+ *		brokers' responses come in.  That fetch waits (up to its timeout,
+ *		not just its linger) until each limited partition gave its share or
+ *		reached its end, or until 64 MB of messages are held back.
+ */
+extern void kafka_limit_next_fetch(KafkaConsumer *c, int n, const int32 *partitions,
+								   const int *limits);
+
+/*
  * kafka_partition_at_eof
  *		True if the consumer has reached the end of the partition and
  *		nothing newer has been seen since.
