@@ -5,11 +5,12 @@
  *	  transition state kept as bytea in the state table, built per batch,
  *	  merged batch by batch and finalised from there.
  *
- * count, sum, min, max, avg and bool_and/or merge with plain SQL (see
- * compile_aggregate in query.c).  Every other aggregate that PostgreSQL
- * itself could split for parallel aggregation (it has a combine function,
- * and serialisation functions if its state is internal) is run through the
- * functions here, named by the aggregate's regprocedure:
+ * count, sum, min, max, avg and bool_and/or keep plain values, merged by
+ * the state store or in plain SQL (see compile_aggregate.c).  Every other
+ * aggregate that PostgreSQL itself could split for parallel aggregation (it
+ * has a combine function, and serialisation functions if its state is
+ * internal) is run through the functions here, named by the aggregate's
+ * regprocedure:
  *
  *	 streamwin.partial_state(agg, args...)	  aggregate: the batch's state
  *	 streamwin.combine_states(agg, a, b)	  scalar: merge two stored states

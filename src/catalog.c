@@ -156,8 +156,8 @@ catalog_check_owner(Oid owner, const char *kind, const char *name)
  *		reset_query take to wait for a batch in progress).  An advisory lock
  *		rather than a row lock on the query's catalog row: a row lock needs a
  *		transaction id and writes WAL, so every empty batch of every idle
- *		query, ten a second on a 100 ms trigger, cost a transaction id, a
- *		WAL record and a commit to flush.
+ *		query (ten a second on a 100 ms trigger) would cost a transaction
+ *		id, a WAL record and a commit to flush.
  */
 void
 catalog_lock_query(int32 query_id)
@@ -364,8 +364,9 @@ catalog_new_name(const char *name, const char *kind)
 
 /*
  * Look an object up by name; NULL if missing and missing_ok, else an error.
- * The name as given first, then its canonical form: a name recorded by a
- * version before names were made canonical is found as it was written.
+ * The name as given first, then its canonical form: a name that the update
+ * to 0.5 kept as written (its canonical form was another object's) is
+ * found by that spelling.
  */
 static HeapTuple
 lookup_by_name(const char *sql, const char *name, bool missing_ok, const char *kind,
@@ -522,9 +523,9 @@ catalog_get_query_by_id(int32 query_id, bool missing_ok)
  *		A table streamwin creates for a query (state, checkpoint, dedup
  *		keys) depends on the extension, as an ordinary dependency: DROP
  *		EXTENSION names it and, with CASCADE, drops it.  Without that the
- *		tables outlived the extension in its schema, and a new installation,
- *		numbering its queries from 1 again, collided with them.  Not an
- *		extension member: pg_dump must still dump them.
+ *		tables would outlive the extension in its schema, and a new
+ *		installation, numbering its queries from 1 again, would collide with
+ *		them.  Not an extension member: pg_dump must still dump them.
  */
 void
 catalog_table_depends_on_extension(Oid relid)

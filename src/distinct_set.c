@@ -10,8 +10,9 @@
  * one, and hop windows merge the sets of their panes:
  *
  *	streamwin.distinct_set(x anynonarray): the aggregate that builds a
- *		batch's set (as array_agg(DISTINCT x) would, but hashable: that one
- *		made the batch sort all its rows, then every group's values again);
+ *		batch's set (as array_agg(DISTINCT x) would, but hashable, where
+ *		that one makes the batch sort all its rows, then every group's
+ *		values again);
  *	streamwin.distinct_union(a anyarray, b anyarray): the sorted union;
  *	streamwin.distinct_union(set anyarray): the aggregate of that.
  *

@@ -553,11 +553,11 @@ build_conf(const char *brokers, int fetch_wait_ms, int prefetch_messages,
 	 * librdkafka stops fetching every partition, and backs off for about
 	 * half a second, once the consumer's queue holds queued.min.messages
 	 * (100,000 by default, counted over all partitions).  A batch takes up
-	 * to max_records_per_batch at once, so with the default, reading a
-	 * backlog stalled for 0.8 s after every third batch, and wall time was
-	 * twice the CPU time.  Keep fetching while the queue holds less than the
-	 * caller asks for; queued.max.messages.kbytes (64 MB of messages) still
-	 * bounds the memory it takes.
+	 * to max_records_per_batch at once, so with the default a backlog would
+	 * be read in stalls, the fetcher backing off every few batches.  Keep
+	 * fetching while the queue holds less than the caller asks for;
+	 * queued.max.messages.kbytes (64 MB of messages) still bounds the memory
+	 * it takes.
 	 */
 	conf_set_or_error(conf, "queued.min.messages",
 					  psprintf("%d", Min(Max(prefetch_messages, 100000), 10000000)));

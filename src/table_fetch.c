@@ -119,10 +119,10 @@ process_record(LogicalDecodingContext *ctx, FetchState *st)
  * that filled its batch at a transaction boundary, for at most
  * KEEP_MAX_FETCHES fetches in a row.  The slot stays acquired meanwhile,
  * also between a worker's transactions, which makes the other queries of
- * the source wait for it (they then take their turn, see fetch_table in
- * batch.c); a context must never outlive its hold on the slot, since a new
- * context clears the slot's spill files.  A fetch that does not start
- * exactly where the kept context stopped (a failed batch, a replay,
+ * the source wait for it (they then take their turn, see table_fetch_rows
+ * in table_reader.c); a context must never outlive its hold on the slot,
+ * since a new context clears the slot's spill files.  A fetch that does not
+ * start exactly where the kept context stopped (a failed batch, a replay,
  * another slot) discards it, and so does an abort; the caller releases it
  * when it stops fetching (table_fetch_release, or the process exit).
  */

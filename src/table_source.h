@@ -138,7 +138,7 @@ extern XLogRecPtr source_slot_confirmed(const char *slot_name);
  * table_fetch_release() when it stops; the decoding context may then stay
  * open (holding the slot) to go on from where this fetch ended, and a
  * fetch that fills up inside a transaction may keep the rest of that
- * transaction's rows for the next one (see Spool in table_source.c).
+ * transaction's rows for the next one (see Spool in table_source_int.h).
  */
 extern void table_fetch(const char *slot_name, Oid table, TupleDesc desc,
 						TablePosition start, const TablePosition *upto,
@@ -148,7 +148,7 @@ extern void table_fetch(const char *slot_name, Oid table, TupleDesc desc,
 /*
  * table_fetch_release
  *		Close the decoding context a fetch kept open for the next one (see
- *		table_source.c), releasing the slot: at the end of run_available,
+ *		table_fetch.c), releasing the slot: at the end of run_available,
  *		when a worker stops.
  */
 extern void table_fetch_release(void);

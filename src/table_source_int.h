@@ -69,9 +69,9 @@ extern FetchState *active_fetch;
 
 /*
  * The rest of a transaction larger than a batch, for the batches that
- * follow.  Without it, each of them decoded the whole transaction again
- * (the reorder buffer only replays a transaction once it has read its
- * commit) and skipped the rows already processed: a bulk load of n rows
+ * follow.  Without it, each of them would decode the whole transaction
+ * again (the reorder buffer only replays a transaction once it has read its
+ * commit) and skip the rows already processed: a bulk load of n rows would
  * cost n * n / max_records_per_batch rows decoded.  Where the next fetch
  * will most likely start there (a worker, run_available: may_keep), the
  * batch that fills up inside a transaction lets the replay go on to its

@@ -5,8 +5,8 @@
 # batch's own timestamp, recorded as its progress row's started_at; a batch
 # replayed after a crash (the worker killed, the server stopped in immediate
 # mode) sees that time again, so its rows land in the same windows as the
-# first time.  (Taking the transaction's time instead, the replayed batches
-# landed in other windows: messages were counted twice.)
+# first time.  (Were it the transaction's time, the replayed batches would
+# land in other windows, and messages would be counted twice.)
 #
 # Checked against an independent computation: the messages' positions are
 # known from the order they are produced in, each committed batch's progress
