@@ -1272,12 +1272,19 @@ store_load(StateStore *s)
  * The store vouches for what it holds if its last batch ended (a batch
  * that failed never does) and wrote the catalog row last (a batch rolled
  * back afterwards, another backend's batch, a reset write it since).
+ * What its batches added counts against streamwin.state_memory as what a
+ * load reads does: past it, the store lets go of its groups.
  */
 bool
 store_begin(StateStore *s, TransactionId catalog_xmin)
 {
 	if (s->loaded && !s->in_batch && TransactionIdEquals(catalog_xmin, s->catalog_xmin))
 	{
+		if (over_memory(s))
+		{
+			store_invalidate(s);
+			return false;
+		}
 		s->in_batch = true;
 		return true;
 	}

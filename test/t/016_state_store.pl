@@ -1,0 +1,258 @@
+
+# 016_state_store.pl: the state store (src/state_store.c) against plain SQL.
+#
+# Queries created from 0.5 on keep their open groups in memory, merged in C,
+# and write only the changed rows of their UNLOGGED state table and of its
+# logged checkpoint, by row location.  Every expectation below is plain SQL
+# over the table the query's table source reads (the same events), compared
+# as multisets; nothing is a number copied from a run.
+#
+#   1. The memory cap, in a session (streamwin.state_memory = 1MB, its
+#      minimum): three queries (update and append mode over 10-second
+#      windows with a watermark, complete mode without a window) whose state
+#      grows past the cap in the middle of a stream of small batches switch
+#      to their state tables ("does not fit in streamwin.state_memory"),
+#      stay exact there, and switch back ("fits in memory again"; tried
+#      every 100 batches) when windows closing under the watermark shrink
+#      the state, or when the cap is raised.
+#
+# Exact at every step means: the result table equals plain SQL over the
+# events (update mode: every window; append mode: the windows closed by
+# the watermark, which is max(ts) - 5 s of what was read; complete mode:
+# every key), and the state table holds exactly the open groups, recounted
+# from the events.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time usleep);
+use StreamwinTest;
+
+my $T0 = "timestamptz '2024-01-01 00:00:00+00'";
+
+my $node = new_node('store',
+	conf => "streamwin.checkpoint_interval = 3\nstreamwin.checkpoint_min_interval = 0\n");
+
+# ---- helpers ----------------------------------------------------------------
+
+# Insert n events into table: g runs 1..n in the expressions (SQL) for k, v
+# and ts.
+sub insert_events
+{
+	my ($table, $n, $k, $v, $ts) = @_;
+	$node->safe_psql('postgres',
+		"INSERT INTO $table (k, v, ts) SELECT $k, $v, $ts FROM generate_series(1, $n) g");
+	return;
+}
+
+# One session's SQL: returns (stdout, stderr) and forgets the error, so
+# that the session goes on.
+sub sess
+{
+	my ($s, $sql) = @_;
+	my ($out) = $s->query($sql);
+	my $err = $s->{stderr};
+	$s->{stderr} = '';
+	return ($out, $err);
+}
+
+# SQL that must succeed in a session (one test when named).
+sub sess_ok
+{
+	my ($s, $sql, $name) = @_;
+	my ($out, $err) = sess($s, $sql);
+	if (defined $name)
+	{
+		is($err, '', $name) or diag("SQL: $sql");
+	}
+	elsif ($err ne '')
+	{
+		fail("session SQL succeeds: $sql");
+		diag($err);
+	}
+	return $out;
+}
+
+# The aggregates of the windowed queries, as plain SQL computes them.
+my $WAGGS = 'count(*)::bigint AS n, sum(v)::bigint AS s, min(v) AS lo, max(v) AS hi, avg(v) AS a';
+my $WCOLS = 'window_start, window_end, k, n, s, lo, hi, a';
+
+# Plain SQL: the 10-second windows per k over the events of table, with
+# extra conditions on them (e.g. closed by a watermark).
+sub want_windows
+{
+	my ($table, $where) = @_;
+	return "SELECT * FROM ("
+	  . windows_sql(table => $table, size => 10, keys => 'k', aggs => $WAGGS)
+	  . ") w" . ($where ? " WHERE $where" : '');
+}
+
+# The watermark of query q, as it must be after reading all of table:
+# max(ts) - 5 s (one partition).  Checked against what the query says.
+sub watermark_of
+{
+	my ($table, $q) = @_;
+	my $want = "(SELECT max(ts) - interval '5 seconds' FROM $table)";
+	is( $node->safe_psql('postgres',
+			"SELECT watermark = $want FROM streamwin.queries WHERE name = '$q'"),
+		't', "$q: the watermark is max(ts) - 5 s of the events");
+	return $want;
+}
+
+sub state_table
+{
+	my ($q) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT state_table FROM streamwin.queries WHERE name = '$q'");
+}
+
+# Does the state table of q have an index (the query runs on its table)?
+sub table_mode
+{
+	my ($q) = @_;
+	return $node->safe_psql('postgres', qq{
+SELECT count(*) > 0 FROM pg_index i JOIN streamwin.query_catalog q ON i.indrelid = q.state_table
+ WHERE q.name = '$q'}) eq 't';
+}
+
+# The state table of a windowed query holds exactly its open groups: the
+# windows of the events that end after the watermark, with each partial.
+sub windowed_state_matches
+{
+	my ($table, $q, $wm, $name) = @_;
+	results_match($node,
+		'SELECT window_start, window_end, k, "n$count", "s$sum", "lo$min", "hi$max", "a$sum", "a$count" FROM '
+		  . state_table($q),
+		"SELECT * FROM ("
+		  . windows_sql(table => $table, size => 10, keys => 'k',
+			aggs => 'count(*), sum(v), min(v), max(v), sum(v), count(v)')
+		  . ") w WHERE window_end > $wm",
+		$name);
+	return;
+}
+
+# How often the server log says that query q switched, either way.
+sub switches
+{
+	my ($q) = @_;
+	my $log = slurp_file($node->logfile);
+	my $out = () = $log =~ /the state of query "$q" does not fit in streamwin\.state_memory/g;
+	my $in  = () = $log =~ /the state of query "$q" fits in memory again/g;
+	return "$out/$in";
+}
+
+# ==== 1. the memory cap, in a session =========================================
+
+psql_ok($node, q{
+CREATE TABLE ev1 (id bigserial, k int, v int, ts timestamptz);
+SELECT streamwin.create_table_source('s1', 'ev1', '{"max_records_per_batch": 250}');
+SELECT streamwin.create_query('m_update',
+    $q$SELECT k, count(*) AS n, sum(v) AS s, min(v) AS lo, max(v) AS hi, avg(v) AS a
+       FROM s1 GROUP BY streamwin.tumble(ts, '10 seconds'), k$q$,
+    watermark => '5 seconds', output_mode => 'update', start => false);
+SELECT streamwin.create_query('m_append',
+    $q$SELECT k, count(*) AS n, sum(v) AS s, min(v) AS lo, max(v) AS hi, avg(v) AS a
+       FROM s1 GROUP BY streamwin.tumble(ts, '10 seconds'), k$q$,
+    watermark => '5 seconds', start => false);
+SELECT streamwin.create_query('m_complete',
+    $q$SELECT k, count(*) AS n, sum(v) AS s, min(v) AS lo, max(v) AS hi FROM s1 GROUP BY k$q$,
+    output_mode => 'complete', start => false);
+}, 'part 1: a table source and three queries over it');
+
+# One session runs every batch, so that each query's store stays loaded
+# from batch to batch: what it holds grows in memory, past the cap.
+my $s1 = $node->background_psql('postgres');
+sess_ok($s1, "SET streamwin.state_memory = '1MB'; SET client_min_messages = warning");
+
+# Catch up: every query reads the whole table, 250 events a batch, each
+# batch committed (CALL catch_up).
+sub catch_up_all
+{
+	for my $q (qw(m_update m_append m_complete))
+	{
+		sess_ok($s1, "CALL streamwin.catch_up('$q')");
+	}
+	return;
+}
+
+# Every query exact, and their state tables.
+sub check_part1
+{
+	my ($when) = @_;
+	results_match($node, "SELECT $WCOLS FROM m_update", want_windows('ev1'),
+		"m_update: every window $when");
+	my $wm = watermark_of('ev1', 'm_update');
+	windowed_state_matches('ev1', 'm_update', $wm, "m_update: its state table holds the open groups $when");
+	$wm = watermark_of('ev1', 'm_append');
+	results_match($node, "SELECT $WCOLS FROM m_append", want_windows('ev1', "window_end <= $wm"),
+		"m_append: the closed windows $when");
+	windowed_state_matches('ev1', 'm_append', $wm, "m_append: its state table holds the open groups $when");
+	results_match($node, 'SELECT k, n, s, lo, hi FROM m_complete',
+		'SELECT k, count(*) AS n, sum(v) AS s, min(v) AS lo, max(v) AS hi FROM ev1 GROUP BY k',
+		"m_complete: every key $when");
+	results_match($node,
+		'SELECT k, "n$count", "s$sum", "lo$min", "hi$max" FROM ' . state_table('m_complete'),
+		'SELECT k, count(*), sum(v), min(v), max(v) FROM ev1 GROUP BY k',
+		"m_complete: its state table holds every key $when");
+	return;
+}
+
+# (a) 1,000 events over 10 s, 50 keys: a small state, in memory.
+insert_events('ev1', 1000, 'g % 50', '(g * 7919) % 1000', "$T0 + g * interval '10 ms'");
+catch_up_all();
+check_part1('with a small state');
+is(join(' ', map { switches($_) } qw(m_update m_append m_complete)), '0/0 0/0 0/0',
+	'a small state stays in memory');
+
+# (b) 6,000 events in 2 s, each of a new key: every query's state grows
+# past 1MB in the middle of 24 batches, with the store loaded all along.
+insert_events('ev1', 6000, '1000 + g', '(g * 104729) % 1000', "$T0 + interval '10 s' + g * interval '300 us'");
+catch_up_all();
+is(join(' ', map { switches($_) } qw(m_update m_append m_complete)), '1/0 1/0 1/0',
+	'each query says once that its state no longer fits in streamwin.state_memory');
+ok(table_mode($_), "$_ runs on its state table, which has its index") for qw(m_update m_append m_complete);
+check_part1('after the state outgrew the cap in the middle of a stream');
+
+# (c) on the state tables: 3,000 events, half of them to keys of (b) (their
+# groups change), half to new keys.
+insert_events('ev1', 3000, 'CASE WHEN g % 2 = 0 THEN 1000 + g ELSE 20000 + g END', '(g * 31) % 1000',
+	"$T0 + interval '12 s' + g * interval '500 us'");
+catch_up_all();
+check_part1('on the state tables');
+
+# (d) the watermark moves on: 2,500 events over 50 s with 20 keys close
+# the windows of (a) to (c), so that the windowed queries' state shrinks;
+# complete mode keeps every key.  Within the next 100 batches (empty ones
+# count) each tries its store again.
+insert_events('ev1', 2500, 'g % 20', '(g * 13) % 1000', "$T0 + interval '14 s' + g * interval '20 ms'");
+catch_up_all();
+check_part1('after windows closed under the watermark');
+for my $q (qw(m_update m_append m_complete))
+{
+	sess_ok($s1, join('', ("SELECT streamwin.run_batch('$q') IS NOT NULL;\n") x 100));
+}
+is(join(' ', map { switches($_) } qw(m_update m_append m_complete)), '1/1 1/1 1/0',
+	'within 100 batches the windowed queries fit in memory again, complete mode does not');
+ok(!table_mode('m_update') && !table_mode('m_append'), 'their state tables are without index again');
+ok(table_mode('m_complete'), 'm_complete still runs on its state table');
+
+# (e) in memory again: 2,000 events to old and new keys.
+insert_events('ev1', 2000, 'CASE WHEN g % 2 = 0 THEN g % 20 ELSE 30000 + g END', '(g * 17) % 1000',
+	"$T0 + interval '64 s' + g * interval '5 ms'");
+catch_up_all();
+check_part1('back in memory');
+
+# (f) the cap raised: complete mode tries within 100 batches and fits.
+sess_ok($s1, "SET streamwin.state_memory = '64MB'");
+sess_ok($s1, join('', ("SELECT streamwin.run_batch('m_complete') IS NOT NULL;\n") x 100));
+is(switches('m_complete'), '1/1', 'm_complete fits in memory once the cap is raised');
+ok(!table_mode('m_complete'), 'and its state table is without index again');
+insert_events('ev1', 1000, 'CASE WHEN g % 2 = 0 THEN 1000 + g ELSE 40000 + g END', '(g * 19) % 1000',
+	"$T0 + interval '74 s' + g * interval '5 ms'");
+catch_up_all();
+check_part1('after the cap was raised');
+$s1->quit;
+
+$node->stop;
+done_testing();
