@@ -15,6 +15,11 @@
 #      stay exact there, and switch back ("fits in memory again"; tried
 #      every 100 batches) when windows closing under the watermark shrink
 #      the state, or when the cap is raised.
+#   4. Consistency, in sessions whose stores stay loaded: a batch that
+#      fails after the store merged its groups (a CHECK constraint on the
+#      result table), batches rolled back by the user (also two in one
+#      transaction, and run_available in a transaction that fails), another
+#      session's batches in between, reset_query by either session.
 #
 # Exact at every step means: the result table equals plain SQL over the
 # events (update mode: every window; append mode: the windows closed by
@@ -44,6 +49,15 @@ sub insert_events
 	$node->safe_psql('postgres',
 		"INSERT INTO $table (k, v, ts) SELECT $k, $v, $ts FROM generate_series(1, $n) g");
 	return;
+}
+
+# A session of its own (its runners, and their stores, live as long as it
+# does) that goes on after an error and shows warnings only.
+sub session
+{
+	my $s = $node->background_psql('postgres', on_error_stop => 0);
+	sess_ok($s, 'SET client_min_messages = warning');
+	return $s;
 }
 
 # One session's SQL: returns (stdout, stderr) and forgets the error, so
@@ -162,8 +176,8 @@ SELECT streamwin.create_query('m_complete',
 
 # One session runs every batch, so that each query's store stays loaded
 # from batch to batch: what it holds grows in memory, past the cap.
-my $s1 = $node->background_psql('postgres');
-sess_ok($s1, "SET streamwin.state_memory = '1MB'; SET client_min_messages = warning");
+my $s1 = session();
+sess_ok($s1, "SET streamwin.state_memory = '1MB'");
 
 # Catch up: every query reads the whole table, 250 events a batch, each
 # batch committed (CALL catch_up).
@@ -253,6 +267,150 @@ insert_events('ev1', 1000, 'CASE WHEN g % 2 = 0 THEN 1000 + g ELSE 40000 + g END
 catch_up_all();
 check_part1('after the cap was raised');
 $s1->quit;
+
+# ==== 4. failed, rolled-back and foreign batches, resets, in sessions ========
+
+# Two queries over one table source, 250 events a batch: 10-second windows
+# per key in update mode with a watermark (windows close and are evicted),
+# and running totals per key without a window.  Session A runs most
+# batches, its stores loaded from one batch to the next; session B runs
+# some in between.  After reset_query(..., 'latest') at event id R a query
+# counts only the events after R: their groups' result rows are
+# overwritten with what those events give, the other rows stay.
+psql_ok($node, q{
+CREATE TABLE ev4 (id bigserial, k int, v int, ts timestamptz);
+SELECT streamwin.create_table_source('s4', 'ev4', '{"max_records_per_batch": 250}');
+SELECT streamwin.create_query('c_win',
+    $q$SELECT k, count(*) AS n, sum(v) AS s, min(v) AS lo, max(v) AS hi, avg(v) AS a
+       FROM s4 GROUP BY streamwin.tumble(ts, '10 seconds'), k$q$,
+    watermark => '5 seconds', output_mode => 'update', start => false);
+SELECT streamwin.create_query('c_run',
+    'SELECT k, count(*) AS n, sum(v) AS s, max(v) AS hi FROM s4 GROUP BY k',
+    output_mode => 'update', start => false);
+}, 'part 4: a table source and two queries over it');
+my $sa = session();
+my $sb = session();
+my %reset = (c_win => 0, c_run => 0);
+my $t4 = 0;    # ms after T0 where the next events begin
+
+# n events from $t4 on, step_ms apart, to keys k (SQL over g)
+sub events4
+{
+	my ($n, $k, $step_ms) = @_;
+	insert_events('ev4', $n, $k, "(g * 7907 + $t4) % 1000",
+		"$T0 + ($t4 + g * $step_ms) * interval '1 ms'");
+	$t4 += $n * $step_ms;
+	return;
+}
+
+sub last_id
+{
+	return $node->safe_psql('postgres', 'SELECT coalesce(max(id), 0) FROM ev4');
+}
+
+# Plain SQL for q: the groups of the events since its last reset (id > R),
+# and the rows its result keeps from before.
+sub want4
+{
+	my ($q) = @_;
+	my $r = $reset{$q};
+	if ($q eq 'c_run')
+	{
+		my $agg = 'SELECT k, count(*)::bigint AS n, sum(v)::bigint AS s, max(v) AS hi FROM ev4';
+		return "WITH new AS ($agg WHERE id > $r GROUP BY k) SELECT * FROM new UNION ALL "
+		  . "SELECT * FROM ($agg WHERE id <= $r GROUP BY k) o WHERE k NOT IN (SELECT k FROM new)";
+	}
+	return "WITH new AS (" . want_windows("(SELECT * FROM ev4 WHERE id > $r)")
+	  . ") SELECT * FROM new UNION ALL SELECT * FROM ("
+	  . want_windows("(SELECT * FROM ev4 WHERE id <= $r)")
+	  . ") o WHERE (window_start, k) NOT IN (SELECT window_start, k FROM new)";
+}
+
+# Both queries exact, and their state tables hold exactly their open groups.
+sub check_part4
+{
+	my ($when) = @_;
+	my $r = $reset{c_win};
+	results_match($node, "SELECT $WCOLS FROM c_win", want4('c_win'), "c_win: every window $when");
+	windowed_state_matches("(SELECT * FROM ev4 WHERE id > $r)", 'c_win',
+		"(SELECT max(ts) - interval '5 seconds' FROM ev4 WHERE id > $r)",
+		"c_win: its state table holds the open groups $when");
+	results_match($node, 'SELECT k, n, s, hi FROM c_run', want4('c_run'), "c_run: every key $when");
+	results_match($node, 'SELECT k, "n$count", "s$sum", "hi$max" FROM ' . state_table('c_run'),
+		"SELECT k, count(*), sum(v), max(v) FROM ev4 WHERE id > $reset{c_run} GROUP BY k",
+		"c_run: its state table holds every key $when");
+	return;
+}
+
+sub catch_up4
+{
+	my ($s) = @_;
+	sess_ok($s, "CALL streamwin.catch_up('$_')") for qw(c_win c_run);
+	return;
+}
+
+# (a) 3,000 events over 30 s, 200 keys
+events4(3000, 'g % 200', 10);
+catch_up4($sa);
+check_part4('after session A caught up');
+
+# (b) a batch that fails after the store merged its groups: CHECK
+# constraints on the result tables that the next batch violates (key 0
+# gets 250 events), dropped after the failure
+{
+	my $n0 = $node->safe_psql('postgres', 'SELECT max(n) FROM c_run WHERE k = 0');
+	$node->safe_psql('postgres', "ALTER TABLE c_run ADD CONSTRAINT few CHECK (n < $n0 + 100);"
+		  . "ALTER TABLE c_win ADD CONSTRAINT few CHECK (n < 100)");
+	events4(500, '0', 2);
+	for my $q (qw(c_win c_run))
+	{
+		my ($out, $err) = sess($sa, "SELECT streamwin.run_batch('$q')");
+		like($err, qr/violates check constraint "few"/, "$q: a batch fails on the result table's constraint");
+	}
+	$node->safe_psql('postgres', 'ALTER TABLE c_run DROP CONSTRAINT few; ALTER TABLE c_win DROP CONSTRAINT few');
+	catch_up4($sa);
+	check_part4('after a failed batch');
+}
+
+# (c) batches the user rolls back: one of each query, then two in a
+# transaction, then run_available in a transaction that fails after it
+# (a table source's slot may only be confirmed from committed positions:
+# the second batch of a transaction must not release what the first one's
+# rollback needs again)
+events4(1000, 'g % 300', 5);
+sess_ok($sa, "BEGIN; SELECT streamwin.run_batch('c_win'), streamwin.run_batch('c_run'); ROLLBACK");
+sess_ok($sa, "BEGIN; SELECT streamwin.run_batch('c_win'), streamwin.run_batch('c_run');"
+	  . "SELECT streamwin.run_batch('c_win'), streamwin.run_batch('c_run'); ROLLBACK");
+{
+	my ($out, $err) = sess($sa, "BEGIN; SELECT streamwin.run_available('c_win'), streamwin.run_available('c_run');"
+		  . "SELECT 1 / 0; ROLLBACK");
+	like($err, qr/division by zero/, 'run_available in a transaction that fails');
+}
+catch_up4($sa);
+check_part4('after batches rolled back, then caught up');
+
+# (d) session B's batches between session A's
+events4(1000, 'g % 250', 5);
+for my $s ($sa, $sb, $sb, $sa, $sb, $sa)
+{
+	sess_ok($s, "SELECT streamwin.run_batch('c_win'), streamwin.run_batch('c_run')");
+}
+catch_up4($sa);
+check_part4("after session B's batches between session A's");
+
+# (e) reset_query: of c_run by session B, of c_win by session A; the
+# events after it go to old and new keys, across the windows open before
+events4(500, 'g % 100', 5);
+catch_up4($sa);
+$reset{c_run} = last_id();
+sess_ok($sb, "SELECT streamwin.reset_query('c_run', 'latest')");
+$reset{c_win} = last_id();
+sess_ok($sa, "SELECT streamwin.reset_query('c_win', 'latest')");
+events4(1500, 'g % 400', 10);
+catch_up4($sa);
+check_part4('after reset_query');
+$sa->quit;
+$sb->quit;
 
 $node->stop;
 done_testing();
