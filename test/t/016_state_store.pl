@@ -19,7 +19,8 @@
 #      fails after the store merged its groups (a CHECK constraint on the
 #      result table), batches rolled back by the user (also two in one
 #      transaction, and run_available in a transaction that fails), another
-#      session's batches in between, reset_query by either session.
+#      session's batches in between, reset_query by either session;
+#      VACUUM FULL of the state, checkpoint and result tables.
 #
 # Exact at every step means: the result table equals plain SQL over the
 # events (update mode: every window; append mode: the windows closed by
@@ -154,6 +155,26 @@ sub switches
 	my $out = () = $log =~ /the state of query "$q" does not fit in streamwin\.state_memory/g;
 	my $in  = () = $log =~ /the state of query "$q" fits in memory again/g;
 	return "$out/$in";
+}
+
+# The checkpoint table of q equals its state table, row for row, after a
+# batch that took a checkpoint: session s runs batches of a few more events
+# (keys k, SQL over g) until the last one did.
+sub checkpoint_matches
+{
+	my ($q, $s, $k, $when) = @_;
+	my $at = "SELECT checkpoint_batch_id = last_batch_id FROM streamwin.query_catalog WHERE name = '$q'";
+	for (my $i = 0; $i < 5 && $node->safe_psql('postgres', $at) ne 't'; $i++)
+	{
+		events4(20, $k, 10);
+		sess_ok($s, "SELECT streamwin.run_batch('$q') IS NOT NULL");
+	}
+	is($node->safe_psql('postgres', $at), 't', "$q: its last batch took a checkpoint $when");
+	my $ckpt = $node->safe_psql('postgres',
+		"SELECT checkpoint_table::regclass FROM streamwin.query_catalog WHERE name = '$q'");
+	results_match($node, "SELECT * FROM $ckpt", 'SELECT * FROM ' . state_table($q),
+		"$q: its checkpoint table equals its state table $when");
+	return;
 }
 
 # ==== 1. the memory cap, in a session =========================================
@@ -409,6 +430,29 @@ sess_ok($sa, "SELECT streamwin.reset_query('c_win', 'latest')");
 events4(1500, 'g % 400', 10);
 catch_up4($sa);
 check_part4('after reset_query');
+
+# (f) VACUUM FULL (or CLUSTER) rewrites a table: every row moves, and the
+# locations a store keeps of them are stale.  The next batch must load the
+# store again, rather than update and delete the rows now at those
+# locations.  Session A's store of c_win updated its rows many times over,
+# so the rewrite compacts them.
+{
+	my $ckpt = $node->safe_psql('postgres',
+		"SELECT checkpoint_table::regclass FROM streamwin.query_catalog WHERE name = 'c_win'");
+	my $st = state_table('c_win');
+	$node->safe_psql('postgres', "VACUUM FULL $st, $ckpt, c_win");
+}
+events4(1500, 'g % 400', 10);
+catch_up4($sa);
+check_part4('after VACUUM FULL of the state, checkpoint and result tables');
+checkpoint_matches('c_win', $sa, "g % 400", 'after VACUUM FULL');
+{
+	my $sc = session();
+	events4(500, 'g % 450', 10);
+	sess_ok($sc, "CALL streamwin.catch_up('$_')") for qw(c_win c_run);
+	check_part4('in a new session, which loads the stores anew');
+	$sc->quit;
+}
 $sa->quit;
 $sb->quit;
 
