@@ -20,7 +20,9 @@
 #      result table), batches rolled back by the user (also two in one
 #      transaction, and run_available in a transaction that fails), another
 #      session's batches in between, reset_query by either session;
-#      VACUUM FULL of the state, checkpoint and result tables.
+#      VACUUM FULL of the state, checkpoint and result tables; on the state
+#      table (the cap set in the session), a rolled-back batch that made its
+#      index, and another session's store that dropped it.
 #
 # Exact at every step means: the result table equals plain SQL over the
 # events (update mode: every window; append mode: the windows closed by
@@ -453,6 +455,30 @@ checkpoint_matches('c_win', $sa, "g % 400", 'after VACUUM FULL');
 	check_part4('in a new session, which loads the stores anew');
 	$sc->quit;
 }
+
+# (g) on the state table in session A (the cap set there), with batches
+# that do not commit: the batch that lets go of the store and makes the
+# state table's index is rolled back, which takes the index with it; then
+# session B, whose store fits, drops the index again.  Session A's batches
+# on the state table go on all the same.
+events4(5000, '10000 + g', 1);
+catch_up4($sa);
+check_part4('with 5,000 more keys in memory');
+events4(1000, 'g % 500', 5);
+sess_ok($sa, "SET streamwin.state_memory = '1MB'");
+sess_ok($sa, "BEGIN; SELECT streamwin.run_batch('c_run') IS NOT NULL; ROLLBACK");
+is(switches('c_run'), '1/0', 'c_run: its state no longer fits in session A');
+ok(!table_mode('c_run'), 'c_run: the rollback took the index it made away');
+catch_up4($sa);
+ok(table_mode('c_run'), 'c_run: session A made the index again');
+check_part4('on the state table after a rolled-back switch');
+events4(1000, 'g % 600', 5);
+sess_ok($sb, "SELECT streamwin.run_batch('c_run') IS NOT NULL");
+ok(!table_mode('c_run'), "c_run: session B's store dropped the index");
+catch_up4($sa);
+ok(table_mode('c_run'), 'c_run: session A made the index again');
+check_part4("on the state table after another session's store");
+sess_ok($sa, 'RESET streamwin.state_memory');
 $sa->quit;
 $sb->quit;
 
