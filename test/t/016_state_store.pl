@@ -4,17 +4,18 @@
 # Queries created from 0.5 on keep their open groups in memory, merged in C,
 # and write only the changed rows of their UNLOGGED state table and of its
 # logged checkpoint, by row location.  Every expectation below is plain SQL
-# over the table the query's table source reads (the same events), compared
+# over the events the query read, kept in an ordinary table (the one a
+# table source reads, or a copy of what went to the Kafka topic), compared
 # as multisets; nothing is a number copied from a run.
 #
 #   1. The memory cap, in a session (streamwin.state_memory = 1MB, its
-#      minimum): three queries (update and append mode over 10-second
-#      windows with a watermark, complete mode without a window) whose state
-#      grows past the cap in the middle of a stream of small batches switch
-#      to their state tables ("does not fit in streamwin.state_memory"),
-#      stay exact there, and switch back ("fits in memory again"; tried
-#      every 100 batches) when windows closing under the watermark shrink
-#      the state, or when the cap is raised.
+#      minimum), over a Kafka topic: three queries (update and append mode
+#      over 10-second windows with a watermark, complete mode without a
+#      window) whose state grows past the cap in the middle of a stream of
+#      small batches switch to their state tables ("does not fit in
+#      streamwin.state_memory"), stay exact there, and switch back ("fits
+#      in memory again"; tried every 100 batches) when windows closing under
+#      the watermark shrink the state, or when the cap is raised.
 #   4. Consistency, in sessions whose stores stay loaded: a batch that
 #      fails after the store merged its groups (a CHECK constraint on the
 #      result table), batches rolled back by the user (also two in one
@@ -125,12 +126,18 @@ sub state_table
 }
 
 # Does the state table of q have an index (the query runs on its table)?
+sub table_mode_sql
+{
+	my ($q) = @_;
+	return qq{
+SELECT count(*) > 0 FROM pg_index i JOIN streamwin.query_catalog q ON i.indrelid = q.state_table
+ WHERE q.name = '$q'};
+}
+
 sub table_mode
 {
 	my ($q) = @_;
-	return $node->safe_psql('postgres', qq{
-SELECT count(*) > 0 FROM pg_index i JOIN streamwin.query_catalog q ON i.indrelid = q.state_table
- WHERE q.name = '$q'}) eq 't';
+	return $node->safe_psql('postgres', table_mode_sql($q)) eq 't';
 }
 
 # The state table of a windowed query holds exactly its open groups: the
@@ -160,15 +167,15 @@ sub switches
 }
 
 # The checkpoint table of q equals its state table, row for row, after a
-# batch that took a checkpoint: session s runs batches of a few more events
-# (keys k, SQL over g) until the last one did.
+# batch that took a checkpoint: session s runs batches, each after $more->()
+# added a few events, until the last one did.
 sub checkpoint_matches
 {
-	my ($q, $s, $k, $when) = @_;
+	my ($q, $s, $more, $when) = @_;
 	my $at = "SELECT checkpoint_batch_id = last_batch_id FROM streamwin.query_catalog WHERE name = '$q'";
 	for (my $i = 0; $i < 5 && $node->safe_psql('postgres', $at) ne 't'; $i++)
 	{
-		events4(20, $k, 10);
+		$more->();
 		sess_ok($s, "SELECT streamwin.run_batch('$q') IS NOT NULL");
 	}
 	is($node->safe_psql('postgres', $at), 't', "$q: its last batch took a checkpoint $when");
@@ -181,9 +188,17 @@ sub checkpoint_matches
 
 # ==== 1. the memory cap, in a session =========================================
 
-psql_ok($node, q{
+# The events go to a Kafka topic of one partition (the test broker), and
+# into table ev1 for plain SQL: empty batches of a Kafka source, of which
+# this part runs hundreds, cost next to nothing.
+my $broker = StreamwinTest::Broker->start(topics => { ev1 => 1 });
+my $brokers = $broker->bootstrap;
+psql_ok($node, qq{
 CREATE TABLE ev1 (id bigserial, k int, v int, ts timestamptz);
-SELECT streamwin.create_table_source('s1', 'ev1', '{"max_records_per_batch": 250}');
+SELECT streamwin.create_kafka_source('s1', '$brokers', 'ev1', 'k int, v int, ts timestamptz',
+    options => '{"max_records_per_batch": 250}');
+}, 'part 1: a Kafka source');
+psql_ok($node, q{
 SELECT streamwin.create_query('m_update',
     $q$SELECT k, count(*) AS n, sum(v) AS s, min(v) AS lo, max(v) AS hi, avg(v) AS a
        FROM s1 GROUP BY streamwin.tumble(ts, '10 seconds'), k$q$,
@@ -195,20 +210,44 @@ SELECT streamwin.create_query('m_append',
 SELECT streamwin.create_query('m_complete',
     $q$SELECT k, count(*) AS n, sum(v) AS s, min(v) AS lo, max(v) AS hi FROM s1 GROUP BY k$q$,
     output_mode => 'complete', start => false);
-}, 'part 1: a table source and three queries over it');
+}, 'part 1: three queries over it');
 
 # One session runs every batch, so that each query's store stays loaded
 # from batch to batch: what it holds grows in memory, past the cap.
 my $s1 = session();
 sess_ok($s1, "SET streamwin.state_memory = '1MB'");
 
-# Catch up: every query reads the whole table, 250 events a batch, each
+# Catch up: every query reads the whole topic, 250 events a batch, each
 # batch committed (CALL catch_up).
 sub catch_up_all
 {
 	for my $q (qw(m_update m_append m_complete))
 	{
 		sess_ok($s1, "CALL streamwin.catch_up('$q')");
+	}
+	return;
+}
+
+# n events into ev1 (expressions as for insert_events), and the same to
+# the topic, in order
+sub events1
+{
+	my ($n, $k, $v, $ts) = @_;
+	my $last = $node->safe_psql('postgres', 'SELECT coalesce(max(id), 0) FROM ev1');
+	insert_events('ev1', $n, $k, $v, $ts);
+	my $json = $node->safe_psql('postgres',
+		"SELECT json_build_object('k', k, 'v', v, 'ts', ts) FROM ev1 WHERE id > $last ORDER BY id");
+	$broker->produce('ev1', [ split /\n/, $json ], partition => 0);
+	return;
+}
+
+# n batches of each query, which find nothing to read
+sub empty_batches
+{
+	my ($n, @q) = @_;
+	for my $q (@q)
+	{
+		sess_ok($s1, join('', ("SELECT streamwin.run_batch('$q') IS NOT NULL;\n") x $n));
 	}
 	return;
 }
@@ -236,7 +275,7 @@ sub check_part1
 }
 
 # (a) 1,000 events over 10 s, 50 keys: a small state, in memory.
-insert_events('ev1', 1000, 'g % 50', '(g * 7919) % 1000', "$T0 + g * interval '10 ms'");
+events1( 1000, 'g % 50', '(g * 7919) % 1000', "$T0 + g * interval '10 ms'");
 catch_up_all();
 check_part1('with a small state');
 is(join(' ', map { switches($_) } qw(m_update m_append m_complete)), '0/0 0/0 0/0',
@@ -244,7 +283,7 @@ is(join(' ', map { switches($_) } qw(m_update m_append m_complete)), '0/0 0/0 0/
 
 # (b) 6,000 events in 2 s, each of a new key: every query's state grows
 # past 1MB in the middle of 24 batches, with the store loaded all along.
-insert_events('ev1', 6000, '1000 + g', '(g * 104729) % 1000', "$T0 + interval '10 s' + g * interval '300 us'");
+events1( 6000, '1000 + g', '(g * 104729) % 1000', "$T0 + interval '10 s' + g * interval '300 us'");
 catch_up_all();
 is(join(' ', map { switches($_) } qw(m_update m_append m_complete)), '1/0 1/0 1/0',
 	'each query says once that its state no longer fits in streamwin.state_memory');
@@ -253,7 +292,7 @@ check_part1('after the state outgrew the cap in the middle of a stream');
 
 # (c) on the state tables: 3,000 events, half of them to keys of (b) (their
 # groups change), half to new keys.
-insert_events('ev1', 3000, 'CASE WHEN g % 2 = 0 THEN 1000 + g ELSE 20000 + g END', '(g * 31) % 1000',
+events1( 3000, 'CASE WHEN g % 2 = 0 THEN 1000 + g ELSE 20000 + g END', '(g * 31) % 1000',
 	"$T0 + interval '12 s' + g * interval '500 us'");
 catch_up_all();
 check_part1('on the state tables');
@@ -262,34 +301,46 @@ check_part1('on the state tables');
 # the windows of (a) to (c), so that the windowed queries' state shrinks;
 # complete mode keeps every key.  Within the next 100 batches (empty ones
 # count) each tries its store again.
-insert_events('ev1', 2500, 'g % 20', '(g * 13) % 1000', "$T0 + interval '14 s' + g * interval '20 ms'");
+events1( 2500, 'g % 20', '(g * 13) % 1000', "$T0 + interval '14 s' + g * interval '20 ms'");
 catch_up_all();
 check_part1('after windows closed under the watermark');
-for my $q (qw(m_update m_append m_complete))
-{
-	sess_ok($s1, join('', ("SELECT streamwin.run_batch('$q') IS NOT NULL;\n") x 100));
-}
+empty_batches(100, qw(m_update m_append m_complete));
 is(join(' ', map { switches($_) } qw(m_update m_append m_complete)), '1/1 1/1 1/0',
 	'within 100 batches the windowed queries fit in memory again, complete mode does not');
 ok(!table_mode('m_update') && !table_mode('m_append'), 'their state tables are without index again');
 ok(table_mode('m_complete'), 'm_complete still runs on its state table');
 
 # (e) in memory again: 2,000 events to old and new keys.
-insert_events('ev1', 2000, 'CASE WHEN g % 2 = 0 THEN g % 20 ELSE 30000 + g END', '(g * 17) % 1000',
+events1( 2000, 'CASE WHEN g % 2 = 0 THEN g % 20 ELSE 30000 + g END', '(g * 17) % 1000',
 	"$T0 + interval '64 s' + g * interval '5 ms'");
 catch_up_all();
 check_part1('back in memory');
 
 # (f) the cap raised: complete mode tries within 100 batches and fits.
 sess_ok($s1, "SET streamwin.state_memory = '64MB'");
-sess_ok($s1, join('', ("SELECT streamwin.run_batch('m_complete') IS NOT NULL;\n") x 100));
+empty_batches(100, 'm_complete');
 is(switches('m_complete'), '1/1', 'm_complete fits in memory once the cap is raised');
 ok(!table_mode('m_complete'), 'and its state table is without index again');
-insert_events('ev1', 1000, 'CASE WHEN g % 2 = 0 THEN 1000 + g ELSE 40000 + g END', '(g * 19) % 1000',
+events1( 1000, 'CASE WHEN g % 2 = 0 THEN 1000 + g ELSE 40000 + g END', '(g * 19) % 1000',
 	"$T0 + interval '74 s' + g * interval '5 ms'");
 catch_up_all();
 check_part1('after the cap was raised');
+
+# After some 500 batches of each, switches both ways, inserts, updates and
+# evictions: each checkpoint table is its state table.
+{
+	my $at = 80_000;
+	my $more = sub {
+		events1( 20, 'CASE WHEN g % 2 = 0 THEN g % 20 ELSE 1000 + g END', 'g',
+			"$T0 + ($at + g * 10) * interval '1 ms'");
+		$at += 200;
+	};
+	checkpoint_matches($_, $s1, $more, 'after all that') for qw(m_update m_append m_complete);
+	catch_up_all();
+	check_part1('at the end');
+}
 $s1->quit;
+$broker->stop;
 
 # ==== 4. failed, rolled-back and foreign batches, resets, in sessions ========
 
@@ -447,7 +498,7 @@ check_part4('after reset_query');
 events4(1500, 'g % 400', 10);
 catch_up4($sa);
 check_part4('after VACUUM FULL of the state, checkpoint and result tables');
-checkpoint_matches('c_win', $sa, "g % 400", 'after VACUUM FULL');
+checkpoint_matches('c_win', $sa, sub { events4(20, 'g % 400', 10) }, 'after VACUUM FULL');
 {
 	my $sc = session();
 	events4(500, 'g % 450', 10);
@@ -479,6 +530,13 @@ catch_up4($sa);
 ok(table_mode('c_run'), 'c_run: session A made the index again');
 check_part4("on the state table after another session's store");
 sess_ok($sa, 'RESET streamwin.state_memory');
+# Both run on their state tables in session A now (c_win's windows of 5,000
+# keys did not fit either), and their checkpoints are whole copies.
+ok(table_mode('c_run') && table_mode('c_win'), 'both queries run on their state tables');
+checkpoint_matches($_, $sa, sub { events4(20, 'g % 700', 10) }, 'at the end of part 4')
+  for qw(c_run c_win);
+catch_up4($sa);
+check_part4('at the end');
 $sa->quit;
 $sb->quit;
 
