@@ -16,6 +16,13 @@
 #      streamwin.state_memory"), stay exact there, and switch back ("fits
 #      in memory again"; tried every 100 batches) when windows closing under
 #      the watermark shrink the state, or when the cap is raised.
+#   2. A worker with 100,000 open groups (running totals per key, update
+#      mode): stop_query and start_query, a SIGTERM of the worker, each
+#      followed by events to old and new keys; then the cap lowered under
+#      the running worker (ALTER SYSTEM) and raised again.
+#   3. Crashes (SIGKILL of a worker, or of an unrelated backend) right after
+#      a checkpoint and two batches after one, of queries in update and in
+#      append mode: each restores its checkpoint, replays, reads on.
 #   4. Consistency, in sessions whose stores stay loaded: a batch that
 #      fails after the store merged its groups (a CHECK constraint on the
 #      result table), batches rolled back by the user (also two in one
@@ -24,6 +31,8 @@
 #      VACUUM FULL of the state, checkpoint and result tables; on the state
 #      table (the cap set in the session), a rolled-back batch that made its
 #      index, and another session's store that dropped it.
+#   5. In every part, after many batches: the checkpoint table equals the
+#      state table, row for row.
 #
 # Exact at every step means: the result table equals plain SQL over the
 # events (update mode: every window; append mode: the windows closed by
@@ -41,7 +50,8 @@ use StreamwinTest;
 my $T0 = "timestamptz '2024-01-01 00:00:00+00'";
 
 my $node = new_node('store',
-	conf => "streamwin.checkpoint_interval = 3\nstreamwin.checkpoint_min_interval = 0\n");
+	conf => "streamwin.checkpoint_interval = 3\nstreamwin.checkpoint_min_interval = 0\n"
+	  . "restart_after_crash = on\n");
 
 # ---- helpers ----------------------------------------------------------------
 
@@ -341,6 +351,241 @@ check_part1('after the cap was raised');
 }
 $s1->quit;
 $broker->stop;
+
+# ==== 2. a worker restarts with a large state =================================
+
+# Running totals per key without a window, in update mode: every group
+# stays open, and events after each restart update old groups again (a
+# store that did not load them would count those from zero) and add new
+# ones.  100,000 keys first; 50,000 events a batch.
+psql_ok($node, q{
+CREATE TABLE ev2 (id bigserial, k int, v int, ts timestamptz);
+SELECT streamwin.create_table_source('s2', 'ev2', '{"max_records_per_batch": 50000}');
+SELECT streamwin.create_query('w_big',
+    'SELECT k, count(*) AS n, sum(v) AS s, max(v) AS hi FROM s2 GROUP BY k',
+    output_mode => 'update', trigger_interval => '50 ms');
+}, 'part 2: a running query without a window, in a worker');
+
+my $want2 = 'SELECT k, count(*) AS n, sum(v) AS s, max(v) AS hi FROM ev2 GROUP BY k';
+
+# The result exact; with $state, the state table too (in between, the
+# results of the next events show what the state held).
+sub check_part2
+{
+	my ($when, $state) = @_;
+	wait_results_match($node, 'SELECT k, n, s, hi FROM w_big', $want2, "w_big: every key $when");
+	results_match($node, 'SELECT k, "n$count", "s$sum", "hi$max" FROM ' . state_table('w_big'),
+		$want2, "w_big: its state table holds every key $when")
+	  if $state;
+	return;
+}
+
+sub worker_pid
+{
+	my ($q, $when) = @_;
+	wait_until($node, "SELECT worker_pid IS NOT NULL FROM streamwin.queries WHERE name = '$q'",
+		't', "$q has a worker $when");
+	return $node->safe_psql('postgres', "SELECT worker_pid FROM streamwin.queries WHERE name = '$q'");
+}
+
+# n events to n keys 7 apart, modulo 150,000 (and seed): most of them
+# keys seen before
+sub events2
+{
+	my ($n, $seed) = @_;
+	insert_events('ev2', $n, "(g * 7 + $seed) % (150000 + $seed)", "(g * 31 + $seed) % 1000", $T0);
+	return;
+}
+
+insert_events('ev2', 100_000, 'g', '(g * 7919) % 1000', $T0);
+check_part2('with 100,000 keys', 1);
+my $pid2 = worker_pid('w_big', 'at first');
+
+# stop_query: the worker exits after its batch; events meanwhile; the new
+# worker loads the store from the state table
+psql_ok($node, "SELECT streamwin.stop_query('w_big')");
+wait_until($node, "SELECT worker_pid IS NULL FROM streamwin.queries WHERE name = 'w_big'", 't',
+	'w_big: the worker is gone after stop_query');
+events2(20_000, 1);
+psql_ok($node, "SELECT streamwin.start_query('w_big')");
+check_part2('after stop_query, events, start_query');
+
+# SIGTERM: the worker ends after its batch (and is started again)
+$pid2 = worker_pid('w_big', 'after start_query');
+kill 'TERM', $pid2;
+wait_until($node, "SELECT coalesce(worker_pid, 0) <> $pid2 FROM streamwin.queries WHERE name = 'w_big'",
+	't', 'w_big: the worker ends on SIGTERM');
+events2(20_000, 2);
+psql_ok($node, "SELECT streamwin.start_query('w_big')");
+check_part2('after SIGTERM of the worker, events, a new worker');
+
+# The cap in a worker: lowered under the running worker, whose store is
+# loaded, then raised again; each way it switches within 100 batches (the
+# worker runs one every 50 ms, empty ones too).
+sub wait_switches
+{
+	my ($q, $want, $name) = @_;
+	my $limit = time + 60;
+	usleep(100_000) while switches($q) ne $want && time < $limit;
+	is(switches($q), $want, $name);
+	return;
+}
+psql_ok($node, "ALTER SYSTEM SET streamwin.state_memory = '1MB'; SELECT pg_reload_conf()");
+wait_switches('w_big', '1/0', 'w_big: the worker lets go of its store under a 1MB cap');
+wait_until($node, table_mode_sql('w_big'), 't', 'w_big runs on its state table');
+events2(20_000, 3);
+check_part2('on its state table in the worker');
+psql_ok($node, 'ALTER SYSTEM RESET streamwin.state_memory; SELECT pg_reload_conf()');
+wait_switches('w_big', '1/1', 'w_big: the worker loads its store again once the cap is raised');
+wait_until($node, table_mode_sql('w_big'), 'f', 'w_big runs on its store');
+events2(20_000, 4);
+check_part2('back in memory in the worker');
+
+psql_ok($node, "SELECT streamwin.stop_query('w_big')");
+wait_until($node, "SELECT worker_pid IS NULL FROM streamwin.queries WHERE name = 'w_big'", 't',
+	'w_big: stopped');
+{
+	my $s = session();
+	my $seed = 5;
+	checkpoint_matches('w_big', $s, sub { events2(100, $seed++) }, 'after the worker');
+	sess_ok($s, "CALL streamwin.catch_up('w_big')");
+	$s->quit;
+	check_part2('at the end', 1);
+}
+
+# ==== 3. crashes right after a checkpoint =====================================
+
+# Two running queries over 10-second windows with a 5-second watermark
+# (update and append mode), a batch every 100 ms, a checkpoint every 3
+# batches.  Each round feeds events, 30 every 10 ms in transactions of
+# their own, until a checkpoint of one query is taken (or the batch two
+# after one), and at once kills with SIGKILL its worker or a backend that
+# has nothing to do with streamwin: either way PostgreSQL restarts and
+# empties every UNLOGGED table.  The queries restore their checkpoints,
+# replay the batches since, and read on.
+psql_ok($node, q{
+CREATE TABLE ev3 (id bigserial, k int, v int, ts timestamptz);
+SELECT streamwin.create_table_source('s3', 'ev3', '{"max_records_per_batch": 1000}');
+SELECT streamwin.create_query('c_upd',
+    $q$SELECT k, count(*) AS n, sum(v) AS s, min(v) AS lo, max(v) AS hi, avg(v) AS a
+       FROM s3 GROUP BY streamwin.tumble(ts, '10 seconds'), k$q$,
+    watermark => '5 seconds', output_mode => 'update', trigger_interval => '100 ms');
+SELECT streamwin.create_query('c_app',
+    $q$SELECT k, count(*) AS n, sum(v) AS s, min(v) AS lo, max(v) AS hi, avg(v) AS a
+       FROM s3 GROUP BY streamwin.tumble(ts, '10 seconds'), k$q$,
+    watermark => '5 seconds', trigger_interval => '100 ms');
+-- n events after the ones there are, 10 ms of event time apart, 50 keys
+CREATE PROCEDURE events3(n int) LANGUAGE sql AS $p$
+    INSERT INTO ev3 (k, v, ts)
+    SELECT (b + g) % 50, ((b + g) * 7907) % 1000, timestamptz '2024-01-01 00:00:00+00' + (b + g) * interval '10 ms'
+      FROM (SELECT count(*) AS b FROM ev3) c, generate_series(1, n) g $p$;
+-- events, 30 every 10 ms, until cond holds of query q's catalog row (at
+-- most 20 s): then the pid of q's worker
+CREATE PROCEDURE feed_until(q text, cond text, INOUT pid int DEFAULT NULL) LANGUAGE plpgsql AS $p$
+DECLARE
+    done boolean;
+BEGIN
+    FOR i IN 1 .. 2000 LOOP
+        CALL events3(30);
+        COMMIT;
+        PERFORM pg_sleep(0.01);
+        EXECUTE format('SELECT %s FROM streamwin.query_catalog WHERE name = %L', cond, q) INTO done;
+        IF done THEN
+            SELECT worker_pid INTO pid FROM streamwin.queries WHERE name = q;
+            RETURN;
+        END IF;
+    END LOOP;
+END $p$;
+}, 'part 3: two running queries over windows with a watermark');
+
+sub check_part3
+{
+	my ($when) = @_;
+	wait_results_match($node, "SELECT $WCOLS FROM c_upd", want_windows('ev3'), "c_upd: every window $when");
+	wait_until($node,
+		"SELECT watermark = (SELECT max(ts) - interval '5 seconds' FROM ev3) FROM streamwin.queries WHERE name = 'c_app'",
+		't', "c_app: the watermark reaches max(ts) - 5 s $when");
+	my $wm = "(SELECT max(ts) - interval '5 seconds' FROM ev3)";
+	results_match($node, "SELECT $WCOLS FROM c_app", want_windows('ev3', "window_end <= $wm"),
+		"c_app: the closed windows, each once $when");
+	windowed_state_matches('ev3', $_, $wm, "$_: its state table holds the open groups $when")
+	  for qw(c_upd c_app);
+	return;
+}
+
+sub log_count
+{
+	my ($re) = @_;
+	my $n = () = slurp_file($node->logfile) =~ /$re/g;
+	return $n;
+}
+
+worker_pid($_, 'at first') for qw(c_upd c_app);
+psql_ok($node, 'CALL events3(2000)');
+check_part3('before any crash');
+
+# One round: feed events until cond holds of q (C0: its checkpoint batch
+# when the round begins), then SIGKILL q's worker or an idle backend.
+sub crash_round
+{
+	my ($q, $cond, $victim, $what) = @_;
+	my $c0 = $node->safe_psql('postgres',
+		"SELECT coalesce(checkpoint_batch_id, 0) FROM streamwin.query_catalog WHERE name = '$q'");
+	my $idle = $node->background_psql('postgres');
+	my $idle_pid = $idle->query_safe('SELECT pg_backend_pid()');
+	my $crashes = log_count(qr/all server processes terminated; reinitializing/);
+	my %restores = map { $_ => log_count(qr/query "$_" lost its state in a crash; restoring the checkpoint/) }
+	  qw(c_upd c_app);
+	$cond =~ s/\bC0\b/$c0/g;
+	my $pid = $node->safe_psql('postgres',
+		"CALL feed_until('$q', '" . ($cond =~ s/'/''/gr) . "')");
+	kill 'KILL', $victim eq 'worker' ? $pid : $idle_pid;
+	my $limit = time + 60;
+	usleep(50_000)
+	  while log_count(qr/all server processes terminated; reinitializing/) == $crashes && time < $limit;
+	eval { $idle->quit };
+	is(log_count(qr/all server processes terminated; reinitializing/), $crashes + 1,
+		"$what: PostgreSQL restarted after the SIGKILL");
+	for my $r (qw(c_upd c_app))
+	{
+		wait_until($node,
+			"SELECT 1 FROM streamwin.queries WHERE name = '$r' AND worker_pid IS NOT NULL", '1',
+			"$what: $r has a worker again");
+	}
+	check_part3("after $what");
+	for my $r (qw(c_upd c_app))
+	{
+		cmp_ok(log_count(qr/query "$r" lost its state in a crash; restoring the checkpoint/), '>', $restores{$r},
+			"$what: $r restored its checkpoint");
+	}
+	my $log = slurp_file($node->logfile);
+	my ($ckpt) = $log =~ /.*query "$q" lost its state in a crash; restoring the checkpoint of batch (\d+)/s;
+	note("$what: $q restored the checkpoint of batch $ckpt, at $c0 when the round began");
+	return;
+}
+
+crash_round('c_upd', 'checkpoint_batch_id > C0', 'worker',
+	'SIGKILL of the worker right after its checkpoint');
+crash_round('c_app', 'checkpoint_batch_id > C0', 'backend',
+	"SIGKILL of a backend right after c_app's checkpoint");
+crash_round('c_app', 'checkpoint_batch_id > C0 AND last_batch_id >= checkpoint_batch_id + 2', 'worker',
+	'SIGKILL of the worker two batches after its checkpoint');
+crash_round('c_upd', 'checkpoint_batch_id > C0 AND last_batch_id >= checkpoint_batch_id + 2', 'backend',
+	"SIGKILL of a backend two batches after c_upd's checkpoint");
+
+# After the crashes: each checkpoint table is its state table (the queries
+# stopped, batches run in a session).
+psql_ok($node, "SELECT streamwin.stop_query('c_upd'), streamwin.stop_query('c_app')");
+wait_until($node, "SELECT count(*) FROM streamwin.queries WHERE name IN ('c_upd', 'c_app') AND worker_pid IS NOT NULL",
+	'0', 'part 3: both queries stopped');
+{
+	my $s = session();
+	checkpoint_matches($_, $s, sub { $node->safe_psql('postgres', 'CALL events3(30)') }, 'after the crashes')
+	  for qw(c_upd c_app);
+	sess_ok($s, "CALL streamwin.catch_up('$_')") for qw(c_upd c_app);
+	$s->quit;
+	check_part3('at the end');
+}
 
 # ==== 4. failed, rolled-back and foreign batches, resets, in sessions ========
 
