@@ -128,7 +128,15 @@ batch_begin_store(BatchContext *b)
 	if (r->store == NULL)
 		return;
 	if (r->table_mode && ++r->table_mode_batches % 100 != 0)
+	{
+		/*
+		 * The index may be gone since this runner made it: with the batch
+		 * that made it, rolled back, or dropped by another session's store.
+		 */
+		if (state_table_unindexed(b->q->state_table))
+			(void) runner_run(r, STMT_STATE_INDEX, NULL, NULL);
 		return;
+	}
 	if (!store_begin(r->store, b->catalog_xmin))
 	{
 		if (!r->table_mode)
@@ -137,7 +145,8 @@ batch_begin_store(BatchContext *b)
 							b->q->name, streamwin_state_memory)));
 		r->table_mode = true;
 		r->table_mode_batches = 0;
-		(void) runner_run(r, STMT_STATE_INDEX, NULL, NULL);
+		if (state_table_unindexed(b->q->state_table))
+			(void) runner_run(r, STMT_STATE_INDEX, NULL, NULL);
 		return;
 	}
 	if (!state_table_unindexed(b->q->state_table))

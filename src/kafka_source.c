@@ -90,6 +90,8 @@ typedef struct KafkaPartitionState
 	bool		eof;			/* end reported, no message delivered since */
 	bool		heard;			/* message or end seen since assigned */
 	int64		next_offset;	/* next offset to deliver, -1 if unknown */
+	int64		known_end;		/* the high watermark the broker last
+								 * answered (kafka_query_watermarks), -1 */
 
 	/*
 	 * kafka_limit_next_fetch: what this fetch may still take of the
@@ -868,6 +870,7 @@ kafka_query_watermarks(KafkaConsumer *c, int32 partition, int64 *low,
 	int64_t		lo;
 	int64_t		hi;
 	rd_kafka_resp_err_t err;
+	KafkaPartitionState *ps;
 
 	err = rd_kafka_query_watermark_offsets(c->rk, c->topic, partition,
 										   &lo, &hi, Max(timeout_ms, 1));
@@ -879,6 +882,22 @@ kafka_query_watermarks(KafkaConsumer *c, int32 partition, int64 *low,
 	if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
 		report_request_error(c, err, "query watermarks");
 	serve_events(c);
+
+	/*
+	 * An end reported before the messages the broker holds now is no end:
+	 * fetches wait for them rather than take the partition as read (and
+	 * so does an end still queued from before, see handle_event).
+	 */
+	ps = partition_state(c, partition);
+	if (ps != NULL)
+	{
+		ps->known_end = Max(ps->known_end, hi);
+		if (ps->eof && ps->next_offset < hi)
+		{
+			ps->eof = false;
+			c->neof--;
+		}
+	}
 	*low = lo;
 	*high = hi;
 }
@@ -1012,6 +1031,7 @@ kafka_assign(KafkaConsumer *c, int n, const int32 *partitions,
 		ps->eof = false;
 		ps->heard = false;
 		ps->next_offset = offsets[i] >= 0 ? offsets[i] : -1;
+		ps->known_end = -1;
 	}
 	c->nassigned = n;
 	c->assigned_at = monotonic_ms();
@@ -1175,15 +1195,18 @@ handle_event(KafkaConsumer *c, rd_kafka_message_t *m, KafkaFatalEvent *fatal)
 		rd_kafka_message_destroy(m);
 		if (ps == NULL || (ps->next_offset >= 0 && offset < ps->next_offset))
 			return false;		/* belongs to an older assignment */
+		ps->heard = true;
+		/* A fetch response came back, so the cluster is reachable. */
+		c->conn_suspect = false;
+		/* reported before messages the broker holds: more is on its way */
+		if (offset < ps->known_end)
+			return false;
 		if (!ps->eof)
 		{
 			ps->eof = true;
 			c->neof++;
 		}
 		ps->next_offset = offset;
-		ps->heard = true;
-		/* A fetch response came back, so the cluster is reachable. */
-		c->conn_suspect = false;
 		return false;
 	}
 

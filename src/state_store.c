@@ -143,6 +143,8 @@ struct StateStore
 	bool		loaded;
 	bool		in_batch;		/* a batch began and has not ended */
 	TransactionId catalog_xmin; /* who last wrote the query's catalog row */
+	Oid			state_file;		/* the tables' relfilenodes as loaded: a */
+	Oid			ckpt_file;		/* rewrite (VACUUM FULL, CLUSTER) moves every row */
 };
 
 static const char *const merge_names[] = {
@@ -1269,15 +1271,42 @@ store_load(StateStore *s)
 }
 
 /*
+ * The relfilenode of a table of the store, locked until the transaction
+ * ends: nothing rewrites it while the batch writes its rows by location.
+ */
+static Oid
+store_table_file(Oid relid)
+{
+	Relation	rel = table_open(relid, AccessShareLock);
+	Oid			file = rel->rd_node.relNode;
+
+	table_close(rel, NoLock);
+	return file;
+}
+
+/*
  * The store vouches for what it holds if its last batch ended (a batch
- * that failed never does) and wrote the catalog row last (a batch rolled
- * back afterwards, another backend's batch, a reset write it since).
+ * that failed never does), wrote the catalog row last (a batch rolled
+ * back afterwards, another backend's batch, a reset write it since), and
+ * its tables were not rewritten since it loaded them (the rows are no
+ * longer where it knows them).  What its batches added counts against
+ * streamwin.state_memory as what a load reads does: past it, the store
+ * lets go of its groups.
  */
 bool
 store_begin(StateStore *s, TransactionId catalog_xmin)
 {
-	if (s->loaded && !s->in_batch && TransactionIdEquals(catalog_xmin, s->catalog_xmin))
+	Oid			state_file = store_table_file(s->state_table);
+	Oid			ckpt_file = store_table_file(s->checkpoint_table);
+
+	if (s->loaded && !s->in_batch && TransactionIdEquals(catalog_xmin, s->catalog_xmin) &&
+		state_file == s->state_file && ckpt_file == s->ckpt_file)
 	{
+		if (over_memory(s))
+		{
+			store_invalidate(s);
+			return false;
+		}
 		s->in_batch = true;
 		return true;
 	}
@@ -1285,6 +1314,8 @@ store_begin(StateStore *s, TransactionId catalog_xmin)
 	s->in_batch = false;
 	if (!store_load(s))
 		return false;
+	s->state_file = state_file;
+	s->ckpt_file = ckpt_file;
 	s->in_batch = true;
 	return true;
 }

@@ -17,6 +17,7 @@
 #include "postgres.h"
 
 #include "access/relation.h"
+#include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
@@ -222,8 +223,16 @@ table_fetch_rows(SourceReader *rd, int timeout_ms, int linger_ms, SourceRow **ro
 	PartitionState *p = &rd->parts[0];
 	TableFetch	f;
 	XLogRecPtr	retained = InvalidXLogRecPtr;
-	bool		may_confirm = source_confirm_begin(rd->source->source_id);
+	bool		may_confirm;
 
+	/*
+	 * The slot is confirmed from committed positions only.  A transaction
+	 * that wrote already (an earlier batch of run_available, or of a user's
+	 * transaction) sees its own positions and checkpoints, which its
+	 * rollback takes back: it leaves the slot as it is.
+	 */
+	may_confirm = !TransactionIdIsValid(GetTopTransactionIdIfAny()) &&
+		source_confirm_begin(rd->source->source_id);
 	PG_TRY();
 	{
 		/* a query whose creation has not committed yet may need the slot as is */

@@ -1,0 +1,789 @@
+
+# 016_state_store.pl: the state store (src/state_store.c) against plain SQL.
+#
+# Queries created from 0.5 on keep their open groups in memory, merged in C,
+# and write only the changed rows of their UNLOGGED state table and of its
+# logged checkpoint, by row location.  Every expectation below is plain SQL
+# over the events the query read, kept in an ordinary table (the one a
+# table source reads, or a copy of what went to the Kafka topic), compared
+# as multisets; nothing is a number copied from a run.
+#
+#   1. The memory cap, in a session (streamwin.state_memory = 1MB, its
+#      minimum), over a Kafka topic: three queries (update and append mode
+#      over 10-second windows with a watermark, complete mode without a
+#      window) whose state grows past the cap in the middle of a stream of
+#      small batches switch to their state tables ("does not fit in
+#      streamwin.state_memory"), stay exact there, and switch back ("fits
+#      in memory again"; tried every 100 batches) when windows closing under
+#      the watermark shrink the state, or when the cap is raised.
+#   2. A worker with 100,000 open groups (running totals per key, update
+#      mode): stop_query and start_query, a SIGTERM of the worker, each
+#      followed by events to old and new keys; then the cap lowered under
+#      the running worker (ALTER SYSTEM) and raised again.
+#   3. Crashes (SIGKILL of a worker, or of an unrelated backend) right after
+#      a checkpoint and two batches after one, of queries in update and in
+#      append mode: each restores its checkpoint, replays, reads on.
+#   4. Consistency, in sessions whose stores stay loaded: a batch that
+#      fails after the store merged its groups (a CHECK constraint on the
+#      result table), batches rolled back by the user (also two in one
+#      transaction, and run_available in a transaction that fails), another
+#      session's batches in between, reset_query by either session;
+#      VACUUM FULL of the state, checkpoint and result tables; on the state
+#      table (the cap set in the session), a rolled-back batch that made its
+#      index, and another session's store that dropped it.
+#   5. In every part, after many batches: the checkpoint table equals the
+#      state table, row for row.
+#
+# Exact at every step means: the result table equals plain SQL over the
+# events (update mode: every window; append mode: the windows closed by
+# the watermark, which is max(ts) - 5 s of what was read; complete mode:
+# every key), and the state table holds exactly the open groups, recounted
+# from the events.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time usleep);
+use StreamwinTest;
+
+my $T0 = "timestamptz '2024-01-01 00:00:00+00'";
+
+my $node = new_node('store',
+	conf => "streamwin.checkpoint_interval = 3\nstreamwin.checkpoint_min_interval = 0\n"
+	  . "restart_after_crash = on\n");
+
+# ---- helpers ----------------------------------------------------------------
+
+# Insert n events into table: g runs 1..n in the expressions (SQL) for k, v
+# and ts.
+sub insert_events
+{
+	my ($table, $n, $k, $v, $ts) = @_;
+	$node->safe_psql('postgres',
+		"INSERT INTO $table (k, v, ts) SELECT $k, $v, $ts FROM generate_series(1, $n) g");
+	return;
+}
+
+# A session of its own (its runners, and their stores, live as long as it
+# does) that goes on after an error and shows warnings only.
+sub session
+{
+	my $s = $node->background_psql('postgres', on_error_stop => 0);
+	sess_ok($s, 'SET client_min_messages = warning');
+	return $s;
+}
+
+# One session's SQL: returns (stdout, stderr) and forgets the error, so
+# that the session goes on.
+sub sess
+{
+	my ($s, $sql) = @_;
+	my ($out) = $s->query($sql);
+	my $err = $s->{stderr};
+	$s->{stderr} = '';
+	return ($out, $err);
+}
+
+# SQL that must succeed in a session (one test when named).
+sub sess_ok
+{
+	my ($s, $sql, $name) = @_;
+	my ($out, $err) = sess($s, $sql);
+	if (defined $name)
+	{
+		is($err, '', $name) or diag("SQL: $sql");
+	}
+	elsif ($err ne '')
+	{
+		fail("session SQL succeeds: $sql");
+		diag($err);
+	}
+	return $out;
+}
+
+# The aggregates of the windowed queries, as plain SQL computes them.
+my $WAGGS = 'count(*)::bigint AS n, sum(v)::bigint AS s, min(v) AS lo, max(v) AS hi, avg(v) AS a';
+my $WCOLS = 'window_start, window_end, k, n, s, lo, hi, a';
+
+# Plain SQL: the 10-second windows per k over the events of table, with
+# extra conditions on them (e.g. closed by a watermark).
+sub want_windows
+{
+	my ($table, $where) = @_;
+	return "SELECT * FROM ("
+	  . windows_sql(table => $table, size => 10, keys => 'k', aggs => $WAGGS)
+	  . ") w" . ($where ? " WHERE $where" : '');
+}
+
+# The watermark of query q, as it must be after reading all of table:
+# max(ts) - 5 s (one partition).  Checked against what the query says.
+sub watermark_of
+{
+	my ($table, $q) = @_;
+	my $want = "(SELECT max(ts) - interval '5 seconds' FROM $table)";
+	is( $node->safe_psql('postgres',
+			"SELECT watermark = $want FROM streamwin.queries WHERE name = '$q'"),
+		't', "$q: the watermark is max(ts) - 5 s of the events");
+	return $want;
+}
+
+sub state_table
+{
+	my ($q) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT state_table FROM streamwin.queries WHERE name = '$q'");
+}
+
+# Does the state table of q have an index (the query runs on its table)?
+sub table_mode_sql
+{
+	my ($q) = @_;
+	return qq{
+SELECT count(*) > 0 FROM pg_index i JOIN streamwin.query_catalog q ON i.indrelid = q.state_table
+ WHERE q.name = '$q'};
+}
+
+sub table_mode
+{
+	my ($q) = @_;
+	return $node->safe_psql('postgres', table_mode_sql($q)) eq 't';
+}
+
+# The state table of a windowed query holds exactly its open groups: the
+# windows of the events that end after the watermark, with each partial.
+sub windowed_state_matches
+{
+	my ($table, $q, $wm, $name) = @_;
+	results_match($node,
+		'SELECT window_start, window_end, k, "n$count", "s$sum", "lo$min", "hi$max", "a$sum", "a$count" FROM '
+		  . state_table($q),
+		"SELECT * FROM ("
+		  . windows_sql(table => $table, size => 10, keys => 'k',
+			aggs => 'count(*), sum(v), min(v), max(v), sum(v), count(v)')
+		  . ") w WHERE window_end > $wm",
+		$name);
+	return;
+}
+
+# How often the server log says that query q switched, either way.
+sub switches
+{
+	my ($q) = @_;
+	my $log = slurp_file($node->logfile);
+	my $out = () = $log =~ /the state of query "$q" does not fit in streamwin\.state_memory/g;
+	my $in  = () = $log =~ /the state of query "$q" fits in memory again/g;
+	return "$out/$in";
+}
+
+# The checkpoint table of q equals its state table, row for row, after a
+# batch that took a checkpoint: session s runs batches, each after $more->()
+# added a few events, until the last one did.
+sub checkpoint_matches
+{
+	my ($q, $s, $more, $when) = @_;
+	my $at = "SELECT checkpoint_batch_id = last_batch_id FROM streamwin.query_catalog WHERE name = '$q'";
+	for (my $i = 0; $i < 5 && $node->safe_psql('postgres', $at) ne 't'; $i++)
+	{
+		$more->();
+		sess_ok($s, "SELECT streamwin.run_batch('$q') IS NOT NULL");
+	}
+	is($node->safe_psql('postgres', $at), 't', "$q: its last batch took a checkpoint $when");
+	my $ckpt = $node->safe_psql('postgres',
+		"SELECT checkpoint_table::regclass FROM streamwin.query_catalog WHERE name = '$q'");
+	results_match($node, "SELECT * FROM $ckpt", 'SELECT * FROM ' . state_table($q),
+		"$q: its checkpoint table equals its state table $when");
+	return;
+}
+
+# ==== 1. the memory cap, in a session =========================================
+
+# The events go to a Kafka topic of one partition (the test broker), and
+# into table ev1 for plain SQL: empty batches of a Kafka source, of which
+# this part runs hundreds, cost next to nothing.
+my $broker = StreamwinTest::Broker->start(topics => { ev1 => 1 });
+my $brokers = $broker->bootstrap;
+psql_ok($node, qq{
+CREATE TABLE ev1 (id bigserial, k int, v int, ts timestamptz);
+SELECT streamwin.create_kafka_source('s1', '$brokers', 'ev1', 'k int, v int, ts timestamptz',
+    options => '{"max_records_per_batch": 250}');
+}, 'part 1: a Kafka source');
+psql_ok($node, q{
+SELECT streamwin.create_query('m_update',
+    $q$SELECT k, count(*) AS n, sum(v) AS s, min(v) AS lo, max(v) AS hi, avg(v) AS a
+       FROM s1 GROUP BY streamwin.tumble(ts, '10 seconds'), k$q$,
+    watermark => '5 seconds', output_mode => 'update', start => false);
+SELECT streamwin.create_query('m_append',
+    $q$SELECT k, count(*) AS n, sum(v) AS s, min(v) AS lo, max(v) AS hi, avg(v) AS a
+       FROM s1 GROUP BY streamwin.tumble(ts, '10 seconds'), k$q$,
+    watermark => '5 seconds', start => false);
+SELECT streamwin.create_query('m_complete',
+    $q$SELECT k, count(*) AS n, sum(v) AS s, min(v) AS lo, max(v) AS hi FROM s1 GROUP BY k$q$,
+    output_mode => 'complete', start => false);
+}, 'part 1: three queries over it');
+
+# One session runs every batch, so that each query's store stays loaded
+# from batch to batch: what it holds grows in memory, past the cap.
+my $s1 = session();
+sess_ok($s1, "SET streamwin.state_memory = '1MB'");
+
+# Catch up: every query reads the whole topic, 250 events a batch, each
+# batch committed (CALL catch_up).
+sub catch_up_all
+{
+	for my $q (qw(m_update m_append m_complete))
+	{
+		sess_ok($s1, "CALL streamwin.catch_up('$q')");
+	}
+	return;
+}
+
+# n events into ev1 (expressions as for insert_events), and the same to
+# the topic, in order
+sub events1
+{
+	my ($n, $k, $v, $ts) = @_;
+	my $last = $node->safe_psql('postgres', 'SELECT coalesce(max(id), 0) FROM ev1');
+	insert_events('ev1', $n, $k, $v, $ts);
+	my $json = $node->safe_psql('postgres',
+		"SELECT json_build_object('k', k, 'v', v, 'ts', ts) FROM ev1 WHERE id > $last ORDER BY id");
+	$broker->produce('ev1', [ split /\n/, $json ], partition => 0);
+	return;
+}
+
+# n batches of each query, which find nothing to read
+sub empty_batches
+{
+	my ($n, @q) = @_;
+	for my $q (@q)
+	{
+		sess_ok($s1, join('', ("SELECT streamwin.run_batch('$q') IS NOT NULL;\n") x $n));
+	}
+	return;
+}
+
+# Every query exact, and their state tables.
+sub check_part1
+{
+	my ($when) = @_;
+	results_match($node, "SELECT $WCOLS FROM m_update", want_windows('ev1'),
+		"m_update: every window $when");
+	my $wm = watermark_of('ev1', 'm_update');
+	windowed_state_matches('ev1', 'm_update', $wm, "m_update: its state table holds the open groups $when");
+	$wm = watermark_of('ev1', 'm_append');
+	results_match($node, "SELECT $WCOLS FROM m_append", want_windows('ev1', "window_end <= $wm"),
+		"m_append: the closed windows $when");
+	windowed_state_matches('ev1', 'm_append', $wm, "m_append: its state table holds the open groups $when");
+	results_match($node, 'SELECT k, n, s, lo, hi FROM m_complete',
+		'SELECT k, count(*) AS n, sum(v) AS s, min(v) AS lo, max(v) AS hi FROM ev1 GROUP BY k',
+		"m_complete: every key $when");
+	results_match($node,
+		'SELECT k, "n$count", "s$sum", "lo$min", "hi$max" FROM ' . state_table('m_complete'),
+		'SELECT k, count(*), sum(v), min(v), max(v) FROM ev1 GROUP BY k',
+		"m_complete: its state table holds every key $when");
+	return;
+}
+
+# (a) 1,000 events over 10 s, 50 keys: a small state, in memory.
+events1( 1000, 'g % 50', '(g * 7919) % 1000', "$T0 + g * interval '10 ms'");
+catch_up_all();
+check_part1('with a small state');
+is(join(' ', map { switches($_) } qw(m_update m_append m_complete)), '0/0 0/0 0/0',
+	'a small state stays in memory');
+
+# (b) 6,000 events in 2 s, each of a new key: every query's state grows
+# past 1MB in the middle of 24 batches, with the store loaded all along.
+events1( 6000, '1000 + g', '(g * 104729) % 1000', "$T0 + interval '10 s' + g * interval '300 us'");
+catch_up_all();
+is(join(' ', map { switches($_) } qw(m_update m_append m_complete)), '1/0 1/0 1/0',
+	'each query says once that its state no longer fits in streamwin.state_memory');
+ok(table_mode($_), "$_ runs on its state table, which has its index") for qw(m_update m_append m_complete);
+check_part1('after the state outgrew the cap in the middle of a stream');
+
+# (c) on the state tables: 3,000 events, half of them to keys of (b) (their
+# groups change), half to new keys.
+events1( 3000, 'CASE WHEN g % 2 = 0 THEN 1000 + g ELSE 20000 + g END', '(g * 31) % 1000',
+	"$T0 + interval '12 s' + g * interval '500 us'");
+catch_up_all();
+check_part1('on the state tables');
+
+# (d) the watermark moves on: 2,500 events over 50 s with 20 keys close
+# the windows of (a) to (c), so that the windowed queries' state shrinks;
+# complete mode keeps every key.  Within the next 100 batches (empty ones
+# count) each tries its store again.
+events1( 2500, 'g % 20', '(g * 13) % 1000', "$T0 + interval '14 s' + g * interval '20 ms'");
+catch_up_all();
+check_part1('after windows closed under the watermark');
+empty_batches(100, qw(m_update m_append m_complete));
+is(join(' ', map { switches($_) } qw(m_update m_append m_complete)), '1/1 1/1 1/0',
+	'within 100 batches the windowed queries fit in memory again, complete mode does not');
+ok(!table_mode('m_update') && !table_mode('m_append'), 'their state tables are without index again');
+ok(table_mode('m_complete'), 'm_complete still runs on its state table');
+
+# (e) in memory again: 2,000 events to old and new keys.
+events1( 2000, 'CASE WHEN g % 2 = 0 THEN g % 20 ELSE 30000 + g END', '(g * 17) % 1000',
+	"$T0 + interval '64 s' + g * interval '5 ms'");
+catch_up_all();
+check_part1('back in memory');
+
+# (f) the cap raised: complete mode tries within 100 batches and fits.
+sess_ok($s1, "SET streamwin.state_memory = '64MB'");
+empty_batches(100, 'm_complete');
+is(switches('m_complete'), '1/1', 'm_complete fits in memory once the cap is raised');
+ok(!table_mode('m_complete'), 'and its state table is without index again');
+events1( 1000, 'CASE WHEN g % 2 = 0 THEN 1000 + g ELSE 40000 + g END', '(g * 19) % 1000',
+	"$T0 + interval '74 s' + g * interval '5 ms'");
+catch_up_all();
+check_part1('after the cap was raised');
+
+# After some 500 batches of each, switches both ways, inserts, updates and
+# evictions: each checkpoint table is its state table.
+{
+	my $at = 80_000;
+	my $more = sub {
+		events1( 20, 'CASE WHEN g % 2 = 0 THEN g % 20 ELSE 1000 + g END', 'g',
+			"$T0 + ($at + g * 10) * interval '1 ms'");
+		$at += 200;
+	};
+	checkpoint_matches($_, $s1, $more, 'after all that') for qw(m_update m_append m_complete);
+	catch_up_all();
+	check_part1('at the end');
+}
+$s1->quit;
+$broker->stop;
+
+# ==== 2. a worker restarts with a large state =================================
+
+# Running totals per key without a window, in update mode: every group
+# stays open, and events after each restart update old groups again (a
+# store that did not load them would count those from zero) and add new
+# ones.  100,000 keys first; 50,000 events a batch.
+psql_ok($node, q{
+CREATE TABLE ev2 (id bigserial, k int, v int, ts timestamptz);
+SELECT streamwin.create_table_source('s2', 'ev2', '{"max_records_per_batch": 50000}');
+SELECT streamwin.create_query('w_big',
+    'SELECT k, count(*) AS n, sum(v) AS s, max(v) AS hi FROM s2 GROUP BY k',
+    output_mode => 'update', trigger_interval => '50 ms');
+}, 'part 2: a running query without a window, in a worker');
+
+my $want2 = 'SELECT k, count(*) AS n, sum(v) AS s, max(v) AS hi FROM ev2 GROUP BY k';
+
+# The result exact; with $state, the state table too (in between, the
+# results of the next events show what the state held).
+sub check_part2
+{
+	my ($when, $state) = @_;
+	wait_results_match($node, 'SELECT k, n, s, hi FROM w_big', $want2, "w_big: every key $when");
+	results_match($node, 'SELECT k, "n$count", "s$sum", "hi$max" FROM ' . state_table('w_big'),
+		$want2, "w_big: its state table holds every key $when")
+	  if $state;
+	return;
+}
+
+sub worker_pid
+{
+	my ($q, $when) = @_;
+	wait_until($node, "SELECT worker_pid IS NOT NULL FROM streamwin.queries WHERE name = '$q'",
+		't', "$q has a worker $when");
+	return $node->safe_psql('postgres', "SELECT worker_pid FROM streamwin.queries WHERE name = '$q'");
+}
+
+# n events to n keys 7 apart, modulo 150,000 (and seed): most of them
+# keys seen before
+sub events2
+{
+	my ($n, $seed) = @_;
+	insert_events('ev2', $n, "(g * 7 + $seed) % (150000 + $seed)", "(g * 31 + $seed) % 1000", $T0);
+	return;
+}
+
+insert_events('ev2', 100_000, 'g', '(g * 7919) % 1000', $T0);
+check_part2('with 100,000 keys', 1);
+my $pid2 = worker_pid('w_big', 'at first');
+
+# stop_query: the worker exits after its batch; events meanwhile; the new
+# worker loads the store from the state table
+psql_ok($node, "SELECT streamwin.stop_query('w_big')");
+wait_until($node, "SELECT worker_pid IS NULL FROM streamwin.queries WHERE name = 'w_big'", 't',
+	'w_big: the worker is gone after stop_query');
+events2(20_000, 1);
+psql_ok($node, "SELECT streamwin.start_query('w_big')");
+check_part2('after stop_query, events, start_query');
+
+# SIGTERM: the worker ends after its batch (and is started again)
+$pid2 = worker_pid('w_big', 'after start_query');
+kill 'TERM', $pid2;
+wait_until($node, "SELECT coalesce(worker_pid, 0) <> $pid2 FROM streamwin.queries WHERE name = 'w_big'",
+	't', 'w_big: the worker ends on SIGTERM');
+events2(20_000, 2);
+psql_ok($node, "SELECT streamwin.start_query('w_big')");
+check_part2('after SIGTERM of the worker, events, a new worker');
+
+# The cap in a worker: lowered under the running worker, whose store is
+# loaded, then raised again; each way it switches within 100 batches (the
+# worker runs one every 50 ms, empty ones too).
+sub wait_switches
+{
+	my ($q, $want, $name) = @_;
+	my $limit = time + 60;
+	usleep(100_000) while switches($q) ne $want && time < $limit;
+	is(switches($q), $want, $name);
+	return;
+}
+psql_ok($node, "ALTER SYSTEM SET streamwin.state_memory = '1MB'; SELECT pg_reload_conf()");
+wait_switches('w_big', '1/0', 'w_big: the worker lets go of its store under a 1MB cap');
+wait_until($node, table_mode_sql('w_big'), 't', 'w_big runs on its state table');
+events2(20_000, 3);
+check_part2('on its state table in the worker');
+psql_ok($node, 'ALTER SYSTEM RESET streamwin.state_memory; SELECT pg_reload_conf()');
+wait_switches('w_big', '1/1', 'w_big: the worker loads its store again once the cap is raised');
+wait_until($node, table_mode_sql('w_big'), 'f', 'w_big runs on its store');
+events2(20_000, 4);
+check_part2('back in memory in the worker');
+
+psql_ok($node, "SELECT streamwin.stop_query('w_big')");
+wait_until($node, "SELECT worker_pid IS NULL FROM streamwin.queries WHERE name = 'w_big'", 't',
+	'w_big: stopped');
+{
+	my $s = session();
+	my $seed = 5;
+	checkpoint_matches('w_big', $s, sub { events2(100, $seed++) }, 'after the worker');
+	sess_ok($s, "CALL streamwin.catch_up('w_big')");
+	$s->quit;
+	check_part2('at the end', 1);
+}
+
+# ==== 3. crashes right after a checkpoint =====================================
+
+# Two running queries over 10-second windows with a 5-second watermark
+# (update and append mode), a batch every 100 ms, a checkpoint every 3
+# batches.  Each round feeds events, 30 every 10 ms in transactions of
+# their own, until a checkpoint of one query is taken (or the batch two
+# after one), and at once kills with SIGKILL its worker or a backend that
+# has nothing to do with streamwin: either way PostgreSQL restarts and
+# empties every UNLOGGED table.  The queries restore their checkpoints,
+# replay the batches since, and read on.
+psql_ok($node, q{
+CREATE TABLE ev3 (id bigserial, k int, v int, ts timestamptz);
+SELECT streamwin.create_table_source('s3', 'ev3', '{"max_records_per_batch": 1000}');
+SELECT streamwin.create_query('c_upd',
+    $q$SELECT k, count(*) AS n, sum(v) AS s, min(v) AS lo, max(v) AS hi, avg(v) AS a
+       FROM s3 GROUP BY streamwin.tumble(ts, '10 seconds'), k$q$,
+    watermark => '5 seconds', output_mode => 'update', trigger_interval => '100 ms');
+SELECT streamwin.create_query('c_app',
+    $q$SELECT k, count(*) AS n, sum(v) AS s, min(v) AS lo, max(v) AS hi, avg(v) AS a
+       FROM s3 GROUP BY streamwin.tumble(ts, '10 seconds'), k$q$,
+    watermark => '5 seconds', trigger_interval => '100 ms');
+-- n events after the ones there are, 10 ms of event time apart, 50 keys
+CREATE PROCEDURE events3(n int) LANGUAGE sql AS $p$
+    INSERT INTO ev3 (k, v, ts)
+    SELECT (b + g) % 50, ((b + g) * 7907) % 1000, timestamptz '2024-01-01 00:00:00+00' + (b + g) * interval '10 ms'
+      FROM (SELECT count(*) AS b FROM ev3) c, generate_series(1, n) g $p$;
+-- events, 30 every 10 ms, until cond holds of query q's catalog row (at
+-- most 20 s): then the pid of q's worker
+CREATE PROCEDURE feed_until(q text, cond text, INOUT pid int DEFAULT NULL) LANGUAGE plpgsql AS $p$
+DECLARE
+    done boolean;
+BEGIN
+    FOR i IN 1 .. 2000 LOOP
+        CALL events3(30);
+        COMMIT;
+        PERFORM pg_sleep(0.01);
+        EXECUTE format('SELECT %s FROM streamwin.query_catalog WHERE name = %L', cond, q) INTO done;
+        IF done THEN
+            SELECT worker_pid INTO pid FROM streamwin.queries WHERE name = q;
+            RETURN;
+        END IF;
+    END LOOP;
+END $p$;
+}, 'part 3: two running queries over windows with a watermark');
+
+sub check_part3
+{
+	my ($when) = @_;
+	wait_results_match($node, "SELECT $WCOLS FROM c_upd", want_windows('ev3'), "c_upd: every window $when");
+	wait_until($node,
+		"SELECT watermark = (SELECT max(ts) - interval '5 seconds' FROM ev3) FROM streamwin.queries WHERE name = 'c_app'",
+		't', "c_app: the watermark reaches max(ts) - 5 s $when");
+	my $wm = "(SELECT max(ts) - interval '5 seconds' FROM ev3)";
+	results_match($node, "SELECT $WCOLS FROM c_app", want_windows('ev3', "window_end <= $wm"),
+		"c_app: the closed windows, each once $when");
+	windowed_state_matches('ev3', $_, $wm, "$_: its state table holds the open groups $when")
+	  for qw(c_upd c_app);
+	return;
+}
+
+sub log_count
+{
+	my ($re) = @_;
+	my $n = () = slurp_file($node->logfile) =~ /$re/g;
+	return $n;
+}
+
+worker_pid($_, 'at first') for qw(c_upd c_app);
+psql_ok($node, 'CALL events3(2000)');
+check_part3('before any crash');
+
+# One round: feed events until cond holds of q (C0: its checkpoint batch
+# when the round begins), then SIGKILL q's worker or an idle backend.
+sub crash_round
+{
+	my ($q, $cond, $victim, $what) = @_;
+	my $c0 = $node->safe_psql('postgres',
+		"SELECT coalesce(checkpoint_batch_id, 0) FROM streamwin.query_catalog WHERE name = '$q'");
+	my $idle = $node->background_psql('postgres');
+	my $idle_pid = $idle->query_safe('SELECT pg_backend_pid()');
+	my $crashes = log_count(qr/all server processes terminated; reinitializing/);
+	my %restores = map { $_ => log_count(qr/query "$_" lost its state in a crash; restoring the checkpoint/) }
+	  qw(c_upd c_app);
+	$cond =~ s/\bC0\b/$c0/g;
+	my $pid = $node->safe_psql('postgres',
+		"CALL feed_until('$q', '" . ($cond =~ s/'/''/gr) . "')");
+	kill 'KILL', $victim eq 'worker' ? $pid : $idle_pid;
+	my $limit = time + 60;
+	usleep(50_000)
+	  while log_count(qr/all server processes terminated; reinitializing/) == $crashes && time < $limit;
+	eval { $idle->quit };
+	is(log_count(qr/all server processes terminated; reinitializing/), $crashes + 1,
+		"$what: PostgreSQL restarted after the SIGKILL");
+	for my $r (qw(c_upd c_app))
+	{
+		wait_until($node,
+			"SELECT 1 FROM streamwin.queries WHERE name = '$r' AND worker_pid IS NOT NULL", '1',
+			"$what: $r has a worker again");
+	}
+	check_part3("after $what");
+	for my $r (qw(c_upd c_app))
+	{
+		cmp_ok(log_count(qr/query "$r" lost its state in a crash; restoring the checkpoint/), '>', $restores{$r},
+			"$what: $r restored its checkpoint");
+	}
+	my $log = slurp_file($node->logfile);
+	my ($ckpt) = $log =~ /.*query "$q" lost its state in a crash; restoring the checkpoint of batch (\d+)/s;
+	note("$what: $q restored the checkpoint of batch $ckpt, at $c0 when the round began");
+	return;
+}
+
+crash_round('c_upd', 'checkpoint_batch_id > C0', 'worker',
+	'SIGKILL of the worker right after its checkpoint');
+crash_round('c_app', 'checkpoint_batch_id > C0', 'backend',
+	"SIGKILL of a backend right after c_app's checkpoint");
+crash_round('c_app', 'checkpoint_batch_id > C0 AND last_batch_id >= checkpoint_batch_id + 2', 'worker',
+	'SIGKILL of the worker two batches after its checkpoint');
+crash_round('c_upd', 'checkpoint_batch_id > C0 AND last_batch_id >= checkpoint_batch_id + 2', 'backend',
+	"SIGKILL of a backend two batches after c_upd's checkpoint");
+
+# After the crashes: each checkpoint table is its state table (the queries
+# stopped, batches run in a session).
+psql_ok($node, "SELECT streamwin.stop_query('c_upd'), streamwin.stop_query('c_app')");
+wait_until($node, "SELECT count(*) FROM streamwin.queries WHERE name IN ('c_upd', 'c_app') AND worker_pid IS NOT NULL",
+	'0', 'part 3: both queries stopped');
+{
+	my $s = session();
+	checkpoint_matches($_, $s, sub { $node->safe_psql('postgres', 'CALL events3(30)') }, 'after the crashes')
+	  for qw(c_upd c_app);
+	sess_ok($s, "CALL streamwin.catch_up('$_')") for qw(c_upd c_app);
+	$s->quit;
+	check_part3('at the end');
+}
+
+# ==== 4. failed, rolled-back and foreign batches, resets, in sessions ========
+
+# Two queries over one table source, 250 events a batch: 10-second windows
+# per key in update mode with a watermark (windows close and are evicted),
+# and running totals per key without a window.  Session A runs most
+# batches, its stores loaded from one batch to the next; session B runs
+# some in between.  After reset_query(..., 'latest') at event id R a query
+# counts only the events after R: their groups' result rows are
+# overwritten with what those events give, the other rows stay.
+psql_ok($node, q{
+CREATE TABLE ev4 (id bigserial, k int, v int, ts timestamptz);
+SELECT streamwin.create_table_source('s4', 'ev4', '{"max_records_per_batch": 250}');
+SELECT streamwin.create_query('c_win',
+    $q$SELECT k, count(*) AS n, sum(v) AS s, min(v) AS lo, max(v) AS hi, avg(v) AS a
+       FROM s4 GROUP BY streamwin.tumble(ts, '10 seconds'), k$q$,
+    watermark => '5 seconds', output_mode => 'update', start => false);
+SELECT streamwin.create_query('c_run',
+    'SELECT k, count(*) AS n, sum(v) AS s, max(v) AS hi FROM s4 GROUP BY k',
+    output_mode => 'update', start => false);
+}, 'part 4: a table source and two queries over it');
+my $sa = session();
+my $sb = session();
+my %reset = (c_win => 0, c_run => 0);
+my $t4 = 0;    # ms after T0 where the next events begin
+
+# n events from $t4 on, step_ms apart, to keys k (SQL over g)
+sub events4
+{
+	my ($n, $k, $step_ms) = @_;
+	insert_events('ev4', $n, $k, "(g * 7907 + $t4) % 1000",
+		"$T0 + ($t4 + g * $step_ms) * interval '1 ms'");
+	$t4 += $n * $step_ms;
+	return;
+}
+
+sub last_id
+{
+	return $node->safe_psql('postgres', 'SELECT coalesce(max(id), 0) FROM ev4');
+}
+
+# Plain SQL for q: the groups of the events since its last reset (id > R),
+# and the rows its result keeps from before.
+sub want4
+{
+	my ($q) = @_;
+	my $r = $reset{$q};
+	if ($q eq 'c_run')
+	{
+		my $agg = 'SELECT k, count(*)::bigint AS n, sum(v)::bigint AS s, max(v) AS hi FROM ev4';
+		return "WITH new AS ($agg WHERE id > $r GROUP BY k) SELECT * FROM new UNION ALL "
+		  . "SELECT * FROM ($agg WHERE id <= $r GROUP BY k) o WHERE k NOT IN (SELECT k FROM new)";
+	}
+	return "WITH new AS (" . want_windows("(SELECT * FROM ev4 WHERE id > $r)")
+	  . ") SELECT * FROM new UNION ALL SELECT * FROM ("
+	  . want_windows("(SELECT * FROM ev4 WHERE id <= $r)")
+	  . ") o WHERE (window_start, k) NOT IN (SELECT window_start, k FROM new)";
+}
+
+# Both queries exact, and their state tables hold exactly their open groups.
+sub check_part4
+{
+	my ($when) = @_;
+	my $r = $reset{c_win};
+	results_match($node, "SELECT $WCOLS FROM c_win", want4('c_win'), "c_win: every window $when");
+	windowed_state_matches("(SELECT * FROM ev4 WHERE id > $r)", 'c_win',
+		"(SELECT max(ts) - interval '5 seconds' FROM ev4 WHERE id > $r)",
+		"c_win: its state table holds the open groups $when");
+	results_match($node, 'SELECT k, n, s, hi FROM c_run', want4('c_run'), "c_run: every key $when");
+	results_match($node, 'SELECT k, "n$count", "s$sum", "hi$max" FROM ' . state_table('c_run'),
+		"SELECT k, count(*), sum(v), max(v) FROM ev4 WHERE id > $reset{c_run} GROUP BY k",
+		"c_run: its state table holds every key $when");
+	return;
+}
+
+sub catch_up4
+{
+	my ($s) = @_;
+	sess_ok($s, "CALL streamwin.catch_up('$_')") for qw(c_win c_run);
+	return;
+}
+
+# (a) 3,000 events over 30 s, 200 keys
+events4(3000, 'g % 200', 10);
+catch_up4($sa);
+check_part4('after session A caught up');
+
+# (b) a batch that fails after the store merged its groups: CHECK
+# constraints on the result tables that the next batch violates (key 0
+# gets 250 events), dropped after the failure
+{
+	my $n0 = $node->safe_psql('postgres', 'SELECT max(n) FROM c_run WHERE k = 0');
+	$node->safe_psql('postgres', "ALTER TABLE c_run ADD CONSTRAINT few CHECK (n < $n0 + 100);"
+		  . "ALTER TABLE c_win ADD CONSTRAINT few CHECK (n < 100)");
+	events4(500, '0', 2);
+	for my $q (qw(c_win c_run))
+	{
+		my ($out, $err) = sess($sa, "SELECT streamwin.run_batch('$q')");
+		like($err, qr/violates check constraint "few"/, "$q: a batch fails on the result table's constraint");
+	}
+	$node->safe_psql('postgres', 'ALTER TABLE c_run DROP CONSTRAINT few; ALTER TABLE c_win DROP CONSTRAINT few');
+	catch_up4($sa);
+	check_part4('after a failed batch');
+}
+
+# (c) batches the user rolls back: one of each query, then two in a
+# transaction, then run_available in a transaction that fails after it
+# (a table source's slot may only be confirmed from committed positions:
+# the second batch of a transaction must not release what the first one's
+# rollback needs again)
+events4(1000, 'g % 300', 5);
+sess_ok($sa, "BEGIN; SELECT streamwin.run_batch('c_win'), streamwin.run_batch('c_run'); ROLLBACK");
+sess_ok($sa, "BEGIN; SELECT streamwin.run_batch('c_win'), streamwin.run_batch('c_run');"
+	  . "SELECT streamwin.run_batch('c_win'), streamwin.run_batch('c_run'); ROLLBACK");
+{
+	my ($out, $err) = sess($sa, "BEGIN; SELECT streamwin.run_available('c_win'), streamwin.run_available('c_run');"
+		  . "SELECT 1 / 0; ROLLBACK");
+	like($err, qr/division by zero/, 'run_available in a transaction that fails');
+}
+catch_up4($sa);
+check_part4('after batches rolled back, then caught up');
+
+# (d) session B's batches between session A's
+events4(1000, 'g % 250', 5);
+for my $s ($sa, $sb, $sb, $sa, $sb, $sa)
+{
+	sess_ok($s, "SELECT streamwin.run_batch('c_win'), streamwin.run_batch('c_run')");
+}
+catch_up4($sa);
+check_part4("after session B's batches between session A's");
+
+# (e) reset_query: of c_run by session B, of c_win by session A; the
+# events after it go to old and new keys, across the windows open before
+events4(500, 'g % 100', 5);
+catch_up4($sa);
+$reset{c_run} = last_id();
+sess_ok($sb, "SELECT streamwin.reset_query('c_run', 'latest')");
+$reset{c_win} = last_id();
+sess_ok($sa, "SELECT streamwin.reset_query('c_win', 'latest')");
+events4(1500, 'g % 400', 10);
+catch_up4($sa);
+check_part4('after reset_query');
+
+# (f) VACUUM FULL (or CLUSTER) rewrites a table: every row moves, and the
+# locations a store keeps of them are stale.  The next batch must load the
+# store again, rather than update and delete the rows now at those
+# locations.  Session A's store of c_win updated its rows many times over,
+# so the rewrite compacts them.
+{
+	my $ckpt = $node->safe_psql('postgres',
+		"SELECT checkpoint_table::regclass FROM streamwin.query_catalog WHERE name = 'c_win'");
+	my $st = state_table('c_win');
+	$node->safe_psql('postgres', "VACUUM FULL $st, $ckpt, c_win");
+}
+events4(1500, 'g % 400', 10);
+catch_up4($sa);
+check_part4('after VACUUM FULL of the state, checkpoint and result tables');
+checkpoint_matches('c_win', $sa, sub { events4(20, 'g % 400', 10) }, 'after VACUUM FULL');
+{
+	my $sc = session();
+	events4(500, 'g % 450', 10);
+	sess_ok($sc, "CALL streamwin.catch_up('$_')") for qw(c_win c_run);
+	check_part4('in a new session, which loads the stores anew');
+	$sc->quit;
+}
+
+# (g) on the state table in session A (the cap set there), with batches
+# that do not commit: the batch that lets go of the store and makes the
+# state table's index is rolled back, which takes the index with it; then
+# session B, whose store fits, drops the index again.  Session A's batches
+# on the state table go on all the same.
+events4(5000, '10000 + g', 1);
+catch_up4($sa);
+check_part4('with 5,000 more keys in memory');
+events4(1000, 'g % 500', 5);
+sess_ok($sa, "SET streamwin.state_memory = '1MB'");
+sess_ok($sa, "BEGIN; SELECT streamwin.run_batch('c_run') IS NOT NULL; ROLLBACK");
+is(switches('c_run'), '1/0', 'c_run: its state no longer fits in session A');
+ok(!table_mode('c_run'), 'c_run: the rollback took the index it made away');
+catch_up4($sa);
+ok(table_mode('c_run'), 'c_run: session A made the index again');
+check_part4('on the state table after a rolled-back switch');
+events4(1000, 'g % 600', 5);
+sess_ok($sb, "SELECT streamwin.run_batch('c_run') IS NOT NULL");
+ok(!table_mode('c_run'), "c_run: session B's store dropped the index");
+catch_up4($sa);
+ok(table_mode('c_run'), 'c_run: session A made the index again');
+check_part4("on the state table after another session's store");
+sess_ok($sa, 'RESET streamwin.state_memory');
+# Both run on their state tables in session A now (c_win's windows of 5,000
+# keys did not fit either), and their checkpoints are whole copies.
+ok(table_mode('c_run') && table_mode('c_win'), 'both queries run on their state tables');
+checkpoint_matches($_, $sa, sub { events4(20, 'g % 700', 10) }, 'at the end of part 4')
+  for qw(c_run c_win);
+catch_up4($sa);
+check_part4('at the end');
+$sa->quit;
+$sb->quit;
+
+$node->stop;
+done_testing();
