@@ -184,11 +184,15 @@ SELECT extversion FROM pg_extension WHERE extname = 'streamwin';
 -- ... now names them by regclass and regrole, with the dedup tables in columns
 SELECT s.relation, s.owner AS source_owner, q.owner, q.result_table, q.state_table,
        q.checkpoint_table, q.dedup_table, q.dedup_checkpoint, q.plan
-  FROM streamwin.query_catalog q JOIN streamwin.source_catalog s USING (source_id)
+  FROM streamwin.query_catalog q JOIN streamwin.query_sources USING (query_id)
+  JOIN streamwin.source_catalog s USING (source_id)
  WHERE q.name = 'old_q';
 -- ... records the names as PostgreSQL names their tables (0.5), in the
--- tables that refer to them too; Twin keeps its spelling, twin being taken
-SELECT q.name, s.name AS source FROM streamwin.query_catalog q JOIN streamwin.source_catalog s USING (source_id)
+-- tables that refer to them too; Twin keeps its spelling, twin being taken;
+-- each query's source is its source 0 (0.5)
+SELECT q.name, qs.source_index, s.name AS source
+  FROM streamwin.query_catalog q JOIN streamwin.query_sources qs USING (query_id)
+  JOIN streamwin.source_catalog s USING (source_id)
  ORDER BY q.query_id;
 SELECT query FROM streamwin.progress UNION ALL SELECT query FROM streamwin.late_row_log
 UNION ALL SELECT source FROM streamwin.dead_letter_log;

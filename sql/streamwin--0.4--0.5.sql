@@ -19,6 +19,8 @@
  *   batches move to streamwin.progress_log behind a view.
  * - Decoding no longer depends on the session (option "timezone"), and
  *   now() in a continuous query is the batch's own timestamp.
+ * - A query reads a list of sources (streamwin.query_sources): two for a
+ *   stream-stream join, each side with its join state.
  */
 
 \echo Use "ALTER EXTENSION streamwin UPDATE TO '0.5'" to load this file. \quit
@@ -67,6 +69,15 @@ BEGIN
 END $$;
 
 DROP FUNCTION streamwin.canonical_name(text);
+
+-- The same rows, for a stream-stream join's lookups of new rows in the other
+-- side's join table (src/compile_join.c): planned as the few rows a batch
+-- usually brings against a large table, so that each is looked up by its
+-- keys rather than the table read whole.
+CREATE FUNCTION streamwin.join_batch_rows(source_id integer)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'streamwin_source_rows'
+LANGUAGE C STRICT VOLATILE ROWS 100;
 
 -- The groups a continuous query's state store writes to its result
 -- (src/state_store.c), as rows of its state table; what its compiled
@@ -118,9 +129,60 @@ WHERE pg_catalog.pg_has_role(q.owner, 'USAGE')
    OR pg_catalog.pg_has_role('pg_read_all_stats', 'USAGE');
 GRANT SELECT ON streamwin.progress TO PUBLIC;
 
-CREATE OR REPLACE VIEW streamwin.queries AS
+-- A query reads a list of sources (two for a stream-stream join), in
+-- streamwin.query_sources; query_catalog's source_id and start_lsn move
+-- there as each query's source 0.  Positions and checkpoints are per
+-- source, and late rows say which source they came from.
+CREATE TABLE streamwin.query_sources (
+	query_id	integer NOT NULL REFERENCES streamwin.query_catalog ON DELETE CASCADE,
+	source_index integer NOT NULL,
+	source_id	integer NOT NULL REFERENCES streamwin.source_catalog,
+	start_lsn	bigint,
+	join_table	regclass,
+	join_checkpoint regclass,
+	PRIMARY KEY (query_id, source_index)
+);
+CREATE INDEX ON streamwin.query_sources (source_id);
+SELECT pg_catalog.pg_extension_config_dump('streamwin.query_sources', '');
+REVOKE ALL ON streamwin.query_sources FROM PUBLIC;
+INSERT INTO streamwin.query_sources (query_id, source_index, source_id, start_lsn)
+SELECT query_id, 0, source_id, start_lsn FROM streamwin.query_catalog;
+
+ALTER TABLE streamwin.query_offsets ADD COLUMN source_index integer NOT NULL DEFAULT 0;
+ALTER TABLE streamwin.query_offsets DROP CONSTRAINT query_offsets_pkey,
+	ADD PRIMARY KEY (query_id, source_index, partition);
+ALTER TABLE streamwin.query_checkpoints ADD COLUMN source_index integer NOT NULL DEFAULT 0;
+ALTER TABLE streamwin.query_checkpoints DROP CONSTRAINT query_checkpoints_pkey,
+	ADD PRIMARY KEY (query_id, source_index, partition);
+
+DROP VIEW streamwin.late_rows;
+ALTER TABLE streamwin.late_row_log ADD COLUMN source text;
+UPDATE streamwin.late_row_log l SET source = s.name
+  FROM streamwin.query_catalog q JOIN streamwin.source_catalog s USING (source_id)
+ WHERE q.name = l.query;
+-- rows of queries dropped before 0.4 removed them with the query
+DELETE FROM streamwin.late_row_log WHERE source IS NULL;
+ALTER TABLE streamwin.late_row_log ALTER COLUMN source SET NOT NULL,
+	DROP CONSTRAINT late_row_log_pkey,
+	ADD PRIMARY KEY (query, source, partition, "offset");
+CREATE VIEW streamwin.late_rows WITH (security_barrier) AS
+SELECT l.query, l.source, l.partition, l."offset", l.payload, l.event_time, l.watermark, l.at
+FROM streamwin.late_row_log l
+JOIN streamwin.query_catalog q ON q.name = l.query
+WHERE pg_catalog.pg_has_role(q.owner, 'USAGE');
+GRANT SELECT ON streamwin.late_rows TO PUBLIC;
+-- what a reader's own condition sees of dead letters: its own sources' only
+ALTER VIEW streamwin.dead_letters SET (security_barrier);
+
+DROP VIEW streamwin.queries;
+ALTER TABLE streamwin.query_catalog DROP COLUMN source_id, DROP COLUMN start_lsn;
+CREATE VIEW streamwin.queries AS
 SELECT q.name,
-	   s.name AS source,
+	   -- a join's sources in the order of its FROM clause
+	   (SELECT pg_catalog.string_agg(s.name, ', ' ORDER BY qs.source_index)
+		  FROM streamwin.query_sources qs
+		  JOIN streamwin.source_catalog s ON s.source_id = qs.source_id
+		 WHERE qs.query_id = q.query_id) AS source,
 	   CASE WHEN q.desired_state = 'stopped' THEN 'stopped'
 			WHEN q.status = 'failed' THEN 'failed'
 			ELSE 'running' END AS state,
@@ -147,8 +209,8 @@ SELECT q.name,
 	   CASE WHEN pg_catalog.pg_has_role(q.owner, 'USAGE')
 				 OR pg_catalog.pg_has_role('pg_read_all_stats', 'USAGE') THEN q.query
 			ELSE '<insufficient privilege>' END AS query
-FROM streamwin.query_catalog q
-JOIN streamwin.source_catalog s USING (source_id);
+FROM streamwin.query_catalog q;
+GRANT SELECT ON streamwin.queries TO PUBLIC;
 
 -- Decoding no longer depends on the session: a source's batches run in the
 -- zone of its option "timezone" (recorded at creation, default UTC), which

@@ -45,7 +45,6 @@ CREATE TABLE streamwin.source_catalog (
 CREATE TABLE streamwin.query_catalog (
 	query_id	serial PRIMARY KEY,
 	name		text NOT NULL UNIQUE,
-	source_id	integer NOT NULL REFERENCES streamwin.source_catalog,
 	owner		regrole NOT NULL,
 	query		text NOT NULL,
 	watermark_delay interval,
@@ -69,15 +68,29 @@ CREATE TABLE streamwin.query_catalog (
 	checkpoint_batch_id bigint,
 	checkpoint_watermark timestamptz,
 	state_batch_id bigint NOT NULL DEFAULT 0,
-	-- table sources: the LSN the query starts from when it has no offsets
-	start_lsn	bigint,
 	-- deduplicating queries: their keys (UNLOGGED) and its checkpoint
 	dedup_table	regclass,
 	dedup_checkpoint regclass,
 	created_at	timestamptz NOT NULL DEFAULT now()
 );
 
--- Per query and source partition: the next offset to read, and what the
+-- The sources a query reads, numbered from 0 in the order its FROM clause
+-- names them: one, or the two sides of a stream-stream join.  start_lsn: for
+-- a table source, the LSN the query starts from when it has no offsets.  A
+-- join keeps each side's rows that can still match in join_table (UNLOGGED),
+-- copied at checkpoints into join_checkpoint.
+CREATE TABLE streamwin.query_sources (
+	query_id	integer NOT NULL REFERENCES streamwin.query_catalog ON DELETE CASCADE,
+	source_index integer NOT NULL,
+	source_id	integer NOT NULL REFERENCES streamwin.source_catalog,
+	start_lsn	bigint,
+	join_table	regclass,
+	join_checkpoint regclass,
+	PRIMARY KEY (query_id, source_index)
+);
+CREATE INDEX ON streamwin.query_sources (source_id);
+
+-- Per query, source and partition: the next offset to read, and what the
 -- watermark needs.  Written in the same transaction as the batch results.
 -- A table source has one partition, 0, whose position is an LSN: the next
 -- row is row number next_index (from 0) of the first transaction that
@@ -85,13 +98,14 @@ CREATE TABLE streamwin.query_catalog (
 -- ended inside a transaction larger than max_records_per_batch).
 CREATE TABLE streamwin.query_offsets (
 	query_id	integer NOT NULL REFERENCES streamwin.query_catalog ON DELETE CASCADE,
+	source_index integer NOT NULL DEFAULT 0,
 	partition	integer NOT NULL,
 	next_offset	bigint NOT NULL,
 	next_index	bigint NOT NULL DEFAULT 0,
 	max_event_time timestamptz,
 	last_data_at timestamptz NOT NULL,
 	high_watermark bigint,
-	PRIMARY KEY (query_id, partition)
+	PRIMARY KEY (query_id, source_index, partition)
 );
 
 -- Checkpoints.  A crash (any backend killed, an immediate shutdown) empties
@@ -105,12 +119,13 @@ CREATE TABLE streamwin.query_offsets (
 -- replay makes exactly the decisions the original run made.
 CREATE TABLE streamwin.query_checkpoints (
 	query_id	integer NOT NULL REFERENCES streamwin.query_catalog ON DELETE CASCADE,
+	source_index integer NOT NULL DEFAULT 0,
 	partition	integer NOT NULL,
 	next_offset	bigint NOT NULL,
 	next_index	bigint NOT NULL DEFAULT 0,
 	max_event_time timestamptz,
 	last_data_at timestamptz NOT NULL,
-	PRIMARY KEY (query_id, partition)
+	PRIMARY KEY (query_id, source_index, partition)
 );
 
 CREATE UNLOGGED TABLE streamwin.state_alive (
@@ -157,13 +172,14 @@ CREATE TABLE streamwin.dead_letter_log (
 -- rows that arrived behind the watermark, kept instead of only counted.
 CREATE TABLE streamwin.late_row_log (
 	query		text NOT NULL,
+	source		text NOT NULL,
 	partition	integer NOT NULL,
 	"offset"	bigint NOT NULL,
 	payload		bytea,
 	event_time	timestamptz NOT NULL,
 	watermark	timestamptz NOT NULL,
 	at			timestamptz NOT NULL DEFAULT now(),
-	PRIMARY KEY (query, partition, "offset")
+	PRIMARY KEY (query, source, partition, "offset")
 );
 
 SELECT pg_catalog.pg_extension_config_dump('streamwin.source_catalog', '');
@@ -177,8 +193,9 @@ SELECT pg_catalog.setval('streamwin.query_catalog_query_id_seq', n)
   FROM (SELECT max((pg_catalog.regexp_match(relname, '_([0-9]+)$'))[1]::integer) AS n
           FROM pg_catalog.pg_class
          WHERE relnamespace = 'streamwin'::regnamespace
-           AND relname ~ '^(state|checkpoint|dedup|checkpoint_dedup)_[0-9]+$') AS left_behind
+           AND relname ~ '^(checkpoint_)?(state|checkpoint|dedup|join_left|join_right)_[0-9]+$') AS left_behind
  WHERE n IS NOT NULL;
+SELECT pg_catalog.pg_extension_config_dump('streamwin.query_sources', '');
 SELECT pg_catalog.pg_extension_config_dump('streamwin.query_offsets', '');
 SELECT pg_catalog.pg_extension_config_dump('streamwin.query_checkpoints', '');
 -- with the state tables (UNLOGGED, like it; pg_dump --no-unlogged-table-data
@@ -188,7 +205,7 @@ SELECT pg_catalog.pg_extension_config_dump('streamwin.progress_log', '');
 SELECT pg_catalog.pg_extension_config_dump('streamwin.dead_letter_log', '');
 SELECT pg_catalog.pg_extension_config_dump('streamwin.late_row_log', '');
 
-REVOKE ALL ON streamwin.source_catalog, streamwin.query_catalog,
+REVOKE ALL ON streamwin.source_catalog, streamwin.query_catalog, streamwin.query_sources,
 	streamwin.query_offsets, streamwin.query_checkpoints, streamwin.state_alive,
 	streamwin.dead_letter_log, streamwin.late_row_log, streamwin.progress_log FROM PUBLIC;
 
@@ -206,6 +223,15 @@ CREATE FUNCTION streamwin.source_rows(source_id integer, numbered boolean)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'streamwin_source_rows'
 LANGUAGE C STRICT VOLATILE ROWS 10000;
+
+-- The same rows, for a stream-stream join's lookups of new rows in the other
+-- side's join table (src/compile_join.c): planned as the few rows a batch
+-- usually brings against a large table, so that each is looked up by its
+-- keys rather than the table read whole.
+CREATE FUNCTION streamwin.join_batch_rows(source_id integer)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'streamwin_source_rows'
+LANGUAGE C STRICT VOLATILE ROWS 100;
 
 -- The groups a continuous query's state store writes to its result
 -- (src/state_store.c), as rows of its state table; what its compiled
@@ -547,7 +573,11 @@ LEFT JOIN pg_catalog.pg_replication_slots r ON r.slot_name = s.slot_name;
 
 CREATE VIEW streamwin.queries AS
 SELECT q.name,
-	   s.name AS source,
+	   -- a join's sources in the order of its FROM clause
+	   (SELECT pg_catalog.string_agg(s.name, ', ' ORDER BY qs.source_index)
+		  FROM streamwin.query_sources qs
+		  JOIN streamwin.source_catalog s ON s.source_id = qs.source_id
+		 WHERE qs.query_id = q.query_id) AS source,
 	   CASE WHEN q.desired_state = 'stopped' THEN 'stopped'
 			WHEN q.status = 'failed' THEN 'failed'
 			ELSE 'running' END AS state,
@@ -574,8 +604,7 @@ SELECT q.name,
 	   CASE WHEN pg_catalog.pg_has_role(q.owner, 'USAGE')
 				 OR pg_catalog.pg_has_role('pg_read_all_stats', 'USAGE') THEN q.query
 			ELSE '<insufficient privilege>' END AS query
-FROM streamwin.query_catalog q
-JOIN streamwin.source_catalog s USING (source_id);
+FROM streamwin.query_catalog q;
 
 -- A query's batches, for the roles that may see its text (its owner's, and
 -- members of pg_read_all_stats, as in pg_stat_activity).  A security
@@ -591,14 +620,16 @@ JOIN streamwin.query_catalog q ON q.name = p.query
 WHERE pg_catalog.pg_has_role(q.owner, 'USAGE')
    OR pg_catalog.pg_has_role('pg_read_all_stats', 'USAGE');
 
-CREATE VIEW streamwin.dead_letters AS
+-- Security barriers too: a condition the reader adds runs on the rows of its
+-- own sources and queries only.
+CREATE VIEW streamwin.dead_letters WITH (security_barrier) AS
 SELECT d.source, d.partition, d."offset", d.payload, d.error, d.at
 FROM streamwin.dead_letter_log d
 JOIN streamwin.source_catalog s ON s.name = d.source
 WHERE pg_catalog.pg_has_role(s.owner, 'USAGE');
 
-CREATE VIEW streamwin.late_rows AS
-SELECT l.query, l.partition, l."offset", l.payload, l.event_time, l.watermark, l.at
+CREATE VIEW streamwin.late_rows WITH (security_barrier) AS
+SELECT l.query, l.source, l.partition, l."offset", l.payload, l.event_time, l.watermark, l.at
 FROM streamwin.late_row_log l
 JOIN streamwin.query_catalog q ON q.name = l.query
 WHERE pg_catalog.pg_has_role(q.owner, 'USAGE');

@@ -10,7 +10,7 @@
  *				after a crash, restore the checkpoint and start replaying;
  *				the batch's timestamp (its own, or the one a replayed
  *				batch recorded)
- *	 fetch		position the source's reader at the stored positions and
+ *	 fetch		position each source's reader at the stored positions and
  *				read the next rows (or, replaying, exactly the rows the
  *				batch read the first time)
  *	 decode		rows into source tuples, late rows and dead letters set
@@ -18,7 +18,9 @@
  *	 watermark	the query's watermark after these rows; a batch with no
  *				row that moves nothing ends here, having written nothing
  *	 apply		drop duplicates, run the compiled batch statement over the
- *				rows (as the query's owner), keep dead letters and late rows
+ *				rows (as the query's owner), keep dead letters and late
+ *				rows; a join also keeps its sides' new rows, and lets go of
+ *				the rows the watermark put out of reach (join.c)
  *	 emit		what the moved watermark closes: windows emitted or
  *				evicted, dedup keys forgotten; complete mode's rewrite
  *	 finish		positions and the progress row, and a checkpoint when due
@@ -48,6 +50,7 @@
 #include "batch.h"
 #include "catalog.h"
 #include "checkpoint.h"
+#include "join.h"
 #include "offsets.h"
 #include "options.h"
 #include "progress.h"
@@ -57,12 +60,28 @@
 /* streamwin.batch_work_mem (kB): work_mem of batch statements; -1: work_mem */
 int			streamwin_batch_work_mem = 65536;
 
+/* One source's part of a batch. */
+typedef struct BatchSource
+{
+	SourceReader *rd;
+	RowDecoder *decoder;
+	SourcePosition *start;		/* per partition, where the batch began */
+	SourceRow  *rows;
+	int			nrows;
+	RowResult  *res;
+	BatchInput	input;			/* the rows the query reads */
+	int			ndead;
+	int			nlate;
+} BatchSource;
+
 /* One batch in progress. */
 typedef struct BatchContext
 {
 	QueryRunner *r;
 	QueryInfo  *q;
-	SourceReader *rd;
+	int			nsources;
+	BatchSource src[QUERY_MAX_SOURCES];
+	BatchInput *input;			/* the sources' inputs, as one list */
 	BatchStats *stats;
 	int			fetch_timeout_ms;
 	int			linger_ms;
@@ -81,14 +100,9 @@ typedef struct BatchContext
 	TransactionId catalog_xmin; /* of the query's catalog row */
 	StateStore *store;			/* the query's store, if this batch uses it */
 
-	/* fetch */
-	SourcePosition *start;		/* per partition, where the batch began */
-	SourceRow  *rows;
+	/* fetch and decode, over all sources */
 	int			nrows;
-
-	/* decode */
-	RowResult  *res;
-	BatchInput	input;			/* the rows the query reads */
+	int			ninput;			/* rows the query reads */
 	int			ndead;
 	int			nlate;
 
@@ -96,6 +110,12 @@ typedef struct BatchContext
 	bool		has_new_wm;
 	TimestampTz new_wm;
 	bool		wm_moved;
+	TimestampTz close_wm;		/* what closes windows: the watermark, or
+								 * for windows over a join the watermark
+								 * held back by the join's range */
+
+	/* apply */
+	bool		unmatched;		/* an outer join emitted unmatched rows */
 } BatchContext;
 
 /* Does the query keep UNLOGGED state, which a crash can lose? */
@@ -209,8 +229,7 @@ batch_begin(BatchContext *b)
 	if (BATCH_HAS_STATE(b) && checkpoint_state_lost(b->r))
 	{
 		b->state_batch_id = checkpoint_restore(b->r);
-		if (b->r->store != NULL)
-			store_invalidate(b->r->store);
+		runner_state_rewritten(b->r);
 	}
 	b->replay = BATCH_HAS_STATE(b) && b->state_batch_id < b->last_batch_id;
 
@@ -219,38 +238,80 @@ batch_begin(BatchContext *b)
 						checkpoint_replay_timestamp(b->r, b->state_batch_id + 1) :
 						b->stats->started_at);
 	batch_begin_store(b);
+	if (b->q->join != NULL)
+		join_batch_begin(b->r, b->catalog_xmin);
 }
 
 /*
- * fetch: the next rows from the stored positions, or when replaying the
- * rows of the batch after the state's, up to the end positions it
- * recorded, with the watermarks it started from and ended with.
+ * fetch: the next rows of every source from the stored positions, or when
+ * replaying the rows of the batch after the state's, up to the end
+ * positions it recorded, with the watermarks it started from and ended
+ * with.  A join's sources are read without waiting first: one may have
+ * rows while the other has none, and a batch waits only when none has any.
  */
 static void
 batch_fetch(BatchContext *b)
 {
-	SourceReader *rd = b->rd;
-
 	offsets_load(b->r);
 	offsets_position(b->r);
-	b->start = palloc(sizeof(SourcePosition) * rd->nparts);
-	for (int i = 0; i < rd->nparts; i++)
-		b->start[i] = rd->parts[i].next;
+	for (int s = 0; s < b->nsources; s++)
+	{
+		SourceReader *rd = b->src[s].rd;
+
+		b->src[s].start = palloc(sizeof(SourcePosition) * Max(rd->nparts, 1));
+		for (int i = 0; i < rd->nparts; i++)
+			b->src[s].start[i] = rd->parts[i].next;
+	}
 
 	if (b->replay)
 	{
-		SourcePosition *targets = palloc(sizeof(SourcePosition) * rd->nparts);
+		SourcePosition *targets[QUERY_MAX_SOURCES];
 
+		for (int s = 0; s < b->nsources; s++)
+			targets[s] = palloc(sizeof(SourcePosition) * Max(b->src[s].rd->nparts, 1));
 		checkpoint_replay_bounds(b->r, b->state_batch_id + 1, targets, &b->has_old_wm,
 								 &b->old_wm, &b->replay_has_wm, &b->replay_wm);
-		b->nrows = rd->ops->replay(rd, targets, &b->rows);
+		for (int s = 0; s < b->nsources; s++)
+		{
+			SourceReader *rd = b->src[s].rd;
+
+			b->src[s].nrows = rd->ops->replay(rd, targets[s], &b->src[s].rows);
+		}
+	}
+	else if (b->nsources == 1)
+	{
+		SourceReader *rd = b->src[0].rd;
+
+		b->src[0].nrows = rd->ops->fetch(rd, b->fetch_timeout_ms, b->linger_ms, &b->src[0].rows);
 	}
 	else
-		b->nrows = rd->ops->fetch(rd, b->fetch_timeout_ms, b->linger_ms, &b->rows);
+	{
+		for (int pass = 0; pass < 2; pass++)
+		{
+			int			timeout = pass == 0 ? 0 : b->fetch_timeout_ms / b->nsources;
+			int			n = 0;
+
+			for (int s = 0; s < b->nsources; s++)
+			{
+				SourceReader *rd = b->src[s].rd;
+
+				b->src[s].nrows = rd->ops->fetch(rd, timeout, b->linger_ms, &b->src[s].rows);
+				n += b->src[s].nrows;
+			}
+			if (n > 0 || b->fetch_timeout_ms == 0)
+				break;
+		}
+	}
+	for (int s = 0; s < b->nsources; s++)
+	{
+		b->nrows += b->src[s].nrows;
+		if (b->src[s].nrows >= b->src[s].rd->source->max_records_per_batch)
+			b->stats->full = true;
+	}
 }
 
 /*
- * decode: the rows as tuples of the source, each partition's rows and
+ * decode: the rows as tuples of their source, each partition's rows and
  * newest event time counted for the watermark.  Late rows are dropped
  * against the watermark of the previous batch (complete mode rewrites
  * everything, so none is late there).
@@ -258,32 +319,43 @@ batch_fetch(BatchContext *b)
 static void
 batch_decode(BatchContext *b)
 {
-	SourceReader *rd = b->rd;
 	bool		drop_late = b->q->has_watermark && b->has_old_wm &&
 		b->q->output_mode != OUTPUT_COMPLETE;
 
-	b->res = rows_decode(b->r->decoder, b->rows, b->nrows, drop_late, b->old_wm);
-	b->input.source_id = rd->source->source_id;
-	b->input.ntuples = 0;
-	b->input.tuples = palloc(sizeof(HeapTuple) * Max(b->nrows, 1));
-	for (int i = 0; i < b->nrows; i++)
+	b->input = NULL;
+	for (int s = b->nsources - 1; s >= 0; s--)
 	{
-		RowResult  *res = &b->res[i];
-		PartitionState *p = &rd->parts[b->rows[i].part];
+		BatchSource *bs = &b->src[s];
+		SourceReader *rd = bs->rd;
 
-		p->batch_rows++;
-		if (res->has_event_time &&
-			(!p->batch_has_max || res->event_time > p->batch_max_event_time))
+		bs->res = rows_decode(bs->decoder, bs->rows, bs->nrows, drop_late, b->old_wm);
+		bs->input.source_id = rd->source->source_id;
+		bs->input.ntuples = 0;
+		bs->input.tuples = palloc(sizeof(HeapTuple) * Max(bs->nrows, 1));
+		bs->input.next = b->input;
+		b->input = &bs->input;
+		for (int i = 0; i < bs->nrows; i++)
 		{
-			p->batch_max_event_time = res->event_time;
-			p->batch_has_max = true;
+			RowResult  *res = &bs->res[i];
+			PartitionState *p = &rd->parts[bs->rows[i].part];
+
+			p->batch_rows++;
+			if (res->has_event_time &&
+				(!p->batch_has_max || res->event_time > p->batch_max_event_time))
+			{
+				p->batch_max_event_time = res->event_time;
+				p->batch_has_max = true;
+			}
+			if (res->status == 'o')
+				bs->input.tuples[bs->input.ntuples++] = res->tuple;
+			else if (res->status == 'l')
+				bs->nlate++;
+			else
+				bs->ndead++;
 		}
-		if (res->status == 'o')
-			b->input.tuples[b->input.ntuples++] = res->tuple;
-		else if (res->status == 'l')
-			b->nlate++;
-		else
-			b->ndead++;
+		b->ninput += bs->input.ntuples;
+		b->nlate += bs->nlate;
+		b->ndead += bs->ndead;
 	}
 }
 
@@ -304,6 +376,9 @@ batch_watermark(BatchContext *b)
 		b->new_wm = b->replay_wm;
 	}
 	b->wm_moved = b->has_new_wm && (!b->has_old_wm || b->new_wm > b->old_wm);
+	b->close_wm = b->new_wm;
+	if (b->q->join != NULL && b->has_new_wm)
+		b->close_wm = join_held_watermark(b->q->join, b->new_wm);
 	return b->nrows > 0 || b->wm_moved || b->last_batch_id == 0 || b->replay;
 }
 
@@ -316,13 +391,25 @@ batch_watermark(BatchContext *b)
  * otherwise a checkpoint of the state as of the last batch is taken at the
  * new positions.
  */
+static bool
+positions_moved(BatchContext *b)
+{
+	for (int s = 0; s < b->nsources; s++)
+	{
+		SourceReader *rd = b->src[s].rd;
+
+		if (rd->ops->moved_without_rows != NULL && rd->ops->moved_without_rows(rd, b->src[s].start))
+			return true;
+	}
+	return false;
+}
+
 static void
 batch_store_idle(BatchContext *b)
 {
-	SourceReader *rd = b->rd;
 	TransactionId catalog_xmin = b->catalog_xmin;
 
-	if (rd->ops->moved_without_rows != NULL && rd->ops->moved_without_rows(rd, b->start))
+	if (positions_moved(b))
 	{
 		offsets_store(b->r);
 		if (BATCH_HAS_STATE(b))
@@ -333,9 +420,11 @@ batch_store_idle(BatchContext *b)
 				catalog_xmin = GetCurrentTransactionId();
 		}
 	}
-	/* nothing changed the store */
+	/* nothing changed the store, nor a join's rows */
 	if (b->store != NULL)
 		store_end(b->store, catalog_xmin);
+	if (b->q->join != NULL)
+		join_batch_end(b->r, catalog_xmin);
 }
 
 /*
@@ -345,7 +434,7 @@ batch_store_idle(BatchContext *b)
 static int64
 drop_duplicates(BatchContext *b)
 {
-	BatchInput *input = &b->input;
+	BatchInput *input = &b->src[b->q->dedup_side].input;
 	bool	   *keep = palloc0(sizeof(bool) * input->ntuples);
 	int			kept = 0;
 	int			before = input->ntuples;
@@ -364,6 +453,7 @@ drop_duplicates(BatchContext *b)
 		if (keep[i])
 			input->tuples[kept++] = input->tuples[i];
 	input->ntuples = kept;
+	b->ninput -= before - kept;
 	return before - kept;
 }
 
@@ -422,12 +512,27 @@ static void
 store_apply(BatchContext *b)
 {
 	DestReceiver *merge;
+	BatchInput *unmatched = NULL;
 
-	if (b->input.ntuples == 0)
+	if (b->ninput > 0)
+	{
+		merge = store_merge_receiver(b->store);
+		runner_run_into(b->r, STMT_STORE_GROUPS, b->input, merge);
+		merge->rDestroy(merge);
+	}
+	if (b->q->join != NULL)
+	{
+		unmatched = join_apply(b->r, b->input, b->has_new_wm, b->new_wm);
+		b->unmatched = unmatched != NULL;
+		if (unmatched != NULL)
+		{
+			merge = store_merge_receiver(b->store);
+			runner_run_into(b->r, STMT_JOIN_UNMATCHED_GROUPS, unmatched, merge);
+			merge->rDestroy(merge);
+		}
+	}
+	if (b->ninput == 0 && unmatched == NULL)
 		return;
-	merge = store_merge_receiver(b->store);
-	runner_run_into(b->r, STMT_STORE_GROUPS, &b->input, merge);
-	merge->rDestroy(merge);
 	store_write_changed(b->store);
 	if (b->q->output_mode == OUTPUT_UPDATE)
 		store_write_results(b);
@@ -442,18 +547,38 @@ batch_apply(BatchContext *b)
 {
 	QueryRunner *r = b->r;
 
-	if (b->input.ntuples > 0 && r->plans[STMT_DEDUP] != NULL)
+	if (b->ninput > 0 && r->plans[STMT_DEDUP] != NULL)
 		b->stats->duplicates = drop_duplicates(b);
 	if (r->insert_variants_paused > 0)
 		r->insert_variants_paused--;
 	if (b->store != NULL)
 		store_apply(b);
-	else if (b->input.ntuples > 0 && !(b->replay && !b->q->aggregate))
-		runner_run_writing(r, STMT_BATCH, &b->input, NULL, b->replay);
-	if (b->ndead > 0)
-		rows_record_rejected(r->decoder, b->rows, b->res, b->nrows, 'd', b->ndead, 0);
-	if (b->nlate > 0 && b->q->capture_late_rows)
-		rows_record_rejected(r->decoder, b->rows, b->res, b->nrows, 'l', b->nlate, b->old_wm);
+	else
+	{
+		/* a replayed transform's rows are in its result already */
+		bool		writes = b->q->aggregate || !b->replay;
+
+		if (b->ninput > 0 && writes)
+			runner_run_writing(r, STMT_BATCH, b->input, NULL, b->replay);
+		if (b->q->join != NULL)
+		{
+			BatchInput *unmatched = join_apply(r, b->input, b->has_new_wm, b->new_wm);
+
+			b->unmatched = unmatched != NULL;
+			if (unmatched != NULL && writes)
+				(void) runner_run(r, STMT_JOIN_UNMATCHED, unmatched, NULL);
+		}
+	}
+	for (int s = 0; s < b->nsources; s++)
+	{
+		BatchSource *bs = &b->src[s];
+
+		if (bs->ndead > 0)
+			rows_record_rejected(bs->decoder, bs->rows, bs->res, bs->nrows, 'd', bs->ndead, 0);
+		if (bs->nlate > 0 && b->q->capture_late_rows)
+			rows_record_rejected(bs->decoder, bs->rows, bs->res, bs->nrows, 'l', bs->nlate,
+								 b->old_wm);
+	}
 }
 
 /*
@@ -466,9 +591,9 @@ store_emit(BatchContext *b)
 {
 	StateStore *s = b->store;
 	QueryRunner *r = b->r;
-	bool		closed = b->wm_moved && store_close_windows(s, b->new_wm) > 0;
+	bool		closed = b->wm_moved && store_close_windows(s, b->close_wm) > 0;
 	bool		refresh = b->q->output_mode == OUTPUT_COMPLETE &&
-		(b->input.ntuples > 0 || b->last_batch_id == 0);
+		(b->ninput > 0 || b->unmatched || b->last_batch_id == 0);
 
 	store_set_current(s, r->query_id);
 	PG_TRY();
@@ -497,14 +622,16 @@ batch_emit(BatchContext *b)
 {
 	QueryRunner *r = b->r;
 	Datum		wm = TimestampTzGetDatum(b->new_wm);
+	Datum		close_wm = TimestampTzGetDatum(b->close_wm);
 
 	if (b->store != NULL)
 		store_emit(b);
 	else
 	{
 		if (b->wm_moved && r->plans[STMT_CLOSE] != NULL)
-			runner_run_writing(r, STMT_CLOSE, NULL, &wm, b->replay);
-		if (r->plans[STMT_REFRESH] != NULL && (b->input.ntuples > 0 || b->last_batch_id == 0))
+			runner_run_writing(r, STMT_CLOSE, NULL, &close_wm, b->replay);
+		if (r->plans[STMT_REFRESH] != NULL &&
+			(b->ninput > 0 || b->unmatched || b->last_batch_id == 0))
 		{
 			(void) runner_run(r, STMT_CLEAR, NULL, NULL);
 			(void) runner_run(r, STMT_REFRESH, NULL, NULL);
@@ -512,6 +639,36 @@ batch_emit(BatchContext *b)
 	}
 	if (b->wm_moved && r->plans[STMT_DEDUP_EVICT] != NULL)
 		(void) runner_run(r, STMT_DEDUP_EVICT, NULL, &wm);
+}
+
+/*
+ * The batch's missing_keys: its source's, or for a join an object with
+ * each source's under its name (NULL: no message lacked a key).
+ */
+static char *
+batch_missing_keys_json(BatchContext *b)
+{
+	StringInfoData buf;
+	bool		any = false;
+
+	if (b->nsources == 1)
+		return rows_missing_keys_json(b->src[0].decoder);
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '{');
+	for (int s = 0; s < b->nsources; s++)
+	{
+		char	   *one = rows_missing_keys_json(b->src[s].decoder);
+
+		if (one == NULL)
+			continue;
+		if (any)
+			appendStringInfoString(&buf, ", ");
+		escape_json(&buf, b->src[s].rd->source->name);
+		appendStringInfo(&buf, ": %s", one);
+		any = true;
+	}
+	appendStringInfoChar(&buf, '}');
+	return any ? buf.data : NULL;
 }
 
 /*
@@ -536,6 +693,8 @@ batch_finish(BatchContext *b)
 		stats->state_rows = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
 														SPI_tuptable->tupdesc, 1, &isnull));
 	}
+	if (b->q->join != NULL)
+		stats->state_rows += join_state_rows(r);
 	offsets_store(r);
 
 	stats->batch_id = b->replay ? b->state_batch_id + 1 : b->last_batch_id + 1;
@@ -550,7 +709,7 @@ batch_finish(BatchContext *b)
 		MemoryContext spi_cxt = MemoryContextSwitchTo(r->batch_cxt);
 
 		stats->offsets_json = offsets_json(r);
-		stats->missing_keys_json = rows_missing_keys_json(r->decoder);
+		stats->missing_keys_json = batch_missing_keys_json(b);
 		MemoryContextSwitchTo(spi_cxt);
 	}
 	now = GetCurrentTimestamp();
@@ -572,6 +731,8 @@ batch_finish(BatchContext *b)
 	/* this transaction wrote the catalog row last: the store is its state */
 	if (b->store != NULL)
 		store_end(b->store, GetCurrentTransactionId());
+	if (b->q->join != NULL)
+		join_batch_end(r, GetCurrentTransactionId());
 }
 
 static void
@@ -587,7 +748,12 @@ batch_run_stages(QueryRunner *r, int fetch_timeout_ms, int linger_ms, BatchStats
 	memset(&b, 0, sizeof(b));
 	b.r = r;
 	b.q = r->query;
-	b.rd = r->reader;
+	b.nsources = r->nreaders;
+	for (int s = 0; s < b.nsources; s++)
+	{
+		b.src[s].rd = r->readers[s];
+		b.src[s].decoder = r->decoders[s];
+	}
 	b.stats = stats;
 	b.fetch_timeout_ms = fetch_timeout_ms;
 	b.linger_ms = linger_ms;
@@ -633,7 +799,7 @@ batch_execute(QueryRunner *r, int fetch_timeout_ms, int linger_ms, BatchStats *s
 	 * date and time functions of its statements use the source's zone
 	 * (option "timezone"), and dates are read and written in one style.
 	 */
-	(void) set_config_option("TimeZone", r->reader->source->timezone,
+	(void) set_config_option("TimeZone", r->readers[0]->source->timezone,
 							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	(void) set_config_option("DateStyle", SOURCE_DATESTYLE,
 							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);

@@ -29,6 +29,8 @@ typedef struct BatchStats
 	bool		has_watermark;
 	TimestampTz watermark;
 	bool		replayed;		/* a batch re-run during crash recovery */
+	bool		full;			/* a source gave max_records_per_batch rows:
+								 * it has more */
 	double		input_rows_per_second;
 	double		processed_rows_per_second;
 	char	   *offsets_json;

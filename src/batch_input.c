@@ -101,9 +101,9 @@ row_decoder_create(SourceReader *rd, QueryInfo *q)
 	d->slot = MakeSingleTupleTableSlot(rd->desc, &TTSOpsVirtual);
 	d->econtext = CreateStandaloneExprContext();
 	d->econtext->ecxt_param_list_info = makeParamList(BATCH_TIME_PARAMID);
-	if (q->event_time_expr != NULL)
+	if (rd->qsource->event_time_expr != NULL)
 	{
-		Expr	   *expr = (Expr *) stringToNode(q->event_time_expr);
+		Expr	   *expr = (Expr *) stringToNode(rd->qsource->event_time_expr);
 
 		/* Vars of the source are evaluated against the decoded row */
 		d->event_time = ExecInitExpr(expr, NULL);
@@ -430,9 +430,9 @@ rows_record_rejected(RowDecoder *d, SourceRow *rows, RowResult *res, int n,
 	Datum	   *offs = palloc(sizeof(Datum) * count);
 	Datum	   *payloads = palloc(sizeof(Datum) * count);
 	Datum	   *details = palloc(sizeof(Datum) * count);
-	Oid			types[6] = {TEXTOID, INT4ARRAYOID, INT8ARRAYOID, BYTEAARRAYOID,
-	status == 'd' ? TEXTARRAYOID : TIMESTAMPTZARRAYOID, TIMESTAMPTZOID};
-	Datum		args[6];
+	Oid			types[7] = {TEXTOID, INT4ARRAYOID, INT8ARRAYOID, BYTEAARRAYOID,
+	status == 'd' ? TEXTARRAYOID : TIMESTAMPTZARRAYOID, TIMESTAMPTZOID, TEXTOID};
+	Datum		args[7];
 
 	for (int i = 0; i < n && norder < count; i++)
 		if (res[i].status == status)
@@ -457,12 +457,13 @@ rows_record_rejected(RowDecoder *d, SourceRow *rows, RowResult *res, int n,
 		PointerGetDatum(construct_array(details, norder, TEXTOID, -1, false, TYPALIGN_INT)) :
 		PointerGetDatum(construct_array(details, norder, TIMESTAMPTZOID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 	args[5] = TimestampTzGetDatum(watermark);
+	args[6] = CStringGetTextDatum(rd->source->name);
 
 	/* keyed by position: once per message, however many queries read it */
 	catalog_exec(status == 'd' ?
 				 "INSERT INTO streamwin.dead_letter_log (source, partition, \"offset\", payload, error) "
 				 "SELECT $1, * FROM unnest($2, $3, $4, $5) ON CONFLICT DO NOTHING" :
-				 "INSERT INTO streamwin.late_row_log (query, partition, \"offset\", payload, event_time, watermark) "
-				 "SELECT $1, *, $6 FROM unnest($2, $3, $4, $5) ON CONFLICT DO NOTHING",
-				 status == 'd' ? 5 : 6, types, args, NULL, 0);
+				 "INSERT INTO streamwin.late_row_log (query, source, partition, \"offset\", payload, event_time, watermark) "
+				 "SELECT $1, $7, *, $6 FROM unnest($2, $3, $4, $5) ON CONFLICT DO NOTHING",
+				 status == 'd' ? 5 : 7, types, args, NULL, 0);
 }

@@ -35,6 +35,7 @@
 #include "access/genam.h"
 
 #include "catalog.h"
+#include "join.h"
 #include "options.h"
 #include "state_store.h"
 
@@ -421,12 +422,12 @@ catalog_get_source_by_relation(Oid relid)
 }
 
 #define QUERY_COLUMNS \
-	"SELECT query_id, name, source_id, owner, output_mode, " \
+	"SELECT query_id, name, NULL, owner, output_mode, " \
 	"       extract(epoch from watermark_delay) * 1000000, " \
 	"       extract(epoch from trigger_interval) * 1000000, " \
 	"       extract(epoch from coalesce((options->>'idle_timeout')::interval, '30 seconds')) * 1000000, " \
 	"       desired_state = 'running', result_table, state_table, plan, checkpoint_table, " \
-	"       coalesce((options->>'capture_late_rows')::boolean, false), start_lsn, " \
+	"       coalesce((options->>'capture_late_rows')::boolean, false), NULL, " \
 	"       dedup_table, dedup_checkpoint " \
 	"FROM streamwin.query_catalog "
 
@@ -440,6 +441,53 @@ numeric_usec(HeapTuple tup, TupleDesc desc, int col, bool *isnull)
 	return DatumGetInt64(DirectFunctionCall1(numeric_int8, d));
 }
 
+/*
+ * The query's sources (streamwin.query_sources), with each one's event
+ * time from the plan: source 0's is the plan's "event_time", a join's
+ * sides' are in its join plan.
+ */
+static void
+query_sources_read(QueryInfo *q, Jsonb *plan)
+{
+	Oid			types[1] = {INT4OID};
+	Datum		args[1] = {Int32GetDatum(q->query_id)};
+	MemoryContext caller = CurrentMemoryContext;
+
+	SPI_connect();
+	catalog_exec("SELECT source_index, source_id, start_lsn, join_table, join_checkpoint "
+				 "FROM streamwin.query_sources WHERE query_id = $1 ORDER BY source_index",
+				 1, types, args, NULL, 0);
+	if (SPI_processed < 1 || SPI_processed > QUERY_MAX_SOURCES)
+		elog(ERROR, "streamwin: query \"%s\" has " UINT64_FORMAT " sources in streamwin.query_sources",
+			 q->name, (uint64) SPI_processed);
+	q->nsources = (int) SPI_processed;
+	for (int i = 0; i < q->nsources; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		QuerySourceInfo *qs = &q->sources[i];
+		bool		isnull;
+		Datum		d;
+
+		if (DatumGetInt32(spi_datum(tup, desc, 1, &isnull)) != i)
+			elog(ERROR, "streamwin: the sources of query \"%s\" are not numbered from 0", q->name);
+		qs->source_id = DatumGetInt32(spi_datum(tup, desc, 2, &isnull));
+		d = spi_datum(tup, desc, 3, &isnull);
+		qs->start_lsn = isnull ? InvalidXLogRecPtr : (XLogRecPtr) DatumGetInt64(d);
+		d = spi_datum(tup, desc, 4, &isnull);
+		qs->join_table = isnull ? InvalidOid : DatumGetObjectId(d);
+		d = spi_datum(tup, desc, 5, &isnull);
+		qs->join_checkpoint = isnull ? InvalidOid : DatumGetObjectId(d);
+	}
+	SPI_finish();
+	MemoryContextSwitchTo(caller);
+	if (q->join != NULL)
+		for (int i = 0; i < q->nsources; i++)
+			q->sources[i].event_time_expr = q->join->sides[i].event_time_expr;
+	else
+		q->sources[0].event_time_expr = jsonb_get_text(plan, "event_time");
+}
+
 static QueryInfo *
 query_from_row(HeapTuple tup, TupleDesc desc)
 {
@@ -451,7 +499,6 @@ query_from_row(HeapTuple tup, TupleDesc desc)
 
 	q->query_id = DatumGetInt32(spi_datum(tup, desc, 1, &isnull));
 	q->name = spi_text(tup, desc, 2);
-	q->source_id = DatumGetInt32(spi_datum(tup, desc, 3, &isnull));
 	q->owner = DatumGetObjectId(spi_datum(tup, desc, 4, &isnull));
 	mode = spi_text(tup, desc, 5);
 	q->output_mode = strcmp(mode, "append") == 0 ? OUTPUT_APPEND :
@@ -470,8 +517,6 @@ query_from_row(HeapTuple tup, TupleDesc desc)
 	if (isnull)
 		q->checkpoint_table = InvalidOid;
 	q->capture_late_rows = DatumGetBool(spi_datum(tup, desc, 14, &isnull));
-	d = spi_datum(tup, desc, 15, &isnull);
-	q->start_lsn = isnull ? InvalidXLogRecPtr : (XLogRecPtr) DatumGetInt64(d);
 	d = spi_datum(tup, desc, 16, &isnull);
 	q->dedup_table = isnull ? InvalidOid : DatumGetObjectId(d);
 	d = spi_datum(tup, desc, 17, &isnull);
@@ -484,9 +529,12 @@ query_from_row(HeapTuple tup, TupleDesc desc)
 		q->window_size_us = strtoll(jsonb_get_text(plan, "window_size_us"), NULL, 10);
 		q->window_slide_us = strtoll(jsonb_get_text(plan, "window_slide_us"), NULL, 10);
 	}
-	q->event_time_expr = jsonb_get_text(plan, "event_time");
 	plan_read_statements(plan, q->sql);
+	if (jsonb_get_text(plan, "dedup_side") != NULL)
+		q->dedup_side = atoi(jsonb_get_text(plan, "dedup_side"));
 	q->store = store_plan_read(plan);
+	q->join = join_plan_read(plan);
+	query_sources_read(q, plan);
 	return q;
 }
 

@@ -37,6 +37,7 @@
 
 #include "catalog.h"
 #include "checkpoint.h"
+#include "offsets.h"
 #include "spi_util.h"
 #include "state_store.h"
 
@@ -56,6 +57,38 @@ run_catalog(const char *sql, int32 query_id)
 	catalog_leave(&role);
 	if (rc < 0)
 		elog(ERROR, "streamwin checkpoint statement failed: %s", sql);
+}
+
+/*
+ * query_state_tables
+ *		The query's UNLOGGED tables with their checkpoint copies, into pairs
+ *		(if not NULL: room for MAX_STATE_TABLES); returns how many.
+ */
+int
+query_state_tables(const QueryInfo *q, StateTablePair *pairs)
+{
+	int			n = 0;
+
+#define ADD_PAIR(u, l, g) \
+	do { \
+		if (pairs != NULL) \
+		{ \
+			pairs[n].unlogged = (u); \
+			pairs[n].logged = (l); \
+			pairs[n].groups = (g); \
+		} \
+		n++; \
+	} while (0)
+
+	if (OidIsValid(q->state_table))
+		ADD_PAIR(q->state_table, q->checkpoint_table, true);
+	if (OidIsValid(q->dedup_table))
+		ADD_PAIR(q->dedup_table, q->dedup_checkpoint, false);
+	for (int i = 0; i < q->nsources; i++)
+		if (OidIsValid(q->sources[i].join_table))
+			ADD_PAIR(q->sources[i].join_table, q->sources[i].join_checkpoint, false);
+#undef ADD_PAIR
+	return n;
 }
 
 /*
@@ -122,6 +155,8 @@ checkpoint_restore(QueryRunner *r)
 	bool		isnull;
 	int64		ckpt;
 	Datum		d;
+	StateTablePair pairs[MAX_STATE_TABLES];
+	int			npairs;
 
 	catalog_enter(&role);
 	if (SPI_execute_with_args("SELECT checkpoint_batch_id, checkpoint_table FROM streamwin.query_catalog "
@@ -136,24 +171,20 @@ checkpoint_restore(QueryRunner *r)
 			(errmsg("streamwin: query \"%s\" lost its state in a crash; restoring the checkpoint of batch " INT64_FORMAT " and replaying from there",
 					r->query->name, ckpt)));
 
-	for (int i = 0; i < 2; i++)
+	npairs = query_state_tables(r->query, pairs);
+	for (int i = 0; i < npairs; i++)
 	{
-		Oid			unlogged = i == 0 ? r->query->state_table : r->query->dedup_table;
-		Oid			logged = i == 0 ? r->query->checkpoint_table : r->query->dedup_checkpoint;
-
-		if (!OidIsValid(unlogged))
-			continue;
-		run_catalog(psprintf("DELETE FROM %s", qualified_relname(unlogged)), r->query_id);
+		run_catalog(psprintf("DELETE FROM %s", qualified_relname(pairs[i].unlogged)), r->query_id);
 		if (ckpt > 0)
-			run_catalog(psprintf("INSERT INTO %s SELECT * FROM %s", qualified_relname(unlogged),
-								 qualified_relname(logged)), r->query_id);
+			run_catalog(psprintf("INSERT INTO %s SELECT * FROM %s", qualified_relname(pairs[i].unlogged),
+								 qualified_relname(pairs[i].logged)), r->query_id);
 	}
 	run_catalog("DELETE FROM streamwin.query_offsets WHERE query_id = $1", r->query_id);
 	if (ckpt > 0)
 	{
 		run_catalog("INSERT INTO streamwin.query_offsets "
-					"(query_id, partition, next_offset, next_index, max_event_time, last_data_at) "
-					"SELECT query_id, partition, next_offset, next_index, max_event_time, last_data_at "
+					"(query_id, source_index, partition, next_offset, next_index, max_event_time, last_data_at) "
+					"SELECT query_id, source_index, partition, next_offset, next_index, max_event_time, last_data_at "
 					"FROM streamwin.query_checkpoints WHERE query_id = $1", r->query_id);
 	}
 	run_catalog(psprintf("UPDATE streamwin.query_catalog SET state_batch_id = " INT64_FORMAT
@@ -182,19 +213,19 @@ checkpoint_take(QueryRunner *r, int64 batch_id, bool has_wm, TimestampTz wm, boo
 	Datum		args[3] = {Int32GetDatum(r->query_id), Int64GetDatum(batch_id), TimestampTzGetDatum(wm)};
 	char		nulls[3] = {' ', ' ', has_wm ? ' ' : 'n'};
 	RoleSwitch role;
+	StateTablePair pairs[MAX_STATE_TABLES];
+	int			npairs = query_state_tables(r->query, pairs);
 
 	/*
 	 * Both tables or neither: a checkpoint is one state.  A store writes
 	 * its checkpoint rows by location (under a lock that does not conflict
 	 * with a dump's); copies made whole need TRUNCATE's.
 	 */
-	for (int i = 0; i < 2 && !wait; i++)
+	for (int i = 0; i < npairs && !wait; i++)
 	{
-		Oid			logged = i == 0 ? r->query->checkpoint_table : r->query->dedup_checkpoint;
-
-		if (i == 0 && r->store_active)
+		if (pairs[i].groups && r->store_active)
 			continue;
-		if (OidIsValid(logged) && !ConditionalLockRelationOid(logged, AccessExclusiveLock))
+		if (!ConditionalLockRelationOid(pairs[i].logged, AccessExclusiveLock))
 		{
 			ereport(DEBUG1,
 					(errmsg("streamwin: query \"%s\" skips a checkpoint: its table is locked by another session",
@@ -202,28 +233,23 @@ checkpoint_take(QueryRunner *r, int64 batch_id, bool has_wm, TimestampTz wm, boo
 			return false;
 		}
 	}
-	for (int i = 0; i < 2; i++)
+	for (int i = 0; i < npairs; i++)
 	{
-		Oid			unlogged = i == 0 ? r->query->state_table : r->query->dedup_table;
-		Oid			logged = i == 0 ? r->query->checkpoint_table : r->query->dedup_checkpoint;
-
-		if (!OidIsValid(unlogged))
-			continue;
-		if (i == 0 && r->store_active)
+		if (pairs[i].groups && r->store_active)
 		{
 			/* the groups changed since the last checkpoint */
 			store_checkpoint(r->store);
 			continue;
 		}
 		/* TRUNCATE rather than DELETE: no dead tuples left behind each time */
-		run_catalog(psprintf("TRUNCATE %s", qualified_relname(logged)), r->query_id);
-		run_catalog(psprintf("INSERT INTO %s SELECT * FROM %s", qualified_relname(logged),
-							 qualified_relname(unlogged)), r->query_id);
+		run_catalog(psprintf("TRUNCATE %s", qualified_relname(pairs[i].logged)), r->query_id);
+		run_catalog(psprintf("INSERT INTO %s SELECT * FROM %s", qualified_relname(pairs[i].logged),
+							 qualified_relname(pairs[i].unlogged)), r->query_id);
 	}
 	run_catalog("DELETE FROM streamwin.query_checkpoints WHERE query_id = $1", r->query_id);
 	run_catalog("INSERT INTO streamwin.query_checkpoints "
-				"(query_id, partition, next_offset, next_index, max_event_time, last_data_at) "
-				"SELECT query_id, partition, next_offset, next_index, max_event_time, last_data_at "
+				"(query_id, source_index, partition, next_offset, next_index, max_event_time, last_data_at) "
+				"SELECT query_id, source_index, partition, next_offset, next_index, max_event_time, last_data_at "
 				"FROM streamwin.query_offsets WHERE query_id = $1", r->query_id);
 	catalog_enter(&role);
 	if (SPI_execute_with_args("UPDATE streamwin.query_catalog SET checkpoint_batch_id = $2, "
@@ -246,7 +272,8 @@ checkpoint_move_positions(QueryRunner *r)
 	run_catalog("UPDATE streamwin.query_checkpoints c SET next_offset = o.next_offset, "
 				"next_index = o.next_index "
 				"FROM streamwin.query_offsets o "
-				"WHERE o.query_id = c.query_id AND o.partition = c.partition AND c.query_id = $1",
+				"WHERE o.query_id = c.query_id AND o.source_index = c.source_index "
+				"AND o.partition = c.partition AND c.query_id = $1",
 				r->query_id);
 }
 
@@ -278,11 +305,12 @@ recorded_watermark(QueryRunner *r, int64 batch_id, TimestampTz *wm)
 /*
  * checkpoint_replay_bounds
  *		What batch batch_id read and decided the first time: its end
- *		position per partition (targets, indexed like the reader's parts),
+ *		position per source and partition (targets[s], indexed like reader
+ *		s's parts),
  *		the watermark it started from and the one it ended with.
  */
 void
-checkpoint_replay_bounds(QueryRunner *r, int64 batch_id, SourcePosition *targets,
+checkpoint_replay_bounds(QueryRunner *r, int64 batch_id, SourcePosition **targets,
 						 bool *has_prev_wm, TimestampTz *prev_wm,
 						 bool *has_wm, TimestampTz *wm)
 {
@@ -306,7 +334,20 @@ checkpoint_replay_bounds(QueryRunner *r, int64 batch_id, SourcePosition *targets
 				 errhint("Replay the query from the start with streamwin.reset_query('%s', 'earliest').",
 						 r->query->name)));
 	offsets = DatumGetJsonbPCopy(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	r->reader->ops->positions_parse(r->reader, offsets, targets);
+	for (int s = 0; s < r->nreaders; s++)
+	{
+		SourceReader *rd = r->readers[s];
+		Jsonb	   *positions = offsets_json_source(r, offsets, s);
+
+		if (positions == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("cannot replay batch " INT64_FORMAT " of query \"%s\": its progress record has no offsets of source \"%s\"",
+							batch_id, r->query->name, rd->source->name),
+					 errhint("Replay the query from the start with streamwin.reset_query('%s', 'earliest').",
+							 r->query->name)));
+		rd->ops->positions_parse(rd, positions, targets[s]);
+	}
 	*has_prev_wm = recorded_watermark(r, batch_id - 1, prev_wm);
 	*has_wm = recorded_watermark(r, batch_id, wm);
 }
@@ -351,14 +392,24 @@ checkpoint_note_replayed(QueryRunner *r, int64 batch_id)
 						 " WHERE query_id = $1", batch_id), r->query_id);
 }
 
-/* The name of a query's checkpoint table (of its state, else of its dedup keys). */
+/* The name of a query's (first) checkpoint table. */
 static const char *
 checkpoint_table_name(const QueryInfo *q)
 {
-	char	   *name = get_rel_name(OidIsValid(q->checkpoint_table) ?
-									q->checkpoint_table : q->dedup_checkpoint);
+	StateTablePair pairs[MAX_STATE_TABLES];
+	char	   *name = query_state_tables(q, pairs) > 0 ? get_rel_name(pairs[0].logged) : NULL;
 
 	return name ? name : "?";
+}
+
+/* Does any source of the query read from its checkpoint's position on? */
+static bool
+fetch_follows_checkpoint(QueryRunner *r)
+{
+	for (int s = 0; s < r->nreaders; s++)
+		if (r->readers[s]->ops->fetch_follows_checkpoint)
+			return true;
+	return false;
 }
 
 /*
@@ -381,7 +432,7 @@ checkpoint_after_batch(QueryRunner *r, int64 batch_id, int64 checkpoint_batch,
 
 	if (checkpoint_batch != 0 &&
 		(behind < streamwin_checkpoint_interval ||
-		 (!r->reader->ops->fetch_follows_checkpoint &&
+		 (!fetch_follows_checkpoint(r) &&
 		  now - r->last_checkpoint_at < (int64) streamwin_checkpoint_min_interval * 1000)))
 		return;
 	if (checkpoint_take(r, batch_id, has_wm, wm, false))

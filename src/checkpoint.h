@@ -16,14 +16,27 @@ extern int	streamwin_checkpoint_min_interval;
 extern Oid	checkpoint_create_table(int32 query_id, Oid unlogged_table, const char *name,
 									bool incremental);
 
+/*
+ * A query's UNLOGGED tables, each with its logged checkpoint copy: its
+ * state (open groups), its dedup keys, a join's rows per side.
+ */
+#define MAX_STATE_TABLES (2 + QUERY_MAX_SOURCES)
+typedef struct StateTablePair
+{
+	Oid			unlogged;
+	Oid			logged;
+	bool		groups;			/* the state table, which a store writes */
+} StateTablePair;
+extern int	query_state_tables(const QueryInfo *q, StateTablePair *pairs);
+
 /* Does the query keep UNLOGGED state, which a crash can lose? */
-#define QUERY_HAS_UNLOGGED_STATE(q) (OidIsValid((q)->state_table) || OidIsValid((q)->dedup_table))
+#define QUERY_HAS_UNLOGGED_STATE(q) (query_state_tables((q), NULL) > 0)
 extern bool checkpoint_state_lost(QueryRunner *r);
 extern int64 checkpoint_restore(QueryRunner *r);
 extern bool checkpoint_take(QueryRunner *r, int64 batch_id, bool has_wm, TimestampTz wm,
 							bool wait);
 extern void checkpoint_move_positions(QueryRunner *r);
-extern void checkpoint_replay_bounds(QueryRunner *r, int64 batch_id, SourcePosition *targets,
+extern void checkpoint_replay_bounds(QueryRunner *r, int64 batch_id, SourcePosition **targets,
 									 bool *has_prev_wm, TimestampTz *prev_wm,
 									 bool *has_wm, TimestampTz *wm);
 extern TimestampTz checkpoint_replay_timestamp(QueryRunner *r, int64 batch_id);

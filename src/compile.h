@@ -16,6 +16,8 @@
  *						of a running aggregate without one
  *	compile_session.c	the statements of a session window
  *	compile_dedup.c		event time of a transform, deduplication
+ *	compile_join.c		a stream-stream join: its condition, its tables and
+ *						the statements of its state
  *	compile_tables.c	the query's result, state and transform tables
  *
  *-------------------------------------------------------------------------
@@ -28,6 +30,7 @@
 #include "nodes/primnodes.h"
 #include "utils/array.h"
 
+#include "join.h"
 #include "state_store.h"
 #include "streamwin.h"
 
@@ -66,6 +69,30 @@ typedef struct KeyCol
 	TargetEntry *tle;
 } KeyCol;
 
+/*
+ * A stream-stream join of the query's two sources (compile_join.c): the
+ * condition as create_query found it, and the tables and plan made for it.
+ */
+typedef struct CompiledJoin
+{
+	int			preserved;		/* the outer join's preserved side, or -1 */
+	int			join_rtindex;	/* the JoinExpr joining the sources (its
+								 * rtindex), or 0: FROM a, b */
+	Expr	   *time[QUERY_MAX_SOURCES];	/* each side's event time */
+	bool		has_lo;
+	bool		has_hi;
+	int64		lo_us;			/* time[1] - time[0] lies in [lo_us, hi_us] */
+	int64		hi_us;
+	List	   *keys[QUERY_MAX_SOURCES];	/* the equalities' operands */
+	Oid			table[QUERY_MAX_SOURCES];	/* each side's join table */
+	Oid			checkpoint[QUERY_MAX_SOURCES];
+	char	   *event_time_col[QUERY_MAX_SOURCES];	/* their own columns */
+	char	   *matched_col[QUERY_MAX_SOURCES];
+	bool		unmatched_pass; /* compiling the statements of rows that go
+								 * without a match: the query as written */
+	JoinPlan	plan;
+} CompiledJoin;
+
 typedef struct Compiled
 {
 	bool		aggregate;
@@ -78,8 +105,14 @@ typedef struct Compiled
 	List	   *partials;		/* PartialCol */
 	TargetEntry *window_tle;
 	Query	   *query;			/* analysed user query (rewritten for hop) */
-	int			source_rtindex;
-	SourceInfo *source;
+	int			source_rtindex; /* = source_rtindexes[0] */
+	SourceInfo *source;			/* = sources[0] */
+	int			nsources;		/* 2 for a join */
+	SourceInfo *sources[QUERY_MAX_SOURCES];
+	int			source_rtindexes[QUERY_MAX_SOURCES];
+	int			window_side;	/* the source of the window's event time */
+	int			dedup_side;		/* the source whose rows dedup_keys name */
+	CompiledJoin *join;			/* a stream-stream join, or NULL */
 	bool		store;			/* open groups in a state store
 								 * (state_store.h), not only in SQL */
 	List	   *state_names;	/* column names of the state table and of the
@@ -95,6 +128,11 @@ extern Query *rewrite_batch_time(Query *q);
 extern Expr *event_time_for_plan(Expr *event_time);
 extern void check_query_shape(Query *q);
 extern void check_from(Compiled *c);
+extern int	expr_source_side(Compiled *c, Node *e);
+extern bool jointree_contains(Node *n, int rtindex);
+extern bool joins_sources(Compiled *c, JoinExpr *j);
+extern void check_time_replayable(Expr *ts, const char *what, const char *must,
+								  const char *could);
 extern void compile_grouping(Compiled *c);
 extern void key_expressions_final(Compiled *c, Oid state);
 extern void check_column_name(List **seen, const char *name, bool windowed);
@@ -127,6 +165,12 @@ extern Expr *source_column_expr(Compiled *c, const char *name);
 extern List *dedup_key_names(Compiled *c, ArrayType *arr);
 extern void dedup_statements(Compiled *c, List *keys, int32 query_id, StringInfo plan,
 							 Oid *table_out, Oid *checkpoint_out);
+
+/* compile_join.c */
+extern void compile_join(Compiled *c, OutputMode mode, bool has_watermark, Jsonb *options);
+extern void join_tables(Compiled *c, int32 query_id);
+extern char *join_pairs_sql(Compiled *c, Query *q);
+extern void join_statements(Compiled *c, StringInfo plan);
 
 /* compile_tables.c */
 extern char *internal_name(List **taken, const char *base, const char *tail);

@@ -25,11 +25,11 @@
 #include "source.h"
 #include "spi_util.h"
 
-/* The source's column of that name, as an expression of the user's query. */
+/* Source side's column of that name, as an expression of the user's query. */
 static Var *
-source_column(Compiled *c, const char *name, const char *what)
+side_column(Compiled *c, int side, const char *name)
 {
-	RangeTblEntry *rte = rt_fetch(c->source_rtindex, c->query->rtable);
+	RangeTblEntry *rte = rt_fetch(c->source_rtindexes[side], c->query->rtable);
 	int			attno = 0;
 	ListCell   *lc;
 	Oid			type;
@@ -42,13 +42,68 @@ source_column(Compiled *c, const char *name, const char *what)
 		if (strcmp(strVal(lfirst(lc)), name) == 0)
 		{
 			get_atttypetypmodcoll(rte->relid, attno, &type, &typmod, &coll);
-			return makeVar(c->source_rtindex, attno, type, typmod, coll, 0);
+			return makeVar(c->source_rtindexes[side], attno, type, typmod, coll, 0);
 		}
 	}
-	ereport(ERROR,
-			(errcode(ERRCODE_UNDEFINED_COLUMN),
-			 errmsg("%s \"%s\" is not a column of source \"%s\"", what, name, c->source->name)));
 	return NULL;
+}
+
+/* The source's column of that name (side: dedup_side), or an error. */
+static Var *
+source_column(Compiled *c, const char *name, const char *what)
+{
+	Var		   *v = side_column(c, c->dedup_side, name);
+
+	if (v == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("%s \"%s\" is not a column of source \"%s\"", what, name,
+						c->sources[c->dedup_side]->name)));
+	return v;
+}
+
+/*
+ * In a join, the side whose rows a dedup key names: "alias.column" (or the
+ * source's name before the dot), or a column only one side has.  Returns
+ * the column's name.
+ */
+static char *
+dedup_key_side(Compiled *c, const char *key, int *side)
+{
+	const char *dot = strchr(key, '.');
+	int			found = -1;
+
+	if (dot != NULL)
+	{
+		char	   *qual = pnstrdup(key, dot - key);
+
+		for (int s = 0; s < c->nsources; s++)
+		{
+			RangeTblEntry *rte = rt_fetch(c->source_rtindexes[s], c->query->rtable);
+
+			if (strcmp(rte->eref->aliasname, qual) == 0 || strcmp(c->sources[s]->name, qual) == 0)
+				found = s;
+		}
+		if (found < 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_COLUMN),
+					 errmsg("dedup key \"%s\" names no source of the join", key),
+					 errhint("Qualify a dedup key with the alias of one of the joined sources, for example i.imp_id.")));
+		*side = found;
+		return pstrdup(dot + 1);
+	}
+	for (int s = 0; s < c->nsources; s++)
+		if (side_column(c, s, key) != NULL)
+		{
+			if (found >= 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_AMBIGUOUS_COLUMN),
+						 errmsg("dedup key \"%s\" is a column of both joined sources", key),
+						 errhint("Qualify it with the alias of the source whose rows are deduplicated, for example i.%s.", key)));
+			found = s;
+		}
+	*side = found < 0 ? 0 : found;
+	return (char *) key;
 }
 
 /* options.event_time: the event time of a query without a window */
@@ -87,6 +142,17 @@ dedup_key_names(Compiled *c, ArrayType *arr)
 		if (nulls[i])
 			refuse("dedup_keys must not contain NULL", NULL, NULL);
 		name = TextDatumGetCString(elems[i]);
+		if (c->nsources > 1)
+		{
+			int			side;
+
+			name = dedup_key_side(c, name, &side);
+			if (i > 0 && side != c->dedup_side)
+				refuse("dedup_keys must name columns of one source",
+					   "Deduplication drops a source's repeated rows before the join; each row is compared with that source's rows only.",
+					   "Name the columns of one source, qualified with its alias, for example '{i.imp_id}'.");
+			c->dedup_side = side;
+		}
 		(void) source_column(c, name, "dedup key");
 		foreach(lc, names)
 			if (strcmp(lfirst(lc), name) == 0)
@@ -110,7 +176,10 @@ void
 dedup_statements(Compiled *c, List *keys, int32 query_id, StringInfo plan,
 				 Oid *table_out, Oid *checkpoint_out)
 {
-	TupleDesc	desc = source_tupdesc(c->source->relation);
+	SourceInfo *src = c->sources[c->dedup_side];
+	int			rtindex = c->source_rtindexes[c->dedup_side];
+	Expr	   *row_time = c->join ? c->join->time[c->dedup_side] : c->event_time;
+	TupleDesc	desc = source_tupdesc(src->relation);
 	StringInfoData cols;
 	StringInfoData keydefs;
 	StringInfoData keylist;
@@ -154,13 +223,13 @@ dedup_statements(Compiled *c, List *keys, int32 query_id, StringInfo plan,
 						 column_type_sql(v->vartype, v->vartypmod, v->varcollid));
 		appendStringInfo(&keylist, "%s%s", keylist.len ? ", " : "", quote_identifier(lfirst(lc)));
 	}
-	if (c->event_time)
+	if (row_time)
 	{
 		/* the event time over the numbered rows "s" */
-		Node	   *ts = copyObject((Node *) c->event_time);
+		Node	   *ts = copyObject((Node *) row_time);
 
-		ChangeVarNodes(ts, c->source_rtindex, 1, 0);
-		ts_sql = deparse_expr_qualified(ts, deparse_context_for("s", c->source->relation));
+		ChangeVarNodes(ts, rtindex, 1, 0);
+		ts_sql = deparse_expr_qualified(ts, deparse_context_for("s", src->relation));
 	}
 
 	/* NULL keys are keys too: NULLS NOT DISTINCT */
@@ -179,10 +248,10 @@ dedup_statements(Compiled *c, List *keys, int32 query_id, StringInfo plan,
 					 "ORDER BY %s, %s ON CONFLICT (%s) DO NOTHING RETURNING %s",
 					 qname, keylist.data, event_time, batch_ord,
 					 keylist.data, keylist.data, ts_sql, ord,
-					 c->source->source_id, ord, cols.data,
+					 src->source_id, ord, cols.data,
 					 keylist.data, ord, keylist.data, batch_ord);
 	plan_add_statement(plan, STMT_DEDUP, sql.data);
-	if (c->event_time)
+	if (row_time)
 	{
 		plan_add_statement(plan, STMT_DEDUP_EVICT, psprintf("DELETE FROM %s WHERE %s < $1", qname, event_time));
 	}

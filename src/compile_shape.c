@@ -370,7 +370,7 @@ event_time_for_plan(Expr *event_time)
 /* --- checks on the analysed query ------------------------------------------ */
 
 /* Does jointree node n contain range table entry rtindex? */
-static bool
+bool
 jointree_contains(Node *n, int rtindex)
 {
 	if (n == NULL)
@@ -397,12 +397,37 @@ jointree_contains(Node *n, int rtindex)
 }
 
 /*
- * The stream must be on the preserved side of every outer join: a batch
- * only sees the rows that arrived since the last one, so a table row that
- * "matches no stream row" in one batch may match in the next.
+ * Is JoinExpr j the join of a query's two sources: one in each argument,
+ * and the nullable argument of an outer join the other source itself
+ * (FROM ads a JOIN i ON ... LEFT JOIN c ON ...)?
+ */
+bool
+joins_sources(Compiled *c, JoinExpr *j)
+{
+	Node	   *nullable = j->jointype == JOIN_LEFT ? j->rarg :
+		j->jointype == JOIN_RIGHT ? j->larg : NULL;
+
+	if (c->nsources != 2)
+		return false;
+	if (!((jointree_contains(j->larg, c->source_rtindexes[0]) &&
+		   jointree_contains(j->rarg, c->source_rtindexes[1])) ||
+		  (jointree_contains(j->larg, c->source_rtindexes[1]) &&
+		   jointree_contains(j->rarg, c->source_rtindexes[0]))))
+		return false;
+	return nullable == NULL ||
+		(IsA(nullable, RangeTblRef) &&
+		 (((RangeTblRef *) nullable)->rtindex == c->source_rtindexes[0] ||
+		  ((RangeTblRef *) nullable)->rtindex == c->source_rtindexes[1]));
+}
+
+/*
+ * A stream must be on the preserved side of every outer join with a table:
+ * a batch only sees the rows that arrived since the last one, so a table
+ * row that "matches no stream row" in one batch may match in the next.
+ * (The outer join of two sources is a stream-stream join, compile_join.c.)
  */
 static void
-check_joins(Node *n, int source)
+check_joins(Compiled *c, Node *n, int source)
 {
 	if (n == NULL)
 		return;
@@ -411,7 +436,7 @@ check_joins(Node *n, int source)
 		ListCell   *lc;
 
 		foreach(lc, ((FromExpr *) n)->fromlist)
-			check_joins(lfirst(lc), source);
+			check_joins(c, lfirst(lc), source);
 	}
 	else if (IsA(n, JoinExpr))
 	{
@@ -419,15 +444,15 @@ check_joins(Node *n, int source)
 		bool		in_left = jointree_contains(j->larg, source);
 		bool		in_right = jointree_contains(j->rarg, source);
 
-		if ((in_left || in_right) &&
+		if ((in_left || in_right) && !joins_sources(c, j) &&
 			(j->jointype == JOIN_FULL ||
 			 (j->jointype == JOIN_LEFT && in_right) ||
 			 (j->jointype == JOIN_RIGHT && in_left)))
 			refuse("the source must not be on the nullable side of an outer join",
 				   "Each batch sees only the rows that arrived since the previous batch, so table rows without a match would be emitted again and again.",
 				   "Join the source with an inner join, or put it on the left of a LEFT JOIN.");
-		check_joins(j->larg, source);
-		check_joins(j->rarg, source);
+		check_joins(c, j->larg, source);
+		check_joins(c, j->rarg, source);
 	}
 }
 
@@ -467,12 +492,18 @@ check_from(Compiled *c)
 				src = catalog_get_source_by_relation(rte->relid);
 				if (src == NULL)
 					break;		/* an ordinary table, read as of each batch */
-				if (c->source != NULL)
-					refuse("a continuous query must read exactly one source once",
-						   "Joining a stream with itself or with another stream needs state per side, which streamwin does not keep.",
-						   "Read one source and join it with ordinary tables.");
-				c->source = src;
-				c->source_rtindex = rtindex;
+				for (int i = 0; i < c->nsources; i++)
+					if (c->sources[i]->source_id == src->source_id)
+						refuse(psprintf("source \"%s\" is read twice: a stream cannot be joined with itself", src->name),
+							   "A self-join would need each row's side told apart in one batch and one state; streamwin joins two different sources.",
+							   "Create a second source over the same topic or table and join the two, or join the source with a result table of another continuous query.");
+				if (c->nsources == QUERY_MAX_SOURCES)
+					refuse("a continuous query can join at most two sources",
+						   "A stream-stream join keeps the rows of each side that can still match; joins of more than two streams are not supported.",
+						   "Join two of the sources in one query, and its result table with the third in ordinary SQL, or create one query per pair.");
+				c->sources[c->nsources] = src;
+				c->source_rtindexes[c->nsources] = rtindex;
+				c->nsources++;
 				break;
 			case RTE_JOIN:
 				break;
@@ -493,11 +524,15 @@ check_from(Compiled *c)
 					   NULL, "Read one source and join it with ordinary tables.");
 		}
 	}
-	if (c->source == NULL)
+	if (c->nsources == 0)
 		refuse("a continuous query must read a streamwin source",
 			   "None of the relations in FROM is a source.",
 			   "Create one with streamwin.create_kafka_source() or streamwin.create_table_source() and name it in FROM.");
-	check_joins((Node *) q->jointree, c->source_rtindex);
+	/* source 0 is what a query over one source reads */
+	c->source = c->sources[0];
+	c->source_rtindex = c->source_rtindexes[0];
+	for (int i = 0; i < c->nsources; i++)
+		check_joins(c, (Node *) q->jointree, c->source_rtindexes[i]);
 }
 
 void
@@ -632,30 +667,66 @@ static void
 check_event_time(Compiled *c, Expr *ts)
 {
 	List	   *vars = pull_var_clause((Node *) ts, 0);
-	ListCell   *lc;
+
+	c->window_side = expr_source_side(c, (Node *) ts);
+	if (c->window_side < 0 && vars != NIL)
+		refuse(c->nsources > 1 ?
+			   "the event time of a window must be computed from the columns of one source only" :
+			   "the event time of a window must be computed from the source's columns only",
+			   NULL, "Use a column of the source (or an expression over its columns) as the first argument of the window function.");
+	check_time_replayable(ts, "of a window", "assign each row to the same window",
+						  "assign a row to another window");
+	c->event_time = ts;
+}
+
+/*
+ * An event time must give a replayed batch the same times as the first
+ * run.  For the messages: whose event time (what: "of a window"), what a
+ * replay must do and what it could do otherwise.
+ */
+void
+check_time_replayable(Expr *ts, const char *what, const char *must, const char *could)
+{
 	ReplayCheck rc = {streamwin_func_oid("batch_timestamp", 0, NULL), InvalidOid, false};
+
+	if (contain_volatile_functions((Node *) ts))
+		refuse(psprintf("the event time %s must not use volatile functions", what),
+			   psprintf("Replaying a batch must %s.", must),
+			   "Use a column of the source, for example streamwin.tumble(event_time, '1 minute'), or now() for the batch's processing time.");
+	if (replay_unsafe_walker((Node *) ts, &rc))
+		refuse(psprintf("the event time %s must not depend on anything but the row and the batch's time", what),
+			   OidIsValid(rc.unsafe) ?
+			   psprintf("Function %s is not immutable, so replaying a batch could %s.",
+						format_procedure(rc.unsafe), could) :
+			   psprintf("Replaying a batch must %s.", must),
+			   "Use the source's columns with immutable functions, date and time conversions, or now() for the batch's processing time; "
+			   "a function of your own whose result depends on its arguments only can be declared IMMUTABLE.");
+}
+
+/*
+ * The source whose columns expression e uses (its index in c->sources), or
+ * -1 if it uses none or the columns of anything else too.
+ */
+int
+expr_source_side(Compiled *c, Node *e)
+{
+	List	   *vars = pull_var_clause(e, PVC_RECURSE_AGGREGATES | PVC_RECURSE_PLACEHOLDERS);
+	ListCell   *lc;
+	int			side = -1;
 
 	foreach(lc, vars)
 	{
 		Var		   *v = lfirst_node(Var, lc);
+		int			this = -1;
 
-		if (v->varno != c->source_rtindex || v->varlevelsup != 0)
-			refuse("the event time of a window must be computed from the source's columns only",
-				   NULL, "Use a column of the source (or an expression over its columns) as the first argument of the window function.");
+		for (int i = 0; i < c->nsources; i++)
+			if (v->varno == c->source_rtindexes[i] && v->varlevelsup == 0)
+				this = i;
+		if (this < 0 || (side >= 0 && this != side))
+			return -1;
+		side = this;
 	}
-	if (contain_volatile_functions((Node *) ts))
-		refuse("the event time of a window must not use volatile functions",
-			   "Replaying a batch must assign each row to the same window.",
-			   "Use a column of the source, for example streamwin.tumble(event_time, '1 minute'), or now() for the batch's processing time.");
-	if (replay_unsafe_walker((Node *) ts, &rc))
-		refuse("the event time of a window must not depend on anything but the row and the batch's time",
-			   OidIsValid(rc.unsafe) ?
-			   psprintf("Function %s is not immutable, so replaying a batch could assign a row to another window.",
-						format_procedure(rc.unsafe)) :
-			   "Replaying a batch must assign each row to the same window.",
-			   "Use the source's columns with immutable functions, date and time conversions, or now() for the batch's processing time; "
-			   "a function of your own whose result depends on its arguments only can be declared IMMUTABLE.");
-	c->event_time = ts;
+	return side;
 }
 
 /* Which window, if any, is this GROUP BY expression? */

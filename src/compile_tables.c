@@ -276,7 +276,18 @@ create_transform_table(Compiled *c, const char *name, StringInfo plan)
 	relid = RangeVarGetRelid(makeRangeVarFromNameList(stringToQualifiedNameList(name)),
 							 NoLock, false);
 
-	plan_add_statement(plan, STMT_BATCH, psprintf("INSERT INTO %s (%s) %s", qualified_relname(relid), cols.data,
-							   deparse_query_qualified(c->query)));
+	if (c->join == NULL)
+		plan_add_statement(plan, STMT_BATCH, psprintf("INSERT INTO %s (%s) %s", qualified_relname(relid),
+													  cols.data, deparse_query_qualified(c->query)));
+	else
+	{
+		/* the pairs each batch finds; an outer join's rows without a match */
+		plan_add_statement(plan, STMT_BATCH, psprintf("INSERT INTO %s (%s) %s", qualified_relname(relid),
+													  cols.data, join_pairs_sql(c, c->query)));
+		if (c->join->preserved >= 0)
+			plan_add_statement(plan, STMT_JOIN_UNMATCHED,
+							   psprintf("INSERT INTO %s (%s) %s", qualified_relname(relid), cols.data,
+										deparse_query_qualified(c->query)));
+	}
 	return relid;
 }

@@ -155,6 +155,40 @@ hop_uses_panes(Compiled *c)
 	return c->window != NULL && strcmp(c->window, "hop") == 0 && c->size_us % c->slide_us == 0;
 }
 
+/*
+ * pq, a partial aggregation, over the batch's rows: for a join of two
+ * sources, over the pairs the batch finds (join_pairs_sql), and then,
+ * when merge, merged into one row per group.
+ */
+static char *
+partial_rows_sql(Compiled *c, Query *pq, bool merge)
+{
+	StringInfoData sql;
+	ListCell   *lc;
+	int			group = 0;
+
+	if (c->join == NULL || c->join->unmatched_pass)
+		return deparse_query_qualified(pq);
+	if (!merge)
+		return join_pairs_sql(c, pq);
+	initStringInfo(&sql);
+	appendStringInfoString(&sql, "SELECT ");
+	if (c->window)
+		appendStringInfoString(&sql, "u.window_start");
+	foreach(lc, c->keys)
+		appendStringInfo(&sql, "%su.%s", sql.len > 7 ? ", " : "",
+						 quote_identifier(((KeyCol *) lfirst(lc))->name));
+	foreach(lc, c->partials)
+		appendStringInfo(&sql, "%s%s", sql.len > 7 ? ", " : "", merge_agg_sql(lfirst(lc)));
+	appendStringInfo(&sql, " FROM (%s) AS u(%s", join_pairs_sql(c, pq), group_columns(c, ""));
+	foreach(lc, c->partials)
+		appendStringInfo(&sql, ", %s", quote_identifier(((PartialCol *) lfirst(lc))->name));
+	appendStringInfoString(&sql, ") GROUP BY ");
+	for (int i = 0; i < (c->window ? 1 : 0) + list_length(c->keys); i++)
+		appendStringInfo(&sql, "%s%d", group++ ? ", " : "", i + 1);
+	return sql.data;
+}
+
 /* The query computing one batch's partial aggregates. */
 static char *
 partial_query_sql(Compiled *c)
@@ -193,7 +227,7 @@ partial_query_sql(Compiled *c)
 	{
 		if (c->window && strcmp(c->window, "hop") == 0)
 			pq = hop_without_srf(c, pq, (int32) ((c->size_us + c->slide_us - 1) / c->slide_us));
-		return deparse_query_qualified(pq);
+		return partial_rows_sql(c, pq, true);
 	}
 
 	/* the panes (one window start each: the pane's own), then the windows */
@@ -206,7 +240,7 @@ partial_query_sql(Compiled *c)
 	foreach(lc, c->partials)
 		appendStringInfo(&sql, ", %s", merge_agg_sql(lfirst(lc)));
 	appendStringInfo(&sql, " FROM (%s) AS p, pg_catalog.generate_series(0, %lld) AS __streamwin_pane(i) GROUP BY 1",
-					 deparse_query_qualified(pq), (long long) (c->size_us / c->slide_us - 1));
+					 partial_rows_sql(c, pq, false), (long long) (c->size_us / c->slide_us - 1));
 	foreach(lc, c->keys)
 		appendStringInfo(&sql, ", %d", ++group);
 	return sql.data;
@@ -340,18 +374,18 @@ emit_statements(Compiled *c, const char *rname, const char *sname, OutputMode mo
 	plan_add_statement(plan, STMT_STATE_COUNT, psprintf("SELECT pg_catalog.count(*) FROM %s", sname));
 }
 
-/* The statements of an aggregation, stored in query_catalog.plan. */
-void
-aggregate_statements(Compiled *c, Oid result, Oid state, OutputMode mode, StringInfo plan)
+/*
+ * The merge of partial aggregates (the query partial) into the state table
+ * sname: INSERT ... ON CONFLICT DO UPDATE.
+ */
+static char *
+state_merge_sql(Compiled *c, const char *sname, const char *partial)
 {
-	char	   *rname = qualified_relname(result);
-	char	   *sname = qualified_relname(state);
 	StringInfoData merge;
 	StringInfoData cols;
 	StringInfoData ins;
 	StringInfoData sel;
 	ListCell   *lc;
-	char	   *batch;
 	char	   *window_end = c->window ?
 		psprintf("b.window_start + '%lld microseconds'::pg_catalog.interval", (long long) c->size_us) : "";
 
@@ -387,7 +421,7 @@ aggregate_statements(Compiled *c, Oid result, Oid state, OutputMode mode, String
 	 */
 	initStringInfo(&merge);
 	appendStringInfo(&merge, "INSERT INTO %s AS s (%s) SELECT %s FROM (%s) AS b(%s%s) ORDER BY %s ON CONFLICT (%s) ",
-					 sname, ins.data, sel.data, partial_query_sql(c),
+					 sname, ins.data, sel.data, partial,
 					 group_columns(c, ""), cols.data, group_columns(c, "b."), group_columns(c, ""));
 	if (c->partials == NIL)
 		appendStringInfoString(&merge, "DO NOTHING");
@@ -402,11 +436,39 @@ aggregate_statements(Compiled *c, Oid result, Oid state, OutputMode mode, String
 							 quote_identifier(p->name), merge_sql(p));
 		}
 	}
+	return merge.data;
+}
 
-	/* in update mode, also upsert the final values of the groups it changed */
-	batch = mode != OUTPUT_UPDATE ? merge.data :
-		psprintf("WITH s AS (%s RETURNING s.*) %s%s", merge.data, result_insert(c, rname), result_upsert(c));
-	plan_add_statement(plan, STMT_BATCH, batch);
+/* The merge, and in update mode also the upsert of the changed groups' results. */
+static char *
+batch_merge_sql(Compiled *c, const char *rname, const char *sname, OutputMode mode,
+				const char *partial)
+{
+	char	   *merge = state_merge_sql(c, sname, partial);
+
+	if (mode != OUTPUT_UPDATE)
+		return merge;
+	return psprintf("WITH s AS (%s RETURNING s.*) %s%s", merge, result_insert(c, rname), result_upsert(c));
+}
+
+/* The statements of an aggregation, stored in query_catalog.plan. */
+void
+aggregate_statements(Compiled *c, Oid result, Oid state, OutputMode mode, StringInfo plan)
+{
+	char	   *rname = qualified_relname(result);
+	char	   *sname = qualified_relname(state);
+	char	   *partial = partial_query_sql(c);
+	char	   *merge = state_merge_sql(c, sname, partial);
+
+	plan_add_statement(plan, STMT_BATCH, batch_merge_sql(c, rname, sname, mode, partial));
+	if (c->join != NULL && c->join->preserved >= 0)
+	{
+		/* the rows of the preserved side that go without a match */
+		c->join->unmatched_pass = true;
+		plan_add_statement(plan, STMT_JOIN_UNMATCHED,
+						   batch_merge_sql(c, rname, sname, mode, partial_query_sql(c)));
+		c->join->unmatched_pass = false;
+	}
 
 	/*
 	 * Its insert variant (see run_insert_variant in batch.c): a group the
@@ -420,7 +482,7 @@ aggregate_statements(Compiled *c, Oid result, Oid state, OutputMode mode, String
 
 		plan_add_statement(plan, STMT_BATCH_INSERT, psprintf("WITH s AS (%s RETURNING s.*, s.xmax), "
 								   "n AS (%s WHERE xmax = 0) %s WHERE xmax <> 0%s",
-								   merge.data, insert, insert, result_upsert(c)));
+								   merge, insert, insert, result_upsert(c)));
 	}
 	emit_statements(c, rname, sname, mode, plan);
 }
@@ -483,6 +545,12 @@ store_statements(Compiled *c, Oid result, Oid state, int32 query_id, OutputMode 
 	char	   *index_name = psprintf("%s_groups", get_rel_name(state));
 
 	plan_add_statement(plan, STMT_STORE_GROUPS, partial_query_sql(c));
+	if (c->join != NULL && c->join->preserved >= 0)
+	{
+		c->join->unmatched_pass = true;
+		plan_add_statement(plan, STMT_JOIN_UNMATCHED_GROUPS, partial_query_sql(c));
+		c->join->unmatched_pass = false;
+	}
 	if (mode == OUTPUT_UPDATE)
 	{
 		StringInfoData update;

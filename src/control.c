@@ -60,12 +60,14 @@ set_desired_state(QueryInfo *q, const char *state)
 static void
 source_query_gone(QueryInfo *q)
 {
-	SourceInfo *src;
-
 	SPI_connect();
-	src = catalog_get_source_by_id(q->source_id);
-	if (source_ops(src)->query_gone)
-		source_ops(src)->query_gone(src);
+	for (int i = 0; i < q->nsources; i++)
+	{
+		SourceInfo *src = catalog_get_source_by_id(q->sources[i].source_id);
+
+		if (source_ops(src)->query_gone)
+			source_ops(src)->query_gone(src);
+	}
 	SPI_finish();
 }
 
@@ -216,18 +218,20 @@ streamwin_drop_query(PG_FUNCTION_ARGS)
 		SPI_execute_with_args("DELETE FROM streamwin.late_row_log WHERE query = $2",
 							  2, types, args, NULL, false, 0) != SPI_OK_DELETE)
 		elog(ERROR, "could not delete the progress and late rows of query \"%s\"", name);
-	if (OidIsValid(q->state_table) && get_rel_name(q->state_table) != NULL)
-		SPI_execute(psprintf("DROP TABLE %s",
-							 quote_qualified_identifier("streamwin", get_rel_name(q->state_table))),
-					false, 0);
 	{
-		Oid			others[3] = {q->checkpoint_table, q->dedup_table, q->dedup_checkpoint};
+		StateTablePair pairs[MAX_STATE_TABLES];
+		int			npairs = query_state_tables(q, pairs);
 
-		for (int i = 0; i < 3; i++)
-			if (OidIsValid(others[i]) && get_rel_name(others[i]) != NULL)
-				SPI_execute(psprintf("DROP TABLE %s",
-									 quote_qualified_identifier("streamwin", get_rel_name(others[i]))),
-							false, 0);
+		for (int i = 0; i < npairs; i++)
+		{
+			Oid			tables[2] = {pairs[i].unlogged, pairs[i].logged};
+
+			for (int t = 0; t < 2; t++)
+				if (get_rel_name(tables[t]) != NULL)
+					SPI_execute(psprintf("DROP TABLE %s",
+										 quote_qualified_identifier("streamwin", get_rel_name(tables[t]))),
+								false, 0);
+		}
 	}
 	SPI_execute_with_args("DELETE FROM streamwin.state_alive WHERE query_id = $1",
 						  1, types, args, NULL, false, 0);
@@ -243,8 +247,11 @@ streamwin_drop_query(PG_FUNCTION_ARGS)
 
 /* The forms of reset_query's starting_offsets for the query's source, as a hint. */
 static int
-starting_offsets_hint(SourceInfo *src)
+starting_offsets_hint(SourceInfo *src, int nsources)
 {
+	if (nsources > 1)
+		return errhint("Use 'earliest', 'latest' or a JSON object with the starting offsets of each source under its name, "
+					   "such as '{\"clicks\": {\"0\": 42}, \"impressions\": {\"0\": 7}}' (sources not named start at the earliest).");
 	if (src->kind == SOURCE_TABLE)
 		return errhint("Use 'earliest' (the oldest change the source holds), 'latest' (from now on) "
 					   "or the LSN to start at, as '{\"lsn\": \"0/16B3748\"}'.");
@@ -257,7 +264,7 @@ starting_offsets_hint(SourceInfo *src)
  * the JSON object it must be (what it holds, the source's reset checks).
  */
 static Jsonb *
-parse_starting_offsets(SourceInfo *src, const char *start)
+parse_starting_offsets(SourceInfo *src, int nsources, const char *start)
 {
 	const char *p = start;
 	MemoryContext cxt = CurrentMemoryContext;
@@ -272,7 +279,7 @@ parse_starting_offsets(SourceInfo *src, const char *start)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid starting_offsets \"%s\"", start),
-				 starting_offsets_hint(src)));
+				 starting_offsets_hint(src, nsources)));
 	/* jsonb_in raises on bad JSON: say what was expected, with its reason */
 	PG_TRY();
 	{
@@ -291,8 +298,59 @@ parse_starting_offsets(SourceInfo *src, const char *start)
 				 errmsg("invalid starting_offsets \"%s\"", start),
 				 errdetail("It is not valid JSON: %s%s%s", edata->message,
 						   edata->detail ? ": " : ".", edata->detail ? edata->detail : ""),
-				 starting_offsets_hint(src)));
+				 starting_offsets_hint(src, nsources)));
 	return json;
+}
+
+/*
+ * The explicit starting offsets of each source (per_source[i], NULL where
+ * none): the object itself for a query over one source; for a join, its
+ * member under each source's name, any other member refused.
+ */
+static void
+split_starting_offsets(QueryInfo *q, SourceInfo **sources, Jsonb *explicit, const char *start,
+					   Jsonb **per_source)
+{
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+
+	for (int i = 0; i < q->nsources; i++)
+		per_source[i] = NULL;
+	if (explicit == NULL)
+		return;
+	if (q->nsources == 1)
+	{
+		per_source[0] = explicit;
+		return;
+	}
+	it = JsonbIteratorInit(&explicit->root);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		int			found = -1;
+
+		if (tok != WJB_KEY)
+			continue;
+		for (int i = 0; i < q->nsources; i++)
+			if (strlen(sources[i]->name) == (size_t) v.val.string.len &&
+				strncmp(sources[i]->name, v.val.string.val, v.val.string.len) == 0)
+				found = i;
+		if (found < 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid starting_offsets \"%s\"", start),
+					 errdetail("Query \"%s\" reads no source named \"%.*s\".", q->name,
+							   v.val.string.len, v.val.string.val),
+					 starting_offsets_hint(sources[0], q->nsources)));
+		tok = JsonbIteratorNext(&it, &v, true);
+		if (tok != WJB_VALUE || v.type != jbvBinary)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid starting_offsets \"%s\"", start),
+					 errdetail("The offsets of source \"%s\" must be a JSON object.", sources[found]->name),
+					 starting_offsets_hint(sources[found], 1)));
+		per_source[found] = JsonbValueToJsonb(&v);
+	}
 }
 
 /*
@@ -310,9 +368,10 @@ streamwin_reset_query(PG_FUNCTION_ARGS)
 	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	char	   *start = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	QueryInfo  *q = catalog_get_query(name, false);
-	SourceInfo *src;
+	SourceInfo *sources[QUERY_MAX_SOURCES];
 	QueryRunner *r;
 	Jsonb	   *explicit;
+	Jsonb	   *per_source[QUERY_MAX_SOURCES];
 	RoleSwitch role;
 	Oid			types[1] = {INT4OID};
 	Datum		args[1] = {Int32GetDatum(q->query_id)};
@@ -323,14 +382,17 @@ streamwin_reset_query(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("query \"%s\" is running", name),
 				 errhint("Stop it first with streamwin.stop_query(%s).", quote_literal_cstr(q->name))));
-	explicit = parse_starting_offsets(catalog_get_source_by_id(q->source_id), start);
+	for (int i = 0; i < q->nsources; i++)
+		sources[i] = catalog_get_source_by_id(q->sources[i].source_id);
+	explicit = parse_starting_offsets(sources[0], q->nsources, start);
+	split_starting_offsets(q, sources, explicit, start, per_source);
 
 	/* wait for a batch in progress (a stopping worker's last) to finish */
 	catalog_lock_query(q->query_id);
 	/* before anything is written: a table source may need a new slot */
-	src = catalog_get_source_by_id(q->source_id);
-	if (source_ops(src)->prepare_reset != NULL)
-		source_ops(src)->prepare_reset(src);
+	for (int i = 0; i < q->nsources; i++)
+		if (source_ops(sources[i])->prepare_reset != NULL)
+			source_ops(sources[i])->prepare_reset(sources[i]);
 	SPI_connect();
 	catalog_enter(&role);
 	if (SPI_execute_with_args("DELETE FROM streamwin.query_offsets WHERE query_id = $1",
@@ -346,14 +408,15 @@ streamwin_reset_query(PG_FUNCTION_ARGS)
 		elog(ERROR, "could not reset query \"%s\"", name);
 	if (QUERY_HAS_UNLOGGED_STATE(q))
 	{
-		Oid			tables[4] = {q->state_table, q->checkpoint_table, q->dedup_table, q->dedup_checkpoint};
+		StateTablePair pairs[MAX_STATE_TABLES];
+		int			npairs = query_state_tables(q, pairs);
 
 		/* the state is now (validly) empty, whatever a crash did to it */
-		for (int i = 0; i < 4; i++)
-			if (OidIsValid(tables[i]))
-				SPI_execute(psprintf("DELETE FROM %s",
-									 quote_qualified_identifier("streamwin", get_rel_name(tables[i]))),
-							false, 0);
+		for (int i = 0; i < npairs; i++)
+		{
+			SPI_execute(psprintf("DELETE FROM %s", qualified_relname(pairs[i].unlogged)), false, 0);
+			SPI_execute(psprintf("DELETE FROM %s", qualified_relname(pairs[i].logged)), false, 0);
+		}
 		SPI_execute_with_args("INSERT INTO streamwin.state_alive VALUES ($1) ON CONFLICT DO NOTHING",
 							  1, types, args, NULL, false, 0);
 	}
@@ -364,7 +427,10 @@ streamwin_reset_query(PG_FUNCTION_ARGS)
 	r = runner_get(q->query_id, false);
 	runner_state_rewritten(r);
 	offsets_load(r);
-	r->reader->ops->reset(r->reader, start, explicit);
+	for (int i = 0; i < r->nreaders; i++)
+		r->readers[i]->ops->reset(r->readers[i],
+								  explicit != NULL && per_source[i] == NULL ? "earliest" : start,
+								  per_source[i]);
 	offsets_store(r);
 	if (QUERY_HAS_UNLOGGED_STATE(q))
 	{

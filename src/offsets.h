@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * offsets.h
- *	  Where a query is in its source, stored with every batch, and its
+ *	  Where a query is in its sources, stored with every batch, and its
  *	  event-time watermark (offsets.c).
  *
  *-------------------------------------------------------------------------
@@ -40,5 +40,8 @@ extern void offsets_store(QueryRunner *r);
 
 /* The positions as JSON, for the progress record (palloc'd). */
 extern char *offsets_json(QueryRunner *r);
+
+/* Source s's positions in JSON that offsets_json wrote, or NULL. */
+extern Jsonb *offsets_json_source(QueryRunner *r, Jsonb *offsets, int s);
 
 #endif							/* STREAMWIN_OFFSETS_H */

@@ -406,12 +406,12 @@ void
 validate_query_options(Jsonb *options)
 {
 	static const char *const valid[] = {"idle_timeout", "capture_late_rows", "event_time",
-	"dedup_without_watermark", NULL};
+	"dedup_without_watermark", "join_state_unbounded", NULL};
 	char	   *idle;
 
 	jsonb_check_keys(options, valid, "query");
 	{
-		const char *bools[] = {"capture_late_rows", "dedup_without_watermark"};
+		const char *bools[] = {"capture_late_rows", "dedup_without_watermark", "join_state_unbounded"};
 
 		for (int i = 0; i < (int) lengthof(bools); i++)
 		{

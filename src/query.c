@@ -219,6 +219,9 @@ create_objects(Compiled *c, const char *name, OutputMode mode, List *dedup_names
 
 	initStringInfo(plan);
 	appendStringInfo(plan, "{\"kind\": \"%s\"", c->aggregate ? "aggregate" : "transform");
+	/* a join's statements read its tables */
+	if (c->join != NULL)
+		join_tables(c, o->query_id);
 	if (c->aggregate)
 	{
 		/* sessions merge in SQL; other groups in a state store */
@@ -251,8 +254,54 @@ create_objects(Compiled *c, const char *name, OutputMode mode, List *dedup_names
 		escape_json(plan, nodeToString(event_time_for_plan(c->event_time)));
 	}
 	if (dedup_names != NIL)
+	{
 		dedup_statements(c, dedup_names, o->query_id, plan, &o->dedup, &o->dedup_checkpoint);
+		if (c->dedup_side > 0)
+			appendStringInfo(plan, ", \"dedup_side\": %d", c->dedup_side);
+	}
+	if (c->join != NULL)
+		join_statements(c, plan);
 	appendStringInfoChar(plan, '}');
+}
+
+/*
+ * The query's rows of streamwin.query_sources: each source, where it starts
+ * for the query if it records that (a table source), and a join's tables.
+ */
+static void
+insert_query_sources(Compiled *c, int32 query_id)
+{
+	Oid			types[6] = {INT4OID, INT4OID, INT4OID, INT8OID, OIDOID, OIDOID};
+	RoleSwitch	role;
+
+	for (int i = 0; i < c->nsources; i++)
+	{
+		Datum		args[6];
+		char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
+		int64		start_lsn = 0;
+		const SourceOps *ops = source_ops(c->sources[i]);
+
+		args[0] = Int32GetDatum(query_id);
+		args[1] = Int32GetDatum(i);
+		args[2] = Int32GetDatum(c->sources[i]->source_id);
+		if (ops->query_start != NULL && ops->query_start(c->sources[i], &start_lsn))
+			args[3] = Int64GetDatum(start_lsn);
+		else
+			nulls[3] = 'n';
+		if (c->join != NULL)
+		{
+			args[4] = ObjectIdGetDatum(c->join->table[i]);
+			args[5] = ObjectIdGetDatum(c->join->checkpoint[i]);
+		}
+		else
+			nulls[4] = nulls[5] = 'n';
+		catalog_enter(&role);
+		if (SPI_execute_with_args("INSERT INTO streamwin.query_sources (query_id, source_index, source_id, "
+								  "start_lsn, join_table, join_checkpoint) VALUES ($1, $2, $3, $4, $5, $6)",
+								  6, types, args, nulls, false, 0) != SPI_OK_INSERT)
+			elog(ERROR, "could not insert into streamwin.query_sources");
+		catalog_leave(&role);
+	}
 }
 
 /*
@@ -271,14 +320,12 @@ streamwin_create_query(PG_FUNCTION_ARGS)
 	Compiled	c;
 	List	   *dedup_names = NIL;
 	QueryObjects o;
-	int64		start_lsn = 0;
-	bool		has_start;
 	RoleSwitch	role;
-	Oid			types[18] = {INT4OID, TEXTOID, INT4OID, OIDOID, TEXTOID, INTERVALOID,
+	Oid			types[16] = {INT4OID, TEXTOID, OIDOID, TEXTOID, INTERVALOID,
 		TEXTOID, INTERVALOID, TEXTARRAYOID, JSONBOID, OIDOID, OIDOID, TEXTOID, TEXTOID,
-	OIDOID, INT8OID, OIDOID, OIDOID};
-	Datum		args[18];
-	char		nulls[18];
+	OIDOID, OIDOID, OIDOID};
+	Datum		args[16];
+	char		nulls[16];
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(3) || PG_ARGISNULL(4) ||
 		PG_ARGISNULL(6) || PG_ARGISNULL(7))
@@ -313,15 +360,22 @@ streamwin_create_query(PG_FUNCTION_ARGS)
 				 errmsg("query \"%s\" already exists", name)));
 
 	compile_text(&c, query_text, mode);
+	if (c.nsources > 1)
+		compile_join(&c, mode, has_watermark, options);
 	check_settings(&c, mode, has_watermark, options,
 				   PG_ARGISNULL(5) ? NULL : PG_GETARG_ARRAYTYPE_P(5), &dedup_names);
-	if (source_ops(c.source)->check_query)
-		source_ops(c.source)->check_query(c.source);
-	if (c.source->owner != GetUserId() &&
-		pg_class_aclcheck(c.source->relation, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("permission denied for source \"%s\"", c.source->name)));
+	for (int i = 0; i < c.nsources; i++)
+	{
+		SourceInfo *src = c.sources[i];
+
+		if (source_ops(src)->check_query)
+			source_ops(src)->check_query(src);
+		if (src->owner != GetUserId() &&
+			pg_class_aclcheck(src->relation, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("permission denied for source \"%s\"", src->name)));
+	}
 	if (OidIsValid(RangeVarGetRelid(makeRangeVarFromNameList(stringToQualifiedNameList(name)),
 									NoLock, true)))
 		ereport(ERROR,
@@ -333,45 +387,40 @@ streamwin_create_query(PG_FUNCTION_ARGS)
 	memset(&o, 0, sizeof(o));
 	o.query_id = next_query_id();
 	create_objects(&c, name, mode, dedup_names, &o);
-	/* where the source starts for this query, if it records one (a table source) */
-	has_start = source_ops(c.source)->query_start != NULL &&
-		source_ops(c.source)->query_start(c.source, &start_lsn);
 
 	memset(nulls, ' ', sizeof(nulls));
 	args[0] = Int32GetDatum(o.query_id);
 	args[1] = CStringGetTextDatum(name);
-	args[2] = Int32GetDatum(c.source->source_id);
-	args[3] = ObjectIdGetDatum(GetUserId());
-	args[4] = CStringGetTextDatum(query_text);
-	args[5] = has_watermark ? PG_GETARG_DATUM(2) : (Datum) 0;
-	nulls[5] = has_watermark ? ' ' : 'n';
-	args[6] = PG_GETARG_DATUM(3);
-	args[7] = PG_GETARG_DATUM(4);
-	args[8] = PG_ARGISNULL(5) ? (Datum) 0 : PG_GETARG_DATUM(5);
-	nulls[8] = PG_ARGISNULL(5) ? 'n' : ' ';
-	args[9] = JsonbPGetDatum(options);
-	args[10] = ObjectIdGetDatum(o.result);
-	args[11] = ObjectIdGetDatum(o.state);
-	nulls[11] = OidIsValid(o.state) ? ' ' : 'n';
-	args[12] = CStringGetTextDatum(o.plan.data);
-	args[13] = CStringGetTextDatum(start ? "running" : "stopped");
-	args[14] = ObjectIdGetDatum(o.checkpoint);
-	nulls[14] = OidIsValid(o.checkpoint) ? ' ' : 'n';
-	args[15] = Int64GetDatum(start_lsn);
-	nulls[15] = has_start ? ' ' : 'n';
-	args[16] = ObjectIdGetDatum(o.dedup);
-	args[17] = ObjectIdGetDatum(o.dedup_checkpoint);
-	nulls[16] = nulls[17] = OidIsValid(o.dedup) ? ' ' : 'n';
+	args[2] = ObjectIdGetDatum(GetUserId());
+	args[3] = CStringGetTextDatum(query_text);
+	args[4] = has_watermark ? PG_GETARG_DATUM(2) : (Datum) 0;
+	nulls[4] = has_watermark ? ' ' : 'n';
+	args[5] = PG_GETARG_DATUM(3);
+	args[6] = PG_GETARG_DATUM(4);
+	args[7] = PG_ARGISNULL(5) ? (Datum) 0 : PG_GETARG_DATUM(5);
+	nulls[7] = PG_ARGISNULL(5) ? 'n' : ' ';
+	args[8] = JsonbPGetDatum(options);
+	args[9] = ObjectIdGetDatum(o.result);
+	args[10] = ObjectIdGetDatum(o.state);
+	nulls[10] = OidIsValid(o.state) ? ' ' : 'n';
+	args[11] = CStringGetTextDatum(o.plan.data);
+	args[12] = CStringGetTextDatum(start ? "running" : "stopped");
+	args[13] = ObjectIdGetDatum(o.checkpoint);
+	nulls[13] = OidIsValid(o.checkpoint) ? ' ' : 'n';
+	args[14] = ObjectIdGetDatum(o.dedup);
+	args[15] = ObjectIdGetDatum(o.dedup_checkpoint);
+	nulls[14] = nulls[15] = OidIsValid(o.dedup) ? ' ' : 'n';
 	catalog_enter(&role);
-	if (SPI_execute_with_args("INSERT INTO streamwin.query_catalog (query_id, name, source_id, "
+	if (SPI_execute_with_args("INSERT INTO streamwin.query_catalog (query_id, name, "
 							  "owner, query, watermark_delay, output_mode, trigger_interval, "
 							  "dedup_keys, options, result_table, state_table, plan, desired_state, "
-							  "checkpoint_table, start_lsn, dedup_table, dedup_checkpoint) "
-							  "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13::jsonb, "
-							  "$14, $15, $16, $17, $18)",
-							  18, types, args, nulls, false, 0) != SPI_OK_INSERT)
+							  "checkpoint_table, dedup_table, dedup_checkpoint) "
+							  "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb, "
+							  "$13, $14, $15, $16)",
+							  16, types, args, nulls, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "could not insert into streamwin.query_catalog");
 	catalog_leave(&role);
+	insert_query_sources(&c, o.query_id);
 	SPI_finish();
 
 	if (start)

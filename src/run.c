@@ -72,22 +72,122 @@ typedef struct RunTotals
 	int64		dead;
 	bool		has_wm;
 	TimestampTz wm;
+	Jsonb	   *missing;		/* missing_keys summed over the batches */
+	MemoryContext missing_cxt;	/* where it lives: it outlives the batches */
 } RunTotals;
+
+/*
+ * Add a batch's missing_keys ({"column": n, ...}, or for a join
+ * {"source": {"column": n}, ...}) into the totals, member by member.
+ */
+static Jsonb *
+add_missing_keys(Jsonb *total, Jsonb *batch)
+{
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	JsonbParseState *state = NULL;
+	JsonbValue *res;
+	List	   *keys = NIL;
+	List	   *values = NIL;
+	ListCell   *k;
+	ListCell   *val;
+
+	/* the union of the members, numbers added, objects merged */
+	for (int pass = 0; pass < 2; pass++)
+	{
+		Jsonb	   *j = pass == 0 ? total : batch;
+
+		if (j == NULL)
+			continue;
+		it = JsonbIteratorInit(&j->root);
+		while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+		{
+			char	   *key;
+			JsonbValue	value;
+			bool		found = false;
+
+			if (tok != WJB_KEY)
+				continue;
+			key = pnstrdup(v.val.string.val, v.val.string.len);
+			(void) JsonbIteratorNext(&it, &value, true);
+			forboth(k, keys, val, values)
+			{
+				JsonbValue *old = lfirst(val);
+
+				if (strcmp(lfirst(k), key) != 0)
+					continue;
+				found = true;
+				if (old->type == jbvNumeric && value.type == jbvNumeric)
+					old->val.numeric = DatumGetNumeric(DirectFunctionCall2(numeric_add,
+																		   NumericGetDatum(old->val.numeric),
+																		   NumericGetDatum(value.val.numeric)));
+				else if (old->type == jbvBinary && value.type == jbvBinary)
+				{
+					Jsonb	   *merged = add_missing_keys(JsonbValueToJsonb(old), JsonbValueToJsonb(&value));
+
+					old->type = jbvBinary;
+					old->val.binary.data = &merged->root;
+					old->val.binary.len = VARSIZE(merged) - VARHDRSZ;
+				}
+			}
+			if (!found)
+			{
+				JsonbValue *copy = palloc(sizeof(JsonbValue));
+
+				*copy = value;
+				keys = lappend(keys, key);
+				values = lappend(values, copy);
+			}
+		}
+	}
+	(void) pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
+	forboth(k, keys, val, values)
+	{
+		JsonbValue	key;
+
+		key.type = jbvString;
+		key.val.string.val = lfirst(k);
+		key.val.string.len = strlen(lfirst(k));
+		(void) pushJsonbValue(&state, WJB_KEY, &key);
+		(void) pushJsonbValue(&state, WJB_VALUE, lfirst(val));
+	}
+	res = pushJsonbValue(&state, WJB_END_OBJECT, NULL);
+	return JsonbValueToJsonb(res);
+}
+
+static void
+merge_missing_keys(RunTotals *t, const char *batch_json)
+{
+	MemoryContext old;
+	Jsonb	   *batch;
+	Jsonb	   *previous;
+
+	if (batch_json == NULL)
+		return;
+	old = MemoryContextSwitchTo(t->missing_cxt);
+	batch = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(batch_json)));
+	previous = t->missing;
+	t->missing = add_missing_keys(previous, batch);
+	if (previous != NULL)
+		pfree(previous);
+	pfree(batch);
+	MemoryContextSwitchTo(old);
+}
 
 /*
  * Batches until every partition is at targets, adding them up into t.
  * With commit_each, each batch commits as it ends, as in a worker.
  */
 static void
-run_batches(QueryRunner *r, const SourcePosition *targets, bool commit_each, RunTotals *t)
+run_batches(QueryRunner *r, SourcePosition **targets, bool commit_each, RunTotals *t)
 {
-	SourceReader *rd = r->reader;
 	int			idle_rounds = 0;
 	BatchStats	stats;
 
 	for (;;)
 	{
-		bool		done = true;
+		SourceReader *behind = NULL;
 
 		CHECK_FOR_INTERRUPTS();
 		if (commit_each)
@@ -108,21 +208,27 @@ run_batches(QueryRunner *r, const SourcePosition *targets, bool commit_each, Run
 		t->late += stats.late_rows;
 		t->dups += stats.duplicates;
 		t->dead += stats.dead_letters;
+		merge_missing_keys(t, stats.missing_keys_json);
 
-		for (int i = 0; i < rd->nparts; i++)
-			if (SOURCE_POSITION_BEFORE(rd->parts[i].next, targets[i]))
-				done = false;
-		if (done)
+		for (int s = 0; s < r->nreaders; s++)
+		{
+			SourceReader *rd = r->readers[s];
+
+			for (int i = 0; i < rd->nparts; i++)
+				if (SOURCE_POSITION_BEFORE(rd->parts[i].next, targets[s][i]))
+					behind = rd;
+		}
+		if (behind == NULL)
 			return;
 		/* the source reported more than it delivers (e.g. compacted away) */
 		idle_rounds = stats.input_rows == 0 ? idle_rounds + 1 : 0;
 		if (idle_rounds >= 10)
 			ereport(ERROR,
 					(errcode(ERRCODE_CONNECTION_FAILURE),
-					 errmsg("source of query \"%s\" delivered no messages for 10 seconds before reaching the end it reported",
-							r->query->name),
-					 rd->ops->last_error && rd->ops->last_error(rd) ?
-					 errdetail("Last error from the source: %s", rd->ops->last_error(rd)) : 0,
+					 errmsg("source \"%s\" of query \"%s\" delivered no messages for 10 seconds before reaching the end it reported",
+							behind->source->name, r->query->name),
+					 behind->ops->last_error && behind->ops->last_error(behind) ?
+					 errdetail("Last error from the source: %s", behind->ops->last_error(behind)) : 0,
 					 errhint("Check that the brokers are reachable, then try again.")));
 	}
 }
@@ -137,34 +243,44 @@ run_batches(QueryRunner *r, const SourcePosition *targets, bool commit_each, Run
 static Jsonb *
 run_to_end(QueryRunner *r, bool commit_each)
 {
-	SourceReader *rd = r->reader;
-	SourcePosition *targets;
+	SourcePosition *targets[QUERY_MAX_SOURCES];
 	RunTotals	t;
 	StringInfoData buf;
 
 	memset(&t, 0, sizeof(t));
 	/* in the runner's context: the caller's may not outlive a commit */
-	targets = MemoryContextAlloc(r->cxt, sizeof(SourcePosition) * rd->nparts);
-	rd->ops->end_positions(rd, targets);
+	t.missing_cxt = r->cxt;
+	for (int s = 0; s < r->nreaders; s++)
+	{
+		SourceReader *rd = r->readers[s];
+
+		targets[s] = MemoryContextAlloc(r->cxt, sizeof(SourcePosition) * Max(rd->nparts, 1));
+		rd->ops->end_positions(rd, targets[s]);
+	}
 
 	/*
-	 * The batches follow one another at once: the reader may keep what it
-	 * read ahead for the next (a table source its decoding context),
+	 * The batches follow one another at once: the readers may keep what
+	 * they read ahead for the next (a table source its decoding context),
 	 * released here at the end, or by the abort on an error.
 	 */
-	rd->fetch_again = true;
+	for (int s = 0; s < r->nreaders; s++)
+		r->readers[s]->fetch_again = true;
 	PG_TRY();
 	{
 		run_batches(r, targets, commit_each, &t);
 	}
 	PG_FINALLY();
 	{
-		rd->fetch_again = false;
-		pfree(targets);
+		for (int s = 0; s < r->nreaders; s++)
+		{
+			r->readers[s]->fetch_again = false;
+			pfree(targets[s]);
+		}
 	}
 	PG_END_TRY();
-	if (rd->ops->release)
-		rd->ops->release(rd);
+	for (int s = 0; s < r->nreaders; s++)
+		if (r->readers[s]->ops->release)
+			r->readers[s]->ops->release(r->readers[s]);
 
 	initStringInfo(&buf);
 	appendStringInfo(&buf, "{\"batches\": " INT64_FORMAT ", \"input_rows\": " INT64_FORMAT
@@ -172,6 +288,8 @@ run_to_end(QueryRunner *r, bool commit_each)
 					 ", \"dead_letters\": " INT64_FORMAT,
 					 t.batches, t.input, t.late, t.dups, t.dead);
 	json_append_timestamp(&buf, "watermark", t.has_wm, t.wm);
+	if (t.missing != NULL)
+		appendStringInfo(&buf, ", \"missing_keys\": %s", JsonbToCString(NULL, &t.missing->root, 0));
 	appendStringInfo(&buf, ", \"offsets\": %s}", offsets_json(r));
 	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data)));
 }

@@ -27,10 +27,35 @@ runner_free(QueryRunner *r)
 {
 	statements_free(r->plans);
 	store_free(r->store);
-	if (r->decoder != NULL)
-		row_decoder_free(r->decoder);
-	source_reader_close(r->reader);
+	for (int i = 0; i < QUERY_MAX_SOURCES; i++)
+	{
+		if (r->decoders[i] != NULL)
+			row_decoder_free(r->decoders[i]);
+		source_reader_close(r->readers[i]);
+	}
 	MemoryContextDelete(r->cxt);
+}
+
+/* Open the query's readers, decoders, store and statements into r. */
+static void
+runner_open(QueryRunner *r, bool in_worker)
+{
+	r->query = catalog_get_query_by_id(r->query_id, false);
+	r->batch_cxt = AllocSetContextCreate(r->cxt, "streamwin batch", ALLOCSET_DEFAULT_SIZES);
+	for (int i = 0; i < r->query->nsources; i++)
+	{
+		SourceInfo *src = catalog_get_source_by_id(r->query->sources[i].source_id);
+
+		r->readers[i] = source_reader_open(src, r->query, i, r->cxt, in_worker);
+		r->decoders[i] = row_decoder_create(r->readers[i], r->query);
+		r->nreaders = i + 1;
+	}
+	if (r->query->store != NULL)
+		r->store = store_create(r->query->store, r->query->state_table,
+								r->query->checkpoint_table, r->cxt);
+	SPI_connect();
+	statements_prepare(r->query->sql, r->plans);
+	SPI_finish();
 }
 
 QueryRunner *
@@ -43,9 +68,8 @@ runner_get(int32 query_id, bool in_worker)
 
 	foreach(lc, runners)
 	{
-		r = lfirst(lc);
-		if (r->query_id == query_id)
-			return r;
+		if (((QueryRunner *) lfirst(lc))->query_id == query_id)
+			return lfirst(lc);
 	}
 
 	cxt = AllocSetContextCreate(TopMemoryContext, "streamwin query runner",
@@ -57,19 +81,7 @@ runner_get(int32 query_id, bool in_worker)
 	r->in_worker = in_worker;
 	PG_TRY();
 	{
-		SourceInfo *src;
-
-		r->query = catalog_get_query_by_id(query_id, false);
-		src = catalog_get_source_by_id(r->query->source_id);
-		r->batch_cxt = AllocSetContextCreate(cxt, "streamwin batch", ALLOCSET_DEFAULT_SIZES);
-		r->reader = source_reader_open(src, r->query, cxt, in_worker);
-		r->decoder = row_decoder_create(r->reader, r->query);
-		if (r->query->store != NULL)
-			r->store = store_create(r->query->store, r->query->state_table,
-									r->query->checkpoint_table, cxt);
-		SPI_connect();
-		statements_prepare(r->query->sql, r->plans);
-		SPI_finish();
+		runner_open(r, in_worker);
 	}
 	PG_CATCH();
 	{
@@ -108,6 +120,7 @@ runner_state_rewritten(QueryRunner *r)
 	if (r->store != NULL)
 		store_invalidate(r->store);
 	r->store_active = false;
+	r->join_rows_xmin = InvalidTransactionId;
 }
 
 /* A Kafka consumer's fetch wait follows trigger_interval: see kafka_reader.c. */
@@ -159,8 +172,6 @@ run_plan_into(QueryRunner *r, SPIPlanPtr plan, Datum *args, DestReceiver *dest)
 	return SPI_processed;
 }
 
-#define run_plan(r, plan, args) run_plan_into(r, plan, args, NULL)
-
 /* run_plan_into(), with the batch's rows visible through the source's view */
 static uint64
 run_plan_with_input(QueryRunner *r, SPIPlanPtr plan, BatchInput *input, Datum *args,
@@ -191,45 +202,71 @@ run_plan_with_input(QueryRunner *r, SPIPlanPtr plan, BatchInput *input, Datum *a
  * plan cache replans it) with every other way of finding the rows turned
  * off, which leaves a nested loop of TID scans: one fetch per group.
  */
-static void
-plan_by_location(void)
-{
-	static const char *const off[] = {"enable_hashjoin", "enable_mergejoin", "enable_seqscan",
-	"enable_indexscan", "enable_bitmapscan", "enable_material"};
+static const char *const by_location[] = {"enable_hashjoin", "enable_mergejoin", "enable_seqscan",
+"enable_indexscan", "enable_bitmapscan", "enable_material", NULL};
 
-	for (int i = 0; i < (int) lengthof(off); i++)
+/*
+ * A statement that finds rows in a join's state (STATEMENT_BY_INDEX, and a
+ * join's statements that look its new rows up in the other side's join
+ * table) reads them by index: a generic plan cannot tell how many rows
+ * "event time < $1" holds, and a join table of up to a million rows or so
+ * looks cheaper to read whole and hash than to probe once per new row, so
+ * that every batch would read the whole state.  Tables without an index
+ * are still read whole.
+ */
+static const char *const by_index[] = {"enable_seqscan", "enable_bitmapscan", NULL};
+
+/* The settings statement s is planned with, or NULL: the session's. */
+static const char *const *
+statement_plan_settings(QueryRunner *r, QueryStatement s)
+{
+	if (STATEMENT_BY_LOCATION(s))
+		return by_location;
+	if (STATEMENT_BY_INDEX(s))
+		return by_index;
+	if (r->query->join != NULL &&
+		(s == STMT_BATCH || s == STMT_BATCH_INSERT || s == STMT_STORE_GROUPS || s == STMT_JOIN_MATCH))
+		return by_index;
+	return NULL;
+}
+
+/* Run statement s (with its planning settings), into dest if not NULL. */
+static uint64
+run_statement(QueryRunner *r, QueryStatement s, BatchInput *input, Datum *args, DestReceiver *dest)
+{
+	const char *const *off = statement_plan_settings(r, s);
+	int			level;
+	uint64		n;
+
+	Assert(r->plans[s] != NULL);
+	if (off == NULL)
+		return run_plan_with_input(r, r->plans[s], input, args, dest);
+	level = NewGUCNestLevel();
+	for (int i = 0; off[i] != NULL; i++)
 		(void) set_config_option(off[i], "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
 								 true, 0, false);
+	n = run_plan_with_input(r, r->plans[s], input, args, dest);
+	AtEOXact_GUC(true, level);
+	return n;
 }
 
 uint64
 runner_run(QueryRunner *r, QueryStatement s, BatchInput *input, Datum *args)
 {
-	int			level;
-	uint64		n;
-
-	Assert(r->plans[s] != NULL);
-	if (!STATEMENT_BY_LOCATION(s))
-		return run_plan_with_input(r, r->plans[s], input, args, NULL);
-	level = NewGUCNestLevel();
-	plan_by_location();
-	n = run_plan_with_input(r, r->plans[s], input, args, NULL);
-	AtEOXact_GUC(true, level);
-	return n;
+	return run_statement(r, s, input, args, NULL);
 }
 
 void
 runner_run_into(QueryRunner *r, QueryStatement s, BatchInput *input, DestReceiver *dest)
 {
-	Assert(r->plans[s] != NULL);
-	(void) run_plan_with_input(r, r->plans[s], input, NULL, dest);
+	(void) run_statement(r, s, input, NULL, dest);
 }
 
-/* run_plan_with_input() with its arguments in one struct, for run_in_subtransaction() */
+/* run_statement() with its arguments in one struct, for run_in_subtransaction() */
 typedef struct PlanCall
 {
 	QueryRunner *r;
-	SPIPlanPtr	plan;
+	QueryStatement s;
 	BatchInput *input;
 	Datum	   *args;
 } PlanCall;
@@ -239,7 +276,7 @@ run_plan_call(void *arg)
 {
 	PlanCall   *call = arg;
 
-	(void) run_plan_with_input(call->r, call->plan, call->input, call->args, NULL);
+	(void) run_statement(call->r, call->s, call->input, call->args, NULL);
 }
 
 /*
@@ -296,9 +333,9 @@ variant_allowed(QueryRunner *r, bool replay)
  * variants.  Other errors are raised.
  */
 static bool
-run_variant(QueryRunner *r, SPIPlanPtr plan, BatchInput *input, Datum *args)
+run_variant(QueryRunner *r, QueryStatement s, BatchInput *input, Datum *args)
 {
-	PlanCall	call = {r, plan, input, args};
+	PlanCall	call = {r, s, input, args};
 	ErrorData  *edata = run_in_subtransaction(run_plan_call, &call);
 
 	if (edata == NULL)
@@ -313,11 +350,11 @@ run_variant(QueryRunner *r, SPIPlanPtr plan, BatchInput *input, Datum *args)
 void
 runner_run_writing(QueryRunner *r, QueryStatement s, BatchInput *input, Datum *args, bool replay)
 {
-	SPIPlanPtr	variant = s == STMT_BATCH ? r->plans[STMT_BATCH_INSERT] :
-		s == STMT_CLOSE ? r->plans[STMT_CLOSE_INSERT] : NULL;
+	QueryStatement variant = s == STMT_BATCH ? STMT_BATCH_INSERT : STMT_CLOSE_INSERT;
 
-	Assert(STATEMENT_HAS_VARIANT(s) || variant == NULL);
-	if (variant != NULL && variant_allowed(r, replay) && run_variant(r, variant, input, args))
+	Assert(STATEMENT_HAS_VARIANT(s));
+	if (r->plans[variant] != NULL && variant_allowed(r, replay) &&
+		run_variant(r, variant, input, args))
 		return;
 	(void) runner_run(r, s, input, args);
 }
@@ -325,5 +362,5 @@ runner_run_writing(QueryRunner *r, QueryStatement s, BatchInput *input, Datum *a
 bool
 runner_try_insert(QueryRunner *r, QueryStatement s, bool replay)
 {
-	return variant_allowed(r, replay) && run_variant(r, r->plans[s], NULL, NULL);
+	return variant_allowed(r, replay) && run_variant(r, s, NULL, NULL);
 }

@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * runner.h
- *	  What a backend keeps between batches of one query: the query, its
- *	  source's reader and decoder, and its prepared statements (runner.c).
+ *	  What a backend keeps between batches of one query: the query, a
+ *	  reader and a decoder per source, and its prepared statements
+ *	  (runner.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -27,8 +28,9 @@ typedef struct QueryRunner
 	MemoryContext cxt;
 	MemoryContext batch_cxt;	/* reset at the start of every batch */
 	QueryInfo  *query;
-	SourceReader *reader;
-	RowDecoder *decoder;
+	int			nreaders;		/* = query->nsources */
+	SourceReader *readers[QUERY_MAX_SOURCES];	/* one per source */
+	RowDecoder *decoders[QUERY_MAX_SOURCES];
 	SPIPlanPtr	plans[NUM_STATEMENTS];
 	struct StateStore *store;	/* its state store, or NULL */
 	bool		store_active;	/* this batch runs on the store */
@@ -37,14 +39,19 @@ typedef struct QueryRunner
 	int64		table_mode_batches; /* batches since, or since trying again */
 	int			insert_variants_paused; /* batches left without them */
 	TimestampTz last_checkpoint_at; /* by this runner; 0: none yet */
+	/* a join's rows per side (join.c): in this batch, and as of the */
+	int64		join_rows[QUERY_MAX_SOURCES];
+	int64		join_rows_committed[QUERY_MAX_SOURCES];
+	TransactionId join_rows_xmin;	/* transaction that wrote the catalog
+									 * row then (invalid: unknown) */
 	bool		in_worker;		/* run by the query's background worker */
 } QueryRunner;
 
 /*
  * runner_get
  *		The runner of a query in this backend, created on first use: loads
- *		the query, opens its source's reader, prepares its statements and
- *		decoder.  Must be called inside a transaction.
+ *		the query, opens a reader and a decoder per source, prepares its
+ *		statements.  Must be called inside a transaction.
  */
 extern QueryRunner *runner_get(int32 query_id, bool in_worker);
 
@@ -66,8 +73,8 @@ extern bool runner_settings_changed(const QueryInfo *q);
 /*
  * runner_run
  *		Execute statement s as the query's owner, with args (NULL: none).
- *		input: the batch's rows, which the source's view returns meanwhile,
- *		or NULL.  Returns SPI_processed.  Inside SPI.
+ *		input: the batch's rows (a list, one per source), which the sources'
+ *		views return meanwhile, or NULL.  Returns SPI_processed.  Inside SPI.
  */
 extern uint64 runner_run(QueryRunner *r, QueryStatement s, BatchInput *input, Datum *args);
 

@@ -81,14 +81,17 @@ streamwin_source_rows(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 
 	bool		numbered = PG_NARGS() > 1 && PG_GETARG_BOOL(1);
+	BatchInput *input = current_input;
 
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
-	if (current_input == NULL || current_input->source_id != source_id)
+	while (input != NULL && input->source_id != source_id)
+		input = input->next;
+	if (input == NULL)
 		return (Datum) 0;
 	if (!numbered)
 	{
-		for (int i = 0; i < current_input->ntuples; i++)
-			tuplestore_puttuple(rsinfo->setResult, current_input->tuples[i]);
+		for (int i = 0; i < input->ntuples; i++)
+			tuplestore_puttuple(rsinfo->setResult, input->tuples[i]);
 	}
 	else
 	{
@@ -102,11 +105,11 @@ streamwin_source_rows(PG_FUNCTION_ARGS)
 		for (int a = 1; a < natts; a++)
 			TupleDescCopyEntry(rowdesc, a, rsinfo->setDesc, a + 1);
 		rowdesc->natts = natts - 1;
-		for (int i = 0; i < current_input->ntuples; i++)
+		for (int i = 0; i < input->ntuples; i++)
 		{
 			values[0] = Int32GetDatum(i);
 			nulls[0] = false;
-			heap_deform_tuple(current_input->tuples[i], rowdesc, values + 1, nulls + 1);
+			heap_deform_tuple(input->tuples[i], rowdesc, values + 1, nulls + 1);
 			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 		}
 	}
@@ -285,8 +288,9 @@ streamwin_drop_source(PG_FUNCTION_ARGS)
 
 	args[0] = Int32GetDatum(src->source_id);
 	catalog_enter(&role);
-	if (SPI_execute_with_args("SELECT string_agg(quote_ident(name), ', ' ORDER BY name) "
-							  "FROM streamwin.query_catalog WHERE source_id = $1",
+	if (SPI_execute_with_args("SELECT string_agg(q.name, ', ' ORDER BY q.name) "
+							  "FROM streamwin.query_catalog q WHERE q.query_id IN "
+							  "(SELECT query_id FROM streamwin.query_sources WHERE source_id = $1)",
 							  1, argtypes, args, NULL, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read streamwin.query_catalog");
 	{
@@ -329,7 +333,8 @@ source_ops(const SourceInfo *src)
 }
 
 SourceReader *
-source_reader_open(SourceInfo *src, QueryInfo *q, MemoryContext parent, bool in_worker)
+source_reader_open(SourceInfo *src, QueryInfo *q, int source_index, MemoryContext parent,
+				   bool in_worker)
 {
 	MemoryContext cxt = AllocSetContextCreate(parent, "streamwin source reader",
 											  ALLOCSET_DEFAULT_SIZES);
@@ -339,6 +344,8 @@ source_reader_open(SourceInfo *src, QueryInfo *q, MemoryContext parent, bool in_
 	rd->ops = source_ops(src);
 	rd->source = src;
 	rd->query = q;
+	rd->source_index = source_index;
+	rd->qsource = &q->sources[source_index];
 	rd->cxt = cxt;
 	rd->in_worker = in_worker;
 	rd->desc = source_tupdesc(src->relation);

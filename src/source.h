@@ -101,6 +101,8 @@ typedef struct SourceReader
 	const struct SourceOps *ops;
 	SourceInfo *source;
 	QueryInfo  *query;
+	int			source_index;	/* the source's number in the query */
+	QuerySourceInfo *qsource;		/* = &query->sources[source_index] */
 	MemoryContext cxt;			/* lives as long as the reader */
 	TupleDesc	desc;			/* the source's row type */
 	bool		rows_are_tuples;	/* payloads are heap tuple bodies of desc */
@@ -233,26 +235,30 @@ extern const SourceOps *source_ops(const SourceInfo *src);
 
 /*
  * source_reader_open
- *		A reader of src for query q, in a new child of memory context
- *		parent.  Opens the kind's reader (which may contact the source).
- *		source_reader_close frees it; never raises an error.
+ *		A reader of source number source_index of query q (src), in a new
+ *		child of memory context parent.  Opens the kind's reader (which may
+ *		contact the source).  source_reader_close frees it; never raises an
+ *		error.
  */
-extern SourceReader *source_reader_open(SourceInfo *src, QueryInfo *q, MemoryContext parent,
-										bool in_worker);
+extern SourceReader *source_reader_open(SourceInfo *src, QueryInfo *q, int source_index,
+										MemoryContext parent, bool in_worker);
 extern void source_reader_close(SourceReader *rd);
 
 /* The index in rd->parts of the source's partition number, or -1. */
 extern int	source_part_index(SourceReader *rd, int32 partition);
 
 /*
- * The decoded rows of the batch this backend is processing for one source.
- * While set, the source's view returns these rows; otherwise it is empty.
+ * The decoded rows of the batch this backend is processing, for one source,
+ * and through next for the query's other sources (a join's).  While set,
+ * each source's view returns its rows; otherwise (and for a source that is
+ * not in the list) it is empty.
  */
 typedef struct BatchInput
 {
 	int32		source_id;
 	int			ntuples;
 	HeapTuple  *tuples;
+	struct BatchInput *next;
 } BatchInput;
 
 extern void source_set_batch_input(BatchInput *input);

@@ -39,6 +39,13 @@ static const StatementSpec specs[NUM_STATEMENTS] = {
 	[STMT_STORE_REFRESH] = {"store_refresh_sql", 0, InvalidOid},
 	[STMT_STATE_INDEX] = {"state_index_sql", 0, InvalidOid},
 	[STMT_STATE_UNINDEX] = {"state_unindex_sql", 0, InvalidOid},
+	[STMT_JOIN_INSERT_0] = {"join_insert_0_sql", 0, InvalidOid},
+	[STMT_JOIN_INSERT_1] = {"join_insert_1_sql", 0, InvalidOid},
+	[STMT_JOIN_MATCH] = {"join_match_sql", 1, TIDARRAYOID},
+	[STMT_JOIN_EVICT_0] = {"join_evict_0_sql", 1, TIMESTAMPTZOID},
+	[STMT_JOIN_EVICT_1] = {"join_evict_1_sql", 1, TIMESTAMPTZOID},
+	[STMT_JOIN_UNMATCHED] = {"join_unmatched_sql", 0, InvalidOid},
+	[STMT_JOIN_UNMATCHED_GROUPS] = {"join_unmatched_groups_sql", 0, InvalidOid},
 };
 
 void

@@ -49,6 +49,24 @@ typedef enum QueryStatement
 	STMT_STATE_INDEX,			/* the state table's index, for the
 								 * statements above STMT_DEDUP_EVICT ... */
 	STMT_STATE_UNINDEX,			/* ... which the store does without */
+
+	/*
+	 * A stream-stream join (join.c): each side's new rows into its join
+	 * state (the preserved side's return where they went), the preserved
+	 * side's rows that found a match marked so ($1 tid[]: where its new
+	 * rows went), each side's rows the watermark put out of reach deleted
+	 * ($1: the event time before which they go; the preserved side's
+	 * returned, to emit those without a match), and those rows as the
+	 * query's output: a transform's or the SQL path's rows, or a store's
+	 * groups.
+	 */
+	STMT_JOIN_INSERT_0,
+	STMT_JOIN_INSERT_1,
+	STMT_JOIN_MATCH,
+	STMT_JOIN_EVICT_0,
+	STMT_JOIN_EVICT_1,
+	STMT_JOIN_UNMATCHED,
+	STMT_JOIN_UNMATCHED_GROUPS,
 	NUM_STATEMENTS
 } QueryStatement;
 
@@ -63,6 +81,12 @@ typedef enum QueryStatement
  * other way of finding the rows disabled, see runner_run.
  */
 #define STATEMENT_BY_LOCATION(s) ((s) == STMT_STORE_UPDATE)
+
+/*
+ * Statements that delete a range of rows by an index: planned with the
+ * other ways of finding them disabled (see runner.c).
+ */
+#define STATEMENT_BY_INDEX(s) ((s) == STMT_JOIN_EVICT_0 || (s) == STMT_JOIN_EVICT_1)
 
 /* Append statement s (sql) to a plan being written as a JSON object. */
 extern void plan_add_statement(StringInfo plan, QueryStatement s, const char *sql);

@@ -82,6 +82,24 @@ typedef struct SourceInfo
 } SourceInfo;
 
 /*
+ * One source of a query (streamwin.query_sources): index 0, or for a
+ * stream-stream join also index 1, in the order of the FROM clause.
+ */
+typedef struct QuerySourceInfo
+{
+	int32		source_id;
+	XLogRecPtr	start_lsn;		/* table sources: where the query starts */
+	char	   *event_time_expr;	/* nodeToString() of this source's event
+									 * time, or NULL */
+	Oid			join_table;		/* a join: this side's rows that can still
+								 * match (UNLOGGED), else InvalidOid */
+	Oid			join_checkpoint;	/* its logged copy */
+} QuerySourceInfo;
+
+/* At most this many sources per query: the two sides of a join. */
+#define QUERY_MAX_SOURCES 2
+
+/*
  * A compiled continuous query.  Its statements come from create_query
  * (query.c), are stored in query_catalog.plan, and are prepared once per
  * backend by its runner (runner.c).
@@ -90,7 +108,8 @@ typedef struct QueryInfo
 {
 	int32		query_id;
 	char	   *name;
-	int32		source_id;
+	int			nsources;
+	QuerySourceInfo sources[QUERY_MAX_SOURCES];
 	Oid			owner;
 	OutputMode	output_mode;
 	bool		has_watermark;
@@ -98,20 +117,19 @@ typedef struct QueryInfo
 	int64		trigger_interval_us;
 	int64		idle_timeout_us;
 	bool		capture_late_rows;	/* keep late rows in streamwin.late_rows */
-	XLogRecPtr	start_lsn;		/* table sources: where the query starts */
 	bool		desired_running;
 	Oid			result_table;
 	Oid			state_table;	/* InvalidOid for transforms */
 	Oid			checkpoint_table;	/* logged copy of the state */
 	Oid			dedup_table;	/* UNLOGGED keys seen, with dedup_keys */
 	Oid			dedup_checkpoint;	/* its logged copy */
+	int			dedup_side;		/* the source whose rows are deduplicated */
 	/* the compiled plan */
 	bool		aggregate;		/* false: continuous transform */
 	bool		windowed;
 	int64		window_size_us;	/* windowed: the window size */
 	int64		window_slide_us;	/* and its slide (= size for tumble) */
-	char	   *event_time_expr;	/* nodeToString() of the event-time Expr,
-									 * or NULL */
+	struct JoinPlan *join;		/* a stream-stream join (join.h), or NULL */
 	char	   *sql[NUM_STATEMENTS];	/* its statements (statements.h), or NULL */
 	struct StorePlan *store;	/* its state store (state_store.h), or NULL:
 								 * compiled without one (sessions, or by a

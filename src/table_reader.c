@@ -95,7 +95,7 @@ table_query_gone(SourceInfo *src)
 
 	SPI_connect();
 	catalog_exec("SELECT 1 FROM streamwin.source_catalog s WHERE s.source_id = $1 "
-				 "AND NOT EXISTS (SELECT 1 FROM streamwin.query_catalog q WHERE q.source_id = $1)",
+				 "AND NOT EXISTS (SELECT 1 FROM streamwin.query_sources q WHERE q.source_id = $1)",
 				 1, types, args, NULL, 1);
 	if (SPI_processed == 1 && !source_slot_in_use(src->slot_name))
 		source_slot_advance(src->slot_name, src->source_id);
@@ -131,9 +131,9 @@ table_start_position(SourceReader *rd, PartitionState *p, bool query_started)
 {
 	SourcePosition pos = {0, 0};
 
-	pos.offset = (int64) (XLogRecPtrIsInvalid(rd->query->start_lsn) ?
+	pos.offset = (int64) (XLogRecPtrIsInvalid(rd->qsource->start_lsn) ?
 						  source_slot_confirmed(rd->source->slot_name) :
-						  rd->query->start_lsn);
+						  rd->qsource->start_lsn);
 	return pos;
 }
 
@@ -173,12 +173,17 @@ table_catalog_now(SourceReader *rd, XLogRecPtr *retained)
 	SPI_connect();
 	catalog_exec("SELECT s.slot_name, CASE WHEN $2 THEN "
 				 "  (SELECT min(CASE WHEN q.state_table IS NOT NULL OR q.dedup_table IS NOT NULL "
-				 "                   THEN coalesce(c.next_offset, q.start_lsn) "
-				 "                   ELSE coalesce(o.next_offset, q.start_lsn) END) "
-				 "   FROM streamwin.query_catalog q "
-				 "   LEFT JOIN streamwin.query_offsets o ON o.query_id = q.query_id AND o.partition = 0 "
-				 "   LEFT JOIN streamwin.query_checkpoints c ON c.query_id = q.query_id AND c.partition = 0 "
-				 "   WHERE q.source_id = $1) END "
+				 "                        OR EXISTS (SELECT FROM streamwin.query_sources j "
+				 "                                   WHERE j.query_id = q.query_id AND j.join_table IS NOT NULL) "
+				 "                   THEN coalesce(c.next_offset, qs.start_lsn) "
+				 "                   ELSE coalesce(o.next_offset, qs.start_lsn) END) "
+				 "   FROM streamwin.query_sources qs "
+				 "   JOIN streamwin.query_catalog q ON q.query_id = qs.query_id "
+				 "   LEFT JOIN streamwin.query_offsets o ON o.query_id = qs.query_id "
+				 "        AND o.source_index = qs.source_index AND o.partition = 0 "
+				 "   LEFT JOIN streamwin.query_checkpoints c ON c.query_id = qs.query_id "
+				 "        AND c.source_index = qs.source_index AND c.partition = 0 "
+				 "   WHERE qs.source_id = $1) END "
 				 "FROM streamwin.source_catalog s WHERE s.source_id = $1",
 				 2, types, args, NULL, 1);
 	if (SPI_processed != 1)
@@ -352,8 +357,8 @@ table_reset(SourceReader *rd, const char *start, Jsonb *explicit)
 	XLogRecPtr	oldest;
 	XLogRecPtr	end = GetXLogInsertRecPtr();
 	XLogRecPtr	lsn;
-	Oid			types[2] = {INT4OID, INT8OID};
-	Datum		args[2];
+	Oid			types[3] = {INT4OID, INT8OID, INT4OID};
+	Datum		args[3];
 	RoleSwitch	role;
 
 	/* until this commits, no batch may confirm the slot past what we pick */
@@ -389,11 +394,14 @@ table_reset(SourceReader *rd, const char *start, Jsonb *explicit)
 
 	args[0] = Int32GetDatum(rd->query->query_id);
 	args[1] = Int64GetDatum((int64) lsn);
+	args[2] = Int32GetDatum(rd->source_index);
 	SPI_connect();
 	catalog_enter(&role);
-	if (SPI_execute_with_args("UPDATE streamwin.query_catalog SET start_lsn = $2 WHERE query_id = $1",
-							  2, types, args, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "could not update streamwin.query_catalog");
+	if (SPI_execute_with_args("UPDATE streamwin.query_sources SET start_lsn = $2 "
+							  "WHERE query_id = $1 AND source_index = $3",
+							  3, types, args, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not update streamwin.query_sources");
+	rd->qsource->start_lsn = lsn;
 	catalog_leave(&role);
 	SPI_finish();
 }

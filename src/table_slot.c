@@ -692,12 +692,17 @@ warn_retention(void *arg)
 	catalog_exec("SELECT q.name, CASE WHEN q.desired_state = 'stopped' THEN 'stopped' "
 				 "                    WHEN q.status = 'failed' THEN 'failed' ELSE 'running' END, "
 				 "       CASE WHEN q.state_table IS NOT NULL OR q.dedup_table IS NOT NULL "
-				 "            THEN coalesce(c.next_offset, q.start_lsn) "
-				 "            ELSE coalesce(o.next_offset, q.start_lsn) END AS pos "
-				 "FROM streamwin.query_catalog q "
-				 "LEFT JOIN streamwin.query_offsets o ON o.query_id = q.query_id AND o.partition = 0 "
-				 "LEFT JOIN streamwin.query_checkpoints c ON c.query_id = q.query_id AND c.partition = 0 "
-				 "WHERE q.source_id = $1 ORDER BY pos NULLS FIRST, q.name LIMIT 1",
+				 "                 OR EXISTS (SELECT FROM streamwin.query_sources j "
+				 "                            WHERE j.query_id = q.query_id AND j.join_table IS NOT NULL) "
+				 "            THEN coalesce(c.next_offset, qs.start_lsn) "
+				 "            ELSE coalesce(o.next_offset, qs.start_lsn) END AS pos "
+				 "FROM streamwin.query_sources qs "
+				 "JOIN streamwin.query_catalog q ON q.query_id = qs.query_id "
+				 "LEFT JOIN streamwin.query_offsets o ON o.query_id = qs.query_id "
+				 "     AND o.source_index = qs.source_index AND o.partition = 0 "
+				 "LEFT JOIN streamwin.query_checkpoints c ON c.query_id = qs.query_id "
+				 "     AND c.source_index = qs.source_index AND c.partition = 0 "
+				 "WHERE qs.source_id = $1 ORDER BY pos NULLS FIRST, q.name LIMIT 1",
 				 1, types, args, NULL, 1);
 	if (SPI_processed == 1)
 	{
@@ -718,7 +723,8 @@ warn_retention(void *arg)
 	args[1] = CStringGetTextDatum(recorded.data);
 	catalog_exec("UPDATE streamwin.query_catalog SET last_error = $2, "
 				 "last_error_at = pg_catalog.clock_timestamp() "
-				 "WHERE source_id = $1 AND status = 'ok'",
+				 "WHERE query_id IN (SELECT query_id FROM streamwin.query_sources WHERE source_id = $1) "
+				 "AND status = 'ok'",
 				 2, types, args, NULL, 0);
 	SPI_finish();
 

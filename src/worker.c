@@ -161,6 +161,49 @@ source_query_gone_in_transaction(void *arg)
 }
 
 /* How long until trigger_interval has passed since the batch that started at started. */
+/* Can a source of the query say that data arrived (SourceOps.wakeup_fd)? */
+static bool
+runner_can_wake(QueryRunner *r)
+{
+	for (int i = 0; i < r->nreaders; i++)
+		if (r->readers[i]->ops->wakeup_fd != NULL)
+			return true;
+	return false;
+}
+
+/*
+ * Wait for the latch, the timeout and, with WL_SOCKET_READABLE in events,
+ * data from any source of the query; returns the WaitLatch events.  A
+ * query over one source waits on its socket as WaitLatchOrSocket does; a
+ * join's sources each have one.
+ */
+static int
+wait_for_data(QueryRunner *r, int events, long wait_ms)
+{
+	WaitEventSet *set;
+	WaitEvent	event;
+	int			rc = 0;
+
+	if (!(events & WL_SOCKET_READABLE))
+		return WaitLatch(MyLatch, events, wait_ms, PG_WAIT_EXTENSION);
+	if (r->nreaders == 1)
+		return WaitLatchOrSocket(MyLatch, events, r->readers[0]->ops->wakeup_fd(r->readers[0]),
+								 wait_ms, PG_WAIT_EXTENSION);
+	set = CreateWaitEventSet(CurrentMemoryContext, 2 + r->nreaders);
+	AddWaitEventToSet(set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+	AddWaitEventToSet(set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+	for (int i = 0; i < r->nreaders; i++)
+		if (r->readers[i]->ops->wakeup_fd != NULL)
+			AddWaitEventToSet(set, WL_SOCKET_READABLE, r->readers[i]->ops->wakeup_fd(r->readers[i]),
+							  NULL, NULL);
+	if (WaitEventSetWait(set, wait_ms, &event, 1, PG_WAIT_EXTENSION) == 0)
+		rc = WL_TIMEOUT;
+	else
+		rc = event.events & (WL_LATCH_SET | WL_SOCKET_READABLE);
+	FreeWaitEventSet(set);
+	return rc;
+}
+
 static long
 ms_until_trigger(QueryRunner *r, TimestampTz started)
 {
@@ -202,8 +245,9 @@ streamwin_worker_main(Datum main_arg)
 	volatile long backoff_ms = 0;
 	QueryRunner *volatile r = NULL;
 	volatile bool known_ok = false; /* the catalog shows no failure */
-	/* the query's source, to tell when the worker stops */
-	volatile int32 source_id = 0;
+	/* the query's sources, to tell when the worker stops */
+	volatile int32 source_ids[QUERY_MAX_SOURCES];
+	volatile int nsource_ids = 0;
 
 	memcpy(&extra, MyBgworkerEntry->bgw_extra, sizeof(extra));
 	keep_batch_memory();
@@ -271,7 +315,9 @@ streamwin_worker_main(Datum main_arg)
 			if (r == NULL)
 			{
 				r = runner_get(query_id, true);
-				source_id = r->reader->source->source_id;
+				for (int i = 0; i < r->nreaders; i++)
+					source_ids[i] = r->readers[i]->source->source_id;
+				nsource_ids = r->nreaders;
 				pgstat_report_appname(psprintf("streamwin: %s", r->query->name));
 			}
 			pgstat_report_activity(STATE_RUNNING, "streamwin batch");
@@ -281,7 +327,7 @@ streamwin_worker_main(Datum main_arg)
 			if (!known_ok)
 				progress_clear_failure(query_id);
 			/* a backlog, or a crash replay: go on without waiting */
-			full = stats.input_rows >= r->reader->source->max_records_per_batch || stats.replayed;
+			full = stats.full || stats.replayed;
 			PopActiveSnapshot();
 			CommitTransactionCommand();
 			pgstat_report_activity(STATE_IDLE, NULL);
@@ -331,7 +377,7 @@ streamwin_worker_main(Datum main_arg)
 		if (backoff_ms > 0)
 			wait_ms = backoff_ms;
 		else if (r->query->trigger_interval_us > 0 &&
-				 !(stats.input_rows == 0 && r->reader->ops->wakeup_fd != NULL))
+				 !(stats.input_rows == 0 && runner_can_wake(r)))
 			wait_ms = ms_until_trigger(r, started);
 		else
 		{
@@ -345,21 +391,19 @@ streamwin_worker_main(Datum main_arg)
 			 * than trigger_interval after the last one (below).
 			 */
 			wait_ms = IDLE_CHECK_MS;
-			if (r->reader->ops->wakeup_fd != NULL)
+			if (runner_can_wake(r))
 				events |= WL_SOCKET_READABLE;
 		}
 		if (wait_ms > 0)
 		{
 			if (stats_pending_ms > 0 && wait_ms > stats_pending_ms)
 				pgstat_report_stat(true);
-			rc = WaitLatchOrSocket(MyLatch, events,
-								   (events & WL_SOCKET_READABLE) ?
-								   r->reader->ops->wakeup_fd(r->reader) : PGINVALID_SOCKET,
-								   wait_ms, PG_WAIT_EXTENSION);
+			rc = wait_for_data(r, events, wait_ms);
 			if (rc & WL_LATCH_SET)
 				ResetLatch(MyLatch);
-			if (r != NULL && r->reader->ops->drain_wakeup != NULL)
-				r->reader->ops->drain_wakeup(r->reader);
+			for (int i = 0; r != NULL && i < r->nreaders; i++)
+				if (r->readers[i]->ops->drain_wakeup != NULL)
+					r->readers[i]->ops->drain_wakeup(r->readers[i]);
 			/* woken by data: keep the trigger's pace all the same */
 			if ((rc & WL_SOCKET_READABLE) && (wait_ms = ms_until_trigger(r, started)) > 0)
 			{
@@ -373,13 +417,14 @@ streamwin_worker_main(Datum main_arg)
 
 	if (r != NULL)
 	{
-		if (r->reader->ops->release != NULL)
-			run_in_own_transaction((void (*) (void *)) r->reader->ops->release, r->reader);
+		for (int i = 0; i < r->nreaders; i++)
+			if (r->readers[i]->ops->release != NULL)
+				run_in_own_transaction((void (*) (void *)) r->readers[i]->ops->release, r->readers[i]);
 		runner_forget(query_id);
 	}
-	if (source_id != 0)
+	for (int i = 0; i < nsource_ids; i++)
 	{
-		int32		id = source_id;
+		int32		id = source_ids[i];
 
 		run_in_own_transaction(source_query_gone_in_transaction, &id);
 	}

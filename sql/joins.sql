@@ -1,0 +1,244 @@
+-- Stream-stream joins: two sources joined on an equality and an event-time
+-- range.  Results are compared with plain SQL over the same tables (the
+-- EXCEPT ALL queries must return nothing, both ways); positions are shown
+-- without their LSNs, which differ from run to run.
+SET timezone = 'UTC';
+SET datestyle = 'ISO, YMD';
+
+CREATE TABLE imp (imp_id int, ad_id int, imp_time timestamptz, seen_at timestamptz);
+CREATE TABLE clk (click_id int, ad_id int, click_time timestamptz, cost numeric);
+CREATE TABLE ads (ad_id int PRIMARY KEY, campaign text);
+INSERT INTO ads SELECT a, 'campaign ' || a % 3 FROM generate_series(0, 9) a;
+SELECT streamwin.create_table_source('impressions', 'imp');
+SELECT streamwin.create_table_source('clicks', 'clk');
+
+-- Refused at creation, each saying what to add.
+-- no equality between the sides
+SELECT streamwin.create_query('q', $$SELECT i.imp_id, c.click_id FROM impressions i JOIN clicks c
+    ON c.click_time BETWEEN i.imp_time AND i.imp_time + interval '10 minutes'$$, watermark => '1 minute');
+-- no time range: the state would grow forever (unless accepted)
+SELECT streamwin.create_query('q', $$SELECT i.imp_id, c.click_id FROM impressions i JOIN clicks c
+    ON c.ad_id = i.ad_id$$, watermark => '1 minute');
+-- no watermark
+SELECT streamwin.create_query('q', $$SELECT i.imp_id, c.click_id FROM impressions i JOIN clicks c
+    ON c.ad_id = i.ad_id AND c.click_time BETWEEN i.imp_time AND i.imp_time + interval '10 minutes'$$);
+-- a range bounded on one end only
+SELECT streamwin.create_query('q', $$SELECT i.imp_id, c.click_id FROM impressions i JOIN clicks c
+    ON c.ad_id = i.ad_id AND c.click_time >= i.imp_time$$, watermark => '1 minute');
+-- an outer join without a watermark
+SELECT streamwin.create_query('q', $$SELECT i.imp_id, c.click_id FROM impressions i LEFT JOIN clicks c
+    ON c.ad_id = i.ad_id AND c.click_time BETWEEN i.imp_time AND i.imp_time + interval '10 minutes'$$,
+    options => '{"join_state_unbounded": true}');
+-- an outer join whose preserved rows have no end to wait for
+SELECT streamwin.create_query('q', $$SELECT i.imp_id, c.click_id FROM impressions i LEFT JOIN clicks c
+    ON c.ad_id = i.ad_id AND c.click_time >= i.imp_time$$, watermark => '1 minute',
+    options => '{"join_state_unbounded": true}');
+SELECT streamwin.create_query('q', $$SELECT i.imp_id, c.click_id FROM impressions i FULL JOIN clicks c
+    ON c.ad_id = i.ad_id AND c.click_time BETWEEN i.imp_time AND i.imp_time + interval '10 minutes'$$,
+    watermark => '1 minute');
+-- an outer join's ON clause decides alone which rows match
+SELECT streamwin.create_query('q', $$SELECT i.imp_id, c.click_id FROM ads a JOIN impressions i ON a.ad_id = i.ad_id
+    LEFT JOIN clicks c ON c.ad_id = a.ad_id AND c.click_time BETWEEN i.imp_time AND i.imp_time + interval '10 minutes'$$,
+    watermark => '1 minute');
+-- a self-join, and three sources
+SELECT streamwin.create_query('q', $$SELECT a.imp_id FROM impressions a JOIN impressions b
+    ON a.ad_id = b.ad_id AND b.imp_time BETWEEN a.imp_time AND a.imp_time + interval '1 minute'$$,
+    watermark => '1 minute');
+CREATE TABLE imp2 (LIKE imp);
+SELECT streamwin.create_table_source('impressions2', 'imp2');
+SELECT streamwin.create_query('q', $$SELECT i.imp_id FROM impressions i
+    JOIN clicks c ON c.ad_id = i.ad_id AND c.click_time BETWEEN i.imp_time AND i.imp_time + interval '1 minute'
+    JOIN impressions2 j ON j.ad_id = i.ad_id AND j.imp_time BETWEEN i.imp_time AND i.imp_time + interval '1 minute'$$,
+    watermark => '1 minute');
+-- a range that compares two times of one side
+SELECT streamwin.create_query('q', $$SELECT i.imp_id, c.click_id FROM impressions i JOIN clicks c
+    ON c.ad_id = i.ad_id AND c.click_time >= i.imp_time AND c.click_time <= i.seen_at + interval '10 minutes'$$,
+    watermark => '1 minute');
+-- months have no fixed length
+SELECT streamwin.create_query('q', $$SELECT i.imp_id, c.click_id FROM impressions i JOIN clicks c
+    ON c.ad_id = i.ad_id AND c.click_time BETWEEN i.imp_time AND i.imp_time + interval '1 month'$$,
+    watermark => '1 minute');
+-- what a join does not support
+SELECT streamwin.create_query('q', $$SELECT i.ad_id, count(*) AS n FROM impressions i JOIN clicks c
+    ON c.ad_id = i.ad_id AND c.click_time BETWEEN i.imp_time AND i.imp_time + interval '10 minutes'
+    GROUP BY i.ad_id$$, output_mode => 'complete');
+-- dedup keys of one side, each named unambiguously
+SELECT streamwin.create_query('q', $$SELECT i.imp_id, c.click_id FROM impressions i JOIN clicks c
+    ON c.ad_id = i.ad_id AND c.click_time BETWEEN i.imp_time AND i.imp_time + interval '10 minutes'$$,
+    watermark => '1 minute', dedup_keys => '{ad_id}');
+SELECT streamwin.create_query('q', $$SELECT i.imp_id, c.click_id FROM impressions i JOIN clicks c
+    ON c.ad_id = i.ad_id AND c.click_time BETWEEN i.imp_time AND i.imp_time + interval '10 minutes'$$,
+    watermark => '1 minute', dedup_keys => '{i.imp_id, c.click_id}');
+SELECT streamwin.create_query('q', $$SELECT i.imp_id, c.click_id FROM impressions i JOIN clicks c
+    ON c.ad_id = i.ad_id AND c.click_time BETWEEN i.imp_time AND i.imp_time + interval '10 minutes'$$,
+    watermark => '1 minute', dedup_keys => '{x.click_id}');
+SELECT streamwin.create_query('q', $$SELECT i.imp_id, c.click_id FROM impressions i JOIN clicks c
+    ON c.ad_id = i.ad_id AND c.click_time BETWEEN i.imp_time AND i.imp_time + interval '10 minutes'$$,
+    watermark => '1 minute', options => '{"event_time": "imp_time"}');
+SELECT streamwin.create_query('q', $$SELECT i.ad_id, count(*) AS n FROM impressions i JOIN clicks c
+    ON c.ad_id = i.ad_id AND c.click_time BETWEEN i.imp_time AND i.imp_time + interval '10 minutes'
+    GROUP BY streamwin.session(i.imp_time, '5 minutes'), i.ad_id$$, watermark => '1 minute');
+-- a window over a time the range does not bound
+SELECT streamwin.create_query('q', $$SELECT i.ad_id, count(*) AS n FROM impressions i JOIN clicks c
+    ON c.ad_id = i.ad_id AND c.click_time BETWEEN i.imp_time AND i.imp_time + interval '10 minutes'
+    GROUP BY streamwin.tumble(i.seen_at, '5 minutes'), i.ad_id$$, watermark => '1 minute');
+-- sources that read timestamps in different zones
+CREATE TABLE clk_tokyo (LIKE clk);
+SELECT streamwin.create_table_source('clicks_tokyo', 'clk_tokyo', '{"timezone": "Asia/Tokyo"}');
+SELECT streamwin.create_query('q', $$SELECT i.imp_id, c.click_id FROM impressions i JOIN clicks_tokyo c
+    ON c.ad_id = i.ad_id AND c.click_time BETWEEN i.imp_time AND i.imp_time + interval '10 minutes'$$,
+    watermark => '1 minute');
+SELECT streamwin.drop_source('clicks_tokyo');
+SELECT streamwin.drop_source('impressions2');
+
+-- Accepted: an inner join, written out (a transform) and as a windowed
+-- count over impressions' time, joined with an ordinary table too; a LEFT
+-- and a RIGHT join.  The range holds days too (23 to 25 hours each).
+SELECT streamwin.create_query('pairs', $$SELECT i.imp_id, c.click_id, a.campaign, c.click_time - i.imp_time AS delay
+    FROM impressions i JOIN clicks c ON c.ad_id = i.ad_id
+    AND c.click_time BETWEEN i.imp_time AND i.imp_time + interval '10 minutes'
+    JOIN ads a ON a.ad_id = i.ad_id$$, watermark => '1 minute', start => false);
+SELECT streamwin.create_query('per_ad', $$SELECT i.ad_id, count(*) AS clicks, sum(c.cost) AS cost
+    FROM impressions i JOIN clicks c ON c.ad_id = i.ad_id
+    AND c.click_time BETWEEN i.imp_time AND i.imp_time + interval '10 minutes'
+    GROUP BY streamwin.tumble(i.imp_time, '10 minutes'), i.ad_id$$, watermark => '1 minute', start => false);
+-- ordinary tables joined around an outer join of the sources
+SELECT streamwin.create_query('imp_campaigns', $$SELECT i.imp_id, a.campaign, c.click_id
+    FROM ads a JOIN impressions i ON a.ad_id = i.ad_id
+    LEFT JOIN clicks c ON c.ad_id = i.ad_id
+    AND c.click_time BETWEEN i.imp_time AND i.imp_time + interval '10 minutes'$$,
+    watermark => '1 minute', start => false);
+-- clicks deduplicated before they join (some are sent twice)
+SELECT streamwin.create_query('pairs_once', $$SELECT i.imp_id, c.click_id
+    FROM impressions i JOIN clicks c ON c.ad_id = i.ad_id
+    AND c.click_time BETWEEN i.imp_time AND i.imp_time + interval '10 minutes'$$,
+    watermark => '1 minute', dedup_keys => '{c.click_id}', start => false);
+SELECT streamwin.create_query('imp_clicks', $$SELECT i.imp_id, c.click_id
+    FROM impressions i LEFT JOIN clicks c ON c.ad_id = i.ad_id
+    AND c.click_time BETWEEN i.imp_time AND i.imp_time + interval '10 minutes'$$,
+    watermark => '1 minute', start => false);
+SELECT streamwin.create_query('click_imps', $$SELECT c.click_id, count(i.imp_id) AS imps
+    FROM impressions i RIGHT JOIN clicks c ON c.ad_id = i.ad_id
+    AND i.imp_time BETWEEN c.click_time - interval '1 day' AND c.click_time
+    GROUP BY streamwin.tumble(c.click_time, '1 hour'), c.click_id$$,
+    watermark => '1 minute', output_mode => 'update', start => false);
+SELECT name, source, state FROM streamwin.queries ORDER BY name;
+-- the sources stay while queries read them
+SELECT streamwin.drop_source('clicks');
+
+-- The sides come in turns, each now and then far ahead of the other: all
+-- impressions of the first hour, then clicks; a click before its
+-- impression; clicks of the next hour before their impressions.
+INSERT INTO imp SELECT n, n % 10, '2026-01-01 00:00'::timestamptz + n * interval '1 minute',
+       '2026-01-01 00:00'::timestamptz + n * interval '1 minute 10 seconds'
+  FROM generate_series(0, 59) n;
+-- one of an ad that has no clicks
+INSERT INTO imp VALUES (500, 42, '2026-01-01 00:40');
+CREATE FUNCTION run_all() RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+	q text;
+BEGIN
+	FOREACH q IN ARRAY array['pairs', 'per_ad', 'imp_campaigns', 'pairs_once', 'imp_clicks', 'click_imps'] LOOP
+		PERFORM streamwin.run_available(q);
+	END LOOP;
+END $$;
+SELECT run_all();
+INSERT INTO clk SELECT n, n % 10, '2026-01-01 00:00'::timestamptz + n * interval '47 seconds', n % 7
+  FROM generate_series(0, 79) n;
+SELECT run_all();
+INSERT INTO clk SELECT 1000 + n, n % 10, '2026-01-01 01:00'::timestamptz + n * interval '53 seconds', n % 5
+  FROM generate_series(0, 79) n
+UNION ALL
+SELECT 1000 + n, n % 10, '2026-01-01 01:00'::timestamptz + n * interval '53 seconds', n % 5
+  FROM generate_series(0, 19) n;
+SELECT run_all();
+INSERT INTO imp SELECT 100 + n, n % 10, '2026-01-01 01:00'::timestamptz + n * interval '1 minute', NULL
+  FROM generate_series(0, 59) n;
+-- an impression after the last click, which no click matches
+INSERT INTO imp VALUES (501, 9, '2026-01-01 03:00');
+SELECT run_all();
+-- then every side moves far ahead, so that every range has passed
+INSERT INTO imp VALUES (999, 100, '2026-01-03 00:00');
+INSERT INTO clk VALUES (9999, 101, '2026-01-03 00:00', 0);
+SELECT run_all();
+
+-- Every pair once; every impression without a click, and every click
+-- without an impression, once too, with NULLs.
+CREATE VIEW want_pairs AS
+SELECT i.imp_id, c.click_id, a.campaign, c.click_time - i.imp_time AS delay
+  FROM imp i JOIN clk c ON c.ad_id = i.ad_id
+   AND c.click_time BETWEEN i.imp_time AND i.imp_time + interval '10 minutes'
+  JOIN ads a ON a.ad_id = i.ad_id;
+SELECT count(*) AS pairs FROM want_pairs;
+(SELECT * FROM pairs EXCEPT ALL SELECT * FROM want_pairs)
+UNION ALL (SELECT * FROM want_pairs EXCEPT ALL SELECT * FROM pairs);
+-- every window, each closed once the watermark held back by the range
+-- passed its end
+-- the clicks sent twice make two pairs each, but once where deduplicated
+CREATE VIEW want_pairs_once AS
+SELECT i.imp_id, c.click_id
+  FROM imp i JOIN (SELECT DISTINCT * FROM clk) c ON c.ad_id = i.ad_id
+   AND c.click_time BETWEEN i.imp_time AND i.imp_time + interval '10 minutes';
+SELECT count(*) AS pairs FROM want_pairs_once;
+(SELECT * FROM pairs_once EXCEPT ALL SELECT * FROM want_pairs_once)
+UNION ALL (SELECT * FROM want_pairs_once EXCEPT ALL SELECT * FROM pairs_once);
+CREATE VIEW want_per_ad AS
+SELECT streamwin.tumble(i.imp_time, '10 minutes') AS window_start,
+       streamwin.tumble(i.imp_time, '10 minutes') + interval '10 minutes' AS window_end,
+       i.ad_id, count(*) AS clicks, sum(c.cost) AS cost
+  FROM imp i JOIN clk c ON c.ad_id = i.ad_id
+   AND c.click_time BETWEEN i.imp_time AND i.imp_time + interval '10 minutes'
+ GROUP BY 1, 2, 3;
+SELECT count(*) AS windows FROM want_per_ad;
+(SELECT * FROM per_ad EXCEPT ALL SELECT * FROM want_per_ad)
+UNION ALL (SELECT * FROM want_per_ad EXCEPT ALL SELECT * FROM per_ad);
+CREATE VIEW want_imp_clicks AS
+SELECT i.imp_id, c.click_id FROM imp i LEFT JOIN clk c ON c.ad_id = i.ad_id
+   AND c.click_time BETWEEN i.imp_time AND i.imp_time + interval '10 minutes'
+ WHERE i.imp_id <> 999;
+SELECT count(*) AS rows, count(*) FILTER (WHERE click_id IS NULL) AS unmatched FROM want_imp_clicks;
+(SELECT * FROM imp_clicks EXCEPT ALL SELECT * FROM want_imp_clicks)
+UNION ALL (SELECT * FROM want_imp_clicks EXCEPT ALL SELECT * FROM imp_clicks);
+CREATE VIEW want_imp_campaigns AS
+SELECT i.imp_id, a.campaign, c.click_id FROM ads a JOIN imp i ON a.ad_id = i.ad_id
+  LEFT JOIN clk c ON c.ad_id = i.ad_id
+   AND c.click_time BETWEEN i.imp_time AND i.imp_time + interval '10 minutes';
+SELECT count(*) AS rows, count(*) FILTER (WHERE click_id IS NULL) AS unmatched FROM want_imp_campaigns;
+(SELECT * FROM imp_campaigns EXCEPT ALL SELECT * FROM want_imp_campaigns)
+UNION ALL (SELECT * FROM want_imp_campaigns EXCEPT ALL SELECT * FROM imp_campaigns);
+CREATE VIEW want_click_imps AS
+SELECT streamwin.tumble(c.click_time, '1 hour') AS window_start,
+       streamwin.tumble(c.click_time, '1 hour') + interval '1 hour' AS window_end,
+       c.click_id, count(i.imp_id) AS imps
+  FROM imp i RIGHT JOIN clk c ON c.ad_id = i.ad_id
+   AND i.imp_time BETWEEN c.click_time - interval '1 day' AND c.click_time
+ WHERE c.click_id <> 9999
+ GROUP BY 1, 2, 3;
+SELECT count(*) AS clicks, count(*) FILTER (WHERE imps = 0) AS unmatched FROM want_click_imps;
+(SELECT * FROM click_imps EXCEPT ALL SELECT * FROM want_click_imps)
+UNION ALL (SELECT * FROM want_click_imps EXCEPT ALL SELECT * FROM click_imps);
+
+-- Only the rows that can still match stay: the two far ahead.
+SELECT q, (SELECT state_rows FROM streamwin.progress p WHERE p.query = q ORDER BY batch_id DESC LIMIT 1)
+  FROM unnest(array['pairs', 'imp_clicks']) q;
+SELECT qs.source_index, s.name, qs.join_table::text ~ '^streamwin\.join_(left|right)_[0-9]+$' AS join_table
+  FROM streamwin.query_sources qs JOIN streamwin.query_catalog q USING (query_id)
+  JOIN streamwin.source_catalog s USING (source_id)
+ WHERE q.name = 'pairs' ORDER BY 1;
+-- progress shows each source's positions under its name
+SELECT jsonb_object_keys(offsets) FROM streamwin.progress WHERE query = 'pairs' ORDER BY batch_id DESC, 1 LIMIT 2;
+
+-- reset_query takes each source's offsets under its name
+SELECT streamwin.reset_query('pairs', '{"nosuch": {"lsn": "0/0"}}');
+SELECT streamwin.reset_query('pairs', '{"clicks": 5}');
+SELECT streamwin.reset_query('pairs', 'latest');
+SELECT streamwin.run_batch('pairs') -> 'input_rows' AS input_rows;
+
+SELECT streamwin.drop_query(q, drop_result => true)
+  FROM unnest(array['pairs', 'per_ad', 'imp_campaigns', 'pairs_once', 'imp_clicks', 'click_imps']) q;
+SELECT count(*) FROM pg_class WHERE relname ~ '^(checkpoint_)?join_';
+SELECT streamwin.drop_source('clicks');
+SELECT streamwin.drop_source('impressions');
+DROP FUNCTION run_all();
+DROP VIEW want_pairs, want_pairs_once, want_per_ad, want_imp_clicks, want_imp_campaigns, want_click_imps;
+DROP TABLE imp, imp2, clk, clk_tokyo, ads;

@@ -1,0 +1,91 @@
+/*-------------------------------------------------------------------------
+ *
+ * join.h
+ *	  Stream-stream joins: what a compiled join keeps in its plan, and what
+ *	  a batch of one does with the join's state (join.c).
+ *
+ * A query over two sources joins them on an equality and an event-time
+ * range, Spark's stream-stream join: every pair of rows that meets the
+ * condition is produced once, whichever side arrives first.  Each side
+ * keeps its rows that can still match in an UNLOGGED join table of its
+ * own (the source's columns, its event time, and for the preserved side
+ * of an outer join whether it matched), with an index on the join keys,
+ * so that a batch costs its rows and the matches they find.  A batch
+ *
+ *	1. joins its new rows of each side with the other side's new rows and
+ *	   with the other side's join table (the compiled batch statement, a
+ *	   union of those three joins, compile_join.c);
+ *	2. adds its new rows to their side's join table and, in an outer join,
+ *	   marks the preserved side's rows that found a match;
+ *	3. deletes the rows the watermark put out of reach: a row of side 0 at
+ *	   event time t can meet a row of side 1 at t + lo .. t + hi only, so
+ *	   it goes once t + hi is behind the watermark (which every row to
+ *	   come is not), and one of side 1 once t - lo is; the preserved
+ *	   side's rows that never matched are emitted then, NULL-extended.
+ *
+ * What follows a join in the query (a windowed aggregate) is held back by
+ * the range: a window over side 0's time closes at watermark - hi, since a
+ * pair in it may still be found until then (join_held_watermark).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef STREAMWIN_JOIN_H
+#define STREAMWIN_JOIN_H
+
+#include "lib/stringinfo.h"
+#include "utils/jsonb.h"
+
+#include "source.h"
+#include "streamwin.h"
+
+typedef struct JoinSidePlan
+{
+	char	   *event_time_expr;	/* nodeToString() of the side's event time:
+									 * its time in the range condition */
+	bool		evicted;		/* the range bounds how long a row can match */
+	int64		evict_after_us; /* a row goes once its event time plus this
+								 * is before the watermark */
+	bool		preserved;		/* outer join: rows without a match are
+								 * emitted, NULL-extended, when they go */
+} JoinSidePlan;
+
+typedef struct JoinPlan
+{
+	JoinSidePlan sides[QUERY_MAX_SOURCES];
+	int64		hold_us;		/* windows over the join close this long
+								 * after the watermark passes their end */
+} JoinPlan;
+
+/* The plan's "join" member (NULL: not a join), and writing it. */
+extern JoinPlan *join_plan_read(Jsonb *plan);
+extern void join_plan_json(const JoinPlan *jp, StringInfo plan);
+
+/* The watermark that closes windows over the join. */
+extern TimestampTz join_held_watermark(const JoinPlan *jp, TimestampTz watermark);
+
+struct QueryRunner;
+
+/*
+ * join_batch_begin / join_batch_end
+ *		Around a batch, with the xmin of the query's catalog row: the rows
+ *		per side are counted again when the runner cannot vouch for its
+ *		counts (as a state store, state_store.h).
+ */
+extern void join_batch_begin(struct QueryRunner *r, TransactionId catalog_xmin);
+extern void join_batch_end(struct QueryRunner *r, TransactionId catalog_xmin);
+
+/*
+ * join_apply
+ *		After the batch statement (step 1 above): steps 2 and 3, with the
+ *		batch's new rows (input) and, if has_wm, the watermark after it.
+ *		Returns the preserved side's rows that went without a match, as
+ *		the input of STMT_JOIN_UNMATCHED (the other side's view empty), or
+ *		NULL if none.
+ */
+extern BatchInput *join_apply(struct QueryRunner *r, BatchInput *input, bool has_wm,
+							  TimestampTz wm);
+
+/* The rows of both sides' join state, for progress.state_rows. */
+extern int64 join_state_rows(struct QueryRunner *r);
+
+#endif							/* STREAMWIN_JOIN_H */
