@@ -99,6 +99,7 @@ SHOW streamwin.max_workers;
 SHOW streamwin.progress_retention;
 SHOW streamwin.worker_keep_memory;
 SHOW streamwin.retained_wal_warning;
+SHOW streamwin.launcher_naptime;
 SET streamwin.no_such_setting = 1;
 
 -- An installation of 0.1 updated to the current version (through 0.2, with

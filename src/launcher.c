@@ -7,7 +7,7 @@
  * Who starts a query worker:
  *	- create_query(start => true) and start_query(), when their transaction
  *	  commits (before that the worker could not see the query);
- *	- at server start, and every 30 seconds afterwards, the
+ *	- at server start, and every streamwin.launcher_naptime afterwards, the
  *	  launcher: it cannot read another database's catalog itself, so for
  *	  each database it runs a short-lived "starter" worker there, which
  *	  starts workers for the queries marked running that have none;
@@ -76,6 +76,8 @@ typedef struct StreamwinShared
 
 static StreamwinShared *shared = NULL;
 
+
+int			streamwin_launcher_naptime = 30;
 /* requests made in the current transaction, acted on at commit */
 typedef struct PendingRequest
 {
@@ -319,7 +321,8 @@ launcher_xact_callback(XactEvent event, void *arg)
 /*
  * streamwin_launcher_main
  *		Connected to no database: lists the databases and runs a starter in
- *		each, at start and every 30 seconds, or when its latch is set.
+ *		each, at start and every streamwin.launcher_naptime, or when its
+ *		latch is set.
  */
 void
 streamwin_launcher_main(Datum main_arg)
@@ -390,7 +393,7 @@ streamwin_launcher_main(Datum main_arg)
 		list_free(dbs);
 
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 30 * 1000L, PG_WAIT_EXTENSION);
+						 streamwin_launcher_naptime * 1000L, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}
@@ -480,8 +483,8 @@ streamwin_starter_main(Datum main_arg)
 					why = psprintf("could not start a worker: every background worker process is taken "
 								   "(max_worker_processes = %d)\n"
 								   "HINT: Raise max_worker_processes and restart the server, or stop "
-								   "other queries; the launcher tries again every 30 seconds.",
-								   max_worker_processes);
+								   "other queries; the launcher tries again every %d seconds (streamwin.launcher_naptime).",
+								   max_worker_processes, streamwin_launcher_naptime);
 				if (why != NULL)
 					failed = lappend(failed, list_make2(makeInteger(query_id), makeString(why)));
 			}

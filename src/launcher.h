@@ -11,6 +11,9 @@
 
 #include "access/xact.h"
 
+/* streamwin.launcher_naptime (s): the time between the launcher's rounds */
+extern int	streamwin_launcher_naptime;
+
 /* At library load (shared_preload_libraries): the launcher and its memory. */
 extern void launcher_register(void);
 extern void launcher_shmem_request(void);

@@ -118,6 +118,14 @@ _PG_init(void)
 							&streamwin_worker_keep_memory,
 							64, 0, 1024,
 							PGC_SIGHUP, GUC_UNIT_MB, NULL, NULL, NULL);
+	DefineCustomIntVariable("streamwin.launcher_naptime",
+							"Time between the launcher's rounds.",
+							"Each round starts a worker for every running query that has "
+							"none (one that exited, or found no free worker slot) and checks "
+							"the WAL that table sources retain.",
+							&streamwin_launcher_naptime,
+							30, 1, 3600,
+							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
 	DefineCustomIntVariable("streamwin.retained_wal_warning",
 							"WAL a table source's slot may retain before streamwin warns.",
 							"Past it, the launcher warns in the server log and in "

@@ -267,12 +267,12 @@ streamwin_worker_main(Datum main_arg)
 			/*
 			 * Say so on the query, where users look; exit 0 so that the
 			 * postmaster does not restart this worker every few seconds:
-			 * the launcher tries again every 30 seconds.
+			 * the launcher tries again every streamwin.launcher_naptime.
 			 */
 			record_failure_message(query_id,
 								   psprintf("too many streamwin workers: all %d are running\n"
-											"HINT: Raise streamwin.max_workers (and max_worker_processes) and restart the server, or stop some queries; the launcher tries again every 30 seconds.",
-											streamwin_max_workers));
+											"HINT: Raise streamwin.max_workers (and max_worker_processes) and restart the server, or stop some queries; the launcher tries again every %d seconds (streamwin.launcher_naptime).",
+											streamwin_max_workers, streamwin_launcher_naptime));
 			proc_exit(0);
 			break;
 	}

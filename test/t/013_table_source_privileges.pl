@@ -76,6 +76,9 @@ sub ins
 }
 
 my $node = new_node('priv');
+# the launcher's rounds (slot warnings, invalidated slots' queries) once a second
+$node->append_conf('postgresql.conf', "streamwin.launcher_naptime = 1\n");
+$node->reload;
 
 # ==== 1. who may create a table source =======================================
 
