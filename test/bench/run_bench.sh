@@ -488,7 +488,7 @@ SELECT worker_pid AS w_pid FROM streamwin.queries WHERE name = 'sw_worker' \gset
 SELECT round(cpu::numeric, 2) AS w_cpu, hwm_kb AS w_hwm, anon_kb AS w_anon FROM bench_probe(:w_pid) \gset
 SELECT count(*) AS w_batches,
        round(extract(epoch FROM max(pg_xact_commit_timestamp(xmin)) - min(started_at))::numeric, 3) AS w_span
-  FROM streamwin.progress WHERE query = 'sw_worker' AND input_rows > 0 \gset
+  FROM streamwin.progress_log WHERE query = 'sw_worker' AND input_rows > 0 \gset
 \echo WORKER :w_cpu :w_hwm :w_anon :w_batches :w_span
 EOF
 	read -r _ w_cpu w_hwm w_anon w_batches w_span < <(grep '^WORKER ' "$out")
@@ -856,7 +856,7 @@ run_worker_table() {
 	if [[ $is_done == t && -n $t0 ]] && sql >>"$out" 2>&1 <<EOF; then
 SELECT count(*) AS w_batches, sum(input_rows) AS w_rows,
        round(extract(epoch FROM max(pg_xact_commit_timestamp(xmin)) - min(started_at))::numeric, 3) AS w_span
-  FROM streamwin.progress WHERE query = '$q' AND input_rows > 0 \gset
+  FROM streamwin.progress_log WHERE query = '$q' AND input_rows > 0 \gset
 \echo WORKER :w_batches :w_rows :w_span
 EOF
 		read -r _ w_batches w_rows w_span < <(grep '^WORKER ' "$out")
@@ -914,9 +914,9 @@ fi
 # the event is visible exactly when the first batch whose stored next offset
 # for the event's partition is past the event's offset commits.  With
 # track_commit_timestamp, pg_xact_commit_timestamp(xmin) of that progress row
-# is that commit's time.  A bare consumer (raw_consume --dump) reading the
-# same stream tells where (partition, offset) every event landed, so each
-# event's latency is
+# (in streamwin.progress_log, the table under the view) is that commit's
+# time.  A bare consumer (raw_consume --dump) reading the same stream tells
+# where (partition, offset) every event landed, so each event's latency is
 #   commit time of the first batch covering (partition, offset) - pt,
 # and the time that consumer received it minus pt is what Kafka (producer
 # linger, broker, fetch) alone takes: the floor under streamwin's latency.
@@ -1041,7 +1041,7 @@ SELECT g.batch_id, o.key::int AS p, o.value::bigint AS next_offset,
        extract(epoch FROM g.committed)::float8 AS committed,
        (SELECT min(s.seen) FROM lat${v}_seen s WHERE s.batch_id >= g.batch_id) AS seen
   FROM (SELECT batch_id, offsets, pg_xact_commit_timestamp(xmin) AS committed
-          FROM streamwin.progress WHERE query = 'lat${v}_q') AS g,
+          FROM streamwin.progress_log WHERE query = 'lat${v}_q') AS g,
        jsonb_each_text(g.offsets) AS o;
 CREATE INDEX ON lat${v}_batches (p, next_offset);
 ANALYZE lat${v}_batches;
