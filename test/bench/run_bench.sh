@@ -613,22 +613,26 @@ EOF
 # this is its aggregation and state; what this costs above the raw ceiling is
 # turning messages into rows.
 run_floor() {
-	local rep=$1 q=sw_floor input got chk
+	local rep=$1 c=${2:-0} q=sw_floor input got chk query="SELECT id FROM ev WHERE v < 0" want=$EXPECT_EVENTS
+	if [[ $c == N0 ]]; then
+		# the same for the bids (no price is negative)
+		q=sw_floor_n0 query="SELECT auction FROM bids WHERE price < 0" want=$NX_BIDS
+	fi
 	sql -c "SELECT streamwin.drop_query(name, true) FROM streamwin.queries WHERE name = '$q'" >/dev/null
 	sql >/dev/null <<EOF
-SELECT streamwin.create_query('$q', 'SELECT id FROM ev WHERE v < 0', start => false);
+SELECT streamwin.create_query('$q', '$query', start => false);
 CHECKPOINT;
 EOF
 	cat >"$work/run_$q.sql" <<EOF
 SELECT r->>'input_rows' AS input_rows FROM streamwin.run_available('$q') AS r \gset
 \echo RUN :input_rows
 EOF
-	measure "streamwin_floor_r$rep" "$work/run_$q.sql" || { record 0 floor "$rep" 0 0 0 0 0 FAILED "see log"; return; }
+	measure "${q}_r$rep" "$work/run_$q.sql" || { record "$c" floor "$rep" 0 0 0 0 0 FAILED "see log"; return; }
 	read -r _ input < <(grep '^RUN ' "$M_OUT")
 	got=$(sql -c "SELECT count(*) FROM $q")
 	chk=ok
-	[[ $input == "$EXPECT_EVENTS" && $got == 0 ]] || chk="WRONG(input_rows=$input,rows_kept=$got)"
-	record 0 floor "$rep" "$input" "$M_WALL" "$M_CPU" "$M_HWM" "$M_ANON" "$chk" ""
+	[[ $input == "$want" && $got == 0 ]] || chk="WRONG(input_rows=$input,rows_kept=$got)"
+	record "$c" floor "$rep" "$input" "$M_WALL" "$M_CPU" "$M_HWM" "$M_ANON" "$chk" ""
 	sql -c "SELECT streamwin.drop_query('$q', true)" >/dev/null
 }
 
@@ -661,6 +665,10 @@ fi
 if nexmark_wanted; then
 	say "Raw ceiling on bids (the Nexmark-shaped bids), $BENCH_RAW_REPEAT runs"
 	run_raw N0 bids "$BENCH_NX_PARTITIONS" "$NX_BIDS"
+	say "streamwin floor on bids, $BENCH_REPEAT runs: read and decode, a filter that keeps no bid"
+	for ((rep = 1; rep <= BENCH_REPEAT; rep++)); do
+		run_floor "$rep" N0
+	done
 	for c in N1 N2; do
 		[[ $c == N1 ]] && ! only nexmark_hop && continue
 		[[ $c == N2 ]] && ! only nexmark_session && continue
@@ -733,11 +741,16 @@ fi
 # per group, is the worker's memory per group, everything else (librdkafka,
 # the batches' memory) being the same in both.  Both results are checked.
 #
-# The timed batches: the timed events are produced, streamwin.checkpoint_interval
-# is set to BENCH_STATE_CKPT and checkpoint_min_interval to 0 (ALTER SYSTEM, a
+# The timed batches: the timed events are produced, checkpoint_min_interval
+# is set to 0 and streamwin.checkpoint_interval to 1 (ALTER SYSTEM, a
 # reload), then one session with streamwin.max_records_per_batch = 1000:
 #   - a first run_batch, which loads the state from the state table (the
-#     workers' batches were another process's) and is reported on its own;
+#     workers' batches were another process's) and takes the checkpoint
+#     that catches up with the build (the worker's checkpoints were at
+#     least checkpoint_min_interval apart, so its last batches' changes are
+#     in none yet): reported on its own, since it costs the groups the build
+#     changed since its last checkpoint, not the 100 of a batch;
+#   - streamwin.checkpoint_interval set to BENCH_STATE_CKPT (and checked);
 #   - BENCH_STATE_BATCHES run_batch calls, each its own statement (so each
 #     commits), timed by psql's \timing around the statement: the call, its
 #     commit and the round trip; after each, untimed, whether that batch took
@@ -813,7 +826,7 @@ lat_stats() {
 
 run_state() {
 	local out=$work/log/state.out q groups approach chk note i perf_pid='' pid
-	local p0 p1 p2 p3 f_id f_ms s_stats l_stats bad
+	local p0 p1 p2 p3 f_id f_ms f_ck interval s_stats l_stats bad
 	: >"$out"
 	sql >/dev/null <<EOF
 SELECT streamwin.create_query('st_small', 'SELECT h, count(*) AS n, sum(v) AS s FROM st GROUP BY h',
@@ -837,7 +850,7 @@ EOF
 	say "Case S: $BENCH_STATE_BATCHES batches of 1,000 events in one session, then $BENCH_STATE_BATCHES in a loop with commits"
 	produce "$work/state/timed.tsv" st
 	sql >/dev/null <<EOF
-ALTER SYSTEM SET streamwin.checkpoint_interval = $BENCH_STATE_CKPT;
+ALTER SYSTEM SET streamwin.checkpoint_interval = 1;
 ALTER SYSTEM SET streamwin.checkpoint_min_interval = 0;
 SELECT pg_reload_conf();
 CREATE TABLE bench_state_loop (seq int, ms float8, batch_id bigint, input_rows bigint, ckpt bigint);
@@ -878,8 +891,13 @@ EOF
 		echo "SELECT 'P0', $probe;"
 		printf '%s\n' '\timing on'
 		echo "SELECT 'F', r->>'batch_id', r->>'input_rows' FROM streamwin.run_batch('st_big') AS r;"
+		echo "SELECT 'C', checkpoint_batch_id FROM streamwin.query_catalog WHERE name = 'st_big';"
 		printf '%s\n' '\timing off'
 		echo "SELECT 'P1', $probe;"
+		echo "ALTER SYSTEM SET streamwin.checkpoint_interval = $BENCH_STATE_CKPT;"
+		echo "SELECT pg_reload_conf();"
+		echo "SELECT pg_sleep(0.5);"
+		echo "SELECT 'I', current_setting('streamwin.checkpoint_interval');"
 		printf '%s\n' '\timing on'
 		for ((i = 0; i < BENCH_STATE_BATCHES; i++)); do
 			echo "SELECT 'B', r->>'batch_id', r->>'input_rows' FROM streamwin.run_batch('st_big') AS r;"
@@ -929,13 +947,13 @@ EOF
 	perl -ne '
 		if (/^([FBC]) (\S*) ?(\S*)$/) { $tag = $1; @f = ($2, $3); next }
 		if (/^Time: ([\d.]+) ms/ && defined $tag) {
-			if ($tag eq "F") { print "F $f[0] $f[1] $1\n" }
-			elsif ($tag eq "B") { @b = ($f[0], $f[1], $1) }
-			elsif ($tag eq "C") { print "B $b[0] $b[1] $b[2] ", ($f[0] eq $b[0] ? 1 : 0), "\n" }
+			if ($tag eq "F" || $tag eq "B") { @b = ($tag, @f, $1) }
+			elsif (@b) { print "$b[0] $b[1] $b[2] $b[3] ", ($f[0] eq $b[1] ? 1 : 0), "\n"; @b = () }
 			undef $tag; next }
 		if (/^L (\S+) (\S+) (\S+) (\S*)$/) { print "L $2 $3 $1 ", ($4 eq $2 ? 1 : 0), "\n" }
-		if (/^(P\d) (.*)$/) { print "$1 $2\n" }' "$work/log/state_run.out" >"$work/state_times.txt"
-	read -r _ f_id _ f_ms < <(grep '^F ' "$work/state_times.txt")
+		if (/^(P\d|I) (.*)$/) { print "$1 $2\n" }' "$work/log/state_run.out" >"$work/state_times.txt"
+	read -r _ f_id _ f_ms f_ck < <(grep '^F ' "$work/state_times.txt")
+	read -r _ interval < <(grep '^I ' "$work/state_times.txt")
 	read -r _ p0 < <(grep '^P0 ' "$work/state_times.txt")
 	read -r _ p1 < <(grep '^P1 ' "$work/state_times.txt")
 	read -r _ p2 < <(grep '^P2 ' "$work/state_times.txt")
@@ -976,12 +994,14 @@ EOF
 	chk=$(check_result st_big "$ST_GROUPS" "$((ST_GROUPS + ST_TIMED_EVENTS))" "$((ST_BUILD_SUM + ST_TIMED_SUM))")
 	if [[ $bad != 0 ]]; then
 		chk="WRONG(batches_not_1000_events=$bad)"
+	elif [[ $f_ck != 1 || $interval != "$BENCH_STATE_CKPT" ]]; then
+		chk="WRONG(setup:first_batch_checkpoint=$f_ck,checkpoint_interval=$interval)"
 	elif [[ $n_s != "$BENCH_STATE_BATCHES" || $n_l != "$BENCH_STATE_BATCHES" ]]; then
 		chk="WRONG(timed_batches=$n_s+$n_l)"
 	elif [[ $n_keys != "$ST_TIMED_EVENTS" || $n_cov != "$n_keys" || $n_early != 0 || $g_batches != $((ST_TIMED_EVENTS / 1000)) ]]; then
 		chk="WRONG(timed_events=$n_keys,covered=$n_cov,before_first=$n_early,batches=$g_batches)"
 	fi
-	note="first_ms=$f_ms;anon_before_kb=${p0[3]};anon_loaded_kb=${p1[3]};groups=$ST_GROUPS;groups_per_batch=$g_min/$g_med/$g_max;ckpt_interval=$BENCH_STATE_CKPT"
+	note="first_ms=$f_ms;build_batches=$W_BATCHES;anon_before_kb=${p0[3]};anon_loaded_kb=${p1[3]};groups=$ST_GROUPS;groups_per_batch=$g_min/$g_med/$g_max;ckpt_interval=$BENCH_STATE_CKPT"
 	record S state_session 1 "$((BENCH_STATE_BATCHES * 1000))" "$(calc "${p2[0]} - ${p1[0]}")" \
 		"$(calc "${p2[1]} - ${p1[1]}")" "${p2[2]}" "${p2[3]}" "$chk" "stats=${s_stats// /,};$note"
 	record S state_loop 1 "$((BENCH_STATE_BATCHES * 1000))" "$(calc "${p3[0]} - ${p2[0]}")" \

@@ -278,6 +278,13 @@ if (%nx)
 		push @md, sprintf('| %s | %s | **%s** | %.2f | %s | %s |', $case_name{$c}, fmt_int($s->{evs}),
 			fmt_int($s->{events} / $s->{cpu}), $s->{cpum}, fmt_int($s->{hwm} / 1024), $s->{note});
 	}
+	my $floorn = summary('N0', 'floor');
+	if ($floorn && $floorn->{ok})
+	{
+		push @md, sprintf('| streamwin floor on the same bids: read and decode only (a filter that keeps nothing) | %s | %s | %.2f | %s | median of %d |',
+			fmt_int($floorn->{evs}), fmt_int($floorn->{events} / $floorn->{cpu}), $floorn->{cpum},
+			fmt_int($floorn->{hwm} / 1024), $floorn->{ok});
+	}
 	if ($rawn && $rawn->{ok})
 	{
 		push @md, sprintf('| raw ceiling on the same bids | %s | %s | %.2f | %s | fastest of %d |', fmt_int($rawn->{evs}),
@@ -332,8 +339,11 @@ if (%st)
 		push @md, sprintf('Then batches of 1,000 events over 100 groups each (%s groups per batch: min/median/max, '
 			  . 'from the offsets each batch stored), in one session with streamwin.max_records_per_batch = 1000 and '
 			  . 'streamwin.checkpoint_interval = %s, checkpoint_min_interval = 0, so that every %sth batch takes a '
-			  . 'checkpoint. The first batch of the session loads the state from the state table (%s ms; the session\'s '
-			  . 'RssAnon went from %s MB to %s MB: %.0f MB per 1M groups loaded by that scan). Then %s run_batch calls, '
+			  . 'checkpoint. The first batch of the session loads the state from the state table and, with '
+			  . 'checkpoint_interval = 1 for it, takes the checkpoint that catches up with the build (the worker\'s '
+			  . 'checkpoints were at least checkpoint_min_interval, 10 s, apart, so the changes of its last batches of '
+			  . '100,000 new groups were in none): %s ms in all; the session\'s '
+			  . 'RssAnon went from %s MB to %s MB: %.0f MB per 1M groups loaded by that scan. Then %s run_batch calls, '
 			  . 'each its own statement timed by psql around it (commit and round trip included), and %s more in a '
 			  . 'procedure that commits after each, as a worker does, timed from before the call to after the COMMIT.'
 			  . ' Check: %s.',
@@ -649,7 +659,9 @@ if ($have_w5)
 
 push @md, '![throughput per case](throughput.png)';
 push @md, '';
-push @md, 'Raw per-run figures: results.tsv.' . ($meta{profile} ? ' Profiles: profile-case1.txt, profile-case2.txt.' : '');
+my @profiles = map { s{.*/}{}r } sort glob("$out/profile-*.txt");
+push @md, 'Raw per-run figures: results.tsv.'
+  . (@profiles ? ' Profiles (each says when it was taken; BENCH_PROFILE=1): ' . join(', ', @profiles) . '.' : '');
 
 my $md = join("\n", @md) . "\n";
 open my $o, '>', "$out/results.md" or die "$out/results.md: $!";
