@@ -167,7 +167,12 @@ mkdir -p "$BENCH_OUT"
 BENCH_OUT=$(cd "$BENCH_OUT" && pwd)
 
 # the commit measured, before this run writes its own outputs into the tree
-commit=$(git -C "$repo" describe --always --dirty 2>/dev/null || echo unknown)
+# (what a run writes into test/bench does not make the tree "dirty")
+commit=$(git -C "$repo" describe --always 2>/dev/null || echo unknown)
+if ! git -C "$repo" diff --quiet HEAD -- . ':!test/bench/results.md' ':!test/bench/results.tsv' \
+	':!test/bench/throughput.png' ':!test/bench/profile-*.txt' 2>/dev/null; then
+	commit+=-dirty
+fi
 
 for prog in test/kafka_broker test/kafka_produce test/bench/raw_consume streamwin.so; do
 	[[ -e $prog ]] || { echo "$prog is missing: run 'make bench'" >&2; exit 1; }
@@ -189,6 +194,7 @@ as_pg() {
 cleanup() {
 	local rc=$? pid
 	trap - INT TERM EXIT
+	[[ -n ${load_pid:-} ]] && kill -TERM "$load_pid" 2>/dev/null
 	for pid in "${bg_pids[@]}"; do
 		kill -TERM "$pid" 2>/dev/null || true
 		wait "$pid" 2>/dev/null || true
@@ -220,6 +226,11 @@ now() { date +%s.%N; }
 # CPU seconds (all threads) of a process of ours, e.g. the broker
 proc_cpu() { awk -v t="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); printf "%.2f", ($12 + $13) / t }' "/proc/$1/stat"; }
 calc() { awk "BEGIN { printf \"%.3f\", $1 }"; }   # calc EXPR: floating point
+
+# The machine may be shared: the 1-minute load average every 10 s of the
+# run, for the summary.
+(while :; do cut -d ' ' -f 1 /proc/loadavg; sleep 10; done) >"$work/loadavg.txt" 2>/dev/null &
+load_pid=$!
 
 # --- a private installation of PostgreSQL + this build of streamwin ----------
 # PostgreSQL finds its share and lib directories relative to its binaries, so
@@ -1607,6 +1618,8 @@ perl "$bench/summarize.pl" --results "$results" --out "$BENCH_OUT" \
 		printf 'batch=%s\n' "$BENCH_BATCH"
 		printf 'repeat=%s\n' "$BENCH_REPEAT"
 		printf 'loadavg_end=%s\n' "$(cut -d ' ' -f 1-3 /proc/loadavg)"
+		printf 'loadavg_run=%s\n' "$(sort -n "$work/loadavg.txt" | awk '{ v[NR] = $1 } END {
+			if (NR) printf "%.2f / %.2f / %.2f (%d samples)", v[1], v[int((NR + 1) / 2)], v[NR], NR }')"
 		printf 'profile=%s\n' "$BENCH_PROFILE"
 		printf 'short=%s\n' "$BENCH_SHORT"
 		printf 'only=%s\n' "$BENCH_ONLY"

@@ -119,7 +119,8 @@ push @md, "Produced by `make bench` (test/bench/run_bench.sh) on $meta{date}, co
   . ($meta{only} && $meta{only} ne 'raw streamwin worker table alternatives latency case6 nexmark_hop nexmark_session state'
 	? ", with BENCH_ONLY=\"$meta{only}\"." : '.');
 push @md, "Machine: $meta{cores} cores ($meta{cpu}), $meta{memory}; $meta{postgres}; librdkafka $meta{librdkafka}.";
-push @md, "Load average when the run ended: $meta{loadavg_end} (other work on the machine shows up in wall times first).";
+push @md, "Load average when the run ended: $meta{loadavg_end} (other work on the machine shows up in wall times first)"
+  . ($meta{loadavg_run} ? "; 1-minute load average during the run, every 10 s, min / median / max: $meta{loadavg_run}." : '.');
 push @md, '';
 push @md, "Input: $meta{events} JSON events of about $meta{payload_bytes} bytes in one topic of "
   . "$meta{partitions} partitions on the test broker (librdkafka's mock cluster, loopback TCP), "
