@@ -80,7 +80,9 @@ soak: deps
 		PROVE_TESTS=test/t/008_crash_recovery.pl TAP_TIMEOUT=1800 test/run_tests.sh
 
 # Benchmarks (test/bench/run_bench.sh; results in test/bench/results.md and
-# throughput.png).  Not part of `make test`.
+# throughput.png).  Not part of `make test`.  `make bench BENCH_SHORT=1`
+# checks that the harness works (fewer events; results go elsewhere), and
+# BENCH_ONLY / BENCH_CASES select parts: see the header of run_bench.sh.
 test/bench/raw_consume: test/bench/raw_consume.c test/test_util.h
 	$(CC) -O2 -Wall -o $@ $< $(RDKAFKA_CFLAGS) $(RDKAFKA_LIBS)
 
@@ -88,4 +90,4 @@ test/bench/raw_consume: test/bench/raw_consume.c test/test_util.h
 bench:
 	@test/bench/install_deps.sh
 	@$(MAKE) --no-print-directory all test-programs test/bench/raw_consume
-	@test/bench/run_bench.sh
+	@PG_CONFIG="$(PG_CONFIG)" test/bench/run_bench.sh

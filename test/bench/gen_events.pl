@@ -2,6 +2,7 @@
 # gen_events.pl: the events of streamwin's benchmark (test/bench/run_bench.sh).
 #
 #   gen_events.pl --events N --partitions P --batch B --out DIR
+#                 [--spacing-ms S] [--tsv-only]
 #
 # Writes, for the same N events:
 #   DIR/events.tsv        PARTITION<TAB>JSON, one line per Kafka message, for
@@ -12,14 +13,17 @@
 #   DIR/csv/bNN.csv       the same events already decoded, as CSV
 #                         (id,k,u,v,ts), B per file
 #   DIR/expected.env      what a correct run must produce, as shell variables
+# (with --tsv-only, only events.tsv and expected.env).
 #
 # Event i: {"id": i, "k": "k<0..999>", "u": "u<7 digits>", "v": <0..100.06>,
 # "ts": ISO-8601 time, "src": "bench-generator-01"}, about 100 bytes.
 #   - k takes 1,000 values (case 1 and 3 group by it);
 #   - u = (i * 7919) mod 1,000,000 is a permutation of 0..999,999, so with
 #     N = 1,000,000 every event has its own key (case 2);
-#   - ts = 2024-01-01 00:00:00 + i ms + up to 499 ms of jitter, so N events
-#     span N/1000 seconds of event time (about 17 one-minute windows);
+#   - ts = 2024-01-01 00:00:00 + i * S ms + up to 499 ms of jitter (S is
+#     --spacing-ms, 1 by default), so N events span N * S / 1000 seconds of
+#     event time (about 17 one-minute windows for 1M events; case 6 uses
+#     S = 10: about 167 one-minute windows, each key in every one of them);
 #   - v has two decimals, so the expected sum is computed exactly in cents;
 #   - every key has an event about every second: with session windows of a
 #     30-second gap (case 4) each key forms one session.
@@ -29,16 +33,23 @@ use warnings;
 use Getopt::Long;
 use POSIX qw(strftime);
 
-my ($n, $nparts, $batch, $out) = (1_000_000, 32, 100_000, undef);
+my ($n, $nparts, $batch, $out, $spacing, $tsv_only) = (1_000_000, 32, 100_000, undef, 1, 0);
 GetOptions(
 	'events=i'     => \$n,
 	'partitions=i' => \$nparts,
 	'batch=i'      => \$batch,
-	'out=s'        => \$out) or die "usage: $0 --events N --partitions P --batch B --out DIR\n";
+	'spacing-ms=i' => \$spacing,
+	'tsv-only'     => \$tsv_only,
+	'out=s'        => \$out)
+  or die "usage: $0 --events N --partitions P --batch B --out DIR [--spacing-ms S] [--tsv-only]\n";
 die "--out is required\n" unless defined $out;
+die "--spacing-ms must be at least 1\n" if $spacing < 1;
 
-mkdir "$out/json" or die "mkdir $out/json: $!" unless -d "$out/json";
-mkdir "$out/csv"  or die "mkdir $out/csv: $!"  unless -d "$out/csv";
+unless ($tsv_only)
+{
+	mkdir "$out/json" or die "mkdir $out/json: $!" unless -d "$out/json";
+	mkdir "$out/csv"  or die "mkdir $out/csv: $!"  unless -d "$out/csv";
+}
 
 srand(20240101);
 my $T0 = 1_704_067_200;    # 2024-01-01 00:00:00 UTC
@@ -52,7 +63,7 @@ my $sec_text;
 
 for my $i (0 .. $n - 1)
 {
-	if ($i % $batch == 0)
+	if ($i % $batch == 0 && !$tsv_only)
 	{
 		my $f = sprintf('b%02d', int($i / $batch));
 		close $json if $json;
@@ -60,7 +71,7 @@ for my $i (0 .. $n - 1)
 		open $json, '>', "$out/json/$f"     or die "$out/json/$f: $!";
 		open $csv,  '>', "$out/csv/$f.csv"  or die "$out/csv/$f.csv: $!";
 	}
-	my $ms = $i + int(rand(500));
+	my $ms = $i * $spacing + int(rand(500));
 	my $sec = $T0 + int($ms / 1000);
 	if ($sec != $last_sec)
 	{
@@ -76,8 +87,11 @@ for my $i (0 .. $n - 1)
 
 	my $payload = qq({"id":$i,"k":"$k","u":"$u","v":$v,"ts":"$ts","src":"bench-generator-01"});
 	print $tsv $i % $nparts, "\t", $payload, "\n";
-	print $json $payload, "\n";
-	print $csv "$i,$k,$u,$v,$ts\n";
+	unless ($tsv_only)
+	{
+		print $json $payload, "\n";
+		print $csv "$i,$k,$u,$v,$ts\n";
+	}
 
 	# Expected groups: tumble 1 minute per k (case 1) and per u (case 2);
 	# hop 10 minutes / 1 minute per k (case 3): windows starting at
@@ -90,8 +104,8 @@ for my $i (0 .. $n - 1)
 	push @{ $times{$k} }, $ms;
 }
 close $tsv;
-close $json;
-close $csv;
+close $json if $json;
+close $csv  if $csv;
 
 open my $env, '>', "$out/expected.env" or die "$out/expected.env: $!";
 printf $env "EXPECT_EVENTS=%d\n", $n;

@@ -20,6 +20,29 @@
 #     exact count(DISTINCT u): what those cost on top of case 1
 #     plus case 1 once more in a real background worker (start_query with
 #     trigger_interval 0, timed until streamwin.queries.lag = 0)
+#   case 6         case 1's query over 1M events of 10 ms spacing in their
+#                  own topic ev6 (BENCH_PARTITIONS partitions, produced round
+#                  robin): 1,000 keys x about 167 one-minute windows (167,000
+#                  groups of about 6 events), run_available like cases 1-4,
+#                  against the raw ceiling measured on ev6 in the same run
+#   Nexmark        1M Nexmark-shaped bids (gen_nexmark.pl) in topic bids
+#                  (BENCH_NX_PARTITIONS, 48), watermark 4 seconds, update
+#                  mode, run_available like cases 1-4; the figure is events
+#                  per CPU-second of the backend (the raw ceiling on bids is
+#                  measured too, for reference):
+#     (N1) hop 10 s / 2 s, count per auction (Nexmark q5's windows)
+#     (N2) session windows (gap 10 s), count per bidder (Nexmark q11)
+#   large state    case S, a running aggregate (GROUP BY g, no window) over
+#                  BENCH_STATE_GROUPS (2M) groups in topic st, see run_state:
+#                  built by a background worker (and a second query over the
+#                  same events with 1,000 groups, for the memory per group),
+#                  then BENCH_STATE_BATCHES batches of 1,000 events over
+#                  100 groups, each run_batch its own statement in one
+#                  session, then as many in a procedure that commits after
+#                  each (as a worker does), each timed around the call, commit
+#                  included; streamwin.checkpoint_interval BENCH_STATE_CKPT
+#                  (20) and checkpoint_min_interval 0 meanwhile, so that
+#                  every BENCH_STATE_CKPT-th batch takes a checkpoint
 #   table source   case 5: case 1's query over a table source (logical
 #                  decoding, streamwin's own output plugin), against two
 #                  baselines over the same rows, measured in the same run.
@@ -72,24 +95,57 @@
 # about 5 MB per partition), BENCH_BATCH (100000), BENCH_REPEAT (3),
 # BENCH_RAW_REPEAT (5; the mock broker's wall time is bimodal, so the raw
 # ceiling is the fastest of these runs), BENCH_LAT_RATE (5000),
-# BENCH_LAT_SECONDS (20), BENCH_INSERT_EVENTS (20000), BENCH_ONLY (a subset of
-# "raw streamwin worker table alternatives latency"; "table" is case 5 with
-# its baselines and its worker run, "worker" case 1's worker run),
-# BENCH_PROFILE=1 (perf profiles of cases 1 and 2 and of the latency worker, needs perf and root or
-# perf_event_paranoid <= 1), BENCH_KEEP=1 (keep the work directory),
-# BENCH_OUT, PG_CONFIG.
+# BENCH_LAT_SECONDS (20), BENCH_INSERT_EVENTS (20000), BENCH_NX_BIDS
+# (1000000), BENCH_NX_PARTITIONS (48), BENCH_NX_RATE (10000 bids per second
+# of event time), BENCH_STATE_GROUPS (2000000), BENCH_STATE_PARTITIONS (40: a
+# divisor of 1,000, so that a batch takes 1,000 / 40 events from each
+# partition and holds exactly one of gen_state.pl's blocks of 100 groups),
+# BENCH_STATE_BATCHES (300), BENCH_STATE_CKPT (20),
+# BENCH_ONLY (a subset of "raw streamwin worker table alternatives latency
+# case6 nexmark_hop nexmark_session state"; "raw" is the raw ceiling on ev,
+# "table" case 5 with its baselines and its worker run, "worker" case 1's
+# worker run, "case6" case 6 with its raw ceiling on ev6, "nexmark_hop" and
+# "nexmark_session" cases N1 and N2 (with the raw ceiling on bids), "state"
+# case S), BENCH_CASES (which of cases "1 1p 1d 2 3 4" the parts "streamwin"
+# and "alternatives" run; 1p is (1+)),
+# BENCH_PROFILE=1 (perf profiles of cases 1 and 2, of the latency worker and
+# of the new cases selected (6, N1, N2, and S's procedure loop), needs perf
+# and root or perf_event_paranoid <= 1), BENCH_KEEP=1 (keep the work
+# directory), BENCH_OUT, PG_CONFIG (the pg_config of the PostgreSQL to use:
+# its server binaries are copied, the extension is installed next to them).
+#
+# BENCH_SHORT=1: a quick check that the harness works, not a measurement:
+# 100,000 events in batches of 20,000, one run of everything, 100,000 bids,
+# a state of 200,000 groups and 40 timed batches, 5 s of latency stream (each
+# can still be set), and BENCH_OUT defaults to
+# ${TMPDIR:-/tmp}/streamwin-bench-short, so that test/bench/results.md is
+# left alone.  `make bench` does not set it.
 set -euo pipefail
 
-BENCH_EVENTS=${BENCH_EVENTS:-1000000}
+BENCH_SHORT=${BENCH_SHORT:-0}
+if [[ $BENCH_SHORT == 1 ]]; then
+	short() { echo "$1"; }
+else
+	short() { echo "$2"; }
+fi
+BENCH_EVENTS=${BENCH_EVENTS:-$(short 100000 1000000)}
 BENCH_PARTITIONS=${BENCH_PARTITIONS:-32}
-BENCH_BATCH=${BENCH_BATCH:-100000}
-BENCH_REPEAT=${BENCH_REPEAT:-3}
-BENCH_RAW_REPEAT=${BENCH_RAW_REPEAT:-5}
+BENCH_BATCH=${BENCH_BATCH:-$(short 20000 100000)}
+BENCH_REPEAT=${BENCH_REPEAT:-$(short 1 3)}
+BENCH_RAW_REPEAT=${BENCH_RAW_REPEAT:-$(short 1 5)}
 BENCH_LAT_RATE=${BENCH_LAT_RATE:-5000}
-BENCH_LAT_SECONDS=${BENCH_LAT_SECONDS:-20}
-BENCH_INSERT_EVENTS=${BENCH_INSERT_EVENTS:-20000}
+BENCH_LAT_SECONDS=${BENCH_LAT_SECONDS:-$(short 5 20)}
+BENCH_INSERT_EVENTS=${BENCH_INSERT_EVENTS:-$(short 2000 20000)}
+BENCH_NX_BIDS=${BENCH_NX_BIDS:-$(short 100000 1000000)}
+BENCH_NX_PARTITIONS=${BENCH_NX_PARTITIONS:-48}
+BENCH_NX_RATE=${BENCH_NX_RATE:-10000}
+BENCH_STATE_GROUPS=${BENCH_STATE_GROUPS:-$(short 200000 2000000)}
+BENCH_STATE_PARTITIONS=${BENCH_STATE_PARTITIONS:-40}
+BENCH_STATE_BATCHES=${BENCH_STATE_BATCHES:-$(short 40 300)}
+BENCH_STATE_CKPT=${BENCH_STATE_CKPT:-20}
 BENCH_PROFILE=${BENCH_PROFILE:-0}
-BENCH_ONLY=${BENCH_ONLY:-raw streamwin worker table alternatives latency}
+BENCH_ONLY=${BENCH_ONLY:-raw streamwin worker table alternatives latency case6 nexmark_hop nexmark_session state}
+BENCH_CASES=${BENCH_CASES:-1 1p 1d 2 3 4}
 LAT_PARTITIONS=8
 
 if [[ -z ${PG_CONFIG:-} ]]; then
@@ -106,12 +162,17 @@ PG_SHAREDIR=$("$PG_CONFIG" --sharedir)
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 bench=$repo/test/bench
 cd "$repo"
-BENCH_OUT=${BENCH_OUT:-$bench}
+BENCH_OUT=${BENCH_OUT:-$(short "${TMPDIR:-/tmp}/streamwin-bench-short" "$bench")}
 mkdir -p "$BENCH_OUT"
 BENCH_OUT=$(cd "$BENCH_OUT" && pwd)
 
 # the commit measured, before this run writes its own outputs into the tree
-commit=$(git -C "$repo" describe --always --dirty 2>/dev/null || echo unknown)
+# (what a run writes into test/bench does not make the tree "dirty")
+commit=$(git -C "$repo" describe --always 2>/dev/null || echo unknown)
+if ! git -C "$repo" diff --quiet HEAD -- . ':!test/bench/results.md' ':!test/bench/results.tsv' \
+	':!test/bench/throughput.png' ':!test/bench/profile-*.txt' 2>/dev/null; then
+	commit+=-dirty
+fi
 
 for prog in test/kafka_broker test/kafka_produce test/bench/raw_consume streamwin.so; do
 	[[ -e $prog ]] || { echo "$prog is missing: run 'make bench'" >&2; exit 1; }
@@ -133,6 +194,7 @@ as_pg() {
 cleanup() {
 	local rc=$? pid
 	trap - INT TERM EXIT
+	[[ -n ${load_pid:-} ]] && kill -TERM "$load_pid" 2>/dev/null
 	for pid in "${bg_pids[@]}"; do
 		kill -TERM "$pid" 2>/dev/null || true
 		wait "$pid" 2>/dev/null || true
@@ -157,11 +219,18 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 only() { [[ " $BENCH_ONLY " == *" $1 "* ]]; }   # is this part of the benchmark wanted?
+case_wanted() { [[ " $BENCH_CASES " == *" $1 "* ]]; }   # and this case of "streamwin" and "alternatives"?
+nexmark_wanted() { only nexmark_hop || only nexmark_session; }
 say() { printf '\n== %s\n' "$*"; }
 now() { date +%s.%N; }
 # CPU seconds (all threads) of a process of ours, e.g. the broker
 proc_cpu() { awk -v t="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); printf "%.2f", ($12 + $13) / t }' "/proc/$1/stat"; }
 calc() { awk "BEGIN { printf \"%.3f\", $1 }"; }   # calc EXPR: floating point
+
+# The machine may be shared: the 1-minute load average every 10 s of the
+# run, for the summary.
+(while :; do cut -d ' ' -f 1 /proc/loadavg; sleep 10; done) >"$work/loadavg.txt" 2>/dev/null &
+load_pid=$!
 
 # --- a private installation of PostgreSQL + this build of streamwin ----------
 # PostgreSQL finds its share and lib directories relative to its binaries, so
@@ -205,9 +274,48 @@ echo "$EXPECT_EVENTS events, $(($(stat -c %s "$work/data/events.tsv") / 1000000)
 # BENCH_ONLY has it)
 raw_bytes=$(($(cat "$work"/data/json/b* | wc -c) - EXPECT_EVENTS))
 
+topics=(--topic "ev:$BENCH_PARTITIONS" --topic "lat1:$LAT_PARTITIONS" --topic "lat2:$LAT_PARTITIONS")
+if only case6; then
+	say "Generating case 6's $BENCH_EVENTS events, 10 ms apart"
+	mkdir -p "$work/data6"
+	perl "$bench/gen_events.pl" --events "$BENCH_EVENTS" --partitions "$BENCH_PARTITIONS" \
+		--batch "$BENCH_BATCH" --spacing-ms 10 --tsv-only --out "$work/data6"
+	# its groups and sum, under names of their own
+	read -r C6_GROUPS C6_SUM < <(
+		# shellcheck disable=SC1091
+		source "$work/data6/expected.env"
+		echo "$EXPECT_GROUPS_1 $EXPECT_SUM_V"
+	)
+	echo "$BENCH_EVENTS events over $((BENCH_EVENTS / 100 / 60 + 1)) minutes; groups (minute, k): $C6_GROUPS"
+	topics+=(--topic "ev6:$BENCH_PARTITIONS")
+fi
+if nexmark_wanted; then
+	say "Generating $BENCH_NX_BIDS Nexmark-shaped bids, $BENCH_NX_RATE per second of event time"
+	mkdir -p "$work/nexmark"
+	perl "$bench/gen_nexmark.pl" --bids "$BENCH_NX_BIDS" --partitions "$BENCH_NX_PARTITIONS" \
+		--rate "$BENCH_NX_RATE" --out "$work/nexmark"
+	# shellcheck disable=SC1091
+	source "$work/nexmark/expected.env"
+	echo "$NX_BIDS bids, $(($(stat -c %s "$work/nexmark/bids.tsv") / 1000000)) MB; $NX_AUCTIONS auctions," \
+		"$NX_BIDDERS bidders; hop groups (window, auction) $NX_HOP_GROUPS, sessions $NX_SESSION_GROUPS"
+	topics+=(--topic "bids:$BENCH_NX_PARTITIONS")
+fi
+if only state; then
+	# timed: the session's first batch, then two loops (three with a profile)
+	st_blocks=$(((BENCH_PROFILE == 1 ? 3 : 2) * BENCH_STATE_BATCHES + 1))
+	say "Generating case S's events: $BENCH_STATE_GROUPS groups, then $st_blocks blocks of 1,000"
+	mkdir -p "$work/state"
+	perl "$bench/gen_state.pl" --groups "$BENCH_STATE_GROUPS" --partitions "$BENCH_STATE_PARTITIONS" \
+		--timed-batches "$st_blocks" --out "$work/state"
+	# shellcheck disable=SC1091
+	source "$work/state/expected.env"
+	chmod -R a+rX "$work/state"
+	topics+=(--topic "st:$BENCH_STATE_PARTITIONS")
+fi
+
 # --- the Kafka broker ------------------------------------------------------------
-say "Starting the Kafka test broker (topic ev: $BENCH_PARTITIONS partitions; lat1, lat2: $LAT_PARTITIONS)"
-test/kafka_broker --topic "ev:$BENCH_PARTITIONS" --topic "lat1:$LAT_PARTITIONS" --topic "lat2:$LAT_PARTITIONS" \
+say "Starting the Kafka test broker (${topics[*]})"
+test/kafka_broker "${topics[@]}" \
 	--bootstrap-file "$work/bootstrap" >"$work/log/broker.log" 2>&1 &
 broker_pid=$!
 for ((i = 0; i < 300; i++)); do
@@ -223,6 +331,19 @@ test/kafka_produce --brokers "$brokers" --topic ev --partition-prefix --quiet \
 	--linger-ms 100 --batch-num-messages 100000 <"$work/data/events.tsv"
 echo "produced $EXPECT_EVENTS messages in $(calc "$(now) - $t0") s" \
 	"(linger.ms=100, batch.num.messages=100000)"
+# produce FILE TOPIC: the other topics, the same way
+produce() {
+	local t0 n
+	t0=$(now)
+	n=$(wc -l <"$1")
+	test/kafka_produce --brokers "$brokers" --topic "$2" --partition-prefix --quiet \
+		--linger-ms 100 --batch-num-messages 100000 <"$1"
+	echo "produced $n messages to $2 in $(calc "$(now) - $t0") s"
+}
+only case6 && produce "$work/data6/events.tsv" ev6
+nexmark_wanted && produce "$work/nexmark/bids.tsv" bids
+# case S's timed events come later, once the state is built
+only state && produce "$work/state/build.tsv" st
 
 # --- the cluster ---------------------------------------------------------------------
 say "Creating the PostgreSQL cluster"
@@ -276,6 +397,17 @@ SELECT streamwin.create_kafka_source('ev', '$brokers', 'ev',
 	'id bigint, k text, u text, v float8, ts timestamptz', 'json',
 	'{"max_records_per_batch": $BENCH_BATCH}');
 EOF
+only case6 && sql -c "SELECT streamwin.create_kafka_source('ev6', '$brokers', 'ev6',
+	'id bigint, k text, u text, v float8, ts timestamptz', 'json',
+	'{\"max_records_per_batch\": $BENCH_BATCH}')" >/dev/null
+# every field of a Nexmark bid, as Nexmark's own DDL declares them
+nexmark_wanted && sql -c "SELECT streamwin.create_kafka_source('bids', '$brokers', 'bids',
+	'auction bigint, bidder bigint, price bigint, channel text, url text, date_time timestamptz, extra text',
+	'json', '{\"max_records_per_batch\": $BENCH_BATCH}')" >/dev/null
+# no max_records_per_batch: the build's batches take the default of
+# streamwin.max_records_per_batch (100,000), the timed ones set it to 1,000
+only state && sql -c "SELECT streamwin.create_kafka_source('st', '$brokers', 'st',
+	'g bigint, h int, v bigint', 'json')" >/dev/null
 libpath=$(sql -c "SELECT setting FROM pg_config() WHERE name = 'PKGLIBDIR'")
 [[ $libpath == "$inst$PG_PKGLIBDIR" ]] ||
 	{ echo "the server does not use the private installation ($libpath)" >&2; exit 1; }
@@ -323,6 +455,52 @@ check_result() {
 	fi
 }
 
+# perf_summary DATA OUT TITLE WHO: the report of a perf recording, as text.
+perf_summary() {
+	local data=$1 out=$2 title=$3 who=$4
+	if [[ ! -s $data ]]; then
+		echo "  no profile for $out (is perf usable here?)"
+		return
+	fi
+	{
+		echo "# perf profile of $title"
+		echo "# $who; perf record -F 2999 -g; $(date -u '+%Y-%m-%d %H:%M UTC')"
+		echo "# (hex addresses: static functions of the postgres binary, which has no symbols for them)"
+		echo
+		echo "## threads"
+		perf report -i "$data" --no-children --sort comm --stdio -g none 2>/dev/null |
+			grep '%' || true
+		echo
+		echo "## selected functions, inclusive (children)"
+		perf report -i "$data" --children --sort symbol --stdio -g none 2>/dev/null |
+			grep -E '\] (batch_execute|batch_fetch|batch_decode|batch_apply|batch_emit|batch_finish|store_apply|store_emit|store_write_results|store_write_changed|store_checkpoint|store_load|merge_receive|store_close_windows|store_evict_closed|checkpoint_after_batch|kafka_fetch|batch_input_decode|decode_json_message|timestamptz_in|float8in|run_with_input|run_batch_statement|streamwin_source_rows|tuplestore_puttuple|LookupTupleHashEntry|ExecCheckIndexConstraints|ExecInsertIndexTuples|_bt_bottomupdel_pass|heap_update|heap_insert|checkpoint_take|progress_record|offsets_store|offsets_load|lock_query|catalog_exec|SPI_execute_with_args|SPI_execute_plan|StartTransactionCommand|CommitTransactionCommand|XLogInsert|XLogFlush|pg_plan_queries|WaitLatchOrSocket) ' || true
+		echo
+		echo "## inclusive (children), top 60"
+		perf report -i "$data" --children --sort symbol --stdio -g none 2>/dev/null |
+			grep '%' | grep -v '\] 0x0000' | sed -n '1,60p' || true
+		echo
+		echo "## self, top 40"
+		perf report -i "$data" --no-children --sort dso,symbol --stdio -g none 2>/dev/null |
+			grep '%' | sed -n '1,40p' || true
+	} >"$out"
+	echo "  wrote $out"
+}
+
+# check_counts TABLE KEY GROUPS N SQ KEYSUM: "ok" if TABLE (counts only, no
+# sums) has GROUPS rows whose n add up to N, whose n * n add up to SQ and
+# whose KEY * n add up to KEYSUM: a group with a wrong count, or counted
+# under the wrong key, changes the last two.
+check_counts() {
+	local got
+	got=$(sql -F ' ' -c "SELECT count(*), coalesce(sum(n), 0), coalesce(sum(n::numeric * n), 0),
+		coalesce(sum($2::numeric * n), 0) FROM $1")
+	if [[ $got == "$3 $4 $5 $6" ]]; then
+		echo ok
+	else
+		echo "WRONG(got_groups_n_sq_keysum=${got// /,};want=$3,$4,$5,$6)"
+	fi
+}
+
 case_sql() {
 	case $1 in
 	1) echo "SELECT k, count(*) AS n, sum(v) AS s, avg(v) AS a FROM ev GROUP BY streamwin.tumble(ts, '1 minute'), k" ;;
@@ -332,51 +510,77 @@ case_sql() {
 	5) echo "SELECT k, count(*) AS n, sum(v) AS s, avg(v) AS a FROM ev_tbl GROUP BY streamwin.tumble(ts, '1 minute'), k" ;;
 	# case 1 with the aggregates that keep their state as bytea (stddev) and
 	# the two sketches: what they cost on top of case 1, in the same run
-	6) echo "SELECT k, count(*) AS n, sum(v) AS s, avg(v) AS a, stddev(v) AS sd," \
+	1p) echo "SELECT k, count(*) AS n, sum(v) AS s, avg(v) AS a, stddev(v) AS sd," \
 		"streamwin.approx_count_distinct(u) AS du, streamwin.approx_percentile(v, 0.99) AS p99" \
 		"FROM ev GROUP BY streamwin.tumble(ts, '1 minute'), k" ;;
 	# case 1 with an exact distinct count, whose state is each group's set
 	# of distinct values (about 60 per group here)
-	7) echo "SELECT k, count(*) AS n, sum(v) AS s, avg(v) AS a, count(DISTINCT u) AS du" \
+	1d) echo "SELECT k, count(*) AS n, sum(v) AS s, avg(v) AS a, count(DISTINCT u) AS du" \
 		"FROM ev GROUP BY streamwin.tumble(ts, '1 minute'), k" ;;
+	# case 1's query over case 6's events (ten times as many windows)
+	6) echo "SELECT k, count(*) AS n, sum(v) AS s, avg(v) AS a FROM ev6 GROUP BY streamwin.tumble(ts, '1 minute'), k" ;;
+	# Nexmark-shaped: q5's windows (hop 10 s / 2 s) counting bids per
+	# auction, q11's sessions (gap 10 s) counting bids per bidder
+	N1) echo "SELECT auction, count(*) AS n FROM bids GROUP BY streamwin.hop(date_time, '10 seconds', '2 seconds'), auction" ;;
+	N2) echo "SELECT bidder, count(*) AS n FROM bids GROUP BY streamwin.session(date_time, '10 seconds'), bidder" ;;
 	esac
 }
-case_groups() { local v=EXPECT_GROUPS_$1; [[ $1 == 5 || $1 == 6 || $1 == 7 ]] && v=EXPECT_GROUPS_1; echo "${!v}"; }   # 5-7: case 1's groups
+case_watermark() { [[ $1 == N* ]] && echo "'4 seconds'" || echo NULL; }   # create_query's watermark
+case_events() { [[ $1 == N* ]] && echo "$NX_BIDS" || echo "$EXPECT_EVENTS"; }   # events in its topic
+case_groups() { local v=EXPECT_GROUPS_$1; [[ $1 == 5 || $1 == 1p || $1 == 1d ]] && v=EXPECT_GROUPS_1; echo "${!v}"; }   # 5, 1+, 1d: case 1's groups
 case_factor() { [[ $1 == 3 ]] && echo 10 || echo 1; }   # windows per event
 case_sum() { calc "$EXPECT_SUM_V * $(case_factor "$1")"; }
+# case_check CASE TABLE: the check of a streamwin run's result table
+case_check() {
+	case $1 in
+	6) check_result "$2" "$C6_GROUPS" "$EXPECT_EVENTS" "$C6_SUM" ;;
+	N1) check_counts "$2" auction "$NX_HOP_GROUPS" "$NX_HOP_N" "$NX_HOP_SQ" "$NX_HOP_KEY" ;;
+	N2) check_counts "$2" bidder "$NX_SESSION_GROUPS" "$NX_SESSION_N" "$NX_SESSION_SQ" "$NX_SESSION_KEY" ;;
+	*) check_result "$2" "$(case_groups "$1")" "$((EXPECT_EVENTS * $(case_factor "$1")))" "$(case_sum "$1")" ;;
+	esac
+}
 
 # --- raw ceiling ---------------------------------------------------------------------
+# run_raw CASE TOPIC PARTITIONS MESSAGES: BENCH_RAW_REPEAT runs of the bare
+# consumer over TOPIC, recorded as CASE's raw ceiling (case 0's, on ev, sets
+# raw_bytes).
+run_raw() {
+	local c=$1 topic=$2 nparts=$3 want=$4 rep line chk b0 b1
+	for ((rep = 1; rep <= BENCH_RAW_REPEAT; rep++)); do
+		b0=$(proc_cpu "$broker_pid")
+		line=$(test/bench/raw_consume --brokers "$brokers" --topic "$topic" \
+			--partitions "$nparts" --expect "$want")
+		b1=$(proc_cpu "$broker_pid")
+		eval "$line"   # messages= bytes= wall_s= cpu_s= user_s= sys_s= maxrss_kb=
+		# shellcheck disable=SC2154
+		chk=ok; [[ $messages == "$want" ]] || chk="WRONG(messages=$messages)"
+		# shellcheck disable=SC2154
+		if [[ $c == 0 ]]; then raw_bytes=$bytes; fi
+		# shellcheck disable=SC2154
+		record "$c" raw "$rep" "$messages" "$wall_s" "$cpu_s" "$maxrss_kb" "$maxrss_kb" "$chk" \
+			"topic $topic; first message after ${first_s} s; broker CPU $(calc "$b1 - $b0") s"
+	done
+}
 if only raw; then
-say "Raw ceiling: bare librdkafka consumer, $BENCH_RAW_REPEAT runs (the fastest is the ceiling)"
-for ((rep = 1; rep <= BENCH_RAW_REPEAT; rep++)); do
-	b0=$(proc_cpu "$broker_pid")
-	line=$(test/bench/raw_consume --brokers "$brokers" --topic ev \
-		--partitions "$BENCH_PARTITIONS" --expect "$EXPECT_EVENTS")
-	b1=$(proc_cpu "$broker_pid")
-	eval "$line"   # messages= bytes= wall_s= cpu_s= user_s= sys_s= maxrss_kb=
-	# shellcheck disable=SC2154
-	chk=ok; [[ $messages == "$EXPECT_EVENTS" ]] || chk="WRONG(messages=$messages)"
-	# shellcheck disable=SC2154
-	raw_bytes=$bytes
-	# shellcheck disable=SC2154
-	record 0 raw "$rep" "$messages" "$wall_s" "$cpu_s" "$maxrss_kb" "$maxrss_kb" "$chk" \
-		"first message after ${first_s} s; broker CPU $(calc "$b1 - $b0") s"
-done
+	say "Raw ceiling: bare librdkafka consumer, $BENCH_RAW_REPEAT runs (the fastest is the ceiling)"
+	run_raw 0 ev "$BENCH_PARTITIONS" "$EXPECT_EVENTS"
 fi
 
 # --- streamwin -----------------------------------------------------------------------
 # run_streamwin CASE REP [perf]: a fresh query, timed around run_available.
 run_streamwin() {
-	local c=$1 rep=$2 q=sw_c$1 chk note perf_pid= approach=${4:-streamwin}
+	local c=$1 rep=$2 q=sw_c${1,,} chk note perf_pid= approach=${4:-streamwin} want
+	want=$(case_events "$c")
 	sql -c "SELECT streamwin.drop_query(name, true) FROM streamwin.queries WHERE name = '$q'" >/dev/null
 	sql >/dev/null <<EOF
-SELECT streamwin.create_query('$q', \$q\$$(case_sql "$c")\$q\$, output_mode => 'update', start => false);
+SELECT streamwin.create_query('$q', \$q\$$(case_sql "$c")\$q\$, watermark => $(case_watermark "$c"),
+	output_mode => 'update', start => false);
 CHECKPOINT;
 EOF
 	cat >"$work/run_$q.sql" <<EOF
-SELECT r->>'input_rows' AS input_rows, r->>'batches' AS batches
+SELECT r->>'input_rows' AS input_rows, r->>'batches' AS batches, r->>'late_rows_dropped' AS late
   FROM streamwin.run_available('$q') AS r \gset
-\echo RUN :input_rows :batches
+\echo RUN :input_rows :batches :late
 EOF
 	if [[ ${3:-} == perf ]]; then
 		# attach perf to the session's backend once it runs run_available
@@ -392,19 +596,23 @@ EOF
 		bg_pids+=("$perf_pid")
 	fi
 	b0=$(proc_cpu "$broker_pid")
-	measure "${approach}_c${c}_r$rep" "$work/run_$q.sql" || { record "$c" "$approach" "$rep" 0 0 0 0 0 FAILED "see log"; return; }
+	measure "${approach}_c${c,,}_r$rep" "$work/run_$q.sql" || { record "$c" "$approach" "$rep" 0 0 0 0 0 FAILED "see log"; return; }
 	b1=$(proc_cpu "$broker_pid")
 	if [[ -n $perf_pid ]]; then
 		kill -INT "$perf_pid" 2>/dev/null || true
 		wait "$perf_pid" 2>/dev/null || true
 	fi
-	read -r _ input batches < <(grep '^RUN ' "$M_OUT")
-	chk=$(check_result "$q" "$(case_groups "$c")" "$((EXPECT_EVENTS * $(case_factor "$c")))" "$(case_sum "$c")")
-	[[ $input == "$EXPECT_EVENTS" ]] || chk="WRONG(input_rows=$input)"
+	read -r _ input batches late < <(grep '^RUN ' "$M_OUT")
+	chk=$(case_check "$c" "$q")
+	[[ $input == "$want" ]] || chk="WRONG(input_rows=$input)"
 	if [[ $c == 5 ]]; then
 		note="$batches batches; $(table_batch_note "$q")"
 	else
 		note="$batches batches; broker CPU $(calc "$b1 - $b0") s"
+	fi
+	if [[ $c == N* ]]; then
+		note+="; late rows dropped $late; state rows after the last batch $(sql -c "SELECT state_rows
+			FROM streamwin.progress WHERE query = '$q' ORDER BY batch_id DESC LIMIT 1")"
 	fi
 	record "$c" "$approach" "$rep" "$input" "$M_WALL" "$M_CPU" "$M_HWM" "$M_ANON" "$chk" "$note"
 	sql -c "SELECT streamwin.drop_query('$q', true)" >/dev/null
@@ -416,22 +624,26 @@ EOF
 # this is its aggregation and state; what this costs above the raw ceiling is
 # turning messages into rows.
 run_floor() {
-	local rep=$1 q=sw_floor input got chk
+	local rep=$1 c=${2:-0} q=sw_floor input got chk query="SELECT id FROM ev WHERE v < 0" want=$EXPECT_EVENTS
+	if [[ $c == N0 ]]; then
+		# the same for the bids (no price is negative)
+		q=sw_floor_n0 query="SELECT auction FROM bids WHERE price < 0" want=$NX_BIDS
+	fi
 	sql -c "SELECT streamwin.drop_query(name, true) FROM streamwin.queries WHERE name = '$q'" >/dev/null
 	sql >/dev/null <<EOF
-SELECT streamwin.create_query('$q', 'SELECT id FROM ev WHERE v < 0', start => false);
+SELECT streamwin.create_query('$q', '$query', start => false);
 CHECKPOINT;
 EOF
 	cat >"$work/run_$q.sql" <<EOF
 SELECT r->>'input_rows' AS input_rows FROM streamwin.run_available('$q') AS r \gset
 \echo RUN :input_rows
 EOF
-	measure "streamwin_floor_r$rep" "$work/run_$q.sql" || { record 0 floor "$rep" 0 0 0 0 0 FAILED "see log"; return; }
+	measure "${q}_r$rep" "$work/run_$q.sql" || { record "$c" floor "$rep" 0 0 0 0 0 FAILED "see log"; return; }
 	read -r _ input < <(grep '^RUN ' "$M_OUT")
 	got=$(sql -c "SELECT count(*) FROM $q")
 	chk=ok
-	[[ $input == "$EXPECT_EVENTS" && $got == 0 ]] || chk="WRONG(input_rows=$input,rows_kept=$got)"
-	record 0 floor "$rep" "$input" "$M_WALL" "$M_CPU" "$M_HWM" "$M_ANON" "$chk" ""
+	[[ $input == "$want" && $got == 0 ]] || chk="WRONG(input_rows=$input,rows_kept=$got)"
+	record "$c" floor "$rep" "$input" "$M_WALL" "$M_CPU" "$M_HWM" "$M_ANON" "$chk" ""
 	sql -c "SELECT streamwin.drop_query('$q', true)" >/dev/null
 }
 
@@ -440,18 +652,42 @@ say "streamwin floor, $BENCH_REPEAT runs: read and decode, a filter that keeps n
 for ((rep = 1; rep <= BENCH_REPEAT; rep++)); do
 	run_floor "$rep"
 done
-for c in 1 6 7 2 3; do
+for c in 1 1p 1d 2 3 4; do
+	case_wanted "$c" || continue
+	# case 4: session gap 30 s per key; gen_events.pl counted the sessions
 	say "streamwin case $c, $BENCH_REPEAT runs: $(case_sql "$c")"
 	for ((rep = 1; rep <= BENCH_REPEAT; rep++)); do
 		run_streamwin "$c" "$rep"
 	done
 done
+fi
 
-say "streamwin case 4: session windows"
-# session gap 30 s per key; gen_events.pl counted the sessions
-for ((rep = 1; rep <= BENCH_REPEAT; rep++)); do
-	run_streamwin 4 "$rep"
-done
+# --- case 6: ten times the windows, against the raw ceiling on its own topic ---------
+if only case6; then
+	say "Raw ceiling on ev6 (case 6's events), $BENCH_RAW_REPEAT runs"
+	run_raw 6 ev6 "$BENCH_PARTITIONS" "$EXPECT_EVENTS"
+	say "streamwin case 6, $BENCH_REPEAT runs: $(case_sql 6)"
+	for ((rep = 1; rep <= BENCH_REPEAT; rep++)); do
+		run_streamwin 6 "$rep"
+	done
+fi
+
+# --- Nexmark-shaped cases ----------------------------------------------------------
+if nexmark_wanted; then
+	say "Raw ceiling on bids (the Nexmark-shaped bids), $BENCH_RAW_REPEAT runs"
+	run_raw N0 bids "$BENCH_NX_PARTITIONS" "$NX_BIDS"
+	say "streamwin floor on bids, $BENCH_REPEAT runs: read and decode, a filter that keeps no bid"
+	for ((rep = 1; rep <= BENCH_REPEAT; rep++)); do
+		run_floor "$rep" N0
+	done
+	for c in N1 N2; do
+		[[ $c == N1 ]] && ! only nexmark_hop && continue
+		[[ $c == N2 ]] && ! only nexmark_session && continue
+		say "streamwin case $c, $BENCH_REPEAT runs, watermark 4 s: $(case_sql "$c")"
+		for ((rep = 1; rep <= BENCH_REPEAT; rep++)); do
+			run_streamwin "$c" "$rep"
+		done
+	done
 fi
 
 # --- streamwin in a background worker ------------------------------------------------
@@ -488,7 +724,7 @@ SELECT worker_pid AS w_pid FROM streamwin.queries WHERE name = 'sw_worker' \gset
 SELECT round(cpu::numeric, 2) AS w_cpu, hwm_kb AS w_hwm, anon_kb AS w_anon FROM bench_probe(:w_pid) \gset
 SELECT count(*) AS w_batches,
        round(extract(epoch FROM max(pg_xact_commit_timestamp(xmin)) - min(started_at))::numeric, 3) AS w_span
-  FROM streamwin.progress WHERE query = 'sw_worker' AND input_rows > 0 \gset
+  FROM streamwin.progress_log WHERE query = 'sw_worker' AND input_rows > 0 \gset
 \echo WORKER :w_cpu :w_hwm :w_anon :w_batches :w_span
 EOF
 	read -r _ w_cpu w_hwm w_anon w_batches w_span < <(grep '^WORKER ' "$out")
@@ -500,6 +736,293 @@ else
 	record 1 worker 1 0 0 0 0 0 FAILED "did not catch up in 300 s or failed: see $out"
 fi
 sql -c "SELECT streamwin.stop_query('sw_worker'); SELECT streamwin.drop_query('sw_worker', true)" >/dev/null 2>&1 || true
+fi
+
+# --- case S: a large state -------------------------------------------------------------
+# A running aggregate (GROUP BY g, no window: every group stays open) over
+# BENCH_STATE_GROUPS groups, then batches of 1,000 events over 100 of
+# them (gen_state.pl).
+#
+# The build: query st_big (GROUP BY g) in a background worker (start_query,
+# trigger_interval 0; batches of streamwin.max_records_per_batch's default,
+# 100,000) until its batches have read the build's events; the worker's CPU,
+# VmHWM and RssAnon are read when it is done.  Query st_small (GROUP BY h,
+# 1,000 groups) reads the same events the same way first: the difference of
+# the two workers' RssAnon (private memory: shared buffers are not in it),
+# per group, is the worker's memory per group, everything else (librdkafka,
+# the batches' memory) being the same in both.  Both results are checked.
+#
+# The timed batches: the timed events are produced, checkpoint_min_interval
+# is set to 0 and streamwin.checkpoint_interval to 1 (ALTER SYSTEM, a
+# reload), then one session with streamwin.max_records_per_batch = 1000:
+#   - a first run_batch, which loads the state from the state table (the
+#     workers' batches were another process's) and takes the checkpoint
+#     that catches up with the build (the worker's checkpoints were at
+#     least checkpoint_min_interval apart, so its last batches' changes are
+#     in none yet): reported on its own, since it costs the groups the build
+#     changed since its last checkpoint, not the 100 of a batch;
+#   - streamwin.checkpoint_interval set to BENCH_STATE_CKPT (and checked);
+#   - BENCH_STATE_BATCHES run_batch calls, each its own statement (so each
+#     commits), timed by psql's \timing around the statement: the call, its
+#     commit and the round trip; after each, untimed, whether that batch took
+#     a checkpoint (query_catalog.checkpoint_batch_id = its batch_id);
+#   - CALL bench_state_loop: BENCH_STATE_BATCHES more in a procedure that
+#     commits after each, as a worker's loop does, each timed in it from
+#     before the call to after the COMMIT.
+# Checked: every batch read 1,000 events; every timed event is in the batch
+# that the offsets in streamwin.progress say (which also gives the number of
+# groups of each batch); the result has every group, every event and the
+# exact sum.
+
+# worker_until Q ROWS OUT: start query Q in a background worker and poll,
+# one short statement at a time from one session (see case 1's worker run),
+# until its committed batches' input_rows add up to ROWS; the worker's CPU
+# and memory are read by the statement that first sees it done, the wall
+# time ends there.  Then the worker is stopped and waited for.  Sets W_WALL,
+# W_CPU, W_HWM, W_ANON and W_BATCHES; fails if the worker did not get there
+# in 10 minutes or failed.
+worker_until() {
+	local q=$1 rows=$2 out=$3 t0 t1 is_done n probe failed i
+	W_WALL='' W_CPU='' W_HWM='' W_ANON='' W_BATCHES=''
+	sql -c "CHECKPOINT" >/dev/null
+	coproc WPOLL { "${PSQL[@]}" -At 2>&1; }
+	bg_pids+=("$WPOLL_PID")
+	echo "SELECT extract(epoch FROM clock_timestamp()); SELECT streamwin.start_query('$q');" >&"${WPOLL[1]}"
+	read -t 60 -r t0 <&"${WPOLL[0]}" || t0=
+	read -t 60 -r _ <&"${WPOLL[0]}" || true
+	is_done=
+	for ((i = 0; i < 30000; i++)); do
+		echo "SELECT d.n >= $rows, extract(epoch FROM clock_timestamp()), d.n, d.b,
+			CASE WHEN d.n >= $rows THEN
+				(SELECT round(cpu::numeric, 2) || ' ' || hwm_kb || ' ' || anon_kb FROM bench_probe(q.worker_pid)) END,
+			q.last_error IS NOT NULL
+		  FROM streamwin.queries AS q,
+		       (SELECT coalesce(sum(input_rows), 0) AS n, count(*) FILTER (WHERE input_rows > 0) AS b
+		          FROM streamwin.progress WHERE query = '$q') AS d
+		 WHERE q.name = '$q';" >&"${WPOLL[1]}"
+		IFS='|' read -t 60 -r is_done t1 n W_BATCHES probe failed <&"${WPOLL[0]}" || is_done=
+		[[ $is_done == t ]] && break
+		[[ $is_done == f && $failed == f ]] || { echo "polling $q stopped: $is_done $t1 $n $probe $failed" >>"$out"; break; }
+		sleep 0.02
+	done
+	exec {WPOLL[1]}>&-
+	wait "$WPOLL_PID" 2>/dev/null || true
+	sql -c "SELECT streamwin.stop_query('$q')" >/dev/null 2>&1 || true
+	for ((i = 0; i < 600; i++)); do
+		[[ -z $(sql -c "SELECT worker_pid FROM streamwin.queries WHERE name = '$q'" 2>/dev/null) ]] && break
+		sleep 0.05
+	done
+	if [[ $is_done != t || -z $t0 || -z $probe ]]; then
+		sql -c "SELECT name, state, worker_pid, lag, last_error FROM streamwin.queries WHERE name = '$q'" >>"$out" 2>&1 || true
+		cat "$out" >&2
+		return 1
+	fi
+	read -r W_CPU W_HWM W_ANON <<<"$probe"
+	W_WALL=$(calc "$t1 - $t0")
+}
+
+# lat_stats FILE: FILE has "MS CHECKPOINT(0|1)" per batch; prints
+# "batches median p90 p99 max ckpt_batches ckpt_median ckpt_max" (ms; the
+# first five over the batches without a checkpoint).
+lat_stats() {
+	perl -e '
+		sub pct { my ($p, @v) = @_; return "-" unless @v; @v = sort { $a <=> $b } @v;
+			my $i = $p * $#v; my $lo = int($i);
+			return sprintf("%.2f", $lo == $#v ? $v[$lo] : $v[$lo] + ($i - $lo) * ($v[$lo + 1] - $v[$lo])) }
+		my (@n, @c);
+		while (<>) { my ($ms, $ck) = split; push @{ $ck ? \@c : \@n }, $ms }
+		print join(" ", scalar @n, pct(0.5, @n), pct(0.9, @n), pct(0.99, @n), pct(1, @n),
+			scalar @c, pct(0.5, @c), pct(1, @c)), "\n";' "$1"
+}
+
+run_state() {
+	local out=$work/log/state.out q groups approach chk note i perf_pid='' pid
+	local p0 p1 p2 p3 f_id f_ms f_ck interval s_stats l_stats bad
+	: >"$out"
+	sql >/dev/null <<EOF
+SELECT streamwin.create_query('st_small', 'SELECT h, count(*) AS n, sum(v) AS s FROM st GROUP BY h',
+	output_mode => 'update', trigger_interval => '0', start => false);
+SELECT streamwin.create_query('st_big', 'SELECT g, count(*) AS n, sum(v) AS s FROM st GROUP BY g',
+	output_mode => 'update', trigger_interval => '0', start => false);
+EOF
+	for q in st_small st_big; do
+		groups=$ST_GROUPS approach=state_build
+		[[ $q == st_small ]] && groups=$ST_SMALL_GROUPS approach=state_build_small
+		say "Case S: query $q ($groups groups) reads the $ST_GROUPS build events in a background worker"
+		if ! worker_until "$q" "$ST_GROUPS" "$out"; then
+			record S "$approach" 1 0 0 0 0 0 FAILED "did not finish in 600 s or failed: see $out"
+			return
+		fi
+		chk=$(check_result "$q" "$groups" "$ST_GROUPS" "$ST_BUILD_SUM")
+		record S "$approach" 1 "$ST_GROUPS" "$W_WALL" "$W_CPU" "$W_HWM" "$W_ANON" "$chk" \
+			"groups=$groups;batches=$W_BATCHES"
+	done
+
+	say "Case S: $BENCH_STATE_BATCHES batches of 1,000 events in one session, then $BENCH_STATE_BATCHES in a loop with commits"
+	produce "$work/state/timed.tsv" st
+	sql >/dev/null <<EOF
+ALTER SYSTEM SET streamwin.checkpoint_interval = 1;
+ALTER SYSTEM SET streamwin.checkpoint_min_interval = 0;
+SELECT pg_reload_conf();
+CREATE TABLE bench_state_loop (seq int, ms float8, batch_id bigint, input_rows bigint, ckpt bigint);
+-- a worker's loop: a batch, its commit, the next; each timed from before the
+-- call to after the commit
+CREATE PROCEDURE bench_state_loop(q text, n int, keep boolean DEFAULT true) LANGUAGE plpgsql AS \$p\$
+DECLARE
+	t0 timestamptz;
+	r jsonb;
+	ms float8[] := '{}';
+	ids bigint[] := '{}';
+	rws bigint[] := '{}';
+	ck bigint[] := '{}';
+BEGIN
+	FOR i IN 1 .. n LOOP
+		t0 := clock_timestamp();
+		r := streamwin.run_batch(q);
+		COMMIT;
+		ms := ms || (extract(epoch FROM clock_timestamp() - t0) * 1000)::float8;
+		ids := ids || (r->>'batch_id')::bigint;
+		rws := rws || (r->>'input_rows')::bigint;
+		ck := ck || (SELECT checkpoint_batch_id FROM streamwin.query_catalog WHERE name = q);
+	END LOOP;
+	INSERT INTO bench_state_loop
+	SELECT u.seq, u.ms, u.id, u.rws, u.ck FROM unnest(ms, ids, rws, ck) WITH ORDINALITY AS u(ms, id, rws, ck, seq)
+	 WHERE keep;
+END
+\$p\$;
+CHECKPOINT;
+EOF
+	[[ $((1000 % BENCH_STATE_PARTITIONS)) == 0 ]] ||
+		echo "  warning: BENCH_STATE_PARTITIONS=$BENCH_STATE_PARTITIONS does not divide 1,000: batches straddle the blocks of 100 groups" >&2
+	sleep 1   # every backend has read the new settings
+	local probe="t, cpu, hwm_kb, anon_kb FROM bench_probe()"
+	{
+		echo "SET streamwin.max_records_per_batch = 1000;"
+		echo "SET application_name = 'bench_state';"
+		echo "SELECT 'P0', $probe;"
+		printf '%s\n' '\timing on'
+		echo "SELECT 'F', r->>'batch_id', r->>'input_rows' FROM streamwin.run_batch('st_big') AS r;"
+		echo "SELECT 'C', checkpoint_batch_id FROM streamwin.query_catalog WHERE name = 'st_big';"
+		printf '%s\n' '\timing off'
+		echo "SELECT 'P1', $probe;"
+		echo "ALTER SYSTEM SET streamwin.checkpoint_interval = $BENCH_STATE_CKPT;"
+		echo "SELECT pg_reload_conf();"
+		echo "SELECT pg_sleep(0.5);"
+		echo "SELECT 'I', current_setting('streamwin.checkpoint_interval');"
+		printf '%s\n' '\timing on'
+		for ((i = 0; i < BENCH_STATE_BATCHES; i++)); do
+			echo "SELECT 'B', r->>'batch_id', r->>'input_rows' FROM streamwin.run_batch('st_big') AS r;"
+			echo "SELECT 'C', checkpoint_batch_id FROM streamwin.query_catalog WHERE name = 'st_big';"
+		done
+		printf '%s\n' '\timing off'
+		echo "SELECT 'P2', $probe;"
+		echo "CALL bench_state_loop('st_big', $BENCH_STATE_BATCHES);"
+		echo "SELECT 'P3', $probe;"
+		echo "SELECT 'L', ms, batch_id, input_rows, ckpt FROM bench_state_loop ORDER BY seq;"
+		# with BENCH_PROFILE=1, as many again under perf, not kept
+		if [[ $BENCH_PROFILE == 1 ]]; then
+			echo "CALL bench_state_loop('st_big', $BENCH_STATE_BATCHES, false);"
+		fi
+	} >"$work/state_run.sql"
+	if [[ $BENCH_PROFILE == 1 ]]; then
+		# the backend of the last loop, while it runs
+		(
+			for ((i = 0; i < 30000; i++)); do
+				pid=$(sql -c "SELECT pid FROM pg_stat_activity WHERE application_name = 'bench_state'
+					AND query LIKE 'CALL bench_state_loop(%, false)%' AND state = 'active'")
+				[[ -n $pid ]] && break
+				sleep 0.02
+			done
+			[[ -n $pid ]] && exec perf record -F 2999 -g -p "$pid" -o "$work/perf_state.data" >/dev/null 2>&1
+		) &
+		perf_pid=$!
+		bg_pids+=("$perf_pid")
+	fi
+	"${PSQL[@]}" -At -F ' ' -f "$work/state_run.sql" >"$work/log/state_run.out" 2>&1 ||
+		{ cat "$work/log/state_run.out" >&2; record S state_session 1 0 0 0 0 0 FAILED "see $work/log/state_run.out"; }
+	if [[ -n $perf_pid ]]; then
+		kill -INT "$perf_pid" 2>/dev/null || true
+		wait "$perf_pid" 2>/dev/null || true
+		perf_summary "$work/perf_state.data" "$BENCH_OUT/profile-state.txt" \
+			"case S: $BENCH_STATE_BATCHES batches of 1,000 events into a state of $ST_GROUPS groups, a commit after each (CALL bench_state_loop, a third loop after the two measured)" \
+			"the session's backend, all its threads, for the whole procedure loop"
+	fi
+	sql >/dev/null <<EOF
+ALTER SYSTEM RESET streamwin.checkpoint_interval;
+ALTER SYSTEM RESET streamwin.checkpoint_min_interval;
+SELECT pg_reload_conf();
+EOF
+	grep -q '^P3 ' "$work/log/state_run.out" || return 0
+
+	# the statements' timings: a tagged result line, then its "Time:" line
+	perl -ne '
+		if (/^([FBC]) (\S*) ?(\S*)$/) { $tag = $1; @f = ($2, $3); next }
+		if (/^Time: ([\d.]+) ms/ && defined $tag) {
+			if ($tag eq "F" || $tag eq "B") { @b = ($tag, @f, $1) }
+			elsif (@b) { print "$b[0] $b[1] $b[2] $b[3] ", ($f[0] eq $b[1] ? 1 : 0), "\n"; @b = () }
+			undef $tag; next }
+		if (/^L (\S+) (\S+) (\S+) (\S*)$/) { print "L $2 $3 $1 ", ($4 eq $2 ? 1 : 0), "\n" }
+		if (/^(P\d|I) (.*)$/) { print "$1 $2\n" }' "$work/log/state_run.out" >"$work/state_times.txt"
+	read -r _ f_id _ f_ms f_ck < <(grep '^F ' "$work/state_times.txt")
+	read -r _ interval < <(grep '^I ' "$work/state_times.txt")
+	read -r _ p0 < <(grep '^P0 ' "$work/state_times.txt")
+	read -r _ p1 < <(grep '^P1 ' "$work/state_times.txt")
+	read -r _ p2 < <(grep '^P2 ' "$work/state_times.txt")
+	read -r _ p3 < <(grep '^P3 ' "$work/state_times.txt")
+	read -ra p0 <<<"$p0"; read -ra p1 <<<"$p1"; read -ra p2 <<<"$p2"; read -ra p3 <<<"$p3"
+	awk '$1 == "B" { print $4, $5 }' "$work/state_times.txt" >"$work/state_session.txt"
+	awk '$1 == "L" { print $4, $5 }' "$work/state_times.txt" >"$work/state_loop.txt"
+	s_stats=$(lat_stats "$work/state_session.txt")
+	l_stats=$(lat_stats "$work/state_loop.txt")
+	# batches that did not read exactly 1,000 events, and how many were timed
+	bad=$(awk '($1 == "B" || $1 == "L" || $1 == "F") && $3 != 1000' "$work/state_times.txt" | wc -l)
+	local n_s n_l
+	n_s=$(wc -l <"$work/state_session.txt")
+	n_l=$(wc -l <"$work/state_loop.txt")
+
+	# which batch read each timed event (the first whose stored next offset
+	# in its partition is past the event's offset), and so each batch's groups
+	sql -F ' ' >"$work/log/state_groups.out" <<EOF
+CREATE TABLE st_keys (p int, idx bigint, g bigint);
+COPY st_keys FROM '$work/state/timed_keys.tsv';
+CREATE TABLE st_batches AS
+SELECT b.batch_id, o.key::int AS p, o.value::bigint AS next_offset
+  FROM streamwin.progress b, jsonb_each_text(b.offsets) AS o WHERE b.query = 'st_big';
+CREATE INDEX ON st_batches (p, next_offset);
+ANALYZE st_batches;
+-- a timed event's offset: the build's events of its partition, then its index
+CREATE TABLE st_x AS
+SELECT k.g, b.batch_id
+  FROM st_keys k
+  LEFT JOIN LATERAL (SELECT batch_id FROM st_batches b
+                      WHERE b.p = k.p AND b.next_offset > ($ST_GROUPS - k.p + $BENCH_STATE_PARTITIONS - 1) / $BENCH_STATE_PARTITIONS + k.idx
+                      ORDER BY b.next_offset LIMIT 1) b ON true;
+SELECT 'G', (SELECT count(*) FROM st_x), (SELECT count(batch_id) FROM st_x),
+       (SELECT count(*) FROM st_x WHERE batch_id < $f_id), min(ng), percentile_disc(0.5) WITHIN GROUP (ORDER BY ng), max(ng), count(*)
+  FROM (SELECT batch_id, count(DISTINCT g) AS ng FROM st_x WHERE batch_id IS NOT NULL GROUP BY batch_id) AS x;
+EOF
+	read -r _ n_keys n_cov n_early g_min g_med g_max g_batches < <(grep '^G ' "$work/log/state_groups.out")
+	chk=$(check_result st_big "$ST_GROUPS" "$((ST_GROUPS + ST_TIMED_EVENTS))" "$((ST_BUILD_SUM + ST_TIMED_SUM))")
+	if [[ $bad != 0 ]]; then
+		chk="WRONG(batches_not_1000_events=$bad)"
+	elif [[ $f_ck != 1 || $interval != "$BENCH_STATE_CKPT" ]]; then
+		chk="WRONG(setup:first_batch_checkpoint=$f_ck,checkpoint_interval=$interval)"
+	elif [[ $n_s != "$BENCH_STATE_BATCHES" || $n_l != "$BENCH_STATE_BATCHES" ]]; then
+		chk="WRONG(timed_batches=$n_s+$n_l)"
+	elif [[ $n_keys != "$ST_TIMED_EVENTS" || $n_cov != "$n_keys" || $n_early != 0 || $g_batches != $((ST_TIMED_EVENTS / 1000)) ]]; then
+		chk="WRONG(timed_events=$n_keys,covered=$n_cov,before_first=$n_early,batches=$g_batches)"
+	fi
+	note="first_ms=$f_ms;build_batches=$W_BATCHES;anon_before_kb=${p0[3]};anon_loaded_kb=${p1[3]};groups=$ST_GROUPS;groups_per_batch=$g_min/$g_med/$g_max;ckpt_interval=$BENCH_STATE_CKPT"
+	record S state_session 1 "$((BENCH_STATE_BATCHES * 1000))" "$(calc "${p2[0]} - ${p1[0]}")" \
+		"$(calc "${p2[1]} - ${p1[1]}")" "${p2[2]}" "${p2[3]}" "$chk" "stats=${s_stats// /,};$note"
+	record S state_loop 1 "$((BENCH_STATE_BATCHES * 1000))" "$(calc "${p3[0]} - ${p2[0]}")" \
+		"$(calc "${p3[1]} - ${p2[1]}")" "${p3[2]}" "${p3[3]}" "$chk" "stats=${l_stats// /,};$note"
+	sql -c "SELECT streamwin.drop_query(name, true) FROM streamwin.queries WHERE name IN ('st_small', 'st_big')" >/dev/null
+	sql -c "DROP TABLE st_keys, st_batches, st_x" >/dev/null
+}
+
+if only state; then
+	run_state
 fi
 
 # --- alternatives ----------------------------------------------------------------------
@@ -622,6 +1145,7 @@ run_trigger_insert() {
 
 if only alternatives; then
 for c in 1 2 3; do
+	case_wanted "$c" || continue
 	for fmt in json csv; do
 		say "Alternative COPY+SQL ($fmt) case $c, $BENCH_REPEAT runs"
 		for ((rep = 1; rep <= BENCH_REPEAT; rep++)); do
@@ -630,12 +1154,14 @@ for c in 1 2 3; do
 	done
 done
 for c in 1 2; do
+	case_wanted "$c" || continue
 	say "Alternative per-row trigger case $c (events COPYed in batches of $BENCH_BATCH)"
 	run_trigger_copy "$c"
 done
-say "Alternative per-row trigger, one INSERT per event ($BENCH_INSERT_EVENTS events)"
-run_trigger_insert
-
+if case_wanted 1; then
+	say "Alternative per-row trigger, one INSERT per event ($BENCH_INSERT_EVENTS events)"
+	run_trigger_insert
+fi
 fi
 # --- table source (case 5) ---------------------------------------------------------------
 # Each run starts from nothing: a fresh table events_tbl, its source ev_tbl
@@ -856,7 +1382,7 @@ run_worker_table() {
 	if [[ $is_done == t && -n $t0 ]] && sql >>"$out" 2>&1 <<EOF; then
 SELECT count(*) AS w_batches, sum(input_rows) AS w_rows,
        round(extract(epoch FROM max(pg_xact_commit_timestamp(xmin)) - min(started_at))::numeric, 3) AS w_span
-  FROM streamwin.progress WHERE query = '$q' AND input_rows > 0 \gset
+  FROM streamwin.progress_log WHERE query = '$q' AND input_rows > 0 \gset
 \echo WORKER :w_batches :w_rows :w_span
 EOF
 		read -r _ w_batches w_rows w_span < <(grep '^WORKER ' "$out")
@@ -914,9 +1440,9 @@ fi
 # the event is visible exactly when the first batch whose stored next offset
 # for the event's partition is past the event's offset commits.  With
 # track_commit_timestamp, pg_xact_commit_timestamp(xmin) of that progress row
-# is that commit's time.  A bare consumer (raw_consume --dump) reading the
-# same stream tells where (partition, offset) every event landed, so each
-# event's latency is
+# (in streamwin.progress_log, the table under the view) is that commit's
+# time.  A bare consumer (raw_consume --dump) reading the same stream tells
+# where (partition, offset) every event landed, so each event's latency is
 #   commit time of the first batch covering (partition, offset) - pt,
 # and the time that consumer received it minus pt is what Kafka (producer
 # linger, broker, fetch) alone takes: the floor under streamwin's latency.
@@ -925,36 +1451,6 @@ fi
 # records when it first sees each batch: "observed" latencies are upper
 # bounds (+ up to 5 ms of polling granularity) of when a reader actually saw
 # the result.
-# perf_summary DATA OUT TITLE WHO: the report of a perf recording, as text.
-perf_summary() {
-	local data=$1 out=$2 title=$3 who=$4
-	if [[ ! -s $data ]]; then
-		echo "  no profile for $out (is perf usable here?)"
-		return
-	fi
-	{
-		echo "# perf profile of $title"
-		echo "# $who; perf record -F 2999 -g; $(date -u '+%Y-%m-%d %H:%M UTC')"
-		echo "# (hex addresses: static functions of the postgres binary, which has no symbols for them)"
-		echo
-		echo "## threads"
-		perf report -i "$data" --no-children --sort comm --stdio -g none 2>/dev/null |
-			grep '%' || true
-		echo
-		echo "## selected functions, inclusive (children)"
-		perf report -i "$data" --children --sort symbol --stdio -g none 2>/dev/null |
-			grep -E '\] (batch_execute|kafka_fetch|batch_input_decode|decode_json_message|timestamptz_in|float8in|run_with_input|run_batch_statement|streamwin_source_rows|tuplestore_puttuple|LookupTupleHashEntry|ExecCheckIndexConstraints|ExecInsertIndexTuples|_bt_bottomupdel_pass|heap_update|heap_insert|checkpoint_take|progress_record|offsets_store|offsets_load|lock_query|catalog_exec|SPI_execute_with_args|SPI_execute_plan|StartTransactionCommand|CommitTransactionCommand|XLogInsert|XLogFlush|pg_plan_queries|WaitLatchOrSocket) ' || true
-		echo
-		echo "## inclusive (children), top 60"
-		perf report -i "$data" --children --sort symbol --stdio -g none 2>/dev/null |
-			grep '%' | grep -v '\] 0x0000' | sed -n '1,60p' || true
-		echo
-		echo "## self, top 40"
-		perf report -i "$data" --no-children --sort dso,symbol --stdio -g none 2>/dev/null |
-			grep '%' | sed -n '1,40p' || true
-	} >"$out"
-	echo "  wrote $out"
-}
 
 measure_latency() {
 	local v=$1 fw=$2 kafka_opt=$3 total=$((BENCH_LAT_RATE * BENCH_LAT_SECONDS)) poll_secs wpid
@@ -1041,7 +1537,7 @@ SELECT g.batch_id, o.key::int AS p, o.value::bigint AS next_offset,
        extract(epoch FROM g.committed)::float8 AS committed,
        (SELECT min(s.seen) FROM lat${v}_seen s WHERE s.batch_id >= g.batch_id) AS seen
   FROM (SELECT batch_id, offsets, pg_xact_commit_timestamp(xmin) AS committed
-          FROM streamwin.progress WHERE query = 'lat${v}_q') AS g,
+          FROM streamwin.progress_log WHERE query = 'lat${v}_q') AS g,
        jsonb_each_text(g.offsets) AS o;
 CREATE INDEX ON lat${v}_batches (p, next_offset);
 ANALYZE lat${v}_batches;
@@ -1090,8 +1586,14 @@ fi
 
 # --- profiles (optional) -------------------------------------------------------------------
 if [[ $BENCH_PROFILE == 1 ]]; then
-	say "Profiles (perf) of cases 1 and 2"
-	for c in 1 2; do
+	cases=()
+	only streamwin && case_wanted 1 && cases+=(1)
+	only streamwin && case_wanted 2 && cases+=(2)
+	only case6 && cases+=(6)
+	only nexmark_hop && cases+=(N1)
+	only nexmark_session && cases+=(N2)
+	say "Profiles (perf) of cases ${cases[*]}"
+	for c in "${cases[@]}"; do
 		run_streamwin "$c" p perf
 		perf_summary "$work/perf_case$c.data" "$BENCH_OUT/profile-case$c.txt" \
 			"streamwin case $c: $(case_sql "$c")" "the run_available() backend, all its threads"
@@ -1116,7 +1618,19 @@ perl "$bench/summarize.pl" --results "$results" --out "$BENCH_OUT" \
 		printf 'batch=%s\n' "$BENCH_BATCH"
 		printf 'repeat=%s\n' "$BENCH_REPEAT"
 		printf 'loadavg_end=%s\n' "$(cut -d ' ' -f 1-3 /proc/loadavg)"
+		printf 'loadavg_run=%s\n' "$(sort -n "$work/loadavg.txt" | awk '{ v[NR] = $1 } END {
+			if (NR) printf "%.2f / %.2f / %.2f (%d samples)", v[1], v[int((NR + 1) / 2)], v[NR], NR }')"
 		printf 'profile=%s\n' "$BENCH_PROFILE"
+		printf 'short=%s\n' "$BENCH_SHORT"
+		printf 'only=%s\n' "$BENCH_ONLY"
+		printf 'nx_bids=%s\n' "${NX_BIDS:-}"
+		printf 'nx_auctions=%s\n' "${NX_AUCTIONS:-}"
+		printf 'nx_bidders=%s\n' "${NX_BIDDERS:-}"
+		printf 'nx_rate=%s\n' "$BENCH_NX_RATE"
+		printf 'nx_partitions=%s\n' "$BENCH_NX_PARTITIONS"
+		printf 'st_groups=%s\n' "${ST_GROUPS:-}"
+		printf 'st_partitions=%s\n' "$BENCH_STATE_PARTITIONS"
+		printf 'st_batches=%s\n' "$BENCH_STATE_BATCHES"
 	)"
 if ((failed_checks > 0)); then
 	echo "$failed_checks run(s) failed their correctness check: see the table" >&2

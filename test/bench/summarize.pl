@@ -6,10 +6,13 @@
 #
 # results.tsv has one line per run: case, approach, rep, events, wall_s,
 # cpu_s, hwm_kb, anon_kb, check, note.  Case 0 is the raw ceiling (the same
-# messages for every case), L the latency run; case 5 (a table source) has
+# messages for cases 1-4), L the latency run; case 5 (a table source) has
 # its own baselines, pg_recvlogical and plain_sql, and a worker run each
-# repetition (case 1 has one worker run).  Repeated runs are summarised by
-# their medians.
+# repetition (case 1 has one worker run).  Case 6 has its own raw ceiling (its
+# own topic), N0 is the raw ceiling on the Nexmark-shaped bids of N1 and N2,
+# S the large-state case (its build in workers, its timed batches with their
+# statistics in the note).  Repeated runs are summarised by their medians;
+# the runs made for a profile (rep "p", slowed down by perf) are left out.
 use strict;
 use warnings;
 use Getopt::Long;
@@ -41,8 +44,12 @@ my %case_name = (
 	3 => '(3) hop 10 min / 1 min, 1,000 keys',
 	4 => '(4) session windows (gap 30 s), 1,000 keys',
 	5 => '(5) table source: tumble 1 min, 1,000 keys',
-	6 => '(1+) as (1), plus stddev, approx_count_distinct, approx_percentile',
-	7 => '(1d) as (1), plus count(DISTINCT u)',
+	'1p' => '(1+) as (1), plus stddev, approx_count_distinct, approx_percentile',
+	'1d' => '(1d) as (1), plus count(DISTINCT u)',
+	6    => '(6) tumble 1 min, 1,000 keys, events 10 ms apart',
+	N0   => 'Nexmark-shaped bids',
+	N1   => '(N1) Nexmark-shaped: hop 10 s / 2 s, count per auction',
+	N2   => '(N2) Nexmark-shaped: session (gap 10 s), count per bidder',
 );
 
 # --- read --------------------------------------------------------------------
@@ -54,6 +61,7 @@ while (my $line = <$fh>)
 	chomp $line;
 	my %r;
 	@r{qw(case approach rep events wall cpu hwm anon check note)} = split /\t/, $line, -1;
+	next if $r{rep} eq 'p';    # a profile's run, under perf
 	push @{ $runs{ $r{case} }{ $r{approach} } }, \%r;
 }
 close $fh;
@@ -105,9 +113,14 @@ sub fmt_x { my ($x) = @_; return defined $x ? sprintf('%.2fx', $x) : '-' }
 # --- the tables ----------------------------------------------------------------
 my @md;
 push @md, '# streamwin benchmark results', '';
-push @md, "Produced by `make bench` (test/bench/run_bench.sh) on $meta{date}, commit $meta{commit}.";
+push @md, '**BENCH_SHORT=1: a check that the harness works, with few events; these are not measurements.**', ''
+  if $meta{short};
+push @md, "Produced by `make bench` (test/bench/run_bench.sh) on $meta{date}, commit $meta{commit}"
+  . ($meta{only} && $meta{only} ne 'raw streamwin worker table alternatives latency case6 nexmark_hop nexmark_session state'
+	? ", with BENCH_ONLY=\"$meta{only}\"." : '.');
 push @md, "Machine: $meta{cores} cores ($meta{cpu}), $meta{memory}; $meta{postgres}; librdkafka $meta{librdkafka}.";
-push @md, "Load average when the run ended: $meta{loadavg_end} (other work on the machine shows up in wall times first).";
+push @md, "Load average when the run ended: $meta{loadavg_end} (other work on the machine shows up in wall times first)"
+  . ($meta{loadavg_run} ? "; 1-minute load average during the run, every 10 s, min / median / max: $meta{loadavg_run}." : '.');
 push @md, '';
 push @md, "Input: $meta{events} JSON events of about $meta{payload_bytes} bytes in one topic of "
   . "$meta{partitions} partitions on the test broker (librdkafka's mock cluster, loopback TCP), "
@@ -121,7 +134,7 @@ push @md, '';
 push @md, '| case | approach | events | wall s (median; min-max) | events/s | CPU s per 1M events | CPU / wall | VmHWM MB | check |';
 push @md, '|---|---|---:|---:|---:|---:|---:|---:|---|';
 
-my @cases = (0, 1, 6, 7, 2, 3, 4, 5);
+my @cases = (0, 1, '1p', '1d', 2, 3, 4, 5, 6, 'N0', 'N1', 'N2');
 for my $c (@cases)
 {
 	for my $a (@order)
@@ -199,9 +212,9 @@ for my $c (1, 2, 3, 4)
 push @md, '';
 # Cases (1+) and (1d): case 1 with more aggregates, against case 1.
 my $plain1 = summary(1, 'streamwin');
-for my $more ([ 6, 'Case (1+), case 1 with stddev(v), approx_count_distinct(u) and approx_percentile(v, 0.99) '
+for my $more ([ '1p', 'Case (1+), case 1 with stddev(v), approx_count_distinct(u) and approx_percentile(v, 0.99) '
 		  . 'added (their states kept as bytea and merged by their combine functions)' ],
-	[ 7, 'Case (1d), case 1 with an exact count(DISTINCT u) added (each group keeps its set of '
+	[ '1d', 'Case (1d), case 1 with an exact count(DISTINCT u) added (each group keeps its set of '
 		  . 'distinct values, about 60 here, merged by streamwin.distinct_union)' ])
 {
 	my $m = summary($more->[0], 'streamwin');
@@ -209,6 +222,149 @@ for my $more ([ 6, 'Case (1+), case 1 with stddev(v), approx_count_distinct(u) a
 	push @md, sprintf('%s: %s events/s, %.2f CPU s per 1M events, %+.0f%% CPU against case 1 in this run.',
 		$more->[1], fmt_int($m->{evs}), $m->{cpum}, 100 * ($m->{cpum} / $plain1->{cpum} - 1));
 	push @md, '';
+}
+
+# --- case 6, Nexmark-shaped cases, large state ---------------------------------------
+sub note_kv
+{
+	my ($note) = @_;
+	return map { /^([^=]+)=(.*)$/ ? ($1, $2) : () } split /;/, $note // '';
+}
+my $raw6 = summary(6, 'raw');
+my $sw6  = summary(6, 'streamwin');
+if ($sw6 && $sw6->{ok})
+{
+	push @md, '## Case 6: 1,000 keys, ten times the windows of case 1';
+	push @md, '';
+	push @md, "Case 1's query (update mode, run_available) over $meta{events} other events in a topic of their own (ev6, "
+	  . "$meta{partitions} partitions, produced round robin): the same payloads but 10 ms apart instead of 1 ms, so "
+	  . 'they span about 167 one-minute windows and each of the 1,000 keys has about 6 events per window '
+	  . '(167,000 groups; case 1 has 17,000 groups of about 60). The raw ceiling is measured again on that topic.';
+	push @md, '';
+	if ($raw6 && $raw6->{ok})
+	{
+		push @md, sprintf('streamwin: %.2f s, %s events/s, %.2f CPU s per 1M events; raw ceiling on ev6: %.2f s (fastest '
+			  . 'of %d), %s events/s, %.2f CPU s per 1M events. Ratio: %s in wall time, %s in CPU.',
+			$sw6->{wall}, fmt_int($sw6->{evs}), $sw6->{cpum}, $raw6->{wall}, $raw6->{ok}, fmt_int($raw6->{evs}),
+			$raw6->{cpum}, fmt_x($sw6->{evs} / $raw6->{evs}), fmt_x($raw6->{cpum} / $sw6->{cpum}));
+		$ratio{6}{raw} = [ $sw6->{evs} / $raw6->{evs}, $raw6->{cpum} / $sw6->{cpum} ];
+	}
+	push @md, '';
+}
+
+my %nx;
+for my $c (qw(N1 N2))
+{
+	my $s = summary($c, 'streamwin');
+	$nx{$c} = $s if $s && $s->{ok};
+}
+if (%nx)
+{
+	my $rawn = summary('N0', 'raw');
+	push @md, '## Nexmark-shaped cases (N1, N2)';
+	push @md, '';
+	push @md, "$meta{nx_bids} bids shaped like Nexmark's (every field of its Bid, about 170 bytes of JSON; auctions and "
+	  . "bidders drawn as Nexmark's generator draws them: $meta{nx_auctions} auctions, $meta{nx_bidders} bidders), "
+	  . "$meta{nx_rate} bids per second of event time, in a topic of $meta{nx_partitions} partitions (round robin). "
+	  . 'Each query has a watermark delay of 4 s and runs in update mode with run_available() in one session, like '
+	  . 'cases 1-4; the state of closed windows is evicted as the watermark passes them. The figure is events per '
+	  . 'CPU-second of that backend (all its threads, librdkafka\'s included). Every run is checked: number of groups, '
+	  . 'sum of the counts, sum of their squares and sum of key x count, against the generator\'s.';
+	push @md, '';
+	push @md, '| case | events/s (wall) | events per CPU-second | CPU s per 1M events | VmHWM MB | batches, late rows, state rows at the end |';
+	push @md, '|---|---:|---:|---:|---:|---|';
+	for my $c (qw(N1 N2))
+	{
+		my $s = $nx{$c} or next;
+		push @md, sprintf('| %s | %s | **%s** | %.2f | %s | %s |', $case_name{$c}, fmt_int($s->{evs}),
+			fmt_int($s->{events} / $s->{cpu}), $s->{cpum}, fmt_int($s->{hwm} / 1024), $s->{note});
+	}
+	my $floorn = summary('N0', 'floor');
+	if ($floorn && $floorn->{ok})
+	{
+		push @md, sprintf('| streamwin floor on the same bids: read and decode only (a filter that keeps nothing) | %s | %s | %.2f | %s | median of %d |',
+			fmt_int($floorn->{evs}), fmt_int($floorn->{events} / $floorn->{cpu}), $floorn->{cpum},
+			fmt_int($floorn->{hwm} / 1024), $floorn->{ok});
+	}
+	if ($rawn && $rawn->{ok})
+	{
+		push @md, sprintf('| raw ceiling on the same bids | %s | %s | %.2f | %s | fastest of %d |', fmt_int($rawn->{evs}),
+			fmt_int($rawn->{events} / $rawn->{cpu}), $rawn->{cpum}, fmt_int($rawn->{hwm} / 1024), $rawn->{ok});
+	}
+	push @md, '';
+}
+
+my %st;
+for my $a (qw(state_build_small state_build state_session state_loop))
+{
+	my $r = $runs{S}{$a} or next;
+	$st{$a} = { %{ $r->[0] }, note_kv($r->[0]{note}) };
+}
+if (%st)
+{
+	push @md, '## Large state (case S)';
+	push @md, '';
+	my $b  = $st{state_build};
+	my $bs = $st{state_build_small};
+	push @md, "A running aggregate without a window (`SELECT g, count(*) AS n, sum(v) AS s FROM st GROUP BY g`, update "
+	  . "mode), so that every group stays in the state: $meta{st_groups} groups. Topic st has $meta{st_partitions} "
+	  . 'partitions; events are `{"g":...,"h":...,"v":...}`.';
+	push @md, '';
+	if ($b && $bs && $b->{check} eq 'ok' && $bs->{check} eq 'ok')
+	{
+		my $per = ($b->{anon} - $bs->{anon}) / ($b->{groups} - $bs->{groups}) * 1e6 / 1024;
+		my $perh = ($b->{hwm} - $bs->{hwm}) / ($b->{groups} - $bs->{groups}) * 1e6 / 1024;
+		$st{per_1m} = $per;
+		push @md, sprintf('The build: one event per group, read by a background worker (start_query, trigger_interval 0, '
+			  . 'batches of 100,000): %.2f s, %s events/s, %.2f CPU s per 1M events, %s batches. A second query over the '
+			  . 'same events grouped by h (1,000 groups) the same way: %.2f s, %.2f CPU s per 1M events.',
+			$b->{wall}, fmt_int($b->{events} / $b->{wall}), $b->{cpu} / $b->{events} * 1e6, $b->{batches},
+			$bs->{wall}, $bs->{cpu} / $bs->{events} * 1e6);
+		push @md, '';
+		push @md, sprintf('**Worker memory per 1M groups: %.0f MB** of RssAnon (private memory), the difference between the '
+			  . 'two workers when done (%s MB with %s groups, %s MB with %s) per group; VmHWM, which also counts the shared '
+			  . 'buffers each touched, differs by %.0f MB per 1M groups (%s MB and %s MB).',
+			$per, fmt_int($b->{anon} / 1024), fmt_int($b->{groups}), fmt_int($bs->{anon} / 1024), fmt_int($bs->{groups}),
+			$perh, fmt_int($b->{hwm} / 1024), fmt_int($bs->{hwm} / 1024));
+		push @md, '';
+	}
+	elsif ($b || $bs)
+	{
+		push @md, 'The build failed its check: ' . join(', ', map { "$_: $st{$_}{check}" } grep { $st{$_} }
+			qw(state_build_small state_build));
+		push @md, '';
+	}
+	my ($ss, $sl) = ($st{state_session}, $st{state_loop});
+	if ($ss && $sl)
+	{
+		push @md, sprintf('Then batches of 1,000 events over 100 groups each (%s groups per batch: min/median/max, '
+			  . 'from the offsets each batch stored), in one session with streamwin.max_records_per_batch = 1000 and '
+			  . 'streamwin.checkpoint_interval = %s, checkpoint_min_interval = 0, so that every %sth batch takes a '
+			  . 'checkpoint. The first batch of the session loads the state from the state table and, with '
+			  . 'checkpoint_interval = 1 for it, takes the checkpoint that catches up with the build (the worker\'s '
+			  . 'checkpoints were at least checkpoint_min_interval, 10 s, apart, so the changes of its last batches of '
+			  . '100,000 new groups were in none): %s ms in all; the session\'s '
+			  . 'RssAnon went from %s MB to %s MB: %.0f MB per 1M groups loaded by that scan. Then %s run_batch calls, '
+			  . 'each its own statement timed by psql around it (commit and round trip included), and %s more in a '
+			  . 'procedure that commits after each, as a worker does, timed from before the call to after the COMMIT.'
+			  . ' Check: %s.',
+			$ss->{groups_per_batch}, $ss->{ckpt_interval}, $ss->{ckpt_interval}, $ss->{first_ms},
+			fmt_int($ss->{anon_before_kb} / 1024), fmt_int($ss->{anon_loaded_kb} / 1024),
+			($ss->{anon_loaded_kb} - $ss->{anon_before_kb}) / $ss->{groups} * 1e6 / 1024,
+			$meta{st_batches}, $meta{st_batches}, $ss->{check});
+		push @md, '';
+		push @md, '| loop | batches without a checkpoint | median ms | p90 ms | p99 ms | max ms | batches with a checkpoint | their median ms | their max ms | CPU ms per batch (all) |';
+		push @md, '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|';
+		for my $x ([ 'statements in a session', $ss ], [ 'procedure, a commit after each', $sl ])
+		{
+			my ($name, $r) = @$x;
+			my @v = split /,/, $r->{stats};
+			$r->{st} = \@v;
+			push @md, sprintf('| %s | %s | **%s** | %s | %s | %s | %s | %s | **%s** | %.2f |', $name, @v[ 0 .. 7 ],
+				1000 * $r->{cpu} / ($v[0] + $v[5]));
+		}
+		push @md, '';
+	}
 }
 
 # --- table source ------------------------------------------------------------------
@@ -381,6 +537,45 @@ push @md, '|---|---|---|';
 push @md, @targets;
 push @md, '';
 
+# Issue 17's, each against its baseline in this run.
+@targets = ();
+target('case 6 >= 0.5x raw ceiling on its topic, wall', $ratio{6}{raw},
+	sprintf('%.2fx (%s vs %s events/s)', $ratio{6}{raw}[0] // 0, fmt_int($sw6->{evs}), fmt_int($raw6->{evs})),
+	($ratio{6}{raw}[0] // 0) >= 0.5);
+target('case 6 >= 0.3x raw ceiling on its topic, CPU per event', $ratio{6}{raw},
+	sprintf('%.2fx (%.2f vs %.2f CPU s per 1M)', $ratio{6}{raw}[1] // 0, $raw6->{cpum} // 0, $sw6->{cpum} // 0),
+	($ratio{6}{raw}[1] // 0) >= 0.3);
+target('case 2 >= 2x COPY+SQL on the same JSON', $ratio{2}{copy_json},
+	sprintf('%s (CPU %s)', fmt_x($ratio{2}{copy_json}[0]), fmt_x($ratio{2}{copy_json}[1])),
+	($ratio{2}{copy_json}[0] // 0) >= 2);
+for my $x ([ 'N1', 'hop', 221_000 ], [ 'N2', 'session', 397_000 ])
+{
+	my ($c, $what, $want) = @$x;
+	my $s = $nx{$c};
+	my $v = $s ? $s->{events} / $s->{cpu} : undef;
+	target("$c ($what) >= " . fmt_int($want) . ' events per CPU-second (10x Flink\'s per core)', $v,
+		fmt_int($v // 0) . ' events per CPU-second', ($v // 0) >= $want);
+}
+for my $x ([ 'state_session', 'statements in a session' ], [ 'state_loop', 'procedure, a commit after each' ])
+{
+	my ($a, $name) = @$x;
+	my $r = $st{$a};
+	my @v = $r && $r->{check} eq 'ok' && $r->{st} ? @{ $r->{st} } : ();
+	my $groups = fmt_int($meta{st_groups});
+	target("S: a batch of 1,000 events over 100 groups, $groups groups, median <= 25 ms ($name)",
+		@v ? 1 : undef, (@v ? $v[1] : '-') . ' ms', @v && $v[1] <= 25);
+	target("S: a batch that takes a checkpoint <= 250 ms ($name; the slowest of " . (@v ? $v[5] : 0) . ')',
+		@v && $v[5] ? 1 : undef, (@v ? "$v[7] ms (median $v[6])" : '-'), @v && $v[5] && $v[7] <= 250);
+}
+push @md, '## Targets (issue 17)';
+push @md, '';
+push @md, '| target | measured | |';
+push @md, '|---|---|---|';
+push @md, @targets;
+push @md, sprintf('| worker memory per 1M groups (no target) | %s | |',
+	defined $st{per_1m} ? sprintf('%.0f MB of RssAnon', $st{per_1m}) : 'not measured');
+push @md, '';
+
 # What bounds the targets that are missed, from this run's own figures.
 my $floor = summary(0, 'floor');
 my $tr1   = summary(1, 'trigger');
@@ -465,7 +660,9 @@ if ($have_w5)
 
 push @md, '![throughput per case](throughput.png)';
 push @md, '';
-push @md, 'Raw per-run figures: results.tsv.' . ($meta{profile} ? ' Profiles: profile-case1.txt, profile-case2.txt.' : '');
+my @profiles = map { s{.*/}{}r } sort glob("$out/profile-*.txt");
+push @md, 'Raw per-run figures: results.tsv.'
+  . (@profiles ? ' Profiles (each says when it was taken; BENCH_PROFILE=1): ' . join(', ', @profiles) . '.' : '');
 
 my $md = join("\n", @md) . "\n";
 open my $o, '>', "$out/results.md" or die "$out/results.md: $!";
