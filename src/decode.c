@@ -401,21 +401,21 @@ decode_verify_encoding(MessageDecoder *decoder, const char *payload, int len)
  */
 Datum
 decode_input(MessageDecoder *decoder, DecodeColumn *column,
-			 const char *text, int len)
+			 const char *chars, int len)
 {
 	StringInfo	buf = &decoder->scratch;
 	TimestampTz ts;
 
-	if (column->is_timestamptz && text != NULL && parse_iso_timestamptz(text, len, &ts))
+	if (column->is_timestamptz && chars != NULL && parse_iso_timestamptz(chars, len, &ts))
 		return TimestampTzGetDatum(ts);
 
-	if (text != NULL && text != buf->data)
+	if (chars != NULL && chars != buf->data)
 	{
 		resetStringInfo(buf);
-		appendBinaryStringInfo(buf, text, len);
+		appendBinaryStringInfo(buf, chars, len);
 	}
 	return InputFunctionCall(&column->inproc,
-							 text != NULL ? buf->data : NULL,
+							 chars != NULL ? buf->data : NULL,
 							 column->typioparam, column->typmod);
 }
 

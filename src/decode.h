@@ -162,7 +162,7 @@ struct MessageDecoder
 extern const char *decode_verify_encoding(MessageDecoder *decoder,
 										  const char *payload, int len);
 extern Datum decode_input(MessageDecoder *decoder, DecodeColumn *column,
-						  const char *text, int len);
+						  const char *chars, int len);
 
 /* decode_json.c */
 extern void decode_json_init(MessageDecoder *decoder);

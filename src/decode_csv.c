@@ -131,7 +131,7 @@ decode_csv_message(MessageDecoder *decoder, const char *payload, int len,
 	{
 		DecodeColumn *column = &decoder->columns[i];
 		DecodeSpan *span = &decoder->spans[i];
-		const char *text = span->start;
+		const char *chars = span->start;
 		int			textlen = span->len;
 
 		decoder->cur_column = column;
@@ -163,10 +163,10 @@ decode_csv_message(MessageDecoder *decoder, const char *payload, int len,
 				appendBinaryStringInfo(buf, s, q + 1 - s);
 				s = q + 2;
 			}
-			text = buf->data;
+			chars = buf->data;
 			textlen = buf->len;
 		}
-		values[column->attindex] = decode_input(decoder, column, text, textlen);
+		values[column->attindex] = decode_input(decoder, column, chars, textlen);
 		nulls[column->attindex] = false;
 	}
 	decoder->cur_column = NULL;

@@ -318,7 +318,7 @@ decode_json_message(MessageDecoder *decoder, const char *payload, int len,
 	{
 		DecodeColumn *column = &decoder->columns[i];
 		DecodeSpan *span = &decoder->spans[i];
-		const char *text = span->start;
+		const char *chars = span->start;
 		int			textlen = span->len;
 
 		decoder->cur_column = column;
@@ -332,7 +332,7 @@ decode_json_message(MessageDecoder *decoder, const char *payload, int len,
 		{
 			if (span->kind == DJ_STRING)
 			{
-				text++;
+				chars++;
 				textlen -= 2;
 			}
 			else if (span->kind == DJ_STRING_ESCAPED)
@@ -340,16 +340,16 @@ decode_json_message(MessageDecoder *decoder, const char *payload, int len,
 				const char *bad;
 
 				resetStringInfo(&decoder->scratch);
-				bad = json_unescape(decoder, text + 1, text + textlen - 1,
+				bad = json_unescape(decoder, chars + 1, chars + textlen - 1,
 									&decoder->scratch);
 				if (bad != NULL)
 					return psprintf("key \"%s\": the string contains %s, which cannot be converted to type %s",
 									column->name, bad, column->typname);
-				text = decoder->scratch.data;
+				chars = decoder->scratch.data;
 				textlen = decoder->scratch.len;
 			}
 		}
-		values[column->attindex] = decode_input(decoder, column, text, textlen);
+		values[column->attindex] = decode_input(decoder, column, chars, textlen);
 		nulls[column->attindex] = false;
 	}
 	decoder->cur_column = NULL;

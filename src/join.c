@@ -51,13 +51,13 @@ join_plan_json(const JoinPlan *jp, StringInfo plan)
 JoinPlan *
 join_plan_read(Jsonb *plan)
 {
-	char	   *text = jsonb_get_text(plan, "join");
+	char	   *plan_json = jsonb_get_text(plan, "join");
 	Jsonb	   *join;
 	JoinPlan   *jp;
 
-	if (text == NULL)
+	if (plan_json == NULL)
 		return NULL;
-	join = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(text)));
+	join = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(plan_json)));
 	jp = palloc0(sizeof(JoinPlan));
 	jp->hold_us = strtoll(jsonb_get_text(join, "hold_us"), NULL, 10);
 	for (int s = 0; s < QUERY_MAX_SOURCES; s++)

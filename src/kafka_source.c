@@ -173,20 +173,20 @@ on_owner_thread(KafkaConsumer *c)
 }
 
 static void
-set_last_error(KafkaConsumer *c, const char *text)
+set_last_error(KafkaConsumer *c, const char *errtext)
 {
-	strlcpy(c->last_error, text, sizeof(c->last_error));
+	strlcpy(c->last_error, errtext, sizeof(c->last_error));
 	c->have_last_error = true;
 }
 
 /* Record an error for kafka_fetch() to raise; the first one wins. */
 static void
-set_pending_error(KafkaConsumer *c, rd_kafka_resp_err_t err, const char *text)
+set_pending_error(KafkaConsumer *c, rd_kafka_resp_err_t err, const char *errtext)
 {
 	if (c->pending_err != RD_KAFKA_RESP_ERR_NO_ERROR)
 		return;
 	c->pending_err = err;
-	strlcpy(c->pending_errstr, text, sizeof(c->pending_errstr));
+	strlcpy(c->pending_errstr, errtext, sizeof(c->pending_errstr));
 }
 
 /* Keep a message of a partition beyond this fetch's limit, in order. */
@@ -1050,11 +1050,11 @@ kafka_assign(KafkaConsumer *c, int n, const int32 *partitions,
  */
 static void
 report_partition_error(KafkaConsumer *c, rd_kafka_resp_err_t err,
-					   int32 partition, int64 offset, const char *text)
+					   int32 partition, int64 offset, const char *errtext)
 {
 	char		detail[1024];
 
-	strlcpy(detail, text, sizeof(detail));
+	strlcpy(detail, errtext, sizeof(detail));
 
 	switch (err)
 	{
@@ -1172,7 +1172,7 @@ typedef struct KafkaFatalEvent
 	rd_kafka_resp_err_t err;
 	int32		partition;
 	int64		offset;
-	char		text[1024];
+	char		errtext[1024];
 } KafkaFatalEvent;
 
 /*
@@ -1188,7 +1188,7 @@ handle_event(KafkaConsumer *c, rd_kafka_message_t *m, KafkaFatalEvent *fatal)
 	rd_kafka_resp_err_t err = m->err;
 	int32		partition = m->partition;
 	int64		offset = m->offset;
-	char		text[1024];
+	char		errtext[1024];
 
 	if (err == RD_KAFKA_RESP_ERR__PARTITION_EOF)
 	{
@@ -1210,9 +1210,9 @@ handle_event(KafkaConsumer *c, rd_kafka_message_t *m, KafkaFatalEvent *fatal)
 		return false;
 	}
 
-	strlcpy(text, rd_kafka_message_errstr(m), sizeof(text));
+	strlcpy(errtext, rd_kafka_message_errstr(m), sizeof(errtext));
 	rd_kafka_message_destroy(m);
-	set_last_error(c, text);
+	set_last_error(c, errtext);
 
 	if (transient_consumer_error(err))
 		return false;
@@ -1222,14 +1222,14 @@ handle_event(KafkaConsumer *c, rd_kafka_message_t *m, KafkaFatalEvent *fatal)
 	{
 		/* An error about a partition we no longer read: not ours to raise. */
 		elog(DEBUG1, "kafka consumer for topic \"%s\": ignoring error for unassigned partition %d: %s",
-			 c->topic, partition, text);
+			 c->topic, partition, errtext);
 		return false;
 	}
 
 	fatal->err = err;
 	fatal->partition = partition;
 	fatal->offset = offset;
-	strlcpy(fatal->text, text, sizeof(fatal->text));
+	strlcpy(fatal->errtext, errtext, sizeof(fatal->errtext));
 	return true;
 }
 
@@ -1280,7 +1280,7 @@ take_available(KafkaConsumer *c, int max_records)
 			for (j = i + 1; j < start + got; j++)
 				rd_kafka_message_destroy(c->rkmsgs[j]);
 			report_partition_error(c, fatal.err, fatal.partition,
-								   fatal.offset, fatal.text);
+								   fatal.offset, fatal.errtext);
 		}
 
 		ps = partition_state(c, m->partition);

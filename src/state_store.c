@@ -188,7 +188,7 @@ store_plan_json(const StorePlan *plan, StringInfo buf)
 StorePlan *
 store_plan_read(Jsonb *plan)
 {
-	char	   *text = jsonb_get_text(plan, "store");
+	char	   *plan_json = jsonb_get_text(plan, "store");
 	Jsonb	   *store;
 	JsonbIterator *it;
 	JsonbValue	v;
@@ -199,9 +199,9 @@ store_plan_read(Jsonb *plan)
 	int			cap = 8;
 	char	   *key = NULL;
 
-	if (text == NULL)
+	if (plan_json == NULL)
 		return NULL;
-	store = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(text)));
+	store = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(plan_json)));
 	p = palloc0(sizeof(StorePlan));
 	p->nkeys = atoi(jsonb_get_text(store, "keys"));
 	window = jsonb_get_text(store, "window_size_us");

@@ -432,11 +432,11 @@ static bytea *
 table_row_text(SourceReader *rd, const SourceRow *row)
 {
 	HeapTupleData tuple;
-	char	   *text;
+	char	   *record_text;
 
 	tuple_from_body(&tuple, row->payload, row->len);
-	text = OidOutputFunctionCall(F_RECORD_OUT, heap_copy_tuple_as_datum(&tuple, rd->desc));
-	return (bytea *) cstring_to_text(text);
+	record_text = OidOutputFunctionCall(F_RECORD_OUT, heap_copy_tuple_as_datum(&tuple, rd->desc));
+	return (bytea *) cstring_to_text(record_text);
 }
 
 static void
