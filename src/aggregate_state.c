@@ -393,7 +393,7 @@ deserialize_state(AggSupport *a, bytea *data, Node *context)
 	{
 		StringInfoData buf;
 
-		/* the receive function wants a null-terminated copy it may scribble on */
+		/* a null-terminated copy, which the receive function may alter */
 		initStringInfo(&buf);
 		appendBinaryStringInfo(&buf, VARDATA_ANY(data), VARSIZE_ANY_EXHDR(data));
 		result = ReceiveFunctionCall(&a->deserialfn, &buf, a->recv_ioparam, -1);

@@ -211,6 +211,7 @@ streamwin_approx_distinct_accum(PG_FUNCTION_ARGS)
 {
 	MemoryContext aggcxt;
 	Sketch	   *s;
+
 	/* the input type's hash function: a call site's input type is fixed */
 	FmgrInfo   *hash = (FmgrInfo *) fcinfo->flinfo->fn_extra;
 	uint64		h;
@@ -219,7 +220,8 @@ streamwin_approx_distinct_accum(PG_FUNCTION_ARGS)
 		elog(ERROR, "streamwin.approx_count_distinct called in non-aggregate context");
 	s = PG_ARGISNULL(0) ? sketch_new(aggcxt) : (Sketch *) PG_GETARG_POINTER(0);
 	if (PG_ARGISNULL(1))
-		PG_RETURN_POINTER(s);		/* NULLs are not counted, as in count(DISTINCT) */
+		PG_RETURN_POINTER(s);	/* NULLs are not counted, as in
+								 * count(DISTINCT) */
 
 	if (hash == NULL)
 	{
@@ -285,7 +287,8 @@ streamwin_approx_distinct_combine(PG_FUNCTION_ARGS)
 		elog(ERROR, "streamwin.approx_count_distinct called in non-aggregate context");
 	if (PG_ARGISNULL(1))
 		PG_RETURN_POINTER(PG_ARGISNULL(0) ? NULL : PG_GETARG_POINTER(0));
-	/* the first state must live in the aggregate's context: a copy of the second */
+
+	/* the first state lives in the aggregate's context: copy the second */
 	a = PG_ARGISNULL(0) ? sketch_new(aggcxt) : (Sketch *) PG_GETARG_POINTER(0);
 	sketch_merge(a, (Sketch *) PG_GETARG_POINTER(1));
 	PG_RETURN_POINTER(a);

@@ -287,10 +287,11 @@ streamwin_approx_percentile_accum_array(PG_FUNCTION_ARGS)
 	if (PG_ARGISNULL(1))
 		PG_RETURN_POINTER(s);
 	a = PG_GETARG_ARRAYTYPE_P(2);
+
 	/*
 	 * The same fractions as the group's rows before: compared in place (a
-	 * one-dimensional array without NULLs holds its elements right after
-	 * its header).
+	 * one-dimensional array without NULLs holds its elements right after its
+	 * header).
 	 */
 	if (!(s->nfractions > 0 && ARR_NDIM(a) == 1 && !ARR_HASNULL(a) &&
 		  ARR_DIMS(a)[0] == s->nfractions &&
@@ -315,7 +316,8 @@ streamwin_approx_percentile_combine(PG_FUNCTION_ARGS)
 		elog(ERROR, "streamwin.approx_percentile called in non-aggregate context");
 	if (PG_ARGISNULL(1))
 		PG_RETURN_POINTER(PG_ARGISNULL(0) ? NULL : PG_GETARG_POINTER(0));
-	/* the first state must live in the aggregate's context: a copy of the second */
+
+	/* the first state lives in the aggregate's context: copy the second */
 	a = PG_ARGISNULL(0) ? sketch_new(aggcxt) : (Sketch *) PG_GETARG_POINTER(0);
 	b = (Sketch *) PG_GETARG_POINTER(1);
 	if (b->nfractions > 0)

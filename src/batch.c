@@ -110,9 +110,9 @@ typedef struct BatchContext
 	bool		has_new_wm;
 	TimestampTz new_wm;
 	bool		wm_moved;
-	TimestampTz close_wm;		/* what closes windows: the watermark, or
-								 * for windows over a join the watermark
-								 * held back by the join's range */
+	TimestampTz close_wm;		/* what closes windows: the watermark, or for
+								 * windows over a join the watermark held back
+								 * by the join's range */
 
 	/* apply */
 	bool		unmatched;		/* an outer join emitted unmatched rows */
@@ -198,9 +198,9 @@ batch_begin(BatchContext *b)
 
 	/*
 	 * The lock first, then a statement whose snapshot sees what the batch
-	 * before committed.  A transaction whose snapshot is older than the
-	 * lock (REPEATABLE READ, a user's run_batch) locks the row as well, to
-	 * fail rather than run on a stale position.
+	 * before committed.  A transaction whose snapshot is older than the lock
+	 * (REPEATABLE READ, a user's run_batch) locks the row as well, to fail
+	 * rather than run on a stale position.
 	 */
 #define QUERY_POSITION_SQL \
 	"SELECT last_batch_id, watermark, last_batch_at, state_batch_id, " \
@@ -319,9 +319,10 @@ batch_fetch(BatchContext *b)
 static void
 batch_decode(BatchContext *b)
 {
-	bool		drop_late = b->q->has_watermark && b->has_old_wm &&
-		b->q->output_mode != OUTPUT_COMPLETE;
+	bool		drop_late;
 
+	drop_late = b->q->has_watermark && b->has_old_wm &&
+		b->q->output_mode != OUTPUT_COMPLETE;
 	b->input = NULL;
 	for (int s = b->nsources - 1; s >= 0; s--)
 	{
@@ -592,9 +593,10 @@ store_emit(BatchContext *b)
 	StateStore *s = b->store;
 	QueryRunner *r = b->r;
 	bool		closed = b->wm_moved && store_close_windows(s, b->close_wm) > 0;
-	bool		refresh = b->q->output_mode == OUTPUT_COMPLETE &&
-		(b->ninput > 0 || b->unmatched || b->last_batch_id == 0);
+	bool		refresh;
 
+	refresh = b->q->output_mode == OUTPUT_COMPLETE &&
+		(b->ninput > 0 || b->unmatched || b->last_batch_id == 0);
 	store_set_current(s, r->query_id);
 	PG_TRY();
 	{
@@ -794,10 +796,10 @@ batch_execute(QueryRunner *r, int fetch_timeout_ms, int linger_ms, BatchStats *s
 
 	/*
 	 * Nothing a batch decides may depend on the session that runs it (a
-	 * worker, a user's run_batch, a replay): timestamps without a zone
-	 * offset in the messages, casts of timestamp to timestamptz, and the
-	 * date and time functions of its statements use the source's zone
-	 * (option "timezone"), and dates are read and written in one style.
+	 * worker, a user's run_batch, a replay): timestamps without a zone offset
+	 * in the messages, casts of timestamp to timestamptz, and the date and
+	 * time functions of its statements use the source's zone (option
+	 * "timezone"), and dates are read and written in one style.
 	 */
 	(void) set_config_option("TimeZone", r->readers[0]->source->timezone,
 							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);

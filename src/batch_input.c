@@ -174,9 +174,10 @@ fill_metadata(RowDecoder *d, SourceRow *m, Datum *values, bool *nulls)
 			case SOURCE_META_HEADERS:
 				{
 					const char *error = NULL;
-					char	   *json = d->reader->ops->row_headers_json ?
-						d->reader->ops->row_headers_json(d->reader, m, &error) : pstrdup("{}");
+					char	   *json;
 
+					json = d->reader->ops->row_headers_json ?
+						d->reader->ops->row_headers_json(d->reader, m, &error) : pstrdup("{}");
 					if (json == NULL)
 						return error;
 					values[i] = type == JSONBOID ?
@@ -350,9 +351,10 @@ RowResult *
 rows_decode(RowDecoder *d, SourceRow *rows, int n, bool drop_late, TimestampTz watermark)
 {
 	RowResult  *res = palloc0(sizeof(RowResult) * Max(n, 1));
-	ParamExternData *batch_time_param =
-		&d->econtext->ecxt_param_list_info->params[BATCH_TIME_PARAMID - 1];
+	ParamExternData *batch_time_param;
 
+	batch_time_param =
+		&d->econtext->ecxt_param_list_info->params[BATCH_TIME_PARAMID - 1];
 	/* the event time sees the batch's timestamp as the statements do */
 	batch_time_param->ptype = TIMESTAMPTZOID;
 	batch_time_param->pflags = PARAM_FLAG_CONST;

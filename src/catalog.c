@@ -192,7 +192,7 @@ catalog_exec(const char *sql, int nargs, Oid *types, Datum *args, const char *nu
 			 long count)
 {
 	CatalogPlan *p;
-	RoleSwitch role;
+	RoleSwitch	role;
 	int			rc;
 
 	for (p = catalog_plans; p != NULL; p = p->next)

@@ -49,7 +49,7 @@ run_catalog(const char *sql, int32 query_id)
 {
 	Oid			types[1] = {INT4OID};
 	Datum		args[1] = {Int32GetDatum(query_id)};
-	RoleSwitch role;
+	RoleSwitch	role;
 	int			rc;
 
 	catalog_enter(&role);
@@ -104,14 +104,15 @@ checkpoint_create_table(int32 query_id, Oid unlogged_table, const char *name, bo
 	Oid			relid;
 
 	SPI_connect();
+
 	/*
 	 * Columns only: a checkpoint is written by location or whole, never
 	 * searched, and each index would cost an insertion per state row.  A
 	 * checkpoint written whole (TRUNCATE, then every row) leaves nothing to
 	 * vacuum, and autovacuum's ANALYZE of every new copy would take a lock
-	 * that makes the next checkpoint skip (checkpoint_take); one that a
-	 * store writes incrementally (incremental) updates and deletes rows,
-	 * which autovacuum then looks after as in any table.
+	 * that makes the next checkpoint skip (checkpoint_take); one that a store
+	 * writes incrementally (incremental) updates and deletes rows, which
+	 * autovacuum then looks after as in any table.
 	 */
 	run_catalog(psprintf("CREATE TABLE streamwin.%s (LIKE %s INCLUDING DEFAULTS)%s",
 						 quote_identifier(name), qualified_relname(unlogged_table),
@@ -135,6 +136,7 @@ checkpoint_state_lost(QueryRunner *r)
 {
 	Oid			types[1] = {INT4OID};
 	Datum		args[1] = {Int32GetDatum(r->query_id)};
+
 	catalog_exec("SELECT 1 FROM streamwin.state_alive WHERE query_id = $1",
 				 1, types, args, NULL, 1);
 	return SPI_processed == 0;
@@ -151,7 +153,7 @@ checkpoint_restore(QueryRunner *r)
 {
 	Oid			types[1] = {INT4OID};
 	Datum		args[1] = {Int32GetDatum(r->query_id)};
-	RoleSwitch role;
+	RoleSwitch	role;
 	bool		isnull;
 	int64		ckpt;
 	Datum		d;
@@ -212,14 +214,14 @@ checkpoint_take(QueryRunner *r, int64 batch_id, bool has_wm, TimestampTz wm, boo
 	Oid			types[3] = {INT4OID, INT8OID, TIMESTAMPTZOID};
 	Datum		args[3] = {Int32GetDatum(r->query_id), Int64GetDatum(batch_id), TimestampTzGetDatum(wm)};
 	char		nulls[3] = {' ', ' ', has_wm ? ' ' : 'n'};
-	RoleSwitch role;
+	RoleSwitch	role;
 	StateTablePair pairs[MAX_STATE_TABLES];
 	int			npairs = query_state_tables(r->query, pairs);
 
 	/*
-	 * Both tables or neither: a checkpoint is one state.  A store writes
-	 * its checkpoint rows by location (under a lock that does not conflict
-	 * with a dump's); copies made whole need TRUNCATE's.
+	 * Both tables or neither: a checkpoint is one state.  A store writes its
+	 * checkpoint rows by location (under a lock that does not conflict with a
+	 * dump's); copies made whole need TRUNCATE's.
 	 */
 	for (int i = 0; i < npairs && !wait; i++)
 	{
@@ -283,7 +285,7 @@ recorded_watermark(QueryRunner *r, int64 batch_id, TimestampTz *wm)
 {
 	Oid			types[2] = {INT4OID, INT8OID};
 	Datum		args[2] = {Int32GetDatum(r->query_id), Int64GetDatum(batch_id)};
-	RoleSwitch role;
+	RoleSwitch	role;
 	bool		isnull = true;
 	Datum		d = (Datum) 0;
 
@@ -316,7 +318,7 @@ checkpoint_replay_bounds(QueryRunner *r, int64 batch_id, SourcePosition **target
 {
 	Oid			types[2] = {INT4OID, INT8OID};
 	Datum		args[2] = {Int32GetDatum(r->query_id), Int64GetDatum(batch_id)};
-	RoleSwitch role;
+	RoleSwitch	role;
 	bool		isnull;
 	Jsonb	   *offsets;
 
@@ -362,7 +364,7 @@ checkpoint_replay_timestamp(QueryRunner *r, int64 batch_id)
 {
 	Oid			types[2] = {INT4OID, INT8OID};
 	Datum		args[2] = {Int32GetDatum(r->query_id), Int64GetDatum(batch_id)};
-	RoleSwitch role;
+	RoleSwitch	role;
 	bool		isnull;
 
 	catalog_enter(&role);
@@ -442,7 +444,8 @@ checkpoint_after_batch(QueryRunner *r, int64 batch_id, int64 checkpoint_batch,
 		/*
 		 * A dump's lock goes away; one that stays (a session idle in a
 		 * transaction that read the table) would make recovery replay ever
-		 * more batches, all kept in streamwin.progress_log: say so, now and then.
+		 * more batches, all kept in streamwin.progress_log: say so, now and
+		 * then.
 		 */
 		ereport(WARNING,
 				(errmsg("query \"%s\" has taken no checkpoint for " INT64_FORMAT " batches",

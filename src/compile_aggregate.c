@@ -206,7 +206,7 @@ compile_aggregate(Compiled *c, TargetEntry *tle)
 	col->type = a->aggtype;
 	col->typmod = -1;
 
-	/* DISTINCT ones; the built-in aggregates that merge in plain SQL; any other */
+	/* DISTINCT ones; built-ins that merge in plain SQL; any other */
 	builtin = get_func_namespace(a->aggfnoid) == PG_CATALOG_NAMESPACE ? fname : "";
 	if (a->aggdistinct != NIL)
 		compile_distinct_aggregate(c, col, a, fname);
@@ -218,11 +218,12 @@ compile_aggregate(Compiled *c, TargetEntry *tle)
 			 strcmp(builtin, "max") == 0 || strcmp(builtin, "bool_and") == 0 ||
 			 strcmp(builtin, "every") == 0 || strcmp(builtin, "bool_or") == 0)
 	{
-		MergeKind	m = strcmp(builtin, "sum") == 0 ? MERGE_SUM :
+		MergeKind	m;
+
+		m = strcmp(builtin, "sum") == 0 ? MERGE_SUM :
 			strcmp(builtin, "min") == 0 ? MERGE_MIN :
 			strcmp(builtin, "max") == 0 ? MERGE_MAX :
 			strcmp(builtin, "bool_or") == 0 ? MERGE_OR : MERGE_AND;
-
 		col->final_sql = pstrdup(add_partial(c, col->name, fname, m, copyObject(a)));
 	}
 	else if (strcmp(builtin, "avg") == 0)

@@ -155,8 +155,10 @@ dedup_key_names(Compiled *c, ArrayType *arr)
 		}
 		(void) source_column(c, name, "dedup key");
 		foreach(lc, names)
+		{
 			if (strcmp(lfirst(lc), name) == 0)
 				refuse(psprintf("dedup key \"%s\" is given more than once", name), NULL, NULL);
+		}
 		names = lappend(names, name);
 	}
 	return names;
@@ -198,8 +200,8 @@ dedup_statements(Compiled *c, List *keys, int32 query_id, StringInfo plan,
 
 	/*
 	 * The source's rows numbered: their position in the batch, in a column
-	 * named apart from the source's; and the table's own columns, named
-	 * apart from the keys (internal_name).
+	 * named apart from the source's; and the table's own columns, named apart
+	 * from the keys (internal_name).
 	 */
 	initStringInfo(&cols);
 	for (int a = 0; a < desc->natts; a++)

@@ -415,9 +415,10 @@ compile_join(Compiled *c, OutputMode mode, bool has_watermark, Jsonb *options)
 			   "Set a watermark, for example watermark => '10 seconds'.");
 	if (!unbounded && (!has_watermark || !j->has_lo || !j->has_hi))
 	{
-		const char *grows = !j->has_lo && !j->has_hi ? "both sides" :
-			!j->has_hi ? side_name(c, 0) : side_name(c, 1);
+		const char *grows;
 
+		grows = !j->has_lo && !j->has_hi ? "both sides" :
+			!j->has_hi ? side_name(c, 0) : side_name(c, 1);
 		if (j->time[0] == NULL)
 			refuse("a join of two sources needs an event-time range between them",
 				   "Each side keeps its rows for as long as a row of the other side may still match them; without a range between their event times that is forever, and the join's state grows without end.",
@@ -474,7 +475,8 @@ compile_join(Compiled *c, OutputMode mode, bool has_watermark, Jsonb *options)
 			side->event_time_expr = nodeToString(event_time_for_plan(side_event_time(j, s)));
 		side->preserved = j->preserved == s;
 		side->evicted = has_watermark && (s == 0 ? j->has_hi : j->has_lo);
-		/* side 0 at t meets side 1 up to t + hi; side 1 at t meets side 0 from t - lo */
+
+		/* side 0 at t meets side 1 up to t + hi, side 1 side 0 from t - lo */
 		side->evict_after_us = s == 0 ? j->hi_us : -j->lo_us;
 	}
 	if (c->window != NULL)
@@ -527,7 +529,7 @@ join_index_columns(Compiled *c, int s, const char *qtable)
 			ChangeVarNodes(e, c->source_rtindexes[s], 1, 0);
 			appendStringInfo(&cols, "%s(%s)", cols.len ? ", " : "",
 							 deparse_expr_qualified(e, deparse_context_for(get_rel_name(c->sources[s]->relation),
-																			c->sources[s]->relation)));
+																		   c->sources[s]->relation)));
 		}
 	}
 	if (cols.len == 0)

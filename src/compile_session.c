@@ -129,6 +129,7 @@ session_statements(Compiled *c, Oid result, Oid state, OutputMode mode, StringIn
 	char	   *keys = keys_list(c, "");
 	char	   *part = keys_partition(c);
 	char	   *overlapping;
+
 	/* the statement's own columns, named apart from keys and partials */
 	List	   *taken = list_copy(c->state_names);
 	char	   *ts_name = internal_name(&taken, "__ts", "");
@@ -208,9 +209,9 @@ session_statements(Compiled *c, Oid result, Oid state, OutputMode mode, StringIn
 	 * the state to be merged with them.  Matching keys with IS NOT DISTINCT
 	 * FROM (NULL is a group of its own) cannot be hashed or looked up in an
 	 * index: the join was a nested loop over the batch's sessions, each
-	 * scanning every stored session overlapping it in time, quadratic in
-	 * the number of keys.  So rows whose keys are all non-NULL match with =,
-	 * and the few with a NULL key in a second, disjoint DELETE.
+	 * scanning every stored session overlapping it in time, quadratic in the
+	 * number of keys.  So rows whose keys are all non-NULL match with =, and
+	 * the few with a NULL key in a second, disjoint DELETE.
 	 */
 	if (c->keys == NIL)
 		overlapping = psprintf("t AS (DELETE FROM %s s USING b WHERE %s RETURNING s.*), ",

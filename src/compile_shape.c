@@ -77,8 +77,10 @@ rewrite_hop(SelectStmt *stmt)
 	FuncCall   *starts;
 
 	foreach(lc, stmt->groupClause)
+	{
 		if (is_raw_call(lfirst(lc), "hop"))
 			hop = hop ? hop : (FuncCall *) lfirst(lc);
+	}
 	foreach(lc, stmt->targetList)
 	{
 		ResTarget  *rt = lfirst_node(ResTarget, lc);
@@ -97,8 +99,10 @@ rewrite_hop(SelectStmt *stmt)
 	ref->location = hop->location;
 
 	foreach(lc, stmt->groupClause)
+	{
 		if (equal(lfirst(lc), hop))
 			lfirst(lc) = copyObject(ref);
+	}
 	foreach(lc, stmt->targetList)
 	{
 		ResTarget  *rt = lfirst_node(ResTarget, lc);
@@ -390,8 +394,10 @@ jointree_contains(Node *n, int rtindex)
 		ListCell   *lc;
 
 		foreach(lc, ((FromExpr *) n)->fromlist)
+		{
 			if (jointree_contains(lfirst(lc), rtindex))
 				return true;
+		}
 	}
 	return false;
 }
@@ -404,9 +410,10 @@ jointree_contains(Node *n, int rtindex)
 bool
 joins_sources(Compiled *c, JoinExpr *j)
 {
-	Node	   *nullable = j->jointype == JOIN_LEFT ? j->rarg :
-		j->jointype == JOIN_RIGHT ? j->larg : NULL;
+	Node	   *nullable;
 
+	nullable = j->jointype == JOIN_LEFT ? j->rarg :
+		j->jointype == JOIN_RIGHT ? j->larg : NULL;
 	if (c->nsources != 2)
 		return false;
 	if (!((jointree_contains(j->larg, c->source_rtindexes[0]) &&
@@ -808,9 +815,11 @@ check_column_name(List **seen, const char *name, bool windowed)
 		refuse(psprintf("result column name \"%s\" is reserved for the window", name),
 			   NULL, "Give the column another alias with AS.");
 	foreach(lc, *seen)
+	{
 		if (strcmp(lfirst(lc), name) == 0)
 			refuse(psprintf("result column name \"%s\" is used more than once", name),
 				   NULL, "Give the columns distinct aliases with AS.");
+	}
 	*seen = lappend(*seen, (char *) name);
 }
 
@@ -967,9 +976,9 @@ compile_grouping(Compiled *c)
 	}
 
 	/*
-	 * The group keys first: the state table has the window's columns and
-	 * the keys under their own names, and the partial aggregates' columns
-	 * are named apart from them (internal_name).
+	 * The group keys first: the state table has the window's columns and the
+	 * keys under their own names, and the partial aggregates' columns are
+	 * named apart from them (internal_name).
 	 */
 	if (c->window)
 		c->state_names = list_make2("window_start", "window_end");

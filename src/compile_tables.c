@@ -57,8 +57,10 @@ internal_name(List **taken, const char *base, const char *tail)
 		len = pg_mbcliplen(base, strlen(base), NAMEDATALEN - 1 - strlen(tail) - strlen(suffix));
 		name = psprintf("%.*s%s%s", len, base, tail, suffix);
 		foreach(lc, *taken)
+		{
 			if (strcmp(lfirst(lc), name) == 0)
 				free = false;
+		}
 		if (free)
 		{
 			*taken = lappend(*taken, name);
@@ -155,10 +157,11 @@ create_result_table(Compiled *c, const char *name)
 		appendStringInfo(&sql, "%s %s, ", quote_identifier(a->name),
 						 column_type_sql(a->type, a->typmod, a->collation));
 	}
+
 	/*
 	 * One row per window and group.  Not a primary key: group keys may be
-	 * NULL (a JSON key missing from a message), and as in GROUP BY, NULL is
-	 * a group of its own; NULLS NOT DISTINCT makes it one row.
+	 * NULL (a JSON key missing from a message), and as in GROUP BY, NULL is a
+	 * group of its own; NULLS NOT DISTINCT makes it one row.
 	 */
 	appendStringInfo(&sql, "UNIQUE NULLS NOT DISTINCT (%s))", group_columns(c, ""));
 	spi_run(sql.data);
@@ -178,6 +181,7 @@ Oid
 create_query_table(const char *name, const char *create_sql, const char *index_sql)
 {
 	char	   *qname = quote_qualified_identifier("streamwin", name);
+
 	/* the caller, before catalog_enter makes the extension owner current */
 	char	   *owner = GetUserNameFromId(GetUserId(), false);
 	RoleSwitch	role;
@@ -215,12 +219,13 @@ create_state_table(Compiled *c, int32 query_id)
 						 column_type_sql(exprType((Node *) p->expr), exprTypmod((Node *) p->expr),
 										 exprCollation((Node *) p->expr)));
 	}
+
 	/*
-	 * A store writes the state table by row location and looks nothing up
-	 * in it (STMT_STATE_INDEX makes the index when the SQL statements run
-	 * instead).  Without a store, a session's state is looked up by key
-	 * (its end and start move), so there the keys lead the index; other
-	 * windows are merged by window and key, and closed by window_start
+	 * A store writes the state table by row location and looks nothing up in
+	 * it (STMT_STATE_INDEX makes the index when the SQL statements run
+	 * instead).  Without a store, a session's state is looked up by key (its
+	 * end and start move), so there the keys lead the index; other windows
+	 * are merged by window and key, and closed by window_start
 	 * (close_condition).
 	 */
 	if (c->store)
@@ -235,10 +240,10 @@ create_state_table(Compiled *c, int32 query_id)
 
 	/*
 	 * Closing finds expired windows by window_end.  A tumbling or hopping
-	 * window's end is its start plus a fixed size, so the unique index,
-	 * which leads with window_start, serves (see close_condition); only a
-	 * session, whose end moves as it grows, needs an index of its own.  Every
-	 * index costs an insertion per new state row.
+	 * window's end is its start plus a fixed size, so the unique index, which
+	 * leads with window_start, serves (see close_condition); only a session,
+	 * whose end moves as it grows, needs an index of its own.  Every index
+	 * costs an insertion per new state row.
 	 */
 	return create_query_table(name, sql.data,
 							  c->window && strcmp(c->window, "session") == 0 ?

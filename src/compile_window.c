@@ -369,7 +369,7 @@ emit_statements(Compiled *c, const char *rname, const char *sname, OutputMode mo
 	{
 		plan_add_statement(plan, STMT_CLEAR, psprintf("DELETE FROM %s", rname));
 		plan_add_statement(plan, STMT_REFRESH, psprintf("INSERT INTO %s (%s) SELECT %s FROM %s",
-								   rname, result_list(c, false), result_list(c, true), sname));
+														rname, result_list(c, false), result_list(c, true), sname));
 	}
 	plan_add_statement(plan, STMT_STATE_COUNT, psprintf("SELECT pg_catalog.count(*) FROM %s", sname));
 }
@@ -386,9 +386,11 @@ state_merge_sql(Compiled *c, const char *sname, const char *partial)
 	StringInfoData ins;
 	StringInfoData sel;
 	ListCell   *lc;
-	char	   *window_end = c->window ?
-		psprintf("b.window_start + '%lld microseconds'::pg_catalog.interval", (long long) c->size_us) : "";
+	char	   *window_end = "";
 
+	if (c->window)
+		window_end = psprintf("b.window_start + '%lld microseconds'::pg_catalog.interval",
+							  (long long) c->size_us);
 	/* merge the batch's partial aggregates into the state */
 	initStringInfo(&cols);
 	initStringInfo(&ins);
@@ -413,11 +415,12 @@ state_merge_sql(Compiled *c, const char *sname, const char *partial)
 		appendStringInfo(&ins, ", %s", n);
 		appendStringInfo(&sel, ", b.%s", n);
 	}
+
 	/*
-	 * In the order of the state's unique index (and the result's primary
-	 * key, as RETURNING keeps it): with many groups, successive probes and
-	 * insertions then land on the same leaf pages instead of all over a
-	 * large index.
+	 * In the order of the state's unique index (and the result's primary key,
+	 * as RETURNING keeps it): with many groups, successive probes and
+	 * insertions then land on the same leaf pages instead of all over a large
+	 * index.
 	 */
 	initStringInfo(&merge);
 	appendStringInfo(&merge, "INSERT INTO %s AS s (%s) SELECT %s FROM (%s) AS b(%s%s) ORDER BY %s ON CONFLICT (%s) ",
@@ -473,16 +476,16 @@ aggregate_statements(Compiled *c, Oid result, Oid state, OutputMode mode, String
 	/*
 	 * Its insert variant (see run_insert_variant in batch.c): a group the
 	 * merge inserted into the state (its xmax is 0; an updated one carries
-	 * the updater's) goes into the result with a plain INSERT.  No column
-	 * of the state can be called xmax, a system column's name.
+	 * the updater's) goes into the result with a plain INSERT.  No column of
+	 * the state can be called xmax, a system column's name.
 	 */
 	if (mode == OUTPUT_UPDATE)
 	{
 		char	   *insert = result_insert(c, rname);
 
 		plan_add_statement(plan, STMT_BATCH_INSERT, psprintf("WITH s AS (%s RETURNING s.*, s.xmax), "
-								   "n AS (%s WHERE xmax = 0) %s WHERE xmax <> 0%s",
-								   merge, insert, insert, result_upsert(c)));
+															 "n AS (%s WHERE xmax = 0) %s WHERE xmax <> 0%s",
+															 merge, insert, insert, result_upsert(c)));
 	}
 	emit_statements(c, rname, sname, mode, plan);
 }
@@ -569,8 +572,8 @@ store_statements(Compiled *c, Oid result, Oid state, int32 query_id, OutputMode 
 
 		/*
 		 * Rows new to the result are not asked where they went: many are
-		 * written once (the windows of a backlog read as a time slice),
-		 * and a group written again learns it from the upsert.
+		 * written once (the windows of a backlog read as a time slice), and a
+		 * group written again learns it from the upsert.
 		 */
 		plan_add_statement(plan, STMT_STORE_INSERT, store_insert(c, rname, query_id, "insert"));
 		plan_add_statement(plan, STMT_STORE_UPSERT,
@@ -579,9 +582,9 @@ store_statements(Compiled *c, Oid result, Oid state, int32 query_id, OutputMode 
 
 		/*
 		 * By location: a join with a TID scan of the result, checking that
-		 * the row there is still the group's (a user's VACUUM FULL or
-		 * CLUSTER moves rows, and a deleted row's place may hold another);
-		 * a group whose row is not there is written by the upsert instead.
+		 * the row there is still the group's (a user's VACUUM FULL or CLUSTER
+		 * moves rows, and a deleted row's place may hold another); a group
+		 * whose row is not there is written by the upsert instead.
 		 */
 		initStringInfo(&update);
 		appendStringInfo(&update, "UPDATE %s AS r SET ", rname);

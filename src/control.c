@@ -40,7 +40,7 @@ set_desired_state(QueryInfo *q, const char *state)
 {
 	Oid			types[2] = {INT4OID, TEXTOID};
 	Datum		args[2] = {Int32GetDatum(q->query_id), CStringGetTextDatum(state)};
-	RoleSwitch role;
+	RoleSwitch	role;
 
 	SPI_connect();
 	catalog_enter(&role);
@@ -102,7 +102,7 @@ streamwin_alter_query(PG_FUNCTION_ARGS)
 	Oid			types[3] = {INT4OID, INTERVALOID, TEXTOID};
 	Datum		args[3];
 	char		nulls[3] = {' ', ' ', ' '};
-	RoleSwitch role;
+	RoleSwitch	role;
 
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
@@ -203,7 +203,7 @@ streamwin_drop_query(PG_FUNCTION_ARGS)
 	QueryInfo  *q = catalog_get_query(name, false);
 	Oid			types[2] = {INT4OID, TEXTOID};
 	Datum		args[2] = {Int32GetDatum(q->query_id), CStringGetTextDatum(q->name)};
-	RoleSwitch role;
+	RoleSwitch	role;
 
 	catalog_check_owner(q->owner, "query", name);
 	/* wait for a batch in progress to finish */
@@ -372,7 +372,7 @@ streamwin_reset_query(PG_FUNCTION_ARGS)
 	QueryRunner *r;
 	Jsonb	   *explicit;
 	Jsonb	   *per_source[QUERY_MAX_SOURCES];
-	RoleSwitch role;
+	RoleSwitch	role;
 	Oid			types[1] = {INT4OID};
 	Datum		args[1] = {Int32GetDatum(q->query_id)};
 
@@ -423,7 +423,7 @@ streamwin_reset_query(PG_FUNCTION_ARGS)
 	catalog_leave(&role);
 	SPI_finish();
 
-	/* resolve the new positions now, so they do not drift until the next batch */
+	/* resolve the new positions now, so that they do not drift */
 	r = runner_get(q->query_id, false);
 	runner_state_rewritten(r);
 	offsets_load(r);
@@ -435,6 +435,7 @@ streamwin_reset_query(PG_FUNCTION_ARGS)
 	if (QUERY_HAS_UNLOGGED_STATE(q))
 	{
 		int64		last;
+		bool		isnull;
 
 		/* a crash from here on resumes at the new positions */
 		SPI_connect();
@@ -442,7 +443,7 @@ streamwin_reset_query(PG_FUNCTION_ARGS)
 								  1, types, args, NULL, false, 1) != SPI_OK_SELECT || SPI_processed != 1)
 			elog(ERROR, "could not read query \"%s\"", name);
 		last = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
-										   &(bool) {false}));
+										   &isnull));
 		/* must be taken: the old one is at positions before the reset */
 		checkpoint_take(r, last, false, 0, true);
 		SPI_finish();

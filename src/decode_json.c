@@ -241,8 +241,8 @@ decode_json_message(MessageDecoder *decoder, const char *payload, int len,
 			{
 				/*
 				 * Rare: compare the unescaped key.  A key that has no text
-				 * form (\u0000, a lone surrogate) cannot name a column, so
-				 * it is simply unknown.
+				 * form (\u0000, a lone surrogate) cannot name a column, so it
+				 * is simply unknown.
 				 */
 				resetStringInfo(&decoder->scratch);
 				if (json_unescape(decoder, key, key + keylen,

@@ -226,8 +226,8 @@ join_apply(QueryRunner *r, BatchInput *input, bool has_wm, TimestampTz wm)
 	}
 
 	/*
-	 * The preserved side's rows that matched: old ones with the other
-	 * side's new rows, new ones with all of the other side's.
+	 * The preserved side's rows that matched: old ones with the other side's
+	 * new rows, new ones with all of the other side's.
 	 */
 	if (preserved >= 0 &&
 		(new_locations != (Datum) 0 ||

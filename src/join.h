@@ -40,11 +40,11 @@
 
 typedef struct JoinSidePlan
 {
-	char	   *event_time_expr;	/* nodeToString() of the side's event time:
-									 * its time in the range condition */
+	char	   *event_time_expr;	/* nodeToString() of the side's event
+									 * time: its time in the range condition */
 	bool		evicted;		/* the range bounds how long a row can match */
-	int64		evict_after_us; /* a row goes once its event time plus this
-								 * is before the watermark */
+	int64		evict_after_us; /* a row goes once its event time plus this is
+								 * before the watermark */
 	bool		preserved;		/* outer join: rows without a match are
 								 * emitted, NULL-extended, when they go */
 } JoinSidePlan;
@@ -52,8 +52,8 @@ typedef struct JoinSidePlan
 typedef struct JoinPlan
 {
 	JoinSidePlan sides[QUERY_MAX_SOURCES];
-	int64		hold_us;		/* windows over the join close this long
-								 * after the watermark passes their end */
+	int64		hold_us;		/* windows over the join close this long after
+								 * the watermark passes their end */
 } JoinPlan;
 
 /* The plan's "join" member (NULL: not a join), and writing it. */

@@ -90,13 +90,13 @@ typedef struct KafkaPartitionState
 	bool		eof;			/* end reported, no message delivered since */
 	bool		heard;			/* message or end seen since assigned */
 	int64		next_offset;	/* next offset to deliver, -1 if unknown */
-	int64		known_end;		/* the high watermark the broker last
-								 * answered (kafka_query_watermarks), -1 */
+	int64		known_end;		/* the high watermark the broker last answered
+								 * (kafka_query_watermarks), -1 */
 
 	/*
-	 * kafka_limit_next_fetch: what this fetch may still take of the
-	 * partition (-1: no limit), and the messages taken from the queue
-	 * beyond it, in offset order, for the next fetches (a ring).
+	 * kafka_limit_next_fetch: what this fetch may still take of the partition
+	 * (-1: no limit), and the messages taken from the queue beyond it, in
+	 * offset order, for the next fetches (a ring).
 	 */
 	int			limit;
 	rd_kafka_message_t **held;
@@ -123,8 +123,8 @@ struct KafkaConsumer
 	int			nassigned;
 	int			neof;			/* assigned partitions with eof set */
 	int64		assigned_at;	/* monotonic_ms() of the last kafka_assign */
-	bool		assignment_verified;	/* partitions checked against
-										 * metadata since then */
+	bool		assignment_verified;	/* partitions checked against metadata
+										 * since then */
 
 	/* The current batch: owned messages and the caller's view of them. */
 	rd_kafka_message_t **rkmsgs;
@@ -289,6 +289,7 @@ log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
 		fprintf(stderr, "streamwin: librdkafka %s: %s\n", fac, buf);
 		return;
 	}
+
 	/*
 	 * librdkafka uses syslog levels.  Errors also arrive through error_cb
 	 * (and end up in the query's status), so they are logged, not raised;
@@ -545,18 +546,18 @@ build_conf(const char *brokers, int fetch_wait_ms, int prefetch_messages,
 
 	/*
 	 * How long a broker may hold a fetch for a caught-up partition (the
-	 * caller's choice, see kafka_consumer_open).  librdkafka's default is
-	 * 500 ms; a few idle fetch requests per second are a better trade for
+	 * caller's choice, see kafka_consumer_open).  librdkafka's default is 500
+	 * ms; a few idle fetch requests per second are a better trade for
 	 * micro-batches.
 	 */
 	conf_set_or_error(conf, "fetch.wait.max.ms", psprintf("%d", fetch_wait_ms));
 
 	/*
-	 * librdkafka stops fetching every partition, and backs off for about
-	 * half a second, once the consumer's queue holds queued.min.messages
-	 * (100,000 by default, counted over all partitions).  A batch takes up
-	 * to max_records_per_batch at once, so with the default a backlog would
-	 * be read in stalls, the fetcher backing off every few batches.  Keep
+	 * librdkafka stops fetching every partition, and backs off for about half
+	 * a second, once the consumer's queue holds queued.min.messages (100,000
+	 * by default, counted over all partitions).  A batch takes up to
+	 * max_records_per_batch at once, so with the default a backlog would be
+	 * read in stalls, the fetcher backing off every few batches.  Keep
 	 * fetching while the queue holds less than the caller asks for;
 	 * queued.max.messages.kbytes (64 MB of messages) still bounds the memory
 	 * it takes.
@@ -565,8 +566,8 @@ build_conf(const char *brokers, int fetch_wait_ms, int prefetch_messages,
 					  psprintf("%d", Min(Max(prefetch_messages, 100000), 10000000)));
 
 	/*
-	 * librdkafka backs off reconnecting up to 10 s by default; after a
-	 * broker outage that delays recovery by as much.  Java clients use 1 s.
+	 * librdkafka backs off reconnecting up to 10 s by default; after a broker
+	 * outage that delays recovery by as much.  Java clients use 1 s.
 	 */
 	conf_set_or_error(conf, "reconnect.backoff.max.ms", "1000");
 	/* Log lines are queued for us instead of logged from librdkafka threads. */
@@ -697,8 +698,8 @@ kafka_consumer_open(const char *brokers, const char *topic, int fetch_wait_ms,
 	}
 
 	/*
-	 * From here on the consumer is complete enough for consumer_destroy(),
-	 * so put it on the list of open consumers first.
+	 * From here on the consumer is complete enough for consumer_destroy(), so
+	 * put it on the list of open consumers first.
 	 */
 	c->next = open_consumers;
 	open_consumers = c;
@@ -885,8 +886,8 @@ kafka_query_watermarks(KafkaConsumer *c, int32 partition, int64 *low,
 
 	/*
 	 * An end reported before the messages the broker holds now is no end:
-	 * fetches wait for them rather than take the partition as read (and
-	 * so does an end still queued from before, see handle_event).
+	 * fetches wait for them rather than take the partition as read (and so
+	 * does an end still queued from before, see handle_event).
 	 */
 	ps = partition_state(c, partition);
 	if (ps != NULL)
@@ -1248,8 +1249,8 @@ take_available(KafkaConsumer *c, int max_records)
 	int			i;
 
 	/*
-	 * Store straight into the owned array: if an event below raises an
-	 * error, everything taken so far is either kept there or freed.
+	 * Store straight into the owned array: if an event below raises an error,
+	 * everything taken so far is either kept there or freed.
 	 */
 	got = rd_kafka_consume_batch_queue(c->queue, 0, c->rkmsgs + start,
 									   max_records - start);
@@ -1274,8 +1275,8 @@ take_available(KafkaConsumer *c, int max_records)
 				continue;
 
 			/*
-			 * Fatal: the batch fails, so the entries after this one will
-			 * not be used; free them before raising the error.
+			 * Fatal: the batch fails, so the entries after this one will not
+			 * be used; free them before raising the error.
 			 */
 			for (j = i + 1; j < start + got; j++)
 				rd_kafka_message_destroy(c->rkmsgs[j]);
@@ -1287,8 +1288,8 @@ take_available(KafkaConsumer *c, int max_records)
 		if (ps == NULL || m->offset < ps->next_offset)
 		{
 			/*
-			 * Fetched for an older assignment, or already delivered since
-			 * the last kafka_assign(): never hand it out twice.
+			 * Fetched for an older assignment, or already delivered since the
+			 * last kafka_assign(): never hand it out twice.
 			 */
 			c->stale_dropped++;
 			rd_kafka_message_destroy(m);
@@ -1571,9 +1572,8 @@ kafka_fetch(KafkaConsumer *c, int max_records, int timeout_ms, int linger_ms,
 
 		/*
 		 * A batch cut across partitions waits for each partition's share
-		 * (which a backlog has behind): up to the timeout, not just a
-		 * linger, or it would hold the partitions whose responses came
-		 * first.
+		 * (which a backlog has behind): up to the timeout, not just a linger,
+		 * or it would hold the partitions whose responses came first.
 		 */
 		if (c->nmsgs > 0 && linger_ms <= 0 && !limited)
 			break;

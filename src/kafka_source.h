@@ -72,11 +72,12 @@ typedef struct KafkaMessage
 	size_t		keylen;
 	bool		has_timestamp;
 	TimestampTz timestamp;
+
 	/*
 	 * The message's headers: the librdkafka message while it is alive
 	 * (rkmessage), or for copies that outlive it already as JSON text
-	 * (headers_json) or as the reason they are not text (headers_error);
-	 * all NULL for a table source's rows.
+	 * (headers_json) or as the reason they are not text (headers_error); all
+	 * NULL for a table source's rows.
 	 */
 	const void *rkmessage;
 	const char *headers_json;

@@ -78,6 +78,7 @@ static StreamwinShared *shared = NULL;
 
 
 int			streamwin_launcher_naptime = 30;
+
 /* requests made in the current transaction, acted on at commit */
 typedef struct PendingRequest
 {
@@ -298,6 +299,7 @@ launcher_xact_callback(XactEvent event, void *arg)
 	{
 		case XACT_EVENT_COMMIT:
 			if (shared != NULL)
+			{
 				foreach(lc, pending)
 				{
 					PendingRequest *p = lfirst(lc);
@@ -307,6 +309,7 @@ launcher_xact_callback(XactEvent event, void *arg)
 					else
 						wake_worker_now(MyDatabaseId, p->query_id);
 				}
+			}
 			pending = NIL;		/* the list lived in TopTransactionContext */
 			break;
 		case XACT_EVENT_ABORT:

@@ -58,18 +58,18 @@ progress_record(QueryRunner *r, BatchStats *s)
 
 	SPI_connect();
 	catalog_exec("INSERT INTO streamwin.progress_log (query, batch_id, started_at, duration_ms, "
-							  "input_rows, input_rows_per_second, processed_rows_per_second, "
-							  "late_rows_dropped, dead_letters, state_rows, watermark, offsets, duplicates_dropped, "
-							  "missing_keys) "
-							  "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb, $14, $15::jsonb)",
-							  15, types, args, nulls, 0);
+				 "input_rows, input_rows_per_second, processed_rows_per_second, "
+				 "late_rows_dropped, dead_letters, state_rows, watermark, offsets, duplicates_dropped, "
+				 "missing_keys) "
+				 "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb, $14, $15::jsonb)",
+				 15, types, args, nulls, 0);
 	types[2] = INT4OID;
 	args[2] = args[12];
 	/* batches after the checkpoint stay: crash recovery replays them */
 	catalog_exec("DELETE FROM streamwin.progress_log WHERE query = $1 AND batch_id <= $2 - $3 "
-							  "AND batch_id < (SELECT coalesce(checkpoint_batch_id, 0) "
-							  "FROM streamwin.query_catalog WHERE name = $1)",
-							  3, types, args, NULL, 0);
+				 "AND batch_id < (SELECT coalesce(checkpoint_batch_id, 0) "
+				 "FROM streamwin.query_catalog WHERE name = $1)",
+				 3, types, args, NULL, 0);
 
 	types[0] = INT4OID;
 	args[0] = Int32GetDatum(r->query_id);
@@ -78,9 +78,9 @@ progress_record(QueryRunner *r, BatchStats *s)
 	memset(nulls, ' ', sizeof(nulls));
 	nulls[2] = s->has_watermark ? ' ' : 'n';
 	catalog_exec("UPDATE streamwin.query_catalog SET last_batch_id = $2, state_batch_id = $2, "
-							  "last_batch_at = pg_catalog.clock_timestamp(), watermark = $3, "
-							  "status = 'ok', consecutive_failures = 0 WHERE query_id = $1",
-							  3, types, args, nulls, 0);
+				 "last_batch_at = pg_catalog.clock_timestamp(), watermark = $3, "
+				 "status = 'ok', consecutive_failures = 0 WHERE query_id = $1",
+				 3, types, args, nulls, 0);
 	SPI_finish();
 }
 
@@ -97,9 +97,9 @@ progress_clear_failure(int32 query_id)
 
 	SPI_connect();
 	catalog_exec("UPDATE streamwin.query_catalog SET status = 'ok', consecutive_failures = 0, "
-							  "last_batch_at = pg_catalog.clock_timestamp() "
-							  "WHERE query_id = $1 AND status = 'failed'",
-							  1, types, args, NULL, 0);
+				 "last_batch_at = pg_catalog.clock_timestamp() "
+				 "WHERE query_id = $1 AND status = 'failed'",
+				 1, types, args, NULL, 0);
 	SPI_finish();
 }
 

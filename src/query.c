@@ -102,13 +102,14 @@ next_query_id(void)
 {
 	RoleSwitch	role;
 	int32		id;
+	bool		isnull;
 
 	catalog_enter(&role);
 	if (SPI_execute("SELECT pg_catalog.nextval('streamwin.query_catalog_query_id_seq')::integer",
 					false, 1) != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "could not read streamwin.query_catalog_query_id_seq");
 	id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
-									 &(bool) {false}));
+									 &isnull));
 	catalog_leave(&role);
 	return id;
 }
@@ -170,6 +171,7 @@ check_settings(Compiled *c, OutputMode mode, bool has_watermark, Jsonb *options,
 				   "Leave the option out.");
 		c->event_time = source_column_expr(c, option_event_time);
 	}
+
 	/*
 	 * Complete mode keeps every window and rewrites the whole result each
 	 * batch, so the watermark would close nothing and drop nothing (as in

@@ -259,9 +259,9 @@ run_to_end(QueryRunner *r, bool commit_each)
 	}
 
 	/*
-	 * The batches follow one another at once: the readers may keep what
-	 * they read ahead for the next (a table source its decoding context),
-	 * released here at the end, or by the abort on an error.
+	 * The batches follow one another at once: the readers may keep what they
+	 * read ahead for the next (a table source its decoding context), released
+	 * here at the end, or by the abort on an error.
 	 */
 	for (int s = 0; s < r->nreaders; s++)
 		r->readers[s]->fetch_again = true;
@@ -338,6 +338,7 @@ streamwin_catch_up(PG_FUNCTION_ARGS)
 	if (SPI_connect_ext(SPI_OPT_NONATOMIC) != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect_ext failed");
 	totals = run_to_end(r, true);
+
 	/*
 	 * A procedure returns its output arguments as a record; built in the
 	 * caller's context, which outlives SPI's and the commits.

@@ -42,8 +42,8 @@ typedef struct QueryRunner
 	/* a join's rows per side (join.c): in this batch, and as of the */
 	int64		join_rows[QUERY_MAX_SOURCES];
 	int64		join_rows_committed[QUERY_MAX_SOURCES];
-	TransactionId join_rows_xmin;	/* transaction that wrote the catalog
-									 * row then (invalid: unknown) */
+	TransactionId join_rows_xmin;	/* transaction that wrote the catalog row
+									 * then (invalid: unknown) */
 	bool		in_worker;		/* run by the query's background worker */
 } QueryRunner;
 

@@ -115,6 +115,7 @@ streamwin_source_rows(PG_FUNCTION_ARGS)
 	}
 	return (Datum) 0;
 }
+
 /* The column types each kind of message metadata may go into */
 static const struct
 {
@@ -186,8 +187,9 @@ source_register(const char *name, const char *kind, const char *brokers, const c
 {
 	StringInfoData sql;
 	int32		source_id;
+	bool		isnull;
 	Oid			relid;
-	RoleSwitch role;
+	RoleSwitch	role;
 	Oid			argtypes[11] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, OIDOID,
 	TEXTOID, OIDOID, TEXTOID, TEXTOID};
 	Datum		args[11];
@@ -199,8 +201,8 @@ source_register(const char *name, const char *kind, const char *brokers, const c
 	SourceInfo	parsed;
 
 	/*
-	 * The zone the source's batches run in is recorded with its options
-	 * (as pg_timezone_names spells it), the default too: what a source was
+	 * The zone the source's batches run in is recorded with its options (as
+	 * pg_timezone_names spells it), the default too: what a source was
 	 * created with stays, whatever later versions take as default.
 	 */
 	parse_source_options(&parsed, options);
@@ -237,7 +239,7 @@ source_register(const char *name, const char *kind, const char *brokers, const c
 							  11, argtypes, args, nulls, false, 1) != SPI_OK_INSERT_RETURNING)
 		elog(ERROR, "could not insert into streamwin.source_catalog");
 	source_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
-											SPI_tuptable->tupdesc, 1, &(bool) {false}));
+											SPI_tuptable->tupdesc, 1, &isnull));
 	catalog_leave(&role);
 
 	initStringInfo(&sql);
@@ -278,7 +280,7 @@ streamwin_drop_source(PG_FUNCTION_ARGS)
 {
 	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	SourceInfo *src;
-	RoleSwitch role;
+	RoleSwitch	role;
 	Oid			argtypes[1] = {INT4OID};
 	Datum		args[1];
 

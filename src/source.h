@@ -102,7 +102,7 @@ typedef struct SourceReader
 	SourceInfo *source;
 	QueryInfo  *query;
 	int			source_index;	/* the source's number in the query */
-	QuerySourceInfo *qsource;		/* = &query->sources[source_index] */
+	QuerySourceInfo *qsource;	/* = &query->sources[source_index] */
 	MemoryContext cxt;			/* lives as long as the reader */
 	TupleDesc	desc;			/* the source's row type */
 	bool		rows_are_tuples;	/* payloads are heap tuple bodies of desc */
@@ -124,12 +124,12 @@ typedef struct SourceOps
 	const char *kind;			/* source_catalog.kind */
 
 	/*
-	 * Does every fetch read from the oldest position any query of the
-	 * source keeps, which for a query with state is its checkpoint's?  (A
-	 * table source decodes from its slot's restart point.)  Then the cost
-	 * of every batch grows with the distance to the checkpoint, which is
-	 * therefore taken every streamwin.checkpoint_interval batches, however
-	 * often they run.
+	 * Does every fetch read from the oldest position any query of the source
+	 * keeps, which for a query with state is its checkpoint's?  (A table
+	 * source decodes from its slot's restart point.)  Then the cost of every
+	 * batch grows with the distance to the checkpoint, which is therefore
+	 * taken every streamwin.checkpoint_interval batches, however often they
+	 * run.
 	 */
 	bool		fetch_follows_checkpoint;
 
@@ -141,10 +141,11 @@ typedef struct SourceOps
 	bool		(*query_start) (SourceInfo *src, int64 *start);
 	/* drop_source: release what the source holds (at commit) */
 	void		(*dropped) (SourceInfo *src);
+
 	/*
 	 * A query of the source is gone (dropped, or its worker exited, after
-	 * releasing its reader): if no query reads the source any more, it
-	 * may let go of what it keeps for them.  NULL op: nothing kept.
+	 * releasing its reader): if no query reads the source any more, it may
+	 * let go of what it keeps for them.  NULL op: nothing kept.
 	 */
 	void		(*query_gone) (SourceInfo *src);
 
@@ -158,9 +159,9 @@ typedef struct SourceOps
 	void		(*seek) (SourceReader *rd);
 
 	/*
-	 * The next batch: up to source->max_records_per_batch rows, waiting up
-	 * to timeout_ms for the first and linger_ms more for the rest of what
-	 * the source holds now.  Advances the parts' positions past the rows.
+	 * The next batch: up to source->max_records_per_batch rows, waiting up to
+	 * timeout_ms for the first and linger_ms more for the rest of what the
+	 * source holds now.  Advances the parts' positions past the rows.
 	 */
 	int			(*fetch) (SourceReader *rd, int timeout_ms, int linger_ms, SourceRow **rows);
 
@@ -197,15 +198,16 @@ typedef struct SourceOps
 	void		(*reset) (SourceReader *rd, const char *start, Jsonb *explicit);
 
 	/*
-	 * A batch that found no rows may still have moved the positions (a
-	 * table source reads other tables' WAL): is that worth storing now?
-	 * NULL: positions move with rows only.
+	 * A batch that found no rows may still have moved the positions (a table
+	 * source reads other tables' WAL): is that worth storing now? NULL:
+	 * positions move with rows only.
 	 */
 	bool		(*moved_without_rows) (SourceReader *rd, const SourcePosition *before);
 
 	/* A row as text for streamwin.dead_letters.payload */
 	bytea	   *(*row_text) (SourceReader *rd, const SourceRow *row);
-	/* A row's headers as a JSON object, or NULL with *error set; NULL op: none */
+
+	/* A row's headers as JSON, or NULL with *error set; NULL op: none */
 	char	   *(*row_headers_json) (SourceReader *rd, const SourceRow *row, const char **error);
 
 	/* For a worker between batches: readable when data arrives; NULL op: none */

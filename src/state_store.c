@@ -79,10 +79,10 @@ typedef struct StoreGroup
 	ItemPointerData state_tid;	/* invalid: no state row yet */
 	ItemPointerData ckpt_tid;	/* invalid: no checkpoint row */
 	ItemPointerData result_tid; /* invalid: not known */
-	dlist_node window_node;		/* in its window's groups */
-	dlist_node changed_node;	/* in the batch's changed groups */
-	dlist_node ckpt_node;		/* in the groups changed since the checkpoint */
-	dlist_node rows_node;		/* in the StoreRows list `rows` */
+	dlist_node	window_node;	/* in its window's groups */
+	dlist_node	changed_node;	/* in the batch's changed groups */
+	dlist_node	ckpt_node;		/* in the groups changed since the checkpoint */
+	dlist_node	rows_node;		/* in the StoreRows list `rows` */
 	bool	   *isnull;			/* per partial */
 	Datum		values[FLEXIBLE_ARRAY_MEMBER];	/* per partial */
 } StoreGroup;
@@ -90,7 +90,7 @@ typedef struct StoreGroup
 typedef struct StoreWindow
 {
 	TimestampTz start;
-	dlist_head groups;
+	dlist_head	groups;
 } StoreWindow;
 
 /* How one partial column merges. */
@@ -144,7 +144,8 @@ struct StateStore
 	bool		in_batch;		/* a batch began and has not ended */
 	TransactionId catalog_xmin; /* who last wrote the query's catalog row */
 	Oid			state_file;		/* the tables' relfilenodes as loaded: a */
-	Oid			ckpt_file;		/* rewrite (VACUUM FULL, CLUSTER) moves every row */
+	Oid			ckpt_file;		/* rewrite (VACUUM FULL, CLUSTER) moves every
+								 * row */
 };
 
 static const char *const merge_names[] = {

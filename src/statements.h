@@ -22,22 +22,21 @@ typedef enum QueryStatement
 								 * mode, upsert results), or append a
 								 * transform's rows */
 	STMT_BATCH_INSERT,			/* its insert variant, or absent */
-	STMT_CLOSE,					/* $1 watermark: emit and evict closed
-								 * windows (append), or evict them (update) */
+	STMT_CLOSE,					/* $1 watermark: emit and evict closed windows
+								 * (append), or evict them (update) */
 	STMT_CLOSE_INSERT,			/* its insert variant, or absent */
 	STMT_CLEAR,					/* complete mode: empty the result ... */
 	STMT_REFRESH,				/* ... and write it anew from the state */
 	STMT_STATE_COUNT,			/* how many rows the state holds */
 	STMT_DEDUP,					/* insert the first occurrence of each new
-								 * dedup key, return its position in the
-								 * batch */
+								 * dedup key, return its position in the batch */
 	STMT_DEDUP_EVICT,			/* $1 watermark: forget keys it passed */
 
 	/*
-	 * With a state store (state_store.h): the batch's groups, and the
-	 * result rows written from the store's groups (streamwin.store_rows);
-	 * the update and upsert return (window_start, keys..., ctid) of the
-	 * rows they wrote, so that the store knows where they are.
+	 * With a state store (state_store.h): the batch's groups, and the result
+	 * rows written from the store's groups (streamwin.store_rows); the update
+	 * and upsert return (window_start, keys..., ctid) of the rows they wrote,
+	 * so that the store knows where they are.
 	 */
 	STMT_STORE_GROUPS,			/* the batch's groups with their partials */
 	STMT_STORE_INSERT,			/* update mode: groups new to the result */
@@ -46,19 +45,18 @@ typedef enum QueryStatement
 	STMT_STORE_CLOSE,			/* append mode: closed windows' groups */
 	STMT_STORE_CLOSE_UPSERT,	/* ... when the result has some already */
 	STMT_STORE_REFRESH,			/* complete mode: every group */
-	STMT_STATE_INDEX,			/* the state table's index, for the
-								 * statements above STMT_DEDUP_EVICT ... */
+	STMT_STATE_INDEX,			/* the state table's index, for the statements
+								 * above STMT_DEDUP_EVICT ... */
 	STMT_STATE_UNINDEX,			/* ... which the store does without */
 
 	/*
-	 * A stream-stream join (join.c): each side's new rows into its join
-	 * state (the preserved side's return where they went), the preserved
-	 * side's rows that found a match marked so ($1 tid[]: where its new
-	 * rows went), each side's rows the watermark put out of reach deleted
-	 * ($1: the event time before which they go; the preserved side's
-	 * returned, to emit those without a match), and those rows as the
-	 * query's output: a transform's or the SQL path's rows, or a store's
-	 * groups.
+	 * A stream-stream join (join.c): each side's new rows into its join state
+	 * (the preserved side's return where they went), the preserved side's
+	 * rows that found a match marked so ($1 tid[]: where its new rows went),
+	 * each side's rows the watermark put out of reach deleted ($1: the event
+	 * time before which they go; the preserved side's returned, to emit those
+	 * without a match), and those rows as the query's output: a transform's
+	 * or the SQL path's rows, or a store's groups.
 	 */
 	STMT_JOIN_INSERT_0,
 	STMT_JOIN_INSERT_1,

@@ -127,10 +127,11 @@ typedef struct QueryInfo
 	/* the compiled plan */
 	bool		aggregate;		/* false: continuous transform */
 	bool		windowed;
-	int64		window_size_us;	/* windowed: the window size */
+	int64		window_size_us; /* windowed: the window size */
 	int64		window_slide_us;	/* and its slide (= size for tumble) */
 	struct JoinPlan *join;		/* a stream-stream join (join.h), or NULL */
-	char	   *sql[NUM_STATEMENTS];	/* its statements (statements.h), or NULL */
+	char	   *sql[NUM_STATEMENTS];	/* its statements (statements.h), or
+										 * NULL */
 	struct StorePlan *store;	/* its state store (state_store.h), or NULL:
 								 * compiled without one (sessions, or by a
 								 * version before 0.5) */

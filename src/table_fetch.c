@@ -191,6 +191,7 @@ decode_pass(const char *slot_name, TablePosition start, FetchState *st,
 {
 	XLogRecPtr	start_lsn = start.lsn;
 	bool		acquired;
+
 	/* volatile: assigned inside PG_TRY and read in PG_CATCH */
 	LogicalDecodingContext *volatile ctx = NULL;
 	volatile MemoryContext dcxt = NULL;
@@ -214,8 +215,8 @@ decode_pass(const char *slot_name, TablePosition start, FetchState *st,
 
 	/*
 	 * Only flushed WAL can be decoded, but with synchronous_commit = off a
-	 * transaction is visible before its commit record is flushed: flush up
-	 * to here first, so that a batch reads every transaction that committed
+	 * transaction is visible before its commit record is flushed: flush up to
+	 * here first, so that a batch reads every transaction that committed
 	 * before it started.
 	 */
 	log_restart_point();
@@ -446,8 +447,8 @@ source_slot_advance(const char *slot_name, int32 source_id)
 	TablePosition from;
 
 	/*
-	 * Nothing to release in a restored database, which has no slot, nor
-	 * in an invalidated slot, which keeps no WAL (and cannot be read).
+	 * Nothing to release in a restored database, which has no slot, nor in an
+	 * invalidated slot, which keeps no WAL (and cannot be read).
 	 */
 	if (!slot_is_ours(slot_name) || source_slot_invalidated(slot_name))
 		return;

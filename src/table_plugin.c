@@ -325,7 +325,7 @@ plugin_change(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, Relation rel,
 	}
 	if (st->out->nrows >= st->max_records && st->may_keep && st->upto == NULL)
 	{
-		/* the rest of this transaction goes to the spool, for the next batches */
+		/* the rest of this transaction: to the spool, for the next batches */
 		spool_discard();
 		st->spooling = true;
 		spool_row(st, txn, rel, &change->data.tp.newtuple->tuple, index);
@@ -335,10 +335,10 @@ plugin_change(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, Relation rel,
 	{
 		/*
 		 * The rest of this transaction goes to the next batch.  Stop the
-		 * decoding here rather than let it replay the rest of a possibly
-		 * huge transaction (from its spill files) only to skip it: an error
-		 * is the one way out of the reorder buffer's replay, which cleans
-		 * up after itself; decode_pass catches exactly this one.
+		 * decoding here rather than let it replay the rest of a possibly huge
+		 * transaction (from its spill files) only to skip it: an error is the
+		 * one way out of the reorder buffer's replay, which cleans up after
+		 * itself; decode_pass catches exactly this one.
 		 */
 		st->out->end.lsn = txn->final_lsn;
 		st->out->end.index = index;

@@ -233,14 +233,14 @@ table_fetch_rows(SourceReader *rd, int timeout_ms, int linger_ms, SourceRow **ro
 	/*
 	 * The slot is confirmed from committed positions only.  A transaction
 	 * that wrote already (an earlier batch of run_available, or of a user's
-	 * transaction) sees its own positions and checkpoints, which its
-	 * rollback takes back: it leaves the slot as it is.
+	 * transaction) sees its own positions and checkpoints, which its rollback
+	 * takes back: it leaves the slot as it is.
 	 */
 	may_confirm = !TransactionIdIsValid(GetTopTransactionIdIfAny()) &&
 		source_confirm_begin(rd->source->source_id);
 	PG_TRY();
 	{
-		/* a query whose creation has not committed yet may need the slot as is */
+		/* a query whose creation has not committed may need the slot as is */
 		table_catalog_now(rd, may_confirm ? &retained : NULL);
 		table_fetch(rd->source->slot_name, rd->source->source_table, rd->desc,
 					table_position(&p->next), NULL, rd->source->max_records_per_batch,
@@ -363,7 +363,8 @@ table_reset(SourceReader *rd, const char *start, Jsonb *explicit)
 
 	/* until this commits, no batch may confirm the slot past what we pick */
 	source_hold_start(rd->source->source_id);
-	/* the slot as prepare_reset left it (a reader kept in this session may not know it) */
+
+	/* the slot as prepare_reset left it (a reader here may not know) */
 	table_catalog_now(rd, NULL);
 	oldest = source_slot_confirmed(rd->source->slot_name);
 	if (explicit != NULL)
@@ -512,11 +513,13 @@ add_table_metadata_columns(const SourceInfo *src, StringInfo columns, List **typ
 						 errhint("A table source's \"metadata\" may name the commit \"timestamp\", the commit LSN (\"offset\") and the row's number in its transaction (\"partition\").")));
 		}
 		foreach(lc, *names)
+		{
 			if (strcmp(strVal(lfirst(lc)), column) == 0)
 				ereport(ERROR,
 						(errcode(ERRCODE_DUPLICATE_COLUMN),
 						 errmsg("option \"metadata\" names column \"%s\", which the table has already", column),
 						 errhint("Choose another name for the metadata column.")));
+		}
 		*types = lappend_oid(*types, type);
 		*typmods = lappend_int(*typmods, -1);
 		*names = lappend(*names, makeString(pstrdup(column)));
@@ -555,7 +558,7 @@ streamwin_create_table_source(PG_FUNCTION_ARGS)
 	table = PG_GETARG_OID(1);
 	options = PG_GETARG_JSONB_P(2);
 
-	/* first: a role that may not create the slot learns it before anything else */
+	/* first: a role that may not create the slot learns it first */
 	source_slot_check_privilege(name, false);
 	table_source_check_relation(table);
 	jsonb_check_keys(options, valid, "table source");

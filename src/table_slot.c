@@ -408,7 +408,8 @@ find_slot(const char *slot_name)
 				 errmsg("replication slot \"%s\" of a streamwin table source does not exist", slot_name),
 				 errdetail("It was dropped by hand, or its creation was never committed, or this database was restored from a dump, which does not carry replication slots, or this server was a standby, where PostgreSQL 15 keeps no logical slots."),
 				 errhint("Drop the source and its queries, and create them again.")));
-	/* a restore into another database of the same cluster finds the original's */
+
+	/* a restore into another database of this cluster finds the original's */
 	if (slot->data.database != MyDatabaseId)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -599,8 +600,10 @@ source_slots_reap(List *known)
 		ListCell   *k;
 
 		foreach(k, known)
+		{
 			if (strcmp(lfirst(k), name) == 0)
 				owned = true;
+		}
 		if (owned)
 			continue;
 		/* in a subtransaction: a slot in use again is for the next round */
@@ -811,8 +814,8 @@ source_slots_check_retention(void)
 
 	/*
 	 * A batch holds its query's catalog row only briefly, but run_available
-	 * holds it for its caller's whole transaction: give up on a source
-	 * (until the next round) rather than keep the starter waiting.
+	 * holds it for its caller's whole transaction: give up on a source (until
+	 * the next round) rather than keep the starter waiting.
 	 */
 	level = NewGUCNestLevel();
 	(void) set_config_option("lock_timeout", "1s", PGC_USERSET, PGC_S_SESSION,

@@ -90,11 +90,12 @@ typedef struct Spool
 	int64		left;			/* rows in `rows` not taken yet */
 	TimestampTz commit_time;
 	TablePosition after;		/* the position after the transaction */
+
 	/*
-	 * Updates, deletes and truncates of the table after the cut, each
-	 * counted (as when the transaction is decoded again) by the batch that
-	 * holds the last row inserted before it: a batch that takes rows up to
-	 * index n takes the counts of changes with `after` below n.
+	 * Updates, deletes and truncates of the table after the cut, each counted
+	 * (as when the transaction is decoded again) by the batch that holds the
+	 * last row inserted before it: a batch that takes rows up to index n
+	 * takes the counts of changes with `after` below n.
 	 */
 	struct SpoolChanges
 	{
@@ -133,6 +134,7 @@ extern void restore_plugin_list(int level);
 extern bool slot_is_ours(const char *slot_name);
 extern void register_xact_callback(void);
 extern bool slot_acquire(const char *slot_name);
+
 /* Raise SWT01 if PostgreSQL invalidated the slot this backend holds. */
 extern void slot_check_valid(XLogRecPtr start_lsn);
 extern void slot_confirm(XLogRecPtr lsn);

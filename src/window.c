@@ -62,8 +62,8 @@ window_floor(TimestampTz ts, int64 size_us)
 {
 	/*
 	 * (ts + UNIX_TO_PG_USEC) mod size, computed without forming the sum,
-	 * which overflows near the end of the timestamp range.  Each remainder
-	 * is below size in magnitude, so their sum cannot overflow.
+	 * which overflows near the end of the timestamp range.  Each remainder is
+	 * below size in magnitude, so their sum cannot overflow.
 	 */
 	int64		rem = (ts % size_us + UNIX_TO_PG_USEC % size_us) % size_us;
 

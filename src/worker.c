@@ -241,10 +241,12 @@ streamwin_worker_main(Datum main_arg)
 	int32		query_id = DatumGetInt32(main_arg);
 	WorkerExtra extra;
 	MemoryContext loop_cxt;
+
 	/* volatile: assigned inside PG_TRY and read after a longjmp */
 	volatile long backoff_ms = 0;
 	QueryRunner *volatile r = NULL;
 	volatile bool known_ok = false; /* the catalog shows no failure */
+
 	/* the query's sources, to tell when the worker stops */
 	volatile int32 source_ids[QUERY_MAX_SOURCES];
 	volatile int nsource_ids = 0;
@@ -264,10 +266,11 @@ streamwin_worker_main(Datum main_arg)
 			proc_exit(0);		/* another worker runs this query */
 			break;
 		case CLAIM_FULL:
+
 			/*
 			 * Say so on the query, where users look; exit 0 so that the
-			 * postmaster does not restart this worker every few seconds:
-			 * the launcher tries again every streamwin.launcher_naptime.
+			 * postmaster does not restart this worker every few seconds: the
+			 * launcher tries again every streamwin.launcher_naptime.
 			 */
 			record_failure_message(query_id,
 								   psprintf("too many streamwin workers: all %d are running\n"
@@ -306,33 +309,35 @@ streamwin_worker_main(Datum main_arg)
 			QueryInfo  *q = begin_batch_transaction(query_id);
 
 			if (q == NULL)
-				stop = true;	/* stopped or dropped; never leave PG_TRY by break */
+				stop = true;	/* stopped or dropped; never leave PG_TRY by
+								 * break */
 			else
 			{
-			/* alter_query changed its settings: a runner built with them */
-			if (r != NULL && runner_settings_changed(q))
-				r = NULL;
-			if (r == NULL)
-			{
-				r = runner_get(query_id, true);
-				for (int i = 0; i < r->nreaders; i++)
-					source_ids[i] = r->readers[i]->source->source_id;
-				nsource_ids = r->nreaders;
-				pgstat_report_appname(psprintf("streamwin: %s", r->query->name));
-			}
-			pgstat_report_activity(STATE_RUNNING, "streamwin batch");
-			/* no linger: what is still on its way goes in the next batch */
-			batch_execute(r, WORKER_FETCH_TIMEOUT_MS, 0, &stats);
-			/* an empty batch records no progress: clear a past failure here */
-			if (!known_ok)
-				progress_clear_failure(query_id);
-			/* a backlog, or a crash replay: go on without waiting */
-			full = stats.full || stats.replayed;
-			PopActiveSnapshot();
-			CommitTransactionCommand();
-			pgstat_report_activity(STATE_IDLE, NULL);
-			backoff_ms = 0;
-			known_ok = true;
+				/* alter_query changed its settings: a runner built with them */
+				if (r != NULL && runner_settings_changed(q))
+					r = NULL;
+				if (r == NULL)
+				{
+					r = runner_get(query_id, true);
+					for (int i = 0; i < r->nreaders; i++)
+						source_ids[i] = r->readers[i]->source->source_id;
+					nsource_ids = r->nreaders;
+					pgstat_report_appname(psprintf("streamwin: %s", r->query->name));
+				}
+				pgstat_report_activity(STATE_RUNNING, "streamwin batch");
+				/* no linger: what is still on its way goes in the next batch */
+				batch_execute(r, WORKER_FETCH_TIMEOUT_MS, 0, &stats);
+
+				/* an empty batch records no progress: clear a failure here */
+				if (!known_ok)
+					progress_clear_failure(query_id);
+				/* a backlog, or a crash replay: go on without waiting */
+				full = stats.full || stats.replayed;
+				PopActiveSnapshot();
+				CommitTransactionCommand();
+				pgstat_report_activity(STATE_IDLE, NULL);
+				backoff_ms = 0;
+				known_ok = true;
 			}
 		}
 		PG_CATCH();
@@ -384,11 +389,11 @@ streamwin_worker_main(Datum main_arg)
 			/*
 			 * trigger 0: run as soon as data arrives.  So too after a batch
 			 * that found nothing, whatever the trigger, when the source can
-			 * say that data arrived (a Kafka topic): an idle query
-			 * then runs a batch (a transaction) when data comes, or every
-			 * IDLE_CHECK_MS to look at its watermark, instead of one empty
-			 * batch per trigger_interval.  Data never starts a batch sooner
-			 * than trigger_interval after the last one (below).
+			 * say that data arrived (a Kafka topic): an idle query then runs
+			 * a batch (a transaction) when data comes, or every IDLE_CHECK_MS
+			 * to look at its watermark, instead of one empty batch per
+			 * trigger_interval.  Data never starts a batch sooner than
+			 * trigger_interval after the last one (below).
 			 */
 			wait_ms = IDLE_CHECK_MS;
 			if (runner_can_wake(r))

@@ -289,11 +289,12 @@ main(int argc, char **argv)
 	set_conf(conf, "batch.num.messages", batch_num_messages);
 	set_conf(conf, "queue.buffering.max.messages", "1000000");
 	set_conf(conf, "acks", "all");
+
 	/*
-	 * A request whose answer is lost when a broker goes down (the crash
-	 * tests take them down while producing) is sent again: without
-	 * idempotence the partition may then hold the messages twice, which
-	 * the tests would count as streamwin's duplicates.
+	 * A request whose answer is lost when a broker goes down (the crash tests
+	 * take them down while producing) is sent again: without idempotence the
+	 * partition may then hold the messages twice, which the tests would count
+	 * as streamwin's duplicates.
 	 */
 	set_conf(conf, "enable.idempotence", "true");
 	rd_kafka_conf_set_dr_msg_cb(conf, dr_msg_cb);

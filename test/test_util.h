@@ -23,8 +23,8 @@
 
 /* Print "PROGNAME: message" on stderr and exit 1. */
 static void
-die(const char *fmt,...)
-__attribute__((format(printf, 1, 2), noreturn));
+			die(const char *fmt,...)
+			__attribute__((format(printf, 1, 2), noreturn));
 
 static void
 die(const char *fmt,...)
