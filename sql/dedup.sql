@@ -65,10 +65,11 @@ SELECT streamwin.create_query('q', $$SELECT count(*) AS n FROM payments
     options => '{"event_time": "ts"}');
 
 -- Keys named like the columns streamwin keeps with them (the event time of
--- a key's first row, its position in the batch): Spark's
+-- a key's first row, its position in the batch, the batch that saw it): Spark's
 -- dropDuplicates("order_id", "event_time").  The producer numbers its
 -- messages in a column "__ord"; the first row of each key is kept.
-CREATE TABLE retried (order_id int, event_time timestamptz, batch_ord int, amount int, "__ord" int);
+CREATE TABLE retried (order_id int, event_time timestamptz, batch_ord int, batch_id int,
+    amount int, "__ord" int);
 SELECT streamwin.create_table_source('retried_src', 'retried', '{"max_records_per_batch": 8}');
 SELECT streamwin.create_query('retried_orders', 'SELECT * FROM retried_src',
     dedup_keys => ARRAY['order_id', 'event_time'], watermark => '1 hour',
@@ -76,10 +77,10 @@ SELECT streamwin.create_query('retried_orders', 'SELECT * FROM retried_src',
 SELECT streamwin.create_query('retried_2m',
     $$SELECT count(*) AS n, sum(amount) AS total FROM retried_src
       GROUP BY streamwin.tumble(event_time, '2 minutes')$$,
-    dedup_keys => ARRAY['order_id', 'batch_ord'], watermark => '1 hour',
+    dedup_keys => ARRAY['order_id', 'batch_ord', 'batch_id'], watermark => '1 hour',
     output_mode => 'update', start => false);
 INSERT INTO retried
-SELECT g % 6, '2026-01-01 00:00:00+00'::timestamptz + g % 4 * interval '1 minute', g % 2, g, g
+SELECT g % 6, '2026-01-01 00:00:00+00'::timestamptz + g % 4 * interval '1 minute', g % 2, g % 2, g, g
 FROM generate_series(1, 30) g;
 SELECT (streamwin.run_available('retried_orders') - 'offsets' - 'watermark') AS totals;
 SELECT (streamwin.run_available('retried_2m') - 'offsets' - 'watermark') AS totals;
@@ -94,8 +95,8 @@ FROM retried_2m r FULL JOIN
      (SELECT date_bin('2 minutes', event_time, 'epoch') AS window_start,
              date_bin('2 minutes', event_time, 'epoch') + interval '2 minutes' AS window_end,
              count(*) AS n, sum(amount) AS total
-      FROM (SELECT DISTINCT ON (order_id, batch_ord) * FROM retried
-            ORDER BY order_id, batch_ord, "__ord") first_rows
+      FROM (SELECT DISTINCT ON (order_id, batch_ord, batch_id) * FROM retried
+            ORDER BY order_id, batch_ord, batch_id, "__ord") first_rows
       GROUP BY 1, 2) f USING (window_start);
 SELECT streamwin.drop_query('retried_orders', drop_result => true);
 SELECT streamwin.drop_query('retried_2m', drop_result => true);

@@ -428,6 +428,13 @@ batch_store_idle(BatchContext *b)
 		join_batch_end(b->r, catalog_xmin);
 }
 
+/* The batch's id: the one after the state's when replayed, else after the last */
+static int64
+this_batch_id(BatchContext *b)
+{
+	return b->replay ? b->state_batch_id + 1 : b->last_batch_id + 1;
+}
+
 /*
  * Keep only the first occurrence of each key not seen before (see
  * dedup_statements in compile_dedup.c); returns how many rows were dropped.
@@ -439,7 +446,8 @@ drop_duplicates(BatchContext *b)
 	bool	   *keep = palloc0(sizeof(bool) * input->ntuples);
 	int			kept = 0;
 	int			before = input->ntuples;
-	uint64		n = runner_run(b->r, STMT_DEDUP, input, NULL);
+	Datum		batch_id = Int64GetDatum(this_batch_id(b));
+	uint64		n = runner_run(b->r, STMT_DEDUP, input, &batch_id);
 
 	for (uint64 i = 0; i < n; i++)
 	{
@@ -699,7 +707,7 @@ batch_finish(BatchContext *b)
 		stats->state_rows += join_state_rows(r);
 	offsets_store(r);
 
-	stats->batch_id = b->replay ? b->state_batch_id + 1 : b->last_batch_id + 1;
+	stats->batch_id = this_batch_id(b);
 	stats->replayed = b->replay;
 	stats->input_rows = b->nrows;
 	stats->late_rows = b->nlate;

@@ -532,6 +532,8 @@ query_from_row(HeapTuple tup, TupleDesc desc)
 	plan_read_statements(plan, q->sql);
 	if (jsonb_get_text(plan, "dedup_side") != NULL)
 		q->dedup_side = atoi(jsonb_get_text(plan, "dedup_side"));
+	q->dedup_batch_column = jsonb_get_text(plan, "dedup_batch_column");
+	q->dedup_time_column = jsonb_get_text(plan, "dedup_time_column");
 	q->store = store_plan_read(plan);
 	q->join = join_plan_read(plan);
 	query_sources_read(q, plan);

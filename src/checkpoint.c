@@ -75,18 +75,19 @@ query_state_tables(const QueryInfo *q, StateTablePair *pairs)
 		{ \
 			pairs[n].unlogged = (u); \
 			pairs[n].logged = (l); \
-			pairs[n].groups = (g); \
+			pairs[n].way = (g); \
 		} \
 		n++; \
 	} while (0)
 
 	if (OidIsValid(q->state_table))
-		ADD_PAIR(q->state_table, q->checkpoint_table, true);
+		ADD_PAIR(q->state_table, q->checkpoint_table, CHECKPOINT_STORE);
 	if (OidIsValid(q->dedup_table))
-		ADD_PAIR(q->dedup_table, q->dedup_checkpoint, false);
+		ADD_PAIR(q->dedup_table, q->dedup_checkpoint,
+				 q->dedup_batch_column != NULL ? CHECKPOINT_KEYS : CHECKPOINT_COPY);
 	for (int i = 0; i < q->nsources; i++)
 		if (OidIsValid(q->sources[i].join_table))
-			ADD_PAIR(q->sources[i].join_table, q->sources[i].join_checkpoint, false);
+			ADD_PAIR(q->sources[i].join_table, q->sources[i].join_checkpoint, CHECKPOINT_COPY);
 #undef ADD_PAIR
 	return n;
 }
@@ -125,6 +126,21 @@ checkpoint_create_table(int32 query_id, Oid unlogged_table, const char *name, bo
 	relid = get_relname_relid(name, get_namespace_oid("streamwin", false));
 	catalog_table_depends_on_extension(relid);
 	return relid;
+}
+
+/*
+ * checkpoint_index_table
+ *		An index on columns of a checkpoint table that is written
+ *		incrementally, for its deletions.
+ */
+void
+checkpoint_index_table(int32 query_id, Oid checkpoint_table, const char *columns)
+{
+	SPI_connect();
+	run_catalog(psprintf("CREATE INDEX ON %s (%s)", qualified_relname(checkpoint_table), columns),
+				query_id);
+	SPI_finish();
+	CommandCounterIncrement();
 }
 
 /*
@@ -195,6 +211,13 @@ checkpoint_restore(QueryRunner *r)
 	return ckpt;
 }
 
+/* Is the pair's checkpoint written by the rows that changed (no TRUNCATE)? */
+static bool
+checkpoint_incremental(QueryRunner *r, const StateTablePair *pair)
+{
+	return (pair->way == CHECKPOINT_STORE && r->store_active) || pair->way == CHECKPOINT_KEYS;
+}
+
 /*
  * checkpoint_take
  *		Copy the state and the just-stored offsets as of batch_id.  Inside
@@ -225,7 +248,7 @@ checkpoint_take(QueryRunner *r, int64 batch_id, bool has_wm, TimestampTz wm, boo
 	 */
 	for (int i = 0; i < npairs && !wait; i++)
 	{
-		if (pairs[i].groups && r->store_active)
+		if (checkpoint_incremental(r, &pairs[i]))
 			continue;
 		if (!ConditionalLockRelationOid(pairs[i].logged, AccessExclusiveLock))
 		{
@@ -237,10 +260,21 @@ checkpoint_take(QueryRunner *r, int64 batch_id, bool has_wm, TimestampTz wm, boo
 	}
 	for (int i = 0; i < npairs; i++)
 	{
-		if (pairs[i].groups && r->store_active)
+		if (pairs[i].way == CHECKPOINT_STORE && r->store_active)
 		{
 			/* the groups changed since the last checkpoint */
 			store_checkpoint(r->store);
+			continue;
+		}
+		if (pairs[i].way == CHECKPOINT_KEYS)
+		{
+			/* the keys first seen since the last checkpoint (recorded below) */
+			run_catalog(psprintf("INSERT INTO %s SELECT * FROM %s WHERE %s > "
+								 "(SELECT COALESCE(checkpoint_batch_id, 0) "
+								 "FROM streamwin.query_catalog WHERE query_id = $1)",
+								 qualified_relname(pairs[i].logged), qualified_relname(pairs[i].unlogged),
+								 quote_identifier(r->query->dedup_batch_column)),
+						r->query_id);
 			continue;
 		}
 		/* TRUNCATE rather than DELETE: no dead tuples left behind each time */
@@ -259,6 +293,19 @@ checkpoint_take(QueryRunner *r, int64 batch_id, bool has_wm, TimestampTz wm, boo
 							  3, types, args, nulls, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "could not record the checkpoint of query \"%s\"", r->query->name);
 	catalog_leave(&role);
+
+	/*
+	 * The keys forgotten since: those whose event time the watermark has
+	 * passed, as the batches forgot them (STMT_DEDUP_EVICT).
+	 */
+	for (int i = 0; i < npairs; i++)
+		if (pairs[i].way == CHECKPOINT_KEYS && r->query->dedup_time_column != NULL && has_wm)
+			run_catalog(psprintf("DELETE FROM %s WHERE %s < "
+								 "(SELECT checkpoint_watermark FROM streamwin.query_catalog "
+								 "WHERE query_id = $1)",
+								 qualified_relname(pairs[i].logged),
+								 quote_identifier(r->query->dedup_time_column)),
+						r->query_id);
 	return true;
 }
 

@@ -15,17 +15,29 @@ extern int	streamwin_checkpoint_min_interval;
 
 extern Oid	checkpoint_create_table(int32 query_id, Oid unlogged_table, const char *name,
 									bool incremental);
+extern void checkpoint_index_table(int32 query_id, Oid checkpoint_table, const char *columns);
 
 /*
  * A query's UNLOGGED tables, each with its logged checkpoint copy: its
  * state (open groups), its dedup keys, a join's rows per side.
  */
 #define MAX_STATE_TABLES (2 + QUERY_MAX_SOURCES)
+typedef enum CheckpointWay
+{
+	CHECKPOINT_COPY,			/* copied whole */
+	CHECKPOINT_STORE,			/* the state table: a store writes what
+								 * changed, else copied whole */
+	CHECKPOINT_KEYS				/* dedup keys, each written once by a batch
+								 * and forgotten by its event time: the keys
+								 * of the batches since the last checkpoint
+								 * added, those the watermark passed deleted */
+} CheckpointWay;
+
 typedef struct StateTablePair
 {
 	Oid			unlogged;
 	Oid			logged;
-	bool		groups;			/* the state table, which a store writes */
+	CheckpointWay way;
 } StateTablePair;
 extern int	query_state_tables(const QueryInfo *q, StateTablePair *pairs);
 

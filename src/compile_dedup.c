@@ -197,6 +197,8 @@ dedup_statements(Compiled *c, List *keys, int32 query_id, StringInfo plan,
 	const char *ord;
 	const char *event_time;
 	const char *batch_ord;
+	const char *batch_id;
+	const char *event_time_name;
 
 	/*
 	 * The source's rows numbered: their position in the batch, in a column
@@ -213,8 +215,10 @@ dedup_statements(Compiled *c, List *keys, int32 query_id, StringInfo plan,
 						 format_type_with_typemod(att->atttypid, att->atttypmod));
 	}
 	ord = quote_identifier(internal_name(&source_names, "__ord", ""));
-	event_time = quote_identifier(internal_name(&table_names, "event_time", ""));
+	event_time_name = internal_name(&table_names, "event_time", "");
+	event_time = quote_identifier(event_time_name);
 	batch_ord = quote_identifier(internal_name(&table_names, "batch_ord", ""));
+	batch_id = internal_name(&table_names, "batch_id", "");
 	initStringInfo(&keydefs);
 	initStringInfo(&keylist);
 	foreach(lc, keys)
@@ -234,21 +238,37 @@ dedup_statements(Compiled *c, List *keys, int32 query_id, StringInfo plan,
 		ts_sql = deparse_expr_qualified(ts, deparse_context_for("s", src->relation));
 	}
 
-	/* NULL keys are keys too: NULLS NOT DISTINCT */
+	/*
+	 * NULL keys are keys too: NULLS NOT DISTINCT.  Each key has the batch
+	 * that saw it first: a key is written once and forgotten by its event
+	 * time, so a checkpoint adds the keys of the batches since the last one
+	 * and deletes those the watermark passed since, and costs what changed
+	 * rather than the number of keys (checkpoint_take).
+	 */
 	table = create_query_table(name,
 							   psprintf("CREATE UNLOGGED TABLE %s (%s%s timestamptz, %s integer NOT NULL, "
-										"UNIQUE NULLS NOT DISTINCT (%s))",
-										qname, keydefs.data, event_time, batch_ord, keylist.data),
-							   psprintf("CREATE INDEX ON %%s (%s)", event_time));
+										"%s bigint NOT NULL, UNIQUE NULLS NOT DISTINCT (%s))",
+										qname, keydefs.data, event_time, batch_ord,
+										quote_identifier(batch_id), keylist.data),
+							   psprintf("CREATE INDEX ON %%1$s (%s); CREATE INDEX ON %%1$s (%s)",
+										event_time, quote_identifier(batch_id)));
 	ckpt = checkpoint_create_table(query_id, table, psprintf("checkpoint_dedup_%d", query_id),
-								   false);
+								   true);
+	appendStringInfoString(plan, ", \"dedup_batch_column\": ");
+	escape_json(plan, batch_id);
+	if (row_time)
+	{
+		checkpoint_index_table(query_id, ckpt, event_time);
+		appendStringInfoString(plan, ", \"dedup_time_column\": ");
+		escape_json(plan, event_time_name);
+	}
 
 	initStringInfo(&sql);
-	appendStringInfo(&sql, "INSERT INTO %s AS d (%s, %s, %s) "
-					 "SELECT DISTINCT ON (%s) %s, %s, %s "
+	appendStringInfo(&sql, "INSERT INTO %s AS d (%s, %s, %s, %s) "
+					 "SELECT DISTINCT ON (%s) %s, %s, %s, $1 "
 					 "FROM streamwin.source_rows(%d, true) AS s(%s integer%s) "
 					 "ORDER BY %s, %s ON CONFLICT (%s) DO NOTHING RETURNING %s",
-					 qname, keylist.data, event_time, batch_ord,
+					 qname, keylist.data, event_time, batch_ord, quote_identifier(batch_id),
 					 keylist.data, keylist.data, ts_sql, ord,
 					 src->source_id, ord, cols.data,
 					 keylist.data, ord, keylist.data, batch_ord);

@@ -28,8 +28,9 @@ typedef enum QueryStatement
 	STMT_CLEAR,					/* complete mode: empty the result ... */
 	STMT_REFRESH,				/* ... and write it anew from the state */
 	STMT_STATE_COUNT,			/* how many rows the state holds */
-	STMT_DEDUP,					/* insert the first occurrence of each new
-								 * dedup key, return its position in the batch */
+	STMT_DEDUP,					/* $1 batch id: insert the first occurrence of
+								 * each new dedup key, return its position in
+								 * the batch */
 	STMT_DEDUP_EVICT,			/* $1 watermark: forget keys it passed */
 
 	/*

@@ -124,6 +124,9 @@ typedef struct QueryInfo
 	Oid			dedup_table;	/* UNLOGGED keys seen, with dedup_keys */
 	Oid			dedup_checkpoint;	/* its logged copy */
 	int			dedup_side;		/* the source whose rows are deduplicated */
+	char	   *dedup_batch_column; /* the batch that saw a key first (NULL:
+									 * compiled before keys had it) */
+	char	   *dedup_time_column;	/* a key's event time (NULL: none) */
 	/* the compiled plan */
 	bool		aggregate;		/* false: continuous transform */
 	bool		windowed;

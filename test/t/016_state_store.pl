@@ -22,7 +22,9 @@
 #      the running worker (ALTER SYSTEM) and raised again.
 #   3. Crashes (SIGKILL of a worker, or of an unrelated backend) right after
 #      a checkpoint and two batches after one, of queries in update and in
-#      append mode: each restores its checkpoint, replays, reads on.
+#      append mode, and of a deduplicating transform (its keys' checkpoint
+#      is written incrementally too): each restores its checkpoint,
+#      replays, reads on.
 #   4. Consistency, in sessions whose stores stay loaded: a batch that
 #      fails after the store merged its groups (a CHECK constraint on the
 #      result table), batches rolled back by the user (also two in one
@@ -32,7 +34,7 @@
 #      table (the cap set in the session), a rolled-back batch that made its
 #      index, and another session's store that dropped it.
 #   5. In every part, after many batches: the checkpoint table equals the
-#      state table, row for row.
+#      state table (or the table of dedup keys), row for row.
 #
 # Exact at every step means: the result table equals plain SQL over the
 # events (update mode: every window; append mode: the windows closed by
@@ -189,11 +191,22 @@ sub checkpoint_matches
 		sess_ok($s, "SELECT streamwin.run_batch('$q') IS NOT NULL");
 	}
 	is($node->safe_psql('postgres', $at), 't', "$q: its last batch took a checkpoint $when");
-	my $ckpt = $node->safe_psql('postgres',
-		"SELECT checkpoint_table::regclass FROM streamwin.query_catalog WHERE name = '$q'");
-	results_match($node, "SELECT * FROM $ckpt", 'SELECT * FROM ' . state_table($q),
+	my ($ckpt, $table) = split /\|/, $node->safe_psql('postgres',
+		"SELECT coalesce(nullif(checkpoint_table, 0), dedup_checkpoint)::regclass, "
+		  . "coalesce(nullif(state_table, 0), dedup_table)::regclass "
+		  . "FROM streamwin.query_catalog WHERE name = '$q'");
+	cmp_ok($node->safe_psql('postgres', "SELECT count(*) FROM $table"), '>', 0, "$q: it has state $when");
+	results_match($node, "SELECT * FROM $ckpt", "SELECT * FROM $table",
 		"$q: its checkpoint table equals its state table $when");
 	return;
+}
+
+# The UNLOGGED table of the keys a deduplicating query has seen.
+sub dedup_table
+{
+	my ($q) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT dedup_table::regclass FROM streamwin.query_catalog WHERE name = '$q'");
 }
 
 # ==== 1. the memory cap, in a session =========================================
@@ -474,11 +487,23 @@ SELECT streamwin.create_query('c_app',
     $q$SELECT k, count(*) AS n, sum(v) AS s, min(v) AS lo, max(v) AS hi, avg(v) AS a
        FROM s3 GROUP BY streamwin.tumble(ts, '10 seconds'), k$q$,
     watermark => '5 seconds', trigger_interval => '100 ms');
--- n events after the ones there are, 10 ms of event time apart, 50 keys
+-- A producer that sends each event twice, the second time 1 s later
+-- (within the watermark), and a transform that keeps each once.
+CREATE TABLE ev3d (id bigint, ts timestamptz);
+SELECT streamwin.create_table_source('s3d', 'ev3d', '{"max_records_per_batch": 1000}');
+SELECT streamwin.create_query('c_dedup', 'SELECT id, ts FROM s3d',
+    dedup_keys => '{id}', watermark => '5 seconds', options => '{"event_time": "ts"}',
+    trigger_interval => '100 ms');
+-- n events after the ones there are, 10 ms of event time apart, 50 keys;
+-- and n events to ev3d, each twice
 CREATE PROCEDURE events3(n int) LANGUAGE sql AS $p$
     INSERT INTO ev3 (k, v, ts)
     SELECT (b + g) % 50, ((b + g) * 7907) % 1000, timestamptz '2024-01-01 00:00:00+00' + (b + g) * interval '10 ms'
-      FROM (SELECT count(*) AS b FROM ev3) c, generate_series(1, n) g $p$;
+      FROM (SELECT count(*) AS b FROM ev3) c, generate_series(1, n) g;
+    INSERT INTO ev3d (id, ts)
+    SELECT b / 2 + g, timestamptz '2024-01-01 00:00:00+00' + (b / 2 + g) * interval '10 ms' + d * interval '1 second'
+      FROM (SELECT count(*) AS b FROM ev3d) c, generate_series(1, n) g, generate_series(0, 1) d
+     ORDER BY g, d $p$;
 -- events, 30 every 10 ms, until cond holds of query q's catalog row (at
 -- most 20 s): then the pid of q's worker
 CREATE PROCEDURE feed_until(q text, cond text, INOUT pid int DEFAULT NULL) LANGUAGE plpgsql AS $p$
@@ -510,6 +535,14 @@ sub check_part3
 		"c_app: the closed windows, each once $when");
 	windowed_state_matches('ev3', $_, $wm, "$_: its state table holds the open groups $when")
 	  for qw(c_upd c_app);
+	wait_results_match($node, 'SELECT id, ts FROM c_dedup', 'SELECT id, min(ts) FROM ev3d GROUP BY id',
+		"c_dedup: every event once $when");
+	wait_until($node,
+		"SELECT watermark = (SELECT max(ts) - interval '5 seconds' FROM ev3d) FROM streamwin.queries WHERE name = 'c_dedup'",
+		't', "c_dedup: the watermark reaches max(ts) - 5 s $when");
+	results_match($node, 'SELECT id, event_time FROM ' . dedup_table('c_dedup'),
+		"SELECT id, min(ts) FROM ev3d GROUP BY id HAVING min(ts) >= (SELECT max(ts) - interval '5 seconds' FROM ev3d)",
+		"c_dedup: its keys are the events the watermark has not passed $when");
 	return;
 }
 
@@ -535,7 +568,7 @@ sub crash_round
 	my $idle_pid = $idle->query_safe('SELECT pg_backend_pid()');
 	my $crashes = log_count(qr/all server processes terminated; reinitializing/);
 	my %restores = map { $_ => log_count(qr/query "$_" lost its state in a crash; restoring the checkpoint/) }
-	  qw(c_upd c_app);
+	  qw(c_upd c_app c_dedup);
 	$cond =~ s/\bC0\b/$c0/g;
 	my $pid = $node->safe_psql('postgres',
 		"CALL feed_until('$q', '" . ($cond =~ s/'/''/gr) . "')");
@@ -546,14 +579,14 @@ sub crash_round
 	eval { $idle->quit };
 	is(log_count(qr/all server processes terminated; reinitializing/), $crashes + 1,
 		"$what: PostgreSQL restarted after the SIGKILL");
-	for my $r (qw(c_upd c_app))
+	for my $r (qw(c_upd c_app c_dedup))
 	{
 		wait_until($node,
 			"SELECT 1 FROM streamwin.queries WHERE name = '$r' AND worker_pid IS NOT NULL", '1',
 			"$what: $r has a worker again");
 	}
 	check_part3("after $what");
-	for my $r (qw(c_upd c_app))
+	for my $r (qw(c_upd c_app c_dedup))
 	{
 		cmp_ok(log_count(qr/query "$r" lost its state in a crash; restoring the checkpoint/), '>', $restores{$r},
 			"$what: $r restored its checkpoint");
@@ -572,17 +605,22 @@ crash_round('c_app', 'checkpoint_batch_id > C0 AND last_batch_id >= checkpoint_b
 	'SIGKILL of the worker two batches after its checkpoint');
 crash_round('c_upd', 'checkpoint_batch_id > C0 AND last_batch_id >= checkpoint_batch_id + 2', 'backend',
 	"SIGKILL of a backend two batches after c_upd's checkpoint");
+crash_round('c_dedup', 'checkpoint_batch_id > C0', 'worker',
+	'SIGKILL of the dedup worker right after its checkpoint');
+crash_round('c_dedup', 'checkpoint_batch_id > C0 AND last_batch_id >= checkpoint_batch_id + 2', 'backend',
+	"SIGKILL of a backend two batches after c_dedup's checkpoint");
 
 # After the crashes: each checkpoint table is its state table (the queries
 # stopped, batches run in a session).
-psql_ok($node, "SELECT streamwin.stop_query('c_upd'), streamwin.stop_query('c_app')");
-wait_until($node, "SELECT count(*) FROM streamwin.queries WHERE name IN ('c_upd', 'c_app') AND worker_pid IS NOT NULL",
-	'0', 'part 3: both queries stopped');
+psql_ok($node, "SELECT streamwin.stop_query('c_upd'), streamwin.stop_query('c_app'), streamwin.stop_query('c_dedup')");
+wait_until($node,
+	"SELECT count(*) FROM streamwin.queries WHERE name IN ('c_upd', 'c_app', 'c_dedup') AND worker_pid IS NOT NULL",
+	'0', 'part 3: the queries stopped');
 {
 	my $s = session();
 	checkpoint_matches($_, $s, sub { $node->safe_psql('postgres', 'CALL events3(30)') }, 'after the crashes')
-	  for qw(c_upd c_app);
-	sess_ok($s, "CALL streamwin.catch_up('$_')") for qw(c_upd c_app);
+	  for qw(c_upd c_app c_dedup);
+	sess_ok($s, "CALL streamwin.catch_up('$_')") for qw(c_upd c_app c_dedup);
 	$s->quit;
 	check_part3('at the end');
 }
