@@ -531,7 +531,7 @@ store_apply(BatchContext *b)
 	}
 	if (b->q->join != NULL)
 	{
-		unmatched = join_apply(b->r, b->input, b->has_new_wm, b->new_wm);
+		unmatched = join_apply(b->r, b->input, this_batch_id(b), b->has_new_wm, b->new_wm);
 		b->unmatched = unmatched != NULL;
 		if (unmatched != NULL)
 		{
@@ -571,7 +571,7 @@ batch_apply(BatchContext *b)
 			runner_run_writing(r, STMT_BATCH, b->input, NULL, b->replay);
 		if (b->q->join != NULL)
 		{
-			BatchInput *unmatched = join_apply(r, b->input, b->has_new_wm, b->new_wm);
+			BatchInput *unmatched = join_apply(r, b->input, this_batch_id(b), b->has_new_wm, b->new_wm);
 
 			b->unmatched = unmatched != NULL;
 			if (unmatched != NULL && writes)

@@ -37,6 +37,7 @@
 
 #include "catalog.h"
 #include "checkpoint.h"
+#include "join.h"
 #include "offsets.h"
 #include "spi_util.h"
 #include "state_store.h"
@@ -69,25 +70,36 @@ query_state_tables(const QueryInfo *q, StateTablePair *pairs)
 {
 	int			n = 0;
 
-#define ADD_PAIR(u, l, g) \
+#define ADD_PAIR(u, l, g, b, t, j) \
 	do { \
 		if (pairs != NULL) \
 		{ \
 			pairs[n].unlogged = (u); \
 			pairs[n].logged = (l); \
 			pairs[n].way = (g); \
+			pairs[n].batch_column = (b); \
+			pairs[n].time_column = (t); \
+			pairs[n].join_side = (j); \
 		} \
 		n++; \
 	} while (0)
 
 	if (OidIsValid(q->state_table))
-		ADD_PAIR(q->state_table, q->checkpoint_table, CHECKPOINT_STORE);
+		ADD_PAIR(q->state_table, q->checkpoint_table, CHECKPOINT_STORE, NULL, NULL, NULL);
 	if (OidIsValid(q->dedup_table))
 		ADD_PAIR(q->dedup_table, q->dedup_checkpoint,
-				 q->dedup_batch_column != NULL ? CHECKPOINT_KEYS : CHECKPOINT_COPY);
+				 q->dedup_batch_column != NULL ? CHECKPOINT_ROWS : CHECKPOINT_COPY,
+				 q->dedup_batch_column, q->dedup_time_column, NULL);
 	for (int i = 0; i < q->nsources; i++)
+	{
+		const JoinSidePlan *side = q->join != NULL ? &q->join->sides[i] : NULL;
+
 		if (OidIsValid(q->sources[i].join_table))
-			ADD_PAIR(q->sources[i].join_table, q->sources[i].join_checkpoint, CHECKPOINT_COPY);
+			ADD_PAIR(q->sources[i].join_table, q->sources[i].join_checkpoint,
+					 side != NULL && side->batch_column != NULL ? CHECKPOINT_ROWS : CHECKPOINT_COPY,
+					 side != NULL ? side->batch_column : NULL,
+					 side != NULL && side->evicted ? side->time_column : NULL, side);
+	}
 #undef ADD_PAIR
 	return n;
 }
@@ -211,11 +223,48 @@ checkpoint_restore(QueryRunner *r)
 	return ckpt;
 }
 
+/*
+ * A CHECKPOINT_ROWS pair's checkpoint: the rows deleted since the last
+ * checkpoint deleted (those out of reach at this watermark, as the
+ * batches deleted them), then the rows of the batches since added (the
+ * last checkpoint's batch id is recorded after this).
+ */
+static void
+checkpoint_rows(QueryRunner *r, const StateTablePair *pair, bool has_wm, TimestampTz wm)
+{
+	TimestampTz cutoff = wm;
+
+	if (pair->time_column != NULL && has_wm &&
+		(pair->join_side == NULL || join_side_cutoff(pair->join_side, wm, &cutoff)))
+	{
+		Oid			types[1] = {TIMESTAMPTZOID};
+		Datum		args[1] = {TimestampTzGetDatum(cutoff)};
+		RoleSwitch	role;
+		int			rc;
+
+		catalog_enter(&role);
+		rc = SPI_execute_with_args(psprintf("DELETE FROM %s WHERE %s < $1",
+											qualified_relname(pair->logged),
+											quote_identifier(pair->time_column)),
+								   1, types, args, NULL, false, 0);
+		catalog_leave(&role);
+		if (rc != SPI_OK_DELETE)
+			elog(ERROR, "could not update the checkpoint of query \"%s\": %s",
+				 r->query->name, SPI_result_code_string(rc));
+	}
+	run_catalog(psprintf("INSERT INTO %s SELECT * FROM %s WHERE %s > "
+						 "(SELECT COALESCE(checkpoint_batch_id, 0) "
+						 "FROM streamwin.query_catalog WHERE query_id = $1)",
+						 qualified_relname(pair->logged), qualified_relname(pair->unlogged),
+						 quote_identifier(pair->batch_column)),
+				r->query_id);
+}
+
 /* Is the pair's checkpoint written by the rows that changed (no TRUNCATE)? */
 static bool
 checkpoint_incremental(QueryRunner *r, const StateTablePair *pair)
 {
-	return (pair->way == CHECKPOINT_STORE && r->store_active) || pair->way == CHECKPOINT_KEYS;
+	return (pair->way == CHECKPOINT_STORE && r->store_active) || pair->way == CHECKPOINT_ROWS;
 }
 
 /*
@@ -266,15 +315,9 @@ checkpoint_take(QueryRunner *r, int64 batch_id, bool has_wm, TimestampTz wm, boo
 			store_checkpoint(r->store);
 			continue;
 		}
-		if (pairs[i].way == CHECKPOINT_KEYS)
+		if (pairs[i].way == CHECKPOINT_ROWS)
 		{
-			/* the keys first seen since the last checkpoint (recorded below) */
-			run_catalog(psprintf("INSERT INTO %s SELECT * FROM %s WHERE %s > "
-								 "(SELECT COALESCE(checkpoint_batch_id, 0) "
-								 "FROM streamwin.query_catalog WHERE query_id = $1)",
-								 qualified_relname(pairs[i].logged), qualified_relname(pairs[i].unlogged),
-								 quote_identifier(r->query->dedup_batch_column)),
-						r->query_id);
+			checkpoint_rows(r, &pairs[i], has_wm, wm);
 			continue;
 		}
 		/* TRUNCATE rather than DELETE: no dead tuples left behind each time */
@@ -294,18 +337,6 @@ checkpoint_take(QueryRunner *r, int64 batch_id, bool has_wm, TimestampTz wm, boo
 		elog(ERROR, "could not record the checkpoint of query \"%s\"", r->query->name);
 	catalog_leave(&role);
 
-	/*
-	 * The keys forgotten since: those whose event time the watermark has
-	 * passed, as the batches forgot them (STMT_DEDUP_EVICT).
-	 */
-	for (int i = 0; i < npairs; i++)
-		if (pairs[i].way == CHECKPOINT_KEYS && r->query->dedup_time_column != NULL && has_wm)
-			run_catalog(psprintf("DELETE FROM %s WHERE %s < "
-								 "(SELECT checkpoint_watermark FROM streamwin.query_catalog "
-								 "WHERE query_id = $1)",
-								 qualified_relname(pairs[i].logged),
-								 quote_identifier(r->query->dedup_time_column)),
-						r->query_id);
 	return true;
 }
 

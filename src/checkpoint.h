@@ -27,10 +27,12 @@ typedef enum CheckpointWay
 	CHECKPOINT_COPY,			/* copied whole */
 	CHECKPOINT_STORE,			/* the state table: a store writes what
 								 * changed, else copied whole */
-	CHECKPOINT_KEYS				/* dedup keys, each written once by a batch
-								 * and forgotten by its event time: the keys
-								 * of the batches since the last checkpoint
-								 * added, those the watermark passed deleted */
+	CHECKPOINT_ROWS				/* rows written once, by the batch that read
+								 * them, and deleted by their event time
+								 * (dedup keys, a join's side that is not
+								 * preserved): the rows of the batches since
+								 * the last checkpoint added, those deleted
+								 * since deleted */
 } CheckpointWay;
 
 typedef struct StateTablePair
@@ -38,6 +40,12 @@ typedef struct StateTablePair
 	Oid			unlogged;
 	Oid			logged;
 	CheckpointWay way;
+	/* CHECKPOINT_ROWS: the columns of the batch that wrote a row ... */
+	const char *batch_column;
+	/* ... and of its event time (NULL: rows are never deleted) */
+	const char *time_column;
+	/* a join's side: its rows out of reach (NULL: behind the watermark) */
+	const struct JoinSidePlan *join_side;
 } StateTablePair;
 extern int	query_state_tables(const QueryInfo *q, StateTablePair *pairs);
 

@@ -87,6 +87,7 @@ typedef struct CompiledJoin
 	Oid			table[QUERY_MAX_SOURCES];	/* each side's join table */
 	Oid			checkpoint[QUERY_MAX_SOURCES];
 	char	   *event_time_col[QUERY_MAX_SOURCES];	/* their own columns */
+	char	   *batch_col[QUERY_MAX_SOURCES];
 	char	   *matched_col[QUERY_MAX_SOURCES];
 	bool		unmatched_pass; /* compiling the statements of rows that go
 								 * without a match: the query as written */

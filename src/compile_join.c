@@ -564,13 +564,19 @@ join_tables(Compiled *c, int32 query_id)
 			taken = lappend(taken, NameStr(TupleDescAttr(desc, a)->attname));
 		j->event_time_col[s] = internal_name(&taken, "__event_time", "");
 		j->matched_col[s] = internal_name(&taken, "__matched", "");
+		j->batch_col[s] = internal_name(&taken, "__batch_id", "");
 		j->table[s] = create_query_table(name,
-										 psprintf("CREATE UNLOGGED TABLE %s (LIKE %s, %s timestamptz, %s boolean NOT NULL DEFAULT false)",
+										 psprintf("CREATE UNLOGGED TABLE %s (LIKE %s, %s timestamptz, "
+												  "%s boolean NOT NULL DEFAULT false, %s bigint NOT NULL)",
 												  qname, qualified_relname(c->sources[s]->relation),
 												  quote_identifier(j->event_time_col[s]),
-												  quote_identifier(j->matched_col[s])),
-										 psprintf("CREATE INDEX ON %%s (%s)",
-												  quote_identifier(j->event_time_col[s])));
+												  quote_identifier(j->matched_col[s]),
+												  quote_identifier(j->batch_col[s])),
+										 psprintf("CREATE INDEX ON %%1$s (%s)%s",
+												  quote_identifier(j->event_time_col[s]),
+												  j->preserved == s ? "" :
+												  psprintf("; CREATE INDEX ON %%1$s (%s)",
+														   quote_identifier(j->batch_col[s]))));
 		index = join_index_columns(c, s, qname);
 		if (index != NULL)
 		{
@@ -578,8 +584,20 @@ join_tables(Compiled *c, int32 query_id)
 			spi_run(index);
 			catalog_leave(&role);
 		}
+
+		/*
+		 * A row of a side that is not preserved is written once, by the batch
+		 * that read it, and deleted by its event time: a checkpoint adds the
+		 * rows of the batches since the last one and deletes those out of
+		 * reach (checkpoint_take).  The preserved side's rows change (they
+		 * match): its checkpoint is a copy.
+		 */
 		j->checkpoint[s] = checkpoint_create_table(query_id, j->table[s],
-												   psprintf("checkpoint_%s", name), false);
+												   psprintf("checkpoint_%s", name), j->preserved != s);
+		if (j->preserved != s && j->plan.sides[s].evicted)
+			checkpoint_index_table(query_id, j->checkpoint[s], quote_identifier(j->event_time_col[s]));
+		j->plan.sides[s].time_column = j->event_time_col[s];
+		j->plan.sides[s].batch_column = j->preserved == s ? NULL : j->batch_col[s];
 	}
 }
 
@@ -878,7 +896,7 @@ join_statements(Compiled *c, StringInfo plan)
 			et = deparse_expr_qualified(e, deparse_context_for("v", c->sources[s]->relation));
 		}
 		plan_add_statement(plan, STMT_JOIN_INSERT_0 + s,
-						   psprintf("INSERT INTO %s SELECT v.*, %s, false FROM %s AS v%s",
+						   psprintf("INSERT INTO %s SELECT v.*, %s, false, $1 FROM %s AS v%s",
 									table, et, qualified_relname(c->sources[s]->relation),
 									j->preserved == s ? " RETURNING ctid" : ""));
 		initStringInfo(&cols);

@@ -44,6 +44,13 @@ join_plan_json(const JoinPlan *jp, StringInfo plan)
 			appendStringInfo(plan, ", \"evict_after_us_%d\": " INT64_FORMAT, s, side->evict_after_us);
 		if (side->preserved)
 			appendStringInfo(plan, ", \"preserved_%d\": true", s);
+		appendStringInfo(plan, ", \"time_column_%d\": ", s);
+		escape_json(plan, side->time_column);
+		if (side->batch_column != NULL)
+		{
+			appendStringInfo(plan, ", \"batch_column_%d\": ", s);
+			escape_json(plan, side->batch_column);
+		}
 	}
 	appendStringInfoChar(plan, '}');
 }
@@ -70,8 +77,24 @@ join_plan_read(Jsonb *plan)
 		side->evicted = after != NULL;
 		side->evict_after_us = after ? strtoll(after, NULL, 10) : 0;
 		side->preserved = preserved != NULL && strcmp(preserved, "true") == 0;
+		side->time_column = jsonb_get_text(join, psprintf("time_column_%d", s));
+		side->batch_column = jsonb_get_text(join, psprintf("batch_column_%d", s));
 	}
 	return jp;
+}
+
+bool
+join_side_cutoff(const JoinSidePlan *side, TimestampTz wm, TimestampTz *cutoff)
+{
+	if (!side->evicted)
+		return false;
+	/* out of reach: event time + evict_after_us < wm */
+	if (side->evict_after_us > 0 && wm < DT_NOBEGIN + side->evict_after_us)
+		return false;
+	if (side->evict_after_us < 0 && wm > DT_NOEND + side->evict_after_us)
+		return false;
+	*cutoff = wm - side->evict_after_us;
+	return true;
 }
 
 TimestampTz
@@ -205,8 +228,9 @@ unmatched_rows(QueryRunner *r, int side)
 }
 
 BatchInput *
-join_apply(QueryRunner *r, BatchInput *input, bool has_wm, TimestampTz wm)
+join_apply(QueryRunner *r, BatchInput *input, int64 batch_id, bool has_wm, TimestampTz wm)
 {
+	Datum		batch = Int64GetDatum(batch_id);
 	JoinPlan   *jp = r->query->join;
 	int			preserved = preserved_side(jp);
 	Datum		new_locations = (Datum) 0;
@@ -219,7 +243,7 @@ join_apply(QueryRunner *r, BatchInput *input, bool has_wm, TimestampTz wm)
 
 		if (input_rows(input, r->readers[s]->source->source_id) == 0)
 			continue;
-		n = runner_run(r, STMT_JOIN_INSERT_0 + s, input, NULL);
+		n = runner_run(r, STMT_JOIN_INSERT_0 + s, input, &batch);
 		r->join_rows[s] += (int64) n;
 		if (s == preserved)
 			new_locations = returned_locations();
@@ -242,18 +266,13 @@ join_apply(QueryRunner *r, BatchInput *input, bool has_wm, TimestampTz wm)
 		return NULL;
 	for (int s = 0; s < r->nreaders; s++)
 	{
-		const JoinSidePlan *side = &jp->sides[s];
+		TimestampTz before;
 		Datum		cutoff;
 		uint64		n;
 
-		if (!side->evicted)
+		if (!join_side_cutoff(&jp->sides[s], wm, &before))
 			continue;
-		/* out of reach: event time + evict_after_us < wm */
-		if (side->evict_after_us > 0 && wm < DT_NOBEGIN + side->evict_after_us)
-			continue;
-		if (side->evict_after_us < 0 && wm > DT_NOEND + side->evict_after_us)
-			continue;
-		cutoff = TimestampTzGetDatum(wm - side->evict_after_us);
+		cutoff = TimestampTzGetDatum(before);
 		n = runner_run(r, STMT_JOIN_EVICT_0 + s, NULL, &cutoff);
 		r->join_rows[s] -= (int64) n;
 		if (s == preserved && n > 0)

@@ -47,6 +47,10 @@ typedef struct JoinSidePlan
 								 * before the watermark */
 	bool		preserved;		/* outer join: rows without a match are
 								 * emitted, NULL-extended, when they go */
+	char	   *time_column;	/* the join table's columns: the event time, */
+	char	   *batch_column;	/* and the batch that wrote the row, or NULL
+								 * (compiled before rows had it, or the
+								 * preserved side, whose rows change) */
 } JoinSidePlan;
 
 typedef struct JoinPlan
@@ -59,6 +63,12 @@ typedef struct JoinPlan
 /* The plan's "join" member (NULL: not a join), and writing it. */
 extern JoinPlan *join_plan_read(Jsonb *plan);
 extern void join_plan_json(const JoinPlan *jp, StringInfo plan);
+
+/*
+ * The event time before which a side's rows are out of reach at watermark
+ * wm (false: none is, or the side keeps its rows).
+ */
+extern bool join_side_cutoff(const JoinSidePlan *side, TimestampTz wm, TimestampTz *cutoff);
 
 /* The watermark that closes windows over the join. */
 extern TimestampTz join_held_watermark(const JoinPlan *jp, TimestampTz watermark);
@@ -82,8 +92,8 @@ extern void join_batch_end(struct QueryRunner *r, TransactionId catalog_xmin);
  *		the input of STMT_JOIN_UNMATCHED (the other side's view empty), or
  *		NULL if none.
  */
-extern BatchInput *join_apply(struct QueryRunner *r, BatchInput *input, bool has_wm,
-							  TimestampTz wm);
+extern BatchInput *join_apply(struct QueryRunner *r, BatchInput *input, int64 batch_id,
+							  bool has_wm, TimestampTz wm);
 
 /* The rows of both sides' join state, for progress.state_rows. */
 extern int64 join_state_rows(struct QueryRunner *r);
