@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * join.h
- *	  Stream-stream joins: what a compiled join keeps in its plan, and what
- *	  a batch of one does with the join's state (join.c).
+ *	  Stream-stream joins: what a compiled join keeps in its plan
+ *	  (join_plan.c), and what a batch of one does with the join's state
+ *	  (join.c).
  *
  * A query over two sources joins them on an equality and an event-time
  * range, Spark's stream-stream join: every pair of rows that meets the

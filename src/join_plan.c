@@ -1,0 +1,95 @@
+/*-------------------------------------------------------------------------
+ *
+ * join_plan.c
+ *	  A stream-stream join's plan (join.h): written by the compiler into the
+ *	  query's plan, read back with the catalog, and the times it implies.
+ *
+ * Apart from join.c, which runs a join's batches: reading a query from the
+ * catalog needs its plan, and nothing of a batch.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "utils/builtins.h"
+#include "utils/json.h"
+#include "utils/jsonb.h"
+#include "utils/timestamp.h"
+
+#include "join.h"
+#include "options.h"
+
+void
+join_plan_json(const JoinPlan *jp, StringInfo plan)
+{
+	appendStringInfo(plan, ", \"join\": {\"hold_us\": " INT64_FORMAT, jp->hold_us);
+	for (int s = 0; s < QUERY_MAX_SOURCES; s++)
+	{
+		const JoinSidePlan *side = &jp->sides[s];
+
+		appendStringInfo(plan, ", \"event_time_%d\": ", s);
+		escape_json(plan, side->event_time_expr);
+		if (side->evicted)
+			appendStringInfo(plan, ", \"evict_after_us_%d\": " INT64_FORMAT, s, side->evict_after_us);
+		if (side->preserved)
+			appendStringInfo(plan, ", \"preserved_%d\": true", s);
+		appendStringInfo(plan, ", \"time_column_%d\": ", s);
+		escape_json(plan, side->time_column);
+		if (side->batch_column != NULL)
+		{
+			appendStringInfo(plan, ", \"batch_column_%d\": ", s);
+			escape_json(plan, side->batch_column);
+		}
+	}
+	appendStringInfoChar(plan, '}');
+}
+
+JoinPlan *
+join_plan_read(Jsonb *plan)
+{
+	char	   *plan_json = jsonb_get_text(plan, "join");
+	Jsonb	   *join;
+	JoinPlan   *jp;
+
+	if (plan_json == NULL)
+		return NULL;
+	join = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(plan_json)));
+	jp = palloc0(sizeof(JoinPlan));
+	jp->hold_us = strtoll(jsonb_get_text(join, "hold_us"), NULL, 10);
+	for (int s = 0; s < QUERY_MAX_SOURCES; s++)
+	{
+		JoinSidePlan *side = &jp->sides[s];
+		char	   *after = jsonb_get_text(join, psprintf("evict_after_us_%d", s));
+		char	   *preserved = jsonb_get_text(join, psprintf("preserved_%d", s));
+
+		side->event_time_expr = jsonb_get_text(join, psprintf("event_time_%d", s));
+		side->evicted = after != NULL;
+		side->evict_after_us = after ? strtoll(after, NULL, 10) : 0;
+		side->preserved = preserved != NULL && strcmp(preserved, "true") == 0;
+		side->time_column = jsonb_get_text(join, psprintf("time_column_%d", s));
+		side->batch_column = jsonb_get_text(join, psprintf("batch_column_%d", s));
+	}
+	return jp;
+}
+
+bool
+join_side_cutoff(const JoinSidePlan *side, TimestampTz wm, TimestampTz *cutoff)
+{
+	if (!side->evicted)
+		return false;
+	/* out of reach: event time + evict_after_us < wm */
+	if (side->evict_after_us > 0 && wm < DT_NOBEGIN + side->evict_after_us)
+		return false;
+	if (side->evict_after_us < 0 && wm > DT_NOEND + side->evict_after_us)
+		return false;
+	*cutoff = wm - side->evict_after_us;
+	return true;
+}
+
+TimestampTz
+join_held_watermark(const JoinPlan *jp, TimestampTz watermark)
+{
+	if (watermark < DT_NOBEGIN + jp->hold_us)
+		return DT_NOBEGIN;
+	return watermark - jp->hold_us;
+}
