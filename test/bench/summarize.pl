@@ -133,7 +133,7 @@ push @md, '';
 push @md, "Input: $meta{events} JSON events of about $meta{payload_bytes} bytes in one topic of "
   . "$meta{partitions} partitions on the test broker (librdkafka's mock cluster, loopback TCP), "
   . "produced with linger.ms=100 and batch.num.messages=100000. Batches and COPY transactions "
-  . "hold $meta{batch} events. Medians of $meta{repeat} runs where repeated; every run was checked "
+  . "hold $meta{batch} events. Medians of $meta{repeat} runs where repeated; every run is checked "
   . "(group count, total count and sum of the result against the generator's figures). Case 5 reads "
   . "the same events as rows of a table (see below).";
 push @md, '';
@@ -182,8 +182,7 @@ push @md, 'The test broker is latency-bound, not CPU-bound: every consumer waits
   . 'first message. The raw ceiling is the fastest of its runs, so ratios against it are conservative. '
   . 'Both it and streamwin set queued.min.messages to ten batches\' worth: with librdkafka\'s default '
   . '(100,000 messages over all partitions) the fetcher stops and backs off for about half a second '
-  . 'whenever the queue is that full, which made the same read take 1 s or 2.5-3.6 s from run to run. '
-  . 'CPU per event is stable across runs.';
+  . 'whenever the queue is that full.';
 push @md, '';
 
 # --- ratios ----------------------------------------------------------------------
@@ -541,7 +540,7 @@ if (%lats)
 	  . 'answering as soon as data arrives (as a real broker does), so on it Kafka alone costs up to '
 	  . 'fetch.wait.max.ms. The run is made twice: with streamwin\'s default for a worker (half its '
 	  . 'trigger_interval, here 50 ms) and with the source option {"kafka": {"fetch.wait.max.ms": "100"}} '
-	  . '(the default before, and still that of run_batch() in a session).';
+	  . '(that of run_batch() in a session).';
 	push @md, '';
 	push @md, '| fetch.wait.max.ms | | p50 ms | p99 ms | max ms |';
 	push @md, '|---:|---|---:|---:|---:|';
