@@ -43,6 +43,33 @@
 #                  included; streamwin.checkpoint_interval BENCH_STATE_CKPT
 #                  (20) and checkpoint_min_interval 0 meanwhile, so that
 #                  every BENCH_STATE_CKPT-th batch takes a checkpoint
+#   join           case J, a stream-stream join (gen_join.pl): BENCH_JOIN_EVENTS
+#                  impressions {imp_id, ad_id (one of 10,000), imp_time} in
+#                  topic impressions and as many clicks {click_id, imp_id,
+#                  ad_id, click_time} in topic clicks (BENCH_JOIN_PARTITIONS
+#                  partitions each, each produced in event-time order, round
+#                  robin; BENCH_JOIN_RATE impressions per second of event
+#                  time; a click comes 1 s to 20 minutes after its
+#                  impression, 45% of the impressions have none), joined
+#                  like the README's example:
+#     (J)  an inner join, c.ad_id = i.ad_id AND c.imp_id = i.imp_id AND
+#          c.click_time BETWEEN i.imp_time AND i.imp_time + 10 minutes,
+#          watermark 1 minute, append mode
+#     (JA) count per ad per 1-minute tumble of imp_time over that join,
+#          watermark 1 minute, update mode
+#                  each run_available like cases 1-4, with the state rows
+#                  each batch left (streamwin.progress.state_rows: both
+#                  sides' join state, and JA's open groups); against, in the
+#                  same run, the raw ceiling (raw_consume over each topic,
+#                  one after the other, their wall and CPU summed: the
+#                  fastest of BENCH_RAW_REPEAT such pairs) and plain SQL
+#                  (see run_join_sql: the same events COPYed from CSV into
+#                  two ordinary tables, VACUUM ANALYZE, then one INSERT ...
+#                  SELECT ... JOIN, and one with GROUP BY for JA; the
+#                  statement alone and load + statement are reported).
+#                  Checked against gen_join.pl's figures: pairs, distinct
+#                  clicks, sums of click_id, imp_id and the delays in ms (JA:
+#                  groups, sum of n, of n * n, of ad_id * n)
 #   table source   case 5: case 1's query over a table source (logical
 #                  decoding, streamwin's own output plugin), against two
 #                  baselines over the same rows, measured in the same run.
@@ -100,24 +127,31 @@
 # of event time), BENCH_STATE_GROUPS (2000000), BENCH_STATE_PARTITIONS (40: a
 # divisor of 1,000, so that a batch takes 1,000 / 40 events from each
 # partition and holds exactly one of gen_state.pl's blocks of 100 groups),
-# BENCH_STATE_BATCHES (300), BENCH_STATE_CKPT (20),
+# BENCH_STATE_BATCHES (300), BENCH_STATE_CKPT (20), BENCH_JOIN_EVENTS
+# (500000 per side), BENCH_JOIN_PARTITIONS (16 per topic: about 3 MB each),
+# BENCH_JOIN_RATE (200 impressions per second of event time: 500,000
+# impressions span 42 minutes, so that join state is evicted as the
+# watermark moves on),
 # BENCH_ONLY (a subset of "raw streamwin worker table alternatives latency
-# case6 nexmark_hop nexmark_session state"; "raw" is the raw ceiling on ev,
+# case6 nexmark_hop nexmark_session state join"; "raw" is the raw ceiling on ev,
 # "table" case 5 with its baselines and its worker run, "worker" case 1's
 # worker run, "case6" case 6 with its raw ceiling on ev6, "nexmark_hop" and
 # "nexmark_session" cases N1 and N2 (with the raw ceiling on bids), "state"
-# case S), BENCH_CASES (which of cases "1 1p 1d 2 3 4" the parts "streamwin"
+# case S, "join" cases J and JA with their raw ceiling and plain SQL),
+# BENCH_CASES (which of cases "1 1p 1d 2 3 4" the parts "streamwin"
 # and "alternatives" run; 1p is (1+)),
 # BENCH_PROFILE=1 (perf profiles of cases 1 and 2, of the latency worker and
-# of the new cases selected (6, N1, N2, and S's procedure loop), needs perf
+# of the new cases selected (6, N1, N2, J, and S's procedure loop), needs perf
 # and root or perf_event_paranoid <= 1), BENCH_KEEP=1 (keep the work
 # directory), BENCH_OUT, PG_CONFIG (the pg_config of the PostgreSQL to use:
 # its server binaries are copied, the extension is installed next to them).
 #
 # BENCH_SHORT=1: a quick check that the harness works, not a measurement:
 # 100,000 events in batches of 20,000, one run of everything, 100,000 bids,
-# a state of 200,000 groups and 40 timed batches, 5 s of latency stream (each
-# can still be set), and BENCH_OUT defaults to
+# a state of 200,000 groups and 40 timed batches, 5 s of latency stream,
+# 50,000 impressions and as many clicks at 50 impressions per second (about
+# 17 minutes of event time, so that join state is evicted here too; each can
+# still be set), and BENCH_OUT defaults to
 # ${TMPDIR:-/tmp}/streamwin-bench-short, so that test/bench/results.md is
 # left alone.  `make bench` does not set it.
 set -euo pipefail
@@ -143,8 +177,11 @@ BENCH_STATE_GROUPS=${BENCH_STATE_GROUPS:-$(short 200000 2000000)}
 BENCH_STATE_PARTITIONS=${BENCH_STATE_PARTITIONS:-40}
 BENCH_STATE_BATCHES=${BENCH_STATE_BATCHES:-$(short 40 300)}
 BENCH_STATE_CKPT=${BENCH_STATE_CKPT:-20}
+BENCH_JOIN_EVENTS=${BENCH_JOIN_EVENTS:-$(short 50000 500000)}
+BENCH_JOIN_PARTITIONS=${BENCH_JOIN_PARTITIONS:-16}
+BENCH_JOIN_RATE=${BENCH_JOIN_RATE:-$(short 50 200)}
 BENCH_PROFILE=${BENCH_PROFILE:-0}
-BENCH_ONLY=${BENCH_ONLY:-raw streamwin worker table alternatives latency case6 nexmark_hop nexmark_session state}
+BENCH_ONLY=${BENCH_ONLY:-raw streamwin worker table alternatives latency case6 nexmark_hop nexmark_session state join}
 BENCH_CASES=${BENCH_CASES:-1 1p 1d 2 3 4}
 LAT_PARTITIONS=8
 
@@ -312,6 +349,19 @@ if only state; then
 	chmod -R a+rX "$work/state"
 	topics+=(--topic "st:$BENCH_STATE_PARTITIONS")
 fi
+if only join; then
+	say "Generating case J's $BENCH_JOIN_EVENTS impressions and as many clicks, $BENCH_JOIN_RATE impressions per second"
+	mkdir -p "$work/join"
+	perl "$bench/gen_join.pl" --events "$BENCH_JOIN_EVENTS" --partitions "$BENCH_JOIN_PARTITIONS" \
+		--rate "$BENCH_JOIN_RATE" --out "$work/join"
+	# shellcheck disable=SC1091
+	source "$work/join/expected.env"
+	chmod -R a+rX "$work/join"
+	echo "$J_IMPS impressions ($(($(stat -c %s "$work/join/imps.tsv") / 1000000)) MB), $J_CLICKS clicks" \
+		"($(($(stat -c %s "$work/join/clks.tsv") / 1000000)) MB) over $J_SPAN_S s of event time;" \
+		"$J_IMPS_WITHOUT_CLICK impressions without a click; pairs $J_PAIRS; JA groups (minute, ad) $J_AGG_GROUPS"
+	topics+=(--topic "impressions:$BENCH_JOIN_PARTITIONS" --topic "clicks:$BENCH_JOIN_PARTITIONS")
+fi
 
 # --- the Kafka broker ------------------------------------------------------------
 say "Starting the Kafka test broker (${topics[*]})"
@@ -344,6 +394,10 @@ only case6 && produce "$work/data6/events.tsv" ev6
 nexmark_wanted && produce "$work/nexmark/bids.tsv" bids
 # case S's timed events come later, once the state is built
 only state && produce "$work/state/build.tsv" st
+if only join; then
+	produce "$work/join/imps.tsv" impressions
+	produce "$work/join/clks.tsv" clicks
+fi
 
 # --- the cluster ---------------------------------------------------------------------
 say "Creating the PostgreSQL cluster"
@@ -408,6 +462,15 @@ nexmark_wanted && sql -c "SELECT streamwin.create_kafka_source('bids', '$brokers
 # streamwin.max_records_per_batch (100,000), the timed ones set it to 1,000
 only state && sql -c "SELECT streamwin.create_kafka_source('st', '$brokers', 'st',
 	'g bigint, h int, v bigint', 'json')" >/dev/null
+if only join; then
+	sql >/dev/null <<EOF
+SELECT streamwin.create_kafka_source('impressions', '$brokers', 'impressions',
+	'imp_id bigint, ad_id int, imp_time timestamptz', 'json', '{"max_records_per_batch": $BENCH_BATCH}');
+SELECT streamwin.create_kafka_source('clicks', '$brokers', 'clicks',
+	'click_id bigint, imp_id bigint, ad_id int, click_time timestamptz', 'json',
+	'{"max_records_per_batch": $BENCH_BATCH}');
+EOF
+fi
 libpath=$(sql -c "SELECT setting FROM pg_config() WHERE name = 'PKGLIBDIR'")
 [[ $libpath == "$inst$PG_PKGLIBDIR" ]] ||
 	{ echo "the server does not use the private installation ($libpath)" >&2; exit 1; }
@@ -501,6 +564,20 @@ check_counts() {
 	fi
 }
 
+# check_pairs TABLE: "ok" if TABLE (ad_id, imp_id, click_id, delay) has
+# the pairs gen_join.pl counted: their number, each click once, the sums of
+# click_id and imp_id, and of the delays in milliseconds.
+check_pairs() {
+	local got want="$J_PAIRS $J_PAIRS $J_SUM_CLICK $J_SUM_IMP $J_SUM_DELAY_MS"
+	got=$(sql -F ' ' -c "SELECT count(*), count(DISTINCT click_id), coalesce(sum(click_id), 0),
+		coalesce(sum(imp_id), 0), coalesce(sum(extract(epoch FROM delay) * 1000), 0)::bigint FROM $1")
+	if [[ $got == "$want" ]]; then
+		echo ok
+	else
+		echo "WRONG(got_pairs_clicks_sumclick_sumimp_delayms=${got// /,};want=${want// /,})"
+	fi
+}
+
 case_sql() {
 	case $1 in
 	1) echo "SELECT k, count(*) AS n, sum(v) AS s, avg(v) AS a FROM ev GROUP BY streamwin.tumble(ts, '1 minute'), k" ;;
@@ -523,10 +600,33 @@ case_sql() {
 	# auction, q11's sessions (gap 10 s) counting bids per bidder
 	N1) echo "SELECT auction, count(*) AS n FROM bids GROUP BY streamwin.hop(date_time, '10 seconds', '2 seconds'), auction" ;;
 	N2) echo "SELECT bidder, count(*) AS n FROM bids GROUP BY streamwin.session(date_time, '10 seconds'), bidder" ;;
+	# a stream-stream join, as in the README's example, and a windowed
+	# count over it
+	J) echo "SELECT i.ad_id, i.imp_id, c.click_id, c.click_time - i.imp_time AS delay" \
+		"FROM impressions i JOIN clicks c ON $(join_on)" ;;
+	JA) echo "SELECT i.ad_id, count(*) AS n FROM impressions i JOIN clicks c ON $(join_on)" \
+		"GROUP BY streamwin.tumble(i.imp_time, '1 minute'), i.ad_id" ;;
 	esac
 }
-case_watermark() { [[ $1 == N* ]] && echo "'4 seconds'" || echo NULL; }   # create_query's watermark
-case_events() { [[ $1 == N* ]] && echo "$NX_BIDS" || echo "$EXPECT_EVENTS"; }   # events in its topic
+join_on() {
+	echo "c.ad_id = i.ad_id AND c.imp_id = i.imp_id" \
+		"AND c.click_time BETWEEN i.imp_time AND i.imp_time + interval '10 minutes'"
+}
+case_watermark() {   # create_query's watermark
+	case $1 in
+	N*) echo "'4 seconds'" ;;
+	J*) echo "'1 minute'" ;;
+	*) echo NULL ;;
+	esac
+}
+case_mode() { [[ $1 == J ]] && echo append || echo update; }   # create_query's output_mode
+case_events() {   # events in its topic(s)
+	case $1 in
+	N*) echo "$NX_BIDS" ;;
+	J*) echo "$((J_IMPS + J_CLICKS))" ;;
+	*) echo "$EXPECT_EVENTS" ;;
+	esac
+}
 case_groups() { local v=EXPECT_GROUPS_$1; [[ $1 == 5 || $1 == 1p || $1 == 1d ]] && v=EXPECT_GROUPS_1; echo "${!v}"; }   # 5, 1+, 1d: case 1's groups
 case_factor() { [[ $1 == 3 ]] && echo 10 || echo 1; }   # windows per event
 case_sum() { calc "$EXPECT_SUM_V * $(case_factor "$1")"; }
@@ -536,6 +636,8 @@ case_check() {
 	6) check_result "$2" "$C6_GROUPS" "$EXPECT_EVENTS" "$C6_SUM" ;;
 	N1) check_counts "$2" auction "$NX_HOP_GROUPS" "$NX_HOP_N" "$NX_HOP_SQ" "$NX_HOP_KEY" ;;
 	N2) check_counts "$2" bidder "$NX_SESSION_GROUPS" "$NX_SESSION_N" "$NX_SESSION_SQ" "$NX_SESSION_KEY" ;;
+	J) check_pairs "$2" ;;
+	JA) check_counts "$2" ad_id "$J_AGG_GROUPS" "$J_AGG_N" "$J_AGG_SQ" "$J_AGG_KEY" ;;
 	*) check_result "$2" "$(case_groups "$1")" "$((EXPECT_EVENTS * $(case_factor "$1")))" "$(case_sum "$1")" ;;
 	esac
 }
@@ -574,7 +676,7 @@ run_streamwin() {
 	sql -c "SELECT streamwin.drop_query(name, true) FROM streamwin.queries WHERE name = '$q'" >/dev/null
 	sql >/dev/null <<EOF
 SELECT streamwin.create_query('$q', \$q\$$(case_sql "$c")\$q\$, watermark => $(case_watermark "$c"),
-	output_mode => 'update', start => false);
+	output_mode => '$(case_mode "$c")', start => false);
 CHECKPOINT;
 EOF
 	cat >"$work/run_$q.sql" <<EOF
@@ -613,6 +715,13 @@ EOF
 	if [[ $c == N* ]]; then
 		note+="; late rows dropped $late; state rows after the last batch $(sql -c "SELECT state_rows
 			FROM streamwin.progress WHERE query = '$q' ORDER BY batch_id DESC LIMIT 1")"
+	elif [[ $c == J* ]]; then
+		# each batch's duration, and the join state (with JA's open groups)
+		# each batch left
+		note+=";late=$late;$(sql -c "SELECT 'batch_ms=' || string_agg(round(duration_ms)::text, ' ' ORDER BY batch_id)
+			|| ';state=' || string_agg(state_rows::text, ' ' ORDER BY batch_id)
+			|| ';result_rows=' || (SELECT count(*) FROM $q)
+			FROM streamwin.progress WHERE query = '$q'")"
 	fi
 	record "$c" "$approach" "$rep" "$input" "$M_WALL" "$M_CPU" "$M_HWM" "$M_ANON" "$chk" "$note"
 	sql -c "SELECT streamwin.drop_query('$q', true)" >/dev/null
@@ -687,6 +796,110 @@ if nexmark_wanted; then
 		for ((rep = 1; rep <= BENCH_REPEAT; rep++)); do
 			run_streamwin "$c" "$rep"
 		done
+	done
+fi
+
+# --- case J: a stream-stream join ----------------------------------------------------
+# run_join_raw REP: the bare consumer over topic impressions, then over
+# topic clicks: one record with the two runs' wall and CPU summed.
+run_join_raw() {
+	local rep=$1 t line w=0 cpu=0 msgs=0 rss=0 chk=ok note='' b0 b1
+	b0=$(proc_cpu "$broker_pid")
+	for t in impressions clicks; do
+		line=$(test/bench/raw_consume --brokers "$brokers" --topic "$t" \
+			--partitions "$BENCH_JOIN_PARTITIONS" --expect "$J_IMPS")
+		eval "$line"   # messages= bytes= wall_s= cpu_s= user_s= sys_s= maxrss_kb= first_s=
+		# shellcheck disable=SC2154
+		[[ $messages == "$J_IMPS" ]] || chk="WRONG(messages_$t=$messages)"
+		# shellcheck disable=SC2154
+		w=$(calc "$w + $wall_s") cpu=$(calc "$cpu + $cpu_s") msgs=$((msgs + messages))
+		# shellcheck disable=SC2154
+		if ((maxrss_kb > rss)); then rss=$maxrss_kb; fi
+		# shellcheck disable=SC2154
+		note+="$t: wall ${wall_s} s, CPU ${cpu_s} s, first message after ${first_s} s; "
+	done
+	b1=$(proc_cpu "$broker_pid")
+	record J raw "$rep" "$msgs" "$w" "$cpu" "$rss" "$rss" "$chk" "${note}broker CPU $(calc "$b1 - $b0") s"
+}
+
+# run_join_sql REP: the plain SQL baseline of cases J and JA, in one
+# session with work_mem = 64MB (streamwin.batch_work_mem's default, the
+# work_mem of streamwin's batch statements): the impressions and clicks
+# COPYed from gen_join.pl's CSV into two fresh ordinary tables (autovacuum
+# off on them, as on case 5's table, so that it cannot start in the middle
+# of a measurement), VACUUM (ANALYZE) of both (what autovacuum would do
+# before a cron job came), then case J's join as one INSERT ... SELECT into a
+# table like streamwin's result, then case JA's as one INSERT ... SELECT ...
+# GROUP BY.  Each step is timed by probes of the backend between them;
+# recorded: each statement alone (approach join_sql) and load (COPY + VACUUM
+# ANALYZE) + statement (join_sql_load).  Both results are checked.
+run_join_sql() {
+	local rep=$1 file=$work/join_sql.sql out=$work/log/join_sql_r$1.out
+	local chk chk_a t0 c0 t1 c1 t2 c2 t3 c3 h3 a3 t4 c4 h4 a4 steps
+	sql >/dev/null <<EOF
+DROP TABLE IF EXISTS j_imp, j_clk, j_pairs_sql, j_agg_sql;
+CREATE TABLE j_imp (imp_id bigint, ad_id int, imp_time timestamptz) WITH (autovacuum_enabled = false);
+CREATE TABLE j_clk (click_id bigint, imp_id bigint, ad_id int, click_time timestamptz)
+	WITH (autovacuum_enabled = false);
+CREATE TABLE j_pairs_sql (ad_id int, imp_id bigint, click_id bigint, delay interval);
+CREATE TABLE j_agg_sql (window_start timestamptz, window_end timestamptz, ad_id int, n bigint,
+	PRIMARY KEY (window_start, ad_id));
+CHECKPOINT;
+EOF
+	cat >"$file" <<EOF
+SET work_mem = '64MB';
+SELECT t AS t0, cpu AS c0 FROM bench_probe() \gset
+COPY j_imp FROM '$work/join/imps.csv' (FORMAT csv);
+COPY j_clk FROM '$work/join/clks.csv' (FORMAT csv);
+SELECT t AS t1, cpu AS c1 FROM bench_probe() \gset
+VACUUM (ANALYZE) j_imp, j_clk;
+SELECT t AS t2, cpu AS c2 FROM bench_probe() \gset
+INSERT INTO j_pairs_sql
+SELECT i.ad_id, i.imp_id, c.click_id, c.click_time - i.imp_time
+  FROM j_imp i JOIN j_clk c ON $(join_on);
+SELECT t AS t3, cpu AS c3, hwm_kb AS h3, anon_kb AS a3 FROM bench_probe() \gset
+INSERT INTO j_agg_sql
+SELECT w.ws, w.ws + interval '1 minute', i.ad_id, count(*)
+  FROM j_imp i JOIN j_clk c ON $(join_on)
+       CROSS JOIN LATERAL (SELECT date_bin('1 minute', i.imp_time, timestamptz 'epoch')) AS w(ws)
+ GROUP BY 1, 3;
+SELECT t AS t4, cpu AS c4, hwm_kb AS h4, anon_kb AS a4 FROM bench_probe() \gset
+\echo JSQL :t0 :c0 :t1 :c1 :t2 :c2 :t3 :c3 :h3 :a3 :t4 :c4 :h4 :a4
+EOF
+	"${PSQL[@]}" -At -f "$file" >"$out" 2>&1 || {
+		cat "$out" >&2
+		record J join_sql "$rep" 0 0 0 0 0 FAILED "see $out"
+		return
+	}
+	read -r _ t0 c0 t1 c1 t2 c2 t3 c3 h3 a3 t4 c4 h4 a4 < <(grep '^JSQL ' "$out")
+	chk=$(check_pairs j_pairs_sql)
+	chk_a=$(check_counts j_agg_sql ad_id "$J_AGG_GROUPS" "$J_AGG_N" "$J_AGG_SQ" "$J_AGG_KEY")
+	steps="COPY $(calc "$t1 - $t0") s (CPU $(calc "$c1 - $c0")), VACUUM ANALYZE $(calc "$t2 - $t1") s (CPU $(calc "$c2 - $c1"))"
+	record J join_sql "$rep" "$((J_IMPS + J_CLICKS))" "$(calc "$t3 - $t2")" "$(calc "$c3 - $c2")" \
+		"$h3" "$a3" "$chk" "the INSERT ... SELECT ... JOIN alone, after the load"
+	record J join_sql_load "$rep" "$((J_IMPS + J_CLICKS))" "$(calc "$t3 - $t0")" "$(calc "$c3 - $c0")" \
+		"$h3" "$a3" "$chk" "$steps, then the join $(calc "$t3 - $t2") s"
+	record JA join_sql "$rep" "$((J_IMPS + J_CLICKS))" "$(calc "$t4 - $t3")" "$(calc "$c4 - $c3")" \
+		"$h4" "$a4" "$chk_a" "the INSERT ... SELECT ... JOIN ... GROUP BY alone, after the load"
+	record JA join_sql_load "$rep" "$((J_IMPS + J_CLICKS))" "$(calc "$t2 - $t0 + $t4 - $t3")" \
+		"$(calc "$c2 - $c0 + $c4 - $c3")" "$h4" "$a4" "$chk_a" "$steps, then the statement $(calc "$t4 - $t3") s"
+	sql -c "DROP TABLE j_imp, j_clk, j_pairs_sql, j_agg_sql" >/dev/null
+}
+
+if only join; then
+	say "Raw ceiling on impressions and clicks, $BENCH_RAW_REPEAT runs of one over each (the fastest pair is the ceiling)"
+	for ((rep = 1; rep <= BENCH_RAW_REPEAT; rep++)); do
+		run_join_raw "$rep"
+	done
+	for c in J JA; do
+		say "streamwin case $c, $BENCH_REPEAT runs, watermark 1 minute, $(case_mode "$c") mode: $(case_sql "$c")"
+		for ((rep = 1; rep <= BENCH_REPEAT; rep++)); do
+			run_streamwin "$c" "$rep"
+		done
+	done
+	say "Plain SQL over the same impressions and clicks in two tables, $BENCH_REPEAT runs"
+	for ((rep = 1; rep <= BENCH_REPEAT; rep++)); do
+		run_join_sql "$rep"
 	done
 fi
 
@@ -1592,6 +1805,7 @@ if [[ $BENCH_PROFILE == 1 ]]; then
 	only case6 && cases+=(6)
 	only nexmark_hop && cases+=(N1)
 	only nexmark_session && cases+=(N2)
+	only join && cases+=(J)
 	say "Profiles (perf) of cases ${cases[*]}"
 	for c in "${cases[@]}"; do
 		run_streamwin "$c" p perf
@@ -1631,6 +1845,14 @@ perl "$bench/summarize.pl" --results "$results" --out "$BENCH_OUT" \
 		printf 'st_groups=%s\n' "${ST_GROUPS:-}"
 		printf 'st_partitions=%s\n' "$BENCH_STATE_PARTITIONS"
 		printf 'st_batches=%s\n' "$BENCH_STATE_BATCHES"
+		printf 'j_events=%s\n' "${J_IMPS:-}"
+		printf 'j_pairs=%s\n' "${J_PAIRS:-}"
+		printf 'j_without_click=%s\n' "${J_IMPS_WITHOUT_CLICK:-}"
+		printf 'j_ads=%s\n' "${J_ADS:-}"
+		printf 'j_span_s=%s\n' "${J_SPAN_S:-}"
+		printf 'j_agg_groups=%s\n' "${J_AGG_GROUPS:-}"
+		printf 'j_rate=%s\n' "$BENCH_JOIN_RATE"
+		printf 'j_partitions=%s\n' "$BENCH_JOIN_PARTITIONS"
 	)"
 if ((failed_checks > 0)); then
 	echo "$failed_checks run(s) failed their correctness check: see the table" >&2

@@ -11,7 +11,10 @@
 # repetition (case 1 has one worker run).  Case 6 has its own raw ceiling (its
 # own topic), N0 is the raw ceiling on the Nexmark-shaped bids of N1 and N2,
 # S the large-state case (its build in workers, its timed batches with their
-# statistics in the note).  Repeated runs are summarised by their medians;
+# statistics in the note), J and JA the stream-stream join and the windowed
+# count over it (their raw ceiling is J's: one consumer over each topic,
+# summed; their plain SQL baselines are join_sql, the statement alone, and
+# join_sql_load, with the load before it).  Repeated runs are summarised by their medians;
 # the runs made for a profile (rep "p", slowed down by perf) are left out.
 use strict;
 use warnings;
@@ -35,8 +38,11 @@ my %label = (
 	pg_recvlogical => 'pg_recvlogical + test_decoding',
 	plain_sql      => 'plain SQL over the table, one statement',
 	one_txn        => 'streamwin: run_available(), the rows loaded in one transaction',
+	join_sql       => 'plain SQL over the two tables, one statement',
+	join_sql_load  => 'plain SQL: COPY into two tables, VACUUM ANALYZE, then that statement',
 );
-my @order = qw(raw floor streamwin worker one_txn copy_json copy_csv trigger trigger_insert pg_recvlogical plain_sql);
+my @order = qw(raw floor streamwin worker one_txn copy_json copy_csv trigger trigger_insert pg_recvlogical plain_sql
+  join_sql join_sql_load);
 my %case_name = (
 	0 => 'all',
 	1 => '(1) tumble 1 min, 1,000 keys',
@@ -50,6 +56,8 @@ my %case_name = (
 	N0   => 'Nexmark-shaped bids',
 	N1   => '(N1) Nexmark-shaped: hop 10 s / 2 s, count per auction',
 	N2   => '(N2) Nexmark-shaped: session (gap 10 s), count per bidder',
+	J    => '(J) stream-stream join, impressions x clicks (append)',
+	JA   => '(JA) count per ad per 1-min tumble over the join (update)',
 );
 
 # --- read --------------------------------------------------------------------
@@ -116,7 +124,7 @@ push @md, '# streamwin benchmark results', '';
 push @md, '**BENCH_SHORT=1: a check that the harness works, with few events; these are not measurements.**', ''
   if $meta{short};
 push @md, "Produced by `make bench` (test/bench/run_bench.sh) on $meta{date}, commit $meta{commit}"
-  . ($meta{only} && $meta{only} ne 'raw streamwin worker table alternatives latency case6 nexmark_hop nexmark_session state'
+  . ($meta{only} && $meta{only} ne 'raw streamwin worker table alternatives latency case6 nexmark_hop nexmark_session state join'
 	? ", with BENCH_ONLY=\"$meta{only}\"." : '.');
 push @md, "Machine: $meta{cores} cores ($meta{cpu}), $meta{memory}; $meta{postgres}; librdkafka $meta{librdkafka}.";
 push @md, "Load average when the run ended: $meta{loadavg_end} (other work on the machine shows up in wall times first)"
@@ -125,7 +133,7 @@ push @md, '';
 push @md, "Input: $meta{events} JSON events of about $meta{payload_bytes} bytes in one topic of "
   . "$meta{partitions} partitions on the test broker (librdkafka's mock cluster, loopback TCP), "
   . "produced with linger.ms=100 and batch.num.messages=100000. Batches and COPY transactions "
-  . "hold $meta{batch} events. Medians of $meta{repeat} runs where repeated; every run was checked "
+  . "hold $meta{batch} events. Medians of $meta{repeat} runs where repeated; every run is checked "
   . "(group count, total count and sum of the result against the generator's figures). Case 5 reads "
   . "the same events as rows of a table (see below).";
 push @md, '';
@@ -134,7 +142,7 @@ push @md, '';
 push @md, '| case | approach | events | wall s (median; min-max) | events/s | CPU s per 1M events | CPU / wall | VmHWM MB | check |';
 push @md, '|---|---|---:|---:|---:|---:|---:|---:|---|';
 
-my @cases = (0, 1, '1p', '1d', 2, 3, 4, 5, 6, 'N0', 'N1', 'N2');
+my @cases = (0, 1, '1p', '1d', 2, 3, 4, 5, 6, 'N0', 'N1', 'N2', 'J', 'JA');
 for my $c (@cases)
 {
 	for my $a (@order)
@@ -174,8 +182,7 @@ push @md, 'The test broker is latency-bound, not CPU-bound: every consumer waits
   . 'first message. The raw ceiling is the fastest of its runs, so ratios against it are conservative. '
   . 'Both it and streamwin set queued.min.messages to ten batches\' worth: with librdkafka\'s default '
   . '(100,000 messages over all partitions) the fetcher stops and backs off for about half a second '
-  . 'whenever the queue is that full, which made the same read take 1 s or 2.5-3.6 s from run to run. '
-  . 'CPU per event is stable across runs.';
+  . 'whenever the queue is that full.';
 push @md, '';
 
 # --- ratios ----------------------------------------------------------------------
@@ -292,6 +299,85 @@ if (%nx)
 			fmt_int($rawn->{events} / $rawn->{cpu}), $rawn->{cpum}, fmt_int($rawn->{hwm} / 1024), $rawn->{ok});
 	}
 	push @md, '';
+}
+
+# --- case J: a stream-stream join ---------------------------------------------------
+my %jsw = map { $_ => summary($_, 'streamwin') } qw(J JA);
+if (grep { $_ && $_->{ok} } values %jsw)
+{
+	my $jraw = summary('J', 'raw');
+	push @md, '## Stream-stream join (cases J and JA)';
+	push @md, '';
+	push @md, "Two topics on the test broker, impressions and clicks, of $meta{j_partitions} partitions each, "
+	  . "$meta{j_events} events each (gen_join.pl). An impression is {imp_id, ad_id, imp_time}, ad_id one of "
+	  . "$meta{j_ads}, $meta{j_rate} impressions per second of event time; a click is {click_id, imp_id, ad_id, "
+	  . 'click_time}, 1 s to 20 minutes after its impression (60% of the clicks within a minute, 30% within 1-10 '
+	  . 'minutes, 10% later, outside the join\'s range); each impression has 0 to 3 clicks, '
+	  . fmt_int($meta{j_without_click}) . " of them none. The events span $meta{j_span_s} s of event time; each "
+	  . 'topic is produced in event-time order, round robin over its partitions. The queries have a watermark of '
+	  . '1 minute and run with run_available() in one session, like cases 1-4 (a batch takes up to '
+	  . "$meta{batch} events from each source):";
+	push @md, '';
+	push @md, '- (J), append mode: `SELECT i.ad_id, i.imp_id, c.click_id, c.click_time - i.imp_time AS delay FROM '
+	  . 'impressions i JOIN clicks c ON c.ad_id = i.ad_id AND c.imp_id = i.imp_id AND c.click_time BETWEEN '
+	  . 'i.imp_time AND i.imp_time + interval \'10 minutes\'`';
+	push @md, '- (JA), update mode: `SELECT i.ad_id, count(*) AS n FROM impressions i JOIN clicks c ON ... GROUP BY '
+	  . 'streamwin.tumble(i.imp_time, \'1 minute\'), i.ad_id`, the same join';
+	push @md, '';
+	push @md, 'Every run is checked against the generator\'s figures: for J, ' . fmt_int($meta{j_pairs})
+	  . ' pairs, each click once, and the sums of click_id, imp_id and the delays in milliseconds; for JA, '
+	  . fmt_int($meta{j_agg_groups}) . ' groups (minute, ad), the sum of n, of n * n and of ad_id * n. The plain '
+	  . 'SQL results are checked the same way.';
+	push @md, '';
+	push @md, 'Baselines, measured in the same run over the same events: the raw ceiling is the bare librdkafka '
+	  . 'consumer over impressions, then over clicks, the wall and CPU times of the two added (each includes its '
+	  . 'wait for a first message); the ceiling is the fastest of those pairs'
+	  . ($jraw && $jraw->{ok} ? " ($jraw->{ok} pairs run)" : '') . '. Plain SQL: the same events, already decoded, '
+	  . 'COPYed from CSV into two ordinary tables, VACUUM (ANALYZE) of both, then one `INSERT ... SELECT ... '
+	  . 'JOIN` with the same condition into a table (J) and one `INSERT ... SELECT ... JOIN ... GROUP BY '
+	  . 'date_bin(\'1 minute\', i.imp_time, ...), i.ad_id` (JA), in one session with work_mem = 64MB, '
+	  . 'streamwin.batch_work_mem\'s default. "One statement" is that statement alone, "COPY ..., then that '
+	  . 'statement" adds the load. Events are the impressions and clicks together.';
+	push @md, '';
+	push @md, '| case | approach | events/s | CPU s per 1M events | VmHWM MB | streamwin vs it: throughput (CPU) |';
+	push @md, '|---|---|---:|---:|---:|---|';
+	for my $c (qw(J JA))
+	{
+		my $sw = $jsw{$c};
+		next unless $sw && $sw->{ok};
+		push @md, sprintf('| %s | %s | **%s** | **%.2f** | %s | |', $case_name{$c}, $label{streamwin},
+			fmt_int($sw->{evs}), $sw->{cpum}, fmt_int($sw->{hwm} / 1024));
+		for my $o ([ 'J', 'raw', 'raw ceiling: bare librdkafka consumer over each topic, summed' ],
+			[ $c, 'join_sql' ], [ $c, 'join_sql_load' ])
+		{
+			my ($oc, $a, $name) = @$o;
+			my $s = summary($oc, $a);
+			next unless $s && $s->{ok};
+			push @md, sprintf('| | %s | %s | %.2f | %s | %s (CPU %s) |', $name // $label{$a}, fmt_int($s->{evs}),
+				$s->{cpum}, fmt_int($s->{hwm} / 1024), fmt_x($sw->{evs} / $s->{evs}), fmt_x($s->{cpum} / $sw->{cpum}));
+		}
+	}
+	push @md, '';
+	for my $c (qw(J JA))
+	{
+		my $sw = $jsw{$c};
+		next unless $sw && $sw->{ok};
+		# the first run's figures (their note)
+		my %n = note_kv($sw->{note});
+		my @state = split / /, $n{state} // '';
+		push @md, sprintf('%s, run 1: batches of %s ms; state rows after each batch %s, so %s after the last of %s '
+			  . 'events read (%s); late rows dropped: %s; result rows: %s.',
+			$c, join(', ', split / /, $n{batch_ms} // '?'), join(', ', map { fmt_int($_) } @state),
+			fmt_int($state[-1]), fmt_int($sw->{events}),
+			$c eq 'J' ? 'the rows of either side that can still find a match'
+			: 'the rows of either side that can still find a match, and the open groups',
+			$n{late} // '?', fmt_int($n{result_rows}));
+	}
+	push @md, '';
+	my @jr = grep { $_->{check} eq 'ok' } @{ $runs{J}{raw} // [] };
+	push @md, "- raw run $_->{rep}: $_->{note}" for @jr;
+	push @md, "- plain SQL (J) run $_->{rep}: $_->{note}" for grep { $_->{check} eq 'ok' } @{ $runs{J}{join_sql_load} // [] };
+	push @md, '' if @jr || $runs{J}{join_sql_load};
 }
 
 my %st;
@@ -454,7 +540,7 @@ if (%lats)
 	  . 'answering as soon as data arrives (as a real broker does), so on it Kafka alone costs up to '
 	  . 'fetch.wait.max.ms. The run is made twice: with streamwin\'s default for a worker (half its '
 	  . 'trigger_interval, here 50 ms) and with the source option {"kafka": {"fetch.wait.max.ms": "100"}} '
-	  . '(the default before, and still that of run_batch() in a session).';
+	  . '(that of run_batch() in a session).';
 	push @md, '';
 	push @md, '| fetch.wait.max.ms | | p50 ms | p99 ms | max ms |';
 	push @md, '|---:|---|---:|---:|---:|';
@@ -662,7 +748,9 @@ push @md, '![throughput per case](throughput.png)';
 push @md, '';
 my @profiles = map { s{.*/}{}r } sort glob("$out/profile-*.txt");
 push @md, 'Raw per-run figures: results.tsv.'
-  . (@profiles ? ' Profiles (each says when it was taken; BENCH_PROFILE=1): ' . join(', ', @profiles) . '.' : '');
+  . (@profiles ? ' Profiles (each says when it was taken; BENCH_PROFILE=1): ' . join(', ', @profiles) . '.' : '')
+  . (-e "$out/past-measurements.md"
+	? ' Measurements of earlier commits, each under its commit: past-measurements.md.' : '');
 
 my $md = join("\n", @md) . "\n";
 open my $o, '>', "$out/results.md" or die "$out/results.md: $!";
@@ -675,27 +763,42 @@ print "\nwrote $out/results.md\n";
 my ($dfh, $dat) = tempfile(UNLINK => 1);
 my @series = qw(raw streamwin worker copy_json copy_csv trigger trigger_insert pg_recvlogical plain_sql);
 my @xtics;
-for my $c (1 .. 5)
+for my $x (1 .. 6)
 {
+	# cluster 6 is case J: its raw ceiling (two topics), streamwin, and the
+	# join statement over the two tables as "plain SQL"
+	my $c = $x == 6 ? 'J' : $x;
 	my $name = ('', '(1) tumble 1 min\n1,000 keys', '(2) tumble 1 min\n1,000,000 keys',
 		'(3) hop 10 min / 1 min\n1,000 keys', '(4) session (gap 30 s)\n1,000 keys',
-		'(5) table source\ntumble 1 min, 1,000 keys')[$c];
+		'(5) table source\ntumble 1 min, 1,000 keys', '(J) stream-stream join\nimpressions x clicks')[$x];
 	$name .= '\nno result' unless (summary($c, 'streamwin') // {})->{ok};
-	push @xtics, sprintf('"%s" %d', $name, $c - 1);
+	push @xtics, sprintf('"%s" %d', $name, $x - 1);
 	my @v;
 	for my $a (@series)
 	{
-		my $s = $a eq 'raw' ? ($c <= 4 ? $raw : undef) : summary($a eq 'trigger_insert' ? ($c == 1 ? 1 : -1) : $c, $a);
+		my $s;
+		if ($c eq 'J')
+		{
+			$s = $a eq 'raw' || $a eq 'streamwin' ? summary('J', $a) : $a eq 'plain_sql' ? summary('J', 'join_sql') : undef;
+		}
+		else
+		{
+			$s = $a eq 'raw' ? ($c <= 4 ? $raw : undef) : summary($a eq 'trigger_insert' ? ($c == 1 ? 1 : -1) : $c, $a);
+		}
 		push @v, $s && $s->{ok} ? sprintf('%.0f', $s->{evs}) : '-';
 	}
-	print $dfh join("\t", $c, @v), "\n";
+	print $dfh join("\t", $x, @v), "\n";
 }
 close $dfh;
 my $xtics = join(', ', @xtics);
+my $jtitle = $meta{j_events}
+  ? "\\nJ: two topics of $meta{j_events} events joined (raw: a consumer over each topic, summed; "
+  . 'plain SQL: the join statement over two tables)'
+  : '';
 my $gp = <<"EOF";
 set terminal pngcairo size 1400,650 font ",10" noenhanced
 set output "$out/throughput.png"
-set title "Throughput per case: $meta{events} JSON events from Kafka; case 5: the same events as rows of a table\\n($meta{cores} cores, $meta{date}; make bench)"
+set title "Throughput per case: $meta{events} JSON events from Kafka; case 5: the same events as rows of a table$jtitle\\n($meta{cores} cores, $meta{date}; make bench)"
 set datafile missing "-"
 set style data histograms
 set style histogram clustered gap 1
@@ -703,7 +806,7 @@ set style fill solid 0.85 border -1
 set boxwidth 0.9
 set logscale y
 set yrange [1000:10000000]
-set xrange [-0.6:4.6]
+set xrange [-0.6:5.6]
 set ylabel "events per second (wall time, log scale)"
 set grid ytics
 set key outside right top vertical
@@ -717,7 +820,7 @@ plot "$dat" using 2 title "$label{raw}" lc rgb "#777777", \\
      "" using 7 title "$label{trigger}" lc rgb "#d62728", \\
      "" using 8 title "$label{trigger_insert}" lc rgb "#ff9896", \\
      "" using 9 title "$label{pg_recvlogical}" lc rgb "#2ca02c", \\
-     "" using 10 title "$label{plain_sql}" lc rgb "#9467bd"
+     "" using 10 title "plain SQL, one statement over the table(s)" lc rgb "#9467bd"
 EOF
 if (open my $g, '|-', 'gnuplot')
 {
