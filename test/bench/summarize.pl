@@ -694,12 +694,12 @@ if ($raw && $raw->{ok} && $cc1 && $cc1->{ok})
 }
 if ($cc2 && $cc2->{ok})
 {
-	push @bounds, sprintf('- Case 2: every event is a new group, so every event is written into two '
-		  . 'indexed tables: an `INSERT ... ON CONFLICT` into the state (an UNLOGGED table, which the design '
-		  . 'keeps for open windows) and, in update mode, an INSERT into the result (a plain one, since the '
-		  . 'group is new to the state): most of its profile is btree work (profile-case2.txt). COPY+SQL over '
-		  . 'pre-decoded CSV, one upsert per event into one table and no decoding, runs at %s events/s in '
-		  . 'this run.',
+	push @bounds, sprintf('- Case 2: nearly every event is a new group, so nearly every event becomes a '
+		  . 'store entry, a row of the UNLOGGED state table (written by location, without an index), a row '
+		  . 'of the result table, which has the unique index of its groups (in update mode every changed '
+		  . 'group is written there), and at the next checkpoint a row of the logged checkpoint table '
+		  . '(profile-case2.txt, when taken with BENCH_PROFILE=1). COPY+SQL over pre-decoded CSV, one upsert '
+		  . 'per event into one table and no decoding, runs at %s events/s in this run.',
 		fmt_int($cc2->{evs}));
 }
 if (@bounds)
