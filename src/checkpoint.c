@@ -45,19 +45,28 @@
 int			streamwin_checkpoint_interval = 10;
 int			streamwin_checkpoint_min_interval = 10000;	/* ms */
 
+/* A statement over the catalog and the query's tables, as the extension's owner */
+static void
+run_catalog_args(const char *sql, int nargs, Oid *types, Datum *args)
+{
+	RoleSwitch	role;
+	int			rc;
+
+	catalog_enter(&role);
+	rc = SPI_execute_with_args(sql, nargs, types, args, NULL, false, 0);
+	catalog_leave(&role);
+	if (rc < 0)
+		elog(ERROR, "streamwin checkpoint statement failed (%s): %s", SPI_result_code_string(rc), sql);
+}
+
+/* ... whose $1 is query_id */
 static void
 run_catalog(const char *sql, int32 query_id)
 {
 	Oid			types[1] = {INT4OID};
 	Datum		args[1] = {Int32GetDatum(query_id)};
-	RoleSwitch	role;
-	int			rc;
 
-	catalog_enter(&role);
-	rc = SPI_execute_with_args(sql, 1, types, args, NULL, false, 0);
-	catalog_leave(&role);
-	if (rc < 0)
-		elog(ERROR, "streamwin checkpoint statement failed: %s", sql);
+	run_catalog_args(sql, 1, types, args);
 }
 
 /*
@@ -239,18 +248,10 @@ checkpoint_rows(QueryRunner *r, const StateTablePair *pair, bool has_wm, Timesta
 	{
 		Oid			types[1] = {TIMESTAMPTZOID};
 		Datum		args[1] = {TimestampTzGetDatum(cutoff)};
-		RoleSwitch	role;
-		int			rc;
 
-		catalog_enter(&role);
-		rc = SPI_execute_with_args(psprintf("DELETE FROM %s WHERE %s < $1",
-											qualified_relname(pair->logged),
-											quote_identifier(pair->time_column)),
-								   1, types, args, NULL, false, 0);
-		catalog_leave(&role);
-		if (rc != SPI_OK_DELETE)
-			elog(ERROR, "could not update the checkpoint of query \"%s\": %s",
-				 r->query->name, SPI_result_code_string(rc));
+		run_catalog_args(psprintf("DELETE FROM %s WHERE %s < $1", qualified_relname(pair->logged),
+								  quote_identifier(pair->time_column)),
+						 1, types, args);
 	}
 	run_catalog(psprintf("INSERT INTO %s SELECT * FROM %s WHERE %s > "
 						 "(SELECT COALESCE(checkpoint_batch_id, 0) "
@@ -383,6 +384,35 @@ recorded_watermark(QueryRunner *r, int64 batch_id, TimestampTz *wm)
 }
 
 /*
+ * A column of the progress row of batch batch_id, which its replay needs
+ * (not NULL in any row), or an error saying how to go on without it.
+ */
+static Datum
+replayed_batch_column(QueryRunner *r, int64 batch_id, const char *column)
+{
+	Oid			types[2] = {INT4OID, INT8OID};
+	Datum		args[2] = {Int32GetDatum(r->query_id), Int64GetDatum(batch_id)};
+	RoleSwitch	role;
+	bool		isnull;
+
+	catalog_enter(&role);
+	if (SPI_execute_with_args(psprintf("SELECT p.%s FROM streamwin.progress_log p JOIN streamwin.query_catalog q "
+									   "ON p.query = q.name WHERE q.query_id = $1 AND p.batch_id = $2",
+									   column),
+							  2, types, args, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read streamwin.progress_log");
+	catalog_leave(&role);
+	if (SPI_processed != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("cannot replay batch " INT64_FORMAT " of query \"%s\": its progress record is missing",
+						batch_id, r->query->name),
+				 errhint("Replay the query from the start with streamwin.reset_query('%s', 'earliest').",
+						 r->query->name)));
+	return SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+}
+
+/*
  * checkpoint_replay_bounds
  *		What batch batch_id read and decided the first time: its end
  *		position per source and partition (targets[s], indexed like reader
@@ -394,26 +424,8 @@ checkpoint_replay_bounds(QueryRunner *r, int64 batch_id, SourcePosition **target
 						 bool *has_prev_wm, TimestampTz *prev_wm,
 						 bool *has_wm, TimestampTz *wm)
 {
-	Oid			types[2] = {INT4OID, INT8OID};
-	Datum		args[2] = {Int32GetDatum(r->query_id), Int64GetDatum(batch_id)};
-	RoleSwitch	role;
-	bool		isnull;
-	Jsonb	   *offsets;
+	Jsonb	   *offsets = DatumGetJsonbPCopy(replayed_batch_column(r, batch_id, "offsets"));
 
-	catalog_enter(&role);
-	if (SPI_execute_with_args("SELECT p.offsets FROM streamwin.progress_log p JOIN streamwin.query_catalog q "
-							  "ON p.query = q.name WHERE q.query_id = $1 AND p.batch_id = $2",
-							  2, types, args, NULL, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read streamwin.progress_log");
-	catalog_leave(&role);
-	if (SPI_processed != 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_DATA_CORRUPTED),
-				 errmsg("cannot replay batch " INT64_FORMAT " of query \"%s\": its progress record is missing",
-						batch_id, r->query->name),
-				 errhint("Replay the query from the start with streamwin.reset_query('%s', 'earliest').",
-						 r->query->name)));
-	offsets = DatumGetJsonbPCopy(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	for (int s = 0; s < r->nreaders; s++)
 	{
 		SourceReader *rd = r->readers[s];
@@ -440,25 +452,7 @@ checkpoint_replay_bounds(QueryRunner *r, int64 batch_id, SourcePosition **target
 TimestampTz
 checkpoint_replay_timestamp(QueryRunner *r, int64 batch_id)
 {
-	Oid			types[2] = {INT4OID, INT8OID};
-	Datum		args[2] = {Int32GetDatum(r->query_id), Int64GetDatum(batch_id)};
-	RoleSwitch	role;
-	bool		isnull;
-
-	catalog_enter(&role);
-	if (SPI_execute_with_args("SELECT p.started_at FROM streamwin.progress_log p JOIN streamwin.query_catalog q "
-							  "ON p.query = q.name WHERE q.query_id = $1 AND p.batch_id = $2",
-							  2, types, args, NULL, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read streamwin.progress_log");
-	catalog_leave(&role);
-	if (SPI_processed != 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_DATA_CORRUPTED),
-				 errmsg("cannot replay batch " INT64_FORMAT " of query \"%s\": its progress record is missing",
-						batch_id, r->query->name),
-				 errhint("Replay the query from the start with streamwin.reset_query('%s', 'earliest').",
-						 r->query->name)));
-	return DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	return DatumGetTimestampTz(replayed_batch_column(r, batch_id, "started_at"));
 }
 
 /*
