@@ -48,7 +48,7 @@ use Time::HiRes qw(time usleep);
 our @EXPORT = qw(
   new_node load_table results_match wait_results_match wait_until
   query_json run_json psql_ok ts_text windows_sql values_sql diag_queries
-  user_role_sql
+  user_role_sql fails_like
 );
 
 our $bindir = $ENV{STREAMWIN_TEST_BINDIR}
@@ -273,6 +273,23 @@ sub psql_ok
 	}
 	pass($name) if defined $name;
 	return $out;
+}
+
+# SQL that must fail with an error matching $re (one test named $name);
+# returns its stderr.  %params go to $node->psql (e.g. connstr).
+sub fails_like
+{
+	my ($node, $sql, $re, $name, %params) = @_;
+	my ($out, $err) = ('', '');
+	my $rc = $node->psql(
+		'postgres', $sql,
+		stdout        => \$out,
+		stderr        => \$err,
+		on_error_stop => 1,
+		%params);
+	ok($rc != 0 && $err =~ $re, $name)
+	  or diag("exit code $rc, expected an error matching $re, got:\n$err");
+	return $err;
 }
 
 # Run SQL with a time limit (PG_TEST_TIMEOUT_DEFAULT, 180 s by default).  A

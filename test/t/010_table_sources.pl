@@ -62,21 +62,6 @@ my $T0 = "timestamptz '2024-01-01 00:00:00+00'";
 # the diag lines show each batch's time.
 my $BIG_BATCH = 100_000;
 
-# SQL that must fail with an error matching $re.
-sub fails_like
-{
-	my ($node, $sql, $re, $name, %params) = @_;
-	my ($out, $err) = ('', '');
-	my $rc = $node->psql(
-		'postgres', $sql,
-		stdout        => \$out,
-		stderr        => \$err,
-		on_error_stop => 1,
-		%params);
-	ok($rc != 0 && $err =~ $re, $name)
-	  or diag("exit code $rc, expected an error matching $re, got:\n$err");
-	return $err;
-}
 
 sub lsn_ge
 {

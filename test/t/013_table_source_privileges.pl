@@ -37,21 +37,6 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use StreamwinTest;
 
-# SQL that must fail with an error matching $re; returns its stderr.
-sub fails_like
-{
-	my ($node, $sql, $re, $name, %params) = @_;
-	my ($out, $err) = ('', '');
-	my $rc = $node->psql(
-		'postgres', $sql,
-		stdout        => \$out,
-		stderr        => \$err,
-		on_error_stop => 1,
-		%params);
-	ok($rc != 0 && $err =~ $re, $name)
-	  or diag("exit code $rc, expected an error matching $re, got:\n$err");
-	return $err;
-}
 
 sub as_role { return (extra_params => [ '-U', $_[0] ]) }
 
