@@ -132,6 +132,17 @@ state_table_unindexed(Oid state_table)
 	return unindexed;
 }
 
+/* The indexes the SQL statements need on the state table, unless they are there. */
+static void
+state_table_index(BatchContext *b)
+{
+	if (!state_table_unindexed(b->q->state_table))
+		return;
+	(void) runner_run(b->r, STMT_STATE_INDEX, NULL, NULL);
+	if (b->r->plans[STMT_STATE_END_INDEX] != NULL)
+		(void) runner_run(b->r, STMT_STATE_END_INDEX, NULL, NULL);
+}
+
 /*
  * The store, if the query has one: loaded from the state table when it
  * cannot vouch for what it holds (see state_store.h).  When the state
@@ -153,8 +164,7 @@ batch_begin_store(BatchContext *b)
 		 * The index may be gone since this runner made it: with the batch
 		 * that made it, rolled back, or dropped by another session's store.
 		 */
-		if (state_table_unindexed(b->q->state_table))
-			(void) runner_run(r, STMT_STATE_INDEX, NULL, NULL);
+		state_table_index(b);
 		return;
 	}
 	if (!store_begin(r->store, b->catalog_xmin))
@@ -165,8 +175,7 @@ batch_begin_store(BatchContext *b)
 							b->q->name, streamwin_state_memory)));
 		r->table_mode = true;
 		r->table_mode_batches = 0;
-		if (state_table_unindexed(b->q->state_table))
-			(void) runner_run(r, STMT_STATE_INDEX, NULL, NULL);
+		state_table_index(b);
 		return;
 	}
 	if (!state_table_unindexed(b->q->state_table))
@@ -471,7 +480,8 @@ drop_duplicates(BatchContext *b)
  * the cheapest statement that is right for it (see store_classify_changed):
  * a plain INSERT for groups new to the result, an UPDATE by location for
  * those whose row the store knows, an upsert for the others and for any
- * the first two could not write.
+ * the first two could not write.  First the rows of sessions gone from the
+ * store (merged into another) are deleted.
  */
 static void
 store_write_results(BatchContext *b)
@@ -487,6 +497,8 @@ store_write_results(BatchContext *b)
 	store_set_current(s, r->query_id);
 	PG_TRY();
 	{
+		if (store_count_rows(s, STORE_ROWS_GONE) > 0)
+			(void) runner_run(r, STMT_STORE_DELETE, NULL, NULL);
 		if (store_count_rows(s, STORE_ROWS_INSERT) > 0)
 		{
 			if (runner_try_insert(r, STMT_STORE_INSERT, b->replay))

@@ -466,14 +466,24 @@ checkpoint_note_replayed(QueryRunner *r, int64 batch_id)
 						 " WHERE query_id = $1", batch_id), r->query_id);
 }
 
-/* The name of a query's (first) checkpoint table. */
+/*
+ * The name of the query's first checkpoint table copied whole: the one a
+ * lock keeps the checkpoint from.
+ */
 static const char *
-checkpoint_table_name(const QueryInfo *q)
+checkpoint_table_name(QueryRunner *r)
 {
 	StateTablePair pairs[MAX_STATE_TABLES];
-	char	   *name = query_state_tables(q, pairs) > 0 ? get_rel_name(pairs[0].logged) : NULL;
+	int			npairs = query_state_tables(r->query, pairs);
 
-	return name ? name : "?";
+	for (int i = 0; i < npairs; i++)
+		if (!checkpoint_incremental(r, &pairs[i]))
+		{
+			char	   *name = get_rel_name(pairs[i].logged);
+
+			return name ? name : "?";
+		}
+	return "?";
 }
 
 /* Does any source of the query read from its checkpoint's position on? */
@@ -523,7 +533,7 @@ checkpoint_after_batch(QueryRunner *r, int64 batch_id, int64 checkpoint_batch,
 				(errmsg("query \"%s\" has taken no checkpoint for " INT64_FORMAT " batches",
 						r->query->name, behind),
 				 errdetail("Its checkpoint table streamwin.%s is locked by another session.",
-						   checkpoint_table_name(r->query)),
+						   checkpoint_table_name(r)),
 				 errhint("A long pg_dump does this, and so does any session holding a lock on that table; "
 						 "until a checkpoint is taken, recovery after a crash replays every batch since.")));
 	}

@@ -114,8 +114,6 @@ typedef struct Compiled
 	int			window_side;	/* the source of the window's event time */
 	int			dedup_side;		/* the source whose rows dedup_keys name */
 	CompiledJoin *join;			/* a stream-stream join, or NULL */
-	bool		store;			/* open groups in a state store
-								 * (state_store.h), not only in SQL */
 	List	   *state_names;	/* column names of the state table and of the
 								 * batch statements' own rows (internal_name) */
 } Compiled;
@@ -160,6 +158,8 @@ extern void store_plan(Compiled *c, StringInfo plan);
 extern char *keys_list(Compiled *c, const char *prefix);
 extern void session_statements(Compiled *c, Oid result, Oid state, OutputMode mode,
 							   StringInfo plan);
+extern char *session_store_groups_sql(Compiled *c);
+extern char *session_store_delete_sql(Compiled *c, const char *rname, int32 query_id);
 
 /* compile_dedup.c */
 extern Expr *source_column_expr(Compiled *c, const char *name);

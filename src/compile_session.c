@@ -101,21 +101,18 @@ keys_partition(Compiled *c)
 
 
 /*
- * The statements of a session-window aggregation.  Sessions are built per
- * batch from the batch's rows (gaps and islands over event time), then the
- * state sessions they overlap are deleted and merged with them, again as
- * islands, so an event that bridges two sessions joins them into one:
+ * The batch's own sessions, as the CTEs of a statement: gaps and islands
+ * over event time per key, each island with its partial aggregates:
  *
  *	 r	 the batch's rows: keys, event time, aggregate arguments and filters
- *	 b	 the batch's own sessions with their partial aggregates
- *	 t	 state sessions overlapping one of them, deleted
- *	 m	 b and t merged into islands, inserted as the new state sessions
+ *	 b	 the batch's own sessions (keys, window_start, window_end, partials)
+ *
+ * *brk and *isl are the names of the CTEs' own columns (named apart from
+ * keys and partials), which a statement may use again for its own.
  */
-void
-session_statements(Compiled *c, Oid result, Oid state, OutputMode mode, StringInfo plan)
+static char *
+batch_sessions_sql(Compiled *c, const char **brk, const char **isl)
 {
-	char	   *rname = qualified_relname(result);
-	char	   *sname = qualified_relname(state);
 	char	   *gap = psprintf("'%lld microseconds'::pg_catalog.interval", (long long) c->size_us);
 	Query	   *rq = copyObject(c->query);
 	List	   *tlist = NIL;
@@ -123,19 +120,12 @@ session_statements(Compiled *c, Oid result, Oid state, OutputMode mode, StringIn
 	ListCell   *lc;
 	int			i = 0;
 	StringInfoData bparts;
-	StringInfoData mparts;
-	StringInfoData pcols;
 	StringInfoData sql;
 	char	   *keys = keys_list(c, "");
 	char	   *part = keys_partition(c);
-	char	   *overlapping;
-
-	/* the statement's own columns, named apart from keys and partials */
 	List	   *taken = list_copy(c->state_names);
 	char	   *ts_name = internal_name(&taken, "__ts", "");
 	const char *ts = quote_identifier(ts_name);
-	const char *brk;
-	const char *isl;
 
 	/* r: a plain projection of the user's FROM and WHERE */
 	foreach(lc, c->keys)
@@ -149,8 +139,6 @@ session_statements(Compiled *c, Oid result, Oid state, OutputMode mode, StringIn
 	tlist = lappend(tlist, makeTargetEntry(copyObject(c->event_time), resno++,
 										   ts_name, false));
 	initStringInfo(&bparts);
-	initStringInfo(&mparts);
-	initStringInfo(&pcols);
 	foreach(lc, c->partials)
 	{
 		PartialCol *p = lfirst(lc);
@@ -197,12 +185,90 @@ session_statements(Compiled *c, Oid result, Oid state, OutputMode mode, StringIn
 						 quote_identifier(get_namespace_name(get_func_namespace(a->aggfnoid))),
 						 quote_identifier(get_func_name(a->aggfnoid)), arg, filter,
 						 quote_identifier(p->name));
-		appendStringInfo(&mparts, ", %s", merge_agg_sql(p));
-		appendStringInfo(&pcols, ", %s", quote_identifier(p->name));
 	}
 	rq->targetList = tlist;
 	rq->groupClause = NIL;
 	rq->hasAggs = false;
+
+	*brk = quote_identifier(internal_name(&taken, "__brk", ""));
+	*isl = quote_identifier(internal_name(&taken, "__isl", ""));
+	initStringInfo(&sql);
+	appendStringInfo(&sql,
+					 "WITH r AS (%s), "
+					 "rm AS (SELECT *, CASE WHEN %s - pg_catalog.lag(%s) OVER (%s ORDER BY %s) < %s "
+					 "THEN 0 ELSE 1 END AS %s FROM r), "
+					 "ri AS (SELECT *, pg_catalog.sum(%s) OVER (%s ORDER BY %s ROWS UNBOUNDED PRECEDING) AS %s FROM rm), "
+					 "b AS (SELECT %spg_catalog.min(%s) AS window_start, pg_catalog.max(%s) + %s AS window_end%s "
+					 "FROM ri GROUP BY %s%s)",
+					 deparse_query_qualified(rq),
+					 ts, ts, part, ts, gap, *brk,
+					 *brk, part, ts, *isl,
+					 keys, ts, ts, gap, bparts.data, keys, *isl);
+	return sql.data;
+}
+
+/* ", p1, p2": the partial columns */
+static char *
+partial_columns(Compiled *c)
+{
+	StringInfoData buf;
+	ListCell   *lc;
+
+	initStringInfo(&buf);
+	foreach(lc, c->partials)
+		appendStringInfo(&buf, ", %s", quote_identifier(((PartialCol *) lfirst(lc))->name));
+	return buf.data;
+}
+
+/*
+ * The batch's sessions for a state store (STMT_STORE_GROUPS): window_start,
+ * keys, partials, window_end, which the store merges with its sessions.
+ */
+char *
+session_store_groups_sql(Compiled *c)
+{
+	const char *brk;
+	const char *isl;
+	char	   *with = batch_sessions_sql(c, &brk, &isl);
+	StringInfoData cols;
+	ListCell   *lc;
+
+	initStringInfo(&cols);
+	appendStringInfoString(&cols, keys_list(c, ""));
+	foreach(lc, c->partials)
+		appendStringInfo(&cols, "%s, ", quote_identifier(((PartialCol *) lfirst(lc))->name));
+	return psprintf("%s SELECT window_start, %swindow_end FROM b", with, cols.data);
+}
+
+/*
+ * The statements of a session-window aggregation run in SQL over its state
+ * table (a query compiled without a store, or a store's state that does
+ * not fit in memory).  The batch's sessions (batch_sessions_sql) take the
+ * state sessions they overlap out of the state and merge with them, again
+ * as islands, so an event that bridges two sessions joins them into one:
+ *
+ *	 t	 state sessions overlapping one of the batch's sessions, deleted
+ *	 m	 b and t merged into islands, inserted as the new state sessions
+ */
+void
+session_statements(Compiled *c, Oid result, Oid state, OutputMode mode, StringInfo plan)
+{
+	char	   *rname = qualified_relname(result);
+	char	   *sname = qualified_relname(state);
+	const char *brk;
+	const char *isl;
+	char	   *with = batch_sessions_sql(c, &brk, &isl);
+	char	   *pcols = partial_columns(c);
+	StringInfoData mparts;
+	StringInfoData sql;
+	char	   *keys = keys_list(c, "");
+	char	   *part = keys_partition(c);
+	char	   *overlapping;
+	ListCell   *lc;
+
+	initStringInfo(&mparts);
+	foreach(lc, c->partials)
+		appendStringInfo(&mparts, ", %s", merge_agg_sql(lfirst(lc)));
 
 	/*
 	 * t: the stored sessions that the batch's sessions overlap, taken out of
@@ -223,16 +289,9 @@ session_statements(Compiled *c, Oid result, Oid state, OutputMode mode, StringIn
 							   sname, keys_equal_strict(c, "s", "b"), SESSIONS_OVERLAP,
 							   sname, keys_any_null(c, "b"), keys_equal(c, "s", "b"), SESSIONS_OVERLAP);
 
-	brk = quote_identifier(internal_name(&taken, "__brk", ""));
-	isl = quote_identifier(internal_name(&taken, "__isl", ""));
 	initStringInfo(&sql);
 	appendStringInfo(&sql,
-					 "WITH r AS (%s), "
-					 "rm AS (SELECT *, CASE WHEN %s - pg_catalog.lag(%s) OVER (%s ORDER BY %s) < %s "
-					 "THEN 0 ELSE 1 END AS %s FROM r), "
-					 "ri AS (SELECT *, pg_catalog.sum(%s) OVER (%s ORDER BY %s ROWS UNBOUNDED PRECEDING) AS %s FROM rm), "
-					 "b AS (SELECT %spg_catalog.min(%s) AS window_start, pg_catalog.max(%s) + %s AS window_end%s "
-					 "FROM ri GROUP BY %s%s), "
+					 "%s, "
 					 "%s"
 					 "u AS (SELECT %swindow_start, window_end%s FROM b UNION ALL SELECT %swindow_start, window_end%s FROM t), "
 					 "um AS (SELECT *, CASE WHEN window_start < pg_catalog.max(window_end) OVER (%s ORDER BY window_start, window_end "
@@ -240,15 +299,12 @@ session_statements(Compiled *c, Oid result, Oid state, OutputMode mode, StringIn
 					 "ui AS (SELECT *, pg_catalog.sum(%s) OVER (%s ORDER BY window_start, window_end ROWS UNBOUNDED PRECEDING) AS %s FROM um), "
 					 "m AS (INSERT INTO %s (%swindow_start, window_end%s) "
 					 "SELECT %spg_catalog.min(window_start), pg_catalog.max(window_end)%s FROM ui GROUP BY %s%s RETURNING *)",
-					 deparse_query_qualified(rq),
-					 ts, ts, part, ts, gap, brk,
-					 brk, part, ts, isl,
-					 keys, ts, ts, gap, bparts.data, keys, isl,
+					 with,
 					 overlapping,
-					 keys, pcols.data, keys, pcols.data,
+					 keys, pcols, keys, pcols,
 					 part, brk,
 					 brk, part, isl,
-					 sname, keys, pcols.data,
+					 sname, keys, pcols,
 					 keys, mparts.data, keys, isl);
 
 	if (mode == OUTPUT_UPDATE)
@@ -265,4 +321,29 @@ session_statements(Compiled *c, Oid result, Oid state, OutputMode mode, StringIn
 		appendStringInfoString(&sql, " SELECT pg_catalog.count(*) FROM m");
 	plan_add_statement(plan, STMT_BATCH, sql.data);
 	emit_statements(c, rname, sname, mode, plan);
+}
+
+/*
+ * Update mode with a store: delete the result rows of the sessions gone
+ * from the store (merged into another, or starting earlier now), by key.
+ * As for the state in session_statements, keys match with = where they are
+ * all non-NULL, which the planner can hash or look up in the result's
+ * unique index (window_start alone may be shared by many rows), and the
+ * few with a NULL key in a second, disjoint DELETE.
+ */
+char *
+session_store_delete_sql(Compiled *c, const char *rname, int32 query_id)
+{
+	char	   *gone = psprintf("streamwin.store_rows(%d, 'gone') AS g(%s)", query_id,
+								state_column_defs(c));
+
+	if (c->keys == NIL)
+		return psprintf("DELETE FROM %s o USING %s WHERE o.window_start = g.window_start",
+						rname, gone);
+	return psprintf("WITH g AS MATERIALIZED (SELECT * FROM %s), "
+					"d AS (DELETE FROM %s o USING g WHERE o.window_start = g.window_start AND %s) "
+					"DELETE FROM %s o USING g WHERE %s AND o.window_start = g.window_start AND %s",
+					gone,
+					rname, keys_equal_strict(c, "o", "g"),
+					rname, keys_any_null(c, "g"), keys_equal(c, "o", "g"));
 }

@@ -221,33 +221,15 @@ create_state_table(Compiled *c, int32 query_id)
 	}
 
 	/*
-	 * A store writes the state table by row location and looks nothing up in
-	 * it (STMT_STATE_INDEX makes the index when the SQL statements run
-	 * instead).  Without a store, a session's state is looked up by key (its
-	 * end and start move), so there the keys lead the index; other windows
-	 * are merged by window and key, and closed by window_start
-	 * (close_condition).
+	 * The store writes the state table by row location and looks nothing up
+	 * in it: no index, each of which would cost an insertion per new state
+	 * row.  STMT_STATE_INDEX (and STMT_STATE_END_INDEX for a session) make
+	 * the indexes the SQL statements need when the state does not fit in
+	 * memory.
 	 */
-	if (c->store)
-	{
-		sql.data[sql.len -= 2] = '\0';
-		appendStringInfoChar(&sql, ')');
-	}
-	else if (c->window && strcmp(c->window, "session") == 0)
-		appendStringInfo(&sql, "UNIQUE NULLS NOT DISTINCT (%swindow_start))", keys_list(c, ""));
-	else
-		appendStringInfo(&sql, "UNIQUE NULLS NOT DISTINCT (%s))", group_columns(c, ""));
-
-	/*
-	 * Closing finds expired windows by window_end.  A tumbling or hopping
-	 * window's end is its start plus a fixed size, so the unique index, which
-	 * leads with window_start, serves (see close_condition); only a session,
-	 * whose end moves as it grows, needs an index of its own.  Every index
-	 * costs an insertion per new state row.
-	 */
-	return create_query_table(name, sql.data,
-							  c->window && strcmp(c->window, "session") == 0 ?
-							  "CREATE INDEX ON %s (window_end)" : NULL);
+	sql.data[sql.len -= 2] = '\0';
+	appendStringInfoChar(&sql, ')');
+	return create_query_table(name, sql.data, NULL);
 }
 
 

@@ -546,8 +546,11 @@ store_statements(Compiled *c, Oid result, Oid state, int32 query_id, OutputMode 
 {
 	char	   *rname = qualified_relname(result);
 	char	   *index_name = psprintf("%s_groups", get_rel_name(state));
+	char	   *end_index_name = psprintf("%s_ends", get_rel_name(state));
+	bool		session = c->window != NULL && strcmp(c->window, "session") == 0;
 
-	plan_add_statement(plan, STMT_STORE_GROUPS, partial_query_sql(c));
+	plan_add_statement(plan, STMT_STORE_GROUPS,
+					   session ? session_store_groups_sql(c) : partial_query_sql(c));
 	if (c->join != NULL && c->join->preserved >= 0)
 	{
 		c->join->unmatched_pass = true;
@@ -612,6 +615,9 @@ store_statements(Compiled *c, Oid result, Oid state, int32 query_id, OutputMode 
 		}
 		appendStringInfoString(&update, returning_locations(c));
 		plan_add_statement(plan, STMT_STORE_UPDATE, update.data);
+		if (session)
+			plan_add_statement(plan, STMT_STORE_DELETE,
+							   session_store_delete_sql(c, rname, query_id));
 	}
 	else if (mode == OUTPUT_APPEND)
 	{
@@ -623,13 +629,25 @@ store_statements(Compiled *c, Oid result, Oid state, int32 query_id, OutputMode 
 	else
 		plan_add_statement(plan, STMT_STORE_REFRESH, store_insert(c, rname, query_id, "all"));
 
+	/*
+	 * The indexes of the SQL statements (see create_state_table): a session
+	 * is looked up by key (its start and end move), and closed by its end.
+	 */
 	plan_add_statement(plan, STMT_STATE_INDEX,
 					   psprintf("CREATE UNIQUE INDEX IF NOT EXISTS %s ON %s (%s) NULLS NOT DISTINCT",
 								quote_identifier(index_name), qualified_relname(state),
+								session ? psprintf("%swindow_start", keys_list(c, "")) :
 								group_columns(c, "")));
+	if (session)
+		plan_add_statement(plan, STMT_STATE_END_INDEX,
+						   psprintf("CREATE INDEX IF NOT EXISTS %s ON %s (window_end)",
+									quote_identifier(end_index_name),
+									qualified_relname(state)));
 	plan_add_statement(plan, STMT_STATE_UNINDEX,
-					   psprintf("DROP INDEX IF EXISTS %s",
-								quote_qualified_identifier("streamwin", index_name)));
+					   psprintf("DROP INDEX IF EXISTS %s%s%s",
+								quote_qualified_identifier("streamwin", index_name),
+								session ? ", " : "",
+								session ? quote_qualified_identifier("streamwin", end_index_name) : ""));
 }
 
 /* What the store of this aggregation needs to know, as plan.store. */
@@ -643,6 +661,7 @@ store_plan(Compiled *c, StringInfo plan)
 	memset(&sp, 0, sizeof(sp));
 	sp.nkeys = (c->window ? 1 : 0) + list_length(c->keys);
 	sp.windowed = c->window != NULL;
+	sp.session = c->window != NULL && strcmp(c->window, "session") == 0;
 	sp.window_size_us = c->size_us;
 	sp.npartials = list_length(c->partials);
 	sp.merge = palloc(sizeof(MergeKind) * Max(sp.npartials, 1));

@@ -226,22 +226,19 @@ create_objects(Compiled *c, const char *name, OutputMode mode, List *dedup_names
 		join_tables(c, o->query_id);
 	if (c->aggregate)
 	{
-		/* sessions merge in SQL; other groups in a state store */
-		c->store = !(c->window && strcmp(c->window, "session") == 0);
 		o->result = create_result_table(c, name);
 		o->state = create_state_table(c, o->query_id);
 		o->checkpoint = checkpoint_create_table(o->query_id, o->state,
 												psprintf("checkpoint_%d", o->query_id),
-												c->store);
+												true);
 		key_expressions_final(c, o->state);
-		if (!c->store)
+		/* the SQL statements, for a state that does not fit in memory */
+		if (c->window && strcmp(c->window, "session") == 0)
 			session_statements(c, o->result, o->state, mode, plan);
 		else
-		{
 			aggregate_statements(c, o->result, o->state, mode, plan);
-			store_statements(c, o->result, o->state, o->query_id, mode, plan);
-			store_plan(c, plan);
-		}
+		store_statements(c, o->result, o->state, o->query_id, mode, plan);
+		store_plan(c, plan);
 	}
 	else
 		o->result = create_transform_table(c, name, plan);

@@ -10,7 +10,10 @@
  * holds the partial values and three row locations; it is also linked
  * into its window (windows are kept sorted by start, so closing them never
  * looks at the others), into the batch's list of changed groups and into
- * the list of groups changed since the last checkpoint.
+ * the list of groups changed since the last checkpoint.  A session is a
+ * group whose StoreSession links it into its key's sessions (a second hash
+ * table, by the group keys alone, each key's sessions in order of start)
+ * and into a pairing heap by end, which closing reads from the top.
  *
  * Rows are written with the heap's own functions: the state table (an
  * UNLOGGED table of the query's, without indexes while the store runs) and
@@ -36,6 +39,7 @@
 #include "executor/tuptable.h"
 #include "funcapi.h"
 #include "lib/ilist.h"
+#include "lib/pairingheap.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
 #include "parser/parse_func.h"
@@ -70,6 +74,8 @@ int			streamwin_state_memory = 1024 * 1024;
 /* Rows a result statement writes: a list of StoreRows kind per group. */
 #define NUM_STORE_ROWS (STORE_ROWS_CLOSED + 1)
 
+struct StoreSession;
+
 typedef struct StoreGroup
 {
 	MinimalTuple key;			/* the hash entry's key tuple */
@@ -83,6 +89,7 @@ typedef struct StoreGroup
 	dlist_node	changed_node;	/* in the batch's changed groups */
 	dlist_node	ckpt_node;		/* in the groups changed since the checkpoint */
 	dlist_node	rows_node;		/* in the StoreRows list `rows` */
+	struct StoreSession *session;	/* session stores */
 	bool	   *isnull;			/* per partial */
 	Datum		values[FLEXIBLE_ARRAY_MEMBER];	/* per partial */
 } StoreGroup;
@@ -92,6 +99,24 @@ typedef struct StoreWindow
 	TimestampTz start;
 	dlist_head	groups;
 } StoreWindow;
+
+/* The open sessions of one group key, in order of start: they never overlap. */
+typedef struct SessionKey
+{
+	MinimalTuple key;			/* its hash entry's key tuple */
+	dlist_head	sessions;
+} SessionKey;
+
+/* A session's part of its group: its end moves as it grows. */
+typedef struct StoreSession
+{
+	StoreGroup *group;
+	TimestampTz end;
+	SessionKey *key;
+	dlist_node	key_node;		/* in key->sessions */
+	pairingheap_node end_node;	/* in the store's sessions by end, until
+								 * closed */
+} StoreSession;
 
 /* How one partial column merges. */
 typedef struct StorePartial
@@ -125,6 +150,8 @@ struct StateStore
 	FmgrInfo   *key_hashfuncs;
 	Oid		   *key_collations;
 	TupleTableSlot *key_slot;
+	TupleDesc	session_key_desc;	/* the group keys without window_start */
+	TupleTableSlot *session_key_slot;
 
 	/* the groups (in groups_cxt) */
 	TupleHashTable hash;
@@ -132,6 +159,15 @@ struct StateStore
 	StoreWindow **windows;		/* sorted by start */
 	int			nwindows;
 	int			maxwindows;
+	TupleHashTable session_keys;	/* sessions by group key (with keys) */
+	SessionKey *no_keys;		/* the sessions of a store without keys */
+	pairingheap *session_ends;	/* sessions by end, the earliest first */
+	dlist_head	gone;			/* STORE_ROWS_GONE: keys of result rows to
+								 * delete, as groups of no hash entry */
+	int64		ngone;
+	ItemPointerData *state_gone;	/* state rows of sessions merged away */
+	int			nstate_gone;
+	int			maxstate_gone;
 	dlist_head	changed;
 	dlist_head	ckpt_dirty;
 	dlist_head	rows[NUM_STORE_ROWS];
@@ -170,8 +206,11 @@ merge_kind_name(MergeKind m)
 void
 store_plan_json(const StorePlan *plan, StringInfo buf)
 {
-	appendStringInfo(buf, "{\"keys\": %d, \"window_size_us\": " INT64_FORMAT ", \"partials\": [",
+	appendStringInfo(buf, "{\"keys\": %d, \"window_size_us\": " INT64_FORMAT ", ",
 					 plan->nkeys, plan->windowed ? plan->window_size_us : (int64) 0);
+	if (plan->session)
+		appendStringInfoString(buf, "\"window\": \"session\", ");
+	appendStringInfoString(buf, "\"partials\": [");
 	for (int i = 0; i < plan->npartials; i++)
 	{
 		appendStringInfo(buf, "%s{\"merge\": \"%s\"", i ? ", " : "", merge_names[plan->merge[i]]);
@@ -208,6 +247,8 @@ store_plan_read(Jsonb *plan)
 	window = jsonb_get_text(store, "window_size_us");
 	p->window_size_us = window ? strtoll(window, NULL, 10) : 0;
 	p->windowed = p->window_size_us > 0;
+	window = jsonb_get_text(store, "window");
+	p->session = window != NULL && strcmp(window, "session") == 0;
 	p->merge = palloc(sizeof(MergeKind) * cap);
 	p->aggregate = palloc0(sizeof(char *) * cap);
 
@@ -390,6 +431,14 @@ store_create(const StorePlan *plan, Oid state_table, Oid checkpoint_table,
 	for (int k = 0; k < s->nkeys; k++)
 		s->key_cols[k] = k + 1;
 	s->key_slot = MakeSingleTupleTableSlot(s->key_desc, &TTSOpsMinimalTuple);
+	if (plan->session && s->nkeys > 1)
+	{
+		s->session_key_desc = CreateTemplateTupleDesc(s->nkeys - 1);
+		for (int k = 1; k < s->nkeys; k++)
+			TupleDescCopyEntry(s->session_key_desc, k, s->key_desc, k + 1);
+		s->session_key_slot = MakeSingleTupleTableSlot(s->session_key_desc,
+													   &TTSOpsMinimalTuple);
+	}
 	MemoryContextSwitchTo(old);
 	return s;
 }
@@ -400,7 +449,23 @@ store_free(StateStore *s)
 	if (s == NULL)
 		return;
 	ExecDropSingleTupleTableSlot(s->key_slot);
+	if (s->session_key_slot != NULL)
+		ExecDropSingleTupleTableSlot(s->session_key_slot);
 	MemoryContextDelete(s->cxt);
+}
+
+/* Sessions by end: the earliest end is the heap's first. */
+static int
+session_end_cmp(const pairingheap_node *a, const pairingheap_node *b, void *arg)
+{
+	const StoreSession *sa = pairingheap_const_container(StoreSession, end_node, a);
+	const StoreSession *sb = pairingheap_const_container(StoreSession, end_node, b);
+
+	if (sa->end < sb->end)
+		return 1;
+	if (sa->end > sb->end)
+		return -1;
+	return 0;
 }
 
 /* An empty set of groups (in a freshly reset groups_cxt). */
@@ -429,6 +494,30 @@ store_reset_groups(StateStore *s)
 	s->maxckpt_gone = 64;
 	s->nckpt_gone = 0;
 	s->ckpt_gone = palloc(sizeof(ItemPointerData) * s->maxckpt_gone);
+	if (s->plan.session)
+	{
+		/*
+		 * the group keys without window_start: the key columns from the
+		 * second
+		 */
+		if (s->session_key_desc != NULL)
+			s->session_keys = BuildTupleHashTableExt(NULL, s->session_key_desc, s->nkeys - 1,
+													 s->key_cols, s->key_eqfuncs + 1,
+													 s->key_hashfuncs + 1, s->key_collations + 1,
+													 1024, sizeof(SessionKey), s->groups_cxt,
+													 s->groups_cxt, s->temp_cxt, false);
+		else
+		{
+			s->no_keys = palloc0(sizeof(SessionKey));
+			dlist_init(&s->no_keys->sessions);
+		}
+		s->session_ends = pairingheap_allocate(session_end_cmp, NULL);
+		dlist_init(&s->gone);
+		s->ngone = 0;
+		s->maxstate_gone = 64;
+		s->nstate_gone = 0;
+		s->state_gone = palloc(sizeof(ItemPointerData) * s->maxstate_gone);
+	}
 	MemoryContextSwitchTo(old);
 }
 
@@ -437,6 +526,10 @@ store_invalidate(StateStore *s)
 {
 	MemoryContextReset(s->groups_cxt);
 	s->hash = NULL;
+	s->session_keys = NULL;
+	s->no_keys = NULL;
+	s->session_ends = NULL;
+	s->ngone = 0;
 	s->loaded = false;
 	s->in_batch = false;
 	s->catalog_xmin = InvalidTransactionId;
@@ -538,7 +631,9 @@ store_group(StateStore *s, bool *created)
 		if (s->key_slot->tts_isnull[0])
 			elog(ERROR, "streamwin: a group without its window start");
 		g->window_start = DatumGetTimestampTz(s->key_slot->tts_values[0]);
-		dlist_push_tail(&store_window(s, g->window_start)->groups, &g->window_node);
+		/* a session is in its key's sessions instead (session_attach) */
+		if (!s->plan.session)
+			dlist_push_tail(&store_window(s, g->window_start)->groups, &g->window_node);
 	}
 	entry->additional = g;
 	s->ngroups++;
@@ -672,6 +767,292 @@ group_changed(StateStore *s, StoreGroup *g)
 	dlist_push_tail(&s->changed, &g->changed_node);
 }
 
+/* --- sessions ------------------------------------------------------------ */
+
+static void drop_group(StateStore *s, StoreGroup *g);
+
+/*
+ * The sessions of the group keys in the key slot (window_start and keys,
+ * as fill_key_slot leaves it); made if missing and create.
+ */
+static SessionKey *
+session_key(StateStore *s, bool create)
+{
+	TupleTableSlot *ks = s->session_key_slot;
+	TupleHashEntry entry;
+	bool		isnew = false;
+	SessionKey *sk;
+
+	if (s->session_keys == NULL)
+		return s->no_keys;
+	slot_getallattrs(s->key_slot);
+	ExecClearTuple(ks);
+	for (int k = 1; k < s->nkeys; k++)
+	{
+		ks->tts_values[k - 1] = s->key_slot->tts_values[k];
+		ks->tts_isnull[k - 1] = s->key_slot->tts_isnull[k];
+	}
+	ExecStoreVirtualTuple(ks);
+	entry = LookupTupleHashEntry(s->session_keys, ks, create ? &isnew : NULL, NULL);
+	if (entry == NULL)
+		return NULL;
+	if (!isnew)
+		return (SessionKey *) entry->additional;
+	sk = MemoryContextAlloc(s->groups_cxt, sizeof(SessionKey));
+	sk->key = entry->firstTuple;
+	dlist_init(&sk->sessions);
+	entry->additional = sk;
+	return sk;
+}
+
+/*
+ * Make group g (its key in the key slot) a session ending at end: into its
+ * key's sessions, in order of start, and into the sessions by end.
+ */
+static void
+session_attach(StateStore *s, StoreGroup *g, TimestampTz end)
+{
+	StoreSession *ss = MemoryContextAlloc(s->groups_cxt, sizeof(StoreSession));
+	dlist_iter	it;
+
+	ss->group = g;
+	ss->end = end;
+	ss->key = session_key(s, true);
+	g->session = ss;
+
+	/* a batch's sessions are mostly the newest of their key */
+	dlist_reverse_foreach(it, &ss->key->sessions)
+	{
+		StoreSession *other = dlist_container(StoreSession, key_node, it.cur);
+
+		if (other->group->window_start < g->window_start)
+		{
+			dlist_insert_after(&other->key_node, &ss->key_node);
+			break;
+		}
+	}
+	if (it.cur == &ss->key->sessions.head)
+		dlist_push_head(&ss->key->sessions, &ss->key_node);
+	pairingheap_add(s->session_ends, &ss->end_node);
+}
+
+/* Take a session out of its key's sessions and the sessions by end. */
+static void
+session_detach(StateStore *s, StoreGroup *g)
+{
+	StoreSession *ss = g->session;
+	SessionKey *sk = ss->key;
+
+	dlist_delete(&ss->key_node);
+	if (!(g->flags & GROUP_CLOSED))
+		pairingheap_remove(s->session_ends, &ss->end_node);
+	if (dlist_is_empty(&sk->sessions) && s->session_keys != NULL)
+	{
+		TupleHashEntry entry;
+
+		ExecStoreMinimalTuple(sk->key, s->session_key_slot, false);
+		entry = LookupTupleHashEntry(s->session_keys, s->session_key_slot, NULL, NULL);
+		if (entry == NULL)
+			elog(ERROR, "streamwin: a session key of the store is not in its hash table");
+		tuplehash_delete_item(s->session_keys->hashtab, entry);
+		ExecClearTuple(s->session_key_slot);
+		pfree(sk->key);
+		pfree(sk);
+	}
+	pfree(ss);
+	g->session = NULL;
+}
+
+/* The session's end moves to end. */
+static void
+session_set_end(StateStore *s, StoreSession *ss, TimestampTz end)
+{
+	if (end == ss->end)
+		return;
+	pairingheap_remove(s->session_ends, &ss->end_node);
+	ss->end = end;
+	pairingheap_add(s->session_ends, &ss->end_node);
+}
+
+/*
+ * Remember that the result may hold a row under key (window_start, keys),
+ * which no group has any more: update mode deletes it (STORE_ROWS_GONE).
+ * The record is a group of no hash entry, without values.
+ */
+static void
+gone_add(StateStore *s, MinimalTuple key, TimestampTz start)
+{
+	StoreGroup *g = MemoryContextAllocZero(s->groups_cxt,
+										   offsetof(StoreGroup, values) +
+										   sizeof(Datum) * s->npartials);
+
+	g->isnull = MemoryContextAlloc(s->groups_cxt, sizeof(bool) * Max(s->npartials, 1));
+	for (int i = 0; i < s->npartials; i++)
+		g->isnull[i] = true;
+	g->key = key;
+	g->window_start = start;
+	g->rows = -1;
+	ItemPointerSetInvalid(&g->result_tid);
+	dlist_push_tail(&s->gone, &g->changed_node);
+	s->ngone++;
+}
+
+static void
+state_gone_add(StateStore *s, ItemPointer tid)
+{
+	if (s->nstate_gone == s->maxstate_gone)
+	{
+		s->maxstate_gone *= 2;
+		s->state_gone = repalloc(s->state_gone, sizeof(ItemPointerData) * s->maxstate_gone);
+	}
+	s->state_gone[s->nstate_gone++] = *tid;
+}
+
+static void ckpt_gone_add(StateStore *s, ItemPointer tid);
+static void rows_remove(StateStore *s, StoreGroup *g);
+
+/*
+ * A session merged into another goes: its rows in the state and checkpoint
+ * tables are deleted, its result row (if it may have one) is gone.
+ */
+static void
+session_drop(StateStore *s, StoreGroup *g)
+{
+	if (ItemPointerIsValid(&g->state_tid))
+		state_gone_add(s, &g->state_tid);
+	if (ItemPointerIsValid(&g->ckpt_tid))
+		ckpt_gone_add(s, &g->ckpt_tid);
+	if (g->flags & GROUP_CKPT_DIRTY)
+		dlist_delete(&g->ckpt_node);
+	if (g->flags & GROUP_CHANGED)
+		dlist_delete(&g->changed_node);
+	rows_remove(s, g);
+	/* a session this batch made has no result row yet */
+	if (!(g->flags & GROUP_NEW))
+	{
+		MemoryContext old = MemoryContextSwitchTo(s->groups_cxt);
+
+		gone_add(s, heap_copy_minimal_tuple(g->key), g->window_start);
+		MemoryContextSwitchTo(old);
+	}
+	drop_group(s, g);
+}
+
+/*
+ * The session now starts at start, earlier: its hash entry moves to the new
+ * key.  Its result row, under the old key, is gone; the group is written as
+ * new to the result.  Its place among its key's sessions stays: the one
+ * before it ends at or before the batch's session that reaches back.
+ */
+static void
+session_restart(StateStore *s, StoreGroup *g, TimestampTz start)
+{
+	MinimalTuple old_key = g->key;
+	TupleHashEntry entry;
+	bool		isnew;
+	Datum	   *values = palloc(sizeof(Datum) * s->nkeys);
+	bool	   *isnull = palloc(sizeof(bool) * s->nkeys);
+
+	ExecStoreMinimalTuple(old_key, s->key_slot, false);
+	slot_getallattrs(s->key_slot);
+	memcpy(values, s->key_slot->tts_values, sizeof(Datum) * s->nkeys);
+	memcpy(isnull, s->key_slot->tts_isnull, sizeof(bool) * s->nkeys);
+	ExecClearTuple(s->key_slot);
+	memcpy(s->key_slot->tts_values, values, sizeof(Datum) * s->nkeys);
+	memcpy(s->key_slot->tts_isnull, isnull, sizeof(bool) * s->nkeys);
+	s->key_slot->tts_values[0] = TimestampTzGetDatum(start);
+	s->key_slot->tts_isnull[0] = false;
+	ExecStoreVirtualTuple(s->key_slot);
+	entry = LookupTupleHashEntry(s->hash, s->key_slot, &isnew, NULL);
+	if (!isnew)
+		elog(ERROR, "streamwin: a session of the store starts where another does");
+	entry->additional = g;
+	g->key = entry->firstTuple;
+	g->window_start = start;
+
+	ExecStoreMinimalTuple(old_key, s->key_slot, false);
+	entry = LookupTupleHashEntry(s->hash, s->key_slot, NULL, NULL);
+	if (entry == NULL)
+		elog(ERROR, "streamwin: a group of the store is not in its hash table");
+	tuplehash_delete_item(s->hash->hashtab, entry);
+	ExecClearTuple(s->key_slot);
+
+	if (g->flags & GROUP_NEW)
+		pfree(old_key);
+	else
+		gone_add(s, old_key, DatumGetTimestampTz(values[0]));
+	ItemPointerSetInvalid(&g->result_tid);
+	g->flags |= GROUP_NEW;
+}
+
+/*
+ * Merge one of the batch's sessions (its row: window_start, keys, partials,
+ * window_end) into the store.  The stored sessions of its key that it
+ * overlaps follow one another in order of start; the first of them takes
+ * it and the others in, which is what merging islands of the union in SQL
+ * gives: sessions of one key never overlap, so a session the merged one
+ * overlaps is one the batch's session overlaps.
+ */
+static void
+session_merge(StateStore *s, TupleTableSlot *slot)
+{
+	bool		isnull;
+	TimestampTz start = DatumGetTimestampTz(slot_getattr(slot, 1, &isnull));
+	TimestampTz end = DatumGetTimestampTz(slot_getattr(slot, s->nkeys + s->npartials + 1,
+													   &isnull));
+	StoreGroup *survivor = NULL;
+	TimestampTz new_end = end;
+	SessionKey *sk;
+	dlist_mutable_iter it;
+	StoreGroup *g;
+
+	fill_key_slot(s, slot, NULL);
+	sk = session_key(s, false);
+	if (sk != NULL)
+	{
+		dlist_foreach_modify(it, &sk->sessions)
+		{
+			StoreSession *ss = dlist_container(StoreSession, key_node, it.cur);
+
+			if (ss->group->window_start >= end)
+				break;
+			if (ss->end <= start)
+				continue;
+			new_end = Max(new_end, ss->end);
+			if (survivor == NULL)
+			{
+				survivor = ss->group;
+				continue;
+			}
+			/* bridged by the batch's session: one session now */
+			for (int i = 0; i < s->npartials; i++)
+				merge_partial(s, survivor, i, ss->group->values[i], ss->group->isnull[i]);
+			session_drop(s, ss->group);
+		}
+	}
+	if (survivor == NULL)
+	{
+		bool		created;
+
+		fill_key_slot(s, slot, NULL);
+		g = store_group(s, &created);
+		if (!created)
+			elog(ERROR, "streamwin: a batch's session starts where a stored one does");
+		g->flags |= GROUP_NEW;
+		session_attach(s, g, end);
+	}
+	else
+	{
+		g = survivor;
+		if (start < g->window_start)
+			session_restart(s, g, start);
+		session_set_end(s, g->session, new_end);
+	}
+	for (int i = 0; i < s->npartials; i++)
+		merge_partial(s, g, i, slot->tts_values[s->nkeys + i], slot->tts_isnull[s->nkeys + i]);
+	group_changed(s, g);
+}
+
 /* --- the batch's groups in ----------------------------------------------- */
 
 typedef struct MergeReceiver
@@ -690,14 +1071,19 @@ merge_receive(TupleTableSlot *slot, DestReceiver *self)
 	bool		created;
 
 	slot_getallattrs(slot);
-	fill_key_slot(s, slot, NULL);
-	g = store_group(s, &created);
-	/* a group the store did not have is one the result does not have */
-	if (created)
-		g->flags |= GROUP_NEW;
-	for (int i = 0; i < s->npartials; i++)
-		merge_partial(s, g, i, slot->tts_values[s->nkeys + i], slot->tts_isnull[s->nkeys + i]);
-	group_changed(s, g);
+	if (s->plan.session)
+		session_merge(s, slot);
+	else
+	{
+		fill_key_slot(s, slot, NULL);
+		g = store_group(s, &created);
+		/* a group the store did not have is one the result does not have */
+		if (created)
+			g->flags |= GROUP_NEW;
+		for (int i = 0; i < s->npartials; i++)
+			merge_partial(s, g, i, slot->tts_values[s->nkeys + i], slot->tts_isnull[s->nkeys + i]);
+		group_changed(s, g);
+	}
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(s->temp_cxt);
 	return true;
@@ -708,9 +1094,11 @@ merge_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
 {
 	StateStore *s = ((MergeReceiver *) self)->store;
 
-	if (typeinfo->natts != s->nkeys + s->npartials)
+	int			natts = s->nkeys + s->npartials + (s->plan.session ? 1 : 0);
+
+	if (typeinfo->natts != natts)
 		elog(ERROR, "streamwin: a batch's groups have %d columns, its store %d",
-			 typeinfo->natts, s->nkeys + s->npartials);
+			 typeinfo->natts, natts);
 }
 
 static void
@@ -751,7 +1139,13 @@ group_values(StateStore *s, StoreGroup *g, Datum *values, bool *nulls)
 		values[s->key_state_attno[k] - 1] = s->key_slot->tts_values[k];
 		nulls[s->key_state_attno[k] - 1] = s->key_slot->tts_isnull[k];
 	}
-	if (s->plan.windowed)
+	if (s->plan.session)
+	{
+		/* a record of STORE_ROWS_GONE has no session, nor an end */
+		values[1] = g->session ? TimestampTzGetDatum(g->session->end) : (Datum) 0;
+		nulls[1] = g->session == NULL;
+	}
+	else if (s->plan.windowed)
 	{
 		values[1] = TimestampTzGetDatum(g->window_start + s->plan.window_size_us);
 		nulls[1] = false;
@@ -798,6 +1192,9 @@ store_write_changed(StateStore *s)
 	dlist_iter	it;
 
 	CommandCounterIncrement();
+	for (int i = 0; i < s->nstate_gone; i++)
+		simple_heap_delete(rel, &s->state_gone[i]);
+	s->nstate_gone = 0;
 	dlist_foreach(it, &s->changed)
 	{
 		StoreGroup *g = dlist_container(StoreGroup, changed_node, it.cur);
@@ -885,6 +1282,8 @@ store_count_rows(StateStore *s, StoreRows which)
 {
 	if (which == STORE_ROWS_ALL)
 		return s->ngroups;
+	if (which == STORE_ROWS_GONE)
+		return s->ngone;
 	return s->nrows[which];
 }
 
@@ -936,6 +1335,19 @@ changed_done(StateStore *s)
 		rows_remove(s, g);
 	}
 	dlist_init(&s->changed);
+	if (s->plan.session)
+	{
+		dlist_foreach_modify(it, &s->gone)
+		{
+			StoreGroup *g = dlist_container(StoreGroup, changed_node, it.cur);
+
+			dlist_delete(&g->changed_node);
+			pfree(g->key);
+			pfree(g->isnull);
+			pfree(g);
+		}
+		s->ngone = 0;
+	}
 }
 
 /* --- streamwin.store_rows(query_id, which) -------------------------------- */
@@ -1003,6 +1415,8 @@ streamwin_store_rows(PG_FUNCTION_ARGS)
 		rows = STORE_ROWS_UPSERT;
 	else if (strcmp(which, "closed") == 0)
 		rows = STORE_ROWS_CLOSED;
+	else if (strcmp(which, "gone") == 0)
+		rows = STORE_ROWS_GONE;
 	else if (strcmp(which, "all") == 0)
 		rows = STORE_ROWS_ALL;
 	else
@@ -1020,6 +1434,15 @@ streamwin_store_rows(PG_FUNCTION_ARGS)
 			put_group(s, rsinfo->setResult, desc, (StoreGroup *) entry->additional, with_tid,
 					  values, nulls);
 		TermTupleHashIterator(&it);
+	}
+	else if (rows == STORE_ROWS_GONE)
+	{
+		dlist_iter	it;
+
+		if (s->plan.session)
+			dlist_foreach(it, &s->gone)
+				put_group(s, rsinfo->setResult, desc,
+						  dlist_container(StoreGroup, changed_node, it.cur), with_tid, values, nulls);
 	}
 	else
 	{
@@ -1041,6 +1464,23 @@ store_close_windows(StateStore *s, TimestampTz watermark)
 
 	if (!s->plan.windowed)
 		return 0;
+	if (s->plan.session)
+	{
+		/* sessions ending at or before the watermark, from the heap's top */
+		while (!pairingheap_is_empty(s->session_ends))
+		{
+			StoreSession *ss = pairingheap_container(StoreSession, end_node,
+													 pairingheap_first(s->session_ends));
+
+			if (ss->end > watermark)
+				break;
+			(void) pairingheap_remove_first(s->session_ends);
+			ss->group->flags |= GROUP_CLOSED;
+			rows_add(s, ss->group, STORE_ROWS_CLOSED);
+			n++;
+		}
+		return n;
+	}
 	for (int w = 0; w < s->nwindows; w++)
 	{
 		StoreWindow *win = s->windows[w];
@@ -1073,6 +1513,8 @@ drop_group(StateStore *s, StoreGroup *g)
 		elog(ERROR, "streamwin: a group of the store is not in its hash table");
 	tuplehash_delete_item(s->hash->hashtab, entry);
 	ExecClearTuple(s->key_slot);
+	if (g->session != NULL)
+		session_detach(s, g);
 	for (int i = 0; i < s->npartials; i++)
 		if (!g->isnull[i] && !s->partials[i].typbyval)
 			pfree(DatumGetPointer(g->values[i]));
@@ -1114,7 +1556,8 @@ store_evict_closed(StateStore *s)
 			dlist_delete(&g->ckpt_node);
 		if (g->flags & GROUP_CHANGED)
 			dlist_delete(&g->changed_node);
-		dlist_delete(&g->window_node);
+		if (!s->plan.session)
+			dlist_delete(&g->window_node);
 		drop_group(s, g);
 	}
 	table_close(rel, NoLock);
@@ -1209,6 +1652,16 @@ store_load(StateStore *s)
 			Datum		v = slot_getattr(slot, s->partials[i].state_attno, &isnull);
 
 			set_partial(s, g, i, v, isnull);
+		}
+		if (s->plan.session)
+		{
+			bool		isnull;
+			Datum		end = slot_getattr(slot, 2, &isnull);
+
+			if (isnull)
+				elog(ERROR, "streamwin: state table %s holds a session without its end",
+					 RelationGetRelationName(rel));
+			session_attach(s, g, DatumGetTimestampTz(end));
 		}
 		g->state_tid = slot->tts_tid;
 		MemoryContextSwitchTo(old);

@@ -13,6 +13,13 @@
  * the aggregates' own combine functions, so it knows exactly which groups
  * changed, which are new and which a watermark closes.
  *
+ * A session window is a group too, keyed by its start; the store also
+ * keeps each key's sessions in order and every session by its end.  A
+ * batch's own sessions (gaps and islands over its rows, by the executor)
+ * merge in C with the stored sessions of their key that they overlap, so
+ * an event that bridges two sessions joins them into one, and a session
+ * closes when the watermark passes its end.
+ *
  * The state table is the store's persisted form: at every commit it holds
  * exactly the open groups.  Each entry knows the location (TID) of its row
  * there, of its row in the logged checkpoint table, and of its row in the
@@ -73,6 +80,7 @@ typedef struct StorePlan
 {
 	int			nkeys;			/* group key columns, window_start first */
 	bool		windowed;
+	bool		session;		/* session windows: window_size_us is the gap */
 	int64		window_size_us;
 	int			npartials;
 	MergeKind  *merge;			/* per partial column */
@@ -104,7 +112,10 @@ extern bool store_begin(StateStore *s, TransactionId catalog_xmin);
 /* Forget everything: the next store_begin loads from the tables. */
 extern void store_invalidate(StateStore *s);
 
-/* The batch's groups: a DestReceiver merging each row (window_start, keys, partials). */
+/*
+ * The batch's groups: a DestReceiver merging each row (window_start, keys,
+ * partials; a session store's rows end with the session's window_end).
+ */
 extern struct _DestReceiver *store_merge_receiver(StateStore *s);
 
 /*
@@ -119,6 +130,8 @@ extern void store_write_changed(StateStore *s);
  * groups new to the result; STORE_ROWS_UPDATE: changed groups whose result
  * row's location is known; STORE_ROWS_UPSERT: the other changed groups;
  * STORE_ROWS_CLOSED: groups of the windows a watermark closed;
+ * STORE_ROWS_GONE: sessions merged into another, or that start earlier
+ * now, under the (window_start, keys) their result row may have;
  * STORE_ROWS_ALL: every group.
  */
 typedef enum StoreRows
@@ -127,6 +140,7 @@ typedef enum StoreRows
 	STORE_ROWS_UPDATE,
 	STORE_ROWS_UPSERT,
 	STORE_ROWS_CLOSED,
+	STORE_ROWS_GONE,
 	STORE_ROWS_ALL
 } StoreRows;
 

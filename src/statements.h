@@ -46,8 +46,10 @@ typedef enum QueryStatement
 	STMT_STORE_CLOSE,			/* append mode: closed windows' groups */
 	STMT_STORE_CLOSE_UPSERT,	/* ... when the result has some already */
 	STMT_STORE_REFRESH,			/* complete mode: every group */
+	STMT_STORE_DELETE,			/* update mode: result rows of sessions gone */
 	STMT_STATE_INDEX,			/* the state table's index, for the statements
 								 * above STMT_DEDUP_EVICT ... */
+	STMT_STATE_END_INDEX,		/* ... and a session's index by end ... */
 	STMT_STATE_UNINDEX,			/* ... which the store does without */
 
 	/*

@@ -240,31 +240,40 @@ sub set_min_interval
 psql_ok($node, q{
 SELECT streamwin.create_query('c_spacing',
     $q$SELECT k, count(*) AS n FROM ev_src GROUP BY streamwin.tumble(ts, '10 seconds'), k$q$,
-    output_mode => 'update', start => false);
-SELECT streamwin.create_query('c_spacing_s',
-    $q$SELECT k, count(*) AS n FROM ev_src GROUP BY streamwin.session(ts, '10 seconds'), k$q$,
     output_mode => 'update', start => false);});
+psql_ok($node, qq{
+SELECT streamwin.create_kafka_source('ev2_src', '$brokers', 'ev',
+    'id int, k text, v int, ts timestamptz', options => '{"max_records_per_batch": 500}');});
+psql_ok($node, q{
+SELECT streamwin.create_query('c_spacing_j',
+    $q$SELECT a.id, a.k, b.v FROM ev_src a LEFT JOIN ev2_src b
+         ON b.id = a.id AND b.ts BETWEEN a.ts - interval '1 second' AND a.ts + interval '1 second'$q$,
+    watermark => '5 seconds', start => false);});
 set_min_interval('1h');
 $node->safe_psql('postgres', "SELECT streamwin.run_batch('c_spacing')" . (";SELECT streamwin.run_batch('c_spacing')" x 6));
 is(checkpoint_batch(), '1', 'min interval 1h: 7 batches, only the first one checkpointed');
 set_min_interval('0');
 $node->safe_psql('postgres', "SELECT streamwin.run_batch('c_spacing')" . (";SELECT streamwin.run_batch('c_spacing')" x 2));
 is(checkpoint_batch(), '8', 'min interval 0: the next batch 3 or more after the checkpoint takes one');
-$node->safe_psql('postgres', "SELECT streamwin.run_batch('c_spacing_s')");
-is(checkpoint_batch('c_spacing_s'), '1', 'the session query checkpointed its first batch');
+$node->safe_psql('postgres', "SELECT streamwin.run_batch('c_spacing_j')");
+is(checkpoint_batch('c_spacing_j'), '1', 'the outer join checkpointed its first batch');
 
 # pg_dump holds ACCESS SHARE on every table it dumps, checkpoint tables
 # included, for as long as the dump runs.  A state store writes its
 # checkpoint by row location, which that lock does not block: its batches
-# checkpoint as usual.  Replacing a checkpoint's whole contents (sessions)
-# needs ACCESS EXCLUSIVE: batches must not wait for the dump, so while the
-# lock is held they skip their checkpoints (statement_timeout turns a wait
-# into a failure here), and the next batch after it takes one.
+# checkpoint as usual.  Replacing a checkpoint's whole contents (the
+# preserved side of an outer join) needs ACCESS EXCLUSIVE: batches must not
+# wait for the dump, so while the lock is held they skip their checkpoints
+# (statement_timeout turns a wait into a failure here), and the next batch
+# after it takes one.
 my $dump = $node->background_psql('postgres');
 $dump->query_safe(q{
 BEGIN;
-SELECT format('LOCK TABLE %s IN ACCESS SHARE MODE', checkpoint_table::regclass)
-  FROM streamwin.query_catalog WHERE name IN ('c_spacing', 'c_spacing_s') \gexec
+SELECT format('LOCK TABLE %s IN ACCESS SHARE MODE', c.oid::regclass)
+  FROM pg_class c JOIN streamwin.query_catalog q
+    ON c.relname IN ('checkpoint_' || q.query_id, 'checkpoint_join_left_' || q.query_id,
+                     'checkpoint_join_right_' || q.query_id)
+ WHERE q.name IN ('c_spacing', 'c_spacing_j') AND c.relnamespace = 'streamwin'::regnamespace \gexec
 });
 my $last = $node->safe_psql('postgres',
 	"SELECT last_batch_id FROM streamwin.query_catalog WHERE name = 'c_spacing'");
@@ -274,27 +283,27 @@ is( $node->safe_psql('postgres',
 	join("\n", map { $last + $_ } 1 .. 4), 'batches run while a dump holds the checkpoint table');
 is(checkpoint_batch(), $last + 4, 'and a store checkpoints meanwhile, every 3 batches');
 is( $node->safe_psql('postgres',
-		"SET statement_timeout = '10s'; SELECT streamwin.run_batch('c_spacing_s')->>'batch_id'"
-		  . (";SELECT streamwin.run_batch('c_spacing_s')->>'batch_id'" x 3)),
-	join("\n", 2 .. 5), 'batches of a session query run too');
-is(checkpoint_batch('c_spacing_s'), '1', 'and skip their checkpoints');
+		"SET statement_timeout = '10s'; SELECT streamwin.run_batch('c_spacing_j')->>'batch_id'"
+		  . (";SELECT streamwin.run_batch('c_spacing_j')->>'batch_id'" x 3)),
+	join("\n", 2 .. 5), 'batches of the outer join run too');
+is(checkpoint_batch('c_spacing_j'), '1', 'and skip their checkpoints');
 # A lock that stays would make recovery replay ever more batches: every
 # 10 x checkpoint_interval (here 30) batches without a checkpoint, a warning.
 my $slast = 5;
 {
 	my $more = 1 + 30 - $slast;
 	my ($rc, $out, $err) = $node->psql('postgres',
-		join(';', ("SELECT streamwin.run_batch('c_spacing_s')") x $more));
-	my @warnings = $err =~ /WARNING:  query "c_spacing_s" has taken no checkpoint for (\d+) batches/g;
+		join(';', ("SELECT streamwin.run_batch('c_spacing_j')") x $more));
+	my @warnings = $err =~ /WARNING:  query "c_spacing_j" has taken no checkpoint for (\d+) batches/g;
 	is("@warnings", '30', "$more more batches: one warning, at 30 batches without a checkpoint");
-	like($err, qr/DETAIL:  Its checkpoint table streamwin\.checkpoint_\d+ is locked by another session/,
+	like($err, qr/DETAIL:  Its checkpoint table streamwin\.checkpoint_join_left_\d+ is locked by another session/,
 		'the warning names the locked table');
 	$slast += $more;
 }
 $dump->query_safe('COMMIT');
 $dump->quit;
-$node->safe_psql('postgres', "SELECT streamwin.run_batch('c_spacing_s')");
-is(checkpoint_batch('c_spacing_s'), $slast + 1, 'the first batch after the dump takes the checkpoint');
+$node->safe_psql('postgres', "SELECT streamwin.run_batch('c_spacing_j')");
+is(checkpoint_batch('c_spacing_j'), $slast + 1, 'the first batch after the dump takes the checkpoint');
 
 $node->stop;
 $broker->stop;

@@ -1,0 +1,451 @@
+
+# 018_session_store.pl: session windows in the state store against plain SQL.
+#
+# A session query keeps its open sessions in the state store
+# (src/state_store.c): a batch's own sessions, built by the executor, merge
+# in C with the stored sessions of their key that they overlap; merged
+# sessions leave the state table, the checkpoint and (update mode) the
+# result; a session closes when the watermark passes its end.  Every
+# expectation is plain SQL over the events the query read (gaps and
+# islands: per key, sorted by time, a new session where the step is 10 s or
+# more), compared as multisets.
+#
+# Events of a key arrive out of order (up to 30 s late, within a 1-minute
+# watermark, so that none is dropped), so sessions grow at both ends, start
+# earlier, and are bridged into one, within a batch and across batches.
+#
+#   1. The memory cap, in a session (streamwin.state_memory = 1MB): update,
+#      append and complete mode whose state grows past the cap switch to
+#      their state tables (the SQL statements, with the indexes they make),
+#      stay exact there, and come back into memory when closing sessions
+#      shrink the state.
+#   2. A worker with 40,000 open sessions: stop_query and start_query, a
+#      SIGTERM of the worker, each followed by events that bridge two
+#      stored sessions of a key, reach back before one, or extend one.
+#   3. Crashes (SIGKILL of the worker, or of an unrelated backend) right
+#      after a checkpoint and two batches after one: each query restores
+#      its checkpoint, replays, reads on.
+#   In each part, after many batches: the checkpoint table equals the state
+#   table, row for row.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time usleep);
+use StreamwinTest;
+
+my $T0 = "timestamptz '2024-01-01 00:00:00+00'";
+
+my $node = new_node('sessions_store',
+	conf => "streamwin.checkpoint_interval = 3\nstreamwin.checkpoint_min_interval = 0\n"
+	  . "restart_after_crash = on\n");
+
+# ---- helpers ----------------------------------------------------------------
+
+# A session of its own (its runners, and their stores, live as long as it
+# does) that goes on after an error and shows warnings only.
+sub session
+{
+	my $s = $node->background_psql('postgres', on_error_stop => 0);
+	sess_ok($s, 'SET client_min_messages = warning');
+	return $s;
+}
+
+# SQL that must succeed in a session; the session goes on after an error.
+sub sess_ok
+{
+	my ($s, $sql) = @_;
+	my ($out) = $s->query($sql);
+	my $err = $s->{stderr};
+	$s->{stderr} = '';
+	if ($err ne '')
+	{
+		fail("session SQL succeeds: $sql");
+		diag($err);
+	}
+	return $out;
+}
+
+# Plain SQL: the sessions (gap 10 s) per k of the events of table, with
+# extra conditions on them.  cols: the result's columns or the state's.
+my $AGGS  = 'count(*)::bigint AS n, sum(v)::bigint AS s, min(v) AS lo, max(v) AS hi';
+my $COLS  = 'window_start, window_end, k, n, s, lo, hi';
+my $SCOLS = 'window_start, window_end, k, "n$count", "s$sum", "lo$min", "hi$max"';
+
+sub want_sessions
+{
+	my ($table, $where) = @_;
+	return qq{SELECT * FROM (
+  SELECT min(ts) AS window_start, max(ts) + interval '10 seconds' AS window_end, k, $AGGS
+    FROM (SELECT *, sum(brk) OVER (PARTITION BY k ORDER BY ts, id ROWS UNBOUNDED PRECEDING) AS isl
+            FROM (SELECT *, CASE WHEN ts - lag(ts) OVER (PARTITION BY k ORDER BY ts, id)
+                                      < interval '10 seconds' THEN 0 ELSE 1 END AS brk
+                    FROM $table) a) b
+   GROUP BY k, isl) w} . ($where ? " WHERE $where" : '');
+}
+
+sub state_table
+{
+	my ($q) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT state_table::regclass FROM streamwin.query_catalog WHERE name = '$q'");
+}
+
+# The state table of q holds exactly its open sessions: those of the events
+# ending after wm (SQL; all of them without).
+sub state_matches
+{
+	my ($table, $q, $wm, $name) = @_;
+	results_match($node, "SELECT $SCOLS FROM " . state_table($q),
+		want_sessions($table, $wm ? "window_end > $wm" : undef), $name);
+	return;
+}
+
+# Does the state table of q have an index (the query runs on its table)?
+sub table_mode
+{
+	my ($q) = @_;
+	return $node->safe_psql('postgres', qq{
+SELECT count(*) > 0 FROM pg_index i JOIN streamwin.query_catalog q ON i.indrelid = q.state_table
+ WHERE q.name = '$q'}) eq 't';
+}
+
+# How often the server log says that query q switched, either way.
+sub switches
+{
+	my ($q) = @_;
+	my $log = slurp_file($node->logfile);
+	my $out = () = $log =~ /the state of query "$q" does not fit in streamwin\.state_memory/g;
+	my $in  = () = $log =~ /the state of query "$q" fits in memory again/g;
+	return "$out/$in";
+}
+
+# The checkpoint table of q equals its state table, row for row, after a
+# batch that took a checkpoint: session s runs batches, each after $more->()
+# added a few events, until the last one did.
+sub checkpoint_matches
+{
+	my ($q, $s, $more, $when) = @_;
+	my $at = "SELECT checkpoint_batch_id = last_batch_id FROM streamwin.query_catalog WHERE name = '$q'";
+	for (my $i = 0; $i < 5 && $node->safe_psql('postgres', $at) ne 't'; $i++)
+	{
+		$more->();
+		sess_ok($s, "SELECT streamwin.run_batch('$q') IS NOT NULL");
+	}
+	is($node->safe_psql('postgres', $at), 't', "$q: its last batch took a checkpoint $when");
+	my ($ckpt, $table) = split /\|/, $node->safe_psql('postgres',
+		"SELECT checkpoint_table::regclass, state_table::regclass FROM streamwin.query_catalog WHERE name = '$q'");
+	cmp_ok($node->safe_psql('postgres', "SELECT count(*) FROM $table"), '>', 0, "$q: it has state $when");
+	results_match($node, "SELECT * FROM $ckpt", "SELECT * FROM $table",
+		"$q: its checkpoint table equals its state table $when");
+	return;
+}
+
+sub log_count
+{
+	my ($re) = @_;
+	my $n = () = slurp_file($node->logfile) =~ /$re/g;
+	return $n;
+}
+
+# n events into table tab after those there: their nominal times (at_ms,
+# after T0) step_ms apart from the last one's, their event times up to 30 s
+# earlier (a hash of their number), so that a key's events arrive out of
+# order but none later than the 1-minute watermark.  k: the key, SQL over g
+# (1..n) and b (the number of events before).
+psql_ok($node, q{
+CREATE PROCEDURE events(tab text, n int, k text, step_ms float8) LANGUAGE plpgsql AS $p$
+BEGIN
+    EXECUTE format($s$
+        INSERT INTO %I (k, v, ts, at_ms)
+        SELECT %s, abs(hashint4(b + g)) %% 1000,
+               timestamptz '2024-01-01 00:00:00+00' + (a + g * %s)::bigint * interval '1 ms'
+                 - (abs(hashint4(b + g + 7777777)) %% 30000) * interval '1 ms',
+               (a + g * %s)::bigint
+          FROM (SELECT count(*)::int AS b, coalesce(max(at_ms), 0) AS a FROM %I) c,
+               generate_series(1, %s) g$s$,
+        tab, k, step_ms, step_ms, tab, n);
+END $p$;
+}, 'a procedure that makes events');
+
+# ==== 1. the memory cap, in a session =========================================
+
+psql_ok($node, q{
+CREATE TABLE ev1 (id bigserial, k int, v int, ts timestamptz, at_ms bigint);
+SELECT streamwin.create_table_source('s1', 'ev1', '{"max_records_per_batch": 250}');
+SELECT streamwin.create_query('m_update',
+    $q$SELECT k, count(*) AS n, sum(v) AS s, min(v) AS lo, max(v) AS hi
+       FROM s1 GROUP BY streamwin.session(ts, '10 seconds'), k$q$,
+    watermark => '1 minute', output_mode => 'update', start => false);
+SELECT streamwin.create_query('m_append',
+    $q$SELECT k, count(*) AS n, sum(v) AS s, min(v) AS lo, max(v) AS hi
+       FROM s1 GROUP BY streamwin.session(ts, '10 seconds'), k$q$,
+    watermark => '1 minute', start => false);
+SELECT streamwin.create_query('m_complete',
+    $q$SELECT k, count(*) AS n, sum(v) AS s, min(v) AS lo, max(v) AS hi
+       FROM s1 GROUP BY streamwin.session(ts, '10 seconds'), k$q$,
+    output_mode => 'complete', start => false);
+}, 'part 1: three session queries over a table source');
+my @m = qw(m_update m_append m_complete);
+
+my $s1 = session();
+sess_ok($s1, "SET streamwin.state_memory = '1MB'");
+
+sub catch_up_all
+{
+	sess_ok($s1, "CALL streamwin.catch_up('$_')") for @m;
+	return;
+}
+
+sub check_part1
+{
+	my ($when) = @_;
+	my $wm = "(SELECT max(ts) - interval '1 minute' FROM ev1)";
+	is( $node->safe_psql('postgres',
+			"SELECT count(*) FROM streamwin.queries WHERE name IN ('m_update', 'm_append') AND watermark = $wm"),
+		'2', "the watermark is max(ts) - 1 min of the events $when");
+	is( $node->safe_psql('postgres',
+			"SELECT coalesce(sum(late_rows_dropped), 0) FROM streamwin.progress WHERE query IN ('m_update', 'm_append')"),
+		'0', "no row was late $when");
+	results_match($node, "SELECT $COLS FROM m_update", want_sessions('ev1'),
+		"m_update: every session $when");
+	state_matches('ev1', 'm_update', $wm, "m_update: its state table holds the open sessions $when");
+	results_match($node, "SELECT $COLS FROM m_append", want_sessions('ev1', "window_end <= $wm"),
+		"m_append: the closed sessions $when");
+	state_matches('ev1', 'm_append', $wm, "m_append: its state table holds the open sessions $when");
+	results_match($node, "SELECT $COLS FROM m_complete", want_sessions('ev1'),
+		"m_complete: every session $when");
+	state_matches('ev1', 'm_complete', undef, "m_complete: its state table holds every session $when");
+	return;
+}
+
+# (a) 3,000 events over 25 minutes, 20 keys: a small state, in memory;
+# bridged sessions, and sessions that start earlier, across batches.
+psql_ok($node, "CALL events('ev1', 3000, 'abs(hashint4(b + g + 99)) % 20', 500)");
+catch_up_all();
+check_part1('with a small state');
+is(join(' ', map { switches($_) } @m), '0/0 0/0 0/0', 'a small state stays in memory');
+cmp_ok($node->safe_psql('postgres', q{
+SELECT count(*) FROM (
+  SELECT 1 FROM m_update u JOIN ev1 e ON e.k = u.k AND e.ts >= u.window_start AND e.ts < u.window_end
+   GROUP BY u.window_start, u.k HAVING min((e.id - 1) / 250) < max((e.id - 1) / 250)) x}), '>', 50,
+	'many sessions hold events of several batches');
+
+# (b) 10,000 events in 5 s of event time, each of a new key: every query's
+# state grows past 1MB in the middle of 40 batches.
+psql_ok($node, "CALL events('ev1', 10000, '1000 + b + g', 0.5)");
+catch_up_all();
+is(join(' ', map { switches($_) } @m), '1/0 1/0 1/0',
+	'each query says once that its state no longer fits in streamwin.state_memory');
+ok(table_mode($_), "$_ runs on its state table, which has its indexes") for @m;
+check_part1('after the state outgrew the cap');
+
+# (c) on the state tables: 3,000 events to the keys of (a) and of (b)
+# (4001 to 14000), whose sessions they extend or start earlier.
+psql_ok($node, "CALL events('ev1', 3000, 'CASE WHEN g % 2 = 0 THEN 4000 + g ELSE g % 20 END', 1)");
+catch_up_all();
+check_part1('on the state tables');
+
+# (d) the watermark moves on: 2,000 events over 20 minutes with 20 keys
+# close the sessions of (b) and (c).  Within the next 100 batches (empty
+# ones count) the update and append queries fit in memory again; complete
+# mode keeps every session.
+psql_ok($node, "CALL events('ev1', 2000, 'abs(hashint4(b + g)) % 20', 600)");
+catch_up_all();
+check_part1('after sessions closed under the watermark');
+for my $q (@m)
+{
+	sess_ok($s1, join('', ("SELECT streamwin.run_batch('$q') IS NOT NULL;\n") x 100));
+}
+is(join(' ', map { switches($_) } @m), '1/1 1/1 1/0',
+	'within 100 batches the watermarked queries fit in memory again, complete mode does not');
+ok(!table_mode('m_update') && !table_mode('m_append'), 'their state tables are without index again');
+
+# (e) in memory again: 2,000 more events.
+psql_ok($node, "CALL events('ev1', 2000, 'abs(hashint4(b + g + 5)) % 20', 400)");
+catch_up_all();
+check_part1('back in memory');
+
+checkpoint_matches($_, $s1, sub { $node->safe_psql('postgres', "CALL events('ev1', 20, '(b + g) % 20', 300)") },
+	'after all that')
+  for @m;
+catch_up_all();
+check_part1('at the end');
+$s1->quit;
+
+# ==== 2. a worker restarts with a large state =================================
+
+# Update mode without a watermark: every session stays open.  Each of
+# 20,000 keys gets two sessions, at 0 s and at 15 s; after each restart,
+# events bridge them (at 8 s), reach back before the first (at -5 s), or
+# start a third (at 40 s): a store that did not load its sessions would
+# make new ones instead of merging.
+psql_ok($node, q{
+CREATE TABLE ev2 (id bigserial, k int, v int, ts timestamptz);
+SELECT streamwin.create_table_source('s2', 'ev2', '{"max_records_per_batch": 20000}');
+SELECT streamwin.create_query('w_big',
+    $q$SELECT k, count(*) AS n, sum(v) AS s, min(v) AS lo, max(v) AS hi
+       FROM s2 GROUP BY streamwin.session(ts, '10 seconds'), k$q$,
+    output_mode => 'update', trigger_interval => '50 ms');
+CREATE PROCEDURE events2(first int, last int, at_s int) LANGUAGE sql AS $p$
+    INSERT INTO ev2 (k, v, ts)
+    SELECT g, (g * 7919 + at_s) % 1000, timestamptz '2024-01-01 00:00:00+00' + at_s * interval '1 second'
+      FROM generate_series(first, last) g $p$;
+}, 'part 2: a running session query, in a worker');
+
+sub check_part2
+{
+	my ($when) = @_;
+	wait_results_match($node, "SELECT $COLS FROM w_big", want_sessions('ev2'), "w_big: every session $when");
+	state_matches('ev2', 'w_big', undef, "w_big: its state table holds every session $when");
+	return;
+}
+
+sub worker_pid
+{
+	my ($q, $when) = @_;
+	wait_until($node, "SELECT worker_pid IS NOT NULL FROM streamwin.queries WHERE name = '$q'",
+		't', "$q has a worker $when");
+	return $node->safe_psql('postgres', "SELECT worker_pid FROM streamwin.queries WHERE name = '$q'");
+}
+
+psql_ok($node, 'CALL events2(1, 20000, 0); CALL events2(1, 20000, 15)');
+check_part2('with 40,000 sessions');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM w_big'), '40000', 'two sessions per key');
+
+psql_ok($node, "SELECT streamwin.stop_query('w_big')");
+wait_until($node, "SELECT worker_pid IS NULL FROM streamwin.queries WHERE name = 'w_big'", 't',
+	'w_big: the worker is gone after stop_query');
+psql_ok($node, 'CALL events2(1, 5000, 8); CALL events2(5001, 10000, -5)');
+psql_ok($node, "SELECT streamwin.start_query('w_big')");
+check_part2('after stop_query, events that bridge and reach back, start_query');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM w_big WHERE k <= 5000'), '5000',
+	'bridged: one session for each of those keys, the rows of the merged ones gone');
+
+my $pid2 = worker_pid('w_big', 'after start_query');
+kill 'TERM', $pid2;
+wait_until($node, "SELECT coalesce(worker_pid, 0) <> $pid2 FROM streamwin.queries WHERE name = 'w_big'",
+	't', 'w_big: the worker ends on SIGTERM');
+psql_ok($node, 'CALL events2(5001, 15000, 8); CALL events2(15001, 25000, 40)');
+psql_ok($node, "SELECT streamwin.start_query('w_big')");
+check_part2('after SIGTERM of the worker, events, a new worker');
+
+psql_ok($node, "SELECT streamwin.stop_query('w_big')");
+wait_until($node, "SELECT worker_pid IS NULL FROM streamwin.queries WHERE name = 'w_big'", 't',
+	'w_big: stopped');
+{
+	my $s = session();
+	my $at = 50;
+	checkpoint_matches('w_big', $s, sub { $node->safe_psql('postgres', "CALL events2(1, 200, $at)"); $at += 3 },
+		'after the worker');
+	$s->quit;
+}
+
+# ==== 3. crashes right after a checkpoint =====================================
+
+# Two running session queries (update and append mode, watermark 1 minute),
+# a batch every 100 ms, a checkpoint every 3 batches.  Each round feeds
+# events, 30 every 10 ms, until a checkpoint of one query is taken (or the
+# batch two after one), and at once kills with SIGKILL its worker or a
+# backend that has nothing to do with streamwin: PostgreSQL restarts and
+# empties every UNLOGGED table.
+psql_ok($node, q{
+CREATE TABLE ev3 (id bigserial, k int, v int, ts timestamptz, at_ms bigint);
+SELECT streamwin.create_table_source('s3', 'ev3', '{"max_records_per_batch": 1000}');
+SELECT streamwin.create_query('c_upd',
+    $q$SELECT k, count(*) AS n, sum(v) AS s, min(v) AS lo, max(v) AS hi
+       FROM s3 GROUP BY streamwin.session(ts, '10 seconds'), k$q$,
+    watermark => '1 minute', output_mode => 'update', trigger_interval => '100 ms');
+SELECT streamwin.create_query('c_app',
+    $q$SELECT k, count(*) AS n, sum(v) AS s, min(v) AS lo, max(v) AS hi
+       FROM s3 GROUP BY streamwin.session(ts, '10 seconds'), k$q$,
+    watermark => '1 minute', trigger_interval => '100 ms');
+CREATE PROCEDURE feed_until(q text, cond text, INOUT pid int DEFAULT NULL) LANGUAGE plpgsql AS $p$
+DECLARE
+    done boolean;
+BEGIN
+    FOR i IN 1 .. 2000 LOOP
+        CALL events('ev3', 30, 'abs(hashint4(b + g + 3)) % 50', 100);
+        COMMIT;
+        PERFORM pg_sleep(0.01);
+        EXECUTE format('SELECT %s FROM streamwin.query_catalog WHERE name = %L', cond, q) INTO done;
+        IF done THEN
+            SELECT worker_pid INTO pid FROM streamwin.queries WHERE name = q;
+            RETURN;
+        END IF;
+    END LOOP;
+END $p$;
+}, 'part 3: two running session queries with a watermark');
+
+sub check_part3
+{
+	my ($when) = @_;
+	my $wm = "(SELECT max(ts) - interval '1 minute' FROM ev3)";
+	wait_results_match($node, "SELECT $COLS FROM c_upd", want_sessions('ev3'), "c_upd: every session $when");
+	wait_until($node, "SELECT watermark = $wm FROM streamwin.queries WHERE name = 'c_app'",
+		't', "c_app: the watermark reaches max(ts) - 1 min $when");
+	results_match($node, "SELECT $COLS FROM c_app", want_sessions('ev3', "window_end <= $wm"),
+		"c_app: the closed sessions, each once $when");
+	state_matches('ev3', $_, $wm, "$_: its state table holds the open sessions $when") for qw(c_upd c_app);
+	return;
+}
+
+worker_pid($_, 'at first') for qw(c_upd c_app);
+psql_ok($node, "CALL events('ev3', 2000, 'abs(hashint4(b + g + 3)) % 50', 100)");
+check_part3('before any crash');
+
+sub crash_round
+{
+	my ($q, $cond, $victim, $what) = @_;
+	my $c0 = $node->safe_psql('postgres',
+		"SELECT coalesce(checkpoint_batch_id, 0) FROM streamwin.query_catalog WHERE name = '$q'");
+	my $idle = $node->background_psql('postgres');
+	my $idle_pid = $idle->query_safe('SELECT pg_backend_pid()');
+	my $crashes = log_count(qr/all server processes terminated; reinitializing/);
+	my %restores = map { $_ => log_count(qr/query "$_" lost its state in a crash; restoring the checkpoint/) }
+	  qw(c_upd c_app);
+	$cond =~ s/\bC0\b/$c0/g;
+	my $pid = $node->safe_psql('postgres', "CALL feed_until('$q', '" . ($cond =~ s/'/''/gr) . "')");
+	kill 'KILL', $victim eq 'worker' ? $pid : $idle_pid;
+	my $limit = time + 60;
+	usleep(50_000)
+	  while log_count(qr/all server processes terminated; reinitializing/) == $crashes && time < $limit;
+	eval { $idle->quit };
+	is(log_count(qr/all server processes terminated; reinitializing/), $crashes + 1,
+		"$what: PostgreSQL restarted after the SIGKILL");
+	worker_pid($_, "again after $what") for qw(c_upd c_app);
+	check_part3("after $what");
+	for my $r (qw(c_upd c_app))
+	{
+		cmp_ok(log_count(qr/query "$r" lost its state in a crash; restoring the checkpoint/), '>', $restores{$r},
+			"$what: $r restored its checkpoint");
+	}
+	return;
+}
+
+crash_round('c_upd', 'checkpoint_batch_id > C0', 'worker', 'SIGKILL of the worker right after its checkpoint');
+crash_round('c_app', 'checkpoint_batch_id > C0', 'backend',
+	"SIGKILL of a backend right after c_app's checkpoint");
+crash_round('c_app', 'checkpoint_batch_id > C0 AND last_batch_id >= checkpoint_batch_id + 2', 'worker',
+	'SIGKILL of the worker two batches after its checkpoint');
+crash_round('c_upd', 'checkpoint_batch_id > C0 AND last_batch_id >= checkpoint_batch_id + 2', 'backend',
+	"SIGKILL of a backend two batches after c_upd's checkpoint");
+
+psql_ok($node, "SELECT streamwin.stop_query('c_upd'), streamwin.stop_query('c_app')");
+wait_until($node,
+	"SELECT count(*) FROM streamwin.queries WHERE name IN ('c_upd', 'c_app') AND worker_pid IS NOT NULL",
+	'0', 'part 3: the queries stopped');
+{
+	my $s = session();
+	checkpoint_matches($_, $s,
+		sub { $node->safe_psql('postgres', "CALL events('ev3', 30, 'abs(hashint4(b + g + 3)) % 50', 100)") },
+		'after the crashes')
+	  for qw(c_upd c_app);
+	sess_ok($s, "CALL streamwin.catch_up('$_')") for qw(c_upd c_app);
+	$s->quit;
+	check_part3('at the end');
+}
+
+$node->stop;
+done_testing();
