@@ -111,7 +111,7 @@ keys_partition(Compiled *c)
  * keys and partials), which a statement may use again for its own.
  */
 static char *
-batch_sessions_sql(Compiled *c, const char **brk, const char **isl)
+batch_sessions_sql(Compiled *c, const char **brk, const char **isl, bool per_instant)
 {
 	char	   *gap = psprintf("'%lld microseconds'::pg_catalog.interval", (long long) c->size_us);
 	Query	   *rq = copyObject(c->query);
@@ -193,6 +193,17 @@ batch_sessions_sql(Compiled *c, const char **brk, const char **isl)
 	*brk = quote_identifier(internal_name(&taken, "__brk", ""));
 	*isl = quote_identifier(internal_name(&taken, "__isl", ""));
 	initStringInfo(&sql);
+	if (per_instant)
+	{
+		/* bparts: ", agg AS p, ..." */
+		appendStringInfo(&sql,
+						 "WITH r AS (%s) SELECT %s AS window_start, %s%s%s + %s AS window_end "
+						 "FROM r GROUP BY %s%s ORDER BY %s%s",
+						 deparse_query_qualified(rq), ts, keys,
+						 bparts.len > 0 ? psprintf("%s, ", bparts.data + 2) : "",
+						 ts, gap, keys, ts, keys, ts);
+		return sql.data;
+	}
 	appendStringInfo(&sql,
 					 "WITH r AS (%s), "
 					 "rm AS (SELECT *, CASE WHEN %s - pg_catalog.lag(%s) OVER (%s ORDER BY %s) < %s "
@@ -221,18 +232,40 @@ partial_columns(Compiled *c)
 }
 
 /*
- * The batch's sessions for a state store (STMT_STORE_GROUPS): window_start,
- * keys, partials, window_end, which the store merges with its sessions.
+ * The batch's rows as sessions for a state store (STMT_STORE_GROUPS):
+ * window_start, keys, partials, window_end, which the store merges with
+ * its sessions (session_merge in state_store.c) in any order.
+ *
+ * Where every partial is a plain value (count, sum, min, max, bool_and,
+ * bool_or), each instant of a key is a session of its own, [ts, ts + gap),
+ * in order of key and time, and the store joins them, each with the
+ * newest session of its key: one sorted aggregation by key and event
+ * time, where building the batch's islands first takes two window
+ * functions and a second aggregation.  Transition states, sketches and
+ * distinct sets cost more to build and combine per instant than per
+ * island, so those queries build the batch's islands first (each way
+ * measured, see the commit that chose it).
  */
 char *
 session_store_groups_sql(Compiled *c)
 {
 	const char *brk;
 	const char *isl;
-	char	   *with = batch_sessions_sql(c, &brk, &isl);
+	bool		per_instant = true;
+	char	   *with;
 	StringInfoData cols;
 	ListCell   *lc;
 
+	foreach(lc, c->partials)
+	{
+		MergeKind	m = ((PartialCol *) lfirst(lc))->merge;
+
+		if (m == MERGE_STATE || m == MERGE_UNION)
+			per_instant = false;
+	}
+	with = batch_sessions_sql(c, &brk, &isl, per_instant);
+	if (per_instant)
+		return with;
 	initStringInfo(&cols);
 	appendStringInfoString(&cols, keys_list(c, ""));
 	foreach(lc, c->partials)
@@ -257,7 +290,7 @@ session_statements(Compiled *c, Oid result, Oid state, OutputMode mode, StringIn
 	char	   *sname = qualified_relname(state);
 	const char *brk;
 	const char *isl;
-	char	   *with = batch_sessions_sql(c, &brk, &isl);
+	char	   *with = batch_sessions_sql(c, &brk, &isl, false);
 	char	   *pcols = partial_columns(c);
 	StringInfoData mparts;
 	StringInfoData sql;

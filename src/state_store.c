@@ -991,7 +991,8 @@ session_restart(StateStore *s, StoreGroup *g, TimestampTz start)
  * overlaps follow one another in order of start; the first of them takes
  * it and the others in, which is what merging islands of the union in SQL
  * gives: sessions of one key never overlap, so a session the merged one
- * overlaps is one the batch's session overlaps.
+ * overlaps is one the batch's session overlaps.  The batch's sessions may
+ * come in any order.
  */
 static void
 session_merge(StateStore *s, TupleTableSlot *slot)
@@ -1003,31 +1004,41 @@ session_merge(StateStore *s, TupleTableSlot *slot)
 	StoreGroup *survivor = NULL;
 	TimestampTz new_end = end;
 	SessionKey *sk;
-	dlist_mutable_iter it;
 	StoreGroup *g;
 
+	/*
+	 * From the newest session of the key back, where a batch's sessions
+	 * mostly fall: sessions of one key are disjoint, so in order of start
+	 * they are in order of end too, and the first that ends at or before the
+	 * batch's session begins ends the search.
+	 */
 	fill_key_slot(s, slot, NULL);
 	sk = session_key(s, false);
 	if (sk != NULL)
 	{
-		dlist_foreach_modify(it, &sk->sessions)
-		{
-			StoreSession *ss = dlist_container(StoreSession, key_node, it.cur);
+		dlist_node *node = sk->sessions.head.prev;
 
+		while (node != &sk->sessions.head)
+		{
+			StoreSession *ss = dlist_container(StoreSession, key_node, node);
+
+			node = node->prev;
 			if (ss->group->window_start >= end)
-				break;
+				continue;
 			if (ss->end <= start)
-				continue;
+				break;
 			new_end = Max(new_end, ss->end);
-			if (survivor == NULL)
+			if (survivor != NULL)
 			{
-				survivor = ss->group;
-				continue;
+				/*
+				 * bridged by the batch's session: one session now, the
+				 * earliest
+				 */
+				for (int i = 0; i < s->npartials; i++)
+					merge_partial(s, ss->group, i, survivor->values[i], survivor->isnull[i]);
+				session_drop(s, survivor);
 			}
-			/* bridged by the batch's session: one session now */
-			for (int i = 0; i < s->npartials; i++)
-				merge_partial(s, survivor, i, ss->group->values[i], ss->group->isnull[i]);
-			session_drop(s, ss->group);
+			survivor = ss->group;
 		}
 	}
 	if (survivor == NULL)
