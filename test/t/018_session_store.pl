@@ -14,6 +14,11 @@
 # watermark, so that none is dropped), so sessions grow at both ends, start
 # earlier, and are bridged into one, within a batch and across batches.
 #
+# Session queries of plain values (count, sum, min, max) give the store
+# each instant of a key; those with a transition state (var_samp, in
+# m_update and c_upd) have the executor build a batch's sessions first.
+# Both are checked everywhere below.
+#
 #   1. The memory cap, in a session (streamwin.state_memory = 1MB): update,
 #      append and complete mode whose state grows past the cap switch to
 #      their state tables (the SQL statements, with the indexes they make),
@@ -68,16 +73,21 @@ sub sess_ok
 }
 
 # Plain SQL: the sessions (gap 10 s) per k of the events of table, with
-# extra conditions on them.  cols: the result's columns or the state's.
+# extra conditions on them; with $var, var_samp(v) too.  The queries with
+# it (m_update, c_upd) keep a transition state, so the executor builds a
+# batch's sessions first; the others, of plain values only, give the store
+# each instant of a key as a session.
 my $AGGS  = 'count(*)::bigint AS n, sum(v)::bigint AS s, min(v) AS lo, max(v) AS hi';
 my $COLS  = 'window_start, window_end, k, n, s, lo, hi';
+my $VCOLS = "$COLS, var";
 my $SCOLS = 'window_start, window_end, k, "n$count", "s$sum", "lo$min", "hi$max"';
 
 sub want_sessions
 {
-	my ($table, $where) = @_;
+	my ($table, $where, $var) = @_;
+	my $aggs = $var ? "$AGGS, var_samp(v) AS var" : $AGGS;
 	return qq{SELECT * FROM (
-  SELECT min(ts) AS window_start, max(ts) + interval '10 seconds' AS window_end, k, $AGGS
+  SELECT min(ts) AS window_start, max(ts) + interval '10 seconds' AS window_end, k, $aggs
     FROM (SELECT *, sum(brk) OVER (PARTITION BY k ORDER BY ts, id ROWS UNBOUNDED PRECEDING) AS isl
             FROM (SELECT *, CASE WHEN ts - lag(ts) OVER (PARTITION BY k ORDER BY ts, id)
                                       < interval '10 seconds' THEN 0 ELSE 1 END AS brk
@@ -175,7 +185,7 @@ psql_ok($node, q{
 CREATE TABLE ev1 (id bigserial, k int, v int, ts timestamptz, at_ms bigint);
 SELECT streamwin.create_table_source('s1', 'ev1', '{"max_records_per_batch": 250}');
 SELECT streamwin.create_query('m_update',
-    $q$SELECT k, count(*) AS n, sum(v) AS s, min(v) AS lo, max(v) AS hi
+    $q$SELECT k, count(*) AS n, sum(v) AS s, min(v) AS lo, max(v) AS hi, var_samp(v) AS var
        FROM s1 GROUP BY streamwin.session(ts, '10 seconds'), k$q$,
     watermark => '1 minute', output_mode => 'update', start => false);
 SELECT streamwin.create_query('m_append',
@@ -208,7 +218,7 @@ sub check_part1
 	is( $node->safe_psql('postgres',
 			"SELECT coalesce(sum(late_rows_dropped), 0) FROM streamwin.progress WHERE query IN ('m_update', 'm_append')"),
 		'0', "no row was late $when");
-	results_match($node, "SELECT $COLS FROM m_update", want_sessions('ev1'),
+	results_match($node, "SELECT $VCOLS FROM m_update", want_sessions('ev1', undef, 1),
 		"m_update: every session $when");
 	state_matches('ev1', 'm_update', $wm, "m_update: its state table holds the open sessions $when");
 	results_match($node, "SELECT $COLS FROM m_append", want_sessions('ev1', "window_end <= $wm"),
@@ -354,7 +364,7 @@ psql_ok($node, q{
 CREATE TABLE ev3 (id bigserial, k int, v int, ts timestamptz, at_ms bigint);
 SELECT streamwin.create_table_source('s3', 'ev3', '{"max_records_per_batch": 1000}');
 SELECT streamwin.create_query('c_upd',
-    $q$SELECT k, count(*) AS n, sum(v) AS s, min(v) AS lo, max(v) AS hi
+    $q$SELECT k, count(*) AS n, sum(v) AS s, min(v) AS lo, max(v) AS hi, var_samp(v) AS var
        FROM s3 GROUP BY streamwin.session(ts, '10 seconds'), k$q$,
     watermark => '1 minute', output_mode => 'update', trigger_interval => '100 ms');
 SELECT streamwin.create_query('c_app',
@@ -382,7 +392,8 @@ sub check_part3
 {
 	my ($when) = @_;
 	my $wm = "(SELECT max(ts) - interval '1 minute' FROM ev3)";
-	wait_results_match($node, "SELECT $COLS FROM c_upd", want_sessions('ev3'), "c_upd: every session $when");
+	wait_results_match($node, "SELECT $VCOLS FROM c_upd", want_sessions('ev3', undef, 1),
+		"c_upd: every session $when");
 	wait_until($node, "SELECT watermark = $wm FROM streamwin.queries WHERE name = 'c_app'",
 		't', "c_app: the watermark reaches max(ts) - 1 min $when");
 	results_match($node, "SELECT $COLS FROM c_app", want_sessions('ev3', "window_end <= $wm"),
