@@ -74,6 +74,14 @@ int			streamwin_state_memory = 1024 * 1024;
 /* Rows a result statement writes: a list of StoreRows kind per group. */
 #define NUM_STORE_ROWS (STORE_ROWS_CLOSED + 1)
 
+/* Locations of rows to delete, in the current memory context when made. */
+typedef struct TidList
+{
+	ItemPointerData *tids;
+	int			n;
+	int			max;
+} TidList;
+
 struct StoreSession;
 
 typedef struct StoreGroup
@@ -85,11 +93,21 @@ typedef struct StoreGroup
 	ItemPointerData state_tid;	/* invalid: no state row yet */
 	ItemPointerData ckpt_tid;	/* invalid: no checkpoint row */
 	ItemPointerData result_tid; /* invalid: not known */
-	dlist_node	window_node;	/* in its window's groups */
 	dlist_node	changed_node;	/* in the batch's changed groups */
 	dlist_node	ckpt_node;		/* in the groups changed since the checkpoint */
 	dlist_node	rows_node;		/* in the StoreRows list `rows` */
-	struct StoreSession *session;	/* session stores */
+
+	/*
+	 * A window's group is in its window's groups; a session has its session
+	 * part instead (NULL: none yet, or a record of STORE_ROWS_GONE).  One or
+	 * the other, in the same place: a group's size decides the allocator's
+	 * chunk it takes, and with it the store's memory.
+	 */
+	union
+	{
+		dlist_node	window_node;
+		struct StoreSession *session;
+	}			in;
 	bool	   *isnull;			/* per partial */
 	Datum		values[FLEXIBLE_ARRAY_MEMBER];	/* per partial */
 } StoreGroup;
@@ -165,16 +183,12 @@ struct StateStore
 	dlist_head	gone;			/* STORE_ROWS_GONE: keys of result rows to
 								 * delete, as groups of no hash entry */
 	int64		ngone;
-	ItemPointerData *state_gone;	/* state rows of sessions merged away */
-	int			nstate_gone;
-	int			maxstate_gone;
+	TidList		state_gone;		/* state rows of sessions merged away */
 	dlist_head	changed;
 	dlist_head	ckpt_dirty;
 	dlist_head	rows[NUM_STORE_ROWS];
 	int64		nrows[NUM_STORE_ROWS];
-	ItemPointerData *ckpt_gone; /* checkpoint rows of groups gone since */
-	int			nckpt_gone;
-	int			maxckpt_gone;
+	TidList		ckpt_gone;		/* checkpoint rows of groups gone since */
 
 	bool		loaded;
 	bool		in_batch;		/* a batch began and has not ended */
@@ -454,6 +468,34 @@ store_free(StateStore *s)
 	MemoryContextDelete(s->cxt);
 }
 
+static void
+tid_list_init(TidList *l)
+{
+	l->max = 64;
+	l->n = 0;
+	l->tids = palloc(sizeof(ItemPointerData) * l->max);
+}
+
+static void
+tid_list_add(TidList *l, ItemPointer tid)
+{
+	if (l->n == l->max)
+	{
+		l->max *= 2;
+		l->tids = repalloc(l->tids, sizeof(ItemPointerData) * l->max);
+	}
+	l->tids[l->n++] = *tid;
+}
+
+/* Delete the rows of the list from rel, and empty it. */
+static void
+tid_list_delete_rows(TidList *l, Relation rel)
+{
+	for (int i = 0; i < l->n; i++)
+		simple_heap_delete(rel, &l->tids[i]);
+	l->n = 0;
+}
+
 /* Sessions by end: the earliest end is the heap's first. */
 static int
 session_end_cmp(const pairingheap_node *a, const pairingheap_node *b, void *arg)
@@ -491,9 +533,7 @@ store_reset_groups(StateStore *s)
 		dlist_init(&s->rows[i]);
 		s->nrows[i] = 0;
 	}
-	s->maxckpt_gone = 64;
-	s->nckpt_gone = 0;
-	s->ckpt_gone = palloc(sizeof(ItemPointerData) * s->maxckpt_gone);
+	tid_list_init(&s->ckpt_gone);
 	if (s->plan.session)
 	{
 		/*
@@ -514,9 +554,7 @@ store_reset_groups(StateStore *s)
 		s->session_ends = pairingheap_allocate(session_end_cmp, NULL);
 		dlist_init(&s->gone);
 		s->ngone = 0;
-		s->maxstate_gone = 64;
-		s->nstate_gone = 0;
-		s->state_gone = palloc(sizeof(ItemPointerData) * s->maxstate_gone);
+		tid_list_init(&s->state_gone);
 	}
 	MemoryContextSwitchTo(old);
 }
@@ -633,7 +671,7 @@ store_group(StateStore *s, bool *created)
 		g->window_start = DatumGetTimestampTz(s->key_slot->tts_values[0]);
 		/* a session is in its key's sessions instead (session_attach) */
 		if (!s->plan.session)
-			dlist_push_tail(&store_window(s, g->window_start)->groups, &g->window_node);
+			dlist_push_tail(&store_window(s, g->window_start)->groups, &g->in.window_node);
 	}
 	entry->additional = g;
 	s->ngroups++;
@@ -818,7 +856,7 @@ session_attach(StateStore *s, StoreGroup *g, TimestampTz end)
 	ss->group = g;
 	ss->end = end;
 	ss->key = session_key(s, true);
-	g->session = ss;
+	g->in.session = ss;
 
 	/* a batch's sessions are mostly the newest of their key */
 	dlist_reverse_foreach(it, &ss->key->sessions)
@@ -840,7 +878,7 @@ session_attach(StateStore *s, StoreGroup *g, TimestampTz end)
 static void
 session_detach(StateStore *s, StoreGroup *g)
 {
-	StoreSession *ss = g->session;
+	StoreSession *ss = g->in.session;
 	SessionKey *sk = ss->key;
 
 	dlist_delete(&ss->key_node);
@@ -860,7 +898,7 @@ session_detach(StateStore *s, StoreGroup *g)
 		pfree(sk);
 	}
 	pfree(ss);
-	g->session = NULL;
+	g->in.session = NULL;
 }
 
 /* The session's end moves to end. */
@@ -897,18 +935,6 @@ gone_add(StateStore *s, MinimalTuple key, TimestampTz start)
 	s->ngone++;
 }
 
-static void
-state_gone_add(StateStore *s, ItemPointer tid)
-{
-	if (s->nstate_gone == s->maxstate_gone)
-	{
-		s->maxstate_gone *= 2;
-		s->state_gone = repalloc(s->state_gone, sizeof(ItemPointerData) * s->maxstate_gone);
-	}
-	s->state_gone[s->nstate_gone++] = *tid;
-}
-
-static void ckpt_gone_add(StateStore *s, ItemPointer tid);
 static void rows_remove(StateStore *s, StoreGroup *g);
 
 /*
@@ -919,9 +945,9 @@ static void
 session_drop(StateStore *s, StoreGroup *g)
 {
 	if (ItemPointerIsValid(&g->state_tid))
-		state_gone_add(s, &g->state_tid);
+		tid_list_add(&s->state_gone, &g->state_tid);
 	if (ItemPointerIsValid(&g->ckpt_tid))
-		ckpt_gone_add(s, &g->ckpt_tid);
+		tid_list_add(&s->ckpt_gone, &g->ckpt_tid);
 	if (g->flags & GROUP_CKPT_DIRTY)
 		dlist_delete(&g->ckpt_node);
 	if (g->flags & GROUP_CHANGED)
@@ -1057,7 +1083,7 @@ session_merge(StateStore *s, TupleTableSlot *slot)
 		g = survivor;
 		if (start < g->window_start)
 			session_restart(s, g, start);
-		session_set_end(s, g->session, new_end);
+		session_set_end(s, g->in.session, new_end);
 	}
 	for (int i = 0; i < s->npartials; i++)
 		merge_partial(s, g, i, slot->tts_values[s->nkeys + i], slot->tts_isnull[s->nkeys + i]);
@@ -1153,8 +1179,8 @@ group_values(StateStore *s, StoreGroup *g, Datum *values, bool *nulls)
 	if (s->plan.session)
 	{
 		/* a record of STORE_ROWS_GONE has no session, nor an end */
-		values[1] = g->session ? TimestampTzGetDatum(g->session->end) : (Datum) 0;
-		nulls[1] = g->session == NULL;
+		values[1] = g->in.session ? TimestampTzGetDatum(g->in.session->end) : (Datum) 0;
+		nulls[1] = g->in.session == NULL;
 	}
 	else if (s->plan.windowed)
 	{
@@ -1203,9 +1229,7 @@ store_write_changed(StateStore *s)
 	dlist_iter	it;
 
 	CommandCounterIncrement();
-	for (int i = 0; i < s->nstate_gone; i++)
-		simple_heap_delete(rel, &s->state_gone[i]);
-	s->nstate_gone = 0;
+	tid_list_delete_rows(&s->state_gone, rel);
 	dlist_foreach(it, &s->changed)
 	{
 		StoreGroup *g = dlist_container(StoreGroup, changed_node, it.cur);
@@ -1502,7 +1526,7 @@ store_close_windows(StateStore *s, TimestampTz watermark)
 			break;
 		dlist_foreach(it, &win->groups)
 		{
-			StoreGroup *g = dlist_container(StoreGroup, window_node, it.cur);
+			StoreGroup *g = dlist_container(StoreGroup, in.window_node, it.cur);
 
 			g->flags |= GROUP_CLOSED;
 			rows_add(s, g, STORE_ROWS_CLOSED);
@@ -1524,7 +1548,7 @@ drop_group(StateStore *s, StoreGroup *g)
 		elog(ERROR, "streamwin: a group of the store is not in its hash table");
 	tuplehash_delete_item(s->hash->hashtab, entry);
 	ExecClearTuple(s->key_slot);
-	if (g->session != NULL)
+	if (s->plan.session && g->in.session != NULL)
 		session_detach(s, g);
 	for (int i = 0; i < s->npartials; i++)
 		if (!g->isnull[i] && !s->partials[i].typbyval)
@@ -1535,16 +1559,6 @@ drop_group(StateStore *s, StoreGroup *g)
 	s->ngroups--;
 }
 
-static void
-ckpt_gone_add(StateStore *s, ItemPointer tid)
-{
-	if (s->nckpt_gone == s->maxckpt_gone)
-	{
-		s->maxckpt_gone *= 2;
-		s->ckpt_gone = repalloc(s->ckpt_gone, sizeof(ItemPointerData) * s->maxckpt_gone);
-	}
-	s->ckpt_gone[s->nckpt_gone++] = *tid;
-}
 
 void
 store_evict_closed(StateStore *s)
@@ -1562,13 +1576,13 @@ store_evict_closed(StateStore *s)
 		if (ItemPointerIsValid(&g->state_tid))
 			simple_heap_delete(rel, &g->state_tid);
 		if (ItemPointerIsValid(&g->ckpt_tid))
-			ckpt_gone_add(s, &g->ckpt_tid);
+			tid_list_add(&s->ckpt_gone, &g->ckpt_tid);
 		if (g->flags & GROUP_CKPT_DIRTY)
 			dlist_delete(&g->ckpt_node);
 		if (g->flags & GROUP_CHANGED)
 			dlist_delete(&g->changed_node);
 		if (!s->plan.session)
-			dlist_delete(&g->window_node);
+			dlist_delete(&g->in.window_node);
 		drop_group(s, g);
 	}
 	table_close(rel, NoLock);
@@ -1702,7 +1716,7 @@ store_load(StateStore *s)
 		fill_key_slot(s, slot, s->key_state_attno);
 		g = store_group(s, NULL);
 		if (g == NULL || ItemPointerIsValid(&g->ckpt_tid))
-			ckpt_gone_add(s, &slot->tts_tid);
+			tid_list_add(&s->ckpt_gone, &slot->tts_tid);
 		else
 		{
 			g->ckpt_tid = slot->tts_tid;
@@ -1802,9 +1816,7 @@ store_checkpoint(StateStore *s)
 	dlist_mutable_iter it;
 
 	CommandCounterIncrement();
-	for (int i = 0; i < s->nckpt_gone; i++)
-		simple_heap_delete(rel, &s->ckpt_gone[i]);
-	s->nckpt_gone = 0;
+	tid_list_delete_rows(&s->ckpt_gone, rel);
 	dlist_foreach_modify(it, &s->ckpt_dirty)
 	{
 		StoreGroup *g = dlist_container(StoreGroup, ckpt_node, it.cur);
