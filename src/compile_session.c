@@ -342,12 +342,25 @@ session_statements(Compiled *c, Oid result, Oid state, OutputMode mode, StringIn
 
 	if (mode == OUTPUT_UPDATE)
 	{
-		/* rows of sessions merged into another go; merged sessions upserted */
-		appendStringInfo(&sql,
-						 ", gone AS (DELETE FROM %s o USING t WHERE o.window_start = t.window_start AND %s "
-						 "AND NOT EXISTS (SELECT 1 FROM m WHERE m.window_start = t.window_start AND %s)) "
-						 "INSERT INTO %s AS r (%s) SELECT %s FROM m%s",
-						 rname, keys_equal(c, "o", "t"), keys_equal(c, "m", "t"),
+		/*
+		 * Rows of sessions merged into another go (keys matched with = where
+		 * they are non-NULL, as for t above: window_start alone may be shared
+		 * by many rows); merged sessions upserted.
+		 */
+		if (c->keys == NIL)
+			appendStringInfo(&sql,
+							 ", gone AS (DELETE FROM %s o USING t WHERE o.window_start = t.window_start "
+							 "AND NOT EXISTS (SELECT 1 FROM m WHERE m.window_start = t.window_start)) ",
+							 rname);
+		else
+			appendStringInfo(&sql,
+							 ", gone AS (DELETE FROM %s o USING t WHERE o.window_start = t.window_start AND %s "
+							 "AND NOT EXISTS (SELECT 1 FROM m WHERE m.window_start = t.window_start AND %s)), "
+							 "gone_null AS (DELETE FROM %s o USING t WHERE %s AND o.window_start = t.window_start AND %s "
+							 "AND NOT EXISTS (SELECT 1 FROM m WHERE m.window_start = t.window_start AND %s)) ",
+							 rname, keys_equal_strict(c, "o", "t"), keys_equal_strict(c, "m", "t"),
+							 rname, keys_any_null(c, "t"), keys_equal(c, "o", "t"), keys_equal(c, "m", "t"));
+		appendStringInfo(&sql, "INSERT INTO %s AS r (%s) SELECT %s FROM m%s",
 						 rname, result_list(c, false), result_list(c, true), result_upsert(c));
 	}
 	else
