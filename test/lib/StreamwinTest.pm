@@ -49,6 +49,8 @@ our @EXPORT = qw(
   new_node load_table results_match wait_results_match wait_until
   query_json run_json psql_ok ts_text windows_sql values_sql diag_queries
   user_role_sql fails_like
+  store_session sess sess_ok store_switches table_mode_sql table_mode
+  checkpoint_matches log_count worker_pid
 );
 
 our $bindir = $ENV{STREAMWIN_TEST_BINDIR}
@@ -465,6 +467,121 @@ sub wait_until
 		  . "last error: $err");
 	diag_queries($node, %opts);
 	return 0;
+}
+
+=pod
+
+=head1 State store helpers
+
+store_session(NODE): a background psql session of its own (its runners, and
+their stores, live as long as it does) that goes on after an error and shows
+warnings only.  sess(SESSION, SQL) returns (stdout, stderr) and forgets the
+error; sess_ok(SESSION, SQL, NAME) is SQL that must succeed (one test when
+named).
+
+store_switches(NODE, QUERY): "out/in", how often the server log says the
+query's state stopped fitting in streamwin.state_memory and fitted again.
+table_mode(NODE, QUERY) (table_mode_sql(QUERY) as SQL): does its state table
+have an index, that is, does it run on its state table?
+
+checkpoint_matches(NODE, QUERY, SESSION, MORE, WHEN): the session runs
+batches of the query, each after MORE->() added a few events, until one
+took a checkpoint (at most 5); then the query's checkpoint table (of its
+state, or else of its dedup keys) must equal that table, row for row.
+
+log_count(NODE, REGEX): matches in the server log.  worker_pid(NODE, QUERY,
+WHEN): waits until the query has a worker and returns its pid.
+
+=cut
+
+sub store_session
+{
+	my ($node) = @_;
+	my $s = $node->background_psql('postgres', on_error_stop => 0);
+	sess_ok($s, 'SET client_min_messages = warning');
+	return $s;
+}
+
+sub sess
+{
+	my ($s, $sql) = @_;
+	my ($out) = $s->query($sql);
+	my $err = $s->{stderr};
+	$s->{stderr} = '';
+	return ($out, $err);
+}
+
+sub sess_ok
+{
+	my ($s, $sql, $name) = @_;
+	my ($out, $err) = sess($s, $sql);
+	if (defined $name)
+	{
+		is($err, '', $name) or diag("SQL: $sql");
+	}
+	elsif ($err ne '')
+	{
+		fail("session SQL succeeds: $sql");
+		diag($err);
+	}
+	return $out;
+}
+
+sub log_count
+{
+	my ($node, $re) = @_;
+	my $n = () = slurp_file($node->logfile) =~ /$re/g;
+	return $n;
+}
+
+sub store_switches
+{
+	my ($node, $q) = @_;
+	my $out = log_count($node, qr/the state of query "$q" does not fit in streamwin\.state_memory/);
+	my $in  = log_count($node, qr/the state of query "$q" fits in memory again/);
+	return "$out/$in";
+}
+
+sub table_mode_sql
+{
+	my ($q) = @_;
+	return qq{
+SELECT count(*) > 0 FROM pg_index i JOIN streamwin.query_catalog q ON i.indrelid = q.state_table
+ WHERE q.name = '$q'};
+}
+
+sub table_mode
+{
+	my ($node, $q) = @_;
+	return $node->safe_psql('postgres', table_mode_sql($q)) eq 't';
+}
+
+sub checkpoint_matches
+{
+	my ($node, $q, $s, $more, $when) = @_;
+	my $at = "SELECT checkpoint_batch_id = last_batch_id FROM streamwin.query_catalog WHERE name = '$q'";
+	for (my $i = 0; $i < 5 && $node->safe_psql('postgres', $at) ne 't'; $i++)
+	{
+		$more->();
+		sess_ok($s, "SELECT streamwin.run_batch('$q') IS NOT NULL");
+	}
+	is($node->safe_psql('postgres', $at), 't', "$q: its last batch took a checkpoint $when");
+	my ($ckpt, $table) = split /\|/, $node->safe_psql('postgres',
+		"SELECT coalesce(nullif(checkpoint_table, 0), dedup_checkpoint)::regclass, "
+		  . "coalesce(nullif(state_table, 0), dedup_table)::regclass "
+		  . "FROM streamwin.query_catalog WHERE name = '$q'");
+	cmp_ok($node->safe_psql('postgres', "SELECT count(*) FROM $table"), '>', 0, "$q: it has state $when");
+	results_match($node, "SELECT * FROM $ckpt", "SELECT * FROM $table",
+		"$q: its checkpoint table equals its state table $when");
+	return;
+}
+
+sub worker_pid
+{
+	my ($node, $q, $when) = @_;
+	wait_until($node, "SELECT worker_pid IS NOT NULL FROM streamwin.queries WHERE name = '$q'",
+		't', "$q has a worker $when");
+	return $node->safe_psql('postgres', "SELECT worker_pid FROM streamwin.queries WHERE name = '$q'");
 }
 
 sub diag_queries

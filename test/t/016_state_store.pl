@@ -67,43 +67,6 @@ sub insert_events
 	return;
 }
 
-# A session of its own (its runners, and their stores, live as long as it
-# does) that goes on after an error and shows warnings only.
-sub session
-{
-	my $s = $node->background_psql('postgres', on_error_stop => 0);
-	sess_ok($s, 'SET client_min_messages = warning');
-	return $s;
-}
-
-# One session's SQL: returns (stdout, stderr) and forgets the error, so
-# that the session goes on.
-sub sess
-{
-	my ($s, $sql) = @_;
-	my ($out) = $s->query($sql);
-	my $err = $s->{stderr};
-	$s->{stderr} = '';
-	return ($out, $err);
-}
-
-# SQL that must succeed in a session (one test when named).
-sub sess_ok
-{
-	my ($s, $sql, $name) = @_;
-	my ($out, $err) = sess($s, $sql);
-	if (defined $name)
-	{
-		is($err, '', $name) or diag("SQL: $sql");
-	}
-	elsif ($err ne '')
-	{
-		fail("session SQL succeeds: $sql");
-		diag($err);
-	}
-	return $out;
-}
-
 # The aggregates of the windowed queries, as plain SQL computes them.
 my $WAGGS = 'count(*)::bigint AS n, sum(v)::bigint AS s, min(v) AS lo, max(v) AS hi, avg(v) AS a';
 my $WCOLS = 'window_start, window_end, k, n, s, lo, hi, a';
@@ -137,21 +100,6 @@ sub state_table
 		"SELECT state_table FROM streamwin.queries WHERE name = '$q'");
 }
 
-# Does the state table of q have an index (the query runs on its table)?
-sub table_mode_sql
-{
-	my ($q) = @_;
-	return qq{
-SELECT count(*) > 0 FROM pg_index i JOIN streamwin.query_catalog q ON i.indrelid = q.state_table
- WHERE q.name = '$q'};
-}
-
-sub table_mode
-{
-	my ($q) = @_;
-	return $node->safe_psql('postgres', table_mode_sql($q)) eq 't';
-}
-
 # The state table of a windowed query holds exactly its open groups: the
 # windows of the events that end after the watermark, with each partial.
 sub windowed_state_matches
@@ -165,39 +113,6 @@ sub windowed_state_matches
 			aggs => 'count(*), sum(v), min(v), max(v), sum(v), count(v)')
 		  . ") w WHERE window_end > $wm",
 		$name);
-	return;
-}
-
-# How often the server log says that query q switched, either way.
-sub switches
-{
-	my ($q) = @_;
-	my $log = slurp_file($node->logfile);
-	my $out = () = $log =~ /the state of query "$q" does not fit in streamwin\.state_memory/g;
-	my $in  = () = $log =~ /the state of query "$q" fits in memory again/g;
-	return "$out/$in";
-}
-
-# The checkpoint table of q equals its state table, row for row, after a
-# batch that took a checkpoint: session s runs batches, each after $more->()
-# added a few events, until the last one did.
-sub checkpoint_matches
-{
-	my ($q, $s, $more, $when) = @_;
-	my $at = "SELECT checkpoint_batch_id = last_batch_id FROM streamwin.query_catalog WHERE name = '$q'";
-	for (my $i = 0; $i < 5 && $node->safe_psql('postgres', $at) ne 't'; $i++)
-	{
-		$more->();
-		sess_ok($s, "SELECT streamwin.run_batch('$q') IS NOT NULL");
-	}
-	is($node->safe_psql('postgres', $at), 't', "$q: its last batch took a checkpoint $when");
-	my ($ckpt, $table) = split /\|/, $node->safe_psql('postgres',
-		"SELECT coalesce(nullif(checkpoint_table, 0), dedup_checkpoint)::regclass, "
-		  . "coalesce(nullif(state_table, 0), dedup_table)::regclass "
-		  . "FROM streamwin.query_catalog WHERE name = '$q'");
-	cmp_ok($node->safe_psql('postgres', "SELECT count(*) FROM $table"), '>', 0, "$q: it has state $when");
-	results_match($node, "SELECT * FROM $ckpt", "SELECT * FROM $table",
-		"$q: its checkpoint table equals its state table $when");
 	return;
 }
 
@@ -237,7 +152,7 @@ SELECT streamwin.create_query('m_complete',
 
 # One session runs every batch, so that each query's store stays loaded
 # from batch to batch: what it holds grows in memory, past the cap.
-my $s1 = session();
+my $s1 = store_session($node);
 sess_ok($s1, "SET streamwin.state_memory = '1MB'");
 
 # Catch up: every query reads the whole topic, 250 events a batch, each
@@ -301,16 +216,16 @@ sub check_part1
 events1( 1000, 'g % 50', '(g * 7919) % 1000', "$T0 + g * interval '10 ms'");
 catch_up_all();
 check_part1('with a small state');
-is(join(' ', map { switches($_) } qw(m_update m_append m_complete)), '0/0 0/0 0/0',
+is(join(' ', map { store_switches($node, $_) } qw(m_update m_append m_complete)), '0/0 0/0 0/0',
 	'a small state stays in memory');
 
 # (b) 6,000 events in 2 s, each of a new key: every query's state grows
 # past 1MB in the middle of 24 batches, with the store loaded all along.
 events1( 6000, '1000 + g', '(g * 104729) % 1000', "$T0 + interval '10 s' + g * interval '300 us'");
 catch_up_all();
-is(join(' ', map { switches($_) } qw(m_update m_append m_complete)), '1/0 1/0 1/0',
+is(join(' ', map { store_switches($node, $_) } qw(m_update m_append m_complete)), '1/0 1/0 1/0',
 	'each query says once that its state no longer fits in streamwin.state_memory');
-ok(table_mode($_), "$_ runs on its state table, which has its index") for qw(m_update m_append m_complete);
+ok(table_mode($node, $_), "$_ runs on its state table, which has its index") for qw(m_update m_append m_complete);
 check_part1('after the state outgrew the cap in the middle of a stream');
 
 # (c) on the state tables: 3,000 events, half of them to keys of (b) (their
@@ -328,10 +243,10 @@ events1( 2500, 'g % 20', '(g * 13) % 1000', "$T0 + interval '14 s' + g * interva
 catch_up_all();
 check_part1('after windows closed under the watermark');
 empty_batches(100, qw(m_update m_append m_complete));
-is(join(' ', map { switches($_) } qw(m_update m_append m_complete)), '1/1 1/1 1/0',
+is(join(' ', map { store_switches($node, $_) } qw(m_update m_append m_complete)), '1/1 1/1 1/0',
 	'within 100 batches the windowed queries fit in memory again, complete mode does not');
-ok(!table_mode('m_update') && !table_mode('m_append'), 'their state tables are without index again');
-ok(table_mode('m_complete'), 'm_complete still runs on its state table');
+ok(!table_mode($node, 'm_update') && !table_mode($node, 'm_append'), 'their state tables are without index again');
+ok(table_mode($node, 'm_complete'), 'm_complete still runs on its state table');
 
 # (e) in memory again: 2,000 events to old and new keys.
 events1( 2000, 'CASE WHEN g % 2 = 0 THEN g % 20 ELSE 30000 + g END', '(g * 17) % 1000',
@@ -342,8 +257,8 @@ check_part1('back in memory');
 # (f) the cap raised: complete mode tries within 100 batches and fits.
 sess_ok($s1, "SET streamwin.state_memory = '64MB'");
 empty_batches(100, 'm_complete');
-is(switches('m_complete'), '1/1', 'm_complete fits in memory once the cap is raised');
-ok(!table_mode('m_complete'), 'and its state table is without index again');
+is(store_switches($node, 'm_complete'), '1/1', 'm_complete fits in memory once the cap is raised');
+ok(!table_mode($node, 'm_complete'), 'and its state table is without index again');
 events1( 1000, 'CASE WHEN g % 2 = 0 THEN 1000 + g ELSE 40000 + g END', '(g * 19) % 1000',
 	"$T0 + interval '74 s' + g * interval '5 ms'");
 catch_up_all();
@@ -358,7 +273,7 @@ check_part1('after the cap was raised');
 			"$T0 + ($at + g * 10) * interval '1 ms'");
 		$at += 200;
 	};
-	checkpoint_matches($_, $s1, $more, 'after all that') for qw(m_update m_append m_complete);
+	checkpoint_matches($node, $_, $s1, $more, 'after all that') for qw(m_update m_append m_complete);
 	catch_up_all();
 	check_part1('at the end');
 }
@@ -393,14 +308,6 @@ sub check_part2
 	return;
 }
 
-sub worker_pid
-{
-	my ($q, $when) = @_;
-	wait_until($node, "SELECT worker_pid IS NOT NULL FROM streamwin.queries WHERE name = '$q'",
-		't', "$q has a worker $when");
-	return $node->safe_psql('postgres', "SELECT worker_pid FROM streamwin.queries WHERE name = '$q'");
-}
-
 # n events to n keys 7 apart, modulo 150,000 (and seed): most of them
 # keys seen before
 sub events2
@@ -412,7 +319,7 @@ sub events2
 
 insert_events('ev2', 100_000, 'g', '(g * 7919) % 1000', $T0);
 check_part2('with 100,000 keys', 1);
-my $pid2 = worker_pid('w_big', 'at first');
+my $pid2 = worker_pid($node, 'w_big', 'at first');
 
 # stop_query: the worker exits after its batch; events meanwhile; the new
 # worker loads the store from the state table
@@ -424,7 +331,7 @@ psql_ok($node, "SELECT streamwin.start_query('w_big')");
 check_part2('after stop_query, events, start_query');
 
 # SIGTERM: the worker ends after its batch (and is started again)
-$pid2 = worker_pid('w_big', 'after start_query');
+$pid2 = worker_pid($node, 'w_big', 'after start_query');
 kill 'TERM', $pid2;
 wait_until($node, "SELECT coalesce(worker_pid, 0) <> $pid2 FROM streamwin.queries WHERE name = 'w_big'",
 	't', 'w_big: the worker ends on SIGTERM');
@@ -439,8 +346,8 @@ sub wait_switches
 {
 	my ($q, $want, $name) = @_;
 	my $limit = time + 60;
-	usleep(100_000) while switches($q) ne $want && time < $limit;
-	is(switches($q), $want, $name);
+	usleep(100_000) while store_switches($node, $q) ne $want && time < $limit;
+	is(store_switches($node, $q), $want, $name);
 	return;
 }
 psql_ok($node, "ALTER SYSTEM SET streamwin.state_memory = '1MB'; SELECT pg_reload_conf()");
@@ -458,9 +365,9 @@ psql_ok($node, "SELECT streamwin.stop_query('w_big')");
 wait_until($node, "SELECT worker_pid IS NULL FROM streamwin.queries WHERE name = 'w_big'", 't',
 	'w_big: stopped');
 {
-	my $s = session();
+	my $s = store_session($node);
 	my $seed = 5;
-	checkpoint_matches('w_big', $s, sub { events2(100, $seed++) }, 'after the worker');
+	checkpoint_matches($node, 'w_big', $s, sub { events2(100, $seed++) }, 'after the worker');
 	sess_ok($s, "CALL streamwin.catch_up('w_big')");
 	$s->quit;
 	check_part2('at the end', 1);
@@ -546,14 +453,7 @@ sub check_part3
 	return;
 }
 
-sub log_count
-{
-	my ($re) = @_;
-	my $n = () = slurp_file($node->logfile) =~ /$re/g;
-	return $n;
-}
-
-worker_pid($_, 'at first') for qw(c_upd c_app);
+worker_pid($node, $_, 'at first') for qw(c_upd c_app);
 psql_ok($node, 'CALL events3(2000)');
 check_part3('before any crash');
 
@@ -566,8 +466,8 @@ sub crash_round
 		"SELECT coalesce(checkpoint_batch_id, 0) FROM streamwin.query_catalog WHERE name = '$q'");
 	my $idle = $node->background_psql('postgres');
 	my $idle_pid = $idle->query_safe('SELECT pg_backend_pid()');
-	my $crashes = log_count(qr/all server processes terminated; reinitializing/);
-	my %restores = map { $_ => log_count(qr/query "$_" lost its state in a crash; restoring the checkpoint/) }
+	my $crashes = log_count($node, qr/all server processes terminated; reinitializing/);
+	my %restores = map { $_ => log_count($node, qr/query "$_" lost its state in a crash; restoring the checkpoint/) }
 	  qw(c_upd c_app c_dedup);
 	$cond =~ s/\bC0\b/$c0/g;
 	my $pid = $node->safe_psql('postgres',
@@ -575,9 +475,9 @@ sub crash_round
 	kill 'KILL', $victim eq 'worker' ? $pid : $idle_pid;
 	my $limit = time + 60;
 	usleep(50_000)
-	  while log_count(qr/all server processes terminated; reinitializing/) == $crashes && time < $limit;
+	  while log_count($node, qr/all server processes terminated; reinitializing/) == $crashes && time < $limit;
 	eval { $idle->quit };
-	is(log_count(qr/all server processes terminated; reinitializing/), $crashes + 1,
+	is(log_count($node, qr/all server processes terminated; reinitializing/), $crashes + 1,
 		"$what: PostgreSQL restarted after the SIGKILL");
 	for my $r (qw(c_upd c_app c_dedup))
 	{
@@ -588,7 +488,7 @@ sub crash_round
 	check_part3("after $what");
 	for my $r (qw(c_upd c_app c_dedup))
 	{
-		cmp_ok(log_count(qr/query "$r" lost its state in a crash; restoring the checkpoint/), '>', $restores{$r},
+		cmp_ok(log_count($node, qr/query "$r" lost its state in a crash; restoring the checkpoint/), '>', $restores{$r},
 			"$what: $r restored its checkpoint");
 	}
 	my $log = slurp_file($node->logfile);
@@ -617,8 +517,8 @@ wait_until($node,
 	"SELECT count(*) FROM streamwin.queries WHERE name IN ('c_upd', 'c_app', 'c_dedup') AND worker_pid IS NOT NULL",
 	'0', 'part 3: the queries stopped');
 {
-	my $s = session();
-	checkpoint_matches($_, $s, sub { $node->safe_psql('postgres', 'CALL events3(30)') }, 'after the crashes')
+	my $s = store_session($node);
+	checkpoint_matches($node, $_, $s, sub { $node->safe_psql('postgres', 'CALL events3(30)') }, 'after the crashes')
 	  for qw(c_upd c_app c_dedup);
 	sess_ok($s, "CALL streamwin.catch_up('$_')") for qw(c_upd c_app c_dedup);
 	$s->quit;
@@ -645,8 +545,8 @@ SELECT streamwin.create_query('c_run',
     'SELECT k, count(*) AS n, sum(v) AS s, max(v) AS hi FROM s4 GROUP BY k',
     output_mode => 'update', start => false);
 }, 'part 4: a table source and two queries over it');
-my $sa = session();
-my $sb = session();
+my $sa = store_session($node);
+my $sb = store_session($node);
 my %reset = (c_win => 0, c_run => 0);
 my $t4 = 0;    # ms after T0 where the next events begin
 
@@ -781,9 +681,9 @@ check_part4('after reset_query');
 events4(1500, 'g % 400', 10);
 catch_up4($sa);
 check_part4('after VACUUM FULL of the state, checkpoint and result tables');
-checkpoint_matches('c_win', $sa, sub { events4(20, 'g % 400', 10) }, 'after VACUUM FULL');
+checkpoint_matches($node, 'c_win', $sa, sub { events4(20, 'g % 400', 10) }, 'after VACUUM FULL');
 {
-	my $sc = session();
+	my $sc = store_session($node);
 	events4(500, 'g % 450', 10);
 	sess_ok($sc, "CALL streamwin.catch_up('$_')") for qw(c_win c_run);
 	check_part4('in a new session, which loads the stores anew');
@@ -801,22 +701,22 @@ check_part4('with 5,000 more keys in memory');
 events4(1000, 'g % 500', 5);
 sess_ok($sa, "SET streamwin.state_memory = '1MB'");
 sess_ok($sa, "BEGIN; SELECT streamwin.run_batch('c_run') IS NOT NULL; ROLLBACK");
-is(switches('c_run'), '1/0', 'c_run: its state no longer fits in session A');
-ok(!table_mode('c_run'), 'c_run: the rollback took the index it made away');
+is(store_switches($node, 'c_run'), '1/0', 'c_run: its state no longer fits in session A');
+ok(!table_mode($node, 'c_run'), 'c_run: the rollback took the index it made away');
 catch_up4($sa);
-ok(table_mode('c_run'), 'c_run: session A made the index again');
+ok(table_mode($node, 'c_run'), 'c_run: session A made the index again');
 check_part4('on the state table after a rolled-back switch');
 events4(1000, 'g % 600', 5);
 sess_ok($sb, "SELECT streamwin.run_batch('c_run') IS NOT NULL");
-ok(!table_mode('c_run'), "c_run: session B's store dropped the index");
+ok(!table_mode($node, 'c_run'), "c_run: session B's store dropped the index");
 catch_up4($sa);
-ok(table_mode('c_run'), 'c_run: session A made the index again');
+ok(table_mode($node, 'c_run'), 'c_run: session A made the index again');
 check_part4("on the state table after another session's store");
 sess_ok($sa, 'RESET streamwin.state_memory');
 # Both run on their state tables in session A now (c_win's windows of 5,000
 # keys did not fit either), and their checkpoints are whole copies.
-ok(table_mode('c_run') && table_mode('c_win'), 'both queries run on their state tables');
-checkpoint_matches($_, $sa, sub { events4(20, 'g % 700', 10) }, 'at the end of part 4')
+ok(table_mode($node, 'c_run') && table_mode($node, 'c_win'), 'both queries run on their state tables');
+checkpoint_matches($node, $_, $sa, sub { events4(20, 'g % 700', 10) }, 'at the end of part 4')
   for qw(c_run c_win);
 catch_up4($sa);
 check_part4('at the end');

@@ -48,30 +48,6 @@ my $node = new_node('sessions_store',
 
 # ---- helpers ----------------------------------------------------------------
 
-# A session of its own (its runners, and their stores, live as long as it
-# does) that goes on after an error and shows warnings only.
-sub session
-{
-	my $s = $node->background_psql('postgres', on_error_stop => 0);
-	sess_ok($s, 'SET client_min_messages = warning');
-	return $s;
-}
-
-# SQL that must succeed in a session; the session goes on after an error.
-sub sess_ok
-{
-	my ($s, $sql) = @_;
-	my ($out) = $s->query($sql);
-	my $err = $s->{stderr};
-	$s->{stderr} = '';
-	if ($err ne '')
-	{
-		fail("session SQL succeeds: $sql");
-		diag($err);
-	}
-	return $out;
-}
-
 # Plain SQL: the sessions (gap 10 s) per k of the events of table, with
 # extra conditions on them; with $var, var_samp(v) too.  The queries with
 # it (m_update, c_upd) keep a transition state, so the executor builds a
@@ -110,53 +86,6 @@ sub state_matches
 	results_match($node, "SELECT $SCOLS FROM " . state_table($q),
 		want_sessions($table, $wm ? "window_end > $wm" : undef), $name);
 	return;
-}
-
-# Does the state table of q have an index (the query runs on its table)?
-sub table_mode
-{
-	my ($q) = @_;
-	return $node->safe_psql('postgres', qq{
-SELECT count(*) > 0 FROM pg_index i JOIN streamwin.query_catalog q ON i.indrelid = q.state_table
- WHERE q.name = '$q'}) eq 't';
-}
-
-# How often the server log says that query q switched, either way.
-sub switches
-{
-	my ($q) = @_;
-	my $log = slurp_file($node->logfile);
-	my $out = () = $log =~ /the state of query "$q" does not fit in streamwin\.state_memory/g;
-	my $in  = () = $log =~ /the state of query "$q" fits in memory again/g;
-	return "$out/$in";
-}
-
-# The checkpoint table of q equals its state table, row for row, after a
-# batch that took a checkpoint: session s runs batches, each after $more->()
-# added a few events, until the last one did.
-sub checkpoint_matches
-{
-	my ($q, $s, $more, $when) = @_;
-	my $at = "SELECT checkpoint_batch_id = last_batch_id FROM streamwin.query_catalog WHERE name = '$q'";
-	for (my $i = 0; $i < 5 && $node->safe_psql('postgres', $at) ne 't'; $i++)
-	{
-		$more->();
-		sess_ok($s, "SELECT streamwin.run_batch('$q') IS NOT NULL");
-	}
-	is($node->safe_psql('postgres', $at), 't', "$q: its last batch took a checkpoint $when");
-	my ($ckpt, $table) = split /\|/, $node->safe_psql('postgres',
-		"SELECT checkpoint_table::regclass, state_table::regclass FROM streamwin.query_catalog WHERE name = '$q'");
-	cmp_ok($node->safe_psql('postgres', "SELECT count(*) FROM $table"), '>', 0, "$q: it has state $when");
-	results_match($node, "SELECT * FROM $ckpt", "SELECT * FROM $table",
-		"$q: its checkpoint table equals its state table $when");
-	return;
-}
-
-sub log_count
-{
-	my ($re) = @_;
-	my $n = () = slurp_file($node->logfile) =~ /$re/g;
-	return $n;
 }
 
 # n events into table tab after those there: their nominal times (at_ms,
@@ -199,7 +128,7 @@ SELECT streamwin.create_query('m_complete',
 }, 'part 1: three session queries over a table source');
 my @m = qw(m_update m_append m_complete);
 
-my $s1 = session();
+my $s1 = store_session($node);
 sess_ok($s1, "SET streamwin.state_memory = '1MB'");
 
 sub catch_up_all
@@ -235,7 +164,7 @@ sub check_part1
 psql_ok($node, "CALL events('ev1', 3000, 'abs(hashint4(b + g + 99)) % 20', 500)");
 catch_up_all();
 check_part1('with a small state');
-is(join(' ', map { switches($_) } @m), '0/0 0/0 0/0', 'a small state stays in memory');
+is(join(' ', map { store_switches($node, $_) } @m), '0/0 0/0 0/0', 'a small state stays in memory');
 cmp_ok($node->safe_psql('postgres', q{
 SELECT count(*) FROM (
   SELECT 1 FROM m_update u JOIN ev1 e ON e.k = u.k AND e.ts >= u.window_start AND e.ts < u.window_end
@@ -246,9 +175,9 @@ SELECT count(*) FROM (
 # state grows past 1MB in the middle of 40 batches.
 psql_ok($node, "CALL events('ev1', 10000, '1000 + b + g', 0.5)");
 catch_up_all();
-is(join(' ', map { switches($_) } @m), '1/0 1/0 1/0',
+is(join(' ', map { store_switches($node, $_) } @m), '1/0 1/0 1/0',
 	'each query says once that its state no longer fits in streamwin.state_memory');
-ok(table_mode($_), "$_ runs on its state table, which has its indexes") for @m;
+ok(table_mode($node, $_), "$_ runs on its state table, which has its indexes") for @m;
 check_part1('after the state outgrew the cap');
 
 # (c) on the state tables: 3,000 events to the keys of (a) and of (b)
@@ -268,16 +197,16 @@ for my $q (@m)
 {
 	sess_ok($s1, join('', ("SELECT streamwin.run_batch('$q') IS NOT NULL;\n") x 100));
 }
-is(join(' ', map { switches($_) } @m), '1/1 1/1 1/0',
+is(join(' ', map { store_switches($node, $_) } @m), '1/1 1/1 1/0',
 	'within 100 batches the watermarked queries fit in memory again, complete mode does not');
-ok(!table_mode('m_update') && !table_mode('m_append'), 'their state tables are without index again');
+ok(!table_mode($node, 'm_update') && !table_mode($node, 'm_append'), 'their state tables are without index again');
 
 # (e) in memory again: 2,000 more events.
 psql_ok($node, "CALL events('ev1', 2000, 'abs(hashint4(b + g + 5)) % 20', 400)");
 catch_up_all();
 check_part1('back in memory');
 
-checkpoint_matches($_, $s1, sub { $node->safe_psql('postgres', "CALL events('ev1', 20, '(b + g) % 20', 300)") },
+checkpoint_matches($node, $_, $s1, sub { $node->safe_psql('postgres', "CALL events('ev1', 20, '(b + g) % 20', 300)") },
 	'after all that')
   for @m;
 catch_up_all();
@@ -312,14 +241,6 @@ sub check_part2
 	return;
 }
 
-sub worker_pid
-{
-	my ($q, $when) = @_;
-	wait_until($node, "SELECT worker_pid IS NOT NULL FROM streamwin.queries WHERE name = '$q'",
-		't', "$q has a worker $when");
-	return $node->safe_psql('postgres', "SELECT worker_pid FROM streamwin.queries WHERE name = '$q'");
-}
-
 psql_ok($node, 'CALL events2(1, 20000, 0); CALL events2(1, 20000, 15)');
 check_part2('with 40,000 sessions');
 is($node->safe_psql('postgres', 'SELECT count(*) FROM w_big'), '40000', 'two sessions per key');
@@ -333,7 +254,7 @@ check_part2('after stop_query, events that bridge and reach back, start_query');
 is($node->safe_psql('postgres', 'SELECT count(*) FROM w_big WHERE k <= 5000'), '5000',
 	'bridged: one session for each of those keys, the rows of the merged ones gone');
 
-my $pid2 = worker_pid('w_big', 'after start_query');
+my $pid2 = worker_pid($node, 'w_big', 'after start_query');
 kill 'TERM', $pid2;
 wait_until($node, "SELECT coalesce(worker_pid, 0) <> $pid2 FROM streamwin.queries WHERE name = 'w_big'",
 	't', 'w_big: the worker ends on SIGTERM');
@@ -345,9 +266,9 @@ psql_ok($node, "SELECT streamwin.stop_query('w_big')");
 wait_until($node, "SELECT worker_pid IS NULL FROM streamwin.queries WHERE name = 'w_big'", 't',
 	'w_big: stopped');
 {
-	my $s = session();
+	my $s = store_session($node);
 	my $at = 50;
-	checkpoint_matches('w_big', $s, sub { $node->safe_psql('postgres', "CALL events2(1, 200, $at)"); $at += 3 },
+	checkpoint_matches($node, 'w_big', $s, sub { $node->safe_psql('postgres', "CALL events2(1, 200, $at)"); $at += 3 },
 		'after the worker');
 	$s->quit;
 }
@@ -402,7 +323,7 @@ sub check_part3
 	return;
 }
 
-worker_pid($_, 'at first') for qw(c_upd c_app);
+worker_pid($node, $_, 'at first') for qw(c_upd c_app);
 psql_ok($node, "CALL events('ev3', 2000, 'abs(hashint4(b + g + 3)) % 50', 100)");
 check_part3('before any crash');
 
@@ -413,23 +334,23 @@ sub crash_round
 		"SELECT coalesce(checkpoint_batch_id, 0) FROM streamwin.query_catalog WHERE name = '$q'");
 	my $idle = $node->background_psql('postgres');
 	my $idle_pid = $idle->query_safe('SELECT pg_backend_pid()');
-	my $crashes = log_count(qr/all server processes terminated; reinitializing/);
-	my %restores = map { $_ => log_count(qr/query "$_" lost its state in a crash; restoring the checkpoint/) }
+	my $crashes = log_count($node, qr/all server processes terminated; reinitializing/);
+	my %restores = map { $_ => log_count($node, qr/query "$_" lost its state in a crash; restoring the checkpoint/) }
 	  qw(c_upd c_app);
 	$cond =~ s/\bC0\b/$c0/g;
 	my $pid = $node->safe_psql('postgres', "CALL feed_until('$q', '" . ($cond =~ s/'/''/gr) . "')");
 	kill 'KILL', $victim eq 'worker' ? $pid : $idle_pid;
 	my $limit = time + 60;
 	usleep(50_000)
-	  while log_count(qr/all server processes terminated; reinitializing/) == $crashes && time < $limit;
+	  while log_count($node, qr/all server processes terminated; reinitializing/) == $crashes && time < $limit;
 	eval { $idle->quit };
-	is(log_count(qr/all server processes terminated; reinitializing/), $crashes + 1,
+	is(log_count($node, qr/all server processes terminated; reinitializing/), $crashes + 1,
 		"$what: PostgreSQL restarted after the SIGKILL");
-	worker_pid($_, "again after $what") for qw(c_upd c_app);
+	worker_pid($node, $_, "again after $what") for qw(c_upd c_app);
 	check_part3("after $what");
 	for my $r (qw(c_upd c_app))
 	{
-		cmp_ok(log_count(qr/query "$r" lost its state in a crash; restoring the checkpoint/), '>', $restores{$r},
+		cmp_ok(log_count($node, qr/query "$r" lost its state in a crash; restoring the checkpoint/), '>', $restores{$r},
 			"$what: $r restored its checkpoint");
 	}
 	return;
@@ -448,8 +369,8 @@ wait_until($node,
 	"SELECT count(*) FROM streamwin.queries WHERE name IN ('c_upd', 'c_app') AND worker_pid IS NOT NULL",
 	'0', 'part 3: the queries stopped');
 {
-	my $s = session();
-	checkpoint_matches($_, $s,
+	my $s = store_session($node);
+	checkpoint_matches($node, $_, $s,
 		sub { $node->safe_psql('postgres', "CALL events('ev3', 30, 'abs(hashint4(b + g + 3)) % 50', 100)") },
 		'after the crashes')
 	  for qw(c_upd c_app);
