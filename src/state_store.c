@@ -496,6 +496,20 @@ tid_list_delete_rows(TidList *l, Relation rel)
 	l->n = 0;
 }
 
+/* Delete key's entry from hash table h, through slot (of h's key type). */
+static void
+hash_delete_key(TupleHashTable h, TupleTableSlot *slot, MinimalTuple key)
+{
+	TupleHashEntry entry;
+
+	ExecStoreMinimalTuple(key, slot, false);
+	entry = LookupTupleHashEntry(h, slot, NULL, NULL);
+	if (entry == NULL)
+		elog(ERROR, "streamwin: an entry of a state store is not in its hash table");
+	tuplehash_delete_item(h->hashtab, entry);
+	ExecClearTuple(slot);
+}
+
 /* Sessions by end: the earliest end is the heap's first. */
 static int
 session_end_cmp(const pairingheap_node *a, const pairingheap_node *b, void *arg)
@@ -886,14 +900,7 @@ session_detach(StateStore *s, StoreGroup *g)
 		pairingheap_remove(s->session_ends, &ss->end_node);
 	if (dlist_is_empty(&sk->sessions) && s->session_keys != NULL)
 	{
-		TupleHashEntry entry;
-
-		ExecStoreMinimalTuple(sk->key, s->session_key_slot, false);
-		entry = LookupTupleHashEntry(s->session_keys, s->session_key_slot, NULL, NULL);
-		if (entry == NULL)
-			elog(ERROR, "streamwin: a session key of the store is not in its hash table");
-		tuplehash_delete_item(s->session_keys->hashtab, entry);
-		ExecClearTuple(s->session_key_slot);
+		hash_delete_key(s->session_keys, s->session_key_slot, sk->key);
 		pfree(sk->key);
 		pfree(sk);
 	}
@@ -996,12 +1003,7 @@ session_restart(StateStore *s, StoreGroup *g, TimestampTz start)
 	g->key = entry->firstTuple;
 	g->window_start = start;
 
-	ExecStoreMinimalTuple(old_key, s->key_slot, false);
-	entry = LookupTupleHashEntry(s->hash, s->key_slot, NULL, NULL);
-	if (entry == NULL)
-		elog(ERROR, "streamwin: a group of the store is not in its hash table");
-	tuplehash_delete_item(s->hash->hashtab, entry);
-	ExecClearTuple(s->key_slot);
+	hash_delete_key(s->hash, s->key_slot, old_key);
 
 	if (g->flags & GROUP_NEW)
 		pfree(old_key);
@@ -1540,14 +1542,7 @@ store_close_windows(StateStore *s, TimestampTz watermark)
 static void
 drop_group(StateStore *s, StoreGroup *g)
 {
-	TupleHashEntry entry;
-
-	ExecStoreMinimalTuple(g->key, s->key_slot, false);
-	entry = LookupTupleHashEntry(s->hash, s->key_slot, NULL, NULL);
-	if (entry == NULL)
-		elog(ERROR, "streamwin: a group of the store is not in its hash table");
-	tuplehash_delete_item(s->hash->hashtab, entry);
-	ExecClearTuple(s->key_slot);
+	hash_delete_key(s->hash, s->key_slot, g->key);
 	if (s->plan.session && g->in.session != NULL)
 		session_detach(s, g);
 	for (int i = 0; i < s->npartials; i++)
