@@ -945,6 +945,23 @@ gone_add(StateStore *s, MinimalTuple key, TimestampTz start)
 static void rows_remove(StateStore *s, StoreGroup *g);
 
 /*
+ * A group leaves the store: its checkpoint row goes at the next
+ * checkpoint, and it leaves the lists of changed and dirty groups and of
+ * result rows.  (Its state row is the caller's.)
+ */
+static void
+group_unlink(StateStore *s, StoreGroup *g)
+{
+	if (ItemPointerIsValid(&g->ckpt_tid))
+		tid_list_add(&s->ckpt_gone, &g->ckpt_tid);
+	if (g->flags & GROUP_CKPT_DIRTY)
+		dlist_delete(&g->ckpt_node);
+	if (g->flags & GROUP_CHANGED)
+		dlist_delete(&g->changed_node);
+	rows_remove(s, g);
+}
+
+/*
  * A session merged into another goes: its rows in the state and checkpoint
  * tables are deleted, its result row (if it may have one) is gone.
  */
@@ -953,13 +970,7 @@ session_drop(StateStore *s, StoreGroup *g)
 {
 	if (ItemPointerIsValid(&g->state_tid))
 		tid_list_add(&s->state_gone, &g->state_tid);
-	if (ItemPointerIsValid(&g->ckpt_tid))
-		tid_list_add(&s->ckpt_gone, &g->ckpt_tid);
-	if (g->flags & GROUP_CKPT_DIRTY)
-		dlist_delete(&g->ckpt_node);
-	if (g->flags & GROUP_CHANGED)
-		dlist_delete(&g->changed_node);
-	rows_remove(s, g);
+	group_unlink(s, g);
 	/* a session this batch made has no result row yet */
 	if (!(g->flags & GROUP_NEW))
 	{
@@ -1567,15 +1578,9 @@ store_evict_closed(StateStore *s)
 	{
 		StoreGroup *g = dlist_container(StoreGroup, rows_node, it.cur);
 
-		rows_remove(s, g);
 		if (ItemPointerIsValid(&g->state_tid))
 			simple_heap_delete(rel, &g->state_tid);
-		if (ItemPointerIsValid(&g->ckpt_tid))
-			tid_list_add(&s->ckpt_gone, &g->ckpt_tid);
-		if (g->flags & GROUP_CKPT_DIRTY)
-			dlist_delete(&g->ckpt_node);
-		if (g->flags & GROUP_CHANGED)
-			dlist_delete(&g->changed_node);
+		group_unlink(s, g);
 		if (!s->plan.session)
 			dlist_delete(&g->in.window_node);
 		drop_group(s, g);
