@@ -50,7 +50,7 @@ our @EXPORT = qw(
   query_json run_json psql_ok ts_text windows_sql values_sql diag_queries
   user_role_sql fails_like
   store_session sess sess_ok store_switches table_mode_sql table_mode
-  checkpoint_matches log_count worker_pid
+  checkpoint_matches log_count worker_pid crash_round
 );
 
 our $bindir = $ENV{STREAMWIN_TEST_BINDIR}
@@ -582,6 +582,56 @@ sub worker_pid
 	wait_until($node, "SELECT worker_pid IS NOT NULL FROM streamwin.queries WHERE name = '$q'",
 		't', "$q has a worker $when");
 	return $node->safe_psql('postgres', "SELECT worker_pid FROM streamwin.queries WHERE name = '$q'");
+}
+
+=pod
+
+crash_round(NODE, QUERIES, CHECK, Q, COND, VICTIM, WHAT): one round of a
+crash test over running queries.  The test's procedure feed_until(q, cond)
+feeds events until COND holds of query Q's catalog row (C0 in it: Q's
+checkpoint batch when the round begins) and returns Q's worker pid; then
+SIGKILL of that worker (VICTIM 'worker') or of an idle backend ('backend')
+makes PostgreSQL restart and empty every UNLOGGED table.  Each of QUERIES
+must have a worker again, CHECK->("after WHAT") must pass, and each must
+have restored its checkpoint.
+
+=cut
+
+sub crash_round
+{
+	my ($node, $queries, $check, $q, $cond, $victim, $what) = @_;
+	my $crash_re = qr/all server processes terminated; reinitializing/;
+	my $c0 = $node->safe_psql('postgres',
+		"SELECT coalesce(checkpoint_batch_id, 0) FROM streamwin.query_catalog WHERE name = '$q'");
+	my $idle = $node->background_psql('postgres');
+	my $idle_pid = $idle->query_safe('SELECT pg_backend_pid()');
+	my $crashes = log_count($node, $crash_re);
+	my %restores = map { $_ => log_count($node, qr/query "$_" lost its state in a crash; restoring the checkpoint/) }
+	  @$queries;
+	$cond =~ s/\bC0\b/$c0/g;
+	my $pid = $node->safe_psql('postgres',
+		"CALL feed_until('$q', '" . ($cond =~ s/'/''/gr) . "')");
+	kill 'KILL', $victim eq 'worker' ? $pid : $idle_pid;
+	my $limit = time + 60;
+	usleep(50_000) while log_count($node, $crash_re) == $crashes && time < $limit;
+	eval { $idle->quit };
+	is(log_count($node, $crash_re), $crashes + 1, "$what: PostgreSQL restarted after the SIGKILL");
+	for my $r (@$queries)
+	{
+		wait_until($node,
+			"SELECT 1 FROM streamwin.queries WHERE name = '$r' AND worker_pid IS NOT NULL", '1',
+			"$what: $r has a worker again");
+	}
+	$check->("after $what");
+	for my $r (@$queries)
+	{
+		cmp_ok(log_count($node, qr/query "$r" lost its state in a crash; restoring the checkpoint/), '>',
+			$restores{$r}, "$what: $r restored its checkpoint");
+	}
+	my ($ckpt) = slurp_file($node->logfile)
+	  =~ /.*query "$q" lost its state in a crash; restoring the checkpoint of batch (\d+)/s;
+	note("$what: $q restored the checkpoint of batch " . ($ckpt // '?') . ", at $c0 when the round began");
+	return;
 }
 
 sub diag_queries

@@ -457,57 +457,23 @@ worker_pid($node, $_, 'at first') for qw(c_upd c_app);
 psql_ok($node, 'CALL events3(2000)');
 check_part3('before any crash');
 
-# One round: feed events until cond holds of q (C0: its checkpoint batch
-# when the round begins), then SIGKILL q's worker or an idle backend.
-sub crash_round
+# One round of crash_round (StreamwinTest.pm) over the running queries.
+sub crash
 {
-	my ($q, $cond, $victim, $what) = @_;
-	my $c0 = $node->safe_psql('postgres',
-		"SELECT coalesce(checkpoint_batch_id, 0) FROM streamwin.query_catalog WHERE name = '$q'");
-	my $idle = $node->background_psql('postgres');
-	my $idle_pid = $idle->query_safe('SELECT pg_backend_pid()');
-	my $crashes = log_count($node, qr/all server processes terminated; reinitializing/);
-	my %restores = map { $_ => log_count($node, qr/query "$_" lost its state in a crash; restoring the checkpoint/) }
-	  qw(c_upd c_app c_dedup);
-	$cond =~ s/\bC0\b/$c0/g;
-	my $pid = $node->safe_psql('postgres',
-		"CALL feed_until('$q', '" . ($cond =~ s/'/''/gr) . "')");
-	kill 'KILL', $victim eq 'worker' ? $pid : $idle_pid;
-	my $limit = time + 60;
-	usleep(50_000)
-	  while log_count($node, qr/all server processes terminated; reinitializing/) == $crashes && time < $limit;
-	eval { $idle->quit };
-	is(log_count($node, qr/all server processes terminated; reinitializing/), $crashes + 1,
-		"$what: PostgreSQL restarted after the SIGKILL");
-	for my $r (qw(c_upd c_app c_dedup))
-	{
-		wait_until($node,
-			"SELECT 1 FROM streamwin.queries WHERE name = '$r' AND worker_pid IS NOT NULL", '1',
-			"$what: $r has a worker again");
-	}
-	check_part3("after $what");
-	for my $r (qw(c_upd c_app c_dedup))
-	{
-		cmp_ok(log_count($node, qr/query "$r" lost its state in a crash; restoring the checkpoint/), '>', $restores{$r},
-			"$what: $r restored its checkpoint");
-	}
-	my $log = slurp_file($node->logfile);
-	my ($ckpt) = $log =~ /.*query "$q" lost its state in a crash; restoring the checkpoint of batch (\d+)/s;
-	note("$what: $q restored the checkpoint of batch $ckpt, at $c0 when the round began");
-	return;
+	return crash_round($node, [qw(c_upd c_app c_dedup)], \&check_part3, @_);
 }
 
-crash_round('c_upd', 'checkpoint_batch_id > C0', 'worker',
+crash('c_upd', 'checkpoint_batch_id > C0', 'worker',
 	'SIGKILL of the worker right after its checkpoint');
-crash_round('c_app', 'checkpoint_batch_id > C0', 'backend',
+crash('c_app', 'checkpoint_batch_id > C0', 'backend',
 	"SIGKILL of a backend right after c_app's checkpoint");
-crash_round('c_app', 'checkpoint_batch_id > C0 AND last_batch_id >= checkpoint_batch_id + 2', 'worker',
+crash('c_app', 'checkpoint_batch_id > C0 AND last_batch_id >= checkpoint_batch_id + 2', 'worker',
 	'SIGKILL of the worker two batches after its checkpoint');
-crash_round('c_upd', 'checkpoint_batch_id > C0 AND last_batch_id >= checkpoint_batch_id + 2', 'backend',
+crash('c_upd', 'checkpoint_batch_id > C0 AND last_batch_id >= checkpoint_batch_id + 2', 'backend',
 	"SIGKILL of a backend two batches after c_upd's checkpoint");
-crash_round('c_dedup', 'checkpoint_batch_id > C0', 'worker',
+crash('c_dedup', 'checkpoint_batch_id > C0', 'worker',
 	'SIGKILL of the dedup worker right after its checkpoint');
-crash_round('c_dedup', 'checkpoint_batch_id > C0 AND last_batch_id >= checkpoint_batch_id + 2', 'backend',
+crash('c_dedup', 'checkpoint_batch_id > C0 AND last_batch_id >= checkpoint_batch_id + 2', 'backend',
 	"SIGKILL of a backend two batches after c_dedup's checkpoint");
 
 # After the crashes: each checkpoint table is its state table (the queries
