@@ -101,11 +101,13 @@ keys_partition(Compiled *c)
 
 
 /*
- * The batch's own sessions, as the CTEs of a statement: gaps and islands
- * over event time per key, each island with its partial aggregates:
+ * The batch's own sessions, as the CTEs of a statement:
  *
  *	 r	 the batch's rows: keys, event time, aggregate arguments and filters
- *	 b	 the batch's own sessions (keys, window_start, window_end, partials)
+ *	 b	 the batch's sessions (keys, window_start, window_end, partials):
+ *		 gaps and islands over event time per key, each island with its
+ *		 partial aggregates; or per_instant, each instant of a key a session
+ *		 [ts, ts + gap) of its own (session_store_groups_sql)
  *
  * *brk and *isl are the names of the CTEs' own columns (named apart from
  * keys and partials), which a statement may use again for its own.
@@ -195,13 +197,11 @@ batch_sessions_sql(Compiled *c, const char **brk, const char **isl, bool per_ins
 	initStringInfo(&sql);
 	if (per_instant)
 	{
-		/* bparts: ", agg AS p, ..." */
 		appendStringInfo(&sql,
-						 "WITH r AS (%s) SELECT %s AS window_start, %s%s%s + %s AS window_end "
-						 "FROM r GROUP BY %s%s ORDER BY %s%s",
-						 deparse_query_qualified(rq), ts, keys,
-						 bparts.len > 0 ? psprintf("%s, ", bparts.data + 2) : "",
-						 ts, gap, keys, ts, keys, ts);
+						 "WITH r AS (%s), "
+						 "b AS (SELECT %s%s AS window_start, %s + %s AS window_end%s FROM r GROUP BY %s%s)",
+						 deparse_query_qualified(rq),
+						 keys, ts, ts, gap, bparts.data, keys, ts);
 		return sql.data;
 	}
 	appendStringInfo(&sql,
@@ -264,13 +264,17 @@ session_store_groups_sql(Compiled *c)
 			per_instant = false;
 	}
 	with = batch_sessions_sql(c, &brk, &isl, per_instant);
-	if (per_instant)
-		return with;
 	initStringInfo(&cols);
 	appendStringInfoString(&cols, keys_list(c, ""));
 	foreach(lc, c->partials)
 		appendStringInfo(&cols, "%s, ", quote_identifier(((PartialCol *) lfirst(lc))->name));
-	return psprintf("%s SELECT window_start, %swindow_end FROM b", with, cols.data);
+
+	/*
+	 * instants in order of key and time, so each meets its key's newest
+	 * session
+	 */
+	return psprintf("%s SELECT window_start, %swindow_end FROM b%s", with, cols.data,
+					per_instant ? psprintf(" ORDER BY %swindow_start", keys_list(c, "")) : "");
 }
 
 /*

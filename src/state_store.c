@@ -1084,7 +1084,7 @@ session_merge(StateStore *s, TupleTableSlot *slot)
 	{
 		bool		created;
 
-		fill_key_slot(s, slot, NULL);
+		/* the key slot still holds the key: nothing was dropped */
 		g = store_group(s, &created);
 		if (!created)
 			elog(ERROR, "streamwin: a batch's session starts where a stored one does");
