@@ -99,6 +99,7 @@ typedef struct BatchContext
 	TimestampTz replay_wm;
 	TransactionId catalog_xmin; /* of the query's catalog row */
 	StateStore *store;			/* the query's store, if this batch uses it */
+	StateStore *dedup;			/* its dedup keys' store, likewise */
 
 	/* fetch and decode, over all sources */
 	int			nrows;
@@ -121,71 +122,97 @@ typedef struct BatchContext
 /* Does the query keep UNLOGGED state, which a crash can lose? */
 #define BATCH_HAS_STATE(b) QUERY_HAS_UNLOGGED_STATE((b)->q)
 
-/* Is the state table without indexes, as the store needs it? */
+/* Is the table without indexes, as a store needs it? */
 static bool
-state_table_unindexed(Oid state_table)
+table_unindexed(Oid relid)
 {
-	Relation	rel = table_open(state_table, AccessShareLock);
+	Relation	rel = table_open(relid, AccessShareLock);
 	bool		unindexed = RelationGetIndexList(rel) == NIL;
 
 	table_close(rel, AccessShareLock);
 	return unindexed;
 }
 
-/* The indexes the SQL statements need on the state table, unless they are there. */
-static void
-state_table_index(BatchContext *b)
+/* A store's table, and the statements that make and drop its indexes. */
+typedef struct StoreTable
 {
-	if (!state_table_unindexed(b->q->state_table))
+	const char *what;			/* for the server log: what it holds ... */
+	const char *does;			/* ... "does" or "do" ... */
+	const char *table_name;		/* ... and where it is kept */
+	Oid			table;
+	QueryStatement index[2];	/* NUM_STATEMENTS: none */
+	QueryStatement unindex;
+} StoreTable;
+
+/* The indexes the SQL statements need on the table, unless they are there. */
+static void
+store_table_index(BatchContext *b, const StoreTable *t)
+{
+	if (!table_unindexed(t->table))
 		return;
-	(void) runner_run(b->r, STMT_STATE_INDEX, NULL, NULL);
-	if (b->r->plans[STMT_STATE_END_INDEX] != NULL)
-		(void) runner_run(b->r, STMT_STATE_END_INDEX, NULL, NULL);
+	for (int i = 0; i < (int) lengthof(t->index); i++)
+		if (t->index[i] != NUM_STATEMENTS && b->r->plans[t->index[i]] != NULL)
+			(void) runner_run(b->r, t->index[i], NULL, NULL);
 }
 
 /*
- * The store, if the query has one: loaded from the state table when it
- * cannot vouch for what it holds (see state_store.h).  When the state
- * does not fit in streamwin.state_memory, the query's SQL statements run
- * on the state table instead, with the index they need ("table mode"),
- * and every 100 batches the store tries again.
+ * A store of the query's: loaded from its table when it cannot vouch for
+ * what it holds (see state_store.h); returns whether the batch runs on it.
+ * When the state does not fit in streamwin.state_memory, the query's SQL
+ * statements run on the table instead, with the indexes they need ("table
+ * mode"), and every 100 batches the store tries again.
  */
-static void
-batch_begin_store(BatchContext *b)
+static bool
+batch_begin_one_store(BatchContext *b, RunnerStore *rs, const StoreTable *t)
 {
-	QueryRunner *r = b->r;
-
-	r->store_active = false;
-	if (r->store == NULL)
-		return;
-	if (r->table_mode && ++r->table_mode_batches % 100 != 0)
+	rs->active = false;
+	if (rs->store == NULL)
+		return false;
+	if (rs->table_mode && ++rs->table_mode_batches % 100 != 0)
 	{
 		/*
 		 * The index may be gone since this runner made it: with the batch
 		 * that made it, rolled back, or dropped by another session's store.
 		 */
-		state_table_index(b);
-		return;
+		store_table_index(b, t);
+		return false;
 	}
-	if (!store_begin(r->store, b->catalog_xmin))
+	if (!store_begin(rs->store, b->catalog_xmin))
 	{
-		if (!r->table_mode)
+		if (!rs->table_mode)
 			ereport(LOG,
-					(errmsg("streamwin: the state of query \"%s\" does not fit in streamwin.state_memory (%d kB); it runs on its state table",
-							b->q->name, streamwin_state_memory)));
-		r->table_mode = true;
-		r->table_mode_batches = 0;
-		state_table_index(b);
-		return;
+					(errmsg("streamwin: the %s of query \"%s\" %s not fit in streamwin.state_memory (%d kB); it runs on its %s",
+							t->what, b->q->name, t->does, streamwin_state_memory, t->table_name)));
+		rs->table_mode = true;
+		rs->table_mode_batches = 0;
+		store_table_index(b, t);
+		return false;
 	}
-	if (!state_table_unindexed(b->q->state_table))
-		(void) runner_run(r, STMT_STATE_UNINDEX, NULL, NULL);
-	if (r->table_mode)
+	if (!table_unindexed(t->table))
+		(void) runner_run(b->r, t->unindex, NULL, NULL);
+	if (rs->table_mode)
 		ereport(LOG,
-				(errmsg("streamwin: the state of query \"%s\" fits in memory again", b->q->name)));
-	r->table_mode = false;
-	r->store_active = true;
-	b->store = r->store;
+				(errmsg("streamwin: the %s of query \"%s\" %s in memory again",
+						t->what, b->q->name, strcmp(t->does, "do") == 0 ? "fit" : "fits")));
+	rs->table_mode = false;
+	rs->active = true;
+	return true;
+}
+
+/* The query's stores: its open groups' and its dedup keys'. */
+static void
+batch_begin_store(BatchContext *b)
+{
+	QueryRunner *r = b->r;
+	StoreTable	groups = {"state", "does", "state table", b->q->state_table,
+	{STMT_STATE_INDEX, STMT_STATE_END_INDEX}, STMT_STATE_UNINDEX};
+	StoreTable	dedup = {"dedup keys", "do", "dedup table", b->q->dedup_table,
+	{STMT_DEDUP_INDEX, NUM_STATEMENTS}, STMT_DEDUP_UNINDEX};
+
+	if (batch_begin_one_store(b, &r->groups, &groups))
+		b->store = r->groups.store;
+	if (batch_begin_one_store(b, &r->dedup, &dedup))
+		b->dedup = r->dedup.store;
 }
 
 /*
@@ -430,9 +457,11 @@ batch_store_idle(BatchContext *b)
 				catalog_xmin = GetCurrentTransactionId();
 		}
 	}
-	/* nothing changed the store, nor a join's rows */
+	/* nothing changed the stores, nor a join's rows */
 	if (b->store != NULL)
 		store_end(b->store, catalog_xmin);
+	if (b->dedup != NULL)
+		store_end(b->dedup, catalog_xmin);
 	if (b->q->join != NULL)
 		join_batch_end(b->r, catalog_xmin);
 }
@@ -455,17 +484,30 @@ drop_duplicates(BatchContext *b)
 	bool	   *keep = palloc0(sizeof(bool) * input->ntuples);
 	int			kept = 0;
 	int			before = input->ntuples;
-	Datum		batch_id = Int64GetDatum(this_batch_id(b));
-	uint64		n = runner_run(b->r, STMT_DEDUP, input, &batch_id);
 
-	for (uint64 i = 0; i < n; i++)
+	if (b->dedup != NULL)
 	{
-		bool		isnull;
-		int32		ord = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc,
-													  1, &isnull));
+		DestReceiver *dest = store_dedup_receiver(b->dedup, this_batch_id(b));
 
-		if (ord >= 0 && ord < input->ntuples)
-			keep[ord] = true;
+		runner_run_into(b->r, STMT_DEDUP_ROWS, input, dest);
+		dest->rDestroy(dest);
+		store_write_changed(b->dedup);
+		store_dedup_first_rows(b->dedup, keep, input->ntuples);
+	}
+	else
+	{
+		Datum		batch_id = Int64GetDatum(this_batch_id(b));
+		uint64		n = runner_run(b->r, STMT_DEDUP, input, &batch_id);
+
+		for (uint64 i = 0; i < n; i++)
+		{
+			bool		isnull;
+			int32		ord = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i],
+														  SPI_tuptable->tupdesc, 1, &isnull));
+
+			if (ord >= 0 && ord < input->ntuples)
+				keep[ord] = true;
+		}
 	}
 	for (int i = 0; i < input->ntuples; i++)
 		if (keep[i])
@@ -568,7 +610,7 @@ batch_apply(BatchContext *b)
 {
 	QueryRunner *r = b->r;
 
-	if (b->ninput > 0 && r->plans[STMT_DEDUP] != NULL)
+	if (b->ninput > 0 && (b->dedup != NULL || r->plans[STMT_DEDUP] != NULL))
 		b->stats->duplicates = drop_duplicates(b);
 	if (r->insert_variants_paused > 0)
 		r->insert_variants_paused--;
@@ -659,7 +701,9 @@ batch_emit(BatchContext *b)
 			(void) runner_run(r, STMT_REFRESH, NULL, NULL);
 		}
 	}
-	if (b->wm_moved && r->plans[STMT_DEDUP_EVICT] != NULL)
+	if (b->wm_moved && b->dedup != NULL && store_close_windows(b->dedup, b->new_wm) > 0)
+		store_evict_closed(b->dedup);
+	else if (b->wm_moved && b->dedup == NULL && r->plans[STMT_DEDUP_EVICT] != NULL)
 		(void) runner_run(r, STMT_DEDUP_EVICT, NULL, &wm);
 }
 
@@ -750,9 +794,11 @@ batch_finish(BatchContext *b)
 								   b->new_wm, now);
 		progress_record(r, stats);
 	}
-	/* this transaction wrote the catalog row last: the store is its state */
+	/* this transaction wrote the catalog row last: the stores are its state */
 	if (b->store != NULL)
 		store_end(b->store, GetCurrentTransactionId());
+	if (b->dedup != NULL)
+		store_end(b->dedup, GetCurrentTransactionId());
 	if (b->q->join != NULL)
 		join_batch_end(r, GetCurrentTransactionId());
 }
@@ -792,7 +838,8 @@ batch_run_stages(QueryRunner *r, int fetch_timeout_ms, int linger_ms, BatchStats
 	}
 	else
 		batch_store_idle(&b);
-	r->store_active = false;
+	r->groups.active = false;
+	r->dedup.active = false;
 	SPI_finish();
 	MemoryContextSwitchTo(old);
 }

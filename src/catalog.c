@@ -534,7 +534,8 @@ query_from_row(HeapTuple tup, TupleDesc desc)
 		q->dedup_side = atoi(jsonb_get_text(plan, "dedup_side"));
 	q->dedup_batch_column = jsonb_get_text(plan, "dedup_batch_column");
 	q->dedup_time_column = jsonb_get_text(plan, "dedup_time_column");
-	q->store = store_plan_read(plan);
+	q->store = store_plan_read(plan, "store");
+	q->dedup_store = store_plan_read(plan, "dedup_store");
 	q->join = join_plan_read(plan);
 	query_sources_read(q, plan);
 	return q;

@@ -94,7 +94,7 @@ query_state_tables(const QueryInfo *q, StateTablePair *pairs)
 	} while (0)
 
 	if (OidIsValid(q->state_table))
-		ADD_PAIR(q->state_table, q->checkpoint_table, CHECKPOINT_STORE, NULL, NULL, NULL);
+		ADD_PAIR(q->state_table, q->checkpoint_table, CHECKPOINT_COPY, NULL, NULL, NULL);
 	if (OidIsValid(q->dedup_table))
 		ADD_PAIR(q->dedup_table, q->dedup_checkpoint,
 				 q->dedup_batch_column != NULL ? CHECKPOINT_ROWS : CHECKPOINT_COPY,
@@ -261,11 +261,22 @@ checkpoint_rows(QueryRunner *r, const StateTablePair *pair, bool has_wm, Timesta
 				r->query_id);
 }
 
+/* The store that writes the pair's checkpoint in this batch, or NULL. */
+static struct StateStore *
+checkpoint_store(QueryRunner *r, const StateTablePair *pair)
+{
+	if (r->groups.active && pair->unlogged == r->query->state_table)
+		return r->groups.store;
+	if (r->dedup.active && pair->unlogged == r->query->dedup_table)
+		return r->dedup.store;
+	return NULL;
+}
+
 /* Is the pair's checkpoint written by the rows that changed (no TRUNCATE)? */
 static bool
 checkpoint_incremental(QueryRunner *r, const StateTablePair *pair)
 {
-	return (pair->way == CHECKPOINT_STORE && r->store_active) || pair->way == CHECKPOINT_ROWS;
+	return checkpoint_store(r, pair) != NULL || pair->way == CHECKPOINT_ROWS;
 }
 
 /*
@@ -310,10 +321,10 @@ checkpoint_take(QueryRunner *r, int64 batch_id, bool has_wm, TimestampTz wm, boo
 	}
 	for (int i = 0; i < npairs; i++)
 	{
-		if (pairs[i].way == CHECKPOINT_STORE && r->store_active)
+		if (checkpoint_store(r, &pairs[i]) != NULL)
 		{
-			/* the groups changed since the last checkpoint */
-			store_checkpoint(r->store);
+			/* the groups (keys) changed since the last checkpoint */
+			store_checkpoint(checkpoint_store(r, &pairs[i]));
 			continue;
 		}
 		if (pairs[i].way == CHECKPOINT_ROWS)

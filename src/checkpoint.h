@@ -19,14 +19,15 @@ extern void checkpoint_index_table(int32 query_id, Oid checkpoint_table, const c
 
 /*
  * A query's UNLOGGED tables, each with its logged checkpoint copy: its
- * state (open groups), its dedup keys, a join's rows per side.
+ * state (open groups), its dedup keys, a join's rows per side.  A table
+ * whose store (state_store.h) runs in the batch has its checkpoint written
+ * by the store: what changed since the last one, by row location.  The
+ * others' are written one of these ways:
  */
 #define MAX_STATE_TABLES (2 + QUERY_MAX_SOURCES)
 typedef enum CheckpointWay
 {
 	CHECKPOINT_COPY,			/* copied whole */
-	CHECKPOINT_STORE,			/* the state table: a store writes what
-								 * changed, else copied whole */
 	CHECKPOINT_ROWS				/* rows written once, by the batch that read
 								 * them, and deleted by their event time
 								 * (dedup keys, a join's side that is not

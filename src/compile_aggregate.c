@@ -304,6 +304,8 @@ merge_sql(PartialCol *p)
 							aggregate_literal(p->aggfnoid), n, n);
 		case MERGE_UNION:
 			return psprintf("streamwin.distinct_union(s.%s, EXCLUDED.%s)", n, n);
+		case MERGE_FIRST:
+			return psprintf("s.%s", n);
 	}
 	return NULL;
 }
@@ -336,6 +338,8 @@ merge_agg_sql(PartialCol *p)
 			return psprintf("streamwin.combined_state(%s, %s)", aggregate_literal(p->aggfnoid), n);
 		case MERGE_UNION:
 			return psprintf("streamwin.distinct_union(%s)", n);
+		case MERGE_FIRST:
+			break;				/* a dedup key's, never an aggregate's */
 	}
 	return NULL;
 }

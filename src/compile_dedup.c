@@ -24,6 +24,7 @@
 #include "statements.h"
 #include "source.h"
 #include "spi_util.h"
+#include "state_store.h"
 
 /* Source side's column of that name, as an expression of the user's query. */
 static Var *
@@ -165,14 +166,55 @@ dedup_key_names(Compiled *c, ArrayType *arr)
 }
 
 /*
+ * The dedup keys' store: its plan, the statement of the rows it takes
+ * (rows_sql), and the table's indexes for the SQL statements: keys are
+ * looked up by value and deleted by event time (none without one).
+ */
+static void
+dedup_store_statements(List *keys, int32 query_id, StringInfo plan,
+					   const char *qname, const char *keylist, const char *event_time,
+					   bool has_time, const char *rows_sql)
+{
+	StorePlan	sp;
+	MergeKind	merge[2] = {MERGE_FIRST, MERGE_FIRST};
+	char	   *aggregate[2] = {NULL, NULL};
+	char	   *keys_index = psprintf("dedup_%d_keys", query_id);
+	char	   *times_index = psprintf("dedup_%d_times", query_id);
+
+	memset(&sp, 0, sizeof(sp));
+	sp.nkeys = list_length(keys);
+	sp.dedup = true;
+	sp.npartials = 2;			/* batch_ord, batch_id */
+	sp.merge = merge;
+	sp.aggregate = aggregate;
+	appendStringInfoString(plan, ", \"dedup_store\": ");
+	store_plan_json(&sp, plan);
+	plan_add_statement(plan, STMT_DEDUP_ROWS, rows_sql);
+	plan_add_statement(plan, STMT_DEDUP_INDEX,
+					   psprintf("CREATE UNIQUE INDEX IF NOT EXISTS %s ON %s (%s) NULLS NOT DISTINCT%s",
+								quote_identifier(keys_index), qname, keylist,
+								has_time ? psprintf("; CREATE INDEX IF NOT EXISTS %s ON %s (%s)",
+													quote_identifier(times_index), qname,
+													event_time) : ""));
+	plan_add_statement(plan, STMT_DEDUP_UNINDEX,
+					   psprintf("DROP INDEX IF EXISTS %s, %s",
+								quote_qualified_identifier("streamwin", keys_index),
+								quote_qualified_identifier("streamwin", times_index)));
+}
+
+/*
  * Deduplication (Spark's dropDuplicatesWithinWatermark): before the query
  * runs, a batch's rows whose keys were seen already, in this batch or an
  * earlier one still within the watermark, are dropped.  The keys seen live
- * in an UNLOGGED table (checkpointed with the rest of the state), each with
- * the event time of its first row, and leave it when the watermark passes
- * that time.  One statement inserts the first occurrence of every new key
- * and returns its position in the batch; batch.c keeps those rows only.
- * Sets the keys' table and its checkpoint table.
+ * in a store (state_store.h) and in its UNLOGGED table (checkpointed with
+ * the rest of the state), each with the event time of its first row, and
+ * leave them when the watermark passes that time.  One statement gives the
+ * batch's rows with their keys, event time and position to the store,
+ * which keeps the first row of every new key; batch.c keeps those rows
+ * only.  When the keys do not fit in memory, one statement inserts the
+ * first occurrence of every new key into the table and returns its
+ * position, and another deletes the keys the watermark passed.  Sets the
+ * keys' table and its checkpoint table.
  */
 void
 dedup_statements(Compiled *c, List *keys, int32 query_id, StringInfo plan,
@@ -199,6 +241,7 @@ dedup_statements(Compiled *c, List *keys, int32 query_id, StringInfo plan,
 	const char *batch_ord;
 	const char *batch_id;
 	const char *event_time_name;
+	char	   *rows_sql;
 
 	/*
 	 * The source's rows numbered: their position in the batch, in a column
@@ -239,20 +282,23 @@ dedup_statements(Compiled *c, List *keys, int32 query_id, StringInfo plan,
 	}
 
 	/*
-	 * NULL keys are keys too: NULLS NOT DISTINCT.  Each key has the batch
-	 * that saw it first: a key is written once and forgotten by its event
-	 * time, so a checkpoint adds the keys of the batches since the last one
-	 * and deletes those the watermark passed since: it writes what changed
-	 * rather than every key (checkpoint_take).  That column has no index: a
-	 * checkpoint reads the UNLOGGED table once, which costs less than an
-	 * index insertion for every key of every batch.
+	 * The store writes the table by row location and looks nothing up in it,
+	 * so it has no index, each of which would cost an insertion per key;
+	 * STMT_DEDUP_INDEX makes those the SQL statements need (NULL keys are
+	 * keys too: NULLS NOT DISTINCT).  Each key has the batch that saw it
+	 * first: a key is written once and forgotten by its event time, so
+	 * without the store a checkpoint adds the keys of the batches since the
+	 * last one and deletes those the watermark passed since, writing what
+	 * changed rather than every key (checkpoint_take).  That column has no
+	 * index: such a checkpoint reads the UNLOGGED table once, which costs
+	 * less than an index insertion for every key of every batch.
 	 */
 	table = create_query_table(name,
 							   psprintf("CREATE UNLOGGED TABLE %s (%s%s timestamptz, %s integer NOT NULL, "
-										"%s bigint NOT NULL, UNIQUE NULLS NOT DISTINCT (%s))",
+										"%s bigint NOT NULL)",
 										qname, keydefs.data, event_time, batch_ord,
-										quote_identifier(batch_id), keylist.data),
-							   psprintf("CREATE INDEX ON %%s (%s)", event_time));
+										quote_identifier(batch_id)),
+							   NULL);
 	ckpt = checkpoint_create_table(query_id, table, psprintf("checkpoint_dedup_%d", query_id),
 								   true);
 	appendStringInfoString(plan, ", \"dedup_batch_column\": ");
@@ -278,6 +324,10 @@ dedup_statements(Compiled *c, List *keys, int32 query_id, StringInfo plan,
 	{
 		plan_add_statement(plan, STMT_DEDUP_EVICT, psprintf("DELETE FROM %s WHERE %s < $1", qname, event_time));
 	}
+	rows_sql = psprintf("SELECT %s, %s, %s FROM streamwin.source_rows(%d, true) AS s(%s integer%s)",
+						keylist.data, ts_sql, ord, src->source_id, ord, cols.data);
+	dedup_store_statements(keys, query_id, plan, qname, keylist.data, event_time,
+						   row_time != NULL, rows_sql);
 	*table_out = table;
 	*checkpoint_out = ckpt;
 }

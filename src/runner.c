@@ -26,7 +26,8 @@ static void
 runner_free(QueryRunner *r)
 {
 	statements_free(r->plans);
-	store_free(r->store);
+	store_free(r->groups.store);
+	store_free(r->dedup.store);
 	for (int i = 0; i < QUERY_MAX_SOURCES; i++)
 	{
 		if (r->decoders[i] != NULL)
@@ -51,8 +52,11 @@ runner_open(QueryRunner *r, bool in_worker)
 		r->nreaders = i + 1;
 	}
 	if (r->query->store != NULL)
-		r->store = store_create(r->query->store, r->query->state_table,
-								r->query->checkpoint_table, r->cxt);
+		r->groups.store = store_create(r->query->store, r->query->state_table,
+									   r->query->checkpoint_table, r->cxt);
+	if (r->query->dedup_store != NULL)
+		r->dedup.store = store_create(r->query->dedup_store, r->query->dedup_table,
+									  r->query->dedup_checkpoint, r->cxt);
 	SPI_connect();
 	statements_prepare(r->query->sql, r->plans);
 	SPI_finish();
@@ -117,9 +121,12 @@ runner_forget(int32 query_id)
 void
 runner_state_rewritten(QueryRunner *r)
 {
-	if (r->store != NULL)
-		store_invalidate(r->store);
-	r->store_active = false;
+	if (r->groups.store != NULL)
+		store_invalidate(r->groups.store);
+	if (r->dedup.store != NULL)
+		store_invalidate(r->dedup.store);
+	r->groups.active = false;
+	r->dedup.active = false;
 	r->join_rows_xmin = InvalidTransactionId;
 }
 

@@ -19,6 +19,19 @@
 #include "streamwin.h"
 
 /*
+ * One of the query's state stores (state_store.h), and how this runner
+ * uses it.
+ */
+typedef struct RunnerStore
+{
+	struct StateStore *store;	/* or NULL: the query has none */
+	bool		active;			/* this batch runs on the store */
+	bool		table_mode;		/* it did not fit in memory: the SQL
+								 * statements run on its table */
+	int64		table_mode_batches; /* batches since, or since trying again */
+} RunnerStore;
+
+/*
  * One query's runner, in its own memory context under TopMemoryContext.
  * A worker has one; a session one per query it runs batches of.
  */
@@ -32,11 +45,8 @@ typedef struct QueryRunner
 	SourceReader *readers[QUERY_MAX_SOURCES];	/* one per source */
 	RowDecoder *decoders[QUERY_MAX_SOURCES];
 	SPIPlanPtr	plans[NUM_STATEMENTS];
-	struct StateStore *store;	/* its state store, or NULL */
-	bool		store_active;	/* this batch runs on the store */
-	bool		table_mode;		/* the state did not fit in memory: the SQL
-								 * statements run on the state table */
-	int64		table_mode_batches; /* batches since, or since trying again */
+	RunnerStore groups;			/* an aggregation's open groups */
+	RunnerStore dedup;			/* the dedup keys */
 	int			insert_variants_paused; /* batches left without them */
 	TimestampTz last_checkpoint_at; /* by this runner; 0: none yet */
 	/* a join's rows per side (join.c): in this batch, and as of the */

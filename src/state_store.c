@@ -70,6 +70,7 @@ int			streamwin_state_memory = 1024 * 1024;
 #define GROUP_CKPT_DIRTY	0x04	/* changed since the last checkpoint */
 #define GROUP_CLOSED		0x08	/* its window closed in this batch */
 #define GROUP_CKPT_SAME		0x10	/* loading: its checkpoint row matches */
+#define GROUP_NO_TIME		0x20	/* a dedup key without an event time */
 
 /* Rows a result statement writes: a list of StoreRows kind per group. */
 #define NUM_STORE_ROWS (STORE_ROWS_CLOSED + 1)
@@ -136,6 +137,17 @@ typedef struct StoreSession
 								 * closed */
 } StoreSession;
 
+/*
+ * A dedup key by its event time, in a binary heap: keys leave the store
+ * only from its top (the watermark passed them) or all together, and an
+ * entry costs 16 bytes where a heap node in every group would cost more.
+ */
+typedef struct KeyTime
+{
+	TimestampTz time;
+	StoreGroup *group;
+} KeyTime;
+
 /* How one partial column merges. */
 typedef struct StorePartial
 {
@@ -168,6 +180,7 @@ struct StateStore
 	FmgrInfo   *key_hashfuncs;
 	Oid		   *key_collations;
 	TupleTableSlot *key_slot;
+	AttrNumber	time_attno;		/* a dedup store: the event time's column */
 	TupleDesc	session_key_desc;	/* the group keys without window_start */
 	TupleTableSlot *session_key_slot;
 
@@ -184,6 +197,11 @@ struct StateStore
 								 * delete, as groups of no hash entry */
 	int64		ngone;
 	TidList		state_gone;		/* state rows of sessions merged away */
+	KeyTime    *key_times;		/* a dedup store's keys with an event time
+								 * (window_start), the earliest first */
+	int64		nkey_times;
+	int64		max_key_times;
+	int64		dedup_batch_id; /* the batch the dedup receiver takes */
 	dlist_head	changed;
 	dlist_head	ckpt_dirty;
 	dlist_head	rows[NUM_STORE_ROWS];
@@ -207,6 +225,7 @@ static const char *const merge_names[] = {
 	[MERGE_OR] = "or",
 	[MERGE_STATE] = "state",
 	[MERGE_UNION] = "union",
+	[MERGE_FIRST] = "first",
 };
 
 const char *
@@ -224,6 +243,8 @@ store_plan_json(const StorePlan *plan, StringInfo buf)
 					 plan->nkeys, plan->windowed ? plan->window_size_us : (int64) 0);
 	if (plan->session)
 		appendStringInfoString(buf, "\"window\": \"session\", ");
+	if (plan->dedup)
+		appendStringInfoString(buf, "\"dedup\": true, ");
 	appendStringInfoString(buf, "\"partials\": [");
 	for (int i = 0; i < plan->npartials; i++)
 	{
@@ -238,11 +259,14 @@ store_plan_json(const StorePlan *plan, StringInfo buf)
 	appendStringInfoString(buf, "]}");
 }
 
-/* The "store" member of a plan, or NULL: a plan compiled without a store. */
+/*
+ * The member of a plan that describes a store ("store", "dedup_store"), or
+ * NULL: a plan compiled without that store.
+ */
 StorePlan *
-store_plan_read(Jsonb *plan)
+store_plan_read(Jsonb *plan, const char *member)
 {
-	char	   *plan_json = jsonb_get_text(plan, "store");
+	char	   *plan_json = jsonb_get_text(plan, member);
 	Jsonb	   *store;
 	JsonbIterator *it;
 	JsonbValue	v;
@@ -263,6 +287,7 @@ store_plan_read(Jsonb *plan)
 	p->windowed = p->window_size_us > 0;
 	window = jsonb_get_text(store, "window");
 	p->session = window != NULL && strcmp(window, "session") == 0;
+	p->dedup = jsonb_get_text(store, "dedup") != NULL;
 	p->merge = palloc(sizeof(MergeKind) * cap);
 	p->aggregate = palloc0(sizeof(char *) * cap);
 
@@ -343,6 +368,7 @@ partial_function(StateStore *s, StorePartial *p, const char *aggregate)
 			break;
 		case MERGE_AND:
 		case MERGE_OR:
+		case MERGE_FIRST:
 			return;
 		case MERGE_STATE:
 			{
@@ -396,10 +422,13 @@ store_create(const StorePlan *plan, Oid state_table, Oid checkpoint_table,
 
 	/*
 	 * The state table: window_start, window_end (windowed), the group keys,
-	 * the partials; the partial query gives window_start, keys, partials.
+	 * the partials; the partial query gives window_start, keys, partials. A
+	 * dedup store's table: the keys, the event time, the partials.
 	 */
 	first_key = plan->windowed ? 3 : 1;
 	first_partial = first_key + plan->nkeys - (plan->windowed ? 1 : 0);
+	if (plan->dedup)
+		s->time_attno = first_partial++;
 	if (first_partial + s->npartials - 1 != s->state_desc->natts)
 		elog(ERROR, "streamwin: state table %u does not match its query's plan", state_table);
 	s->key_state_attno = palloc(sizeof(AttrNumber) * s->nkeys);
@@ -570,6 +599,12 @@ store_reset_groups(StateStore *s)
 		s->ngone = 0;
 		tid_list_init(&s->state_gone);
 	}
+	if (s->plan.dedup)
+	{
+		s->nkey_times = 0;
+		s->max_key_times = 1024;
+		s->key_times = MemoryContextAllocHuge(s->groups_cxt, sizeof(KeyTime) * s->max_key_times);
+	}
 	MemoryContextSwitchTo(old);
 }
 
@@ -582,9 +617,73 @@ store_invalidate(StateStore *s)
 	s->no_keys = NULL;
 	s->session_ends = NULL;
 	s->ngone = 0;
+	s->key_times = NULL;
+	s->nkey_times = 0;
 	s->loaded = false;
 	s->in_batch = false;
 	s->catalog_xmin = InvalidTransactionId;
+}
+
+/* --- a dedup store's keys by event time ---------------------------------- */
+
+/* Add a dedup key with an event time (in window_start) to the heap. */
+static void
+key_times_push(StateStore *s, StoreGroup *g)
+{
+	KeyTime    *h;
+	int64		i;
+
+	if (s->nkey_times == s->max_key_times)
+	{
+		s->max_key_times *= 2;
+		s->key_times = repalloc_huge(s->key_times, sizeof(KeyTime) * s->max_key_times);
+	}
+	h = s->key_times;
+	i = s->nkey_times++;
+	while (i > 0 && h[(i - 1) / 2].time > g->window_start)
+	{
+		h[i] = h[(i - 1) / 2];
+		i = (i - 1) / 2;
+	}
+	h[i].time = g->window_start;
+	h[i].group = g;
+}
+
+/* Take the earliest key off the heap. */
+static void
+key_times_pop(StateStore *s)
+{
+	KeyTime    *h = s->key_times;
+	KeyTime		last = h[--s->nkey_times];
+	int64		n = s->nkey_times;
+	int64		i = 0;
+
+	for (;;)
+	{
+		int64		child = 2 * i + 1;
+
+		if (child >= n)
+			break;
+		if (child + 1 < n && h[child + 1].time < h[child].time)
+			child++;
+		if (h[child].time >= last.time)
+			break;
+		h[i] = h[child];
+		i = child;
+	}
+	if (n > 0)
+		h[i] = last;
+}
+
+/* A dedup key's event time, from a row's value (NULL: it has none). */
+static void
+key_time_set(StoreGroup *g, Datum time, bool isnull)
+{
+	g->window_start = isnull ? 0 : DatumGetTimestampTz(time);
+	if (isnull)
+		g->flags |= GROUP_NO_TIME;
+	else
+		g->flags &= ~GROUP_NO_TIME;
 }
 
 /* --- groups and windows -------------------------------------------------- */
@@ -805,6 +904,8 @@ merge_partial(StateStore *s, StoreGroup *g, int i, Datum v, bool isnull)
 		case MERGE_UNION:
 			result = call2(&p->fn, p->collation, g->values[i], v, &result_null);
 			break;
+		case MERGE_FIRST:
+			return;
 	}
 	set_partial(s, g, i, result, result_null);
 }
@@ -1139,12 +1240,50 @@ merge_receive(TupleTableSlot *slot, DestReceiver *self)
 	return true;
 }
 
+/*
+ * One of a dedup store's batch rows: keys, event time, position in the
+ * batch.  A key the store has not seen is new, and takes the event time
+ * and position of its first row in the batch (the least position, as
+ * DISTINCT ON orders them in the SQL statement); any other row is a
+ * duplicate and leaves the store as it was.
+ */
+static bool
+dedup_receive(TupleTableSlot *slot, DestReceiver *self)
+{
+	StateStore *s = ((MergeReceiver *) self)->store;
+	MemoryContext old = MemoryContextSwitchTo(s->temp_cxt);
+	StoreGroup *g;
+	bool		created;
+	int			time_col = s->nkeys;
+	int			ord_col = s->nkeys + 1;
+
+	slot_getallattrs(slot);
+	fill_key_slot(s, slot, NULL);
+	g = store_group(s, &created);
+	if (created)
+	{
+		g->flags |= GROUP_NEW;
+		set_partial(s, g, 1, Int64GetDatum(s->dedup_batch_id), false);
+		group_changed(s, g);
+	}
+	if (created || ((g->flags & GROUP_NEW) && !slot->tts_isnull[ord_col] &&
+					DatumGetInt32(slot->tts_values[ord_col]) < DatumGetInt32(g->values[0])))
+	{
+		set_partial(s, g, 0, slot->tts_values[ord_col], slot->tts_isnull[ord_col]);
+		key_time_set(g, slot->tts_values[time_col], slot->tts_isnull[time_col]);
+	}
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(s->temp_cxt);
+	return true;
+}
+
 static void
 merge_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
 {
 	StateStore *s = ((MergeReceiver *) self)->store;
 
-	int			natts = s->nkeys + s->npartials + (s->plan.session ? 1 : 0);
+	int			natts = s->nkeys + (s->plan.dedup ? 2 :
+									s->npartials + (s->plan.session ? 1 : 0));
 
 	if (typeinfo->natts != natts)
 		elog(ERROR, "streamwin: a batch's groups have %d columns, its store %d",
@@ -1162,18 +1301,46 @@ merge_destroy(DestReceiver *self)
 	pfree(self);
 }
 
-DestReceiver *
-store_merge_receiver(StateStore *s)
+static DestReceiver *
+make_receiver(StateStore *s, bool (*receive) (TupleTableSlot *slot, DestReceiver *self))
 {
 	MergeReceiver *r = palloc0(sizeof(MergeReceiver));
 
-	r->pub.receiveSlot = merge_receive;
+	r->pub.receiveSlot = receive;
 	r->pub.rStartup = merge_startup;
 	r->pub.rShutdown = merge_shutdown;
 	r->pub.rDestroy = merge_destroy;
 	r->pub.mydest = DestNone;
 	r->store = s;
 	return (DestReceiver *) r;
+}
+
+DestReceiver *
+store_merge_receiver(StateStore *s)
+{
+	return make_receiver(s, merge_receive);
+}
+
+DestReceiver *
+store_dedup_receiver(StateStore *s, int64 batch_id)
+{
+	s->dedup_batch_id = batch_id;
+	return make_receiver(s, dedup_receive);
+}
+
+void
+store_dedup_first_rows(StateStore *s, bool *keep, int nrows)
+{
+	dlist_iter	it;
+
+	dlist_foreach(it, &s->changed)
+	{
+		StoreGroup *g = dlist_container(StoreGroup, changed_node, it.cur);
+		int32		ord = DatumGetInt32(g->values[0]);
+
+		if ((g->flags & GROUP_NEW) && !g->isnull[0] && ord >= 0 && ord < nrows)
+			keep[ord] = true;
+	}
 }
 
 /* --- the state and checkpoint tables -------------------------------------- */
@@ -1199,6 +1366,11 @@ group_values(StateStore *s, StoreGroup *g, Datum *values, bool *nulls)
 	{
 		values[1] = TimestampTzGetDatum(g->window_start + s->plan.window_size_us);
 		nulls[1] = false;
+	}
+	else if (s->plan.dedup)
+	{
+		values[s->time_attno - 1] = TimestampTzGetDatum(g->window_start);
+		nulls[s->time_attno - 1] = (g->flags & GROUP_NO_TIME) != 0;
 	}
 	for (int i = 0; i < s->npartials; i++)
 	{
@@ -1249,6 +1421,9 @@ store_write_changed(StateStore *s)
 		HeapTuple	tuple = group_tuple(s, g);
 
 		write_row(rel, tuple, &g->state_tid, bistate);
+		/* a dedup key is written once, by the batch that made it */
+		if (s->plan.dedup && !(g->flags & GROUP_NO_TIME))
+			key_times_push(s, g);
 		if (!(g->flags & GROUP_CKPT_DIRTY))
 		{
 			g->flags |= GROUP_CKPT_DIRTY;
@@ -1510,6 +1685,20 @@ store_close_windows(StateStore *s, TimestampTz watermark)
 {
 	int64		n = 0;
 
+	if (s->plan.dedup)
+	{
+		/* keys whose event time is before the watermark, from the heap's top */
+		while (s->nkey_times > 0 && s->key_times[0].time < watermark)
+		{
+			StoreGroup *g = s->key_times[0].group;
+
+			key_times_pop(s);
+			g->flags |= GROUP_CLOSED;
+			rows_add(s, g, STORE_ROWS_CLOSED);
+			n++;
+		}
+		return n;
+	}
 	if (!s->plan.windowed)
 		return 0;
 	if (s->plan.session)
@@ -1581,7 +1770,7 @@ store_evict_closed(StateStore *s)
 		if (ItemPointerIsValid(&g->state_tid))
 			simple_heap_delete(rel, &g->state_tid);
 		group_unlink(s, g);
-		if (!s->plan.session)
+		if (s->plan.windowed && !s->plan.session)
 			dlist_delete(&g->in.window_node);
 		drop_group(s, g);
 	}
@@ -1627,6 +1816,15 @@ same_partials(StateStore *s, StoreGroup *g, TupleTableSlot *slot)
 		if (isnull != g->isnull[i])
 			return false;
 		if (!isnull && !datumIsEqual(v, g->values[i], p->typbyval, p->typlen))
+			return false;
+	}
+	if (s->plan.dedup)
+	{
+		bool		isnull;
+		Datum		v = slot_getattr(slot, s->time_attno, &isnull);
+
+		if (isnull != ((g->flags & GROUP_NO_TIME) != 0) ||
+			(!isnull && DatumGetTimestampTz(v) != g->window_start))
 			return false;
 	}
 	return true;
@@ -1687,6 +1885,15 @@ store_load(StateStore *s)
 				elog(ERROR, "streamwin: state table %s holds a session without its end",
 					 RelationGetRelationName(rel));
 			session_attach(s, g, DatumGetTimestampTz(end));
+		}
+		else if (s->plan.dedup)
+		{
+			bool		isnull;
+			Datum		time = slot_getattr(slot, s->time_attno, &isnull);
+
+			key_time_set(g, time, isnull);
+			if (!isnull)
+				key_times_push(s, g);
 		}
 		g->state_tid = slot->tts_tid;
 		MemoryContextSwitchTo(old);

@@ -13,6 +13,11 @@
  * the aggregates' own combine functions, so it knows exactly which groups
  * changed, which are new and which a watermark closes.
  *
+ * A store of dedup keys (plan.dedup) holds one entry per key seen and not
+ * yet forgotten, with the event time of its first row, and keeps its keys
+ * by event time too: a batch's rows make entries of the keys new to it,
+ * and a watermark forgets the keys it passes.
+ *
  * A session window is a group too, keyed by its start; the store also
  * keeps each key's sessions in order and every session by its end.  A
  * batch's own sessions (gaps and islands over its rows, by the executor)
@@ -61,8 +66,9 @@ typedef enum MergeKind
 	MERGE_OR,
 	MERGE_STATE,				/* any other: its transition state, as bytea
 								 * (aggregate_state.c) */
-	MERGE_UNION					/* agg(DISTINCT x): the sorted array of the
+	MERGE_UNION,				/* agg(DISTINCT x): the sorted array of the
 								 * distinct values of x (distinct_set.c) */
+	MERGE_FIRST					/* a dedup key's: the value it was made with */
 } MergeKind;
 
 extern const char *merge_kind_name(MergeKind m);
@@ -81,6 +87,8 @@ typedef struct StorePlan
 	int			nkeys;			/* group key columns, window_start first */
 	bool		windowed;
 	bool		session;		/* session windows: window_size_us is the gap */
+	bool		dedup;			/* dedup keys: keys, event time, then the
+								 * partials batch_ord and batch_id (FIRST) */
 	int64		window_size_us;
 	int			npartials;
 	MergeKind  *merge;			/* per partial column */
@@ -88,7 +96,7 @@ typedef struct StorePlan
 } StorePlan;
 
 extern void store_plan_json(const StorePlan *plan, StringInfo buf);
-extern StorePlan *store_plan_read(Jsonb *plan);
+extern StorePlan *store_plan_read(Jsonb *plan, const char *member);
 
 /*
  * store_create
@@ -117,6 +125,16 @@ extern void store_invalidate(StateStore *s);
  * partials; a session store's rows end with the session's window_end).
  */
 extern struct _DestReceiver *store_merge_receiver(StateStore *s);
+
+/*
+ * A dedup store's batch: a DestReceiver of the rows (keys..., event time,
+ * position in the batch) that makes an entry of each key the store has not
+ * seen, from its first row, as seen first by batch batch_id.
+ */
+extern struct _DestReceiver *store_dedup_receiver(StateStore *s, int64 batch_id);
+
+/* Then: keep[i] = true for the first row of each key new to the store. */
+extern void store_dedup_first_rows(StateStore *s, bool *keep, int nrows);
 
 /*
  * store_write_changed
@@ -171,7 +189,8 @@ extern void store_set_current(StateStore *s, int32 query_id);
 
 /*
  * store_close_windows
- *		Select the groups of windows ending at or before watermark into
+ *		Select the groups of windows ending at or before watermark (a dedup
+ *		store: the keys whose event time is before it) into
  *		STORE_ROWS_CLOSED.  Returns how many.
  */
 extern int64 store_close_windows(StateStore *s, TimestampTz watermark);

@@ -32,6 +32,11 @@ typedef enum QueryStatement
 								 * each new dedup key, return its position in
 								 * the batch */
 	STMT_DEDUP_EVICT,			/* $1 watermark: forget keys it passed */
+	STMT_DEDUP_ROWS,			/* with a dedup store: the dedup side's rows
+								 * as (keys..., event time, position) */
+	STMT_DEDUP_INDEX,			/* the dedup table's indexes, for STMT_DEDUP
+								 * and STMT_DEDUP_EVICT ... */
+	STMT_DEDUP_UNINDEX,			/* ... which the store does without */
 
 	/*
 	 * With a state store (state_store.h): the batch's groups, and the result
@@ -47,8 +52,8 @@ typedef enum QueryStatement
 	STMT_STORE_CLOSE_UPSERT,	/* ... when the result has some already */
 	STMT_STORE_REFRESH,			/* complete mode: every group */
 	STMT_STORE_DELETE,			/* update mode: result rows of sessions gone */
-	STMT_STATE_INDEX,			/* the state table's index, for the statements
-								 * above STMT_DEDUP_EVICT ... */
+	STMT_STATE_INDEX,			/* the state table's index, for STMT_BATCH to
+								 * STMT_STATE_COUNT ... */
 	STMT_STATE_END_INDEX,		/* ... and a session's index by end ... */
 	STMT_STATE_UNINDEX,			/* ... which the store does without */
 

@@ -138,6 +138,8 @@ typedef struct QueryInfo
 	struct StorePlan *store;	/* its state store (state_store.h), or NULL:
 								 * compiled without one (sessions, or by a
 								 * version before 0.5) */
+	struct StorePlan *dedup_store;	/* the store of its dedup keys, or NULL:
+									 * compiled without one (before 0.5) */
 } QueryInfo;
 
 /*
