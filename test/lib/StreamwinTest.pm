@@ -479,15 +479,17 @@ warnings only.  sess(SESSION, SQL) returns (stdout, stderr) and forgets the
 error; sess_ok(SESSION, SQL, NAME) is SQL that must succeed (one test when
 named).
 
-store_switches(NODE, QUERY): "out/in", how often the server log says the
-query's state stopped fitting in streamwin.state_memory and fitted again.
-table_mode(NODE, QUERY) (table_mode_sql(QUERY) as SQL): does its state table
-have an index, that is, does it run on its state table?
+store_switches(NODE, QUERY[, 'dedup']): "out/in", how often the server log
+says the query's state (or its dedup keys) stopped fitting in
+streamwin.state_memory and fitted again.  table_mode(NODE, QUERY[, 'dedup'])
+(table_mode_sql(QUERY[, 'dedup']) as SQL): does its state table (dedup
+table) have an index, that is, does it run on that table?
 
-checkpoint_matches(NODE, QUERY, SESSION, MORE, WHEN): the session runs
-batches of the query, each after MORE->() added a few events, until one
+checkpoint_matches(NODE, QUERY, SESSION, MORE, WHEN[, 'dedup']): the session
+runs batches of the query, each after MORE->() added a few events, until one
 took a checkpoint (at most 5); then the query's checkpoint table (of its
-state, or else of its dedup keys) must equal that table, row for row.
+state, or else of its dedup keys; of its dedup keys with 'dedup') must equal
+that table, row for row.
 
 log_count(NODE, REGEX): matches in the server log.  worker_pid(NODE, QUERY,
 WHEN): waits until the query has a worker and returns its pid.
@@ -536,29 +538,35 @@ sub log_count
 
 sub store_switches
 {
-	my ($node, $q) = @_;
-	my $out = log_count($node, qr/the state of query "$q" does not fit in streamwin\.state_memory/);
-	my $in  = log_count($node, qr/the state of query "$q" fits in memory again/);
+	my ($node, $q, $store) = @_;
+	my $what = ($store // '') eq 'dedup' ? 'dedup keys' : 'state';
+	my $out = log_count($node, qr/the $what of query "$q" (?:does|do) not fit in streamwin\.state_memory/);
+	my $in  = log_count($node, qr/the $what of query "$q" (?:fits|fit) in memory again/);
 	return "$out/$in";
 }
 
 sub table_mode_sql
 {
-	my ($q) = @_;
+	my ($q, $store) = @_;
+	my $table = ($store // '') eq 'dedup' ? 'dedup_table' : 'state_table';
 	return qq{
-SELECT count(*) > 0 FROM pg_index i JOIN streamwin.query_catalog q ON i.indrelid = q.state_table
+SELECT count(*) > 0 FROM pg_index i JOIN streamwin.query_catalog q ON i.indrelid = q.$table
  WHERE q.name = '$q'};
 }
 
 sub table_mode
 {
-	my ($node, $q) = @_;
-	return $node->safe_psql('postgres', table_mode_sql($q)) eq 't';
+	my ($node, $q, $store) = @_;
+	return $node->safe_psql('postgres', table_mode_sql($q, $store)) eq 't';
 }
 
 sub checkpoint_matches
 {
-	my ($node, $q, $s, $more, $when) = @_;
+	my ($node, $q, $s, $more, $when, $store) = @_;
+	my $pair = ($store // '') eq 'dedup'
+	  ? 'dedup_checkpoint::regclass, dedup_table::regclass'
+	  : 'coalesce(nullif(checkpoint_table, 0), dedup_checkpoint)::regclass, '
+	  . 'coalesce(nullif(state_table, 0), dedup_table)::regclass';
 	my $at = "SELECT checkpoint_batch_id = last_batch_id FROM streamwin.query_catalog WHERE name = '$q'";
 	for (my $i = 0; $i < 5 && $node->safe_psql('postgres', $at) ne 't'; $i++)
 	{
@@ -567,9 +575,7 @@ sub checkpoint_matches
 	}
 	is($node->safe_psql('postgres', $at), 't', "$q: its last batch took a checkpoint $when");
 	my ($ckpt, $table) = split /\|/, $node->safe_psql('postgres',
-		"SELECT coalesce(nullif(checkpoint_table, 0), dedup_checkpoint)::regclass, "
-		  . "coalesce(nullif(state_table, 0), dedup_table)::regclass "
-		  . "FROM streamwin.query_catalog WHERE name = '$q'");
+		"SELECT $pair FROM streamwin.query_catalog WHERE name = '$q'");
 	cmp_ok($node->safe_psql('postgres', "SELECT count(*) FROM $table"), '>', 0, "$q: it has state $when");
 	results_match($node, "SELECT * FROM $ckpt", "SELECT * FROM $table",
 		"$q: its checkpoint table equals its state table $when");
