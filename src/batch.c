@@ -487,12 +487,12 @@ drop_duplicates(BatchContext *b)
 
 	if (b->dedup != NULL)
 	{
-		DestReceiver *dest = store_dedup_receiver(b->dedup, this_batch_id(b));
+		DestReceiver *dest = store_dedup_receiver(b->dedup, this_batch_id(b), keep,
+												  input->ntuples);
 
 		runner_run_into(b->r, STMT_DEDUP_ROWS, input, dest);
 		dest->rDestroy(dest);
 		store_write_changed(b->dedup);
-		store_dedup_first_rows(b->dedup, keep, input->ntuples);
 	}
 	else
 	{

@@ -201,7 +201,9 @@ struct StateStore
 								 * (window_start), the earliest first */
 	int64		nkey_times;
 	int64		max_key_times;
-	int64		dedup_batch_id; /* the batch the dedup receiver takes */
+	int64		dedup_batch_id; /* the batch the dedup receiver takes, */
+	bool	   *dedup_keep;		/* and the rows of it to keep, nrows long */
+	int			dedup_nrows;
 	dlist_head	changed;
 	dlist_head	ckpt_dirty;
 	dlist_head	rows[NUM_STORE_ROWS];
@@ -1240,6 +1242,16 @@ merge_receive(TupleTableSlot *slot, DestReceiver *self)
 	return true;
 }
 
+/* Keep the batch's row at position ord (a Datum of int4), or not. */
+static void
+dedup_keep_row(StateStore *s, Datum ord, bool keep)
+{
+	int32		i = DatumGetInt32(ord);
+
+	if (i >= 0 && i < s->dedup_nrows)
+		s->dedup_keep[i] = keep;
+}
+
 /*
  * One of a dedup store's batch rows: keys, event time, position in the
  * batch.  A key the store has not seen is new, and takes the event time
@@ -1269,8 +1281,11 @@ dedup_receive(TupleTableSlot *slot, DestReceiver *self)
 	if (created || ((g->flags & GROUP_NEW) && !slot->tts_isnull[ord_col] &&
 					DatumGetInt32(slot->tts_values[ord_col]) < DatumGetInt32(g->values[0])))
 	{
+		if (!created)
+			dedup_keep_row(s, g->values[0], false);
 		set_partial(s, g, 0, slot->tts_values[ord_col], slot->tts_isnull[ord_col]);
 		key_time_set(g, slot->tts_values[time_col], slot->tts_isnull[time_col]);
+		dedup_keep_row(s, g->values[0], !slot->tts_isnull[ord_col]);
 	}
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(s->temp_cxt);
@@ -1322,25 +1337,12 @@ store_merge_receiver(StateStore *s)
 }
 
 DestReceiver *
-store_dedup_receiver(StateStore *s, int64 batch_id)
+store_dedup_receiver(StateStore *s, int64 batch_id, bool *keep, int nrows)
 {
 	s->dedup_batch_id = batch_id;
+	s->dedup_keep = keep;
+	s->dedup_nrows = nrows;
 	return make_receiver(s, dedup_receive);
-}
-
-void
-store_dedup_first_rows(StateStore *s, bool *keep, int nrows)
-{
-	dlist_iter	it;
-
-	dlist_foreach(it, &s->changed)
-	{
-		StoreGroup *g = dlist_container(StoreGroup, changed_node, it.cur);
-		int32		ord = DatumGetInt32(g->values[0]);
-
-		if ((g->flags & GROUP_NEW) && !g->isnull[0] && ord >= 0 && ord < nrows)
-			keep[ord] = true;
-	}
 }
 
 /* --- the state and checkpoint tables -------------------------------------- */
@@ -1392,35 +1394,100 @@ group_tuple(StateStore *s, StoreGroup *g)
 }
 
 /*
- * Write a group's row where it is (updated) or anew (inserted, through
- * bistate: the rows of a batch go in together); *tid is where it is then.
+ * Writing groups' rows into a table of the store, each where it is
+ * (updated) or anew.  New rows wait and go in together with
+ * heap_multi_insert, which fills a page under one buffer lock, as COPY
+ * does, where heap_insert takes the lock and finds the page for each row.
  */
+#define ROW_WRITER_BATCH 100
+
+typedef struct RowWriter
+{
+	StateStore *store;
+	MemoryContext cxt;			/* of the writer's parts, not temp_cxt */
+	Relation	rel;
+	BulkInsertState bistate;
+	TupleTableSlot *slots[ROW_WRITER_BATCH];	/* made as needed */
+	ItemPointer tids[ROW_WRITER_BATCH]; /* where to say each row went */
+	int			n;
+}			RowWriter;
+
 static void
-write_row(Relation rel, HeapTuple tuple, ItemPointer tid, BulkInsertState bistate)
+row_writer_begin(RowWriter * w, StateStore *s, Oid relid)
+{
+	memset(w, 0, sizeof(RowWriter));
+	w->store = s;
+	w->cxt = CurrentMemoryContext;
+	Assert(w->cxt != s->temp_cxt);
+	w->rel = table_open(relid, RowExclusiveLock);
+	w->bistate = GetBulkInsertState();
+	CommandCounterIncrement();
+}
+
+/* Insert the rows that wait; then the store's temp_cxt, where they were made, is reset. */
+static void
+row_writer_flush(RowWriter * w)
+{
+	if (w->n > 0)
+		heap_multi_insert(w->rel, w->slots, w->n, GetCurrentCommandId(true), 0, w->bistate);
+	for (int i = 0; i < w->n; i++)
+	{
+		*w->tids[i] = w->slots[i]->tts_tid;
+		ExecClearTuple(w->slots[i]);
+	}
+	w->n = 0;
+	MemoryContextReset(w->store->temp_cxt);
+}
+
+/* Write a group's row (made in the store's temp_cxt); *tid: where it is, then. */
+static void
+row_writer_put(RowWriter * w, HeapTuple tuple, ItemPointer tid)
 {
 	if (ItemPointerIsValid(tid))
-		simple_heap_update(rel, tid, tuple);
-	else
-		heap_insert(rel, tuple, GetCurrentCommandId(true), 0, bistate);
-	*tid = tuple->t_self;
+	{
+		simple_heap_update(w->rel, tid, tuple);
+		*tid = tuple->t_self;
+		heap_freetuple(tuple);
+		return;
+	}
+	if (w->slots[w->n] == NULL)
+	{
+		MemoryContext old = MemoryContextSwitchTo(w->cxt);
+
+		w->slots[w->n] = MakeSingleTupleTableSlot(RelationGetDescr(w->rel), &TTSOpsHeapTuple);
+		MemoryContextSwitchTo(old);
+	}
+	ExecStoreHeapTuple(tuple, w->slots[w->n], true);
+	w->tids[w->n++] = tid;
+	if (w->n == ROW_WRITER_BATCH)
+		row_writer_flush(w);
+}
+
+static void
+row_writer_end(RowWriter * w)
+{
+	row_writer_flush(w);
+	for (int i = 0; i < ROW_WRITER_BATCH && w->slots[i] != NULL; i++)
+		ExecDropSingleTupleTableSlot(w->slots[i]);
+	FreeBulkInsertState(w->bistate);
+	table_close(w->rel, NoLock);
 }
 
 void
 store_write_changed(StateStore *s)
 {
-	Relation	rel = table_open(s->state_table, RowExclusiveLock);
-	BulkInsertState bistate = GetBulkInsertState();
-	MemoryContext old = MemoryContextSwitchTo(s->temp_cxt);
+	RowWriter	w;
+	MemoryContext old;
 	dlist_iter	it;
 
-	CommandCounterIncrement();
-	tid_list_delete_rows(&s->state_gone, rel);
+	row_writer_begin(&w, s, s->state_table);
+	old = MemoryContextSwitchTo(s->temp_cxt);
+	tid_list_delete_rows(&s->state_gone, w.rel);
 	dlist_foreach(it, &s->changed)
 	{
 		StoreGroup *g = dlist_container(StoreGroup, changed_node, it.cur);
-		HeapTuple	tuple = group_tuple(s, g);
 
-		write_row(rel, tuple, &g->state_tid, bistate);
+		row_writer_put(&w, group_tuple(s, g), &g->state_tid);
 		/* a dedup key is written once, by the batch that made it */
 		if (s->plan.dedup && !(g->flags & GROUP_NO_TIME))
 			key_times_push(s, g);
@@ -1429,11 +1496,9 @@ store_write_changed(StateStore *s)
 			g->flags |= GROUP_CKPT_DIRTY;
 			dlist_push_tail(&s->ckpt_dirty, &g->ckpt_node);
 		}
-		MemoryContextReset(s->temp_cxt);
 	}
 	MemoryContextSwitchTo(old);
-	FreeBulkInsertState(bistate);
-	table_close(rel, NoLock);
+	row_writer_end(&w);
 }
 
 /* --- the groups result statements write ---------------------------------- */
@@ -2017,24 +2082,22 @@ store_end(StateStore *s, TransactionId catalog_xmin)
 void
 store_checkpoint(StateStore *s)
 {
-	Relation	rel = table_open(s->checkpoint_table, RowExclusiveLock);
-	BulkInsertState bistate = GetBulkInsertState();
-	MemoryContext old = MemoryContextSwitchTo(s->temp_cxt);
+	RowWriter	w;
+	MemoryContext old;
 	dlist_mutable_iter it;
 
-	CommandCounterIncrement();
-	tid_list_delete_rows(&s->ckpt_gone, rel);
+	row_writer_begin(&w, s, s->checkpoint_table);
+	old = MemoryContextSwitchTo(s->temp_cxt);
+	tid_list_delete_rows(&s->ckpt_gone, w.rel);
 	dlist_foreach_modify(it, &s->ckpt_dirty)
 	{
 		StoreGroup *g = dlist_container(StoreGroup, ckpt_node, it.cur);
 
-		write_row(rel, group_tuple(s, g), &g->ckpt_tid, bistate);
+		row_writer_put(&w, group_tuple(s, g), &g->ckpt_tid);
 		g->flags &= ~GROUP_CKPT_DIRTY;
 		dlist_delete(&g->ckpt_node);
-		MemoryContextReset(s->temp_cxt);
 	}
 	dlist_init(&s->ckpt_dirty);
 	MemoryContextSwitchTo(old);
-	FreeBulkInsertState(bistate);
-	table_close(rel, NoLock);
+	row_writer_end(&w);
 }

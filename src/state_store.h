@@ -129,12 +129,11 @@ extern struct _DestReceiver *store_merge_receiver(StateStore *s);
 /*
  * A dedup store's batch: a DestReceiver of the rows (keys..., event time,
  * position in the batch) that makes an entry of each key the store has not
- * seen, from its first row, as seen first by batch batch_id.
+ * seen, from its first row, as seen first by batch batch_id, and sets
+ * keep[position] for that row (keep: nrows long, all false at first).
  */
-extern struct _DestReceiver *store_dedup_receiver(StateStore *s, int64 batch_id);
-
-/* Then: keep[i] = true for the first row of each key new to the store. */
-extern void store_dedup_first_rows(StateStore *s, bool *keep, int nrows);
+extern struct _DestReceiver *store_dedup_receiver(StateStore *s, int64 batch_id, bool *keep,
+												  int nrows);
 
 /*
  * store_write_changed
