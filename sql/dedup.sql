@@ -103,6 +103,48 @@ SELECT streamwin.drop_query('retried_2m', drop_result => true);
 SELECT streamwin.drop_source('retried_src');
 DROP TABLE retried;
 
+-- NULL is a key value like any other (NULLS NOT DISTINCT), in a key of
+-- one column and of two; a query without a watermark or an event time
+-- keeps every key it has seen, and drops each key's later rows whatever
+-- batch they come in.
+CREATE TABLE nullish (seq int, a int, b text, ts timestamptz);
+SELECT streamwin.create_table_source('nullish_src', 'nullish', '{"max_records_per_batch": 8}');
+SELECT streamwin.create_query('nullish_ab', 'SELECT seq, a, b FROM nullish_src',
+    dedup_keys => '{a,b}', watermark => '1 hour', options => '{"event_time": "ts"}',
+    start => false);
+SELECT streamwin.create_query('nullish_a', 'SELECT seq, a FROM nullish_src',
+    dedup_keys => '{a}', options => '{"dedup_without_watermark": true}', start => false);
+INSERT INTO nullish
+SELECT g, nullif(g % 4, 0), CASE WHEN g % 3 = 0 THEN NULL ELSE (g % 2)::text END,
+       '2026-01-01 00:00:00+00'::timestamptz + g * interval '1 second'
+FROM generate_series(1, 40) g;
+SELECT (streamwin.run_available('nullish_ab') - 'offsets' - 'watermark') AS totals;
+SELECT (streamwin.run_available('nullish_a') - 'offsets' - 'watermark') AS totals;
+SELECT count(*) AS rows,
+       count(*) FILTER (WHERE (r.*) IS DISTINCT FROM (f.*)) AS differences
+FROM nullish_ab r FULL JOIN
+     (SELECT DISTINCT ON (a, b) seq, a, b FROM nullish ORDER BY a, b, seq) f USING (seq);
+SELECT count(*) AS rows,
+       count(*) FILTER (WHERE (r.*) IS DISTINCT FROM (f.*)) AS differences
+FROM nullish_a r FULL JOIN
+     (SELECT DISTINCT ON (a) seq, a FROM nullish ORDER BY a, seq) f USING (seq);
+-- their dedup tables: every key once, the one without a watermark with no
+-- event time
+CREATE FUNCTION key_counts(q text, cols text, OUT keys bigint, OUT distinct_keys bigint,
+    OUT without_time bigint) LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE format('SELECT count(*), count(DISTINCT ROW(%s)), count(*) FILTER (WHERE event_time IS NULL) FROM %s',
+                   cols, (SELECT dedup_table FROM streamwin.query_catalog WHERE name = q))
+      INTO keys, distinct_keys, without_time;
+END $$;
+SELECT 'nullish_ab' AS query, * FROM key_counts('nullish_ab', 'a, b')
+UNION ALL SELECT 'nullish_a', * FROM key_counts('nullish_a', 'a');
+DROP FUNCTION key_counts(text, text);
+SELECT streamwin.drop_query('nullish_ab', drop_result => true);
+SELECT streamwin.drop_query('nullish_a', drop_result => true);
+SELECT streamwin.drop_source('nullish_src');
+DROP TABLE nullish;
+
 DROP FUNCTION batch(text);
 SELECT streamwin.drop_query('unique_payments', drop_result => true);
 SELECT streamwin.drop_query('payments_10s', drop_result => true);

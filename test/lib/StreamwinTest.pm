@@ -50,7 +50,7 @@ our @EXPORT = qw(
   query_json run_json psql_ok ts_text windows_sql values_sql diag_queries
   user_role_sql fails_like
   store_session sess sess_ok store_switches table_mode_sql table_mode
-  checkpoint_matches log_count worker_pid crash_round
+  checkpoint_matches log_count worker_pid feed_until_sql crash_round
 );
 
 our $bindir = $ENV{STREAMWIN_TEST_BINDIR}
@@ -592,6 +592,11 @@ sub worker_pid
 
 =pod
 
+feed_until_sql(CALL): the SQL that creates procedure feed_until(q, cond),
+which runs CALL (a statement that adds some events) and commits every
+10 ms until cond holds of query q's catalog row (at most 2,000 times), then
+returns q's worker pid.
+
 crash_round(NODE, QUERIES, CHECK, Q, COND, VICTIM, WHAT): one round of a
 crash test over running queries.  The test's procedure feed_until(q, cond)
 feeds events until COND holds of query Q's catalog row (C0 in it: Q's
@@ -602,6 +607,28 @@ must have a worker again, CHECK->("after WHAT") must pass, and each must
 have restored its checkpoint.
 
 =cut
+
+sub feed_until_sql
+{
+	my ($call) = @_;
+	return qq{
+CREATE PROCEDURE feed_until(q text, cond text, INOUT pid int DEFAULT NULL) LANGUAGE plpgsql AS \$p\$
+DECLARE
+    done boolean;
+BEGIN
+    FOR i IN 1 .. 2000 LOOP
+        $call;
+        COMMIT;
+        PERFORM pg_sleep(0.01);
+        EXECUTE format('SELECT %s FROM streamwin.query_catalog WHERE name = %L', cond, q) INTO done;
+        IF done THEN
+            SELECT worker_pid INTO pid FROM streamwin.queries WHERE name = q;
+            RETURN;
+        END IF;
+    END LOOP;
+END \$p\$;
+};
+}
 
 sub crash_round
 {

@@ -411,24 +411,9 @@ CREATE PROCEDURE events3(n int) LANGUAGE sql AS $p$
     SELECT b / 2 + g, timestamptz '2024-01-01 00:00:00+00' + (b / 2 + g) * interval '10 ms' + d * interval '1 second'
       FROM (SELECT count(*) AS b FROM ev3d) c, generate_series(1, n) g, generate_series(0, 1) d
      ORDER BY g, d $p$;
--- events, 30 every 10 ms, until cond holds of query q's catalog row (at
--- most 20 s): then the pid of q's worker
-CREATE PROCEDURE feed_until(q text, cond text, INOUT pid int DEFAULT NULL) LANGUAGE plpgsql AS $p$
-DECLARE
-    done boolean;
-BEGIN
-    FOR i IN 1 .. 2000 LOOP
-        CALL events3(30);
-        COMMIT;
-        PERFORM pg_sleep(0.01);
-        EXECUTE format('SELECT %s FROM streamwin.query_catalog WHERE name = %L', cond, q) INTO done;
-        IF done THEN
-            SELECT worker_pid INTO pid FROM streamwin.queries WHERE name = q;
-            RETURN;
-        END IF;
-    END LOOP;
-END $p$;
-}, 'part 3: two running queries over windows with a watermark');
+}
+	  . feed_until_sql(q{CALL events3(30)}),
+	'part 3: two running queries over windows with a watermark');
 
 sub check_part3
 {

@@ -292,22 +292,9 @@ SELECT streamwin.create_query('c_app',
     $q$SELECT k, count(*) AS n, sum(v) AS s, min(v) AS lo, max(v) AS hi
        FROM s3 GROUP BY streamwin.session(ts, '10 seconds'), k$q$,
     watermark => '1 minute', trigger_interval => '100 ms');
-CREATE PROCEDURE feed_until(q text, cond text, INOUT pid int DEFAULT NULL) LANGUAGE plpgsql AS $p$
-DECLARE
-    done boolean;
-BEGIN
-    FOR i IN 1 .. 2000 LOOP
-        CALL events('ev3', 30, 'abs(hashint4(b + g + 3)) % 50', 100);
-        COMMIT;
-        PERFORM pg_sleep(0.01);
-        EXECUTE format('SELECT %s FROM streamwin.query_catalog WHERE name = %L', cond, q) INTO done;
-        IF done THEN
-            SELECT worker_pid INTO pid FROM streamwin.queries WHERE name = q;
-            RETURN;
-        END IF;
-    END LOOP;
-END $p$;
-}, 'part 3: two running session queries with a watermark');
+}
+	  . feed_until_sql(q{CALL events('ev3', 30, 'abs(hashint4(b + g + 3)) % 50', 100)}),
+	'part 3: two running session queries with a watermark');
 
 sub check_part3
 {

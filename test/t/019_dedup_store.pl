@@ -205,24 +205,9 @@ CREATE PROCEDURE events2(n int) LANGUAGE sql AS $p$
     SELECT CASE WHEN g % 2 = 0 THEN (b + g) * 7 % (b + 1) + 1 ELSE 1000000 + b + g END,
            timestamptz '2024-01-01 00:00:00+00' + (100000 + b + g) * interval '1 ms'
       FROM (SELECT count(*) AS b FROM ev2) c, generate_series(1, n) g $p$;
--- events, 30 every 10 ms, until cond holds of query q's catalog row (at
--- most 20 s): then the pid of q's worker
-CREATE PROCEDURE feed_until(q text, cond text, INOUT pid int DEFAULT NULL) LANGUAGE plpgsql AS $p$
-DECLARE
-    done boolean;
-BEGIN
-    FOR i IN 1 .. 2000 LOOP
-        CALL events2(30);
-        COMMIT;
-        PERFORM pg_sleep(0.01);
-        EXECUTE format('SELECT %s FROM streamwin.query_catalog WHERE name = %L', cond, q) INTO done;
-        IF done THEN
-            SELECT worker_pid INTO pid FROM streamwin.queries WHERE name = q;
-            RETURN;
-        END IF;
-    END LOOP;
-END $p$;
-}, 'part 2: a deduplicating transform in a worker');
+}
+	  . feed_until_sql(q{CALL events2(30)}),
+	'part 2: a deduplicating transform in a worker');
 
 # Every key once, its first row; the dedup table holds every key with the
 # event time of its first row.
