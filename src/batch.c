@@ -136,9 +136,9 @@ table_unindexed(Oid relid)
 /* A store's table, and the statements that make and drop its indexes. */
 typedef struct StoreTable
 {
-	const char *what;			/* for the server log: what it holds ... */
-	const char *does;			/* ... "does" or "do" ... */
-	const char *table_name;		/* ... and where it is kept */
+	const char *what;			/* for the server log: what it holds, */
+	bool		plural;			/* whether that is a plural, */
+	const char *table_name;		/* and where it is kept */
 	Oid			table;
 	QueryStatement index[2];	/* NUM_STATEMENTS: none */
 	QueryStatement unindex;
@@ -182,7 +182,8 @@ batch_begin_one_store(BatchContext *b, RunnerStore *rs, const StoreTable *t)
 		if (!rs->table_mode)
 			ereport(LOG,
 					(errmsg("streamwin: the %s of query \"%s\" %s not fit in streamwin.state_memory (%d kB); it runs on its %s",
-							t->what, b->q->name, t->does, streamwin_state_memory, t->table_name)));
+							t->what, b->q->name, t->plural ? "do" : "does", streamwin_state_memory,
+							t->table_name)));
 		rs->table_mode = true;
 		rs->table_mode_batches = 0;
 		store_table_index(b, t);
@@ -193,7 +194,7 @@ batch_begin_one_store(BatchContext *b, RunnerStore *rs, const StoreTable *t)
 	if (rs->table_mode)
 		ereport(LOG,
 				(errmsg("streamwin: the %s of query \"%s\" %s in memory again",
-						t->what, b->q->name, strcmp(t->does, "do") == 0 ? "fit" : "fits")));
+						t->what, b->q->name, t->plural ? "fit" : "fits")));
 	rs->table_mode = false;
 	rs->active = true;
 	return true;
@@ -204,9 +205,9 @@ static void
 batch_begin_store(BatchContext *b)
 {
 	QueryRunner *r = b->r;
-	StoreTable	groups = {"state", "does", "state table", b->q->state_table,
+	StoreTable	groups = {"state", false, "state table", b->q->state_table,
 	{STMT_STATE_INDEX, STMT_STATE_END_INDEX}, STMT_STATE_UNINDEX};
-	StoreTable	dedup = {"dedup keys", "do", "dedup table", b->q->dedup_table,
+	StoreTable	dedup = {"dedup keys", true, "dedup table", b->q->dedup_table,
 	{STMT_DEDUP_INDEX, NUM_STATEMENTS}, STMT_DEDUP_UNINDEX};
 
 	if (batch_begin_one_store(b, &r->groups, &groups))

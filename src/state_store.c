@@ -1410,10 +1410,10 @@ typedef struct RowWriter
 	TupleTableSlot *slots[ROW_WRITER_BATCH];	/* made as needed */
 	ItemPointer tids[ROW_WRITER_BATCH]; /* where to say each row went */
 	int			n;
-}			RowWriter;
+} RowWriter;
 
 static void
-row_writer_begin(RowWriter * w, StateStore *s, Oid relid)
+row_writer_begin(RowWriter *w, StateStore *s, Oid relid)
 {
 	memset(w, 0, sizeof(RowWriter));
 	w->store = s;
@@ -1426,7 +1426,7 @@ row_writer_begin(RowWriter * w, StateStore *s, Oid relid)
 
 /* Insert the rows that wait; then the store's temp_cxt, where they were made, is reset. */
 static void
-row_writer_flush(RowWriter * w)
+row_writer_flush(RowWriter *w)
 {
 	if (w->n > 0)
 		heap_multi_insert(w->rel, w->slots, w->n, GetCurrentCommandId(true), 0, w->bistate);
@@ -1441,7 +1441,7 @@ row_writer_flush(RowWriter * w)
 
 /* Write a group's row (made in the store's temp_cxt); *tid: where it is, then. */
 static void
-row_writer_put(RowWriter * w, HeapTuple tuple, ItemPointer tid)
+row_writer_put(RowWriter *w, HeapTuple tuple, ItemPointer tid)
 {
 	if (ItemPointerIsValid(tid))
 	{
@@ -1464,7 +1464,7 @@ row_writer_put(RowWriter * w, HeapTuple tuple, ItemPointer tid)
 }
 
 static void
-row_writer_end(RowWriter * w)
+row_writer_end(RowWriter *w)
 {
 	row_writer_flush(w);
 	for (int i = 0; i < ROW_WRITER_BATCH && w->slots[i] != NULL; i++)
