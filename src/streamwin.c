@@ -104,9 +104,9 @@ _PG_init(void)
 							65536, -1, MAX_KILOBYTES,
 							PGC_USERSET, GUC_UNIT_KB, NULL, NULL, NULL);
 	DefineCustomIntVariable("streamwin.state_memory",
-							"Memory a query's state store may use for its open groups.",
-							"A query whose open groups need more runs on its state table "
-							"instead, more slowly, until they fit again.",
+							"Memory each state store of a query may use: its open groups, its dedup keys.",
+							"A query whose open groups (dedup keys) need more runs on its state "
+							"table (dedup table) instead, more slowly, until they fit again.",
 							&streamwin_state_memory,
 							1024 * 1024, 1024, MAX_KILOBYTES,
 							PGC_USERSET, GUC_UNIT_KB, NULL, NULL, NULL);

@@ -43,6 +43,15 @@
 #                  included; streamwin.checkpoint_interval BENCH_STATE_CKPT
 #                  (20) and checkpoint_min_interval 0 meanwhile, so that
 #                  every BENCH_STATE_CKPT-th batch takes a checkpoint
+#   dedup          a transform of the events of ev, SELECT id, k, v, ts,
+#                  run_available like cases 1-4:
+#     (T)  as it is: what writing 1M result rows costs
+#     (D)  with dedup_keys {id}, watermark 1 minute: every event is a new
+#          key, and about 60,000 keys are within the watermark at a time;
+#          what remembering and forgetting them costs on top of (T)
+#     (DT) (D) with streamwin.state_memory = 1MB in its session, so that
+#          its keys live in the dedup table and the SQL statements do the
+#          work: the store against the SQL path, in the same run
 #   join           case J, a stream-stream join (gen_join.pl): BENCH_JOIN_EVENTS
 #                  impressions {imp_id, ad_id (one of 10,000), imp_time} in
 #                  topic impressions and as many clicks {click_id, imp_id,
@@ -133,15 +142,16 @@
 # impressions span 42 minutes, so that join state is evicted as the
 # watermark moves on),
 # BENCH_ONLY (a subset of "raw streamwin worker table alternatives latency
-# case6 nexmark_hop nexmark_session state join"; "raw" is the raw ceiling on ev,
+# case6 nexmark_hop nexmark_session state dedup join"; "raw" is the raw ceiling on ev,
 # "table" case 5 with its baselines and its worker run, "worker" case 1's
 # worker run, "case6" case 6 with its raw ceiling on ev6, "nexmark_hop" and
 # "nexmark_session" cases N1 and N2 (with the raw ceiling on bids), "state"
-# case S, "join" cases J and JA with their raw ceiling and plain SQL),
+# case S, "dedup" cases T, D and DT, "join" cases J and JA with their raw
+# ceiling and plain SQL),
 # BENCH_CASES (which of cases "1 1p 1d 2 3 4" the parts "streamwin"
 # and "alternatives" run; 1p is (1+)),
 # BENCH_PROFILE=1 (perf profiles of cases 1 and 2, of the latency worker and
-# of the new cases selected (6, N1, N2, J, and S's procedure loop), needs perf
+# of the new cases selected (6, N1, N2, J, D, and S's procedure loop), needs perf
 # and root or perf_event_paranoid <= 1), BENCH_KEEP=1 (keep the work
 # directory), BENCH_OUT, PG_CONFIG (the pg_config of the PostgreSQL to use:
 # its server binaries are copied, the extension is installed next to them).
@@ -181,7 +191,7 @@ BENCH_JOIN_EVENTS=${BENCH_JOIN_EVENTS:-$(short 50000 500000)}
 BENCH_JOIN_PARTITIONS=${BENCH_JOIN_PARTITIONS:-16}
 BENCH_JOIN_RATE=${BENCH_JOIN_RATE:-$(short 50 200)}
 BENCH_PROFILE=${BENCH_PROFILE:-0}
-BENCH_ONLY=${BENCH_ONLY:-raw streamwin worker table alternatives latency case6 nexmark_hop nexmark_session state join}
+BENCH_ONLY=${BENCH_ONLY:-raw streamwin worker table alternatives latency case6 nexmark_hop nexmark_session state dedup join}
 BENCH_CASES=${BENCH_CASES:-1 1p 1d 2 3 4}
 LAT_PARTITIONS=8
 
@@ -518,6 +528,19 @@ check_result() {
 	fi
 }
 
+# check_rows TABLE: a transform's result holds every event of ev once (their
+# ids are distinct), with the sum of v gen_events.pl computed
+check_rows() {
+	local got
+	got=$(sql -F ' ' -c "SELECT count(*), count(DISTINCT id),
+		coalesce(abs(sum(v) - $EXPECT_SUM_V) <= 1e-6 * $EXPECT_SUM_V, false) FROM $1")
+	if [[ $got == "$EXPECT_EVENTS $EXPECT_EVENTS t" ]]; then
+		echo ok
+	else
+		echo "WRONG(rows,ids,sum_ok=${got// /,};want=$EXPECT_EVENTS)"
+	fi
+}
+
 # perf_summary DATA OUT TITLE WHO: the report of a perf recording, as text.
 perf_summary() {
 	local data=$1 out=$2 title=$3 who=$4
@@ -606,6 +629,13 @@ case_sql() {
 		"FROM impressions i JOIN clicks c ON $(join_on)" ;;
 	JA) echo "SELECT i.ad_id, count(*) AS n FROM impressions i JOIN clicks c ON $(join_on)" \
 		"GROUP BY streamwin.tumble(i.imp_time, '1 minute'), i.ad_id" ;;
+	# a transform, and the same deduplicated (see case_options)
+	T | D | DT) echo "SELECT id, k, v, ts FROM ev" ;;
+	esac
+}
+case_options() {   # more arguments of create_query
+	case $1 in
+	D*) echo ", dedup_keys => '{id}', options => '{\"event_time\": \"ts\"}'" ;;
 	esac
 }
 join_on() {
@@ -615,11 +645,11 @@ join_on() {
 case_watermark() {   # create_query's watermark
 	case $1 in
 	N*) echo "'4 seconds'" ;;
-	J*) echo "'1 minute'" ;;
+	J* | D*) echo "'1 minute'" ;;
 	*) echo NULL ;;
 	esac
 }
-case_mode() { [[ $1 == J ]] && echo append || echo update; }   # create_query's output_mode
+case_mode() { [[ $1 == J || $1 == T || $1 == D* ]] && echo append || echo update; }   # create_query's output_mode
 case_events() {   # events in its topic(s)
 	case $1 in
 	N*) echo "$NX_BIDS" ;;
@@ -638,6 +668,7 @@ case_check() {
 	N2) check_counts "$2" bidder "$NX_SESSION_GROUPS" "$NX_SESSION_N" "$NX_SESSION_SQ" "$NX_SESSION_KEY" ;;
 	J) check_pairs "$2" ;;
 	JA) check_counts "$2" ad_id "$J_AGG_GROUPS" "$J_AGG_N" "$J_AGG_SQ" "$J_AGG_KEY" ;;
+	T | D | DT) check_rows "$2" ;;
 	*) check_result "$2" "$(case_groups "$1")" "$((EXPECT_EVENTS * $(case_factor "$1")))" "$(case_sum "$1")" ;;
 	esac
 }
@@ -676,10 +707,11 @@ run_streamwin() {
 	sql -c "SELECT streamwin.drop_query(name, true) FROM streamwin.queries WHERE name = '$q'" >/dev/null
 	sql >/dev/null <<EOF
 SELECT streamwin.create_query('$q', \$q\$$(case_sql "$c")\$q\$, watermark => $(case_watermark "$c"),
-	output_mode => '$(case_mode "$c")', start => false);
+	output_mode => '$(case_mode "$c")', start => false$(case_options "$c"));
 CHECKPOINT;
 EOF
 	cat >"$work/run_$q.sql" <<EOF
+$([[ $c == DT ]] && echo "SET streamwin.state_memory = '1MB';")
 SELECT r->>'input_rows' AS input_rows, r->>'batches' AS batches, r->>'late_rows_dropped' AS late
   FROM streamwin.run_available('$q') AS r \gset
 \echo RUN :input_rows :batches :late
@@ -769,6 +801,16 @@ for c in 1 1p 1d 2 3 4; do
 		run_streamwin "$c" "$rep"
 	done
 done
+fi
+
+# --- dedup: a transform, deduplicated by the store and by the SQL statements -----------
+if only dedup; then
+	for c in T D DT; do
+		say "streamwin case $c, $BENCH_REPEAT runs: $(case_sql "$c")$(case_options "$c")"
+		for ((rep = 1; rep <= BENCH_REPEAT; rep++)); do
+			run_streamwin "$c" "$rep"
+		done
+	done
 fi
 
 # --- case 6: ten times the windows, against the raw ceiling on its own topic ---------
@@ -1806,6 +1848,7 @@ if [[ $BENCH_PROFILE == 1 ]]; then
 	only nexmark_hop && cases+=(N1)
 	only nexmark_session && cases+=(N2)
 	only join && cases+=(J)
+	only dedup && cases+=(D)
 	say "Profiles (perf) of cases ${cases[*]}"
 	for c in "${cases[@]}"; do
 		run_streamwin "$c" p perf
