@@ -25,6 +25,11 @@
 #      that loaded its keys drops) and new keys; then crashes (SIGKILL of
 #      the worker, or of an unrelated backend) right after a checkpoint and
 #      two batches after one.
+#   3. Consistency, in a session whose store stays loaded: a batch that
+#      fails after the store made its keys (a CHECK constraint on the
+#      result table), batches the user rolls back, another session's batch
+#      in between, reset_query: the keys those batches made must not be
+#      taken as seen by the next one.
 #   In each part, after many batches: the checkpoint table equals the dedup
 #   table, row for row.
 use strict;
@@ -260,5 +265,87 @@ wait_until($node, "SELECT worker_pid IS NULL FROM streamwin.queries WHERE name =
 	$s->quit;
 	check_part2('at the end');
 }
+
+# ==== 3. failed, rolled-back and other sessions' batches =======================
+
+psql_ok($node, q{
+CREATE TABLE ev3 (id bigserial, e int, v int, ts timestamptz);
+SELECT streamwin.create_table_source('s3', 'ev3', '{"max_records_per_batch": 100000}');
+SELECT streamwin.create_query('r_dedup', 'SELECT e, v FROM s3',
+    dedup_keys => '{e}', watermark => '1 hour', options => '{"event_time": "ts"}', start => false);
+}, 'part 3: a deduplicating transform run by sessions');
+
+# n events with keys from (expression of g), v = 1 unless given, after
+# the ones there are
+sub events3
+{
+	my ($n, $e, $v) = @_;
+	$v //= '1';
+	$node->safe_psql('postgres',
+		"INSERT INTO ev3 (e, v, ts) SELECT $e, $v, $T0 + g * interval '1 ms' FROM generate_series(1, $n) g");
+	return;
+}
+
+sub check_part3
+{
+	my ($when) = @_;
+	results_match($node, 'SELECT e, v FROM r_dedup', 'SELECT DISTINCT ON (e) e, v FROM ev3 ORDER BY e, id',
+		"r_dedup: the first row of every key $when");
+	results_match($node, 'SELECT e FROM ' . dedup_table('r_dedup'), 'SELECT DISTINCT e FROM ev3',
+		"r_dedup: its dedup table holds every key $when");
+	return;
+}
+
+my $sa = store_session($node);
+my $sb = store_session($node);
+events3(100, 'g');
+sess_ok($sa, "SELECT streamwin.run_batch('r_dedup') IS NOT NULL");
+check_part3('after a first batch');
+
+# (a) a batch that fails on the result table after the store made its keys
+$node->safe_psql('postgres', 'ALTER TABLE r_dedup ADD CONSTRAINT no_7 CHECK (v <> 7)');
+events3(100, '100 + g', "CASE WHEN g = 50 THEN 7 ELSE 1 END");
+{
+	my ($out, $err) = sess($sa, "SELECT streamwin.run_batch('r_dedup')");
+	like($err, qr/violates check constraint "no_7"/, 'r_dedup: a batch fails on the result table');
+}
+$node->safe_psql('postgres', 'ALTER TABLE r_dedup DROP CONSTRAINT no_7');
+sess_ok($sa, "SELECT streamwin.run_batch('r_dedup') IS NOT NULL");
+check_part3('after a failed batch');
+
+# (b) batches rolled back by the user, one and then two in a transaction
+events3(100, '150 + g');
+sess_ok($sa, "BEGIN; SELECT streamwin.run_batch('r_dedup') IS NOT NULL; ROLLBACK");
+events3(100, '200 + g');
+sess_ok($sa, "BEGIN; SELECT streamwin.run_batch('r_dedup') IS NOT NULL;"
+	  . "SELECT streamwin.run_batch('r_dedup') IS NOT NULL; ROLLBACK");
+sess_ok($sa, "CALL streamwin.catch_up('r_dedup')");
+check_part3('after batches rolled back');
+
+# (c) session B's batch between session A's, each session's store loaded
+events3(100, '250 + g');
+sess_ok($sb, "SELECT streamwin.run_batch('r_dedup') IS NOT NULL");
+events3(100, '300 + g');
+sess_ok($sa, "SELECT streamwin.run_batch('r_dedup') IS NOT NULL");
+events3(100, '330 + g');
+sess_ok($sb, "SELECT streamwin.run_batch('r_dedup') IS NOT NULL");
+check_part3("after the two sessions' batches in turn");
+
+# (d) reset_query in session B: the keys are gone, and session A's store
+# must not keep them
+sess_ok($sb, "SELECT streamwin.reset_query('r_dedup', 'latest')");
+$node->safe_psql('postgres', 'TRUNCATE r_dedup');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM ' . dedup_table('r_dedup')), '0',
+	'r_dedup: reset_query empties its dedup table');
+my $before = $node->safe_psql('postgres', 'SELECT max(id) FROM ev3');
+events3(100, 'g');
+sess_ok($sa, "SELECT streamwin.run_batch('r_dedup') IS NOT NULL");
+results_match($node, 'SELECT e, v FROM r_dedup',
+	"SELECT DISTINCT ON (e) e, v FROM ev3 WHERE id > $before ORDER BY e, id",
+	'r_dedup: after reset_query, keys seen before count as new');
+checkpoint_matches($node, 'r_dedup', $sa, sub { events3(10, "1000 + (random() * 1000)::int") },
+	'at the end of part 3', 'dedup');
+$sa->quit;
+$sb->quit;
 
 done_testing();
