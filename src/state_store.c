@@ -109,9 +109,15 @@ typedef struct StoreGroup
 		dlist_node	window_node;
 		struct StoreSession *session;
 	}			in;
-	bool	   *isnull;			/* per partial */
-	Datum		values[FLEXIBLE_ARRAY_MEMBER];	/* per partial */
+	Datum		values[FLEXIBLE_ARRAY_MEMBER];	/* per partial, then
+												 * GROUP_NULLS */
 } StoreGroup;
+
+/*
+ * Whether each partial is NULL: npartials bools after the values, in the
+ * group's own chunk (a separate array would take a chunk of its own).
+ */
+#define GROUP_NULLS(s, g) ((bool *) ((g)->values + (s)->npartials))
 
 typedef struct StoreWindow
 {
@@ -748,6 +754,18 @@ fill_key_slot(StateStore *s, TupleTableSlot *slot, const AttrNumber *attnos)
 	ExecStoreVirtualTuple(key);
 }
 
+/* A new group in groups_cxt: zeroed, its partials NULL. */
+static StoreGroup *
+group_alloc(StateStore *s)
+{
+	StoreGroup *g = MemoryContextAllocZero(s->groups_cxt,
+										   offsetof(StoreGroup, values) +
+										   (sizeof(Datum) + sizeof(bool)) * s->npartials);
+
+	memset(GROUP_NULLS(s, g), true, s->npartials);
+	return g;
+}
+
 /*
  * The group of the key in the key slot, or NULL; made (empty) if created
  * is not NULL, which then says whether it was.
@@ -758,7 +776,6 @@ store_group(StateStore *s, bool *created)
 	bool		isnew = false;
 	TupleHashEntry entry;
 	StoreGroup *g;
-	MemoryContext old;
 
 	entry = LookupTupleHashEntry(s->hash, s->key_slot, created ? &isnew : NULL, NULL);
 	if (created)
@@ -768,12 +785,7 @@ store_group(StateStore *s, bool *created)
 	if (!isnew)
 		return (StoreGroup *) entry->additional;
 
-	old = MemoryContextSwitchTo(s->groups_cxt);
-	g = palloc0(offsetof(StoreGroup, values) + sizeof(Datum) * s->npartials);
-	g->isnull = palloc(sizeof(bool) * Max(s->npartials, 1));
-	MemoryContextSwitchTo(old);
-	for (int i = 0; i < s->npartials; i++)
-		g->isnull[i] = true;
+	g = group_alloc(s);
 	g->key = entry->firstTuple;
 	g->rows = -1;
 	ItemPointerSetInvalid(&g->state_tid);
@@ -800,7 +812,7 @@ set_partial(StateStore *s, StoreGroup *g, int i, Datum value, bool isnull)
 	StorePartial *p = &s->partials[i];
 
 	Datum		old = g->values[i];
-	bool		old_null = g->isnull[i];
+	bool		old_null = GROUP_NULLS(s, g)[i];
 	MemoryContext cxt;
 
 	if (isnull || p->typbyval)
@@ -811,7 +823,7 @@ set_partial(StateStore *s, StoreGroup *g, int i, Datum value, bool isnull)
 		g->values[i] = datumCopy(value, false, p->typlen);
 		MemoryContextSwitchTo(cxt);
 	}
-	g->isnull[i] = isnull;
+	GROUP_NULLS(s, g)[i] = isnull;
 	if (!old_null && !p->typbyval)
 		pfree(DatumGetPointer(old));
 }
@@ -867,7 +879,7 @@ merge_partial(StateStore *s, StoreGroup *g, int i, Datum v, bool isnull)
 
 	if (isnull)
 		return;
-	if (g->isnull[i])
+	if (GROUP_NULLS(s, g)[i])
 	{
 		set_partial(s, g, i, v, false);
 		return;
@@ -1030,13 +1042,8 @@ session_set_end(StateStore *s, StoreSession *ss, TimestampTz end)
 static void
 gone_add(StateStore *s, MinimalTuple key, TimestampTz start)
 {
-	StoreGroup *g = MemoryContextAllocZero(s->groups_cxt,
-										   offsetof(StoreGroup, values) +
-										   sizeof(Datum) * s->npartials);
+	StoreGroup *g = group_alloc(s);
 
-	g->isnull = MemoryContextAlloc(s->groups_cxt, sizeof(bool) * Max(s->npartials, 1));
-	for (int i = 0; i < s->npartials; i++)
-		g->isnull[i] = true;
 	g->key = key;
 	g->window_start = start;
 	g->rows = -1;
@@ -1177,7 +1184,7 @@ session_merge(StateStore *s, TupleTableSlot *slot)
 				 * earliest
 				 */
 				for (int i = 0; i < s->npartials; i++)
-					merge_partial(s, ss->group, i, survivor->values[i], survivor->isnull[i]);
+					merge_partial(s, ss->group, i, survivor->values[i], GROUP_NULLS(s, survivor)[i]);
 				session_drop(s, survivor);
 			}
 			survivor = ss->group;
@@ -1377,7 +1384,7 @@ group_values(StateStore *s, StoreGroup *g, Datum *values, bool *nulls)
 	for (int i = 0; i < s->npartials; i++)
 	{
 		values[s->partials[i].state_attno - 1] = g->values[i];
-		nulls[s->partials[i].state_attno - 1] = g->isnull[i];
+		nulls[s->partials[i].state_attno - 1] = GROUP_NULLS(s, g)[i];
 	}
 }
 
@@ -1631,7 +1638,6 @@ changed_done(StateStore *s)
 
 			dlist_delete(&g->changed_node);
 			pfree(g->key);
-			pfree(g->isnull);
 			pfree(g);
 		}
 		s->ngone = 0;
@@ -1811,10 +1817,9 @@ drop_group(StateStore *s, StoreGroup *g)
 	if (s->plan.session && g->in.session != NULL)
 		session_detach(s, g);
 	for (int i = 0; i < s->npartials; i++)
-		if (!g->isnull[i] && !s->partials[i].typbyval)
+		if (!GROUP_NULLS(s, g)[i] && !s->partials[i].typbyval)
 			pfree(DatumGetPointer(g->values[i]));
 	pfree(g->key);
-	pfree(g->isnull);
 	pfree(g);
 	s->ngroups--;
 }
@@ -1878,7 +1883,7 @@ same_partials(StateStore *s, StoreGroup *g, TupleTableSlot *slot)
 		bool		isnull;
 		Datum		v = slot_getattr(slot, p->state_attno, &isnull);
 
-		if (isnull != g->isnull[i])
+		if (isnull != GROUP_NULLS(s, g)[i])
 			return false;
 		if (!isnull && !datumIsEqual(v, g->values[i], p->typbyval, p->typlen))
 			return false;
