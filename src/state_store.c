@@ -178,6 +178,8 @@ struct StateStore
 	int			nkeys;
 	int			npartials;
 	TupleDesc	state_desc;		/* the state table's row type */
+	Datum	   *row_values;		/* a row of it being formed (group_tuple) */
+	bool	   *row_nulls;
 	TupleDesc	key_desc;		/* window_start and the group keys */
 	AttrNumber *key_state_attno;	/* per key, its state table column */
 	StorePartial *partials;
@@ -207,9 +209,6 @@ struct StateStore
 								 * (window_start), the earliest first */
 	int64		nkey_times;
 	int64		max_key_times;
-	int64		dedup_batch_id; /* the batch the dedup receiver takes, */
-	bool	   *dedup_keep;		/* and the rows of it to keep, nrows long */
-	int			dedup_nrows;
 	dlist_head	changed;
 	dlist_head	ckpt_dirty;
 	dlist_head	rows[NUM_STORE_ROWS];
@@ -427,6 +426,8 @@ store_create(const StorePlan *plan, Oid state_table, Oid checkpoint_table,
 	rel = table_open(state_table, AccessShareLock);
 	s->state_desc = CreateTupleDescCopy(RelationGetDescr(rel));
 	table_close(rel, AccessShareLock);
+	s->row_values = palloc(sizeof(Datum) * s->state_desc->natts);
+	s->row_nulls = palloc(sizeof(bool) * s->state_desc->natts);
 
 	/*
 	 * The state table: window_start, window_end (windowed), the group keys,
@@ -1219,6 +1220,10 @@ typedef struct MergeReceiver
 {
 	DestReceiver pub;
 	StateStore *store;
+	/* a dedup store's: the batch, and its rows to keep (nrows long) */
+	int64		batch_id;
+	bool	   *keep;
+	int			nrows;
 } MergeReceiver;
 
 /* One of the batch's groups: window_start, keys, partials. */
@@ -1249,50 +1254,40 @@ merge_receive(TupleTableSlot *slot, DestReceiver *self)
 	return true;
 }
 
-/* Keep the batch's row at position ord (a Datum of int4), or not. */
-static void
-dedup_keep_row(StateStore *s, Datum ord, bool keep)
-{
-	int32		i = DatumGetInt32(ord);
-
-	if (i >= 0 && i < s->dedup_nrows)
-		s->dedup_keep[i] = keep;
-}
-
 /*
  * One of a dedup store's batch rows: keys, event time, position in the
- * batch.  A key the store has not seen is new, and takes the event time
- * and position of its first row in the batch (the least position, as
- * DISTINCT ON orders them in the SQL statement); any other row is a
- * duplicate and leaves the store as it was.
+ * batch, in the batch's order (STMT_DEDUP_ROWS scans the batch's rows as
+ * they are).  A key the store has not seen is new, and takes the event
+ * time and position of this row, its first; any other row is a duplicate
+ * and leaves the store as it was.
  */
 static bool
 dedup_receive(TupleTableSlot *slot, DestReceiver *self)
 {
-	StateStore *s = ((MergeReceiver *) self)->store;
+	MergeReceiver *r = (MergeReceiver *) self;
+	StateStore *s = r->store;
 	MemoryContext old = MemoryContextSwitchTo(s->temp_cxt);
 	StoreGroup *g;
 	bool		created;
 	int			time_col = s->nkeys;
 	int			ord_col = s->nkeys + 1;
+	int32		ord;
 
 	slot_getallattrs(slot);
 	fill_key_slot(s, slot, NULL);
 	g = store_group(s, &created);
 	if (created)
 	{
+		if (slot->tts_isnull[ord_col])
+			elog(ERROR, "streamwin: a row of a batch without its position");
+		ord = DatumGetInt32(slot->tts_values[ord_col]);
 		g->flags |= GROUP_NEW;
-		set_partial(s, g, 1, Int64GetDatum(s->dedup_batch_id), false);
-		group_changed(s, g);
-	}
-	if (created || ((g->flags & GROUP_NEW) && !slot->tts_isnull[ord_col] &&
-					DatumGetInt32(slot->tts_values[ord_col]) < DatumGetInt32(g->values[0])))
-	{
-		if (!created)
-			dedup_keep_row(s, g->values[0], false);
-		set_partial(s, g, 0, slot->tts_values[ord_col], slot->tts_isnull[ord_col]);
+		set_partial(s, g, 0, Int32GetDatum(ord), false);
+		set_partial(s, g, 1, Int64GetDatum(r->batch_id), false);
 		key_time_set(g, slot->tts_values[time_col], slot->tts_isnull[time_col]);
-		dedup_keep_row(s, g->values[0], !slot->tts_isnull[ord_col]);
+		group_changed(s, g);
+		if (ord >= 0 && ord < r->nrows)
+			r->keep[ord] = true;
 	}
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(s->temp_cxt);
@@ -1323,7 +1318,7 @@ merge_destroy(DestReceiver *self)
 	pfree(self);
 }
 
-static DestReceiver *
+static MergeReceiver *
 make_receiver(StateStore *s, bool (*receive) (TupleTableSlot *slot, DestReceiver *self))
 {
 	MergeReceiver *r = palloc0(sizeof(MergeReceiver));
@@ -1334,22 +1329,24 @@ make_receiver(StateStore *s, bool (*receive) (TupleTableSlot *slot, DestReceiver
 	r->pub.rDestroy = merge_destroy;
 	r->pub.mydest = DestNone;
 	r->store = s;
-	return (DestReceiver *) r;
+	return r;
 }
 
 DestReceiver *
 store_merge_receiver(StateStore *s)
 {
-	return make_receiver(s, merge_receive);
+	return (DestReceiver *) make_receiver(s, merge_receive);
 }
 
 DestReceiver *
 store_dedup_receiver(StateStore *s, int64 batch_id, bool *keep, int nrows)
 {
-	s->dedup_batch_id = batch_id;
-	s->dedup_keep = keep;
-	s->dedup_nrows = nrows;
-	return make_receiver(s, dedup_receive);
+	MergeReceiver *r = make_receiver(s, dedup_receive);
+
+	r->batch_id = batch_id;
+	r->keep = keep;
+	r->nrows = nrows;
+	return (DestReceiver *) r;
 }
 
 /* --- the state and checkpoint tables -------------------------------------- */
@@ -1388,16 +1385,15 @@ group_values(StateStore *s, StoreGroup *g, Datum *values, bool *nulls)
 	}
 }
 
-/* A group as a row of the state table (in the current memory context). */
+/*
+ * A group as a row of the state table (in the current memory context,
+ * which holds nothing else of it: the tuple is all a row writer frees).
+ */
 static HeapTuple
 group_tuple(StateStore *s, StoreGroup *g)
 {
-	int			natts = s->state_desc->natts;
-	Datum	   *values = palloc(sizeof(Datum) * natts);
-	bool	   *nulls = palloc(sizeof(bool) * natts);
-
-	group_values(s, g, values, nulls);
-	return heap_form_tuple(s->state_desc, values, nulls);
+	group_values(s, g, s->row_values, s->row_nulls);
+	return heap_form_tuple(s->state_desc, s->row_values, s->row_nulls);
 }
 
 /*
