@@ -69,6 +69,27 @@ run_catalog(const char *sql, int32 query_id)
 	run_catalog_args(sql, 1, types, args);
 }
 
+/* Pair n of query_state_tables (if pairs is not NULL); returns n + 1. */
+static int
+add_pair(StateTablePair *pairs, int n, Oid unlogged, Oid logged, CheckpointWay way,
+		 const char *batch_column, const char *time_column, const JoinSidePlan *join_side)
+{
+	if (pairs != NULL)
+	{
+		StateTablePair *p = &pairs[n];
+
+		p->unlogged = unlogged;
+		p->logged = logged;
+		p->way = way;
+		p->batch_column = batch_column;
+		p->time_column = time_column;
+		p->join_side = join_side;
+		p->changed_batch_column = join_side != NULL ? join_side->matched_batch_column : NULL;
+		p->row_column = join_side != NULL ? join_side->row_column : NULL;
+	}
+	return n + 1;
+}
+
 /*
  * query_state_tables
  *		The query's UNLOGGED tables with their checkpoint copies, into pairs
@@ -79,37 +100,32 @@ query_state_tables(const QueryInfo *q, StateTablePair *pairs)
 {
 	int			n = 0;
 
-#define ADD_PAIR(u, l, g, b, t, j) \
-	do { \
-		if (pairs != NULL) \
-		{ \
-			pairs[n].unlogged = (u); \
-			pairs[n].logged = (l); \
-			pairs[n].way = (g); \
-			pairs[n].batch_column = (b); \
-			pairs[n].time_column = (t); \
-			pairs[n].join_side = (j); \
-		} \
-		n++; \
-	} while (0)
-
 	if (OidIsValid(q->state_table))
-		ADD_PAIR(q->state_table, q->checkpoint_table, CHECKPOINT_COPY, NULL, NULL, NULL);
+		n = add_pair(pairs, n, q->state_table, q->checkpoint_table, CHECKPOINT_COPY, NULL, NULL, NULL);
 	if (OidIsValid(q->dedup_table))
-		ADD_PAIR(q->dedup_table, q->dedup_checkpoint,
-				 q->dedup_batch_column != NULL ? CHECKPOINT_ROWS : CHECKPOINT_COPY,
-				 q->dedup_batch_column, q->dedup_time_column, NULL);
+		n = add_pair(pairs, n, q->dedup_table, q->dedup_checkpoint,
+					 q->dedup_batch_column != NULL ? CHECKPOINT_ROWS : CHECKPOINT_COPY,
+					 q->dedup_batch_column, q->dedup_time_column, NULL);
 	for (int i = 0; i < q->nsources; i++)
 	{
 		const JoinSidePlan *side = q->join != NULL ? &q->join->sides[i] : NULL;
+		bool		by_rows;
 
-		if (OidIsValid(q->sources[i].join_table))
-			ADD_PAIR(q->sources[i].join_table, q->sources[i].join_checkpoint,
-					 side != NULL && side->batch_column != NULL ? CHECKPOINT_ROWS : CHECKPOINT_COPY,
+		if (!OidIsValid(q->sources[i].join_table))
+			continue;
+
+		/*
+		 * A side compiled before its rows had the batch that wrote them, and
+		 * a preserved side compiled before they had their number and the
+		 * batch that matched them, are copied whole.
+		 */
+		by_rows = side != NULL && side->batch_column != NULL &&
+			(!side->preserved || side->row_column != NULL);
+		n = add_pair(pairs, n, q->sources[i].join_table, q->sources[i].join_checkpoint,
+					 by_rows ? CHECKPOINT_ROWS : CHECKPOINT_COPY,
 					 side != NULL ? side->batch_column : NULL,
 					 side != NULL && side->evicted ? side->time_column : NULL, side);
 	}
-#undef ADD_PAIR
 	return n;
 }
 
@@ -213,10 +229,24 @@ checkpoint_restore(QueryRunner *r)
 	npairs = query_state_tables(r->query, pairs);
 	for (int i = 0; i < npairs; i++)
 	{
-		run_catalog(psprintf("DELETE FROM %s", qualified_relname(pairs[i].unlogged)), r->query_id);
-		if (ckpt > 0)
-			run_catalog(psprintf("INSERT INTO %s SELECT * FROM %s", qualified_relname(pairs[i].unlogged),
-								 qualified_relname(pairs[i].logged)), r->query_id);
+		const StateTablePair *p = &pairs[i];
+
+		run_catalog(psprintf("DELETE FROM %s", qualified_relname(p->unlogged)), r->query_id);
+		if (ckpt > 0 && p->row_column != NULL)
+		{
+			const char *batch = quote_identifier(p->batch_column);
+			const char *row = quote_identifier(p->row_column);
+
+			/* a row's last version: the one its last change wrote */
+			run_catalog(psprintf("INSERT INTO %s SELECT DISTINCT ON (%s, %s) * FROM %s "
+								 "ORDER BY %s, %s, %s DESC NULLS LAST",
+								 qualified_relname(p->unlogged), batch, row, qualified_relname(p->logged),
+								 batch, row, quote_identifier(p->changed_batch_column)),
+						r->query_id);
+		}
+		else if (ckpt > 0)
+			run_catalog(psprintf("INSERT INTO %s SELECT * FROM %s", qualified_relname(p->unlogged),
+								 qualified_relname(p->logged)), r->query_id);
 	}
 	run_catalog("DELETE FROM streamwin.query_offsets WHERE query_id = $1", r->query_id);
 	if (ckpt > 0)
@@ -235,8 +265,9 @@ checkpoint_restore(QueryRunner *r)
 /*
  * A CHECKPOINT_ROWS pair's checkpoint: the rows deleted since the last
  * checkpoint deleted (those out of reach at this watermark, as the
- * batches deleted them), then the rows of the batches since added (the
- * last checkpoint's batch id is recorded after this).
+ * batches deleted them, every version of them), then the rows of the
+ * batches since added, and those the batches since changed (the last
+ * checkpoint's batch id is recorded after this).
  */
 static void
 checkpoint_rows(QueryRunner *r, const StateTablePair *pair, bool has_wm, TimestampTz wm)
@@ -253,11 +284,14 @@ checkpoint_rows(QueryRunner *r, const StateTablePair *pair, bool has_wm, Timesta
 								  quote_identifier(pair->time_column)),
 						 1, types, args);
 	}
-	run_catalog(psprintf("INSERT INTO %s SELECT * FROM %s WHERE %s > "
-						 "(SELECT COALESCE(checkpoint_batch_id, 0) "
-						 "FROM streamwin.query_catalog WHERE query_id = $1)",
+	run_catalog(psprintf("INSERT INTO %s SELECT u.* FROM %s AS u, "
+						 "(SELECT COALESCE(checkpoint_batch_id, 0) AS b "
+						 "FROM streamwin.query_catalog WHERE query_id = $1) AS c "
+						 "WHERE u.%s > c.b%s",
 						 qualified_relname(pair->logged), qualified_relname(pair->unlogged),
-						 quote_identifier(pair->batch_column)),
+						 quote_identifier(pair->batch_column),
+						 pair->changed_batch_column == NULL ? "" :
+						 psprintf(" OR u.%s > c.b", quote_identifier(pair->changed_batch_column))),
 				r->query_id);
 }
 

@@ -28,12 +28,11 @@ extern void checkpoint_index_table(int32 query_id, Oid checkpoint_table, const c
 typedef enum CheckpointWay
 {
 	CHECKPOINT_COPY,			/* copied whole */
-	CHECKPOINT_ROWS				/* rows written once, by the batch that read
-								 * them, and deleted by their event time
-								 * (dedup keys, a join's side that is not
-								 * preserved): the rows of the batches since
-								 * the last checkpoint added, those deleted
-								 * since deleted */
+	CHECKPOINT_ROWS				/* rows written by the batch that read them,
+								 * and deleted by their event time (dedup
+								 * keys, a join's sides): the rows of the
+								 * batches since the last checkpoint added,
+								 * those deleted since deleted */
 } CheckpointWay;
 
 typedef struct StateTablePair
@@ -45,6 +44,16 @@ typedef struct StateTablePair
 	const char *batch_column;
 	/* ... and of its event time (NULL: rows are never deleted) */
 	const char *time_column;
+
+	/*
+	 * Rows that change once after they are written (a preserved side's, when
+	 * they match): the batch that changed the row (NULL until one does), and
+	 * the row's number in the batch that wrote it.  A checkpoint adds a row
+	 * changed since the last one again, as a second version of the row; a
+	 * restore keeps each row's last version.  NULL: rows do not change.
+	 */
+	const char *changed_batch_column;
+	const char *row_column;
 	/* a join's side: its rows out of reach (NULL: behind the watermark) */
 	const struct JoinSidePlan *join_side;
 } StateTablePair;

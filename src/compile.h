@@ -89,6 +89,8 @@ typedef struct CompiledJoin
 	char	   *event_time_col[QUERY_MAX_SOURCES];	/* their own columns */
 	char	   *batch_col[QUERY_MAX_SOURCES];
 	char	   *matched_col[QUERY_MAX_SOURCES];
+	char	   *row_col[QUERY_MAX_SOURCES]; /* the preserved side's */
+	char	   *matched_batch_col[QUERY_MAX_SOURCES];
 	bool		unmatched_pass; /* compiling the statements of rows that go
 								 * without a match: the query as written */
 	JoinPlan	plan;

@@ -543,8 +543,10 @@ join_index_columns(Compiled *c, int s, const char *qtable)
 /*
  * join_tables
  *		Each side's UNLOGGED join table: the source's columns, its event
- *		time and (preserved side) whether it matched, indexed by the join's
- *		keys and by event time (eviction); and its checkpoint copy.
+ *		time, whether it matched and the batch that wrote it (and for the
+ *		preserved side its number in that batch and the batch that matched
+ *		it), indexed by the join's keys and by event time (eviction); and its
+ *		checkpoint copy.
  */
 void
 join_tables(Compiled *c, int32 query_id)
@@ -557,6 +559,7 @@ join_tables(Compiled *c, int32 query_id)
 		char	   *qname = quote_qualified_identifier("streamwin", name);
 		TupleDesc	desc = source_tupdesc(c->sources[s]->relation);
 		List	   *taken = NIL;
+		char	   *preserved_cols = "";
 		char	   *index;
 		RoleSwitch	role;
 
@@ -565,13 +568,21 @@ join_tables(Compiled *c, int32 query_id)
 		j->event_time_col[s] = internal_name(&taken, "__event_time", "");
 		j->matched_col[s] = internal_name(&taken, "__matched", "");
 		j->batch_col[s] = internal_name(&taken, "__batch_id", "");
+		if (j->preserved == s)
+		{
+			j->row_col[s] = internal_name(&taken, "__row", "");
+			j->matched_batch_col[s] = internal_name(&taken, "__matched_batch", "");
+			preserved_cols = psprintf(", %s bigint NOT NULL, %s bigint",
+									  quote_identifier(j->row_col[s]),
+									  quote_identifier(j->matched_batch_col[s]));
+		}
 		j->table[s] = create_query_table(name,
 										 psprintf("CREATE UNLOGGED TABLE %s (LIKE %s, %s timestamptz, "
-												  "%s boolean NOT NULL DEFAULT false, %s bigint NOT NULL)",
+												  "%s boolean NOT NULL DEFAULT false, %s bigint NOT NULL%s)",
 												  qname, qualified_relname(c->sources[s]->relation),
 												  quote_identifier(j->event_time_col[s]),
 												  quote_identifier(j->matched_col[s]),
-												  quote_identifier(j->batch_col[s])),
+												  quote_identifier(j->batch_col[s]), preserved_cols),
 										 psprintf("CREATE INDEX ON %%s (%s)",
 												  quote_identifier(j->event_time_col[s])));
 		index = join_index_columns(c, s, qname);
@@ -583,20 +594,22 @@ join_tables(Compiled *c, int32 query_id)
 		}
 
 		/*
-		 * A row of a side that is not preserved is written once, by the batch
-		 * that read it, and deleted by its event time: a checkpoint adds the
-		 * rows of the batches since the last one and deletes those out of
-		 * reach (checkpoint_take).  The batch column has no index: a
-		 * checkpoint reads the UNLOGGED table once, which costs less than an
-		 * index insertion for every row of every batch.  The preserved side's
-		 * rows change (they match): its checkpoint is a copy.
+		 * A checkpoint adds the rows of the batches since the last one and
+		 * deletes those out of reach (checkpoint_take).  The batch column has
+		 * no index: a checkpoint reads the UNLOGGED table once, which costs
+		 * less than an index insertion for every row of every batch.  A row
+		 * of the preserved side changes once, when it matches: the checkpoint
+		 * adds the rows that matched since the last one again, as a second
+		 * version of the row (its batch and number), which a restore prefers.
 		 */
 		j->checkpoint[s] = checkpoint_create_table(query_id, j->table[s],
-												   psprintf("checkpoint_%s", name), j->preserved != s);
-		if (j->preserved != s && j->plan.sides[s].evicted)
+												   psprintf("checkpoint_%s", name), true);
+		if (j->plan.sides[s].evicted)
 			checkpoint_index_table(query_id, j->checkpoint[s], quote_identifier(j->event_time_col[s]));
 		j->plan.sides[s].time_column = j->event_time_col[s];
-		j->plan.sides[s].batch_column = j->preserved == s ? NULL : j->batch_col[s];
+		j->plan.sides[s].batch_column = j->batch_col[s];
+		j->plan.sides[s].row_column = j->row_col[s];
+		j->plan.sides[s].matched_batch_column = j->matched_batch_col[s];
 	}
 }
 
@@ -895,8 +908,9 @@ join_statements(Compiled *c, StringInfo plan)
 			et = deparse_expr_qualified(e, deparse_context_for("v", c->sources[s]->relation));
 		}
 		plan_add_statement(plan, STMT_JOIN_INSERT_0 + s,
-						   psprintf("INSERT INTO %s SELECT v.*, %s, false, $1 FROM %s AS v%s",
-									table, et, qualified_relname(c->sources[s]->relation),
+						   psprintf("INSERT INTO %s SELECT v.*, %s, false, $1%s FROM %s AS v%s",
+									table, et, j->preserved == s ? ", pg_catalog.row_number() OVER ()" : "",
+									qualified_relname(c->sources[s]->relation),
 									j->preserved == s ? " RETURNING ctid" : ""));
 		initStringInfo(&cols);
 		for (int a = 0; a < desc->natts; a++)
@@ -913,8 +927,9 @@ join_statements(Compiled *c, StringInfo plan)
 		const char *matched = quote_identifier(j->matched_col[j->preserved]);
 
 		plan_add_statement(plan, STMT_JOIN_MATCH,
-						   psprintf("UPDATE %s AS u SET %s = true WHERE NOT u.%s AND u.ctid = ANY (ARRAY((%s) UNION ALL (%s)))",
-									qualified_relname(j->table[j->preserved]), matched, matched,
+						   psprintf("UPDATE %s AS u SET %s = true, %s = $2 WHERE NOT u.%s AND u.ctid = ANY (ARRAY((%s) UNION ALL (%s)))",
+									qualified_relname(j->table[j->preserved]), matched,
+									quote_identifier(j->matched_batch_col[j->preserved]), matched,
 									match_query(c, false), match_query(c, true)));
 	}
 	join_plan_json(&j->plan, plan);

@@ -178,9 +178,13 @@ join_apply(QueryRunner *r, BatchInput *input, int64 batch_id, bool has_wm, Times
 		(new_locations != (Datum) 0 ||
 		 input_rows(input, r->readers[1 - preserved]->source->source_id) > 0))
 	{
+		Datum		args[2];
+
 		if (new_locations == (Datum) 0)
 			new_locations = PointerGetDatum(construct_empty_array(TIDOID));
-		(void) runner_run(r, STMT_JOIN_MATCH, input, &new_locations);
+		args[0] = new_locations;
+		args[1] = batch;
+		(void) runner_run(r, STMT_JOIN_MATCH, input, args);
 	}
 
 	if (!has_wm)

@@ -9,9 +9,10 @@
  * range, Spark's stream-stream join: every pair of rows that meets the
  * condition is produced once, whichever side arrives first.  Each side
  * keeps its rows that can still match in an UNLOGGED join table of its
- * own (the source's columns, its event time, and for the preserved side
- * of an outer join whether it matched), with an index on the join keys,
- * so that a batch costs its rows and the matches they find.  A batch
+ * own (the source's columns, its event time, the batch that wrote it,
+ * and for the preserved side of an outer join its number in that batch
+ * and whether and in which batch it matched), with an index on the join
+ * keys, so that a batch costs its rows and the matches they find.  A batch
  *
  *	1. joins its new rows of each side with the other side's new rows and
  *	   with the other side's join table (the compiled batch statement, a
@@ -49,9 +50,13 @@ typedef struct JoinSidePlan
 	bool		preserved;		/* outer join: rows without a match are
 								 * emitted, NULL-extended, when they go */
 	char	   *time_column;	/* the join table's columns: the event time, */
-	char	   *batch_column;	/* and the batch that wrote the row, or NULL
-								 * (compiled before rows had it, or the
-								 * preserved side, whose rows change) */
+	char	   *batch_column;	/* the batch that wrote the row (NULL:
+								 * compiled before rows had it) */
+	char	   *row_column;		/* the preserved side's: the row's number in
+								 * that batch, */
+	char	   *matched_batch_column;	/* and the batch that matched it, NULL
+										 * until one does (NULL: compiled
+										 * before rows had them) */
 } JoinSidePlan;
 
 typedef struct JoinPlan

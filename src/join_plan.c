@@ -40,6 +40,13 @@ join_plan_json(const JoinPlan *jp, StringInfo plan)
 			appendStringInfo(plan, ", \"batch_column_%d\": ", s);
 			escape_json(plan, side->batch_column);
 		}
+		if (side->row_column != NULL)
+		{
+			appendStringInfo(plan, ", \"row_column_%d\": ", s);
+			escape_json(plan, side->row_column);
+			appendStringInfo(plan, ", \"matched_batch_column_%d\": ", s);
+			escape_json(plan, side->matched_batch_column);
+		}
 	}
 	appendStringInfoChar(plan, '}');
 }
@@ -68,6 +75,8 @@ join_plan_read(Jsonb *plan)
 		side->preserved = preserved != NULL && strcmp(preserved, "true") == 0;
 		side->time_column = jsonb_get_text(join, psprintf("time_column_%d", s));
 		side->batch_column = jsonb_get_text(join, psprintf("batch_column_%d", s));
+		side->row_column = jsonb_get_text(join, psprintf("row_column_%d", s));
+		side->matched_batch_column = jsonb_get_text(join, psprintf("matched_batch_column_%d", s));
 	}
 	return jp;
 }

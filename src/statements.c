@@ -17,40 +17,40 @@ typedef struct StatementSpec
 {
 	const char *key;			/* in query_catalog.plan */
 	int			nargs;
-	Oid			argtype;		/* of $1, when nargs = 1 */
+	Oid			argtypes[2];	/* of $1 and $2 */
 } StatementSpec;
 
 static const StatementSpec specs[NUM_STATEMENTS] = {
-	[STMT_BATCH] = {"batch_sql", 0, InvalidOid},
-	[STMT_BATCH_INSERT] = {"batch_insert_sql", 0, InvalidOid},
-	[STMT_CLOSE] = {"close_sql", 1, TIMESTAMPTZOID},
-	[STMT_CLOSE_INSERT] = {"close_insert_sql", 1, TIMESTAMPTZOID},
-	[STMT_CLEAR] = {"clear_sql", 0, InvalidOid},
-	[STMT_REFRESH] = {"refresh_sql", 0, InvalidOid},
-	[STMT_STATE_COUNT] = {"state_count_sql", 0, InvalidOid},
-	[STMT_DEDUP] = {"dedup_sql", 1, INT8OID},
-	[STMT_DEDUP_EVICT] = {"dedup_evict_sql", 1, TIMESTAMPTZOID},
-	[STMT_DEDUP_ROWS] = {"dedup_rows_sql", 0, InvalidOid},
-	[STMT_DEDUP_INDEX] = {"dedup_index_sql", 0, InvalidOid},
-	[STMT_DEDUP_UNINDEX] = {"dedup_unindex_sql", 0, InvalidOid},
-	[STMT_STORE_GROUPS] = {"store_groups_sql", 0, InvalidOid},
-	[STMT_STORE_INSERT] = {"store_insert_sql", 0, InvalidOid},
-	[STMT_STORE_UPDATE] = {"store_update_sql", 0, InvalidOid},
-	[STMT_STORE_UPSERT] = {"store_upsert_sql", 0, InvalidOid},
-	[STMT_STORE_CLOSE] = {"store_close_sql", 0, InvalidOid},
-	[STMT_STORE_CLOSE_UPSERT] = {"store_close_upsert_sql", 0, InvalidOid},
-	[STMT_STORE_REFRESH] = {"store_refresh_sql", 0, InvalidOid},
-	[STMT_STORE_DELETE] = {"store_delete_sql", 0, InvalidOid},
-	[STMT_STATE_INDEX] = {"state_index_sql", 0, InvalidOid},
-	[STMT_STATE_END_INDEX] = {"state_end_index_sql", 0, InvalidOid},
-	[STMT_STATE_UNINDEX] = {"state_unindex_sql", 0, InvalidOid},
-	[STMT_JOIN_INSERT_0] = {"join_insert_0_sql", 1, INT8OID},
-	[STMT_JOIN_INSERT_1] = {"join_insert_1_sql", 1, INT8OID},
-	[STMT_JOIN_MATCH] = {"join_match_sql", 1, TIDARRAYOID},
-	[STMT_JOIN_EVICT_0] = {"join_evict_0_sql", 1, TIMESTAMPTZOID},
-	[STMT_JOIN_EVICT_1] = {"join_evict_1_sql", 1, TIMESTAMPTZOID},
-	[STMT_JOIN_UNMATCHED] = {"join_unmatched_sql", 0, InvalidOid},
-	[STMT_JOIN_UNMATCHED_GROUPS] = {"join_unmatched_groups_sql", 0, InvalidOid},
+	[STMT_BATCH] = {"batch_sql", 0},
+	[STMT_BATCH_INSERT] = {"batch_insert_sql", 0},
+	[STMT_CLOSE] = {"close_sql", 1, {TIMESTAMPTZOID}},
+	[STMT_CLOSE_INSERT] = {"close_insert_sql", 1, {TIMESTAMPTZOID}},
+	[STMT_CLEAR] = {"clear_sql", 0},
+	[STMT_REFRESH] = {"refresh_sql", 0},
+	[STMT_STATE_COUNT] = {"state_count_sql", 0},
+	[STMT_DEDUP] = {"dedup_sql", 1, {INT8OID}},
+	[STMT_DEDUP_EVICT] = {"dedup_evict_sql", 1, {TIMESTAMPTZOID}},
+	[STMT_DEDUP_ROWS] = {"dedup_rows_sql", 0},
+	[STMT_DEDUP_INDEX] = {"dedup_index_sql", 0},
+	[STMT_DEDUP_UNINDEX] = {"dedup_unindex_sql", 0},
+	[STMT_STORE_GROUPS] = {"store_groups_sql", 0},
+	[STMT_STORE_INSERT] = {"store_insert_sql", 0},
+	[STMT_STORE_UPDATE] = {"store_update_sql", 0},
+	[STMT_STORE_UPSERT] = {"store_upsert_sql", 0},
+	[STMT_STORE_CLOSE] = {"store_close_sql", 0},
+	[STMT_STORE_CLOSE_UPSERT] = {"store_close_upsert_sql", 0},
+	[STMT_STORE_REFRESH] = {"store_refresh_sql", 0},
+	[STMT_STORE_DELETE] = {"store_delete_sql", 0},
+	[STMT_STATE_INDEX] = {"state_index_sql", 0},
+	[STMT_STATE_END_INDEX] = {"state_end_index_sql", 0},
+	[STMT_STATE_UNINDEX] = {"state_unindex_sql", 0},
+	[STMT_JOIN_INSERT_0] = {"join_insert_0_sql", 1, {INT8OID}},
+	[STMT_JOIN_INSERT_1] = {"join_insert_1_sql", 1, {INT8OID}},
+	[STMT_JOIN_MATCH] = {"join_match_sql", 2, {TIDARRAYOID, INT8OID}},
+	[STMT_JOIN_EVICT_0] = {"join_evict_0_sql", 1, {TIMESTAMPTZOID}},
+	[STMT_JOIN_EVICT_1] = {"join_evict_1_sql", 1, {TIMESTAMPTZOID}},
+	[STMT_JOIN_UNMATCHED] = {"join_unmatched_sql", 0},
+	[STMT_JOIN_UNMATCHED_GROUPS] = {"join_unmatched_groups_sql", 0},
 };
 
 void
@@ -72,12 +72,13 @@ statements_prepare(char *const *sql, SPIPlanPtr *plans)
 {
 	for (int s = 0; s < NUM_STATEMENTS; s++)
 	{
-		Oid			argtype = specs[s].argtype;
+		Oid			argtypes[lengthof(specs[s].argtypes)];
 
 		plans[s] = NULL;
 		if (sql[s] == NULL)
 			continue;
-		plans[s] = SPI_prepare(sql[s], specs[s].nargs, &argtype);
+		memcpy(argtypes, specs[s].argtypes, sizeof(argtypes));
+		plans[s] = SPI_prepare(sql[s], specs[s].nargs, argtypes);
 		if (plans[s] == NULL)
 			elog(ERROR, "streamwin: could not prepare \"%s\": %s", sql[s],
 				 SPI_result_code_string(SPI_result));

@@ -61,10 +61,11 @@ typedef enum QueryStatement
 	 * A stream-stream join (join.c): each side's new rows into its join state
 	 * ($1: the batch's id; the preserved side's return where they went), the
 	 * preserved side's rows that found a match marked so ($1 tid[]: where its
-	 * new rows went), each side's rows the watermark put out of reach deleted
-	 * ($1: the event time before which they go; the preserved side's
-	 * returned, to emit those without a match), and those rows as the query's
-	 * output: a transform's or the SQL path's rows, or a store's groups.
+	 * new rows went; $2: the batch's id, which marks them too), each side's
+	 * rows the watermark put out of reach deleted ($1: the event time before
+	 * which they go; the preserved side's returned, to emit those without a
+	 * match), and those rows as the query's output: a transform's or the SQL
+	 * path's rows, or a store's groups.
 	 */
 	STMT_JOIN_INSERT_0,
 	STMT_JOIN_INSERT_1,

@@ -241,39 +241,40 @@ psql_ok($node, q{
 SELECT streamwin.create_query('c_spacing',
     $q$SELECT k, count(*) AS n FROM ev_src GROUP BY streamwin.tumble(ts, '10 seconds'), k$q$,
     output_mode => 'update', start => false);});
-psql_ok($node, qq{
-SELECT streamwin.create_kafka_source('ev2_src', '$brokers', 'ev',
-    'id int, k text, v int, ts timestamptz', options => '{"max_records_per_batch": 500}');});
 psql_ok($node, q{
-SELECT streamwin.create_query('c_spacing_j',
-    $q$SELECT a.id, a.k, b.v FROM ev_src a LEFT JOIN ev2_src b
-         ON b.id = a.id AND b.ts BETWEEN a.ts - interval '1 second' AND a.ts + interval '1 second'$q$,
-    watermark => '5 seconds', start => false);});
+SELECT streamwin.create_query('c_spacing_t',
+    $q$SELECT id, count(*) AS n FROM ev_src GROUP BY id$q$, output_mode => 'update', start => false);});
 set_min_interval('1h');
 $node->safe_psql('postgres', "SELECT streamwin.run_batch('c_spacing')" . (";SELECT streamwin.run_batch('c_spacing')" x 6));
 is(checkpoint_batch(), '1', 'min interval 1h: 7 batches, only the first one checkpointed');
 set_min_interval('0');
 $node->safe_psql('postgres', "SELECT streamwin.run_batch('c_spacing')" . (";SELECT streamwin.run_batch('c_spacing')" x 2));
 is(checkpoint_batch(), '8', 'min interval 0: the next batch 3 or more after the checkpoint takes one');
-$node->safe_psql('postgres', "SELECT streamwin.run_batch('c_spacing_j')");
-is(checkpoint_batch('c_spacing_j'), '1', 'the outer join checkpointed its first batch');
 
 # pg_dump holds ACCESS SHARE on every table it dumps, checkpoint tables
-# included, for as long as the dump runs.  A state store writes its
-# checkpoint by row location, which that lock does not block: its batches
-# checkpoint as usual.  Replacing a checkpoint's whole contents (the
-# preserved side of an outer join) needs ACCESS EXCLUSIVE: batches must not
-# wait for the dump, so while the lock is held they skip their checkpoints
-# (statement_timeout turns a wait into a failure here), and the next batch
-# after it takes one.
+# included, for as long as the dump runs.  A state store, and every table
+# of state written by the rows that changed, write their checkpoints by row
+# location, which that lock does not block: their batches checkpoint as
+# usual.  Replacing a checkpoint's whole contents (here a state that does
+# not fit in streamwin.state_memory, which the query then keeps in its state
+# table) needs ACCESS EXCLUSIVE: batches must not wait for the dump, so
+# while the lock is held they skip their checkpoints (statement_timeout
+# turns a wait into a failure here), and the next batch after it takes one.
+# c_spacing_t has a group per event: 20 batches make 10,000 groups, and
+# from then on it runs with state_memory = 1MB, on its table.
+$node->safe_psql('postgres', join(';', ("SELECT streamwin.run_batch('c_spacing_t')") x 20));
+my $small = "SET streamwin.state_memory = '1MB'; SET statement_timeout = '10s'";
+$node->safe_psql('postgres', "$small; SELECT streamwin.run_batch('c_spacing_t')");
+like(slurp_file($node->logfile), qr/LOG:  streamwin: the state of query "c_spacing_t" does not fit in streamwin.state_memory/,
+	'c_spacing_t: its 10,000 groups do not fit in 1MB, so it runs on its state table');
+my $tck = checkpoint_batch('c_spacing_t');
 my $dump = $node->background_psql('postgres');
 $dump->query_safe(q{
 BEGIN;
 SELECT format('LOCK TABLE %s IN ACCESS SHARE MODE', c.oid::regclass)
   FROM pg_class c JOIN streamwin.query_catalog q
-    ON c.relname IN ('checkpoint_' || q.query_id, 'checkpoint_join_left_' || q.query_id,
-                     'checkpoint_join_right_' || q.query_id)
- WHERE q.name IN ('c_spacing', 'c_spacing_j') AND c.relnamespace = 'streamwin'::regnamespace \gexec
+    ON c.relname = 'checkpoint_' || q.query_id
+ WHERE q.name IN ('c_spacing', 'c_spacing_t') AND c.relnamespace = 'streamwin'::regnamespace \gexec
 });
 my $last = $node->safe_psql('postgres',
 	"SELECT last_batch_id FROM streamwin.query_catalog WHERE name = 'c_spacing'");
@@ -283,27 +284,30 @@ is( $node->safe_psql('postgres',
 	join("\n", map { $last + $_ } 1 .. 4), 'batches run while a dump holds the checkpoint table');
 is(checkpoint_batch(), $last + 4, 'and a store checkpoints meanwhile, every 3 batches');
 is( $node->safe_psql('postgres',
-		"SET statement_timeout = '10s'; SELECT streamwin.run_batch('c_spacing_j')->>'batch_id'"
-		  . (";SELECT streamwin.run_batch('c_spacing_j')->>'batch_id'" x 3)),
-	join("\n", 2 .. 5), 'batches of the outer join run too');
-is(checkpoint_batch('c_spacing_j'), '1', 'and skip their checkpoints');
+		"$small; SELECT streamwin.run_batch('c_spacing_t')->>'batch_id'"
+		  . (";SELECT streamwin.run_batch('c_spacing_t')->>'batch_id'" x 3)),
+	join("\n", 22 .. 25), 'batches of the query on its state table run too');
+is(checkpoint_batch('c_spacing_t'), $tck, 'and skip their checkpoints');
 # A lock that stays would make recovery replay ever more batches: every
 # 10 x checkpoint_interval (here 30) batches without a checkpoint, a warning.
-my $slast = 5;
+my $tlast = 25;
 {
-	my $more = 1 + 30 - $slast;
+	my $more = $tck + 30 - $tlast;
 	my ($rc, $out, $err) = $node->psql('postgres',
-		join(';', ("SELECT streamwin.run_batch('c_spacing_j')") x $more));
-	my @warnings = $err =~ /WARNING:  query "c_spacing_j" has taken no checkpoint for (\d+) batches/g;
+		join(';', $small, ("SELECT streamwin.run_batch('c_spacing_t')") x $more));
+	my @warnings = $err =~ /WARNING:  query "c_spacing_t" has taken no checkpoint for (\d+) batches/g;
 	is("@warnings", '30', "$more more batches: one warning, at 30 batches without a checkpoint");
-	like($err, qr/DETAIL:  Its checkpoint table streamwin\.checkpoint_join_left_\d+ is locked by another session/,
+	like($err, qr/DETAIL:  Its checkpoint table streamwin\.checkpoint_\d+ is locked by another session/,
 		'the warning names the locked table');
-	$slast += $more;
+	$tlast += $more;
 }
 $dump->query_safe('COMMIT');
 $dump->quit;
-$node->safe_psql('postgres', "SELECT streamwin.run_batch('c_spacing_j')");
-is(checkpoint_batch('c_spacing_j'), $slast + 1, 'the first batch after the dump takes the checkpoint');
+$node->safe_psql('postgres', "$small; SELECT streamwin.run_batch('c_spacing_t')");
+is(checkpoint_batch('c_spacing_t'), $tlast + 1, 'the first batch after the dump takes the checkpoint');
+is($node->safe_psql('postgres', 'SELECT sum(n) FROM c_spacing_t'),
+	$node->safe_psql('postgres', "SELECT sum(input_rows) FROM streamwin.progress WHERE query = 'c_spacing_t'"),
+	'c_spacing_t: its counts add up to the events its batches read');
 
 $node->stop;
 $broker->stop;

@@ -54,7 +54,7 @@ my $RANGE = 600_000;           # the join's range: 10 minutes
 my $FLUSH = $T0 + 86_400_000;  # a day later
 
 my $broker = StreamwinTest::Broker->start(
-	topics => { imps => $NIMP_PART, clks => $NCLK_PART, dimps => 1, dclks => 1 });
+	topics => { imps => $NIMP_PART, clks => $NCLK_PART, dimps => 1, dclks => 1, vimps => 1, vclks => 1 });
 my $node = new_node('joins',
 	conf => "streamwin.checkpoint_interval = 3\nstreamwin.checkpoint_min_interval = 0\n"
 	  . "streamwin.progress_retention = 100000\nrestart_after_crash = on\n");
@@ -572,22 +572,32 @@ my %lonely = (
 	d_right    => q{SELECT c.click_time AS cutoff FROM d_clks c WHERE NOT EXISTS (SELECT FROM d_imps i WHERE c.ad_id = i.ad_id AND c.click_time BETWEEN i.imp_time AND i.imp_time + interval '10 minutes')});
 $lonely{d_left_agg} = $lonely{d_left};
 # After a batch that took a checkpoint, each side's checkpoint table equals
-# its join table, row for row.  A side that is not preserved writes its
-# checkpoint by what changed (rows of the batches since added, rows out of
-# reach deleted); the preserved side's is a copy.
+# its join table, row for row.  Every side writes its checkpoint by what
+# changed: rows of the batches since added, rows out of reach deleted.  A
+# row of the preserved side that matched since the last checkpoint is
+# added again, matched: the checkpoint then holds two versions of it (same
+# __batch_id and __row), and the row is the matched one.  Returns the rows
+# of the checkpoint tables beyond their join tables' (second versions).
 sub join_checkpoints_match
 {
 	my ($q, $when) = @_;
+	my $extra = 0;
 	for my $pair (split /\n/, $node->safe_psql('postgres', qq{
-SELECT s.source_index || ' ' || s.join_table::regclass || ' ' || s.join_checkpoint::regclass
+SELECT s.source_index || ' ' || s.join_table::regclass || ' ' || s.join_checkpoint::regclass || ' '
+       || EXISTS (SELECT FROM pg_attribute a WHERE a.attrelid = s.join_table AND a.attname = '__matched_batch')
   FROM streamwin.query_sources s JOIN streamwin.query_catalog q USING (query_id)
  WHERE q.name = '$q' ORDER BY s.source_index}))
 	{
-		my ($side, $table, $ckpt) = split / /, $pair;
-		results_match($node, "SELECT * FROM $ckpt", "SELECT * FROM $table",
+		my ($side, $table, $ckpt, $versions) = split / /, $pair;
+		my $rows = $versions eq 'true'
+		  ? qq{SELECT * FROM $ckpt v WHERE v.__matched
+   OR NOT EXISTS (SELECT FROM $ckpt m WHERE m.__batch_id = v.__batch_id AND m.__row = v.__row AND m.__matched)}
+		  : "SELECT * FROM $ckpt";
+		results_match($node, $rows, "SELECT * FROM $table",
 			"$q: side ${side}'s checkpoint table equals its join table $when");
+		$extra += $node->safe_psql('postgres', "SELECT (SELECT count(*) FROM $ckpt) - (SELECT count(*) FROM $table)");
 	}
-	return;
+	return $extra;
 }
 
 my $at_checkpoint = q{SELECT checkpoint_batch_id = last_batch_id FROM streamwin.query_catalog WHERE name = '%s'};
@@ -637,6 +647,85 @@ results_match($node, 'SELECT imp_id, click_id FROM d_right',
 results_match($node, 'SELECT window_start, window_end, campaign, n, clicks FROM d_left_agg',
 	sprintf($left_agg_want, qq{SELECT i.*, c.click_id FROM d_imps i LEFT JOIN d_clks c $on}),
 	'replayed aggregate over the LEFT JOIN, append: every window once, exact');
+
+# --- a checkpoint of rows that matched after it ----------------------------
+#
+# A LEFT JOIN transform reads seven impressions (one ad each) alone, one
+# a batch, the last one taking a checkpoint; then clicks for three of them arrive, and the batches that
+# read them mark those old impressions matched.  The checkpoint after them
+# adds the three again, matched, without rewriting the table (its file stays
+# the same); an immediate restart empties the join tables, and the restore
+# must keep the matched version of each: an impression restored unmatched
+# would come out again, NULL-extended, when the watermark lets it go.
+my @vimps = map { [ $_, $_, $T0 + $_ * 60_000 ] } 0 .. 6;
+my @vclks = map { [ $_, $_, $T0 + $_ * 60_000 + 120_000 ] } 1, 3, 4;
+push @vimps, [ 99, -1, $FLUSH ];
+push @vclks, [ 99, -2, $FLUSH ];
+load_table($node, 'v_imps', 'imp_id int, ad_id int, imp_time timestamptz', [ map { [ $_->[0], $_->[1], ts_text($_->[2]) ] } @vimps[0 .. 6] ]);
+load_table($node, 'v_clks', 'click_id int, ad_id int, click_time timestamptz', [ map { [ $_->[0], $_->[1], ts_text($_->[2]) ] } @vclks[0 .. 2] ]);
+sub v_produce
+{
+	my ($topic, @rows) = @_;
+	my $f = $topic eq 'vimps' ? '{"imp_id": %d, "ad_id": %d, "imp_time": "%s"}' : '{"click_id": %d, "ad_id": %d, "click_time": "%s", "cost": 1}';
+	$broker->produce($topic, [ map { sprintf($f, $_->[0], $_->[1], ts_text($_->[2])) } @rows ]);
+	return;
+}
+v_produce('vimps', @vimps[0 .. 6]);
+psql_ok($node, qq{
+SELECT streamwin.create_kafka_source('vimp_src', '$brokers', 'vimps', 'imp_id int, ad_id int, imp_time timestamptz',
+    options => '{"max_records_per_batch": 1}');
+SELECT streamwin.create_kafka_source('vclk_src', '$brokers', 'vclks', 'click_id int, ad_id int, click_time timestamptz, cost int',
+    options => '{"max_records_per_batch": 1}');
+SELECT streamwin.create_query('v_left', \$q\$SELECT i.imp_id, c.click_id FROM vimp_src i LEFT JOIN vclk_src c $on\$q\$, $dopts);
+}, 'a stopped LEFT JOIN over two more one-partition topics');
+my $v_ckpt_file = q{SELECT pg_relation_filenode(s.join_checkpoint) FROM streamwin.query_sources s
+  JOIN streamwin.query_catalog q USING (query_id) WHERE q.name = 'v_left' AND s.source_index = 0};
+# Run batches until every message of the topics so far is read and the last
+# batch took a checkpoint.
+sub v_run_to_checkpoint
+{
+	my ($nimps, $nclks, $what) = @_;
+	my $done = 'f';
+	for (1 .. 30)
+	{
+		$node->safe_psql('postgres', "SELECT streamwin.run_batch('v_left')");
+		$done = $node->safe_psql('postgres', qq{
+SELECT q.checkpoint_batch_id = q.last_batch_id
+       AND (SELECT coalesce(sum(next_offset), 0) FROM streamwin.query_offsets o WHERE o.query_id = q.query_id AND o.source_index = 0) = $nimps
+       AND (SELECT coalesce(sum(next_offset), 0) FROM streamwin.query_offsets o WHERE o.query_id = q.query_id AND o.source_index = 1) = $nclks
+  FROM streamwin.query_catalog q WHERE q.name = 'v_left'});
+		last if $done eq 't';
+	}
+	is($done, 't', "v_left: $what read, and its last batch took a checkpoint");
+	return;
+}
+v_run_to_checkpoint(7, 0, 'the impressions');
+is(join_checkpoints_match('v_left', 'after the impressions'), 0, 'v_left: one version of each row in the checkpoint');
+my $v_file = $node->safe_psql('postgres', $v_ckpt_file);
+v_produce('vclks', @vclks[0 .. 2]);
+v_run_to_checkpoint(7, 3, 'the clicks');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM v_left WHERE click_id IS NOT NULL'), '3', 'v_left: three pairs so far');
+is(join_checkpoints_match('v_left', 'after the clicks'), 3,
+	'v_left: the three impressions that matched since the last checkpoint have a second version in it');
+is($node->safe_psql('postgres', $v_ckpt_file), $v_file, 'v_left: the checkpoint was written in place, not rewritten');
+$node->stop('immediate');
+$node->start;
+v_produce('vimps', $vimps[7]);
+v_produce('vclks', $vclks[3]);
+{
+	my $r = run_json($node, "run_batch('v_left')");
+	like(slurp_file($node->logfile), qr/LOG:  streamwin: query "v_left" lost its state in a crash; restoring the checkpoint of batch/,
+		'v_left: the first batch after the restart restored its checkpoint');
+	for (1 .. 30)
+	{
+		last if defined $r->{watermark_ms} && $r->{watermark_ms} == $FLUSH;
+		$r = run_json($node, "run_batch('v_left')");
+	}
+	is($r->{watermark_ms}, $FLUSH, 'v_left: read both topics to the flush');
+}
+results_match($node, 'SELECT imp_id, click_id FROM v_left',
+	qq{SELECT i.imp_id, c.click_id FROM v_imps i LEFT JOIN v_clks c $on},
+	'restored LEFT JOIN: the pairs, and each impression without a match once');
 
 note(sprintf('017 ran for %.1f s', time - $started));
 $node->stop;
