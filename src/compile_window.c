@@ -515,13 +515,22 @@ result_select(Compiled *c)
 	return buf.data;
 }
 
-/* The INSERT into the result of the final values of store_rows(query_id, which) */
+/*
+ * The INSERT into the result of the final values of store_rows(query_id,
+ * which), in the order of the result's unique index.  The store returns its
+ * groups in hash order; sorted, most new rows of a batch (its new windows,
+ * after every row the index holds) go to the index's rightmost leaf, where
+ * an insertion needs no descent from the root, and the others fall on
+ * pages visited just before.
+ */
 static char *
 store_insert(Compiled *c, const char *rname, int32 query_id, const char *which)
 {
-	return psprintf("INSERT INTO %s AS r (%s) SELECT %s FROM streamwin.store_rows(%d, '%s') AS s(%s)",
+	char	   *order = group_columns(c, "s.");
+
+	return psprintf("INSERT INTO %s AS r (%s) SELECT %s FROM streamwin.store_rows(%d, '%s') AS s(%s)%s%s",
 					rname, result_list(c, false), result_select(c), query_id, which,
-					state_column_defs(c));
+					state_column_defs(c), order[0] != '\0' ? " ORDER BY " : "", order);
 }
 
 /* " RETURNING r.window_start, r.k, ..., r.ctid": where each group's row went */

@@ -556,11 +556,18 @@ $broker->produce('dclks', [ map { sprintf('{"click_id": %d, "ad_id": %d, "click_
 load_table($node, 'd_imps', 'imp_id int, ad_id int, imp_time timestamptz', [ map { [ $_->[0], $_->[1], ts_text($_->[2]) ] } @dimps[0 .. 11] ]);
 load_table($node, 'd_clks', 'click_id int, ad_id int, click_time timestamptz, cost int', [ map { [ $_->[0], $_->[1], ts_text($_->[2]), 1 ] } @dclks[0 .. 11] ]);
 my $dopts = q{watermark => '0 seconds', start => false, options => '{"idle_timeout": "1 hour"}'};
-psql_ok($node, qq{
-SELECT streamwin.create_kafka_source('dimp_src', '$brokers', 'dimps', 'imp_id int, ad_id int, imp_time timestamptz',
+# An impressions and a clicks source over one-partition topics, one message
+# per source per batch.
+sub one_message_sources
+{
+	my ($prefix) = @_;
+	return qq{
+SELECT streamwin.create_kafka_source('${prefix}imp_src', '$brokers', '${prefix}imps', 'imp_id int, ad_id int, imp_time timestamptz',
     options => '{"max_records_per_batch": 1}');
-SELECT streamwin.create_kafka_source('dclk_src', '$brokers', 'dclks', 'click_id int, ad_id int, click_time timestamptz, cost int',
-    options => '{"max_records_per_batch": 1}');
+SELECT streamwin.create_kafka_source('${prefix}clk_src', '$brokers', '${prefix}clks', 'click_id int, ad_id int, click_time timestamptz, cost int',
+    options => '{"max_records_per_batch": 1}');};
+}
+psql_ok($node, one_message_sources('d') . qq{
 SELECT streamwin.create_query('d_left', \$q\$SELECT i.imp_id, c.click_id FROM dimp_src i LEFT JOIN dclk_src c $on\$q\$, $dopts);
 SELECT streamwin.create_query('d_right', \$q\$SELECT i.imp_id, c.click_id FROM dimp_src i RIGHT JOIN dclk_src c $on\$q\$, $dopts);
 SELECT streamwin.create_query('d_left_agg', \$q\$@{[ sprintf($left_agg_sql, 'dimp_src', 'dclk_src') ]}\$q\$, $dopts);
@@ -671,11 +678,7 @@ sub v_produce
 	return;
 }
 v_produce('vimps', @vimps[0 .. 6]);
-psql_ok($node, qq{
-SELECT streamwin.create_kafka_source('vimp_src', '$brokers', 'vimps', 'imp_id int, ad_id int, imp_time timestamptz',
-    options => '{"max_records_per_batch": 1}');
-SELECT streamwin.create_kafka_source('vclk_src', '$brokers', 'vclks', 'click_id int, ad_id int, click_time timestamptz, cost int',
-    options => '{"max_records_per_batch": 1}');
+psql_ok($node, one_message_sources('v') . qq{
 SELECT streamwin.create_query('v_left', \$q\$SELECT i.imp_id, c.click_id FROM vimp_src i LEFT JOIN vclk_src c $on\$q\$, $dopts);
 }, 'a stopped LEFT JOIN over two more one-partition topics');
 my $v_ckpt_file = q{SELECT pg_relation_filenode(s.join_checkpoint) FROM streamwin.query_sources s
