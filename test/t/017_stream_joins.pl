@@ -276,11 +276,6 @@ sub wait_consumed
 		"every query over the topics has read what was produced ($what)");
 }
 
-sub worker_pid
-{
-	my ($q) = @_;
-	return $node->safe_psql('postgres', "SELECT worker_pid FROM streamwin.queries WHERE name = '$q'");
-}
 sub wait_workers
 {
 	my ($what) = @_;
@@ -305,7 +300,7 @@ wait_consumed('10% of clicks');
 # 3. clicks up to 80% while impressions wait; a join worker is killed meanwhile
 my $bg = chunk('clks', 0.8, rate => 800, background => 1);
 usleep(1_200_000);
-my $victim = worker_pid('j_left');
+my $victim = worker_pid($node, 'j_left', 'to kill');
 note('SIGKILL the worker of j_left (pid ' . $victim . ') having read ' . read_by('j_left'));
 kill 'KILL', $victim;
 $bg->finish;
@@ -326,7 +321,7 @@ wait_consumed('impressions caught up, after an immediate restart');
 # 5. the rest of the clicks; the worker of the aggregate is killed meanwhile
 $bg = chunk('clks', 1.0, rate => 800, background => 1);
 usleep(400_000);
-$victim = worker_pid('j_agg');
+$victim = worker_pid($node, 'j_agg', 'to kill');
 note('SIGKILL the worker of j_agg (pid ' . $victim . ') having read ' . read_by('j_agg'));
 kill 'KILL', $victim;
 $bg->finish;
