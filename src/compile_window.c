@@ -515,29 +515,16 @@ result_select(Compiled *c)
 	return buf.data;
 }
 
-/* " ORDER BY s.window_start, s.k, ...": the result's unique index's order */
-static char *
-in_index_order(Compiled *c)
-{
-	char	   *columns = group_columns(c, "s.");
-
-	return columns[0] != '\0' ? psprintf(" ORDER BY %s", columns) : "";
-}
-
 /*
  * The INSERT into the result of the final values of store_rows(query_id,
- * which), in the order of the result's unique index.  The store returns its
- * groups in hash order; sorted, most new rows of a batch (its new windows,
- * after every row the index holds) go to the index's rightmost leaf, where
- * an insertion needs no descent from the root, and the others fall on
- * pages visited just before.
+ * which), which returns them window by window (sort_rows in state_store.c).
  */
 static char *
 store_insert(Compiled *c, const char *rname, int32 query_id, const char *which)
 {
-	return psprintf("INSERT INTO %s AS r (%s) SELECT %s FROM streamwin.store_rows(%d, '%s') AS s(%s)%s",
+	return psprintf("INSERT INTO %s AS r (%s) SELECT %s FROM streamwin.store_rows(%d, '%s') AS s(%s)",
 					rname, result_list(c, false), result_select(c), query_id, which,
-					state_column_defs(c), in_index_order(c));
+					state_column_defs(c));
 }
 
 /* " RETURNING r.window_start, r.k, ..., r.ctid": where each group's row went */
@@ -603,10 +590,7 @@ store_statements(Compiled *c, Oid result, Oid state, int32 query_id, OutputMode 
 		 * By location: a join with a TID scan of the result, checking that
 		 * the row there is still the group's (a user's VACUUM FULL or CLUSTER
 		 * moves rows, and a deleted row's place may hold another); a group
-		 * whose row is not there is written by the upsert instead.  In the
-		 * index's order, as the inserts: an update that does not fit in its
-		 * row's page inserts into the index too, and rows inserted in that
-		 * order lie in the heap in it.
+		 * whose row is not there is written by the upsert instead.
 		 */
 		initStringInfo(&update);
 		appendStringInfo(&update, "UPDATE %s AS r SET ", rname);
@@ -619,11 +603,11 @@ store_statements(Compiled *c, Oid result, Oid state, int32 query_id, OutputMode 
 			appendStringInfo(&update, "%s = f.%s, ", n, n);
 		}
 		update.data[update.len -= 2] = '\0';
-		appendStringInfo(&update, " FROM (SELECT s.%s, %s FROM %s%s) AS f WHERE r.ctid = f.%s",
+		appendStringInfo(&update, " FROM (SELECT s.%s, %s FROM %s) AS f WHERE r.ctid = f.%s",
 						 tid, result_select(c),
 						 psprintf("streamwin.store_rows(%d, 'update') AS s(%s pg_catalog.tid, %s)",
 								  query_id, tid, state_column_defs(c)),
-						 in_index_order(c), tid);
+						 tid);
 		if (c->window)
 			appendStringInfoString(&update, " AND r.window_start = f.window_start");
 		foreach(lc, c->keys)
