@@ -272,6 +272,8 @@ checkpoint_restore(QueryRunner *r)
 static void
 checkpoint_rows(QueryRunner *r, const StateTablePair *pair, bool has_wm, TimestampTz wm)
 {
+	const char *last = "(SELECT COALESCE(checkpoint_batch_id, 0) "
+		"FROM streamwin.query_catalog WHERE query_id = $1)";
 	TimestampTz cutoff = wm;
 
 	if (pair->time_column != NULL && has_wm &&
@@ -284,14 +286,11 @@ checkpoint_rows(QueryRunner *r, const StateTablePair *pair, bool has_wm, Timesta
 								  quote_identifier(pair->time_column)),
 						 1, types, args);
 	}
-	run_catalog(psprintf("INSERT INTO %s SELECT u.* FROM %s AS u, "
-						 "(SELECT COALESCE(checkpoint_batch_id, 0) AS b "
-						 "FROM streamwin.query_catalog WHERE query_id = $1) AS c "
-						 "WHERE u.%s > c.b%s",
+	run_catalog(psprintf("INSERT INTO %s SELECT * FROM %s WHERE %s > %s%s",
 						 qualified_relname(pair->logged), qualified_relname(pair->unlogged),
-						 quote_identifier(pair->batch_column),
+						 quote_identifier(pair->batch_column), last,
 						 pair->changed_batch_column == NULL ? "" :
-						 psprintf(" OR u.%s > c.b", quote_identifier(pair->changed_batch_column))),
+						 psprintf(" OR %s > %s", quote_identifier(pair->changed_batch_column), last)),
 				r->query_id);
 }
 
