@@ -84,10 +84,19 @@ add_pair(StateTablePair *pairs, int n, Oid unlogged, Oid logged, CheckpointWay w
 		p->batch_column = batch_column;
 		p->time_column = time_column;
 		p->join_side = join_side;
-		p->changed_batch_column = join_side != NULL ? join_side->matched_batch_column : NULL;
-		p->row_column = join_side != NULL ? join_side->row_column : NULL;
 	}
 	return n + 1;
+}
+
+/*
+ * The join side of a pair whose rows have versions (a preserved side: a
+ * row that matches after a checkpoint is added to the next one again,
+ * matched, and a restore keeps each row's last version), or NULL.
+ */
+static const JoinSidePlan *
+versioned_side(const StateTablePair *p)
+{
+	return p->join_side != NULL && p->join_side->row_column != NULL ? p->join_side : NULL;
 }
 
 /*
@@ -230,18 +239,19 @@ checkpoint_restore(QueryRunner *r)
 	for (int i = 0; i < npairs; i++)
 	{
 		const StateTablePair *p = &pairs[i];
+		const JoinSidePlan *versioned = versioned_side(p);
 
 		run_catalog(psprintf("DELETE FROM %s", qualified_relname(p->unlogged)), r->query_id);
-		if (ckpt > 0 && p->row_column != NULL)
+		if (ckpt > 0 && versioned != NULL)
 		{
 			const char *batch = quote_identifier(p->batch_column);
-			const char *row = quote_identifier(p->row_column);
+			const char *row = quote_identifier(versioned->row_column);
 
 			/* a row's last version: the one its last change wrote */
 			run_catalog(psprintf("INSERT INTO %s SELECT DISTINCT ON (%s, %s) * FROM %s "
 								 "ORDER BY %s, %s, %s DESC NULLS LAST",
 								 qualified_relname(p->unlogged), batch, row, qualified_relname(p->logged),
-								 batch, row, quote_identifier(p->changed_batch_column)),
+								 batch, row, quote_identifier(versioned->matched_batch_column)),
 						r->query_id);
 		}
 		else if (ckpt > 0)
@@ -273,7 +283,8 @@ static void
 checkpoint_rows(QueryRunner *r, const StateTablePair *pair, bool has_wm, TimestampTz wm)
 {
 	const char *last = "(SELECT COALESCE(checkpoint_batch_id, 0) "
-		"FROM streamwin.query_catalog WHERE query_id = $1)";
+	"FROM streamwin.query_catalog WHERE query_id = $1)";
+	const JoinSidePlan *versioned = versioned_side(pair);
 	TimestampTz cutoff = wm;
 
 	if (pair->time_column != NULL && has_wm &&
@@ -289,8 +300,8 @@ checkpoint_rows(QueryRunner *r, const StateTablePair *pair, bool has_wm, Timesta
 	run_catalog(psprintf("INSERT INTO %s SELECT * FROM %s WHERE %s > %s%s",
 						 qualified_relname(pair->logged), qualified_relname(pair->unlogged),
 						 quote_identifier(pair->batch_column), last,
-						 pair->changed_batch_column == NULL ? "" :
-						 psprintf(" OR %s > %s", quote_identifier(pair->changed_batch_column), last)),
+						 versioned == NULL ? "" :
+						 psprintf(" OR %s > %s", quote_identifier(versioned->matched_batch_column), last)),
 				r->query_id);
 }
 
@@ -354,10 +365,12 @@ checkpoint_take(QueryRunner *r, int64 batch_id, bool has_wm, TimestampTz wm, boo
 	}
 	for (int i = 0; i < npairs; i++)
 	{
-		if (checkpoint_store(r, &pairs[i]) != NULL)
+		struct StateStore *store = checkpoint_store(r, &pairs[i]);
+
+		if (store != NULL)
 		{
 			/* the groups (keys) changed since the last checkpoint */
-			store_checkpoint(checkpoint_store(r, &pairs[i]));
+			store_checkpoint(store);
 			continue;
 		}
 		if (pairs[i].way == CHECKPOINT_ROWS)

@@ -46,15 +46,11 @@ typedef struct StateTablePair
 	const char *time_column;
 
 	/*
-	 * Rows that change once after they are written (a preserved side's, when
-	 * they match): the batch that changed the row (NULL until one does), and
-	 * the row's number in the batch that wrote it.  A checkpoint adds a row
-	 * changed since the last one again, as a second version of the row; a
-	 * restore keeps each row's last version.  NULL: rows do not change.
+	 * A join's side: its rows out of reach (NULL: behind the watermark), and
+	 * for a preserved side, the columns of its rows' versions: a row changes
+	 * once, when it matches, and a checkpoint adds it again then (see
+	 * checkpoint.c).
 	 */
-	const char *changed_batch_column;
-	const char *row_column;
-	/* a join's side: its rows out of reach (NULL: behind the watermark) */
 	const struct JoinSidePlan *join_side;
 } StateTablePair;
 extern int	query_state_tables(const QueryInfo *q, StateTablePair *pairs);
