@@ -57,6 +57,21 @@ source_set_batch_input(BatchInput *input)
 }
 
 /*
+ * source_batch_input
+ *		The rows of the batch this backend is processing for a source, or
+ *		NULL if it is processing none.
+ */
+BatchInput *
+source_batch_input(int32 source_id)
+{
+	BatchInput *input = current_input;
+
+	while (input != NULL && input->source_id != source_id)
+		input = input->next;
+	return input;
+}
+
+/*
  * source_tupdesc
  *		A copy of the row type of a source's view, in CurrentMemoryContext.
  */
@@ -72,7 +87,10 @@ source_tupdesc(Oid relid)
 
 /*
  * streamwin.source_rows(source_id) RETURNS SETOF record: the body of every
- * source view.
+ * source view.  The batch statements do not call it: the planner puts the
+ * scan of source_scan.c in its place, which reads the same rows without
+ * copying them into a tuplestore.  It runs for what that scan does not
+ * replace (for example a query that uses a source's whole row).
  */
 Datum
 streamwin_source_rows(PG_FUNCTION_ARGS)
@@ -81,11 +99,9 @@ streamwin_source_rows(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 
 	bool		numbered = PG_NARGS() > 1 && PG_GETARG_BOOL(1);
-	BatchInput *input = current_input;
+	BatchInput *input = source_batch_input(source_id);
 
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
-	while (input != NULL && input->source_id != source_id)
-		input = input->next;
 	if (input == NULL)
 		return (Datum) 0;
 	if (!numbered)

@@ -264,6 +264,8 @@ typedef struct BatchInput
 } BatchInput;
 
 extern void source_set_batch_input(BatchInput *input);
+extern BatchInput *source_batch_input(int32 source_id);
+extern void source_scan_init(void);
 extern TupleDesc source_tupdesc(Oid relid);
 extern SourceMetadata *source_metadata_map(const SourceInfo *src, TupleDesc desc);
 

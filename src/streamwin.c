@@ -24,6 +24,7 @@
 #include "batch.h"
 #include "checkpoint.h"
 #include "launcher.h"
+#include "source.h"
 #include "state_store.h"
 #include "streamwin.h"
 #include "table_source.h"
@@ -139,6 +140,7 @@ _PG_init(void)
 
 	RegisterXactCallback(launcher_xact_callback, NULL);
 	table_source_init();
+	source_scan_init();
 
 	if (!process_shared_preload_libraries_in_progress)
 		return;

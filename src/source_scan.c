@@ -1,0 +1,361 @@
+/*-------------------------------------------------------------------------
+ *
+ * source_scan.c
+ *	  The scan of a source's batch rows: a custom scan node that the planner
+ *	  puts in place of the function scan of streamwin.source_rows().
+ *
+ * A source is a view over streamwin.source_rows() (source.c), so that
+ * queries over it are planned like queries over any table.  PostgreSQL runs
+ * a set-returning function in FROM by materializing its result: every row
+ * of the batch would be copied into a tuplestore and read back from it
+ * before the query saw it, once per statement that reads the source.  The
+ * batch's rows are already in memory as tuples (BatchInput), so this scan
+ * hands them to the plan where they are.
+ *
+ * The planner hook offers the custom path for a function RTE that calls one
+ * of the functions whose C body is streamwin_source_rows with constant
+ * arguments, without ORDINALITY and without references to its whole row
+ * (which the scan's target list could not provide); anything else keeps the
+ * function scan, which returns the same rows.  The path keeps the row
+ * estimate the planner made from the function's ROWS, so plans keep their
+ * shape: only the cost of calling the function goes.
+ *
+ * The scan finds its rows (the BatchInput of its source) when it first
+ * runs, as the function does when it is called, and reads them again from
+ * the start on a rescan.  Each tuple is deformed into the scan's virtual
+ * slot (PostgreSQL 15's custom scans have virtual scan slots); its values
+ * point into the tuple, which lives as long as the batch.
+ *
+ * src/source_scan.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/sysattr.h"
+#include "catalog/pg_language.h"
+#include "catalog/pg_proc.h"
+#include "commands/explain.h"
+#include "executor/executor.h"
+#include "nodes/extensible.h"
+#include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
+#include "optimizer/optimizer.h"
+#include "optimizer/pathnode.h"
+#include "optimizer/paths.h"
+#include "optimizer/restrictinfo.h"
+#include "parser/parsetree.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/syscache.h"
+
+#include "source.h"
+
+#define SOURCE_ROWS_SYMBOL "streamwin_source_rows"
+
+typedef struct SourceScanState
+{
+	CustomScanState css;
+	int32		source_id;
+	bool		numbered;		/* a position column comes first */
+	bool		started;		/* input has been looked up */
+	BatchInput *input;			/* NULL: no rows for this source */
+	int			next;			/* index of the next row of input */
+	TupleDesc	rowdesc;		/* numbered: the source's own columns */
+} SourceScanState;
+
+static set_rel_pathlist_hook_type prev_set_rel_pathlist_hook = NULL;
+
+static void source_scan_paths(PlannerInfo *root, RelOptInfo *rel, Index rti,
+							  RangeTblEntry *rte);
+static Plan *source_scan_plan(PlannerInfo *root, RelOptInfo *rel,
+							  CustomPath *best_path, List *tlist,
+							  List *clauses, List *custom_plans);
+static Node *source_scan_create_state(CustomScan *cscan);
+static void source_scan_begin(CustomScanState *node, EState *estate, int eflags);
+static TupleTableSlot *source_scan_exec(CustomScanState *node);
+static void source_scan_end(CustomScanState *node);
+static void source_scan_rescan(CustomScanState *node);
+static void source_scan_explain(CustomScanState *node, List *ancestors,
+								ExplainState *es);
+
+static const CustomPathMethods source_path_methods = {
+	.CustomName = "StreamwinSourceRows",
+	.PlanCustomPath = source_scan_plan,
+};
+
+static const CustomScanMethods source_plan_methods = {
+	.CustomName = "StreamwinSourceRows",
+	.CreateCustomScanState = source_scan_create_state,
+};
+
+static const CustomExecMethods source_exec_methods = {
+	.CustomName = "StreamwinSourceRows",
+	.BeginCustomScan = source_scan_begin,
+	.ExecCustomScan = source_scan_exec,
+	.EndCustomScan = source_scan_end,
+	.ReScanCustomScan = source_scan_rescan,
+	.ExplainCustomScan = source_scan_explain,
+};
+
+/*
+ * source_scan_init
+ *		Install the planner hook; from _PG_init.
+ */
+void
+source_scan_init(void)
+{
+	RegisterCustomScanMethods(&source_plan_methods);
+	prev_set_rel_pathlist_hook = set_rel_pathlist_hook;
+	set_rel_pathlist_hook = source_scan_paths;
+}
+
+/* Is funcid a C function whose body is streamwin_source_rows? */
+static bool
+is_source_rows_function(Oid funcid)
+{
+	HeapTuple	tup;
+	bool		result = false;
+
+	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(funcid));
+	if (!HeapTupleIsValid(tup))
+		return false;
+	if (((Form_pg_proc) GETSTRUCT(tup))->prolang == ClanguageId)
+	{
+		Datum		prosrc = SysCacheGetAttr(PROCOID, tup, Anum_pg_proc_prosrc,
+											 &result);
+
+		/* result is the null flag here */
+		result = !result && strcmp(TextDatumGetCString(prosrc), SOURCE_ROWS_SYMBOL) == 0;
+	}
+	ReleaseSysCache(tup);
+	return result;
+}
+
+/*
+ * The call of streamwin.source_rows() a function RTE scans, if this scan can
+ * replace its function scan: a single such call with non-null constant
+ * arguments, no ORDINALITY, no LATERAL references, and no whole-row
+ * reference to its result in the rel's outputs or quals.
+ */
+static FuncExpr *
+replaceable_call(RelOptInfo *rel, Index rti, RangeTblEntry *rte)
+{
+	RangeTblFunction *rtfunc;
+	FuncExpr   *call;
+	Bitmapset  *attrs = NULL;
+	ListCell   *lc;
+
+	if (rte->rtekind != RTE_FUNCTION || list_length(rte->functions) != 1 ||
+		rte->funcordinality || !bms_is_empty(rel->lateral_relids))
+		return NULL;
+	rtfunc = linitial_node(RangeTblFunction, rte->functions);
+	if (!IsA(rtfunc->funcexpr, FuncExpr))
+		return NULL;
+	call = (FuncExpr *) rtfunc->funcexpr;
+	if (list_length(call->args) < 1 || list_length(call->args) > 2)
+		return NULL;
+	foreach(lc, call->args)
+	{
+		Node	   *arg = lfirst(lc);
+
+		if (!IsA(arg, Const) || ((Const *) arg)->constisnull)
+			return NULL;
+	}
+	if (!is_source_rows_function(call->funcid))
+		return NULL;
+
+	pull_varattnos((Node *) rel->reltarget->exprs, rti, &attrs);
+	foreach(lc, rel->baserestrictinfo)
+		pull_varattnos((Node *) lfirst_node(RestrictInfo, lc)->clause, rti, &attrs);
+	if (bms_is_member(InvalidAttrNumber - FirstLowInvalidHeapAttributeNumber, attrs))
+		return NULL;
+	return call;
+}
+
+static void
+source_scan_paths(PlannerInfo *root, RelOptInfo *rel, Index rti,
+				  RangeTblEntry *rte)
+{
+	FuncExpr   *call;
+	Path	   *function_path;
+	CustomPath *path;
+
+	if (prev_set_rel_pathlist_hook)
+		prev_set_rel_pathlist_hook(root, rel, rti, rte);
+
+	call = replaceable_call(rel, rti, rte);
+	if (call == NULL || list_length(rel->pathlist) != 1)
+		return;
+	function_path = linitial(rel->pathlist);
+	if (function_path->pathtype != T_FunctionScan || function_path->param_info != NULL)
+		return;
+
+	path = makeNode(CustomPath);
+	path->path.pathtype = T_CustomScan;
+	path->path.parent = rel;
+	path->path.pathtarget = rel->reltarget;
+	path->path.param_info = NULL;
+	path->path.parallel_aware = false;
+	path->path.parallel_safe = false;
+	path->path.parallel_workers = 0;
+	path->path.rows = function_path->rows;
+
+	/*
+	 * the function scan's cost without the function call, which is its
+	 * startup
+	 */
+	path->path.startup_cost = 0;
+	path->path.total_cost = function_path->total_cost - function_path->startup_cost;
+	path->path.pathkeys = NIL;
+	path->flags = 0;
+	path->custom_paths = NIL;
+	path->custom_private = list_make1(call);
+	path->methods = &source_path_methods;
+
+	/* the only other path is the function scan: the same rows, dearer */
+	rel->pathlist = NIL;
+	add_path(rel, &path->path);
+}
+
+static Plan *
+source_scan_plan(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
+				 List *tlist, List *clauses, List *custom_plans)
+{
+	FuncExpr   *call = linitial(best_path->custom_private);
+	RangeTblFunction *rtfunc;
+	CustomScan *cscan = makeNode(CustomScan);
+	List	   *scan_tlist = NIL;
+	ListCell   *type,
+			   *typmod,
+			   *collation;
+	AttrNumber	attno = 0;
+
+	/*
+	 * The scan tuple holds every column the function returns, in order, as
+	 * the function's own Vars; setrefs.c turns the plan's references to them
+	 * into references to this list.  There is no relation to scan (scanrelid
+	 * 0), as for a join pushed down to a foreign server.
+	 */
+	rtfunc = linitial_node(RangeTblFunction, planner_rt_fetch(rel->relid, root)->functions);
+	forthree(type, rtfunc->funccoltypes, typmod, rtfunc->funccoltypmods,
+			 collation, rtfunc->funccolcollations)
+	{
+		Var		   *var;
+
+		attno++;
+		var = makeVar(rel->relid, attno, lfirst_oid(type), lfirst_int(typmod),
+					  lfirst_oid(collation), 0);
+		scan_tlist = lappend(scan_tlist, makeTargetEntry((Expr *) var, attno, NULL, false));
+	}
+
+	cscan->scan.plan.targetlist = tlist;
+	cscan->scan.plan.qual = extract_actual_clauses(clauses, false);
+	cscan->scan.scanrelid = 0;
+	cscan->flags = best_path->flags;
+	cscan->custom_plans = NIL;
+	cscan->custom_exprs = copyObject(call->args);
+	cscan->custom_private = NIL;
+	cscan->custom_scan_tlist = scan_tlist;
+	cscan->methods = &source_plan_methods;
+	return &cscan->scan.plan;
+}
+
+static Node *
+source_scan_create_state(CustomScan *cscan)
+{
+	SourceScanState *state = palloc0(sizeof(SourceScanState));
+	Const	   *id = linitial_node(Const, cscan->custom_exprs);
+
+	NodeSetTag(state, T_CustomScanState);
+	state->css.methods = &source_exec_methods;
+	state->source_id = DatumGetInt32(id->constvalue);
+	state->numbered = list_length(cscan->custom_exprs) > 1 &&
+		DatumGetBool(lsecond_node(Const, cscan->custom_exprs)->constvalue);
+	return (Node *) state;
+}
+
+static void
+source_scan_begin(CustomScanState *node, EState *estate, int eflags)
+{
+	SourceScanState *state = (SourceScanState *) node;
+
+	if (state->numbered)
+	{
+		TupleDesc	scandesc = node->ss.ss_ScanTupleSlot->tts_tupleDescriptor;
+		TupleDesc	rowdesc = CreateTemplateTupleDesc(scandesc->natts - 1);
+
+		for (int a = 1; a < scandesc->natts; a++)
+			TupleDescCopyEntry(rowdesc, a, scandesc, a + 1);
+		state->rowdesc = rowdesc;
+	}
+}
+
+/* The next row of the batch in the scan slot, or NULL after the last */
+static TupleTableSlot *
+source_scan_next(ScanState *ss)
+{
+	SourceScanState *state = (SourceScanState *) ss;
+	TupleTableSlot *slot = ss->ss_ScanTupleSlot;
+	HeapTuple	tuple;
+
+	if (!state->started)
+	{
+		state->input = source_batch_input(state->source_id);
+		state->started = true;
+	}
+	ExecClearTuple(slot);
+	if (state->input == NULL || state->next >= state->input->ntuples)
+		return slot;
+
+	tuple = state->input->tuples[state->next];
+	if (state->numbered)
+	{
+		slot->tts_values[0] = Int32GetDatum(state->next);
+		slot->tts_isnull[0] = false;
+		heap_deform_tuple(tuple, state->rowdesc, slot->tts_values + 1, slot->tts_isnull + 1);
+	}
+	else
+		heap_deform_tuple(tuple, slot->tts_tupleDescriptor, slot->tts_values, slot->tts_isnull);
+	state->next++;
+	return ExecStoreVirtualTuple(slot);
+}
+
+/* Rows come from memory as they are: nothing to recheck */
+static bool
+source_scan_recheck(ScanState *ss, TupleTableSlot *slot)
+{
+	return true;
+}
+
+static TupleTableSlot *
+source_scan_exec(CustomScanState *node)
+{
+	return ExecScan(&node->ss, source_scan_next, source_scan_recheck);
+}
+
+static void
+source_scan_end(CustomScanState *node)
+{
+	ExecClearTuple(node->ss.ss_ScanTupleSlot);
+}
+
+static void
+source_scan_rescan(CustomScanState *node)
+{
+	SourceScanState *state = (SourceScanState *) node;
+
+	state->next = 0;
+	ExecScanReScan(&node->ss);
+}
+
+static void
+source_scan_explain(CustomScanState *node, List *ancestors, ExplainState *es)
+{
+	SourceScanState *state = (SourceScanState *) node;
+
+	ExplainPropertyInteger("Source", NULL, state->source_id, es);
+	if (state->numbered)
+		ExplainPropertyBool("Numbered", true, es);
+}
