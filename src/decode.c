@@ -41,7 +41,9 @@ static const char *decode_text_message(MessageDecoder *decoder,
 									   Datum *values, bool *nulls);
 
 
+static DecodeFastPath fast_path_for(Oid type, int32 typmod);
 static bool parse_iso_timestamptz(const char *s, int len, TimestampTz *result);
+static bool parse_decimal_integer(const char *s, int len, int maxdigits, int64 *result);
 
 /*
  * source_format_from_name
@@ -231,7 +233,7 @@ decoder_create(SourceFormat format, TupleDesc desc, const SourceMetadata *meta)
 		 */
 		basetype = getBaseType(attr->atttypid);
 		column->is_json = (basetype == JSONOID || basetype == JSONBOID);
-		column->is_timestamptz = attr->atttypid == TIMESTAMPTZOID && attr->atttypmod < 0;
+		column->fast = fast_path_for(attr->atttypid, attr->atttypmod);
 	}
 	decoder->ncolumns = ncolumns;
 	decoder->spans = palloc0(sizeof(DecodeSpan) * ncolumns);
@@ -404,10 +406,37 @@ decode_input(MessageDecoder *decoder, DecodeColumn *column,
 			 const char *chars, int len)
 {
 	StringInfo	buf = &decoder->scratch;
-	TimestampTz ts;
 
-	if (column->is_timestamptz && chars != NULL && parse_iso_timestamptz(chars, len, &ts))
-		return TimestampTzGetDatum(ts);
+	if (chars != NULL)
+	{
+		TimestampTz ts;
+		int64		n;
+
+		switch (column->fast)
+		{
+			case DECODE_FAST_NONE:
+				break;
+			case DECODE_FAST_TIMESTAMPTZ:
+				if (parse_iso_timestamptz(chars, len, &ts))
+					return TimestampTzGetDatum(ts);
+				break;
+			case DECODE_FAST_INT2:
+				if (parse_decimal_integer(chars, len, 4, &n))
+					return Int16GetDatum((int16) n);
+				break;
+			case DECODE_FAST_INT4:
+				if (parse_decimal_integer(chars, len, 9, &n))
+					return Int32GetDatum((int32) n);
+				break;
+			case DECODE_FAST_INT8:
+				if (parse_decimal_integer(chars, len, 18, &n))
+					return Int64GetDatum(n);
+				break;
+			case DECODE_FAST_TEXT:
+				/* what textin makes of it; the payload holds no NUL byte */
+				return PointerGetDatum(cstring_to_text_with_len(chars, len));
+		}
+	}
 
 	if (chars != NULL && chars != buf->data)
 	{
@@ -417,6 +446,66 @@ decode_input(MessageDecoder *decoder, DecodeColumn *column,
 	return InputFunctionCall(&column->inproc,
 							 chars != NULL ? buf->data : NULL,
 							 column->typioparam, column->typmod);
+}
+
+/*
+ * fast_path_for
+ *		The fast path of decode_input for a column of this type, if any.
+ *		Only the types themselves: a domain's input function also checks
+ *		its constraints, and varchar(n) its length.
+ */
+static DecodeFastPath
+fast_path_for(Oid type, int32 typmod)
+{
+	switch (type)
+	{
+		case TIMESTAMPTZOID:
+			return typmod < 0 ? DECODE_FAST_TIMESTAMPTZ : DECODE_FAST_NONE;
+		case INT2OID:
+			return DECODE_FAST_INT2;
+		case INT4OID:
+			return DECODE_FAST_INT4;
+		case INT8OID:
+			return DECODE_FAST_INT8;
+		case TEXTOID:
+			return DECODE_FAST_TEXT;
+		default:
+			return DECODE_FAST_NONE;
+	}
+}
+
+/*
+ * parse_decimal_integer
+ *		An optional '-' and 1 to maxdigits decimal digits, nothing else: the
+ *		shape of almost every integer in JSON and CSV, read to the value the
+ *		integer input functions give it.  maxdigits keeps every such value
+ *		within the type's range, so nothing here can overflow.  For anything
+ *		else (spaces, '+', more digits, not an integer) it returns false and
+ *		the caller uses the input function, which also raises the errors.
+ */
+static bool
+parse_decimal_integer(const char *s, int len, int maxdigits, int64 *result)
+{
+	const char *p = s;
+	const char *end = s + len;
+	bool		negative = false;
+	int64		v = 0;
+
+	if (p < end && *p == '-')
+	{
+		negative = true;
+		p++;
+	}
+	if (p == end || end - p > maxdigits)
+		return false;
+	for (; p < end; p++)
+	{
+		if (*p < '0' || *p > '9')
+			return false;
+		v = v * 10 + (*p - '0');
+	}
+	*result = negative ? -v : v;
+	return true;
 }
 
 /* n decimal digits at *p, advancing it; false if there are not n */

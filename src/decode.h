@@ -93,6 +93,20 @@ extern int64 *decoder_missing_counts(MessageDecoder *decoder, int *ncolumns,
 /* JSON nesting deeper than this is rejected (never recursed into) */
 #define DECODE_JSON_MAX_DEPTH	1000
 
+/*
+ * Column types whose common text forms decode_input converts itself,
+ * leaving the input function the rest (and the error messages)
+ */
+typedef enum DecodeFastPath
+{
+	DECODE_FAST_NONE = 0,
+	DECODE_FAST_TIMESTAMPTZ,	/* timestamptz without typmod: ISO 8601 */
+	DECODE_FAST_INT2,			/* plain decimal integers */
+	DECODE_FAST_INT4,
+	DECODE_FAST_INT8,
+	DECODE_FAST_TEXT			/* text: the characters as they are */
+} DecodeFastPath;
+
 /* One non-dropped column of the source, with its input function resolved */
 typedef struct DecodeColumn
 {
@@ -103,7 +117,8 @@ typedef struct DecodeColumn
 	Oid			typioparam;
 	int32		typmod;
 	bool		is_json;		/* json, jsonb, or a domain over them */
-	bool		is_timestamptz; /* plain timestamptz: ISO 8601 fast path */
+	DecodeFastPath fast;		/* how decode_input may skip the input
+								 * function */
 	FmgrInfo	inproc;			/* the type's input function */
 } DecodeColumn;
 

@@ -22,7 +22,7 @@ srand(1001);
 my $T0 = 1_704_067_200_000;    # 2024-01-01 00:00:00 UTC, in ms
 
 my $broker = StreamwinTest::Broker->start(
-	topics => { fmt_json => 2, fmt_csv => 2, fmt_text => 1 });
+	topics => { fmt_json => 2, fmt_csv => 2, fmt_text => 1, fmt_spell => 1 });
 my $node = new_node('formats');
 my $brokers = $broker->bootstrap;
 
@@ -265,6 +265,74 @@ results_match(
 
 is($node->safe_psql('postgres', 'SELECT count(*) FROM streamwin.dead_letters'),
 	'0', 'no dead letters from well-formed messages');
+
+# ---- integer and text values against their input functions -------------
+
+# The decoder reads plain decimal integers and text itself and leaves every
+# other spelling to the type's input function.  Each message carries one
+# spelling in one column (smallint, integer, bigint or text), as a JSON
+# number when it is one and as a string otherwise; what the cast of the same
+# text gives in plain SQL is expected: the value, or a dead letter with the
+# cast's error message.
+my @int_spellings = (
+	'0', '-0', '7', '007', '-007', '+5', ' 12', '12 ', '1e3', '12.0', '',
+	'-', '1_000', '0x1f', '9999', '-9999', '32767', '-32768', '32768',
+	'-32769', '99999', '999999999', '-999999999', '2147483647',
+	'-2147483648', '2147483648', '-2147483649', '999999999999999999',
+	'-999999999999999999', '9223372036854775807', '-9223372036854775808',
+	'9223372036854775808', '-9223372036854775809', '00000000000000000001',
+	'-00000000000000000000', '12345678901234567890123');
+my @text_spellings = ('', 'plain', 'é€', '12.50', 'tab	in', 'back\\slash');
+my @spell;    # [id, column, spelling]
+for my $col ('a', 'b', 'c')
+{
+	push @spell, [ scalar(@spell) + 1, $col, $_ ] for @int_spellings;
+}
+push @spell, [ scalar(@spell) + 1, 't', $_ ] for @text_spellings;
+my $jenc = JSON::PP->new->allow_nonref;
+my @spell_msgs = map {
+	my ($id, $col, $text) = @$_;
+	my $value = $text =~ /^-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?$/
+	  ? $text : $jenc->encode($text);
+	[ 0, qq({"id": $id, "$col": $value}) ]
+} @spell;
+$broker->produce('fmt_spell', \@spell_msgs);
+load_table($node, 'spellings', 'id int, col text, spelling text',
+	[ map { [@$_] } @spell ]);
+
+psql_ok($node, q{
+CREATE FUNCTION spelled(col text, spelling text, OUT value text, OUT error text)
+LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE format('SELECT %L::%s::text', spelling,
+                   CASE col WHEN 'a' THEN 'smallint' WHEN 'b' THEN 'integer'
+                            WHEN 'c' THEN 'bigint' ELSE 'text' END)
+        INTO value;
+EXCEPTION WHEN data_exception THEN
+    error := SQLERRM || format(' (JSON key "%s" of the message)', col);
+END $$;
+CREATE TABLE spelled AS
+    SELECT id, col, (spelled(col, spelling)).* FROM spellings;
+}, 'spellings: their casts computed in plain SQL');
+psql_ok($node, qq{
+SELECT streamwin.create_kafka_source('fmt_spell', '$brokers', 'fmt_spell',
+    'id int, a smallint, b integer, c bigint, t text', 'json');
+SELECT streamwin.create_query('spell_rows',
+    'SELECT id, a, b, c, t FROM fmt_spell', start => false);
+SELECT streamwin.run_available('spell_rows');
+}, 'spellings: read by a transform');
+results_match($node,
+	q{SELECT id, coalesce(a::text, b::text, c::text, t) FROM spell_rows},
+	q{SELECT id, value FROM spelled WHERE error IS NULL},
+	'spellings: every accepted value is what its cast gives');
+results_match($node,
+	q{SELECT (convert_from(payload, 'UTF8')::jsonb->>'id')::int, error FROM streamwin.dead_letters
+	   WHERE source = 'fmt_spell'},
+	q{SELECT id, error FROM spelled WHERE error IS NOT NULL},
+	'spellings: every rejected value is a dead letter with the cast\'s error');
+cmp_ok($node->safe_psql('postgres',
+		q{SELECT count(*) FROM spelled WHERE error IS NULL AND col <> 't'}),
+	'>', 40, 'spellings: integers both accepted and rejected');
 
 $node->stop;
 $broker->stop;
