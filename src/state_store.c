@@ -94,6 +94,8 @@ typedef struct StoreGroup
 	ItemPointerData state_tid;	/* invalid: no state row yet */
 	ItemPointerData ckpt_tid;	/* invalid: no checkpoint row */
 	ItemPointerData result_tid; /* invalid: not known */
+	uint32		hash;			/* of key in the hash table: no rehashing to
+								 * drop it */
 	dlist_node	changed_node;	/* in the batch's changed groups */
 	dlist_node	ckpt_node;		/* in the groups changed since the checkpoint */
 	dlist_node	rows_node;		/* in the StoreRows list `rows` */
@@ -534,14 +536,19 @@ tid_list_delete_rows(TidList *l, Relation rel)
 	l->n = 0;
 }
 
-/* Delete key's entry from hash table h, through slot (of h's key type). */
+/*
+ * Delete key's entry from hash table h, through slot (of h's key type);
+ * hash is the key's hash if known, else NULL.
+ */
 static void
-hash_delete_key(TupleHashTable h, TupleTableSlot *slot, MinimalTuple key)
+hash_delete_key(TupleHashTable h, TupleTableSlot *slot, MinimalTuple key,
+				const uint32 *hash)
 {
 	TupleHashEntry entry;
 
 	ExecStoreMinimalTuple(key, slot, false);
-	entry = LookupTupleHashEntry(h, slot, NULL, NULL);
+	entry = hash != NULL ? LookupTupleHashEntryHash(h, slot, NULL, *hash) :
+		LookupTupleHashEntry(h, slot, NULL, NULL);
 	if (entry == NULL)
 		elog(ERROR, "streamwin: an entry of a state store is not in its hash table");
 	tuplehash_delete_item(h->hashtab, entry);
@@ -777,8 +784,9 @@ store_group(StateStore *s, bool *created)
 	bool		isnew = false;
 	TupleHashEntry entry;
 	StoreGroup *g;
+	uint32		hash;
 
-	entry = LookupTupleHashEntry(s->hash, s->key_slot, created ? &isnew : NULL, NULL);
+	entry = LookupTupleHashEntry(s->hash, s->key_slot, created ? &isnew : NULL, &hash);
 	if (created)
 		*created = isnew;
 	if (entry == NULL)
@@ -788,6 +796,7 @@ store_group(StateStore *s, bool *created)
 
 	g = group_alloc(s);
 	g->key = entry->firstTuple;
+	g->hash = hash;
 	g->rows = -1;
 	ItemPointerSetInvalid(&g->state_tid);
 	ItemPointerSetInvalid(&g->ckpt_tid);
@@ -1016,7 +1025,7 @@ session_detach(StateStore *s, StoreGroup *g)
 		pairingheap_remove(s->session_ends, &ss->end_node);
 	if (dlist_is_empty(&sk->sessions) && s->session_keys != NULL)
 	{
-		hash_delete_key(s->session_keys, s->session_key_slot, sk->key);
+		hash_delete_key(s->session_keys, s->session_key_slot, sk->key, NULL);
 		pfree(sk->key);
 		pfree(sk);
 	}
@@ -1103,6 +1112,7 @@ static void
 session_restart(StateStore *s, StoreGroup *g, TimestampTz start)
 {
 	MinimalTuple old_key = g->key;
+	uint32		old_hash;
 	TupleHashEntry entry;
 	bool		isnew;
 	Datum	   *values = palloc(sizeof(Datum) * s->nkeys);
@@ -1118,14 +1128,15 @@ session_restart(StateStore *s, StoreGroup *g, TimestampTz start)
 	s->key_slot->tts_values[0] = TimestampTzGetDatum(start);
 	s->key_slot->tts_isnull[0] = false;
 	ExecStoreVirtualTuple(s->key_slot);
-	entry = LookupTupleHashEntry(s->hash, s->key_slot, &isnew, NULL);
+	old_hash = g->hash;
+	entry = LookupTupleHashEntry(s->hash, s->key_slot, &isnew, &g->hash);
 	if (!isnew)
 		elog(ERROR, "streamwin: a session of the store starts where another does");
 	entry->additional = g;
 	g->key = entry->firstTuple;
 	g->window_start = start;
 
-	hash_delete_key(s->hash, s->key_slot, old_key);
+	hash_delete_key(s->hash, s->key_slot, old_key, &old_hash);
 
 	if (g->flags & GROUP_NEW)
 		pfree(old_key);
@@ -1863,7 +1874,7 @@ store_close_windows(StateStore *s, TimestampTz watermark)
 static void
 drop_group(StateStore *s, StoreGroup *g)
 {
-	hash_delete_key(s->hash, s->key_slot, g->key);
+	hash_delete_key(s->hash, s->key_slot, g->key, &g->hash);
 	if (s->plan.session && g->in.session != NULL)
 		session_detach(s, g);
 	for (int i = 0; i < s->npartials; i++)
