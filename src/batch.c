@@ -368,8 +368,9 @@ batch_decode(BatchContext *b)
 
 		bs->res = rows_decode(bs->decoder, bs->rows, bs->nrows, drop_late, b->old_wm);
 		bs->input.source_id = rd->source->source_id;
-		bs->input.ntuples = 0;
-		bs->input.tuples = palloc(sizeof(HeapTuple) * Max(bs->nrows, 1));
+		bs->input.natts = rd->desc->natts;
+		bs->input.nrows = 0;
+		bs->input.rows = palloc(sizeof(BatchRow) * Max(bs->nrows, 1));
 		bs->input.next = b->input;
 		b->input = &bs->input;
 		for (int i = 0; i < bs->nrows; i++)
@@ -385,13 +386,13 @@ batch_decode(BatchContext *b)
 				p->batch_has_max = true;
 			}
 			if (res->status == 'o')
-				bs->input.tuples[bs->input.ntuples++] = res->tuple;
+				bs->input.rows[bs->input.nrows++] = res->row;
 			else if (res->status == 'l')
 				bs->nlate++;
 			else
 				bs->ndead++;
 		}
-		b->ninput += bs->input.ntuples;
+		b->ninput += bs->input.nrows;
 		b->nlate += bs->nlate;
 		b->ndead += bs->ndead;
 	}
@@ -482,14 +483,14 @@ static int64
 drop_duplicates(BatchContext *b)
 {
 	BatchInput *input = &b->src[b->q->dedup_side].input;
-	bool	   *keep = palloc0(sizeof(bool) * input->ntuples);
+	bool	   *keep = palloc0(sizeof(bool) * input->nrows);
 	int			kept = 0;
-	int			before = input->ntuples;
+	int			before = input->nrows;
 
 	if (b->dedup != NULL)
 	{
 		DestReceiver *dest = store_dedup_receiver(b->dedup, this_batch_id(b), keep,
-												  input->ntuples);
+												  input->nrows);
 
 		runner_run_into(b->r, STMT_DEDUP_ROWS, input, dest);
 		dest->rDestroy(dest);
@@ -506,14 +507,14 @@ drop_duplicates(BatchContext *b)
 			int32		ord = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i],
 														  SPI_tuptable->tupdesc, 1, &isnull));
 
-			if (ord >= 0 && ord < input->ntuples)
+			if (ord >= 0 && ord < input->nrows)
 				keep[ord] = true;
 		}
 	}
-	for (int i = 0; i < input->ntuples; i++)
+	for (int i = 0; i < input->nrows; i++)
 		if (keep[i])
-			input->tuples[kept++] = input->tuples[i];
-	input->ntuples = kept;
+			input->rows[kept++] = input->rows[i];
+	input->nrows = kept;
 	b->ninput -= before - kept;
 	return before - kept;
 }

@@ -54,7 +54,7 @@ typedef struct RowResult
 	char		status;			/* 'o'k, 'l'ate, 'd'ead letter */
 	bool		has_event_time;
 	TimestampTz event_time;
-	HeapTuple	tuple;			/* 'o': the row in the source's type */
+	BatchRow	row;			/* 'o': the row, of the source's columns */
 	const char *error;			/* 'd': why */
 } RowResult;
 

@@ -19,6 +19,7 @@
 #include "storage/itemptr.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
 #include "utils/json.h"
 #include "utils/timestamp.h"
 
@@ -92,7 +93,7 @@ input_rows(BatchInput *input, int32 source_id)
 {
 	for (; input != NULL; input = input->next)
 		if (input->source_id == source_id)
-			return input->ntuples;
+			return input->nrows;
 	return 0;
 }
 
@@ -133,7 +134,8 @@ unmatched_rows(QueryRunner *r, int side)
 	bool	   *nulls = palloc(sizeof(bool) * desc->natts);
 
 	out->source_id = r->readers[side]->source->source_id;
-	out->tuples = palloc(sizeof(HeapTuple) * Max(SPI_processed, 1));
+	out->natts = desc->natts;
+	out->rows = palloc(sizeof(BatchRow) * Max(SPI_processed, 1));
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
 		HeapTuple	tup = SPI_tuptable->vals[i];
@@ -142,10 +144,17 @@ unmatched_rows(QueryRunner *r, int side)
 		if (DatumGetBool(SPI_getbinval(tup, SPI_tuptable->tupdesc, 1, &isnull)))
 			continue;
 		for (int a = 0; a < desc->natts; a++)
+		{
+			Form_pg_attribute attr = TupleDescAttr(desc, a);
+
+			/* SPI's result goes with the next statement: the row keeps a copy */
 			values[a] = SPI_getbinval(tup, SPI_tuptable->tupdesc, a + 2, &nulls[a]);
-		out->tuples[out->ntuples++] = heap_form_tuple(desc, values, nulls);
+			if (!nulls[a])
+				values[a] = datumCopy(values[a], attr->attbyval, attr->attlen);
+		}
+		out->rows[out->nrows++] = batch_row_make(desc->natts, values, nulls);
 	}
-	return out->ntuples > 0 ? out : NULL;
+	return out->nrows > 0 ? out : NULL;
 }
 
 BatchInput *

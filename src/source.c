@@ -72,6 +72,21 @@ source_batch_input(int32 source_id)
 }
 
 /*
+ * batch_row_make
+ *		A row of a batch holding these values (not copied), in
+ *		CurrentMemoryContext.
+ */
+BatchRow
+batch_row_make(int natts, const Datum *values, const bool *isnull)
+{
+	BatchRow	row = palloc(natts * (sizeof(Datum) + sizeof(bool)));
+
+	memcpy(row, values, natts * sizeof(Datum));
+	memcpy(BATCH_ROW_NULLS(row, natts), isnull, natts * sizeof(bool));
+	return row;
+}
+
+/*
  * source_tupdesc
  *		A copy of the row type of a source's view, in CurrentMemoryContext.
  */
@@ -104,28 +119,28 @@ streamwin_source_rows(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	if (input == NULL)
 		return (Datum) 0;
+	if (rsinfo->setDesc->natts != input->natts + (numbered ? 1 : 0))
+		elog(ERROR, "streamwin: source %d has %d columns, its call expects %d",
+			 source_id, input->natts, rsinfo->setDesc->natts - (numbered ? 1 : 0));
 	if (!numbered)
 	{
-		for (int i = 0; i < input->ntuples; i++)
-			tuplestore_puttuple(rsinfo->setResult, input->tuples[i]);
+		for (int i = 0; i < input->nrows; i++)
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, input->rows[i],
+								 BATCH_ROW_NULLS(input->rows[i], input->natts));
 	}
 	else
 	{
 		/* (position, columns...): the expected row type has one more column */
-		int			natts = rsinfo->setDesc->natts;
-		Datum	   *values = palloc(sizeof(Datum) * natts);
-		bool	   *nulls = palloc(sizeof(bool) * natts);
-		TupleDesc	rowdesc = CreateTupleDescCopy(rsinfo->setDesc);
+		int			natts = input->natts;
+		Datum	   *values = palloc(sizeof(Datum) * (natts + 1));
+		bool	   *nulls = palloc(sizeof(bool) * (natts + 1));
 
-		/* the source's own columns: the expected ones after the first */
-		for (int a = 1; a < natts; a++)
-			TupleDescCopyEntry(rowdesc, a, rsinfo->setDesc, a + 1);
-		rowdesc->natts = natts - 1;
-		for (int i = 0; i < input->ntuples; i++)
+		for (int i = 0; i < input->nrows; i++)
 		{
 			values[0] = Int32GetDatum(i);
 			nulls[0] = false;
-			heap_deform_tuple(input->tuples[i], rowdesc, values + 1, nulls + 1);
+			memcpy(values + 1, input->rows[i], natts * sizeof(Datum));
+			memcpy(nulls + 1, BATCH_ROW_NULLS(input->rows[i], natts), natts * sizeof(bool));
 			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 		}
 	}

@@ -250,6 +250,20 @@ extern void source_reader_close(SourceReader *rd);
 extern int	source_part_index(SourceReader *rd, int32 partition);
 
 /*
+ * A row of a batch, as the decoder made it: the values of the source's
+ * natts columns, then their natts null flags, in one chunk.  Values passed
+ * by reference point into memory that lives as long as the batch.  Rows are
+ * kept as values rather than formed into tuples because every reader of
+ * them (the source scan, the function) wants values: a tuple would be
+ * formed only for each reader to deform it again.
+ */
+typedef Datum *BatchRow;
+
+#define BATCH_ROW_NULLS(row, natts)	((bool *) ((row) + (natts)))
+
+extern BatchRow batch_row_make(int natts, const Datum *values, const bool *isnull);
+
+/*
  * The decoded rows of the batch this backend is processing, for one source,
  * and through next for the query's other sources (a join's).  While set,
  * each source's view returns its rows; otherwise (and for a source that is
@@ -258,8 +272,9 @@ extern int	source_part_index(SourceReader *rd, int32 partition);
 typedef struct BatchInput
 {
 	int32		source_id;
-	int			ntuples;
-	HeapTuple  *tuples;
+	int			natts;			/* of the source's row type */
+	int			nrows;
+	BatchRow   *rows;
 	struct BatchInput *next;
 } BatchInput;
 

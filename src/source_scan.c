@@ -22,9 +22,10 @@
  *
  * The scan finds its rows (the BatchInput of its source) when it first
  * runs, as the function does when it is called, and reads them again from
- * the start on a rescan.  Each tuple is deformed into the scan's virtual
- * slot (PostgreSQL 15's custom scans have virtual scan slots); its values
- * point into the tuple, which lives as long as the batch.
+ * the start on a rescan.  A batch's rows are values already (BatchRow), so
+ * each is copied into the scan's virtual slot as it is (PostgreSQL 15's
+ * custom scans have virtual scan slots); values passed by reference point
+ * into the batch's memory.
  *
  * src/source_scan.c
  *
@@ -62,7 +63,6 @@ typedef struct SourceScanState
 	bool		started;		/* input has been looked up */
 	BatchInput *input;			/* NULL: no rows for this source */
 	int			next;			/* index of the next row of input */
-	TupleDesc	rowdesc;		/* numbered: the source's own columns */
 } SourceScanState;
 
 static set_rel_pathlist_hook_type prev_set_rel_pathlist_hook = NULL;
@@ -276,20 +276,10 @@ source_scan_create_state(CustomScan *cscan)
 	return (Node *) state;
 }
 
+/* Nothing to set up: the rows are found when the scan first runs */
 static void
 source_scan_begin(CustomScanState *node, EState *estate, int eflags)
 {
-	SourceScanState *state = (SourceScanState *) node;
-
-	if (state->numbered)
-	{
-		TupleDesc	scandesc = node->ss.ss_ScanTupleSlot->tts_tupleDescriptor;
-		TupleDesc	rowdesc = CreateTemplateTupleDesc(scandesc->natts - 1);
-
-		for (int a = 1; a < scandesc->natts; a++)
-			TupleDescCopyEntry(rowdesc, a, scandesc, a + 1);
-		state->rowdesc = rowdesc;
-	}
 }
 
 /* The next row of the batch in the scan slot, or NULL after the last */
@@ -298,26 +288,35 @@ source_scan_next(ScanState *ss)
 {
 	SourceScanState *state = (SourceScanState *) ss;
 	TupleTableSlot *slot = ss->ss_ScanTupleSlot;
-	HeapTuple	tuple;
+	int			first = state->numbered ? 1 : 0;
+	BatchInput *input;
+	BatchRow	row;
 
 	if (!state->started)
 	{
-		state->input = source_batch_input(state->source_id);
+		input = source_batch_input(state->source_id);
+		if (input != NULL &&
+			slot->tts_tupleDescriptor->natts != input->natts + first)
+			elog(ERROR, "streamwin: source %d has %d columns, its scan expects %d",
+				 state->source_id, input->natts,
+				 slot->tts_tupleDescriptor->natts - first);
+		state->input = input;
 		state->started = true;
 	}
+	input = state->input;
 	ExecClearTuple(slot);
-	if (state->input == NULL || state->next >= state->input->ntuples)
+	if (input == NULL || state->next >= input->nrows)
 		return slot;
 
-	tuple = state->input->tuples[state->next];
+	row = input->rows[state->next];
 	if (state->numbered)
 	{
 		slot->tts_values[0] = Int32GetDatum(state->next);
 		slot->tts_isnull[0] = false;
-		heap_deform_tuple(tuple, state->rowdesc, slot->tts_values + 1, slot->tts_isnull + 1);
 	}
-	else
-		heap_deform_tuple(tuple, slot->tts_tupleDescriptor, slot->tts_values, slot->tts_isnull);
+	memcpy(slot->tts_values + first, row, input->natts * sizeof(Datum));
+	memcpy(slot->tts_isnull + first, BATCH_ROW_NULLS(row, input->natts),
+		   input->natts * sizeof(bool));
 	state->next++;
 	return ExecStoreVirtualTuple(slot);
 }
