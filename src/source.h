@@ -281,6 +281,7 @@ typedef struct BatchInput
 extern void source_set_batch_input(BatchInput *input);
 extern BatchInput *source_batch_input(int32 source_id);
 extern void source_scan_init(void);
+extern bool streamwin_enable_source_scan;
 extern TupleDesc source_tupdesc(Oid relid);
 extern SourceMetadata *source_metadata_map(const SourceInfo *src, TupleDesc desc);
 

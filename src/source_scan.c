@@ -37,6 +37,7 @@
 #include "access/sysattr.h"
 #include "catalog/pg_language.h"
 #include "catalog/pg_proc.h"
+#include "catalog/pg_type.h"
 #include "commands/explain.h"
 #include "executor/executor.h"
 #include "nodes/extensible.h"
@@ -64,6 +65,9 @@ typedef struct SourceScanState
 	BatchInput *input;			/* NULL: no rows for this source */
 	int			next;			/* index of the next row of input */
 } SourceScanState;
+
+/* streamwin.enable_source_scan: off leaves every source to the function */
+bool		streamwin_enable_source_scan = true;
 
 static set_rel_pathlist_hook_type prev_set_rel_pathlist_hook = NULL;
 
@@ -160,7 +164,9 @@ replaceable_call(RelOptInfo *rel, Index rti, RangeTblEntry *rte)
 	{
 		Node	   *arg = lfirst(lc);
 
-		if (!IsA(arg, Const) || ((Const *) arg)->constisnull)
+		/* (source_id integer [, numbered boolean]), as the SQL functions */
+		if (!IsA(arg, Const) || ((Const *) arg)->constisnull ||
+			((Const *) arg)->consttype != (foreach_current_index(lc) == 0 ? INT4OID : BOOLOID))
 			return NULL;
 	}
 	if (!is_source_rows_function(call->funcid))
@@ -185,6 +191,8 @@ source_scan_paths(PlannerInfo *root, RelOptInfo *rel, Index rti,
 	if (prev_set_rel_pathlist_hook)
 		prev_set_rel_pathlist_hook(root, rel, rti, rte);
 
+	if (!streamwin_enable_source_scan)
+		return;
 	call = replaceable_call(rel, rti, rte);
 	if (call == NULL || list_length(rel->pathlist) != 1)
 		return;

@@ -104,6 +104,14 @@ _PG_init(void)
 							&streamwin_batch_work_mem,
 							65536, -1, MAX_KILOBYTES,
 							PGC_USERSET, GUC_UNIT_KB, NULL, NULL, NULL);
+	DefineCustomBoolVariable("streamwin.enable_source_scan",
+							 "Lets the planner read a source's batch rows with streamwin's own scan.",
+							 "Off, every source is read through its view's function, which copies "
+							 "the rows into a tuplestore first: the same rows, more slowly.  For "
+							 "comparing the two; statements already prepared keep their plans.",
+							 &streamwin_enable_source_scan,
+							 true,
+							 PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("streamwin.state_memory",
 							"Memory each state store of a query may use: its open groups, its dedup keys.",
 							"A query whose open groups (dedup keys) need more runs on its state "

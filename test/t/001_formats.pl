@@ -172,6 +172,43 @@ run_all('json_windows', scalar(@json_ev), offsets_of(@json_ev));
 results_match($node, sprintf($windowed_got, 'json_windows'),
 	windowed_want('want_json'), 'json: tumbling window aggregate is exact');
 
+# The same rows read through the view's function rather than streamwin's
+# scan (streamwin.enable_source_scan off in the session that plans the
+# batch): a transform, and a deduplication, which reads its source's rows
+# numbered.  The deduplication's result is compared with the same query's
+# through the scan, which 019_dedup_store.pl checks against plain SQL.
+like($node->safe_psql('postgres', 'EXPLAIN (COSTS OFF) SELECT * FROM fmt_json'),
+	qr/Custom Scan \(StreamwinSourceRows\)/, 'json: a source is read by the custom scan');
+like($node->safe_psql('postgres',
+		'SET streamwin.enable_source_scan = off; EXPLAIN (COSTS OFF) SELECT * FROM fmt_json'),
+	qr/Function Scan on source_rows/, 'json: or, with the scan off, by the function');
+psql_ok($node, q{
+SELECT streamwin.create_query('json_rows_fn',
+    'SELECT id, k, v, amount, ok, ts FROM fmt_json', start => false);
+SELECT streamwin.create_query('json_first_fn',
+    'SELECT id, k, v, ts FROM fmt_json', dedup_keys => '{k}',
+    options => '{"dedup_without_watermark": true}', start => false);
+SELECT streamwin.create_query('json_first',
+    'SELECT id, k, v, ts FROM fmt_json', dedup_keys => '{k}',
+    options => '{"dedup_without_watermark": true}', start => false);
+}, 'json: queries read through the function created');
+for my $q ('json_rows_fn', 'json_first_fn')
+{
+	my $r = query_json($node,
+		"SET streamwin.enable_source_scan = off; SELECT streamwin.run_available('$q')");
+	is($r && $r->{input_rows}, scalar(@json_ev), "$q: read every message through the function");
+}
+query_json($node, "SELECT streamwin.run_available('json_first')");
+results_match($node, 'SELECT id, k, v, amount, ok, ts FROM json_rows_fn',
+	'SELECT id, k, v, amount, ok, ts FROM want_json',
+	'json: the transform through the function reproduces every event');
+results_match($node, 'SELECT id, k, v, ts FROM json_first_fn',
+	'SELECT id, k, v, ts FROM json_first',
+	'json: deduplication through the function keeps the rows the scan keeps');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM json_first'),
+	scalar(keys %{ { map { ($_->[1] => 1) } @json_ev } }),
+	'json: deduplication keeps one row per key');
+
 # ---- csv ---------------------------------------------------------------
 
 sub csv_quote
