@@ -1,14 +1,14 @@
 /*-------------------------------------------------------------------------
  *
  * decode.h
- *	  Decoding of source message payloads (JSON, CSV, text) into tuples.
+ *	  Decoding of source message payloads (JSON, CSV, text) into rows.
  *
  * A source has a message format and a column list (the TupleDesc of the
- * relation that stands for the source).  Every message payload becomes one
- * tuple of that column list.  Decoding is on the hot path, so everything
- * that needs the catalogs is resolved once, in decoder_create(), and
- * decoder_decode() does no catalog access, builds no parse tree and copies
- * as little as it can.
+ * relation that stands for the source).  Every message payload becomes the
+ * values of one row of that column list.  Decoding is on the hot path, so
+ * everything that needs the catalogs is resolved once, in decoder_create(),
+ * and decoder_decode() does no catalog access, builds no parse tree and
+ * copies as little as it can.
  *
  * A message that is malformed never raises an error: decoder_decode()
  * returns a description of the problem, which the caller files in
