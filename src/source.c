@@ -105,7 +105,8 @@ source_tupdesc(Oid relid)
  * source view.  The batch statements do not call it: the planner puts the
  * scan of source_scan.c in its place, which reads the same rows without
  * copying them into a tuplestore.  It runs for what that scan does not
- * replace (for example a query that uses a source's whole row).
+ * replace (an UPDATE ... FROM a source, whose row mark needs the source's
+ * whole row) and with streamwin.enable_source_scan off.
  */
 Datum
 streamwin_source_rows(PG_FUNCTION_ARGS)

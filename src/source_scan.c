@@ -9,14 +9,15 @@
  * a set-returning function in FROM by materializing its result: every row
  * of the batch would be copied into a tuplestore and read back from it
  * before the query saw it, once per statement that reads the source.  The
- * batch's rows are already in memory as tuples (BatchInput), so this scan
- * hands them to the plan where they are.
+ * batch's rows are already in memory (BatchInput), so this scan hands them
+ * to the plan where they are.
  *
  * The planner hook offers the custom path for a function RTE that calls one
  * of the functions whose C body is streamwin_source_rows with constant
  * arguments, without ORDINALITY and without references to its whole row
- * (which the scan's target list could not provide); anything else keeps the
- * function scan, which returns the same rows.  The path keeps the row
+ * (which the scan's target list could not provide), unless
+ * streamwin.enable_source_scan is off; anything else keeps the function
+ * scan, which returns the same rows.  The path keeps the row
  * estimate the planner made from the function's ROWS, so plans keep their
  * shape: only the cost of calling the function goes.
  *
