@@ -48,7 +48,6 @@
 #include "optimizer/pathnode.h"
 #include "optimizer/paths.h"
 #include "optimizer/restrictinfo.h"
-#include "parser/parsetree.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
@@ -139,12 +138,13 @@ is_source_rows_function(Oid funcid)
 }
 
 /*
- * The call of streamwin.source_rows() a function RTE scans, if this scan can
- * replace its function scan: a single such call with non-null constant
- * arguments, no ORDINALITY, no LATERAL references, and no whole-row
- * reference to its result in the rel's outputs or quals.
+ * The call of streamwin.source_rows() a function RTE scans (with its column
+ * definitions), if this scan can replace its function scan: a single such
+ * call with non-null constant arguments, no ORDINALITY, no LATERAL
+ * references, and no whole-row reference to its result in the rel's outputs
+ * or quals.
  */
-static FuncExpr *
+static RangeTblFunction *
 replaceable_call(RelOptInfo *rel, Index rti, RangeTblEntry *rte)
 {
 	RangeTblFunction *rtfunc;
@@ -178,14 +178,14 @@ replaceable_call(RelOptInfo *rel, Index rti, RangeTblEntry *rte)
 		pull_varattnos((Node *) lfirst_node(RestrictInfo, lc)->clause, rti, &attrs);
 	if (bms_is_member(InvalidAttrNumber - FirstLowInvalidHeapAttributeNumber, attrs))
 		return NULL;
-	return call;
+	return rtfunc;
 }
 
 static void
 source_scan_paths(PlannerInfo *root, RelOptInfo *rel, Index rti,
 				  RangeTblEntry *rte)
 {
-	FuncExpr   *call;
+	RangeTblFunction *call;
 	Path	   *function_path;
 	CustomPath *path;
 
@@ -211,10 +211,7 @@ source_scan_paths(PlannerInfo *root, RelOptInfo *rel, Index rti,
 	path->path.parallel_workers = 0;
 	path->path.rows = function_path->rows;
 
-	/*
-	 * the function scan's cost without the function call, which is its
-	 * startup
-	 */
+	/* The function scan's cost without the call, which is its startup cost */
 	path->path.startup_cost = 0;
 	path->path.total_cost = function_path->total_cost - function_path->startup_cost;
 	path->path.pathkeys = NIL;
@@ -232,8 +229,7 @@ static Plan *
 source_scan_plan(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
 				 List *tlist, List *clauses, List *custom_plans)
 {
-	FuncExpr   *call = linitial(best_path->custom_private);
-	RangeTblFunction *rtfunc;
+	RangeTblFunction *rtfunc = linitial_node(RangeTblFunction, best_path->custom_private);
 	CustomScan *cscan = makeNode(CustomScan);
 	List	   *scan_tlist = NIL;
 	ListCell   *type,
@@ -247,7 +243,6 @@ source_scan_plan(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
 	 * into references to this list.  There is no relation to scan (scanrelid
 	 * 0), as for a join pushed down to a foreign server.
 	 */
-	rtfunc = linitial_node(RangeTblFunction, planner_rt_fetch(rel->relid, root)->functions);
 	forthree(type, rtfunc->funccoltypes, typmod, rtfunc->funccoltypmods,
 			 collation, rtfunc->funccolcollations)
 	{
@@ -264,7 +259,7 @@ source_scan_plan(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
 	cscan->scan.scanrelid = 0;
 	cscan->flags = best_path->flags;
 	cscan->custom_plans = NIL;
-	cscan->custom_exprs = copyObject(call->args);
+	cscan->custom_exprs = copyObject(((FuncExpr *) rtfunc->funcexpr)->args);
 	cscan->custom_private = NIL;
 	cscan->custom_scan_tlist = scan_tlist;
 	cscan->methods = &source_plan_methods;
