@@ -143,6 +143,7 @@ extern void compile_aggregate(Compiled *c, TargetEntry *tle);
 extern char *aggregate_literal(Oid aggfnoid);
 extern const char *merge_sql(PartialCol *p);
 extern const char *merge_agg_sql(PartialCol *p);
+extern const char *row_partial_sql(PartialCol *p, const char *arg, const char *filter);
 
 /* compile_window.c */
 extern char *group_columns(Compiled *c, const char *prefix);

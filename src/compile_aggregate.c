@@ -312,6 +312,35 @@ merge_sql(PartialCol *p)
 
 
 /*
+ * A plain partial (count, sum, min, max, bool_and, bool_or) over one row,
+ * as an expression of that row: what the partial aggregate gives for a
+ * group of that row alone.  arg is the aggregate's argument ("*" for
+ * count(*)), filter its FILTER condition or NULL.  count counts the
+ * argument's value unless NULL, as count's strict transition does, which
+ * for a row value is not what IS NOT NULL tests (num_nonnulls is); the
+ * others are their argument, in the partial's type (as a sum of one value
+ * is), or NULL for a row the filter leaves out.
+ */
+const char *
+row_partial_sql(PartialCol *p, const char *arg, const char *filter)
+{
+	char	   *type = format_type_be_qualified(exprType((Node *) p->expr));
+
+	Assert(p->merge != MERGE_STATE && p->merge != MERGE_UNION && p->merge != MERGE_FIRST);
+	if (p->merge == MERGE_ADD)
+	{
+		const char *n = strcmp(arg, "*") == 0 ? "1" : psprintf("pg_catalog.num_nonnulls(%s)", arg);
+
+		if (filter != NULL)
+			n = psprintf("CASE WHEN %s THEN %s ELSE 0 END", filter, n);
+		return psprintf("(%s)::%s", n, type);
+	}
+	if (filter != NULL)
+		return psprintf("(CASE WHEN %s THEN %s END)::%s", filter, arg, type);
+	return psprintf("(%s)::%s", arg, type);
+}
+
+/*
  * How the partials of several groups combine into one, as an aggregate:
  * sessions that merge, panes that make a hop window.
  */

@@ -101,19 +101,23 @@ keys_partition(Compiled *c)
 
 
 /*
- * The batch's own sessions, as the CTEs of a statement:
+ * The batch's own sessions (keys, window_start, window_end, partials), as
+ * the CTEs of a statement:
  *
  *	 r	 the batch's rows: keys, event time, aggregate arguments and filters
- *	 b	 the batch's sessions (keys, window_start, window_end, partials):
- *		 gaps and islands over event time per key, each island with its
- *		 partial aggregates; or per_instant, each instant of a key a session
- *		 [ts, ts + gap) of its own (session_store_groups_sql)
+ *	 b	 the batch's sessions: gaps and islands over event time per key,
+ *		 each island with its partial aggregates
  *
  * *brk and *isl are the names of the CTEs' own columns (named apart from
  * keys and partials), which a statement may use again for its own.
+ *
+ * Or, per_row, as a statement of its own (window_start, keys, partials,
+ * window_end; for session_store_groups_sql): each row a session
+ * [ts, ts + gap) of its own, its partials those of that row alone
+ * (row_partial_sql), in order of event time.
  */
 static char *
-batch_sessions_sql(Compiled *c, const char **brk, const char **isl, bool per_instant)
+batch_sessions_sql(Compiled *c, const char **brk, const char **isl, bool per_row)
 {
 	char	   *gap = psprintf("'%lld microseconds'::pg_catalog.interval", (long long) c->size_us);
 	Query	   *rq = copyObject(c->query);
@@ -122,6 +126,7 @@ batch_sessions_sql(Compiled *c, const char **brk, const char **isl, bool per_ins
 	ListCell   *lc;
 	int			i = 0;
 	StringInfoData bparts;
+	StringInfoData rparts;
 	StringInfoData sql;
 	char	   *keys = keys_list(c, "");
 	char	   *part = keys_partition(c);
@@ -141,12 +146,14 @@ batch_sessions_sql(Compiled *c, const char **brk, const char **isl, bool per_ins
 	tlist = lappend(tlist, makeTargetEntry(copyObject(c->event_time), resno++,
 										   ts_name, false));
 	initStringInfo(&bparts);
+	initStringInfo(&rparts);
 	foreach(lc, c->partials)
 	{
 		PartialCol *p = lfirst(lc);
 		Aggref	   *a = (Aggref *) p->expr;
 		char	   *arg = "*";
 		char	   *filter = "";
+		const char *fcol = NULL;
 		ListCell   *lc2;
 
 		i++;
@@ -181,12 +188,16 @@ batch_sessions_sql(Compiled *c, const char **brk, const char **isl, bool per_ins
 			char	   *col = internal_name(&taken, psprintf("__f%d", i), "");
 
 			tlist = lappend(tlist, makeTargetEntry(copyObject(a->aggfilter), resno++, col, false));
-			filter = psprintf(" FILTER (WHERE %s)", quote_identifier(col));
+			fcol = quote_identifier(col);
+			filter = psprintf(" FILTER (WHERE %s)", fcol);
 		}
 		appendStringInfo(&bparts, ", %s.%s(%s)%s AS %s",
 						 quote_identifier(get_namespace_name(get_func_namespace(a->aggfnoid))),
 						 quote_identifier(get_func_name(a->aggfnoid)), arg, filter,
 						 quote_identifier(p->name));
+		if (per_row)
+			appendStringInfo(&rparts, "%s AS %s, ", row_partial_sql(p, arg, fcol),
+							 quote_identifier(p->name));
 	}
 	rq->targetList = tlist;
 	rq->groupClause = NIL;
@@ -195,13 +206,16 @@ batch_sessions_sql(Compiled *c, const char **brk, const char **isl, bool per_ins
 	*brk = quote_identifier(internal_name(&taken, "__brk", ""));
 	*isl = quote_identifier(internal_name(&taken, "__isl", ""));
 	initStringInfo(&sql);
-	if (per_instant)
+	if (per_row)
 	{
+		/*
+		 * One statement, no CTE: PostgreSQL keeps a CTE over the batch's rows
+		 * (a volatile function) in a tuplestore, a copy of every row.
+		 */
 		appendStringInfo(&sql,
-						 "WITH r AS (%s), "
-						 "b AS (SELECT %s%s AS window_start, %s + %s AS window_end%s FROM r GROUP BY %s%s)",
-						 deparse_query_qualified(rq),
-						 keys, ts, ts, gap, bparts.data, keys, ts);
+						 "SELECT %s AS window_start, %s%s%s + %s AS window_end "
+						 "FROM (%s) AS r ORDER BY %s",
+						 ts, keys, rparts.data, ts, gap, deparse_query_qualified(rq), ts);
 		return sql.data;
 	}
 	appendStringInfo(&sql,
@@ -237,21 +251,23 @@ partial_columns(Compiled *c)
  * its sessions (session_merge in state_store.c) in any order.
  *
  * Where every partial is a plain value (count, sum, min, max, bool_and,
- * bool_or), each instant of a key is a session of its own, [ts, ts + gap),
- * in order of key and time, and the store joins them, each with the
- * newest session of its key: one sorted aggregation by key and event
- * time, where building the batch's islands first takes two window
- * functions and a second aggregation.  Transition states, sketches and
- * distinct sets cost more to build and combine per instant than per
- * island, so those queries build the batch's islands first (each way
- * measured, see the commit that chose it).
+ * bool_or), each row is a session of its own, [ts, ts + gap), its
+ * partials those of that row alone, in order of event time, and the store
+ * joins them: in that order each row meets the newest session of its key,
+ * which it extends or follows.  That is a projection and a sort on one
+ * timestamp, where grouping the rows by key and instant first takes a
+ * hash aggregation and a sort on keys and time, and building the batch's
+ * islands two window functions and a second aggregation.  Transition
+ * states, sketches and distinct sets cost more to build and combine per
+ * row than per island, so those queries build the batch's islands first
+ * (each way measured, see the commits that chose them).
  */
 char *
 session_store_groups_sql(Compiled *c)
 {
 	const char *brk;
 	const char *isl;
-	bool		per_instant = true;
+	bool		per_row = true;
 	char	   *with;
 	StringInfoData cols;
 	ListCell   *lc;
@@ -261,20 +277,16 @@ session_store_groups_sql(Compiled *c)
 		MergeKind	m = ((PartialCol *) lfirst(lc))->merge;
 
 		if (m == MERGE_STATE || m == MERGE_UNION)
-			per_instant = false;
+			per_row = false;
 	}
-	with = batch_sessions_sql(c, &brk, &isl, per_instant);
+	if (per_row)
+		return batch_sessions_sql(c, &brk, &isl, true);
+	with = batch_sessions_sql(c, &brk, &isl, false);
 	initStringInfo(&cols);
 	appendStringInfoString(&cols, keys_list(c, ""));
 	foreach(lc, c->partials)
 		appendStringInfo(&cols, "%s, ", quote_identifier(((PartialCol *) lfirst(lc))->name));
-
-	/*
-	 * instants in order of key and time, so each meets its key's newest
-	 * session
-	 */
-	return psprintf("%s SELECT window_start, %swindow_end FROM b%s", with, cols.data,
-					per_instant ? psprintf(" ORDER BY %swindow_start", keys_list(c, "")) : "");
+	return psprintf("%s SELECT window_start, %swindow_end FROM b", with, cols.data);
 }
 
 /*

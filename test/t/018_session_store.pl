@@ -15,8 +15,9 @@
 # earlier, and are bridged into one, within a batch and across batches.
 #
 # Session queries of plain values (count, sum, min, max) give the store
-# each instant of a key; those with a transition state (var_samp, in
-# m_update and c_upd) have the executor build a batch's sessions first.
+# each row as a session (part 4); those with a transition state
+# (var_samp, in m_update and c_upd) have the executor build a batch's
+# sessions first.
 # Both are checked everywhere below.
 #
 #   1. The memory cap, in a session (streamwin.state_memory = 1MB): update,
@@ -30,7 +31,10 @@
 #   3. Crashes (SIGKILL of the worker, or of an unrelated backend) right
 #      after a checkpoint and two batches after one: each query restores
 #      its checkpoint, replays, reads on.
-#   In each part, after many batches: the checkpoint table equals the state
+#   4. Plain partials of one row: every plain kind over NULLs, FILTERs, row
+#      values and rows that share a key and a time, in update and append
+#      mode.
+#   In parts 1-3, after many batches: the checkpoint table equals the state
 #   table, row for row.
 use strict;
 use warnings;
@@ -52,7 +56,7 @@ my $node = new_node('sessions_store',
 # extra conditions on them; with $var, var_samp(v) too.  The queries with
 # it (m_update, c_upd) keep a transition state, so the executor builds a
 # batch's sessions first; the others, of plain values only, give the store
-# each instant of a key as a session.
+# each row as a session.
 my $AGGS  = 'count(*)::bigint AS n, sum(v)::bigint AS s, min(v) AS lo, max(v) AS hi';
 my $COLS  = 'window_start, window_end, k, n, s, lo, hi';
 my $VCOLS = "$COLS, var";
@@ -342,6 +346,83 @@ wait_until($node,
 	$s->quit;
 	check_part3('at the end');
 }
+
+# ==== 4. plain partials of one row ===========================================
+
+# A session query of plain values gives the store each row as a session
+# of its own, with the partials of that row alone (row_partial_sql in
+# src/compile_aggregate.c).  Every plain kind, over NULLs and FILTERs:
+# count of a value that may be NULL and of a row value with a NULL field
+# (counted: the value is not NULL), count(*) and sum with FILTER, sums of
+# numeric and of float8 (quarters, so the sum is exact in any order),
+# min, max, bool_and, every, bool_or; and rows that share their key and
+# event time.  Update and append mode, in batches of 70 rows whose
+# sessions the next batches extend, start earlier and bridge, each
+# against plain SQL over the same events.
+psql_ok($node, q{
+CREATE TABLE ev4 (id bigserial, k int, v int, x numeric, f float8, b bool, ts timestamptz);
+SELECT streamwin.create_table_source('s4', 'ev4', '{"max_records_per_batch": 70}');
+SELECT streamwin.create_query('p_upd',
+    $q$SELECT k, count(v) AS nv, count(ROW(v, NULL::int)) AS nr, count(*) FILTER (WHERE v > 500) AS nf,
+              sum(v) FILTER (WHERE b) AS sf, sum(x) AS sx, sum(f) AS sfl, min(x) AS lo, max(f) AS hi,
+              bool_and(b) AS ba, every(v IS NOT NULL) AS ev, bool_or(b) AS bo
+       FROM s4 GROUP BY streamwin.session(ts, '10 seconds'), k$q$,
+    output_mode => 'update', start => false);
+SELECT streamwin.create_query('p_app',
+    $q$SELECT k, count(v) AS nv, count(ROW(v, NULL::int)) AS nr, count(*) FILTER (WHERE v > 500) AS nf,
+              sum(v) FILTER (WHERE b) AS sf, sum(x) AS sx, sum(f) AS sfl, min(x) AS lo, max(f) AS hi,
+              bool_and(b) AS ba, every(v IS NOT NULL) AS ev, bool_or(b) AS bo
+       FROM s4 GROUP BY streamwin.session(ts, '10 seconds'), k$q$,
+    watermark => '1 minute', start => false);
+});
+my $PCOLS = 'window_start, window_end, k, nv, nr, nf, sf, sx, sfl, lo, hi, ba, ev, bo';
+
+sub want_p
+{
+	my ($where) = @_;
+	return qq{SELECT * FROM (
+  SELECT min(ts) AS window_start, max(ts) + interval '10 seconds' AS window_end, k,
+         count(v) AS nv, count(ROW(v, NULL::int)) AS nr, count(*) FILTER (WHERE v > 500) AS nf,
+         sum(v) FILTER (WHERE b) AS sf, sum(x) AS sx, sum(f) AS sfl, min(x) AS lo, max(f) AS hi,
+         bool_and(b) AS ba, every(v IS NOT NULL) AS ev, bool_or(b) AS bo
+    FROM (SELECT *, sum(brk) OVER (PARTITION BY k ORDER BY ts, id ROWS UNBOUNDED PRECEDING) AS isl
+            FROM (SELECT *, CASE WHEN ts - lag(ts) OVER (PARTITION BY k ORDER BY ts, id)
+                                      < interval '10 seconds' THEN 0 ELSE 1 END AS brk
+                    FROM ev4) a) b
+   GROUP BY k, isl) w} . ($where ? " WHERE $where" : '');
+}
+
+# 7 keys; event times on a 250 ms grid up to 30 s out of order, so rows
+# share a key and a time; a fifth of v, x, f and b NULL.
+psql_ok($node, q{
+CREATE PROCEDURE events4(n int) LANGUAGE plpgsql AS $p$
+BEGIN
+    INSERT INTO ev4 (k, v, x, f, b, ts)
+    SELECT abs(hashint4(b + g)) % 7,
+           CASE WHEN abs(hashint4(b + g + 1)) % 5 > 0 THEN abs(hashint4(b + g + 2)) % 1000 END,
+           CASE WHEN abs(hashint4(b + g + 3)) % 5 > 0 THEN (abs(hashint4(b + g + 4)) % 100000) / 100.0 END,
+           CASE WHEN abs(hashint4(b + g + 5)) % 5 > 0 THEN (abs(hashint4(b + g + 6)) % 4000) / 4.0 - 500 END,
+           CASE WHEN abs(hashint4(b + g + 7)) % 5 > 0 THEN abs(hashint4(b + g + 8)) % 3 > 0 END,
+           timestamptz '2024-01-01 00:00:00+00' + ((b + g) * 2 - abs(hashint4(b + g + 9)) % 120) * interval '250 ms'
+      FROM (SELECT count(*)::int AS b FROM ev4) c, generate_series(1, n) g;
+END $p$;
+CALL events4(1500);
+});
+my $p4 = store_session($node);
+for my $round (1 .. 3)
+{
+	sess_ok($p4, "CALL streamwin.catch_up('$_')") for qw(p_upd p_app);
+	results_match($node, "SELECT $PCOLS FROM p_upd", want_p(),
+		"part 4, round $round: p_upd holds every session");
+	results_match($node, "SELECT $PCOLS FROM p_app",
+		want_p("window_end <= (SELECT max(ts) - interval '1 minute' FROM ev4)"),
+		"part 4, round $round: p_app holds the closed sessions");
+	psql_ok($node, 'CALL events4(700)') if $round < 3;
+}
+$p4->quit;
+ok( $node->safe_psql('postgres',
+		q{SELECT count(*) FROM (SELECT k, ts FROM ev4 GROUP BY k, ts HAVING count(*) > 1) d}) > 20,
+	'part 4: many rows share their key and event time');
 
 $node->stop;
 done_testing();
