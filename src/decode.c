@@ -44,6 +44,20 @@ static const char *decode_text_message(MessageDecoder *decoder,
 static DecodeFastPath fast_path_for(Oid type, int32 typmod);
 static bool parse_iso_timestamptz(const char *s, int len, TimestampTz *result);
 static bool parse_decimal_integer(const char *s, int len, int maxdigits, int64 *result);
+static bool parse_short_decimal(const char *s, int len, int maxdigits, int maxscale,
+								int64 *digits, int *scale, bool *negative);
+
+/*
+ * Powers of ten that float4 and float8 hold exactly (5^10 < 2^24 and
+ * 5^22 < 2^53), for the division of parse_short_decimal's digits.
+ */
+static const float4 float4_powers_of_ten[] = {
+	1e0f, 1e1f, 1e2f, 1e3f, 1e4f, 1e5f, 1e6f, 1e7f, 1e8f, 1e9f, 1e10f
+};
+static const float8 float8_powers_of_ten[] = {
+	1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
+	1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22
+};
 
 /*
  * source_format_from_name
@@ -411,6 +425,8 @@ decode_input(MessageDecoder *decoder, DecodeColumn *column,
 	{
 		TimestampTz ts;
 		int64		n;
+		int			scale;
+		bool		negative;
 
 		switch (column->fast)
 		{
@@ -431,6 +447,22 @@ decode_input(MessageDecoder *decoder, DecodeColumn *column,
 			case DECODE_FAST_INT8:
 				if (parse_decimal_integer(chars, len, 18, &n))
 					return Int64GetDatum(n);
+				break;
+			case DECODE_FAST_FLOAT4:
+				if (parse_short_decimal(chars, len, 7, 10, &n, &scale, &negative))
+				{
+					float4		f = (float4) n / float4_powers_of_ten[scale];
+
+					return Float4GetDatum(negative ? -f : f);
+				}
+				break;
+			case DECODE_FAST_FLOAT8:
+				if (parse_short_decimal(chars, len, 15, 22, &n, &scale, &negative))
+				{
+					float8		f = (float8) n / float8_powers_of_ten[scale];
+
+					return Float8GetDatum(negative ? -f : f);
+				}
 				break;
 			case DECODE_FAST_TEXT:
 				/* what textin makes of it; the payload holds no NUL byte */
@@ -467,6 +499,10 @@ fast_path_for(Oid type, int32 typmod)
 			return DECODE_FAST_INT4;
 		case INT8OID:
 			return DECODE_FAST_INT8;
+		case FLOAT4OID:
+			return DECODE_FAST_FLOAT4;
+		case FLOAT8OID:
+			return DECODE_FAST_FLOAT8;
 		case TEXTOID:
 			return DECODE_FAST_TEXT;
 		default:
@@ -505,6 +541,56 @@ parse_decimal_integer(const char *s, int len, int maxdigits, int64 *result)
 		v = v * 10 + (*p - '0');
 	}
 	*result = negative ? -v : v;
+	return true;
+}
+
+/*
+ * parse_short_decimal
+ *		An optional '-', digits, and optionally '.' and more digits, nothing
+ *		else, of at most maxdigits digits in all and maxscale after the
+ *		point: the shape of most decimals in JSON and CSV.  *digits is the
+ *		value of the digits without the point, *scale the number of digits
+ *		after it, *negative whether a '-' came first.  Within those limits
+ *		the digits and the power of ten are exact in the floating-point type
+ *		(maxdigits 7 for float4, 15 for float8), so one division, which
+ *		IEEE 754 rounds correctly, and the sign give the value nearest the
+ *		decimal: what float4in and float8in (strtof, strtod) give it, -0 for
+ *		a '-' and zero digits included.  For anything else
+ *		(exponents, '+', spaces, ".5", "Infinity", more digits) it returns
+ *		false and the caller uses the input function.
+ */
+static bool
+parse_short_decimal(const char *s, int len, int maxdigits, int maxscale,
+					int64 *digits, int *scale, bool *negative)
+{
+	const char *p = s;
+	const char *end = s + len;
+	const char *point = NULL;
+	int			ndigits = 0;
+	int64		v = 0;
+
+	*negative = p < end && *p == '-';
+	if (*negative)
+		p++;
+	for (; p < end; p++)
+	{
+		if (*p >= '0' && *p <= '9')
+		{
+			if (++ndigits > maxdigits)
+				return false;
+			v = v * 10 + (*p - '0');
+		}
+		else if (*p == '.' && point == NULL && ndigits > 0)
+			point = p;
+		else
+			return false;
+	}
+	if (ndigits == 0 || (point != NULL && point == end - 1))
+		return false;
+	*scale = point != NULL ? end - point - 1 : 0;
+	if (*scale > maxscale)
+		return false;
+	*digits = v;
 	return true;
 }
 

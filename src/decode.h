@@ -104,6 +104,8 @@ typedef enum DecodeFastPath
 	DECODE_FAST_INT2,			/* plain decimal integers */
 	DECODE_FAST_INT4,
 	DECODE_FAST_INT8,
+	DECODE_FAST_FLOAT4,			/* plain decimals of few digits */
+	DECODE_FAST_FLOAT8,
 	DECODE_FAST_TEXT			/* text: the characters as they are */
 } DecodeFastPath;
 

@@ -308,14 +308,16 @@ results_match(
 is($node->safe_psql('postgres', 'SELECT count(*) FROM streamwin.dead_letters'),
 	'0', 'no dead letters from well-formed messages');
 
-# ---- integer and text values against their input functions -------------
+# ---- integer, floating-point and text values against their input functions
 
-# The decoder reads plain decimal integers and text itself and leaves every
-# other spelling to the type's input function.  Each message carries one
-# spelling in one column (smallint, integer, bigint or text), as a JSON
-# number when it is one and as a string otherwise; what the cast of the same
-# text gives in plain SQL is expected: the value, or a dead letter with the
-# cast's error message.
+# The decoder reads plain decimal integers, short plain decimals into real
+# and double precision, and text itself, and leaves every other spelling to
+# the type's input function.  Each message carries one spelling in one
+# column (smallint, integer, bigint, real, double precision or text), as a
+# JSON number when it is one and as a string otherwise; what the cast of
+# the same text gives in plain SQL is expected: the value (compared as
+# text, which for floating point is the shortest that reads back to the
+# same value, -0 included), or a dead letter with the cast's error message.
 my @int_spellings = (
 	'0', '-0', '7', '007', '-007', '+5', ' 12', '12 ', '1e3', '12.0', '',
 	'-', '1_000', '0x1f', '9999', '-9999', '32767', '-32768', '32768',
@@ -324,11 +326,30 @@ my @int_spellings = (
 	'-999999999999999999', '9223372036854775807', '-9223372036854775808',
 	'9223372036854775808', '-9223372036854775809', '00000000000000000001',
 	'-00000000000000000000', '12345678901234567890123');
+# around the fast path's limits: 7 digits and 10 after the point for
+# real, 15 and 22 for double precision, and decimals that do not round
+# exactly
+my @float_spellings = (
+	'0', '-0', '0.0', '-0.0', '-0.000', '7', '-7', '007.50', '1.5', '-1.5',
+	'0.1', '0.2', '0.3', '2.675', '4.35', '-123.456', '1234567', '-1234567',
+	'12345678', '0.1234567', '0.12345678', '3.4028235', '9999999',
+	'0.0000000001', '0.00000000001', '12345678.9', '123456789012345',
+	'-999999999999999', '9999999999999999', '1.23456789012345',
+	'3.14159265358979', '2.2250738585072014', '1.7976931348623157',
+	'0.30000000000000004', '900719925474099.3', '9007199254740993',
+	'0.0000000000000000000001', '0.00000000000000000000001',
+	'0.000000000000000000000001', '1e3', '-1.5e-3', '1e39', '1e309',
+	'1e-400', 'NaN', 'Infinity', '-Infinity', '.5', '5.', '+1.5', ' 1.5',
+	'1.5 ', '', '-', '.', '1,5', '1..5', '1.5.', '0x10', '1_000.5');
 my @text_spellings = ('', 'plain', 'é€', '12.50', 'tab	in', 'back\\slash');
 my @spell;    # [id, column, spelling]
 for my $col ('a', 'b', 'c')
 {
 	push @spell, [ scalar(@spell) + 1, $col, $_ ] for @int_spellings;
+}
+for my $col ('r', 'd')
+{
+	push @spell, [ scalar(@spell) + 1, $col, $_ ] for @float_spellings;
 }
 push @spell, [ scalar(@spell) + 1, 't', $_ ] for @text_spellings;
 my $jenc = JSON::PP->new->allow_nonref;
@@ -348,7 +369,8 @@ LANGUAGE plpgsql AS $$
 BEGIN
     EXECUTE format('SELECT %L::%s::text', spelling,
                    CASE col WHEN 'a' THEN 'smallint' WHEN 'b' THEN 'integer'
-                            WHEN 'c' THEN 'bigint' ELSE 'text' END)
+                            WHEN 'c' THEN 'bigint' WHEN 'r' THEN 'real'
+                            WHEN 'd' THEN 'double precision' ELSE 'text' END)
         INTO value;
 EXCEPTION WHEN data_exception THEN
     error := SQLERRM || format(' (JSON key "%s" of the message)', col);
@@ -358,13 +380,13 @@ CREATE TABLE spelled AS
 }, 'spellings: their casts computed in plain SQL');
 psql_ok($node, qq{
 SELECT streamwin.create_kafka_source('fmt_spell', '$brokers', 'fmt_spell',
-    'id int, a smallint, b integer, c bigint, t text', 'json');
+    'id int, a smallint, b integer, c bigint, r real, d double precision, t text', 'json');
 SELECT streamwin.create_query('spell_rows',
-    'SELECT id, a, b, c, t FROM fmt_spell', start => false);
+    'SELECT id, a, b, c, r, d, t FROM fmt_spell', start => false);
 SELECT streamwin.run_available('spell_rows');
 }, 'spellings: read by a transform');
 results_match($node,
-	q{SELECT id, coalesce(a::text, b::text, c::text, t) FROM spell_rows},
+	q{SELECT id, coalesce(a::text, b::text, c::text, r::text, d::text, t) FROM spell_rows},
 	q{SELECT id, value FROM spelled WHERE error IS NULL},
 	'spellings: every accepted value is what its cast gives');
 results_match($node,
@@ -375,6 +397,10 @@ results_match($node,
 cmp_ok($node->safe_psql('postgres',
 		q{SELECT count(*) FROM spelled WHERE error IS NULL AND col <> 't'}),
 	'>', 40, 'spellings: integers both accepted and rejected');
+is( $node->safe_psql('postgres',
+		q{SELECT count(*) FILTER (WHERE error IS NULL) > 80 AND count(*) FILTER (WHERE error IS NOT NULL) > 15
+		    FROM spelled WHERE col IN ('r', 'd')}),
+	't', 'spellings: floating-point values both accepted and rejected');
 
 $node->stop;
 $broker->stop;
