@@ -144,10 +144,12 @@ hop_without_srf(Compiled *c, Query *pq, int32 n)
  * panes, the tumbling windows of the slide: each pane lies whole in the
  * size / slide windows that start at it and at the starts before it.  So
  * a batch aggregates each row once, into its pane, then merges every
- * pane's partial aggregates into the windows covering it, with the same
- * aggregates that merge sessions (merge_agg_sql).  Without panes each row
- * is aggregated once per window (ten times for 10 minutes sliding by 1):
- * bench case 3.
+ * pane's partial aggregates into the windows covering it: in SQL with the
+ * same aggregates that merge sessions (merge_agg_sql), in a state store
+ * by merging each pane's group into those windows' groups (merge_receive),
+ * which takes a second aggregation out of the statement.  Without panes
+ * each row is aggregated once per window (ten times for 10 minutes sliding
+ * by 1): bench case 3.
  */
 static bool
 hop_uses_panes(Compiled *c)
@@ -189,9 +191,14 @@ partial_rows_sql(Compiled *c, Query *pq, bool merge)
 	return sql.data;
 }
 
-/* The query computing one batch's partial aggregates. */
+/*
+ * The query computing one batch's partial aggregates.  For hop windows
+ * from panes, the windows' (the panes merged, in SQL), or with
+ * panes_only the panes' own, which a store merges into the windows
+ * itself (StorePlan.panes).
+ */
 static char *
-partial_query_sql(Compiled *c)
+partial_query_sql(Compiled *c, bool panes_only)
 {
 	Query	   *pq = copyObject(c->query);
 	List	   *tlist = NIL;
@@ -232,6 +239,8 @@ partial_query_sql(Compiled *c)
 
 	/* the panes (one window start each: the pane's own), then the windows */
 	pq = hop_without_srf(c, pq, 1);
+	if (panes_only)
+		return partial_rows_sql(c, pq, true);
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "SELECT p.window_start - __streamwin_pane.i * '%lld microseconds'::pg_catalog.interval",
 					 (long long) c->slide_us);
@@ -460,7 +469,7 @@ aggregate_statements(Compiled *c, Oid result, Oid state, OutputMode mode, String
 {
 	char	   *rname = qualified_relname(result);
 	char	   *sname = qualified_relname(state);
-	char	   *partial = partial_query_sql(c);
+	char	   *partial = partial_query_sql(c, false);
 	char	   *merge = state_merge_sql(c, sname, partial);
 
 	plan_add_statement(plan, STMT_BATCH, batch_merge_sql(c, rname, sname, mode, partial));
@@ -469,7 +478,7 @@ aggregate_statements(Compiled *c, Oid result, Oid state, OutputMode mode, String
 		/* the rows of the preserved side that go without a match */
 		c->join->unmatched_pass = true;
 		plan_add_statement(plan, STMT_JOIN_UNMATCHED,
-						   batch_merge_sql(c, rname, sname, mode, partial_query_sql(c)));
+						   batch_merge_sql(c, rname, sname, mode, partial_query_sql(c, false)));
 		c->join->unmatched_pass = false;
 	}
 
@@ -553,11 +562,11 @@ store_statements(Compiled *c, Oid result, Oid state, int32 query_id, OutputMode 
 	bool		session = c->window != NULL && strcmp(c->window, "session") == 0;
 
 	plan_add_statement(plan, STMT_STORE_GROUPS,
-					   session ? session_store_groups_sql(c) : partial_query_sql(c));
+					   session ? session_store_groups_sql(c) : partial_query_sql(c, true));
 	if (c->join != NULL && c->join->preserved >= 0)
 	{
 		c->join->unmatched_pass = true;
-		plan_add_statement(plan, STMT_JOIN_UNMATCHED_GROUPS, partial_query_sql(c));
+		plan_add_statement(plan, STMT_JOIN_UNMATCHED_GROUPS, partial_query_sql(c, true));
 		c->join->unmatched_pass = false;
 	}
 	if (mode == OUTPUT_UPDATE)
@@ -666,6 +675,11 @@ store_plan(Compiled *c, StringInfo plan)
 	sp.windowed = c->window != NULL;
 	sp.session = c->window != NULL && strcmp(c->window, "session") == 0;
 	sp.window_size_us = c->size_us;
+	if (hop_uses_panes(c))
+	{
+		sp.panes = (int) (c->size_us / c->slide_us);
+		sp.slide_us = c->slide_us;
+	}
 	sp.npartials = list_length(c->partials);
 	sp.merge = palloc(sizeof(MergeKind) * Max(sp.npartials, 1));
 	sp.aggregate = palloc0(sizeof(char *) * Max(sp.npartials, 1));

@@ -254,6 +254,9 @@ store_plan_json(const StorePlan *plan, StringInfo buf)
 		appendStringInfoString(buf, "\"window\": \"session\", ");
 	if (plan->dedup)
 		appendStringInfoString(buf, "\"dedup\": true, ");
+	if (plan->panes > 1)
+		appendStringInfo(buf, "\"panes\": %d, \"slide_us\": " INT64_FORMAT ", ",
+						 plan->panes, plan->slide_us);
 	appendStringInfoString(buf, "\"partials\": [");
 	for (int i = 0; i < plan->npartials; i++)
 	{
@@ -297,6 +300,10 @@ store_plan_read(Jsonb *plan, const char *member)
 	window = jsonb_get_text(store, "window");
 	p->session = window != NULL && strcmp(window, "session") == 0;
 	p->dedup = jsonb_get_text(store, "dedup") != NULL;
+	window = jsonb_get_text(store, "panes");
+	p->panes = window ? atoi(window) : 0;
+	window = jsonb_get_text(store, "slide_us");
+	p->slide_us = window ? strtoll(window, NULL, 10) : 0;
 	p->merge = palloc(sizeof(MergeKind) * cap);
 	p->aggregate = palloc0(sizeof(char *) * cap);
 
@@ -1237,28 +1244,51 @@ typedef struct MergeReceiver
 	int			nrows;
 } MergeReceiver;
 
-/* One of the batch's groups: window_start, keys, partials. */
+/* Merge the partials of the batch's group in slot into the key slot's group. */
+static void
+merge_group(StateStore *s, TupleTableSlot *slot)
+{
+	bool		created;
+	StoreGroup *g = store_group(s, &created);
+
+	/* a group the store did not have is one the result does not have */
+	if (created)
+		g->flags |= GROUP_NEW;
+	for (int i = 0; i < s->npartials; i++)
+		merge_partial(s, g, i, slot->tts_values[s->nkeys + i], slot->tts_isnull[s->nkeys + i]);
+	group_changed(s, g);
+}
+
+/*
+ * One of the batch's groups: window_start, keys, partials.  With panes, a
+ * pane's group, which merges into every window covering the pane: the one
+ * starting with it and those starting a slide, two slides... before.
+ */
 static bool
 merge_receive(TupleTableSlot *slot, DestReceiver *self)
 {
 	StateStore *s = ((MergeReceiver *) self)->store;
 	MemoryContext old = MemoryContextSwitchTo(s->temp_cxt);
-	StoreGroup *g;
-	bool		created;
 
 	slot_getallattrs(slot);
 	if (s->plan.session)
 		session_merge(s, slot);
 	else
 	{
-		fill_key_slot(s, slot, NULL);
-		g = store_group(s, &created);
-		/* a group the store did not have is one the result does not have */
-		if (created)
-			g->flags |= GROUP_NEW;
-		for (int i = 0; i < s->npartials; i++)
-			merge_partial(s, g, i, slot->tts_values[s->nkeys + i], slot->tts_isnull[s->nkeys + i]);
-		group_changed(s, g);
+		TupleTableSlot *key = s->key_slot;
+
+		for (int i = 0; i < Max(s->plan.panes, 1); i++)
+		{
+			/*
+			 * The key slot again each time: making a group materializes it,
+			 * and the values it deforms from its tuple replace its own.
+			 */
+			fill_key_slot(s, slot, NULL);
+			if (i > 0)
+				key->tts_values[0] = TimestampTzGetDatum(DatumGetTimestampTz(key->tts_values[0]) -
+														 i * s->plan.slide_us);
+			merge_group(s, slot);
+		}
 	}
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(s->temp_cxt);

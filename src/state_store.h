@@ -90,6 +90,11 @@ typedef struct StorePlan
 	bool		dedup;			/* dedup keys: keys, event time, then the
 								 * partials batch_ord and batch_id (FIRST) */
 	int64		window_size_us;
+	int			panes;			/* hop windows from panes: the windows each of
+								 * the batch's groups (a pane) merges into,
+								 * starting at its start and every slide_us
+								 * before; else 0 */
+	int64		slide_us;
 	int			npartials;
 	MergeKind  *merge;			/* per partial column */
 	char	  **aggregate;		/* MERGE_STATE: regprocedure text, else NULL */
