@@ -122,6 +122,13 @@ SELECT streamwin.create_query('click_imps', $$SELECT c.click_id, count(i.imp_id)
     AND i.imp_time BETWEEN c.click_time - interval '1 day' AND c.click_time
     GROUP BY streamwin.tumble(c.click_time, '1 hour'), c.click_id$$,
     watermark => '1 minute', output_mode => 'update', start => false);
+-- hop windows (from panes) over the outer join, its unmatched clicks too
+SELECT streamwin.create_query('click_imps_hop', $$SELECT c.ad_id % 3 AS g, count(i.imp_id) AS imps,
+           count(*) AS n, sum(c.cost) AS cost
+    FROM impressions i RIGHT JOIN clicks c ON c.ad_id = i.ad_id
+    AND i.imp_time BETWEEN c.click_time - interval '1 day' AND c.click_time
+    GROUP BY streamwin.hop(c.click_time, '45 minutes', '15 minutes'), g$$,
+    watermark => '1 minute', output_mode => 'update', start => false);
 SELECT name, source, state FROM streamwin.queries ORDER BY name;
 -- the sources stay while queries read them
 SELECT streamwin.drop_source('clicks');
@@ -138,7 +145,8 @@ CREATE FUNCTION run_all() RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
 	q text;
 BEGIN
-	FOREACH q IN ARRAY array['pairs', 'per_ad', 'imp_campaigns', 'pairs_once', 'imp_clicks', 'click_imps'] LOOP
+	FOREACH q IN ARRAY array['pairs', 'per_ad', 'imp_campaigns', 'pairs_once', 'imp_clicks', 'click_imps',
+                       'click_imps_hop'] LOOP
 		PERFORM streamwin.run_available(q);
 	END LOOP;
 END $$;
@@ -217,6 +225,18 @@ SELECT streamwin.tumble(c.click_time, '1 hour') AS window_start,
 SELECT count(*) AS clicks, count(*) FILTER (WHERE imps = 0) AS unmatched FROM want_click_imps;
 (SELECT * FROM click_imps EXCEPT ALL SELECT * FROM want_click_imps)
 UNION ALL (SELECT * FROM want_click_imps EXCEPT ALL SELECT * FROM click_imps);
+CREATE VIEW want_click_imps_hop AS
+SELECT w.start AS window_start, w.start + interval '45 minutes' AS window_end,
+       c.ad_id % 3 AS g, count(i.imp_id) AS imps, count(*) AS n, sum(c.cost) AS cost
+  FROM imp i RIGHT JOIN clk c ON c.ad_id = i.ad_id
+   AND i.imp_time BETWEEN c.click_time - interval '1 day' AND c.click_time
+  CROSS JOIN LATERAL (SELECT date_bin('15 minutes', c.click_time, 'epoch') - k * interval '15 minutes'
+                        FROM generate_series(0, 2) k) AS w(start)
+ WHERE c.click_id <> 9999
+ GROUP BY 1, 2, 3;
+SELECT count(*) AS windows, sum(n) AS rows, sum(n - imps) AS unmatched FROM want_click_imps_hop;
+(SELECT * FROM click_imps_hop EXCEPT ALL SELECT * FROM want_click_imps_hop)
+UNION ALL (SELECT * FROM want_click_imps_hop EXCEPT ALL SELECT * FROM click_imps_hop);
 
 -- Only the rows that can still match stay: the two far ahead.
 SELECT q, (SELECT state_rows FROM streamwin.progress p WHERE p.query = q ORDER BY batch_id DESC LIMIT 1)
@@ -235,10 +255,12 @@ SELECT streamwin.reset_query('pairs', 'latest');
 SELECT streamwin.run_batch('pairs') -> 'input_rows' AS input_rows;
 
 SELECT streamwin.drop_query(q, drop_result => true)
-  FROM unnest(array['pairs', 'per_ad', 'imp_campaigns', 'pairs_once', 'imp_clicks', 'click_imps']) q;
+  FROM unnest(array['pairs', 'per_ad', 'imp_campaigns', 'pairs_once', 'imp_clicks', 'click_imps',
+                     'click_imps_hop']) q;
 SELECT count(*) FROM pg_class WHERE relname ~ '^(checkpoint_)?join_';
 SELECT streamwin.drop_source('clicks');
 SELECT streamwin.drop_source('impressions');
 DROP FUNCTION run_all();
-DROP VIEW want_pairs, want_pairs_once, want_per_ad, want_imp_clicks, want_imp_campaigns, want_click_imps;
+DROP VIEW want_pairs, want_pairs_once, want_per_ad, want_imp_clicks, want_imp_campaigns, want_click_imps,
+     want_click_imps_hop;
 DROP TABLE imp, imp2, clk, clk_tokyo, ads;
