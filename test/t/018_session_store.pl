@@ -53,7 +53,8 @@ my $node = new_node('sessions_store',
 # ---- helpers ----------------------------------------------------------------
 
 # Plain SQL: the sessions (gap 10 s) per k of the events of table, with
-# extra conditions on them; with $var, var_samp(v) too.  The queries with
+# extra conditions on them; with $var, var_samp(v) too; with $aggs, those
+# aggregates instead (part 4).  The queries with
 # it (m_update, c_upd) keep a transition state, so the executor builds a
 # batch's sessions first; the others, of plain values only, give the store
 # each row as a session.
@@ -64,8 +65,8 @@ my $SCOLS = 'window_start, window_end, k, "n$count", "s$sum", "lo$min", "hi$max"
 
 sub want_sessions
 {
-	my ($table, $where, $var) = @_;
-	my $aggs = $var ? "$AGGS, var_samp(v) AS var" : $AGGS;
+	my ($table, $where, $var, $aggs) = @_;
+	$aggs //= $var ? "$AGGS, var_samp(v) AS var" : $AGGS;
 	return qq{SELECT * FROM (
   SELECT min(ts) AS window_start, max(ts) + interval '10 seconds' AS window_end, k, $aggs
     FROM (SELECT *, sum(brk) OVER (PARTITION BY k ORDER BY ts, id ROWS UNBOUNDED PRECEDING) AS isl
@@ -359,38 +360,20 @@ wait_until($node,
 # event time.  Update and append mode, in batches of 70 rows whose
 # sessions the next batches extend, start earlier and bridge, each
 # against plain SQL over the same events.
-psql_ok($node, q{
+my $PAGGS = 'count(v) AS nv, count(ROW(v, NULL::int)) AS nr, count(*) FILTER (WHERE v > 500) AS nf,
+    sum(v) FILTER (WHERE b) AS sf, sum(x) AS sx, sum(f) AS sfl, min(x) AS lo, max(f) AS hi,
+    bool_and(b) AS ba, every(v IS NOT NULL) AS ev, bool_or(b) AS bo';
+my $PCOLS = 'window_start, window_end, k, nv, nr, nf, sf, sx, sfl, lo, hi, ba, ev, bo';
+psql_ok($node, qq{
 CREATE TABLE ev4 (id bigserial, k int, v int, x numeric, f float8, b bool, ts timestamptz);
 SELECT streamwin.create_table_source('s4', 'ev4', '{"max_records_per_batch": 70}');
 SELECT streamwin.create_query('p_upd',
-    $q$SELECT k, count(v) AS nv, count(ROW(v, NULL::int)) AS nr, count(*) FILTER (WHERE v > 500) AS nf,
-              sum(v) FILTER (WHERE b) AS sf, sum(x) AS sx, sum(f) AS sfl, min(x) AS lo, max(f) AS hi,
-              bool_and(b) AS ba, every(v IS NOT NULL) AS ev, bool_or(b) AS bo
-       FROM s4 GROUP BY streamwin.session(ts, '10 seconds'), k$q$,
+    \$q\$SELECT k, $PAGGS FROM s4 GROUP BY streamwin.session(ts, '10 seconds'), k\$q\$,
     output_mode => 'update', start => false);
 SELECT streamwin.create_query('p_app',
-    $q$SELECT k, count(v) AS nv, count(ROW(v, NULL::int)) AS nr, count(*) FILTER (WHERE v > 500) AS nf,
-              sum(v) FILTER (WHERE b) AS sf, sum(x) AS sx, sum(f) AS sfl, min(x) AS lo, max(f) AS hi,
-              bool_and(b) AS ba, every(v IS NOT NULL) AS ev, bool_or(b) AS bo
-       FROM s4 GROUP BY streamwin.session(ts, '10 seconds'), k$q$,
+    \$q\$SELECT k, $PAGGS FROM s4 GROUP BY streamwin.session(ts, '10 seconds'), k\$q\$,
     watermark => '1 minute', start => false);
 });
-my $PCOLS = 'window_start, window_end, k, nv, nr, nf, sf, sx, sfl, lo, hi, ba, ev, bo';
-
-sub want_p
-{
-	my ($where) = @_;
-	return qq{SELECT * FROM (
-  SELECT min(ts) AS window_start, max(ts) + interval '10 seconds' AS window_end, k,
-         count(v) AS nv, count(ROW(v, NULL::int)) AS nr, count(*) FILTER (WHERE v > 500) AS nf,
-         sum(v) FILTER (WHERE b) AS sf, sum(x) AS sx, sum(f) AS sfl, min(x) AS lo, max(f) AS hi,
-         bool_and(b) AS ba, every(v IS NOT NULL) AS ev, bool_or(b) AS bo
-    FROM (SELECT *, sum(brk) OVER (PARTITION BY k ORDER BY ts, id ROWS UNBOUNDED PRECEDING) AS isl
-            FROM (SELECT *, CASE WHEN ts - lag(ts) OVER (PARTITION BY k ORDER BY ts, id)
-                                      < interval '10 seconds' THEN 0 ELSE 1 END AS brk
-                    FROM ev4) a) b
-   GROUP BY k, isl) w} . ($where ? " WHERE $where" : '');
-}
 
 # 7 keys; event times on a 250 ms grid up to 30 s out of order, so rows
 # share a key and a time; a fifth of v, x, f and b NULL.
@@ -412,10 +395,10 @@ my $p4 = store_session($node);
 for my $round (1 .. 3)
 {
 	sess_ok($p4, "CALL streamwin.catch_up('$_')") for qw(p_upd p_app);
-	results_match($node, "SELECT $PCOLS FROM p_upd", want_p(),
+	results_match($node, "SELECT $PCOLS FROM p_upd", want_sessions('ev4', undef, undef, $PAGGS),
 		"part 4, round $round: p_upd holds every session");
 	results_match($node, "SELECT $PCOLS FROM p_app",
-		want_p("window_end <= (SELECT max(ts) - interval '1 minute' FROM ev4)"),
+		want_sessions('ev4', "window_end <= (SELECT max(ts) - interval '1 minute' FROM ev4)", undef, $PAGGS),
 		"part 4, round $round: p_app holds the closed sessions");
 	psql_ok($node, 'CALL events4(700)') if $round < 3;
 }
