@@ -87,70 +87,21 @@ batch_row_make(int natts, const Datum *values, const bool *isnull)
 	return row;
 }
 
-/* A row of a batch: its event time and its place in the batch. */
+/* A row of a batch by its event time, and its place in the batch. */
 typedef struct RowTime
 {
 	TimestampTz time;
 	int			pos;
 } RowTime;
 
-/*
- * Sort rows by time, stably, by merging their ascending runs pairwise, in
- * passes: a batch's rows come as a run per partition, each in the order of
- * its partition, so this costs n * log2(runs) moves through sequential
- * memory (and n * log2(n) at worst, for rows in no order at all).
- */
-static void
-sort_row_times(RowTime *rows, int n)
-{
-	int		   *starts = palloc(sizeof(int) * (n + 1));
-	RowTime    *buf = palloc(sizeof(RowTime) * n);
-	RowTime    *src = rows;
-	RowTime    *dst = buf;
-	int			nruns = 0;
-
-	starts[nruns++] = 0;
-	for (int i = 1; i < n; i++)
-		if (rows[i].time < rows[i - 1].time)
-			starts[nruns++] = i;
-	starts[nruns] = n;
-	while (nruns > 1)
-	{
-		int			merged = 0;
-
-		for (int r = 0; r < nruns; r += 2)
-		{
-			int			lo = starts[r];
-			int			mid = starts[Min(r + 1, nruns)];
-			int			hi = starts[Min(r + 2, nruns)];
-			int			i = lo;
-			int			j = mid;
-			int			k = lo;
-
-			/* the left run's row first on a tie: arrival order */
-			while (i < mid && j < hi)
-				dst[k++] = src[j].time < src[i].time ? src[j++] : src[i++];
-			while (i < mid)
-				dst[k++] = src[i++];
-			while (j < hi)
-				dst[k++] = src[j++];
-			starts[merged++] = lo;
-		}
-		starts[merged] = n;
-		nruns = merged;
-		/* the next pass reads what this one wrote */
-		{
-			RowTime    *written = dst;
-
-			dst = src;
-			src = written;
-		}
-	}
-	if (src != rows)
-		memcpy(rows, src, sizeof(RowTime) * n);
-	pfree(buf);
-	pfree(starts);
-}
+#define ST_SORT sort_row_times
+#define ST_ELEMENT_TYPE RowTime
+#define ST_COMPARE(a, b) \
+	((a)->time < (b)->time ? -1 : (a)->time > (b)->time ? 1 : \
+	 (a)->pos < (b)->pos ? -1 : (a)->pos > (b)->pos)
+#define ST_SCOPE static
+#define ST_DEFINE
+#include "lib/sort_template.h"
 
 /*
  * batch_input_in_time_order
