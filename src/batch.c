@@ -581,13 +581,8 @@ store_apply(BatchContext *b)
 
 	if (b->ninput > 0)
 	{
-		BatchInput *input = b->input;
-
-		/* a session store's rows, in order of event time (session_time_order) */
-		if (store_time_order(b->store) > 0 && input->next == NULL)
-			input = batch_input_in_time_order(input, store_time_order(b->store));
 		merge = store_merge_receiver(b->store);
-		runner_run_into(b->r, STMT_STORE_GROUPS, input, merge);
+		runner_run_into(b->r, STMT_STORE_GROUPS, b->input, merge);
 		merge->rDestroy(merge);
 	}
 	if (b->q->join != NULL)

@@ -162,7 +162,6 @@ extern char *keys_list(Compiled *c, const char *prefix);
 extern void session_statements(Compiled *c, Oid result, Oid state, OutputMode mode,
 							   StringInfo plan);
 extern char *session_store_groups_sql(Compiled *c);
-extern int	session_time_order(Compiled *c);
 extern char *session_store_delete_sql(Compiled *c, const char *rname, int32 query_id);
 
 /* compile_dedup.c */

@@ -114,8 +114,7 @@ keys_partition(Compiled *c)
  * Or, per_row, as a statement of its own (window_start, keys, partials,
  * window_end; for session_store_groups_sql): each row a session
  * [ts, ts + gap) of its own, its partials those of that row alone
- * (row_partial_sql), in order of event time: the order of the batch's rows
- * where the batch sorts them (session_time_order), else sorted here.
+ * (row_partial_sql), in order of event time.
  */
 static char *
 batch_sessions_sql(Compiled *c, const char **brk, const char **isl, bool per_row)
@@ -214,11 +213,9 @@ batch_sessions_sql(Compiled *c, const char **brk, const char **isl, bool per_row
 		 * (a volatile function) in a tuplestore, a copy of every row.
 		 */
 		appendStringInfo(&sql,
-						 "SELECT %s AS window_start, %s%s%s + %s AS window_end FROM (%s) AS r",
-						 ts, keys, rparts.data, ts, gap, deparse_query_qualified(rq));
-		/* rows the batch sorted come in that order (session_time_order) */
-		if (session_time_order(c) == 0)
-			appendStringInfo(&sql, " ORDER BY %s", ts);
+						 "SELECT %s AS window_start, %s%s%s + %s AS window_end "
+						 "FROM (%s) AS r ORDER BY %s",
+						 ts, keys, rparts.data, ts, gap, deparse_query_qualified(rq), ts);
 		return sql.data;
 	}
 	appendStringInfo(&sql,
@@ -249,59 +246,13 @@ partial_columns(Compiled *c)
 }
 
 /*
- * A session query whose partials are all plain values (count, sum, min,
- * max, bool_and, bool_or), which a row gives as it is.
- */
-static bool
-session_per_row(Compiled *c)
-{
-	ListCell   *lc;
-
-	foreach(lc, c->partials)
-	{
-		MergeKind	m = ((PartialCol *) lfirst(lc))->merge;
-
-		if (m == MERGE_STATE || m == MERGE_UNION)
-			return false;
-	}
-	return true;
-}
-
-/*
- * The column of the source's rows that holds the event time, when rows
- * that the batch sorts by it (batch_input_in_time_order) reach the store
- * in that order, so that STMT_STORE_GROUPS need not sort them again: a
- * per-row statement over the one source alone, which filters and projects
- * its rows and nothing else (no join, which may hash them, and no
- * subquery, which the planner may turn into one), with a column of the
- * source as its event time.  Otherwise 0: the statement sorts its rows.
- * Either way the store would merge the rows in any order; in order of
- * time each meets the newest session of its key.
- */
-int
-session_time_order(Compiled *c)
-{
-	FromExpr   *from = c->query->jointree;
-	Var		   *v = (Var *) c->event_time;
-
-	if (!session_per_row(c) || c->join != NULL || c->nsources != 1 || c->query->hasSubLinks)
-		return 0;
-	if (list_length(from->fromlist) != 1 || !IsA(linitial(from->fromlist), RangeTblRef) ||
-		linitial_node(RangeTblRef, from->fromlist)->rtindex != c->source_rtindex)
-		return 0;
-	if (!IsA(v, Var) || v->varno != c->source_rtindex || v->varlevelsup != 0 || v->varattno <= 0)
-		return 0;
-	return v->varattno;
-}
-
-/*
  * The batch's rows as sessions for a state store (STMT_STORE_GROUPS):
  * window_start, keys, partials, window_end, which the store merges with
  * its sessions (session_merge in state_store.c) in any order.
  *
- * Where every partial is a plain value (session_per_row), each row is a
- * session of its own, [ts, ts + gap), its partials those of that row
- * alone, in order of event time (session_time_order), and the store
+ * Where every partial is a plain value (count, sum, min, max, bool_and,
+ * bool_or), each row is a session of its own, [ts, ts + gap), its
+ * partials those of that row alone, in order of event time, and the store
  * joins them: in that order each row meets the newest session of its key,
  * which it extends or follows.  That is a projection and a sort on one
  * timestamp, where grouping the rows by key and instant first takes a
@@ -316,11 +267,19 @@ session_store_groups_sql(Compiled *c)
 {
 	const char *brk;
 	const char *isl;
+	bool		per_row = true;
 	char	   *with;
 	StringInfoData cols;
 	ListCell   *lc;
 
-	if (session_per_row(c))
+	foreach(lc, c->partials)
+	{
+		MergeKind	m = ((PartialCol *) lfirst(lc))->merge;
+
+		if (m == MERGE_STATE || m == MERGE_UNION)
+			per_row = false;
+	}
+	if (per_row)
 		return batch_sessions_sql(c, &brk, &isl, true);
 	with = batch_sessions_sql(c, &brk, &isl, false);
 	initStringInfo(&cols);

@@ -680,8 +680,6 @@ store_plan(Compiled *c, StringInfo plan)
 		sp.panes = (int) (c->size_us / c->slide_us);
 		sp.slide_us = c->slide_us;
 	}
-	if (sp.session)
-		sp.time_order = session_time_order(c);
 	sp.npartials = list_length(c->partials);
 	sp.merge = palloc(sizeof(MergeKind) * Max(sp.npartials, 1));
 	sp.aggregate = palloc0(sizeof(char *) * Max(sp.npartials, 1));

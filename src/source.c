@@ -32,7 +32,6 @@
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/regproc.h"
-#include "utils/timestamp.h"
 #include "utils/varlena.h"
 
 #include "catalog.h"
@@ -85,65 +84,6 @@ batch_row_make(int natts, const Datum *values, const bool *isnull)
 	memcpy(row, values, natts * sizeof(Datum));
 	memcpy(BATCH_ROW_NULLS(row, natts), isnull, natts * sizeof(bool));
 	return row;
-}
-
-/* A row of a batch by its event time, and its place in the batch. */
-typedef struct RowTime
-{
-	TimestampTz time;
-	int			pos;
-} RowTime;
-
-#define ST_SORT sort_row_times
-#define ST_ELEMENT_TYPE RowTime
-#define ST_COMPARE(a, b) \
-	((a)->time < (b)->time ? -1 : (a)->time > (b)->time ? 1 : \
-	 (a)->pos < (b)->pos ? -1 : (a)->pos > (b)->pos)
-#define ST_SCOPE static
-#define ST_DEFINE
-#include "lib/sort_template.h"
-
-/*
- * batch_input_in_time_order
- *		The rows of input in order of their timestamptz column attno (1-based),
- *		rows of the same time in the order they came (NULLs, which a batch's
- *		event time never is, last): input itself if they are in that order
- *		already, else a copy in CurrentMemoryContext with the rows, not their
- *		values, copied.  Sorting the rows' places costs a fraction of sorting
- *		the rows in a statement, which copies every row into its sort.
- */
-BatchInput *
-batch_input_in_time_order(BatchInput *input, int attno)
-{
-	RowTime    *order = palloc(sizeof(RowTime) * Max(input->nrows, 1));
-	bool		sorted = true;
-	BatchInput *copy;
-
-	if (attno < 1 || attno > input->natts)
-		elog(ERROR, "streamwin: column %d of a batch's rows of %d columns", attno, input->natts);
-	for (int i = 0; i < input->nrows; i++)
-	{
-		BatchRow	row = input->rows[i];
-
-		order[i].time = BATCH_ROW_NULLS(row, input->natts)[attno - 1] ? PG_INT64_MAX :
-			DatumGetTimestampTz(row[attno - 1]);
-		order[i].pos = i;
-		if (i > 0 && order[i].time < order[i - 1].time)
-			sorted = false;
-	}
-	if (sorted)
-	{
-		pfree(order);
-		return input;
-	}
-	sort_row_times(order, input->nrows);
-	copy = palloc(sizeof(BatchInput));
-	*copy = *input;
-	copy->rows = palloc(sizeof(BatchRow) * input->nrows);
-	for (int i = 0; i < input->nrows; i++)
-		copy->rows[i] = input->rows[order[i].pos];
-	pfree(order);
-	return copy;
 }
 
 /*

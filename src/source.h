@@ -278,7 +278,6 @@ typedef struct BatchInput
 	struct BatchInput *next;
 } BatchInput;
 
-extern BatchInput *batch_input_in_time_order(BatchInput *input, int attno);
 extern void source_set_batch_input(BatchInput *input);
 extern BatchInput *source_batch_input(int32 source_id);
 extern void source_scan_init(void);

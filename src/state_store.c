@@ -257,8 +257,6 @@ store_plan_json(const StorePlan *plan, StringInfo buf)
 	if (plan->panes > 1)
 		appendStringInfo(buf, "\"panes\": %d, \"slide_us\": " INT64_FORMAT ", ",
 						 plan->panes, plan->slide_us);
-	if (plan->time_order > 0)
-		appendStringInfo(buf, "\"time_order\": %d, ", plan->time_order);
 	appendStringInfoString(buf, "\"partials\": [");
 	for (int i = 0; i < plan->npartials; i++)
 	{
@@ -306,8 +304,6 @@ store_plan_read(Jsonb *plan, const char *member)
 	p->panes = window ? atoi(window) : 0;
 	window = jsonb_get_text(store, "slide_us");
 	p->slide_us = window ? strtoll(window, NULL, 10) : 0;
-	window = jsonb_get_text(store, "time_order");
-	p->time_order = window ? atoi(window) : 0;
 	p->merge = palloc(sizeof(MergeKind) * cap);
 	p->aggregate = palloc0(sizeof(char *) * cap);
 
@@ -1234,12 +1230,6 @@ session_merge(StateStore *s, TupleTableSlot *slot)
 	for (int i = 0; i < s->npartials; i++)
 		merge_partial(s, g, i, slot->tts_values[s->nkeys + i], slot->tts_isnull[s->nkeys + i]);
 	group_changed(s, g);
-}
-
-int
-store_time_order(StateStore *s)
-{
-	return s->plan.time_order;
 }
 
 /* --- the batch's groups in ----------------------------------------------- */

@@ -95,10 +95,6 @@ typedef struct StorePlan
 								 * starting at its start and every slide_us
 								 * before; else 0 */
 	int64		slide_us;
-	int			time_order;		/* sessions: the column of the source's rows
-								 * whose order STMT_STORE_GROUPS keeps, the
-								 * rows' event time, by which the batch sorts
-								 * them first (store_time_order); else 0 */
 	int			npartials;
 	MergeKind  *merge;			/* per partial column */
 	char	  **aggregate;		/* MERGE_STATE: regprocedure text, else NULL */
@@ -125,12 +121,6 @@ extern void store_free(StateStore *s);
  *		streamwin.state_memory (the store is then empty and unloaded).
  */
 extern bool store_begin(StateStore *s, TransactionId catalog_xmin);
-
-/*
- * The column (1-based) of the batch's rows by which to sort them before
- * STMT_STORE_GROUPS, or 0 (StorePlan.time_order).
- */
-extern int	store_time_order(StateStore *s);
 
 /* Forget everything: the next store_begin loads from the tables. */
 extern void store_invalidate(StateStore *s);

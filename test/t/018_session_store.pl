@@ -403,20 +403,6 @@ for my $round (1 .. 3)
 	psql_ok($node, 'CALL events4(700)') if $round < 3;
 }
 $p4->quit;
-# The batch sorts these queries' rows by ts, the 7th column of s4, so that
-# their statement need not; a query whose event time is an expression has
-# its statement sort the rows itself.
-psql_ok($node, q{
-SELECT streamwin.create_query('p_expr',
-    $q$SELECT k, count(*) AS n FROM s4 GROUP BY streamwin.session(ts + interval '1 hour', '10 seconds'), k$q$,
-    output_mode => 'update', start => false);
-});
-is( $node->safe_psql('postgres',
-		q{SELECT string_agg(name || ' ' || coalesce(plan->'store'->>'time_order', '-') || ' '
-		                    || (plan->>'store_groups_sql' LIKE '% ORDER BY %'), ', ' ORDER BY name)
-		    FROM streamwin.query_catalog WHERE name IN ('p_upd', 'p_app', 'p_expr')}),
-	'p_app 7 false, p_expr - true, p_upd 7 false',
-	'part 4: the batch sorts the rows of a session over a column, a statement those over an expression');
 ok( $node->safe_psql('postgres',
 		q{SELECT count(*) FROM (SELECT k, ts FROM ev4 GROUP BY k, ts HAVING count(*) > 1) d}) > 20,
 	'part 4: many rows share their key and event time');
