@@ -114,7 +114,7 @@ keys_partition(Compiled *c)
  * Or, per_row, as a statement of its own (window_start, keys, partials,
  * window_end; for session_store_groups_sql): each row a session
  * [ts, ts + gap) of its own, its partials those of that row alone
- * (row_partial_sql), in order of event time.
+ * (row_partial_sql), in the order the batch holds them.
  */
 static char *
 batch_sessions_sql(Compiled *c, const char **brk, const char **isl, bool per_row)
@@ -213,9 +213,8 @@ batch_sessions_sql(Compiled *c, const char **brk, const char **isl, bool per_row
 		 * (a volatile function) in a tuplestore, a copy of every row.
 		 */
 		appendStringInfo(&sql,
-						 "SELECT %s AS window_start, %s%s%s + %s AS window_end "
-						 "FROM (%s) AS r ORDER BY %s",
-						 ts, keys, rparts.data, ts, gap, deparse_query_qualified(rq), ts);
+						 "SELECT %s AS window_start, %s%s%s + %s AS window_end FROM (%s) AS r",
+						 ts, keys, rparts.data, ts, gap, deparse_query_qualified(rq));
 		return sql.data;
 	}
 	appendStringInfo(&sql,
@@ -252,15 +251,20 @@ partial_columns(Compiled *c)
  *
  * Where every partial is a plain value (count, sum, min, max, bool_and,
  * bool_or), each row is a session of its own, [ts, ts + gap), its
- * partials those of that row alone, in order of event time, and the store
- * joins them: in that order each row meets the newest session of its key,
- * which it extends or follows.  That is a projection and a sort on one
- * timestamp, where grouping the rows by key and instant first takes a
- * hash aggregation and a sort on keys and time, and building the batch's
- * islands two window functions and a second aggregation.  Transition
- * states, sketches and distinct sets cost more to build and combine per
- * row than per island, so those queries build the batch's islands first
- * (each way measured, see the commits that chose them).
+ * partials those of that row alone, and the store joins them in the order
+ * the batch holds them: a projection, where grouping the rows by key and
+ * instant first takes a hash aggregation and a sort on keys and time, and
+ * building the batch's islands two window functions and a second
+ * aggregation.  Nor are the rows sorted by time: a batch's rows come as a
+ * run per partition, and a key's session mostly spans the batch, so a row
+ * out of order mostly falls inside the session its key has already; a
+ * row that reaches back before it restarts it, and one that bridges two
+ * merges them, each a hash entry moved, where a sort of the rows costs a
+ * copy of each, and sorting the rows' places reads them out of order
+ * (both measured on N2, see the commit).  Transition states, sketches
+ * and distinct sets cost more to build and combine per row than per
+ * island, so those queries build the batch's islands first (each way
+ * measured, see the commits that chose them).
  */
 char *
 session_store_groups_sql(Compiled *c)
