@@ -522,25 +522,14 @@ fast_path_for(Oid type, int32 typmod)
 static bool
 parse_decimal_integer(const char *s, int len, int maxdigits, int64 *result)
 {
-	const char *p = s;
-	const char *end = s + len;
-	bool		negative = false;
-	int64		v = 0;
+	int			scale;
+	bool		negative;
 
-	if (p < end && *p == '-')
-	{
-		negative = true;
-		p++;
-	}
-	if (p == end || end - p > maxdigits)
+	/* a short decimal without digits after a point */
+	if (!parse_short_decimal(s, len, maxdigits, 0, result, &scale, &negative))
 		return false;
-	for (; p < end; p++)
-	{
-		if (*p < '0' || *p > '9')
-			return false;
-		v = v * 10 + (*p - '0');
-	}
-	*result = negative ? -v : v;
+	if (negative)
+		*result = -*result;
 	return true;
 }
 

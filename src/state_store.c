@@ -285,6 +285,7 @@ store_plan_read(Jsonb *plan, const char *member)
 	JsonbIteratorToken tok;
 	StorePlan  *p;
 	char	   *window;
+	char	   *field;
 	int			depth = 0;
 	int			cap = 8;
 	char	   *key = NULL;
@@ -300,10 +301,10 @@ store_plan_read(Jsonb *plan, const char *member)
 	window = jsonb_get_text(store, "window");
 	p->session = window != NULL && strcmp(window, "session") == 0;
 	p->dedup = jsonb_get_text(store, "dedup") != NULL;
-	window = jsonb_get_text(store, "panes");
-	p->panes = window ? atoi(window) : 0;
-	window = jsonb_get_text(store, "slide_us");
-	p->slide_us = window ? strtoll(window, NULL, 10) : 0;
+	field = jsonb_get_text(store, "panes");
+	p->panes = field ? atoi(field) : 0;
+	field = jsonb_get_text(store, "slide_us");
+	p->slide_us = field ? strtoll(field, NULL, 10) : 0;
 	p->merge = palloc(sizeof(MergeKind) * cap);
 	p->aggregate = palloc0(sizeof(char *) * cap);
 
