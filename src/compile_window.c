@@ -526,7 +526,8 @@ result_select(Compiled *c)
 
 /*
  * The INSERT into the result of the final values of store_rows(query_id,
- * which), which returns them window by window (sort_rows in state_store.c).
+ * which), which returns them in the order of the result's unique index
+ * (sort_rows in state_store.c).
  */
 static char *
 store_insert(Compiled *c, const char *rname, int32 query_id, const char *which)

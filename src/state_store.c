@@ -54,6 +54,7 @@
 #include "utils/regproc.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
+#include "utils/sortsupport.h"
 #include "utils/typcache.h"
 
 #include "options.h"
@@ -191,6 +192,10 @@ struct StateStore
 	Oid		   *key_collations;
 	TupleTableSlot *key_slot;
 	AttrNumber	time_attno;		/* a dedup store: the event time's column */
+	SortSupport key_sorts;		/* per key, its btree order (sort_rows) */
+	SortSupportData lead_sort;	/* the first group key's, abbreviated if it
+								 * can be */
+	int			lead_key;		/* its index in key_desc; nkeys: none */
 	TupleDesc	session_key_desc;	/* the group keys without window_start */
 	TupleTableSlot *session_key_slot;
 
@@ -409,6 +414,48 @@ partial_function(StateStore *s, StorePartial *p, const char *aggregate)
 	fmgr_info_cxt(fn, &p->fn, s->cxt);
 }
 
+/*
+ * The order of the result's unique index over the group keys, for
+ * sort_rows: each key type's default btree order in its collation, and
+ * for the first group key an abbreviated form where the type has one
+ * (text: its first bytes), so that most comparisons of a sort need no
+ * key datum but the one copied next to the group's pointer.
+ */
+static void
+prepare_key_sorts(StateStore *s)
+{
+	int			first = s->plan.windowed ? 1 : 0;
+
+	s->lead_key = s->plan.dedup ? s->nkeys : first;
+	s->key_sorts = palloc0(sizeof(SortSupportData) * s->nkeys);
+	for (int k = first; k < s->nkeys; k++)
+	{
+		Form_pg_attribute att = TupleDescAttr(s->key_desc, k);
+		Oid			lt;
+
+		get_sort_group_operators(att->atttypid, false, false, false, &lt, NULL, NULL, NULL);
+		if (!OidIsValid(lt))
+		{
+			/* a key with no order: sort_rows orders by window only */
+			s->lead_key = s->nkeys;
+			return;
+		}
+		s->key_sorts[k].ssup_cxt = s->cxt;
+		s->key_sorts[k].ssup_collation = att->attcollation;
+		PrepareSortSupportFromOrderingOp(lt, &s->key_sorts[k]);
+		if (k == s->lead_key)
+		{
+			s->lead_sort.ssup_cxt = s->cxt;
+			s->lead_sort.ssup_collation = att->attcollation;
+			s->lead_sort.abbreviate = !att->attbyval;
+			PrepareSortSupportFromOrderingOp(lt, &s->lead_sort);
+			/* by reference without an abbreviation: every comparison reads keys */
+			if (!att->attbyval && s->lead_sort.abbrev_converter == NULL)
+				s->lead_key = s->nkeys;
+		}
+	}
+}
+
 StateStore *
 store_create(const StorePlan *plan, Oid state_table, Oid checkpoint_table,
 			 MemoryContext parent)
@@ -489,6 +536,7 @@ store_create(const StorePlan *plan, Oid state_table, Oid checkpoint_table,
 		s->key_collations[k] = att->attcollation;
 	}
 	execTuplesHashPrepare(s->nkeys, eqops, &s->key_eqfuncs, &s->key_hashfuncs);
+	prepare_key_sorts(s);
 	s->key_cols = palloc(sizeof(AttrNumber) * s->nkeys);
 	for (int k = 0; k < s->nkeys; k++)
 		s->key_cols[k] = k + 1;
@@ -1694,30 +1742,78 @@ store_set_current(StateStore *s, int32 query_id)
 	current_query_id = query_id;
 }
 
-/* A group and its window's start, for sort_rows. */
+/* A group, its window's start and its first key's sort value, for sort_rows. */
 typedef struct SortedGroup
 {
 	TimestampTz window_start;
+	Datum		lead;			/* the first group key, or its abbreviation */
+	bool		lead_null;
 	StoreGroup *group;
 } SortedGroup;
 
-static int
-compare_sorted_groups(const void *a, const void *b)
+/* Key k of a group, read from its key tuple. */
+static Datum
+group_key(StateStore *s, StoreGroup *g, int k, bool *isnull)
 {
-	const SortedGroup *x = a;
-	const SortedGroup *y = b;
+	HeapTupleData tuple;
 
-	return x->window_start < y->window_start ? -1 : x->window_start > y->window_start ? 1 : 0;
+	tuple.t_len = g->key->t_len + MINIMAL_TUPLE_OFFSET;
+	tuple.t_data = (HeapTupleHeader) ((char *) g->key - MINIMAL_TUPLE_OFFSET);
+	return heap_getattr(&tuple, k + 1, s->key_desc, isnull);
 }
 
 /*
- * Put a list of groups that statements write into the result in order of
- * window: the first column of the result's unique index.  The groups come
- * in hash order otherwise, so that each row would go to a leaf of the
- * index anywhere in the batch's windows; by window, each window's rows go
- * to the few leaves that hold it, one after another.  Sorting by the group
- * keys too would make the index's work sequential, but comparing keys
- * that lie all over memory cost as much as it saved (measured).
+ * Two groups in the order of the result's unique index: window start,
+ * then the group keys (NULL last, as the index puts them).  The first
+ * group key's sort values decide unless they are equal; only then are the
+ * keys read from the groups, authoritatively.
+ */
+static int
+compare_sorted_groups(const void *a, const void *b, void *arg)
+{
+	const SortedGroup *x = a;
+	const SortedGroup *y = b;
+	StateStore *s = arg;
+	int			c;
+
+	if (x->window_start != y->window_start)
+		return x->window_start < y->window_start ? -1 : 1;
+	if (s->lead_key >= s->nkeys)
+		return 0;
+	if (x->lead_null != y->lead_null)
+		return x->lead_null ? 1 : -1;
+	if (!x->lead_null)
+	{
+		c = ApplySortComparator(x->lead, false, y->lead, false, &s->lead_sort);
+		if (c != 0)
+			return c;
+	}
+	for (int k = s->lead_sort.abbrev_converter != NULL ? s->lead_key : s->lead_key + 1;
+		 k < s->nkeys; k++)
+	{
+		bool		xnull;
+		bool		ynull;
+		Datum		xv = group_key(s, x->group, k, &xnull);
+		Datum		yv = group_key(s, y->group, k, &ynull);
+
+		c = ApplySortComparator(xv, xnull, yv, ynull, &s->key_sorts[k]);
+		if (c != 0)
+			return c;
+	}
+	return 0;
+}
+
+/*
+ * Put a list of groups that statements write into the result in the order
+ * of the result's unique index.  The groups come in hash order otherwise,
+ * so that each row would go to a leaf of the index anywhere in the batch's
+ * windows; in order, one row goes to the leaf of the row before it or the
+ * next, and the rows of a window newer than any in the index go to its
+ * rightmost leaf, which btree inserts into without descending the tree.
+ * The sort compares values kept next to each group's pointer: comparing
+ * keys read from the groups, which lie all over memory, cost as much as
+ * the index saved (measured).  A store whose first group key has no such
+ * value (a type without an abbreviation) is sorted by window only.
  */
 static void
 sort_rows(StateStore *s, StoreRows rows)
@@ -1727,7 +1823,7 @@ sort_rows(StateStore *s, StoreRows rows)
 	dlist_iter	it;
 	int64		i = 0;
 
-	if (n < 2 || !s->plan.windowed)
+	if (n < 2 || (!s->plan.windowed && s->lead_key >= s->nkeys))
 		return;
 	sorted = palloc(sizeof(SortedGroup) * n);
 	dlist_foreach(it, &s->rows[rows])
@@ -1735,12 +1831,20 @@ sort_rows(StateStore *s, StoreRows rows)
 		StoreGroup *g = dlist_container(StoreGroup, rows_node, it.cur);
 
 		Assert(i < n);
-		sorted[i].window_start = g->window_start;
+		sorted[i].window_start = s->plan.windowed ? g->window_start : 0;
 		sorted[i].group = g;
+		sorted[i].lead = (Datum) 0;
+		sorted[i].lead_null = false;
+		if (s->lead_key < s->nkeys)
+		{
+			sorted[i].lead = group_key(s, g, s->lead_key, &sorted[i].lead_null);
+			if (!sorted[i].lead_null && s->lead_sort.abbrev_converter != NULL)
+				sorted[i].lead = s->lead_sort.abbrev_converter(sorted[i].lead, &s->lead_sort);
+		}
 		i++;
 	}
 	Assert(i == n);
-	qsort(sorted, n, sizeof(SortedGroup), compare_sorted_groups);
+	qsort_arg(sorted, n, sizeof(SortedGroup), compare_sorted_groups, s);
 	dlist_init(&s->rows[rows]);
 	for (i = 0; i < n; i++)
 		dlist_push_tail(&s->rows[rows], &sorted[i].group->rows_node);
