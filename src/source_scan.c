@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * source_scan.c
- *	  The scan of a source's batch rows: a custom scan node that the planner
- *	  puts in place of the function scan of streamwin.source_rows().
+ *	  The scans of rows streamwin holds in memory: custom scan nodes that
+ *	  the planner puts in place of the function scans of
+ *	  streamwin.source_rows() and streamwin.store_rows().
  *
  * A source is a view over streamwin.source_rows() (source.c), so that
  * queries over it are planned like queries over any table.  PostgreSQL runs
@@ -27,6 +28,11 @@
  * each is copied into the scan's virtual slot as it is (PostgreSQL 15's
  * custom scans have virtual scan slots); values passed by reference point
  * into the batch's memory.
+ *
+ * The result statements of a state store read its groups through
+ * streamwin.store_rows(query_id, which) (state_store.c) with constant
+ * arguments too; its scan reads the groups where they are, in the order
+ * the store gives them, through a StoreRowsScan.
  *
  * src/source_scan.c
  *
@@ -53,8 +59,18 @@
 #include "utils/syscache.h"
 
 #include "source.h"
+#include "state_store.h"
 
 #define SOURCE_ROWS_SYMBOL "streamwin_source_rows"
+#define STORE_ROWS_SYMBOL "streamwin_store_rows"
+
+/* Which rows a function call returns, by its C body. */
+typedef enum RowsKind
+{
+	ROWS_NONE,
+	ROWS_SOURCE,				/* streamwin_source_rows(id [, numbered]) */
+	ROWS_STORE,					/* streamwin_store_rows(query_id, which) */
+} RowsKind;
 
 typedef struct SourceScanState
 {
@@ -65,6 +81,14 @@ typedef struct SourceScanState
 	BatchInput *input;			/* NULL: no rows for this source */
 	int			next;			/* index of the next row of input */
 } SourceScanState;
+
+typedef struct StoreScanState
+{
+	CustomScanState css;
+	int32		query_id;
+	char	   *which;
+	StoreRowsScan *scan;		/* NULL until the scan first runs */
+} StoreScanState;
 
 /* streamwin.enable_source_scan: off leaves every source to the function */
 bool		streamwin_enable_source_scan = true;
@@ -83,6 +107,12 @@ static void source_scan_end(CustomScanState *node);
 static void source_scan_rescan(CustomScanState *node);
 static void source_scan_explain(CustomScanState *node, List *ancestors,
 								ExplainState *es);
+static Node *store_scan_create_state(CustomScan *cscan);
+static TupleTableSlot *store_scan_exec(CustomScanState *node);
+static void store_scan_end(CustomScanState *node);
+static void store_scan_rescan(CustomScanState *node);
+static void store_scan_explain(CustomScanState *node, List *ancestors,
+							   ExplainState *es);
 
 static const CustomPathMethods source_path_methods = {
 	.CustomName = "StreamwinSourceRows",
@@ -103,6 +133,25 @@ static const CustomExecMethods source_exec_methods = {
 	.ExplainCustomScan = source_scan_explain,
 };
 
+static const CustomPathMethods store_path_methods = {
+	.CustomName = "StreamwinStoreRows",
+	.PlanCustomPath = source_scan_plan,
+};
+
+static const CustomScanMethods store_plan_methods = {
+	.CustomName = "StreamwinStoreRows",
+	.CreateCustomScanState = store_scan_create_state,
+};
+
+static const CustomExecMethods store_exec_methods = {
+	.CustomName = "StreamwinStoreRows",
+	.BeginCustomScan = source_scan_begin,
+	.ExecCustomScan = store_scan_exec,
+	.EndCustomScan = store_scan_end,
+	.ReScanCustomScan = store_scan_rescan,
+	.ExplainCustomScan = store_scan_explain,
+};
+
 /*
  * source_scan_init
  *		Install the planner hook; from _PG_init.
@@ -111,41 +160,73 @@ void
 source_scan_init(void)
 {
 	RegisterCustomScanMethods(&source_plan_methods);
+	RegisterCustomScanMethods(&store_plan_methods);
 	prev_set_rel_pathlist_hook = set_rel_pathlist_hook;
 	set_rel_pathlist_hook = source_scan_paths;
 }
 
-/* Is funcid a C function whose body is streamwin_source_rows? */
-static bool
-is_source_rows_function(Oid funcid)
+/* The rows funcid returns, if it is a C function of one of those bodies */
+static RowsKind
+rows_function_kind(Oid funcid)
 {
 	HeapTuple	tup;
-	bool		result = false;
+	RowsKind	kind = ROWS_NONE;
 
 	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(funcid));
 	if (!HeapTupleIsValid(tup))
-		return false;
+		return ROWS_NONE;
 	if (((Form_pg_proc) GETSTRUCT(tup))->prolang == ClanguageId)
 	{
+		bool		isnull;
 		Datum		prosrc = SysCacheGetAttr(PROCOID, tup, Anum_pg_proc_prosrc,
-											 &result);
+											 &isnull);
 
-		/* result is the null flag here */
-		result = !result && strcmp(TextDatumGetCString(prosrc), SOURCE_ROWS_SYMBOL) == 0;
+		if (!isnull)
+		{
+			char	   *symbol = TextDatumGetCString(prosrc);
+
+			if (strcmp(symbol, SOURCE_ROWS_SYMBOL) == 0)
+				kind = ROWS_SOURCE;
+			else if (strcmp(symbol, STORE_ROWS_SYMBOL) == 0)
+				kind = ROWS_STORE;
+		}
 	}
 	ReleaseSysCache(tup);
-	return result;
+	return kind;
+}
+
+/* Are args constants of the types of the functions of that kind? */
+static bool
+constant_arguments(RowsKind kind, List *args)
+{
+	static const Oid source_args[] = {INT4OID, BOOLOID};
+	static const Oid store_args[] = {INT4OID, TEXTOID};
+	const Oid  *types = kind == ROWS_SOURCE ? source_args : store_args;
+	ListCell   *lc;
+
+	/* source_rows(source_id integer [, numbered boolean]), store_rows(integer, text) */
+	if (list_length(args) < (kind == ROWS_SOURCE ? 1 : 2) || list_length(args) > 2)
+		return false;
+	foreach(lc, args)
+	{
+		Node	   *arg = lfirst(lc);
+
+		if (!IsA(arg, Const) || ((Const *) arg)->constisnull ||
+			((Const *) arg)->consttype != types[foreach_current_index(lc)])
+			return false;
+	}
+	return true;
 }
 
 /*
- * The call of streamwin.source_rows() a function RTE scans (with its column
- * definitions), if this scan can replace its function scan: a single such
- * call with non-null constant arguments, no ORDINALITY, no LATERAL
- * references, and no whole-row reference to its result in the rel's outputs
- * or quals.
+ * The call of streamwin.source_rows() or store_rows() a function RTE scans
+ * (with its column definitions), if a scan can replace its function scan:
+ * a single such call with non-null constant arguments, no ORDINALITY, no
+ * LATERAL references, and no whole-row reference to its result in the
+ * rel's outputs or quals.  *kind says which.
  */
 static RangeTblFunction *
-replaceable_call(RelOptInfo *rel, Index rti, RangeTblEntry *rte)
+replaceable_call(RelOptInfo *rel, Index rti, RangeTblEntry *rte, RowsKind *kind)
 {
 	RangeTblFunction *rtfunc;
 	FuncExpr   *call;
@@ -159,18 +240,11 @@ replaceable_call(RelOptInfo *rel, Index rti, RangeTblEntry *rte)
 	if (!IsA(rtfunc->funcexpr, FuncExpr))
 		return NULL;
 	call = (FuncExpr *) rtfunc->funcexpr;
-	if (list_length(call->args) < 1 || list_length(call->args) > 2)
+	if (list_length(call->args) < 1 || list_length(call->args) > 2 ||
+		!IsA(linitial(call->args), Const))
 		return NULL;
-	foreach(lc, call->args)
-	{
-		Node	   *arg = lfirst(lc);
-
-		/* (source_id integer [, numbered boolean]), as the SQL functions */
-		if (!IsA(arg, Const) || ((Const *) arg)->constisnull ||
-			((Const *) arg)->consttype != (foreach_current_index(lc) == 0 ? INT4OID : BOOLOID))
-			return NULL;
-	}
-	if (!is_source_rows_function(call->funcid))
+	*kind = rows_function_kind(call->funcid);
+	if (*kind == ROWS_NONE || !constant_arguments(*kind, call->args))
 		return NULL;
 
 	pull_varattnos((Node *) rel->reltarget->exprs, rti, &attrs);
@@ -186,6 +260,7 @@ source_scan_paths(PlannerInfo *root, RelOptInfo *rel, Index rti,
 				  RangeTblEntry *rte)
 {
 	RangeTblFunction *call;
+	RowsKind	kind;
 	Path	   *function_path;
 	CustomPath *path;
 
@@ -194,7 +269,7 @@ source_scan_paths(PlannerInfo *root, RelOptInfo *rel, Index rti,
 
 	if (!streamwin_enable_source_scan)
 		return;
-	call = replaceable_call(rel, rti, rte);
+	call = replaceable_call(rel, rti, rte, &kind);
 	if (call == NULL || list_length(rel->pathlist) != 1)
 		return;
 	function_path = linitial(rel->pathlist);
@@ -218,7 +293,7 @@ source_scan_paths(PlannerInfo *root, RelOptInfo *rel, Index rti,
 	path->flags = 0;
 	path->custom_paths = NIL;
 	path->custom_private = list_make1(call);
-	path->methods = &source_path_methods;
+	path->methods = kind == ROWS_SOURCE ? &source_path_methods : &store_path_methods;
 
 	/* the only other path is the function scan: the same rows, dearer */
 	rel->pathlist = NIL;
@@ -262,7 +337,8 @@ source_scan_plan(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
 	cscan->custom_exprs = copyObject(((FuncExpr *) rtfunc->funcexpr)->args);
 	cscan->custom_private = NIL;
 	cscan->custom_scan_tlist = scan_tlist;
-	cscan->methods = &source_plan_methods;
+	cscan->methods = best_path->methods == &source_path_methods ? &source_plan_methods :
+		&store_plan_methods;
 	return &cscan->scan.plan;
 }
 
@@ -361,4 +437,70 @@ source_scan_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 	ExplainPropertyInteger("Source", NULL, state->source_id, es);
 	if (state->numbered)
 		ExplainPropertyBool("Numbered", true, es);
+}
+
+/* --- the scan of store_rows() ----------------------------------------- */
+
+static Node *
+store_scan_create_state(CustomScan *cscan)
+{
+	StoreScanState *state = palloc0(sizeof(StoreScanState));
+
+	NodeSetTag(state, T_CustomScanState);
+	state->css.methods = &store_exec_methods;
+	state->query_id = DatumGetInt32(linitial_node(Const, cscan->custom_exprs)->constvalue);
+	state->which = TextDatumGetCString(lsecond_node(Const, cscan->custom_exprs)->constvalue);
+	return (Node *) state;
+}
+
+/* The next group's row in the scan slot, or an empty slot after the last */
+static TupleTableSlot *
+store_scan_next(ScanState *ss)
+{
+	StoreScanState *state = (StoreScanState *) ss;
+	TupleTableSlot *slot = ss->ss_ScanTupleSlot;
+
+	if (state->scan == NULL)
+		state->scan = store_rows_scan_begin(state->query_id, state->which,
+											slot->tts_tupleDescriptor->natts);
+	ExecClearTuple(slot);
+	if (!store_rows_scan_next(state->scan, slot->tts_values, slot->tts_isnull))
+		return slot;
+	return ExecStoreVirtualTuple(slot);
+}
+
+static TupleTableSlot *
+store_scan_exec(CustomScanState *node)
+{
+	return ExecScan(&node->ss, store_scan_next, source_scan_recheck);
+}
+
+static void
+store_scan_end(CustomScanState *node)
+{
+	StoreScanState *state = (StoreScanState *) node;
+
+	ExecClearTuple(node->ss.ss_ScanTupleSlot);
+	if (state->scan != NULL)
+		store_rows_scan_end(state->scan);
+	state->scan = NULL;
+}
+
+static void
+store_scan_rescan(CustomScanState *node)
+{
+	StoreScanState *state = (StoreScanState *) node;
+
+	if (state->scan != NULL)
+		store_rows_scan_restart(state->scan);
+	ExecScanReScan(&node->ss);
+}
+
+static void
+store_scan_explain(CustomScanState *node, List *ancestors, ExplainState *es)
+{
+	StoreScanState *state = (StoreScanState *) node;
+
+	ExplainPropertyInteger("Query", NULL, state->query_id, es);
+	ExplainPropertyText("Groups", state->which, es);
 }

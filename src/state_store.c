@@ -1851,21 +1851,138 @@ sort_rows(StateStore *s, StoreRows rows)
 	pfree(sorted);
 }
 
-/* The group's row, as state_rows gives it: [its result row's location,] the state row. */
-static void
-put_group(StateStore *s, Tuplestorestate *ts, TupleDesc desc, StoreGroup *g, bool with_tid,
-		  Datum *values, bool *nulls)
+/* Where a StoreRowsScan is: the groups of one list, or of the hash table. */
+struct StoreRowsScan
 {
-	int			first = with_tid ? 1 : 0;
+	StateStore *store;
+	StoreRows	rows;
+	bool		with_tid;		/* its result row's location comes first */
+	bool		in_hash;		/* STORE_ROWS_ALL: the hash table's groups */
+	TupleHashIterator hash_it;
+	dlist_head *list;			/* otherwise the list of groups, */
+	dlist_node *next;			/* its next node (NULL: at its end), */
+	bool		by_changed_node;	/* linked by changed_node, not rows_node */
+};
 
+/*
+ * The groups of the list `which` names ("insert", "update", "upsert",
+ * "closed", "gone" or "all") of the query's store, if it is this backend's
+ * store for store_rows(), as rows of natts columns: the state table's
+ * row, preceded by the group's result row location when natts is one
+ * more.  Lists a statement writes into the result come in the order of
+ * its unique index (sort_rows).  The scan reads the groups where they are:
+ * nothing may change the store until it ends.
+ */
+StoreRowsScan *
+store_rows_scan_begin(int32 query_id, const char *which, int natts)
+{
+	StateStore *s = current_store;
+	StoreRowsScan *scan = palloc0(sizeof(StoreRowsScan));
+
+	if (strcmp(which, "insert") == 0)
+		scan->rows = STORE_ROWS_INSERT;
+	else if (strcmp(which, "update") == 0)
+		scan->rows = STORE_ROWS_UPDATE;
+	else if (strcmp(which, "upsert") == 0)
+		scan->rows = STORE_ROWS_UPSERT;
+	else if (strcmp(which, "closed") == 0)
+		scan->rows = STORE_ROWS_CLOSED;
+	else if (strcmp(which, "gone") == 0)
+		scan->rows = STORE_ROWS_GONE;
+	else if (strcmp(which, "all") == 0)
+		scan->rows = STORE_ROWS_ALL;
+	else
+		elog(ERROR, "streamwin: store_rows() does not know \"%s\"", which);
+	if (s == NULL || query_id != current_query_id || !s->loaded)
+		return scan;			/* no store: no rows */
+	scan->with_tid = natts == s->state_desc->natts + 1;
+	if (!scan->with_tid && natts != s->state_desc->natts)
+		elog(ERROR, "streamwin: store_rows() of query %d gives %d columns, not %d",
+			 query_id, s->state_desc->natts, natts);
+	scan->store = s;
+	if (scan->rows == STORE_ROWS_ALL)
+	{
+		scan->in_hash = true;
+		InitTupleHashIterator(s->hash, &scan->hash_it);
+	}
+	else if (scan->rows == STORE_ROWS_GONE)
+	{
+		/* records of sessions merged away, only sessions have them */
+		scan->by_changed_node = true;
+		if (s->plan.session)
+			scan->list = &s->gone;
+	}
+	else
+	{
+		sort_rows(s, scan->rows);
+		scan->list = &s->rows[scan->rows];
+	}
+	if (scan->list != NULL && !dlist_is_empty(scan->list))
+		scan->next = dlist_head_node(scan->list);
+	return scan;
+}
+
+/*
+ * The next group's row into values/nulls (natts long, as begun), which
+ * point into the group; false after the last.
+ */
+bool
+store_rows_scan_next(StoreRowsScan *scan, Datum *values, bool *nulls)
+{
+	StateStore *s = scan->store;
+	StoreGroup *g;
+	int			first = scan->with_tid ? 1 : 0;
+
+	if (s == NULL)
+		return false;
+	if (scan->in_hash)
+	{
+		TupleHashEntry entry = ScanTupleHashTable(s->hash, &scan->hash_it);
+
+		if (entry == NULL)
+			return false;
+		g = (StoreGroup *) entry->additional;
+	}
+	else
+	{
+		if (scan->next == NULL)
+			return false;
+		g = scan->by_changed_node ? dlist_container(StoreGroup, changed_node, scan->next)
+			: dlist_container(StoreGroup, rows_node, scan->next);
+		scan->next = dlist_has_next(scan->list, scan->next) ? scan->next->next : NULL;
+	}
 	group_values(s, g, values + first, nulls + first);
-	if (with_tid)
+	ExecClearTuple(s->key_slot);
+	if (scan->with_tid)
 	{
 		values[0] = PointerGetDatum(&g->result_tid);
 		nulls[0] = !ItemPointerIsValid(&g->result_tid);
 	}
-	tuplestore_putvalues(ts, desc, values, nulls);
-	ExecClearTuple(s->key_slot);
+	return true;
+}
+
+/* From the first row again (a rescan): the store has not changed. */
+void
+store_rows_scan_restart(StoreRowsScan *scan)
+{
+	if (scan->store == NULL)
+		return;
+	if (scan->in_hash)
+	{
+		TermTupleHashIterator(&scan->hash_it);
+		InitTupleHashIterator(scan->store->hash, &scan->hash_it);
+	}
+	else
+		scan->next = scan->list != NULL && !dlist_is_empty(scan->list) ?
+			dlist_head_node(scan->list) : NULL;
+}
+
+void
+store_rows_scan_end(StoreRowsScan *scan)
+{
+	if (scan->store != NULL && scan->in_hash)
+		TermTupleHashIterator(&scan->hash_it);
+	pfree(scan);
 }
 
 /*
@@ -1873,7 +1990,9 @@ put_group(StateStore *s, Tuplestorestate *ts, TupleDesc desc, StoreGroup *g, boo
  * the groups a result statement of the query writes (see StoreRows), as
  * rows of its state table, preceded by their result row's location when
  * the column list asks for one more column (of type tid).  Outside a batch
- * of the query in this backend it returns nothing.
+ * of the query in this backend it returns nothing.  The statements of a
+ * batch read it through the custom scan of source_scan.c, which reads the
+ * same rows without copying them into a tuplestore.
  */
 Datum
 streamwin_store_rows(PG_FUNCTION_ARGS)
@@ -1881,67 +2000,19 @@ streamwin_store_rows(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	int32		query_id = PG_GETARG_INT32(0);
 	char	   *which = text_to_cstring(PG_GETARG_TEXT_PP(1));
-	StateStore *s = current_store;
+	StoreRowsScan *scan;
 	TupleDesc	desc;
-	bool		with_tid;
-	StoreRows	rows;
 	Datum	   *values;
 	bool	   *nulls;
 
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
-	if (s == NULL || query_id != current_query_id || !s->loaded)
-		return (Datum) 0;
 	desc = rsinfo->setDesc;
-	with_tid = desc->natts == s->state_desc->natts + 1;
-	if (!with_tid && desc->natts != s->state_desc->natts)
-		elog(ERROR, "streamwin: store_rows() of query %d gives %d columns, not %d",
-			 query_id, s->state_desc->natts, desc->natts);
-	if (strcmp(which, "insert") == 0)
-		rows = STORE_ROWS_INSERT;
-	else if (strcmp(which, "update") == 0)
-		rows = STORE_ROWS_UPDATE;
-	else if (strcmp(which, "upsert") == 0)
-		rows = STORE_ROWS_UPSERT;
-	else if (strcmp(which, "closed") == 0)
-		rows = STORE_ROWS_CLOSED;
-	else if (strcmp(which, "gone") == 0)
-		rows = STORE_ROWS_GONE;
-	else if (strcmp(which, "all") == 0)
-		rows = STORE_ROWS_ALL;
-	else
-		elog(ERROR, "streamwin: store_rows() does not know \"%s\"", which);
+	scan = store_rows_scan_begin(query_id, which, desc->natts);
 	values = palloc(sizeof(Datum) * desc->natts);
 	nulls = palloc(sizeof(bool) * desc->natts);
-
-	if (rows == STORE_ROWS_ALL)
-	{
-		TupleHashIterator it;
-		TupleHashEntry entry;
-
-		InitTupleHashIterator(s->hash, &it);
-		while ((entry = ScanTupleHashTable(s->hash, &it)) != NULL)
-			put_group(s, rsinfo->setResult, desc, (StoreGroup *) entry->additional, with_tid,
-					  values, nulls);
-		TermTupleHashIterator(&it);
-	}
-	else if (rows == STORE_ROWS_GONE)
-	{
-		dlist_iter	it;
-
-		if (s->plan.session)
-			dlist_foreach(it, &s->gone)
-				put_group(s, rsinfo->setResult, desc,
-						  dlist_container(StoreGroup, changed_node, it.cur), with_tid, values, nulls);
-	}
-	else
-	{
-		dlist_iter	it;
-
-		sort_rows(s, rows);
-		dlist_foreach(it, &s->rows[rows])
-			put_group(s, rsinfo->setResult, desc,
-					  dlist_container(StoreGroup, rows_node, it.cur), with_tid, values, nulls);
-	}
+	while (store_rows_scan_next(scan, values, nulls))
+		tuplestore_putvalues(rsinfo->setResult, desc, values, nulls);
+	store_rows_scan_end(scan);
 	return (Datum) 0;
 }
 

@@ -192,6 +192,19 @@ extern void store_rows_written(StateStore *s, StoreRows which, StoreRows unwritt
 extern void store_set_current(StateStore *s, int32 query_id);
 
 /*
+ * A reading of streamwin.store_rows(query_id, which): the rows of the
+ * groups it names, in natts columns (see streamwin_store_rows), read
+ * where they are.  The function and the custom scan that replaces its
+ * function scan (source_scan.c) read them so.
+ */
+typedef struct StoreRowsScan StoreRowsScan;
+
+extern StoreRowsScan *store_rows_scan_begin(int32 query_id, const char *which, int natts);
+extern bool store_rows_scan_next(StoreRowsScan *scan, Datum *values, bool *nulls);
+extern void store_rows_scan_restart(StoreRowsScan *scan);
+extern void store_rows_scan_end(StoreRowsScan *scan);
+
+/*
  * store_close_windows
  *		Select the groups of windows ending at or before watermark (a dedup
  *		store: the keys whose event time is before it) into

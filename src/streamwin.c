@@ -105,10 +105,12 @@ _PG_init(void)
 							65536, -1, MAX_KILOBYTES,
 							PGC_USERSET, GUC_UNIT_KB, NULL, NULL, NULL);
 	DefineCustomBoolVariable("streamwin.enable_source_scan",
-							 "Lets the planner read a source's batch rows with streamwin's own scan.",
-							 "Off, every source is read through its view's function, which copies "
-							 "the rows into a tuplestore first: the same rows, more slowly.  For "
-							 "comparing the two; statements already prepared keep their plans.",
+							 "Lets the planner read a source's batch rows, and a state store's "
+							 "groups, with streamwin's own scans.",
+							 "Off, every source is read through its view's function, and a store's "
+							 "groups through streamwin.store_rows(), which copy the rows into a "
+							 "tuplestore first: the same rows, more slowly.  For comparing the two; "
+							 "statements already prepared keep their plans.",
 							 &streamwin_enable_source_scan,
 							 true,
 							 PGC_USERSET, 0, NULL, NULL, NULL);

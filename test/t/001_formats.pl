@@ -214,6 +214,38 @@ for my $q ('json_first_fn', 'json_first')
 		"$q: deduplication keeps the first row of each key");
 }
 
+# A state store's result statements read its groups through
+# streamwin.store_rows(), which the planner replaces by a scan of the
+# store's memory as well.  An update-mode aggregate in batches of 300
+# events (windows that span batches: rows inserted, then updated by
+# location) is exact both ways.
+like($node->safe_psql('postgres',
+		q{EXPLAIN (COSTS OFF) SELECT * FROM streamwin.store_rows(0, 'insert') AS s(a int)}),
+	qr/Custom Scan \(StreamwinStoreRows\)/, 'store_rows() is read by the custom scan');
+like($node->safe_psql('postgres',
+		q{SET streamwin.enable_source_scan = off;
+		  EXPLAIN (COSTS OFF) SELECT * FROM streamwin.store_rows(0, 'insert') AS s(a int)}),
+	qr/Function Scan on store_rows/, 'store_rows(): or, with the scan off, by the function');
+psql_ok($node, qq{
+SELECT streamwin.create_kafka_source('fmt_json_small', '$brokers', 'fmt_json',
+    '$evcols', 'json', '{"max_records_per_batch": 300}');
+SELECT streamwin.create_query('json_windows_' || how,
+    \$q\$SELECT k, count(*) AS n, sum(v) AS s, count(v) AS nv, sum(amount) AS amt
+         FROM fmt_json_small GROUP BY streamwin.tumble(ts, '1 minute'), k\$q\$,
+    output_mode => 'update', start => false)
+  FROM unnest(ARRAY['scan', 'fn']) AS how;
+}, 'json: update-mode queries in small batches created');
+for my $how ('scan', 'fn')
+{
+	my $q = "json_windows_$how";
+	my $r = query_json($node,
+		($how eq 'fn' ? 'SET streamwin.enable_source_scan = off; ' : '')
+		  . "SELECT streamwin.run_available('$q')");
+	cmp_ok($r && $r->{batches}, '>=', 7, "$q: ran in batches of 300 events");
+	results_match($node, sprintf($windowed_got, $q), windowed_want('want_json'),
+		"$q: update mode over batches is exact");
+}
+
 # ---- csv ---------------------------------------------------------------
 
 sub csv_quote
