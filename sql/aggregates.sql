@@ -370,3 +370,35 @@ SELECT streamwin.drop_source('ms');
 REVOKE CREATE ON SCHEMA public FROM aggregates_user;
 REVOKE SELECT ON m FROM aggregates_user;
 DROP ROLE aggregates_user;
+
+-- Group keys of several types, as a store hands its groups to the result
+-- statements in the order of the result's unique index (sort_rows in
+-- src/state_store.c): text sharing a long prefix (their abbreviations are
+-- equal, so whole keys decide), numeric and uuid (abbreviated too), NULLs
+-- of each, in batches of 100 rows over all 3 windows, so that groups are
+-- written new and then again by location.  The result is compared with
+-- plain SQL.
+CREATE TABLE mk (tag text, amount numeric, id uuid, v int, ts timestamptz);
+SELECT streamwin.create_table_source('mks', 'mk', '{"max_records_per_batch": 100}');
+SELECT streamwin.create_query('keyed', $$
+    SELECT tag, amount, id, count(*) AS n, sum(v) AS s
+      FROM mks GROUP BY streamwin.tumble(ts, '10 minutes'), tag, amount, id$$,
+    output_mode => 'update', start => false);
+INSERT INTO mk
+SELECT CASE WHEN g % 11 = 0 THEN NULL ELSE 'customer-with-a-long-shared-prefix-' || g * 7 % 9 END,
+       CASE WHEN g % 13 = 0 THEN NULL ELSE (g * 3 % 5) / 4.0 END,
+       CASE WHEN g % 17 = 0 THEN NULL ELSE md5((g % 3)::text)::uuid END,
+       g, timestamptz '2026-01-01 00:00:00+00' + (g * 37 % 1800) * interval '1 second'
+  FROM generate_series(1, 2000) g;
+SELECT (streamwin.run_available('keyed'))->>'batches' AS batches;
+SELECT count(e.*) AS expected_groups, count(k.*) AS result_groups,
+       count(*) FILTER (WHERE (k.n, k.s) IS DISTINCT FROM (e.n, e.s)) AS differing
+  FROM keyed k FULL JOIN
+       (SELECT streamwin.tumble(ts, '10 minutes') AS window_start, tag, amount, id,
+               count(*) AS n, sum(v) AS s
+          FROM mk GROUP BY 1, 2, 3, 4) e
+    ON k.window_start = e.window_start AND k.tag IS NOT DISTINCT FROM e.tag
+   AND k.amount IS NOT DISTINCT FROM e.amount AND k.id IS NOT DISTINCT FROM e.id;
+SELECT streamwin.drop_query('keyed', drop_result => true);
+SELECT streamwin.drop_source('mks');
+DROP TABLE mk;
