@@ -240,6 +240,7 @@ replaceable_call(RelOptInfo *rel, Index rti, RangeTblEntry *rte, RowsKind *kind)
 	if (!IsA(rtfunc->funcexpr, FuncExpr))
 		return NULL;
 	call = (FuncExpr *) rtfunc->funcexpr;
+	/* cheap checks first: the catalog is looked up only for calls like ours */
 	if (list_length(call->args) < 1 || list_length(call->args) > 2 ||
 		!IsA(linitial(call->args), Const))
 		return NULL;

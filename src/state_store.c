@@ -426,8 +426,14 @@ prepare_key_sorts(StateStore *s)
 {
 	int			first = s->plan.windowed ? 1 : 0;
 
-	s->lead_key = s->plan.dedup ? s->nkeys : first;
+	s->lead_key = first;
 	s->key_sorts = palloc0(sizeof(SortSupportData) * s->nkeys);
+	if (s->plan.dedup)
+	{
+		/* a dedup store writes no result rows: nothing to sort */
+		s->lead_key = s->nkeys;
+		return;
+	}
 	for (int k = first; k < s->nkeys; k++)
 	{
 		Form_pg_attribute att = TupleDescAttr(s->key_desc, k);
@@ -1864,6 +1870,17 @@ struct StoreRowsScan
 	bool		by_changed_node;	/* linked by changed_node, not rows_node */
 };
 
+/* The scan at its first group again. */
+static void
+rows_scan_rewind(StoreRowsScan *scan)
+{
+	if (scan->in_hash)
+		InitTupleHashIterator(scan->store->hash, &scan->hash_it);
+	else
+		scan->next = scan->list != NULL && !dlist_is_empty(scan->list) ?
+			dlist_head_node(scan->list) : NULL;
+}
+
 /*
  * The groups of the list `which` names ("insert", "update", "upsert",
  * "closed", "gone" or "all") of the query's store, if it is this backend's
@@ -1901,10 +1918,7 @@ store_rows_scan_begin(int32 query_id, const char *which, int natts)
 			 query_id, s->state_desc->natts, natts);
 	scan->store = s;
 	if (scan->rows == STORE_ROWS_ALL)
-	{
 		scan->in_hash = true;
-		InitTupleHashIterator(s->hash, &scan->hash_it);
-	}
 	else if (scan->rows == STORE_ROWS_GONE)
 	{
 		/* records of sessions merged away, only sessions have them */
@@ -1917,8 +1931,7 @@ store_rows_scan_begin(int32 query_id, const char *which, int natts)
 		sort_rows(s, scan->rows);
 		scan->list = &s->rows[scan->rows];
 	}
-	if (scan->list != NULL && !dlist_is_empty(scan->list))
-		scan->next = dlist_head_node(scan->list);
+	rows_scan_rewind(scan);
 	return scan;
 }
 
@@ -1968,13 +1981,8 @@ store_rows_scan_restart(StoreRowsScan *scan)
 	if (scan->store == NULL)
 		return;
 	if (scan->in_hash)
-	{
 		TermTupleHashIterator(&scan->hash_it);
-		InitTupleHashIterator(scan->store->hash, &scan->hash_it);
-	}
-	else
-		scan->next = scan->list != NULL && !dlist_is_empty(scan->list) ?
-			dlist_head_node(scan->list) : NULL;
+	rows_scan_rewind(scan);
 }
 
 void
