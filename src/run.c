@@ -23,6 +23,7 @@
 #include "utils/timestamp.h"
 
 #include "batch.h"
+#include "batch_memory.h"
 #include "catalog.h"
 #include "offsets.h"
 #include "spi_util.h"
@@ -265,12 +266,15 @@ run_to_end(QueryRunner *r, bool commit_each)
 	 */
 	for (int s = 0; s < r->nreaders; s++)
 		r->readers[s]->fetch_again = true;
+	/* and the session keeps each batch's memory for the next, as a worker does */
+	batch_memory_keep();
 	PG_TRY();
 	{
 		run_batches(r, targets, commit_each, &t);
 	}
 	PG_FINALLY();
 	{
+		batch_memory_release();
 		for (int s = 0; s < r->nreaders; s++)
 		{
 			r->readers[s]->fetch_again = false;

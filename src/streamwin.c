@@ -22,6 +22,7 @@
 #include "utils/guc.h"
 
 #include "batch.h"
+#include "batch_memory.h"
 #include "checkpoint.h"
 #include "launcher.h"
 #include "source.h"
@@ -125,7 +126,9 @@ _PG_init(void)
 							"Free memory a query worker keeps for its next batch.",
 							"Each batch allocates about the same memory again; keeping it "
 							"spares the page faults of getting it from the kernel anew. "
-							"0 leaves the C library's defaults.  Read when a worker starts.",
+							"run_available() and catch_up() keep it too while they run, and "
+							"give it back at their end.  0 leaves the C library's defaults.  "
+							"Read when a worker starts, and when those calls begin.",
 							&streamwin_worker_keep_memory,
 							64, 0, 1024,
 							PGC_SIGHUP, GUC_UNIT_MB, NULL, NULL, NULL);

@@ -21,8 +21,6 @@
  */
 #include "postgres.h"
 
-#include <malloc.h>
-
 #include "access/xact.h"
 #include "commands/extension.h"
 #include "lib/stringinfo.h"
@@ -38,6 +36,7 @@
 #include "utils/timestamp.h"
 
 #include "batch.h"
+#include "batch_memory.h"
 #include "catalog.h"
 #include "launcher.h"
 #include "progress.h"
@@ -210,31 +209,6 @@ ms_until_trigger(QueryRunner *r, TimestampTz started)
 	return Max(0, r->query->trigger_interval_us / 1000 - (GetCurrentTimestamp() - started) / 1000);
 }
 
-int			streamwin_worker_keep_memory = 64;
-
-/*
- * Every batch allocates the same tens of megabytes again (the messages,
- * their rows, the batch's hash table and sort), and frees them at its end.
- * glibc gives memory back to the kernel as soon as 128 kB are free at the
- * top of the heap, and serves each block above its mmap threshold with a
- * fresh mmap, so that every batch would page-fault its memory in anew.  A
- * worker is one long loop over the same batch shape: it keeps up to
- * streamwin.worker_keep_memory (64 MB) free for the next batch, and grows
- * its heap by a quarter of that at a time.  (Not in other backends:
- * streamwin is preloaded into every one.)
- */
-static void
-keep_batch_memory(void)
-{
-	int			keep = streamwin_worker_keep_memory * 1024 * 1024;
-
-	if (keep == 0)
-		return;
-	mallopt(M_MMAP_THRESHOLD, Min(keep / 2, 32 * 1024 * 1024));
-	mallopt(M_TRIM_THRESHOLD, keep);
-	mallopt(M_TOP_PAD, keep / 4);
-}
-
 void
 streamwin_worker_main(Datum main_arg)
 {
@@ -252,7 +226,7 @@ streamwin_worker_main(Datum main_arg)
 	volatile int nsource_ids = 0;
 
 	memcpy(&extra, MyBgworkerEntry->bgw_extra, sizeof(extra));
-	keep_batch_memory();
+	batch_memory_keep();
 	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	BackgroundWorkerUnblockSignals();

@@ -17,7 +17,4 @@ typedef struct WorkerExtra
 
 PGDLLEXPORT void streamwin_worker_main(Datum main_arg);
 
-/* streamwin.worker_keep_memory (MB): free memory a worker keeps for its next batch */
-extern int	streamwin_worker_keep_memory;
-
 #endif
