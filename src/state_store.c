@@ -2313,6 +2313,8 @@ store_load(StateStore *s)
 	}
 	TermTupleHashIterator(&hit);
 	PopActiveSnapshot();
+	elog(DEBUG1, "streamwin: state store of table \"%s\" loaded " INT64_FORMAT " groups into %zu kB",
+		 get_rel_name(s->state_table), s->ngroups, store_memory(s) / 1024);
 	return true;
 }
 
