@@ -640,6 +640,21 @@ checkpoint_matches($node, 'c_win', $sa, sub { events4(20, 'g % 400', 10) }, 'aft
 	check_part4('in a new session, which loads the stores anew');
 	$sc->quit;
 }
+# A store that loads says how many groups it read (DEBUG1): as many as
+# its state table holds before the batch merges any.
+{
+	my $st = state_table('c_run');
+	my $rows = $node->safe_psql('postgres', "SELECT count(*) FROM $st");
+	(my $relname = $st) =~ s/^.*\.//;
+	events4(100, 'g % 450', 10);
+	my ($rc, $out, $err) = $node->psql('postgres',
+		"SET client_min_messages = debug1; SELECT streamwin.run_batch('c_run') IS NOT NULL");
+	is($rc, 0, 'c_run: a batch in a new session, with DEBUG1 messages');
+	like($err, qr/state store of table "\Q$relname\E" loaded $rows groups into \d+ kB/,
+		"c_run: its store's load reports the $rows groups of its state table");
+	catch_up4($sa);
+	check_part4('after a batch in a session of its own');
+}
 
 # (g) on the state table in session A (the cap set there), with batches
 # that do not commit: the batch that lets go of the store and makes the
