@@ -91,15 +91,15 @@ typedef struct StoreGroup
 	MinimalTuple key;			/* the hash entry's key tuple */
 	TimestampTz window_start;	/* windowed stores */
 	uint8		flags;
-	int8		rows;			/* StoreRows list it is in, or -1 */
+	int8		rows;			/* StoreRows list it may be in (rows_contains) */
 	ItemPointerData state_tid;	/* invalid: no state row yet */
 	ItemPointerData ckpt_tid;	/* invalid: no checkpoint row */
 	ItemPointerData result_tid; /* invalid: not known */
 	uint32		hash;			/* of key in the hash table: no rehashing to
 								 * drop it */
+	int32		rows_pos;		/* its entry in that list */
 	dlist_node	changed_node;	/* in the batch's changed groups */
 	dlist_node	ckpt_node;		/* in the groups changed since the checkpoint */
-	dlist_node	rows_node;		/* in the StoreRows list `rows` */
 
 	/*
 	 * A window's group is in its window's groups; a session has its session
@@ -121,6 +121,37 @@ typedef struct StoreGroup
  * group's own chunk (a separate array would take a chunk of its own).
  */
 #define GROUP_NULLS(s, g) ((bool *) ((g)->values + (s)->npartials))
+
+/*
+ * An entry of a StoreRows list: a group, and its window's start and first
+ * key's sort value when sort_rows fills them in.
+ */
+typedef struct SortedGroup
+{
+	TimestampTz window_start;
+	Datum		lead;			/* the first group key, or its abbreviation */
+	bool		lead_null;
+	StoreGroup *group;			/* NULL: the group left the list */
+} SortedGroup;
+
+/*
+ * A StoreRows list, an array of its groups.  A statement's scan reads them
+ * in order and asks for the groups some entries ahead of it to be fetched
+ * into the cache while it works, which a linked list cannot do: each of
+ * its groups, anywhere in memory, is needed to find the next.  A group in
+ * the list points at its entry and the entry back at it (rows_contains),
+ * so a list empties without touching its groups; a group that leaves it
+ * leaves a NULL entry behind.  Sorting moves the entries: the scan that
+ * follows puts each group's position right as it reads it.
+ */
+typedef struct RowsList
+{
+	SortedGroup *items;			/* in cxt: the batch's, not the state's memory */
+	int64		n;				/* entries used, NULL ones included */
+	int64		max;
+	bool		sorted;			/* in the result's order since the last add */
+	bool		positions_valid;	/* every group's rows_pos is right */
+} RowsList;
 
 typedef struct StoreWindow
 {
@@ -201,6 +232,7 @@ struct StateStore
 
 	/* the groups (in groups_cxt) */
 	MemoryContext group_slab;	/* the StoreGroups themselves (group_alloc) */
+	Size		group_size;		/* of each, group_size() */
 	TupleHashTable hash;
 	int64		ngroups;
 	StoreWindow **windows;		/* sorted by start */
@@ -219,8 +251,8 @@ struct StateStore
 	int64		max_key_times;
 	dlist_head	changed;
 	dlist_head	ckpt_dirty;
-	dlist_head	rows[NUM_STORE_ROWS];
-	int64		nrows[NUM_STORE_ROWS];
+	RowsList	rows[NUM_STORE_ROWS];
+	int64		nrows[NUM_STORE_ROWS];	/* the groups in each (not NULL entries) */
 	TidList		ckpt_gone;		/* checkpoint rows of groups gone since */
 
 	bool		loaded;
@@ -230,6 +262,8 @@ struct StateStore
 	Oid			ckpt_file;		/* rewrite (VACUUM FULL, CLUSTER) moves every
 								 * row */
 };
+
+static void rows_clear(StateStore *s, StoreRows which);
 
 static const char *const merge_names[] = {
 	[MERGE_ADD] = "add",
@@ -652,8 +686,9 @@ store_reset_groups(StateStore *s)
 	MemoryContext old;
 
 	MemoryContextReset(s->groups_cxt);
+	s->group_size = group_size(s);
 	s->group_slab = SlabContextCreate(s->groups_cxt, "streamwin state store group",
-									  GROUP_SLAB_BLOCK_SIZE, group_size(s));
+									  GROUP_SLAB_BLOCK_SIZE, s->group_size);
 	old = MemoryContextSwitchTo(s->groups_cxt);
 	s->hash = BuildTupleHashTableExt(NULL, s->key_desc, s->nkeys, s->key_cols,
 									 s->key_eqfuncs, s->key_hashfuncs, s->key_collations,
@@ -667,8 +702,11 @@ store_reset_groups(StateStore *s)
 	dlist_init(&s->ckpt_dirty);
 	for (int i = 0; i < NUM_STORE_ROWS; i++)
 	{
-		dlist_init(&s->rows[i]);
-		s->nrows[i] = 0;
+		if (s->rows[i].items != NULL)
+			pfree(s->rows[i].items);
+		s->rows[i].items = NULL;
+		s->rows[i].max = 0;
+		rows_clear(s, i);
 	}
 	tid_list_init(&s->ckpt_gone);
 	if (s->plan.session)
@@ -714,6 +752,8 @@ store_invalidate(StateStore *s)
 	s->ngone = 0;
 	s->key_times = NULL;
 	s->nkey_times = 0;
+	for (int i = 0; i < NUM_STORE_ROWS; i++)
+		rows_clear(s, i);
 	s->loaded = false;
 	s->in_batch = false;
 	s->catalog_xmin = InvalidTransactionId;
@@ -1617,23 +1657,81 @@ store_write_changed(StateStore *s)
 
 /* --- the groups result statements write ---------------------------------- */
 
+/* An empty list: its groups are not written to. */
+static void
+rows_clear(StateStore *s, StoreRows which)
+{
+	RowsList   *l = &s->rows[which];
+
+	l->n = 0;
+	l->sorted = false;
+	l->positions_valid = true;
+	s->nrows[which] = 0;
+}
+
+/* Every group's position in a list, after a sort and no complete scan. */
+static void
+rows_fix_positions(RowsList *l)
+{
+	for (int64 i = 0; i < l->n; i++)
+		if (l->items[i].group != NULL)
+			l->items[i].group->rows_pos = (int32) i;
+	l->positions_valid = true;
+}
+
+/* Whether the group is in the list: its entry points back at it. */
+static bool
+rows_contains(StateStore *s, StoreGroup *g, StoreRows which)
+{
+	RowsList   *l = &s->rows[which];
+
+	if (g->rows != (int8) which)
+		return false;
+	if (!l->positions_valid)
+		rows_fix_positions(l);
+	return g->rows_pos < l->n && l->items[g->rows_pos].group == g;
+}
+
 static void
 rows_remove(StateStore *s, StoreGroup *g)
 {
-	if (g->rows < 0)
-		return;
-	dlist_delete(&g->rows_node);
-	s->nrows[g->rows]--;
+	if (g->rows >= 0 && rows_contains(s, g, g->rows))
+	{
+		RowsList   *l = &s->rows[g->rows];
+
+		l->items[g->rows_pos].group = NULL;
+		l->sorted = false;		/* the next sort drops the entry */
+		s->nrows[g->rows]--;
+	}
 	g->rows = -1;
 }
 
 static void
 rows_add(StateStore *s, StoreGroup *g, StoreRows which)
 {
+	RowsList   *l = &s->rows[which];
+
 	rows_remove(s, g);
-	dlist_push_tail(&s->rows[which], &g->rows_node);
-	s->nrows[which]++;
+	if (l->n == l->max)
+	{
+		int64		max = Max(1024, l->max * 2);
+
+		if (l->n >= PG_INT32_MAX)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("streamwin: a batch writes more than %d result rows of one kind",
+							PG_INT32_MAX)));
+		max = Min(max, (int64) PG_INT32_MAX);
+		l->items = l->items == NULL ?
+			MemoryContextAllocHuge(s->cxt, sizeof(SortedGroup) * max) :
+			repalloc_huge(l->items, sizeof(SortedGroup) * max);
+		l->max = max;
+	}
+	l->items[l->n].group = g;
 	g->rows = (int8) which;
+	g->rows_pos = (int32) l->n++;
+	l->sorted = false;
+	s->nrows[which]++;
 }
 
 void
@@ -1659,24 +1757,26 @@ store_classify_changed(StateStore *s, bool replay, bool new_rows_allowed)
 void
 store_move_rows(StateStore *s, StoreRows from, StoreRows to)
 {
-	dlist_mutable_iter it;
+	RowsList   *l = &s->rows[from];
 
-	dlist_foreach_modify(it, &s->rows[from])
+	Assert(from != to);
+	for (int64 i = 0; i < l->n; i++)
 	{
-		StoreGroup *g = dlist_container(StoreGroup, rows_node, it.cur);
+		StoreGroup *g = l->items[i].group;
 
+		if (g == NULL)
+			continue;
 		ItemPointerSetInvalid(&g->result_tid);
+		g->rows = -1;			/* its entry goes with the list */
 		rows_add(s, g, to);
 	}
+	rows_clear(s, from);
 }
 
 void
 store_rows_done(StateStore *s, StoreRows which)
 {
-	dlist_mutable_iter it;
-
-	dlist_foreach_modify(it, &s->rows[which])
-		rows_remove(s, dlist_container(StoreGroup, rows_node, it.cur));
+	rows_clear(s, which);
 }
 
 int64
@@ -1711,7 +1811,7 @@ store_rows_written(StateStore *s, StoreRows which, StoreRows unwritten)
 		fill_key_slot(s, slot, NULL);
 		g = store_group(s, NULL);
 		tid = slot_getattr(slot, s->nkeys + 1, &isnull);
-		if (g == NULL || isnull || g->rows != (int8) which)
+		if (g == NULL || isnull || !rows_contains(s, g, which))
 			continue;
 		g->result_tid = *(ItemPointer) DatumGetPointer(tid);
 		rows_remove(s, g);
@@ -1734,9 +1834,10 @@ changed_done(StateStore *s)
 
 		g->flags &= ~(GROUP_CHANGED | GROUP_NEW);
 		dlist_delete(&g->changed_node);
-		rows_remove(s, g);
 	}
 	dlist_init(&s->changed);
+	for (int i = 0; i < NUM_STORE_ROWS; i++)
+		rows_clear(s, i);
 	if (s->plan.session)
 	{
 		dlist_foreach_modify(it, &s->gone)
@@ -1763,15 +1864,6 @@ store_set_current(StateStore *s, int32 query_id)
 	current_query_id = query_id;
 }
 
-/* A group, its window's start and its first key's sort value, for sort_rows. */
-typedef struct SortedGroup
-{
-	TimestampTz window_start;
-	Datum		lead;			/* the first group key, or its abbreviation */
-	bool		lead_null;
-	StoreGroup *group;
-} SortedGroup;
-
 /* Key k of a group, read from its key tuple. */
 static Datum
 group_key(StateStore *s, StoreGroup *g, int k, bool *isnull)
@@ -1789,12 +1881,9 @@ group_key(StateStore *s, StoreGroup *g, int k, bool *isnull)
  * group key's sort values decide unless they are equal; only then are the
  * keys read from the groups, authoritatively.
  */
-static int
-compare_sorted_groups(const void *a, const void *b, void *arg)
+static inline int
+compare_sorted_groups(const SortedGroup *x, const SortedGroup *y, StateStore *s)
 {
-	const SortedGroup *x = a;
-	const SortedGroup *y = b;
-	StateStore *s = arg;
 	int			c;
 
 	if (x->window_start != y->window_start)
@@ -1824,6 +1913,41 @@ compare_sorted_groups(const void *a, const void *b, void *arg)
 	return 0;
 }
 
+#define ST_SORT sort_groups
+#define ST_ELEMENT_TYPE SortedGroup
+#define ST_COMPARE(a, b, arg) compare_sorted_groups(a, b, arg)
+#define ST_COMPARE_ARG_TYPE StateStore
+#define ST_SCOPE static
+#define ST_DEFINE
+#include "lib/sort_template.h"
+
+/*
+ * A walk over a list asks for the group ROWS_PREFETCH_DISTANCE entries
+ * ahead of the one it works on to be fetched into the cache, and for the
+ * key tuple of the group half as far ahead, whose pointer is in the group
+ * fetched before: the groups lie all over memory, and without this the
+ * walk waits for each.
+ */
+#define ROWS_PREFETCH_DISTANCE 8
+
+static inline void
+rows_prefetch(StateStore *s, RowsList *l, int64 i)
+{
+#if defined(__GNUC__) || defined(__clang__)
+	StoreGroup *g;
+
+	if (i + ROWS_PREFETCH_DISTANCE < l->n &&
+		(g = l->items[i + ROWS_PREFETCH_DISTANCE].group) != NULL)
+	{
+		for (Size off = 0; off < s->group_size; off += 64)
+			__builtin_prefetch((char *) g + off);
+	}
+	if (i + ROWS_PREFETCH_DISTANCE / 2 < l->n &&
+		(g = l->items[i + ROWS_PREFETCH_DISTANCE / 2].group) != NULL)
+		__builtin_prefetch(g->key);
+#endif
+}
+
 /*
  * Put a list of groups that statements write into the result in the order
  * of the result's unique index.  The groups come in hash order otherwise,
@@ -1834,42 +1958,43 @@ compare_sorted_groups(const void *a, const void *b, void *arg)
  * The sort compares values kept next to each group's pointer: comparing
  * keys read from the groups, which lie all over memory, cost as much as
  * the index saved (measured).  A store whose first group key has no such
- * value (a type without an abbreviation) is sorted by window only.
+ * value (a type without an abbreviation) is sorted by window only.  The
+ * NULL entries of groups that left the list are dropped first: a sorted
+ * list has none.
  */
 static void
 sort_rows(StateStore *s, StoreRows rows)
 {
-	int64		n = s->nrows[rows];
-	SortedGroup *sorted;
-	dlist_iter	it;
-	int64		i = 0;
+	RowsList   *l = &s->rows[rows];
+	int64		n = 0;
 
-	if (n < 2 || (!s->plan.windowed && s->lead_key >= s->nkeys))
+	if (l->sorted)
 		return;
-	sorted = palloc(sizeof(SortedGroup) * n);
-	dlist_foreach(it, &s->rows[rows])
+	for (int64 i = 0; i < l->n; i++)
 	{
-		StoreGroup *g = dlist_container(StoreGroup, rows_node, it.cur);
+		SortedGroup *e = &l->items[i];
+		StoreGroup *g = e->group;
 
-		Assert(i < n);
-		sorted[i].window_start = s->plan.windowed ? g->window_start : 0;
-		sorted[i].group = g;
-		sorted[i].lead = (Datum) 0;
-		sorted[i].lead_null = false;
+		rows_prefetch(s, l, i);
+		if (g == NULL)
+			continue;
+		e->window_start = s->plan.windowed ? g->window_start : 0;
+		e->lead = (Datum) 0;
+		e->lead_null = false;
 		if (s->lead_key < s->nkeys)
 		{
-			sorted[i].lead = group_key(s, g, s->lead_key, &sorted[i].lead_null);
-			if (!sorted[i].lead_null && s->lead_sort.abbrev_converter != NULL)
-				sorted[i].lead = s->lead_sort.abbrev_converter(sorted[i].lead, &s->lead_sort);
+			e->lead = group_key(s, g, s->lead_key, &e->lead_null);
+			if (!e->lead_null && s->lead_sort.abbrev_converter != NULL)
+				e->lead = s->lead_sort.abbrev_converter(e->lead, &s->lead_sort);
 		}
-		i++;
+		l->items[n++] = *e;
 	}
-	Assert(i == n);
-	qsort_arg(sorted, n, sizeof(SortedGroup), compare_sorted_groups, s);
-	dlist_init(&s->rows[rows]);
-	for (i = 0; i < n; i++)
-		dlist_push_tail(&s->rows[rows], &sorted[i].group->rows_node);
-	pfree(sorted);
+	Assert(n == s->nrows[rows]);
+	l->n = n;
+	if (n > 1 && (s->plan.windowed || s->lead_key < s->nkeys))
+		sort_groups(l->items, n, s);
+	l->sorted = true;
+	l->positions_valid = false;
 }
 
 /* Where a StoreRowsScan is: the groups of one list, or of the hash table. */
@@ -1880,9 +2005,10 @@ struct StoreRowsScan
 	bool		with_tid;		/* its result row's location comes first */
 	bool		in_hash;		/* STORE_ROWS_ALL: the hash table's groups */
 	TupleHashIterator hash_it;
-	dlist_head *list;			/* otherwise the list of groups, */
-	dlist_node *next;			/* its next node (NULL: at its end), */
-	bool		by_changed_node;	/* linked by changed_node, not rows_node */
+	RowsList   *list;			/* or a StoreRows list, */
+	int64		next;			/* its next entry; */
+	dlist_head *gone;			/* or STORE_ROWS_GONE's groups, */
+	dlist_node *next_gone;		/* the next of them (NULL: at the end) */
 };
 
 /* The scan at its first group again. */
@@ -1891,9 +2017,11 @@ rows_scan_rewind(StoreRowsScan *scan)
 {
 	if (scan->in_hash)
 		InitTupleHashIterator(scan->store->hash, &scan->hash_it);
+	else if (scan->list != NULL)
+		scan->next = 0;
 	else
-		scan->next = scan->list != NULL && !dlist_is_empty(scan->list) ?
-			dlist_head_node(scan->list) : NULL;
+		scan->next_gone = scan->gone != NULL && !dlist_is_empty(scan->gone) ?
+			dlist_head_node(scan->gone) : NULL;
 }
 
 /*
@@ -1937,9 +2065,8 @@ store_rows_scan_begin(int32 query_id, const char *which, int natts)
 	else if (scan->rows == STORE_ROWS_GONE)
 	{
 		/* records of sessions merged away, only sessions have them */
-		scan->by_changed_node = true;
 		if (s->plan.session)
-			scan->list = &s->gone;
+			scan->gone = &s->gone;
 	}
 	else
 	{
@@ -1971,13 +2098,28 @@ store_rows_scan_next(StoreRowsScan *scan, Datum *values, bool *nulls)
 			return false;
 		g = (StoreGroup *) entry->additional;
 	}
+	else if (scan->list != NULL)
+	{
+		RowsList   *l = scan->list;
+
+		/* sorted: no NULL entries, and each group's position is put right */
+		Assert(l->sorted);
+		if (scan->next >= l->n)
+		{
+			l->positions_valid = true;
+			return false;
+		}
+		rows_prefetch(s, l, scan->next);
+		g = l->items[scan->next].group;
+		g->rows_pos = (int32) scan->next++;
+	}
 	else
 	{
-		if (scan->next == NULL)
+		if (scan->next_gone == NULL)
 			return false;
-		g = scan->by_changed_node ? dlist_container(StoreGroup, changed_node, scan->next)
-			: dlist_container(StoreGroup, rows_node, scan->next);
-		scan->next = dlist_has_next(scan->list, scan->next) ? scan->next->next : NULL;
+		g = dlist_container(StoreGroup, changed_node, scan->next_gone);
+		scan->next_gone = dlist_has_next(scan->gone, scan->next_gone) ?
+			scan->next_gone->next : NULL;
 	}
 	group_values(s, g, values + first, nulls + first);
 	ExecClearTuple(s->key_slot);
@@ -2119,14 +2261,18 @@ void
 store_evict_closed(StateStore *s)
 {
 	Relation	rel = table_open(s->state_table, RowExclusiveLock);
+	RowsList   *closed = &s->rows[STORE_ROWS_CLOSED];
 	int			nclosed = 0;
-	dlist_mutable_iter it;
 
 	CommandCounterIncrement();
-	dlist_foreach_modify(it, &s->rows[STORE_ROWS_CLOSED])
+	for (int64 i = 0; i < closed->n; i++)
 	{
-		StoreGroup *g = dlist_container(StoreGroup, rows_node, it.cur);
+		StoreGroup *g = closed->items[i].group;
 
+		rows_prefetch(s, closed, i);
+		if (g == NULL)
+			continue;
+		g->rows = -1;			/* its entry goes with the list */
 		if (ItemPointerIsValid(&g->state_tid))
 			simple_heap_delete(rel, &g->state_tid);
 		group_unlink(s, g);
@@ -2134,6 +2280,7 @@ store_evict_closed(StateStore *s)
 			dlist_delete(&g->in.window_node);
 		drop_group(s, g);
 	}
+	rows_clear(s, STORE_ROWS_CLOSED);
 	table_close(rel, NoLock);
 
 	/* the windows left empty, all at the front */

@@ -32,7 +32,9 @@
 #      session's batches in between, reset_query by either session;
 #      VACUUM FULL of the state, checkpoint and result tables; on the state
 #      table (the cap set in the session), a rolled-back batch that made its
-#      index, and another session's store that dropped it.
+#      index, and another session's store that dropped it.  Which
+#      statement writes each changed group's result row (INSERT, UPDATE by
+#      location, upsert), from the store's DEBUG1 message.
 #   5. In every part, after many batches: the checkpoint table equals the
 #      state table (or the table of dedup keys), row for row.
 #
@@ -656,7 +658,39 @@ checkpoint_matches($node, 'c_win', $sa, sub { events4(20, 'g % 400', 10) }, 'aft
 	check_part4('after a batch in a session of its own');
 }
 
-# (g) on the state table in session A (the cap set there), with batches
+# (g) which statement writes each changed group's result row, from the
+# store's DEBUG1 message, in session A whose store stays loaded: four
+# batches over the same 250 keys (one batch each: the source's
+# max_records_per_batch).  Each batch writes a row for every key it read
+# (plain SQL over its events), and a key old to the result is never
+# inserted.  A key's first batch inserts it, or upserts it while inserts
+# are paused (after a unique violation, as part (c)'s replay had); an
+# INSERT does not learn where its row went, an upsert does (RETURNING), so
+# from the third batch on every row is updated at its known location.
+{
+	my $batch_events = '(SELECT k FROM ev4 ORDER BY id DESC LIMIT 250) e';
+	for my $i (0 .. 3)
+	{
+		events4(250, '20000 + g', 1);
+		my ($keys, $new) = split /\|/, $node->safe_psql('postgres',
+			"SELECT count(DISTINCT k), count(DISTINCT k) FILTER (WHERE NOT EXISTS"
+			  . " (SELECT FROM c_run r WHERE r.k = e.k)) FROM $batch_events");
+		my ($out, $err) = sess($sa,
+			"SET client_min_messages = debug1; SELECT streamwin.run_batch('c_run') IS NOT NULL;"
+			  . " SET client_min_messages = warning");
+		my ($n, $known, $other) =
+		  $err =~ /query "c_run" writes (\d+) new, (\d+) known and (\d+) other result rows/
+		  or fail("c_run: batch $i reports the rows it writes"), diag($err), next;
+		is($n + $known + $other, $keys, "c_run: batch $i writes a row for each of its $keys keys");
+		ok($n <= $new, "c_run: batch $i inserts only keys new to the result ($n of $new)");
+		is("$n $known $other", "0 $keys 0", "c_run: batch $i updates every row at its known location")
+		  if $i >= 2;
+	}
+	catch_up4($sa);
+	check_part4('after batches over the same keys');
+}
+
+# (h) on the state table in session A (the cap set there), with batches
 # that do not commit: the batch that lets go of the store and makes the
 # state table's index is rolled back, which takes the index with it; then
 # session B, whose store fits, drops the index again.  Session A's batches
