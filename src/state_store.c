@@ -149,6 +149,7 @@ typedef struct RowsList
 	SortedGroup *items;			/* in cxt: the batch's, not the state's memory */
 	int64		n;				/* entries used, NULL ones included */
 	int64		max;
+	int64		ngroups;		/* the entries that are not NULL */
 	bool		sorted;			/* in the result's order since the last add */
 	bool		positions_valid;	/* every group's rows_pos is right */
 } RowsList;
@@ -232,7 +233,6 @@ struct StateStore
 
 	/* the groups (in groups_cxt) */
 	MemoryContext group_slab;	/* the StoreGroups themselves (group_alloc) */
-	Size		group_size;		/* of each, group_size() */
 	TupleHashTable hash;
 	int64		ngroups;
 	StoreWindow **windows;		/* sorted by start */
@@ -252,7 +252,6 @@ struct StateStore
 	dlist_head	changed;
 	dlist_head	ckpt_dirty;
 	RowsList	rows[NUM_STORE_ROWS];
-	int64		nrows[NUM_STORE_ROWS];	/* the groups in each (not NULL entries) */
 	TidList		ckpt_gone;		/* checkpoint rows of groups gone since */
 
 	bool		loaded;
@@ -686,9 +685,8 @@ store_reset_groups(StateStore *s)
 	MemoryContext old;
 
 	MemoryContextReset(s->groups_cxt);
-	s->group_size = group_size(s);
 	s->group_slab = SlabContextCreate(s->groups_cxt, "streamwin state store group",
-									  GROUP_SLAB_BLOCK_SIZE, s->group_size);
+									  GROUP_SLAB_BLOCK_SIZE, group_size(s));
 	old = MemoryContextSwitchTo(s->groups_cxt);
 	s->hash = BuildTupleHashTableExt(NULL, s->key_desc, s->nkeys, s->key_cols,
 									 s->key_eqfuncs, s->key_hashfuncs, s->key_collations,
@@ -1666,7 +1664,7 @@ rows_clear(StateStore *s, StoreRows which)
 	l->n = 0;
 	l->sorted = false;
 	l->positions_valid = true;
-	s->nrows[which] = 0;
+	l->ngroups = 0;
 }
 
 /* Every group's position in a list, after a sort and no complete scan. */
@@ -1701,7 +1699,7 @@ rows_remove(StateStore *s, StoreGroup *g)
 
 		l->items[g->rows_pos].group = NULL;
 		l->sorted = false;		/* the next sort drops the entry */
-		s->nrows[g->rows]--;
+		l->ngroups--;
 	}
 	g->rows = -1;
 }
@@ -1712,16 +1710,15 @@ rows_add(StateStore *s, StoreGroup *g, StoreRows which)
 	RowsList   *l = &s->rows[which];
 
 	rows_remove(s, g);
+	if (l->n == PG_INT32_MAX)	/* rows_pos is an int32 */
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("streamwin: a batch writes more than %d result rows of one kind",
+						PG_INT32_MAX)));
 	if (l->n == l->max)
 	{
-		int64		max = Max(1024, l->max * 2);
+		int64		max = Min(Max(1024, l->max * 2), (int64) PG_INT32_MAX);
 
-		if (l->n >= PG_INT32_MAX)
-			ereport(ERROR,
-					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-					 errmsg("streamwin: a batch writes more than %d result rows of one kind",
-							PG_INT32_MAX)));
-		max = Min(max, (int64) PG_INT32_MAX);
 		l->items = l->items == NULL ?
 			MemoryContextAllocHuge(s->cxt, sizeof(SortedGroup) * max) :
 			repalloc_huge(l->items, sizeof(SortedGroup) * max);
@@ -1731,7 +1728,7 @@ rows_add(StateStore *s, StoreGroup *g, StoreRows which)
 	g->rows = (int8) which;
 	g->rows_pos = (int32) l->n++;
 	l->sorted = false;
-	s->nrows[which]++;
+	l->ngroups++;
 }
 
 void
@@ -1786,7 +1783,7 @@ store_count_rows(StateStore *s, StoreRows which)
 		return s->ngroups;
 	if (which == STORE_ROWS_GONE)
 		return s->ngone;
-	return s->nrows[which];
+	return s->rows[which].ngroups;
 }
 
 /*
@@ -1939,7 +1936,7 @@ rows_prefetch(StateStore *s, RowsList *l, int64 i)
 	if (i + ROWS_PREFETCH_DISTANCE < l->n &&
 		(g = l->items[i + ROWS_PREFETCH_DISTANCE].group) != NULL)
 	{
-		for (Size off = 0; off < s->group_size; off += 64)
+		for (Size off = 0; off < group_size(s); off += 64)
 			__builtin_prefetch((char *) g + off);
 	}
 	if (i + ROWS_PREFETCH_DISTANCE / 2 < l->n &&
@@ -1989,7 +1986,7 @@ sort_rows(StateStore *s, StoreRows rows)
 		}
 		l->items[n++] = *e;
 	}
-	Assert(n == s->nrows[rows]);
+	Assert(n == l->ngroups);
 	l->n = n;
 	if (n > 1 && (s->plan.windowed || s->lead_key < s->nkeys))
 		sort_groups(l->items, n, s);
