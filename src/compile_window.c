@@ -537,6 +537,17 @@ store_insert(Compiled *c, const char *rname, int32 query_id, const char *which)
 					state_column_defs(c));
 }
 
+/*
+ * The same rows as store_insert(), the SELECT alone: its columns are named
+ * as the result's, for result_insert_receiver() to write.
+ */
+static char *
+store_select(Compiled *c, int32 query_id, const char *which)
+{
+	return psprintf("SELECT %s FROM streamwin.store_rows(%d, '%s') AS s(%s)",
+					result_select(c), query_id, which, state_column_defs(c));
+}
+
 /* " RETURNING r.window_start, r.k, ..., r.ctid": where each group's row went */
 static char *
 returning_locations(Compiled *c)
@@ -592,6 +603,7 @@ store_statements(Compiled *c, Oid result, Oid state, int32 query_id, OutputMode 
 		 * group written again learns it from the upsert.
 		 */
 		plan_add_statement(plan, STMT_STORE_INSERT, store_insert(c, rname, query_id, "insert"));
+		plan_add_statement(plan, STMT_STORE_INSERT_ROWS, store_select(c, query_id, "insert"));
 		plan_add_statement(plan, STMT_STORE_UPSERT,
 						   psprintf("%s%s%s", store_insert(c, rname, query_id, "upsert"),
 									result_upsert(c), returning_locations(c)));
@@ -635,6 +647,7 @@ store_statements(Compiled *c, Oid result, Oid state, int32 query_id, OutputMode 
 	else if (mode == OUTPUT_APPEND)
 	{
 		plan_add_statement(plan, STMT_STORE_CLOSE, store_insert(c, rname, query_id, "closed"));
+		plan_add_statement(plan, STMT_STORE_CLOSE_ROWS, store_select(c, query_id, "closed"));
 		plan_add_statement(plan, STMT_STORE_CLOSE_UPSERT,
 						   psprintf("%s%s", store_insert(c, rname, query_id, "closed"),
 									result_upsert(c)));

@@ -15,6 +15,7 @@
 #include "utils/memutils.h"
 
 #include "catalog.h"
+#include "result_insert.h"
 #include "runner.h"
 #include "spi_util.h"
 #include "state_store.h"
@@ -276,6 +277,7 @@ typedef struct PlanCall
 	QueryStatement s;
 	BatchInput *input;
 	Datum	   *args;
+	DestReceiver *dest;
 } PlanCall;
 
 static void
@@ -283,7 +285,7 @@ run_plan_call(void *arg)
 {
 	PlanCall   *call = arg;
 
-	(void) run_statement(call->r, call->s, call->input, call->args, NULL);
+	(void) run_statement(call->r, call->s, call->input, call->args, call->dest);
 }
 
 /*
@@ -340,9 +342,10 @@ variant_allowed(QueryRunner *r, bool replay)
  * variants.  Other errors are raised.
  */
 static bool
-run_variant(QueryRunner *r, QueryStatement s, BatchInput *input, Datum *args)
+run_variant(QueryRunner *r, QueryStatement s, BatchInput *input, Datum *args,
+			DestReceiver *dest)
 {
-	PlanCall	call = {r, s, input, args};
+	PlanCall	call = {r, s, input, args, dest};
 	ErrorData  *edata = run_in_subtransaction(run_plan_call, &call);
 
 	if (edata == NULL)
@@ -361,13 +364,32 @@ runner_run_writing(QueryRunner *r, QueryStatement s, BatchInput *input, Datum *a
 
 	Assert(STATEMENT_HAS_VARIANT(s));
 	if (r->plans[variant] != NULL && variant_allowed(r, replay) &&
-		run_variant(r, variant, input, args))
+		run_variant(r, variant, input, args, NULL))
 		return;
 	(void) runner_run(r, s, input, args);
 }
 
+/*
+ * A store's new result rows are written by the table AM's multi-insert
+ * where the result is a plain table (see result_insert.c), else by the
+ * INSERT statement.  Either way in the variant's subtransaction, so that a
+ * row already in the result sends the rows to the upsert instead.
+ */
 bool
 runner_try_insert(QueryRunner *r, QueryStatement s, bool replay)
 {
-	return variant_allowed(r, replay) && run_variant(r, s, NULL, NULL);
+	QueryStatement rows = s == STMT_STORE_INSERT ? STMT_STORE_INSERT_ROWS : STMT_STORE_CLOSE_ROWS;
+	DestReceiver *dest;
+	bool		inserted;
+
+	Assert(s == STMT_STORE_INSERT || s == STMT_STORE_CLOSE);
+	if (!variant_allowed(r, replay))
+		return false;
+	if (r->plans[rows] == NULL ||
+		!result_insert_possible(r->query->result_table, r->plans[rows]))
+		return run_variant(r, s, NULL, NULL, NULL);
+	dest = result_insert_receiver(r->query->result_table);
+	inserted = run_variant(r, rows, NULL, NULL, dest);
+	dest->rDestroy(dest);
+	return inserted;
 }

@@ -46,9 +46,11 @@ typedef enum QueryStatement
 	 */
 	STMT_STORE_GROUPS,			/* the batch's groups with their partials */
 	STMT_STORE_INSERT,			/* update mode: groups new to the result */
+	STMT_STORE_INSERT_ROWS,		/* ... its rows alone, for a multi-insert */
 	STMT_STORE_UPDATE,			/* ... groups whose result row is known */
 	STMT_STORE_UPSERT,			/* ... the other groups */
 	STMT_STORE_CLOSE,			/* append mode: closed windows' groups */
+	STMT_STORE_CLOSE_ROWS,		/* ... their rows alone, for a multi-insert */
 	STMT_STORE_CLOSE_UPSERT,	/* ... when the result has some already */
 	STMT_STORE_REFRESH,			/* complete mode: every group */
 	STMT_STORE_DELETE,			/* update mode: result rows of sessions gone */

@@ -250,9 +250,22 @@ is(join(' ', map { store_switches($node, $_) } qw(m_update m_append m_complete))
 ok(!table_mode($node, 'm_update') && !table_mode($node, 'm_append'), 'their state tables are without index again');
 ok(table_mode($node, 'm_complete'), 'm_complete still runs on its state table');
 
-# (e) in memory again: 2,000 events to old and new keys.
+# (e) in memory again: 2,000 events to old and new keys.  The windows of
+# (d) close, and m_append writes their rows with the multi-insert of a
+# plain result table (its DEBUG1 messages): as many as its result gains.
 events1( 2000, 'CASE WHEN g % 2 = 0 THEN g % 20 ELSE 30000 + g END', '(g * 17) % 1000',
 	"$T0 + interval '64 s' + g * interval '5 ms'");
+{
+	my $before = $node->safe_psql('postgres', 'SELECT count(*) FROM m_append');
+	my ($out, $err) = sess($s1,
+		"SET client_min_messages = debug1; CALL streamwin.catch_up('m_append');"
+		  . " SET client_min_messages = warning");
+	my $gained = $node->safe_psql('postgres', 'SELECT count(*) FROM m_append') - $before;
+	my $inserted = 0;
+	$inserted += $_ for $err =~ /(\d+) rows inserted into "m_append" many to a page/g;
+	ok($gained > 0, "m_append: windows closed in (e) ($gained rows)");
+	is($inserted, $gained, 'm_append: every closed window is written many rows to a page');
+}
 catch_up_all();
 check_part1('back in memory');
 
@@ -690,7 +703,71 @@ checkpoint_matches($node, 'c_win', $sa, sub { events4(20, 'g % 400', 10) }, 'aft
 	check_part4('after batches over the same keys');
 }
 
-# (h) on the state table in session A (the cap set there), with batches
+# (h) the new rows of (g) go in many to a page (table_multi_insert), with
+# the checks and index entries an INSERT makes, where the result is a
+# plain table.  A table where an INSERT does more writes them with the
+# INSERT statement: a trigger must fire for every new row, a default must
+# fill the column the query leaves out.  And a row already in the result
+# (written by the user) sends the batch's new rows to the upsert.  In a
+# session of its own: session A's inserts are paused since (e) met rows
+# its reset left in the result.
+{
+	my $sc = store_session($node);
+	# keys 30000 + g: new to the result in every batch
+	my $key = 30000;
+	my $batch = sub {
+		events4(250, "$key + g", 1);
+		$key += 250;
+		my ($out, $err) = sess($sc,
+			"SET client_min_messages = debug1; SELECT streamwin.run_batch('c_run') IS NOT NULL;"
+			  . " SET client_min_messages = warning");
+		my ($new) = $err =~ /query "c_run" writes (\d+) new/;
+		my ($many) = $err =~ /(\d+) rows inserted into "c_run" many to a page/;
+		catch_up4($sc);
+		return ($new // -1, $many);
+	};
+	my ($new, $many) = $batch->();
+	is($new, 250, 'c_run: a batch of 250 new keys inserts 250 result rows');
+	is($many, 250, 'c_run: into its plain result table, many to a page');
+	check_part4('after new keys went in many to a page');
+
+	psql_ok($node, q{
+CREATE TABLE c_run_log (k int);
+CREATE FUNCTION c_run_logged() RETURNS trigger LANGUAGE plpgsql AS
+    $$BEGIN INSERT INTO c_run_log VALUES (NEW.k); RETURN NULL; END$$;
+CREATE TRIGGER c_run_logged AFTER INSERT ON c_run FOR EACH ROW EXECUTE FUNCTION c_run_logged();
+}, 'c_run: a trigger on its result table');
+	($new, $many) = $batch->();
+	is($new, 250, 'c_run: with a trigger, 250 new result rows');
+	ok(!defined $many, 'c_run: with a trigger, the INSERT statement writes them');
+	results_match($node, 'SELECT k FROM c_run_log',
+		'SELECT DISTINCT k FROM (SELECT k FROM ev4 ORDER BY id DESC LIMIT 250) e',
+		'c_run: the trigger fired for each new row');
+	psql_ok($node, 'DROP TRIGGER c_run_logged ON c_run; DROP TABLE c_run_log',
+		'c_run: the trigger dropped');
+
+	psql_ok($node, "ALTER TABLE c_run ADD COLUMN note text; ALTER TABLE c_run ALTER note SET DEFAULT 'new'",
+		'c_run: a column with a default on its result table');
+	($new, $many) = $batch->();
+	ok(!defined $many, 'c_run: with a default to fill in, the INSERT statement writes the rows');
+	results_match($node, "SELECT k FROM c_run WHERE note = 'new'",
+		'SELECT DISTINCT k FROM (SELECT k FROM ev4 ORDER BY id DESC LIMIT 250) e',
+		'c_run: the default filled in each new row');
+	psql_ok($node, 'ALTER TABLE c_run DROP COLUMN note', 'c_run: the column dropped');
+	($new, $many) = $batch->();
+	is($many, 250, 'c_run: without it, many to a page again');
+	check_part4('after a trigger and a default came and went');
+
+	psql_ok($node, "INSERT INTO c_run (k, n, s, hi) VALUES ($key + 100, -1, -1, -1)",
+		'c_run: a row the user wrote, for a key the next batch brings');
+	($new, $many) = $batch->();
+	is($new, 250, 'c_run: the batch has 250 keys new to its state');
+	ok(!defined $many, 'c_run: the multi-insert met the row and was rolled back');
+	check_part4('after the upsert wrote over the row the user wrote');
+	$sc->quit;
+}
+
+# (i) on the state table in session A (the cap set there), with batches
 # that do not commit: the batch that lets go of the store and makes the
 # state table's index is rolled back, which takes the index with it; then
 # session B, whose store fits, drops the index again.  Session A's batches

@@ -1,0 +1,36 @@
+/*-------------------------------------------------------------------------
+ *
+ * result_insert.h
+ *	  Rows new to a result table, written with the table AM's multi-insert
+ *	  (see result_insert.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef STREAMWIN_RESULT_INSERT_H
+#define STREAMWIN_RESULT_INSERT_H
+
+#include "executor/spi.h"
+#include "tcop/dest.h"
+
+/*
+ * result_insert_possible
+ *		May the rows of plan (a SELECT whose columns are named as the result
+ *		table's) be written into relid by result_insert_receiver() with the
+ *		same effect as INSERT INTO relid SELECT ...?  False for a table with
+ *		anything an INSERT would run on its behalf that the receiver does
+ *		not: triggers, rules, row security, defaults or generated columns
+ *		the SELECT leaves out, deferred unique constraints, partitions.
+ *		Must be called inside a transaction.
+ */
+extern bool result_insert_possible(Oid relid, SPIPlanPtr plan);
+
+/*
+ * result_insert_receiver
+ *		A receiver that inserts the rows it gets into relid, checked and
+ *		indexed as an INSERT would (privileges, NOT NULL and CHECK
+ *		constraints, unique and exclusion constraints), many to a page.
+ *		The rows are visible to the statements run after it is destroyed.
+ */
+extern DestReceiver *result_insert_receiver(Oid relid);
+
+#endif							/* STREAMWIN_RESULT_INSERT_H */
