@@ -151,6 +151,15 @@ SELECT streamwin.create_query('m_complete',
     $q$SELECT k, count(*) AS n, sum(v) AS s, min(v) AS lo, max(v) AS hi FROM s1 GROUP BY k$q$,
     output_mode => 'complete', start => false);
 }, 'part 1: three queries over it');
+# A pipeline: m_append's result is the table source of a transform.  Its
+# rows go in many to a page where the store writes them (part (e) on),
+# and the transform must see each of them once, as logical decoding
+# hands them over.
+psql_ok($node, q{
+SELECT streamwin.create_table_source('m_append_rows', 'm_append');
+SELECT streamwin.create_query('m_chain',
+    'SELECT window_start, window_end, k, n, s, lo, hi FROM m_append_rows', start => false);
+}, "part 1: a transform of m_append's result");
 
 # One session runs every batch, so that each query's store stays loaded
 # from batch to batch: what it holds grows in memory, past the cap.
@@ -292,6 +301,12 @@ check_part1('after the cap was raised');
 	catch_up_all();
 	check_part1('at the end');
 }
+sess_ok($s1, "CALL streamwin.catch_up('m_chain')");
+cmp_ok($node->safe_psql('postgres', 'SELECT count(*) FROM m_append'), '>', 1000,
+	'm_append: more than 1,000 closed windows at the end of part 1');
+results_match($node, 'SELECT window_start, window_end, k, n, s, lo, hi FROM m_chain',
+	'SELECT window_start, window_end, k, n, s, lo, hi FROM m_append',
+	"m_chain: each row of m_append's result once, however it was written");
 $s1->quit;
 $broker->stop;
 
