@@ -20,11 +20,9 @@
  */
 #include "postgres.h"
 
-#include "access/genam.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
-#include "catalog/index.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "executor/executor.h"
@@ -92,10 +90,11 @@ insert_is_plain(Relation rel, TupleDesc desc)
 {
 	TupleDesc	td = RelationGetDescr(rel);
 	int			mapped = 0;
-	List	   *indexes;
-	ListCell   *lc;
-	bool		plain = true;
 
+	/*
+	 * A foreign key, and a deferrable unique or exclusion constraint (its
+	 * recheck at commit), are triggers too.
+	 */
 	if (rel->rd_rel->relkind != RELKIND_RELATION || rel->rd_rel->relispartition ||
 		rel->rd_rel->relhasrules || rel->rd_rel->relrowsecurity ||
 		rel->trigdesc != NULL || rel->rd_tableam->multi_insert == NULL)
@@ -125,21 +124,7 @@ insert_is_plain(Relation rel, TupleDesc desc)
 			return false;
 		mapped++;
 	}
-	if (mapped != desc->natts)
-		return false;
-
-	/* a deferred unique check needs the after-trigger queue */
-	indexes = RelationGetIndexList(rel);
-	foreach(lc, indexes)
-	{
-		Relation	index = index_open(lfirst_oid(lc), RowExclusiveLock);
-
-		if (!index->rd_index->indimmediate)
-			plain = false;
-		index_close(index, NoLock);
-	}
-	list_free(indexes);
-	return plain;
+	return mapped == desc->natts;
 }
 
 bool
@@ -223,7 +208,7 @@ inserter_flush(ResultInserter *ri)
 			List	   *recheck = ExecInsertIndexTuples(rri, ri->slots[i], estate,
 														false, false, NULL, NIL);
 
-			/* only deferred constraints ask for a recheck: none here */
+			/* only deferrable constraints ask for a recheck: none here */
 			Assert(recheck == NIL);
 			list_free(recheck);
 		}

@@ -19,7 +19,7 @@
  *		same effect as INSERT INTO relid SELECT ...?  False for a table with
  *		anything an INSERT would run on its behalf that the receiver does
  *		not: triggers, rules, row security, defaults or generated columns
- *		the SELECT leaves out, deferred unique constraints, partitions.
+ *		the SELECT leaves out, deferrable constraints, partitions.
  *		Must be called inside a transaction.
  */
 extern bool result_insert_possible(Oid relid, SPIPlanPtr plan);

@@ -352,6 +352,8 @@ run_variant(QueryRunner *r, QueryStatement s, BatchInput *input, Datum *args,
 		return true;
 	if (edata->sqlerrcode != ERRCODE_UNIQUE_VIOLATION)
 		ReThrowError(edata);
+	elog(DEBUG1, "streamwin: query \"%s\" met a row already in its result (%s): its statements write the rows instead",
+		 r->query->name, edata->message);
 	FreeErrorData(edata);
 	r->insert_variants_paused = INSERT_VARIANTS_PAUSE;
 	return false;

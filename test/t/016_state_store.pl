@@ -722,7 +722,8 @@ checkpoint_matches($node, 'c_win', $sa, sub { events4(20, 'g % 400', 10) }, 'aft
 # the checks and index entries an INSERT makes, where the result is a
 # plain table.  A table where an INSERT does more writes them with the
 # INSERT statement: a trigger must fire for every new row, a default must
-# fill the column the query leaves out.  And a row already in the result
+# fill the column the query leaves out, a deferrable constraint is checked
+# again at commit.  And a row already in the result
 # (written by the user) sends the batch's new rows to the upsert.  In a
 # session of its own: session A's inserts are paused since (e) met rows
 # its reset left in the result.
@@ -738,8 +739,9 @@ checkpoint_matches($node, 'c_win', $sa, sub { events4(20, 'g % 400', 10) }, 'aft
 			  . " SET client_min_messages = warning");
 		my ($new) = $err =~ /query "c_run" writes (\d+) new/;
 		my ($many) = $err =~ /(\d+) rows inserted into "c_run" many to a page/;
+		my $met = $err =~ /query "c_run" met a row already in its result \(duplicate key/;
 		catch_up4($sc);
-		return ($new // -1, $many);
+		return ($new // -1, $many, $met);
 	};
 	my ($new, $many) = $batch->();
 	is($new, 250, 'c_run: a batch of 250 new keys inserts 250 result rows');
@@ -769,15 +771,24 @@ CREATE TRIGGER c_run_logged AFTER INSERT ON c_run FOR EACH ROW EXECUTE FUNCTION 
 		'SELECT DISTINCT k FROM (SELECT k FROM ev4 ORDER BY id DESC LIMIT 250) e',
 		'c_run: the default filled in each new row');
 	psql_ok($node, 'ALTER TABLE c_run DROP COLUMN note', 'c_run: the column dropped');
+
+	# a deferrable unique constraint is checked again at commit, by a trigger
+	psql_ok($node, 'ALTER TABLE c_run ADD CONSTRAINT c_run_k_once UNIQUE (k) DEFERRABLE INITIALLY DEFERRED',
+		'c_run: a deferrable unique constraint on its result table');
+	($new, $many) = $batch->();
+	is($new, 250, 'c_run: with a deferrable constraint, 250 new result rows');
+	ok(!defined $many, 'c_run: with a deferrable constraint, the INSERT statement writes them');
+	psql_ok($node, 'ALTER TABLE c_run DROP CONSTRAINT c_run_k_once', 'c_run: the constraint dropped');
 	($new, $many) = $batch->();
 	is($many, 250, 'c_run: without it, many to a page again');
 	check_part4('after a trigger and a default came and went');
 
 	psql_ok($node, "INSERT INTO c_run (k, n, s, hi) VALUES ($key + 100, -1, -1, -1)",
 		'c_run: a row the user wrote, for a key the next batch brings');
-	($new, $many) = $batch->();
+	my $met;
+	($new, $many, $met) = $batch->();
 	is($new, 250, 'c_run: the batch has 250 keys new to its state');
-	ok(!defined $many, 'c_run: the multi-insert met the row and was rolled back');
+	ok($met && !defined $many, 'c_run: the multi-insert met the row and was rolled back');
 	check_part4('after the upsert wrote over the row the user wrote');
 	$sc->quit;
 }
