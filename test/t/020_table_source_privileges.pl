@@ -1,5 +1,5 @@
 
-# 013_table_source_privileges.pl: what a table source may cost the server,
+# 020_table_source_privileges.pl: what a table source may cost the server,
 # and who may incur it.  A table source owns a logical replication slot,
 # which keeps WAL for as long as its slowest query lags.
 #
