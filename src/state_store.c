@@ -1921,11 +1921,14 @@ compare_sorted_groups(const SortedGroup *x, const SortedGroup *y, StateStore *s)
 /*
  * A walk over a list asks for the group ROWS_PREFETCH_DISTANCE entries
  * ahead of the one it works on to be fetched into the cache, and for the
- * key tuple of the group half as far ahead, whose pointer is in the group
- * fetched before: the groups lie all over memory, and without this the
- * walk waits for each.
+ * key tuple and the by-reference partials (an avg's array) of the group
+ * half as far ahead, whose pointers are in the group fetched before: the
+ * groups lie all over memory, and without this the walk waits for each.
+ * The distance is long enough for the scan that writes a row at each
+ * step: at a quarter of it, with the key alone, that scan still waited for
+ * most groups of a large batch (measured).
  */
-#define ROWS_PREFETCH_DISTANCE 8
+#define ROWS_PREFETCH_DISTANCE 32
 
 static inline void
 rows_prefetch(StateStore *s, RowsList *l, int64 i)
@@ -1941,7 +1944,12 @@ rows_prefetch(StateStore *s, RowsList *l, int64 i)
 	}
 	if (i + ROWS_PREFETCH_DISTANCE / 2 < l->n &&
 		(g = l->items[i + ROWS_PREFETCH_DISTANCE / 2].group) != NULL)
+	{
 		__builtin_prefetch(g->key);
+		for (int p = 0; p < s->npartials; p++)
+			if (!s->partials[p].typbyval && !GROUP_NULLS(s, g)[p])
+				__builtin_prefetch(DatumGetPointer(g->values[p]));
+	}
 #endif
 }
 
