@@ -126,6 +126,24 @@ sub special_json_goods
 		utf8_bytes(sprintf(qq({"id": %d, "k": "\x{43a}\x{43b}\x{44e}\x{447}", "tag": "\x{1F600}\x{e9}", "ts": "%s"}),
 			$e->[0], $e->[6])),
 		[ $e->[0], "\x{43a}\x{43b}\x{44e}\x{447}", undef, undef, undef, "\x{1F600}\x{e9}", $e->[6] ] ];
+	# an escape after a long plain run, at each of sixteen places, and raw
+	# UTF-8 over many bytes: what a scan that reads a string a word at a
+	# time would have to get right at every alignment
+	for my $at (0 .. 15)
+	{
+		my $plain = 'abcdefghijklmnopqrstuvwx';
+		$e = good_event();
+		push @g, [
+			sprintf('{"id": %d, "k": "k5", "tag": "%s\\"%s", "ts": "%s"}',
+				$e->[0], substr($plain, 0, 8 + $at), substr($plain, 8 + $at), $e->[6]),
+			[ $e->[0], 'k5', undef, undef, undef,
+				substr($plain, 0, 8 + $at) . '"' . substr($plain, 8 + $at), $e->[6] ] ];
+	}
+	$e = good_event();
+	push @g, [
+		utf8_bytes(sprintf(qq({"id": %d, "k": "k6", "tag": "%s", "ts": "%s"}),
+			$e->[0], "\x{e9}\x{1F600}" x 5, $e->[6])),
+		[ $e->[0], 'k6', undef, undef, undef, "\x{e9}\x{1F600}" x 5, $e->[6] ] ];
 	# JSON whitespace around the object and between tokens
 	$e = good_event();
 	push @g, [
@@ -216,6 +234,9 @@ sub bad_json
 		[ 'unpaired surrogate', qq({"id": 14, "tag": "\\ud800x", "ts": "$t"}), qr/surrogate/ ],
 		[ 'invalid escape', qq({"id": 15, "k": "\\x41", "ts": "$t"}), qr/escape/ ],
 		[ 'control character in a string', qq({"id": 15, "k": "a\tb", "ts": "$t"}), qr/control character/ ],
+		(map { [ "control character at byte $_ of a string",
+				qq({"id": 15, "k": ") . ('x' x $_) . qq(\x01y", "ts": "$t"}), qr/control character/ ] } 8 .. 16),
+		[ 'unterminated long string', qq({"id": 15, "k": "k0", "ts": "$t", "tag": "abcdefghijklmnopq), qr/unterminated/ ],
 		[ 'leading zero', qq({"id": 15, "v": 01, "ts": "$t"}), qr/number/ ],
 		[ 'NaN', qq({"id": 15, "v": NaN, "ts": "$t"}), qr/JSON/ ],
 		[ 'True', qq({"id": 15, "k": True, "ts": "$t"}), qr/JSON/ ],
