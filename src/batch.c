@@ -492,7 +492,7 @@ drop_duplicates(BatchContext *b)
 		DestReceiver *dest = store_dedup_receiver(b->dedup, this_batch_id(b), keep,
 												  input->nrows);
 
-		runner_run_into(b->r, STMT_DEDUP_ROWS, input, dest);
+		(void) runner_run_into(b->r, STMT_DEDUP_ROWS, input, NULL, dest);
 		dest->rDestroy(dest);
 		store_write_changed(b->dedup);
 	}
@@ -582,7 +582,7 @@ store_apply(BatchContext *b)
 	if (b->ninput > 0)
 	{
 		merge = store_merge_receiver(b->store);
-		runner_run_into(b->r, STMT_STORE_GROUPS, b->input, merge);
+		(void) runner_run_into(b->r, STMT_STORE_GROUPS, b->input, NULL, merge);
 		merge->rDestroy(merge);
 	}
 	if (b->q->join != NULL)
@@ -592,7 +592,7 @@ store_apply(BatchContext *b)
 		if (unmatched != NULL)
 		{
 			merge = store_merge_receiver(b->store);
-			runner_run_into(b->r, STMT_JOIN_UNMATCHED_GROUPS, unmatched, merge);
+			(void) runner_run_into(b->r, STMT_JOIN_UNMATCHED_GROUPS, unmatched, NULL, merge);
 			merge->rDestroy(merge);
 		}
 	}

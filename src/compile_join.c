@@ -912,6 +912,19 @@ join_statements(Compiled *c, StringInfo plan)
 									table, et, j->preserved == s ? ", pg_catalog.row_number() OVER ()" : "",
 									qualified_relname(c->sources[s]->relation),
 									j->preserved == s ? " RETURNING ctid" : ""));
+
+		/*
+		 * The same rows as a SELECT, named as the join table's columns, for
+		 * result_insert_receiver() to write many to a page (join.c).
+		 */
+		if (j->preserved != s)
+			plan_add_statement(plan, STMT_JOIN_INSERT_ROWS_0 + s,
+							   psprintf("SELECT v.*, %s AS %s, false AS %s, $1 AS %s FROM %s AS v",
+										j->time[s] != NULL ? et : "NULL::pg_catalog.timestamptz",
+										quote_identifier(j->event_time_col[s]),
+										quote_identifier(j->matched_col[s]),
+										quote_identifier(j->batch_col[s]),
+										qualified_relname(c->sources[s]->relation)));
 		initStringInfo(&cols);
 		for (int a = 0; a < desc->natts; a++)
 			appendStringInfo(&cols, ", %s", quote_identifier(NameStr(TupleDescAttr(desc, a)->attname)));

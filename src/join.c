@@ -26,6 +26,7 @@
 #include "catalog.h"
 #include "join.h"
 #include "options.h"
+#include "result_insert.h"
 #include "runner.h"
 #include "spi_util.h"
 
@@ -157,6 +158,28 @@ unmatched_rows(QueryRunner *r, int side)
 	return out->nrows > 0 ? out : NULL;
 }
 
+/*
+ * Side s's new rows into its join table: many to a page where the table is
+ * as streamwin made it, a plain table (result_insert.c); else by the
+ * INSERT, which the preserved side always takes, for it returns where its
+ * rows went.  Returns how many.
+ */
+static uint64
+join_insert(QueryRunner *r, int s, BatchInput *input, Datum *batch)
+{
+	QueryStatement rows = STMT_JOIN_INSERT_ROWS_0 + s;
+	Oid			table = r->query->sources[s].join_table;
+	DestReceiver *dest;
+	uint64		n;
+
+	if (r->plans[rows] == NULL || !result_insert_possible(table, r->plans[rows]))
+		return runner_run(r, STMT_JOIN_INSERT_0 + s, input, batch);
+	dest = result_insert_receiver(table);
+	n = runner_run_into(r, rows, input, batch, dest);
+	dest->rDestroy(dest);
+	return n;
+}
+
 BatchInput *
 join_apply(QueryRunner *r, BatchInput *input, int64 batch_id, bool has_wm, TimestampTz wm)
 {
@@ -173,7 +196,7 @@ join_apply(QueryRunner *r, BatchInput *input, int64 batch_id, bool has_wm, Times
 
 		if (input_rows(input, r->readers[s]->source->source_id) == 0)
 			continue;
-		n = runner_run(r, STMT_JOIN_INSERT_0 + s, input, &batch);
+		n = join_insert(r, s, input, &batch);
 		r->join_rows[s] += (int64) n;
 		if (s == preserved)
 			new_locations = returned_locations();

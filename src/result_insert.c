@@ -3,7 +3,8 @@
  * result_insert.c
  *	  Rows new to a result table, written with the table AM's multi-insert.
  *
- * A store knows which groups are new to the result (see batch.c).  An
+ * A store knows which groups are new to the result (see batch.c), and a
+ * stream-stream join's new rows are new to its join tables (join.c).  An
  * INSERT ... SELECT writes each of them with a heap insert of its own: a
  * WAL record, a buffer lookup and lock per row.  This receiver takes the
  * rows of the SELECT alone and writes them as COPY FROM does: up to a page's

@@ -10,6 +10,7 @@
 
 #include "executor/executor.h"
 #include "miscadmin.h"
+#include "nodes/params.h"
 #include "storage/proc.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
@@ -171,7 +172,21 @@ run_plan_into(QueryRunner *r, SPIPlanPtr plan, Datum *args, DestReceiver *dest)
 		options.dest = dest;
 		options.allow_nonatomic = false;
 		if (args != NULL)
-			elog(ERROR, "streamwin: statements into a receiver take no arguments");
+		{
+			int			nargs = SPI_getargcount(plan);
+
+			/* the arguments as SPI_execute_plan would pass them: none NULL */
+			options.params = makeParamList(nargs);
+			for (int i = 0; i < nargs; i++)
+			{
+				ParamExternData *p = &options.params->params[i];
+
+				p->value = args[i];
+				p->isnull = false;
+				p->pflags = PARAM_FLAG_CONST;
+				p->ptype = SPI_getargtypeid(plan, i);
+			}
+		}
 		rc = SPI_execute_plan_extended(plan, &options);
 	}
 	role_switch_leave(&role);
@@ -264,10 +279,11 @@ runner_run(QueryRunner *r, QueryStatement s, BatchInput *input, Datum *args)
 	return run_statement(r, s, input, args, NULL);
 }
 
-void
-runner_run_into(QueryRunner *r, QueryStatement s, BatchInput *input, DestReceiver *dest)
+uint64
+runner_run_into(QueryRunner *r, QueryStatement s, BatchInput *input, Datum *args,
+				DestReceiver *dest)
 {
-	(void) run_statement(r, s, input, NULL, dest);
+	return run_statement(r, s, input, args, dest);
 }
 
 /* run_statement() with its arguments in one struct, for run_in_subtransaction() */

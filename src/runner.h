@@ -97,8 +97,8 @@ extern void runner_run_writing(QueryRunner *r, QueryStatement s, BatchInput *inp
 							   Datum *args, bool replay);
 
 /* runner_run, the rows going to dest instead of SPI_tuptable */
-extern void runner_run_into(QueryRunner *r, QueryStatement s, BatchInput *input,
-							DestReceiver *dest);
+extern uint64 runner_run_into(QueryRunner *r, QueryStatement s, BatchInput *input,
+							  Datum *args, DestReceiver *dest);
 
 /*
  * runner_try_insert

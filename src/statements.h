@@ -71,6 +71,10 @@ typedef enum QueryStatement
 	 */
 	STMT_JOIN_INSERT_0,
 	STMT_JOIN_INSERT_1,
+	STMT_JOIN_INSERT_ROWS_0,	/* ... a side's rows alone, for a multi-insert
+								 * (not the preserved side's: it needs where
+								 * they went) */
+	STMT_JOIN_INSERT_ROWS_1,
 	STMT_JOIN_MATCH,
 	STMT_JOIN_EVICT_0,
 	STMT_JOIN_EVICT_1,

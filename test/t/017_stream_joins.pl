@@ -512,10 +512,33 @@ my %shapes = (
 psql_ok($node, join('', map { "SELECT streamwin.create_query('$_', \$q\$$shapes{$_}\$q\$,"
 	  . q{ watermark => '1 minute', start => false, options => '{"idle_timeout": "10 minutes"}');} . "\n" } sort keys %shapes),
 	'three stopped queries of other shapes');
+# A side's new rows go into its join table many to a page
+# (table_multi_insert), except the preserved side's, whose INSERT returns
+# where they went: in the inner join every row read, in the LEFT join the
+# impressions' alone (side 1).
 for my $q (sort keys %shapes)
 {
-	my $r = query_json($node, "SELECT streamwin.run_available('$q')");
+	my $id = $node->safe_psql('postgres', "SELECT query_id FROM streamwin.query_catalog WHERE name = '$q'");
+	my ($out, $err) = ('', '');
+	$node->psql('postgres', "SET client_min_messages = debug1; SELECT streamwin.run_available('$q')",
+		stdout => \$out, stderr => \$err, on_error_die => 1);
+	my $r = JSON::PP->new->decode($out);
+	my %many;
+	while ($err =~ /(\d+) rows inserted into "join_(left|right)_$id" many to a page/g)
+	{
+		$many{$2} += $1;
+	}
 	note("$q: " . ($r->{batches} // '?') . " batches");
+	if ($q eq 's_comma')
+	{
+		is(($many{left} // 0) + ($many{right} // 0), $r->{input_rows},
+			"$q: every row read goes into its join table many to a page");
+	}
+	elsif ($q eq 's_rev_left')
+	{
+		is($many{left} // 0, 0, "$q: the preserved side's rows go in by the INSERT");
+		ok(($many{right} // 0) > 0, "$q: the other side's go in many to a page ($many{right})");
+	}
 }
 my %shapes_want = map { my $w = $shapes{$_} =~ s/imp_src/imps/r =~ s/clk_src/clks/r; ($_ => $w) } keys %shapes;
 results_match($node, 'SELECT * FROM s_rev_left', $shapes_want{s_rev_left},
