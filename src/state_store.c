@@ -1921,9 +1921,10 @@ compare_sorted_groups(const SortedGroup *x, const SortedGroup *y, StateStore *s)
 /*
  * A walk over a list asks for the group ROWS_PREFETCH_DISTANCE entries
  * ahead of the one it works on to be fetched into the cache, and for the
- * key tuple and the by-reference partials (an avg's array) of the group
- * half as far ahead, whose pointers are in the group fetched before: the
- * groups lie all over memory, and without this the walk waits for each.
+ * key tuple of the group half as far ahead, and its by-reference partials
+ * (an avg's array) where the walk reads them (partials), whose pointers
+ * are in the group fetched before: the groups lie all over memory, and
+ * without this the walk waits for each.
  * The distance is long enough for the scan that writes a row at each
  * step: at a quarter of it, with the key alone, that scan still waited for
  * most groups of a large batch (measured).
@@ -1931,7 +1932,7 @@ compare_sorted_groups(const SortedGroup *x, const SortedGroup *y, StateStore *s)
 #define ROWS_PREFETCH_DISTANCE 32
 
 static inline void
-rows_prefetch(StateStore *s, RowsList *l, int64 i)
+rows_prefetch(StateStore *s, RowsList *l, int64 i, bool partials)
 {
 #if defined(__GNUC__) || defined(__clang__)
 	StoreGroup *g;
@@ -1946,7 +1947,7 @@ rows_prefetch(StateStore *s, RowsList *l, int64 i)
 		(g = l->items[i + ROWS_PREFETCH_DISTANCE / 2].group) != NULL)
 	{
 		__builtin_prefetch(g->key);
-		for (int p = 0; p < s->npartials; p++)
+		for (int p = 0; partials && p < s->npartials; p++)
 			if (!s->partials[p].typbyval && !GROUP_NULLS(s, g)[p])
 				__builtin_prefetch(DatumGetPointer(g->values[p]));
 	}
@@ -1980,7 +1981,7 @@ sort_rows(StateStore *s, StoreRows rows)
 		SortedGroup *e = &l->items[i];
 		StoreGroup *g = e->group;
 
-		rows_prefetch(s, l, i);
+		rows_prefetch(s, l, i, false);
 		if (g == NULL)
 			continue;
 		e->window_start = s->plan.windowed ? g->window_start : 0;
@@ -2114,7 +2115,7 @@ store_rows_scan_next(StoreRowsScan *scan, Datum *values, bool *nulls)
 			l->positions_valid = true;
 			return false;
 		}
-		rows_prefetch(s, l, scan->next);
+		rows_prefetch(s, l, scan->next, true);
 		g = l->items[scan->next].group;
 		g->rows_pos = (int32) scan->next++;
 	}
@@ -2274,7 +2275,7 @@ store_evict_closed(StateStore *s)
 	{
 		StoreGroup *g = closed->items[i].group;
 
-		rows_prefetch(s, closed, i);
+		rows_prefetch(s, closed, i, true);
 		if (g == NULL)
 			continue;
 		g->rows = -1;			/* its entry goes with the list */
