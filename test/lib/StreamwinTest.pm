@@ -303,14 +303,26 @@ sub _psql
 	my ($node, $sql, %params) = @_;
 	my ($out, $err, $timed_out) = ('', '', 0);
 	my $db = delete $params{dbname} // 'postgres';
-	my $rc = $node->psql(
-		$db, _utf8($sql),
-		stdout        => \$out,
-		stderr        => \$err,
-		on_error_stop => 1,
-		timeout       => $PostgreSQL::Test::Utils::timeout_default,
-		timed_out     => \$timed_out,
-		%params);
+	my $rc = eval {
+		$node->psql(
+			$db, _utf8($sql),
+			stdout        => \$out,
+			stderr        => \$err,
+			on_error_stop => 1,
+			timeout       => $PostgreSQL::Test::Utils::timeout_default,
+			timed_out     => \$timed_out,
+			%params);
+	};
+
+	# psql reads its statements from a pipe, and exits before reading them
+	# when the server refuses the connection (one restarting after a crash
+	# does at once): IPC::Run then dies writing to the pipe.  That is a
+	# failed attempt, which a caller that waits tries again.
+	if (!defined $rc)
+	{
+		die $@ unless $@ =~ /Broken pipe/;
+		return (2, $out, $err ne '' ? $err : $@);
+	}
 	if ($timed_out)
 	{
 		fail("SQL finishes within $PostgreSQL::Test::Utils::timeout_default s");
