@@ -578,12 +578,19 @@ store_apply(BatchContext *b)
 {
 	DestReceiver *merge;
 	BatchInput *unmatched = NULL;
+	uint64		n;
 
 	if (b->ninput > 0)
 	{
-		merge = store_merge_receiver(b->store);
-		(void) runner_run_into(b->r, STMT_STORE_GROUPS, b->input, NULL, merge);
+		bool		rows = b->r->plans[STMT_STORE_BATCH_ROWS] != NULL &&
+			store_merge_rows(b->store);
+
+		merge = store_merge_receiver(b->store, rows, b->ninput);
+		n = runner_run_into(b->r, rows ? STMT_STORE_BATCH_ROWS : STMT_STORE_GROUPS,
+							b->input, NULL, merge);
 		merge->rDestroy(merge);
+		elog(DEBUG1, "streamwin: query \"%s\" merges " UINT64_FORMAT " %s into its store",
+			 b->q->name, n, rows ? "rows" : "groups");
 	}
 	if (b->q->join != NULL)
 	{
@@ -591,7 +598,7 @@ store_apply(BatchContext *b)
 		b->unmatched = unmatched != NULL;
 		if (unmatched != NULL)
 		{
-			merge = store_merge_receiver(b->store);
+			merge = store_merge_receiver(b->store, false, 0);
 			(void) runner_run_into(b->r, STMT_JOIN_UNMATCHED_GROUPS, unmatched, NULL, merge);
 			merge->rDestroy(merge);
 		}

@@ -256,6 +256,134 @@ partial_query_sql(Compiled *c, bool panes_only)
 }
 
 
+/*
+ * Whether a partial folds row by row into exactly the value the partial
+ * aggregate gives: its type is passed by value (the store folds it in
+ * place), and its merge is what the aggregate's transition does, whatever
+ * the values.  A sum of floats is: float8pl and float4pl are the
+ * transition of sum and the partial's "+", and the store folds a group's
+ * rows in the batch's order, as the aggregation does.  min and max are
+ * not where two values can compare equal and still differ (-0 and 0,
+ * 1.0 and 1.00): which of them the transition keeps is its own choice.
+ */
+static bool
+partial_folds_by_row(PartialCol *p)
+{
+	Oid			type = exprType((Node *) p->expr);
+
+	if (!get_typbyval(type))
+		return false;
+	switch (p->merge)
+	{
+		case MERGE_ADD:
+		case MERGE_SUM:
+		case MERGE_AND:
+		case MERGE_OR:
+			return true;
+		case MERGE_MIN:
+		case MERGE_MAX:
+			return type == INT2OID || type == INT4OID || type == INT8OID ||
+				type == DATEOID || type == TIMESTAMPOID || type == TIMESTAMPTZOID ||
+				type == TIMEOID || type == OIDOID || type == BOOLOID;
+		case MERGE_STATE:
+		case MERGE_UNION:
+		case MERGE_FIRST:
+			break;
+	}
+	return false;
+}
+
+/*
+ * The batch's rows for a state store to aggregate itself (STMT_STORE_ROWS):
+ * window_start, keys, then each partial as it is for that row alone
+ * (row_partial_sql), in the order the batch holds the rows; the same
+ * columns as STMT_STORE_GROUPS.  The store folds each row into its group
+ * and merges what a group's rows make into the group once, so the result
+ * is the one the partial aggregation gives (see merge_receive), without a
+ * hash table of the batch's groups besides the store's own.  NULL where
+ * that cannot hold: a join, a hop or session window (a row in several
+ * groups, or groups that merge), or a partial that does not fold by row.
+ */
+static char *
+store_rows_query_sql(Compiled *c)
+{
+	Query	   *rq = copyObject(c->query);
+	List	   *tlist = NIL;
+	List	   *taken = list_copy(c->state_names);
+	AttrNumber	resno = 1;
+	ListCell   *lc;
+	int			i = 0;
+	StringInfoData parts;
+	StringInfoData sql;
+
+	if (c->join != NULL || (c->window != NULL && strcmp(c->window, "tumble") != 0) ||
+		c->partials == NIL)
+		return NULL;
+	foreach(lc, c->partials)
+		if (!partial_folds_by_row(lfirst(lc)))
+			return NULL;
+
+	/* r: a plain projection of the user's FROM and WHERE */
+	if (c->window_tle)
+	{
+		TargetEntry *w = copyObject(c->window_tle);
+
+		w->resno = resno++;
+		w->resname = "window_start";
+		w->resjunk = false;
+		w->ressortgroupref = 0;
+		tlist = lappend(tlist, w);
+	}
+	foreach(lc, c->keys)
+	{
+		TargetEntry *k = copyObject(((KeyCol *) lfirst(lc))->tle);
+
+		k->resno = resno++;
+		k->resjunk = false;
+		k->ressortgroupref = 0;
+		tlist = lappend(tlist, k);
+	}
+	initStringInfo(&parts);
+	foreach(lc, c->partials)
+	{
+		PartialCol *p = lfirst(lc);
+		Aggref	   *a = (Aggref *) p->expr;
+		const char *arg = "*";
+		const char *filter = NULL;
+
+		i++;
+		if (a->args != NIL)
+		{
+			char	   *col = internal_name(&taken, psprintf("__a%d", i), "");
+
+			tlist = lappend(tlist, makeTargetEntry(copyObject(linitial_node(TargetEntry, a->args)->expr),
+												   resno++, col, false));
+			arg = quote_identifier(col);
+		}
+		if (a->aggfilter != NULL)
+		{
+			char	   *col = internal_name(&taken, psprintf("__f%d", i), "");
+
+			tlist = lappend(tlist, makeTargetEntry(copyObject(a->aggfilter), resno++, col, false));
+			filter = quote_identifier(col);
+		}
+		appendStringInfo(&parts, ", %s AS %s", row_partial_sql(p, arg, filter),
+						 quote_identifier(p->name));
+	}
+	rq->targetList = tlist;
+	rq->groupClause = NIL;
+	rq->hasAggs = false;
+
+	/* one statement, no CTE, as for sessions (batch_sessions_sql) */
+	initStringInfo(&sql);
+	appendStringInfoString(&sql, "SELECT ");
+	if (c->window_tle)
+		appendStringInfoString(&sql, "window_start, ");
+	appendStringInfoString(&sql, keys_list(c, ""));
+	appendStringInfo(&sql, "%s FROM (%s) AS r", parts.data + 2, deparse_query_qualified(rq));
+	return sql.data;
+}
+
 /* "window_start, key1, key2": the conflict target of state and result. */
 char *
 group_columns(Compiled *c, const char *prefix)
@@ -572,9 +700,12 @@ store_statements(Compiled *c, Oid result, Oid state, int32 query_id, OutputMode 
 	char	   *index_name = psprintf("%s_groups", get_rel_name(state));
 	char	   *end_index_name = psprintf("%s_ends", get_rel_name(state));
 	bool		session = c->window != NULL && strcmp(c->window, "session") == 0;
+	char	   *rows_sql;
 
 	plan_add_statement(plan, STMT_STORE_GROUPS,
 					   session ? session_store_groups_sql(c) : partial_query_sql(c, true));
+	if ((rows_sql = store_rows_query_sql(c)) != NULL)
+		plan_add_statement(plan, STMT_STORE_BATCH_ROWS, rows_sql);
 	if (c->join != NULL && c->join->preserved >= 0)
 	{
 		c->join->unmatched_pass = true;

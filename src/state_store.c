@@ -65,6 +65,9 @@ PG_FUNCTION_INFO_V1(streamwin_store_rows);
 /* streamwin.state_memory (kB) */
 int			streamwin_state_memory = 1024 * 1024;
 
+/* streamwin.store_merge */
+int			streamwin_store_merge = STORE_MERGE_AUTO;
+
 /* StoreGroup.flags */
 #define GROUP_CHANGED		0x01	/* merged by this batch */
 #define GROUP_NEW			0x02	/* created by this batch */
@@ -72,6 +75,7 @@ int			streamwin_state_memory = 1024 * 1024;
 #define GROUP_CLOSED		0x08	/* its window closed in this batch */
 #define GROUP_CKPT_SAME		0x10	/* loading: its checkpoint row matches */
 #define GROUP_NO_TIME		0x20	/* a dedup key without an event time */
+#define GROUP_FOLDING		0x40	/* its batch rows fold apart (fold_pos) */
 
 /* Rows a result statement writes: a list of StoreRows kind per group. */
 #define NUM_STORE_ROWS (STORE_ROWS_CLOSED + 1)
@@ -98,6 +102,7 @@ typedef struct StoreGroup
 	uint32		hash;			/* of key in the hash table: no rehashing to
 								 * drop it */
 	int32		rows_pos;		/* its entry in that list */
+	int32		fold_pos;		/* GROUP_FOLDING: its entry in the folds */
 	dlist_node	changed_node;	/* in the batch's changed groups */
 	dlist_node	ckpt_node;		/* in the groups changed since the checkpoint */
 
@@ -250,7 +255,20 @@ struct StateStore
 	int64		nkey_times;
 	int64		max_key_times;
 	dlist_head	changed;
+	int64		nchanged;		/* groups in changed */
 	dlist_head	ckpt_dirty;
+
+	/*
+	 * Merging a batch's rows (merge_receive): the partials of the rows of
+	 * groups the store had before the batch, folded apart per group
+	 * (npartials each), merged into their groups when the rows end.
+	 */
+	StoreGroup **fold_groups;
+	Datum	   *fold_values;
+	bool	   *fold_nulls;
+	int			nfolds;
+	int			max_folds;
+	bool		merge_rows;		/* the next batch's rows are merged as rows */
 	RowsList	rows[NUM_STORE_ROWS];
 	TidList		ckpt_gone;		/* checkpoint rows of groups gone since */
 
@@ -685,6 +703,7 @@ store_reset_groups(StateStore *s)
 	MemoryContext old;
 
 	MemoryContextReset(s->groups_cxt);
+	s->nfolds = 0;
 	s->group_slab = SlabContextCreate(s->groups_cxt, "streamwin state store group",
 									  GROUP_SLAB_BLOCK_SIZE, group_size(s));
 	old = MemoryContextSwitchTo(s->groups_cxt);
@@ -697,6 +716,7 @@ store_reset_groups(StateStore *s)
 	s->nwindows = 0;
 	s->windows = palloc(sizeof(StoreWindow *) * s->maxwindows);
 	dlist_init(&s->changed);
+	s->nchanged = 0;
 	dlist_init(&s->ckpt_dirty);
 	for (int i = 0; i < NUM_STORE_ROWS; i++)
 	{
@@ -742,6 +762,7 @@ void
 store_invalidate(StateStore *s)
 {
 	MemoryContextReset(s->groups_cxt);
+	s->nfolds = 0;
 	s->group_slab = NULL;
 	s->hash = NULL;
 	s->session_keys = NULL;
@@ -990,63 +1011,71 @@ call_combine_states(StorePartial *p, Datum a, Datum b, bool *isnull)
 }
 
 /*
- * Merge the batch's partial value into the group's, as merge_sql()
- * (compile_aggregate.c) does in SQL: a NULL partial is "no input yet"
- * (a sum or bool of filtered-out rows, an initial transition state), so
- * merging with it keeps the other.
+ * Partial i's a merged with v, both not NULL, as merge_sql()
+ * (compile_aggregate.c) does in SQL; false where that is a itself.
  */
-static void
-merge_partial(StateStore *s, StoreGroup *g, int i, Datum v, bool isnull)
+static bool
+combine_partial(StateStore *s, int i, Datum a, Datum v, Datum *result, bool *result_null)
 {
 	StorePartial *p = &s->partials[i];
-	Datum		result = (Datum) 0;
-	bool		result_null = false;
 
-	if (isnull)
-		return;
-	if (GROUP_NULLS(s, g)[i])
-	{
-		set_partial(s, g, i, v, false);
-		return;
-	}
+	*result_null = false;
 	switch (p->merge)
 	{
 		case MERGE_ADD:
 		case MERGE_SUM:
-			result = call2(&p->fn, p->collation, g->values[i], v, &result_null);
-			break;
+			*result = call2(&p->fn, p->collation, a, v, result_null);
+			return true;
 		case MERGE_MIN:
 		case MERGE_MAX:
 			{
 				bool		cmp_null;
-				int32		c = DatumGetInt32(call2(&p->fn, p->collation, v, g->values[i],
-													&cmp_null));
+				int32		c = DatumGetInt32(call2(&p->fn, p->collation, v, a, &cmp_null));
 
 				if (p->merge == MERGE_MIN ? c >= 0 : c <= 0)
-					return;
-				result = v;
+					return false;
+				*result = v;
 			}
-			break;
+			return true;
 		case MERGE_AND:
-			if (!DatumGetBool(g->values[i]) || DatumGetBool(v))
-				return;
-			result = BoolGetDatum(false);
-			break;
+			if (!DatumGetBool(a) || DatumGetBool(v))
+				return false;
+			*result = BoolGetDatum(false);
+			return true;
 		case MERGE_OR:
-			if (DatumGetBool(g->values[i]) || !DatumGetBool(v))
-				return;
-			result = BoolGetDatum(true);
-			break;
+			if (DatumGetBool(a) || !DatumGetBool(v))
+				return false;
+			*result = BoolGetDatum(true);
+			return true;
 		case MERGE_STATE:
-			result = call_combine_states(p, g->values[i], v, &result_null);
-			break;
+			*result = call_combine_states(p, a, v, result_null);
+			return true;
 		case MERGE_UNION:
-			result = call2(&p->fn, p->collation, g->values[i], v, &result_null);
-			break;
+			*result = call2(&p->fn, p->collation, a, v, result_null);
+			return true;
 		case MERGE_FIRST:
-			return;
+			break;
 	}
-	set_partial(s, g, i, result, result_null);
+	return false;
+}
+
+/*
+ * Merge the batch's partial value into the group's: a NULL partial is "no
+ * input yet" (a sum or bool of filtered-out rows, an initial transition
+ * state), so merging with it keeps the other.
+ */
+static void
+merge_partial(StateStore *s, StoreGroup *g, int i, Datum v, bool isnull)
+{
+	Datum		result;
+	bool		result_null;
+
+	if (isnull)
+		return;
+	if (GROUP_NULLS(s, g)[i])
+		set_partial(s, g, i, v, false);
+	else if (combine_partial(s, i, g->values[i], v, &result, &result_null))
+		set_partial(s, g, i, result, result_null);
 }
 
 /* Mark a group changed by this batch. */
@@ -1057,6 +1086,7 @@ group_changed(StateStore *s, StoreGroup *g)
 		return;
 	g->flags |= GROUP_CHANGED;
 	dlist_push_tail(&s->changed, &g->changed_node);
+	s->nchanged++;
 }
 
 /* --- sessions ------------------------------------------------------------ */
@@ -1346,6 +1376,9 @@ typedef struct MergeReceiver
 {
 	DestReceiver pub;
 	StateStore *store;
+	/* merge_receive's: rows (STMT_STORE_BATCH_ROWS), not groups; of how many */
+	bool		rows;
+	int64		batch_rows;
 	/* a dedup store's: the batch, and its rows to keep (nrows long) */
 	int64		batch_id;
 	bool	   *keep;
@@ -1367,19 +1400,130 @@ merge_group(StateStore *s, TupleTableSlot *slot)
 	group_changed(s, g);
 }
 
+/* Fold value v of partial i into *acc: merge_partial on a fold. */
+static void
+fold_partial(StateStore *s, int i, Datum *acc, bool *acc_null, Datum v, bool isnull)
+{
+	Datum		result;
+	bool		result_null;
+
+	if (isnull)
+		return;
+	if (*acc_null)
+	{
+		*acc = v;
+		*acc_null = false;
+	}
+	else if (combine_partial(s, i, *acc, v, &result, &result_null))
+	{
+		*acc = result;
+		*acc_null = result_null;
+	}
+}
+
+/* Room for twice the folds (in the store's context: kept for the next batch). */
+static void
+folds_grow(StateStore *s)
+{
+	Size		n = Max(1024, (Size) s->max_folds * 2);
+
+	if (s->max_folds == 0)
+	{
+		s->fold_groups = MemoryContextAllocHuge(s->cxt, sizeof(StoreGroup *) * n);
+		s->fold_values = MemoryContextAllocHuge(s->cxt, sizeof(Datum) * s->npartials * n);
+		s->fold_nulls = MemoryContextAllocHuge(s->cxt, sizeof(bool) * s->npartials * n);
+	}
+	else
+	{
+		s->fold_groups = repalloc_huge(s->fold_groups, sizeof(StoreGroup *) * n);
+		s->fold_values = repalloc_huge(s->fold_values, sizeof(Datum) * s->npartials * n);
+		s->fold_nulls = repalloc_huge(s->fold_nulls, sizeof(bool) * s->npartials * n);
+	}
+	s->max_folds = (int) n;
+}
+
+/*
+ * Fold one of the batch's rows (window_start, keys, its partials alone)
+ * into its group.  The partial aggregation of STMT_STORE_GROUPS folds a
+ * group's rows in the batch's order, from no input, and the store merges
+ * what that makes into the group: the same steps in the same order here
+ * give the same result, to the last bit of a float sum (merge_partial
+ * folds it, when it is a group the batch made, or a fold of its own).
+ * Every partial is passed by value (store_rows_query_sql), so that a fold
+ * is its Datums.
+ */
+static void
+fold_row(StateStore *s, TupleTableSlot *slot)
+{
+	bool		created;
+	StoreGroup *g = store_group(s, &created);
+	Datum	   *v = slot->tts_values + s->nkeys;
+	bool	   *n = slot->tts_isnull + s->nkeys;
+
+	if (created)
+		g->flags |= GROUP_NEW;
+	if (g->flags & GROUP_NEW)
+	{
+		for (int i = 0; i < s->npartials; i++)
+			merge_partial(s, g, i, v[i], n[i]);
+	}
+	else if (g->flags & GROUP_FOLDING)
+	{
+		Datum	   *acc = s->fold_values + (Size) g->fold_pos * s->npartials;
+		bool	   *acc_null = s->fold_nulls + (Size) g->fold_pos * s->npartials;
+
+		for (int i = 0; i < s->npartials; i++)
+			fold_partial(s, i, &acc[i], &acc_null[i], v[i], n[i]);
+	}
+	else
+	{
+		if (s->nfolds == s->max_folds)
+			folds_grow(s);
+		g->fold_pos = s->nfolds++;
+		g->flags |= GROUP_FOLDING;
+		s->fold_groups[g->fold_pos] = g;
+		memcpy(s->fold_values + (Size) g->fold_pos * s->npartials, v, sizeof(Datum) * s->npartials);
+		memcpy(s->fold_nulls + (Size) g->fold_pos * s->npartials, n, sizeof(bool) * s->npartials);
+	}
+	group_changed(s, g);
+}
+
+/* The batch's rows are in: merge each fold into its group. */
+static void
+folds_merge(StateStore *s)
+{
+	for (int f = 0; f < s->nfolds; f++)
+	{
+		StoreGroup *g = s->fold_groups[f];
+
+		for (int i = 0; i < s->npartials; i++)
+			merge_partial(s, g, i, s->fold_values[(Size) f * s->npartials + i],
+						  s->fold_nulls[(Size) f * s->npartials + i]);
+		g->flags &= ~GROUP_FOLDING;
+	}
+	s->nfolds = 0;
+}
+
 /*
  * One of the batch's groups: window_start, keys, partials.  With panes, a
  * pane's group, which merges into every window covering the pane: the one
- * starting with it and those starting a slide, two slides... before.
+ * starting with it and those starting a slide, two slides... before.  Or
+ * one of its rows (MergeReceiver.rows), which fold_row folds.
  */
 static bool
 merge_receive(TupleTableSlot *slot, DestReceiver *self)
 {
-	StateStore *s = ((MergeReceiver *) self)->store;
+	MergeReceiver *r = (MergeReceiver *) self;
+	StateStore *s = r->store;
 	MemoryContext old = MemoryContextSwitchTo(s->temp_cxt);
 
 	slot_getallattrs(slot);
-	if (s->plan.session)
+	if (r->rows)
+	{
+		fill_key_slot(s, slot, NULL);
+		fold_row(s, slot);
+	}
+	else if (s->plan.session)
 		session_merge(s, slot);
 	else
 	{
@@ -1456,9 +1600,26 @@ merge_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
 			 typeinfo->natts, natts);
 }
 
+/*
+ * The end of the batch's groups or rows.  Which of the two the next batch
+ * gives depends on this one, which has as many groups as it changed: a
+ * batch that changes a group for most of its rows makes the partial
+ * aggregation build a hash table of about as many groups as the store's
+ * and pass each on once, where the store can fold the rows itself; a batch
+ * of fewer, fuller groups is left to the aggregation, whose table is small
+ * and whose output is much smaller than its input.  Both give the same
+ * result, so the choice is free to follow the batches.
+ */
 static void
 merge_shutdown(DestReceiver *self)
 {
+	MergeReceiver *r = (MergeReceiver *) self;
+	StateStore *s = r->store;
+
+	if (r->rows)
+		folds_merge(s);
+	if (self->receiveSlot == merge_receive && r->batch_rows > 0)
+		s->merge_rows = s->nchanged * 2 >= r->batch_rows;
 }
 
 static void
@@ -1482,9 +1643,26 @@ make_receiver(StateStore *s, bool (*receive) (TupleTableSlot *slot, DestReceiver
 }
 
 DestReceiver *
-store_merge_receiver(StateStore *s)
+store_merge_receiver(StateStore *s, bool rows, int64 batch_rows)
 {
-	return (DestReceiver *) make_receiver(s, merge_receive);
+	MergeReceiver *r = make_receiver(s, merge_receive);
+
+	r->rows = rows;
+	r->batch_rows = batch_rows;
+	return (DestReceiver *) r;
+}
+
+/*
+ * Whether the store would take the next batch as rows (STMT_STORE_BATCH_ROWS)
+ * rather than groups: streamwin.store_merge, or in "auto" what the last
+ * batch was like (merge_shutdown).
+ */
+bool
+store_merge_rows(StateStore *s)
+{
+	if (streamwin_store_merge == STORE_MERGE_AUTO)
+		return s->merge_rows;
+	return streamwin_store_merge == STORE_MERGE_ROWS;
 }
 
 DestReceiver *
@@ -1833,6 +2011,7 @@ changed_done(StateStore *s)
 		dlist_delete(&g->changed_node);
 	}
 	dlist_init(&s->changed);
+	s->nchanged = 0;
 	for (int i = 0; i < NUM_STORE_ROWS; i++)
 		rows_clear(s, i);
 	if (s->plan.session)

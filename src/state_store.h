@@ -76,6 +76,16 @@ extern const char *merge_kind_name(MergeKind m);
 /* streamwin.state_memory (kB): the memory a store may use */
 extern int	streamwin_state_memory;
 
+/* streamwin.store_merge: how a store takes a batch (store_merge_rows) */
+typedef enum StoreMerge
+{
+	STORE_MERGE_AUTO,			/* as the last batch suggests */
+	STORE_MERGE_GROUPS,			/* always its groups */
+	STORE_MERGE_ROWS			/* its rows, where the plan has them */
+} StoreMerge;
+
+extern int	streamwin_store_merge;
+
 typedef struct StateStore StateStore;
 
 /*
@@ -128,8 +138,14 @@ extern void store_invalidate(StateStore *s);
 /*
  * The batch's groups: a DestReceiver merging each row (window_start, keys,
  * partials; a session store's rows end with the session's window_end).
+ * Or, rows, the batch's rows (STMT_STORE_BATCH_ROWS), each folded into its
+ * group.  batch_rows: the rows of the batch, for store_merge_rows (0: a
+ * merge that is not the batch's own).
  */
-extern struct _DestReceiver *store_merge_receiver(StateStore *s);
+extern struct _DestReceiver *store_merge_receiver(StateStore *s, bool rows, int64 batch_rows);
+
+/* Whether the next batch's rows go to the store as rows, not groups. */
+extern bool store_merge_rows(StateStore *s);
 
 /*
  * A dedup store's batch: a DestReceiver of the rows (keys..., event time,

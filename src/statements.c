@@ -34,6 +34,7 @@ static const StatementSpec specs[NUM_STATEMENTS] = {
 	[STMT_DEDUP_INDEX] = {"dedup_index_sql", 0},
 	[STMT_DEDUP_UNINDEX] = {"dedup_unindex_sql", 0},
 	[STMT_STORE_GROUPS] = {"store_groups_sql", 0},
+	[STMT_STORE_BATCH_ROWS] = {"store_batch_rows_sql", 0},
 	[STMT_STORE_INSERT] = {"store_insert_sql", 0},
 	[STMT_STORE_INSERT_ROWS] = {"store_insert_rows_sql", 0},
 	[STMT_STORE_UPDATE] = {"store_update_sql", 0},

@@ -45,6 +45,9 @@ typedef enum QueryStatement
 	 * so that the store knows where they are.
 	 */
 	STMT_STORE_GROUPS,			/* the batch's groups with their partials */
+	STMT_STORE_BATCH_ROWS,		/* ... or its rows, each with its own, for
+								 * the store to fold (NULL: a plan where they
+								 * do not fold so) */
 	STMT_STORE_INSERT,			/* update mode: groups new to the result */
 	STMT_STORE_INSERT_ROWS,		/* ... its rows alone, for a multi-insert */
 	STMT_STORE_UPDATE,			/* ... groups whose result row is known */

@@ -40,6 +40,13 @@ int			streamwin_progress_retention = 1000;
 int			streamwin_default_max_records = 100000;
 bool		streamwin_preloaded = false;
 
+static const struct config_enum_entry store_merge_options[] = {
+	{"auto", STORE_MERGE_AUTO, false},
+	{"groups", STORE_MERGE_GROUPS, false},
+	{"rows", STORE_MERGE_ROWS, false},
+	{NULL, 0, false}
+};
+
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
@@ -114,6 +121,18 @@ _PG_init(void)
 							 "statements already prepared keep their plans.",
 							 &streamwin_enable_source_scan,
 							 true,
+							 PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomEnumVariable("streamwin.store_merge",
+							 "How a state store takes a batch: its groups or its rows.",
+							 "groups: the executor aggregates the batch's rows into groups, "
+							 "which the store merges; rows: the store folds the rows into its "
+							 "groups itself, for queries over one source with tumbling windows "
+							 "or none whose aggregates are counts, sums, and bool_and/bool_or "
+							 "or min/max of integers and times; auto: rows after a batch "
+							 "that changed a group for every two rows or more.  The results "
+							 "are the same.  For comparing the two.",
+							 &streamwin_store_merge,
+							 STORE_MERGE_AUTO, store_merge_options,
 							 PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("streamwin.state_memory",
 							"Memory each state store of a query may use: its open groups, its dedup keys.",
