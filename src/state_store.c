@@ -912,17 +912,24 @@ group_alloc(StateStore *s)
 
 /*
  * The group of the key in the key slot, or NULL; made (empty) if created
- * is not NULL, which then says whether it was.
+ * is not NULL, which then says whether it was.  known_hash: the key's hash
+ * (TupleHashTableHash), or NULL.
  */
 static StoreGroup *
-store_group(StateStore *s, bool *created)
+store_group_hashed(StateStore *s, bool *created, const uint32 *known_hash)
 {
 	bool		isnew = false;
 	TupleHashEntry entry;
 	StoreGroup *g;
 	uint32		hash;
 
-	entry = LookupTupleHashEntry(s->hash, s->key_slot, created ? &isnew : NULL, &hash);
+	if (known_hash != NULL)
+	{
+		hash = *known_hash;
+		entry = LookupTupleHashEntryHash(s->hash, s->key_slot, created ? &isnew : NULL, hash);
+	}
+	else
+		entry = LookupTupleHashEntry(s->hash, s->key_slot, created ? &isnew : NULL, &hash);
 	if (created)
 		*created = isnew;
 	if (entry == NULL)
@@ -949,6 +956,12 @@ store_group(StateStore *s, bool *created)
 	entry->additional = g;
 	s->ngroups++;
 	return g;
+}
+
+static StoreGroup *
+store_group(StateStore *s, bool *created)
+{
+	return store_group_hashed(s, created, NULL);
 }
 
 /* Set a partial to a copy of value, freeing what it held. */
@@ -1372,6 +1385,9 @@ session_merge(StateStore *s, TupleTableSlot *slot)
 
 /* --- the batch's groups in ----------------------------------------------- */
 
+/* Rows a store's merge holds before it folds them (fold_ahead) */
+#define FOLD_AHEAD 8
+
 typedef struct MergeReceiver
 {
 	DestReceiver pub;
@@ -1379,6 +1395,19 @@ typedef struct MergeReceiver
 	/* merge_receive's: rows (STMT_STORE_BATCH_ROWS), not groups; of how many */
 	bool		rows;
 	int64		batch_rows;
+
+	/*
+	 * The rows merge_receive holds, oldest first from ahead_first: each
+	 * copied, with the hash of its key, whose bucket of the store's hash
+	 * table is being fetched into the cache meanwhile.  The table of a
+	 * large store is far larger than the cache, and a row whose group is
+	 * new, or was not touched for long, would wait for its bucket; the
+	 * rows still fold in the batch's order.
+	 */
+	TupleTableSlot *ahead[FOLD_AHEAD];
+	uint32		ahead_hash[FOLD_AHEAD];
+	int			ahead_first;
+	int			nahead;
 	/* a dedup store's: the batch, and its rows to keep (nrows long) */
 	int64		batch_id;
 	bool	   *keep;
@@ -1453,10 +1482,10 @@ folds_grow(StateStore *s)
  * is its Datums.
  */
 static void
-fold_row(StateStore *s, TupleTableSlot *slot)
+fold_row(StateStore *s, TupleTableSlot *slot, uint32 hash)
 {
 	bool		created;
-	StoreGroup *g = store_group(s, &created);
+	StoreGroup *g = store_group_hashed(s, &created, &hash);
 	Datum	   *v = slot->tts_values + s->nkeys;
 	bool	   *n = slot->tts_isnull + s->nkeys;
 
@@ -1504,6 +1533,40 @@ folds_merge(StateStore *s)
 	s->nfolds = 0;
 }
 
+/* Fold the oldest row held (fold_ahead). */
+static void
+fold_held(MergeReceiver *r)
+{
+	StateStore *s = r->store;
+	TupleTableSlot *slot = r->ahead[r->ahead_first];
+
+	fill_key_slot(s, slot, NULL);
+	fold_row(s, slot, r->ahead_hash[r->ahead_first]);
+	r->ahead_first = (r->ahead_first + 1) % FOLD_AHEAD;
+	r->nahead--;
+}
+
+/*
+ * Hold a row of the batch, and ask for its bucket of the hash table; fold
+ * the oldest row held once FOLD_AHEAD are.
+ */
+static void
+fold_ahead(MergeReceiver *r, TupleTableSlot *slot)
+{
+	StateStore *s = r->store;
+	int			i;
+
+	if (r->nahead == FOLD_AHEAD)
+		fold_held(r);
+	i = (r->ahead_first + r->nahead++) % FOLD_AHEAD;
+	ExecCopySlot(r->ahead[i], slot);
+	fill_key_slot(s, r->ahead[i], NULL);
+	r->ahead_hash[i] = TupleHashTableHash(s->hash, s->key_slot);
+#if defined(__GNUC__) || defined(__clang__)
+	__builtin_prefetch(&s->hash->hashtab->data[r->ahead_hash[i] & s->hash->hashtab->sizemask]);
+#endif
+}
+
 /*
  * One of the batch's groups: window_start, keys, partials.  With panes, a
  * pane's group, which merges into every window covering the pane: the one
@@ -1519,10 +1582,7 @@ merge_receive(TupleTableSlot *slot, DestReceiver *self)
 
 	slot_getallattrs(slot);
 	if (r->rows)
-	{
-		fill_key_slot(s, slot, NULL);
-		fold_row(s, slot);
-	}
+		fold_ahead(r, slot);
 	else if (s->plan.session)
 		session_merge(s, slot);
 	else
@@ -1590,7 +1650,8 @@ dedup_receive(TupleTableSlot *slot, DestReceiver *self)
 static void
 merge_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
 {
-	StateStore *s = ((MergeReceiver *) self)->store;
+	MergeReceiver *r = (MergeReceiver *) self;
+	StateStore *s = r->store;
 
 	int			natts = s->nkeys + (s->plan.dedup ? 2 :
 									s->npartials + (s->plan.session ? 1 : 0));
@@ -1598,6 +1659,9 @@ merge_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
 	if (typeinfo->natts != natts)
 		elog(ERROR, "streamwin: a batch's groups have %d columns, its store %d",
 			 typeinfo->natts, natts);
+	if (r->rows)
+		for (int i = 0; i < FOLD_AHEAD; i++)
+			r->ahead[i] = MakeSingleTupleTableSlot(typeinfo, &TTSOpsVirtual);
 }
 
 /*
@@ -1617,7 +1681,19 @@ merge_shutdown(DestReceiver *self)
 	StateStore *s = r->store;
 
 	if (r->rows)
+	{
+		MemoryContext old = MemoryContextSwitchTo(s->temp_cxt);
+
+		while (r->nahead > 0)
+		{
+			fold_held(r);
+			MemoryContextReset(s->temp_cxt);
+		}
+		MemoryContextSwitchTo(old);
+		for (int i = 0; i < FOLD_AHEAD; i++)
+			ExecDropSingleTupleTableSlot(r->ahead[i]);
 		folds_merge(s);
+	}
 	if (self->receiveSlot == merge_receive && r->batch_rows > 0)
 		s->merge_rows = s->nchanged * 2 >= r->batch_rows;
 }
