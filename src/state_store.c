@@ -2174,6 +2174,31 @@ compare_sorted_groups(const SortedGroup *x, const SortedGroup *y, StateStore *s)
 #include "lib/sort_template.h"
 
 /*
+ * compare_sorted_groups where the first group key's abbreviation compares
+ * as an unsigned integer (text's, and that of other types whose
+ * abbreviated comparator is ssup_datum_unsigned_cmp): the comparisons
+ * that the window start or the abbreviation decide, which are nearly all,
+ * inline, without a call through the comparator.
+ */
+static inline int
+compare_sorted_unsigned(const SortedGroup *x, const SortedGroup *y, StateStore *s)
+{
+	if (x->window_start != y->window_start)
+		return x->window_start < y->window_start ? -1 : 1;
+	if (x->lead_null == y->lead_null && !x->lead_null && x->lead != y->lead)
+		return x->lead < y->lead ? -1 : 1;
+	return compare_sorted_groups(x, y, s);
+}
+
+#define ST_SORT sort_groups_unsigned
+#define ST_ELEMENT_TYPE SortedGroup
+#define ST_COMPARE(a, b, arg) compare_sorted_unsigned(a, b, arg)
+#define ST_COMPARE_ARG_TYPE StateStore
+#define ST_SCOPE static
+#define ST_DEFINE
+#include "lib/sort_template.h"
+
+/*
  * A walk over a list asks for the group ROWS_PREFETCH_DISTANCE entries
  * ahead of the one it works on to be fetched into the cache, and for the
  * key tuple of the group half as far ahead, and its by-reference partials
@@ -2252,7 +2277,9 @@ sort_rows(StateStore *s, StoreRows rows)
 	}
 	Assert(n == l->ngroups);
 	l->n = n;
-	if (n > 1 && (s->plan.windowed || s->lead_key < s->nkeys))
+	if (n > 1 && s->lead_key < s->nkeys && s->lead_sort.comparator == ssup_datum_unsigned_cmp)
+		sort_groups_unsigned(l->items, n, s);
+	else if (n > 1 && (s->plan.windowed || s->lead_key < s->nkeys))
 		sort_groups(l->items, n, s);
 	l->sorted = true;
 	l->positions_valid = false;
