@@ -38,8 +38,9 @@ endif
 # PGXS does not track headers: rebuild every object when any header changes.
 $(OBJS): $(wildcard src/*.h)
 
-# Test helpers: the Kafka test broker (librdkafka's mock cluster) and a producer.
-TEST_PROGRAMS = test/kafka_broker test/kafka_produce
+# Test helpers: the Kafka test broker (librdkafka's mock cluster), a producer,
+# and the benchmark's bare consumer, which tests use to read a topic back.
+TEST_PROGRAMS = test/kafka_broker test/kafka_produce test/bench/raw_consume
 
 test/kafka_broker: test/kafka_broker.c test/test_util.h
 	$(CC) -O2 -Wall -o $@ $< $(RDKAFKA_CFLAGS) $(RDKAFKA_LIBS)

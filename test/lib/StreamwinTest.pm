@@ -722,6 +722,9 @@ broker.  Its output goes to tmp_check/log/<test>_kafka_broker_<n>.log.
 $broker->bootstrap: "host:port[,host:port]".
 $broker->down / ->up: take every broker down (SIGUSR1) / up (SIGUSR2).
 $broker->stop: stop it (SIGTERM) and wait.
+$broker->messages(TOPIC, PARTITIONS): every message the topic holds, as
+[PARTITION, OFFSET, payload], read from the beginning to the end of each
+partition by a consumer of its own (test/bench/raw_consume --dump).
 
 $broker->produce(TOPIC, MESSAGES, %opts): produce MESSAGES (array ref) with
 test/kafka_produce, in order.  Each message is either a payload (bytes, no
@@ -807,6 +810,30 @@ sub up
 	my ($self) = @_;
 	kill 'USR2', $self->{pid};
 	return;
+}
+
+sub messages
+{
+	my ($self, $topic, $npart) = @_;
+	my $file = PostgreSQL::Test::Utils::tempdir() . "/$topic.dump";
+	my ($out, $err) = ('', '');
+	IPC::Run::run(
+		[
+			"$StreamwinTest::bindir/bench/raw_consume", '--brokers', $self->{bootstrap},
+			'--topic', $topic, '--partitions', $npart, '--dump', $file
+		],
+		'>', \$out, '2>', \$err)
+	  or croak "raw_consume could not read topic $topic: $err";
+	open my $fh, '<:raw', $file or croak "could not read $file: $!";
+	my @messages;
+	while (my $line = <$fh>)
+	{
+		chomp $line;
+		my ($partition, $offset, undef, $payload) = split /\t/, $line, 4;
+		push @messages, [ $partition, $offset, $payload ];
+	}
+	close $fh;
+	return \@messages;
 }
 
 sub stop
