@@ -144,6 +144,8 @@ extern char *aggregate_literal(Oid aggfnoid);
 extern const char *merge_sql(PartialCol *p);
 extern const char *merge_agg_sql(PartialCol *p);
 extern const char *row_partial_sql(PartialCol *p, const char *arg, const char *filter);
+extern void partial_input_columns(PartialCol *p, int i, List **tlist, AttrNumber *resno,
+								  List **taken, const char **arg, const char **filter);
 
 /* compile_window.c */
 extern char *group_columns(Compiled *c, const char *prefix);

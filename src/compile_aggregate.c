@@ -341,6 +341,58 @@ row_partial_sql(PartialCol *p, const char *arg, const char *filter)
 }
 
 /*
+ * The inputs of partial p, the i-th, as columns of a plain projection of a
+ * batch's rows, appended to *tlist from *resno on and named apart from
+ * *taken: its aggregate's arguments ("__a<i>"; for a transition state,
+ * whose aggregate's first argument is the user's aggregate as a literal,
+ * "__a<i>_<j>") and its FILTER ("__f<i>").  *arg is what the partial's
+ * aggregate, or row_partial_sql, takes as its arguments ("*" for none),
+ * *filter the filter's column, or NULL.
+ */
+void
+partial_input_columns(PartialCol *p, int i, List **tlist, AttrNumber *resno, List **taken,
+					  const char **arg, const char **filter)
+{
+	Aggref	   *a = (Aggref *) p->expr;
+	ListCell   *lc;
+
+	*arg = "*";
+	*filter = NULL;
+	if (p->merge == MERGE_STATE)
+	{
+		StringInfoData args;
+		int			j = 0;
+
+		initStringInfo(&args);
+		appendStringInfoString(&args, aggregate_literal(p->aggfnoid));
+		for_each_from(lc, a->args, 1)
+		{
+			char	   *col = internal_name(taken, psprintf("__a%d_%d", i, ++j), "");
+
+			*tlist = lappend(*tlist, makeTargetEntry(copyObject(lfirst_node(TargetEntry, lc)->expr),
+													 (*resno)++, col, false));
+			appendStringInfo(&args, ", %s", quote_identifier(col));
+		}
+		*arg = args.data;
+	}
+	else if (a->args != NIL)
+	{
+		char	   *col = internal_name(taken, psprintf("__a%d", i), "");
+
+		*tlist = lappend(*tlist, makeTargetEntry(copyObject(linitial_node(TargetEntry, a->args)->expr),
+												 (*resno)++, col, false));
+		*arg = quote_identifier(col);
+	}
+	if (a->aggfilter != NULL)
+	{
+		char	   *col = internal_name(taken, psprintf("__f%d", i), "");
+
+		*tlist = lappend(*tlist, makeTargetEntry(copyObject(a->aggfilter), (*resno)++, col, false));
+		*filter = quote_identifier(col);
+	}
+}
+
+/*
  * How the partials of several groups combine into one, as an aggregate:
  * sessions that merge, panes that make a hop window.
  */

@@ -151,49 +151,14 @@ batch_sessions_sql(Compiled *c, const char **brk, const char **isl, bool per_row
 	{
 		PartialCol *p = lfirst(lc);
 		Aggref	   *a = (Aggref *) p->expr;
-		char	   *arg = "*";
-		char	   *filter = "";
-		const char *fcol = NULL;
-		ListCell   *lc2;
+		const char *arg;
+		const char *fcol;
 
-		i++;
-		if (p->merge == MERGE_STATE)
-		{
-			/* partial_state(agg, args...): the aggregate stays a literal */
-			StringInfoData args;
-			int			j = 0;
-
-			initStringInfo(&args);
-			appendStringInfoString(&args, aggregate_literal(p->aggfnoid));
-			for_each_from(lc2, a->args, 1)
-			{
-				char	   *col = internal_name(&taken, psprintf("__a%d_%d", i, ++j), "");
-
-				tlist = lappend(tlist, makeTargetEntry(copyObject(lfirst_node(TargetEntry, lc2)->expr),
-													   resno++, col, false));
-				appendStringInfo(&args, ", %s", quote_identifier(col));
-			}
-			arg = args.data;
-		}
-		else if (a->args != NIL)
-		{
-			char	   *col = internal_name(&taken, psprintf("__a%d", i), "");
-
-			tlist = lappend(tlist, makeTargetEntry(copyObject(linitial_node(TargetEntry, a->args)->expr),
-												   resno++, col, false));
-			arg = (char *) quote_identifier(col);
-		}
-		if (a->aggfilter != NULL)
-		{
-			char	   *col = internal_name(&taken, psprintf("__f%d", i), "");
-
-			tlist = lappend(tlist, makeTargetEntry(copyObject(a->aggfilter), resno++, col, false));
-			fcol = quote_identifier(col);
-			filter = psprintf(" FILTER (WHERE %s)", fcol);
-		}
+		partial_input_columns(p, ++i, &tlist, &resno, &taken, &arg, &fcol);
 		appendStringInfo(&bparts, ", %s.%s(%s)%s AS %s",
 						 quote_identifier(get_namespace_name(get_func_namespace(a->aggfnoid))),
-						 quote_identifier(get_func_name(a->aggfnoid)), arg, filter,
+						 quote_identifier(get_func_name(a->aggfnoid)), arg,
+						 fcol ? psprintf(" FILTER (WHERE %s)", fcol) : "",
 						 quote_identifier(p->name));
 		if (per_row)
 			appendStringInfo(&rparts, "%s AS %s, ", row_partial_sql(p, arg, fcol),

@@ -192,6 +192,39 @@ partial_rows_sql(Compiled *c, Query *pq, bool merge)
 }
 
 /*
+ * The window start (as window_start) and the group keys, as the first
+ * entries of a target list, numbered from *resno on; grouped keeps their
+ * references to the query's GROUP BY, for a query that still groups by
+ * them.
+ */
+static List *
+group_target_list(Compiled *c, bool grouped, AttrNumber *resno)
+{
+	List	   *tlist = NIL;
+	ListCell   *lc;
+
+	if (c->window_tle)
+	{
+		TargetEntry *w = copyObject(c->window_tle);
+
+		w->resname = "window_start";
+		tlist = lappend(tlist, w);
+	}
+	foreach(lc, c->keys)
+		tlist = lappend(tlist, copyObject(((KeyCol *) lfirst(lc))->tle));
+	foreach(lc, tlist)
+	{
+		TargetEntry *t = lfirst(lc);
+
+		t->resno = (*resno)++;
+		t->resjunk = false;
+		if (!grouped)
+			t->ressortgroupref = 0;
+	}
+	return tlist;
+}
+
+/*
  * The query computing one batch's partial aggregates.  For hop windows
  * from panes, the windows' (the panes merged, in SQL), or with
  * panes_only the panes' own, which a store merges into the windows
@@ -201,28 +234,12 @@ static char *
 partial_query_sql(Compiled *c, bool panes_only)
 {
 	Query	   *pq = copyObject(c->query);
-	List	   *tlist = NIL;
-	ListCell   *lc;
 	AttrNumber	resno = 1;
+	List	   *tlist = group_target_list(c, true, &resno);
+	ListCell   *lc;
 	StringInfoData sql;
 	int			group = 1;
 
-	if (c->window_tle)
-	{
-		TargetEntry *w = copyObject(c->window_tle);
-
-		w->resno = resno++;
-		w->resname = "window_start";
-		w->resjunk = false;
-		tlist = lappend(tlist, w);
-	}
-	foreach(lc, c->keys)
-	{
-		TargetEntry *k = copyObject(((KeyCol *) lfirst(lc))->tle);
-
-		k->resno = resno++;
-		tlist = lappend(tlist, k);
-	}
 	foreach(lc, c->partials)
 	{
 		PartialCol *p = lfirst(lc);
@@ -294,7 +311,7 @@ partial_folds_by_row(PartialCol *p)
 }
 
 /*
- * The batch's rows for a state store to aggregate itself (STMT_STORE_ROWS):
+ * The batch's rows for a state store to aggregate itself (STMT_STORE_BATCH_ROWS):
  * window_start, keys, then each partial as it is for that row alone
  * (row_partial_sql), in the order the batch holds the rows; the same
  * columns as STMT_STORE_GROUPS.  The store folds each row into its group
@@ -308,7 +325,7 @@ static char *
 store_rows_query_sql(Compiled *c)
 {
 	Query	   *rq = copyObject(c->query);
-	List	   *tlist = NIL;
+	List	   *tlist;
 	List	   *taken = list_copy(c->state_names);
 	AttrNumber	resno = 1;
 	ListCell   *lc;
@@ -324,49 +341,15 @@ store_rows_query_sql(Compiled *c)
 			return NULL;
 
 	/* r: a plain projection of the user's FROM and WHERE */
-	if (c->window_tle)
-	{
-		TargetEntry *w = copyObject(c->window_tle);
-
-		w->resno = resno++;
-		w->resname = "window_start";
-		w->resjunk = false;
-		w->ressortgroupref = 0;
-		tlist = lappend(tlist, w);
-	}
-	foreach(lc, c->keys)
-	{
-		TargetEntry *k = copyObject(((KeyCol *) lfirst(lc))->tle);
-
-		k->resno = resno++;
-		k->resjunk = false;
-		k->ressortgroupref = 0;
-		tlist = lappend(tlist, k);
-	}
+	tlist = group_target_list(c, false, &resno);
 	initStringInfo(&parts);
 	foreach(lc, c->partials)
 	{
 		PartialCol *p = lfirst(lc);
-		Aggref	   *a = (Aggref *) p->expr;
-		const char *arg = "*";
-		const char *filter = NULL;
+		const char *arg;
+		const char *filter;
 
-		i++;
-		if (a->args != NIL)
-		{
-			char	   *col = internal_name(&taken, psprintf("__a%d", i), "");
-
-			tlist = lappend(tlist, makeTargetEntry(copyObject(linitial_node(TargetEntry, a->args)->expr),
-												   resno++, col, false));
-			arg = quote_identifier(col);
-		}
-		if (a->aggfilter != NULL)
-		{
-			char	   *col = internal_name(&taken, psprintf("__f%d", i), "");
-
-			tlist = lappend(tlist, makeTargetEntry(copyObject(a->aggfilter), resno++, col, false));
-			filter = quote_identifier(col);
-		}
+		partial_input_columns(p, ++i, &tlist, &resno, &taken, &arg, &filter);
 		appendStringInfo(&parts, ", %s AS %s", row_partial_sql(p, arg, filter),
 						 quote_identifier(p->name));
 	}
