@@ -1560,8 +1560,8 @@ fold_ahead(MergeReceiver *r, TupleTableSlot *slot)
 		fold_held(r);
 	i = (r->ahead_first + r->nahead++) % FOLD_AHEAD;
 	ExecCopySlot(r->ahead[i], slot);
-	fill_key_slot(s, r->ahead[i], NULL);
-	r->ahead_hash[i] = TupleHashTableHash(s->hash, s->key_slot);
+	/* the row's first columns are the key slot's, the table's key columns */
+	r->ahead_hash[i] = TupleHashTableHash(s->hash, r->ahead[i]);
 #if defined(__GNUC__) || defined(__clang__)
 	__builtin_prefetch(&s->hash->hashtab->data[r->ahead_hash[i] & s->hash->hashtab->sizemask]);
 #endif
@@ -1694,7 +1694,7 @@ merge_shutdown(DestReceiver *self)
 			ExecDropSingleTupleTableSlot(r->ahead[i]);
 		folds_merge(s);
 	}
-	if (self->receiveSlot == merge_receive && r->batch_rows > 0)
+	if (r->batch_rows > 0)
 		s->merge_rows = s->nchanged * 2 >= r->batch_rows;
 }
 
