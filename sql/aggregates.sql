@@ -402,3 +402,47 @@ SELECT count(e.*) AS expected_groups, count(k.*) AS result_groups,
 SELECT streamwin.drop_query('keyed', drop_result => true);
 SELECT streamwin.drop_source('mks');
 DROP TABLE mk;
+
+-- Partials that compute the same value are kept once: sum(v) beside
+-- avg(v)'s sum, count(v) beside its count, the same FILTER, the same
+-- transition state, the same set of distinct values.  Different filters,
+-- count(*) against count(v) and different aggregates of the same value stay
+-- apart.  In batches of 100 rows over three windows, every result is
+-- compared with plain SQL.
+CREATE TABLE mp (k text, v int, r float8, ts timestamptz);
+SELECT streamwin.create_table_source('mps', 'mp', '{"max_records_per_batch": 100}');
+SELECT streamwin.create_query('shared', $$
+    SELECT k, count(*) AS n, count(v) AS c, sum(v) AS s, avg(v) AS a,
+           avg(v) FILTER (WHERE v > 100) AS abig, sum(v) FILTER (WHERE v > 100) AS sbig,
+           sum(v) FILTER (WHERE v > 200) AS svery, avg(r) AS ar,
+           stddev(r) AS sd1, stddev(r) AS sd2, variance(r) AS vr,
+           count(DISTINCT v % 7) AS d1, sum(DISTINCT v % 7) AS d2, max(v) AS hi, max(v) AS hi2
+      FROM mps GROUP BY streamwin.tumble(ts, '10 minutes'), k$$,
+    output_mode => 'update', start => false);
+SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute
+ WHERE attrelid = (SELECT state_table FROM streamwin.queries WHERE name = 'shared')
+   AND attname LIKE '%$%' ORDER BY attnum;
+INSERT INTO mp
+SELECT 'k' || g % 5, CASE WHEN g % 9 = 0 THEN NULL ELSE g * 7 % 300 END,
+       CASE WHEN g % 4 = 0 THEN NULL ELSE (g * 13 % 101) / 7.0 END,
+       timestamptz '2026-01-01 00:00:00+00' + (g * 37 % 1800) * interval '1 second'
+  FROM generate_series(1, 2000) g;
+SELECT (streamwin.run_available('shared'))->>'batches' AS batches;
+SELECT count(e.*) AS expected_groups, count(q.*) AS result_groups,
+       count(*) FILTER (WHERE (q.n, q.c, q.s, q.a, q.abig, q.sbig, q.svery, q.d1, q.d2, q.hi, q.hi2)
+                              IS DISTINCT FROM
+                              (e.n, e.c, e.s, e.a, e.abig, e.sbig, e.svery, e.d1, e.d2, e.hi, e.hi2)
+                           OR NOT close(q.ar, e.ar) OR NOT close(q.sd1, e.sd1)
+                           OR NOT close(q.sd2, e.sd2) OR NOT close(q.vr, e.vr)) AS differing
+  FROM shared q FULL JOIN
+       (SELECT streamwin.tumble(ts, '10 minutes') AS window_start, k, count(*) AS n,
+               count(v) AS c, sum(v) AS s, avg(v) AS a,
+               avg(v) FILTER (WHERE v > 100) AS abig, sum(v) FILTER (WHERE v > 100) AS sbig,
+               sum(v) FILTER (WHERE v > 200) AS svery, avg(r) AS ar,
+               stddev(r) AS sd1, stddev(r) AS sd2, variance(r) AS vr,
+               count(DISTINCT v % 7) AS d1, sum(DISTINCT v % 7) AS d2, max(v) AS hi, max(v) AS hi2
+          FROM mp GROUP BY 1, 2) e
+    ON q.window_start = e.window_start AND q.k = e.k;
+SELECT streamwin.drop_query('shared', drop_result => true);
+SELECT streamwin.drop_source('mps');
+DROP TABLE mp;

@@ -53,15 +53,47 @@ partial_agg(Aggref *orig, const char *fname, Oid argtype)
 }
 
 /*
+ * Whether two partial aggregates compute the same value from every row:
+ * the same aggregate over equal arguments and FILTER.  The parser's
+ * bookkeeping (aggno, aggtransno, location) does not count.
+ */
+static bool
+same_partial(const Aggref *a, const Aggref *b)
+{
+	return a->aggfnoid == b->aggfnoid &&
+		a->aggtype == b->aggtype &&
+		a->inputcollid == b->inputcollid &&
+		a->aggstar == b->aggstar &&
+		a->aggvariadic == b->aggvariadic &&
+		a->aggkind == b->aggkind &&
+		equal(a->aggargtypes, b->aggargtypes) &&
+		equal(a->args, b->args) &&
+		equal(a->aggfilter, b->aggfilter) &&
+		equal(a->aggdistinct, b->aggdistinct) &&
+		equal(a->aggorder, b->aggorder) &&
+		equal(a->aggdirectargs, b->aggdirectargs);
+}
+
+/*
  * A partial aggregate column "<result column>$<kind>", named apart from the
  * group keys and the other partials (internal_name).  Returns its name,
- * quoted.
+ * quoted.  A partial the query already has (sum(v) beside avg(v)'s sum,
+ * count(v) beside its count) is kept once: a group, its state row and its
+ * checkpoint row are smaller by it, and each row folds one value less.
  */
 static const char *
 add_partial(Compiled *c, const char *aggname, const char *suffix, MergeKind merge, Aggref *a)
 {
-	PartialCol *p = palloc(sizeof(PartialCol));
+	PartialCol *p;
+	ListCell   *lc;
 
+	foreach(lc, c->partials)
+	{
+		p = lfirst(lc);
+		if (p->merge == merge && same_partial((Aggref *) p->expr, a))
+			return quote_identifier(p->name);
+	}
+	p = palloc(sizeof(PartialCol));
 	p->name = internal_name(&c->state_names, aggname, psprintf("$%s", suffix));
 	p->merge = merge;
 	p->expr = (Expr *) a;
@@ -264,15 +296,17 @@ compile_aggregate(Compiled *c, TargetEntry *tle)
 	}
 	else
 	{
-		PartialCol *p;
+		int			npartials = list_length(c->partials);
+		const char *qstate;
 
 		check_partial_state(a, fname);
-		(void) add_partial(c, col->name, "state", MERGE_STATE, partial_state_agg(a));
-		p = llast(c->partials);
-		p->aggfnoid = a->aggfnoid;
+		qstate = add_partial(c, col->name, "state", MERGE_STATE, partial_state_agg(a));
+		/* a new partial; one kept already has its aggregate */
+		if (list_length(c->partials) > npartials)
+			((PartialCol *) llast(c->partials))->aggfnoid = a->aggfnoid;
 		col->final_sql = psprintf("streamwin.finish_state(%s, %s, NULL::%s)",
 								  aggregate_literal(a->aggfnoid),
-								  quote_identifier(p->name), format_type_be_qualified(col->type));
+								  qstate, format_type_be_qualified(col->type));
 	}
 
 	col->final_sql = psprintf("%s::%s", col->final_sql, format_type_be_qualified(col->type));
