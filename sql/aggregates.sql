@@ -422,6 +422,19 @@ SELECT streamwin.create_query('shared', $$
 SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute
  WHERE attrelid = (SELECT state_table FROM streamwin.queries WHERE name = 'shared')
    AND attname LIKE '%$%' ORDER BY attnum;
+-- the same partials merged pane by pane into hopping windows, and session
+-- by session: each key's rows are 5 seconds apart, read out of order, so
+-- its sessions merge batch after batch into one
+SELECT streamwin.create_query('shared_hops', $$
+    SELECT k, count(v) AS c, sum(v) AS s, avg(v) AS a, sum(v) FILTER (WHERE v > 100) AS sbig,
+           avg(v) FILTER (WHERE v > 100) AS abig, stddev(r) AS sd1, stddev(r) AS sd2
+      FROM mps GROUP BY streamwin.hop(ts, '10 minutes', '5 minutes'), k$$,
+    output_mode => 'update', start => false);
+SELECT streamwin.create_query('shared_visits', $$
+    SELECT k, count(v) AS c, sum(v) AS s, avg(v) AS a, sum(v) FILTER (WHERE v > 100) AS sbig,
+           avg(v) FILTER (WHERE v > 100) AS abig, stddev(r) AS sd1, stddev(r) AS sd2
+      FROM mps GROUP BY streamwin.session(ts, '6 seconds'), k$$,
+    output_mode => 'update', start => false);
 INSERT INTO mp
 SELECT 'k' || g % 5, CASE WHEN g % 9 = 0 THEN NULL ELSE g * 7 % 300 END,
        CASE WHEN g % 4 = 0 THEN NULL ELSE (g * 13 % 101) / 7.0 END,
@@ -443,6 +456,35 @@ SELECT count(e.*) AS expected_groups, count(q.*) AS result_groups,
                count(DISTINCT v % 7) AS d1, sum(DISTINCT v % 7) AS d2, max(v) AS hi, max(v) AS hi2
           FROM mp GROUP BY 1, 2) e
     ON q.window_start = e.window_start AND q.k = e.k;
-SELECT streamwin.drop_query('shared', drop_result => true);
+SELECT q, (streamwin.run_available(q))->>'batches' AS batches
+  FROM unnest(array['shared_hops', 'shared_visits']) q;
+SELECT count(e.*) AS expected_windows, count(h.*) AS result_windows,
+       count(*) FILTER (WHERE (h.c, h.s, h.a, h.sbig, h.abig) IS DISTINCT FROM (e.c, e.s, e.a, e.sbig, e.abig)
+                           OR NOT close(h.sd1, e.sd1) OR NOT close(h.sd2, e.sd2)) AS differing
+  FROM shared_hops h FULL JOIN
+       (SELECT w AS window_start, k, count(v) AS c, sum(v) AS s, avg(v) AS a,
+               sum(v) FILTER (WHERE v > 100) AS sbig, avg(v) FILTER (WHERE v > 100) AS abig,
+               stddev(r) AS sd1, stddev(r) AS sd2
+          FROM mp, streamwin.hop_starts(ts, '10 minutes', '5 minutes') w GROUP BY 1, 2) e
+    ON h.window_start = e.window_start AND h.k = e.k;
+SELECT count(e.*) AS expected_sessions, count(v.*) AS result_sessions,
+       count(*) FILTER (WHERE (v.window_end, v.c, v.s, v.a, v.sbig, v.abig)
+                              IS DISTINCT FROM (e.window_end, e.c, e.s, e.a, e.sbig, e.abig)
+                           OR NOT close(v.sd1, e.sd1) OR NOT close(v.sd2, e.sd2)) AS differing,
+       count(*) FILTER (WHERE e.n > 1) AS sessions_of_several_rows
+  FROM shared_visits v FULL JOIN
+       (SELECT min(ts) AS window_start, max(ts) + interval '6 seconds' AS window_end, k,
+               count(*) AS n, count(v) AS c, sum(v) AS s, avg(v) AS a,
+               sum(v) FILTER (WHERE v > 100) AS sbig, avg(v) FILTER (WHERE v > 100) AS abig,
+               stddev(r) AS sd1, stddev(r) AS sd2
+          FROM (SELECT *, sum(starts) OVER (PARTITION BY k ORDER BY ts, starts DESC
+                                            ROWS UNBOUNDED PRECEDING) AS visit
+                  FROM (SELECT *, CASE WHEN ts - lag(ts) OVER (PARTITION BY k ORDER BY ts)
+                                            < interval '6 seconds' THEN 0 ELSE 1 END AS starts
+                          FROM mp) marked) numbered
+         GROUP BY k, visit) e
+    ON v.window_start = e.window_start AND v.k = e.k;
+SELECT streamwin.drop_query(q, drop_result => true)
+  FROM unnest(array['shared', 'shared_hops', 'shared_visits']) q;
 SELECT streamwin.drop_source('mps');
 DROP TABLE mp;
