@@ -54,34 +54,29 @@ partial_agg(Aggref *orig, const char *fname, Oid argtype)
 
 /*
  * Whether two partial aggregates compute the same value from every row:
- * the same aggregate over equal arguments and FILTER.  The parser's
- * bookkeeping (aggno, aggtransno, location) does not count.
+ * the same aggregate over equal arguments, collation and FILTER (its
+ * result and argument types follow from those).  The parser's bookkeeping
+ * (aggno, aggtransno, location) does not count.
  */
 static bool
 same_partial(const Aggref *a, const Aggref *b)
 {
 	return a->aggfnoid == b->aggfnoid &&
-		a->aggtype == b->aggtype &&
 		a->inputcollid == b->inputcollid &&
 		a->aggstar == b->aggstar &&
-		a->aggvariadic == b->aggvariadic &&
-		a->aggkind == b->aggkind &&
-		equal(a->aggargtypes, b->aggargtypes) &&
 		equal(a->args, b->args) &&
 		equal(a->aggfilter, b->aggfilter) &&
-		equal(a->aggdistinct, b->aggdistinct) &&
-		equal(a->aggorder, b->aggorder) &&
-		equal(a->aggdirectargs, b->aggdirectargs);
+		equal(a->aggdistinct, b->aggdistinct);
 }
 
 /*
  * A partial aggregate column "<result column>$<kind>", named apart from the
- * group keys and the other partials (internal_name).  Returns its name,
- * quoted.  A partial the query already has (sum(v) beside avg(v)'s sum,
- * count(v) beside its count) is kept once: a group, its state row and its
- * checkpoint row are smaller by it, and each row folds one value less.
+ * group keys and the other partials (internal_name).  A partial the query
+ * already has (sum(v) beside avg(v)'s sum, count(v) beside its count) is
+ * kept once, and returned: a group, its state row and its checkpoint row
+ * are smaller by it, and each row folds one value less.
  */
-static const char *
+static PartialCol *
 add_partial(Compiled *c, const char *aggname, const char *suffix, MergeKind merge, Aggref *a)
 {
 	PartialCol *p;
@@ -91,7 +86,7 @@ add_partial(Compiled *c, const char *aggname, const char *suffix, MergeKind merg
 	{
 		p = lfirst(lc);
 		if (p->merge == merge && same_partial((Aggref *) p->expr, a))
-			return quote_identifier(p->name);
+			return p;
 	}
 	p = palloc(sizeof(PartialCol));
 	p->name = internal_name(&c->state_names, aggname, psprintf("$%s", suffix));
@@ -99,7 +94,14 @@ add_partial(Compiled *c, const char *aggname, const char *suffix, MergeKind merg
 	p->expr = (Expr *) a;
 	p->aggfnoid = InvalidOid;
 	c->partials = lappend(c->partials, p);
-	return quote_identifier(p->name);
+	return p;
+}
+
+/* The quoted name of add_partial's partial. */
+static const char *
+add_partial_name(Compiled *c, const char *aggname, const char *suffix, MergeKind merge, Aggref *a)
+{
+	return quote_identifier(add_partial(c, aggname, suffix, merge, a)->name);
 }
 
 /* 'schema.agg(types)'::pg_catalog.regprocedure: an aggregate named in SQL */
@@ -197,7 +199,7 @@ compile_distinct_aggregate(Compiled *c, AggCol *col, Aggref *a, const char *fnam
 	set->aggargtypes = list_make1_oid(argtype);
 	set->aggstar = false;
 	set->aggdistinct = NIL;		/* the aggregate drops duplicates itself */
-	qset = add_partial(c, col->name, "distinct", MERGE_UNION, set);
+	qset = add_partial_name(c, col->name, "distinct", MERGE_UNION, set);
 	if (a->aggfnoid == F_COUNT_ANY)
 	{
 		/* the set's size, less its NULL (sorted last), without a subquery */
@@ -244,7 +246,7 @@ compile_aggregate(Compiled *c, TargetEntry *tle)
 		compile_distinct_aggregate(c, col, a, fname);
 	else if (strcmp(builtin, "count") == 0)
 	{
-		col->final_sql = pstrdup(add_partial(c, col->name, "count", MERGE_ADD, copyObject(a)));
+		col->final_sql = pstrdup(add_partial_name(c, col->name, "count", MERGE_ADD, copyObject(a)));
 	}
 	else if (strcmp(builtin, "sum") == 0 || strcmp(builtin, "min") == 0 ||
 			 strcmp(builtin, "max") == 0 || strcmp(builtin, "bool_and") == 0 ||
@@ -256,7 +258,7 @@ compile_aggregate(Compiled *c, TargetEntry *tle)
 			strcmp(builtin, "min") == 0 ? MERGE_MIN :
 			strcmp(builtin, "max") == 0 ? MERGE_MAX :
 			strcmp(builtin, "bool_or") == 0 ? MERGE_OR : MERGE_AND;
-		col->final_sql = pstrdup(add_partial(c, col->name, fname, m, copyObject(a)));
+		col->final_sql = pstrdup(add_partial_name(c, col->name, fname, m, copyObject(a)));
 	}
 	else if (strcmp(builtin, "avg") == 0)
 	{
@@ -283,8 +285,8 @@ compile_aggregate(Compiled *c, TargetEntry *tle)
 		}
 		else
 			sum = partial_agg(a, "sum", argtype);
-		qsum = add_partial(c, col->name, "sum", MERGE_SUM, sum);
-		qcount = add_partial(c, col->name, "count", MERGE_ADD, partial_agg(a, "count", ANYOID));
+		qsum = add_partial_name(c, col->name, "sum", MERGE_SUM, sum);
+		qcount = add_partial_name(c, col->name, "count", MERGE_ADD, partial_agg(a, "count", ANYOID));
 		/* the same division avg() itself performs, so results agree exactly */
 		if (argtype == FLOAT4OID || argtype == FLOAT8OID)
 			col->final_sql = psprintf("(%s / NULLIF(%s, 0)::pg_catalog.float8)", qsum, qcount);
@@ -296,17 +298,14 @@ compile_aggregate(Compiled *c, TargetEntry *tle)
 	}
 	else
 	{
-		int			npartials = list_length(c->partials);
-		const char *qstate;
+		PartialCol *p;
 
 		check_partial_state(a, fname);
-		qstate = add_partial(c, col->name, "state", MERGE_STATE, partial_state_agg(a));
-		/* a new partial; one kept already has its aggregate */
-		if (list_length(c->partials) > npartials)
-			((PartialCol *) llast(c->partials))->aggfnoid = a->aggfnoid;
+		p = add_partial(c, col->name, "state", MERGE_STATE, partial_state_agg(a));
+		p->aggfnoid = a->aggfnoid;
 		col->final_sql = psprintf("streamwin.finish_state(%s, %s, NULL::%s)",
 								  aggregate_literal(a->aggfnoid),
-								  qstate, format_type_be_qualified(col->type));
+								  quote_identifier(p->name), format_type_be_qualified(col->type));
 	}
 
 	col->final_sql = psprintf("%s::%s", col->final_sql, format_type_be_qualified(col->type));
