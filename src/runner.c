@@ -132,7 +132,7 @@ runner_state_rewritten(QueryRunner *r)
 	r->join_rows_xmin = InvalidTransactionId;
 }
 
-/* A Kafka consumer's fetch wait follows trigger_interval: see kafka_reader.c. */
+/* A Kafka consumer's fetch wait follows trigger_interval: see kafka_source.c. */
 bool
 runner_settings_changed(const QueryInfo *q)
 {

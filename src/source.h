@@ -4,7 +4,7 @@
  *	  Sources: the one interface between a query and what it reads, and the
  *	  relation that stands for each source.
  *
- * Every kind of source (a Kafka topic: kafka_reader.c; the rows inserted
+ * Every kind of source (a Kafka topic: kafka_source.c; the rows inserted
  * into a table: table_reader.c) implements SourceOps.  The batch, the
  * offsets, checkpoints, control functions and workers only call through
  * it, so that they never ask which kind of source they read, and a new

@@ -2,7 +2,7 @@
 # 018_session_store.pl: session windows in the state store against plain SQL.
 #
 # A session query keeps its open sessions in the state store
-# (src/state_store.c): a batch's own sessions, built by the executor, merge
+# (src/store_session.c): a batch's own sessions, built by the executor, merge
 # in C with the stored sessions of their key that they overlap; merged
 # sessions leave the state table, the checkpoint and (update mode) the
 # result; a session closes when the watermark passes its end.  Every

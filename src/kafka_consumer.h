@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * kafka_source.h
+ * kafka_consumer.h
  *	  Reading micro-batches from a Kafka topic inside a PostgreSQL backend.
  *
  * A KafkaConsumer wraps one librdkafka consumer for one topic.  The caller
@@ -35,8 +35,8 @@
  *
  *-------------------------------------------------------------------------
  */
-#ifndef STREAMWIN_KAFKA_SOURCE_H
-#define STREAMWIN_KAFKA_SOURCE_H
+#ifndef STREAMWIN_KAFKA_CONSUMER_H
+#define STREAMWIN_KAFKA_CONSUMER_H
 
 #include "datatype/timestamp.h"
 
@@ -299,4 +299,4 @@ extern const char *kafka_last_error(KafkaConsumer *c);
  */
 extern void kafka_consumer_close(KafkaConsumer *c);
 
-#endif							/* STREAMWIN_KAFKA_SOURCE_H */
+#endif							/* STREAMWIN_KAFKA_CONSUMER_H */

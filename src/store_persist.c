@@ -1,0 +1,447 @@
+/*-------------------------------------------------------------------------
+ *
+ * store_persist.c
+ *	  A state store and its tables: loading the groups, vouching for them
+ *	  around a batch, writing the changed groups' rows, checkpoints, and
+ *	  evicting closed groups (see state_store_int.h for the store's files).
+ *
+ * Rows are written with the heap's own functions: the state table (an
+ * UNLOGGED table of the query's, without indexes while the store runs) and
+ * the checkpoint table (logged, without indexes) are written by nothing
+ * but this store, so each group's row is where the store last put it.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/heapam.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "utils/datum.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+
+#include "state_store_int.h"
+
+/* streamwin.state_memory (kB) */
+int			streamwin_state_memory = 1024 * 1024;
+
+/*
+ * An empty store: no group, no window, no session, no dedup key, no
+ * result list.
+ */
+void
+store_reset_groups(StateStore *s)
+{
+	MemoryContextReset(s->groups_cxt);
+	groups_reset(s);
+	rows_reset(s);
+	if (s->plan.session)
+		sessions_reset(s);
+}
+
+void
+store_invalidate(StateStore *s)
+{
+	MemoryContextReset(s->groups_cxt);
+	s->nfolds = 0;
+	s->group_slab = NULL;
+	s->hash = NULL;
+	s->session_keys = NULL;
+	s->no_keys = NULL;
+	s->session_ends = NULL;
+	s->ngone = 0;
+	s->key_times = NULL;
+	s->nkey_times = 0;
+	for (int i = 0; i < NUM_STORE_ROWS; i++)
+		rows_clear(s, i);
+	s->loaded = false;
+	s->in_batch = false;
+	s->catalog_xmin = InvalidTransactionId;
+}
+
+static bool
+over_memory(StateStore *s)
+{
+	return store_memory(s) > (Size) streamwin_state_memory * 1024;
+}
+
+/* Are the group's partials those of a (checkpoint) row? */
+static bool
+same_partials(StateStore *s, StoreGroup *g, TupleTableSlot *slot)
+{
+	for (int i = 0; i < s->npartials; i++)
+	{
+		StorePartial *p = &s->partials[i];
+		bool		isnull;
+		Datum		v = slot_getattr(slot, p->state_attno, &isnull);
+
+		if (isnull != GROUP_NULLS(s, g)[i])
+			return false;
+		if (!isnull && !datumIsEqual(v, g->values[i], p->typbyval, p->typlen))
+			return false;
+	}
+	if (s->plan.dedup)
+	{
+		bool		isnull;
+		Datum		v = slot_getattr(slot, s->time_attno, &isnull);
+
+		if (isnull != ((g->flags & GROUP_NO_TIME) != 0) ||
+			(!isnull && DatumGetTimestampTz(v) != g->window_start))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Load the groups from the state table, then match the checkpoint table's
+ * rows to them: a group whose checkpoint row holds the same values is
+ * clean, the others are dirty, and checkpoint rows of no group are to be
+ * deleted.  Returns false (and empties the store) past the memory limit.
+ */
+static bool
+store_load(StateStore *s)
+{
+	Relation	rel;
+	TableScanDesc scan;
+	TupleTableSlot *slot;
+	Snapshot	snapshot;
+	TupleHashIterator hit;
+	TupleHashEntry entry;
+
+	store_reset_groups(s);
+	s->loaded = true;
+
+	/* what this transaction wrote so far (a restored checkpoint) included */
+	CommandCounterIncrement();
+	PushCopiedSnapshot(GetActiveSnapshot());
+	UpdateActiveSnapshotCommandId();
+	snapshot = GetActiveSnapshot();
+
+	rel = table_open(s->state_table, AccessShareLock);
+	slot = table_slot_create(rel, NULL);
+	scan = table_beginscan(rel, snapshot, 0, NULL);
+	while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
+	{
+		StoreGroup *g;
+		bool		created;
+		MemoryContext old = MemoryContextSwitchTo(s->temp_cxt);
+
+		slot_getallattrs(slot);
+		fill_key_slot(s, slot, s->key_state_attno);
+		g = store_group(s, &created);
+		if (!created)
+			elog(ERROR, "streamwin: state table %s holds a group twice", RelationGetRelationName(rel));
+		for (int i = 0; i < s->npartials; i++)
+		{
+			bool		isnull;
+			Datum		v = slot_getattr(slot, s->partials[i].state_attno, &isnull);
+
+			set_partial(s, g, i, v, isnull);
+		}
+		if (s->plan.session)
+		{
+			bool		isnull;
+			Datum		end = slot_getattr(slot, 2, &isnull);
+
+			if (isnull)
+				elog(ERROR, "streamwin: state table %s holds a session without its end",
+					 RelationGetRelationName(rel));
+			session_attach(s, g, DatumGetTimestampTz(end));
+		}
+		else if (s->plan.dedup)
+		{
+			bool		isnull;
+			Datum		time = slot_getattr(slot, s->time_attno, &isnull);
+
+			key_time_set(g, time, isnull);
+			if (!isnull)
+				key_times_push(s, g);
+		}
+		g->state_tid = slot->tts_tid;
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(s->temp_cxt);
+		if ((s->ngroups & 1023) == 0 && over_memory(s))
+			break;
+	}
+	table_endscan(scan);
+	ExecDropSingleTupleTableSlot(slot);
+	table_close(rel, AccessShareLock);
+	if (over_memory(s))
+	{
+		PopActiveSnapshot();
+		store_invalidate(s);
+		return false;
+	}
+
+	rel = table_open(s->checkpoint_table, AccessShareLock);
+	slot = table_slot_create(rel, NULL);
+	scan = table_beginscan(rel, snapshot, 0, NULL);
+	while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
+	{
+		StoreGroup *g;
+		MemoryContext old = MemoryContextSwitchTo(s->temp_cxt);
+
+		slot_getallattrs(slot);
+		fill_key_slot(s, slot, s->key_state_attno);
+		g = store_group(s, NULL);
+		if (g == NULL || ItemPointerIsValid(&g->ckpt_tid))
+			tid_list_add(&s->ckpt_gone, &slot->tts_tid);
+		else
+		{
+			g->ckpt_tid = slot->tts_tid;
+			if (same_partials(s, g, slot))
+				g->flags |= GROUP_CKPT_SAME;
+		}
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(s->temp_cxt);
+	}
+	table_endscan(scan);
+	ExecDropSingleTupleTableSlot(slot);
+	table_close(rel, AccessShareLock);
+
+	/* clean: matched with the same values; every other group is dirty */
+	InitTupleHashIterator(s->hash, &hit);
+	while ((entry = ScanTupleHashTable(s->hash, &hit)) != NULL)
+	{
+		StoreGroup *g = (StoreGroup *) entry->additional;
+
+		if (g->flags & GROUP_CKPT_SAME)
+			g->flags &= ~GROUP_CKPT_SAME;
+		else
+		{
+			g->flags |= GROUP_CKPT_DIRTY;
+			dlist_push_tail(&s->ckpt_dirty, &g->ckpt_node);
+		}
+	}
+	TermTupleHashIterator(&hit);
+	PopActiveSnapshot();
+	elog(DEBUG1, "streamwin: state store of table \"%s\" loaded " INT64_FORMAT " groups into %zu kB",
+		 get_rel_name(s->state_table), s->ngroups, store_memory(s) / 1024);
+	return true;
+}
+
+/*
+ * The relfilenode of a table of the store, locked until the transaction
+ * ends: nothing rewrites it while the batch writes its rows by location.
+ */
+static Oid
+store_table_file(Oid relid)
+{
+	Relation	rel = table_open(relid, AccessShareLock);
+	Oid			file = rel->rd_node.relNode;
+
+	table_close(rel, NoLock);
+	return file;
+}
+
+/*
+ * The store vouches for what it holds if its last batch ended (a batch
+ * that failed never does), wrote the catalog row last (a batch rolled
+ * back afterwards, another backend's batch, a reset write it since), and
+ * its tables were not rewritten since it loaded them (the rows are no
+ * longer where it knows them).  What its batches added counts against
+ * streamwin.state_memory as what a load reads does: past it, the store
+ * lets go of its groups.
+ */
+bool
+store_begin(StateStore *s, TransactionId catalog_xmin)
+{
+	Oid			state_file = store_table_file(s->state_table);
+	Oid			ckpt_file = store_table_file(s->checkpoint_table);
+
+	if (s->loaded && !s->in_batch && TransactionIdEquals(catalog_xmin, s->catalog_xmin) &&
+		state_file == s->state_file && ckpt_file == s->ckpt_file)
+	{
+		if (over_memory(s))
+		{
+			store_invalidate(s);
+			return false;
+		}
+		s->in_batch = true;
+		return true;
+	}
+	s->catalog_xmin = catalog_xmin;
+	s->in_batch = false;
+	if (!store_load(s))
+		return false;
+	s->state_file = state_file;
+	s->ckpt_file = ckpt_file;
+	s->in_batch = true;
+	return true;
+}
+
+void
+store_end(StateStore *s, TransactionId catalog_xmin)
+{
+	changed_done(s);
+	s->catalog_xmin = catalog_xmin;
+	s->in_batch = false;
+}
+
+/*
+ * Writing groups' rows into a table of the store, each where it is
+ * (updated) or anew.  New rows wait and go in together with
+ * heap_multi_insert, which fills a page under one buffer lock, as COPY
+ * does, where heap_insert takes the lock and finds the page for each row.
+ */
+#define ROW_WRITER_BATCH 100
+
+typedef struct RowWriter
+{
+	StateStore *store;
+	MemoryContext cxt;			/* of the writer's parts, not temp_cxt */
+	Relation	rel;
+	BulkInsertState bistate;
+	TupleTableSlot *slots[ROW_WRITER_BATCH];	/* made as needed */
+	ItemPointer tids[ROW_WRITER_BATCH]; /* where to say each row went */
+	int			n;
+} RowWriter;
+
+static void
+row_writer_begin(RowWriter *w, StateStore *s, Oid relid)
+{
+	memset(w, 0, sizeof(RowWriter));
+	w->store = s;
+	w->cxt = CurrentMemoryContext;
+	Assert(w->cxt != s->temp_cxt);
+	w->rel = table_open(relid, RowExclusiveLock);
+	w->bistate = GetBulkInsertState();
+	CommandCounterIncrement();
+}
+
+/* Insert the rows that wait; then the store's temp_cxt, where they were made, is reset. */
+static void
+row_writer_flush(RowWriter *w)
+{
+	if (w->n > 0)
+		heap_multi_insert(w->rel, w->slots, w->n, GetCurrentCommandId(true), 0, w->bistate);
+	for (int i = 0; i < w->n; i++)
+	{
+		*w->tids[i] = w->slots[i]->tts_tid;
+		ExecClearTuple(w->slots[i]);
+	}
+	w->n = 0;
+	MemoryContextReset(w->store->temp_cxt);
+}
+
+/* Write a group's row (made in the store's temp_cxt); *tid: where it is, then. */
+static void
+row_writer_put(RowWriter *w, HeapTuple tuple, ItemPointer tid)
+{
+	if (ItemPointerIsValid(tid))
+	{
+		simple_heap_update(w->rel, tid, tuple);
+		*tid = tuple->t_self;
+		heap_freetuple(tuple);
+		return;
+	}
+	if (w->slots[w->n] == NULL)
+	{
+		MemoryContext old = MemoryContextSwitchTo(w->cxt);
+
+		w->slots[w->n] = MakeSingleTupleTableSlot(RelationGetDescr(w->rel), &TTSOpsHeapTuple);
+		MemoryContextSwitchTo(old);
+	}
+	ExecStoreHeapTuple(tuple, w->slots[w->n], true);
+	w->tids[w->n++] = tid;
+	if (w->n == ROW_WRITER_BATCH)
+		row_writer_flush(w);
+}
+
+static void
+row_writer_end(RowWriter *w)
+{
+	row_writer_flush(w);
+	for (int i = 0; i < ROW_WRITER_BATCH && w->slots[i] != NULL; i++)
+		ExecDropSingleTupleTableSlot(w->slots[i]);
+	FreeBulkInsertState(w->bistate);
+	table_close(w->rel, NoLock);
+}
+
+void
+store_write_changed(StateStore *s)
+{
+	RowWriter	w;
+	MemoryContext old;
+	dlist_iter	it;
+
+	row_writer_begin(&w, s, s->state_table);
+	old = MemoryContextSwitchTo(s->temp_cxt);
+	tid_list_delete_rows(&s->state_gone, w.rel);
+	dlist_foreach(it, &s->changed)
+	{
+		StoreGroup *g = dlist_container(StoreGroup, changed_node, it.cur);
+
+		row_writer_put(&w, group_tuple(s, g), &g->state_tid);
+		/* a dedup key is written once, by the batch that made it */
+		if (s->plan.dedup && !(g->flags & GROUP_NO_TIME))
+			key_times_push(s, g);
+		if (!(g->flags & GROUP_CKPT_DIRTY))
+		{
+			g->flags |= GROUP_CKPT_DIRTY;
+			dlist_push_tail(&s->ckpt_dirty, &g->ckpt_node);
+		}
+	}
+	MemoryContextSwitchTo(old);
+	row_writer_end(&w);
+}
+
+void
+store_checkpoint(StateStore *s)
+{
+	RowWriter	w;
+	MemoryContext old;
+	dlist_mutable_iter it;
+
+	row_writer_begin(&w, s, s->checkpoint_table);
+	old = MemoryContextSwitchTo(s->temp_cxt);
+	tid_list_delete_rows(&s->ckpt_gone, w.rel);
+	dlist_foreach_modify(it, &s->ckpt_dirty)
+	{
+		StoreGroup *g = dlist_container(StoreGroup, ckpt_node, it.cur);
+
+		row_writer_put(&w, group_tuple(s, g), &g->ckpt_tid);
+		g->flags &= ~GROUP_CKPT_DIRTY;
+		dlist_delete(&g->ckpt_node);
+	}
+	dlist_init(&s->ckpt_dirty);
+	MemoryContextSwitchTo(old);
+	row_writer_end(&w);
+}
+
+void
+store_evict_closed(StateStore *s)
+{
+	Relation	rel = table_open(s->state_table, RowExclusiveLock);
+	RowsList   *closed = &s->rows[STORE_ROWS_CLOSED];
+	int			nclosed = 0;
+
+	CommandCounterIncrement();
+	for (int64 i = 0; i < closed->n; i++)
+	{
+		StoreGroup *g = closed->items[i].group;
+
+		rows_prefetch(s, closed, i, true);
+		if (g == NULL)
+			continue;
+		g->rows = -1;			/* its entry goes with the list */
+		if (ItemPointerIsValid(&g->state_tid))
+			simple_heap_delete(rel, &g->state_tid);
+		group_unlink(s, g);
+		if (s->plan.windowed && !s->plan.session)
+			dlist_delete(&g->in.window_node);
+		group_drop(s, g);
+	}
+	rows_clear(s, STORE_ROWS_CLOSED);
+	table_close(rel, NoLock);
+
+	/* the windows left empty, all at the front */
+	while (nclosed < s->nwindows && dlist_is_empty(&s->windows[nclosed]->groups))
+		pfree(s->windows[nclosed++]);
+	memmove(s->windows, s->windows + nclosed, sizeof(StoreWindow *) * (s->nwindows - nclosed));
+	s->nwindows -= nclosed;
+}
