@@ -43,47 +43,6 @@
 #include "spi_util.h"
 #include "window.h"
 
-PG_FUNCTION_INFO_V1(streamwin_batch_timestamp);
-
-/* The batch's timestamp, for the local transaction that runs the batch. */
-static bool batch_time_valid = false;
-static TimestampTz batch_time;
-static LocalTransactionId batch_time_lxid;
-
-void
-batch_timestamp_set(TimestampTz ts)
-{
-	batch_time = ts;
-	batch_time_lxid = MyProc->lxid;
-	batch_time_valid = true;
-}
-
-void
-batch_timestamp_clear(void)
-{
-	batch_time_valid = false;
-}
-
-/* The batch's timestamp, or outside a batch the start of the transaction. */
-static TimestampTz
-current_batch_timestamp(void)
-{
-	if (batch_time_valid && batch_time_lxid == MyProc->lxid)
-		return batch_time;
-	return GetCurrentTransactionStartTimestamp();
-}
-
-/*
- * streamwin.batch_timestamp() RETURNS timestamptz: what now() stands for in
- * a continuous query.  STABLE (one value for a statement) and PARALLEL
- * RESTRICTED: parallel workers do not know the batch.
- */
-Datum
-streamwin_batch_timestamp(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_TIMESTAMPTZ(current_batch_timestamp());
-}
-
 RowDecoder *
 row_decoder_create(SourceReader *rd, QueryInfo *q)
 {
@@ -360,7 +319,7 @@ rows_decode(RowDecoder *d, SourceRow *rows, int n, bool drop_late, TimestampTz w
 	batch_time_param->ptype = TIMESTAMPTZOID;
 	batch_time_param->pflags = PARAM_FLAG_CONST;
 	batch_time_param->isnull = false;
-	batch_time_param->value = TimestampTzGetDatum(current_batch_timestamp());
+	batch_time_param->value = TimestampTzGetDatum(batch_scope_timestamp());
 	if (d->nmissing > 0)
 		memset(d->missing, 0, sizeof(int64) * d->nmissing);
 	if (n > 0)

@@ -15,18 +15,6 @@
 #include "source.h"
 
 /*
- * A batch's own timestamp, its processing time: what now() and its kin in a
- * continuous query stand for (compile_shape.c rewrites them into calls of
- * streamwin.batch_timestamp()).  The begin stage of a batch sets it to the
- * time the batch starts, or, replaying a batch after a crash, to the time
- * the batch recorded then, so that the replay puts every row in the same
- * processing-time window.  Outside a batch streamwin.batch_timestamp() is
- * now(); the value set holds for the transaction it was set in only.
- */
-extern void batch_timestamp_set(TimestampTz ts);
-extern void batch_timestamp_clear(void);
-
-/*
  * The parameter that stands for the batch's timestamp in the event-time
  * expression of a plan (event_time_for_plan in compile_shape.c).
  */

@@ -39,8 +39,8 @@
 #include "checkpoint.h"
 #include "join.h"
 #include "offsets.h"
+#include "operator.h"
 #include "spi_util.h"
-#include "state_store.h"
 
 int			streamwin_checkpoint_interval = 10;
 int			streamwin_checkpoint_min_interval = 10000;	/* ms */
@@ -305,22 +305,16 @@ checkpoint_rows(QueryRunner *r, const StateTablePair *pair, bool has_wm, Timesta
 				r->query_id);
 }
 
-/* The store that writes the pair's checkpoint in this batch, or NULL. */
-static struct StateStore *
-checkpoint_store(QueryRunner *r, const StateTablePair *pair)
-{
-	if (r->groups.active && pair->unlogged == r->query->state_table)
-		return r->groups.store;
-	if (r->dedup.active && pair->unlogged == r->query->dedup_table)
-		return r->dedup.store;
-	return NULL;
-}
-
-/* Is the pair's checkpoint written by the rows that changed (no TRUNCATE)? */
+/*
+ * Is the pair's checkpoint written by the rows that changed (no TRUNCATE)?
+ * An operator that keeps the table's rows in memory writes it so in this
+ * batch (operator.h), and so does CHECKPOINT_ROWS.
+ */
 static bool
 checkpoint_incremental(QueryRunner *r, const StateTablePair *pair)
 {
-	return checkpoint_store(r, pair) != NULL || pair->way == CHECKPOINT_ROWS;
+	return operators_writes_checkpoint(r->operators, pair->unlogged) ||
+		pair->way == CHECKPOINT_ROWS;
 }
 
 /*
@@ -365,14 +359,9 @@ checkpoint_take(QueryRunner *r, int64 batch_id, bool has_wm, TimestampTz wm, boo
 	}
 	for (int i = 0; i < npairs; i++)
 	{
-		struct StateStore *store = checkpoint_store(r, &pairs[i]);
-
-		if (store != NULL)
-		{
-			/* the groups (keys) changed since the last checkpoint */
-			store_checkpoint(store);
+		/* the groups (keys) changed since the last checkpoint */
+		if (operators_checkpoint(r->operators, pairs[i].unlogged))
 			continue;
-		}
 		if (pairs[i].way == CHECKPOINT_ROWS)
 		{
 			checkpoint_rows(r, &pairs[i], has_wm, wm);

@@ -25,7 +25,7 @@
 #include "launcher.h"
 #include "offsets.h"
 #include "options.h"
-#include "runner.h"
+#include "runner_cache.h"
 #include "spi_util.h"
 
 PG_FUNCTION_INFO_V1(streamwin_start_query);

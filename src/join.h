@@ -2,8 +2,8 @@
  *
  * join.h
  *	  Stream-stream joins: what a compiled join keeps in its plan
- *	  (join_plan.c), and what a batch of one does with the join's state
- *	  (join.c).
+ *	  (join_plan.c); its operator (op_join.c) keeps the join's state in a
+ *	  batch.
  *
  * A query over two sources joins them on an equality and an event-time
  * range, Spark's stream-stream join: every pair of rows that meets the
@@ -78,30 +78,5 @@ extern bool join_side_cutoff(const JoinSidePlan *side, TimestampTz wm, Timestamp
 
 /* The watermark that closes windows over the join. */
 extern TimestampTz join_held_watermark(const JoinPlan *jp, TimestampTz watermark);
-
-struct QueryRunner;
-
-/*
- * join_batch_begin / join_batch_end
- *		Around a batch, with the xmin of the query's catalog row: the rows
- *		per side are counted again when the runner cannot vouch for its
- *		counts (as a state store, state_store.h).
- */
-extern void join_batch_begin(struct QueryRunner *r, TransactionId catalog_xmin);
-extern void join_batch_end(struct QueryRunner *r, TransactionId catalog_xmin);
-
-/*
- * join_apply
- *		After the batch statement (step 1 above): steps 2 and 3, with the
- *		batch's new rows (input) and, if has_wm, the watermark after it.
- *		Returns the preserved side's rows that went without a match, as
- *		the input of STMT_JOIN_UNMATCHED (the other side's view empty), or
- *		NULL if none.
- */
-extern BatchInput *join_apply(struct QueryRunner *r, BatchInput *input, int64 batch_id,
-							  bool has_wm, TimestampTz wm);
-
-/* The rows of both sides' join state, for progress.state_rows. */
-extern int64 join_state_rows(struct QueryRunner *r);
 
 #endif							/* STREAMWIN_JOIN_H */

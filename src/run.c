@@ -24,6 +24,7 @@
 
 #include "batch.h"
 #include "batch_memory.h"
+#include "runner_cache.h"
 #include "catalog.h"
 #include "offsets.h"
 #include "spi_util.h"

@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * runner.c
- *	  A query's runner in this backend (see runner.h), and running its
- *	  compiled statements as the query's owner.
+ *	  Running a query's compiled statements as the query's owner, with the
+ *	  settings each is planned with and the batch's rows it reads (see
+ *	  runner.h).
  *
  *-------------------------------------------------------------------------
  */
@@ -15,144 +16,11 @@
 #include "utils/guc.h"
 #include "utils/memutils.h"
 
+#include "batch_scope.h"
 #include "catalog.h"
 #include "result_insert.h"
 #include "runner.h"
 #include "spi_util.h"
-#include "state_store.h"
-
-/* Runners of this backend: usually one (a worker) or a few (a session). */
-static List *runners = NIL;
-
-static void
-runner_free(QueryRunner *r)
-{
-	statements_free(r->plans);
-	store_free(r->groups.store);
-	store_free(r->dedup.store);
-	for (int i = 0; i < QUERY_MAX_SOURCES; i++)
-	{
-		if (r->decoders[i] != NULL)
-			row_decoder_free(r->decoders[i]);
-		source_reader_close(r->readers[i]);
-	}
-	MemoryContextDelete(r->cxt);
-}
-
-/* Open the query's readers, decoders, store and statements into r. */
-static void
-runner_open(QueryRunner *r, bool in_worker)
-{
-	r->query = catalog_get_query_by_id(r->query_id, false);
-	r->batch_cxt = AllocSetContextCreate(r->cxt, "streamwin batch", ALLOCSET_DEFAULT_SIZES);
-	for (int i = 0; i < r->query->nsources; i++)
-	{
-		SourceInfo *src = catalog_get_source_by_id(r->query->sources[i].source_id);
-
-		r->readers[i] = source_reader_open(src, r->query, i, r->cxt, in_worker);
-		r->decoders[i] = row_decoder_create(r->readers[i], r->query);
-		r->nreaders = i + 1;
-	}
-	if (r->query->store != NULL)
-		r->groups.store = store_create(r->query->store, r->query->state_table,
-									   r->query->checkpoint_table, r->cxt);
-	if (r->query->dedup_store != NULL)
-		r->dedup.store = store_create(r->query->dedup_store, r->query->dedup_table,
-									  r->query->dedup_checkpoint, r->cxt);
-	SPI_connect();
-	statements_prepare(r->query->sql, r->plans);
-	SPI_finish();
-}
-
-QueryRunner *
-runner_get(int32 query_id, bool in_worker)
-{
-	ListCell   *lc;
-	MemoryContext cxt;
-	MemoryContext old;
-	QueryRunner *r;
-
-	foreach(lc, runners)
-	{
-		if (((QueryRunner *) lfirst(lc))->query_id == query_id)
-			return lfirst(lc);
-	}
-
-	cxt = AllocSetContextCreate(TopMemoryContext, "streamwin query runner",
-								ALLOCSET_DEFAULT_SIZES);
-	old = MemoryContextSwitchTo(cxt);
-	r = palloc0(sizeof(QueryRunner));
-	r->cxt = cxt;
-	r->query_id = query_id;
-	r->in_worker = in_worker;
-	PG_TRY();
-	{
-		runner_open(r, in_worker);
-	}
-	PG_CATCH();
-	{
-		MemoryContextSwitchTo(old);
-		runner_free(r);
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
-	MemoryContextSwitchTo(TopMemoryContext);
-	runners = lappend(runners, r);
-	MemoryContextSwitchTo(old);
-	return r;
-}
-
-void
-runner_forget(int32 query_id)
-{
-	ListCell   *lc;
-
-	foreach(lc, runners)
-	{
-		QueryRunner *r = lfirst(lc);
-
-		if (r->query_id == query_id)
-		{
-			runners = foreach_delete_current(runners, lc);
-			runner_free(r);
-			return;
-		}
-	}
-}
-
-void
-runner_state_rewritten(QueryRunner *r)
-{
-	if (r->groups.store != NULL)
-		store_invalidate(r->groups.store);
-	if (r->dedup.store != NULL)
-		store_invalidate(r->dedup.store);
-	r->groups.active = false;
-	r->dedup.active = false;
-	r->join_rows_xmin = InvalidTransactionId;
-}
-
-/* A Kafka consumer's fetch wait follows trigger_interval: see kafka_source.c. */
-bool
-runner_settings_changed(const QueryInfo *q)
-{
-	ListCell   *lc;
-
-	foreach(lc, runners)
-	{
-		QueryRunner *r = lfirst(lc);
-
-		if (r->query_id == q->query_id)
-		{
-			if (r->query->trigger_interval_us == q->trigger_interval_us &&
-				r->query->idle_timeout_us == q->idle_timeout_us)
-				return false;
-			runner_forget(q->query_id);
-			return true;
-		}
-	}
-	return false;
-}
 
 /* Execute a kept plan as the query's owner, into dest if not NULL. */
 static uint64
@@ -195,23 +63,30 @@ run_plan_into(QueryRunner *r, SPIPlanPtr plan, Datum *args, DestReceiver *dest)
 	return SPI_processed;
 }
 
-/* run_plan_into(), with the batch's rows visible through the source's view */
+/*
+ * run_plan_into(), with input visible through the sources' views: what the
+ * current batch's scope reads while the statement runs, and no longer when
+ * it ends, also in error (an insert variant's error is caught, and the
+ * batch goes on).
+ */
 static uint64
 run_plan_with_input(QueryRunner *r, SPIPlanPtr plan, BatchInput *input, Datum *args,
 					DestReceiver *dest)
 {
+	BatchScope *scope = batch_scope_current();
 	volatile uint64 n = 0;
 
 	if (input == NULL)
 		return run_plan_into(r, plan, args, dest);
-	source_set_batch_input(input);
+	Assert(scope != NULL && scope->query_id == r->query_id && scope->reading == NULL);
+	scope->reading = input;
 	PG_TRY();
 	{
 		n = run_plan_into(r, plan, args, dest);
 	}
 	PG_FINALLY();
 	{
-		source_set_batch_input(NULL);
+		scope->reading = NULL;
 	}
 	PG_END_TRY();
 	return n;

@@ -2,8 +2,9 @@
  *
  * runner.h
  *	  What a backend keeps between batches of one query: the query, a
- *	  reader and a decoder per source, and its prepared statements
- *	  (runner.c).
+ *	  reader and a decoder per source, its prepared statements and its
+ *	  operators; and running its statements (runner.c).  A backend's
+ *	  runners are made and forgotten by runner_cache.c.
  *
  *-------------------------------------------------------------------------
  */
@@ -19,19 +20,6 @@
 #include "streamwin.h"
 
 /*
- * One of the query's state stores (state_store.h), and how this runner
- * uses it.
- */
-typedef struct RunnerStore
-{
-	struct StateStore *store;	/* or NULL: the query has none */
-	bool		active;			/* this batch runs on the store */
-	bool		table_mode;		/* it did not fit in memory: the SQL
-								 * statements run on its table */
-	int64		table_mode_batches; /* batches since, or since trying again */
-} RunnerStore;
-
-/*
  * One query's runner, in its own memory context under TopMemoryContext.
  * A worker has one; a session one per query it runs batches of.
  */
@@ -45,40 +33,12 @@ typedef struct QueryRunner
 	SourceReader *readers[QUERY_MAX_SOURCES];	/* one per source */
 	RowDecoder *decoders[QUERY_MAX_SOURCES];
 	SPIPlanPtr	plans[NUM_STATEMENTS];
-	RunnerStore groups;			/* an aggregation's open groups */
-	RunnerStore dedup;			/* the dedup keys */
+	struct Operator *operators; /* the query's stateful operators, in the
+								 * order rows flow (operator.h) */
 	int			insert_variants_paused; /* batches left without them */
 	TimestampTz last_checkpoint_at; /* by this runner; 0: none yet */
-	/* a join's rows per side (join.c): in this batch, and as of the */
-	int64		join_rows[QUERY_MAX_SOURCES];
-	int64		join_rows_committed[QUERY_MAX_SOURCES];
-	TransactionId join_rows_xmin;	/* transaction that wrote the catalog row
-									 * then (invalid: unknown) */
 	bool		in_worker;		/* run by the query's background worker */
 } QueryRunner;
-
-/*
- * runner_get
- *		The runner of a query in this backend, created on first use: loads
- *		the query, opens a reader and a decoder per source, prepares its
- *		statements.  Must be called inside a transaction.
- */
-extern QueryRunner *runner_get(int32 query_id, bool in_worker);
-
-/*
- * The query's state tables were rewritten outside a batch (reset_query):
- * whatever the runner keeps of them is stale.
- */
-extern void runner_state_rewritten(QueryRunner *r);
-
-/* Drop a query's runner (after drop_query, an error, or when a worker exits). */
-extern void runner_forget(int32 query_id);
-
-/*
- * If this backend's runner of q was built with other settings than q has
- * now (alter_query changed them), forget it; returns whether it did.
- */
-extern bool runner_settings_changed(const QueryInfo *q);
 
 /*
  * runner_run

@@ -42,50 +42,6 @@
 PG_FUNCTION_INFO_V1(streamwin_drop_source);
 PG_FUNCTION_INFO_V1(streamwin_source_rows);
 
-static BatchInput *current_input = NULL;
-
-/*
- * source_set_batch_input
- *		Make the source's view return these rows in this backend (NULL: none).
- *		The caller owns the memory and must clear the input before freeing it,
- *		also on error.
- */
-void
-source_set_batch_input(BatchInput *input)
-{
-	current_input = input;
-}
-
-/*
- * source_batch_input
- *		The rows of the batch this backend is processing for a source, or
- *		NULL if it is processing none.
- */
-BatchInput *
-source_batch_input(int32 source_id)
-{
-	BatchInput *input = current_input;
-
-	while (input != NULL && input->source_id != source_id)
-		input = input->next;
-	return input;
-}
-
-/*
- * batch_row_make
- *		A row of a batch holding these values (not copied), in
- *		CurrentMemoryContext.
- */
-BatchRow
-batch_row_make(int natts, const Datum *values, const bool *isnull)
-{
-	BatchRow	row = palloc(natts * (sizeof(Datum) + sizeof(bool)));
-
-	memcpy(row, values, natts * sizeof(Datum));
-	memcpy(BATCH_ROW_NULLS(row, natts), isnull, natts * sizeof(bool));
-	return row;
-}
-
 /*
  * source_tupdesc
  *		A copy of the row type of a source's view, in CurrentMemoryContext.
@@ -115,7 +71,7 @@ streamwin_source_rows(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 
 	bool		numbered = PG_NARGS() > 1 && PG_GETARG_BOOL(1);
-	BatchInput *input = source_batch_input(source_id);
+	BatchInput *input = batch_scope_input(source_id);
 
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	if (input == NULL)

@@ -36,6 +36,7 @@
 #include "lib/stringinfo.h"
 #include "utils/jsonb.h"
 
+#include "batch_scope.h"
 #include "decode.h"
 #include "streamwin.h"
 
@@ -249,37 +250,6 @@ extern void source_reader_close(SourceReader *rd);
 /* The index in rd->parts of the source's partition number, or -1. */
 extern int	source_part_index(SourceReader *rd, int32 partition);
 
-/*
- * A row of a batch, as the decoder made it: the values of the source's
- * natts columns, then their natts null flags, in one chunk.  Values passed
- * by reference point into memory that lives as long as the batch.  Rows are
- * kept as values rather than formed into tuples because every reader of
- * them (the source scan, the function) wants values: a tuple would be
- * formed only for each reader to deform it again.
- */
-typedef Datum *BatchRow;
-
-#define BATCH_ROW_NULLS(row, natts)	((bool *) ((row) + (natts)))
-
-extern BatchRow batch_row_make(int natts, const Datum *values, const bool *isnull);
-
-/*
- * The decoded rows of the batch this backend is processing, for one source,
- * and through next for the query's other sources (a join's).  While set,
- * each source's view returns its rows; otherwise (and for a source that is
- * not in the list) it is empty.
- */
-typedef struct BatchInput
-{
-	int32		source_id;
-	int			natts;			/* of the source's row type */
-	int			nrows;
-	BatchRow   *rows;
-	struct BatchInput *next;
-} BatchInput;
-
-extern void source_set_batch_input(BatchInput *input);
-extern BatchInput *source_batch_input(int32 source_id);
 extern void source_scan_init(void);
 extern bool streamwin_enable_source_scan;
 extern TupleDesc source_tupdesc(Oid relid);

@@ -375,7 +375,7 @@ source_scan_next(ScanState *ss)
 
 	if (!state->started)
 	{
-		input = source_batch_input(state->source_id);
+		input = batch_scope_input(state->source_id);
 		if (input != NULL &&
 			slot->tts_tupleDescriptor->natts != input->natts + first)
 			elog(ERROR, "streamwin: source %d has %d columns, its scan expects %d",

@@ -204,13 +204,10 @@ extern int64 store_count_rows(StateStore *s, StoreRows which);
  */
 extern void store_rows_written(StateStore *s, StoreRows which, StoreRows unwritten);
 
-/* Make the store this backend's for streamwin.store_rows() (NULL: none). */
-extern void store_set_current(StateStore *s, int32 query_id);
-
 /*
  * A reading of streamwin.store_rows(query_id, which): the rows of the
- * groups it names, in natts columns (see streamwin_store_rows), read
- * where they are.  The function and the custom scan that replaces its
+ * groups it names, of the store the batch's scope holds (batch_scope.h),
+ * in natts columns (see streamwin_store_rows), read where they are.  The function and the custom scan that replaces its
  * function scan (source_scan.c) read them so.
  */
 typedef struct StoreRowsScan StoreRowsScan;

@@ -21,6 +21,7 @@
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 
+#include "batch_scope.h"
 #include "state_store_int.h"
 
 PG_FUNCTION_INFO_V1(streamwin_store_rows);
@@ -254,16 +255,6 @@ changed_done(StateStore *s)
 	}
 }
 
-static StateStore *current_store = NULL;
-static int32 current_query_id = 0;
-
-void
-store_set_current(StateStore *s, int32 query_id)
-{
-	current_store = s;
-	current_query_id = query_id;
-}
-
 /*
  * Two groups in the order of the result's unique index: window start,
  * then the group keys (NULL last, as the index puts them).  The first
@@ -425,7 +416,7 @@ rows_scan_rewind(StoreRowsScan *scan)
 StoreRowsScan *
 store_rows_scan_begin(int32 query_id, const char *which, int natts)
 {
-	StateStore *s = current_store;
+	StateStore *s = batch_scope_store(query_id);
 	StoreRowsScan *scan = palloc0(sizeof(StoreRowsScan));
 
 	if (strcmp(which, "insert") == 0)
@@ -442,7 +433,7 @@ store_rows_scan_begin(int32 query_id, const char *which, int natts)
 		scan->rows = STORE_ROWS_ALL;
 	else
 		elog(ERROR, "streamwin: store_rows() does not know \"%s\"", which);
-	if (s == NULL || query_id != current_query_id || !s->loaded)
+	if (s == NULL || !s->loaded)
 		return scan;			/* no store: no rows */
 	scan->with_tid = natts == s->state_desc->natts + 1;
 	if (!scan->with_tid && natts != s->state_desc->natts)

@@ -37,6 +37,7 @@
 
 #include "batch.h"
 #include "batch_memory.h"
+#include "runner_cache.h"
 #include "catalog.h"
 #include "launcher.h"
 #include "progress.h"

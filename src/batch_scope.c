@@ -1,0 +1,91 @@
+/*-------------------------------------------------------------------------
+ *
+ * batch_scope.c
+ *	  The batch this backend is running, for the executor's callbacks into
+ *	  streamwin (see batch_scope.h), and the rows of a batch.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "fmgr.h"
+#include "utils/timestamp.h"
+
+#include "batch_scope.h"
+
+PG_FUNCTION_INFO_V1(streamwin_batch_timestamp);
+
+/* The one pointer to the batch in progress; see batch_scope.h. */
+static BatchScope *current_batch = NULL;
+
+void
+batch_scope_enter(BatchScope *scope)
+{
+	Assert(scope != current_batch);
+	scope->outer = current_batch;
+	current_batch = scope;
+}
+
+void
+batch_scope_leave(BatchScope *scope)
+{
+	/* scopes nest: the one left is the innermost */
+	Assert(current_batch == scope);
+	current_batch = scope->outer;
+	scope->outer = NULL;
+}
+
+BatchScope *
+batch_scope_current(void)
+{
+	return current_batch;
+}
+
+BatchInput *
+batch_scope_input(int32 source_id)
+{
+	BatchInput *input = current_batch != NULL ? current_batch->reading : NULL;
+
+	while (input != NULL && input->source_id != source_id)
+		input = input->next;
+	return input;
+}
+
+TimestampTz
+batch_scope_timestamp(void)
+{
+	if (current_batch != NULL)
+		return current_batch->timestamp;
+	return GetCurrentTransactionStartTimestamp();
+}
+
+struct StateStore *
+batch_scope_store(int32 query_id)
+{
+	if (current_batch == NULL || current_batch->query_id != query_id)
+		return NULL;
+	return current_batch->store;
+}
+
+BatchRow
+batch_row_make(int natts, const Datum *values, const bool *isnull)
+{
+	BatchRow	row = palloc(natts * (sizeof(Datum) + sizeof(bool)));
+
+	memcpy(row, values, natts * sizeof(Datum));
+	memcpy(BATCH_ROW_NULLS(row, natts), isnull, natts * sizeof(bool));
+	return row;
+}
+
+/*
+ * streamwin.batch_timestamp() RETURNS timestamptz: what now() stands for in
+ * a continuous query (compile_shape.c rewrites now() and its kin into it).
+ * STABLE (one value for a statement) and PARALLEL RESTRICTED: parallel
+ * workers do not know the batch.
+ */
+Datum
+streamwin_batch_timestamp(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_TIMESTAMPTZ(batch_scope_timestamp());
+}

@@ -1,0 +1,102 @@
+/*-------------------------------------------------------------------------
+ *
+ * batch_scope.h
+ *	  The batch this backend is running, for the code that PostgreSQL's
+ *	  executor calls back in the middle of it (batch_scope.c).
+ *
+ * A batch's statements read its decoded rows through each source's view
+ * (streamwin.source_rows(), or the custom scan that replaces it), its
+ * processing time through streamwin.batch_timestamp(), and a state
+ * store's groups through streamwin.store_rows().  Those are called by the
+ * executor, with no way for the batch to hand them an argument, so they
+ * find the batch through one process-wide pointer: the current batch
+ * scope.  batch.c enters the scope when a batch begins and leaves it when
+ * the batch ends, on error too; nothing else sets it, and nothing else of
+ * a batch is global.  What the stages of a batch share they pass to one
+ * another (operator.h).
+ *
+ * The scope's fields change during the batch:
+ *	- reading: set by runner_run around each statement, to what that
+ *	  statement reads (the batch's rows, one side's, a join's unmatched
+ *	  rows), NULL between statements;
+ *	- store: set by the aggregation operator while its store runs the
+ *	  batch.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef STREAMWIN_BATCH_SCOPE_H
+#define STREAMWIN_BATCH_SCOPE_H
+
+#include "datatype/timestamp.h"
+
+/*
+ * A row of a batch, as the decoder made it: the values of the source's
+ * natts columns, then their natts null flags, in one chunk.  Values passed
+ * by reference point into memory that lives as long as the batch.  Rows are
+ * kept as values rather than formed into tuples because every reader of
+ * them (the source scan, the function) wants values: a tuple would be
+ * formed only for each reader to deform it again.
+ */
+typedef Datum *BatchRow;
+
+#define BATCH_ROW_NULLS(row, natts)	((bool *) ((row) + (natts)))
+
+/* A row of a batch holding these values (not copied), in CurrentMemoryContext. */
+extern BatchRow batch_row_make(int natts, const Datum *values, const bool *isnull);
+
+/*
+ * Decoded rows of a batch for one source, and through next for the
+ * query's other sources (a join's).  A source's view returns the rows of
+ * its source in the list that the current scope is reading, and nothing
+ * for a source not in it.
+ */
+typedef struct BatchInput
+{
+	int32		source_id;
+	int			natts;			/* of the source's row type */
+	int			nrows;
+	BatchRow   *rows;
+	struct BatchInput *next;
+} BatchInput;
+
+struct StateStore;
+
+typedef struct BatchScope
+{
+	int32		query_id;
+	TimestampTz timestamp;		/* the batch's processing time: its own, or
+								 * a replayed batch's recorded one */
+	BatchInput *reading;		/* what the sources' views return now */
+	struct StateStore *store;	/* what streamwin.store_rows() reads */
+	struct BatchScope *outer;	/* the scope this one interrupted */
+} BatchScope;
+
+/*
+ * batch_scope_enter / batch_scope_leave
+ *		Make scope the current one, and put back the one it interrupted (a
+ *		run_batch called by a statement of another batch).  The caller owns
+ *		the scope's memory and must leave it before freeing it, also on
+ *		error (PG_FINALLY).
+ */
+extern void batch_scope_enter(BatchScope *scope);
+extern void batch_scope_leave(BatchScope *scope);
+
+/* The current scope, or NULL outside a batch. */
+extern BatchScope *batch_scope_current(void);
+
+/*
+ * The rows of source_id that the current statement reads, or NULL: outside
+ * a batch, between statements, or a source the statement does not read.
+ */
+extern BatchInput *batch_scope_input(int32 source_id);
+
+/*
+ * What now() stands for in a continuous query: the current batch's
+ * timestamp, or outside a batch the start of the transaction.
+ */
+extern TimestampTz batch_scope_timestamp(void);
+
+/* The store streamwin.store_rows(query_id, ...) reads, or NULL: none now. */
+extern struct StateStore *batch_scope_store(int32 query_id);
+
+#endif							/* STREAMWIN_BATCH_SCOPE_H */

@@ -1,0 +1,91 @@
+/*-------------------------------------------------------------------------
+ *
+ * op_store.c
+ *	  A state store held by an operator, in memory or on its table (see
+ *	  op_store.h).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/table.h"
+#include "utils/rel.h"
+#include "utils/relcache.h"
+
+#include "op_store.h"
+
+/* Is the table without indexes, as a store needs it? */
+static bool
+table_unindexed(Oid relid)
+{
+	Relation	rel = table_open(relid, AccessShareLock);
+	bool		unindexed = RelationGetIndexList(rel) == NIL;
+
+	table_close(rel, AccessShareLock);
+	return unindexed;
+}
+
+/* The indexes the SQL statements need on the table, unless they are there. */
+static void
+held_store_index(HeldStore *h, BatchState *b)
+{
+	if (!table_unindexed(h->table))
+		return;
+	for (int i = 0; i < (int) lengthof(h->index); i++)
+		if (h->index[i] != NUM_STATEMENTS && b->runner->plans[h->index[i]] != NULL)
+			(void) runner_run(b->runner, h->index[i], NULL, NULL);
+}
+
+bool
+held_store_begin(HeldStore *h, BatchState *b)
+{
+	h->active = false;
+	if (h->store == NULL)
+		return false;
+	if (h->table_mode && ++h->table_mode_batches % 100 != 0)
+	{
+		/*
+		 * The index may be gone since this runner made it: with the batch
+		 * that made it, rolled back, or dropped by another session's store.
+		 */
+		held_store_index(h, b);
+		return false;
+	}
+	if (!store_begin(h->store, b->catalog_xmin))
+	{
+		if (!h->table_mode)
+			ereport(LOG,
+					(errmsg("streamwin: the %s of query \"%s\" %s not fit in streamwin.state_memory (%d kB); it runs on its %s",
+							h->what, b->query->name, h->plural ? "do" : "does", streamwin_state_memory,
+							h->table_name)));
+		h->table_mode = true;
+		h->table_mode_batches = 0;
+		held_store_index(h, b);
+		return false;
+	}
+	if (!table_unindexed(h->table))
+		(void) runner_run(b->runner, h->unindex, NULL, NULL);
+	if (h->table_mode)
+		ereport(LOG,
+				(errmsg("streamwin: the %s of query \"%s\" %s in memory again",
+						h->what, b->query->name, h->plural ? "fit" : "fits")));
+	h->table_mode = false;
+	h->active = true;
+	return true;
+}
+
+void
+held_store_end(HeldStore *h, TransactionId catalog_xmin)
+{
+	if (h->active)
+		store_end(h->store, catalog_xmin);
+	h->active = false;
+}
+
+void
+held_store_invalidate(HeldStore *h)
+{
+	if (h->store != NULL)
+		store_invalidate(h->store);
+	h->active = false;
+}

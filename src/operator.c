@@ -1,0 +1,98 @@
+/*-------------------------------------------------------------------------
+ *
+ * operator.c
+ *	  A query's chain of stateful operators, and the stages of a batch
+ *	  called on each of them (see operator.h).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "operator.h"
+
+void
+operators_free(Operator *chain)
+{
+	while (chain != NULL)
+	{
+		Operator   *next = chain->next;
+
+		chain->ops->free(chain);
+		chain = next;
+	}
+}
+
+void
+operator_apply(Operator *op, BatchState *b, BatchInput *input, RowsFlow flow)
+{
+	if (op != NULL)
+		op->ops->apply(op, b, input, flow);
+}
+
+void
+operators_begin(Operator *chain, BatchState *b)
+{
+	for (Operator *op = chain; op != NULL; op = op->next)
+		op->ops->begin(op, b);
+}
+
+void
+operators_emit(Operator *chain, BatchState *b)
+{
+	for (Operator *op = chain; op != NULL; op = op->next)
+		op->ops->emit(op, b);
+}
+
+int64
+operators_state_rows(Operator *chain, BatchState *b)
+{
+	int64		n = 0;
+
+	for (Operator *op = chain; op != NULL; op = op->next)
+		n += op->ops->state_rows(op, b);
+	return n;
+}
+
+void
+operators_end(Operator *chain, TransactionId catalog_xmin)
+{
+	for (Operator *op = chain; op != NULL; op = op->next)
+		op->ops->end(op, catalog_xmin);
+}
+
+void
+operators_invalidate(Operator *chain)
+{
+	for (Operator *op = chain; op != NULL; op = op->next)
+		op->ops->invalidate(op);
+}
+
+bool
+operators_writes_checkpoint(Operator *chain, Oid unlogged)
+{
+	for (Operator *op = chain; op != NULL; op = op->next)
+		if (op->ops->writes_checkpoint(op, unlogged))
+			return true;
+	return false;
+}
+
+bool
+operators_checkpoint(Operator *chain, Oid unlogged)
+{
+	for (Operator *op = chain; op != NULL; op = op->next)
+		if (op->ops->writes_checkpoint(op, unlogged))
+		{
+			op->ops->checkpoint(op, unlogged);
+			return true;
+		}
+	return false;
+}
+
+int
+batch_input_rows(BatchInput *input, int32 source_id)
+{
+	for (; input != NULL; input = input->next)
+		if (input->source_id == source_id)
+			return input->nrows;
+	return 0;
+}

@@ -1,0 +1,137 @@
+/*-------------------------------------------------------------------------
+ *
+ * runner_cache.c
+ *	  The query runners of this backend: made on a query's first batch,
+ *	  kept between batches, forgotten when the query goes or changes (see
+ *	  runner_cache.h).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "utils/memutils.h"
+
+#include "catalog.h"
+#include "operator.h"
+#include "runner_cache.h"
+
+/* Runners of this backend: usually one (a worker) or a few (a session). */
+static List *runners = NIL;
+
+static void
+runner_free(QueryRunner *r)
+{
+	operators_free(r->operators);
+	statements_free(r->plans);
+	for (int i = 0; i < QUERY_MAX_SOURCES; i++)
+	{
+		if (r->decoders[i] != NULL)
+			row_decoder_free(r->decoders[i]);
+		source_reader_close(r->readers[i]);
+	}
+	MemoryContextDelete(r->cxt);
+}
+
+/* Open the query's readers, decoders, statements and operators into r. */
+static void
+runner_open(QueryRunner *r, bool in_worker)
+{
+	r->query = catalog_get_query_by_id(r->query_id, false);
+	r->batch_cxt = AllocSetContextCreate(r->cxt, "streamwin batch", ALLOCSET_DEFAULT_SIZES);
+	for (int i = 0; i < r->query->nsources; i++)
+	{
+		SourceInfo *src = catalog_get_source_by_id(r->query->sources[i].source_id);
+
+		r->readers[i] = source_reader_open(src, r->query, i, r->cxt, in_worker);
+		r->decoders[i] = row_decoder_create(r->readers[i], r->query);
+		r->nreaders = i + 1;
+	}
+	SPI_connect();
+	statements_prepare(r->query->sql, r->plans);
+	SPI_finish();
+	r->operators = operators_make(r);
+}
+
+QueryRunner *
+runner_get(int32 query_id, bool in_worker)
+{
+	ListCell   *lc;
+	MemoryContext cxt;
+	MemoryContext old;
+	QueryRunner *r;
+
+	foreach(lc, runners)
+	{
+		if (((QueryRunner *) lfirst(lc))->query_id == query_id)
+			return lfirst(lc);
+	}
+
+	cxt = AllocSetContextCreate(TopMemoryContext, "streamwin query runner",
+								ALLOCSET_DEFAULT_SIZES);
+	old = MemoryContextSwitchTo(cxt);
+	r = palloc0(sizeof(QueryRunner));
+	r->cxt = cxt;
+	r->query_id = query_id;
+	r->in_worker = in_worker;
+	PG_TRY();
+	{
+		runner_open(r, in_worker);
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(old);
+		runner_free(r);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(TopMemoryContext);
+	runners = lappend(runners, r);
+	MemoryContextSwitchTo(old);
+	return r;
+}
+
+void
+runner_forget(int32 query_id)
+{
+	ListCell   *lc;
+
+	foreach(lc, runners)
+	{
+		QueryRunner *r = lfirst(lc);
+
+		if (r->query_id == query_id)
+		{
+			runners = foreach_delete_current(runners, lc);
+			runner_free(r);
+			return;
+		}
+	}
+}
+
+void
+runner_state_rewritten(QueryRunner *r)
+{
+	operators_invalidate(r->operators);
+}
+
+/* A Kafka consumer's fetch wait follows trigger_interval: see kafka_source.c. */
+bool
+runner_settings_changed(const QueryInfo *q)
+{
+	ListCell   *lc;
+
+	foreach(lc, runners)
+	{
+		QueryRunner *r = lfirst(lc);
+
+		if (r->query_id == q->query_id)
+		{
+			if (r->query->trigger_interval_us == q->trigger_interval_us &&
+				r->query->idle_timeout_us == q->idle_timeout_us)
+				return false;
+			runner_forget(q->query_id);
+			return true;
+		}
+	}
+	return false;
+}
