@@ -48,12 +48,12 @@
 
 #include "batch.h"
 #include "catalog.h"
+#include "catalog_log.h"
 #include "checkpoint.h"
 #include "join.h"
 #include "offsets.h"
 #include "operator.h"
 #include "options.h"
-#include "progress.h"
 #include "spi_util.h"
 
 /* streamwin.batch_work_mem (kB): work_mem of batch statements; -1: work_mem */
@@ -115,12 +115,7 @@ typedef struct BatchContext
 static void
 batch_begin(BatchContext *b)
 {
-	Oid			types[1] = {INT4OID};
-	Datum		args[1] = {Int32GetDatum(b->r->query_id)};
-	HeapTuple	tup;
-	TupleDesc	desc;
-	bool		isnull;
-	Datum		d;
+	QueryPosition pos;
 
 	/*
 	 * The lock first, then a statement whose snapshot sees what the batch
@@ -128,29 +123,19 @@ batch_begin(BatchContext *b)
 	 * (REPEATABLE READ, a user's run_batch) locks the row as well, to fail
 	 * rather than run on a stale position.
 	 */
-#define QUERY_POSITION_SQL \
-	"SELECT last_batch_id, watermark, last_batch_at, state_batch_id, " \
-	"coalesce(checkpoint_batch_id, 0), xmin FROM streamwin.query_catalog WHERE query_id = $1"
-
 	catalog_lock_query(b->r->query_id);
-	catalog_exec(IsolationUsesXactSnapshot() ? QUERY_POSITION_SQL " FOR UPDATE" : QUERY_POSITION_SQL,
-				 1, types, args, NULL, 1);
-	if (SPI_processed != 1)
+	if (!catalog_read_position(b->r->query_id, IsolationUsesXactSnapshot(), &pos))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("query \"%s\" no longer exists", b->q->name)));
-	tup = SPI_tuptable->vals[0];
-	desc = SPI_tuptable->tupdesc;
-	b->st.last_batch_id = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
-	d = SPI_getbinval(tup, desc, 2, &isnull);
-	b->st.has_old_wm = !isnull;
-	b->st.old_wm = isnull ? 0 : DatumGetTimestampTz(d);
-	d = SPI_getbinval(tup, desc, 3, &isnull);
-	b->has_last_at = !isnull;
-	b->last_at = isnull ? 0 : DatumGetTimestampTz(d);
-	b->state_batch_id = DatumGetInt64(SPI_getbinval(tup, desc, 4, &isnull));
-	b->checkpoint_batch = DatumGetInt64(SPI_getbinval(tup, desc, 5, &isnull));
-	b->st.catalog_xmin = DatumGetTransactionId(SPI_getbinval(tup, desc, 6, &isnull));
+	b->st.last_batch_id = pos.last_batch_id;
+	b->st.has_old_wm = pos.has_watermark;
+	b->st.old_wm = pos.watermark;
+	b->has_last_at = pos.has_last_batch_at;
+	b->last_at = pos.last_batch_at;
+	b->state_batch_id = pos.state_batch_id;
+	b->checkpoint_batch = pos.checkpoint_batch_id;
+	b->st.catalog_xmin = pos.xmin;
 
 	if (BATCH_HAS_STATE(b) && checkpoint_state_lost(b->r))
 	{
@@ -419,6 +404,34 @@ batch_missing_keys_json(BatchContext *b)
 }
 
 /*
+ * The batch's progress row (streamwin.progress), trimming old ones, and
+ * the query's batch id and watermark advanced.
+ */
+static void
+record_progress(QueryRunner *r, BatchStats *s)
+{
+	ProgressRow row;
+
+	row.query = r->query->name;
+	row.batch_id = s->batch_id;
+	row.started_at = s->started_at;
+	row.duration_ms = s->duration_ms;
+	row.input_rows = s->input_rows;
+	row.input_rows_per_second = s->input_rows_per_second;
+	row.processed_rows_per_second = s->processed_rows_per_second;
+	row.late_rows = s->late_rows;
+	row.duplicates = s->duplicates;
+	row.dead_letters = s->dead_letters;
+	row.state_rows = s->state_rows;
+	row.has_watermark = s->has_watermark;
+	row.watermark = s->watermark;
+	row.offsets_json = s->offsets_json;
+	row.missing_keys_json = s->missing_keys_json;
+	catalog_log_progress(&row, streamwin_progress_retention);
+	catalog_record_batch(r->query_id, s->batch_id, s->has_watermark, s->watermark);
+}
+
+/*
  * finish: the state's size, the positions, the batch's statistics and
  * progress row, and a checkpoint when one is due.  A replayed batch has
  * its progress row already; it only records that the state is back to it.
@@ -463,7 +476,7 @@ batch_finish(BatchContext *b)
 		if (BATCH_HAS_STATE(b))
 			checkpoint_after_batch(r, stats->batch_id, b->checkpoint_batch, b->st.has_new_wm,
 								   b->st.new_wm, now);
-		progress_record(r, stats);
+		record_progress(r, stats);
 	}
 	/* this transaction wrote the catalog row last: the operators' is its state */
 	operators_end(r->operators, GetCurrentTransactionId());

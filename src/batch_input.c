@@ -40,6 +40,7 @@
 
 #include "batch_input.h"
 #include "catalog.h"
+#include "catalog_log.h"
 #include "spi_util.h"
 #include "window.h"
 
@@ -54,7 +55,8 @@ row_decoder_create(SourceReader *rd, QueryInfo *q)
 	/* a table source's rows arrive as tuples already (table_plugin.c) */
 	if (!rd->rows_are_tuples)
 	{
-		d->decoder = decoder_create(rd->source->format, rd->desc, d->metadata);
+		d->decoder = decoder_create(source_format_from_name(rd->source->format), rd->desc,
+									d->metadata);
 		d->missing = decoder_missing_counts(d->decoder, &d->nmissing, &d->missing_names);
 	}
 	d->slot = MakeSingleTupleTableSlot(rd->desc, &TTSOpsVirtual);
@@ -392,9 +394,6 @@ rows_record_rejected(RowDecoder *d, SourceRow *rows, RowResult *res, int n,
 	Datum	   *offs = palloc(sizeof(Datum) * count);
 	Datum	   *payloads = palloc(sizeof(Datum) * count);
 	Datum	   *details = palloc(sizeof(Datum) * count);
-	Oid			types[7] = {TEXTOID, INT4ARRAYOID, INT8ARRAYOID, BYTEAARRAYOID,
-	status == 'd' ? TEXTARRAYOID : TIMESTAMPTZARRAYOID, TIMESTAMPTZOID, TEXTOID};
-	Datum		args[7];
 
 	for (int i = 0; i < n && norder < count; i++)
 		if (res[i].status == status)
@@ -411,21 +410,16 @@ rows_record_rejected(RowDecoder *d, SourceRow *rows, RowResult *res, int n,
 		details[j] = status == 'd' ? CStringGetTextDatum(res[i].error) :
 			TimestampTzGetDatum(res[i].event_time);
 	}
-	args[0] = CStringGetTextDatum(status == 'd' ? rd->source->name : d->query->name);
-	args[1] = PointerGetDatum(construct_array(parts, norder, INT4OID, 4, true, TYPALIGN_INT));
-	args[2] = PointerGetDatum(construct_array(offs, norder, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-	args[3] = PointerGetDatum(construct_array(payloads, norder, BYTEAOID, -1, false, TYPALIGN_INT));
-	args[4] = status == 'd' ?
-		PointerGetDatum(construct_array(details, norder, TEXTOID, -1, false, TYPALIGN_INT)) :
-		PointerGetDatum(construct_array(details, norder, TIMESTAMPTZOID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-	args[5] = TimestampTzGetDatum(watermark);
-	args[6] = CStringGetTextDatum(rd->source->name);
-
-	/* keyed by position: once per message, however many queries read it */
-	catalog_exec(status == 'd' ?
-				 "INSERT INTO streamwin.dead_letter_log (source, partition, \"offset\", payload, error) "
-				 "SELECT $1, * FROM unnest($2, $3, $4, $5) ON CONFLICT DO NOTHING" :
-				 "INSERT INTO streamwin.late_row_log (query, source, partition, \"offset\", payload, event_time, watermark) "
-				 "SELECT $1, $7, *, $6 FROM unnest($2, $3, $4, $5) ON CONFLICT DO NOTHING",
-				 status == 'd' ? 5 : 7, types, args, NULL, 0);
+	catalog_log_rejected(status, d->query->name, rd->source->name,
+						 PointerGetDatum(construct_array(parts, norder, INT4OID, 4, true, TYPALIGN_INT)),
+						 PointerGetDatum(construct_array(offs, norder, INT8OID, 8, FLOAT8PASSBYVAL,
+														 TYPALIGN_DOUBLE)),
+						 PointerGetDatum(construct_array(payloads, norder, BYTEAOID, -1, false,
+														 TYPALIGN_INT)),
+						 status == 'd' ?
+						 PointerGetDatum(construct_array(details, norder, TEXTOID, -1, false,
+														 TYPALIGN_INT)) :
+						 PointerGetDatum(construct_array(details, norder, TIMESTAMPTZOID, 8,
+														 FLOAT8PASSBYVAL, TYPALIGN_DOUBLE)),
+						 watermark);
 }

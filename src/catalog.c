@@ -282,17 +282,15 @@ source_from_row(HeapTuple tup, TupleDesc desc)
 	src->relation = DatumGetObjectId(spi_datum(tup, desc, 3, &isnull));
 	src->brokers = spi_text(tup, desc, 4);
 	src->topic = spi_text(tup, desc, 5);
-	src->kind = strcmp(spi_text(tup, desc, 9), "table") == 0 ? SOURCE_TABLE : SOURCE_KAFKA;
-	if (src->kind == SOURCE_KAFKA)
-		src->format = source_format_from_name(spi_text(tup, desc, 6));
-	else
-	{
-		src->source_table = DatumGetObjectId(spi_datum(tup, desc, 10, &isnull));
-		src->slot_name = spi_text(tup, desc, 11);
-	}
+	src->kind = spi_text(tup, desc, 9);
+	src->format = spi_text(tup, desc, 6);
+	d = spi_datum(tup, desc, 10, &isnull);
+	src->source_table = isnull ? InvalidOid : DatumGetObjectId(d);
+	src->slot_name = spi_text(tup, desc, 11);
 	d = spi_datum(tup, desc, 7, &isnull);
+	src->options = isnull ? NULL : DatumGetJsonbPCopy(d);
 	src->owner = DatumGetObjectId(spi_datum(tup, desc, 8, &isnull));
-	parse_source_options(src, isnull ? NULL : DatumGetJsonbP(d));
+	parse_source_options(src, src->options);
 	return src;
 }
 
@@ -587,4 +585,345 @@ catalog_table_depends_on_extension(Oid relid)
 	ObjectAddressSet(table, RelationRelationId, relid);
 	ObjectAddressSet(extension, ExtensionRelationId, get_extension_oid("streamwin", false));
 	recordDependencyOn(&table, &extension, DEPENDENCY_NORMAL);
+}
+
+/* --- sources ------------------------------------------------------------- */
+
+int32
+catalog_insert_source(const char *name, const char *kind, const char *brokers,
+					  const char *topic, const char *format, const char *columns,
+					  Jsonb *options, const char *timezone, Oid table, const char *slot_name)
+{
+	Oid			types[11] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, OIDOID,
+	TEXTOID, OIDOID, TEXTOID, TEXTOID};
+	Datum		args[11];
+	char		nulls[11];
+	bool		isnull;
+	int32		source_id;
+
+	memset(nulls, ' ', sizeof(nulls));
+	args[0] = CStringGetTextDatum(name);
+	args[1] = brokers ? CStringGetTextDatum(brokers) : (Datum) 0;
+	nulls[1] = brokers ? ' ' : 'n';
+	args[2] = topic ? CStringGetTextDatum(topic) : (Datum) 0;
+	nulls[2] = topic ? ' ' : 'n';
+	args[3] = CStringGetTextDatum(format);
+	args[4] = CStringGetTextDatum(columns);
+	args[5] = JsonbPGetDatum(options);
+	args[6] = ObjectIdGetDatum(GetUserId());
+	args[7] = CStringGetTextDatum(kind);
+	args[8] = ObjectIdGetDatum(table);
+	nulls[8] = OidIsValid(table) ? ' ' : 'n';
+	args[9] = slot_name ? CStringGetTextDatum(slot_name) : (Datum) 0;
+	nulls[9] = slot_name ? ' ' : 'n';
+	args[10] = CStringGetTextDatum(timezone);
+	SPI_connect();
+	catalog_exec("INSERT INTO streamwin.source_catalog "
+				 "(name, relation, kind, brokers, topic, format, columns, options, owner, "
+				 " source_table, slot_name) "
+				 "VALUES ($1, 0, $8, $2, $3, $4, $5, "
+				 "$6 OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object('timezone', $11), $7, $9, $10) "
+				 "RETURNING source_id",
+				 11, types, args, nulls, 1);
+	source_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
+											&isnull));
+	SPI_finish();
+	return source_id;
+}
+
+void
+catalog_set_source_relation(int32 source_id, Oid relid)
+{
+	Oid			types[2] = {OIDOID, INT4OID};
+	Datum		args[2] = {ObjectIdGetDatum(relid), Int32GetDatum(source_id)};
+
+	SPI_connect();
+	catalog_exec("UPDATE streamwin.source_catalog SET relation = $1 WHERE source_id = $2",
+				 2, types, args, NULL, 0);
+	SPI_finish();
+}
+
+char *
+catalog_source_readers(int32 source_id)
+{
+	Oid			types[1] = {INT4OID};
+	Datum		args[1] = {Int32GetDatum(source_id)};
+	MemoryContext caller = CurrentMemoryContext;
+	char	   *names;
+
+	SPI_connect();
+	catalog_exec("SELECT pg_catalog.string_agg(q.name, ', ' ORDER BY q.name) "
+				 "FROM streamwin.query_catalog q WHERE q.query_id IN "
+				 "(SELECT query_id FROM streamwin.query_sources WHERE source_id = $1)",
+				 1, types, args, NULL, 1);
+	names = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	names = names ? MemoryContextStrdup(caller, names) : NULL;
+	SPI_finish();
+	return names;
+}
+
+void
+catalog_delete_source(const SourceInfo *src)
+{
+	Oid			types[2] = {INT4OID, TEXTOID};
+	Datum		args[2] = {Int32GetDatum(src->source_id), CStringGetTextDatum(src->name)};
+
+	SPI_connect();
+	catalog_exec("DELETE FROM streamwin.source_catalog WHERE source_id = $1",
+				 1, types, args, NULL, 0);
+	catalog_exec("DELETE FROM streamwin.dead_letter_log WHERE source = $2",
+				 2, types, args, NULL, 0);
+	SPI_finish();
+}
+
+List *
+catalog_source_slots(void)
+{
+	MemoryContext caller = CurrentMemoryContext;
+	List	   *slots = NIL;
+
+	SPI_connect();
+	catalog_exec("SELECT slot_name FROM streamwin.source_catalog WHERE slot_name IS NOT NULL "
+				 "ORDER BY source_id", 0, NULL, NULL, NULL, 0);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		MemoryContext spi = MemoryContextSwitchTo(caller);
+
+		slots = lappend(slots, pstrdup(SPI_getvalue(SPI_tuptable->vals[i],
+													 SPI_tuptable->tupdesc, 1)));
+		MemoryContextSwitchTo(spi);
+	}
+	SPI_finish();
+	return slots;
+}
+
+/* --- queries ------------------------------------------------------------- */
+
+/*
+ * The lock first (catalog_lock_query), then this statement, whose snapshot
+ * sees what the batch before committed.
+ */
+#define QUERY_POSITION_SQL \
+	"SELECT last_batch_id, watermark, last_batch_at, state_batch_id, " \
+	"coalesce(checkpoint_batch_id, 0), xmin FROM streamwin.query_catalog WHERE query_id = $1"
+
+bool
+catalog_read_position(int32 query_id, bool lock_row, QueryPosition *pos)
+{
+	Oid			types[1] = {INT4OID};
+	Datum		args[1] = {Int32GetDatum(query_id)};
+	HeapTuple	tup;
+	TupleDesc	desc;
+	bool		isnull;
+	Datum		d;
+
+	catalog_exec(lock_row ? QUERY_POSITION_SQL " FOR UPDATE" : QUERY_POSITION_SQL,
+				 1, types, args, NULL, 1);
+	if (SPI_processed != 1)
+		return false;
+	tup = SPI_tuptable->vals[0];
+	desc = SPI_tuptable->tupdesc;
+	pos->last_batch_id = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
+	d = SPI_getbinval(tup, desc, 2, &isnull);
+	pos->has_watermark = !isnull;
+	pos->watermark = isnull ? 0 : DatumGetTimestampTz(d);
+	d = SPI_getbinval(tup, desc, 3, &isnull);
+	pos->has_last_batch_at = !isnull;
+	pos->last_batch_at = isnull ? 0 : DatumGetTimestampTz(d);
+	pos->state_batch_id = DatumGetInt64(SPI_getbinval(tup, desc, 4, &isnull));
+	pos->checkpoint_batch_id = DatumGetInt64(SPI_getbinval(tup, desc, 5, &isnull));
+	pos->xmin = DatumGetTransactionId(SPI_getbinval(tup, desc, 6, &isnull));
+	return true;
+}
+
+/* One int8 of the query's catalog row, by a constant statement; 0 if NULL. */
+static int64
+query_int8(const char *sql, int32 query_id)
+{
+	Oid			types[1] = {INT4OID};
+	Datum		args[1] = {Int32GetDatum(query_id)};
+	bool		isnull = true;
+	Datum		d = (Datum) 0;
+
+	SPI_connect();
+	catalog_exec(sql, 1, types, args, NULL, 1);
+	if (SPI_processed != 1)
+		elog(ERROR, "streamwin: query %d is not in the catalog", query_id);
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	SPI_finish();
+	return isnull ? 0 : DatumGetInt64(d);
+}
+
+int64
+catalog_query_last_batch(int32 query_id)
+{
+	return query_int8("SELECT last_batch_id FROM streamwin.query_catalog WHERE query_id = $1",
+					  query_id);
+}
+
+int64
+catalog_checkpoint_batch(int32 query_id)
+{
+	return query_int8("SELECT checkpoint_batch_id FROM streamwin.query_catalog WHERE query_id = $1",
+					  query_id);
+}
+
+/* A constant statement on the query's catalog row ($1: its id), with args from $2 on. */
+static void
+query_update(const char *sql, int32 query_id, int nargs, Oid *types, Datum *args,
+			 const char *nulls)
+{
+	Oid			all_types[4] = {INT4OID};
+	Datum		all_args[4] = {Int32GetDatum(query_id)};
+	char		all_nulls[4] = {' ', ' ', ' ', ' '};
+
+	Assert(nargs < (int) lengthof(all_args));
+	for (int i = 0; i < nargs; i++)
+	{
+		all_types[i + 1] = types[i];
+		all_args[i + 1] = args[i];
+		all_nulls[i + 1] = nulls != NULL ? nulls[i] : ' ';
+	}
+	SPI_connect();
+	catalog_exec(sql, nargs + 1, all_types, all_args, all_nulls, 0);
+	SPI_finish();
+}
+
+void
+catalog_set_desired_state(int32 query_id, const char *state)
+{
+	Oid			types[1] = {TEXTOID};
+	Datum		args[1] = {CStringGetTextDatum(state)};
+
+	query_update("UPDATE streamwin.query_catalog SET desired_state = $2, "
+				 "status = CASE WHEN $2 = 'running' THEN 'ok' ELSE status END "
+				 "WHERE query_id = $1", query_id, 1, types, args, NULL);
+}
+
+void
+catalog_alter_query(int32 query_id, bool has_trigger, Datum trigger_interval,
+					const char *idle_timeout)
+{
+	Oid			types[2] = {INTERVALOID, TEXTOID};
+	Datum		args[2] = {trigger_interval,
+	idle_timeout ? CStringGetTextDatum(idle_timeout) : (Datum) 0};
+	char		nulls[2] = {has_trigger ? ' ' : 'n', idle_timeout ? ' ' : 'n'};
+
+	query_update("UPDATE streamwin.query_catalog "
+				 "SET trigger_interval = coalesce($2, trigger_interval), "
+				 "options = CASE WHEN $3 IS NULL THEN options "
+				 "ELSE options || jsonb_build_object('idle_timeout', $3) END "
+				 "WHERE query_id = $1", query_id, 2, types, args, nulls);
+}
+
+void
+catalog_delete_query(int32 query_id, const char *name)
+{
+	Oid			types[1] = {TEXTOID};
+	Datum		args[1] = {CStringGetTextDatum(name)};
+
+	query_update("DELETE FROM streamwin.query_catalog WHERE query_id = $1",
+				 query_id, 0, NULL, NULL, NULL);
+	query_update("DELETE FROM streamwin.progress_log WHERE query = $2",
+				 query_id, 1, types, args, NULL);
+	query_update("DELETE FROM streamwin.late_row_log WHERE query = $2",
+				 query_id, 1, types, args, NULL);
+	query_update("DELETE FROM streamwin.state_alive WHERE query_id = $1",
+				 query_id, 0, NULL, NULL, NULL);
+}
+
+void
+catalog_reset_query(int32 query_id)
+{
+	query_update("DELETE FROM streamwin.query_offsets WHERE query_id = $1",
+				 query_id, 0, NULL, NULL, NULL);
+	query_update("DELETE FROM streamwin.query_checkpoints WHERE query_id = $1",
+				 query_id, 0, NULL, NULL, NULL);
+	query_update("UPDATE streamwin.query_catalog SET watermark = NULL, status = 'ok', "
+				 "last_error = NULL, last_error_at = NULL, consecutive_failures = 0, "
+				 "checkpoint_batch_id = NULL, checkpoint_watermark = NULL, "
+				 "state_batch_id = last_batch_id "
+				 "WHERE query_id = $1", query_id, 0, NULL, NULL, NULL);
+}
+
+void
+catalog_record_batch(int32 query_id, int64 batch_id, bool has_watermark, TimestampTz watermark)
+{
+	Oid			types[2] = {INT8OID, TIMESTAMPTZOID};
+	Datum		args[2] = {Int64GetDatum(batch_id), TimestampTzGetDatum(watermark)};
+	char		nulls[2] = {' ', has_watermark ? ' ' : 'n'};
+
+	query_update("UPDATE streamwin.query_catalog SET last_batch_id = $2, state_batch_id = $2, "
+				 "last_batch_at = pg_catalog.clock_timestamp(), watermark = $3, "
+				 "status = 'ok', consecutive_failures = 0 WHERE query_id = $1",
+				 query_id, 2, types, args, nulls);
+}
+
+void
+catalog_clear_failure(int32 query_id)
+{
+	query_update("UPDATE streamwin.query_catalog SET status = 'ok', consecutive_failures = 0, "
+				 "last_batch_at = pg_catalog.clock_timestamp() "
+				 "WHERE query_id = $1 AND status = 'failed'", query_id, 0, NULL, NULL, NULL);
+}
+
+void
+catalog_record_failure(int32 query_id, const char *message)
+{
+	Oid			types[1] = {TEXTOID};
+	Datum		args[1] = {CStringGetTextDatum(message)};
+
+	query_update("UPDATE streamwin.query_catalog SET status = 'failed', last_error = $2, "
+				 "last_error_at = pg_catalog.clock_timestamp(), "
+				 "consecutive_failures = consecutive_failures + 1 WHERE query_id = $1",
+				 query_id, 1, types, args, NULL);
+}
+
+void
+catalog_set_state_batch(int32 query_id, int64 batch_id)
+{
+	Oid			types[1] = {INT8OID};
+	Datum		args[1] = {Int64GetDatum(batch_id)};
+
+	query_update("UPDATE streamwin.query_catalog SET state_batch_id = $2 WHERE query_id = $1",
+				 query_id, 1, types, args, NULL);
+}
+
+void
+catalog_record_checkpoint(int32 query_id, int64 batch_id, bool has_watermark,
+						  TimestampTz watermark)
+{
+	Oid			types[2] = {INT8OID, TIMESTAMPTZOID};
+	Datum		args[2] = {Int64GetDatum(batch_id), TimestampTzGetDatum(watermark)};
+	char		nulls[2] = {' ', has_watermark ? ' ' : 'n'};
+
+	query_update("UPDATE streamwin.query_catalog SET checkpoint_batch_id = $2, "
+				 "checkpoint_watermark = $3 WHERE query_id = $1",
+				 query_id, 2, types, args, nulls);
+}
+
+void
+catalog_running_queries(List **query_ids, List **owners)
+{
+	MemoryContext caller = CurrentMemoryContext;
+
+	*query_ids = NIL;
+	*owners = NIL;
+	SPI_connect();
+	catalog_exec("SELECT query_id, owner FROM streamwin.query_catalog "
+				 "WHERE desired_state = 'running'", 0, NULL, NULL, NULL, 0);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+		MemoryContext spi = MemoryContextSwitchTo(caller);
+
+		*query_ids = lappend_int(*query_ids,
+								 DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i],
+															 SPI_tuptable->tupdesc, 1, &isnull)));
+		*owners = lappend_oid(*owners,
+							  DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
+															 SPI_tuptable->tupdesc, 2, &isnull)));
+		MemoryContextSwitchTo(spi);
+	}
+	SPI_finish();
 }

@@ -1,8 +1,22 @@
 /*-------------------------------------------------------------------------
  *
  * catalog.h
- *	  streamwin's catalog: reading sources and queries, and running its own
- *	  bookkeeping statements as the extension's owner (catalog.c).
+ *	  streamwin's catalog of sources and queries (catalog.c): reading them,
+ *	  writing their rows, and running its own bookkeeping statements as the
+ *	  extension's owner.
+ *
+ * Every statement on streamwin's catalog tables is in one of three files,
+ * each the owner of its tables, as pg_cron's job_metadata.c is of its own:
+ *
+ *	 catalog.c				source_catalog, query_catalog, query_sources
+ *	 catalog_positions.c	query_offsets, query_checkpoints, state_alive:
+ *							where each query stands in its sources
+ *	 catalog_log.c			progress_log, dead_letter_log, late_row_log:
+ *							what users read of batches and rejected rows
+ *
+ * Everything else calls their functions.  All of them run inside a
+ * transaction, connect to SPI themselves where the caller may not have
+ * (each says so otherwise), and raise an error if a statement fails.
  *
  *-------------------------------------------------------------------------
  */
@@ -60,5 +74,100 @@ extern void catalog_lock_query(int32 query_id);
 
 /* A table made for a query depends on the extension (DROP EXTENSION names it). */
 extern void catalog_table_depends_on_extension(Oid relid);
+
+/* --- sources --------------------------------------------------------------- */
+
+/*
+ * catalog_insert_source
+ *		A new source's row (its view's oid not yet known: 0); returns its id.
+ *		brokers, topic, slot_name NULL and table InvalidOid where the kind
+ *		has none.  options get the source's zone under "timezone".
+ */
+extern int32 catalog_insert_source(const char *name, const char *kind, const char *brokers,
+								   const char *topic, const char *format, const char *columns,
+								   Jsonb *options, const char *timezone, Oid table,
+								   const char *slot_name);
+extern void catalog_set_source_relation(int32 source_id, Oid relid);
+
+/* The names of the queries reading a source, "a, b" (NULL: none). */
+extern char *catalog_source_readers(int32 source_id);
+
+/* Delete a source's row and its dead letters. */
+extern void catalog_delete_source(const SourceInfo *src);
+
+/* The replication slots of every table source in this database (a List of names). */
+extern List *catalog_source_slots(void);
+
+/* --- queries --------------------------------------------------------------- */
+
+/* Where a query stands, as its catalog row says (catalog_read_position). */
+typedef struct QueryPosition
+{
+	int64		last_batch_id;	/* 0: none yet */
+	bool		has_watermark;
+	TimestampTz watermark;
+	bool		has_last_batch_at;
+	TimestampTz last_batch_at;
+	int64		state_batch_id; /* the batch the state reflects */
+	int64		checkpoint_batch_id;	/* of the last checkpoint, or 0 */
+	TransactionId xmin;			/* who wrote the row last */
+} QueryPosition;
+
+/*
+ * catalog_read_position
+ *		The query's position, seen by a statement whose snapshot follows the
+ *		batch lock (catalog_lock_query); lock_row: also lock the row, for a
+ *		transaction whose snapshot predates the lock.  False: no such query.
+ *		Inside SPI.
+ */
+extern bool catalog_read_position(int32 query_id, bool lock_row, QueryPosition *pos);
+
+/* A query's last batch id (0: none). */
+extern int64 catalog_query_last_batch(int32 query_id);
+
+/* start_query / stop_query: the state the query should be in. */
+extern void catalog_set_desired_state(int32 query_id, const char *state);
+
+/*
+ * alter_query: a new trigger interval (has_trigger) and idle timeout (NULL:
+ * unchanged, else as interval text).
+ */
+extern void catalog_alter_query(int32 query_id, bool has_trigger, Datum trigger_interval,
+								const char *idle_timeout);
+
+/* drop_query: the query's row, its progress rows, late rows and liveness mark. */
+extern void catalog_delete_query(int32 query_id, const char *name);
+
+/*
+ * reset_query: no positions, no checkpoint, no watermark, no error; the
+ * state is as of the last batch (empty, the caller makes it so).
+ */
+extern void catalog_reset_query(int32 query_id);
+
+/*
+ * A batch committed: its id is the query's last and the state's, with the
+ * watermark after it; the query is not failing.  Inside SPI.
+ */
+extern void catalog_record_batch(int32 query_id, int64 batch_id, bool has_watermark,
+								 TimestampTz watermark);
+
+/* A batch succeeded (perhaps with nothing to do): no longer failing. */
+extern void catalog_clear_failure(int32 query_id);
+
+/* A batch failed: in a transaction of its own, after its rollback. */
+extern void catalog_record_failure(int32 query_id, const char *message);
+
+/* The state now reflects batch_id (a restored checkpoint, a replayed batch). */
+extern void catalog_set_state_batch(int32 query_id, int64 batch_id);
+
+/* A checkpoint of the state as of batch_id, at that watermark, was taken. */
+extern void catalog_record_checkpoint(int32 query_id, int64 batch_id, bool has_watermark,
+									  TimestampTz watermark);
+
+/* The batch of the query's last checkpoint (0: none). */
+extern int64 catalog_checkpoint_batch(int32 query_id);
+
+/* The running queries of this database, and their owners (Lists). */
+extern void catalog_running_queries(List **query_ids, List **owners);
 
 #endif							/* STREAMWIN_CATALOG_H */

@@ -36,6 +36,8 @@
 #include "utils/timestamp.h"
 
 #include "catalog.h"
+#include "catalog_log.h"
+#include "catalog_positions.h"
 #include "checkpoint.h"
 #include "join.h"
 #include "offsets.h"
@@ -166,8 +168,8 @@ checkpoint_create_table(int32 query_id, Oid unlogged_table, const char *name, bo
 						 incremental ? "" :
 						 " WITH (autovacuum_enabled = false, toast.autovacuum_enabled = false)"),
 				query_id);
-	run_catalog("INSERT INTO streamwin.state_alive VALUES ($1) ON CONFLICT DO NOTHING", query_id);
 	SPI_finish();
+	catalog_mark_state_alive(query_id);
 	CommandCounterIncrement();
 	relid = get_relname_relid(name, get_namespace_oid("streamwin", false));
 	catalog_table_depends_on_extension(relid);
@@ -196,12 +198,7 @@ checkpoint_index_table(int32 query_id, Oid checkpoint_table, const char *columns
 bool
 checkpoint_state_lost(QueryRunner *r)
 {
-	Oid			types[1] = {INT4OID};
-	Datum		args[1] = {Int32GetDatum(r->query_id)};
-
-	catalog_exec("SELECT 1 FROM streamwin.state_alive WHERE query_id = $1",
-				 1, types, args, NULL, 1);
-	return SPI_processed == 0;
+	return !catalog_state_alive(r->query_id);
 }
 
 /*
@@ -213,23 +210,9 @@ checkpoint_state_lost(QueryRunner *r)
 int64
 checkpoint_restore(QueryRunner *r)
 {
-	Oid			types[1] = {INT4OID};
-	Datum		args[1] = {Int32GetDatum(r->query_id)};
-	RoleSwitch	role;
-	bool		isnull;
-	int64		ckpt;
-	Datum		d;
+	int64		ckpt = catalog_checkpoint_batch(r->query_id);
 	StateTablePair pairs[MAX_STATE_TABLES];
 	int			npairs;
-
-	catalog_enter(&role);
-	if (SPI_execute_with_args("SELECT checkpoint_batch_id, checkpoint_table FROM streamwin.query_catalog "
-							  "WHERE query_id = $1", 1, types, args, NULL, false, 1) != SPI_OK_SELECT ||
-		SPI_processed != 1)
-		elog(ERROR, "could not read the checkpoint of query \"%s\"", r->query->name);
-	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-	ckpt = isnull ? 0 : DatumGetInt64(d);
-	catalog_leave(&role);
 
 	ereport(LOG,
 			(errmsg("streamwin: query \"%s\" lost its state in a crash; restoring the checkpoint of batch " INT64_FORMAT " and replaying from there",
@@ -258,17 +241,9 @@ checkpoint_restore(QueryRunner *r)
 			run_catalog(psprintf("INSERT INTO %s SELECT * FROM %s", qualified_relname(p->unlogged),
 								 qualified_relname(p->logged)), r->query_id);
 	}
-	run_catalog("DELETE FROM streamwin.query_offsets WHERE query_id = $1", r->query_id);
-	if (ckpt > 0)
-	{
-		run_catalog("INSERT INTO streamwin.query_offsets "
-					"(query_id, source_index, partition, next_offset, next_index, max_event_time, last_data_at) "
-					"SELECT query_id, source_index, partition, next_offset, next_index, max_event_time, last_data_at "
-					"FROM streamwin.query_checkpoints WHERE query_id = $1", r->query_id);
-	}
-	run_catalog(psprintf("UPDATE streamwin.query_catalog SET state_batch_id = " INT64_FORMAT
-						 " WHERE query_id = $1", ckpt), r->query_id);
-	run_catalog("INSERT INTO streamwin.state_alive VALUES ($1) ON CONFLICT DO NOTHING", r->query_id);
+	catalog_restore_offsets(r->query_id, ckpt > 0);
+	catalog_set_state_batch(r->query_id, ckpt);
+	catalog_mark_state_alive(r->query_id);
 	return ckpt;
 }
 
@@ -282,8 +257,7 @@ checkpoint_restore(QueryRunner *r)
 static void
 checkpoint_rows(QueryRunner *r, const StateTablePair *pair, bool has_wm, TimestampTz wm)
 {
-	const char *last = "(SELECT COALESCE(checkpoint_batch_id, 0) "
-	"FROM streamwin.query_catalog WHERE query_id = $1)";
+	const char *last = psprintf(INT64_FORMAT, catalog_checkpoint_batch(r->query_id));
 	const JoinSidePlan *versioned = versioned_side(pair);
 	TimestampTz cutoff = wm;
 
@@ -333,10 +307,6 @@ checkpoint_incremental(QueryRunner *r, const StateTablePair *pair)
 bool
 checkpoint_take(QueryRunner *r, int64 batch_id, bool has_wm, TimestampTz wm, bool wait)
 {
-	Oid			types[3] = {INT4OID, INT8OID, TIMESTAMPTZOID};
-	Datum		args[3] = {Int32GetDatum(r->query_id), Int64GetDatum(batch_id), TimestampTzGetDatum(wm)};
-	char		nulls[3] = {' ', ' ', has_wm ? ' ' : 'n'};
-	RoleSwitch	role;
 	StateTablePair pairs[MAX_STATE_TABLES];
 	int			npairs = query_state_tables(r->query, pairs);
 
@@ -372,18 +342,8 @@ checkpoint_take(QueryRunner *r, int64 batch_id, bool has_wm, TimestampTz wm, boo
 		run_catalog(psprintf("INSERT INTO %s SELECT * FROM %s", qualified_relname(pairs[i].logged),
 							 qualified_relname(pairs[i].unlogged)), r->query_id);
 	}
-	run_catalog("DELETE FROM streamwin.query_checkpoints WHERE query_id = $1", r->query_id);
-	run_catalog("INSERT INTO streamwin.query_checkpoints "
-				"(query_id, source_index, partition, next_offset, next_index, max_event_time, last_data_at) "
-				"SELECT query_id, source_index, partition, next_offset, next_index, max_event_time, last_data_at "
-				"FROM streamwin.query_offsets WHERE query_id = $1", r->query_id);
-	catalog_enter(&role);
-	if (SPI_execute_with_args("UPDATE streamwin.query_catalog SET checkpoint_batch_id = $2, "
-							  "checkpoint_watermark = $3 WHERE query_id = $1",
-							  3, types, args, nulls, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "could not record the checkpoint of query \"%s\"", r->query->name);
-	catalog_leave(&role);
-
+	catalog_checkpoint_offsets(r->query_id);
+	catalog_record_checkpoint(r->query_id, batch_id, has_wm, wm);
 	return true;
 }
 
@@ -396,37 +356,7 @@ checkpoint_take(QueryRunner *r, int64 batch_id, bool has_wm, TimestampTz wm, boo
 void
 checkpoint_move_positions(QueryRunner *r)
 {
-	run_catalog("UPDATE streamwin.query_checkpoints c SET next_offset = o.next_offset, "
-				"next_index = o.next_index "
-				"FROM streamwin.query_offsets o "
-				"WHERE o.query_id = c.query_id AND o.source_index = c.source_index "
-				"AND o.partition = c.partition AND c.query_id = $1",
-				r->query_id);
-}
-
-/* The recorded watermark at the end of batch_id: its progress row, or the checkpoint. */
-static bool
-recorded_watermark(QueryRunner *r, int64 batch_id, TimestampTz *wm)
-{
-	Oid			types[2] = {INT4OID, INT8OID};
-	Datum		args[2] = {Int32GetDatum(r->query_id), Int64GetDatum(batch_id)};
-	RoleSwitch	role;
-	bool		isnull = true;
-	Datum		d = (Datum) 0;
-
-	catalog_enter(&role);
-	if (SPI_execute_with_args("SELECT CASE WHEN q.checkpoint_batch_id = $2 THEN q.checkpoint_watermark "
-							  "ELSE (SELECT p.watermark FROM streamwin.progress_log p "
-							  "      WHERE p.query = q.name AND p.batch_id = $2) END "
-							  "FROM streamwin.query_catalog q WHERE q.query_id = $1",
-							  2, types, args, NULL, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read streamwin.progress_log");
-	if (SPI_processed == 1)
-		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-	catalog_leave(&role);
-	if (!isnull)
-		*wm = DatumGetTimestampTz(d);
-	return !isnull;
+	catalog_checkpoint_move_offsets(r->query_id);
 }
 
 /*
@@ -436,26 +366,16 @@ recorded_watermark(QueryRunner *r, int64 batch_id, TimestampTz *wm)
 static Datum
 replayed_batch_column(QueryRunner *r, int64 batch_id, const char *column)
 {
-	Oid			types[2] = {INT4OID, INT8OID};
-	Datum		args[2] = {Int32GetDatum(r->query_id), Int64GetDatum(batch_id)};
-	RoleSwitch	role;
-	bool		isnull;
+	Datum		value;
 
-	catalog_enter(&role);
-	if (SPI_execute_with_args(psprintf("SELECT p.%s FROM streamwin.progress_log p JOIN streamwin.query_catalog q "
-									   "ON p.query = q.name WHERE q.query_id = $1 AND p.batch_id = $2",
-									   column),
-							  2, types, args, NULL, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read streamwin.progress_log");
-	catalog_leave(&role);
-	if (SPI_processed != 1)
+	if (!catalog_progress_column(r->query_id, batch_id, column, &value))
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_CORRUPTED),
 				 errmsg("cannot replay batch " INT64_FORMAT " of query \"%s\": its progress record is missing",
 						batch_id, r->query->name),
 				 errhint("Replay the query from the start with streamwin.reset_query('%s', 'earliest').",
 						 r->query->name)));
-	return SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	return value;
 }
 
 /*
@@ -486,8 +406,8 @@ checkpoint_replay_bounds(QueryRunner *r, int64 batch_id, SourcePosition **target
 							 r->query->name)));
 		rd->ops->positions_parse(rd, positions, targets[s]);
 	}
-	*has_prev_wm = recorded_watermark(r, batch_id - 1, prev_wm);
-	*has_wm = recorded_watermark(r, batch_id, wm);
+	*has_prev_wm = catalog_recorded_watermark(r->query_id, batch_id - 1, prev_wm);
+	*has_wm = catalog_recorded_watermark(r->query_id, batch_id, wm);
 }
 
 /*
@@ -508,8 +428,7 @@ checkpoint_replay_timestamp(QueryRunner *r, int64 batch_id)
 void
 checkpoint_note_replayed(QueryRunner *r, int64 batch_id)
 {
-	run_catalog(psprintf("UPDATE streamwin.query_catalog SET state_batch_id = " INT64_FORMAT
-						 " WHERE query_id = $1", batch_id), r->query_id);
+	catalog_set_state_batch(r->query_id, batch_id);
 }
 
 /*

@@ -21,6 +21,7 @@
 #include "utils/timestamp.h"
 
 #include "catalog.h"
+#include "catalog_positions.h"
 #include "checkpoint.h"
 #include "launcher.h"
 #include "offsets.h"
@@ -34,24 +35,6 @@ PG_FUNCTION_INFO_V1(streamwin_alter_query);
 PG_FUNCTION_INFO_V1(streamwin_drop_query);
 PG_FUNCTION_INFO_V1(streamwin_reset_query);
 PG_FUNCTION_INFO_V1(streamwin_worker_pid);
-
-static void
-set_desired_state(QueryInfo *q, const char *state)
-{
-	Oid			types[2] = {INT4OID, TEXTOID};
-	Datum		args[2] = {Int32GetDatum(q->query_id), CStringGetTextDatum(state)};
-	RoleSwitch	role;
-
-	SPI_connect();
-	catalog_enter(&role);
-	if (SPI_execute_with_args("UPDATE streamwin.query_catalog SET desired_state = $2, "
-							  "status = CASE WHEN $2 = 'running' THEN 'ok' ELSE status END "
-							  "WHERE query_id = $1",
-							  2, types, args, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "could not update streamwin.query_catalog");
-	catalog_leave(&role);
-	SPI_finish();
-}
 
 /*
  * After drop_query: the query's source may let go of what it kept for the
@@ -81,7 +64,7 @@ streamwin_start_query(PG_FUNCTION_ARGS)
 	catalog_check_owner(q->owner, "query", name);
 	check_preloaded();
 	check_role_can_login(q->owner);
-	set_desired_state(q, "running");
+	catalog_set_desired_state(q->query_id, "running");
 	/* a session that ran batches by hand must not keep a stale reader */
 	runner_forget(q->query_id);
 	launcher_request_start(q->query_id, q->owner);
@@ -99,10 +82,7 @@ streamwin_alter_query(PG_FUNCTION_ARGS)
 {
 	char	   *name;
 	QueryInfo  *q;
-	Oid			types[3] = {INT4OID, INTERVALOID, TEXTOID};
-	Datum		args[3];
-	char		nulls[3] = {' ', ' ', ' '};
-	RoleSwitch	role;
+	char	   *idle_timeout = NULL;
 
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
@@ -111,33 +91,15 @@ streamwin_alter_query(PG_FUNCTION_ARGS)
 	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	q = catalog_get_query(name, false);
 	catalog_check_owner(q->owner, "query", name);
-	args[0] = Int32GetDatum(q->query_id);
-	if (PG_ARGISNULL(1))
-		nulls[1] = 'n';
-	else
-	{
+	if (!PG_ARGISNULL(1))
 		check_trigger_interval(PG_GETARG_INTERVAL_P(1));
-		args[1] = PG_GETARG_DATUM(1);
-	}
-	if (PG_ARGISNULL(2))
-		nulls[2] = 'n';
-	else
+	if (!PG_ARGISNULL(2))
 	{
 		check_idle_timeout(PG_GETARG_INTERVAL_P(2));
-		args[2] = DirectFunctionCall1(textin, DirectFunctionCall1(interval_out, PG_GETARG_DATUM(2)));
+		idle_timeout = DatumGetCString(DirectFunctionCall1(interval_out, PG_GETARG_DATUM(2)));
 	}
-
-	SPI_connect();
-	catalog_enter(&role);
-	if (SPI_execute_with_args("UPDATE streamwin.query_catalog "
-							  "SET trigger_interval = coalesce($2, trigger_interval), "
-							  "options = CASE WHEN $3 IS NULL THEN options "
-							  "ELSE options || jsonb_build_object('idle_timeout', $3) END "
-							  "WHERE query_id = $1",
-							  3, types, args, nulls, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "could not update streamwin.query_catalog");
-	catalog_leave(&role);
-	SPI_finish();
+	catalog_alter_query(q->query_id, !PG_ARGISNULL(1), PG_ARGISNULL(1) ? (Datum) 0 : PG_GETARG_DATUM(1),
+						idle_timeout);
 	launcher_request_wake(q->query_id);
 	PG_RETURN_VOID();
 }
@@ -150,7 +112,7 @@ streamwin_stop_query(PG_FUNCTION_ARGS)
 	QueryInfo  *q = catalog_get_query(name, false);
 
 	catalog_check_owner(q->owner, "query", name);
-	set_desired_state(q, "stopped");
+	catalog_set_desired_state(q->query_id, "stopped");
 	launcher_request_wake(q->query_id);
 	PG_RETURN_VOID();
 }
@@ -201,23 +163,14 @@ streamwin_drop_query(PG_FUNCTION_ARGS)
 	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	bool		drop_result = PG_GETARG_BOOL(1);
 	QueryInfo  *q = catalog_get_query(name, false);
-	Oid			types[2] = {INT4OID, TEXTOID};
-	Datum		args[2] = {Int32GetDatum(q->query_id), CStringGetTextDatum(q->name)};
 	RoleSwitch	role;
 
 	catalog_check_owner(q->owner, "query", name);
 	/* wait for a batch in progress to finish */
 	catalog_lock_query(q->query_id);
+	catalog_delete_query(q->query_id, q->name);
 	SPI_connect();
 	catalog_enter(&role);
-	if (SPI_execute_with_args("DELETE FROM streamwin.query_catalog WHERE query_id = $1",
-							  1, types, args, NULL, false, 0) != SPI_OK_DELETE)
-		elog(ERROR, "could not delete from streamwin.query_catalog");
-	if (SPI_execute_with_args("DELETE FROM streamwin.progress_log WHERE query = $2",
-							  2, types, args, NULL, false, 0) != SPI_OK_DELETE ||
-		SPI_execute_with_args("DELETE FROM streamwin.late_row_log WHERE query = $2",
-							  2, types, args, NULL, false, 0) != SPI_OK_DELETE)
-		elog(ERROR, "could not delete the progress and late rows of query \"%s\"", name);
 	{
 		StateTablePair pairs[MAX_STATE_TABLES];
 		int			npairs = query_state_tables(q, pairs);
@@ -233,8 +186,6 @@ streamwin_drop_query(PG_FUNCTION_ARGS)
 								false, 0);
 		}
 	}
-	SPI_execute_with_args("DELETE FROM streamwin.state_alive WHERE query_id = $1",
-						  1, types, args, NULL, false, 0);
 	catalog_leave(&role);
 	if (drop_result && get_rel_name(q->result_table) != NULL)
 		drop_result_table(q);
@@ -252,11 +203,7 @@ starting_offsets_hint(SourceInfo *src, int nsources)
 	if (nsources > 1)
 		return errhint("Use 'earliest', 'latest' or a JSON object with the starting offsets of each source under its name, "
 					   "such as '{\"clicks\": {\"0\": 42}, \"impressions\": {\"0\": 7}}' (sources not named start at the earliest).");
-	if (src->kind == SOURCE_TABLE)
-		return errhint("Use 'earliest' (the oldest change the source holds), 'latest' (from now on) "
-					   "or the LSN to start at, as '{\"lsn\": \"0/16B3748\"}'.");
-	return errhint("Use 'earliest', 'latest' or a JSON object of the offset to start at per partition, "
-				   "such as '{\"0\": 42, \"1\": 7}' (partitions not named start at the earliest).");
+	return errhint("%s", source_ops(src)->reset_hint);
 }
 
 /*
@@ -373,8 +320,6 @@ streamwin_reset_query(PG_FUNCTION_ARGS)
 	Jsonb	   *explicit;
 	Jsonb	   *per_source[QUERY_MAX_SOURCES];
 	RoleSwitch	role;
-	Oid			types[1] = {INT4OID};
-	Datum		args[1] = {Int32GetDatum(q->query_id)};
 
 	catalog_check_owner(q->owner, "query", name);
 	if (q->desired_running)
@@ -393,19 +338,9 @@ streamwin_reset_query(PG_FUNCTION_ARGS)
 	for (int i = 0; i < q->nsources; i++)
 		if (source_ops(sources[i])->prepare_reset != NULL)
 			source_ops(sources[i])->prepare_reset(sources[i]);
+	catalog_reset_query(q->query_id);
 	SPI_connect();
 	catalog_enter(&role);
-	if (SPI_execute_with_args("DELETE FROM streamwin.query_offsets WHERE query_id = $1",
-							  1, types, args, NULL, false, 0) != SPI_OK_DELETE ||
-		SPI_execute_with_args("DELETE FROM streamwin.query_checkpoints WHERE query_id = $1",
-							  1, types, args, NULL, false, 0) != SPI_OK_DELETE ||
-		SPI_execute_with_args("UPDATE streamwin.query_catalog SET watermark = NULL, status = 'ok', "
-							  "last_error = NULL, last_error_at = NULL, consecutive_failures = 0, "
-							  "checkpoint_batch_id = NULL, checkpoint_watermark = NULL, "
-							  "state_batch_id = last_batch_id "
-							  "WHERE query_id = $1",
-							  1, types, args, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "could not reset query \"%s\"", name);
 	if (QUERY_HAS_UNLOGGED_STATE(q))
 	{
 		StateTablePair pairs[MAX_STATE_TABLES];
@@ -417,11 +352,11 @@ streamwin_reset_query(PG_FUNCTION_ARGS)
 			SPI_execute(psprintf("DELETE FROM %s", qualified_relname(pairs[i].unlogged)), false, 0);
 			SPI_execute(psprintf("DELETE FROM %s", qualified_relname(pairs[i].logged)), false, 0);
 		}
-		SPI_execute_with_args("INSERT INTO streamwin.state_alive VALUES ($1) ON CONFLICT DO NOTHING",
-							  1, types, args, NULL, false, 0);
 	}
 	catalog_leave(&role);
 	SPI_finish();
+	if (QUERY_HAS_UNLOGGED_STATE(q))
+		catalog_mark_state_alive(q->query_id);
 
 	/* resolve the new positions now, so that they do not drift */
 	r = runner_get(q->query_id, false);
@@ -434,18 +369,10 @@ streamwin_reset_query(PG_FUNCTION_ARGS)
 	offsets_store(r);
 	if (QUERY_HAS_UNLOGGED_STATE(q))
 	{
-		int64		last;
-		bool		isnull;
-
 		/* a crash from here on resumes at the new positions */
 		SPI_connect();
-		if (SPI_execute_with_args("SELECT last_batch_id FROM streamwin.query_catalog WHERE query_id = $1",
-								  1, types, args, NULL, false, 1) != SPI_OK_SELECT || SPI_processed != 1)
-			elog(ERROR, "could not read query \"%s\"", name);
-		last = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
-										   &isnull));
 		/* must be taken: the old one is at positions before the reset */
-		checkpoint_take(r, last, false, 0, true);
+		checkpoint_take(r, catalog_query_last_batch(q->query_id), false, 0, true);
 		SPI_finish();
 	}
 	PG_RETURN_VOID();

@@ -21,6 +21,7 @@
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "catalog.h"
@@ -68,22 +69,154 @@ fetch_wait_ms(SourceReader *rd)
 							 rd->query->trigger_interval_us / 2000));
 }
 
+/* --- the options only a Kafka source has ----------------------------------- */
+
+/* A Kafka source's own options (SourceInfo.kind_options). */
+typedef struct KafkaOptions
+{
+	int			npartitions;	/* option "partitions"; 0: every partition */
+	int32	   *partitions;
+	int			nprops;			/* option "kafka": librdkafka properties */
+	const char **prop_keys;
+	const char **prop_values;
+} KafkaOptions;
+
+/* Options "partitions" and "kafka" of a Kafka source, checked. */
+static KafkaOptions *
+kafka_options_parse(Jsonb *options)
+{
+	KafkaOptions *ko = palloc0(sizeof(KafkaOptions));
+	JsonbValue *v;
+
+	if (options == NULL || !JB_ROOT_IS_OBJECT(options))
+		return ko;
+	v = option_value(options, "partitions");
+	if (v != NULL)
+	{
+		JsonbIterator *it;
+		JsonbValue	elem;
+		JsonbIteratorToken tok;
+		int			cap = 16;
+
+		if (v->type != jbvBinary || !JsonContainerIsArray(v->val.binary.data))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("option \"partitions\" must be an array of partition numbers"),
+					 errhint("For example: {\"partitions\": [0, 1, 2]}.")));
+		ko->partitions = palloc(sizeof(int32) * cap);
+		it = JsonbIteratorInit(v->val.binary.data);
+		while ((tok = JsonbIteratorNext(&it, &elem, true)) != WJB_DONE)
+		{
+			int64		p;
+
+			if (tok != WJB_ELEM)
+				continue;
+			if (elem.type != jbvNumeric)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("option \"partitions\" must be an array of partition numbers")));
+			p = DatumGetInt64(DirectFunctionCall1(numeric_int8,
+												  NumericGetDatum(elem.val.numeric)));
+			if (p < 0 || p > PG_INT32_MAX)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("partition number %lld is out of range", (long long) p)));
+			if (ko->npartitions == cap)
+			{
+				cap *= 2;
+				ko->partitions = repalloc(ko->partitions, sizeof(int32) * cap);
+			}
+			ko->partitions[ko->npartitions++] = (int32) p;
+		}
+		if (ko->npartitions == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("option \"partitions\" must not be empty"),
+					 errhint("Leave the option out to read every partition.")));
+	}
+
+	v = option_value(options, "kafka");
+	if (v != NULL)
+	{
+		JsonbIterator *it;
+		JsonbValue	item;
+		JsonbIteratorToken tok;
+		int			cap = 8;
+		char	   *key = NULL;
+
+		if (!OPTION_IS_OBJECT(v))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("option \"kafka\" must be an object of librdkafka properties"),
+					 errhint("For example: {\"kafka\": {\"fetch.max.bytes\": \"1048576\"}}.")));
+		ko->prop_keys = palloc(sizeof(char *) * cap);
+		ko->prop_values = palloc(sizeof(char *) * cap);
+		it = JsonbIteratorInit(v->val.binary.data);
+		while ((tok = JsonbIteratorNext(&it, &item, true)) != WJB_DONE)
+		{
+			if (tok == WJB_KEY)
+				key = pnstrdup(item.val.string.val, item.val.string.len);
+			else if (tok == WJB_VALUE)
+			{
+				char	   *value;
+
+				if (item.type == jbvString)
+					value = pnstrdup(item.val.string.val, item.val.string.len);
+				else if (item.type == jbvNumeric)
+					value = DatumGetCString(DirectFunctionCall1(numeric_out,
+																NumericGetDatum(item.val.numeric)));
+				else if (item.type == jbvBool)
+					value = pstrdup(item.val.boolean ? "true" : "false");
+				else
+					ereport(ERROR,
+							(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+							 errmsg("librdkafka property \"%s\" must be a string, number or boolean", key)));
+				if (ko->nprops == cap)
+				{
+					cap *= 2;
+					ko->prop_keys = repalloc(ko->prop_keys, sizeof(char *) * cap);
+					ko->prop_values = repalloc(ko->prop_values, sizeof(char *) * cap);
+				}
+				ko->prop_keys[ko->nprops] = key;
+				ko->prop_values[ko->nprops] = value;
+				ko->nprops++;
+			}
+		}
+	}
+	return ko;
+}
+
+/* The source's own options, parsed once, where the source lives. */
+static KafkaOptions *
+kafka_options(SourceInfo *src)
+{
+	if (src->kind_options == NULL)
+	{
+		MemoryContext old = MemoryContextSwitchTo(GetMemoryChunkContext(src));
+
+		src->kind_options = kafka_options_parse(src->options);
+		MemoryContextSwitchTo(old);
+	}
+	return (KafkaOptions *) src->kind_options;
+}
+
 /* The consumer, and the partitions read: the source's subset, or all of the topic. */
 static void
 kafka_open(SourceReader *rd)
 {
 	SourceInfo *src = rd->source;
+	KafkaOptions *ko = kafka_options(src);
 	KafkaReader *kr = palloc0(sizeof(KafkaReader));
 
 	rd->private = kr;
 	kr->consumer = kafka_consumer_open(src->brokers, src->topic, fetch_wait_ms(rd),
 									   PREFETCH_BATCHES * src->max_records_per_batch,
-									   src->nkafka_props, src->kafka_keys, src->kafka_values);
-	rd->nparts = src->npartitions > 0 ? src->npartitions :
+									   ko->nprops, ko->prop_keys, ko->prop_values);
+	rd->nparts = ko->npartitions > 0 ? ko->npartitions :
 		kafka_partition_count(kr->consumer, 10000);
 	rd->parts = palloc0(sizeof(PartitionState) * rd->nparts);
 	for (int i = 0; i < rd->nparts; i++)
-		rd->parts[i].partition = src->npartitions > 0 ? src->partitions[i] : i;
+		rd->parts[i].partition = ko->npartitions > 0 ? ko->partitions[i] : i;
 	kr->consumer_next = palloc(sizeof(int64) * rd->nparts);
 	for (int m = 0; m < src->nmetadata; m++)
 		if (src->metadata_kinds[m] == SOURCE_META_HEADERS)
@@ -519,6 +652,8 @@ kafka_close(SourceReader *rd)
 
 const SourceOps kafka_source_ops = {
 	.kind = "kafka",
+	.reset_hint = "Use 'earliest', 'latest' or a JSON object of the offset to start at per partition, "
+	"such as '{\"0\": 42, \"1\": 7}' (partitions not named start at the earliest).",
 	.open = kafka_open,
 	.start_position = kafka_start_position,
 	.seek = kafka_seek,
@@ -551,11 +686,13 @@ source_options_validate(Jsonb *options)
 	static const char *const valid[] = {"starting_offsets", "max_records_per_batch",
 	"partitions", "kafka", "metadata", "timezone", NULL};
 	SourceInfo	tmp;
+	KafkaOptions *ko;
 
 	jsonb_check_keys(options, valid, "source");
 	parse_source_options(&tmp, options);
+	ko = kafka_options_parse(options);
 	/* librdkafka's own checks, and the properties streamwin reserves */
-	kafka_validate_properties(tmp.nkafka_props, tmp.kafka_keys, tmp.kafka_values);
+	kafka_validate_properties(ko->nprops, ko->prop_keys, ko->prop_values);
 }
 
 /*

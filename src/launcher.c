@@ -52,7 +52,6 @@
 
 #include "catalog.h"
 #include "launcher.h"
-#include "progress.h"
 #include "table_source.h"
 #include "worker.h"
 
@@ -419,15 +418,10 @@ reap_orphan_slots(void)
 	PushActiveSnapshot(GetTransactionSnapshot());
 	if (OidIsValid(get_extension_oid("streamwin", true)))
 	{
-		SPI_connect();
-		if (SPI_execute("SELECT slot_name FROM streamwin.source_catalog WHERE slot_name IS NOT NULL",
-						true, 0) != SPI_OK_SELECT)
-			elog(ERROR, "could not read streamwin.source_catalog");
-		for (uint64 i = 0; i < SPI_processed; i++)
-			known = lappend(known, MemoryContextStrdup(TopTransactionContext,
-													   SPI_getvalue(SPI_tuptable->vals[i],
-																	SPI_tuptable->tupdesc, 1)));
-		SPI_finish();
+		MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
+
+		known = catalog_source_slots();
+		MemoryContextSwitchTo(old);
 	}
 	PopActiveSnapshot();
 	source_slots_reap(known);
@@ -454,46 +448,43 @@ streamwin_starter_main(Datum main_arg)
 	if (OidIsValid(get_extension_oid("streamwin", true)))
 	{
 		List	   *failed = NIL;
+		List	   *query_ids;
+		List	   *owners;
 		ListCell   *lc;
+		ListCell   *lo;
 
 		SPI_connect();
 		/* warn about table sources whose slots retain too much WAL */
 		source_slots_check_retention();
-		if (SPI_execute("SELECT query_id, owner FROM streamwin.query_catalog "
-						"WHERE desired_state = 'running'", true, 0) == SPI_OK_SELECT)
+		catalog_running_queries(&query_ids, &owners);
+		forboth(lc, query_ids, lo, owners)
 		{
-			for (uint64 i = 0; i < SPI_processed; i++)
-			{
-				bool		isnull;
-				int32		query_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i],
-																   SPI_tuptable->tupdesc, 1, &isnull));
-				Oid			owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
-																   SPI_tuptable->tupdesc, 2, &isnull));
-				char	   *message;
-				char	   *hint;
-				char	   *why = NULL;
+			int32		query_id = lfirst_int(lc);
+			Oid			owner = lfirst_oid(lo);
+			char	   *message;
+			char	   *hint;
+			char	   *why = NULL;
 
-				/*
-				 * A worker whose owner is gone or lost LOGIN since the query
-				 * started would fail to connect (FATAL, in the server log
-				 * only, at every start), and one without a free worker
-				 * process would not start (a WARNING there): say so on the
-				 * query instead, where users look.
-				 */
-				if (role_cannot_run_worker(owner, &message, &hint))
-					why = psprintf("%s\nHINT: %s", message, hint);
-				else if (!start_worker_now(dboid, query_id, owner))
-					why = psprintf("could not start a worker: every background worker process is taken "
-								   "(max_worker_processes = %d)\n"
-								   "HINT: Raise max_worker_processes and restart the server, or stop "
-								   "other queries; the launcher tries again every %d seconds (streamwin.launcher_naptime).",
-								   max_worker_processes, streamwin_launcher_naptime);
-				if (why != NULL)
-					failed = lappend(failed, list_make2(makeInteger(query_id), makeString(why)));
-			}
+			/*
+			 * A worker whose owner is gone or lost LOGIN since the query
+			 * started would fail to connect (FATAL, in the server log
+			 * only, at every start), and one without a free worker
+			 * process would not start (a WARNING there): say so on the
+			 * query instead, where users look.
+			 */
+			if (role_cannot_run_worker(owner, &message, &hint))
+				why = psprintf("%s\nHINT: %s", message, hint);
+			else if (!start_worker_now(dboid, query_id, owner))
+				why = psprintf("could not start a worker: every background worker process is taken "
+							   "(max_worker_processes = %d)\n"
+							   "HINT: Raise max_worker_processes and restart the server, or stop "
+							   "other queries; the launcher tries again every %d seconds (streamwin.launcher_naptime).",
+							   max_worker_processes, streamwin_launcher_naptime);
+			if (why != NULL)
+				failed = lappend(failed, list_make2(makeInteger(query_id), makeString(why)));
 		}
 		foreach(lc, failed)
-			progress_record_failure(intVal(linitial(lfirst(lc))), strVal(lsecond(lfirst(lc))));
+			catalog_record_failure(intVal(linitial(lfirst(lc))), strVal(lsecond(lfirst(lc))));
 		SPI_finish();
 	}
 	PopActiveSnapshot();

@@ -31,14 +31,14 @@
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
 
-#include "catalog.h"
+#include "catalog_positions.h"
 #include "offsets.h"
 
 void
 offsets_load(QueryRunner *r)
 {
-	Oid			argtypes[1] = {INT4OID};
-	Datum		args[1] = {Int32GetDatum(r->query_id)};
+	int			n;
+	StoredOffset *stored;
 
 	for (int s = 0; s < r->nreaders; s++)
 	{
@@ -58,38 +58,29 @@ offsets_load(QueryRunner *r)
 		}
 	}
 
-	SPI_connect();
-	catalog_exec("SELECT source_index, partition, next_offset, max_event_time, last_data_at, next_index "
-				 "FROM streamwin.query_offsets WHERE query_id = $1",
-				 1, argtypes, args, NULL, 0);
-	for (uint64 row = 0; row < SPI_processed; row++)
+	stored = catalog_load_offsets(r->query_id, &n);
+	for (int row = 0; row < n; row++)
 	{
-		HeapTuple	tup = SPI_tuptable->vals[row];
-		TupleDesc	desc = SPI_tuptable->tupdesc;
-		bool		isnull;
-		int			s = DatumGetInt32(SPI_getbinval(tup, desc, 1, &isnull));
+		StoredOffset *o = &stored[row];
 		SourceReader *rd;
 		int			idx;
 		PartitionState *p;
-		Datum		d;
 
-		if (s < 0 || s >= r->nreaders)
+		if (o->source_index < 0 || o->source_index >= r->nreaders)
 			continue;
-		rd = r->readers[s];
-		idx = source_part_index(rd, DatumGetInt32(SPI_getbinval(tup, desc, 2, &isnull)));
+		rd = r->readers[o->source_index];
+		idx = source_part_index(rd, o->partition);
 		if (idx < 0)
 			continue;			/* no longer read by this query */
 		p = &rd->parts[idx];
 		p->has_position = true;
-		p->next.offset = DatumGetInt64(SPI_getbinval(tup, desc, 3, &isnull));
-		d = SPI_getbinval(tup, desc, 4, &isnull);
-		p->has_max_event_time = !isnull;
-		if (!isnull)
-			p->max_event_time = DatumGetTimestampTz(d);
-		p->last_data_at = DatumGetTimestampTz(SPI_getbinval(tup, desc, 5, &isnull));
-		p->next.index = DatumGetInt64(SPI_getbinval(tup, desc, 6, &isnull));
+		p->next.offset = o->next_offset;
+		p->has_max_event_time = o->has_max_event_time;
+		if (o->has_max_event_time)
+			p->max_event_time = o->max_event_time;
+		p->last_data_at = o->last_data_at;
+		p->next.index = o->next_index;
 	}
-	SPI_finish();
 }
 
 void
@@ -194,35 +185,12 @@ void
 offsets_store(QueryRunner *r)
 {
 	int			nparts = 0;
-	Datum	   *sources;
-	Datum	   *parts;
-	Datum	   *next;
-	Datum	   *maxts;
-	bool	   *maxts_null;
-	Datum	   *seen;
-	Datum	   *high;
-	bool	   *high_null;
-	Datum	   *index;
-	int			dims[1];
-	int			lbs[1] = {1};
-	Oid			argtypes[8] = {INT4OID, INT4ARRAYOID, INT8ARRAYOID, TIMESTAMPTZARRAYOID,
-	TIMESTAMPTZARRAYOID, INT8ARRAYOID, INT8ARRAYOID, INT4ARRAYOID};
-	Datum		args[8];
 	int			n = 0;
+	StoredOffset *offsets;
 
 	for (int s = 0; s < r->nreaders; s++)
 		nparts += r->readers[s]->nparts;
-	sources = palloc(sizeof(Datum) * nparts);
-	parts = palloc(sizeof(Datum) * nparts);
-	next = palloc(sizeof(Datum) * nparts);
-	maxts = palloc(sizeof(Datum) * nparts);
-	maxts_null = palloc(sizeof(bool) * nparts);
-	seen = palloc(sizeof(Datum) * nparts);
-	high = palloc(sizeof(Datum) * nparts);
-	high_null = palloc(sizeof(bool) * nparts);
-	index = palloc(sizeof(Datum) * nparts);
-	dims[0] = nparts;
-
+	offsets = palloc(sizeof(StoredOffset) * Max(nparts, 1));
 	for (int s = 0; s < r->nreaders; s++)
 	{
 		SourceReader *rd = r->readers[s];
@@ -230,44 +198,21 @@ offsets_store(QueryRunner *r)
 		for (int i = 0; i < rd->nparts; i++, n++)
 		{
 			PartitionState *p = &rd->parts[i];
+			StoredOffset *o = &offsets[n];
 			int64		hw = rd->ops->end_offset(rd, p);
 
-			sources[n] = Int32GetDatum(s);
-			parts[n] = Int32GetDatum(p->partition);
-			next[n] = Int64GetDatum(p->next.offset);
-			maxts[n] = TimestampTzGetDatum(p->max_event_time);
-			maxts_null[n] = !p->has_max_event_time;
-			seen[n] = TimestampTzGetDatum(p->last_data_at);
-			high[n] = Int64GetDatum(hw);
-			high_null[n] = hw < 0;
-			index[n] = Int64GetDatum(p->next.index);
+			o->source_index = s;
+			o->partition = p->partition;
+			o->next_offset = p->next.offset;
+			o->next_index = p->next.index;
+			o->has_max_event_time = p->has_max_event_time;
+			o->max_event_time = p->max_event_time;
+			o->last_data_at = p->last_data_at;
+			o->has_high_watermark = hw >= 0;
+			o->high_watermark = hw;
 		}
 	}
-	args[0] = Int32GetDatum(r->query_id);
-	args[1] = PointerGetDatum(construct_array(parts, nparts, INT4OID, 4, true, TYPALIGN_INT));
-	args[2] = PointerGetDatum(construct_array(next, nparts, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-	args[3] = PointerGetDatum(construct_md_array(maxts, maxts_null, 1, dims, lbs, TIMESTAMPTZOID, 8,
-												 FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-	args[4] = PointerGetDatum(construct_array(seen, nparts, TIMESTAMPTZOID, 8, FLOAT8PASSBYVAL,
-											  TYPALIGN_DOUBLE));
-	args[5] = PointerGetDatum(construct_md_array(high, high_null, 1, dims, lbs, INT8OID, 8,
-												 FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-	args[6] = PointerGetDatum(construct_array(index, nparts, INT8OID, 8, FLOAT8PASSBYVAL,
-											  TYPALIGN_DOUBLE));
-	args[7] = PointerGetDatum(construct_array(sources, nparts, INT4OID, 4, true, TYPALIGN_INT));
-
-	SPI_connect();
-	catalog_exec("INSERT INTO streamwin.query_offsets AS o "
-				 "(query_id, partition, next_offset, max_event_time, last_data_at, high_watermark, "
-				 " next_index, source_index) "
-				 "SELECT $1, * FROM unnest($2, $3, $4, $5, $6, $7, $8) "
-				 "ON CONFLICT (query_id, source_index, partition) DO UPDATE SET "
-				 "next_offset = EXCLUDED.next_offset, max_event_time = EXCLUDED.max_event_time, "
-				 "last_data_at = EXCLUDED.last_data_at, "
-				 "high_watermark = COALESCE(EXCLUDED.high_watermark, o.high_watermark), "
-				 "next_index = EXCLUDED.next_index",
-				 8, argtypes, args, NULL, 0);
-	SPI_finish();
+	catalog_store_offsets(r->query_id, offsets, n);
 }
 
 /*

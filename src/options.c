@@ -65,8 +65,8 @@ jsonb_get_text(Jsonb *jb, const char *key)
 }
 
 
-/* The value of source option name, or NULL if absent or JSON null. */
-static JsonbValue *
+/* The value of option name, or NULL if absent or JSON null. */
+JsonbValue *
 option_value(Jsonb *options, const char *name)
 {
 	JsonbValue	k;
@@ -78,9 +78,6 @@ option_value(Jsonb *options, const char *name)
 	v = findJsonbValueFromContainer(&options->root, JB_FOBJECT, &k);
 	return v != NULL && v->type != jbvNull ? v : NULL;
 }
-
-/* Is an option's value a JSON object (else an array or a scalar)? */
-#define OPTION_IS_OBJECT(v) ((v)->type == jbvBinary && JsonContainerIsObject((v)->val.binary.data))
 
 /* Option "metadata": {"column": "partition" | "offset" | "timestamp" | "key" | "headers", ...} */
 static void
@@ -192,7 +189,6 @@ parse_source_options(SourceInfo *src, Jsonb *options)
 	char	   *start = jsonb_get_text(options, "starting_offsets");
 	char	   *maxrec = jsonb_get_text(options, "max_records_per_batch");
 	char	   *timezone = jsonb_get_text(options, "timezone");
-	JsonbValue *v;
 
 	src->starting_offset = START_EARLIEST;
 	if (start != NULL)
@@ -224,107 +220,10 @@ parse_source_options(SourceInfo *src, Jsonb *options)
 
 	src->timezone = timezone != NULL ? parse_timezone_option(timezone) : SOURCE_DEFAULT_TIMEZONE;
 
-	src->npartitions = 0;
-	src->partitions = NULL;
-	src->nkafka_props = 0;
 	src->nmetadata = 0;
 	if (options == NULL || !JB_ROOT_IS_OBJECT(options))
 		return;
 	parse_metadata_option(src, options);
-
-	v = option_value(options, "partitions");
-	if (v != NULL)
-	{
-		JsonbIterator *it;
-		JsonbValue	elem;
-		JsonbIteratorToken tok;
-		int			cap = 16;
-
-		if (v->type != jbvBinary || !JsonContainerIsArray(v->val.binary.data))
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("option \"partitions\" must be an array of partition numbers"),
-					 errhint("For example: {\"partitions\": [0, 1, 2]}.")));
-		src->partitions = palloc(sizeof(int32) * cap);
-		it = JsonbIteratorInit(v->val.binary.data);
-		while ((tok = JsonbIteratorNext(&it, &elem, true)) != WJB_DONE)
-		{
-			int64		p;
-
-			if (tok != WJB_ELEM)
-				continue;
-			if (elem.type != jbvNumeric)
-				ereport(ERROR,
-						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("option \"partitions\" must be an array of partition numbers")));
-			p = DatumGetInt64(DirectFunctionCall1(numeric_int8,
-												  NumericGetDatum(elem.val.numeric)));
-			if (p < 0 || p > PG_INT32_MAX)
-				ereport(ERROR,
-						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("partition number %lld is out of range", (long long) p)));
-			if (src->npartitions == cap)
-			{
-				cap *= 2;
-				src->partitions = repalloc(src->partitions, sizeof(int32) * cap);
-			}
-			src->partitions[src->npartitions++] = (int32) p;
-		}
-		if (src->npartitions == 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("option \"partitions\" must not be empty"),
-					 errhint("Leave the option out to read every partition.")));
-	}
-
-	v = option_value(options, "kafka");
-	if (v != NULL)
-	{
-		JsonbIterator *it;
-		JsonbValue	item;
-		JsonbIteratorToken tok;
-		int			cap = 8;
-		char	   *key = NULL;
-
-		if (!OPTION_IS_OBJECT(v))
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("option \"kafka\" must be an object of librdkafka properties"),
-					 errhint("For example: {\"kafka\": {\"fetch.max.bytes\": \"1048576\"}}.")));
-		src->kafka_keys = palloc(sizeof(char *) * cap);
-		src->kafka_values = palloc(sizeof(char *) * cap);
-		it = JsonbIteratorInit(v->val.binary.data);
-		while ((tok = JsonbIteratorNext(&it, &item, true)) != WJB_DONE)
-		{
-			if (tok == WJB_KEY)
-				key = pnstrdup(item.val.string.val, item.val.string.len);
-			else if (tok == WJB_VALUE)
-			{
-				char	   *value;
-
-				if (item.type == jbvString)
-					value = pnstrdup(item.val.string.val, item.val.string.len);
-				else if (item.type == jbvNumeric)
-					value = DatumGetCString(DirectFunctionCall1(numeric_out,
-																NumericGetDatum(item.val.numeric)));
-				else if (item.type == jbvBool)
-					value = pstrdup(item.val.boolean ? "true" : "false");
-				else
-					ereport(ERROR,
-							(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-							 errmsg("librdkafka property \"%s\" must be a string, number or boolean", key)));
-				if (src->nkafka_props == cap)
-				{
-					cap *= 2;
-					src->kafka_keys = repalloc(src->kafka_keys, sizeof(char *) * cap);
-					src->kafka_values = repalloc(src->kafka_values, sizeof(char *) * cap);
-				}
-				src->kafka_keys[src->nkafka_props] = key;
-				src->kafka_values[src->nkafka_props] = value;
-				src->nkafka_props++;
-			}
-		}
-	}
 }
 
 /*

@@ -175,13 +175,7 @@ source_register(const char *name, const char *kind, const char *brokers, const c
 {
 	StringInfoData sql;
 	int32		source_id;
-	bool		isnull;
 	Oid			relid;
-	RoleSwitch	role;
-	Oid			argtypes[11] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, OIDOID,
-	TEXTOID, OIDOID, TEXTOID, TEXTOID};
-	Datum		args[11];
-	char		nulls[11];
 	ListCell   *lt,
 			   *lm,
 			   *ln;
@@ -201,34 +195,8 @@ source_register(const char *name, const char *kind, const char *brokers, const c
 	name = catalog_new_name(name, "source");
 
 	/* the catalog row first: the view's body needs the source id */
-	memset(nulls, ' ', sizeof(nulls));
-	args[0] = CStringGetTextDatum(name);
-	args[1] = brokers ? CStringGetTextDatum(brokers) : (Datum) 0;
-	nulls[1] = brokers ? ' ' : 'n';
-	args[2] = topic ? CStringGetTextDatum(topic) : (Datum) 0;
-	nulls[2] = topic ? ' ' : 'n';
-	args[3] = CStringGetTextDatum(format);
-	args[4] = CStringGetTextDatum(columns);
-	args[5] = JsonbPGetDatum(options);
-	args[6] = ObjectIdGetDatum(GetUserId());
-	args[7] = CStringGetTextDatum(kind);
-	args[8] = ObjectIdGetDatum(table);
-	nulls[8] = OidIsValid(table) ? ' ' : 'n';
-	args[9] = slot_name ? CStringGetTextDatum(slot_name) : (Datum) 0;
-	nulls[9] = slot_name ? ' ' : 'n';
-	args[10] = CStringGetTextDatum(parsed.timezone);
-	catalog_enter(&role);
-	if (SPI_execute_with_args("INSERT INTO streamwin.source_catalog "
-							  "(name, relation, kind, brokers, topic, format, columns, options, owner, "
-							  " source_table, slot_name) "
-							  "VALUES ($1, 0, $8, $2, $3, $4, $5, "
-							  "$6 OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object('timezone', $11), $7, $9, $10) "
-							  "RETURNING source_id",
-							  11, argtypes, args, nulls, false, 1) != SPI_OK_INSERT_RETURNING)
-		elog(ERROR, "could not insert into streamwin.source_catalog");
-	source_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
-											SPI_tuptable->tupdesc, 1, &isnull));
-	catalog_leave(&role);
+	source_id = catalog_insert_source(name, kind, brokers, topic, format, columns, options,
+									  parsed.timezone, table, slot_name);
 
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "CREATE VIEW %s AS SELECT * FROM streamwin.source_rows(%d) AS s(",
@@ -247,15 +215,7 @@ source_register(const char *name, const char *kind, const char *brokers, const c
 
 	relid = RangeVarGetRelid(makeRangeVarFromNameList(stringToQualifiedNameList(name)),
 							 NoLock, false);
-	argtypes[0] = OIDOID;
-	argtypes[1] = INT4OID;
-	args[0] = ObjectIdGetDatum(relid);
-	args[1] = Int32GetDatum(source_id);
-	catalog_enter(&role);
-	if (SPI_execute_with_args("UPDATE streamwin.source_catalog SET relation = $1 WHERE source_id = $2",
-							  2, argtypes, args, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "could not update streamwin.source_catalog");
-	catalog_leave(&role);
+	catalog_set_source_relation(source_id, relid);
 	return relid;
 }
 
@@ -268,44 +228,22 @@ streamwin_drop_source(PG_FUNCTION_ARGS)
 {
 	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	SourceInfo *src;
-	RoleSwitch	role;
-	Oid			argtypes[1] = {INT4OID};
-	Datum		args[1];
+	char	   *readers;
 
 	SPI_connect();
 	src = catalog_get_source(name, false);
 	catalog_check_owner(src->owner, "source", name);
-
-	args[0] = Int32GetDatum(src->source_id);
-	catalog_enter(&role);
-	if (SPI_execute_with_args("SELECT string_agg(q.name, ', ' ORDER BY q.name) "
-							  "FROM streamwin.query_catalog q WHERE q.query_id IN "
-							  "(SELECT query_id FROM streamwin.query_sources WHERE source_id = $1)",
-							  1, argtypes, args, NULL, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read streamwin.query_catalog");
-	{
-		bool		isnull;
-		Datum		users = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-
-		if (!isnull)
-			ereport(ERROR,
-					(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
-					 errmsg("cannot drop source \"%s\" because queries read it", name),
-					 errdetail("Queries reading the source: %s.", TextDatumGetCString(users)),
-					 errhint("Drop those queries first with streamwin.drop_query().")));
-	}
+	readers = catalog_source_readers(src->source_id);
+	if (readers != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
+				 errmsg("cannot drop source \"%s\" because queries read it", name),
+				 errdetail("Queries reading the source: %s.", readers),
+				 errhint("Drop those queries first with streamwin.drop_query().")));
 	/* e.g. a table source's slot goes when the drop commits */
 	if (source_ops(src)->dropped)
 		source_ops(src)->dropped(src);
-	if (SPI_execute_with_args("DELETE FROM streamwin.source_catalog WHERE source_id = $1",
-							  1, argtypes, args, NULL, false, 0) != SPI_OK_DELETE)
-		elog(ERROR, "could not delete from streamwin.source_catalog");
-	argtypes[0] = TEXTOID;
-	args[0] = CStringGetTextDatum(src->name);
-	if (SPI_execute_with_args("DELETE FROM streamwin.dead_letter_log WHERE source = $1",
-							  1, argtypes, args, NULL, false, 0) != SPI_OK_DELETE)
-		elog(ERROR, "could not delete the dead letters of source \"%s\"", name);
-	catalog_leave(&role);
+	catalog_delete_source(src);
 
 	/* the view may already be gone if the user dropped it by hand */
 	if (get_rel_name(src->relation) != NULL)
@@ -316,10 +254,20 @@ streamwin_drop_source(PG_FUNCTION_ARGS)
 
 /* --- the source interface ------------------------------------------------ */
 
+/* Every kind of source; a new kind is one file and one line here. */
+static const SourceOps *const source_kinds[] = {
+	&kafka_source_ops,
+	&table_source_ops,
+};
+
 const SourceOps *
 source_ops(const SourceInfo *src)
 {
-	return src->kind == SOURCE_TABLE ? &table_source_ops : &kafka_source_ops;
+	for (int i = 0; i < (int) lengthof(source_kinds); i++)
+		if (strcmp(source_kinds[i]->kind, src->kind) == 0)
+			return source_kinds[i];
+	elog(ERROR, "streamwin: source \"%s\" is of unknown kind \"%s\"", src->name, src->kind);
+	pg_unreachable();
 }
 
 SourceReader *

@@ -124,6 +124,9 @@ typedef struct SourceOps
 {
 	const char *kind;			/* source_catalog.kind */
 
+	/* reset_query's hint: the starting_offsets a source of this kind takes */
+	const char *reset_hint;
+
 	/*
 	 * Does every fetch read from the oldest position any query of the source
 	 * keeps, which for a query with state is its checkpoint's?  (A table

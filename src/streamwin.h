@@ -48,33 +48,32 @@ typedef enum OutputMode
 #define START_EARLIEST	(-2)
 #define START_LATEST	(-1)
 
-typedef enum SourceKind
-{
-	SOURCE_KAFKA,				/* a Kafka topic */
-	SOURCE_TABLE				/* the rows inserted into a table */
-} SourceKind;
-
+/*
+ * A source, as its catalog row (streamwin.source_catalog) says.  Its kind
+ * (source.h: SourceOps) reads the columns and options that are its own:
+ * brokers and topic, or the table and its slot, and the options only it
+ * knows (kafka_source.c, table_reader.c).
+ */
 typedef struct SourceInfo
 {
 	int32		source_id;
 	char	   *name;
-	SourceKind	kind;
+	const char *kind;			/* source_catalog.kind: SourceOps.kind */
 	Oid			relation;		/* the source's view */
-	char	   *brokers;		/* Kafka only */
-	char	   *topic;			/* Kafka only */
-	Oid			source_table;	/* table sources: the table read */
-	char	   *slot_name;		/* table sources: its replication slot */
-	SourceFormat format;		/* Kafka only */
 	Oid			owner;
-	/* parsed options */
+	/* the catalog row's columns of one kind or another (NULL: not its) */
+	char	   *brokers;
+	char	   *topic;
+	Oid			source_table;
+	char	   *slot_name;
+	char	   *format;			/* of its messages ("row": a table's rows) */
+	Jsonb	   *options;		/* as given, with "timezone" made explicit */
+	void	   *kind_options;	/* the options only its kind knows, parsed
+								 * by the kind on first use */
+	/* the options every kind has (options.c) */
 	int64		starting_offset;	/* START_EARLIEST or START_LATEST */
 	int32		max_records_per_batch;
 	const char *timezone;		/* the zone of batches (option "timezone") */
-	int			npartitions;	/* 0 = every partition of the topic */
-	int32	   *partitions;
-	int			nkafka_props;
-	const char **kafka_keys;
-	const char **kafka_values;
 	/* option "metadata": columns filled from the message, not its payload */
 	int			nmetadata;
 	const char **metadata_columns;

@@ -40,7 +40,6 @@
 #include "runner_cache.h"
 #include "catalog.h"
 #include "launcher.h"
-#include "progress.h"
 #include "worker.h"
 
 #define BACKOFF_MIN_MS	1000L
@@ -113,7 +112,7 @@ record_failure_in_transaction(void *arg)
 {
 	FailureRecord *f = (FailureRecord *) arg;
 
-	progress_record_failure(f->query_id, f->message);
+	catalog_record_failure(f->query_id, f->message);
 }
 
 /* Record a failure on the query, in a transaction of its own. */
@@ -305,7 +304,7 @@ streamwin_worker_main(Datum main_arg)
 
 				/* an empty batch records no progress: clear a failure here */
 				if (!known_ok)
-					progress_clear_failure(query_id);
+					catalog_clear_failure(query_id);
 				/* a backlog, or a crash replay: go on without waiting */
 				full = stats.full || stats.replayed;
 				PopActiveSnapshot();

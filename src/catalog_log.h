@@ -1,0 +1,68 @@
+/*-------------------------------------------------------------------------
+ *
+ * catalog_log.h
+ *	  What users read of batches and rejected rows, in streamwin's catalog
+ *	  (catalog_log.c): progress_log (a row per batch, which crash recovery
+ *	  also replays from), dead_letter_log and late_row_log.
+ *
+ * Functions run inside a transaction; each connects to SPI itself.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef STREAMWIN_CATALOG_LOG_H
+#define STREAMWIN_CATALOG_LOG_H
+
+#include "datatype/timestamp.h"
+
+/* A batch's progress row, as streamwin.progress shows it. */
+typedef struct ProgressRow
+{
+	const char *query;
+	int64		batch_id;
+	TimestampTz started_at;
+	double		duration_ms;
+	int64		input_rows;
+	double		input_rows_per_second;
+	double		processed_rows_per_second;
+	int64		late_rows;
+	int64		duplicates;
+	int64		dead_letters;
+	int64		state_rows;
+	bool		has_watermark;
+	TimestampTz watermark;
+	const char *offsets_json;
+	const char *missing_keys_json;	/* or NULL */
+} ProgressRow;
+
+/*
+ * Insert a batch's progress row, and delete the query's rows more than
+ * retention batches old, but none after its last checkpoint (recovery
+ * replays those).
+ */
+extern void catalog_log_progress(const ProgressRow *row, int retention);
+
+/*
+ * The watermark of a query at the end of batch_id: the checkpoint's, if
+ * batch_id is its checkpoint's, else its progress row's.  False: none.
+ */
+extern bool catalog_recorded_watermark(int32 query_id, int64 batch_id, TimestampTz *wm);
+
+/*
+ * A column of the progress row of batch batch_id (offsets, started_at), not
+ * NULL in any row, in CurrentMemoryContext; false if there is no such row.
+ */
+extern bool catalog_progress_column(int32 query_id, int64 batch_id, const char *column,
+									Datum *value);
+
+/*
+ * Rejected rows: dead letters of source `source` (status 'd', details the
+ * errors as text[]), or late rows of query `query` (status 'l', details
+ * their event times as timestamptz[], that missed watermark); parts,
+ * offsets and payloads are int4[], int8[] and bytea[] of the same length.
+ * Each is kept once per position, however many queries read it.
+ */
+extern void catalog_log_rejected(char status, const char *query, const char *source,
+								 Datum parts, Datum offsets, Datum payloads, Datum details,
+								 TimestampTz watermark);
+
+#endif							/* STREAMWIN_CATALOG_LOG_H */
