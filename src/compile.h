@@ -20,6 +20,10 @@
  *						the statements of its state
  *	compile_tables.c	the query's result, state and transform tables
  *
+ * Below them all, compile_sql.c (compile_sql.h): refuse(), the names of
+ * streamwin's own columns, column and type lists, and the query's tables
+ * in schema streamwin; it calls none of the files above.
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef STREAMWIN_COMPILE_H
@@ -121,8 +125,6 @@ typedef struct Compiled
 } Compiled;
 
 /* compile_shape.c */
-extern void refuse(const char *msg, const char *detail, const char *hint) pg_attribute_noreturn();
-extern Oid	streamwin_func_oid(const char *name, int nargs, Oid *argtypes);
 extern void check_window_arguments(SelectStmt *stmt, const char *query_text);
 extern bool rewrite_hop(SelectStmt *stmt);
 extern Query *rewrite_batch_time(Query *q);
@@ -148,7 +150,6 @@ extern void partial_input_columns(PartialCol *p, int i, List **tlist, AttrNumber
 								  List **taken, const char **arg, const char **filter);
 
 /* compile_window.c */
-extern char *group_columns(Compiled *c, const char *prefix);
 extern char *result_list(Compiled *c, bool final);
 extern char *result_upsert(Compiled *c);
 extern void emit_statements(Compiled *c, const char *rname, const char *sname, OutputMode mode,
@@ -160,7 +161,6 @@ extern void store_statements(Compiled *c, Oid result, Oid state, int32 query_id,
 extern void store_plan(Compiled *c, StringInfo plan);
 
 /* compile_session.c */
-extern char *keys_list(Compiled *c, const char *prefix);
 extern void session_statements(Compiled *c, Oid result, Oid state, OutputMode mode,
 							   StringInfo plan);
 extern char *session_store_groups_sql(Compiled *c);
@@ -179,10 +179,6 @@ extern char *join_pairs_sql(Compiled *c, Query *q);
 extern void join_statements(Compiled *c, StringInfo plan);
 
 /* compile_tables.c */
-extern char *internal_name(List **taken, const char *base, const char *tail);
-extern char *column_type_sql(Oid type, int32 typmod, Oid collation);
-extern char *state_column_defs(Compiled *c);
-extern Oid	create_query_table(const char *name, const char *create_sql, const char *index_sql);
 extern Oid	create_result_table(Compiled *c, const char *name);
 extern Oid	create_state_table(Compiled *c, int32 query_id);
 extern Oid	create_transform_table(Compiled *c, const char *name, StringInfo plan);

@@ -31,6 +31,7 @@
 
 #include "aggregate_state.h"
 #include "compile.h"
+#include "compile_sql.h"
 
 
 static char *

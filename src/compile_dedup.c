@@ -21,6 +21,7 @@
 
 #include "checkpoint.h"
 #include "compile.h"
+#include "compile_sql.h"
 #include "statements.h"
 #include "source.h"
 #include "spi_util.h"

@@ -54,6 +54,7 @@
 #include "catalog.h"
 #include "checkpoint.h"
 #include "compile.h"
+#include "compile_sql.h"
 #include "options.h"
 #include "spi_util.h"
 

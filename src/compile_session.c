@@ -15,6 +15,7 @@
 #include "utils/lsyscache.h"
 
 #include "compile.h"
+#include "compile_sql.h"
 #include "statements.h"
 #include "spi_util.h"
 
@@ -71,19 +72,6 @@ keys_any_null(Compiled *c, const char *a)
 		appendStringInfo(&buf, "%s%s.%s IS NULL", buf.len ? " OR " : "(", a, n);
 	}
 	appendStringInfoChar(&buf, ')');
-	return buf.data;
-}
-
-/* "k1, k2, " (note the trailing separator), or "" without keys */
-char *
-keys_list(Compiled *c, const char *prefix)
-{
-	StringInfoData buf;
-	ListCell   *lc;
-
-	initStringInfo(&buf);
-	foreach(lc, c->keys)
-		appendStringInfo(&buf, "%s%s, ", prefix, quote_identifier(((KeyCol *) lfirst(lc))->name));
 	return buf.data;
 }
 

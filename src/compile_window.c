@@ -24,6 +24,7 @@
 #include "utils/regproc.h"
 
 #include "compile.h"
+#include "compile_sql.h"
 #include "statements.h"
 #include "spi_util.h"
 
@@ -365,29 +366,6 @@ store_rows_query_sql(Compiled *c)
 	appendStringInfoString(&sql, keys_list(c, ""));
 	appendStringInfo(&sql, "%s FROM (%s) AS r", parts.data + 2, deparse_query_qualified(rq));
 	return sql.data;
-}
-
-/* "window_start, key1, key2": the conflict target of state and result. */
-char *
-group_columns(Compiled *c, const char *prefix)
-{
-	StringInfoData buf;
-	ListCell   *lc;
-	bool		first = true;
-
-	initStringInfo(&buf);
-	if (c->window)
-	{
-		appendStringInfo(&buf, "%swindow_start", prefix);
-		first = false;
-	}
-	foreach(lc, c->keys)
-	{
-		appendStringInfo(&buf, "%s%s%s", first ? "" : ", ", prefix,
-						 quote_identifier(((KeyCol *) lfirst(lc))->name));
-		first = false;
-	}
-	return buf.data;
 }
 
 /*

@@ -56,6 +56,7 @@
 #include "catalog.h"
 #include "checkpoint.h"
 #include "compile.h"
+#include "compile_sql.h"
 #include "launcher.h"
 #include "options.h"
 #include "source.h"
