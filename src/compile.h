@@ -20,7 +20,9 @@
  *						the statements of its state
  *	compile_tables.c	the query's result, state and transform tables
  *
- * Below them all, compile_sql.c (compile_sql.h): refuse(), the names of
+ * The window and session compilers write results with compile_result.c:
+ * the result's column lists, its upsert, the statements of each output
+ * mode.  Below them all, compile_sql.c (compile_sql.h): refuse(), the names of
  * streamwin's own columns, column and type lists, and the query's tables
  * in schema streamwin; it calls none of the files above.
  *
@@ -150,10 +152,6 @@ extern void partial_input_columns(PartialCol *p, int i, List **tlist, AttrNumber
 								  List **taken, const char **arg, const char **filter);
 
 /* compile_window.c */
-extern char *result_list(Compiled *c, bool final);
-extern char *result_upsert(Compiled *c);
-extern void emit_statements(Compiled *c, const char *rname, const char *sname, OutputMode mode,
-							StringInfo plan);
 extern void aggregate_statements(Compiled *c, Oid result, Oid state, OutputMode mode,
 								 StringInfo plan);
 extern void store_statements(Compiled *c, Oid result, Oid state, int32 query_id,

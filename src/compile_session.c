@@ -15,6 +15,7 @@
 #include "utils/lsyscache.h"
 
 #include "compile.h"
+#include "compile_result.h"
 #include "compile_sql.h"
 #include "statements.h"
 #include "spi_util.h"
