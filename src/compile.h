@@ -151,19 +151,6 @@ extern const char *row_partial_sql(PartialCol *p, const char *arg, const char *f
 extern void partial_input_columns(PartialCol *p, int i, List **tlist, AttrNumber *resno,
 								  List **taken, const char **arg, const char **filter);
 
-/* compile_window.c */
-extern void aggregate_statements(Compiled *c, Oid result, Oid state, OutputMode mode,
-								 StringInfo plan);
-extern void store_statements(Compiled *c, Oid result, Oid state, int32 query_id,
-							 OutputMode mode, StringInfo plan);
-extern void store_plan(Compiled *c, StringInfo plan);
-
-/* compile_session.c */
-extern void session_statements(Compiled *c, Oid result, Oid state, OutputMode mode,
-							   StringInfo plan);
-extern char *session_store_groups_sql(Compiled *c);
-extern char *session_store_delete_sql(Compiled *c, const char *rname, int32 query_id);
-
 /* compile_dedup.c */
 extern Expr *source_column_expr(Compiled *c, const char *name);
 extern List *dedup_key_names(Compiled *c, ArrayType *arr);

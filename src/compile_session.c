@@ -16,6 +16,7 @@
 
 #include "compile.h"
 #include "compile_result.h"
+#include "compile_session.h"
 #include "compile_sql.h"
 #include "statements.h"
 #include "spi_util.h"
