@@ -14,12 +14,12 @@
 #include "utils/json.h"
 #include "utils/lsyscache.h"
 
-#include "compile.h"
+#include "compile_aggregate.h"
 #include "compile_result.h"
 #include "compile_session.h"
 #include "compile_sql.h"
-#include "statements.h"
 #include "spi_util.h"
+#include "statements.h"
 
 /* a stored session s and a batch's session b overlap in time */
 #define SESSIONS_OVERLAP "s.window_start < b.window_end AND b.window_start < s.window_end"

@@ -30,7 +30,8 @@
 
 #include "batch_input.h"
 #include "catalog.h"
-#include "compile.h"
+#include "compile_aggregate.h"
+#include "compile_shape.h"
 #include "compile_sql.h"
 #include "spi_util.h"
 #include "window.h"

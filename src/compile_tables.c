@@ -3,7 +3,8 @@
  * compile_tables.c
  *	  The tables of a continuous query: its result table (the user's, in
  *	  the query's schema, owned by its creator) and its UNLOGGED state
- *	  table (in schema streamwin).
+ *	  table (in schema streamwin); and a transform's result table with the
+ *	  statement that appends to it (over a join's pairs, compile_join.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -20,10 +21,12 @@
 #include "utils/ruleutils.h"
 #include "utils/varlena.h"
 
-#include "compile.h"
+#include "compile_join.h"
+#include "compile_shape.h"
 #include "compile_sql.h"
-#include "statements.h"
+#include "compile_tables.h"
 #include "spi_util.h"
+#include "statements.h"
 
 
 /* Column definitions of window and group keys, for result and state tables. */

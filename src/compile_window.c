@@ -3,7 +3,9 @@
  * compile_window.c
  *	  The statements of an aggregation over tumbling or hopping windows, or
  *	  without a window: merge each batch's partial aggregates into the
- *	  state, and emit, evict or rewrite results by output mode.
+ *	  state, and emit, evict or rewrite results by output mode
+ *	  (compile_result.c); and the batch's groups and rows that a state
+ *	  store takes instead (compile_store.c).
  *
  * The batch statement embeds the user's query, its target list replaced by
  * window start, group keys and partial aggregates, deparsed into fully
@@ -21,12 +23,13 @@
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 
-#include "compile.h"
+#include "compile_aggregate.h"
+#include "compile_join.h"
 #include "compile_result.h"
 #include "compile_sql.h"
 #include "compile_window.h"
-#include "statements.h"
 #include "spi_util.h"
+#include "statements.h"
 
 /* Mutator context of hop_without_srf: the Var of a window start, and what replaces it. */
 typedef struct HopVarReplace
