@@ -139,6 +139,7 @@ typedef struct KeptDecoding
 } KeptDecoding;
 
 static KeptDecoding *kept = NULL;
+static bool kept_callback_registered = false;
 
 /*
  * Forget a decoding context without calling into the decoding machinery
@@ -172,7 +173,7 @@ table_fetch_release(void)
 }
 
 /* At abort: the kept context is abandoned, whatever state it is in. */
-void
+static void
 kept_decoding_abort(void)
 {
 	KeptDecoding *k = kept;
@@ -182,6 +183,36 @@ kept_decoding_abort(void)
 	kept = NULL;
 	discard_decoding(k->ctx, k->cxt, k->acquired);
 	pfree(k);
+}
+
+static void
+kept_decoding_xact_callback(XactEvent event, void *arg)
+{
+	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
+		kept_decoding_abort();
+}
+
+/*
+ * Keep ctx, read in memory context cxt, for the next fetch, which must
+ * start at resume; an abort before then abandons it
+ * (kept_decoding_xact_callback, registered once per process).
+ */
+static void
+keep_decoding(const char *slot_name, LogicalDecodingContext *ctx, MemoryContext cxt,
+			  bool acquired, TablePosition resume, int fetches)
+{
+	kept = MemoryContextAllocZero(TopMemoryContext, sizeof(KeptDecoding));
+	strlcpy(kept->slot_name, slot_name, NAMEDATALEN);
+	kept->ctx = ctx;
+	kept->cxt = cxt;
+	kept->acquired = acquired;
+	kept->resume = resume;
+	kept->fetches = fetches;
+	if (!kept_callback_registered)
+	{
+		RegisterXactCallback(kept_decoding_xact_callback, NULL);
+		kept_callback_registered = true;
+	}
 }
 
 /* Decode from the slot's restart point; st == NULL: fast-forward only. */
@@ -311,15 +342,10 @@ decode_pass(const char *slot_name, TablePosition start, FetchState *st,
 		if (st != NULL && st->may_keep && st->upto == NULL && st->done && !st->stopping &&
 			(!reuse || fetches_in_row < KEEP_MAX_FETCHES))
 		{
-			kept = MemoryContextAllocZero(TopMemoryContext, sizeof(KeptDecoding));
-			strlcpy(kept->slot_name, slot_name, NAMEDATALEN);
-			kept->ctx = ctx;
-			kept->cxt = dcxt;
-			kept->acquired = acquired;
 			/* the context goes on after the spooled transaction */
-			kept->resume = st->spooling ? spool->after : st->out->end;
-			kept->fetches = reuse ? fetches_in_row + 1 : 1;
-			register_xact_callback();
+			keep_decoding(slot_name, ctx, dcxt, acquired,
+						  st->spooling ? spool->after : st->out->end,
+						  reuse ? fetches_in_row + 1 : 1);
 		}
 		else
 		{

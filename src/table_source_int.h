@@ -25,6 +25,13 @@
  * pg_logical_slot_get_changes() on a streamwin slot is refused, so the
  * slot's position cannot be moved behind streamwin's back.
  *
+ * The files call one another one way: table_fetch.c calls down into
+ * table_plugin.c (the callbacks it hands the decoding, the spool) and
+ * table_slot.c (acquiring and confirming the slot); neither calls back up.
+ * Each cleans up what it owns at abort with a transaction callback of its
+ * own: table_slot.c the slot it creates or drops, table_fetch.c a kept
+ * decoding context.
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef STREAMWIN_TABLE_SOURCE_INT_H
@@ -132,7 +139,6 @@ extern void no_write(LogicalDecodingContext *ctx, XLogRecPtr lsn, TransactionId 
 extern int	allow_own_plugin(void);
 extern void restore_plugin_list(int level);
 extern bool slot_is_ours(const char *slot_name);
-extern void register_xact_callback(void);
 extern bool slot_acquire(const char *slot_name);
 
 /* Raise SWT01 if PostgreSQL invalidated the slot this backend holds. */
@@ -140,7 +146,6 @@ extern void slot_check_valid(XLogRecPtr start_lsn);
 extern void slot_confirm(XLogRecPtr lsn);
 
 /* table_fetch.c */
-extern void kept_decoding_abort(void);
 extern void decode_pass(const char *slot_name, TablePosition start, FetchState *st,
 						XLogRecPtr confirm_upto, XLogRecPtr *end_of_wal, XLogRecPtr *end_read);
 
