@@ -272,7 +272,7 @@ decode_pass(const char *slot_name, TablePosition start, FetchState *st,
 		acquired = slot_acquire(slot_name);
 	PG_TRY();
 	{
-		quiet_decoding = true;
+		decoding_for_fetch = true;
 		if (!reuse)
 			slot_check_valid(start_lsn);
 		if (!reuse && start_lsn < MyReplicationSlot->data.confirmed_flush)
@@ -283,7 +283,6 @@ decode_pass(const char *slot_name, TablePosition start, FetchState *st,
 					 errdetail("Its replication slot \"%s\" starts at %X/%X.", slot_name,
 							   LSN_FORMAT_ARGS(MyReplicationSlot->data.confirmed_flush)),
 					 errhint("Start the query over with streamwin.reset_query(name, 'earliest').")));
-		active_fetch = st;
 		if (!reuse)
 		{
 			/* in memory of its own: the context may outlive this fetch */
@@ -298,6 +297,8 @@ decode_pass(const char *slot_name, TablePosition start, FetchState *st,
 			MemoryContextSwitchTo(cxt);
 			XLogBeginRead(ctx->reader, MyReplicationSlot->data.restart_lsn);
 		}
+		/* the fetch the plugin's callbacks write into (see fetch_of) */
+		ctx->output_plugin_private = st;
 		InvalidateSystemCaches();
 
 		/*
@@ -331,8 +332,8 @@ decode_pass(const char *slot_name, TablePosition start, FetchState *st,
 		if (st == NULL)
 			confirm_upto = *end_read;
 		slot_confirm(confirm_upto);
-		active_fetch = NULL;
-		quiet_decoding = false;
+		ctx->output_plugin_private = NULL;
+		decoding_for_fetch = false;
 
 		/*
 		 * Keep the context if the batch filled up at a transaction boundary
@@ -361,8 +362,7 @@ decode_pass(const char *slot_name, TablePosition start, FetchState *st,
 	{
 		CurrentResourceOwner = owner;
 		MemoryContextSwitchTo(cxt);
-		active_fetch = NULL;
-		quiet_decoding = false;
+		decoding_for_fetch = false;
 		InvalidateSystemCaches();
 		discard_decoding(ctx, dcxt, acquired);
 		if (st != NULL && st->spooling)

@@ -20,10 +20,12 @@
  * and the fetch can stop at a batch boundary inside the WAL stream.
  *
  * The plugin is only ever driven by table_fetch() in the same process:
- * its callbacks write into the fetch in progress (active_fetch, since
- * decoding runs synchronously on this backend's stack).  A walsender or
- * pg_logical_slot_get_changes() on a streamwin slot is refused, so the
- * slot's position cannot be moved behind streamwin's back.
+ * its callbacks write into the fetch in progress, which decode_pass hands
+ * them as the decoding context's output_plugin_private (decoding runs
+ * synchronously on this backend's stack).  A walsender or
+ * pg_logical_slot_get_changes() on a streamwin slot is refused (while no
+ * fetch decodes, decoding_for_fetch is false), so the slot's position
+ * cannot be moved behind streamwin's back.
  *
  * The files call one another one way: table_fetch.c calls down into
  * table_plugin.c (the callbacks it hands the decoding, the spool) and
@@ -43,8 +45,10 @@
 
 #include "table_source.h"
 
-/* The fetch the plugin callbacks write into (NULL outside table_fetch). */
-/* The fetch the plugin callbacks write into (NULL outside table_fetch). */
+/*
+ * A fetch in progress, on table_fetch's stack: what the plugin's callbacks
+ * write into (the decoding context's output_plugin_private).
+ */
 typedef struct FetchState
 {
 	Oid			table;
@@ -71,8 +75,6 @@ typedef struct FetchState
 	bool	   *src_nulls;
 	int			src_natts;
 } FetchState;
-
-extern FetchState *active_fetch;
 
 /*
  * The rest of a transaction larger than a batch, for the batches that
@@ -119,7 +121,7 @@ typedef struct Spool
 extern Spool *spool;
 
 /* table_plugin.c */
-extern bool quiet_decoding;
+extern bool decoding_for_fetch;
 extern void spool_discard(void);
 extern void append_row(FetchState *st, HeapTuple row, XLogRecPtr lsn, int64 index,
 					   TimestampTz commit_time);
