@@ -1,34 +1,50 @@
 /*-------------------------------------------------------------------------
  *
  * compile.h
- *	  The query compiler's own declarations, shared by its files only.
+ *	  What the query compiler knows of a continuous query (Compiled and its
+ *	  parts), shared by the compiler's files only.
  *
- * create_query (query.c) compiles a continuous query in three steps, each
- * in a file of its own:
+ * create_query (query.c) compiles a continuous query with the files below,
+ * one concern each, each declaring what it gives in a header of its own.
+ * They stand in layers: a file calls only files listed after it, never one
+ * before, as PostgreSQL's parser and planner call down into nodes/ and
+ * utils/ and never back up.
  *
+ *	query.c				create_query: parse, analyse and check the query,
+ *						then create its tables, compile its statements and
+ *						write its catalog row
+ *	compile_tables.c	the result and state tables; a transform's result
+ *						table and statement
+ *	compile_store.c		the statements of an aggregation kept in a state
+ *						store, whatever its window
+ *	compile_window.c	the statements of a tumbling or hopping window, or
+ *						of a running aggregate without one
+ *	compile_session.c	the statements of a session window
+ *	compile_join.c		a stream-stream join: its condition, its tables and
+ *						the statements of its state
+ *	compile_dedup.c		event time of a transform, deduplication
  *	compile_shape.c		the raw parse tree (hop() rewritten), now() as the
  *						batch's timestamp, and the checks of the analysed
  *						query: the shapes that can run incrementally, the
  *						source in FROM, the window, the group keys
  *	compile_aggregate.c	each aggregate as partial aggregates merged batch
  *						by batch, and its final value
- *	compile_window.c	the statements of a tumbling or hopping window, or
- *						of a running aggregate without one
- *	compile_session.c	the statements of a session window
- *	compile_dedup.c		event time of a transform, deduplication
- *	compile_join.c		a stream-stream join: its condition, its tables and
- *						the statements of its state
- *	compile_tables.c	the query's result, state and transform tables
+ *	compile_result.c	the result rows written from state rows, by output
+ *						mode
+ *	compile_sql.c		refuse(), the names of streamwin's own columns,
+ *						column and type lists, the query's own tables in
+ *						schema streamwin
+ *
+ * This header holds the types alone, and includes no other of the
+ * compiler's.
  *
  *-------------------------------------------------------------------------
  */
 #ifndef STREAMWIN_COMPILE_H
 #define STREAMWIN_COMPILE_H
 
-#include "lib/stringinfo.h"
 #include "nodes/parsenodes.h"
 #include "nodes/primnodes.h"
-#include "utils/array.h"
 
 #include "join.h"
 #include "state_store.h"
@@ -119,72 +135,5 @@ typedef struct Compiled
 	List	   *state_names;	/* column names of the state table and of the
 								 * batch statements' own rows (internal_name) */
 } Compiled;
-
-/* compile_shape.c */
-extern void refuse(const char *msg, const char *detail, const char *hint) pg_attribute_noreturn();
-extern Oid	streamwin_func_oid(const char *name, int nargs, Oid *argtypes);
-extern void check_window_arguments(SelectStmt *stmt, const char *query_text);
-extern bool rewrite_hop(SelectStmt *stmt);
-extern Query *rewrite_batch_time(Query *q);
-extern Expr *event_time_for_plan(Expr *event_time);
-extern void check_query_shape(Query *q);
-extern void check_from(Compiled *c);
-extern int	expr_source_side(Compiled *c, Node *e);
-extern bool jointree_contains(Node *n, int rtindex);
-extern bool joins_sources(Compiled *c, JoinExpr *j);
-extern void check_time_replayable(Expr *ts, const char *what, const char *must,
-								  const char *could);
-extern void compile_grouping(Compiled *c);
-extern void key_expressions_final(Compiled *c, Oid state);
-extern void check_column_name(List **seen, const char *name, bool windowed);
-
-/* compile_aggregate.c */
-extern void compile_aggregate(Compiled *c, TargetEntry *tle);
-extern char *aggregate_literal(Oid aggfnoid);
-extern const char *merge_sql(PartialCol *p);
-extern const char *merge_agg_sql(PartialCol *p);
-extern const char *row_partial_sql(PartialCol *p, const char *arg, const char *filter);
-extern void partial_input_columns(PartialCol *p, int i, List **tlist, AttrNumber *resno,
-								  List **taken, const char **arg, const char **filter);
-
-/* compile_window.c */
-extern char *group_columns(Compiled *c, const char *prefix);
-extern char *result_list(Compiled *c, bool final);
-extern char *result_upsert(Compiled *c);
-extern void emit_statements(Compiled *c, const char *rname, const char *sname, OutputMode mode,
-							StringInfo plan);
-extern void aggregate_statements(Compiled *c, Oid result, Oid state, OutputMode mode,
-								 StringInfo plan);
-extern void store_statements(Compiled *c, Oid result, Oid state, int32 query_id,
-							 OutputMode mode, StringInfo plan);
-extern void store_plan(Compiled *c, StringInfo plan);
-
-/* compile_session.c */
-extern char *keys_list(Compiled *c, const char *prefix);
-extern void session_statements(Compiled *c, Oid result, Oid state, OutputMode mode,
-							   StringInfo plan);
-extern char *session_store_groups_sql(Compiled *c);
-extern char *session_store_delete_sql(Compiled *c, const char *rname, int32 query_id);
-
-/* compile_dedup.c */
-extern Expr *source_column_expr(Compiled *c, const char *name);
-extern List *dedup_key_names(Compiled *c, ArrayType *arr);
-extern void dedup_statements(Compiled *c, List *keys, int32 query_id, StringInfo plan,
-							 Oid *table_out, Oid *checkpoint_out);
-
-/* compile_join.c */
-extern void compile_join(Compiled *c, OutputMode mode, bool has_watermark, Jsonb *options);
-extern void join_tables(Compiled *c, int32 query_id);
-extern char *join_pairs_sql(Compiled *c, Query *q);
-extern void join_statements(Compiled *c, StringInfo plan);
-
-/* compile_tables.c */
-extern char *internal_name(List **taken, const char *base, const char *tail);
-extern char *column_type_sql(Oid type, int32 typmod, Oid collation);
-extern char *state_column_defs(Compiled *c);
-extern Oid	create_query_table(const char *name, const char *create_sql, const char *index_sql);
-extern Oid	create_result_table(Compiled *c, const char *name);
-extern Oid	create_state_table(Compiled *c, int32 query_id);
-extern Oid	create_transform_table(Compiled *c, const char *name, StringInfo plan);
 
 #endif							/* STREAMWIN_COMPILE_H */

@@ -30,7 +30,8 @@
 #include "utils/regproc.h"
 
 #include "aggregate_state.h"
-#include "compile.h"
+#include "compile_aggregate.h"
+#include "compile_sql.h"
 
 
 static char *
@@ -105,7 +106,7 @@ add_partial_name(Compiled *c, const char *aggname, const char *suffix, MergeKind
 }
 
 /* 'schema.agg(types)'::pg_catalog.regprocedure: an aggregate named in SQL */
-char *
+static char *
 aggregate_literal(Oid aggfnoid)
 {
 	return psprintf("%s::pg_catalog.regprocedure",

@@ -20,11 +20,12 @@
 #include "utils/ruleutils.h"
 
 #include "checkpoint.h"
-#include "compile.h"
-#include "statements.h"
+#include "compile_dedup.h"
+#include "compile_sql.h"
 #include "source.h"
 #include "spi_util.h"
 #include "state_store.h"
+#include "statements.h"
 
 /* Source side's column of that name, as an expression of the user's query. */
 static Var *

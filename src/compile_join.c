@@ -53,7 +53,9 @@
 
 #include "catalog.h"
 #include "checkpoint.h"
-#include "compile.h"
+#include "compile_join.h"
+#include "compile_shape.h"
+#include "compile_sql.h"
 #include "options.h"
 #include "spi_util.h"
 

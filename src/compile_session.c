@@ -14,9 +14,12 @@
 #include "utils/json.h"
 #include "utils/lsyscache.h"
 
-#include "compile.h"
-#include "statements.h"
+#include "compile_aggregate.h"
+#include "compile_result.h"
+#include "compile_session.h"
+#include "compile_sql.h"
 #include "spi_util.h"
+#include "statements.h"
 
 /* a stored session s and a batch's session b overlap in time */
 #define SESSIONS_OVERLAP "s.window_start < b.window_end AND b.window_start < s.window_end"
@@ -71,19 +74,6 @@ keys_any_null(Compiled *c, const char *a)
 		appendStringInfo(&buf, "%s%s.%s IS NULL", buf.len ? " OR " : "(", a, n);
 	}
 	appendStringInfoChar(&buf, ')');
-	return buf.data;
-}
-
-/* "k1, k2, " (note the trailing separator), or "" without keys */
-char *
-keys_list(Compiled *c, const char *prefix)
-{
-	StringInfoData buf;
-	ListCell   *lc;
-
-	initStringInfo(&buf);
-	foreach(lc, c->keys)
-		appendStringInfo(&buf, "%s%s, ", prefix, quote_identifier(((KeyCol *) lfirst(lc))->name));
 	return buf.data;
 }
 

@@ -30,19 +30,11 @@
 
 #include "batch_input.h"
 #include "catalog.h"
-#include "compile.h"
+#include "compile_aggregate.h"
+#include "compile_shape.h"
+#include "compile_sql.h"
 #include "spi_util.h"
 #include "window.h"
-
-void
-refuse(const char *msg, const char *detail, const char *hint)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-			 errmsg("%s", msg),
-			 detail ? errdetail("%s", detail) : 0,
-			 hint ? errhint("%s", hint) : 0));
-}
 
 /* --- the raw tree --------------------------------------------------------- */
 
@@ -461,13 +453,6 @@ check_joins(Compiled *c, Node *n, int source)
 		check_joins(c, j->larg, source);
 		check_joins(c, j->rarg, source);
 	}
-}
-
-Oid
-streamwin_func_oid(const char *name, int nargs, Oid *argtypes)
-{
-	return LookupFuncName(list_make2(makeString("streamwin"), makeString((char *) name)),
-						  nargs, argtypes, false);
 }
 
 /*

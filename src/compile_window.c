@@ -3,7 +3,9 @@
  * compile_window.c
  *	  The statements of an aggregation over tumbling or hopping windows, or
  *	  without a window: merge each batch's partial aggregates into the
- *	  state, and emit, evict or rewrite results by output mode.
+ *	  state, and emit, evict or rewrite results by output mode
+ *	  (compile_result.c); and the batch's groups and rows that a state
+ *	  store takes instead (compile_store.c).
  *
  * The batch statement embeds the user's query, its target list replaced by
  * window start, group keys and partial aggregates, deparsed into fully
@@ -19,13 +21,15 @@
 #include "optimizer/optimizer.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
-#include "utils/json.h"
 #include "utils/lsyscache.h"
-#include "utils/regproc.h"
 
-#include "compile.h"
-#include "statements.h"
+#include "compile_aggregate.h"
+#include "compile_join.h"
+#include "compile_result.h"
+#include "compile_sql.h"
+#include "compile_window.h"
 #include "spi_util.h"
+#include "statements.h"
 
 /* Mutator context of hop_without_srf: the Var of a window start, and what replaces it. */
 typedef struct HopVarReplace
@@ -149,10 +153,10 @@ hop_without_srf(Compiled *c, Query *pq, int32 n)
  * by merging each pane's group into those windows' groups (merge_receive),
  * which takes a second aggregation out of the statement.  Without panes
  * each row is aggregated once per window (ten times for 10 minutes sliding
- * by 1): bench case 3.
+ * by 1): bench case 3.  Whether this query's windows are such hops.
  */
-static bool
-hop_uses_panes(Compiled *c)
+bool
+window_uses_panes(Compiled *c)
 {
 	return c->window != NULL && strcmp(c->window, "hop") == 0 && c->size_us % c->slide_us == 0;
 }
@@ -247,7 +251,7 @@ partial_query_sql(Compiled *c, bool panes_only)
 		tlist = lappend(tlist, makeTargetEntry(p->expr, resno++, p->name, false));
 	}
 	pq->targetList = tlist;
-	if (!hop_uses_panes(c))
+	if (!window_uses_panes(c))
 	{
 		if (c->window && strcmp(c->window, "hop") == 0)
 			pq = hop_without_srf(c, pq, (int32) ((c->size_us + c->slide_us - 1) / c->slide_us));
@@ -270,6 +274,19 @@ partial_query_sql(Compiled *c, bool panes_only)
 	foreach(lc, c->keys)
 		appendStringInfo(&sql, ", %d", ++group);
 	return sql.data;
+}
+
+/*
+ * window_store_groups_sql
+ *		The batch's groups for a state store to merge (STMT_STORE_GROUPS):
+ *		window_start, keys and partials, one row per group; for hop
+ *		windows from panes, the panes' groups, which the store merges into
+ *		the windows itself.
+ */
+char *
+window_store_groups_sql(Compiled *c)
+{
+	return partial_query_sql(c, true);
 }
 
 
@@ -311,18 +328,21 @@ partial_folds_by_row(PartialCol *p)
 }
 
 /*
- * The batch's rows for a state store to aggregate itself (STMT_STORE_BATCH_ROWS):
- * window_start, keys, then each partial as it is for that row alone
- * (row_partial_sql), in the order the batch holds the rows; the same
- * columns as STMT_STORE_GROUPS.  The store folds each row into its group
- * and merges what a group's rows make into the group once, so the result
- * is the one the partial aggregation gives (see merge_receive), without a
- * hash table of the batch's groups besides the store's own.  NULL where
- * that cannot hold: a join, a hop or session window (a row in several
- * groups, or groups that merge), or a partial that does not fold by row.
+ * window_store_rows_sql
+ *		The batch's rows for a state store to aggregate itself
+ *		(STMT_STORE_BATCH_ROWS): window_start, keys, then each partial as
+ *		it is for that row alone (row_partial_sql), in the order the batch
+ *		holds the rows; the same columns as STMT_STORE_GROUPS.
+ *
+ * The store folds each row into its group and merges what a group's rows
+ * make into the group once, so the result is the one the partial
+ * aggregation gives (see merge_receive), without a hash table of the
+ * batch's groups besides the store's own.  NULL where that cannot hold: a
+ * join, a hop or session window (a row in several groups, or groups that
+ * merge), or a partial that does not fold by row.
  */
-static char *
-store_rows_query_sql(Compiled *c)
+char *
+window_store_rows_sql(Compiled *c)
 {
 	Query	   *rq = copyObject(c->query);
 	List	   *tlist;
@@ -365,133 +385,6 @@ store_rows_query_sql(Compiled *c)
 	appendStringInfoString(&sql, keys_list(c, ""));
 	appendStringInfo(&sql, "%s FROM (%s) AS r", parts.data + 2, deparse_query_qualified(rq));
 	return sql.data;
-}
-
-/* "window_start, key1, key2": the conflict target of state and result. */
-char *
-group_columns(Compiled *c, const char *prefix)
-{
-	StringInfoData buf;
-	ListCell   *lc;
-	bool		first = true;
-
-	initStringInfo(&buf);
-	if (c->window)
-	{
-		appendStringInfo(&buf, "%swindow_start", prefix);
-		first = false;
-	}
-	foreach(lc, c->keys)
-	{
-		appendStringInfo(&buf, "%s%s%s", first ? "" : ", ", prefix,
-						 quote_identifier(((KeyCol *) lfirst(lc))->name));
-		first = false;
-	}
-	return buf.data;
-}
-
-/*
- * The result table's "window_start, window_end, keys..., aggregates...":
- * as column names, or (final) as the SELECT list computing them from state
- * rows.
- */
-char *
-result_list(Compiled *c, bool final)
-{
-	StringInfoData buf;
-	ListCell   *lc;
-
-	initStringInfo(&buf);
-	if (c->window)
-		appendStringInfoString(&buf, "window_start, window_end, ");
-	foreach(lc, c->keys)
-		appendStringInfo(&buf, "%s, ", quote_identifier(((KeyCol *) lfirst(lc))->name));
-	foreach(lc, c->aggs)
-	{
-		AggCol	   *a = lfirst(lc);
-
-		appendStringInfo(&buf, "%s, ", final ? a->final_sql : quote_identifier(a->name));
-	}
-	buf.data[buf.len -= 2] = '\0';
-	return buf.data;
-}
-
-/* INSERT of the final values of the groups in s, a CTE of state rows, into the result */
-static char *
-result_insert(Compiled *c, const char *rname)
-{
-	return psprintf("INSERT INTO %s AS r (%s) SELECT %s FROM s",
-					rname, result_list(c, false), result_list(c, true));
-}
-
-/* ON CONFLICT clause of a result upsert */
-char *
-result_upsert(Compiled *c)
-{
-	StringInfoData buf;
-	ListCell   *lc;
-
-	initStringInfo(&buf);
-	appendStringInfo(&buf, " ON CONFLICT (%s) ", group_columns(c, ""));
-	if (c->aggs == NIL && c->window == NULL)
-		appendStringInfoString(&buf, "DO NOTHING");
-	else
-	{
-		/* a session's end moves as it grows; other windows' ends are fixed */
-		appendStringInfoString(&buf, "DO UPDATE SET ");
-		if (c->window)
-			appendStringInfoString(&buf, "window_end = EXCLUDED.window_end");
-		foreach(lc, c->aggs)
-		{
-			const char *n = quote_identifier(((AggCol *) lfirst(lc))->name);
-
-			appendStringInfo(&buf, "%s%s = EXCLUDED.%s", buf.data[buf.len - 1] == ' ' ? "" : ", ", n, n);
-		}
-	}
-	return buf.data;
-}
-
-/* The state rows of windows closed by watermark $1. */
-static char *
-close_condition(Compiled *c)
-{
-	if (strcmp(c->window, "session") == 0)
-		return "window_end <= $1";
-	/* window_end = window_start + size: answered by the unique index */
-	return psprintf("window_start <= $1 - '%lld microseconds'::pg_catalog.interval",
-					(long long) c->size_us);
-}
-
-/*
- * What happens to state and results besides merging a batch, by output
- * mode: emit closed windows once (append), evict closed windows (update),
- * rewrite the result (complete); and counting state rows for progress.
- */
-void
-emit_statements(Compiled *c, const char *rname, const char *sname, OutputMode mode,
-				StringInfo plan)
-{
-	if (mode == OUTPUT_APPEND)
-	{
-		char	   *close = psprintf("WITH s AS (DELETE FROM %s WHERE %s RETURNING *) %s",
-									 sname, close_condition(c), result_insert(c, rname));
-
-		plan_add_statement(plan, STMT_CLOSE, psprintf("%s%s", close, result_upsert(c)));
-		/* a window closes once: its rows are new to the result but on replay */
-		plan_add_statement(plan, STMT_CLOSE_INSERT, close);
-	}
-	else if (mode == OUTPUT_UPDATE && c->window)
-	{
-		/* rows are already final in the result: only forget the state */
-		plan_add_statement(plan, STMT_CLOSE, psprintf("DELETE FROM %s WHERE %s", sname, close_condition(c)));
-	}
-	else if (mode == OUTPUT_COMPLETE)
-	{
-		plan_add_statement(plan, STMT_CLEAR, psprintf("DELETE FROM %s", rname));
-		plan_add_statement(plan, STMT_REFRESH, psprintf("INSERT INTO %s (%s) SELECT %s FROM %s",
-														rname, result_list(c, false), result_list(c, true), sname));
-	}
-	plan_add_statement(plan, STMT_STATE_COUNT, psprintf("SELECT pg_catalog.count(*) FROM %s", sname));
 }
 
 /*
@@ -571,7 +464,7 @@ batch_merge_sql(Compiled *c, const char *rname, const char *sname, OutputMode mo
 
 	if (mode != OUTPUT_UPDATE)
 		return merge;
-	return psprintf("WITH s AS (%s RETURNING s.*) %s%s", merge, result_insert(c, rname), result_upsert(c));
+	return psprintf("WITH s AS (%s RETURNING s.*) %s%s", merge, results_from_state_sql(c, rname), result_upsert(c));
 }
 
 /* The statements of an aggregation, stored in query_catalog.plan. */
@@ -601,225 +494,11 @@ aggregate_statements(Compiled *c, Oid result, Oid state, OutputMode mode, String
 	 */
 	if (mode == OUTPUT_UPDATE)
 	{
-		char	   *insert = result_insert(c, rname);
+		char	   *insert = results_from_state_sql(c, rname);
 
 		plan_add_statement(plan, STMT_BATCH_INSERT, psprintf("WITH s AS (%s RETURNING s.*, s.xmax), "
 															 "n AS (%s WHERE xmax = 0) %s WHERE xmax <> 0%s",
 															 merge, insert, insert, result_upsert(c)));
 	}
 	emit_statements(c, rname, sname, mode, plan);
-}
-
-/*
- * "window_start, window_end, k, (final) AS n, ...": the result's row of a
- * state row, each column under its name.
- */
-static char *
-result_select(Compiled *c)
-{
-	StringInfoData buf;
-	ListCell   *lc;
-
-	initStringInfo(&buf);
-	if (c->window)
-		appendStringInfoString(&buf, "s.window_start, s.window_end, ");
-	foreach(lc, c->keys)
-		appendStringInfo(&buf, "s.%s, ", quote_identifier(((KeyCol *) lfirst(lc))->name));
-	foreach(lc, c->aggs)
-	{
-		AggCol	   *a = lfirst(lc);
-
-		appendStringInfo(&buf, "%s AS %s, ", a->final_sql, quote_identifier(a->name));
-	}
-	buf.data[buf.len -= 2] = '\0';
-	return buf.data;
-}
-
-/*
- * The INSERT into the result of the final values of store_rows(query_id,
- * which), which returns them in the order of the result's unique index
- * (sort_rows in state_store.c).
- */
-static char *
-store_insert(Compiled *c, const char *rname, int32 query_id, const char *which)
-{
-	return psprintf("INSERT INTO %s AS r (%s) SELECT %s FROM streamwin.store_rows(%d, '%s') AS s(%s)",
-					rname, result_list(c, false), result_select(c), query_id, which,
-					state_column_defs(c));
-}
-
-/*
- * The same rows as store_insert(), the SELECT alone: its columns are named
- * as the result's, for result_insert_receiver() to write.
- */
-static char *
-store_select(Compiled *c, int32 query_id, const char *which)
-{
-	return psprintf("SELECT %s FROM streamwin.store_rows(%d, '%s') AS s(%s)",
-					result_select(c), query_id, which, state_column_defs(c));
-}
-
-/* " RETURNING r.window_start, r.k, ..., r.ctid": where each group's row went */
-static char *
-returning_locations(Compiled *c)
-{
-	return psprintf(" RETURNING %s, r.ctid", group_columns(c, "r."));
-}
-
-/*
- * The statements of an aggregation kept in a state store (state_store.h):
- * the batch's groups with their partial aggregates, and the result rows
- * written from the store's groups.  The store merges the groups; these
- * write only what the output mode writes, from streamwin.store_rows(), the
- * groups the store chose for each.  The statements of
- * aggregate_statements() stay in the plan for when the state does not fit
- * in memory, with the index they need.
- */
-void
-store_statements(Compiled *c, Oid result, Oid state, int32 query_id, OutputMode mode,
-				 StringInfo plan)
-{
-	char	   *rname = qualified_relname(result);
-	char	   *index_name = psprintf("%s_groups", get_rel_name(state));
-	char	   *end_index_name = psprintf("%s_ends", get_rel_name(state));
-	bool		session = c->window != NULL && strcmp(c->window, "session") == 0;
-	char	   *rows_sql;
-
-	plan_add_statement(plan, STMT_STORE_GROUPS,
-					   session ? session_store_groups_sql(c) : partial_query_sql(c, true));
-	if ((rows_sql = store_rows_query_sql(c)) != NULL)
-		plan_add_statement(plan, STMT_STORE_BATCH_ROWS, rows_sql);
-	if (c->join != NULL && c->join->preserved >= 0)
-	{
-		c->join->unmatched_pass = true;
-		plan_add_statement(plan, STMT_JOIN_UNMATCHED_GROUPS, partial_query_sql(c, true));
-		c->join->unmatched_pass = false;
-	}
-	if (mode == OUTPUT_UPDATE)
-	{
-		StringInfoData update;
-		ListCell   *lc;
-		List	   *taken = NIL;
-		const char *tid;
-
-		/* the row location's column, named apart from the result's */
-		if (c->window)
-			taken = list_make2("window_start", "window_end");
-		foreach(lc, c->keys)
-			taken = lappend(taken, ((KeyCol *) lfirst(lc))->name);
-		foreach(lc, c->aggs)
-			taken = lappend(taken, ((AggCol *) lfirst(lc))->name);
-		tid = quote_identifier(internal_name(&taken, "__streamwin_tid", ""));
-
-		/*
-		 * Rows new to the result are not asked where they went: many are
-		 * written once (the windows of a backlog read as a time slice), and a
-		 * group written again learns it from the upsert.
-		 */
-		plan_add_statement(plan, STMT_STORE_INSERT, store_insert(c, rname, query_id, "insert"));
-		plan_add_statement(plan, STMT_STORE_INSERT_ROWS, store_select(c, query_id, "insert"));
-		plan_add_statement(plan, STMT_STORE_UPSERT,
-						   psprintf("%s%s%s", store_insert(c, rname, query_id, "upsert"),
-									result_upsert(c), returning_locations(c)));
-
-		/*
-		 * By location: a join with a TID scan of the result, checking that
-		 * the row there is still the group's (a user's VACUUM FULL or CLUSTER
-		 * moves rows, and a deleted row's place may hold another); a group
-		 * whose row is not there is written by the upsert instead.
-		 */
-		initStringInfo(&update);
-		appendStringInfo(&update, "UPDATE %s AS r SET ", rname);
-		if (c->window)
-			appendStringInfoString(&update, "window_end = f.window_end, ");
-		foreach(lc, c->aggs)
-		{
-			const char *n = quote_identifier(((AggCol *) lfirst(lc))->name);
-
-			appendStringInfo(&update, "%s = f.%s, ", n, n);
-		}
-		update.data[update.len -= 2] = '\0';
-		appendStringInfo(&update, " FROM (SELECT s.%s, %s FROM %s) AS f WHERE r.ctid = f.%s",
-						 tid, result_select(c),
-						 psprintf("streamwin.store_rows(%d, 'update') AS s(%s pg_catalog.tid, %s)",
-								  query_id, tid, state_column_defs(c)),
-						 tid);
-		if (c->window)
-			appendStringInfoString(&update, " AND r.window_start = f.window_start");
-		foreach(lc, c->keys)
-		{
-			const char *n = quote_identifier(((KeyCol *) lfirst(lc))->name);
-
-			appendStringInfo(&update, " AND r.%s IS NOT DISTINCT FROM f.%s", n, n);
-		}
-		appendStringInfoString(&update, returning_locations(c));
-		plan_add_statement(plan, STMT_STORE_UPDATE, update.data);
-		if (session)
-			plan_add_statement(plan, STMT_STORE_DELETE,
-							   session_store_delete_sql(c, rname, query_id));
-	}
-	else if (mode == OUTPUT_APPEND)
-	{
-		plan_add_statement(plan, STMT_STORE_CLOSE, store_insert(c, rname, query_id, "closed"));
-		plan_add_statement(plan, STMT_STORE_CLOSE_ROWS, store_select(c, query_id, "closed"));
-		plan_add_statement(plan, STMT_STORE_CLOSE_UPSERT,
-						   psprintf("%s%s", store_insert(c, rname, query_id, "closed"),
-									result_upsert(c)));
-	}
-	else
-		plan_add_statement(plan, STMT_STORE_REFRESH, store_insert(c, rname, query_id, "all"));
-
-	/*
-	 * The indexes of the SQL statements (see create_state_table): a session
-	 * is looked up by key (its start and end move), and closed by its end.
-	 */
-	plan_add_statement(plan, STMT_STATE_INDEX,
-					   psprintf("CREATE UNIQUE INDEX IF NOT EXISTS %s ON %s (%s) NULLS NOT DISTINCT",
-								quote_identifier(index_name), qualified_relname(state),
-								session ? psprintf("%swindow_start", keys_list(c, "")) :
-								group_columns(c, "")));
-	if (session)
-		plan_add_statement(plan, STMT_STATE_END_INDEX,
-						   psprintf("CREATE INDEX IF NOT EXISTS %s ON %s (window_end)",
-									quote_identifier(end_index_name),
-									qualified_relname(state)));
-	plan_add_statement(plan, STMT_STATE_UNINDEX,
-					   psprintf("DROP INDEX IF EXISTS %s%s%s",
-								quote_qualified_identifier("streamwin", index_name),
-								session ? ", " : "",
-								session ? quote_qualified_identifier("streamwin", end_index_name) : ""));
-}
-
-/* What the store of this aggregation needs to know, as plan.store. */
-void
-store_plan(Compiled *c, StringInfo plan)
-{
-	StorePlan	sp;
-	ListCell   *lc;
-	int			i = 0;
-
-	memset(&sp, 0, sizeof(sp));
-	sp.nkeys = (c->window ? 1 : 0) + list_length(c->keys);
-	sp.windowed = c->window != NULL;
-	sp.session = c->window != NULL && strcmp(c->window, "session") == 0;
-	sp.window_size_us = c->size_us;
-	if (hop_uses_panes(c))
-	{
-		sp.panes = (int) (c->size_us / c->slide_us);
-		sp.slide_us = c->slide_us;
-	}
-	sp.npartials = list_length(c->partials);
-	sp.merge = palloc(sizeof(MergeKind) * Max(sp.npartials, 1));
-	sp.aggregate = palloc0(sizeof(char *) * Max(sp.npartials, 1));
-	foreach(lc, c->partials)
-	{
-		PartialCol *p = lfirst(lc);
-
-		sp.merge[i] = p->merge;
-		if (p->merge == MERGE_STATE)
-			sp.aggregate[i] = format_procedure_qualified(p->aggfnoid);
-		i++;
-	}
-	appendStringInfoString(plan, ", \"store\": ");
-	store_plan_json(&sp, plan);
 }

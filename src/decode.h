@@ -62,6 +62,10 @@ extern const char *source_format_name(SourceFormat format);
 extern void decoder_check_columns(SourceFormat format, TupleDesc desc,
 								  const SourceMetadata *meta);
 
+/*
+ * A decoder, opaque: its definition is decode.c's, and what the formats
+ * share is in decode_value.h, private to src/decode*.c.
+ */
 typedef struct MessageDecoder MessageDecoder;
 
 extern MessageDecoder *decoder_create(SourceFormat format, TupleDesc desc,
@@ -81,115 +85,5 @@ extern const char *decoder_decode(MessageDecoder *decoder,
  */
 extern int64 *decoder_missing_counts(MessageDecoder *decoder, int *ncolumns,
 									 const char *const **names);
-
-
-/*
- * ---------------------------------------------------------------------
- * Everything below is private to src/decode*.c.  Other modules use only
- * the functions above and must not look inside a MessageDecoder.
- * ---------------------------------------------------------------------
- */
-
-/* JSON nesting deeper than this is rejected (never recursed into) */
-#define DECODE_JSON_MAX_DEPTH	1000
-
-/*
- * Column types whose common text forms decode_input converts itself,
- * leaving the input function the rest (and the error messages)
- */
-typedef enum DecodeFastPath
-{
-	DECODE_FAST_NONE = 0,
-	DECODE_FAST_TIMESTAMPTZ,	/* timestamptz without typmod: ISO 8601 */
-	DECODE_FAST_INT2,			/* plain decimal integers */
-	DECODE_FAST_INT4,
-	DECODE_FAST_INT8,
-	DECODE_FAST_FLOAT4,			/* plain decimals of few digits */
-	DECODE_FAST_FLOAT8,
-	DECODE_FAST_TEXT			/* text: the characters as they are */
-} DecodeFastPath;
-
-/* One non-dropped column of the source, with its input function resolved */
-typedef struct DecodeColumn
-{
-	int			attindex;		/* index into values/nulls */
-	const char *name;			/* column name (JSON key to match) */
-	int			namelen;		/* strlen(name) */
-	const char *typname;		/* type name, for error strings */
-	Oid			typioparam;
-	int32		typmod;
-	bool		is_json;		/* json, jsonb, or a domain over them */
-	DecodeFastPath fast;		/* how decode_input may skip the input
-								 * function */
-	FmgrInfo	inproc;			/* the type's input function */
-} DecodeColumn;
-
-/* Kinds of JSON values found for a column (DJ_MISSING: key absent) */
-typedef enum DecodeJsonKind
-{
-	DJ_MISSING = 0,
-	DJ_NULL,
-	DJ_STRING,					/* a string without escapes */
-	DJ_STRING_ESCAPED,			/* a string with at least one backslash */
-	DJ_NUMBER,
-	DJ_TRUE,
-	DJ_FALSE,
-	DJ_OBJECT,
-	DJ_ARRAY
-} DecodeJsonKind;
-
-/*
- * Where a column's value sits in the payload.  For JSON, start/len cover the
- * raw JSON text of the value (strings include their quotes); for CSV they
- * cover the field text (without quotes), and "quoted"/"escaped" tell how it
- * was written.
- */
-typedef struct DecodeSpan
-{
-	const char *start;
-	int			len;
-	uint8		kind;			/* DecodeJsonKind, JSON only */
-	bool		quoted;			/* CSV only: field was double-quoted */
-	bool		escaped;		/* CSV only: field contains "" */
-} DecodeSpan;
-
-struct MessageDecoder
-{
-	SourceFormat format;
-	MemoryContext mcxt;			/* holds the decoder, lives as long */
-	int			encoding;		/* database encoding */
-	int			natts;			/* length of values/nulls */
-	int			ncolumns;		/* non-dropped columns */
-	DecodeColumn *columns;		/* ncolumns entries, in attribute order */
-	DecodeSpan *spans;			/* per-message scratch, ncolumns entries */
-	int64	   *missing;		/* per column: messages without its key */
-	const char **names;			/* per column: its name */
-	StringInfoData scratch;		/* NUL-terminated text for input functions */
-
-	/* JSON key lookup: open-addressing table of column indexes, -1 = free */
-	int		   *keyhash;
-	uint32		keyhash_mask;
-
-	/* what the error context callback reports, set while converting */
-	DecodeColumn *cur_column;
-	int			cur_field;		/* CSV field number (1-based), else 0 */
-};
-
-/* decode.c */
-extern const char *decode_verify_encoding(MessageDecoder *decoder,
-										  const char *payload, int len);
-extern Datum decode_input(MessageDecoder *decoder, DecodeColumn *column,
-						  const char *chars, int len);
-
-/* decode_json.c */
-extern void decode_json_init(MessageDecoder *decoder);
-extern const char *decode_json_message(MessageDecoder *decoder,
-									   const char *payload, int len,
-									   Datum *values, bool *nulls);
-
-/* decode_csv.c */
-extern const char *decode_csv_message(MessageDecoder *decoder,
-									  const char *payload, int len,
-									  Datum *values, bool *nulls);
 
 #endif							/* STREAMWIN_DECODE_H */

@@ -22,9 +22,9 @@
  */
 #include "postgres.h"
 
-#include "decode.h"
+#include "decode_csv.h"
 
-static const char *csv_field_count_error(MessageDecoder *decoder,
+static const char *csv_field_count_error(DecodeState *state,
 										 int nfields);
 
 
@@ -36,7 +36,7 @@ static const char *csv_field_count_error(MessageDecoder *decoder,
  *		multibyte character.
  */
 const char *
-decode_csv_message(MessageDecoder *decoder, const char *payload, int len,
+decode_csv_message(DecodeState *state, const char *payload, int len,
 				   Datum *values, bool *nulls)
 {
 	const char *p = payload;
@@ -114,8 +114,8 @@ decode_csv_message(MessageDecoder *decoder, const char *payload, int len,
 		}
 
 		/* keep counting past the columns, to report how many there were */
-		if (nfields < decoder->ncolumns)
-			decoder->spans[nfields] = span;
+		if (nfields < state->ncolumns)
+			state->spans[nfields] = span;
 		nfields++;
 
 		if (p >= end)
@@ -124,28 +124,28 @@ decode_csv_message(MessageDecoder *decoder, const char *payload, int len,
 		p++;
 	}
 
-	if (nfields != decoder->ncolumns)
-		return csv_field_count_error(decoder, nfields);
+	if (nfields != state->ncolumns)
+		return csv_field_count_error(state, nfields);
 
-	for (int i = 0; i < decoder->ncolumns; i++)
+	for (int i = 0; i < state->ncolumns; i++)
 	{
-		DecodeColumn *column = &decoder->columns[i];
-		DecodeSpan *span = &decoder->spans[i];
+		DecodeColumn *column = &state->columns[i];
+		DecodeSpan *span = &state->spans[i];
 		const char *chars = span->start;
 		int			textlen = span->len;
 
-		decoder->cur_column = column;
-		decoder->cur_field = i + 1;
+		state->cur_column = column;
+		state->cur_field = i + 1;
 
 		if (!span->quoted && span->len == 0)
 		{
-			values[column->attindex] = decode_input(decoder, column, NULL, 0);
+			values[column->attindex] = decode_input(state, column, NULL, 0);
 			nulls[column->attindex] = true;
 			continue;
 		}
 		if (span->escaped)
 		{
-			StringInfo	buf = &decoder->scratch;
+			StringInfo	buf = &state->scratch;
 			const char *s = span->start;
 			const char *send = span->start + span->len;
 
@@ -166,19 +166,19 @@ decode_csv_message(MessageDecoder *decoder, const char *payload, int len,
 			chars = buf->data;
 			textlen = buf->len;
 		}
-		values[column->attindex] = decode_input(decoder, column, chars, textlen);
+		values[column->attindex] = decode_input(state, column, chars, textlen);
 		nulls[column->attindex] = false;
 	}
-	decoder->cur_column = NULL;
-	decoder->cur_field = 0;
+	state->cur_column = NULL;
+	state->cur_field = 0;
 	return NULL;
 }
 
 static const char *
-csv_field_count_error(MessageDecoder *decoder, int nfields)
+csv_field_count_error(DecodeState *state, int nfields)
 {
 	return psprintf("expected %d %s, found %d",
-					decoder->ncolumns,
-					decoder->ncolumns == 1 ? "field" : "fields",
+					state->ncolumns,
+					state->ncolumns == 1 ? "field" : "fields",
 					nfields);
 }

@@ -34,7 +34,10 @@
 
 #include "mb/pg_wchar.h"
 
-#include "decode.h"
+#include "decode_json.h"
+
+/* JSON nesting deeper than this is rejected (never recursed into) */
+#define DECODE_JSON_MAX_DEPTH	1000
 
 /* character classes, see json_cc */
 #define CC_SPACE		0x01	/* JSON whitespace: space, tab, LF, CR */
@@ -65,10 +68,10 @@ static const char *scan_member_key(JsonScan *scan, const char *p,
 								   const char **key, int *keylen,
 								   bool *escaped);
 static const char *scan_value(JsonScan *scan, const char *p, uint8 *kind);
-static const char *json_unescape(MessageDecoder *decoder, const char *p,
+static const char *json_unescape(DecodeState *state, const char *p,
 								 const char *end, StringInfo out);
 static int	hex4(const char *p, const char *end);
-static int	match_key(MessageDecoder *decoder, const char *key, int keylen,
+static int	match_key(DecodeState *state, const char *key, int keylen,
 					  int *next);
 
 
@@ -111,7 +114,7 @@ skip_space(const char *p, const char *end)
  *		Called by decoder_create(), in the decoder's memory context.
  */
 void
-decode_json_init(MessageDecoder *decoder)
+decode_json_init(DecodeState *state)
 {
 	uint32		size = 8;
 
@@ -141,23 +144,23 @@ decode_json_init(MessageDecoder *decoder)
 	}
 
 	/* at most half full, so that probe sequences stay short */
-	while (size < (uint32) decoder->ncolumns * 2)
+	while (size < (uint32) state->ncolumns * 2)
 		size *= 2;
-	decoder->keyhash = palloc(sizeof(int) * size);
-	decoder->keyhash_mask = size - 1;
+	state->keyhash = palloc(sizeof(int) * size);
+	state->keyhash_mask = size - 1;
 	for (uint32 i = 0; i < size; i++)
-		decoder->keyhash[i] = -1;
+		state->keyhash[i] = -1;
 
-	for (int i = 0; i < decoder->ncolumns; i++)
+	for (int i = 0; i < state->ncolumns; i++)
 	{
-		DecodeColumn *column = &decoder->columns[i];
+		DecodeColumn *column = &state->columns[i];
 		uint32		h;
 
-		h = key_hash(column->name, column->namelen) & decoder->keyhash_mask;
+		h = key_hash(column->name, column->namelen) & state->keyhash_mask;
 
-		while (decoder->keyhash[h] >= 0)
-			h = (h + 1) & decoder->keyhash_mask;
-		decoder->keyhash[h] = i;
+		while (state->keyhash[h] >= 0)
+			h = (h + 1) & state->keyhash_mask;
+		state->keyhash[h] = i;
 	}
 }
 
@@ -167,7 +170,7 @@ decode_json_init(MessageDecoder *decoder)
  *		contract).  The payload has passed decode_verify_encoding().
  */
 const char *
-decode_json_message(MessageDecoder *decoder, const char *payload, int len,
+decode_json_message(DecodeState *state, const char *payload, int len,
 					Datum *values, bool *nulls)
 {
 	JsonScan	scan;
@@ -181,11 +184,11 @@ decode_json_message(MessageDecoder *decoder, const char *payload, int len,
 
 	scan.start = payload;
 	scan.end = end;
-	scan.encoding = decoder->encoding;
+	scan.encoding = state->encoding;
 	scan.error = NULL;
 
-	for (int i = 0; i < decoder->ncolumns; i++)
-		decoder->spans[i].kind = DJ_MISSING;
+	for (int i = 0; i < state->ncolumns; i++)
+		state->spans[i].kind = DJ_MISSING;
 
 	/* the message must be exactly one object */
 	p = skip_space(payload, end);
@@ -236,7 +239,7 @@ decode_json_message(MessageDecoder *decoder, const char *payload, int len,
 				return scan.error;
 
 			if (!escaped)
-				col = match_key(decoder, key, keylen, &next);
+				col = match_key(state, key, keylen, &next);
 			else
 			{
 				/*
@@ -244,17 +247,17 @@ decode_json_message(MessageDecoder *decoder, const char *payload, int len,
 				 * form (\u0000, a lone surrogate) cannot name a column, so it
 				 * is simply unknown.
 				 */
-				resetStringInfo(&decoder->scratch);
-				if (json_unescape(decoder, key, key + keylen,
-								  &decoder->scratch) == NULL)
-					col = match_key(decoder, decoder->scratch.data,
-									decoder->scratch.len, &next);
+				resetStringInfo(&state->scratch);
+				if (json_unescape(state, key, key + keylen,
+								  &state->scratch) == NULL)
+					col = match_key(state, state->scratch.data,
+									state->scratch.len, &next);
 				else
 					col = -1;
 			}
 			if (col >= 0)
 			{
-				DecodeSpan *span = &decoder->spans[col];
+				DecodeSpan *span = &state->spans[col];
 
 				span->start = value;
 				span->len = p - value;
@@ -301,30 +304,30 @@ decode_json_message(MessageDecoder *decoder, const char *payload, int len,
 	 */
 	if (containers)
 	{
-		for (int i = 0; i < decoder->ncolumns; i++)
+		for (int i = 0; i < state->ncolumns; i++)
 		{
-			DecodeSpan *span = &decoder->spans[i];
+			DecodeSpan *span = &state->spans[i];
 
 			if ((span->kind == DJ_OBJECT || span->kind == DJ_ARRAY) &&
-				!decoder->columns[i].is_json)
+				!state->columns[i].is_json)
 				return psprintf("key \"%s\": expected a scalar value for column of type %s, found %s",
-								decoder->columns[i].name,
-								decoder->columns[i].typname,
+								state->columns[i].name,
+								state->columns[i].typname,
 								span->kind == DJ_OBJECT ? "an object" : "an array");
 		}
 	}
 
-	for (int i = 0; i < decoder->ncolumns; i++)
+	for (int i = 0; i < state->ncolumns; i++)
 	{
-		DecodeColumn *column = &decoder->columns[i];
-		DecodeSpan *span = &decoder->spans[i];
+		DecodeColumn *column = &state->columns[i];
+		DecodeSpan *span = &state->spans[i];
 		const char *chars = span->start;
 		int			textlen = span->len;
 
-		decoder->cur_column = column;
+		state->cur_column = column;
 		if (span->kind == DJ_MISSING || span->kind == DJ_NULL)
 		{
-			values[column->attindex] = decode_input(decoder, column, NULL, 0);
+			values[column->attindex] = decode_input(state, column, NULL, 0);
 			nulls[column->attindex] = true;
 			continue;
 		}
@@ -339,25 +342,25 @@ decode_json_message(MessageDecoder *decoder, const char *payload, int len,
 			{
 				const char *bad;
 
-				resetStringInfo(&decoder->scratch);
-				bad = json_unescape(decoder, chars + 1, chars + textlen - 1,
-									&decoder->scratch);
+				resetStringInfo(&state->scratch);
+				bad = json_unescape(state, chars + 1, chars + textlen - 1,
+									&state->scratch);
 				if (bad != NULL)
 					return psprintf("key \"%s\": the string contains %s, which cannot be converted to type %s",
 									column->name, bad, column->typname);
-				chars = decoder->scratch.data;
-				textlen = decoder->scratch.len;
+				chars = state->scratch.data;
+				textlen = state->scratch.len;
 			}
 		}
-		values[column->attindex] = decode_input(decoder, column, chars, textlen);
+		values[column->attindex] = decode_input(state, column, chars, textlen);
 		nulls[column->attindex] = false;
 	}
-	decoder->cur_column = NULL;
+	state->cur_column = NULL;
 
 	/* a message decoded: count the keys it lacked (decoder_missing_counts) */
-	for (int i = 0; i < decoder->ncolumns; i++)
-		if (decoder->spans[i].kind == DJ_MISSING)
-			decoder->missing[i]++;
+	for (int i = 0; i < state->ncolumns; i++)
+		if (state->spans[i].kind == DJ_MISSING)
+			state->missing[i]++;
 	return NULL;
 }
 
@@ -369,14 +372,14 @@ decode_json_message(MessageDecoder *decoder, const char *payload, int len,
  * the previous match (*next) is tried before the hash table.
  */
 static int
-match_key(MessageDecoder *decoder, const char *key, int keylen, int *next)
+match_key(DecodeState *state, const char *key, int keylen, int *next)
 {
 	int			i = *next;
 	uint32		h;
 
-	if (i < decoder->ncolumns &&
-		decoder->columns[i].namelen == keylen &&
-		memcmp(decoder->columns[i].name, key, keylen) == 0)
+	if (i < state->ncolumns &&
+		state->columns[i].namelen == keylen &&
+		memcmp(state->columns[i].name, key, keylen) == 0)
 	{
 		*next = i + 1;
 		return i;
@@ -386,16 +389,16 @@ match_key(MessageDecoder *decoder, const char *key, int keylen, int *next)
 	if (keylen >= NAMEDATALEN)
 		return -1;
 
-	h = key_hash(key, keylen) & decoder->keyhash_mask;
-	while ((i = decoder->keyhash[h]) >= 0)
+	h = key_hash(key, keylen) & state->keyhash_mask;
+	while ((i = state->keyhash[h]) >= 0)
 	{
-		if (decoder->columns[i].namelen == keylen &&
-			memcmp(decoder->columns[i].name, key, keylen) == 0)
+		if (state->columns[i].namelen == keylen &&
+			memcmp(state->columns[i].name, key, keylen) == 0)
 		{
 			*next = i + 1;
 			return i;
 		}
-		h = (h + 1) & decoder->keyhash_mask;
+		h = (h + 1) & state->keyhash_mask;
 	}
 	return -1;
 }
@@ -808,7 +811,7 @@ scan_literal(JsonScan *scan, const char *p, const char *word, int wordlen)
  * character has no equivalent there.
  */
 static const char *
-json_unescape(MessageDecoder *decoder, const char *p, const char *end,
+json_unescape(DecodeState *state, const char *p, const char *end,
 			  StringInfo out)
 {
 	while (p < end)
@@ -860,8 +863,8 @@ json_unescape(MessageDecoder *decoder, const char *p, const char *end,
 					return "\\u0000";
 				if (cp < 0x80)
 					appendStringInfoChar(out, (char) cp);
-				else if (decoder->encoding == PG_UTF8 ||
-						 decoder->encoding == PG_SQL_ASCII)
+				else if (state->encoding == PG_UTF8 ||
+						 state->encoding == PG_SQL_ASCII)
 				{
 					unicode_to_utf8(cp, buf);
 					appendBinaryStringInfo(out, (char *) buf,

@@ -55,7 +55,14 @@
 
 #include "catalog.h"
 #include "checkpoint.h"
-#include "compile.h"
+#include "compile_dedup.h"
+#include "compile_join.h"
+#include "compile_session.h"
+#include "compile_shape.h"
+#include "compile_sql.h"
+#include "compile_store.h"
+#include "compile_tables.h"
+#include "compile_window.h"
 #include "launcher.h"
 #include "options.h"
 #include "source.h"
@@ -237,8 +244,8 @@ create_objects(Compiled *c, const char *name, OutputMode mode, List *dedup_names
 			session_statements(c, o->result, o->state, mode, plan);
 		else
 			aggregate_statements(c, o->result, o->state, mode, plan);
-		store_statements(c, o->result, o->state, o->query_id, mode, plan);
-		store_plan(c, plan);
+		compile_store_statements(c, o->result, o->state, o->query_id, mode, plan);
+		compile_store_plan(c, plan);
 	}
 	else
 		o->result = create_transform_table(c, name, plan);

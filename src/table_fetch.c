@@ -139,6 +139,7 @@ typedef struct KeptDecoding
 } KeptDecoding;
 
 static KeptDecoding *kept = NULL;
+static bool kept_callback_registered = false;
 
 /*
  * Forget a decoding context without calling into the decoding machinery
@@ -172,7 +173,7 @@ table_fetch_release(void)
 }
 
 /* At abort: the kept context is abandoned, whatever state it is in. */
-void
+static void
 kept_decoding_abort(void)
 {
 	KeptDecoding *k = kept;
@@ -182,6 +183,36 @@ kept_decoding_abort(void)
 	kept = NULL;
 	discard_decoding(k->ctx, k->cxt, k->acquired);
 	pfree(k);
+}
+
+static void
+kept_decoding_xact_callback(XactEvent event, void *arg)
+{
+	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
+		kept_decoding_abort();
+}
+
+/*
+ * Keep ctx, read in memory context cxt, for the next fetch, which must
+ * start at resume; an abort before then abandons it
+ * (kept_decoding_xact_callback, registered once per process).
+ */
+static void
+keep_decoding(const char *slot_name, LogicalDecodingContext *ctx, MemoryContext cxt,
+			  bool acquired, TablePosition resume, int fetches)
+{
+	kept = MemoryContextAllocZero(TopMemoryContext, sizeof(KeptDecoding));
+	strlcpy(kept->slot_name, slot_name, NAMEDATALEN);
+	kept->ctx = ctx;
+	kept->cxt = cxt;
+	kept->acquired = acquired;
+	kept->resume = resume;
+	kept->fetches = fetches;
+	if (!kept_callback_registered)
+	{
+		RegisterXactCallback(kept_decoding_xact_callback, NULL);
+		kept_callback_registered = true;
+	}
 }
 
 /* Decode from the slot's restart point; st == NULL: fast-forward only. */
@@ -241,7 +272,7 @@ decode_pass(const char *slot_name, TablePosition start, FetchState *st,
 		acquired = slot_acquire(slot_name);
 	PG_TRY();
 	{
-		quiet_decoding = true;
+		decoding_for_fetch = true;
 		if (!reuse)
 			slot_check_valid(start_lsn);
 		if (!reuse && start_lsn < MyReplicationSlot->data.confirmed_flush)
@@ -252,7 +283,6 @@ decode_pass(const char *slot_name, TablePosition start, FetchState *st,
 					 errdetail("Its replication slot \"%s\" starts at %X/%X.", slot_name,
 							   LSN_FORMAT_ARGS(MyReplicationSlot->data.confirmed_flush)),
 					 errhint("Start the query over with streamwin.reset_query(name, 'earliest').")));
-		active_fetch = st;
 		if (!reuse)
 		{
 			/* in memory of its own: the context may outlive this fetch */
@@ -267,6 +297,8 @@ decode_pass(const char *slot_name, TablePosition start, FetchState *st,
 			MemoryContextSwitchTo(cxt);
 			XLogBeginRead(ctx->reader, MyReplicationSlot->data.restart_lsn);
 		}
+		/* the fetch the plugin's callbacks write into (see fetch_of) */
+		ctx->output_plugin_private = st;
 		InvalidateSystemCaches();
 
 		/*
@@ -300,8 +332,8 @@ decode_pass(const char *slot_name, TablePosition start, FetchState *st,
 		if (st == NULL)
 			confirm_upto = *end_read;
 		slot_confirm(confirm_upto);
-		active_fetch = NULL;
-		quiet_decoding = false;
+		ctx->output_plugin_private = NULL;
+		decoding_for_fetch = false;
 
 		/*
 		 * Keep the context if the batch filled up at a transaction boundary
@@ -311,15 +343,10 @@ decode_pass(const char *slot_name, TablePosition start, FetchState *st,
 		if (st != NULL && st->may_keep && st->upto == NULL && st->done && !st->stopping &&
 			(!reuse || fetches_in_row < KEEP_MAX_FETCHES))
 		{
-			kept = MemoryContextAllocZero(TopMemoryContext, sizeof(KeptDecoding));
-			strlcpy(kept->slot_name, slot_name, NAMEDATALEN);
-			kept->ctx = ctx;
-			kept->cxt = dcxt;
-			kept->acquired = acquired;
 			/* the context goes on after the spooled transaction */
-			kept->resume = st->spooling ? spool->after : st->out->end;
-			kept->fetches = reuse ? fetches_in_row + 1 : 1;
-			register_xact_callback();
+			keep_decoding(slot_name, ctx, dcxt, acquired,
+						  st->spooling ? spool->after : st->out->end,
+						  reuse ? fetches_in_row + 1 : 1);
 		}
 		else
 		{
@@ -335,8 +362,7 @@ decode_pass(const char *slot_name, TablePosition start, FetchState *st,
 	{
 		CurrentResourceOwner = owner;
 		MemoryContextSwitchTo(cxt);
-		active_fetch = NULL;
-		quiet_decoding = false;
+		decoding_for_fetch = false;
 		InvalidateSystemCaches();
 		discard_decoding(ctx, dcxt, acquired);
 		if (st != NULL && st->spooling)

@@ -45,7 +45,6 @@
 /* Output plugin entry point: the library is loaded by slot name "streamwin". */
 extern PGDLLEXPORT void _PG_output_plugin_init(OutputPluginCallbacks *cb);
 
-FetchState *active_fetch = NULL;
 Spool	   *spool = NULL;
 
 /* Count an update (0), delete (1) or truncate (2) seen after the cut. */
@@ -82,19 +81,26 @@ spool_discard(void)
 }
 
 /*
+ * Whether this backend is decoding for a fetch: true only inside
+ * decode_pass (table_fetch.c), which sets and clears it.  The one process
+ * global of the plugin, because neither of its readers can be handed
+ * anything else: plugin_startup runs inside CreateDecodingContext, before
+ * decode_pass has the context, and refuses any decoding of a streamwin
+ * slot but this one; and the log hook below sees only the message.
+ *
  * PostgreSQL logs (at LOG) the start of every decoding session: "starting
  * logical decoding for slot", "found consistent point".  For a walsender
  * that is once per connection; a query worker starts one per batch, which
  * would fill the server log.  While this backend decodes for a batch, those
  * LOG messages are kept out of the log; warnings and errors are not.
  */
-bool		quiet_decoding = false;
+bool		decoding_for_fetch = false;
 static emit_log_hook_type prev_emit_log_hook = NULL;
 
 static void
 quiet_decoding_hook(ErrorData *edata)
 {
-	if (quiet_decoding && edata->elevel == LOG)
+	if (decoding_for_fetch && edata->elevel == LOG)
 		edata->output_to_server = false;
 	if (prev_emit_log_hook)
 		prev_emit_log_hook(edata);
@@ -107,12 +113,23 @@ table_source_init(void)
 	emit_log_hook = quiet_decoding_hook;
 }
 
+/*
+ * The plugin's callbacks find the fetch they write into as the decoding
+ * context's output_plugin_private, which decode_pass sets for each fetch
+ * (NULL between fetches of a kept context).
+ */
+static inline FetchState *
+fetch_of(LogicalDecodingContext *ctx)
+{
+	return (FetchState *) ctx->output_plugin_private;
+}
+
 static void
 plugin_startup(LogicalDecodingContext *ctx, OutputPluginOptions *opt, bool is_init)
 {
 	opt->output_type = OUTPUT_PLUGIN_BINARY_OUTPUT;
 	opt->receive_rewrites = false;
-	if (!is_init && active_fetch == NULL)
+	if (!is_init && !decoding_for_fetch)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("replication slot \"%s\" belongs to a streamwin table source",
@@ -124,8 +141,10 @@ plugin_startup(LogicalDecodingContext *ctx, OutputPluginOptions *opt, bool is_in
 static void
 plugin_begin(LogicalDecodingContext *ctx, ReorderBufferTXN *txn)
 {
-	if (active_fetch != NULL)
-		active_fetch->txn_index = 0;
+	FetchState *st = fetch_of(ctx);
+
+	if (st != NULL)
+		st->txn_index = 0;
 }
 
 /* Is this transaction's first part already processed (a restart inside it)? */
@@ -289,7 +308,7 @@ static void
 plugin_change(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, Relation rel,
 			  ReorderBufferChange *change)
 {
-	FetchState *st = active_fetch;
+	FetchState *st = fetch_of(ctx);
 	int64		index;
 
 	if (st == NULL || RelationGetRelid(rel) != st->table)
@@ -354,7 +373,7 @@ static void
 plugin_truncate(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, int nrelations,
 				Relation relations[], ReorderBufferChange *change)
 {
-	FetchState *st = active_fetch;
+	FetchState *st = fetch_of(ctx);
 
 	if (st == NULL || (!st->spooling && !count_ignored(st, txn)))
 		return;
@@ -371,7 +390,7 @@ plugin_truncate(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, int nrelatio
 static void
 plugin_commit(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, XLogRecPtr commit_lsn)
 {
-	FetchState *st = active_fetch;
+	FetchState *st = fetch_of(ctx);
 
 	if (st == NULL || st->upto != NULL)
 		return;

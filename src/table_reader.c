@@ -109,7 +109,7 @@ table_query_gone(SourceInfo *src)
  * so the table's SELECT privilege is checked here, for the query's owner.
  */
 static void
-table_open(SourceReader *rd)
+table_reader_open(SourceReader *rd)
 {
 	SourceInfo *src = rd->source;
 
@@ -447,7 +447,7 @@ table_release(SourceReader *rd)
 }
 
 static void
-table_close(SourceReader *rd)
+table_reader_close(SourceReader *rd)
 {
 }
 
@@ -460,7 +460,7 @@ const SourceOps table_source_ops = {
 	.query_start = table_query_start,
 	.dropped = table_dropped,
 	.query_gone = table_query_gone,
-	.open = table_open,
+	.open = table_reader_open,
 	.start_position = table_start_position,
 	.seek = table_seek,
 	.fetch = table_fetch_rows,
@@ -475,7 +475,7 @@ const SourceOps table_source_ops = {
 	.moved_without_rows = table_moved_without_rows,
 	.row_text = table_row_text,
 	.release = table_release,
-	.close = table_close,
+	.close = table_reader_close,
 };
 
 /* --- create_table_source ------------------------------------------------- */

@@ -182,7 +182,6 @@ slot_xact_callback(XactEvent event, void *arg)
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
-			kept_decoding_abort();
 			/* an ephemeral slot disappears when released */
 			if (creating_slot != NULL && MyReplicationSlot != NULL)
 				ReplicationSlotRelease();
@@ -198,7 +197,7 @@ slot_xact_callback(XactEvent event, void *arg)
 	}
 }
 
-void
+static void
 register_xact_callback(void)
 {
 	if (!xact_callback_registered)

@@ -20,10 +20,19 @@
  * and the fetch can stop at a batch boundary inside the WAL stream.
  *
  * The plugin is only ever driven by table_fetch() in the same process:
- * its callbacks write into the fetch in progress (active_fetch, since
- * decoding runs synchronously on this backend's stack).  A walsender or
- * pg_logical_slot_get_changes() on a streamwin slot is refused, so the
- * slot's position cannot be moved behind streamwin's back.
+ * its callbacks write into the fetch in progress, which decode_pass hands
+ * them as the decoding context's output_plugin_private (decoding runs
+ * synchronously on this backend's stack).  A walsender or
+ * pg_logical_slot_get_changes() on a streamwin slot is refused (while no
+ * fetch decodes, decoding_for_fetch is false), so the slot's position
+ * cannot be moved behind streamwin's back.
+ *
+ * The files call one another one way: table_fetch.c calls down into
+ * table_plugin.c (the callbacks it hands the decoding, the spool) and
+ * table_slot.c (acquiring and confirming the slot); neither calls back up.
+ * Each cleans up what it owns at abort with a transaction callback of its
+ * own: table_slot.c the slot it creates or drops, table_fetch.c a kept
+ * decoding context.
  *
  *-------------------------------------------------------------------------
  */
@@ -36,8 +45,10 @@
 
 #include "table_source.h"
 
-/* The fetch the plugin callbacks write into (NULL outside table_fetch). */
-/* The fetch the plugin callbacks write into (NULL outside table_fetch). */
+/*
+ * A fetch in progress, on table_fetch's stack: what the plugin's callbacks
+ * write into (the decoding context's output_plugin_private).
+ */
 typedef struct FetchState
 {
 	Oid			table;
@@ -64,8 +75,6 @@ typedef struct FetchState
 	bool	   *src_nulls;
 	int			src_natts;
 } FetchState;
-
-extern FetchState *active_fetch;
 
 /*
  * The rest of a transaction larger than a batch, for the batches that
@@ -112,7 +121,7 @@ typedef struct Spool
 extern Spool *spool;
 
 /* table_plugin.c */
-extern bool quiet_decoding;
+extern bool decoding_for_fetch;
 extern void spool_discard(void);
 extern void append_row(FetchState *st, HeapTuple row, XLogRecPtr lsn, int64 index,
 					   TimestampTz commit_time);
@@ -132,7 +141,6 @@ extern void no_write(LogicalDecodingContext *ctx, XLogRecPtr lsn, TransactionId 
 extern int	allow_own_plugin(void);
 extern void restore_plugin_list(int level);
 extern bool slot_is_ours(const char *slot_name);
-extern void register_xact_callback(void);
 extern bool slot_acquire(const char *slot_name);
 
 /* Raise SWT01 if PostgreSQL invalidated the slot this backend holds. */
@@ -140,7 +148,6 @@ extern void slot_check_valid(XLogRecPtr start_lsn);
 extern void slot_confirm(XLogRecPtr lsn);
 
 /* table_fetch.c */
-extern void kept_decoding_abort(void);
 extern void decode_pass(const char *slot_name, TablePosition start, FetchState *st,
 						XLogRecPtr confirm_upto, XLogRecPtr *end_of_wal, XLogRecPtr *end_read);
 

@@ -1,0 +1,219 @@
+/*-------------------------------------------------------------------------
+ *
+ * compile_sql.c
+ *	  What every part of the compiler builds its SQL with: the refusal of
+ *	  a query that cannot run, the names of streamwin's own columns, the
+ *	  text of a column's type and of the window and key lists, and the
+ *	  creation of a query's own tables in schema streamwin.
+ *
+ * This is the bottom of the compiler (see compile.h): the files above call
+ * down into it, and it calls none of them.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/namespace.h"
+#include "catalog/pg_collation.h"
+#include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
+#include "parser/parse_func.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/ruleutils.h"
+
+#include "catalog.h"
+#include "compile_sql.h"
+#include "spi_util.h"
+
+/*
+ * refuse
+ *		Raise the error of a query that cannot run continuously
+ *		(ERRCODE_FEATURE_NOT_SUPPORTED): msg, and detail and hint when not
+ *		NULL, the hint saying what to write instead.
+ */
+void
+refuse(const char *msg, const char *detail, const char *hint)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 errmsg("%s", msg),
+			 detail ? errdetail("%s", detail) : 0,
+			 hint ? errhint("%s", hint) : 0));
+}
+
+/*
+ * streamwin_func_oid
+ *		The oid of function streamwin.name(argtypes); an error if there is
+ *		none.
+ */
+Oid
+streamwin_func_oid(const char *name, int nargs, Oid *argtypes)
+{
+	return LookupFuncName(list_make2(makeString("streamwin"), makeString((char *) name)),
+						  nargs, argtypes, false);
+}
+
+/*
+ * internal_name
+ *		The name of one of streamwin's own columns in a query's tables and
+ *		statements (a partial aggregate, the event time of a dedup key, a
+ *		session's helper columns): base followed by tail, base cut short if
+ *		that is too long for an identifier, unless a name in *taken has it
+ *		already (a user's column, or another of streamwin's); then with _2,
+ *		_3... after it.  Adds it to *taken.  So streamwin's columns never
+ *		collide with the user's, whatever the user names them, as long as
+ *		*taken holds every user name of the table or row the column goes
+ *		into.
+ */
+char *
+internal_name(List **taken, const char *base, const char *tail)
+{
+	for (int n = 1;; n++)
+	{
+		char		suffix[16] = "";
+		int			len;
+		char	   *name;
+		ListCell   *lc;
+		bool		free = true;
+
+		if (n > 1)
+			snprintf(suffix, sizeof(suffix), "_%d", n);
+		len = pg_mbcliplen(base, strlen(base), NAMEDATALEN - 1 - strlen(tail) - strlen(suffix));
+		name = psprintf("%.*s%s%s", len, base, tail, suffix);
+		foreach(lc, *taken)
+		{
+			if (strcmp(lfirst(lc), name) == 0)
+				free = false;
+		}
+		if (free)
+		{
+			*taken = lappend(*taken, name);
+			return name;
+		}
+	}
+}
+
+/* A column's type (schema-qualified if asked), with its collation if not the type's */
+static char *
+type_sql(Oid type, int32 typmod, Oid collation, bool qualified)
+{
+	char	   *t = format_type_extended(type, typmod, FORMAT_TYPE_TYPEMOD_GIVEN |
+										 (qualified ? FORMAT_TYPE_FORCE_QUALIFY : 0));
+
+	if (OidIsValid(collation) && collation != DEFAULT_COLLATION_OID &&
+		collation != get_typcollation(type))
+		return psprintf("%s COLLATE %s", t, generate_collation_name(collation));
+	return t;
+}
+
+/*
+ * column_type_sql
+ *		A column's type as a column definition of CREATE TABLE writes it:
+ *		with its typmod, and its collation if not the type's.
+ */
+char *
+column_type_sql(Oid type, int32 typmod, Oid collation)
+{
+	return type_sql(type, typmod, collation, false);
+}
+
+/*
+ * The state table's columns as a column definition list, "window_start
+ * pg_catalog.timestamptz, ..., "n$count" pg_catalog.int8", with qualified
+ * types: how streamwin.store_rows() rows are read.
+ */
+char *
+state_column_defs(Compiled *c)
+{
+	StringInfoData buf;
+	ListCell   *lc;
+
+	initStringInfo(&buf);
+	if (c->window)
+		appendStringInfoString(&buf, "window_start pg_catalog.timestamptz, window_end pg_catalog.timestamptz");
+	foreach(lc, c->keys)
+	{
+		Expr	   *e = ((KeyCol *) lfirst(lc))->tle->expr;
+
+		appendStringInfo(&buf, "%s%s %s", buf.len ? ", " : "",
+						 quote_identifier(((KeyCol *) lfirst(lc))->name),
+						 type_sql(exprType((Node *) e), exprTypmod((Node *) e), exprCollation((Node *) e), true));
+	}
+	foreach(lc, c->partials)
+	{
+		PartialCol *p = lfirst(lc);
+
+		appendStringInfo(&buf, "%s%s %s", buf.len ? ", " : "", quote_identifier(p->name),
+						 type_sql(exprType((Node *) p->expr), exprTypmod((Node *) p->expr),
+								  exprCollation((Node *) p->expr), true));
+	}
+	return buf.data;
+}
+
+/* "window_start, key1, key2": the conflict target of state and result. */
+char *
+group_columns(Compiled *c, const char *prefix)
+{
+	StringInfoData buf;
+	ListCell   *lc;
+	bool		first = true;
+
+	initStringInfo(&buf);
+	if (c->window)
+	{
+		appendStringInfo(&buf, "%swindow_start", prefix);
+		first = false;
+	}
+	foreach(lc, c->keys)
+	{
+		appendStringInfo(&buf, "%s%s%s", first ? "" : ", ", prefix,
+						 quote_identifier(((KeyCol *) lfirst(lc))->name));
+		first = false;
+	}
+	return buf.data;
+}
+
+/* "k1, k2, " (note the trailing separator), or "" without keys */
+char *
+keys_list(Compiled *c, const char *prefix)
+{
+	StringInfoData buf;
+	ListCell   *lc;
+
+	initStringInfo(&buf);
+	foreach(lc, c->keys)
+		appendStringInfo(&buf, "%s%s, ", prefix, quote_identifier(((KeyCol *) lfirst(lc))->name));
+	return buf.data;
+}
+
+/*
+ * Create the UNLOGGED table streamwin.name (state, dedup keys) with CREATE
+ * TABLE statement create_sql and, if index_sql is not NULL, an index ("%s"
+ * for the table), in schema streamwin, where users cannot create tables, so
+ * as the extension owner; then give it to the calling role, the query's
+ * owner: batches run as the owner.  Returns the table's oid.
+ */
+Oid
+create_query_table(const char *name, const char *create_sql, const char *index_sql)
+{
+	char	   *qname = quote_qualified_identifier("streamwin", name);
+
+	/* the caller, before catalog_enter makes the extension owner current */
+	char	   *owner = GetUserNameFromId(GetUserId(), false);
+	RoleSwitch	role;
+	Oid			relid;
+
+	catalog_enter(&role);
+	spi_run(create_sql);
+	if (index_sql)
+		spi_run(psprintf(index_sql, qname));
+	spi_run(psprintf("ALTER TABLE %s OWNER TO %s", qname, quote_identifier(owner)));
+	catalog_leave(&role);
+	CommandCounterIncrement();
+	relid = get_relname_relid(name, get_namespace_oid("streamwin", false));
+	catalog_table_depends_on_extension(relid);
+	return relid;
+}

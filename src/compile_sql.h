@@ -1,0 +1,25 @@
+/*-------------------------------------------------------------------------
+ *
+ * compile_sql.h
+ *	  The compiler's ground floor: refusing a query, naming streamwin's own
+ *	  columns, the SQL text of column lists and types, and creating a
+ *	  query's own tables.  Every other compile_*.c calls down into it; it
+ *	  calls no other file of the compiler.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef STREAMWIN_COMPILE_SQL_H
+#define STREAMWIN_COMPILE_SQL_H
+
+#include "compile.h"
+
+extern void refuse(const char *msg, const char *detail, const char *hint) pg_attribute_noreturn();
+extern Oid	streamwin_func_oid(const char *name, int nargs, Oid *argtypes);
+extern char *internal_name(List **taken, const char *base, const char *tail);
+extern char *column_type_sql(Oid type, int32 typmod, Oid collation);
+extern char *state_column_defs(Compiled *c);
+extern char *group_columns(Compiled *c, const char *prefix);
+extern char *keys_list(Compiled *c, const char *prefix);
+extern Oid	create_query_table(const char *name, const char *create_sql, const char *index_sql);
+
+#endif							/* STREAMWIN_COMPILE_SQL_H */
