@@ -129,6 +129,10 @@ SELECT streamwin.create_query('click_imps_hop', $$SELECT c.ad_id % 3 AS g, count
     AND i.imp_time BETWEEN c.click_time - interval '1 day' AND c.click_time
     GROUP BY streamwin.hop(c.click_time, '45 minutes', '15 minutes'), g$$,
     watermark => '1 minute', output_mode => 'update', start => false);
+-- an equality alone, without a watermark: each side keeps every row, as asked
+SELECT streamwin.create_query('all_pairs', $$SELECT i.imp_id, c.click_id
+    FROM impressions i JOIN clicks c ON c.ad_id = i.ad_id$$,
+    options => '{"join_state_unbounded": true}', start => false);
 SELECT name, source, state FROM streamwin.queries ORDER BY name;
 -- the sources stay while queries read them
 SELECT streamwin.drop_source('clicks');
@@ -146,7 +150,7 @@ DECLARE
 	q text;
 BEGIN
 	FOREACH q IN ARRAY array['pairs', 'per_ad', 'imp_campaigns', 'pairs_once', 'imp_clicks', 'click_imps',
-                       'click_imps_hop'] LOOP
+                       'click_imps_hop', 'all_pairs'] LOOP
 		PERFORM streamwin.run_available(q);
 	END LOOP;
 END $$;
@@ -238,6 +242,14 @@ SELECT count(*) AS windows, sum(n) AS rows, sum(n - imps) AS unmatched FROM want
 (SELECT * FROM click_imps_hop EXCEPT ALL SELECT * FROM want_click_imps_hop)
 UNION ALL (SELECT * FROM want_click_imps_hop EXCEPT ALL SELECT * FROM click_imps_hop);
 
+-- Every pair of the unbounded join, as plain SQL finds them.
+SELECT count(*) AS pairs FROM all_pairs;
+(SELECT imp_id, click_id FROM all_pairs
+ EXCEPT ALL SELECT i.imp_id, c.click_id FROM imp i JOIN clk c ON c.ad_id = i.ad_id)
+UNION ALL
+(SELECT i.imp_id, c.click_id FROM imp i JOIN clk c ON c.ad_id = i.ad_id
+ EXCEPT ALL SELECT imp_id, click_id FROM all_pairs);
+
 -- Only the rows that can still match stay: the two far ahead.
 SELECT q, (SELECT state_rows FROM streamwin.progress p WHERE p.query = q ORDER BY batch_id DESC LIMIT 1)
   FROM unnest(array['pairs', 'imp_clicks']) q;
@@ -256,7 +268,7 @@ SELECT streamwin.run_batch('pairs') -> 'input_rows' AS input_rows;
 
 SELECT streamwin.drop_query(q, drop_result => true)
   FROM unnest(array['pairs', 'per_ad', 'imp_campaigns', 'pairs_once', 'imp_clicks', 'click_imps',
-                     'click_imps_hop']) q;
+                     'click_imps_hop', 'all_pairs']) q;
 SELECT count(*) FROM pg_class WHERE relname ~ '^(checkpoint_)?join_';
 SELECT streamwin.drop_source('clicks');
 SELECT streamwin.drop_source('impressions');

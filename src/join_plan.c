@@ -17,7 +17,17 @@
 #include "utils/timestamp.h"
 
 #include "join.h"
-#include "options.h"
+#include "jsonb_util.h"
+
+/* A string member's value, or null (a join without a range has no event times) */
+static void
+json_string_or_null(StringInfo buf, const char *s)
+{
+	if (s == NULL)
+		appendStringInfoString(buf, "null");
+	else
+		escape_json(buf, s);
+}
 
 void
 join_plan_json(const JoinPlan *jp, StringInfo plan)
@@ -28,13 +38,13 @@ join_plan_json(const JoinPlan *jp, StringInfo plan)
 		const JoinSidePlan *side = &jp->sides[s];
 
 		appendStringInfo(plan, ", \"event_time_%d\": ", s);
-		escape_json(plan, side->event_time_expr);
+		json_string_or_null(plan, side->event_time_expr);
 		if (side->evicted)
 			appendStringInfo(plan, ", \"evict_after_us_%d\": " INT64_FORMAT, s, side->evict_after_us);
 		if (side->preserved)
 			appendStringInfo(plan, ", \"preserved_%d\": true", s);
 		appendStringInfo(plan, ", \"time_column_%d\": ", s);
-		escape_json(plan, side->time_column);
+		json_string_or_null(plan, side->time_column);
 		if (side->batch_column != NULL)
 		{
 			appendStringInfo(plan, ", \"batch_column_%d\": ", s);
