@@ -72,7 +72,9 @@ SELECT streamwin.create_kafka_source('keyed', :'brokers', 'regress_keyed',
     '{"metadata": {"p": "partition", "off": "offset", "kts": "timestamp", "k": "key"}}');
 SELECT streamwin.create_query('keyed_rows', 'SELECT v, p, off, kts > now() - interval ''1 day'' AS recent, k FROM keyed',
     start => false);
-SELECT (streamwin.run_available('keyed_rows')) - 'offsets' AS totals;
+-- (how many batches that takes depends on when each partition's messages
+-- arrive: the totals do not)
+SELECT (streamwin.run_available('keyed_rows')) - 'offsets' - 'batches' AS totals;
 SELECT * FROM keyed_rows ORDER BY p, off;
 SELECT partition, "offset", convert_from(payload, 'UTF8') AS payload, error FROM streamwin.dead_letters
 WHERE source = 'keyed';
@@ -111,7 +113,7 @@ SELECT (streamwin.run_batch('headers_dup'))->'input_rows' AS input_rows;
 DELETE FROM streamwin.state_alive
 WHERE query_id = (SELECT query_id FROM streamwin.query_catalog WHERE name = 'headers_dup');
 SELECT r->'replayed' AS replayed, r->'input_rows' AS input_rows FROM streamwin.run_batch('headers_dup') r;
-SELECT (streamwin.run_available('headers_dup')) - 'offsets' - 'watermark' AS totals;
+SELECT (streamwin.run_available('headers_dup')) - 'offsets' - 'watermark' - 'batches' AS totals;
 SELECT * FROM headers_dup ORDER BY dup;
 SELECT streamwin.drop_query(q, drop_result => true) FROM unnest('{headers_rows, headers_dup}'::text[]) q;
 SELECT streamwin.drop_source('with_headers');
