@@ -59,6 +59,9 @@
 /* streamwin.batch_work_mem (kB): work_mem of batch statements; -1: work_mem */
 int			streamwin_batch_work_mem = 65536;
 
+/* streamwin.progress_retention: batches kept per query in streamwin.progress */
+int			streamwin_progress_retention = 1000;
+
 /* One source's part of a batch. */
 typedef struct BatchSource
 {

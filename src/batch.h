@@ -15,6 +15,9 @@
 /* streamwin.batch_work_mem (kB): work_mem of batch statements; -1: work_mem */
 extern int	streamwin_batch_work_mem;
 
+/* streamwin.progress_retention: batches kept per query in streamwin.progress */
+extern int	streamwin_progress_retention;
+
 /* What a batch did: returned as jsonb and written to streamwin.progress. */
 typedef struct BatchStats
 {

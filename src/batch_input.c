@@ -39,7 +39,7 @@
 #include "utils/resowner.h"
 
 #include "batch_input.h"
-#include "catalog.h"
+#include "catalog_access.h"
 #include "catalog_log.h"
 #include "spi_util.h"
 #include "window.h"

@@ -39,187 +39,6 @@
 #include "options.h"
 #include "state_store.h"
 
-static Oid	extension_owner_cache = InvalidOid;
-static bool catalog_version_checked = false;
-
-/*
- * Read the streamwin row of pg_extension: its owner, and (if version is not
- * NULL) its installed version, palloc'd.
- */
-static Oid
-read_extension(char **version)
-{
-	Relation	rel;
-	ScanKeyData key;
-	SysScanDesc scan;
-	HeapTuple	tup;
-	Oid			owner;
-
-	rel = table_open(ExtensionRelationId, AccessShareLock);
-	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber,
-				F_NAMEEQ, CStringGetDatum("streamwin"));
-	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
-	tup = systable_getnext(scan);
-	if (!HeapTupleIsValid(tup))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("extension \"streamwin\" is not installed in this database"),
-				 errhint("Run CREATE EXTENSION streamwin.")));
-	owner = ((Form_pg_extension) GETSTRUCT(tup))->extowner;
-	if (version)
-	{
-		bool		isnull;
-		Datum		d = heap_getattr(tup, Anum_pg_extension_extversion,
-									 RelationGetDescr(rel), &isnull);
-
-		*version = isnull ? pstrdup("?") : TextDatumGetCString(d);
-	}
-	systable_endscan(scan);
-	table_close(rel, AccessShareLock);
-	return owner;
-}
-
-/*
- * The owner of the streamwin extension in this database.  Cached per
- * backend: an extension's owner changes only through ALTER EXTENSION ...
- * OWNER, which streamwin does not support.
- */
-static Oid
-extension_owner(void)
-{
-	if (!OidIsValid(extension_owner_cache))
-		extension_owner_cache = read_extension(NULL);
-	return extension_owner_cache;
-}
-
-/*
- * The library reads and writes the catalog of one extension version.  A
- * package upgrade replaces the library at once, while each database's
- * catalog stays at its old version until ALTER EXTENSION streamwin UPDATE:
- * until then, say so, instead of failing on a column that is not there.
- * Once it matches it stays so for the life of the backend (a downgrade is
- * not possible).
- */
-static void
-check_catalog_version(void)
-{
-	char	   *version;
-
-	if (catalog_version_checked)
-		return;
-	(void) read_extension(&version);
-	if (strcmp(version, STREAMWIN_CATALOG_VERSION) != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("streamwin's catalog in this database is at version %s, but its library needs version %s",
-						version, STREAMWIN_CATALOG_VERSION),
-				 errdetail("The streamwin library was upgraded; the extension's catalog was not."),
-				 errhint("Run ALTER EXTENSION streamwin UPDATE in this database.")));
-	catalog_version_checked = true;
-}
-
-/*
- * catalog_enter / catalog_leave
- *		Run the statements between them as the extension owner.  An error in
- *		between needs no catalog_leave: transaction (and subtransaction)
- *		abort restores the user id.
- */
-void
-catalog_enter(RoleSwitch *save)
-{
-	role_switch_enter(save, extension_owner());
-}
-
-void
-catalog_leave(RoleSwitch *save)
-{
-	role_switch_leave(save);
-}
-
-/*
- * catalog_check_owner
- *		Only the owner of a source or query (or a member of the owning role,
- *		or a superuser) may change it.
- */
-void
-catalog_check_owner(Oid owner, const char *kind, const char *name)
-{
-	if (!has_privs_of_role(GetUserId(), owner))
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("must be owner of %s \"%s\"", kind, name)));
-}
-
-/*
- * catalog_lock_query
- *		Wait for, then hold until the end of the transaction, the lock that
- *		lets one batch of the query run at a time (and that drop_query and
- *		reset_query take to wait for a batch in progress).  An advisory lock
- *		rather than a row lock on the query's catalog row: a row lock needs a
- *		transaction id and writes WAL, so every empty batch of every idle
- *		query (ten a second on a 100 ms trigger) would cost a transaction
- *		id, a WAL record and a commit to flush.
- */
-void
-catalog_lock_query(int32 query_id)
-{
-	LOCKTAG		tag;
-
-	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, STREAMWIN_LOCK_SPACE, (uint32) query_id, 5);
-	(void) LockAcquire(&tag, ExclusiveLock, false, false);
-}
-
-/*
- * catalog_exec
- *		Run one of streamwin's own statements on its catalog, as the
- *		extension owner, with a plan prepared once per backend and kept: the
- *		per-batch bookkeeping (locking the query, offsets, progress) would
- *		otherwise be parsed and planned again for every batch.  `sql` must be
- *		a constant text, which identifies the plan.  Errors if the statement
- *		fails; returns the SPI result code.  Must be called inside SPI.
- */
-typedef struct CatalogPlan
-{
-	const char *sql;
-	SPIPlanPtr	plan;
-	struct CatalogPlan *next;
-} CatalogPlan;
-
-static CatalogPlan *catalog_plans = NULL;
-
-int
-catalog_exec(const char *sql, int nargs, Oid *types, Datum *args, const char *nulls,
-			 long count)
-{
-	CatalogPlan *p;
-	RoleSwitch	role;
-	int			rc;
-
-	for (p = catalog_plans; p != NULL; p = p->next)
-		if (p->sql == sql || strcmp(p->sql, sql) == 0)
-			break;
-	if (p == NULL)
-	{
-		SPIPlanPtr	plan = SPI_prepare(sql, nargs, types);
-
-		if (plan == NULL)
-			elog(ERROR, "streamwin: could not prepare \"%s\": %s", sql,
-				 SPI_result_code_string(SPI_result));
-		SPI_keepplan(plan);
-		p = MemoryContextAlloc(TopMemoryContext, sizeof(CatalogPlan));
-		p->sql = MemoryContextStrdup(TopMemoryContext, sql);
-		p->plan = plan;
-		p->next = catalog_plans;
-		catalog_plans = p;
-	}
-	catalog_enter(&role);
-	rc = SPI_execute_plan(p->plan, args, nulls, false, count);
-	catalog_leave(&role);
-	if (rc < 0)
-		elog(ERROR, "streamwin catalog statement failed (%s): %s", SPI_result_code_string(rc), sql);
-	return rc;
-}
-
 /* --- reading rows ------------------------------------------------------ */
 
 static char *
@@ -252,7 +71,7 @@ catalog_lookup(const char *sql, Oid argtype, Datum arg, TupleDesc *desc_out)
 	HeapTuple	result = NULL;
 
 	/* every source and query is read here first */
-	check_catalog_version();
+	catalog_check_version();
 	SPI_connect();
 	catalog_exec(sql, 1, &argtype, &arg, NULL, 2);
 	if (SPI_processed > 1)
@@ -565,26 +384,6 @@ catalog_get_query_by_id(int32 query_id, bool missing_ok)
 				 errmsg("query %d does not exist", query_id)));
 	}
 	return query_from_row(tup, desc);
-}
-
-/*
- * catalog_table_depends_on_extension
- *		A table streamwin creates for a query (state, checkpoint, dedup
- *		keys) depends on the extension, as an ordinary dependency: DROP
- *		EXTENSION names it and, with CASCADE, drops it.  Without that the
- *		tables would outlive the extension in its schema, and a new
- *		installation, numbering its queries from 1 again, would collide with
- *		them.  Not an extension member: pg_dump must still dump them.
- */
-void
-catalog_table_depends_on_extension(Oid relid)
-{
-	ObjectAddress table;
-	ObjectAddress extension;
-
-	ObjectAddressSet(table, RelationRelationId, relid);
-	ObjectAddressSet(extension, ExtensionRelationId, get_extension_oid("streamwin", false));
-	recordDependencyOn(&table, &extension, DEPENDENCY_NORMAL);
 }
 
 /* --- sources ------------------------------------------------------------- */
@@ -925,5 +724,291 @@ catalog_running_queries(List **query_ids, List **owners)
 															 SPI_tuptable->tupdesc, 2, &isnull)));
 		MemoryContextSwitchTo(spi);
 	}
+	SPI_finish();
+}
+
+/* --- table sources ------------------------------------------------------- */
+
+/*
+ * Where each query of a table source must be able to read from: with
+ * UNLOGGED state, its checkpoint's position (crash recovery replays from
+ * there), else its stored position; a query that has not run yet, its
+ * start.  $1 is the source's id.
+ */
+#define QUERY_READ_FROM \
+	"CASE WHEN q.state_table IS NOT NULL OR q.dedup_table IS NOT NULL " \
+	"          OR EXISTS (SELECT FROM streamwin.query_sources j " \
+	"                     WHERE j.query_id = q.query_id AND j.join_table IS NOT NULL) " \
+	"     THEN coalesce(c.next_offset, qs.start_lsn) " \
+	"     ELSE coalesce(o.next_offset, qs.start_lsn) END"
+#define QUERIES_OF_SOURCE \
+	"FROM streamwin.query_sources qs " \
+	"JOIN streamwin.query_catalog q ON q.query_id = qs.query_id " \
+	"LEFT JOIN streamwin.query_offsets o ON o.query_id = qs.query_id " \
+	"     AND o.source_index = qs.source_index AND o.partition = 0 " \
+	"LEFT JOIN streamwin.query_checkpoints c ON c.query_id = qs.query_id " \
+	"     AND c.source_index = qs.source_index AND c.partition = 0 " \
+	"WHERE qs.source_id = $1"
+
+bool
+catalog_source_unread(int32 source_id)
+{
+	Oid			types[1] = {INT4OID};
+	Datum		args[1] = {Int32GetDatum(source_id)};
+	bool		unread;
+
+	SPI_connect();
+	catalog_exec("SELECT 1 FROM streamwin.source_catalog s WHERE s.source_id = $1 "
+				 "AND NOT EXISTS (SELECT 1 FROM streamwin.query_sources q WHERE q.source_id = $1)",
+				 1, types, args, NULL, 1);
+	unread = SPI_processed == 1;
+	SPI_finish();
+	return unread;
+}
+
+bool
+catalog_table_source_now(int32 source_id, char **slot_name, bool *has_retained,
+						 XLogRecPtr *retained)
+{
+	Oid			types[2] = {INT4OID, BOOLOID};
+	Datum		args[2] = {Int32GetDatum(source_id), BoolGetDatum(retained != NULL)};
+	MemoryContext caller = CurrentMemoryContext;
+	bool		found;
+
+	SPI_connect();
+	catalog_exec("SELECT s.slot_name, CASE WHEN $2 THEN "
+				 "  (SELECT min(" QUERY_READ_FROM ") " QUERIES_OF_SOURCE ") END "
+				 "FROM streamwin.source_catalog s WHERE s.source_id = $1",
+				 2, types, args, NULL, 1);
+	found = SPI_processed == 1;
+	if (found)
+	{
+		char	   *slot = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+		bool		isnull;
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+
+		*slot_name = slot ? MemoryContextStrdup(caller, slot) : NULL;
+		if (retained != NULL)
+		{
+			*has_retained = !isnull;
+			*retained = isnull ? InvalidXLogRecPtr : (XLogRecPtr) DatumGetInt64(d);
+		}
+	}
+	SPI_finish();
+	return found;
+}
+
+bool
+catalog_source_furthest_behind(int32 source_id, char **query, char **state, bool *has_pos,
+							   XLogRecPtr *pos)
+{
+	Oid			types[1] = {INT4OID};
+	Datum		args[1] = {Int32GetDatum(source_id)};
+	MemoryContext caller = CurrentMemoryContext;
+	bool		found;
+
+	SPI_connect();
+	catalog_exec("SELECT q.name, CASE WHEN q.desired_state = 'stopped' THEN 'stopped' "
+				 "                    WHEN q.status = 'failed' THEN 'failed' ELSE 'running' END, "
+				 "       " QUERY_READ_FROM " AS pos "
+				 QUERIES_OF_SOURCE " ORDER BY pos NULLS FIRST, q.name LIMIT 1",
+				 1, types, args, NULL, 1);
+	found = SPI_processed == 1;
+	if (found)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[0];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
+		Datum		d = SPI_getbinval(tup, desc, 3, &isnull);
+
+		*query = MemoryContextStrdup(caller, SPI_getvalue(tup, desc, 1));
+		*state = MemoryContextStrdup(caller, SPI_getvalue(tup, desc, 2));
+		*has_pos = !isnull;
+		*pos = isnull ? InvalidXLogRecPtr : (XLogRecPtr) DatumGetInt64(d);
+	}
+	SPI_finish();
+	return found;
+}
+
+void
+catalog_set_query_start(int32 query_id, int source_index, XLogRecPtr start_lsn)
+{
+	Oid			types[2] = {INT8OID, INT4OID};
+	Datum		args[2] = {Int64GetDatum((int64) start_lsn), Int32GetDatum(source_index)};
+
+	query_update("UPDATE streamwin.query_sources SET start_lsn = $2 "
+				 "WHERE query_id = $1 AND source_index = $3",
+				 query_id, 2, types, args, NULL);
+}
+
+char *
+catalog_source_slot(int32 source_id)
+{
+	Oid			types[1] = {INT4OID};
+	Datum		args[1] = {Int32GetDatum(source_id)};
+	MemoryContext caller = CurrentMemoryContext;
+	char	   *slot = NULL;
+
+	SPI_connect();
+	catalog_exec("SELECT slot_name FROM streamwin.source_catalog WHERE source_id = $1",
+				 1, types, args, NULL, 1);
+	if (SPI_processed == 1)
+		slot = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	slot = slot ? MemoryContextStrdup(caller, slot) : NULL;
+	SPI_finish();
+	return slot;
+}
+
+void
+catalog_set_source_slot(int32 source_id, const char *slot_name)
+{
+	Oid			types[2] = {INT4OID, TEXTOID};
+	Datum		args[2] = {Int32GetDatum(source_id), CStringGetTextDatum(slot_name)};
+
+	SPI_connect();
+	catalog_exec("UPDATE streamwin.source_catalog SET slot_name = $2 WHERE source_id = $1",
+				 2, types, args, NULL, 0);
+	SPI_finish();
+}
+
+bool
+catalog_source_wal_warned(int32 source_id, bool warned)
+{
+	Oid			types[1] = {INT4OID};
+	Datum		args[1] = {Int32GetDatum(source_id)};
+	bool		found;
+
+	SPI_connect();
+	catalog_exec(warned ?
+				 "UPDATE streamwin.source_catalog SET wal_warned_at = pg_catalog.clock_timestamp() "
+				 "WHERE source_id = $1" :
+				 "UPDATE streamwin.source_catalog SET wal_warned_at = NULL WHERE source_id = $1",
+				 1, types, args, NULL, 0);
+	found = SPI_processed > 0;
+	SPI_finish();
+	return found;
+}
+
+void
+catalog_source_queries_warned(int32 source_id, const char *message)
+{
+	Oid			types[2] = {INT4OID, TEXTOID};
+	Datum		args[2] = {Int32GetDatum(source_id), CStringGetTextDatum(message)};
+
+	SPI_connect();
+	catalog_exec("UPDATE streamwin.query_catalog SET last_error = $2, "
+				 "last_error_at = pg_catalog.clock_timestamp() "
+				 "WHERE query_id IN (SELECT query_id FROM streamwin.query_sources WHERE source_id = $1) "
+				 "AND status = 'ok'",
+				 2, types, args, NULL, 0);
+	SPI_finish();
+}
+
+List *
+catalog_source_slot_rows(const char *warned_within)
+{
+	Oid			types[1] = {INTERVALOID};
+	Datum		args[1] = {DirectFunctionCall3(interval_in, CStringGetDatum(warned_within),
+											   ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1))};
+	MemoryContext caller = CurrentMemoryContext;
+	List	   *rows = NIL;
+
+	SPI_connect();
+	catalog_exec("SELECT source_id, name, slot_name, wal_warned_at IS NOT NULL, "
+				 "       coalesce(wal_warned_at > pg_catalog.clock_timestamp() - $1, false) "
+				 "FROM streamwin.source_catalog WHERE slot_name IS NOT NULL ORDER BY source_id",
+				 1, types, args, NULL, 0);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		MemoryContext spi = MemoryContextSwitchTo(caller);
+		SourceSlotRow *row = palloc0(sizeof(SourceSlotRow));
+		bool		isnull;
+
+		row->source_id = DatumGetInt32(SPI_getbinval(tup, desc, 1, &isnull));
+		row->name = pstrdup(SPI_getvalue(tup, desc, 2));
+		row->slot_name = pstrdup(SPI_getvalue(tup, desc, 3));
+		row->warned = DatumGetBool(SPI_getbinval(tup, desc, 4, &isnull));
+		row->warned_recently = DatumGetBool(SPI_getbinval(tup, desc, 5, &isnull));
+		rows = lappend(rows, row);
+		MemoryContextSwitchTo(spi);
+	}
+	SPI_finish();
+	return rows;
+}
+
+/* --- new queries --------------------------------------------------------- */
+
+int32
+catalog_next_query_id(void)
+{
+	int32		id;
+	bool		isnull;
+
+	SPI_connect();
+	catalog_exec("SELECT pg_catalog.nextval('streamwin.query_catalog_query_id_seq')::integer",
+				 0, NULL, NULL, NULL, 1);
+	id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	SPI_finish();
+	return id;
+}
+
+void
+catalog_insert_query(const NewQuery *nq)
+{
+	Oid			types[16] = {INT4OID, TEXTOID, OIDOID, TEXTOID, INTERVALOID, TEXTOID, INTERVALOID,
+	TEXTARRAYOID, JSONBOID, OIDOID, OIDOID, TEXTOID, TEXTOID, OIDOID, OIDOID, OIDOID};
+	Datum		args[16];
+	char		nulls[16];
+
+	memset(nulls, ' ', sizeof(nulls));
+	args[0] = Int32GetDatum(nq->query_id);
+	args[1] = CStringGetTextDatum(nq->name);
+	args[2] = ObjectIdGetDatum(nq->owner);
+	args[3] = CStringGetTextDatum(nq->query_text);
+	args[4] = nq->watermark;
+	nulls[4] = nq->has_watermark ? ' ' : 'n';
+	args[5] = CStringGetTextDatum(nq->output_mode);
+	args[6] = nq->trigger_interval;
+	args[7] = nq->dedup_keys;
+	nulls[7] = nq->has_dedup_keys ? ' ' : 'n';
+	args[8] = JsonbPGetDatum(nq->options);
+	args[9] = ObjectIdGetDatum(nq->result_table);
+	args[10] = ObjectIdGetDatum(nq->state_table);
+	nulls[10] = OidIsValid(nq->state_table) ? ' ' : 'n';
+	args[11] = CStringGetTextDatum(nq->plan);
+	args[12] = CStringGetTextDatum(nq->desired_state);
+	args[13] = ObjectIdGetDatum(nq->checkpoint_table);
+	nulls[13] = OidIsValid(nq->checkpoint_table) ? ' ' : 'n';
+	args[14] = ObjectIdGetDatum(nq->dedup_table);
+	args[15] = ObjectIdGetDatum(nq->dedup_checkpoint);
+	nulls[14] = nulls[15] = OidIsValid(nq->dedup_table) ? ' ' : 'n';
+	SPI_connect();
+	catalog_exec("INSERT INTO streamwin.query_catalog (query_id, name, "
+				 "owner, query, watermark_delay, output_mode, trigger_interval, "
+				 "dedup_keys, options, result_table, state_table, plan, desired_state, "
+				 "checkpoint_table, dedup_table, dedup_checkpoint) "
+				 "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb, "
+				 "$13, $14, $15, $16)",
+				 16, types, args, nulls, 0);
+	SPI_finish();
+}
+
+void
+catalog_insert_query_source(int32 query_id, int source_index, int32 source_id, bool has_start,
+							int64 start_lsn, Oid join_table, Oid join_checkpoint)
+{
+	Oid			types[6] = {INT4OID, INT4OID, INT4OID, INT8OID, OIDOID, OIDOID};
+	Datum		args[6] = {Int32GetDatum(query_id), Int32GetDatum(source_index),
+		Int32GetDatum(source_id), Int64GetDatum(start_lsn), ObjectIdGetDatum(join_table),
+	ObjectIdGetDatum(join_checkpoint)};
+	char		nulls[6] = {' ', ' ', ' ', has_start ? ' ' : 'n',
+		OidIsValid(join_table) ? ' ' : 'n', OidIsValid(join_table) ? ' ' : 'n'};
+
+	SPI_connect();
+	catalog_exec("INSERT INTO streamwin.query_sources (query_id, source_index, source_id, "
+				 "start_lsn, join_table, join_checkpoint) VALUES ($1, $2, $3, $4, $5, $6)",
+				 6, types, args, nulls, 0);
 	SPI_finish();
 }

@@ -6,7 +6,8 @@
  *	  extension's owner.
  *
  * Every statement on streamwin's catalog tables is in one of three files,
- * each the owner of its tables, as pg_cron's job_metadata.c is of its own:
+ * each the owner of its tables, as pg_cron's job_metadata.c is of its own,
+ * and all run through catalog_access.c:
  *
  *	 catalog.c				source_catalog, query_catalog, query_sources
  *	 catalog_positions.c	query_offsets, query_checkpoints, state_alive:
@@ -23,26 +24,10 @@
 #ifndef STREAMWIN_CATALOG_H
 #define STREAMWIN_CATALOG_H
 
-#include "spi_util.h"
-#include "streamwin.h"
+#include "access/xlogdefs.h"
 
-/*
- * catalog_enter / catalog_leave
- *		Run the statements between them as the extension owner (a
- *		RoleSwitch: an error in between needs no catalog_leave).
- */
-extern void catalog_enter(RoleSwitch *save);
-extern void catalog_leave(RoleSwitch *save);
-
-/*
- * catalog_exec
- *		One of streamwin's own statements on its catalog, as the extension
- *		owner, with a plan kept per backend; `sql` must be constant text.
- *		Errors if the statement fails; returns the SPI result code.  Inside
- *		SPI.
- */
-extern int	catalog_exec(const char *sql, int nargs, Oid *types, Datum *args,
-						 const char *nulls, long count);
+#include "catalog_access.h"
+#include "catalog_types.h"
 
 /*
  * Names of queries and sources follow PostgreSQL's rule for a (possibly
@@ -66,14 +51,6 @@ extern SourceInfo *catalog_get_source_by_relation(Oid relid);
 extern QueryInfo *catalog_get_query(const char *name, bool missing_ok);
 extern QueryInfo *catalog_get_query_by_id(int32 query_id, bool missing_ok);
 
-/* Only the owner of a source or query (or a member of its role) may change it. */
-extern void catalog_check_owner(Oid owner, const char *kind, const char *name);
-
-/* The lock of one batch at a time per query, held to the end of the transaction. */
-extern void catalog_lock_query(int32 query_id);
-
-/* A table made for a query depends on the extension (DROP EXTENSION names it). */
-extern void catalog_table_depends_on_extension(Oid relid);
 
 /* --- sources --------------------------------------------------------------- */
 
@@ -169,5 +146,87 @@ extern int64 catalog_checkpoint_batch(int32 query_id);
 
 /* The running queries of this database, and their owners (Lists). */
 extern void catalog_running_queries(List **query_ids, List **owners);
+
+/* A new query's catalog row (create_query). */
+typedef struct NewQuery
+{
+	int32		query_id;		/* from catalog_next_query_id */
+	const char *name;
+	Oid			owner;
+	const char *query_text;
+	bool		has_watermark;
+	Datum		watermark;		/* interval */
+	const char *output_mode;
+	Datum		trigger_interval;	/* interval */
+	bool		has_dedup_keys;
+	Datum		dedup_keys;		/* text[] */
+	Jsonb	   *options;
+	Oid			result_table;
+	Oid			state_table;	/* InvalidOid: none */
+	const char *plan;			/* JSON */
+	const char *desired_state;	/* running, stopped */
+	Oid			checkpoint_table;
+	Oid			dedup_table;	/* InvalidOid: none, nor its checkpoint */
+	Oid			dedup_checkpoint;
+} NewQuery;
+
+extern int32 catalog_next_query_id(void);
+extern void catalog_insert_query(const NewQuery *nq);
+
+/*
+ * A query's source_index-th source (streamwin.query_sources): where it
+ * starts if it records that (has_start), a join's side tables (InvalidOid:
+ * none).
+ */
+extern void catalog_insert_query_source(int32 query_id, int source_index, int32 source_id,
+										bool has_start, int64 start_lsn, Oid join_table,
+										Oid join_checkpoint);
+
+/* --- table sources ----------------------------------------------------------- */
+
+/* Does the source exist, read by no query? */
+extern bool catalog_source_unread(int32 source_id);
+
+/*
+ * A table source's slot now (*slot_name) and, if retained is not NULL, the
+ * oldest position any of its queries must still read from (its
+ * checkpoint's where it keeps state), with has_retained false where none
+ * has one.  False: no such source.
+ */
+extern bool catalog_table_source_now(int32 source_id, char **slot_name, bool *has_retained,
+									 XLogRecPtr *retained);
+
+/* The query of the source furthest behind, its state, and its position. */
+extern bool catalog_source_furthest_behind(int32 source_id, char **query, char **state,
+										   bool *has_pos, XLogRecPtr *pos);
+
+/* Where a table source's query starts (reset_query). */
+extern void catalog_set_query_start(int32 query_id, int source_index, XLogRecPtr start_lsn);
+
+/* A table source's replication slot (NULL: no such source), and a new one. */
+extern char *catalog_source_slot(int32 source_id);
+extern void catalog_set_source_slot(int32 source_id, const char *slot_name);
+
+/*
+ * A source's slot retains too much WAL (warned), or no longer does;
+ * false: no such source.
+ */
+extern bool catalog_source_wal_warned(int32 source_id, bool warned);
+
+/* The error shown on the queries of a source that are not failing. */
+extern void catalog_source_queries_warned(int32 source_id, const char *message);
+
+/* A source with a replication slot, as the WAL retention check reads it. */
+typedef struct SourceSlotRow
+{
+	int32		source_id;
+	char	   *name;
+	char	   *slot_name;
+	bool		warned;			/* over the threshold at the last check */
+	bool		warned_recently;	/* ... and warned about within warned_within */
+} SourceSlotRow;
+
+/* The sources with a slot (SourceSlotRow), in the caller's memory context. */
+extern List *catalog_source_slot_rows(const char *warned_within);
 
 #endif							/* STREAMWIN_CATALOG_H */

@@ -14,7 +14,7 @@
 #include "utils/datum.h"
 #include "utils/timestamp.h"
 
-#include "catalog.h"
+#include "catalog_access.h"
 #include "catalog_log.h"
 
 void

@@ -13,7 +13,7 @@
 #include "utils/array.h"
 #include "utils/timestamp.h"
 
-#include "catalog.h"
+#include "catalog_access.h"
 #include "catalog_positions.h"
 
 /* A constant statement whose only argument is the query's id. */

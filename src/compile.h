@@ -48,7 +48,7 @@
 
 #include "join.h"
 #include "state_store.h"
-#include "streamwin.h"
+#include "catalog_types.h"
 
 /*
  * The alias of the LATERAL hop_starts() call that rewrite_hop puts in FROM

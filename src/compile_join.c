@@ -51,12 +51,12 @@
 #include "utils/ruleutils.h"
 #include "utils/timestamp.h"
 
-#include "catalog.h"
+#include "catalog_access.h"
 #include "checkpoint.h"
 #include "compile_join.h"
 #include "compile_shape.h"
 #include "compile_sql.h"
-#include "options.h"
+#include "jsonb_util.h"
 #include "spi_util.h"
 
 #define USECS_PER_23H	(INT64CONST(23) * USECS_PER_HOUR)

@@ -202,7 +202,7 @@ partial_columns(Compiled *c)
 /*
  * The batch's rows as sessions for a state store (STMT_STORE_GROUPS):
  * window_start, keys, partials, window_end, which the store merges with
- * its sessions (session_merge in state_store.c) in any order.
+ * its sessions (session_merge in store_session.c) in any order.
  *
  * Where every partial is a plain value (count, sum, min, max, bool_and,
  * bool_or), each row is a session of its own, [ts, ts + gap), its

@@ -24,7 +24,7 @@
 #include "utils/lsyscache.h"
 #include "utils/ruleutils.h"
 
-#include "catalog.h"
+#include "catalog_access.h"
 #include "compile_sql.h"
 #include "spi_util.h"
 

@@ -56,7 +56,7 @@ result_select(Compiled *c)
 /*
  * The INSERT into the result of the final values of store_rows(query_id,
  * which), which returns them in the order of the result's unique index
- * (sort_rows in state_store.c).
+ * (sort_rows in store_rows.c).
  */
 static char *
 insert_from_store_rows(Compiled *c, const char *rname, int32 query_id, const char *which)

@@ -23,7 +23,7 @@
 #include "catalog.h"
 #include "catalog_positions.h"
 #include "checkpoint.h"
-#include "launcher.h"
+#include "worker_registry.h"
 #include "offsets.h"
 #include "options.h"
 #include "runner_cache.h"
@@ -67,7 +67,7 @@ streamwin_start_query(PG_FUNCTION_ARGS)
 	catalog_set_desired_state(q->query_id, "running");
 	/* a session that ran batches by hand must not keep a stale reader */
 	runner_forget(q->query_id);
-	launcher_request_start(q->query_id, q->owner);
+	worker_request_start(q->query_id, q->owner);
 	PG_RETURN_VOID();
 }
 
@@ -100,7 +100,7 @@ streamwin_alter_query(PG_FUNCTION_ARGS)
 	}
 	catalog_alter_query(q->query_id, !PG_ARGISNULL(1), PG_ARGISNULL(1) ? (Datum) 0 : PG_GETARG_DATUM(1),
 						idle_timeout);
-	launcher_request_wake(q->query_id);
+	worker_request_wake(q->query_id);
 	PG_RETURN_VOID();
 }
 
@@ -113,7 +113,7 @@ streamwin_stop_query(PG_FUNCTION_ARGS)
 
 	catalog_check_owner(q->owner, "query", name);
 	catalog_set_desired_state(q->query_id, "stopped");
-	launcher_request_wake(q->query_id);
+	worker_request_wake(q->query_id);
 	PG_RETURN_VOID();
 }
 
@@ -191,7 +191,7 @@ streamwin_drop_query(PG_FUNCTION_ARGS)
 		drop_result_table(q);
 	SPI_finish();
 	runner_forget(q->query_id);
-	launcher_request_wake(q->query_id);
+	worker_request_wake(q->query_id);
 	source_query_gone(q);
 	PG_RETURN_VOID();
 }
@@ -382,7 +382,7 @@ streamwin_reset_query(PG_FUNCTION_ARGS)
 Datum
 streamwin_worker_pid(PG_FUNCTION_ARGS)
 {
-	int			pid = launcher_worker_pid(MyDatabaseId, PG_GETARG_INT32(0));
+	int			pid = worker_pid(MyDatabaseId, PG_GETARG_INT32(0));
 
 	if (pid == 0)
 		PG_RETURN_NULL();

@@ -37,8 +37,7 @@
 #include "lib/stringinfo.h"
 #include "utils/jsonb.h"
 
-#include "source.h"
-#include "streamwin.h"
+#include "catalog_types.h"
 
 typedef struct JoinSidePlan
 {

@@ -24,7 +24,7 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
-#include "catalog.h"
+#include "catalog_access.h"
 #include "kafka_consumer.h"
 #include "options.h"
 #include "source.h"

@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * launcher.c
- *	  Starting and stopping query workers: the launcher, the per-database
- *	  starter, the shared worker registry and the commit-time requests.
+ *	  The launcher and the per-database starter, which start the workers
+ *	  of queries marked running (the registry of workers and the requests
+ *	  at commit are worker_registry.c's).
  *
  * Who starts a query worker:
  *	- create_query(start => true) and start_query(), when their transaction
@@ -53,70 +54,9 @@
 #include "catalog.h"
 #include "launcher.h"
 #include "table_source.h"
-#include "worker.h"
-
-PGDLLEXPORT void streamwin_launcher_main(Datum main_arg);
-PGDLLEXPORT void streamwin_starter_main(Datum main_arg);
-
-typedef struct WorkerSlot
-{
-	Oid			dboid;
-	int32		query_id;
-	pid_t		pid;			/* 0: free */
-	Latch	   *latch;
-} WorkerSlot;
-
-typedef struct StreamwinShared
-{
-	LWLock	   *lock;
-	int			nslots;
-	WorkerSlot	slots[FLEXIBLE_ARRAY_MEMBER];
-} StreamwinShared;
-
-static StreamwinShared *shared = NULL;
+#include "worker_registry.h"
 
 
-int			streamwin_launcher_naptime = 30;
-
-/* requests made in the current transaction, acted on at commit */
-typedef struct PendingRequest
-{
-	int32		query_id;
-	Oid			owner;
-	bool		start;
-} PendingRequest;
-
-static List *pending = NIL;
-
-static Size
-shared_size(void)
-{
-	return add_size(offsetof(StreamwinShared, slots),
-					mul_size(sizeof(WorkerSlot), streamwin_max_workers));
-}
-
-void
-launcher_shmem_request(void)
-{
-	RequestAddinShmemSpace(shared_size());
-	RequestNamedLWLockTranche("streamwin", 1);
-}
-
-void
-launcher_shmem_startup(void)
-{
-	bool		found;
-
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	shared = ShmemInitStruct("streamwin", shared_size(), &found);
-	if (!found)
-	{
-		shared->lock = &(GetNamedLWLockTranche("streamwin"))->lock;
-		shared->nslots = streamwin_max_workers;
-		memset(shared->slots, 0, sizeof(WorkerSlot) * shared->nslots);
-	}
-	LWLockRelease(AddinShmemInitLock);
-}
 
 /* Register the launcher; called from _PG_init while preloading. */
 void
@@ -133,191 +73,6 @@ launcher_register(void)
 	snprintf(bgw.bgw_name, BGW_MAXLEN, "streamwin launcher");
 	snprintf(bgw.bgw_type, BGW_MAXLEN, "streamwin launcher");
 	RegisterBackgroundWorker(&bgw);
-}
-
-/* pid of the live worker of a query, 0 if none */
-int
-launcher_worker_pid(Oid dboid, int32 query_id)
-{
-	int			pid = 0;
-
-	if (shared == NULL)
-		return 0;
-	LWLockAcquire(shared->lock, LW_SHARED);
-	for (int i = 0; i < shared->nslots; i++)
-		if (shared->slots[i].pid != 0 && shared->slots[i].dboid == dboid &&
-			shared->slots[i].query_id == query_id)
-			pid = shared->slots[i].pid;
-	LWLockRelease(shared->lock);
-	return pid;
-}
-
-/*
- * worker_claim_slot
- *		Called by a query worker at start.  Returns CLAIM_TAKEN if another
- *		live worker already runs the query, CLAIM_FULL if streamwin.max_workers
- *		workers run already (the caller then exits either way).
- */
-WorkerClaim
-worker_claim_slot(Oid dboid, int32 query_id)
-{
-	int			free_slot = -1;
-
-	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-	for (int i = 0; i < shared->nslots; i++)
-	{
-		WorkerSlot *s = &shared->slots[i];
-
-		if (s->pid != 0 && s->dboid == dboid && s->query_id == query_id)
-		{
-			/* a slot left by a worker that died without cleanup? */
-			if (kill(s->pid, 0) == 0 && s->pid != MyProcPid)
-			{
-				LWLockRelease(shared->lock);
-				return CLAIM_TAKEN;
-			}
-			s->pid = 0;
-		}
-		if (s->pid == 0 && free_slot < 0)
-			free_slot = i;
-	}
-	if (free_slot < 0)
-	{
-		LWLockRelease(shared->lock);
-		return CLAIM_FULL;
-	}
-	shared->slots[free_slot].dboid = dboid;
-	shared->slots[free_slot].query_id = query_id;
-	shared->slots[free_slot].pid = MyProcPid;
-	shared->slots[free_slot].latch = MyLatch;
-	LWLockRelease(shared->lock);
-	return CLAIM_OK;
-}
-
-/* Release this process's slot; on_shmem_exit callback of a query worker. */
-void
-worker_release_slot(int code, Datum arg)
-{
-	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-	for (int i = 0; i < shared->nslots; i++)
-		if (shared->slots[i].pid == MyProcPid)
-			shared->slots[i].pid = 0;
-	LWLockRelease(shared->lock);
-}
-
-/* Returns false if no background worker slot was free. */
-static bool
-start_worker_now(Oid dboid, int32 query_id, Oid owner)
-{
-	BackgroundWorker bgw;
-	BackgroundWorkerHandle *handle;
-	WorkerExtra extra;
-
-	if (launcher_worker_pid(dboid, query_id) != 0)
-		return true;
-
-	memset(&bgw, 0, sizeof(bgw));
-	bgw.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	bgw.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	/* an error that escapes the batch loop: let the postmaster restart it */
-	bgw.bgw_restart_time = 5;
-	snprintf(bgw.bgw_library_name, BGW_MAXLEN, "streamwin");
-	snprintf(bgw.bgw_function_name, BGW_MAXLEN, "streamwin_worker_main");
-	snprintf(bgw.bgw_name, BGW_MAXLEN, "streamwin worker for query %d", query_id);
-	snprintf(bgw.bgw_type, BGW_MAXLEN, "streamwin worker");
-	bgw.bgw_main_arg = Int32GetDatum(query_id);
-	extra.dboid = dboid;
-	extra.owner = owner;
-	memcpy(bgw.bgw_extra, &extra, sizeof(extra));
-	bgw.bgw_notify_pid = 0;
-
-	if (!RegisterDynamicBackgroundWorker(&bgw, &handle))
-	{
-		ereport(WARNING,
-				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-				 errmsg("could not start a streamwin worker for query %d", query_id),
-				 errhint("Increase max_worker_processes; the launcher will retry.")));
-		return false;
-	}
-	return true;
-}
-
-static void
-wake_worker_now(Oid dboid, int32 query_id)
-{
-	if (shared == NULL)
-		return;
-	LWLockAcquire(shared->lock, LW_SHARED);
-	for (int i = 0; i < shared->nslots; i++)
-	{
-		WorkerSlot *s = &shared->slots[i];
-
-		if (s->pid != 0 && s->dboid == dboid && s->query_id == query_id)
-			SetLatch(s->latch);
-	}
-	LWLockRelease(shared->lock);
-}
-
-static void
-add_pending(int32 query_id, Oid owner, bool start)
-{
-	MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
-	PendingRequest *p = palloc(sizeof(PendingRequest));
-
-	p->query_id = query_id;
-	p->owner = owner;
-	p->start = start;
-	pending = lappend(pending, p);
-	MemoryContextSwitchTo(old);
-}
-
-/*
- * launcher_request_start / launcher_request_wake
- *		Start the query's worker, or wake it to read its query again (to
- *		stop, or to take changed settings), when the current transaction
- *		commits.
- */
-void
-launcher_request_start(int32 query_id, Oid owner)
-{
-	add_pending(query_id, owner, true);
-}
-
-void
-launcher_request_wake(int32 query_id)
-{
-	add_pending(query_id, InvalidOid, false);
-}
-
-void
-launcher_xact_callback(XactEvent event, void *arg)
-{
-	ListCell   *lc;
-
-	switch (event)
-	{
-		case XACT_EVENT_COMMIT:
-			if (shared != NULL)
-			{
-				foreach(lc, pending)
-				{
-					PendingRequest *p = lfirst(lc);
-
-					if (p->start)
-						start_worker_now(MyDatabaseId, p->query_id, p->owner);
-					else
-						wake_worker_now(MyDatabaseId, p->query_id);
-				}
-			}
-			pending = NIL;		/* the list lived in TopTransactionContext */
-			break;
-		case XACT_EVENT_ABORT:
-		case XACT_EVENT_PARALLEL_ABORT:
-			pending = NIL;
-			break;
-		default:
-			break;
-	}
 }
 
 /*
@@ -474,7 +229,7 @@ streamwin_starter_main(Datum main_arg)
 			 */
 			if (role_cannot_run_worker(owner, &message, &hint))
 				why = psprintf("%s\nHINT: %s", message, hint);
-			else if (!start_worker_now(dboid, query_id, owner))
+			else if (!worker_start_now(dboid, query_id, owner))
 				why = psprintf("could not start a worker: every background worker process is taken "
 							   "(max_worker_processes = %d)\n"
 							   "HINT: Raise max_worker_processes and restart the server, or stop "
@@ -492,61 +247,3 @@ streamwin_starter_main(Datum main_arg)
 	proc_exit(0);
 }
 
-/* --- who may run a worker ------------------------------------------------ */
-
-/*
- * role_cannot_run_worker
- *		Why role roleid cannot run a query worker (a message and a hint),
- *		or false if it can.  A worker connects as the query's owner, and
- *		PostgreSQL 15 refuses background worker connections of roles that
- *		are gone or lack LOGIN.
- */
-bool
-role_cannot_run_worker(Oid roleid, char **message, char **hint)
-{
-	HeapTuple	tup = SearchSysCache1(AUTHOID, ObjectIdGetDatum(roleid));
-	char	   *name;
-
-	if (!HeapTupleIsValid(tup))
-	{
-		*message = psprintf("role with OID %u, which owns the query, no longer exists", roleid);
-		*hint = pstrdup("Drop the query and create it again as another role.");
-		return true;
-	}
-	name = pstrdup(NameStr(((Form_pg_authid) GETSTRUCT(tup))->rolname));
-	if (((Form_pg_authid) GETSTRUCT(tup))->rolcanlogin)
-	{
-		ReleaseSysCache(tup);
-		return false;
-	}
-	ReleaseSysCache(tup);
-	*message = psprintf("role \"%s\" cannot run a query worker because it cannot log in", name);
-	*hint = psprintf("Grant it with ALTER ROLE %s LOGIN, or run batches with streamwin.run_batch().",
-					 quote_identifier(name));
-	return true;
-}
-
-/* Refuse, with an error, to start a worker that could not connect. */
-void
-check_role_can_login(Oid roleid)
-{
-	char	   *message;
-	char	   *hint;
-
-	if (role_cannot_run_worker(roleid, &message, &hint))
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("%s", message),
-				 errdetail("The worker of a query connects as the query's owner."),
-				 errhint("%s", hint)));
-}
-
-void
-check_preloaded(void)
-{
-	if (!streamwin_preloaded)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("streamwin background workers need streamwin in shared_preload_libraries"),
-				 errhint("Add streamwin to shared_preload_libraries and restart the server, or run batches with streamwin.run_batch().")));
-}

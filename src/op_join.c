@@ -25,9 +25,8 @@
 #include "utils/json.h"
 #include "utils/timestamp.h"
 
-#include "catalog.h"
+#include "catalog_access.h"
 #include "join.h"
-#include "options.h"
 #include "result_insert.h"
 #include "operator.h"
 #include "runner.h"

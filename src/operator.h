@@ -54,7 +54,7 @@
 #define STREAMWIN_OPERATOR_H
 
 #include "batch_scope.h"
-#include "streamwin.h"
+#include "catalog_types.h"
 
 struct QueryRunner;
 struct Operator;

@@ -11,25 +11,18 @@
 #include "datatype/timestamp.h"
 #include "utils/jsonb.h"
 
-#include "streamwin.h"
+#include "catalog_types.h"
+#include "jsonb_util.h"
 
 /* A duration (interval) as microseconds; months and years are refused. */
 extern int64 interval_to_usec(const Interval *iv, const char *what);
 
-/* The text of a top-level key of a jsonb object, or NULL if absent or null. */
-extern char *jsonb_get_text(Jsonb *jb, const char *key);
 
-/* The value of option name of an object of options, or NULL if absent or null. */
-extern JsonbValue *option_value(Jsonb *options, const char *name);
 
-/* Is an option's value a JSON object (else an array or a scalar)? */
-#define OPTION_IS_OBJECT(v) ((v)->type == jbvBinary && JsonContainerIsObject((v)->val.binary.data))
 
-/*
- * Refuse keys of a jsonb object that are not in `valid` (NULL-terminated),
- * naming the valid ones; `what` names the options in messages.
- */
-extern void jsonb_check_keys(Jsonb *options, const char *const *valid, const char *what);
+
+/* streamwin.max_records_per_batch: a source's default max_records_per_batch */
+extern int	streamwin_default_max_records;
 
 /*
  * The options every kind of source has into src: starting_offsets,

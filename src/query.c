@@ -63,7 +63,7 @@
 #include "compile_store.h"
 #include "compile_tables.h"
 #include "compile_window.h"
-#include "launcher.h"
+#include "worker_registry.h"
 #include "options.h"
 #include "source.h"
 
@@ -101,24 +101,6 @@ parse_output_mode(const char *mode)
 			 errmsg("invalid output mode \"%s\"", mode),
 			 errhint("Use \"append\", \"update\" or \"complete\".")));
 	return OUTPUT_APPEND;
-}
-
-/* The next query id, from query_catalog's sequence (it names the state table). */
-static int32
-next_query_id(void)
-{
-	RoleSwitch	role;
-	int32		id;
-	bool		isnull;
-
-	catalog_enter(&role);
-	if (SPI_execute("SELECT pg_catalog.nextval('streamwin.query_catalog_query_id_seq')::integer",
-					false, 1) != SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "could not read streamwin.query_catalog_query_id_seq");
-	id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
-									 &isnull));
-	catalog_leave(&role);
-	return id;
 }
 
 /*
@@ -277,36 +259,16 @@ create_objects(Compiled *c, const char *name, OutputMode mode, List *dedup_names
 static void
 insert_query_sources(Compiled *c, int32 query_id)
 {
-	Oid			types[6] = {INT4OID, INT4OID, INT4OID, INT8OID, OIDOID, OIDOID};
-	RoleSwitch	role;
-
 	for (int i = 0; i < c->nsources; i++)
 	{
-		Datum		args[6];
-		char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
 		int64		start_lsn = 0;
 		const SourceOps *ops = source_ops(c->sources[i]);
+		bool		has_start = ops->query_start != NULL &&
+			ops->query_start(c->sources[i], &start_lsn);
 
-		args[0] = Int32GetDatum(query_id);
-		args[1] = Int32GetDatum(i);
-		args[2] = Int32GetDatum(c->sources[i]->source_id);
-		if (ops->query_start != NULL && ops->query_start(c->sources[i], &start_lsn))
-			args[3] = Int64GetDatum(start_lsn);
-		else
-			nulls[3] = 'n';
-		if (c->join != NULL)
-		{
-			args[4] = ObjectIdGetDatum(c->join->table[i]);
-			args[5] = ObjectIdGetDatum(c->join->checkpoint[i]);
-		}
-		else
-			nulls[4] = nulls[5] = 'n';
-		catalog_enter(&role);
-		if (SPI_execute_with_args("INSERT INTO streamwin.query_sources (query_id, source_index, source_id, "
-								  "start_lsn, join_table, join_checkpoint) VALUES ($1, $2, $3, $4, $5, $6)",
-								  6, types, args, nulls, false, 0) != SPI_OK_INSERT)
-			elog(ERROR, "could not insert into streamwin.query_sources");
-		catalog_leave(&role);
+		catalog_insert_query_source(query_id, i, c->sources[i]->source_id, has_start, start_lsn,
+									c->join != NULL ? c->join->table[i] : InvalidOid,
+									c->join != NULL ? c->join->checkpoint[i] : InvalidOid);
 	}
 }
 
@@ -326,12 +288,7 @@ streamwin_create_query(PG_FUNCTION_ARGS)
 	Compiled	c;
 	List	   *dedup_names = NIL;
 	QueryObjects o;
-	RoleSwitch	role;
-	Oid			types[16] = {INT4OID, TEXTOID, OIDOID, TEXTOID, INTERVALOID,
-		TEXTOID, INTERVALOID, TEXTARRAYOID, JSONBOID, OIDOID, OIDOID, TEXTOID, TEXTOID,
-	OIDOID, OIDOID, OIDOID};
-	Datum		args[16];
-	char		nulls[16];
+	NewQuery	nq;
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(3) || PG_ARGISNULL(4) ||
 		PG_ARGISNULL(6) || PG_ARGISNULL(7))
@@ -391,45 +348,32 @@ streamwin_create_query(PG_FUNCTION_ARGS)
 				 errhint("Choose another name for the query, or drop or rename the table.")));
 
 	memset(&o, 0, sizeof(o));
-	o.query_id = next_query_id();
+	o.query_id = catalog_next_query_id();
 	create_objects(&c, name, mode, dedup_names, &o);
 
-	memset(nulls, ' ', sizeof(nulls));
-	args[0] = Int32GetDatum(o.query_id);
-	args[1] = CStringGetTextDatum(name);
-	args[2] = ObjectIdGetDatum(GetUserId());
-	args[3] = CStringGetTextDatum(query_text);
-	args[4] = has_watermark ? PG_GETARG_DATUM(2) : (Datum) 0;
-	nulls[4] = has_watermark ? ' ' : 'n';
-	args[5] = PG_GETARG_DATUM(3);
-	args[6] = PG_GETARG_DATUM(4);
-	args[7] = PG_ARGISNULL(5) ? (Datum) 0 : PG_GETARG_DATUM(5);
-	nulls[7] = PG_ARGISNULL(5) ? 'n' : ' ';
-	args[8] = JsonbPGetDatum(options);
-	args[9] = ObjectIdGetDatum(o.result);
-	args[10] = ObjectIdGetDatum(o.state);
-	nulls[10] = OidIsValid(o.state) ? ' ' : 'n';
-	args[11] = CStringGetTextDatum(o.plan.data);
-	args[12] = CStringGetTextDatum(start ? "running" : "stopped");
-	args[13] = ObjectIdGetDatum(o.checkpoint);
-	nulls[13] = OidIsValid(o.checkpoint) ? ' ' : 'n';
-	args[14] = ObjectIdGetDatum(o.dedup);
-	args[15] = ObjectIdGetDatum(o.dedup_checkpoint);
-	nulls[14] = nulls[15] = OidIsValid(o.dedup) ? ' ' : 'n';
-	catalog_enter(&role);
-	if (SPI_execute_with_args("INSERT INTO streamwin.query_catalog (query_id, name, "
-							  "owner, query, watermark_delay, output_mode, trigger_interval, "
-							  "dedup_keys, options, result_table, state_table, plan, desired_state, "
-							  "checkpoint_table, dedup_table, dedup_checkpoint) "
-							  "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb, "
-							  "$13, $14, $15, $16)",
-							  16, types, args, nulls, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "could not insert into streamwin.query_catalog");
-	catalog_leave(&role);
+	nq.query_id = o.query_id;
+	nq.name = name;
+	nq.owner = GetUserId();
+	nq.query_text = query_text;
+	nq.has_watermark = has_watermark;
+	nq.watermark = has_watermark ? PG_GETARG_DATUM(2) : (Datum) 0;
+	nq.output_mode = text_to_cstring(PG_GETARG_TEXT_PP(3));
+	nq.trigger_interval = PG_GETARG_DATUM(4);
+	nq.has_dedup_keys = !PG_ARGISNULL(5);
+	nq.dedup_keys = PG_ARGISNULL(5) ? (Datum) 0 : PG_GETARG_DATUM(5);
+	nq.options = options;
+	nq.result_table = o.result;
+	nq.state_table = o.state;
+	nq.plan = o.plan.data;
+	nq.desired_state = start ? "running" : "stopped";
+	nq.checkpoint_table = o.checkpoint;
+	nq.dedup_table = o.dedup;
+	nq.dedup_checkpoint = o.dedup_checkpoint;
+	catalog_insert_query(&nq);
 	insert_query_sources(&c, o.query_id);
 	SPI_finish();
 
 	if (start)
-		launcher_request_start(o.query_id, GetUserId());
+		worker_request_start(o.query_id, GetUserId());
 	PG_RETURN_VOID();
 }

@@ -17,7 +17,7 @@
 #include "utils/memutils.h"
 
 #include "batch_scope.h"
-#include "catalog.h"
+#include "catalog_access.h"
 #include "result_insert.h"
 #include "runner.h"
 #include "spi_util.h"

@@ -17,7 +17,7 @@
 #include "batch_input.h"
 #include "source.h"
 #include "statements.h"
-#include "streamwin.h"
+#include "catalog_types.h"
 
 /*
  * One query's runner, in its own memory context under TopMemoryContext.

@@ -38,7 +38,7 @@
 
 #include "batch_scope.h"
 #include "decode.h"
-#include "streamwin.h"
+#include "catalog_types.h"
 
 /* A position in a partition: the next row to process (see above). */
 typedef struct SourcePosition

@@ -30,7 +30,7 @@
  * into the batch's memory.
  *
  * The result statements of a state store read its groups through
- * streamwin.store_rows(query_id, which) (state_store.c) with constant
+ * streamwin.store_rows(query_id, which) (store_rows.c) with constant
  * arguments too; its scan reads the groups where they are, in the order
  * the store gives them, through a StoreRowsScan.
  *

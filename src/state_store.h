@@ -2,7 +2,7 @@
  *
  * state_store.h
  *	  The open groups of an aggregation, in the worker's memory and in its
- *	  UNLOGGED state table (state_store.c).
+ *	  UNLOGGED state table (store_*.c; state_store_int.h lists them).
  *
  * A store holds one entry per open group (window start and group keys)
  * with each aggregate's partial state: plain values for count, sum, min,

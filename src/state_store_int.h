@@ -18,7 +18,7 @@
  *	 store_persist.c	the store and its tables: loading, vouching for what
  *						it holds around a batch, writing the changed groups'
  *						state rows, checkpoints, evicting closed groups
- *	 state_store.c		a batch into the store (its groups, its rows, its
+ *	 store_merge.c		a batch into the store (its groups, its rows, its
  *						dedup keys), and closing windows
  *
  *-------------------------------------------------------------------------

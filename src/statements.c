@@ -10,7 +10,7 @@
 #include "catalog/pg_type.h"
 #include "utils/json.h"
 
-#include "options.h"
+#include "jsonb_util.h"
 #include "statements.h"
 
 typedef struct StatementSpec

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * state_store.c
+ * store_merge.c
  *	  A batch into a state store: its groups (or rows) merged into the
  *	  store's groups in C, a dedup store's new keys, and the windows a
  *	  watermark closes (see state_store.h; state_store_int.h lists the

@@ -15,7 +15,7 @@
 #include "utils/json.h"
 #include "utils/jsonb.h"
 
-#include "options.h"
+#include "jsonb_util.h"
 #include "state_store.h"
 
 static const char *const merge_names[] = {

@@ -25,9 +25,11 @@
 #include "batch_memory.h"
 #include "checkpoint.h"
 #include "launcher.h"
+#include "options.h"
+#include "worker_registry.h"
 #include "source.h"
 #include "state_store.h"
-#include "streamwin.h"
+#include "catalog_types.h"
 #include "table_source.h"
 #include "worker.h"
 
@@ -35,10 +37,6 @@ PG_MODULE_MAGIC;
 
 void		_PG_init(void);
 
-int			streamwin_max_workers = 32;
-int			streamwin_progress_retention = 1000;
-int			streamwin_default_max_records = 100000;
-bool		streamwin_preloaded = false;
 
 static const struct config_enum_entry store_merge_options[] = {
 	{"auto", STORE_MERGE_AUTO, false},
@@ -55,7 +53,7 @@ streamwin_shmem_request(void)
 {
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
-	launcher_shmem_request();
+	workers_shmem_request();
 }
 
 static void
@@ -63,7 +61,7 @@ streamwin_shmem_startup(void)
 {
 	if (prev_shmem_startup_hook)
 		prev_shmem_startup_hook();
-	launcher_shmem_startup();
+	workers_shmem_startup();
 }
 
 void
@@ -170,7 +168,7 @@ _PG_init(void)
 							PGC_SIGHUP, GUC_UNIT_MB, NULL, NULL, NULL);
 	MarkGUCPrefixReserved("streamwin");
 
-	RegisterXactCallback(launcher_xact_callback, NULL);
+	RegisterXactCallback(workers_xact_callback, NULL);
 	table_source_init();
 	source_scan_init();
 

@@ -39,7 +39,7 @@
 #include "utils/tuplestore.h"
 #include "executor/tuptable.h"
 
-#include "streamwin.h"
+#include "catalog_types.h"
 #include "table_source_int.h"
 
 /*

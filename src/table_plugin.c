@@ -39,7 +39,7 @@
 #include "utils/tuplestore.h"
 #include "executor/tuptable.h"
 
-#include "streamwin.h"
+#include "catalog_types.h"
 #include "table_source_int.h"
 
 /* Output plugin entry point: the library is loaded by slot name "streamwin". */

@@ -90,16 +90,8 @@ table_dropped(SourceInfo *src)
 static void
 table_query_gone(SourceInfo *src)
 {
-	Oid			types[1] = {INT4OID};
-	Datum		args[1] = {Int32GetDatum(src->source_id)};
-
-	SPI_connect();
-	catalog_exec("SELECT 1 FROM streamwin.source_catalog s WHERE s.source_id = $1 "
-				 "AND NOT EXISTS (SELECT 1 FROM streamwin.query_sources q WHERE q.source_id = $1)",
-				 1, types, args, NULL, 1);
-	if (SPI_processed == 1 && !source_slot_in_use(src->slot_name))
+	if (catalog_source_unread(src->source_id) && !source_slot_in_use(src->slot_name))
 		source_slot_advance(src->slot_name, src->source_id);
-	SPI_finish();
 }
 
 /* --- a query's reader ---------------------------------------------------- */
@@ -164,45 +156,19 @@ table_position(const SourcePosition *pos)
 static void
 table_catalog_now(SourceReader *rd, XLogRecPtr *retained)
 {
-	Oid			types[2] = {INT4OID, BOOLOID};
-	Datum		args[2] = {Int32GetDatum(rd->source->source_id), BoolGetDatum(retained != NULL)};
-	bool		isnull;
-	Datum		d;
 	char	   *slot;
+	bool		has_retained;
 
-	SPI_connect();
-	catalog_exec("SELECT s.slot_name, CASE WHEN $2 THEN "
-				 "  (SELECT min(CASE WHEN q.state_table IS NOT NULL OR q.dedup_table IS NOT NULL "
-				 "                        OR EXISTS (SELECT FROM streamwin.query_sources j "
-				 "                                   WHERE j.query_id = q.query_id AND j.join_table IS NOT NULL) "
-				 "                   THEN coalesce(c.next_offset, qs.start_lsn) "
-				 "                   ELSE coalesce(o.next_offset, qs.start_lsn) END) "
-				 "   FROM streamwin.query_sources qs "
-				 "   JOIN streamwin.query_catalog q ON q.query_id = qs.query_id "
-				 "   LEFT JOIN streamwin.query_offsets o ON o.query_id = qs.query_id "
-				 "        AND o.source_index = qs.source_index AND o.partition = 0 "
-				 "   LEFT JOIN streamwin.query_checkpoints c ON c.query_id = qs.query_id "
-				 "        AND c.source_index = qs.source_index AND c.partition = 0 "
-				 "   WHERE qs.source_id = $1) END "
-				 "FROM streamwin.source_catalog s WHERE s.source_id = $1",
-				 2, types, args, NULL, 1);
-	if (SPI_processed != 1)
+	if (!catalog_table_source_now(rd->source->source_id, &slot, &has_retained, retained))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("table source \"%s\" no longer exists", rd->source->name)));
-	slot = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
 	if (slot != NULL && strcmp(slot, rd->source->slot_name) != 0)
 	{
 		/* a context kept open holds the old slot */
 		table_fetch_release();
 		rd->source->slot_name = MemoryContextStrdup(rd->cxt, slot);
 	}
-	if (retained != NULL)
-	{
-		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
-		*retained = isnull ? InvalidXLogRecPtr : (XLogRecPtr) DatumGetInt64(d);
-	}
-	SPI_finish();
 }
 
 /*
@@ -357,10 +323,6 @@ table_reset(SourceReader *rd, const char *start, Jsonb *explicit)
 	XLogRecPtr	oldest;
 	XLogRecPtr	end = GetXLogInsertRecPtr();
 	XLogRecPtr	lsn;
-	Oid			types[3] = {INT4OID, INT8OID, INT4OID};
-	Datum		args[3];
-	RoleSwitch	role;
-
 	/* until this commits, no batch may confirm the slot past what we pick */
 	source_hold_start(rd->source->source_id);
 
@@ -393,18 +355,8 @@ table_reset(SourceReader *rd, const char *start, Jsonb *explicit)
 	rd->parts[0].has_position = true;
 	rd->parts[0].has_max_event_time = false;
 
-	args[0] = Int32GetDatum(rd->query->query_id);
-	args[1] = Int64GetDatum((int64) lsn);
-	args[2] = Int32GetDatum(rd->source_index);
-	SPI_connect();
-	catalog_enter(&role);
-	if (SPI_execute_with_args("UPDATE streamwin.query_sources SET start_lsn = $2 "
-							  "WHERE query_id = $1 AND source_index = $3",
-							  3, types, args, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "could not update streamwin.query_sources");
+	catalog_set_query_start(rd->query->query_id, rd->source_index, lsn);
 	rd->qsource->start_lsn = lsn;
-	catalog_leave(&role);
-	SPI_finish();
 }
 
 /*

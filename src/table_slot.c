@@ -43,7 +43,7 @@
 
 #include "catalog.h"
 #include "spi_util.h"
-#include "streamwin.h"
+#include "catalog_types.h"
 #include "table_source_int.h"
 
 PG_FUNCTION_INFO_V1(streamwin_create_table_source_slot);
@@ -217,7 +217,7 @@ lock_slot_registry(LOCKMODE mode)
 {
 	LOCKTAG		tag;
 
-	/* see STREAMWIN_LOCK_SPACE in streamwin.h */
+	/* see STREAMWIN_LOCK_SPACE in catalog_types.h */
 	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, STREAMWIN_LOCK_SPACE, 0, 3);
 	(void) LockAcquire(&tag, mode, false, false);
 }
@@ -481,8 +481,6 @@ source_slot_replace_invalidated(int32 source_id, const char *source_name, const 
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	LOCKTAG		tag;
-	Oid			types[2] = {INT4OID, TEXTOID};
-	Datum		args[2];
 	char	   *old_slot;
 	char	   *new_slot;
 	XLogRecPtr	old_confirmed;
@@ -498,26 +496,16 @@ source_slot_replace_invalidated(int32 source_id, const char *source_name, const 
 	 */
 	source_confirm_locktag(&tag, source_id);
 	(void) LockAcquire(&tag, ExclusiveLock, false, false);
-	args[0] = Int32GetDatum(source_id);
-	SPI_connect();
-	catalog_exec("SELECT slot_name FROM streamwin.source_catalog WHERE source_id = $1",
-				 1, types, args, NULL, 1);
-	old_slot = SPI_processed == 1 ?
-		SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1) : NULL;
+	old_slot = catalog_source_slot(source_id);
 	if (old_slot == NULL || !source_slot_invalidated(old_slot))
-	{
-		SPI_finish();
 		return;
-	}
-	old_slot = MemoryContextStrdup(cxt, old_slot);
 	old_confirmed = source_slot_confirmed(old_slot);
+	SPI_connect();
 	new_slot = MemoryContextStrdup(cxt, source_slot_new(source_name, true));
-	new_confirmed = source_slot_confirmed(new_slot);
-	args[1] = CStringGetTextDatum(new_slot);
-	catalog_exec("UPDATE streamwin.source_catalog SET slot_name = $2 WHERE source_id = $1",
-				 2, types, args, NULL, 0);
-	source_slot_drop_at_commit(old_slot);
 	SPI_finish();
+	new_confirmed = source_slot_confirmed(new_slot);
+	catalog_set_source_slot(source_id, new_slot);
+	source_slot_drop_at_commit(old_slot);
 	ereport(WARNING,
 			(errmsg("table source \"%s\" has a new replication slot, \"%s\", in place of \"%s\", which PostgreSQL invalidated",
 					source_name, new_slot, old_slot),
@@ -656,8 +644,10 @@ static void
 warn_retention(void *arg)
 {
 	RetentionCheck *c = arg;
-	Oid			types[2] = {INT4OID, TEXTOID};
-	Datum		args[2];
+	char	   *query;
+	char	   *state;
+	bool		has_pos;
+	XLogRecPtr	pos;
 	const char *setting = GetConfigOptionByName("streamwin.retained_wal_warning", NULL, false);
 	const char *keep = GetConfigOptionByName("max_slot_wal_keep_size", NULL, false);
 	char	   *size;
@@ -681,54 +671,18 @@ warn_retention(void *arg)
 	else
 		appendStringInfo(&hint, " Past max_slot_wal_keep_size (%s) PostgreSQL invalidates the slot, and its queries lose the changes they have not read.", keep);
 
-	args[0] = Int32GetDatum(c->source_id);
-	SPI_connect();
-	catalog_exec("UPDATE streamwin.source_catalog SET wal_warned_at = pg_catalog.clock_timestamp() "
-				 "WHERE source_id = $1",
-				 1, types, args, NULL, 0);
-	if (SPI_processed == 0)
-	{
-		SPI_finish();			/* dropped meanwhile */
-		return;
-	}
-	catalog_exec("SELECT q.name, CASE WHEN q.desired_state = 'stopped' THEN 'stopped' "
-				 "                    WHEN q.status = 'failed' THEN 'failed' ELSE 'running' END, "
-				 "       CASE WHEN q.state_table IS NOT NULL OR q.dedup_table IS NOT NULL "
-				 "                 OR EXISTS (SELECT FROM streamwin.query_sources j "
-				 "                            WHERE j.query_id = q.query_id AND j.join_table IS NOT NULL) "
-				 "            THEN coalesce(c.next_offset, qs.start_lsn) "
-				 "            ELSE coalesce(o.next_offset, qs.start_lsn) END AS pos "
-				 "FROM streamwin.query_sources qs "
-				 "JOIN streamwin.query_catalog q ON q.query_id = qs.query_id "
-				 "LEFT JOIN streamwin.query_offsets o ON o.query_id = qs.query_id "
-				 "     AND o.source_index = qs.source_index AND o.partition = 0 "
-				 "LEFT JOIN streamwin.query_checkpoints c ON c.query_id = qs.query_id "
-				 "     AND c.source_index = qs.source_index AND c.partition = 0 "
-				 "WHERE qs.source_id = $1 ORDER BY pos NULLS FIRST, q.name LIMIT 1",
-				 1, types, args, NULL, 1);
-	if (SPI_processed == 1)
-	{
-		bool		isnull;
-		Datum		pos = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull);
-
+	if (!catalog_source_wal_warned(c->source_id, true))
+		return;					/* dropped meanwhile */
+	if (catalog_source_furthest_behind(c->source_id, &query, &state, &has_pos, &pos))
 		appendStringInfo(&detail, "; the query furthest behind is \"%s\" (%s), at %X/%X.",
-						 SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1),
-						 SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2),
-						 LSN_FORMAT_ARGS(isnull ? InvalidXLogRecPtr : (XLogRecPtr) DatumGetInt64(pos)));
-	}
+						 query, state, LSN_FORMAT_ARGS(has_pos ? pos : InvalidXLogRecPtr));
 	else
 		appendStringInfoString(&detail, ", and no query reads the source.");
 
 	/* as worker.c records a failure, with the level in front */
 	initStringInfo(&recorded);
 	appendStringInfo(&recorded, "WARNING: %s\nDETAIL: %s\nHINT: %s", message.data, detail.data, hint.data);
-	args[1] = CStringGetTextDatum(recorded.data);
-	catalog_exec("UPDATE streamwin.query_catalog SET last_error = $2, "
-				 "last_error_at = pg_catalog.clock_timestamp() "
-				 "WHERE query_id IN (SELECT query_id FROM streamwin.query_sources WHERE source_id = $1) "
-				 "AND status = 'ok'",
-				 2, types, args, NULL, 0);
-	SPI_finish();
+	catalog_source_queries_warned(c->source_id, recorded.data);
 
 	ereport(WARNING,
 			(errmsg_internal("%s", message.data),
@@ -741,13 +695,8 @@ static void
 forget_warning(void *arg)
 {
 	RetentionCheck *c = arg;
-	Oid			types[1] = {INT4OID};
-	Datum		args[1] = {Int32GetDatum(c->source_id)};
 
-	SPI_connect();
-	catalog_exec("UPDATE streamwin.source_catalog SET wal_warned_at = NULL WHERE source_id = $1",
-				 1, types, args, NULL, 0);
-	SPI_finish();
+	(void) catalog_source_wal_warned(c->source_id, false);
 }
 
 /*
@@ -758,43 +707,23 @@ forget_warning(void *arg)
 static void
 retention_checks(void *arg)
 {
-	MemoryContext cxt = CurrentMemoryContext;
-	MemoryContext old;
 	List	   *sources = NIL;
-	Oid			types[1] = {TEXTOID};
-	Datum		args[1] = {CStringGetTextDatum(STREAMWIN_CATALOG_VERSION)};
+	ListCell   *lc;
 
-	SPI_connect();
-	if (SPI_execute_with_args("SELECT 1 FROM pg_catalog.pg_extension "
-							  "WHERE extname = 'streamwin' AND extversion = $1",
-							  1, types, args, NULL, true, 1) != SPI_OK_SELECT ||
-		SPI_processed != 1)
-	{
-		SPI_finish();
+	if (!catalog_version_is_current())
 		return;
-	}
-	catalog_exec("SELECT source_id, name, slot_name, wal_warned_at IS NOT NULL, "
-				 "       coalesce(wal_warned_at > pg_catalog.clock_timestamp() "
-				 "                                - interval '" RETAINED_WAL_WARNING_EVERY "', false) "
-				 "FROM streamwin.source_catalog WHERE slot_name IS NOT NULL ORDER BY source_id",
-				 0, NULL, NULL, NULL, 0);
-	for (uint64 i = 0; i < SPI_processed; i++)
+	foreach(lc, catalog_source_slot_rows(RETAINED_WAL_WARNING_EVERY))
 	{
-		HeapTuple	tup = SPI_tuptable->vals[i];
-		TupleDesc	desc = SPI_tuptable->tupdesc;
-		RetentionCheck *c = MemoryContextAllocZero(cxt, sizeof(RetentionCheck));
-		bool		isnull;
+		SourceSlotRow *row = lfirst(lc);
+		RetentionCheck *c = palloc0(sizeof(RetentionCheck));
 
-		c->source_id = DatumGetInt32(SPI_getbinval(tup, desc, 1, &isnull));
-		c->name = MemoryContextStrdup(cxt, SPI_getvalue(tup, desc, 2));
-		c->slot_name = MemoryContextStrdup(cxt, SPI_getvalue(tup, desc, 3));
-		c->warned = DatumGetBool(SPI_getbinval(tup, desc, 4, &isnull));
-		c->warned_recently = DatumGetBool(SPI_getbinval(tup, desc, 5, &isnull));
-		old = MemoryContextSwitchTo(cxt);
+		c->source_id = row->source_id;
+		c->name = row->name;
+		c->slot_name = row->slot_name;
+		c->warned = row->warned;
+		c->warned_recently = row->warned_recently;
 		sources = lappend(sources, c);
-		MemoryContextSwitchTo(old);
 	}
-	SPI_finish();
 	*(List **) arg = sources;
 }
 

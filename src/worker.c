@@ -39,7 +39,7 @@
 #include "batch_memory.h"
 #include "runner_cache.h"
 #include "catalog.h"
-#include "launcher.h"
+#include "worker_registry.h"
 #include "worker.h"
 
 #define BACKOFF_MIN_MS	1000L

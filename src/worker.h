@@ -1,20 +1,14 @@
 /*-------------------------------------------------------------------------
  *
  * worker.h
- *	  The background worker that runs one continuous query.
+ *	  A query's background worker (worker.c).
  *
  *-------------------------------------------------------------------------
  */
 #ifndef STREAMWIN_WORKER_H
 #define STREAMWIN_WORKER_H
 
-/* Passed in bgw_extra: where the worker connects, and as whom. */
-typedef struct WorkerExtra
-{
-	Oid			dboid;
-	Oid			owner;
-} WorkerExtra;
+/* Background worker entry point (by name, in bgw_function_name). */
+extern PGDLLEXPORT void streamwin_worker_main(Datum main_arg);
 
-PGDLLEXPORT void streamwin_worker_main(Datum main_arg);
-
-#endif
+#endif							/* STREAMWIN_WORKER_H */

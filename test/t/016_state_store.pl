@@ -1,5 +1,5 @@
 
-# 016_state_store.pl: the state store (src/state_store.c) against plain SQL.
+# 016_state_store.pl: the state store (src/store_*.c) against plain SQL.
 #
 # Queries created from 0.5 on keep their open groups in memory, merged in C,
 # and write only the changed rows of their UNLOGGED state table and of its

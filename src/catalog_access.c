@@ -1,0 +1,248 @@
+/*-------------------------------------------------------------------------
+ *
+ * catalog_access.c
+ *	  How streamwin runs statements on its own catalog: as the extension's
+ *	  owner, with plans kept per backend, once the catalog's version is the
+ *	  library's (see catalog_access.h).
+ *
+ * The catalog tables are not writable (and source_catalog not readable) by
+ * ordinary roles: sources may hold credentials, and offsets must only move
+ * through a batch.  streamwin's C functions therefore switch to the
+ * extension's owner for the statements that touch the catalog, and run
+ * everything that touches user data (source rows, joined tables, result
+ * and state tables) as the calling role or the query's owner.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "catalog/dependency.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_extension.h"
+#include "commands/extension.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "storage/lmgr.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+
+#include "catalog_access.h"
+#include "catalog_types.h"
+
+static Oid	extension_owner_cache = InvalidOid;
+static bool catalog_version_checked = false;
+
+/*
+ * Read the streamwin row of pg_extension: its owner, and (if version is not
+ * NULL) its installed version, palloc'd.
+ */
+static Oid
+read_extension(char **version)
+{
+	Relation	rel;
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+	Oid			owner;
+
+	rel = table_open(ExtensionRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber,
+				F_NAMEEQ, CStringGetDatum("streamwin"));
+	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
+	tup = systable_getnext(scan);
+	if (!HeapTupleIsValid(tup))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("extension \"streamwin\" is not installed in this database"),
+				 errhint("Run CREATE EXTENSION streamwin.")));
+	owner = ((Form_pg_extension) GETSTRUCT(tup))->extowner;
+	if (version)
+	{
+		bool		isnull;
+		Datum		d = heap_getattr(tup, Anum_pg_extension_extversion,
+									 RelationGetDescr(rel), &isnull);
+
+		*version = isnull ? pstrdup("?") : TextDatumGetCString(d);
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return owner;
+}
+
+/*
+ * The owner of the streamwin extension in this database.  Cached per
+ * backend: an extension's owner changes only through ALTER EXTENSION ...
+ * OWNER, which streamwin does not support.
+ */
+static Oid
+extension_owner(void)
+{
+	if (!OidIsValid(extension_owner_cache))
+		extension_owner_cache = read_extension(NULL);
+	return extension_owner_cache;
+}
+
+/*
+ * The library reads and writes the catalog of one extension version.  A
+ * package upgrade replaces the library at once, while each database's
+ * catalog stays at its old version until ALTER EXTENSION streamwin UPDATE:
+ * until then, say so, instead of failing on a column that is not there.
+ * Once it matches it stays so for the life of the backend (a downgrade is
+ * not possible).
+ */
+void
+catalog_check_version(void)
+{
+	char	   *version;
+
+	if (catalog_version_checked)
+		return;
+	(void) read_extension(&version);
+	if (strcmp(version, STREAMWIN_CATALOG_VERSION) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("streamwin's catalog in this database is at version %s, but its library needs version %s",
+						version, STREAMWIN_CATALOG_VERSION),
+				 errdetail("The streamwin library was upgraded; the extension's catalog was not."),
+				 errhint("Run ALTER EXTENSION streamwin UPDATE in this database.")));
+	catalog_version_checked = true;
+}
+
+bool
+catalog_version_is_current(void)
+{
+	char	   *version;
+
+	if (catalog_version_checked)
+		return true;
+	(void) read_extension(&version);
+	return strcmp(version, STREAMWIN_CATALOG_VERSION) == 0;
+}
+
+/*
+ * catalog_enter / catalog_leave
+ *		Run the statements between them as the extension owner.  An error in
+ *		between needs no catalog_leave: transaction (and subtransaction)
+ *		abort restores the user id.
+ */
+void
+catalog_enter(RoleSwitch *save)
+{
+	role_switch_enter(save, extension_owner());
+}
+
+void
+catalog_leave(RoleSwitch *save)
+{
+	role_switch_leave(save);
+}
+
+/*
+ * catalog_check_owner
+ *		Only the owner of a source or query (or a member of the owning role,
+ *		or a superuser) may change it.
+ */
+void
+catalog_check_owner(Oid owner, const char *kind, const char *name)
+{
+	if (!has_privs_of_role(GetUserId(), owner))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("must be owner of %s \"%s\"", kind, name)));
+}
+
+/*
+ * catalog_lock_query
+ *		Wait for, then hold until the end of the transaction, the lock that
+ *		lets one batch of the query run at a time (and that drop_query and
+ *		reset_query take to wait for a batch in progress).  An advisory lock
+ *		rather than a row lock on the query's catalog row: a row lock needs a
+ *		transaction id and writes WAL, so every empty batch of every idle
+ *		query (ten a second on a 100 ms trigger) would cost a transaction
+ *		id, a WAL record and a commit to flush.
+ */
+void
+catalog_lock_query(int32 query_id)
+{
+	LOCKTAG		tag;
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, STREAMWIN_LOCK_SPACE, (uint32) query_id, 5);
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+}
+
+/*
+ * catalog_exec
+ *		Run one of streamwin's own statements on its catalog, as the
+ *		extension owner, with a plan prepared once per backend and kept: the
+ *		per-batch bookkeeping (locking the query, offsets, progress) would
+ *		otherwise be parsed and planned again for every batch.  `sql` must be
+ *		a constant text, which identifies the plan.  Errors if the statement
+ *		fails; returns the SPI result code.  Must be called inside SPI.
+ */
+typedef struct CatalogPlan
+{
+	const char *sql;
+	SPIPlanPtr	plan;
+	struct CatalogPlan *next;
+} CatalogPlan;
+
+static CatalogPlan *catalog_plans = NULL;
+
+int
+catalog_exec(const char *sql, int nargs, Oid *types, Datum *args, const char *nulls,
+			 long count)
+{
+	CatalogPlan *p;
+	RoleSwitch	role;
+	int			rc;
+
+	for (p = catalog_plans; p != NULL; p = p->next)
+		if (p->sql == sql || strcmp(p->sql, sql) == 0)
+			break;
+	if (p == NULL)
+	{
+		SPIPlanPtr	plan = SPI_prepare(sql, nargs, types);
+
+		if (plan == NULL)
+			elog(ERROR, "streamwin: could not prepare \"%s\": %s", sql,
+				 SPI_result_code_string(SPI_result));
+		SPI_keepplan(plan);
+		p = MemoryContextAlloc(TopMemoryContext, sizeof(CatalogPlan));
+		p->sql = MemoryContextStrdup(TopMemoryContext, sql);
+		p->plan = plan;
+		p->next = catalog_plans;
+		catalog_plans = p;
+	}
+	catalog_enter(&role);
+	rc = SPI_execute_plan(p->plan, args, nulls, false, count);
+	catalog_leave(&role);
+	if (rc < 0)
+		elog(ERROR, "streamwin catalog statement failed (%s): %s", SPI_result_code_string(rc), sql);
+	return rc;
+}
+
+/*
+ * catalog_table_depends_on_extension
+ *		A table streamwin creates for a query (state, checkpoint, dedup
+ *		keys) depends on the extension, as an ordinary dependency: DROP
+ *		EXTENSION names it and, with CASCADE, drops it.  Without that the
+ *		tables would outlive the extension in its schema, and a new
+ *		installation, numbering its queries from 1 again, would collide with
+ *		them.  Not an extension member: pg_dump must still dump them.
+ */
+void
+catalog_table_depends_on_extension(Oid relid)
+{
+	ObjectAddress table;
+	ObjectAddress extension;
+
+	ObjectAddressSet(table, RelationRelationId, relid);
+	ObjectAddressSet(extension, ExtensionRelationId, get_extension_oid("streamwin", false));
+	recordDependencyOn(&table, &extension, DEPENDENCY_NORMAL);
+}

@@ -1,0 +1,51 @@
+/*-------------------------------------------------------------------------
+ *
+ * catalog_access.h
+ *	  Running statements on streamwin's own catalog (catalog_access.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef STREAMWIN_CATALOG_ACCESS_H
+#define STREAMWIN_CATALOG_ACCESS_H
+
+#include "spi_util.h"
+
+/*
+ * catalog_check_version
+ *		Raise an error, with the ALTER EXTENSION that mends it, unless the
+ *		catalog in this database is at the version this library reads and
+ *		writes.  Cheap after the first success in a backend.
+ */
+extern void catalog_check_version(void);
+
+/* Is the catalog at the library's version?  (No error: false.) */
+extern bool catalog_version_is_current(void);
+
+/*
+ * catalog_enter / catalog_leave
+ *		Run the statements between them as the extension owner (a
+ *		RoleSwitch: an error in between needs no catalog_leave).
+ */
+extern void catalog_enter(RoleSwitch *save);
+extern void catalog_leave(RoleSwitch *save);
+
+/*
+ * catalog_exec
+ *		One of streamwin's own statements on its catalog, as the extension
+ *		owner, with a plan kept per backend; `sql` must be constant text.
+ *		Errors if the statement fails; returns the SPI result code.  Inside
+ *		SPI.
+ */
+extern int	catalog_exec(const char *sql, int nargs, Oid *types, Datum *args,
+						 const char *nulls, long count);
+
+/* Only the owner of a source or query (or a member of its role) may change it. */
+extern void catalog_check_owner(Oid owner, const char *kind, const char *name);
+
+/* The lock of one batch at a time per query, held to the end of the transaction. */
+extern void catalog_lock_query(int32 query_id);
+
+/* A table made for a query depends on the extension (DROP EXTENSION names it). */
+extern void catalog_table_depends_on_extension(Oid relid);
+
+#endif							/* STREAMWIN_CATALOG_ACCESS_H */
