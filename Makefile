@@ -3,7 +3,11 @@
 
 EXTENSION  = streamwin
 MODULE_big = streamwin
-OBJS       = $(patsubst %.c,%.o,$(wildcard src/*.c))
+# src/ is one folder per layer, each calling only those below it:
+# decode, base, functions, catalog, store, sources, operators, batch,
+# runtime, compile; streamwin.c (_PG_init) on top.  See docs/development.md.
+SRC_DIRS   = decode base functions catalog store sources operators batch runtime compile
+OBJS       = $(patsubst %.c,%.o,$(wildcard src/*.c $(addsuffix /*.c,$(addprefix src/,$(SRC_DIRS)))))
 DATA       = $(wildcard sql/streamwin--*.sql)
 
 # pg_regress tests: the files in sql/ without "--" in their names, in order.
@@ -18,7 +22,9 @@ PROVE_TESTS = test/t/*.pl
 RDKAFKA_CFLAGS := $(shell pkg-config --cflags rdkafka 2>/dev/null)
 RDKAFKA_LIBS   := $(shell pkg-config --libs rdkafka 2>/dev/null || echo -lrdkafka)
 
-PG_CPPFLAGS = -I$(srcdir)/src $(RDKAFKA_CFLAGS)
+# Each layer's folder is on the include path (not src/ itself: src/catalog/
+# would shadow PostgreSQL's catalog/ headers).
+PG_CPPFLAGS = $(addprefix -I$(srcdir)/src/,$(SRC_DIRS)) $(RDKAFKA_CFLAGS)
 PG_CFLAGS   = -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Werror=implicit-function-declaration
 SHLIB_LINK  = $(RDKAFKA_LIBS)
 
@@ -36,7 +42,7 @@ all:
 endif
 
 # PGXS does not track headers: rebuild every object when any header changes.
-$(OBJS): $(wildcard src/*.h)
+$(OBJS): $(wildcard src/*/*.h)
 
 # Test helpers: the Kafka test broker (librdkafka's mock cluster), a producer,
 # and the benchmark's bare consumer, which tests use to read a topic back.

@@ -1,6 +1,6 @@
 -- Aggregates beyond count, sum, avg, min, max and bool_and/or: any aggregate
 -- with a combine function keeps its transition state in the state table
--- (src/aggregate_state.c).  Every result is compared with the same
+-- (src/store/aggregate_state.c).  Every result is compared with the same
 -- aggregate in plain SQL over the same rows: numeric and integer results
 -- must be equal; floating-point ones within 1e-9 relative, because merging
 -- partial states adds in another order than one pass does.
@@ -373,7 +373,7 @@ DROP ROLE aggregates_user;
 
 -- Group keys of several types, as a store hands its groups to the result
 -- statements in the order of the result's unique index (sort_rows in
--- src/state_store.c): text sharing a long prefix (their abbreviations are
+-- src/store/store_rows.c): text sharing a long prefix (their abbreviations are
 -- equal, so whole keys decide), numeric and uuid (abbreviated too), NULLs
 -- of each, in batches of 100 rows over all 3 windows, so that groups are
 -- written new and then again by location.  The result is compared with

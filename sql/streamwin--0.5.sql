@@ -225,7 +225,7 @@ AS 'MODULE_PATHNAME', 'streamwin_source_rows'
 LANGUAGE C STRICT VOLATILE ROWS 10000;
 
 -- The same rows, for a stream-stream join's lookups of new rows in the other
--- side's join table (src/compile_join.c): planned as the few rows a batch
+-- side's join table (src/compile/compile_join.c): planned as the few rows a batch
 -- usually brings against a large table, so that each is looked up by its
 -- keys rather than the table read whole.
 CREATE FUNCTION streamwin.join_batch_rows(source_id integer)
@@ -234,7 +234,7 @@ AS 'MODULE_PATHNAME', 'streamwin_source_rows'
 LANGUAGE C STRICT VOLATILE ROWS 100;
 
 -- The groups a continuous query's state store writes to its result
--- (src/state_store.c), as rows of its state table; what its compiled
+-- (src/store/), as rows of its state table; what its compiled
 -- statements read.  Outside a batch of the query it returns no rows.
 CREATE FUNCTION streamwin.store_rows(query_id integer, which text)
 RETURNS SETOF record
@@ -270,7 +270,7 @@ RETURNS timestamptz
 AS 'MODULE_PATHNAME', 'streamwin_session'
 LANGUAGE C STRICT IMMUTABLE PARALLEL SAFE;
 
--- Aggregates merged from partial states (src/aggregate_state.c): any
+-- Aggregates merged from partial states (src/store/aggregate_state.c): any
 -- aggregate with a combine function, beyond the ones merged in plain SQL.
 -- A state is kept as bytea; the first argument names the aggregate.
 CREATE FUNCTION streamwin.partial_state_accum(internal, regprocedure, VARIADIC "any")
@@ -315,7 +315,7 @@ RETURNS anyelement
 AS 'MODULE_PATHNAME', 'streamwin_finish_state'
 LANGUAGE C;
 
--- A batch's set of distinct values of x, sorted (src/distinct_set.c): what
+-- A batch's set of distinct values of x, sorted (src/store/distinct_set.c): what
 -- array_agg(DISTINCT x) gives, without sorting the batch to get it.
 CREATE FUNCTION streamwin.distinct_set_accum(internal, anynonarray)
 RETURNS internal
@@ -337,7 +337,7 @@ CREATE AGGREGATE streamwin.distinct_set(x anynonarray) (
 );
 
 -- The sets of distinct values that agg(DISTINCT x) keeps per open group
--- (src/distinct_set.c): the sorted union of two, and of many (hop windows
+-- (src/store/distinct_set.c): the sorted union of two, and of many (hop windows
 -- merge their panes' sets with it).
 CREATE FUNCTION streamwin.distinct_union(a anyarray, b anyarray)
 RETURNS anyarray
@@ -353,7 +353,7 @@ CREATE AGGREGATE streamwin.distinct_union(set anyarray) (
 
 -- streamwin.approx_count_distinct(value): the number of distinct non-NULL
 -- values, estimated with a HyperLogLog sketch (about 0.8% standard error;
--- src/approx_distinct.c).  Unlike count(DISTINCT ...) it merges batch by
+-- src/functions/approx_distinct.c).  Unlike count(DISTINCT ...) it merges batch by
 -- batch, so continuous queries can use it; in plain SQL it gives the same
 -- estimate over the same rows.
 CREATE FUNCTION streamwin.approx_distinct_accum(internal, "any")
@@ -393,7 +393,7 @@ CREATE AGGREGATE streamwin.approx_count_distinct(value "any") (
 
 -- streamwin.approx_percentile(value, fraction) and (value, fractions[]):
 -- percentiles within 1% (relative) of percentile_disc's, from a DDSketch
--- that merges batch by batch (src/approx_percentile.c), so continuous
+-- that merges batch by batch (src/functions/approx_percentile.c), so continuous
 -- queries can use them where percentile_cont and percentile_disc (which
 -- need all of a group's values at once) are refused.
 CREATE FUNCTION streamwin.approx_percentile_accum(internal, float8, float8)

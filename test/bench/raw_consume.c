@@ -5,7 +5,7 @@
  *	  bare librdkafka consumer that reads every message of a topic and
  *	  discards it.
  *
- * It is configured like streamwin's consumer (src/kafka_consumer.c): manual
+ * It is configured like streamwin's consumer (src/sources/kafka_consumer.c): manual
  * assignment of every partition from the beginning, no group commits,
  * fetch.wait.max.ms = 100, queued.min.messages ten batches' worth,
  * partition EOF events on, and it takes messages
@@ -151,7 +151,7 @@ main(int argc, char **argv)
 	if (brokers == NULL || topic == NULL || npart <= 0 || batch <= 0)
 		die("--brokers, --topic and --partitions are required");
 
-	/* Same settings as streamwin's consumer (src/kafka_consumer.c). */
+	/* Same settings as streamwin's consumer (src/sources/kafka_consumer.c). */
 	set_conf(conf, "bootstrap.servers", brokers);
 	set_conf(conf, "group.id", "streamwin-bench-raw");
 	set_conf(conf, "enable.auto.commit", "false");

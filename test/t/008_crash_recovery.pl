@@ -209,7 +209,7 @@ is($node->safe_psql('postgres', 'SELECT coalesce(sum(late_rows_dropped), 0) FROM
 	'0', 'no row was late (duplicates are sent well within the watermark)');
 my $aggs_append = 'count(*)::bigint AS n, sum(v)::bigint AS s';
 # var_samp, bit_xor, approx_count_distinct and approx_percentile keep their
-# states as bytea (src/aggregate_state.c), merged from panes (the hop is
+# states as bytea (src/store/aggregate_state.c), merged from panes (the hop is
 # 30 s sliding by 10 s), count(DISTINCT v) in c_total its values as an
 # array: those are checkpointed and restored like the others, and a sketch
 # merged over batches equals the one-pass sketch (ids are sent more than

@@ -2,7 +2,7 @@
 # 018_session_store.pl: session windows in the state store against plain SQL.
 #
 # A session query keeps its open sessions in the state store
-# (src/store_session.c): a batch's own sessions, built by the executor, merge
+# (src/store/store_session.c): a batch's own sessions, built by the executor, merge
 # in C with the stored sessions of their key that they overlap; merged
 # sessions leave the state table, the checkpoint and (update mode) the
 # result; a session closes when the watermark passes its end.  Every
@@ -352,7 +352,7 @@ wait_until($node,
 
 # A session query of plain values gives the store each row as a session
 # of its own, with the partials of that row alone (row_partial_sql in
-# src/compile_aggregate.c).  Every plain kind, over NULLs and FILTERs:
+# src/compile/compile_aggregate.c).  Every plain kind, over NULLs and FILTERs:
 # count of a value that may be NULL and of a row value with a NULL field
 # (counted: the value is not NULL), count(*) and sum with FILTER, sums of
 # numeric and of float8 (quarters, so the sum is exact in any order),

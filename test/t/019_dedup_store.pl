@@ -2,7 +2,7 @@
 # 019_dedup_store.pl: the dedup keys' store against plain SQL.
 #
 # A deduplicating query keeps the keys it has seen in a state store
-# (src/store_merge.c): a batch's rows make entries of the keys new to it,
+# (src/store/store_merge.c): a batch's rows make entries of the keys new to it,
 # the first row of each is kept, the watermark forgets the keys whose first
 # row it passed, and the UNLOGGED dedup table and its logged checkpoint are
 # written by row location.  Every expectation is plain SQL over the events

@@ -34,7 +34,7 @@
  * arguments too; its scan reads the groups where they are, in the order
  * the store gives them, through a StoreRowsScan.
  *
- * src/source_scan.c
+ * src/sources/source_scan.c
  *
  *-------------------------------------------------------------------------
  */

@@ -9,7 +9,7 @@
  * decode_csv.c, the text format in decode.c) find each value's text and
  * call decode_input(); this file calls none of them.
  *
- * src/decode_value.c
+ * src/decode/decode_value.c
  *
  *-------------------------------------------------------------------------
  */

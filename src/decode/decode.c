@@ -11,7 +11,7 @@
  * to live here.  All of them convert values with decode_input()
  * (decode_value.c), at the bottom; none of them calls back up here.
  *
- * src/decode.c
+ * src/decode/decode.c
  *
  *-------------------------------------------------------------------------
  */

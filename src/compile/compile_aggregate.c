@@ -7,9 +7,9 @@
  *
  * count, sum, avg (a sum and a count), min, max, bool_and/every and
  * bool_or keep plain values and merge in SQL; agg(DISTINCT x) keeps the
- * sorted set of the distinct values of x (src/distinct_set.c); any other
+ * sorted set of the distinct values of x (src/store/distinct_set.c); any other
  * aggregate with a combine function keeps its transition state as bytea
- * (src/aggregate_state.c).
+ * (src/store/aggregate_state.c).
  *
  *-------------------------------------------------------------------------
  */

@@ -16,7 +16,7 @@
  * and sends a record that was probably cut or mis-joined to the dead
  * letters instead of quietly shifting its fields.
  *
- * src/decode_csv.c
+ * src/decode/decode_csv.c
  *
  *-------------------------------------------------------------------------
  */

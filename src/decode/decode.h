@@ -20,7 +20,7 @@
  * Error strings quote byte positions as 0-based offsets into the payload
  * ("at byte 17"), so that they cannot be confused with Kafka offsets.
  *
- * src/decode.h
+ * src/decode/decode.h
  *
  *-------------------------------------------------------------------------
  */

@@ -26,7 +26,7 @@
  * counted per column, so that a batch can report them), unknown keys are
  * ignored, and when a key repeats, the last one wins (as in jsonb).
  *
- * src/decode_json.c
+ * src/decode/decode_json.c
  *
  *-------------------------------------------------------------------------
  */
