@@ -24,8 +24,13 @@ RDKAFKA_LIBS   := $(shell pkg-config --libs rdkafka 2>/dev/null || echo -lrdkafk
 
 # Each layer's folder is on the include path (not src/ itself: src/catalog/
 # would shadow PostgreSQL's catalog/ headers).
-PG_CPPFLAGS = $(addprefix -I$(srcdir)/src/,$(SRC_DIRS)) $(RDKAFKA_CFLAGS)
-PG_CFLAGS   = -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Werror=implicit-function-declaration
+# Every symbol hidden but those declared PGDLLEXPORT (src/base/sql_function.h):
+# the server loads extensions with RTLD_GLOBAL, where an exported helper
+# could bind another library's call of the same name.
+PG_CPPFLAGS = $(addprefix -I$(srcdir)/src/,$(SRC_DIRS)) $(RDKAFKA_CFLAGS) \
+              '-DPGDLLEXPORT=__attribute__((visibility("default")))'
+PG_CFLAGS   = -fvisibility=hidden \
+              -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Werror=implicit-function-declaration
 SHLIB_LINK  = $(RDKAFKA_LIBS)
 
 EXTRA_CLEAN = test/kafka_broker test/kafka_produce test/bench/raw_consume tmp_check_regress

@@ -35,7 +35,7 @@
 
 PG_MODULE_MAGIC;
 
-void		_PG_init(void);
+extern PGDLLEXPORT void _PG_init(void);
 
 
 static const struct config_enum_entry store_merge_options[] = {

@@ -10,6 +10,7 @@ set -euo pipefail
 
 packages=(
 	gcc make perl pkg-config        # build tools (pg_config comes with libpq-dev)
+	binutils                        # nm: test/check_symbols.sh
 	postgresql-15                   # server binaries for the test clusters
 	postgresql-server-dev-15        # PGXS, server headers, clang for bitcode
 	librdkafka-dev                  # Kafka client library (and its mock cluster)

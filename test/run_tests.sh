@@ -15,7 +15,9 @@
 #      test/regress.conf, with KAFKA_BROKERS set to the broker's bootstrap
 #      list (`\getenv brokers KAFKA_BROKERS` in psql); stops the broker;
 #   4. runs each TAP test test/t/*.pl with prove (PostgreSQL::Test::Cluster
-#      plus test/lib/StreamwinTest.pm); each starts its own brokers.
+#      plus test/lib/StreamwinTest.pm); each starts its own brokers;
+#   before those, checks what the installed streamwin.so exports
+#      (test/check_symbols.sh).
 #
 # On failure it prints regression.diffs and the tails of the relevant logs.
 # The last line is "N passed, N failed", counting pg_regress tests and TAP
@@ -194,6 +196,17 @@ run_regress() {
 	fi
 }
 
+# check_symbols: what the installed streamwin.so exports (test/check_symbols.sh)
+run_symbols() {
+	echo
+	echo "=== symbols"
+	if "$work/test/check_symbols.sh" "$("$PG_CONFIG" --pkglibdir)/streamwin.so" "$work/sql"; then
+		passed=$((passed + 1))
+	else
+		failed=$((failed + 1))
+	fi
+}
+
 run_tap() {
 	local tests t name rc
 	echo
@@ -235,6 +248,7 @@ inner() {
 	trap 'exit 130' INT TERM
 	passed=0
 	failed=0
+	run_symbols
 	if [[ -z ${SKIP_REGRESS:-} && -n ${REGRESS// /} ]]; then
 		run_regress
 	fi

@@ -13,8 +13,9 @@
 #include "utils/timestamp.h"
 
 #include "batch_scope.h"
+#include "sql_function.h"
 
-PG_FUNCTION_INFO_V1(streamwin_batch_timestamp);
+STREAMWIN_SQL_FUNCTION(streamwin_batch_timestamp);
 
 /* The one pointer to the batch in progress; see batch_scope.h. */
 static BatchScope *current_batch = NULL;

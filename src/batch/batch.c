@@ -148,6 +148,8 @@ batch_begin(BatchContext *b)
 	b->st.replay = BATCH_HAS_STATE(b) && b->state_batch_id < b->st.last_batch_id;
 	/* a replayed batch is the one after the state's */
 	b->st.batch_id = b->st.replay ? b->state_batch_id + 1 : b->st.last_batch_id + 1;
+	/* the state never runs ahead of the batches committed */
+	Assert(b->state_batch_id <= b->st.last_batch_id);
 
 	/* the batch's processing time: now() in its statements and event time */
 	if (b->st.replay)

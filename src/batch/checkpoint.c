@@ -310,6 +310,8 @@ checkpoint_take(QueryRunner *r, int64 batch_id, bool has_wm, TimestampTz wm, boo
 	StateTablePair pairs[MAX_STATE_TABLES];
 	int			npairs = query_state_tables(r->query, pairs);
 
+	Assert(npairs <= MAX_STATE_TABLES);
+
 	/*
 	 * Both tables or neither: a checkpoint is one state.  A store writes its
 	 * checkpoint rows by location (under a lock that does not conflict with a

@@ -212,6 +212,7 @@ offsets_store(QueryRunner *r)
 			o->high_watermark = hw;
 		}
 	}
+	Assert(n == nparts);
 	catalog_store_offsets(r->query_id, offsets, n);
 }
 

@@ -37,6 +37,7 @@
 #include "catalog.h"
 #include "join.h"
 #include "options.h"
+#include "sql_function.h"
 #include "state_store.h"
 
 /* --- reading rows ------------------------------------------------------ */
@@ -149,7 +150,7 @@ catalog_canonical_name(const char *name)
  * update script that records older names in that form (not part of the
  * installed interface: the script creates and drops its function).
  */
-PG_FUNCTION_INFO_V1(streamwin_canonical_name);
+STREAMWIN_SQL_FUNCTION(streamwin_canonical_name);
 
 Datum
 streamwin_canonical_name(PG_FUNCTION_ARGS)

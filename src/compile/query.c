@@ -63,11 +63,12 @@
 #include "compile_store.h"
 #include "compile_tables.h"
 #include "compile_window.h"
+#include "sql_function.h"
 #include "worker_registry.h"
 #include "options.h"
 #include "source.h"
 
-PG_FUNCTION_INFO_V1(streamwin_create_query);
+STREAMWIN_SQL_FUNCTION(streamwin_create_query);
 
 /*
  * Error positions from parsing the query text refer to that text, not to

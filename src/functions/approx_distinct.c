@@ -43,11 +43,13 @@
 #include "utils/memutils.h"
 #include "utils/typcache.h"
 
-PG_FUNCTION_INFO_V1(streamwin_approx_distinct_accum);
-PG_FUNCTION_INFO_V1(streamwin_approx_distinct_combine);
-PG_FUNCTION_INFO_V1(streamwin_approx_distinct_serialize);
-PG_FUNCTION_INFO_V1(streamwin_approx_distinct_deserialize);
-PG_FUNCTION_INFO_V1(streamwin_approx_distinct_final);
+#include "sql_function.h"
+
+STREAMWIN_SQL_FUNCTION(streamwin_approx_distinct_accum);
+STREAMWIN_SQL_FUNCTION(streamwin_approx_distinct_combine);
+STREAMWIN_SQL_FUNCTION(streamwin_approx_distinct_serialize);
+STREAMWIN_SQL_FUNCTION(streamwin_approx_distinct_deserialize);
+STREAMWIN_SQL_FUNCTION(streamwin_approx_distinct_final);
 
 #define HLL_P			14
 #define HLL_M			(1 << HLL_P)

@@ -48,13 +48,15 @@
 #include "utils/float.h"
 #include "utils/memutils.h"
 
-PG_FUNCTION_INFO_V1(streamwin_approx_percentile_accum);
-PG_FUNCTION_INFO_V1(streamwin_approx_percentile_accum_array);
-PG_FUNCTION_INFO_V1(streamwin_approx_percentile_combine);
-PG_FUNCTION_INFO_V1(streamwin_approx_percentile_serialize);
-PG_FUNCTION_INFO_V1(streamwin_approx_percentile_deserialize);
-PG_FUNCTION_INFO_V1(streamwin_approx_percentile_final);
-PG_FUNCTION_INFO_V1(streamwin_approx_percentile_final_array);
+#include "sql_function.h"
+
+STREAMWIN_SQL_FUNCTION(streamwin_approx_percentile_accum);
+STREAMWIN_SQL_FUNCTION(streamwin_approx_percentile_accum_array);
+STREAMWIN_SQL_FUNCTION(streamwin_approx_percentile_combine);
+STREAMWIN_SQL_FUNCTION(streamwin_approx_percentile_serialize);
+STREAMWIN_SQL_FUNCTION(streamwin_approx_percentile_deserialize);
+STREAMWIN_SQL_FUNCTION(streamwin_approx_percentile_final);
+STREAMWIN_SQL_FUNCTION(streamwin_approx_percentile_final_array);
 
 #define SKETCH_VERSION		1
 #define RELATIVE_ACCURACY	0.01

@@ -18,12 +18,13 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
+#include "sql_function.h"
 #include "window.h"
 
-PG_FUNCTION_INFO_V1(streamwin_tumble);
-PG_FUNCTION_INFO_V1(streamwin_hop);
-PG_FUNCTION_INFO_V1(streamwin_hop_starts);
-PG_FUNCTION_INFO_V1(streamwin_session);
+STREAMWIN_SQL_FUNCTION(streamwin_tumble);
+STREAMWIN_SQL_FUNCTION(streamwin_hop);
+STREAMWIN_SQL_FUNCTION(streamwin_hop_starts);
+STREAMWIN_SQL_FUNCTION(streamwin_session);
 
 /* Microseconds between the Unix epoch and PostgreSQL's epoch (2000-01-01). */
 #define UNIX_TO_PG_USEC \

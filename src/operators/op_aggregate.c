@@ -38,6 +38,7 @@ agg_begin(Operator *op, BatchState *b)
 {
 	AggregateOp *a = AGG(op);
 
+	Assert(b->scope.store == NULL);
 	a->changed = false;
 	if (held_store_begin(&a->groups, b))
 		b->scope.store = a->groups.store;

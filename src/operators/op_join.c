@@ -264,6 +264,7 @@ join_emit(Operator *op, BatchState *b)
 		cutoff = TimestampTzGetDatum(before);
 		n = runner_run(r, STMT_JOIN_EVICT_0 + s, NULL, &cutoff);
 		j->rows[s] -= (int64) n;
+		Assert(j->rows[s] >= 0);
 		if (s == j->preserved && n > 0)
 			unmatched = unmatched_rows(r, s);
 	}

@@ -25,6 +25,8 @@ operators_free(Operator *chain)
 void
 operator_apply(Operator *op, BatchState *b, BatchInput *input, RowsFlow flow)
 {
+	/* an operator's rows are the batch's, or (from a join) unmatched ones */
+	Assert(flow == FLOW_BATCH || b->query->join != NULL);
 	if (op != NULL)
 		op->ops->apply(op, b, input, flow);
 }

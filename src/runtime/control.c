@@ -23,18 +23,19 @@
 #include "catalog.h"
 #include "catalog_positions.h"
 #include "checkpoint.h"
+#include "sql_function.h"
 #include "worker_registry.h"
 #include "offsets.h"
 #include "options.h"
 #include "runner_cache.h"
 #include "spi_util.h"
 
-PG_FUNCTION_INFO_V1(streamwin_start_query);
-PG_FUNCTION_INFO_V1(streamwin_stop_query);
-PG_FUNCTION_INFO_V1(streamwin_alter_query);
-PG_FUNCTION_INFO_V1(streamwin_drop_query);
-PG_FUNCTION_INFO_V1(streamwin_reset_query);
-PG_FUNCTION_INFO_V1(streamwin_worker_pid);
+STREAMWIN_SQL_FUNCTION(streamwin_start_query);
+STREAMWIN_SQL_FUNCTION(streamwin_stop_query);
+STREAMWIN_SQL_FUNCTION(streamwin_alter_query);
+STREAMWIN_SQL_FUNCTION(streamwin_drop_query);
+STREAMWIN_SQL_FUNCTION(streamwin_reset_query);
+STREAMWIN_SQL_FUNCTION(streamwin_worker_pid);
 
 /*
  * After drop_query: the query's source may let go of what it kept for the

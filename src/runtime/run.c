@@ -28,10 +28,11 @@
 #include "catalog.h"
 #include "offsets.h"
 #include "spi_util.h"
+#include "sql_function.h"
 
-PG_FUNCTION_INFO_V1(streamwin_run_batch);
-PG_FUNCTION_INFO_V1(streamwin_run_available);
-PG_FUNCTION_INFO_V1(streamwin_catch_up);
+STREAMWIN_SQL_FUNCTION(streamwin_run_batch);
+STREAMWIN_SQL_FUNCTION(streamwin_run_available);
+STREAMWIN_SQL_FUNCTION(streamwin_catch_up);
 
 /* The runner of a stopped query that the caller may run by hand. */
 static QueryRunner *

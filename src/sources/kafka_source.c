@@ -28,8 +28,9 @@
 #include "kafka_consumer.h"
 #include "options.h"
 #include "source.h"
+#include "sql_function.h"
 
-PG_FUNCTION_INFO_V1(streamwin_create_kafka_source);
+STREAMWIN_SQL_FUNCTION(streamwin_create_kafka_source);
 
 typedef struct KafkaReader
 {

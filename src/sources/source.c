@@ -38,9 +38,10 @@
 #include "options.h"
 #include "source.h"
 #include "spi_util.h"
+#include "sql_function.h"
 
-PG_FUNCTION_INFO_V1(streamwin_drop_source);
-PG_FUNCTION_INFO_V1(streamwin_source_rows);
+STREAMWIN_SQL_FUNCTION(streamwin_drop_source);
+STREAMWIN_SQL_FUNCTION(streamwin_source_rows);
 
 /*
  * source_tupdesc

@@ -33,9 +33,10 @@
 #include "options.h"
 #include "source.h"
 #include "spi_util.h"
+#include "sql_function.h"
 #include "table_source.h"
 
-PG_FUNCTION_INFO_V1(streamwin_create_table_source);
+STREAMWIN_SQL_FUNCTION(streamwin_create_table_source);
 
 typedef struct TableReader
 {

@@ -44,9 +44,10 @@
 #include "catalog.h"
 #include "spi_util.h"
 #include "catalog_types.h"
+#include "sql_function.h"
 #include "table_source_int.h"
 
-PG_FUNCTION_INFO_V1(streamwin_create_table_source_slot);
+STREAMWIN_SQL_FUNCTION(streamwin_create_table_source_slot);
 
 /* streamwin.retained_wal_warning, in MB (-1: no warning) */
 int			streamwin_retained_wal_warning = 1024;

@@ -57,12 +57,13 @@
 #include "utils/syscache.h"
 
 #include "aggregate_state.h"
+#include "sql_function.h"
 
-PG_FUNCTION_INFO_V1(streamwin_partial_state_accum);
-PG_FUNCTION_INFO_V1(streamwin_combined_state_accum);
-PG_FUNCTION_INFO_V1(streamwin_state_serialize);
-PG_FUNCTION_INFO_V1(streamwin_combine_states);
-PG_FUNCTION_INFO_V1(streamwin_finish_state);
+STREAMWIN_SQL_FUNCTION(streamwin_partial_state_accum);
+STREAMWIN_SQL_FUNCTION(streamwin_combined_state_accum);
+STREAMWIN_SQL_FUNCTION(streamwin_state_serialize);
+STREAMWIN_SQL_FUNCTION(streamwin_combine_states);
+STREAMWIN_SQL_FUNCTION(streamwin_finish_state);
 
 /* What streamwin needs to know of one aggregate, kept in fn_extra. */
 typedef struct AggSupport

@@ -32,9 +32,11 @@
 #include "utils/lsyscache.h"
 #include "utils/typcache.h"
 
-PG_FUNCTION_INFO_V1(streamwin_distinct_union);
-PG_FUNCTION_INFO_V1(streamwin_distinct_set_accum);
-PG_FUNCTION_INFO_V1(streamwin_distinct_set_final);
+#include "sql_function.h"
+
+STREAMWIN_SQL_FUNCTION(streamwin_distinct_union);
+STREAMWIN_SQL_FUNCTION(streamwin_distinct_set_accum);
+STREAMWIN_SQL_FUNCTION(streamwin_distinct_set_final);
 
 /* The element type's comparison, kept in fn_extra between calls. */
 typedef struct SetType

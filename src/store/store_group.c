@@ -656,6 +656,7 @@ group_changed(StateStore *s, StoreGroup *g)
 void
 group_free(StateStore *s, StoreGroup *g)
 {
+	Assert(s->ngroups > 0);
 	hash_delete_key(s->hash, s->key_slot, g->key, &g->hash);
 	for (int i = 0; i < s->npartials; i++)
 		if (!GROUP_NULLS(s, g)[i] && !s->partials[i].typbyval)

@@ -358,6 +358,7 @@ store_merge_receiver(StateStore *s, bool rows, int64 batch_rows)
 {
 	MergeReceiver *r = make_receiver(s, merge_receive);
 
+	Assert(s->loaded && s->in_batch && !s->plan.dedup);
 	r->rows = rows;
 	r->batch_rows = batch_rows;
 	return (DestReceiver *) r;
@@ -381,6 +382,7 @@ store_dedup_receiver(StateStore *s, int64 batch_id, bool *keep, int nrows)
 {
 	MergeReceiver *r = make_receiver(s, dedup_receive);
 
+	Assert(s->loaded && s->in_batch && s->plan.dedup);
 	r->batch_id = batch_id;
 	r->keep = keep;
 	r->nrows = nrows;
@@ -397,6 +399,7 @@ store_close_windows(StateStore *s, TimestampTz watermark)
 {
 	int64		n = 0;
 
+	Assert(s->loaded && s->in_batch);
 	if (s->plan.dedup)
 	{
 		/* keys whose event time is before the watermark, from the heap's top */

@@ -277,6 +277,8 @@ store_begin(StateStore *s, TransactionId catalog_xmin)
 void
 store_end(StateStore *s, TransactionId catalog_xmin)
 {
+	Assert(s->loaded);
+
 	changed_done(s);
 	s->catalog_xmin = catalog_xmin;
 	s->in_batch = false;
@@ -369,6 +371,7 @@ store_write_changed(StateStore *s)
 	MemoryContext old;
 	dlist_iter	it;
 
+	Assert(s->loaded && s->in_batch);
 	row_writer_begin(&w, s, s->state_table);
 	old = MemoryContextSwitchTo(s->temp_cxt);
 	tid_list_delete_rows(&s->state_gone, w.rel);
@@ -397,6 +400,7 @@ store_checkpoint(StateStore *s)
 	MemoryContext old;
 	dlist_mutable_iter it;
 
+	Assert(s->loaded && s->in_batch);
 	row_writer_begin(&w, s, s->checkpoint_table);
 	old = MemoryContextSwitchTo(s->temp_cxt);
 	tid_list_delete_rows(&s->ckpt_gone, w.rel);
@@ -420,6 +424,7 @@ store_evict_closed(StateStore *s)
 	RowsList   *closed = &s->rows[STORE_ROWS_CLOSED];
 	int			nclosed = 0;
 
+	Assert(s->loaded && s->in_batch);
 	CommandCounterIncrement();
 	for (int64 i = 0; i < closed->n; i++)
 	{

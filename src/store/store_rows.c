@@ -22,9 +22,10 @@
 #include "utils/memutils.h"
 
 #include "batch_scope.h"
+#include "sql_function.h"
 #include "state_store_int.h"
 
-PG_FUNCTION_INFO_V1(streamwin_store_rows);
+STREAMWIN_SQL_FUNCTION(streamwin_store_rows);
 
 /* An empty list: its groups are not written to. */
 void
@@ -141,6 +142,7 @@ store_classify_changed(StateStore *s, bool replay, bool new_rows_allowed)
 {
 	dlist_iter	it;
 
+	Assert(s->loaded && s->in_batch);
 	dlist_foreach(it, &s->changed)
 	{
 		StoreGroup *g = dlist_container(StoreGroup, changed_node, it.cur);
