@@ -63,7 +63,7 @@ typedef enum QueryStatement
 	STMT_STATE_UNINDEX,			/* ... which the store does without */
 
 	/*
-	 * A stream-stream join (join.c): each side's new rows into its join state
+	 * A stream-stream join (op_join.c): each side's new rows into its join state
 	 * ($1: the batch's id; the preserved side's return where they went), the
 	 * preserved side's rows that found a match marked so ($1 tid[]: where its
 	 * new rows went; $2: the batch's id, which marks them too), each side's

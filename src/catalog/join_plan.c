@@ -4,7 +4,7 @@
  *	  A stream-stream join's plan (join.h): written by the compiler into the
  *	  query's plan, read back with the catalog, and the times it implies.
  *
- * Apart from join.c, which runs a join's batches: reading a query from the
+ * Apart from op_join.c, which runs a join's batches: reading a query from the
  * catalog needs its plan, and nothing of a batch.
  *
  *-------------------------------------------------------------------------

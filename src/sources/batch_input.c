@@ -158,7 +158,7 @@ fill_metadata(RowDecoder *d, SourceRow *m, Datum *values, bool *nulls)
  * than in per-message memory and then copied out: the copy (as a tuple,
  * deformed again by every reader) was a large part of a row's way into the
  * plan.  What input functions leave behind stays there too until the batch
- * ends; the integer, text and ISO time paths of decode.c leave nothing.
+ * ends; the integer, text and ISO time paths of decode_value.c leave nothing.
  */
 static void
 decode_one(RowDecoder *d, SourceRow *m, RowResult *res,

@@ -113,7 +113,7 @@ folds_grow(StateStore *s)
  * what that makes into the group: the same steps in the same order here
  * give the same result, to the last bit of a float sum (merge_partial
  * folds it, when it is a group the batch made, or a fold of its own).
- * Every partial is passed by value (store_rows_query_sql), so that a fold
+ * Every partial is passed by value (window_store_rows_sql), so that a fold
  * is its Datums.
  */
 static void
