@@ -409,34 +409,6 @@ batch_missing_keys_json(BatchContext *b)
 }
 
 /*
- * The batch's progress row (streamwin.progress), trimming old ones, and
- * the query's batch id and watermark advanced.
- */
-static void
-record_progress(QueryRunner *r, BatchStats *s)
-{
-	ProgressRow row;
-
-	row.query = r->query->name;
-	row.batch_id = s->batch_id;
-	row.started_at = s->started_at;
-	row.duration_ms = s->duration_ms;
-	row.input_rows = s->input_rows;
-	row.input_rows_per_second = s->input_rows_per_second;
-	row.processed_rows_per_second = s->processed_rows_per_second;
-	row.late_rows = s->late_rows;
-	row.duplicates = s->duplicates;
-	row.dead_letters = s->dead_letters;
-	row.state_rows = s->state_rows;
-	row.has_watermark = s->has_watermark;
-	row.watermark = s->watermark;
-	row.offsets_json = s->offsets_json;
-	row.missing_keys_json = s->missing_keys_json;
-	catalog_log_progress(&row, streamwin_progress_retention);
-	catalog_record_batch(r->query_id, s->batch_id, s->has_watermark, s->watermark);
-}
-
-/*
  * finish: the state's size, the positions, the batch's statistics and
  * progress row, and a checkpoint when one is due.  A replayed batch has
  * its progress row already; it only records that the state is back to it.
@@ -481,7 +453,8 @@ batch_finish(BatchContext *b)
 		if (BATCH_HAS_STATE(b))
 			checkpoint_after_batch(r, stats->batch_id, b->checkpoint_batch, b->st.has_new_wm,
 								   b->st.new_wm, now);
-		record_progress(r, stats);
+		catalog_log_progress(r->query->name, stats, streamwin_progress_retention);
+		catalog_record_batch(r->query_id, stats->batch_id, stats->has_watermark, stats->watermark);
 	}
 	/* this transaction wrote the catalog row last: the operators' is its state */
 	operators_end(r->operators, GetCurrentTransactionId());

@@ -10,6 +10,7 @@
 
 #include "utils/jsonb.h"
 
+#include "catalog_log.h"
 #include "runner.h"
 
 /* streamwin.batch_work_mem (kB): work_mem of batch statements; -1: work_mem */
@@ -18,28 +19,6 @@ extern int	streamwin_batch_work_mem;
 /* streamwin.progress_retention: batches kept per query in streamwin.progress */
 extern int	streamwin_progress_retention;
 
-/* What a batch did: returned as jsonb and written to streamwin.progress. */
-typedef struct BatchStats
-{
-	int64		batch_id;		/* 0: nothing to do, no batch recorded */
-	TimestampTz started_at;
-	double		duration_ms;
-	int64		input_rows;
-	int64		late_rows;
-	int64		duplicates;
-	int64		dead_letters;
-	int64		state_rows;
-	bool		has_watermark;
-	TimestampTz watermark;
-	bool		replayed;		/* a batch re-run during crash recovery */
-	bool		full;			/* a source gave max_records_per_batch rows:
-								 * it has more */
-	double		input_rows_per_second;
-	double		processed_rows_per_second;
-	char	   *offsets_json;
-	char	   *missing_keys_json;	/* per column, the messages that lacked
-									 * its key; NULL: none did */
-} BatchStats;
 
 /*
  * batch_execute

@@ -18,7 +18,7 @@
 #include "catalog_log.h"
 
 void
-catalog_log_progress(const ProgressRow *row, int retention)
+catalog_log_progress(const char *query, const BatchStats *row, int retention)
 {
 	Oid			types[15] = {TEXTOID, INT8OID, TIMESTAMPTZOID, FLOAT8OID, INT8OID, FLOAT8OID,
 	FLOAT8OID, INT8OID, INT8OID, INT8OID, TIMESTAMPTZOID, TEXTOID, INT4OID, INT8OID, TEXTOID};
@@ -26,7 +26,7 @@ catalog_log_progress(const ProgressRow *row, int retention)
 	char		nulls[15];
 
 	memset(nulls, ' ', sizeof(nulls));
-	args[0] = CStringGetTextDatum(row->query);
+	args[0] = CStringGetTextDatum(query);
 	args[1] = Int64GetDatum(row->batch_id);
 	args[2] = TimestampTzGetDatum(row->started_at);
 	args[3] = Float8GetDatum(row->duration_ms);

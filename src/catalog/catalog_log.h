@@ -14,32 +14,35 @@
 
 #include "datatype/timestamp.h"
 
-/* A batch's progress row, as streamwin.progress shows it. */
-typedef struct ProgressRow
+/* What a batch did: returned as jsonb and written to streamwin.progress. */
+typedef struct BatchStats
 {
-	const char *query;
-	int64		batch_id;
+	int64		batch_id;		/* 0: nothing to do, no batch recorded */
 	TimestampTz started_at;
 	double		duration_ms;
 	int64		input_rows;
-	double		input_rows_per_second;
-	double		processed_rows_per_second;
 	int64		late_rows;
 	int64		duplicates;
 	int64		dead_letters;
 	int64		state_rows;
 	bool		has_watermark;
 	TimestampTz watermark;
-	const char *offsets_json;
-	const char *missing_keys_json;	/* or NULL */
-} ProgressRow;
+	bool		replayed;		/* a batch re-run during crash recovery */
+	bool		full;			/* a source gave max_records_per_batch rows:
+								 * it has more */
+	double		input_rows_per_second;
+	double		processed_rows_per_second;
+	char	   *offsets_json;
+	char	   *missing_keys_json;	/* per column, the messages that lacked
+									 * its key; NULL: none did */
+} BatchStats;
 
 /*
- * Insert a batch's progress row, and delete the query's rows more than
- * retention batches old, but none after its last checkpoint (recovery
- * replays those).
+ * Insert the progress row of a batch of query `query`, and delete the
+ * query's rows more than retention batches old, but none after its last
+ * checkpoint (recovery replays those).
  */
-extern void catalog_log_progress(const ProgressRow *row, int retention);
+extern void catalog_log_progress(const char *query, const BatchStats *row, int retention);
 
 /*
  * The watermark of a query at the end of batch_id: the checkpoint's, if

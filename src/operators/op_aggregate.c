@@ -233,13 +233,8 @@ aggregate_operator_make(QueryRunner *r)
 	a->op.ops = &aggregate_ops;
 	a->op.runner = r;
 	a->sql = sql_operator_create(r);
-	a->groups.store = store_create(q->store, q->state_table, q->checkpoint_table, r->cxt);
-	a->groups.what = "state";
-	a->groups.plural = false;
-	a->groups.table_name = "state table";
-	a->groups.table = q->state_table;
-	a->groups.index[0] = STMT_STATE_INDEX;
-	a->groups.index[1] = STMT_STATE_END_INDEX;
-	a->groups.unindex = STMT_STATE_UNINDEX;
+	held_store_init(&a->groups, r, q->store, q->state_table, q->checkpoint_table,
+					"state", false, "state table",
+					STMT_STATE_INDEX, STMT_STATE_END_INDEX, STMT_STATE_UNINDEX);
 	return &a->op;
 }

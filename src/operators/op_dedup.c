@@ -192,14 +192,8 @@ dedup_operator_make(QueryRunner *r)
 	d->op.ops = &dedup_ops;
 	d->op.runner = r;
 	d->source_id = r->readers[q->dedup_side]->source->source_id;
-	if (q->dedup_store != NULL)
-		d->keys.store = store_create(q->dedup_store, q->dedup_table, q->dedup_checkpoint, r->cxt);
-	d->keys.what = "dedup keys";
-	d->keys.plural = true;
-	d->keys.table_name = "dedup table";
-	d->keys.table = q->dedup_table;
-	d->keys.index[0] = STMT_DEDUP_INDEX;
-	d->keys.index[1] = NUM_STATEMENTS;
-	d->keys.unindex = STMT_DEDUP_UNINDEX;
+	held_store_init(&d->keys, r, q->dedup_store, q->dedup_table, q->dedup_checkpoint,
+					"dedup keys", true, "dedup table",
+					STMT_DEDUP_INDEX, NUM_STATEMENTS, STMT_DEDUP_UNINDEX);
 	return &d->op;
 }

@@ -36,6 +36,23 @@ held_store_index(HeldStore *h, BatchState *b)
 			(void) runner_run(b->runner, h->index[i], NULL, NULL);
 }
 
+void
+held_store_init(HeldStore *h, QueryRunner *r, const StorePlan *plan, Oid table, Oid checkpoint,
+				const char *what, bool plural, const char *table_name,
+				QueryStatement index0, QueryStatement index1, QueryStatement unindex)
+{
+	memset(h, 0, sizeof(HeldStore));
+	if (plan != NULL)
+		h->store = store_create(plan, table, checkpoint, r->cxt);
+	h->what = what;
+	h->plural = plural;
+	h->table_name = table_name;
+	h->table = table;
+	h->index[0] = index0;
+	h->index[1] = index1;
+	h->unindex = unindex;
+}
+
 bool
 held_store_begin(HeldStore *h, BatchState *b)
 {

@@ -38,6 +38,17 @@ typedef struct HeldStore
 } HeldStore;
 
 /*
+ * held_store_init
+ *		A store of the plan (NULL: none, table mode always) over table and
+ *		its checkpoint, in the runner's memory; what it holds (for the
+ *		server log) and the statements that index and unindex its table.
+ */
+extern void held_store_init(HeldStore *h, QueryRunner *r, const StorePlan *plan, Oid table,
+							Oid checkpoint, const char *what, bool plural,
+							const char *table_name, QueryStatement index0,
+							QueryStatement index1, QueryStatement unindex);
+
+/*
  * held_store_begin
  *		At begin: whether this batch runs on the store (loaded from its
  *		table if it cannot vouch for what it holds), or on its table.
