@@ -848,7 +848,7 @@ streamwin_create_kafka_source(PG_FUNCTION_ARGS)
 	SPI_connect();
 	source_check_new_name(name);
 	relid = source_register(name, "kafka", brokers, topic, InvalidOid, NULL,
-							source_format_name(format), columns, options, types, typmods, names);
+							source_format_name(format), columns, options, types, typmods, names, false);
 	{
 		SourceInfo	parsed;
 		TupleDesc	desc = source_tupdesc(relid);

@@ -172,7 +172,7 @@ source_metadata_map(const SourceInfo *src, TupleDesc desc)
 Oid
 source_register(const char *name, const char *kind, const char *brokers, const char *topic,
 				Oid table, const char *slot_name, const char *format, const char *columns,
-				Jsonb *options, List *types, List *typmods, List *names)
+				Jsonb *options, List *types, List *typmods, List *names, bool changelog)
 {
 	StringInfoData sql;
 	int32		source_id;
@@ -194,6 +194,13 @@ source_register(const char *name, const char *kind, const char *brokers, const c
 
 	/* recorded as PostgreSQL names the view: 'Orders' is orders */
 	name = catalog_new_name(name, "source");
+	foreach(ln, names)
+		if (strcmp(strVal(lfirst(ln)), CHANGE_COLUMN) == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_RESERVED_NAME),
+					 errmsg("column name \"%s\" is reserved", CHANGE_COLUMN),
+					 errdetail("A changelog source's view has a column of that name, which says whether a row is added or retracted."),
+					 errhint("Rename the column.")));
 
 	/* the catalog row first: the view's body needs the source id */
 	source_id = catalog_insert_source(name, kind, brokers, topic, format, columns, options,
@@ -209,6 +216,8 @@ source_register(const char *name, const char *kind, const char *brokers, const c
 						 format_type_with_typemod(lfirst_oid(lt), lfirst_int(lm)));
 		first = false;
 	}
+	if (changelog)
+		appendStringInfo(&sql, ", %s pg_catalog.int2", CHANGE_COLUMN);
 	appendStringInfoChar(&sql, ')');
 	if (SPI_execute(sql.data, false, 0) != SPI_OK_UTILITY)
 		elog(ERROR, "could not create the view of source \"%s\"", name);
@@ -251,6 +260,25 @@ streamwin_drop_source(PG_FUNCTION_ARGS)
 		spi_run(psprintf("DROP VIEW %s", qualified_relname(src->relation)));
 	SPI_finish();
 	PG_RETURN_VOID();
+}
+
+/*
+ * source_change_attno
+ *		A changelog source's row type ends with CHANGE_COLUMN (see source.h);
+ *		its attribute number, or 0 for an append stream.
+ */
+AttrNumber
+source_change_attno(TupleDesc desc)
+{
+	Form_pg_attribute last;
+
+	if (desc->natts == 0)
+		return 0;
+	last = TupleDescAttr(desc, desc->natts - 1);
+	if (last->attisdropped || strcmp(NameStr(last->attname), CHANGE_COLUMN) != 0)
+		return 0;
+	Assert(last->atttypid == INT2OID);
+	return desc->natts;
 }
 
 /* --- the source interface ------------------------------------------------ */

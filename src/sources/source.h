@@ -25,6 +25,19 @@
  * type.  They live in the batch's memory, or in the reader's, until the
  * next fetch.
  *
+ * Changelogs.  A source is an append stream (every row is new) or a
+ * changelog, whose rows are also updated and deleted: a table source with
+ * option "changes": "all", a Kafka source with an envelope ("debezium",
+ * "upsert").  A changelog source's row type (its view's columns) ends with
+ * one more column, CHANGE_COLUMN, of type smallint, that the source fills:
+ * 1 for a row added (an insert, an update's new version), -1 for a row
+ * retracted (an update's old version, a deleted row).  An update is the
+ * old row retracted, then the new one added.  Queries never name the
+ * column: the compiler reads it (source_is_changelog) to retract exactly
+ * what the row added.  A changelog source may also say which columns
+ * identify a row (SourceOps.key_columns), which a transform keys its
+ * result by.
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef STREAMWIN_SOURCE_H
@@ -143,6 +156,13 @@ typedef struct SourceOps
 	void		(*check_query) (SourceInfo *src);
 	/* create_query: the start to record for a new query (true), or none */
 	bool		(*query_start) (SourceInfo *src, int64 *start);
+
+	/*
+	 * create_query, for a changelog source: the names of the columns that
+	 * identify a row (a List of String), or NIL when it knows none.  NULL
+	 * op: an append stream.
+	 */
+	List	   *(*key_columns) (SourceInfo *src);
 	/* drop_source: release what the source holds (at commit) */
 	void		(*dropped) (SourceInfo *src);
 
@@ -262,13 +282,23 @@ extern SourceMetadata *source_metadata_map(const SourceInfo *src, TupleDesc desc
  * source_register
  *		Record a new source in the catalog under its canonical name
  *		(catalog_new_name) and create its view, in the caller's current
- *		schema unless the name has one, with columns names/types/typmods (Lists);
+ *		schema unless the name has one, with columns names/types/typmods (Lists),
+ *		and for a changelog source (changelog) CHANGE_COLUMN after them;
  *		returns the view's oid.  For create_<kind>_source.  Inside SPI.
  */
 extern Oid	source_register(const char *name, const char *kind, const char *brokers,
 							const char *topic, Oid table, const char *slot_name,
 							const char *format, const char *columns, Jsonb *options,
-							List *types, List *typmods, List *names);
+							List *types, List *typmods, List *names, bool changelog);
 extern void source_check_new_name(const char *name);
+
+/*
+ * The column of a changelog source's row type that says whether a row is
+ * added (1) or retracted (-1); see "Changelogs" above.
+ */
+#define CHANGE_COLUMN "__streamwin_change"
+
+/* The attribute number of CHANGE_COLUMN in a source's row type, or 0. */
+extern AttrNumber source_change_attno(TupleDesc desc);
 
 #endif							/* STREAMWIN_SOURCE_H */

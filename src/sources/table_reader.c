@@ -548,7 +548,7 @@ streamwin_create_table_source(PG_FUNCTION_ARGS)
 	/* before anything is written: PostgreSQL requires it of slot creation */
 	slot = source_slot_new(name, false);
 	source_register(name, "table", NULL, NULL, table, slot, "row", columns.data, options,
-					types, typmods, names);
+					types, typmods, names, false);
 	SPI_finish();
 	PG_RETURN_VOID();
 }
