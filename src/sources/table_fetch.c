@@ -387,7 +387,8 @@ take_spooled(FetchState *st)
 		if (!tuplestore_gettupleslot(spool->rows, true, false, slot))
 			elog(ERROR, "streamwin spool ended %lld rows early", (long long) spool->left);
 		append_row(st, ExecCopySlotHeapTuple(slot), spool->txn_lsn, spool->next_index++,
-				   spool->commit_time);
+				   spool->commit_time,
+				   spool->next_kind < spool->nkinds ? spool->kinds[spool->next_kind++] : CHANGE_NONE);
 		spool->left--;
 	}
 	ExecDropSingleTupleTableSlot(slot);
@@ -422,6 +423,10 @@ table_fetch(const char *slot_name, Oid table, TupleDesc desc, TablePosition star
 	st.cxt = CurrentMemoryContext;
 	st.out = out;
 	st.capacity = 1024;
+	/* a changelog source's row type ends with its change column (source.h) */
+	if (desc->natts > 0 &&
+		strcmp(NameStr(TupleDescAttr(desc, desc->natts - 1)->attname), CHANGE_COLUMN) == 0)
+		st.change_attno = desc->natts;
 	st.map = palloc(sizeof(int) * Max(desc->natts, 1));
 	st.values = palloc(sizeof(Datum) * Max(desc->natts, 1));
 	st.nulls = palloc(sizeof(bool) * Max(desc->natts, 1));

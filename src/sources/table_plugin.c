@@ -207,9 +207,12 @@ build_map(FetchState *st, TupleDesc from)
 	MemoryContextSwitchTo(old);
 }
 
-/* One inserted row in the source's row type, in the current memory context. */
+/*
+ * One row of the table in the source's row type, in the current memory
+ * context; a changelog source's change column set to change.
+ */
 static HeapTuple
-form_row(FetchState *st, Relation rel, HeapTuple tuple)
+form_row(FetchState *st, Relation rel, HeapTuple tuple, int16 change)
 {
 	TupleDesc	from = RelationGetDescr(rel);
 	HeapTuple	row;
@@ -235,6 +238,11 @@ form_row(FetchState *st, Relation rel, HeapTuple tuple)
 				st->values[i] = PointerGetDatum(detoast_external_attr((struct varlena *)
 																	  DatumGetPointer(st->values[i])));
 		}
+		if (st->change_attno > 0)
+		{
+			st->values[st->change_attno - 1] = Int16GetDatum(change);
+			st->nulls[st->change_attno - 1] = false;
+		}
 		row = heap_form_tuple(st->desc, st->values, st->nulls);
 	}
 	return row;
@@ -242,7 +250,8 @@ form_row(FetchState *st, Relation rel, HeapTuple tuple)
 
 /* Append a row (in st->cxt) to the fetch. */
 void
-append_row(FetchState *st, HeapTuple row, XLogRecPtr lsn, int64 index, TimestampTz commit_time)
+append_row(FetchState *st, HeapTuple row, XLogRecPtr lsn, int64 index, TimestampTz commit_time,
+		   char kind)
 {
 	TableFetch *out = st->out;
 	SourceRow  *m;
@@ -260,21 +269,42 @@ append_row(FetchState *st, HeapTuple row, XLogRecPtr lsn, int64 index, Timestamp
 	m->partition = (int32) Min(index, PG_INT32_MAX);
 	m->has_timestamp = true;
 	m->timestamp = commit_time;
+	if (kind < CHANGE_UPDATE_OLD)
+		out->changes[(int) kind]++;
 }
 
-/* Append one inserted row to the fetch, in the source's row type. */
+/* Append one row of the table to the fetch, in the source's row type. */
 static void
-take_row(FetchState *st, ReorderBufferTXN *txn, Relation rel, HeapTuple tuple, int64 index)
+take_row(FetchState *st, ReorderBufferTXN *txn, Relation rel, HeapTuple tuple, int64 index,
+		 char kind)
 {
 	MemoryContext old = MemoryContextSwitchTo(st->cxt);
 
-	append_row(st, form_row(st, rel, tuple), txn->final_lsn, index, txn->xact_time.commit_time);
+	append_row(st, form_row(st, rel, tuple, kind == CHANGE_INSERT || kind == CHANGE_UPDATE ? 1 : -1),
+			   txn->final_lsn, index, txn->xact_time.commit_time, kind);
 	MemoryContextSwitchTo(old);
 }
 
-/* Put one inserted row of the transaction being cut into the spool. */
+/* Note the kind of a changelog source's spooled row (CHANGE_NONE: none). */
 static void
-spool_row(FetchState *st, ReorderBufferTXN *txn, Relation rel, HeapTuple tuple, int64 index)
+spool_kind(char kind)
+{
+	if (kind == CHANGE_NONE)
+		return;
+	if (spool->nkinds == spool->maxkinds)
+	{
+		spool->maxkinds = Max(spool->maxkinds * 2, 1024);
+		spool->kinds = spool->kinds == NULL ?
+			MemoryContextAlloc(spool->cxt, spool->maxkinds) :
+			repalloc_huge(spool->kinds, spool->maxkinds);
+	}
+	spool->kinds[spool->nkinds++] = kind;
+}
+
+/* Put one row of the transaction being cut into the spool. */
+static void
+spool_row(FetchState *st, ReorderBufferTXN *txn, Relation rel, HeapTuple tuple, int64 index,
+		  char kind)
 {
 	MemoryContext old;
 	HeapTuple	row;
@@ -297,40 +327,24 @@ spool_row(FetchState *st, ReorderBufferTXN *txn, Relation rel, HeapTuple tuple, 
 		MemoryContextSwitchTo(old);
 	}
 	old = MemoryContextSwitchTo(st->cxt);
-	row = form_row(st, rel, tuple);
+	row = form_row(st, rel, tuple, kind == CHANGE_INSERT || kind == CHANGE_UPDATE ? 1 : -1);
 	tuplestore_puttuple(spool->rows, row);
 	spool->left++;
+	spool_kind(kind);
 	heap_freetuple(row);
 	MemoryContextSwitchTo(old);
 }
 
+/*
+ * Deliver one row of the table (one of a change's rows) at the next index
+ * of its transaction: to the batch, to the spool, or not at all when an
+ * earlier batch processed it or a replay stops before it.
+ */
 static void
-plugin_change(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, Relation rel,
-			  ReorderBufferChange *change)
+deliver_row(FetchState *st, ReorderBufferTXN *txn, Relation rel, HeapTuple tuple, char kind)
 {
-	FetchState *st = fetch_of(ctx);
-	int64		index;
+	int64		index = st->txn_index++;
 
-	if (st == NULL || RelationGetRelid(rel) != st->table)
-		return;
-	if (change->action == REORDER_BUFFER_CHANGE_UPDATE ||
-		change->action == REORDER_BUFFER_CHANGE_DELETE)
-	{
-		if (st->spooling)
-			spool_count(st, change->action == REORDER_BUFFER_CHANGE_UPDATE ? 0 : 1);
-		else if (count_ignored(st, txn))
-		{
-			if (change->action == REORDER_BUFFER_CHANGE_UPDATE)
-				st->out->ignored_updates++;
-			else
-				st->out->ignored_deletes++;
-		}
-		return;
-	}
-	if (change->action != REORDER_BUFFER_CHANGE_INSERT || change->data.tp.newtuple == NULL)
-		return;
-
-	index = st->txn_index++;
 	if (txn->final_lsn == st->start.lsn && index < st->start.index)
 		return;					/* processed by an earlier batch */
 	if (st->upto != NULL &&
@@ -339,7 +353,7 @@ plugin_change(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, Relation rel,
 		return;					/* a replay stops where the batch stopped */
 	if (st->spooling)
 	{
-		spool_row(st, txn, rel, &change->data.tp.newtuple->tuple, index);
+		spool_row(st, txn, rel, tuple, index, kind);
 		return;
 	}
 	if (st->out->nrows >= st->max_records && st->may_keep && st->upto == NULL)
@@ -347,7 +361,7 @@ plugin_change(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, Relation rel,
 		/* the rest of this transaction: to the spool, for the next batches */
 		spool_discard();
 		st->spooling = true;
-		spool_row(st, txn, rel, &change->data.tp.newtuple->tuple, index);
+		spool_row(st, txn, rel, tuple, index, kind);
 		return;
 	}
 	if (st->out->nrows >= st->max_records)
@@ -366,7 +380,122 @@ plugin_change(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, Relation rel,
 				(errcode(ERRCODE_TABLE_BATCH_FULL),
 				 errmsg("streamwin batch is full")));
 	}
-	take_row(st, txn, rel, &change->data.tp.newtuple->tuple, index);
+	take_row(st, txn, rel, tuple, index, kind);
+}
+
+/*
+ * The old version of a changelog source's row: PostgreSQL writes it whole
+ * into the WAL only with REPLICA IDENTITY FULL, which the source was
+ * created with; a table altered since then cannot be followed exactly.
+ */
+static HeapTuple
+old_row(FetchState *st, Relation rel, ReorderBufferChange *change)
+{
+	if (rel->rd_rel->relreplident != REPLICA_IDENTITY_FULL || change->data.tp.oldtuple == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("table \"%s\" of a changelog source no longer has REPLICA IDENTITY FULL",
+						RelationGetRelationName(rel)),
+				 errdetail("An update or delete was written without the old row, which the source retracts."),
+				 errhint("Run ALTER TABLE %s REPLICA IDENTITY FULL, then streamwin.reset_query() of each query of the source.",
+						 quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
+													RelationGetRelationName(rel)))));
+	return &change->data.tp.oldtuple->tuple;
+}
+
+/*
+ * A changelog source's rows of one change: an insert adds the new row, a
+ * delete retracts the old one, an update retracts the old version and adds
+ * the new one.
+ */
+static void
+deliver_change(FetchState *st, ReorderBufferTXN *txn, Relation rel, ReorderBufferChange *change)
+{
+	switch (change->action)
+	{
+		case REORDER_BUFFER_CHANGE_INSERT:
+			if (change->data.tp.newtuple != NULL)
+				deliver_row(st, txn, rel, &change->data.tp.newtuple->tuple, CHANGE_INSERT);
+			break;
+		case REORDER_BUFFER_CHANGE_UPDATE:
+			deliver_row(st, txn, rel, old_row(st, rel, change), CHANGE_UPDATE_OLD);
+			deliver_row(st, txn, rel, &change->data.tp.newtuple->tuple, CHANGE_UPDATE);
+			break;
+		case REORDER_BUFFER_CHANGE_DELETE:
+			deliver_row(st, txn, rel, old_row(st, rel, change), CHANGE_DELETE);
+			break;
+		default:
+			break;
+	}
+}
+
+static void
+plugin_change(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, Relation rel,
+			  ReorderBufferChange *change)
+{
+	FetchState *st = fetch_of(ctx);
+
+	if (st == NULL || RelationGetRelid(rel) != st->table)
+		return;
+	if (st->change_attno > 0)
+	{
+		deliver_change(st, txn, rel, change);
+		return;
+	}
+	if (change->action == REORDER_BUFFER_CHANGE_UPDATE ||
+		change->action == REORDER_BUFFER_CHANGE_DELETE)
+	{
+		if (st->spooling)
+			spool_count(st, change->action == REORDER_BUFFER_CHANGE_UPDATE ? 0 : 1);
+		else if (count_ignored(st, txn))
+		{
+			if (change->action == REORDER_BUFFER_CHANGE_UPDATE)
+				st->out->ignored_updates++;
+			else
+				st->out->ignored_deletes++;
+		}
+		return;
+	}
+	if (change->action != REORDER_BUFFER_CHANGE_INSERT || change->data.tp.newtuple == NULL)
+		return;
+	deliver_row(st, txn, rel, &change->data.tp.newtuple->tuple, CHANGE_NONE);
+}
+
+/*
+ * TRUNCATE of a changelog source's table: its rows leave without a row
+ * each to retract, so no query of the source can stay exact past it.  The
+ * batch that reaches it fails, saying so, and so does every later one
+ * until the queries are reset past it.  A batch already full stops before
+ * it instead, so that the rows before the TRUNCATE are delivered.
+ */
+static void
+truncate_changelog(FetchState *st, ReorderBufferTXN *txn, int nrelations, Relation relations[])
+{
+	for (int i = 0; i < nrelations; i++)
+	{
+		if (RelationGetRelid(relations[i]) != st->table)
+			continue;
+		if (st->upto != NULL)
+			return;				/* a replay stops before (its batch did) */
+		if (st->spooling)
+		{
+			st->out->end.lsn = spool->txn_lsn;
+			st->out->end.index = spool->next_index;
+			spool_discard();
+			st->spooling = false;
+			st->stopping = true;
+			ereport(ERROR,
+					(errcode(ERRCODE_TABLE_BATCH_FULL),
+					 errmsg("streamwin batch is full")));
+		}
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("table \"%s\" of a changelog source was truncated",
+						RelationGetRelationName(relations[i])),
+				 errdetail("TRUNCATE removes rows without a change each, so the queries of the source cannot retract them."),
+				 errhint("Reset each query of the source with streamwin.reset_query(name, 'latest') to go on after it, "
+						 "or 'earliest' to read the table's changes again from the oldest the source holds.")));
+	}
 }
 
 static void
@@ -375,6 +504,11 @@ plugin_truncate(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, int nrelatio
 {
 	FetchState *st = fetch_of(ctx);
 
+	if (st != NULL && st->change_attno > 0)
+	{
+		truncate_changelog(st, txn, nrelations, relations);
+		return;
+	}
 	if (st == NULL || (!st->spooling && !count_ignored(st, txn)))
 		return;
 	for (int i = 0; i < nrelations; i++)

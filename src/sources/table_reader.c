@@ -16,6 +16,7 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
 #include "access/relation.h"
 #include "access/xact.h"
 #include "access/xlog.h"
@@ -27,6 +28,7 @@
 #include "utils/lsyscache.h"
 #include "utils/pg_lsn.h"
 #include "utils/rel.h"
+#include "utils/relcache.h"
 #include "utils/timestamp.h"
 
 #include "catalog.h"
@@ -43,6 +45,8 @@ typedef struct TableReader
 	bool		at_end;			/* the last fetch read everything committed */
 	XLogRecPtr	end_of_wal;		/* the WAL position it read up to */
 	int64		ignored[3];		/* updates, deletes, truncates it ignored */
+	bool		changelog;		/* a changelog source (option "changes") */
+	int64		changes[3];		/* its inserts, updates, deletes read */
 	TimestampTz idle_stored_at; /* last store of a position moved without rows */
 } TableReader;
 
@@ -95,6 +99,39 @@ table_query_gone(SourceInfo *src)
 		source_slot_advance(src->slot_name, src->source_id);
 }
 
+/*
+ * A changelog table source's rows are identified by the table's primary
+ * key (by name: the source has the table's columns).  NIL: an append-only
+ * source, or a table without one.
+ */
+static List *
+table_key_columns(SourceInfo *src)
+{
+	Relation	rel;
+	Oid			pk;
+	List	   *names = NIL;
+
+	if (source_change_attno(source_tupdesc(src->relation)) == 0)
+		return NIL;
+	rel = relation_open(src->source_table, AccessShareLock);
+	pk = RelationGetPrimaryKeyIndex(rel);
+	if (OidIsValid(pk))
+	{
+		Relation	index = index_open(pk, AccessShareLock);
+
+		for (int k = 0; k < index->rd_index->indnkeyatts; k++)
+		{
+			AttrNumber	attno = index->rd_index->indkey.values[k];
+
+			names = lappend(names, makeString(pstrdup(NameStr(TupleDescAttr(RelationGetDescr(rel),
+																			  attno - 1)->attname))));
+		}
+		index_close(index, AccessShareLock);
+	}
+	relation_close(rel, AccessShareLock);
+	return names;
+}
+
 /* --- a query's reader ---------------------------------------------------- */
 
 /*
@@ -114,6 +151,7 @@ table_reader_open(SourceReader *rd)
 						   rd->query->name, src->name),
 				 errhint("GRANT SELECT on the table to the query's owner.")));
 	rd->private = palloc0(sizeof(TableReader));
+	TR(rd)->changelog = source_change_attno(rd->desc) > 0;
 	rd->rows_are_tuples = true;
 	rd->nparts = 1;				/* the table's commit order */
 	rd->parts = palloc0(sizeof(PartitionState));
@@ -226,6 +264,7 @@ table_fetch_rows(SourceReader *rd, int timeout_ms, int linger_ms, SourceRow **ro
 	tr->ignored[0] = f.ignored_updates;
 	tr->ignored[1] = f.ignored_deletes;
 	tr->ignored[2] = f.ignored_truncates;
+	memcpy(tr->changes, f.changes, sizeof(tr->changes));
 	*rows = f.rows;
 	return f.nrows;
 }
@@ -269,8 +308,9 @@ table_end_positions(SourceReader *rd, SourcePosition *targets)
 }
 
 /*
- * {"lsn": "0/1A2B3C8", "index": 0}, plus the changes of the last fetch
- * that a table source does not deliver (UPDATE, DELETE, TRUNCATE).
+ * {"lsn": "0/1A2B3C8", "index": 0}, plus what the last fetch read: a
+ * changelog source's inserts, updates and deletes, or the changes an
+ * append-only source does not deliver (UPDATE, DELETE, TRUNCATE).
  */
 static void
 table_positions_json(SourceReader *rd, StringInfo buf)
@@ -280,7 +320,11 @@ table_positions_json(SourceReader *rd, StringInfo buf)
 
 	appendStringInfo(buf, "{\"lsn\": \"%X/%X\", \"index\": " INT64_FORMAT,
 					 LSN_FORMAT_ARGS(lsn), rd->parts[0].next.index);
-	if (tr->ignored[0] + tr->ignored[1] + tr->ignored[2] > 0)
+	if (tr->changelog)
+		appendStringInfo(buf, ", \"changes\": {\"inserts\": " INT64_FORMAT
+						 ", \"updates\": " INT64_FORMAT ", \"deletes\": " INT64_FORMAT "}",
+						 tr->changes[0], tr->changes[1], tr->changes[2]);
+	else if (tr->ignored[0] + tr->ignored[1] + tr->ignored[2] > 0)
 		appendStringInfo(buf, ", \"ignored\": {\"updates\": " INT64_FORMAT
 						 ", \"deletes\": " INT64_FORMAT ", \"truncates\": " INT64_FORMAT "}",
 						 tr->ignored[0], tr->ignored[1], tr->ignored[2]);
@@ -411,6 +455,7 @@ const SourceOps table_source_ops = {
 	.fetch_follows_checkpoint = true,
 	.check_query = table_check_query,
 	.query_start = table_query_start,
+	.key_columns = table_key_columns,
 	.dropped = table_dropped,
 	.query_gone = table_query_gone,
 	.open = table_reader_open,
@@ -483,6 +528,51 @@ add_table_metadata_columns(const SourceInfo *src, StringInfo columns, List **typ
 }
 
 /*
+ * Option "changes": "inserts" (the default: an append-only table, whose
+ * updates and deletes the source counts and ignores) or "all" (a
+ * changelog: inserts, updates and deletes, see source.h).  Returns
+ * whether it is "all".
+ */
+static bool
+table_changes_option(Jsonb *options)
+{
+	char	   *changes = jsonb_get_text(options, "changes");
+
+	if (changes == NULL || strcmp(changes, "inserts") == 0)
+		return false;
+	if (strcmp(changes, "all") == 0)
+		return true;
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("invalid value for option \"changes\": \"%s\"", changes),
+			 errhint("Use \"all\" for a table whose rows are updated and deleted, or \"inserts\" for an append-only table.")));
+	return false;
+}
+
+/*
+ * A changelog source retracts the old version of each updated or deleted
+ * row, which PostgreSQL writes whole into the WAL only for a table with
+ * REPLICA IDENTITY FULL.
+ */
+static void
+check_replica_identity_full(Oid table)
+{
+	Relation	rel = relation_open(table, AccessShareLock);
+	char		identity = rel->rd_rel->relreplident;
+	char	   *qualified = quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
+													   RelationGetRelationName(rel));
+
+	relation_close(rel, AccessShareLock);
+	if (identity != REPLICA_IDENTITY_FULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("table %s does not have REPLICA IDENTITY FULL", qualified),
+				 errdetail("A table source with \"changes\": \"all\" retracts the old version of each updated or deleted row, "
+						   "which PostgreSQL writes whole into the WAL only for such a table."),
+				 errhint("Run ALTER TABLE %s REPLICA IDENTITY FULL first.", qualified)));
+}
+
+/*
  * streamwin.create_table_source(name, relation, options): the rows inserted
  * into a table, through a logical replication slot of the source's own.
  * The source's columns are the table's, by name and type, as of now.
@@ -491,7 +581,7 @@ Datum
 streamwin_create_table_source(PG_FUNCTION_ARGS)
 {
 	static const char *const valid[] = {"starting_offsets", "max_records_per_batch", "metadata",
-	"timezone", NULL};
+	"timezone", "changes", NULL};
 	char	   *name;
 	Oid			table;
 	Jsonb	   *options;
@@ -503,6 +593,7 @@ streamwin_create_table_source(PG_FUNCTION_ARGS)
 	List	   *names = NIL;
 	StringInfoData columns;
 	char	   *slot;
+	bool		changelog;
 
 	for (int i = 0; i < 3; i++)
 		if (PG_ARGISNULL(i))
@@ -518,6 +609,9 @@ streamwin_create_table_source(PG_FUNCTION_ARGS)
 	table_source_check_relation(table);
 	jsonb_check_keys(options, valid, "table source");
 	parse_source_options(&tmp, options);
+	changelog = table_changes_option(options);
+	if (changelog)
+		check_replica_identity_full(table);
 
 	/* the table's columns, as the source's */
 	initStringInfo(&columns);
@@ -548,7 +642,7 @@ streamwin_create_table_source(PG_FUNCTION_ARGS)
 	/* before anything is written: PostgreSQL requires it of slot creation */
 	slot = source_slot_new(name, false);
 	source_register(name, "table", NULL, NULL, table, slot, "row", columns.data, options,
-					types, typmods, names, false);
+					types, typmods, names, changelog);
 	SPI_finish();
 	PG_RETURN_VOID();
 }

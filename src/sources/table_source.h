@@ -67,7 +67,20 @@ typedef struct TableFetch
 	int64		ignored_updates;	/* changes the source does not deliver */
 	int64		ignored_deletes;
 	int64		ignored_truncates;
+	int64		changes[3];		/* a changelog source's rows read: inserts,
+								 * updates, deletes (CHANGE_*) */
 } TableFetch;
+
+/*
+ * What a changelog source's row is part of, for the counts of changes: an
+ * insert, an update (its new version counts it; its old one, retracted,
+ * is CHANGE_UPDATE_OLD), a delete.
+ */
+#define CHANGE_INSERT		0
+#define CHANGE_UPDATE		1
+#define CHANGE_DELETE		2
+#define CHANGE_UPDATE_OLD	3
+#define CHANGE_NONE			4	/* an append stream's row */
 
 /* At library load: keeps per-batch decoding start-up messages out of the log. */
 extern void table_source_init(void);

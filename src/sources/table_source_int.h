@@ -64,7 +64,11 @@ typedef struct FetchState
 	bool		stopping;		/* decoding stopped by an error of ours */
 	bool		spooling;		/* the batch is full: the rest of this
 								 * transaction goes to the spool */
-	int64		txn_index;		/* inserts into the table seen in this txn */
+	int64		txn_index;		/* rows of the table seen in this txn: its
+								 * inserts, or of a changelog source every
+								 * row it delivers (an update's two) */
+	AttrNumber	change_attno;	/* a changelog source's CHANGE_COLUMN, or 0:
+								 * the source takes inserts alone */
 	/* column map from the table's (historic) row type to desc */
 	TupleDesc	map_from;
 	int		   *map;			/* desc column i <- table attribute map[i], -1 */
@@ -114,6 +118,11 @@ typedef struct Spool
 	int			nchanges;
 	int			maxchanges;
 	int			next_change;
+	/* a changelog source's: the kind (ChangeKind) of each spooled row */
+	char	   *kinds;
+	int64		nkinds;
+	int64		maxkinds;
+	int64		next_kind;
 	Tuplestorestate *rows;
 	MemoryContext cxt;
 } Spool;
@@ -124,7 +133,7 @@ extern Spool *spool;
 extern bool decoding_for_fetch;
 extern void spool_discard(void);
 extern void append_row(FetchState *st, HeapTuple row, XLogRecPtr lsn, int64 index,
-					   TimestampTz commit_time);
+					   TimestampTz commit_time, char kind);
 extern void no_prepare_write(LogicalDecodingContext *ctx, XLogRecPtr lsn,
 							 TransactionId xid, bool last_write);
 extern void no_write(LogicalDecodingContext *ctx, XLogRecPtr lsn, TransactionId xid,
