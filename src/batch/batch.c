@@ -102,6 +102,7 @@ typedef struct BatchContext
 	/* fetch and decode, over all sources */
 	int			nrows;
 	int			nlate;
+	int			nlate_retractions;
 	int			ndead;
 } BatchContext;
 
@@ -266,7 +267,11 @@ batch_decode(BatchContext *b)
 			if (res->status == 'o')
 				bs->input.rows[bs->input.nrows++] = res->row;
 			else if (res->status == 'l')
+			{
 				bs->nlate++;
+				if (res->retraction)
+					b->nlate_retractions++;
+			}
 			else
 				bs->ndead++;
 		}
@@ -427,6 +432,9 @@ batch_finish(BatchContext *b)
 	stats->replayed = b->st.replay;
 	stats->input_rows = b->nrows;
 	stats->late_rows = b->nlate;
+	stats->late_retractions = b->nlate_retractions;
+	for (int s = 0; s < b->nsources; s++)
+		stats->changelog |= b->src[s].decoder->change_attno > 0;
 	stats->duplicates = b->st.duplicates;
 	stats->dead_letters = b->ndead;
 	stats->has_watermark = b->st.has_new_wm;
@@ -578,6 +586,8 @@ batch_stats_jsonb(QueryRunner *r, BatchStats *s)
 					 s->duration_ms, s->input_rows, s->input_rows_per_second,
 					 s->processed_rows_per_second, s->late_rows, s->duplicates, s->dead_letters,
 					 s->state_rows);
+	if (s->changelog)
+		appendStringInfo(&buf, ", \"late_retractions_dropped\": " INT64_FORMAT, s->late_retractions);
 	json_append_timestamp(&buf, "watermark", s->has_watermark, s->watermark);
 	if (s->missing_keys_json)
 		appendStringInfo(&buf, ", \"missing_keys\": %s", s->missing_keys_json);

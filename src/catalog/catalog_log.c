@@ -20,10 +20,10 @@
 void
 catalog_log_progress(const char *query, const BatchStats *row, int retention)
 {
-	Oid			types[15] = {TEXTOID, INT8OID, TIMESTAMPTZOID, FLOAT8OID, INT8OID, FLOAT8OID,
-	FLOAT8OID, INT8OID, INT8OID, INT8OID, TIMESTAMPTZOID, TEXTOID, INT4OID, INT8OID, TEXTOID};
-	Datum		args[15];
-	char		nulls[15];
+	Oid			types[16] = {TEXTOID, INT8OID, TIMESTAMPTZOID, FLOAT8OID, INT8OID, FLOAT8OID,
+	FLOAT8OID, INT8OID, INT8OID, INT8OID, TIMESTAMPTZOID, TEXTOID, INT4OID, INT8OID, TEXTOID, INT8OID};
+	Datum		args[16];
+	char		nulls[16];
 
 	memset(nulls, ' ', sizeof(nulls));
 	args[0] = CStringGetTextDatum(query);
@@ -43,14 +43,15 @@ catalog_log_progress(const char *query, const BatchStats *row, int retention)
 	args[13] = Int64GetDatum(row->duplicates);
 	args[14] = row->missing_keys_json ? CStringGetTextDatum(row->missing_keys_json) : (Datum) 0;
 	nulls[14] = row->missing_keys_json ? ' ' : 'n';
+	args[15] = Int64GetDatum(row->late_retractions);
 
 	SPI_connect();
 	catalog_exec("INSERT INTO streamwin.progress_log (query, batch_id, started_at, duration_ms, "
 				 "input_rows, input_rows_per_second, processed_rows_per_second, "
 				 "late_rows_dropped, dead_letters, state_rows, watermark, offsets, duplicates_dropped, "
-				 "missing_keys) "
-				 "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb, $14, $15::jsonb)",
-				 15, types, args, nulls, 0);
+				 "missing_keys, late_retractions_dropped) "
+				 "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb, $14, $15::jsonb, $16)",
+				 16, types, args, nulls, 0);
 	types[2] = INT4OID;
 	args[2] = args[12];
 	/* batches after the checkpoint stay: crash recovery replays them */

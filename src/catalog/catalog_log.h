@@ -22,12 +22,14 @@ typedef struct BatchStats
 	double		duration_ms;
 	int64		input_rows;
 	int64		late_rows;
+	int64		late_retractions;	/* of them, a changelog's retractions */
 	int64		duplicates;
 	int64		dead_letters;
 	int64		state_rows;
 	bool		has_watermark;
 	TimestampTz watermark;
 	bool		replayed;		/* a batch re-run during crash recovery */
+	bool		changelog;		/* the query reads a changelog source */
 	bool		full;			/* a source gave max_records_per_batch rows:
 								 * it has more */
 	double		input_rows_per_second;

@@ -60,6 +60,7 @@ row_decoder_create(SourceReader *rd, QueryInfo *q)
 		d->missing = decoder_missing_counts(d->decoder, &d->nmissing, &d->missing_names);
 	}
 	d->slot = MakeSingleTupleTableSlot(rd->desc, &TTSOpsVirtual);
+	d->change_attno = source_change_attno(rd->desc);
 	d->econtext = CreateStandaloneExprContext();
 	d->econtext->ecxt_param_list_info = makeParamList(BATCH_TIME_PARAMID);
 	if (rd->qsource->event_time_expr != NULL)
@@ -193,6 +194,8 @@ decode_one(RowDecoder *d, SourceRow *m, RowResult *res,
 		goto done;
 	}
 	ExecStoreVirtualTuple(slot);
+	res->retraction = d->change_attno > 0 && !slot->tts_isnull[d->change_attno - 1] &&
+		DatumGetInt16(slot->tts_values[d->change_attno - 1]) < 0;
 
 	if (d->event_time != NULL)
 	{

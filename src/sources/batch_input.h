@@ -28,6 +28,7 @@ typedef struct RowDecoder
 	MessageDecoder *decoder;	/* NULL when rows are tuples already */
 	SourceMetadata *metadata;	/* per source column, or NULL (decode.h) */
 	ExprState  *event_time;		/* over a decoded row, or NULL */
+	AttrNumber	change_attno;	/* a changelog's change column, or 0 */
 	ExprContext *econtext;		/* its parameter: the batch's timestamp */
 	TupleTableSlot *slot;
 	/* of the decoder: messages of this batch without a column's key */
@@ -40,6 +41,7 @@ typedef struct RowDecoder
 typedef struct RowResult
 {
 	char		status;			/* 'o'k, 'l'ate, 'd'ead letter */
+	bool		retraction;		/* a changelog's row that retracts (-1) */
 	bool		has_event_time;
 	TimestampTz event_time;
 	BatchRow	row;			/* 'o': the row, of the source's columns */

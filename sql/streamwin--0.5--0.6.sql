@@ -1,0 +1,62 @@
+-- streamwin 0.5 -> 0.6: changelog sources.
+--
+-- A source may now be a changelog (a table source with "changes": "all",
+-- a Kafka source with an envelope): its rows are added and retracted.
+-- Queries over one retract exactly: min, max and DISTINCT aggregates keep
+-- counted values (streamwin.change_set and its functions), and each batch
+-- records how many of its late rows were retractions.
+
+\echo Use "ALTER EXTENSION streamwin UPDATE TO '0.6'" to load this file. \quit
+
+ALTER TABLE streamwin.progress_log
+	ADD COLUMN late_retractions_dropped bigint NOT NULL DEFAULT 0;
+
+CREATE OR REPLACE VIEW streamwin.progress WITH (security_barrier) AS
+SELECT p.query, p.batch_id, p.started_at, p.duration_ms, p.input_rows,
+	   p.input_rows_per_second, p.processed_rows_per_second, p.late_rows_dropped,
+	   p.duplicates_dropped, p.dead_letters, p.state_rows, p.watermark, p.offsets,
+	   p.missing_keys, p.late_retractions_dropped
+FROM streamwin.progress_log p
+JOIN streamwin.query_catalog q ON q.name = p.query
+WHERE pg_catalog.pg_has_role(q.owner, 'USAGE')
+   OR pg_catalog.pg_has_role('pg_read_all_stats', 'USAGE');
+
+-- Counted values (src/store/change_set.c): what min, max and DISTINCT
+-- aggregates keep per open group over a changelog source, each distinct
+-- value with the number of rows that hold it, so that a retracted row takes
+-- back exactly its value.
+CREATE FUNCTION streamwin.change_set_accum(internal, anyelement, smallint)
+RETURNS internal
+AS 'MODULE_PATHNAME', 'streamwin_change_set_accum'
+LANGUAGE C CALLED ON NULL INPUT IMMUTABLE PARALLEL SAFE;
+
+CREATE FUNCTION streamwin.change_set_final(internal)
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'streamwin_change_set_final'
+LANGUAGE C STRICT IMMUTABLE PARALLEL SAFE;
+
+CREATE AGGREGATE streamwin.change_set(x anyelement, change smallint) (
+	SFUNC = streamwin.change_set_accum,
+	STYPE = internal,
+	FINALFUNC = streamwin.change_set_final
+);
+
+CREATE FUNCTION streamwin.change_set_merge(a bytea, b bytea)
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'streamwin_change_set_merge'
+LANGUAGE C CALLED ON NULL INPUT IMMUTABLE PARALLEL SAFE;
+
+CREATE FUNCTION streamwin.change_set_min(set bytea, type anyelement)
+RETURNS anyelement
+AS 'MODULE_PATHNAME', 'streamwin_change_set_min'
+LANGUAGE C CALLED ON NULL INPUT IMMUTABLE PARALLEL SAFE;
+
+CREATE FUNCTION streamwin.change_set_max(set bytea, type anyelement)
+RETURNS anyelement
+AS 'MODULE_PATHNAME', 'streamwin_change_set_max'
+LANGUAGE C CALLED ON NULL INPUT IMMUTABLE PARALLEL SAFE;
+
+CREATE FUNCTION streamwin.change_set_values(set bytea, type anyelement)
+RETURNS anyarray
+AS 'MODULE_PATHNAME', 'streamwin_change_set_values'
+LANGUAGE C CALLED ON NULL INPUT IMMUTABLE PARALLEL SAFE;
