@@ -44,6 +44,7 @@ held_store_init(HeldStore *h, QueryRunner *r, const StorePlan *plan, Oid table, 
 	memset(h, 0, sizeof(HeldStore));
 	if (plan != NULL)
 		h->store = store_create(plan, table, checkpoint, r->cxt);
+	h->store_only = plan != NULL && plan->rows_partial >= 0;
 	h->what = what;
 	h->plural = plural;
 	h->table_name = table_name;
@@ -70,6 +71,13 @@ held_store_begin(HeldStore *h, BatchState *b)
 	}
 	if (!store_begin(h->store, b->catalog_xmin))
 	{
+		if (h->store_only)
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("streamwin: the %s of query \"%s\" %s not fit in streamwin.state_memory (%d kB)",
+							h->what, b->query->name, h->plural ? "do" : "does", streamwin_state_memory),
+					 errdetail("A query over a changelog source runs on its state in memory only: its groups leave when their rows are all retracted."),
+					 errhint("Raise streamwin.state_memory (ALTER SYSTEM SET streamwin.state_memory = ...; SELECT pg_reload_conf()); the batch runs again, nothing is lost.")));
 		if (!h->table_mode)
 			ereport(LOG,
 					(errmsg("streamwin: the %s of query \"%s\" %s not fit in streamwin.state_memory (%d kB); it runs on its %s",

@@ -9,6 +9,8 @@
  * streamwin.state_memory, the query's compiled SQL statements run on the
  * store's table instead, with the indexes they need ("table mode"); every
  * 100 batches the store tries again.  The results are the same either way.
+ * A query over a changelog has no table mode: a batch whose state does not
+ * fit fails, and waits for more memory.
  *
  *-------------------------------------------------------------------------
  */
@@ -24,6 +26,9 @@ typedef struct HeldStore
 	StateStore *store;			/* or NULL: the query has none (its plan
 								 * predates stores): table mode always */
 	bool		active;			/* this batch runs on the store */
+	bool		store_only;		/* its groups leave when their rows are all
+								 * retracted (over a changelog), which the
+								 * SQL statements cannot do: no table mode */
 	bool		table_mode;		/* it did not fit in memory: the SQL
 								 * statements run on its table */
 	int64		table_mode_batches; /* batches since, or since trying again */

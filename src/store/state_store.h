@@ -68,6 +68,9 @@ typedef enum MergeKind
 								 * (aggregate_state.c) */
 	MERGE_UNION,				/* agg(DISTINCT x): the sorted array of the
 								 * distinct values of x (distinct_set.c) */
+	MERGE_COUNTED,				/* over a changelog, min, max and
+								 * agg(DISTINCT x): each value of x with its
+								 * count of rows (change_set.c) */
 	MERGE_FIRST					/* a dedup key's: the value it was made with */
 } MergeKind;
 
@@ -108,6 +111,8 @@ typedef struct StorePlan
 	int			npartials;
 	MergeKind  *merge;			/* per partial column */
 	char	  **aggregate;		/* MERGE_STATE: regprocedure text, else NULL */
+	int			rows_partial;	/* over a changelog: the partial that counts a
+								 * group's rows, which leaves at 0; else -1 */
 } StorePlan;
 
 extern void store_plan_json(const StorePlan *plan, StringInfo buf);
@@ -169,7 +174,8 @@ extern void store_write_changed(StateStore *s);
  * row's location is known; STORE_ROWS_UPSERT: the other changed groups;
  * STORE_ROWS_CLOSED: groups of the windows a watermark closed;
  * STORE_ROWS_GONE: sessions merged into another, or that start earlier
- * now, under the (window_start, keys) their result row may have;
+ * now, and over a changelog the groups whose rows were all retracted,
+ * under the (window_start, keys) their result row may have;
  * STORE_ROWS_ALL: every group.
  */
 typedef enum StoreRows

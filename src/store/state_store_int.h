@@ -216,7 +216,8 @@ struct StateStore
 	dlist_head	gone;			/* STORE_ROWS_GONE: keys of result rows to
 								 * delete, as groups of no hash entry */
 	int64		ngone;
-	TidList		state_gone;		/* state rows of sessions merged away */
+	TidList		state_gone;		/* state rows of groups gone: sessions merged
+								 * away, a changelog's emptied groups */
 	KeyTime    *key_times;		/* a dedup store's keys with an event time
 								 * (window_start), the earliest first */
 	int64		nkey_times;
@@ -321,6 +322,7 @@ extern void rows_clear(StateStore *s, StoreRows which);
 extern void rows_reset(StateStore *s);
 extern void rows_add(StateStore *s, StoreGroup *g, StoreRows which);
 extern void group_unlink(StateStore *s, StoreGroup *g);
+extern void gone_add(StateStore *s, MinimalTuple key, TimestampTz start);
 extern void changed_done(StateStore *s);
 
 /* --- store_session.c ------------------------------------------------------- */

@@ -81,6 +81,14 @@ partial_function(StateStore *s, StorePartial *p, const char *aggregate)
 									2, args, false);
 			}
 			break;
+		case MERGE_COUNTED:
+			{
+				Oid			args[2] = {BYTEAOID, BYTEAOID};
+
+				fn = LookupFuncName(list_make2(makeString("streamwin"), makeString("change_set_merge")),
+									2, args, false);
+			}
+			break;
 	}
 	fmgr_info_cxt(fn, &p->fn, s->cxt);
 }
@@ -320,6 +328,9 @@ groups_reset(StateStore *s)
 	s->nchanged = 0;
 	dlist_init(&s->ckpt_dirty);
 	tid_list_init(&s->ckpt_gone);
+	dlist_init(&s->gone);
+	s->ngone = 0;
+	tid_list_init(&s->state_gone);
 	if (s->plan.dedup)
 	{
 		s->nkey_times = 0;
@@ -611,6 +622,7 @@ combine_partial(StateStore *s, int i, Datum a, Datum v, Datum *result, bool *res
 			*result = call_combine_states(p, a, v, result_null);
 			return true;
 		case MERGE_UNION:
+		case MERGE_COUNTED:
 			*result = call2(&p->fn, p->collation, a, v, result_null);
 			return true;
 		case MERGE_FIRST:

@@ -300,6 +300,41 @@ merge_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
 }
 
 /*
+ * Over a changelog, a group whose rows the batch retracted all leaves the
+ * store: GROUP BY over the table has no group of no rows.  Its state and
+ * checkpoint rows go, and its result row, if it may have one, is gone
+ * (STORE_ROWS_GONE).  A group can only empty in a batch that changed it.
+ */
+static void
+drop_emptied(StateStore *s)
+{
+	int			k = s->plan.rows_partial;
+	dlist_mutable_iter it;
+
+	dlist_foreach_modify(it, &s->changed)
+	{
+		StoreGroup *g = dlist_container(StoreGroup, changed_node, it.cur);
+
+		if (!GROUP_NULLS(s, g)[k] && DatumGetInt64(g->values[k]) != 0)
+			continue;
+		if (ItemPointerIsValid(&g->state_tid))
+			tid_list_add(&s->state_gone, &g->state_tid);
+		/* a group this batch made has no result row yet */
+		if (!(g->flags & GROUP_NEW))
+		{
+			MemoryContext old = MemoryContextSwitchTo(s->groups_cxt);
+
+			gone_add(s, heap_copy_minimal_tuple(g->key), g->window_start);
+			MemoryContextSwitchTo(old);
+		}
+		group_unlink(s, g);
+		if (s->plan.windowed)
+			dlist_delete(&g->in.window_node);
+		group_drop(s, g);
+	}
+}
+
+/*
  * The end of the batch's groups or rows.  Which of the two the next batch
  * gives depends on this one, which has as many groups as it changed: a
  * batch that changes a group for most of its rows makes the partial
@@ -329,6 +364,8 @@ merge_shutdown(DestReceiver *self)
 			ExecDropSingleTupleTableSlot(r->ahead[i]);
 		folds_merge(s);
 	}
+	if (s->plan.rows_partial >= 0)
+		drop_emptied(s);
 	if (r->batch_rows > 0)
 		s->merge_rows = s->nchanged * 2 >= r->batch_rows;
 }

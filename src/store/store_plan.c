@@ -27,6 +27,7 @@ static const char *const merge_names[] = {
 	[MERGE_OR] = "or",
 	[MERGE_STATE] = "state",
 	[MERGE_UNION] = "union",
+	[MERGE_COUNTED] = "counted",
 	[MERGE_FIRST] = "first",
 };
 
@@ -48,6 +49,8 @@ store_plan_json(const StorePlan *plan, StringInfo buf)
 	if (plan->panes > 1)
 		appendStringInfo(buf, "\"panes\": %d, \"slide_us\": " INT64_FORMAT ", ",
 						 plan->panes, plan->slide_us);
+	if (plan->rows_partial >= 0)
+		appendStringInfo(buf, "\"rows_partial\": %d, ", plan->rows_partial);
 	appendStringInfoString(buf, "\"partials\": [");
 	for (int i = 0; i < plan->npartials; i++)
 	{
@@ -96,6 +99,8 @@ store_plan_read(Jsonb *plan, const char *member)
 	p->panes = field ? atoi(field) : 0;
 	field = jsonb_get_text(store, "slide_us");
 	p->slide_us = field ? strtoll(field, NULL, 10) : 0;
+	field = jsonb_get_text(store, "rows_partial");
+	p->rows_partial = field ? atoi(field) : -1;
 	p->merge = palloc(sizeof(MergeKind) * cap);
 	p->aggregate = palloc0(sizeof(char *) * cap);
 

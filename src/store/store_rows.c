@@ -133,8 +133,30 @@ group_unlink(StateStore *s, StoreGroup *g)
 	if (g->flags & GROUP_CKPT_DIRTY)
 		dlist_delete(&g->ckpt_node);
 	if (g->flags & GROUP_CHANGED)
+	{
 		dlist_delete(&g->changed_node);
+		s->nchanged--;
+	}
 	rows_remove(s, g);
+}
+
+/*
+ * Remember that the result may hold a row under key (window_start, keys),
+ * which no group has any more: update mode deletes it (STORE_ROWS_GONE).
+ * The record is a group of no hash entry, without values; key is the
+ * caller's copy, in groups_cxt.
+ */
+void
+gone_add(StateStore *s, MinimalTuple key, TimestampTz start)
+{
+	StoreGroup *g = group_alloc(s);
+
+	g->key = key;
+	g->window_start = start;
+	g->rows = -1;
+	ItemPointerSetInvalid(&g->result_tid);
+	dlist_push_tail(&s->gone, &g->changed_node);
+	s->ngone++;
 }
 
 void
@@ -243,18 +265,15 @@ changed_done(StateStore *s)
 	s->nchanged = 0;
 	for (int i = 0; i < NUM_STORE_ROWS; i++)
 		rows_clear(s, i);
-	if (s->plan.session)
+	dlist_foreach_modify(it, &s->gone)
 	{
-		dlist_foreach_modify(it, &s->gone)
-		{
-			StoreGroup *g = dlist_container(StoreGroup, changed_node, it.cur);
+		StoreGroup *g = dlist_container(StoreGroup, changed_node, it.cur);
 
-			dlist_delete(&g->changed_node);
-			pfree(g->key);
-			pfree(g);
-		}
-		s->ngone = 0;
+		dlist_delete(&g->changed_node);
+		pfree(g->key);
+		pfree(g);
 	}
+	s->ngone = 0;
 }
 
 /*
@@ -445,11 +464,7 @@ store_rows_scan_begin(int32 query_id, const char *which, int natts)
 	if (scan->rows == STORE_ROWS_ALL)
 		scan->in_hash = true;
 	else if (scan->rows == STORE_ROWS_GONE)
-	{
-		/* records of sessions merged away, only sessions have them */
-		if (s->plan.session)
-			scan->gone = &s->gone;
-	}
+		scan->gone = &s->gone;
 	else
 	{
 		sort_rows(s, scan->rows);

@@ -60,9 +60,6 @@ sessions_reset(StateStore *s)
 		dlist_init(&s->no_keys->sessions);
 	}
 	s->session_ends = pairingheap_allocate(session_end_cmp, NULL);
-	dlist_init(&s->gone);
-	s->ngone = 0;
-	tid_list_init(&s->state_gone);
 	MemoryContextSwitchTo(old);
 }
 
@@ -160,24 +157,6 @@ session_set_end(StateStore *s, StoreSession *ss, TimestampTz end)
 	pairingheap_remove(s->session_ends, &ss->end_node);
 	ss->end = end;
 	pairingheap_add(s->session_ends, &ss->end_node);
-}
-
-/*
- * Remember that the result may hold a row under key (window_start, keys),
- * which no group has any more: update mode deletes it (STORE_ROWS_GONE).
- * The record is a group of no hash entry, without values.
- */
-static void
-gone_add(StateStore *s, MinimalTuple key, TimestampTz start)
-{
-	StoreGroup *g = group_alloc(s);
-
-	g->key = key;
-	g->window_start = start;
-	g->rows = -1;
-	ItemPointerSetInvalid(&g->result_tid);
-	dlist_push_tail(&s->gone, &g->changed_node);
-	s->ngone++;
 }
 
 /*
