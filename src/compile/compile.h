@@ -29,6 +29,8 @@
  *						source in FROM, the window, the group keys
  *	compile_aggregate.c	each aggregate as partial aggregates merged batch
  *						by batch, and its final value
+ *	compile_changelog.c	queries over a changelog source: refusals, the change
+ *						column, a transform kept by key
  *	compile_result.c	the result rows written from state rows, by output
  *						mode
  *	compile_sql.c		refuse(), the names of streamwin's own columns,
@@ -134,6 +136,11 @@ typedef struct Compiled
 	CompiledJoin *join;			/* a stream-stream join, or NULL */
 	List	   *state_names;	/* column names of the state table and of the
 								 * batch statements' own rows (internal_name) */
+	/* a changelog source (compile_changelog.c) */
+	AttrNumber	change_attno;	/* its change column, or 0: an append stream */
+	bool		append_changes; /* a transform appending every change */
+	List	   *key_columns;	/* a keyed transform's: the source's key */
+	PartialCol *rows_partial;	/* an aggregation's: its groups' row count */
 } Compiled;
 
 #endif							/* STREAMWIN_COMPILE_H */

@@ -23,6 +23,9 @@
 #include "nodes/nodeFuncs.h"
 #include "parser/parse_coerce.h"
 #include "parser/parse_func.h"
+#include "parser/parse_node.h"
+#include "parser/parse_oper.h"
+#include "optimizer/optimizer.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
@@ -31,6 +34,7 @@
 
 #include "aggregate_state.h"
 #include "compile_aggregate.h"
+#include "compile_changelog.h"
 #include "compile_sql.h"
 
 
@@ -216,6 +220,248 @@ compile_distinct_aggregate(Compiled *c, AggCol *col, Aggref *a, const char *fnam
 							  qset);
 }
 
+/* --- over a changelog ---------------------------------------------------- */
+
+/*
+ * Over a changelog each row adds (+1) or retracts (-1): partials are sums
+ * of signed values, which merge by adding as over an append stream (a
+ * retraction is a negative value), and min, max and DISTINCT keep counted
+ * values (store/change_set.c).  Each group also counts its rows, so that
+ * a group whose last row is retracted leaves.  See compile_changelog.c.
+ */
+
+/* A ParseState for make_op and coercions of the expressions built below. */
+static ParseState *
+changelog_pstate(void)
+{
+	static ParseState *pstate = NULL;
+
+	if (pstate == NULL || pstate->p_sourcetext != NULL)
+		pstate = make_parsestate(NULL);
+	return pstate;
+}
+
+/* a op b, resolved as the parser resolves it */
+static Expr *
+changelog_op(const char *op, Expr *a, Expr *b)
+{
+	return (Expr *) make_op(changelog_pstate(), list_make1(makeString((char *) op)),
+							(Node *) a, (Node *) b, NULL, -1);
+}
+
+/* e::type */
+static Expr *
+changelog_cast(Expr *e, Oid type)
+{
+	Node	   *n = coerce_to_target_type(NULL, (Node *) e, exprType((Node *) e), type, -1,
+										  COERCION_EXPLICIT, COERCE_EXPLICIT_CAST, -1);
+
+	if (n == NULL)
+		elog(ERROR, "streamwin: cannot cast %s to %s", format_type_be(exprType((Node *) e)),
+			 format_type_be(type));
+	return (Expr *) n;
+}
+
+/* a AND b, either NULL meaning true */
+static Expr *
+changelog_and(Expr *a, Expr *b)
+{
+	if (a == NULL)
+		return b;
+	if (b == NULL)
+		return a;
+	return make_andclause(list_make2(a, b));
+}
+
+/* pg_catalog.num_nonnulls(e) = 1: e is not NULL, as count(e) tests it */
+static Expr *
+changelog_not_null(Expr *e)
+{
+	Expr	   *nonnulls = (Expr *) makeFuncExpr(F_NUM_NONNULLS, INT4OID, list_make1(copyObject(e)),
+												 InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL);
+
+	return changelog_op("=", nonnulls, (Expr *) makeConst(INT4OID, -1, InvalidOid, 4,
+														   Int32GetDatum(1), false, true));
+}
+
+/* orig turned into pg_catalog.fname(arg) FILTER (WHERE filter) */
+static Aggref *
+changelog_agg(Aggref *orig, const char *fname, Expr *arg, Expr *filter)
+{
+	Aggref	   *a = copyObject(orig);
+	Oid			argtype = exprType((Node *) arg);
+
+	a->aggfnoid = LookupFuncName(list_make2(makeString("pg_catalog"), makeString((char *) fname)),
+								 1, &argtype, false);
+	a->aggtype = get_func_rettype(a->aggfnoid);
+	a->aggargtypes = list_make1_oid(argtype);
+	a->args = list_make1(makeTargetEntry(copyObject(arg), 1, NULL, false));
+	a->aggfilter = (Expr *) copyObject(filter);
+	a->aggstar = false;
+	a->aggdistinct = NIL;
+	a->aggorder = NIL;
+	a->aggcollid = InvalidOid;
+	a->inputcollid = exprCollation((Node *) arg);
+	return a;
+}
+
+/*
+ * sum(change) FILTER (WHERE filter): the rows counted (the signed count
+ * of rows that pass filter), a partial of its own under name's column.
+ */
+static const char *
+changelog_count(Compiled *c, Aggref *orig, const char *name, const char *suffix, Expr *filter)
+{
+	return add_partial_name(c, name, suffix, MERGE_ADD,
+							changelog_agg(orig, "sum", (Expr *) change_var(c), filter));
+}
+
+/*
+ * The signed value of a sum's argument, in a type whose sum is exact and
+ * holds the sum of the argument's type: int2 in int4, int4 in int8, int8
+ * in numeric.  NULL: a type whose sum a retraction cannot undo exactly.
+ */
+static Expr *
+changelog_signed_value(Compiled *c, Expr *x)
+{
+	Oid			type = exprType((Node *) x);
+	Expr	   *change = (Expr *) change_var(c);
+
+	switch (type)
+	{
+		case INT2OID:
+			return changelog_op("*", changelog_cast(x, INT4OID), changelog_cast(change, INT4OID));
+		case INT4OID:
+			return changelog_op("*", changelog_cast(x, INT8OID), changelog_cast(change, INT8OID));
+		case INT8OID:
+			return changelog_op("*", changelog_cast(x, NUMERICOID), changelog_cast(change, NUMERICOID));
+		case NUMERICOID:
+			return changelog_op("*", x, changelog_cast(change, NUMERICOID));
+		case INTERVALOID:
+			return changelog_op("*", x, changelog_cast(change, FLOAT8OID));
+		case MONEYOID:
+			return changelog_op("*", x, change);
+	}
+	return NULL;
+}
+
+/* Refuse an aggregate a changelog's retractions cannot undo exactly. */
+static void
+changelog_refuse(Compiled *c, const char *fname, const char *detail)
+{
+	refuse(psprintf("aggregate %s() is not supported over changelog source \"%s\"", fname, c->source->name),
+		   detail,
+		   "Over a changelog, use count, sum, avg (of integers, numeric, interval or money), min, max, bool_and, bool_or, every, "
+		   "or a DISTINCT aggregate of one argument; cast a floating-point value to numeric to sum it exactly.");
+}
+
+/*
+ * compile_changelog_rows
+ *		The row count every group of an aggregation over a changelog keeps
+ *		(c->rows_partial): when it falls to 0 the group leaves.
+ */
+void
+compile_changelog_rows(Compiled *c)
+{
+	Aggref	   *count = makeNode(Aggref);
+
+	count->aggkind = AGGKIND_NORMAL;
+	count->location = -1;
+	c->rows_partial = add_partial(c, "__rows", "count", MERGE_ADD,
+								  changelog_agg(count, "sum", (Expr *) change_var(c), NULL));
+}
+
+/* The counted values of x (FILTER filter): a change set partial. */
+static const char *
+changelog_set(Compiled *c, Aggref *orig, const char *name, Expr *x, Expr *filter)
+{
+	Aggref	   *a = copyObject(orig);
+	Oid			types[2] = {ANYELEMENTOID, INT2OID};
+	Oid			xtype = exprType((Node *) x);
+
+	if (get_typtype(xtype) == TYPTYPE_PSEUDO)
+		changelog_refuse(c, get_func_name(orig->aggfnoid), "Its argument's values are kept in the state table, which cannot hold that type.");
+	a->aggfnoid = streamwin_func_oid("change_set", 2, types);
+	a->aggtype = BYTEAOID;
+	a->aggargtypes = list_make2_oid(xtype, INT2OID);
+	a->args = list_make2(makeTargetEntry(copyObject(x), 1, NULL, false),
+						 makeTargetEntry((Expr *) change_var(c), 2, NULL, false));
+	a->aggfilter = (Expr *) copyObject(filter);
+	a->aggstar = false;
+	a->aggdistinct = NIL;
+	a->aggcollid = InvalidOid;
+	return add_partial_name(c, name, "set", MERGE_COUNTED, a);
+}
+
+/*
+ * Map an aggregate over a changelog to signed partials and a final value
+ * over them (col->final_sql, before its cast to the result's type).
+ */
+static void
+compile_changelog_aggregate(Compiled *c, AggCol *col, Aggref *a, const char *fname,
+							const char *builtin)
+{
+	Expr	   *x = a->args != NIL ? linitial_node(TargetEntry, a->args)->expr : NULL;
+	Expr	   *f = a->aggfilter;
+	Oid			xtype = x ? exprType((Node *) x) : InvalidOid;
+	const char *type = x ? format_type_be_qualified(xtype) : NULL;
+
+	if (a->aggdistinct != NIL)
+	{
+		const char *set;
+		const char *values;
+
+		if (list_length(a->args) != 1)
+			changelog_refuse(c, fname, "Only DISTINCT aggregates of one argument keep their values batch by batch.");
+		set = changelog_set(c, a, col->name, x, f);
+		values = psprintf("streamwin.change_set_values(%s, NULL::%s)", set, type);
+		if (a->aggfnoid == F_COUNT_ANY)
+			col->final_sql = psprintf("pg_catalog.cardinality(%s)", values);
+		else
+			col->final_sql = psprintf("(SELECT %s(v) FROM pg_catalog.unnest(%s) AS u(v))",
+									  quote_qualified_identifier(get_namespace_name(get_func_namespace(a->aggfnoid)),
+																 fname), values);
+	}
+	else if (strcmp(builtin, "count") == 0)
+		col->final_sql = psprintf("COALESCE(%s, 0)",
+								  changelog_count(c, a, col->name, "count",
+												  x ? changelog_and(changelog_not_null(x), f) : f));
+	else if (strcmp(builtin, "sum") == 0 || strcmp(builtin, "avg") == 0)
+	{
+		Expr	   *signed_x = changelog_signed_value(c, x);
+		const char *sum;
+		const char *n;
+
+		if (signed_x == NULL)
+			changelog_refuse(c, fname, psprintf("A retraction cannot take a value back exactly from a sum of %s.",
+												format_type_be(xtype)));
+		sum = add_partial_name(c, col->name, "sum", MERGE_SUM, changelog_agg(a, "sum", signed_x, f));
+		n = changelog_count(c, a, col->name, "count", changelog_and(changelog_not_null(x), f));
+		if (strcmp(builtin, "sum") == 0)
+			col->final_sql = psprintf("CASE WHEN %s > 0 THEN %s END", n, sum);
+		else if (xtype == INTERVALOID || xtype == MONEYOID)
+			col->final_sql = psprintf("CASE WHEN %s > 0 THEN %s / %s::pg_catalog.float8 END", n, sum, n);
+		else
+			col->final_sql = psprintf("CASE WHEN %s > 0 THEN %s::pg_catalog.numeric / %s::pg_catalog.numeric END",
+									  n, sum, n);
+	}
+	else if (strcmp(builtin, "min") == 0 || strcmp(builtin, "max") == 0)
+		col->final_sql = psprintf("streamwin.change_set_%s(%s, NULL::%s)", builtin,
+								  changelog_set(c, a, col->name, x, f), type);
+	else if (strcmp(builtin, "bool_and") == 0 || strcmp(builtin, "every") == 0 ||
+			 strcmp(builtin, "bool_or") == 0)
+	{
+		bool		and = strcmp(builtin, "bool_or") != 0;
+		Expr	   *decides = and ? make_notclause(copyObject(x)) : copyObject(x);
+		const char *n = changelog_count(c, a, col->name, "count", changelog_and(changelog_not_null(x), f));
+		const char *d = changelog_count(c, a, col->name, and ? "false" : "true", changelog_and(decides, f));
+
+		col->final_sql = psprintf("CASE WHEN %s > 0 THEN COALESCE(%s, 0) %s 0 END", n, d, and ? "=" : ">");
+	}
+	else
+		changelog_refuse(c, fname, "Its partial state has no exact inverse that streamwin applies.");
+}
+
 /*
  * Map one aggregate of the user's query to partial aggregates (merged
  * batch by batch in the state table) and a final expression over them.
@@ -243,7 +489,9 @@ compile_aggregate(Compiled *c, TargetEntry *tle)
 
 	/* DISTINCT ones; built-ins that merge in plain SQL; any other */
 	builtin = get_func_namespace(a->aggfnoid) == PG_CATALOG_NAMESPACE ? fname : "";
-	if (a->aggdistinct != NIL)
+	if (c->change_attno > 0)
+		compile_changelog_aggregate(c, col, a, fname, builtin);
+	else if (a->aggdistinct != NIL)
 		compile_distinct_aggregate(c, col, a, fname);
 	else if (strcmp(builtin, "count") == 0)
 	{
@@ -338,6 +586,8 @@ merge_sql(PartialCol *p)
 							aggregate_literal(p->aggfnoid), n, n);
 		case MERGE_UNION:
 			return psprintf("streamwin.distinct_union(s.%s, EXCLUDED.%s)", n, n);
+		case MERGE_COUNTED:
+			return psprintf("streamwin.change_set_merge(s.%s, EXCLUDED.%s)", n, n);
 		case MERGE_FIRST:
 			return psprintf("s.%s", n);
 	}
@@ -360,7 +610,8 @@ row_partial_sql(PartialCol *p, const char *arg, const char *filter)
 {
 	char	   *type = format_type_be_qualified(exprType((Node *) p->expr));
 
-	Assert(p->merge != MERGE_STATE && p->merge != MERGE_UNION && p->merge != MERGE_FIRST);
+	Assert(p->merge != MERGE_STATE && p->merge != MERGE_UNION && p->merge != MERGE_FIRST &&
+		   p->merge != MERGE_COUNTED);
 	if (p->merge == MERGE_ADD)
 	{
 		const char *n = strcmp(arg, "*") == 0 ? "1" : psprintf("pg_catalog.num_nonnulls(%s)", arg);
@@ -453,6 +704,7 @@ merge_agg_sql(PartialCol *p)
 			return psprintf("streamwin.combined_state(%s, %s)", aggregate_literal(p->aggfnoid), n);
 		case MERGE_UNION:
 			return psprintf("streamwin.distinct_union(%s)", n);
+		case MERGE_COUNTED:		/* a changelog's: its queries keep no SQL path */
 		case MERGE_FIRST:
 			break;				/* a dedup key's, never an aggregate's */
 	}

@@ -13,6 +13,7 @@
 #include "compile.h"
 
 extern void compile_aggregate(Compiled *c, TargetEntry *tle);
+extern void compile_changelog_rows(Compiled *c);
 extern const char *merge_sql(PartialCol *p);
 extern const char *merge_agg_sql(PartialCol *p);
 extern const char *row_partial_sql(PartialCol *p, const char *arg, const char *filter);

@@ -186,6 +186,7 @@ dedup_store_statements(List *keys, int32 query_id, StringInfo plan,
 	sp.nkeys = list_length(keys);
 	sp.dedup = true;
 	sp.npartials = 2;			/* batch_ord, batch_id */
+	sp.rows_partial = -1;
 	sp.merge = merge;
 	sp.aggregate = aggregate;
 	appendStringInfoString(plan, ", \"dedup_store\": ");

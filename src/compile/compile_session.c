@@ -24,59 +24,6 @@
 /* a stored session s and a batch's session b overlap in time */
 #define SESSIONS_OVERLAP "s.window_start < b.window_end AND b.window_start < s.window_end"
 
-/* "a.k1 <op> b.k1 AND a.k2 <op> b.k2 ...", or "" without keys */
-static char *
-keys_compare(Compiled *c, const char *a, const char *op, const char *b)
-{
-	StringInfoData buf;
-	ListCell   *lc;
-
-	initStringInfo(&buf);
-	foreach(lc, c->keys)
-	{
-		const char *n = quote_identifier(((KeyCol *) lfirst(lc))->name);
-
-		appendStringInfo(&buf, "%s%s.%s %s %s.%s", buf.len ? " AND " : "", a, n, op, b, n);
-	}
-	return buf.data;
-}
-
-/* "a.k1 IS NOT DISTINCT FROM b.k1 AND ...", or "true" without keys */
-static char *
-keys_equal(Compiled *c, const char *a, const char *b)
-{
-	return c->keys ? keys_compare(c, a, "IS NOT DISTINCT FROM", b) : "true";
-}
-
-/*
- * "a.k1 = b.k1 AND ...": the same match for rows whose keys are all non-NULL,
- * which, unlike IS NOT DISTINCT FROM, the planner can hash or look up in an
- * index.  Only with keys.
- */
-static char *
-keys_equal_strict(Compiled *c, const char *a, const char *b)
-{
-	return keys_compare(c, a, "=", b);
-}
-
-/* "(a.k1 IS NULL OR a.k2 IS NULL)": a key is NULL.  Only with keys. */
-static char *
-keys_any_null(Compiled *c, const char *a)
-{
-	StringInfoData buf;
-	ListCell   *lc;
-
-	initStringInfo(&buf);
-	foreach(lc, c->keys)
-	{
-		const char *n = quote_identifier(((KeyCol *) lfirst(lc))->name);
-
-		appendStringInfo(&buf, "%s%s.%s IS NULL", buf.len ? " OR " : "(", a, n);
-	}
-	appendStringInfoChar(&buf, ')');
-	return buf.data;
-}
-
 /* "PARTITION BY k1, k2", or "" without keys */
 static char *
 keys_partition(Compiled *c)
@@ -344,27 +291,3 @@ session_statements(Compiled *c, Oid result, Oid state, OutputMode mode, StringIn
 	emit_statements(c, rname, sname, mode, plan);
 }
 
-/*
- * Update mode with a store: delete the result rows of the sessions gone
- * from the store (merged into another, or starting earlier now), by key.
- * As for the state in session_statements, keys match with = where they are
- * all non-NULL, which the planner can hash or look up in the result's
- * unique index (window_start alone may be shared by many rows), and the
- * few with a NULL key in a second, disjoint DELETE.
- */
-char *
-session_store_delete_sql(Compiled *c, const char *rname, int32 query_id)
-{
-	char	   *gone = psprintf("streamwin.store_rows(%d, 'gone') AS g(%s)", query_id,
-								state_column_defs(c));
-
-	if (c->keys == NIL)
-		return psprintf("DELETE FROM %s o USING %s WHERE o.window_start = g.window_start",
-						rname, gone);
-	return psprintf("WITH g AS MATERIALIZED (SELECT * FROM %s), "
-					"d AS (DELETE FROM %s o USING g WHERE o.window_start = g.window_start AND %s) "
-					"DELETE FROM %s o USING g WHERE %s AND o.window_start = g.window_start AND %s",
-					gone,
-					rname, keys_equal_strict(c, "o", "g"),
-					rname, keys_any_null(c, "g"), keys_equal(c, "o", "g"));
-}

@@ -16,6 +16,5 @@
 extern void session_statements(Compiled *c, Oid result, Oid state, OutputMode mode,
 							   StringInfo plan);
 extern char *session_store_groups_sql(Compiled *c);
-extern char *session_store_delete_sql(Compiled *c, const char *rname, int32 query_id);
 
 #endif							/* STREAMWIN_COMPILE_SESSION_H */

@@ -984,6 +984,9 @@ compile_grouping(Compiled *c)
 			c->state_names = lappend(c->state_names, tle->resname);
 		}
 	}
+	/* over a changelog, a group counts its rows first (compile_aggregate.c) */
+	if (c->change_attno > 0)
+		compile_changelog_rows(c);
 	foreach(lc, q->targetList)
 	{
 		TargetEntry *tle = lfirst_node(TargetEntry, lc);

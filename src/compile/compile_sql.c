@@ -217,3 +217,56 @@ create_query_table(const char *name, const char *create_sql, const char *index_s
 	catalog_table_depends_on_extension(relid);
 	return relid;
 }
+
+/* "a.k1 <op> b.k1 AND a.k2 <op> b.k2 ...", or "" without keys */
+static char *
+keys_compare(Compiled *c, const char *a, const char *op, const char *b)
+{
+	StringInfoData buf;
+	ListCell   *lc;
+
+	initStringInfo(&buf);
+	foreach(lc, c->keys)
+	{
+		const char *n = quote_identifier(((KeyCol *) lfirst(lc))->name);
+
+		appendStringInfo(&buf, "%s%s.%s %s %s.%s", buf.len ? " AND " : "", a, n, op, b, n);
+	}
+	return buf.data;
+}
+
+/* "a.k1 IS NOT DISTINCT FROM b.k1 AND ...", or "true" without keys */
+char *
+keys_equal(Compiled *c, const char *a, const char *b)
+{
+	return c->keys ? keys_compare(c, a, "IS NOT DISTINCT FROM", b) : "true";
+}
+
+/*
+ * "a.k1 = b.k1 AND ...": the same match for rows whose keys are all non-NULL,
+ * which, unlike IS NOT DISTINCT FROM, the planner can hash or look up in an
+ * index.  Only with keys.
+ */
+char *
+keys_equal_strict(Compiled *c, const char *a, const char *b)
+{
+	return keys_compare(c, a, "=", b);
+}
+
+/* "(a.k1 IS NULL OR a.k2 IS NULL)": a key is NULL.  Only with keys. */
+char *
+keys_any_null(Compiled *c, const char *a)
+{
+	StringInfoData buf;
+	ListCell   *lc;
+
+	initStringInfo(&buf);
+	foreach(lc, c->keys)
+	{
+		const char *n = quote_identifier(((KeyCol *) lfirst(lc))->name);
+
+		appendStringInfo(&buf, "%s%s.%s IS NULL", buf.len ? " OR " : "(", a, n);
+	}
+	appendStringInfoChar(&buf, ')');
+	return buf.data;
+}

@@ -20,6 +20,9 @@ extern char *column_type_sql(Oid type, int32 typmod, Oid collation);
 extern char *state_column_defs(Compiled *c);
 extern char *group_columns(Compiled *c, const char *prefix);
 extern char *keys_list(Compiled *c, const char *prefix);
+extern char *keys_equal(Compiled *c, const char *a, const char *b);
+extern char *keys_equal_strict(Compiled *c, const char *a, const char *b);
+extern char *keys_any_null(Compiled *c, const char *a);
 extern Oid	create_query_table(const char *name, const char *create_sql, const char *index_sql);
 
 #endif							/* STREAMWIN_COMPILE_SQL_H */

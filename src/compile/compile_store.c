@@ -85,6 +85,32 @@ returning_locations(Compiled *c)
 }
 
 /*
+ * Update mode with a store: delete the result rows of the groups gone from
+ * the store (STORE_ROWS_GONE: sessions merged into another or starting
+ * earlier now; over a changelog, groups whose rows were all retracted), by
+ * window start and keys.  As for the state in session_statements, keys
+ * match with = where they are all non-NULL, which the planner can hash or
+ * look up in the result's unique index (window_start alone may be shared
+ * by many rows), and the few with a NULL key in a second, disjoint DELETE.
+ */
+static char *
+store_delete_sql(Compiled *c, const char *rname, int32 query_id)
+{
+	char	   *gone = psprintf("streamwin.store_rows(%d, 'gone') AS g(%s)", query_id,
+								state_column_defs(c));
+	const char *window = c->window ? "o.window_start = g.window_start" : "true";
+
+	if (c->keys == NIL)
+		return psprintf("DELETE FROM %s o USING %s WHERE %s", rname, gone, window);
+	return psprintf("WITH g AS MATERIALIZED (SELECT * FROM %s), "
+					"d AS (DELETE FROM %s o USING g WHERE %s AND %s) "
+					"DELETE FROM %s o USING g WHERE %s AND %s AND %s",
+					gone,
+					rname, window, keys_equal_strict(c, "o", "g"),
+					rname, keys_any_null(c, "g"), window, keys_equal(c, "o", "g"));
+}
+
+/*
  * compile_store_statements
  *		The statements of an aggregation kept in a state store (state_store.h):
  * the batch's groups with their partial aggregates, and the result rows
@@ -173,9 +199,8 @@ compile_store_statements(Compiled *c, Oid result, Oid state, int32 query_id, Out
 		}
 		appendStringInfoString(&update, returning_locations(c));
 		plan_add_statement(plan, STMT_STORE_UPDATE, update.data);
-		if (session)
-			plan_add_statement(plan, STMT_STORE_DELETE,
-							   session_store_delete_sql(c, rname, query_id));
+		if (session || c->change_attno != 0)
+			plan_add_statement(plan, STMT_STORE_DELETE, store_delete_sql(c, rname, query_id));
 	}
 	else if (mode == OUTPUT_APPEND)
 	{
@@ -222,6 +247,7 @@ compile_store_plan(Compiled *c, StringInfo plan)
 	int			i = 0;
 
 	memset(&sp, 0, sizeof(sp));
+	sp.rows_partial = -1;
 	sp.nkeys = (c->window ? 1 : 0) + list_length(c->keys);
 	sp.windowed = c->window != NULL;
 	sp.session = c->window != NULL && strcmp(c->window, "session") == 0;
@@ -239,6 +265,8 @@ compile_store_plan(Compiled *c, StringInfo plan)
 		PartialCol *p = lfirst(lc);
 
 		sp.merge[i] = p->merge;
+		if (p == c->rows_partial)
+			sp.rows_partial = i;
 		if (p->merge == MERGE_STATE)
 			sp.aggregate[i] = format_procedure_qualified(p->aggfnoid);
 		i++;

@@ -21,6 +21,7 @@
 #include "utils/ruleutils.h"
 #include "utils/varlena.h"
 
+#include "compile_changelog.h"
 #include "compile_join.h"
 #include "compile_shape.h"
 #include "compile_sql.h"
@@ -119,6 +120,7 @@ create_transform_table(Compiled *c, const char *name, StringInfo plan)
 	StringInfoData cols;
 	ListCell   *lc;
 	List	   *names = NIL;
+	List	   *colnames = NIL;
 	Oid			relid;
 
 	initStringInfo(&sql);
@@ -135,14 +137,20 @@ create_transform_table(Compiled *c, const char *name, StringInfo plan)
 						 column_type_sql(exprType((Node *) tle->expr), exprTypmod((Node *) tle->expr),
 										 exprCollation((Node *) tle->expr)));
 		appendStringInfo(&cols, "%s%s", cols.len ? ", " : "", quote_identifier(tle->resname));
+		colnames = lappend(colnames, makeString(tle->resname));
 	}
+	/* a transform over a changelog: one row per key of the source */
+	if (c->key_columns != NIL)
+		appendStringInfo(&sql, ", UNIQUE NULLS NOT DISTINCT (%s)", keyed_transform_key_list(c, ""));
 	appendStringInfoChar(&sql, ')');
 	spi_run(sql.data);
 	CommandCounterIncrement();
 	relid = RangeVarGetRelid(makeRangeVarFromNameList(stringToQualifiedNameList(name)),
 							 NoLock, false);
 
-	if (c->join == NULL)
+	if (c->key_columns != NIL)
+		plan_add_statement(plan, STMT_BATCH, keyed_transform_sql(c, relid, cols.data, colnames));
+	else if (c->join == NULL)
 		plan_add_statement(plan, STMT_BATCH, psprintf("INSERT INTO %s (%s) %s", qualified_relname(relid),
 													  cols.data, deparse_query_qualified(c->query)));
 	else

@@ -321,6 +321,7 @@ partial_folds_by_row(PartialCol *p)
 				type == TIMEOID || type == OIDOID || type == BOOLOID;
 		case MERGE_STATE:
 		case MERGE_UNION:
+		case MERGE_COUNTED:
 		case MERGE_FIRST:
 			break;
 	}
@@ -473,9 +474,21 @@ aggregate_statements(Compiled *c, Oid result, Oid state, OutputMode mode, String
 {
 	char	   *rname = qualified_relname(result);
 	char	   *sname = qualified_relname(state);
-	char	   *partial = partial_query_sql(c, false);
-	char	   *merge = state_merge_sql(c, sname, partial);
+	char	   *partial;
+	char	   *merge;
 
+	/*
+	 * Over a changelog the batches run on the store only: a group whose rows
+	 * are all retracted leaves it, which these statements cannot do (see
+	 * op_store.h).  The statements that read the state table stay.
+	 */
+	if (c->change_attno != 0)
+	{
+		emit_statements(c, rname, sname, mode, plan);
+		return;
+	}
+	partial = partial_query_sql(c, false);
+	merge = state_merge_sql(c, sname, partial);
 	plan_add_statement(plan, STMT_BATCH, batch_merge_sql(c, rname, sname, mode, partial));
 	if (c->join != NULL && c->join->preserved >= 0)
 	{

@@ -55,6 +55,7 @@
 
 #include "catalog.h"
 #include "checkpoint.h"
+#include "compile_changelog.h"
 #include "compile_dedup.h"
 #include "compile_join.h"
 #include "compile_session.h"
@@ -136,6 +137,7 @@ compile_text(Compiled *c, const char *query_text, OutputMode mode)
 	check_query_shape(c->query);
 	c->query = rewrite_batch_time(c->query);
 	check_from(c);
+	check_changelog(c, (SelectStmt *) rawstmt->stmt);
 	c->aggregate = c->query->hasAggs || c->query->groupClause != NIL;
 	if (c->aggregate)
 		compile_grouping(c);
@@ -328,6 +330,7 @@ streamwin_create_query(PG_FUNCTION_ARGS)
 		compile_join(&c, mode, has_watermark, options);
 	check_settings(&c, mode, has_watermark, options,
 				   PG_ARGISNULL(5) ? NULL : PG_GETARG_ARRAYTYPE_P(5), &dedup_names);
+	check_changelog_settings(&c, mode, !PG_ARGISNULL(5));
 	for (int i = 0; i < c.nsources; i++)
 	{
 		SourceInfo *src = c.sources[i];

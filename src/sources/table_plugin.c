@@ -493,8 +493,8 @@ truncate_changelog(FetchState *st, ReorderBufferTXN *txn, int nrelations, Relati
 				 errmsg("table \"%s\" of a changelog source was truncated",
 						RelationGetRelationName(relations[i])),
 				 errdetail("TRUNCATE removes rows without a change each, so the queries of the source cannot retract them."),
-				 errhint("Reset each query of the source with streamwin.reset_query(name, 'latest') to go on after it, "
-						 "or 'earliest' to read the table's changes again from the oldest the source holds.")));
+				 errhint("Empty each query's result table and reset the query with streamwin.reset_query(name, 'latest') to go on from the emptied table; "
+						 "on a changelog source's table, DELETE rows instead of truncating it.")));
 	}
 }
 

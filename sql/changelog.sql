@@ -1,0 +1,195 @@
+-- Changelog table sources ({"changes": "all"}): inserts, updates and
+-- deletes of an ordinary table, as rows added (+1) and retracted (-1).
+-- Every result is compared with plain SQL over the table itself, in both
+-- directions (each diff must be 0), after inserts, updates that move rows
+-- between groups and windows, deletes that empty groups, transactions that
+-- roll back, and a restart of the store in a new session.
+SET timezone = 'UTC';
+SET datestyle = 'ISO, YMD';
+
+CREATE TABLE orders (id int PRIMARY KEY, region text, amount numeric, qty int,
+                     ts timestamptz, paid bool, note text);
+
+-- Refused at creation, with what to change.
+SELECT streamwin.create_table_source('bad', 'orders', '{"changes": "some"}');
+-- a retraction needs the old row's every column
+SELECT streamwin.create_table_source('bad', 'orders', '{"changes": "all"}');
+ALTER TABLE orders REPLICA IDENTITY FULL;
+SELECT streamwin.create_table_source('chg', 'orders', '{"changes": "all", "max_records_per_batch": 40}');
+-- the change column is the view's last
+SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute
+WHERE attrelid = 'chg'::regclass AND attnum > 0 ORDER BY attnum DESC LIMIT 1;
+
+-- What cannot retract exactly is refused.
+CREATE TABLE regions (region text PRIMARY KEY, zone text);
+SELECT streamwin.create_query('bad', $$SELECT c.region, count(*) FROM chg c JOIN regions r USING (region) GROUP BY c.region$$);
+SELECT streamwin.create_query('bad', $$SELECT streamwin.tumble(now(), '1 minute'), count(*) FROM chg GROUP BY 1$$);
+SELECT streamwin.create_query('bad', $$SELECT region, count(*) FROM chg GROUP BY region, streamwin.session(ts, '1 minute')$$, output_mode => 'update');
+SELECT streamwin.create_query('bad', $$SELECT region, stddev(qty) FROM chg GROUP BY region$$);
+SELECT streamwin.create_query('bad', $$SELECT region, string_agg(note, ',') FROM chg GROUP BY region$$);
+SELECT streamwin.create_query('bad', $$SELECT region, count(*) FROM chg WHERE __streamwin_change > 0 GROUP BY region$$);
+SELECT streamwin.create_query('bad', $$SELECT region, sum(__streamwin_change) FROM chg GROUP BY region$$);
+SELECT streamwin.create_query('bad', $$SELECT id, region FROM chg$$, dedup_keys => ARRAY['id'],
+                              options => '{"dedup_without_watermark": true}');
+SELECT streamwin.create_query('bad', $$SELECT region, amount FROM chg$$);
+
+-- Running aggregates of every family that retracts exactly.
+SELECT streamwin.create_query('by_region', $$
+  SELECT region, count(*) AS n, count(note) AS notes, sum(amount) AS total, sum(qty) AS units,
+         avg(amount) AS avg_amount, min(amount) AS low, max(qty) AS most,
+         min(note) AS first_note, bool_and(paid) AS all_paid, bool_or(paid) AS any_paid,
+         count(DISTINCT qty) AS qtys, sum(DISTINCT qty) AS distinct_units,
+         count(*) FILTER (WHERE paid) AS paid_orders
+  FROM chg GROUP BY region$$, output_mode => 'update', start => false);
+-- Tumbling and hopping windows over event time (the hop's panes).
+SELECT streamwin.create_query('hourly', $$
+  SELECT streamwin.tumble(ts, '1 hour') AS window_start, region, count(*) AS n, sum(qty) AS units
+  FROM chg WHERE amount > 5 GROUP BY 1, region$$, output_mode => 'update', start => false);
+SELECT streamwin.create_query('sliding', $$
+  SELECT streamwin.hop(ts, '2 hours', '1 hour') AS window_start, count(*) AS n, max(amount) AS top
+  FROM chg GROUP BY 1$$, output_mode => 'update', start => false);
+SELECT streamwin.create_query('paid_totals', $$
+  SELECT paid, count(*) AS n, sum(amount) AS total FROM chg GROUP BY paid$$,
+  output_mode => 'complete', start => false);
+-- A transform keeps the latest version of each row, by the primary key;
+-- naming the change column appends every change instead.
+SELECT streamwin.create_query('big_orders', $$SELECT id, region, amount * 2 AS doubled FROM chg WHERE amount > 50$$, start => false);
+SELECT streamwin.create_query('order_changes', $$SELECT id, amount, __streamwin_change FROM chg$$, start => false);
+
+-- The same comparisons after every round.
+CREATE VIEW by_region_expected AS
+  SELECT region, count(*) AS n, count(note) AS notes, sum(amount) AS total, sum(qty) AS units,
+         avg(amount) AS avg_amount, min(amount) AS low, max(qty) AS most,
+         min(note) AS first_note, bool_and(paid) AS all_paid, bool_or(paid) AS any_paid,
+         count(DISTINCT qty) AS qtys, sum(DISTINCT qty) AS distinct_units,
+         count(*) FILTER (WHERE paid) AS paid_orders
+  FROM orders GROUP BY region;
+CREATE VIEW hourly_expected AS
+  SELECT date_trunc('hour', ts) AS window_start, date_trunc('hour', ts) + interval '1 hour' AS window_end,
+         region, count(*) AS n, sum(qty) AS units
+  FROM orders WHERE amount > 5 GROUP BY 1, 2, region;
+CREATE VIEW sliding_expected AS
+  SELECT s AS window_start, s + interval '2 hours' AS window_end, count(*) AS n, max(amount) AS top
+  FROM orders, LATERAL (VALUES (date_trunc('hour', ts)), (date_trunc('hour', ts) - interval '1 hour')) w(s)
+  GROUP BY s;
+CREATE VIEW paid_totals_expected AS
+  SELECT paid, count(*) AS n, sum(amount) AS total FROM orders GROUP BY paid;
+CREATE VIEW big_orders_expected AS
+  SELECT id, region, amount * 2 AS doubled FROM orders WHERE amount > 50;
+CREATE TABLE changes_expected (id int, amount numeric, change int);
+CREATE FUNCTION diffs() RETURNS TABLE (query text, missing bigint, extra bigint) LANGUAGE sql AS $$
+  SELECT 'by_region',
+         (SELECT count(*) FROM (TABLE by_region_expected EXCEPT ALL SELECT region, n, notes, total, units, avg_amount, low, most, first_note, all_paid, any_paid, qtys, distinct_units, paid_orders FROM by_region) x),
+         (SELECT count(*) FROM (SELECT region, n, notes, total, units, avg_amount, low, most, first_note, all_paid, any_paid, qtys, distinct_units, paid_orders FROM by_region EXCEPT ALL TABLE by_region_expected) x)
+  UNION ALL SELECT 'hourly',
+         (SELECT count(*) FROM (TABLE hourly_expected EXCEPT ALL SELECT window_start, window_end, region, n, units FROM hourly) x),
+         (SELECT count(*) FROM (SELECT window_start, window_end, region, n, units FROM hourly EXCEPT ALL TABLE hourly_expected) x)
+  UNION ALL SELECT 'sliding',
+         (SELECT count(*) FROM (TABLE sliding_expected EXCEPT ALL SELECT window_start, window_end, n, top FROM sliding) x),
+         (SELECT count(*) FROM (SELECT window_start, window_end, n, top FROM sliding EXCEPT ALL TABLE sliding_expected) x)
+  UNION ALL SELECT 'paid_totals',
+         (SELECT count(*) FROM (TABLE paid_totals_expected EXCEPT ALL SELECT paid, n, total FROM paid_totals) x),
+         (SELECT count(*) FROM (SELECT paid, n, total FROM paid_totals EXCEPT ALL TABLE paid_totals_expected) x)
+  UNION ALL SELECT 'big_orders',
+         (SELECT count(*) FROM (TABLE big_orders_expected EXCEPT ALL SELECT id, region, doubled FROM big_orders) x),
+         (SELECT count(*) FROM (SELECT id, region, doubled FROM big_orders EXCEPT ALL TABLE big_orders_expected) x)
+  UNION ALL SELECT 'order_changes',
+         (SELECT count(*) FROM (TABLE changes_expected EXCEPT ALL SELECT id, amount, __streamwin_change FROM order_changes) x),
+         (SELECT count(*) FROM (SELECT id, amount, __streamwin_change FROM order_changes EXCEPT ALL TABLE changes_expected) x)
+$$;
+-- the changes as a trigger sees them, for order_changes
+CREATE FUNCTION log_change() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF TG_OP IN ('UPDATE', 'DELETE') THEN
+    INSERT INTO changes_expected VALUES (OLD.id, OLD.amount, -1);
+  END IF;
+  IF TG_OP IN ('UPDATE', 'INSERT') THEN
+    INSERT INTO changes_expected VALUES (NEW.id, NEW.amount, 1);
+  END IF;
+  RETURN NULL;
+END $$;
+CREATE TRIGGER log_change AFTER INSERT OR UPDATE OR DELETE ON orders
+  FOR EACH ROW EXECUTE FUNCTION log_change();
+CREATE FUNCTION run_all() RETURNS void LANGUAGE plpgsql AS $$
+DECLARE q text;
+BEGIN
+  FOREACH q IN ARRAY ARRAY['by_region', 'hourly', 'sliding', 'paid_totals', 'big_orders', 'order_changes'] LOOP
+    -- every batch until the source has nothing more
+    WHILE (streamwin.run_batch(q)->>'input_rows')::bigint > 0 LOOP END LOOP;
+  END LOOP;
+END $$;
+
+-- Round 1: inserts.
+INSERT INTO orders
+SELECT g, (ARRAY['eu', 'us', 'ap', NULL])[g % 4 + 1], g * 1.5, g % 7,
+       '2026-01-01'::timestamptz + g * interval '7 minutes', g % 3 = 0,
+       CASE WHEN g % 5 > 0 THEN 'n' || (g % 13) END
+FROM generate_series(1, 120) g;
+SELECT run_all();
+SELECT * FROM diffs();
+SELECT region, n, total, low, most, first_note, all_paid, qtys FROM by_region ORDER BY region;
+
+-- Round 2: updates that change values, move rows between groups and
+-- windows, and in and out of a filter; deletes; a row added and deleted
+-- in one transaction; a rolled back transaction; NULLs appearing.
+UPDATE orders SET amount = amount + 100, qty = qty + 1 WHERE id % 10 = 0;
+UPDATE orders SET region = 'eu' WHERE id % 9 = 0;
+UPDATE orders SET ts = ts + interval '3 hours' WHERE id % 8 = 0;
+UPDATE orders SET note = NULL, paid = NULL WHERE id % 11 = 0;
+DELETE FROM orders WHERE id % 6 = 1;
+BEGIN;
+INSERT INTO orders VALUES (1000, 'mx', 7, 1, '2026-01-01 05:00', true, 'x');
+UPDATE orders SET amount = 8 WHERE id = 1000;
+DELETE FROM orders WHERE id = 1000;
+COMMIT;
+BEGIN;
+DELETE FROM orders WHERE region = 'us';
+ROLLBACK;
+SELECT run_all();
+SELECT * FROM diffs();
+
+-- Round 3: whole groups and windows emptied; update mode deletes their
+-- rows; the store restarts in a new session (loaded from its tables).
+DELETE FROM orders WHERE region = 'ap';
+DELETE FROM orders WHERE ts < '2026-01-01 03:00';
+\c
+SET timezone = 'UTC';
+SET datestyle = 'ISO, YMD';
+SELECT run_all();
+SELECT * FROM diffs();
+SELECT count(*) AS regions, bool_and(region IS DISTINCT FROM 'ap') AS ap_gone FROM by_region;
+SELECT min(window_start) >= '2026-01-01 03:00' AS early_windows_gone FROM hourly;
+
+-- Round 4: everything deleted, then one row back.
+DELETE FROM orders;
+SELECT run_all();
+SELECT * FROM diffs();
+SELECT (SELECT count(*) FROM by_region) AS by_region, (SELECT count(*) FROM hourly) AS hourly,
+       (SELECT count(*) FROM sliding) AS sliding, (SELECT count(*) FROM paid_totals) AS paid_totals,
+       (SELECT count(*) FROM big_orders) AS big_orders;
+INSERT INTO orders VALUES (1, 'eu', 60, 1, '2026-01-02', true, 'back');
+SELECT run_all();
+SELECT * FROM diffs();
+SELECT * FROM by_region;
+
+-- A batch's positions count the changes it read by kind.
+UPDATE orders SET qty = 2 WHERE id = 1;
+INSERT INTO orders VALUES (2, 'us', 1, 1, '2026-01-02', false, NULL);
+DELETE FROM orders WHERE id = 2;
+SELECT streamwin.run_batch('by_region')->'offsets'->'changes' AS changes;
+SELECT region, n, units FROM by_region;
+
+-- TRUNCATE cannot be retracted row by row: the batch fails, nothing is
+-- lost; emptying the result and a reset go on from the emptied table.
+TRUNCATE orders;
+\set SHOW_CONTEXT never
+SELECT streamwin.run_batch('by_region');
+\set SHOW_CONTEXT errors
+TRUNCATE by_region;
+SELECT streamwin.reset_query('by_region', 'latest');
+INSERT INTO orders VALUES (3, 'ap', 1, 5, '2026-01-03', true, NULL);
+SELECT (streamwin.run_batch('by_region')->>'input_rows')::int AS input_rows;
+SELECT region, n, units FROM by_region ORDER BY region;
+
+SELECT streamwin.drop_query(q) FROM unnest(ARRAY['by_region', 'hourly', 'sliding', 'paid_totals', 'big_orders', 'order_changes']) q;
+SELECT streamwin.drop_source('chg');
