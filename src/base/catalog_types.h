@@ -122,6 +122,7 @@ typedef struct QueryInfo
 	/* the compiled plan */
 	bool		aggregate;		/* false: continuous transform */
 	bool		windowed;
+	bool		session_windows;	/* windowed by streamwin.session() */
 	int64		window_size_us; /* windowed: the window size */
 	int64		window_slide_us;	/* and its slide (= size for tumble) */
 	struct JoinPlan *join;		/* a stream-stream join (join.h), or NULL */

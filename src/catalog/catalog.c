@@ -342,6 +342,7 @@ query_from_row(HeapTuple tup, TupleDesc desc)
 
 	q->aggregate = strcmp(jsonb_get_text(plan, "kind"), "aggregate") == 0;
 	q->windowed = jsonb_get_text(plan, "window") != NULL;
+	q->session_windows = q->windowed && strcmp(jsonb_get_text(plan, "window"), "session") == 0;
 	if (q->windowed)
 	{
 		q->window_size_us = strtoll(jsonb_get_text(plan, "window_size_us"), NULL, 10);

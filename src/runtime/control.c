@@ -302,13 +302,40 @@ split_starting_offsets(QueryInfo *q, SourceInfo **sources, Jsonb *explicit, cons
 }
 
 /*
+ * May the result rows stay through a reset to start?  Where a replay writes
+ * every row again under its key (windows and groups of an aggregation),
+ * yes.  Not for session windows, whose sessions a replay may merge
+ * differently (a row of a session merged away would stay); nor over a
+ * changelog, whose state starts over empty (a group's row would be
+ * overwritten with the changes since the reset alone, and one whose rows
+ * were all retracted would stay); nor for a transform that replays (its
+ * rows are appended, again), unless it starts at the latest position.
+ * Why not, for the NOTICE; NULL: they may.
+ */
+static const char *
+result_stale_after_reset(QueryInfo *q, SourceInfo **sources, const char *start)
+{
+	if (q->session_windows)
+		return "A replay of session windows may merge them otherwise, and would leave rows of sessions merged away.";
+	for (int i = 0; i < q->nsources; i++)
+		if (source_change_attno(source_tupdesc(sources[i]->relation)) != 0)
+			return "The state of a query over a changelog starts over empty: its result holds the changes read from the new positions on.";
+	if (!q->aggregate && strcmp(start, "latest") != 0)
+		return "A transform appends the rows it replays: its result holds the rows read from the new positions on.";
+	return NULL;
+}
+
+/*
  * streamwin.reset_query(name, starting_offsets): start the query over from
  * 'earliest', 'latest', or explicit offsets given as a JSON object
  * {"partition": offset, ...} (partitions not named start at the earliest).
- * Open windows, the watermark and errors are cleared; result rows stay and
- * are overwritten as the replay re-emits them.  A source that can no
- * longer be read (a table source whose slot PostgreSQL invalidated) is
- * made readable again first, before the first write (prepare_reset).
+ * Open windows, the watermark and errors are cleared.  Result rows stay and
+ * are overwritten as the replay re-emits them, where it does; elsewhere
+ * (result_stale_after_reset) the result is emptied, with a NOTICE, so that
+ * it holds what the replay makes and nothing else.  A
+ * source that can no longer be read (a table source whose slot PostgreSQL
+ * invalidated) is made readable again first, before the first write
+ * (prepare_reset).
  */
 Datum
 streamwin_reset_query(PG_FUNCTION_ARGS)
@@ -321,6 +348,7 @@ streamwin_reset_query(PG_FUNCTION_ARGS)
 	Jsonb	   *explicit;
 	Jsonb	   *per_source[QUERY_MAX_SOURCES];
 	RoleSwitch	role;
+	const char *stale;
 
 	catalog_check_owner(q->owner, "query", name);
 	if (q->desired_running)
@@ -375,6 +403,21 @@ streamwin_reset_query(PG_FUNCTION_ARGS)
 		/* must be taken: the old one is at positions before the reset */
 		checkpoint_take(r, catalog_query_last_batch(q->query_id), false, 0, true);
 		SPI_finish();
+	}
+	/* the new positions are valid: the rows they cannot overwrite go */
+	if ((stale = result_stale_after_reset(q, sources, start)) != NULL)
+	{
+		RoleSwitch	owner;
+
+		SPI_connect();
+		/* as the query's owner, who owns the result table */
+		role_switch_enter(&owner, q->owner);
+		spi_run(psprintf("DELETE FROM %s", qualified_relname(q->result_table)));
+		role_switch_leave(&owner);
+		SPI_finish();
+		ereport(NOTICE,
+				(errmsg("the result rows of query \"%s\" were deleted", name),
+				 errdetail("%s", stale)));
 	}
 	PG_RETURN_VOID();
 }

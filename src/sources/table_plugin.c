@@ -493,7 +493,7 @@ truncate_changelog(FetchState *st, ReorderBufferTXN *txn, int nrelations, Relati
 				 errmsg("table \"%s\" of a changelog source was truncated",
 						RelationGetRelationName(relations[i])),
 				 errdetail("TRUNCATE removes rows without a change each, so the queries of the source cannot retract them."),
-				 errhint("Empty each query's result table and reset the query with streamwin.reset_query(name, 'latest') to go on from the emptied table; "
+				 errhint("Reset each query of the source with streamwin.reset_query(name, 'latest'), which empties its result, to go on from the emptied table; "
 						 "on a changelog source's table, DELETE rows instead of truncating it.")));
 	}
 }
