@@ -669,6 +669,27 @@ catalog_clear_failure(int32 query_id)
 }
 
 void
+catalog_record_version_mismatch(const char *mismatch)
+{
+	Oid			types[1] = {TEXTOID};
+	Datum		args[1] = {CStringGetTextDatum(mismatch)};
+	RoleSwitch	role;
+	int			rc;
+
+	SPI_connect();
+	catalog_enter(&role);
+	rc = SPI_execute_with_args("UPDATE streamwin.query_catalog SET status = 'failed', last_error = $1, "
+							   "last_error_at = pg_catalog.clock_timestamp() "
+							   "WHERE desired_state = 'running' AND last_error IS DISTINCT FROM $1",
+							   1, types, args, NULL, false, 0);
+	catalog_leave(&role);
+	if (rc < 0)
+		elog(ERROR, "streamwin: could not record the catalog's version on its queries: %s",
+			 SPI_result_code_string(rc));
+	SPI_finish();
+}
+
+void
 catalog_record_failure(int32 query_id, const char *message)
 {
 	Oid			types[1] = {TEXTOID};

@@ -134,6 +134,15 @@ extern void catalog_clear_failure(int32 query_id);
 /* A batch failed: in a transaction of its own, after its rollback. */
 extern void catalog_record_failure(int32 query_id, const char *message);
 
+/*
+ * catalog_record_version_mismatch
+ *		The catalog is at another version than the library (mismatch, from
+ *		catalog_version_mismatch): say so on every query meant to run, in
+ *		the columns every version of the catalog has, where users look.
+ *		Not through catalog_exec, which refuses such a catalog.
+ */
+extern void catalog_record_version_mismatch(const char *mismatch);
+
 /* The state now reflects batch_id (a restored checkpoint, a replayed batch). */
 extern void catalog_set_state_batch(int32 query_id, int64 batch_id);
 

@@ -88,6 +88,14 @@ extension_owner(void)
 	return extension_owner_cache;
 }
 
+/* What a catalog at another version than the library's says, and does. */
+#define VERSION_MISMATCH_MESSAGE \
+	"streamwin's catalog in this database is at version %s, but its library needs version %s"
+#define VERSION_MISMATCH_DETAIL \
+	"The streamwin library was upgraded; the extension's catalog was not."
+#define VERSION_MISMATCH_HINT \
+	"Run ALTER EXTENSION streamwin UPDATE in this database."
+
 /*
  * The library reads and writes the catalog of one extension version.  A
  * package upgrade replaces the library at once, while each database's
@@ -107,22 +115,30 @@ catalog_check_version(void)
 	if (strcmp(version, STREAMWIN_CATALOG_VERSION) != 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("streamwin's catalog in this database is at version %s, but its library needs version %s",
-						version, STREAMWIN_CATALOG_VERSION),
-				 errdetail("The streamwin library was upgraded; the extension's catalog was not."),
-				 errhint("Run ALTER EXTENSION streamwin UPDATE in this database.")));
+				 errmsg(VERSION_MISMATCH_MESSAGE, version, STREAMWIN_CATALOG_VERSION),
+				 errdetail(VERSION_MISMATCH_DETAIL),
+				 errhint(VERSION_MISMATCH_HINT)));
 	catalog_version_checked = true;
 }
 
 bool
 catalog_version_is_current(void)
 {
+	return catalog_version_mismatch() == NULL;
+}
+
+char *
+catalog_version_mismatch(void)
+{
 	char	   *version;
 
 	if (catalog_version_checked)
-		return true;
+		return NULL;
 	(void) read_extension(&version);
-	return strcmp(version, STREAMWIN_CATALOG_VERSION) == 0;
+	if (strcmp(version, STREAMWIN_CATALOG_VERSION) == 0)
+		return NULL;
+	return psprintf(VERSION_MISMATCH_MESSAGE "\nHINT: " VERSION_MISMATCH_HINT,
+					version, STREAMWIN_CATALOG_VERSION);
 }
 
 /*
@@ -202,6 +218,8 @@ catalog_exec(const char *sql, int nargs, Oid *types, Datum *args, const char *nu
 	RoleSwitch	role;
 	int			rc;
 
+	/* no statement of this library on a catalog of another version */
+	catalog_check_version();
 	for (p = catalog_plans; p != NULL; p = p->next)
 		if (p->sql == sql || strcmp(p->sql, sql) == 0)
 			break;

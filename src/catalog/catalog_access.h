@@ -22,6 +22,14 @@ extern void catalog_check_version(void);
 extern bool catalog_version_is_current(void);
 
 /*
+ * catalog_version_mismatch
+ *		NULL if the catalog is at the library's version, else what
+ *		catalog_check_version would raise, as a query's last_error text
+ *		(message, then "HINT: ..." on a line of its own).
+ */
+extern char *catalog_version_mismatch(void);
+
+/*
  * catalog_enter / catalog_leave
  *		Run the statements between them as the extension owner (a
  *		RoleSwitch: an error in between needs no catalog_leave).
@@ -33,6 +41,7 @@ extern void catalog_leave(RoleSwitch *save);
  * catalog_exec
  *		One of streamwin's own statements on its catalog, as the extension
  *		owner, with a plan kept per backend; `sql` must be constant text.
+ *		The catalog must be at the library's version (catalog_check_version).
  *		Errors if the statement fails; returns the SPI result code.  Inside
  *		SPI.
  */

@@ -183,11 +183,31 @@ reap_orphan_slots(void)
 }
 
 /*
+ * Is streamwin installed here with a catalog of another version than the
+ * library's (a package upgrade before ALTER EXTENSION UPDATE)?  Then its
+ * queries meant to run say so, and nothing else reads the catalog: which
+ * slots are orphans cannot be told, and no worker could run.
+ */
+static bool
+catalog_awaits_update(void)
+{
+	char	   *mismatch = NULL;
+
+	PushActiveSnapshot(GetTransactionSnapshot());
+	if (OidIsValid(get_extension_oid("streamwin", true)) &&
+		(mismatch = catalog_version_mismatch()) != NULL)
+		catalog_record_version_mismatch(mismatch);
+	PopActiveSnapshot();
+	return mismatch != NULL;
+}
+
+/*
  * streamwin_starter_main
  *		In one database: drop orphan slots, warn about table sources whose
  *		slots retain too much WAL (table_slot.c), and start a worker for
  *		every query marked running that has none.  Exits at once where
- *		streamwin is not installed.
+ *		streamwin is not installed, and where its catalog awaits ALTER
+ *		EXTENSION UPDATE, once its queries say so.
  */
 void
 streamwin_starter_main(Datum main_arg)
@@ -198,6 +218,11 @@ streamwin_starter_main(Datum main_arg)
 	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
 
 	StartTransactionCommand();
+	if (catalog_awaits_update())
+	{
+		CommitTransactionCommand();
+		proc_exit(0);
+	}
 	reap_orphan_slots();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	if (OidIsValid(get_extension_oid("streamwin", true)))
