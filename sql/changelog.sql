@@ -192,3 +192,32 @@ SELECT region, n, units FROM by_region ORDER BY region;
 
 SELECT streamwin.drop_query(q) FROM unnest(ARRAY['by_region', 'hourly', 'sliding', 'paid_totals', 'big_orders', 'order_changes']) q;
 SELECT streamwin.drop_source('chg');
+
+-- Numeric sums and averages retract exactly to the text: NaN and the
+-- infinities, which no subtraction takes back out, and the display scale,
+-- which is the largest of the values left (compared as text).
+CREATE TABLE readings (id int PRIMARY KEY, k text, x numeric);
+ALTER TABLE readings REPLICA IDENTITY FULL;
+SELECT streamwin.create_table_source('reading_changes', 'readings', '{"changes": "all"}');
+SELECT streamwin.create_query('reading_sums', $$SELECT k, sum(x) AS s, avg(x) AS a FROM reading_changes GROUP BY k$$,
+                              output_mode => 'update', start => false);
+CREATE VIEW reading_diffs AS
+  SELECT count(*) AS diffs FROM (
+    (SELECT k, s::text, a::text FROM reading_sums EXCEPT SELECT k, sum(x)::text, avg(x)::text FROM readings GROUP BY k)
+    UNION ALL
+    (SELECT k, sum(x)::text, avg(x)::text FROM readings GROUP BY k EXCEPT SELECT k, s::text, a::text FROM reading_sums)) d;
+INSERT INTO readings VALUES (1, 'a', 1.50), (2, 'a', 2), (3, 'b', 'NaN'), (4, 'b', 1.123456789012345678901),
+                            (5, 'c', 'Infinity'), (6, 'c', '-Infinity'), (7, 'c', 1), (8, 'd', NULL),
+                            (9, 'e', 'Infinity');
+SELECT (streamwin.run_batch('reading_sums')->>'input_rows')::int AS input_rows;
+SELECT * FROM reading_diffs;
+DELETE FROM readings WHERE id IN (1, 3, 6);
+SELECT (streamwin.run_batch('reading_sums')->>'input_rows')::int AS input_rows;
+SELECT * FROM reading_diffs;
+DELETE FROM readings WHERE id = 5;
+UPDATE readings SET x = 3.25 WHERE id = 9;
+SELECT (streamwin.run_batch('reading_sums')->>'input_rows')::int AS input_rows;
+SELECT * FROM reading_diffs;
+SELECT k, s, a FROM reading_sums ORDER BY k;
+SELECT streamwin.drop_query('reading_sums');
+SELECT streamwin.drop_source('reading_changes');

@@ -373,7 +373,8 @@ compile_changelog_rows(Compiled *c)
 
 /* The counted values of x (FILTER filter): a change set partial. */
 static const char *
-changelog_set(Compiled *c, Aggref *orig, const char *name, Expr *x, Expr *filter)
+changelog_set(Compiled *c, Aggref *orig, const char *name, const char *suffix, Expr *x,
+			  Expr *filter)
 {
 	Aggref	   *a = copyObject(orig);
 	Oid			types[2] = {ANYELEMENTOID, INT2OID};
@@ -390,7 +391,7 @@ changelog_set(Compiled *c, Aggref *orig, const char *name, Expr *x, Expr *filter
 	a->aggstar = false;
 	a->aggdistinct = NIL;
 	a->aggcollid = InvalidOid;
-	return add_partial_name(c, name, "set", MERGE_COUNTED, a);
+	return add_partial_name(c, name, suffix, MERGE_COUNTED, a);
 }
 
 /*
@@ -413,7 +414,7 @@ compile_changelog_aggregate(Compiled *c, AggCol *col, Aggref *a, const char *fna
 
 		if (list_length(a->args) != 1)
 			changelog_refuse(c, fname, "Only DISTINCT aggregates of one argument keep their values batch by batch.");
-		set = changelog_set(c, a, col->name, x, f);
+		set = changelog_set(c, a, col->name, "set", x, f);
 		values = psprintf("streamwin.change_set_values(%s, NULL::%s)", set, type);
 		if (a->aggfnoid == F_COUNT_ANY)
 			col->final_sql = psprintf("pg_catalog.cardinality(%s)", values);
@@ -435,8 +436,35 @@ compile_changelog_aggregate(Compiled *c, AggCol *col, Aggref *a, const char *fna
 		if (signed_x == NULL)
 			changelog_refuse(c, fname, psprintf("A retraction cannot take a value back exactly from a sum of %s.",
 												format_type_be(xtype)));
-		sum = add_partial_name(c, col->name, "sum", MERGE_SUM, changelog_agg(a, "sum", signed_x, f));
 		n = changelog_count(c, a, col->name, "count", changelog_and(changelog_not_null(x), f));
+		if (xtype == NUMERICOID)
+		{
+			/*
+			 * NaN and the infinities cannot be subtracted back out of a sum
+			 * (NaN - NaN is NaN): they are counted apart, as a set, and
+			 * added to the sum of the finite values at the end, which
+			 * gives what one pass over the values left gives.  And a
+			 * numeric sum shows the largest scale of its values (2.50 + 1
+			 * = 3.50): a retracted value's must leave with it, so the
+			 * scales are counted too, and the sum rounded to the largest
+			 * left, which only drops zeros.  A value without a scale is a
+			 * special one.
+			 */
+			Expr	   *scale = (Expr *) makeFuncExpr(F_SCALE, INT4OID, list_make1(copyObject(x)),
+													  InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL);
+			Expr	   *finite = changelog_not_null(scale);
+			Expr	   *special = changelog_and(changelog_not_null(x), make_notclause(copyObject(finite)));
+			const char *scales = changelog_set(c, a, col->name, "scales", scale, f);
+			const char *specials = changelog_set(c, a, col->name, "specials", x, changelog_and(special, f));
+
+			sum = add_partial_name(c, col->name, "sum", MERGE_SUM,
+								   changelog_agg(a, "sum", signed_x, changelog_and(finite, f)));
+			sum = psprintf("(pg_catalog.round(COALESCE(%s, 0), COALESCE(streamwin.change_set_max(%s, NULL::pg_catalog.int4), 0))"
+						   " + COALESCE((SELECT pg_catalog.sum(v) FROM pg_catalog.unnest(streamwin.change_set_values(%s, NULL::pg_catalog.numeric)) AS u(v)), 0))",
+						   sum, scales, specials);
+		}
+		else
+			sum = add_partial_name(c, col->name, "sum", MERGE_SUM, changelog_agg(a, "sum", signed_x, f));
 		if (strcmp(builtin, "sum") == 0)
 			col->final_sql = psprintf("CASE WHEN %s > 0 THEN %s END", n, sum);
 		else if (xtype == INTERVALOID || xtype == MONEYOID)
@@ -447,7 +475,7 @@ compile_changelog_aggregate(Compiled *c, AggCol *col, Aggref *a, const char *fna
 	}
 	else if (strcmp(builtin, "min") == 0 || strcmp(builtin, "max") == 0)
 		col->final_sql = psprintf("streamwin.change_set_%s(%s, NULL::%s)", builtin,
-								  changelog_set(c, a, col->name, x, f), type);
+								  changelog_set(c, a, col->name, "set", x, f), type);
 	else if (strcmp(builtin, "bool_and") == 0 || strcmp(builtin, "every") == 0 ||
 			 strcmp(builtin, "bool_or") == 0)
 	{
