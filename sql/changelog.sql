@@ -25,8 +25,8 @@ CREATE TABLE regions (region text PRIMARY KEY, zone text);
 SELECT streamwin.create_query('bad', $$SELECT c.region, count(*) FROM chg c JOIN regions r USING (region) GROUP BY c.region$$);
 SELECT streamwin.create_query('bad', $$SELECT streamwin.tumble(now(), '1 minute'), count(*) FROM chg GROUP BY 1$$);
 SELECT streamwin.create_query('bad', $$SELECT region, count(*) FROM chg GROUP BY region, streamwin.session(ts, '1 minute')$$, output_mode => 'update');
-SELECT streamwin.create_query('bad', $$SELECT region, stddev(qty) FROM chg GROUP BY region$$);
-SELECT streamwin.create_query('bad', $$SELECT region, string_agg(note, ',') FROM chg GROUP BY region$$);
+SELECT streamwin.create_query('bad', $$SELECT region, stddev(qty::float8) FROM chg GROUP BY region$$, output_mode => 'update');
+SELECT streamwin.create_query('bad', $$SELECT region, string_agg(note, ',') FROM chg GROUP BY region$$, output_mode => 'update');
 SELECT streamwin.create_query('bad', $$SELECT region, count(*) FROM chg WHERE __streamwin_change > 0 GROUP BY region$$);
 SELECT streamwin.create_query('bad', $$SELECT region, sum(__streamwin_change) FROM chg GROUP BY region$$);
 SELECT streamwin.create_query('bad', $$SELECT id, region FROM chg$$, dedup_keys => ARRAY['id'],
@@ -193,31 +193,43 @@ SELECT region, n, units FROM by_region ORDER BY region;
 SELECT streamwin.drop_query(q) FROM unnest(ARRAY['by_region', 'hourly', 'sliding', 'paid_totals', 'big_orders', 'order_changes']) q;
 SELECT streamwin.drop_source('chg');
 
--- Numeric sums and averages retract exactly to the text: NaN and the
--- infinities, which no subtraction takes back out, and the display scale,
--- which is the largest of the values left (compared as text).
-CREATE TABLE readings (id int PRIMARY KEY, k text, x numeric);
+-- Numeric sums, averages and the variance family retract exactly to the
+-- text: NaN and the infinities, which no subtraction takes back out, and
+-- the display scale, which follows the largest scale of the values left
+-- (compared as text).
+CREATE TABLE readings (id int PRIMARY KEY, k text, x numeric, i int DEFAULT 1);
 ALTER TABLE readings REPLICA IDENTITY FULL;
 SELECT streamwin.create_table_source('reading_changes', 'readings', '{"changes": "all"}');
-SELECT streamwin.create_query('reading_sums', $$SELECT k, sum(x) AS s, avg(x) AS a FROM reading_changes GROUP BY k$$,
-                              output_mode => 'update', start => false);
+SELECT streamwin.create_query('reading_sums', $$
+  SELECT k, sum(x) AS s, avg(x) AS a, stddev(x) AS sd, var_pop(x) AS vp, variance(i) AS vi,
+         stddev_pop(i) AS sdi
+  FROM reading_changes GROUP BY k$$, output_mode => 'update', start => false);
+CREATE VIEW reading_expected AS
+  SELECT k, sum(x)::text AS s, avg(x)::text AS a, stddev(x)::text AS sd, var_pop(x)::text AS vp,
+         variance(i)::text AS vi, stddev_pop(i)::text AS sdi
+  FROM readings GROUP BY k;
 CREATE VIEW reading_diffs AS
   SELECT count(*) AS diffs FROM (
-    (SELECT k, s::text, a::text FROM reading_sums EXCEPT SELECT k, sum(x)::text, avg(x)::text FROM readings GROUP BY k)
+    (SELECT k, s::text, a::text, sd::text, vp::text, vi::text, sdi::text FROM reading_sums
+     EXCEPT TABLE reading_expected)
     UNION ALL
-    (SELECT k, sum(x)::text, avg(x)::text FROM readings GROUP BY k EXCEPT SELECT k, s::text, a::text FROM reading_sums)) d;
+    (TABLE reading_expected
+     EXCEPT SELECT k, s::text, a::text, sd::text, vp::text, vi::text, sdi::text FROM reading_sums)) d;
 INSERT INTO readings VALUES (1, 'a', 1.50), (2, 'a', 2), (3, 'b', 'NaN'), (4, 'b', 1.123456789012345678901),
                             (5, 'c', 'Infinity'), (6, 'c', '-Infinity'), (7, 'c', 1), (8, 'd', NULL),
                             (9, 'e', 'Infinity');
+INSERT INTO readings SELECT 100 + g, 'f' || g % 3, round(g * 7.31 % 97, g % 5), g * g % 1013
+FROM generate_series(1, 300) g;
 SELECT (streamwin.run_batch('reading_sums')->>'input_rows')::int AS input_rows;
 SELECT * FROM reading_diffs;
-DELETE FROM readings WHERE id IN (1, 3, 6);
+DELETE FROM readings WHERE id IN (1, 3, 6) OR id % 7 = 0;
+UPDATE readings SET x = x * 1.5, i = i + 3 WHERE id % 4 = 0;
 SELECT (streamwin.run_batch('reading_sums')->>'input_rows')::int AS input_rows;
 SELECT * FROM reading_diffs;
 DELETE FROM readings WHERE id = 5;
 UPDATE readings SET x = 3.25 WHERE id = 9;
 SELECT (streamwin.run_batch('reading_sums')->>'input_rows')::int AS input_rows;
 SELECT * FROM reading_diffs;
-SELECT k, s, a FROM reading_sums ORDER BY k;
+SELECT k, s, a, sd, vp FROM reading_sums WHERE k NOT LIKE 'f%' ORDER BY k;
 SELECT streamwin.drop_query('reading_sums');
 SELECT streamwin.drop_source('reading_changes');

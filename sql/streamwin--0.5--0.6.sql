@@ -60,3 +60,20 @@ CREATE FUNCTION streamwin.change_set_values(set bytea, type anyelement)
 RETURNS anyarray
 AS 'MODULE_PATHNAME', 'streamwin_change_set_values'
 LANGUAGE C CALLED ON NULL INPUT IMMUTABLE PARALLEL SAFE;
+
+-- The square root of v rounded to v's own scale, half up: what a standard
+-- deviation is in PostgreSQL (the root of the variance, at the variance's
+-- scale), from a variance computed over a changelog's signed sums.  sqrt()
+-- rounds at a scale of its own, which may be finer; rounding that again
+-- could round twice, so the result is checked against the exact squares
+-- of the bounds of its rounding interval.
+CREATE FUNCTION streamwin.rounded_sqrt(v numeric)
+RETURNS numeric
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+AS $$
+SELECT pg_catalog.round(CASE WHEN (r.root + r.half) * (r.root + r.half) <= v THEN r.root + 2 * r.half
+							 WHEN (r.root - r.half) * (r.root - r.half) > v THEN r.root - 2 * r.half
+							 ELSE r.root END, pg_catalog.scale(v))
+FROM (SELECT pg_catalog.round(pg_catalog.sqrt(v), pg_catalog.scale(v)) AS root,
+			 0.5 / pg_catalog.power(10::pg_catalog.numeric, pg_catalog.scale(v)) AS half) AS r
+$$;

@@ -351,8 +351,9 @@ changelog_refuse(Compiled *c, const char *fname, const char *detail)
 {
 	refuse(psprintf("aggregate %s() is not supported over changelog source \"%s\"", fname, c->source->name),
 		   detail,
-		   "Over a changelog, use count, sum, avg (of integers, numeric, interval or money), min, max, bool_and, bool_or, every, "
-		   "or a DISTINCT aggregate of one argument; cast a floating-point value to numeric to sum it exactly.");
+		   "Over a changelog, use count, sum, avg (of integers, numeric, interval or money), the stddev and variance family "
+		   "(of integers or numeric), min, max, bool_and, bool_or, every, or a DISTINCT aggregate of one argument; "
+		   "cast a floating-point value to numeric to sum it exactly.");
 }
 
 /*
@@ -392,6 +393,75 @@ changelog_set(Compiled *c, Aggref *orig, const char *name, const char *suffix, E
 	a->aggdistinct = NIL;
 	a->aggcollid = InvalidOid;
 	return add_partial_name(c, name, suffix, MERGE_COUNTED, a);
+}
+
+/*
+ * The variance family over a changelog: stddev, stddev_samp, stddev_pop,
+ * variance, var_samp and var_pop of integers or numeric, whose moving
+ * aggregates PostgreSQL inverts.  The group keeps the signed count, sum and
+ * sum of squares of the values, and the result is computed as PostgreSQL
+ * computes it from those (numeric_stddev_internal): N·Σx² − (Σx)², exact;
+ * 0 where it is not positive; else divided by N(N−1), or N² for the
+ * population, as numeric division does, and for a standard deviation the
+ * square root at the quotient's scale (streamwin.rounded_sqrt).  For
+ * numeric, Σx and Σx² take the largest scale of the values left (twice it
+ * for the squares), and NaN or an infinity among them gives NaN.
+ */
+static const char *
+changelog_variance(Compiled *c, Aggref *a, const char *name, const char *fname, Expr *x,
+				   Expr *f, bool sample, bool root)
+{
+	Oid			xtype = exprType((Node *) x);
+	Expr	   *change = changelog_cast((Expr *) change_var(c), NUMERICOID);
+	Expr	   *finite = NULL;
+	const char *n;
+	const char *sx;
+	const char *sx2;
+	const char *scale = "0";
+	const char *special = "false";
+	const char *quotient;
+
+	if (xtype != INT2OID && xtype != INT4OID && xtype != INT8OID && xtype != NUMERICOID)
+		changelog_refuse(c, fname, psprintf("A retraction cannot take a value back exactly from the sums of %s it keeps.",
+											format_type_be(xtype)));
+	n = changelog_count(c, a, name, "count", changelog_and(changelog_not_null(x), f));
+	if (xtype == NUMERICOID)
+	{
+		Expr	   *sc = (Expr *) makeFuncExpr(F_SCALE, INT4OID, list_make1(copyObject(x)),
+											   InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL);
+		const char *scales;
+		const char *specials;
+
+		finite = changelog_not_null(sc);
+		scales = changelog_set(c, a, name, "scales", sc, f);
+		specials = changelog_count(c, a, name, "specials",
+								   changelog_and(changelog_and(changelog_not_null(x),
+															   make_notclause(copyObject(finite))), f));
+		scale = psprintf("COALESCE(streamwin.change_set_max(%s, NULL::pg_catalog.int4), 0)", scales);
+		special = psprintf("COALESCE(%s, 0) <> 0", specials);
+	}
+	else
+		x = changelog_cast(x, NUMERICOID);
+	sx = add_partial_name(c, name, "sum", MERGE_SUM,
+						  changelog_agg(a, "sum", changelog_op("*", copyObject(x), copyObject(change)),
+										changelog_and(copyObject(finite), f)));
+	sx2 = add_partial_name(c, name, "squares", MERGE_SUM,
+						   changelog_agg(a, "sum",
+										 changelog_op("*", changelog_op("*", copyObject(x), copyObject(x)),
+													  copyObject(change)),
+										 changelog_and(copyObject(finite), f)));
+	quotient = psprintf("d.num / (d.n * %s)", sample ? "(d.n - 1)" : "d.n");
+	return psprintf("(SELECT CASE WHEN d.n <= %d THEN NULL "
+					"WHEN %s THEN 'NaN'::pg_catalog.numeric "
+					"WHEN d.num <= 0 THEN 0::pg_catalog.numeric "
+					"ELSE %s END "
+					"FROM (SELECT s.n, s.n * s.sx2 - s.sx * s.sx AS num "
+					"FROM (SELECT COALESCE(%s, 0)::pg_catalog.numeric AS n, "
+					"pg_catalog.round(COALESCE(%s, 0), %s) AS sx, "
+					"pg_catalog.round(COALESCE(%s, 0), 2 * %s) AS sx2) AS s) AS d)",
+					sample ? 1 : 0, special,
+					root ? psprintf("streamwin.rounded_sqrt(%s)", quotient) : quotient,
+					n, sx, scale, sx2, scale);
 }
 
 /*
@@ -473,6 +543,12 @@ compile_changelog_aggregate(Compiled *c, AggCol *col, Aggref *a, const char *fna
 			col->final_sql = psprintf("CASE WHEN %s > 0 THEN %s::pg_catalog.numeric / %s::pg_catalog.numeric END",
 									  n, sum, n);
 	}
+	else if (strcmp(builtin, "stddev") == 0 || strcmp(builtin, "stddev_samp") == 0 ||
+			 strcmp(builtin, "variance") == 0 || strcmp(builtin, "var_samp") == 0 ||
+			 strcmp(builtin, "stddev_pop") == 0 || strcmp(builtin, "var_pop") == 0)
+		col->final_sql = pstrdup(changelog_variance(c, a, col->name, fname, x, f,
+													strstr(builtin, "pop") == NULL,
+													strncmp(builtin, "stddev", 6) == 0));
 	else if (strcmp(builtin, "min") == 0 || strcmp(builtin, "max") == 0)
 		col->final_sql = psprintf("streamwin.change_set_%s(%s, NULL::%s)", builtin,
 								  changelog_set(c, a, col->name, "set", x, f), type);

@@ -7,7 +7,8 @@
  *
  * A changelog's rows each carry +1 (added) or -1 (retracted) in the source's
  * change column.  An aggregation retracts exactly: its partial aggregates
- * become sums of signed values (compile_aggregate.c), and a group whose
+ * become sums of signed values and counted sets of values
+ * (compile_aggregate.c), and a group whose
  * last row is retracted leaves the state and the result.  A transform keeps
  * one result row per key of the source: a key's last change in a batch
  * writes its row or deletes it.  What cannot retract exactly what it once
