@@ -26,24 +26,24 @@ SELECT streamwin.create_query('current_totals', $$
   SELECT k, count(*) AS n, sum(v) AS s FROM acct_changes GROUP BY k$$,
   output_mode => 'update', start => false);
 
-CREATE VIEW per_minute_expected AS
+CREATE VIEW reset_per_minute_expected AS
   SELECT date_trunc('minute', ts) AS window_start, k, count(*) AS n, sum(v) AS s FROM ev GROUP BY 1, k;
 -- sessions by gaps and islands: an event 20 seconds or more after the
 -- previous one of its key starts a new session
-CREATE VIEW visits_expected AS
+CREATE VIEW reset_visits_expected AS
   WITH marked AS (
     SELECT *, CASE WHEN ts - lag(ts) OVER (PARTITION BY k ORDER BY ts) < interval '20 seconds'
                    THEN 0 ELSE 1 END AS starts FROM ev),
   numbered AS (SELECT *, sum(starts) OVER (PARTITION BY k ORDER BY ts, starts DESC) AS visit FROM marked)
   SELECT min(ts) AS window_start, max(ts) + interval '20 seconds' AS window_end, k, count(*) AS n, sum(v) AS s
   FROM numbered GROUP BY k, visit;
-CREATE FUNCTION diffs() RETURNS TABLE (query text, missing bigint, extra bigint) LANGUAGE sql AS $$
+CREATE FUNCTION reset_diffs() RETURNS TABLE (query text, missing bigint, extra bigint) LANGUAGE sql AS $$
   SELECT 'per_minute',
-    (SELECT count(*) FROM (TABLE per_minute_expected EXCEPT ALL SELECT window_start, k, n, s FROM per_minute) x),
-    (SELECT count(*) FROM (SELECT window_start, k, n, s FROM per_minute EXCEPT ALL TABLE per_minute_expected) x)
+    (SELECT count(*) FROM (TABLE reset_per_minute_expected EXCEPT ALL SELECT window_start, k, n, s FROM per_minute) x),
+    (SELECT count(*) FROM (SELECT window_start, k, n, s FROM per_minute EXCEPT ALL TABLE reset_per_minute_expected) x)
   UNION ALL SELECT 'visits',
-    (SELECT count(*) FROM (TABLE visits_expected EXCEPT ALL SELECT window_start, window_end, k, n, s FROM visits) x),
-    (SELECT count(*) FROM (SELECT window_start, window_end, k, n, s FROM visits EXCEPT ALL TABLE visits_expected) x)
+    (SELECT count(*) FROM (TABLE reset_visits_expected EXCEPT ALL SELECT window_start, window_end, k, n, s FROM visits) x),
+    (SELECT count(*) FROM (SELECT window_start, window_end, k, n, s FROM visits EXCEPT ALL TABLE reset_visits_expected) x)
   UNION ALL SELECT 'copied',
     (SELECT count(*) FROM (SELECT id, k, v FROM ev EXCEPT ALL SELECT id, k, v FROM copied) x),
     (SELECT count(*) FROM (SELECT id, k, v FROM copied EXCEPT ALL SELECT id, k, v FROM ev) x)
@@ -51,7 +51,7 @@ CREATE FUNCTION diffs() RETURNS TABLE (query text, missing bigint, extra bigint)
     (SELECT count(*) FROM (SELECT k, count(*), sum(v) FROM acct GROUP BY k EXCEPT ALL SELECT k, n, s FROM current_totals) x),
     (SELECT count(*) FROM (SELECT k, n, s FROM current_totals EXCEPT ALL SELECT k, count(*), sum(v) FROM acct GROUP BY k) x)
 $$;
-CREATE FUNCTION run_all() RETURNS void LANGUAGE plpgsql AS $$
+CREATE FUNCTION reset_run_all() RETURNS void LANGUAGE plpgsql AS $$
 DECLARE q text;
 BEGIN
   FOREACH q IN ARRAY ARRAY['per_minute', 'visits', 'copied', 'current_totals'] LOOP
@@ -63,8 +63,8 @@ END $$;
 INSERT INTO ev VALUES (1, 'a', 1, '2026-01-01 00:01:40'), (2, 'b', 2, '2026-01-01 00:01:00'),
                       (3, 'b', 3, '2026-01-01 00:01:10'), (4, 'a', 4, '2026-01-01 00:05:00');
 INSERT INTO acct VALUES (1, 'x', 10), (2, 'y', 20), (3, 'y', 30);
-SELECT run_all();
-SELECT * FROM diffs();
+SELECT reset_run_all();
+SELECT * FROM reset_diffs();
 -- Phase 2: an event that, read with phase 1's, makes one session of 'a'
 -- from 00:01:25: a replay never makes the session of 00:01:40 again.
 -- Group 'x' of the changelog loses its only row; the reset to 'earliest'
@@ -74,15 +74,15 @@ DELETE FROM acct WHERE id = 1;
 UPDATE acct SET v = 33 WHERE id = 3;
 SELECT streamwin.reset_query(q, 'earliest')
   FROM unnest(ARRAY['per_minute', 'visits', 'copied', 'current_totals']) q;
-SELECT run_all();
-SELECT * FROM diffs();
+SELECT reset_run_all();
+SELECT * FROM reset_diffs();
 SELECT window_start, k, n FROM visits ORDER BY k, window_start;
 
 -- A transform reset to 'latest' replays nothing: its rows stay.
 SELECT streamwin.reset_query('copied', 'latest');
 INSERT INTO ev VALUES (6, 'c', 6, '2026-01-01 00:09:00');
-SELECT run_all();
-SELECT * FROM diffs();
+SELECT reset_run_all();
+SELECT * FROM reset_diffs();
 
 SELECT streamwin.drop_query(q) FROM unnest(ARRAY['per_minute', 'visits', 'copied', 'current_totals']) q;
 SELECT streamwin.drop_source('evs');
