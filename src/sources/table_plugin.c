@@ -178,6 +178,8 @@ build_map(FetchState *st, TupleDesc from)
 	st->src_natts = from->natts;
 	st->src_values = palloc(sizeof(Datum) * Max(from->natts, 1));
 	st->src_nulls = palloc(sizeof(bool) * Max(from->natts, 1));
+	st->old_values = palloc(sizeof(Datum) * Max(from->natts, 1));
+	st->old_nulls = palloc(sizeof(bool) * Max(from->natts, 1));
 	st->map_identity = from->natts == st->desc->natts;
 	for (int i = 0; i < st->desc->natts; i++)
 	{
@@ -208,11 +210,45 @@ build_map(FetchState *st, TupleDesc from)
 }
 
 /*
+ * The new version of an updated row keeps each TOASTed value the update
+ * did not change as a pointer to the value on disk: its chunks are not in
+ * the WAL of the update, and by the time the change is decoded a later
+ * update or delete of the row and a VACUUM may have removed them (the
+ * fetch then fails for good: "missing chunk number 0 for toast value").
+ * The old version, which REPLICA IDENTITY FULL writes whole with its
+ * values inline, holds the same value: take it from there.
+ */
+static void
+unchanged_toast_from_old(FetchState *st, TupleDesc from, HeapTuple old)
+{
+	bool		deformed = false;
+
+	for (int a = 0; a < from->natts; a++)
+	{
+		if (st->src_nulls[a] || TupleDescAttr(from, a)->attlen != -1 ||
+			!VARATT_IS_EXTERNAL_ONDISK(DatumGetPointer(st->src_values[a])))
+			continue;
+		if (!deformed)
+		{
+			heap_deform_tuple(old, from, st->old_values, st->old_nulls);
+			deformed = true;
+		}
+		/*
+		 * REPLICA IDENTITY FULL writes the old version with every value
+		 * inline; should one not be, the value is read from disk as before.
+		 */
+		if (!st->old_nulls[a] && !VARATT_IS_EXTERNAL(DatumGetPointer(st->old_values[a])))
+			st->src_values[a] = st->old_values[a];
+	}
+}
+
+/*
  * One row of the table in the source's row type, in the current memory
- * context; a changelog source's change column set to change.
+ * context; a changelog source's change column set to change.  old: for the
+ * new version of an updated row, its old version (else NULL).
  */
 static HeapTuple
-form_row(FetchState *st, Relation rel, HeapTuple tuple, int16 change)
+form_row(FetchState *st, Relation rel, HeapTuple tuple, HeapTuple old, int16 change)
 {
 	TupleDesc	from = RelationGetDescr(rel);
 	HeapTuple	row;
@@ -224,6 +260,8 @@ form_row(FetchState *st, Relation rel, HeapTuple tuple, int16 change)
 	else
 	{
 		heap_deform_tuple(tuple, from, st->src_values, st->src_nulls);
+		if (old != NULL && HeapTupleHasExternal(tuple))
+			unchanged_toast_from_old(st, from, old);
 		for (int i = 0; i < st->desc->natts; i++)
 		{
 			int			a = st->map[i];
@@ -275,12 +313,13 @@ append_row(FetchState *st, HeapTuple row, XLogRecPtr lsn, int64 index, Timestamp
 
 /* Append one row of the table to the fetch, in the source's row type. */
 static void
-take_row(FetchState *st, ReorderBufferTXN *txn, Relation rel, HeapTuple tuple, int64 index,
-		 char kind)
+take_row(FetchState *st, ReorderBufferTXN *txn, Relation rel, HeapTuple tuple,
+		 HeapTuple old_version, int64 index, char kind)
 {
 	MemoryContext old = MemoryContextSwitchTo(st->cxt);
 
-	append_row(st, form_row(st, rel, tuple, kind == CHANGE_INSERT || kind == CHANGE_UPDATE ? 1 : -1),
+	append_row(st, form_row(st, rel, tuple, old_version,
+							kind == CHANGE_INSERT || kind == CHANGE_UPDATE ? 1 : -1),
 			   txn->final_lsn, index, txn->xact_time.commit_time, kind);
 	MemoryContextSwitchTo(old);
 }
@@ -303,8 +342,8 @@ spool_kind(char kind)
 
 /* Put one row of the transaction being cut into the spool. */
 static void
-spool_row(FetchState *st, ReorderBufferTXN *txn, Relation rel, HeapTuple tuple, int64 index,
-		  char kind)
+spool_row(FetchState *st, ReorderBufferTXN *txn, Relation rel, HeapTuple tuple,
+		  HeapTuple old_version, int64 index, char kind)
 {
 	MemoryContext old;
 	HeapTuple	row;
@@ -327,7 +366,8 @@ spool_row(FetchState *st, ReorderBufferTXN *txn, Relation rel, HeapTuple tuple, 
 		MemoryContextSwitchTo(old);
 	}
 	old = MemoryContextSwitchTo(st->cxt);
-	row = form_row(st, rel, tuple, kind == CHANGE_INSERT || kind == CHANGE_UPDATE ? 1 : -1);
+	row = form_row(st, rel, tuple, old_version,
+				   kind == CHANGE_INSERT || kind == CHANGE_UPDATE ? 1 : -1);
 	tuplestore_puttuple(spool->rows, row);
 	spool->left++;
 	spool_kind(kind);
@@ -338,10 +378,12 @@ spool_row(FetchState *st, ReorderBufferTXN *txn, Relation rel, HeapTuple tuple, 
 /*
  * Deliver one row of the table (one of a change's rows) at the next index
  * of its transaction: to the batch, to the spool, or not at all when an
- * earlier batch processed it or a replay stops before it.
+ * earlier batch processed it or a replay stops before it.  old_version:
+ * the old version of an updated row whose new version this is, else NULL.
  */
 static void
-deliver_row(FetchState *st, ReorderBufferTXN *txn, Relation rel, HeapTuple tuple, char kind)
+deliver_row(FetchState *st, ReorderBufferTXN *txn, Relation rel, HeapTuple tuple,
+			HeapTuple old_version, char kind)
 {
 	int64		index = st->txn_index++;
 
@@ -353,7 +395,7 @@ deliver_row(FetchState *st, ReorderBufferTXN *txn, Relation rel, HeapTuple tuple
 		return;					/* a replay stops where the batch stopped */
 	if (st->spooling)
 	{
-		spool_row(st, txn, rel, tuple, index, kind);
+		spool_row(st, txn, rel, tuple, old_version, index, kind);
 		return;
 	}
 	if (st->out->nrows >= st->max_records && st->may_keep && st->upto == NULL)
@@ -361,7 +403,7 @@ deliver_row(FetchState *st, ReorderBufferTXN *txn, Relation rel, HeapTuple tuple
 		/* the rest of this transaction: to the spool, for the next batches */
 		spool_discard();
 		st->spooling = true;
-		spool_row(st, txn, rel, tuple, index, kind);
+		spool_row(st, txn, rel, tuple, old_version, index, kind);
 		return;
 	}
 	if (st->out->nrows >= st->max_records)
@@ -380,7 +422,7 @@ deliver_row(FetchState *st, ReorderBufferTXN *txn, Relation rel, HeapTuple tuple
 				(errcode(ERRCODE_TABLE_BATCH_FULL),
 				 errmsg("streamwin batch is full")));
 	}
-	take_row(st, txn, rel, tuple, index, kind);
+	take_row(st, txn, rel, tuple, old_version, index, kind);
 }
 
 /*
@@ -415,14 +457,18 @@ deliver_change(FetchState *st, ReorderBufferTXN *txn, Relation rel, ReorderBuffe
 	{
 		case REORDER_BUFFER_CHANGE_INSERT:
 			if (change->data.tp.newtuple != NULL)
-				deliver_row(st, txn, rel, &change->data.tp.newtuple->tuple, CHANGE_INSERT);
+				deliver_row(st, txn, rel, &change->data.tp.newtuple->tuple, NULL, CHANGE_INSERT);
 			break;
 		case REORDER_BUFFER_CHANGE_UPDATE:
-			deliver_row(st, txn, rel, old_row(st, rel, change), CHANGE_UPDATE_OLD);
-			deliver_row(st, txn, rel, &change->data.tp.newtuple->tuple, CHANGE_UPDATE);
+			{
+				HeapTuple	old = old_row(st, rel, change);
+
+				deliver_row(st, txn, rel, old, NULL, CHANGE_UPDATE_OLD);
+				deliver_row(st, txn, rel, &change->data.tp.newtuple->tuple, old, CHANGE_UPDATE);
+			}
 			break;
 		case REORDER_BUFFER_CHANGE_DELETE:
-			deliver_row(st, txn, rel, old_row(st, rel, change), CHANGE_DELETE);
+			deliver_row(st, txn, rel, old_row(st, rel, change), NULL, CHANGE_DELETE);
 			break;
 		default:
 			break;
@@ -458,7 +504,7 @@ plugin_change(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, Relation rel,
 	}
 	if (change->action != REORDER_BUFFER_CHANGE_INSERT || change->data.tp.newtuple == NULL)
 		return;
-	deliver_row(st, txn, rel, &change->data.tp.newtuple->tuple, CHANGE_NONE);
+	deliver_row(st, txn, rel, &change->data.tp.newtuple->tuple, NULL, CHANGE_NONE);
 }
 
 /*

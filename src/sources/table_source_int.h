@@ -77,6 +77,9 @@ typedef struct FetchState
 	bool	   *nulls;
 	Datum	   *src_values;
 	bool	   *src_nulls;
+	Datum	   *old_values;		/* an update's old version, deformed for the
+								 * TOASTed values its new one left unchanged */
+	bool	   *old_nulls;
 	int			src_natts;
 } FetchState;
 

@@ -1,0 +1,638 @@
+
+# 023_table_changelog.pl: changelog table sources (create_table_source with
+# '{"changes": "all"}'): INSERT arrives as the new row with
+# __streamwin_change = +1, DELETE as the old row with -1, UPDATE as -1 old,
+# +1 new.  Every expectation is plain SQL over the table the source reads
+# (or over a log of its changes kept by a trigger), compared as multisets
+# in both directions; nothing is a number copied from a run.
+#
+#   1. Workers (trigger 100 ms) through a fast and an immediate restart:
+#      a background session commits a long randomized mix of INSERTs,
+#      UPDATEs (of the group key, the value, the event time, the primary
+#      key, one row or many) and DELETEs (one row, or a whole key) in small
+#      transactions, some rolled back, some with a subtransaction rolled
+#      back.  Two sources of the table, one with max_records_per_batch 50,
+#      so that batches end inside transactions (also between an update's
+#      two rows) and recovery replays such batches.  After the writer's
+#      last commit (which gives a sentinel row a value no earlier version
+#      had, so that a result that equals plain SQL has read that commit)
+#      the results equal plain SQL over the table: a running aggregate per
+#      key in update mode (count, sum, avg, min, max, bool_and, bool_or,
+#      count(DISTINCT)), a tumbling window per key and a hopping window in
+#      update mode, a complete-mode aggregate, a keyed transform (the
+#      latest version of each row passing its filter), and a transform
+#      naming __streamwin_change, equal to a trigger-maintained log of the
+#      changes (+1/-1 rows).  Groups emptied by deletes (a key, the windows
+#      of 10-14 s, a group of the complete-mode query) are gone from every
+#      result.  The immediate restart empties the UNLOGGED state: the
+#      stateful queries restore their checkpoints
+#      (streamwin.checkpoint_interval = 3) and replay.
+#   2. Late retractions (a stopped query, run_batch): an append-mode tumble
+#      of 1 minute per key with watermark 1 minute, capture_late_rows.
+#      Rows inserted, windows closed as later rows move the watermark; then
+#      deletes and updates of rows behind the watermark (in closed windows,
+#      and in a window still open but behind the watermark: late rows are
+#      those older than the watermark, and so are late retractions, which
+#      keeps a retraction from being applied to a row whose insert was
+#      dropped), a late insert and its delete, and on-time deletes, among
+#      them every row of a group.  A closed window's row stays as it was
+#      emitted; every retraction behind the watermark is dropped and
+#      counted in run_batch's "late_retractions_dropped" and
+#      streamwin.progress (and in late_rows_dropped and streamwin.late_rows
+#      with the late inserts).  The windows each batch must emit are
+#      computed from the trigger log: the changes not behind the watermark
+#      of their batch, summed per window up to the batch whose watermark
+#      closes it, groups of no rows left out.
+#   3. A chained query: q_keys's result table (update mode), given REPLICA
+#      IDENTITY FULL after create_query, is itself a changelog table source
+#      (its upserts and deletes are the changes); an update-mode aggregate
+#      over it, run by a worker through part 1, equals plain SQL over the
+#      base table and over the result table.
+#   4. The state of a changelog query lives in memory only.  With
+#      streamwin.state_memory at its minimum, 1MB, against 40,000 groups:
+#      the cap is checked when a batch begins, so the batch that grows the
+#      state past it runs (exactly) and the next one fails, with the errmsg
+#      and hint about the setting, changing nothing (result table, batch
+#      id); so does a new session's batch, whose store cannot load the
+#      state; with the setting raised the result is exact.  Then a worker
+#      under the low setting (ALTER SYSTEM): its batch fails, the error is
+#      on streamwin.queries, and once the setting is reset the worker's
+#      retry is exact.
+#   5. TOASTed values: an UPDATE that leaves a TOASTed value unchanged
+#      writes only a pointer to it into the WAL; the row is deleted or
+#      given a new value and VACUUM removes the old chunks before the
+#      queries read the update.  The retraction and the new version still
+#      carry the value (taken from the old version, which REPLICA IDENTITY
+#      FULL writes whole): a keyed transform, an appended-changes transform
+#      and an aggregate over md5() and length() of it equal plain SQL.
+#
+# One node, streamwin.checkpoint_interval = 3.  About 25 s on an idle
+# machine of 2 CPUs.
+use strict;
+use warnings;
+
+use IPC::Run;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time);
+use StreamwinTest;
+
+my $T0 = "timestamptz '2024-01-01 00:00:00+00'";
+my $t_start = time;
+
+my $node = new_node('changelog',
+	conf => "streamwin.checkpoint_interval = 3\nstreamwin.checkpoint_min_interval = 0\n");
+
+# ==== 1. workers over a randomized changelog, through restarts ===============
+
+# t: the table; id 0 is the sentinel (key 'zz', flag false, its own event
+# time, an hour after the others): the last commit sets its v to 1000000,
+# bigger than every other v, so that every result that equals plain SQL
+# over t has read that commit.  t_log: every committed change, as a
+# trigger sees it.
+psql_ok($node, qq{
+CREATE TABLE t (id bigint PRIMARY KEY, k text, v int NOT NULL, ts timestamptz NOT NULL, flag bool);
+ALTER TABLE t REPLICA IDENTITY FULL;
+CREATE SEQUENCE t_seq;
+CREATE TABLE t_log (id bigint, k text, v int, ts timestamptz, flag bool, change int);
+CREATE FUNCTION t_log_change() RETURNS trigger LANGUAGE plpgsql AS \$\$
+BEGIN
+  IF TG_OP IN ('UPDATE', 'DELETE') THEN
+    INSERT INTO t_log VALUES (OLD.id, OLD.k, OLD.v, OLD.ts, OLD.flag, -1);
+  END IF;
+  IF TG_OP IN ('UPDATE', 'INSERT') THEN
+    INSERT INTO t_log VALUES (NEW.id, NEW.k, NEW.v, NEW.ts, NEW.flag, 1);
+  END IF;
+  RETURN NULL;
+END \$\$;
+CREATE TRIGGER t_log_change AFTER INSERT OR UPDATE OR DELETE ON t
+  FOR EACH ROW EXECUTE FUNCTION t_log_change();
+
+-- ntx transactions of 1 to 5 changes each: inserts (50%), updates of one
+-- row (31%: its key, value, event time and flag, each changed or not),
+-- updates of a row's primary key (2%), deletes of one row (12%), updates
+-- of several rows of a key (4.8%), and deletes of a whole key (0.2%).  Keys k0..k7 and NULL; v from -200 to 800;
+-- event times over 60 s.  One transaction in 10 rolls back; one in 10 has
+-- a subtransaction that changes many rows and rolls back.
+CREATE PROCEDURE churn(ntx int) LANGUAGE plpgsql AS \$\$
+DECLARE
+  r float8;
+  hi bigint;
+  victim bigint;
+  key text;
+BEGIN
+  FOR i IN 1 .. ntx LOOP
+    FOR j IN 0 .. (random() * 4)::int LOOP
+      r := random();
+      hi := (SELECT max(id) FROM t);
+      key := CASE WHEN random() < 0.05 THEN NULL ELSE 'k' || (random() * 7)::int END;
+      IF r < 0.50 OR hi < 20 THEN
+        INSERT INTO t
+        SELECT nextval('t_seq'), key, (random() * 1000)::int - 200,
+               $T0 + (random() * 60000)::int * interval '1 ms',
+               CASE WHEN random() < 0.1 THEN NULL ELSE random() < 0.5 END;
+      ELSIF r < 0.95 THEN
+        SELECT id INTO victim FROM t WHERE id >= 1 + (random() * hi)::bigint ORDER BY id LIMIT 1;
+        CONTINUE WHEN victim IS NULL;
+        IF r < 0.81 THEN
+          UPDATE t SET k = CASE WHEN random() < 0.4 THEN key ELSE k END,
+                       v = CASE WHEN random() < 0.6 THEN (random() * 1000)::int - 200 ELSE v END,
+                       ts = CASE WHEN random() < 0.4 THEN $T0 + (random() * 60000)::int * interval '1 ms' ELSE ts END,
+                       flag = CASE WHEN random() < 0.3 THEN NOT flag ELSE flag END
+           WHERE id = victim;
+        ELSIF r < 0.83 THEN
+          UPDATE t SET id = nextval('t_seq') WHERE id = victim;
+        ELSE
+          DELETE FROM t WHERE id = victim;
+        END IF;
+      ELSIF r < 0.998 THEN
+        UPDATE t SET v = v + 1, ts = ts + interval '750 ms'
+         WHERE k = key AND id % 5 = i % 5 AND ts < $T0 + interval '59 seconds';
+      ELSE
+        DELETE FROM t WHERE k IS NOT DISTINCT FROM key AND id > 0;
+      END IF;
+    END LOOP;
+    IF random() < 0.1 THEN
+      BEGIN
+        UPDATE t SET v = v + 7, k = 'rolled back' WHERE id % 3 = i % 3 AND id > hi - 300;
+        DELETE FROM t WHERE id % 4 = i % 4 AND id > hi - 300;
+        INSERT INTO t SELECT nextval('t_seq'), 'rolled back', 1, $T0, true FROM generate_series(1, 5);
+        RAISE EXCEPTION 'roll the subtransaction back';
+      EXCEPTION WHEN raise_exception THEN
+        NULL;
+      END;
+    END IF;
+    IF random() < 0.1 THEN
+      ROLLBACK;
+    ELSE
+      COMMIT;
+    END IF;
+    PERFORM pg_sleep(0.002);
+  END LOOP;
+END \$\$;
+
+SELECT streamwin.create_table_source('c1', 't', '{"changes": "all"}');
+SELECT streamwin.create_table_source('c2', 't', '{"changes": "all", "max_records_per_batch": 50}');
+SELECT streamwin.create_query('q_keys', \$q\$
+  SELECT k, count(*) AS n, sum(v) AS s, avg(v) AS a, min(v) AS lo, max(v) AS hi,
+         min(ts) AS first, bool_and(flag) AS all_f, bool_or(flag) AS any_f,
+         count(DISTINCT v % 10) AS d
+    FROM c1 GROUP BY k\$q\$,
+    output_mode => 'update', trigger_interval => '100 ms', start => false);
+SELECT streamwin.create_query('q_win', \$q\$
+  SELECT k, count(*) AS n, sum(v) AS s, min(v) AS lo, max(v) AS hi
+    FROM c1 GROUP BY streamwin.tumble(ts, '2 seconds'), k\$q\$,
+    output_mode => 'update', trigger_interval => '100 ms', start => false);
+SELECT streamwin.create_query('q_hop', \$q\$
+  SELECT count(*) AS n, sum(v) AS s, max(v) AS hi, count(DISTINCT k) AS dk
+    FROM c1 GROUP BY streamwin.hop(ts, '4 seconds', '2 seconds')\$q\$,
+    output_mode => 'update', trigger_interval => '100 ms', start => false);
+SELECT streamwin.create_query('q_total', \$q\$
+  SELECT flag, count(*) AS n, sum(v) AS s, max(v) AS hi, count(DISTINCT k) AS dk
+    FROM c2 GROUP BY flag\$q\$,
+    output_mode => 'complete', trigger_interval => '100 ms', start => false);
+SELECT streamwin.create_query('q_rows',
+    'SELECT id, k, v * 2 AS v2, ts, flag FROM c2 WHERE v > 0',
+    trigger_interval => '100 ms', start => false);
+SELECT streamwin.create_query('q_changes',
+    'SELECT id, k, v, ts, flag, __streamwin_change FROM c2',
+    trigger_interval => '100 ms', start => false);
+}, 'part 1: table t (REPLICA IDENTITY FULL), two changelog sources, six stopped queries');
+
+# ---- 3 (set up before the stream): q_keys's result table as a source ------
+
+psql_ok($node, q{
+ALTER TABLE q_keys REPLICA IDENTITY FULL;
+SELECT streamwin.create_table_source('c_chain', 'q_keys', '{"changes": "all"}');
+SELECT streamwin.create_query('q_chain', $q$
+  SELECT any_f, count(*) AS groups, sum(n) AS n, sum(s) AS s, max(s) AS top,
+         min(lo) AS lo, count(DISTINCT hi) AS dhi
+    FROM c_chain GROUP BY any_f$q$,
+    output_mode => 'update', trigger_interval => '100 ms', start => false);
+}, 'part 3: the result table q_keys is a changelog source too, with a query over it');
+
+my @queries = qw(q_keys q_win q_hop q_total q_rows q_changes q_chain);
+psql_ok($node, qq{
+INSERT INTO t VALUES (0, 'zz', 999999, $T0 + interval '1 hour', false);
+} . join('', map { "SELECT streamwin.start_query('$_');\n" } @queries),
+	'the sentinel row, and every query started');
+
+# The expectations, plain SQL over t (and t_log).
+my %want = (
+	q_keys => q{SELECT k, count(*) AS n, sum(v) AS s, avg(v) AS a, min(v) AS lo, max(v) AS hi,
+       min(ts) AS first, bool_and(flag) AS all_f, bool_or(flag) AS any_f,
+       count(DISTINCT v % 10) AS d FROM t GROUP BY k},
+	q_win => windows_sql(table => 't', size => 2, keys => 'k',
+		aggs => 'count(*) AS n, sum(v) AS s, min(v) AS lo, max(v) AS hi'),
+	q_hop => windows_sql(table => 't', size => 4, slide => 2,
+		aggs => 'count(*) AS n, sum(v) AS s, max(v) AS hi, count(DISTINCT k) AS dk'),
+	q_total => q{SELECT flag, count(*) AS n, sum(v) AS s, max(v) AS hi, count(DISTINCT k) AS dk
+  FROM t GROUP BY flag},
+	q_rows    => 'SELECT id, k, v * 2 AS v2, ts, flag FROM t WHERE v > 0',
+	q_changes => 'SELECT id, k, v, ts, flag, change FROM t_log',
+);
+my %got = (
+	q_keys    => 'SELECT k, n, s, a, lo, hi, first, all_f, any_f, d FROM q_keys',
+	q_win     => 'SELECT window_start, window_end, k, n, s, lo, hi FROM q_win',
+	q_hop     => 'SELECT window_start, window_end, n, s, hi, dk FROM q_hop',
+	q_total   => 'SELECT flag, n, s, hi, dk FROM q_total',
+	q_rows    => 'SELECT id, k, v2, ts, flag FROM q_rows',
+	q_changes => 'SELECT id, k, v, ts, flag, __streamwin_change FROM q_changes',
+	q_chain   => 'SELECT any_f, groups, n, s, top, lo, dhi FROM q_chain',
+);
+my $chain_over = q{SELECT any_f, count(*) AS groups, sum(n) AS n, sum(s) AS s, max(s) AS top,
+       min(lo) AS lo, count(DISTINCT hi) AS dhi FROM (%s) x GROUP BY any_f};
+$want{q_chain} = sprintf($chain_over, $want{q_keys});
+
+sub wait_workers
+{
+	my ($when) = @_;
+	my $list = join(', ', map { "'$_'" } @queries);
+	wait_until($node,
+		"SELECT count(*) FROM streamwin.queries WHERE name IN ($list) AND state = 'running' AND worker_pid IS NOT NULL",
+		scalar(@queries), "the seven queries have workers $when");
+	return;
+}
+
+# A background session running CALL churn(ntx); it ends with the server.
+sub start_writer
+{
+	my ($ntx) = @_;
+	my ($out, $err) = ('', '');
+	my $h = IPC::Run::start(
+		[ $node->installed_command('psql'), '-XAtq', '-d', $node->connstr('postgres'),
+		  '-c', "CALL churn($ntx)" ],
+		'>', \$out, '2>', \$err);
+	return { h => $h, err => \$err };
+}
+
+sub changes_read
+{
+	return $node->safe_psql('postgres', 'SELECT count(*) FROM q_changes');
+}
+
+wait_workers('after start_query');
+my $writer = start_writer(100_000);
+wait_until($node, 'SELECT count(*) > 3000 FROM q_changes', 't',
+	'the workers consume the changes');
+note('fast restart with ' . changes_read() . ' changes read');
+$node->stop('fast');
+ok(!$writer->{h}->finish, 'the writer was still running: cut off by the fast shutdown')
+  or diag('the writer finished before the restart');
+$node->start;
+wait_workers('after the fast restart');
+
+$writer = start_writer(100_000);
+my $before = changes_read();
+wait_until($node, "SELECT count(*) > $before + 3000 FROM q_changes", 't',
+	'the workers consume the changes after the fast restart');
+note('immediate restart with ' . changes_read() . ' changes read');
+my %restores = map {
+	$_ => log_count($node, qr/query "$_" lost its state in a crash; restoring the checkpoint/)
+} qw(q_keys q_win q_hop q_total q_chain);
+$node->stop('immediate');
+ok(!$writer->{h}->finish, 'the writer was still running: cut off by the immediate shutdown')
+  or diag('the writer finished before the restart');
+$node->start;
+wait_workers('after the immediate restart');
+
+$writer = start_writer(1200);
+ok($writer->{h}->finish, 'the last part of the stream committed')
+  or diag(${ $writer->{err} });
+
+# Whole groups emptied at the end: every row of key k1, of the windows
+# [10 s, 12 s) and [12 s, 14 s) (and so the hop [10 s, 14 s)), and with
+# flag NULL; then the sentinel's last commit.
+my ($k1_rows, $win_rows, $null_rows) = split /\|/, $node->safe_psql('postgres', qq{
+SELECT count(*) FILTER (WHERE k = 'k1'),
+       count(*) FILTER (WHERE ts >= $T0 + interval '10 s' AND ts < $T0 + interval '14 s'),
+       count(*) FILTER (WHERE flag IS NULL) FROM t});
+cmp_ok($k1_rows, '>', 0, "key k1 has rows ($k1_rows) before it is emptied");
+cmp_ok($win_rows, '>', 0, "10-14 s has rows ($win_rows) before it is emptied");
+cmp_ok($null_rows, '>', 0, "flag NULL has rows ($null_rows) before it is emptied");
+psql_ok($node, qq{
+DELETE FROM t WHERE k = 'k1';
+DELETE FROM t WHERE ts >= $T0 + interval '10 s' AND ts < $T0 + interval '14 s';
+DELETE FROM t WHERE flag IS NULL;
+UPDATE t SET v = 1000000 WHERE id = 0;
+}, 'key k1, 10-14 s and flag NULL emptied, then the last commit');
+note(sprintf('t holds %s rows after %s changes',
+	$node->safe_psql('postgres', 'SELECT count(*) FROM t'),
+	$node->safe_psql('postgres', 'SELECT count(*) FROM t_log')));
+is( $node->safe_psql('postgres', q{
+SELECT count(*) FILTER (WHERE change = 1) > count(*) FILTER (WHERE change = -1),
+       count(*) FILTER (WHERE change = -1) > 3000
+  FROM t_log}),
+	't|t', 'the stream has thousands of retractions');
+
+for my $q (qw(q_keys q_win q_hop q_total q_rows q_changes))
+{
+	wait_results_match($node, $got{$q}, $want{$q},
+		"$q equals plain SQL over the table, through both restarts");
+}
+wait_results_match($node, $got{q_chain}, $want{q_chain},
+	'q_chain, over the result table of q_keys, equals plain SQL over the base table');
+# once more, now that all have caught up
+for my $q (@queries)
+{
+	results_match($node, $got{$q}, $want{$q}, "$q still equals plain SQL");
+}
+results_match($node, $got{q_chain}, sprintf($chain_over, 'SELECT * FROM q_keys'),
+	'q_chain equals plain SQL over the result table it reads');
+is( $node->safe_psql('postgres', qq{
+SELECT (SELECT count(*) FROM q_keys WHERE k = 'k1'),
+       (SELECT count(*) FROM q_win WHERE k = 'k1' OR window_start IN ($T0 + interval '10 s', $T0 + interval '12 s')),
+       (SELECT count(*) FROM q_hop WHERE window_start = $T0 + interval '10 s'),
+       (SELECT count(*) FROM q_total WHERE flag IS NULL),
+       (SELECT count(*) FROM q_rows WHERE k = 'k1')}),
+	'0|0|0|0|0', 'the emptied groups are gone from the results');
+is( $node->safe_psql('postgres', q{
+SELECT count(*) FROM q_changes WHERE k = 'rolled back'}),
+	'0', 'no change of a rolled-back subtransaction');
+for my $q (qw(q_keys q_win q_hop q_total q_chain))
+{
+	cmp_ok(log_count($node, qr/query "$q" lost its state in a crash; restoring the checkpoint/),
+		'>', $restores{$q}, "$q restored its checkpoint after the immediate restart");
+}
+is( $node->safe_psql('postgres', q{
+SELECT count(*) FROM streamwin.queries
+ WHERE name IN ('q_keys', 'q_win', 'q_hop', 'q_total', 'q_rows', 'q_changes', 'q_chain')
+   AND state <> 'running'}),
+	'0', 'every query still running');
+psql_ok($node, join('', map { "SELECT streamwin.drop_query('$_');\n" } @queries)
+	  . "SELECT streamwin.drop_source('c1'); SELECT streamwin.drop_source('c2');"
+	  . "SELECT streamwin.drop_source('c_chain');",
+	'part 1 and 3 queries and sources dropped');
+note(sprintf('parts 1 and 3 done after %.1f s', time - $t_start));
+
+# ==== 2. late retractions ====================================================
+
+# lt_log: each committed change with the step (the batch) that reads it.
+# lt_wm: each step's watermark before and after its batch.
+psql_ok($node, qq{
+CREATE TABLE lt (id int PRIMARY KEY, k text NOT NULL, v int NOT NULL, ts timestamptz NOT NULL);
+ALTER TABLE lt REPLICA IDENTITY FULL;
+CREATE TABLE lt_step (n int);
+INSERT INTO lt_step VALUES (1);
+CREATE TABLE lt_log (step int, id int, k text, v int, ts timestamptz, change int);
+CREATE TABLE lt_wm (step int PRIMARY KEY, wm_before timestamptz, wm_after timestamptz);
+CREATE FUNCTION lt_log_change() RETURNS trigger LANGUAGE plpgsql AS \$\$
+BEGIN
+  IF TG_OP IN ('UPDATE', 'DELETE') THEN
+    INSERT INTO lt_log SELECT n, OLD.id, OLD.k, OLD.v, OLD.ts, -1 FROM lt_step;
+  END IF;
+  IF TG_OP IN ('UPDATE', 'INSERT') THEN
+    INSERT INTO lt_log SELECT n, NEW.id, NEW.k, NEW.v, NEW.ts, 1 FROM lt_step;
+  END IF;
+  RETURN NULL;
+END \$\$;
+CREATE TRIGGER lt_log_change AFTER INSERT OR UPDATE OR DELETE ON lt
+  FOR EACH ROW EXECUTE FUNCTION lt_log_change();
+SELECT streamwin.create_table_source('lsrc', 'lt', '{"changes": "all"}');
+SELECT streamwin.create_query('q_late', \$q\$
+  SELECT k, count(*) AS n, sum(v) AS s, max(v) AS hi
+    FROM lsrc GROUP BY streamwin.tumble(ts, '1 minute'), k\$q\$,
+    watermark => '1 minute', options => '{"capture_late_rows": true}', start => false);
+}, 'part 2: table lt, its change log, and an append-mode query with a 1-minute watermark');
+
+# The changes the query applies: those of each step not behind the
+# watermark its batch starts with.  A window is emitted by the first batch
+# whose watermark reaches its end, with the changes of that batch and the
+# ones before it, unless they leave its group without rows.
+my $applied = q{SELECT l.* FROM lt_log l JOIN lt_wm w USING (step)
+ WHERE w.wm_before IS NULL OR l.ts >= w.wm_before};
+my $want_late = qq{
+SELECT ws AS window_start, ws + interval '1 minute' AS window_end, a.k,
+       sum(a.change)::bigint AS n, sum(a.change * a.v)::bigint AS s
+  FROM ($applied) a
+       CROSS JOIN LATERAL (SELECT date_bin('1 minute', a.ts, $T0) AS ws) w
+       CROSS JOIN LATERAL (SELECT min(step) AS closing FROM lt_wm
+                            WHERE wm_after >= ws + interval '1 minute') c
+ WHERE a.step <= c.closing
+ GROUP BY ws, a.k
+HAVING sum(a.change) > 0};
+my $late_of = q{SELECT l.* FROM lt_log l JOIN lt_wm w USING (step) WHERE l.ts < w.wm_before};
+
+my $step = 1;
+
+# One batch of q_late for what the step changed; checks its counts and the
+# result.  Returns the batch's progress record.
+sub late_batch
+{
+	my ($what) = @_;
+	psql_ok($node, qq{
+INSERT INTO lt_wm SELECT $step, watermark, NULL FROM streamwin.queries WHERE name = 'q_late';
+UPDATE lt_step SET n = n + 1;});
+	my $r = run_json($node, "run_batch('q_late')");
+	psql_ok($node, qq{
+UPDATE lt_wm SET wm_after = (SELECT watermark FROM streamwin.queries WHERE name = 'q_late')
+ WHERE step = $step});
+	my ($late, $late_retr) = split /\|/, $node->safe_psql('postgres', qq{
+SELECT count(*), count(*) FILTER (WHERE change = -1) FROM ($late_of) x WHERE step = $step});
+	is($r->{late_retractions_dropped} // 'missing', $late_retr,
+		"step $step ($what): run_batch counts $late_retr late retractions");
+	is($r->{late_rows_dropped}, $late, "step $step: and $late late rows, retractions included");
+	results_match($node, 'SELECT window_start, window_end, k, n, s FROM q_late', $want_late,
+		"step $step: the windows emitted are those the applied changes make");
+	$step++;
+	return $r;
+}
+
+psql_ok($node, qq{
+INSERT INTO lt SELECT g, (ARRAY['a', 'b', 'c'])[g % 3 + 1], g, $T0 + g * interval '4 seconds'
+  FROM generate_series(1, 40) g;
+INSERT INTO lt SELECT 100 + g, 'gone', 1000 + g, $T0 + interval '130 seconds' + g * interval '1 second'
+  FROM generate_series(1, 3) g;
+UPDATE lt SET v = v + 500 WHERE id = 20;
+}, 'rows over 0 to 160 s (max 160 s: the watermark becomes 100 s), a group "gone" at 131-133 s');
+my $r = late_batch('inserts');
+is($r->{watermark_ms} - $node->safe_psql('postgres',
+		"SELECT extract(epoch FROM $T0) * 1000"), 100_000, 'the watermark is 100 s');
+is($node->safe_psql('postgres', q{SELECT string_agg(DISTINCT window_start::text, ',') FROM q_late}),
+	'2024-01-01 00:00:00+00', 'the window [0, 60 s) closed and was emitted');
+psql_ok($node, 'CREATE TABLE closed0 AS SELECT * FROM q_late', 'the emitted rows kept');
+
+psql_ok($node, qq{
+DELETE FROM lt WHERE id = 3;                        -- ts 12 s, closed window: late
+UPDATE lt SET ts = $T0 + interval '150 seconds' WHERE id = 6;  -- from 24 s (late) to 150 s (on time)
+UPDATE lt SET v = v + 1 WHERE id = 9;               -- at 36 s: both versions late
+INSERT INTO lt VALUES (200, 'a', 7, $T0 + interval '30 seconds');  -- a late insert
+DELETE FROM lt WHERE id = 20;                       -- at 80 s: open window, but behind the watermark
+DELETE FROM lt WHERE id = 26;                       -- at 104 s: on time
+UPDATE lt SET k = 'b' WHERE id = 27;                -- at 108 s: on time
+DELETE FROM lt WHERE k = 'gone';                    -- its group empties
+}, 'deletes and updates behind the watermark and on time, a late insert');
+late_batch('late and on-time changes');
+results_match($node, q{SELECT * FROM q_late WHERE window_start < timestamptz '2024-01-01 00:01:00+00'},
+	'SELECT * FROM closed0', 'the closed window [0, 60 s) stays as emitted');
+
+psql_ok($node, qq{
+DELETE FROM lt WHERE id = 200;                      -- the late insert's delete: late too
+INSERT INTO lt SELECT 300 + g, 'c', g, $T0 + interval '240 seconds' + g * interval '1 second'
+  FROM generate_series(1, 5) g;                    -- max 245 s: watermark 185 s
+}, 'the late insert deleted, rows moving the watermark to 185 s');
+late_batch('the watermark moves');
+is( $node->safe_psql('postgres', q{
+SELECT count(*) FROM q_late WHERE k = 'gone'}), '0', 'the emptied group "gone" was not emitted');
+psql_ok($node, 'CREATE TABLE closed1 AS SELECT * FROM q_late', 'the emitted rows kept');
+
+psql_ok($node, qq{
+DELETE FROM lt WHERE id IN (1, 16, 28, 35);         -- one row of each closed window
+UPDATE lt SET v = 0 WHERE id IN (2, 17, 29);        -- and in place
+UPDATE lt SET ts = $T0 + interval '10 seconds' WHERE id = 301;  -- 241 s -> 10 s
+INSERT INTO lt VALUES (400, 'a', 1, $T0 + interval '400 seconds');  -- closes everything before 340 s
+}, 'retractions in every closed window, an update into a closed one');
+late_batch('retractions into closed windows');
+results_match($node, 'SELECT * FROM q_late WHERE window_end <= timestamptz \'2024-01-01 00:03:00+00\'',
+	'SELECT * FROM closed1', 'the windows closed before stay as emitted');
+
+my ($nlate, $nretr) = split /\|/, $node->safe_psql('postgres', "SELECT count(*), count(*) FILTER (WHERE change = -1) FROM ($late_of) x");
+is( $node->safe_psql('postgres', q{
+SELECT sum(late_retractions_dropped), sum(late_rows_dropped) FROM streamwin.progress WHERE query = 'q_late'}),
+	"$nretr|$nlate", "streamwin.progress counts the $nretr late retractions among $nlate late rows");
+results_match($node, q{SELECT event_time FROM streamwin.late_rows WHERE query = 'q_late'},
+	"SELECT ts FROM ($late_of) x", 'streamwin.late_rows captured each late row and retraction');
+cmp_ok($nretr, '>=', 9, "the steps had late retractions ($nretr)");
+psql_ok($node, q{SELECT streamwin.drop_query('q_late'); SELECT streamwin.drop_source('lsrc');},
+	'part 2 dropped');
+note(sprintf('part 2 done after %.1f s', time - $t_start));
+
+# ==== 4. state beyond streamwin.state_memory =================================
+
+psql_ok($node, q{
+CREATE TABLE m (id int PRIMARY KEY, g int NOT NULL, v int NOT NULL);
+ALTER TABLE m REPLICA IDENTITY FULL;
+SELECT streamwin.create_table_source('msrc', 'm', '{"changes": "all"}');
+SELECT streamwin.create_query('q_mem',
+    'SELECT g, count(*) AS n, sum(v) AS s, min(v) AS lo, count(DISTINCT v) AS dv FROM msrc GROUP BY g',
+    output_mode => 'update', start => false);
+INSERT INTO m SELECT g, g % 1000, g FROM generate_series(1, 3000) g;
+SELECT streamwin.run_batch('q_mem');
+}, 'part 4: a changelog query with 1,000 groups');
+my $want_mem = 'SELECT g, count(*) AS n, sum(v) AS s, min(v) AS lo, count(DISTINCT v) AS dv FROM m GROUP BY g';
+my $got_mem  = 'SELECT g, n, s, lo, dv FROM q_mem';
+results_match($node, $got_mem, $want_mem, 'q_mem equals plain SQL');
+
+# The cap is checked when a batch begins (store_begin): the batch that
+# grows the state past it runs; the next one fails.
+my $s = store_session($node);
+sess_ok($s, q{SET streamwin.state_memory = '1MB'});
+psql_ok($node, q{
+INSERT INTO m SELECT g, g, g % 7 FROM generate_series(3001, 43000) g;
+UPDATE m SET v = v + 1 WHERE id % 10 = 0;
+DELETE FROM m WHERE id % 10 = 1;
+}, '40,000 new groups, updates and deletes');
+sess_ok($s, q{SELECT streamwin.run_batch('q_mem')}, 'a session with streamwin.state_memory = 1MB reads them');
+results_match($node, $got_mem, $want_mem, 'q_mem equals plain SQL');
+psql_ok($node, q{
+CREATE TABLE q_mem_before AS SELECT * FROM q_mem;
+UPDATE m SET g = g + 1 WHERE id % 13 = 0;
+DELETE FROM m WHERE id % 13 = 1;
+}, 'groups changed and emptied');
+my $batch0 = $node->safe_psql('postgres', q{SELECT last_batch_id FROM streamwin.queries WHERE name = 'q_mem'});
+my (undef, $err) = sess($s, q{SELECT streamwin.run_batch('q_mem')});
+like($err, qr/ERROR:  streamwin: the state of query "q_mem" does not fit in streamwin\.state_memory \(1024 kB\)/,
+	'the next batch of that session fails: the state does not fit in streamwin.state_memory');
+like($err, qr/HINT:  Raise streamwin\.state_memory .*nothing is lost/, 'the hint says to raise it');
+results_match($node, 'SELECT * FROM q_mem', 'SELECT * FROM q_mem_before', 'the failed batch changed no result');
+is($node->safe_psql('postgres', q{SELECT last_batch_id FROM streamwin.queries WHERE name = 'q_mem'}),
+	$batch0, 'nor the batch id');
+fails_like($node, q{SET streamwin.state_memory = '1MB'; SELECT streamwin.run_batch('q_mem')},
+	qr/does not fit in streamwin\.state_memory.*\n(?:.*\n)*HINT:  Raise streamwin\.state_memory/,
+	'a new session with 1MB cannot load the state: its batch fails too');
+sess_ok($s, q{SET streamwin.state_memory = '64MB'});
+sess_ok($s, q{SELECT streamwin.run_batch('q_mem')}, 'with 64MB the batch runs');
+results_match($node, $got_mem, $want_mem, 'q_mem equals plain SQL after the setting was raised');
+$s->quit;
+
+# A worker under the low setting: it fails, says so, and after the reset
+# its retry is exact.
+psql_ok($node, q{
+DROP TABLE q_mem_before;
+CREATE TABLE q_mem_before AS SELECT * FROM q_mem;
+ALTER SYSTEM SET streamwin.state_memory = '1MB';
+SELECT pg_reload_conf();
+UPDATE m SET v = v - 3 WHERE id % 17 = 0;
+DELETE FROM m WHERE id % 17 = 1;
+INSERT INTO m SELECT g, g, g FROM generate_series(50001, 52000) g;
+SELECT streamwin.start_query('q_mem');
+}, 'the cap lowered for workers, more changes, the query started');
+wait_until($node, q{SELECT last_error ~ 'does not fit in streamwin\.state_memory' FROM streamwin.queries WHERE name = 'q_mem'},
+	't', 'the worker\'s batch fails: streamwin.queries shows why');
+results_match($node, 'SELECT * FROM q_mem', 'SELECT * FROM q_mem_before',
+	'the failed batches of the worker changed no result');
+psql_ok($node, q{ALTER SYSTEM RESET streamwin.state_memory; SELECT pg_reload_conf();}, 'the cap reset');
+wait_results_match($node, $got_mem, $want_mem, 'the worker\'s retry is exact');
+psql_ok($node, q{SELECT streamwin.drop_query('q_mem'); SELECT streamwin.drop_source('msrc');},
+	'part 4 dropped');
+
+# ==== 5. TOASTed values ======================================================
+
+# doc is stored out of line, uncompressed (STORAGE EXTERNAL), from 2 kB on.
+psql_ok($node, q{
+CREATE TABLE docs (id int PRIMARY KEY, n int NOT NULL, doc text);
+ALTER TABLE docs ALTER doc SET STORAGE EXTERNAL;
+ALTER TABLE docs REPLICA IDENTITY FULL;
+CREATE TABLE docs_log (id int, n int, h text, change int);
+CREATE FUNCTION docs_log_change() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF TG_OP IN ('UPDATE', 'DELETE') THEN
+    INSERT INTO docs_log VALUES (OLD.id, OLD.n, md5(OLD.doc), -1);
+  END IF;
+  IF TG_OP IN ('UPDATE', 'INSERT') THEN
+    INSERT INTO docs_log VALUES (NEW.id, NEW.n, md5(NEW.doc), 1);
+  END IF;
+  RETURN NULL;
+END $$;
+CREATE TRIGGER docs_log_change AFTER INSERT OR UPDATE OR DELETE ON docs
+  FOR EACH ROW EXECUTE FUNCTION docs_log_change();
+SELECT streamwin.create_table_source('dsrc', 'docs', '{"changes": "all"}');
+SELECT streamwin.create_query('d_rows', 'SELECT id, n, md5(doc) AS h, length(doc) AS len FROM dsrc',
+    start => false);
+SELECT streamwin.create_query('d_changes', 'SELECT id, n, md5(doc) AS h, __streamwin_change FROM dsrc',
+    start => false);
+SELECT streamwin.create_query('d_agg',
+    'SELECT n, count(*) AS c, count(DISTINCT md5(doc)) AS d, max(length(doc)) AS l FROM dsrc GROUP BY n',
+    output_mode => 'update', start => false);
+INSERT INTO docs SELECT g, g % 3, repeat(md5(g::text), 64 + g) FROM generate_series(1, 24) g;
+}, 'part 5: a table of TOASTed documents, three queries over it');
+my @dq = qw(d_rows d_changes d_agg);
+my %dwant = (
+	d_rows    => 'SELECT id, n, md5(doc) AS h, length(doc) AS len FROM docs',
+	d_changes => 'SELECT id, n, h, change FROM docs_log',
+	d_agg     => 'SELECT n, count(*) AS c, count(DISTINCT md5(doc)) AS d, max(length(doc)) AS l FROM docs GROUP BY n',
+);
+my %dgot = (
+	d_rows    => 'SELECT id, n, h, len FROM d_rows',
+	d_changes => 'SELECT id, n, h, __streamwin_change FROM d_changes',
+	d_agg     => 'SELECT n, c, d, l FROM d_agg',
+);
+sub check_docs
+{
+	my ($when) = @_;
+	psql_ok($node, join('', map { "SELECT streamwin.run_available('$_');\n" } @dq),
+		"the queries read the documents $when");
+	results_match($node, $dgot{$_}, $dwant{$_}, "$_ equals plain SQL $when") for @dq;
+	return;
+}
+check_docs('as inserted');
+is($node->safe_psql('postgres', q{
+SELECT count(*) FROM pg_class c JOIN pg_class tc ON tc.oid = c.reltoastrelid
+ WHERE c.relname = 'docs' AND pg_relation_size(tc.oid) > 0}), '1', 'the documents are TOASTed');
+psql_ok($node, q{
+UPDATE docs SET n = n + 10 WHERE id % 2 = 0;            -- documents unchanged
+UPDATE docs SET n = n + 20 WHERE id % 5 = 0;
+DELETE FROM docs WHERE id % 4 = 0;                      -- their chunks go
+UPDATE docs SET doc = repeat('x', 3000) WHERE id % 3 = 0;  -- the old chunks go
+VACUUM docs;
+}, 'updates that keep the documents, then deletes and new documents, and VACUUM');
+check_docs('after updates that kept TOASTed values whose chunks VACUUM removed since');
+psql_ok($node, join('', map { "SELECT streamwin.drop_query('$_');\n" } @dq)
+	  . "SELECT streamwin.drop_source('dsrc');", 'part 5 dropped');
+
+is($node->safe_psql('postgres', "SELECT count(*) FROM pg_replication_slots WHERE plugin = 'streamwin'"),
+	'0', 'no streamwin slot is left');
+note(sprintf('done after %.1f s', time - $t_start));
+$node->stop;
+
+done_testing();
