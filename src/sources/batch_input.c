@@ -94,12 +94,13 @@ fill_metadata(RowDecoder *d, SourceRow *m, Datum *values, bool *nulls)
 	{
 		Oid			type = TupleDescAttr(desc, i)->atttypid;
 
-		if (d->metadata[i] == SOURCE_META_NONE)
-			continue;			/* the decoder's */
+		if (d->metadata[i] == SOURCE_META_NONE || d->metadata[i] == SOURCE_META_ENVELOPE)
+			continue;			/* the decoder's, the envelope's */
 		nulls[i] = false;
 		switch (d->metadata[i])
 		{
 			case SOURCE_META_NONE:	/* not reached */
+			case SOURCE_META_ENVELOPE:
 				break;
 			case SOURCE_META_PARTITION:
 				values[i] = type == INT8OID ? Int64GetDatum(m->partition) : Int32GetDatum(m->partition);
