@@ -340,6 +340,8 @@ merge_sql(PartialCol *p)
 			return psprintf("streamwin.distinct_union(s.%s, EXCLUDED.%s)", n, n);
 		case MERGE_FIRST:
 			return psprintf("s.%s", n);
+		case MERGE_LAST:
+			return psprintf("EXCLUDED.%s", n);
 	}
 	return NULL;
 }
@@ -454,7 +456,9 @@ merge_agg_sql(PartialCol *p)
 		case MERGE_UNION:
 			return psprintf("streamwin.distinct_union(%s)", n);
 		case MERGE_FIRST:
-			break;				/* a dedup key's, never an aggregate's */
+		case MERGE_LAST:
+			break;				/* a dedup key's, an upsert key's row: never
+								 * an aggregate's */
 	}
 	return NULL;
 }

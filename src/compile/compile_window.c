@@ -322,6 +322,7 @@ partial_folds_by_row(PartialCol *p)
 		case MERGE_STATE:
 		case MERGE_UNION:
 		case MERGE_FIRST:
+		case MERGE_LAST:
 			break;
 	}
 	return false;

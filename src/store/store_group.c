@@ -62,6 +62,7 @@ partial_function(StateStore *s, StorePartial *p, const char *aggregate)
 		case MERGE_AND:
 		case MERGE_OR:
 		case MERGE_FIRST:
+		case MERGE_LAST:
 			return;
 		case MERGE_STATE:
 			{
@@ -320,6 +321,7 @@ groups_reset(StateStore *s)
 	s->nchanged = 0;
 	dlist_init(&s->ckpt_dirty);
 	tid_list_init(&s->ckpt_gone);
+	tid_list_init(&s->state_gone);
 	if (s->plan.dedup)
 	{
 		s->nkey_times = 0;
@@ -615,6 +617,9 @@ combine_partial(StateStore *s, int i, Datum a, Datum v, Datum *result, bool *res
 			return true;
 		case MERGE_FIRST:
 			break;
+		case MERGE_LAST:
+			*result = v;
+			return true;
 	}
 	return false;
 }

@@ -28,6 +28,7 @@ static const char *const merge_names[] = {
 	[MERGE_STATE] = "state",
 	[MERGE_UNION] = "union",
 	[MERGE_FIRST] = "first",
+	[MERGE_LAST] = "last",
 };
 
 const char *
