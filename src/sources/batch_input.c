@@ -17,6 +17,12 @@
  * domains (class 23) mark a message as bad; anything else (out of memory,
  * query cancel) is re-thrown and fails the batch.
  *
+ * A message of a Kafka changelog (envelope debezium or upsert) may retract
+ * a row and add one: changelog_input.c makes its rows, each of which gets
+ * the message's metadata columns and its own event time here.  Such a
+ * message is late when the row it adds is, and one that changes nothing
+ * (a tombstone after a Debezium delete) is skipped.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
