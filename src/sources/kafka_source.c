@@ -111,7 +111,7 @@ envelope_option(Jsonb *options)
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("invalid value for option \"envelope\": %s",
-					name ? quote_literal_cstr(name) : "not a string"),
+					name ? psprintf("\"%s\"", name) : "not a string"),
 			 errhint("Use \"append\" (a message is a row), \"debezium\" (Debezium change events) or \"upsert\" (a key's new row, a null value deleting it).")));
 	pg_unreachable();
 }
@@ -801,7 +801,8 @@ source_options_validate(Jsonb *options, SourceFormat format)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("envelope \"debezium\" needs format \"json\""),
-				 errdetail("Debezium change events are read as JSON, with or without their schema.")));
+				 errdetail("Debezium change events are read as JSON, with or without their schema."),
+				 errhint("Create the source with format => 'json'.")));
 	if (ko->envelope == ENVELOPE_UPSERT && ko->key_columns == NIL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

@@ -533,7 +533,7 @@ fails_like($node, qq{SELECT streamwin.create_kafka_source('bad', '$brokers', 'up
 	'refused: upsert without key_columns');
 fails_like($node, qq{SELECT streamwin.create_kafka_source('bad', '$brokers', 'ups', 'id int, v int',
     options => '{"envelope": "maxwell"}')},
-	qr/invalid value for option "envelope": 'maxwell'.*HINT:  Use "append"/s,
+	qr/invalid value for option "envelope": "maxwell".*HINT:  Use "append"/s,
 	'refused: an unknown envelope');
 fails_like($node, qq{SELECT streamwin.create_kafka_source('bad', '$brokers', 'ups', 'id int, v int',
     options => '{"envelope": "upsert", "key_columns": ["ID"]}')},
