@@ -50,7 +50,21 @@ SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int', options =>
 SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int, k int', options => '{"metadata": {"k": "key"}}');
 SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a text, o int', 'text', '{"metadata": {"o": "offset"}}');
 SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'k text', 'text', '{"metadata": {"k": "key"}}');
+-- "envelope": a changelog of Debezium events or of upserts, identified by "key_columns"
+SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int', options => '{"envelope": "maxwell"}');
+SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int', options => '{"envelope": "upsert"}');
+SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int', options => '{"key_columns": ["a"]}');
+SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int, b int', options => '{"envelope": "upsert", "key_columns": "a"}');
+SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int, b int', options => '{"envelope": "upsert", "key_columns": ["A"]}');
+SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int, b int', 'csv', '{"envelope": "debezium"}');
+SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int, b int', options => '{"envelope": "upsert", "key_columns": ["a"], "metadata": {"a": "partition"}}');
 SELECT count(*) AS no_leftovers FROM pg_class WHERE relname = 'bad';
+-- a changelog's view ends with the change column
+SELECT streamwin.create_kafka_source('cdc', :'brokers', 'x', 'id int, amount numeric',
+    options => '{"envelope": "debezium", "key_columns": ["id"]}');
+SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute
+ WHERE attrelid = 'cdc'::regclass AND attnum > 0 ORDER BY attnum;
+SELECT streamwin.drop_source('cdc');
 
 -- librdkafka properties (credentials, say) are shown to the owner only
 SELECT streamwin.create_kafka_source('secured', :'brokers', 'regress_orders', 'v text', 'text',

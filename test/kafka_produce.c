@@ -11,7 +11,8 @@
  *
  * Usage:
  *	  kafka_produce --brokers B --topic T [--partition N | --partition-prefix]
- *					[--key-prefix] [--header-prefix] [--rate MSGS_PER_SEC] [--linger-ms N]
+ *					[--key-prefix] [--header-prefix] [--null MARKER]
+ *					[--rate MSGS_PER_SEC] [--linger-ms N]
  *					[--batch-num-messages N] [-X PROPERTY=VALUE]... [--quiet]
  *
  * Each line of stdin (without its newline) is one message value.  With
@@ -19,6 +20,8 @@
  * it is "KEY<TAB>payload" (both together: "PARTITION<TAB>KEY<TAB>payload");
  * with --header-prefix the headers come next: "NAME=VALUE;NAME=VALUE<TAB>"
  * (an empty field: no headers; "NAME" without "=": a header with no value).
+ * With --null MARKER, a key or payload that is exactly MARKER is null: a
+ * message without a key, or with a null value (a tombstone).
  *
  *-------------------------------------------------------------------------
  */
@@ -59,6 +62,8 @@ usage(FILE *out)
 			"                            (CRC32 of the key)\n"
 			"  --header-prefix           then HEADERS<TAB>: NAME=VALUE;NAME=VALUE, empty\n"
 			"                            for none, NAME alone for a header without value\n"
+			"  --null MARKER             a key or payload that is exactly MARKER is null\n"
+			"                            (no key; a null value, a tombstone)\n"
 			"  --rate MSGS_PER_SEC       pace production to this many messages per\n"
 			"                            second (default: as fast as possible)\n"
 			"  --linger-ms N             linger.ms (default 5)\n"
@@ -179,6 +184,7 @@ main(int argc, char **argv)
 		{"partition-prefix", no_argument, NULL, 'P'},
 		{"key-prefix", no_argument, NULL, 'K'},
 		{"header-prefix", no_argument, NULL, 'H'},
+		{"null", required_argument, NULL, 'N'},
 		{"rate", required_argument, NULL, 'r'},
 		{"linger-ms", required_argument, NULL, 'l'},
 		{"batch-num-messages", required_argument, NULL, 'n'},
@@ -192,6 +198,7 @@ main(int argc, char **argv)
 	int			partition_prefix = 0;
 	int			key_prefix = 0;
 	int			header_prefix = 0;
+	const char *null_marker = NULL;
 	double		rate = 0;
 	const char *linger_ms = "5";
 	const char *batch_num_messages = "10000";
@@ -227,6 +234,9 @@ main(int argc, char **argv)
 				break;
 			case 'P':
 				partition_prefix = 1;
+				break;
+			case 'N':
+				null_marker = optarg;
 				break;
 			case 'K':
 				key_prefix = 1;
@@ -347,6 +357,17 @@ main(int argc, char **argv)
 			if (field == NULL)
 				die("line %" PRId64 ": expected HEADERS<TAB>payload", lineno);
 			headers = parse_headers(field);
+		}
+		if (null_marker != NULL && key != NULL && strcmp(key, null_marker) == 0)
+		{
+			key = NULL;
+			keylen = 0;
+		}
+		if (null_marker != NULL && len == strlen(null_marker) &&
+			memcmp(payload, null_marker, len) == 0)
+		{
+			payload = NULL;
+			len = 0;
 		}
 
 		/*

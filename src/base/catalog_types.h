@@ -133,6 +133,11 @@ typedef struct QueryInfo
 								 * version before 0.5) */
 	struct StorePlan *dedup_store;	/* the store of its dedup keys, or NULL:
 									 * compiled without one (before 0.5) */
+	/* a query of an upsert source: each key's last row (op_upsert.c) */
+	struct StorePlan *upsert_store; /* or NULL: none */
+	int			upsert_side;	/* the upsert source */
+	Oid			upsert_table;	/* UNLOGGED: the rows */
+	Oid			upsert_checkpoint;	/* its logged copy */
 } QueryInfo;
 
 /*

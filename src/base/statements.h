@@ -39,6 +39,18 @@ typedef enum QueryStatement
 	STMT_DEDUP_UNINDEX,			/* ... which the store does without */
 
 	/*
+	 * An upsert source's rows (op_upsert.c) when its store runs on its table:
+	 * the batch's rows as changes (the retraction of each key's last row,
+	 * the new row), the table brought to each key's last row, its size, and
+	 * its index, which the store does without.
+	 */
+	STMT_UPSERT_ROWS,
+	STMT_UPSERT_WRITE,
+	STMT_UPSERT_COUNT,
+	STMT_UPSERT_INDEX,
+	STMT_UPSERT_UNINDEX,
+
+	/*
 	 * With a state store (state_store.h): the batch's groups, and the result
 	 * rows written from the store's groups (streamwin.store_rows); the update
 	 * and upsert return (window_start, keys..., ctid) of the rows they wrote,

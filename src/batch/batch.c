@@ -13,7 +13,8 @@
  *	 fetch		position each source's reader at the stored positions and
  *				read the next rows (or, replaying, exactly the rows the
  *				batch read the first time)
- *	 decode		rows into source tuples, late rows and dead letters set
+ *	 decode		rows into source tuples (a changelog's message into the
+ *				rows it retracts and adds), late rows and dead letters set
  *				aside, event times per partition
  *	 watermark	the query's watermark after these rows; a batch with no
  *				row that moves nothing ends here, having written nothing
@@ -249,7 +250,9 @@ batch_decode(BatchContext *b)
 		bs->input.source_id = rd->source->source_id;
 		bs->input.natts = rd->desc->natts;
 		bs->input.nrows = 0;
-		bs->input.rows = palloc(sizeof(BatchRow) * Max(bs->nrows, 1));
+		/* a changelog's message may retract a row and add one */
+		bs->input.rows = palloc(sizeof(BatchRow) * Max(bs->nrows, 1) *
+								(bs->decoder->changes != NULL ? 2 : 1));
 		bs->input.next = b->st.input;
 		b->st.input = &bs->input;
 		for (int i = 0; i < bs->nrows; i++)
@@ -265,14 +268,19 @@ batch_decode(BatchContext *b)
 				p->batch_has_max = true;
 			}
 			if (res->status == 'o')
-				bs->input.rows[bs->input.nrows++] = res->row;
+			{
+				if (res->retracted != NULL)
+					bs->input.rows[bs->input.nrows++] = res->retracted;
+				if (res->row != NULL)
+					bs->input.rows[bs->input.nrows++] = res->row;
+			}
 			else if (res->status == 'l')
 			{
 				bs->nlate++;
 				if (res->retraction)
 					b->nlate_retractions++;
 			}
-			else
+			else if (res->status == 'd')
 				bs->ndead++;
 		}
 		b->st.ninput += bs->input.nrows;

@@ -117,6 +117,9 @@ query_state_tables(const QueryInfo *q, StateTablePair *pairs)
 		n = add_pair(pairs, n, q->dedup_table, q->dedup_checkpoint,
 					 q->dedup_batch_column != NULL ? CHECKPOINT_ROWS : CHECKPOINT_COPY,
 					 q->dedup_batch_column, q->dedup_time_column, NULL);
+	if (OidIsValid(q->upsert_table))
+		n = add_pair(pairs, n, q->upsert_table, q->upsert_checkpoint, CHECKPOINT_COPY, NULL, NULL,
+					 NULL);
 	for (int i = 0; i < q->nsources; i++)
 	{
 		const JoinSidePlan *side = q->join != NULL ? &q->join->sides[i] : NULL;

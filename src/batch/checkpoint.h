@@ -19,12 +19,13 @@ extern void checkpoint_index_table(int32 query_id, Oid checkpoint_table, const c
 
 /*
  * A query's UNLOGGED tables, each with its logged checkpoint copy: its
- * state (open groups), its dedup keys, a join's rows per side.  A table
+ * state (open groups), its dedup keys, a join's rows per side, an upsert
+ * source's last row per key.  A table
  * whose rows an operator keeps in memory in the batch (operator.h) has its
  * checkpoint written by the operator: what changed since the last one, by
  * row location.  The others' are written one of these ways:
  */
-#define MAX_STATE_TABLES (2 + QUERY_MAX_SOURCES)
+#define MAX_STATE_TABLES (3 + QUERY_MAX_SOURCES)
 typedef enum CheckpointWay
 {
 	CHECKPOINT_COPY,			/* copied whole */

@@ -17,6 +17,7 @@
 
 #include "access/htup_details.h"
 #include "catalog/dependency.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_extension.h"
 #include "catalog/pg_type.h"
@@ -306,6 +307,37 @@ query_sources_read(QueryInfo *q, Jsonb *plan)
 		q->sources[0].event_time_expr = jsonb_get_text(plan, "event_time");
 }
 
+/*
+ * A table of the query that its plan names (in schema streamwin, by name:
+ * a dump and restore keeps names, not oids).
+ */
+static Oid
+plan_table(QueryInfo *q, Jsonb *plan, const char *member)
+{
+	char	   *name = jsonb_get_text(plan, member);
+	Oid			relid;
+
+	relid = get_relname_relid(name, get_namespace_oid("streamwin", false));
+	if (!OidIsValid(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("table streamwin.%s of query \"%s\" does not exist", name, q->name),
+				 errhint("Drop the query and create it again.")));
+	return relid;
+}
+
+/* The state of a query of an upsert source, if it has one. */
+static void
+query_upsert_read(QueryInfo *q, Jsonb *plan)
+{
+	q->upsert_store = store_plan_read(plan, "upsert_store");
+	if (q->upsert_store == NULL)
+		return;
+	q->upsert_side = atoi(jsonb_get_text(plan, "upsert_side"));
+	q->upsert_table = plan_table(q, plan, "upsert_table");
+	q->upsert_checkpoint = plan_table(q, plan, "upsert_checkpoint");
+}
+
 static QueryInfo *
 query_from_row(HeapTuple tup, TupleDesc desc)
 {
@@ -355,6 +387,7 @@ query_from_row(HeapTuple tup, TupleDesc desc)
 	q->dedup_time_column = jsonb_get_text(plan, "dedup_time_column");
 	q->store = store_plan_read(plan, "store");
 	q->dedup_store = store_plan_read(plan, "dedup_store");
+	query_upsert_read(q, plan);
 	q->join = join_plan_read(plan);
 	query_sources_read(q, plan);
 	return q;

@@ -23,6 +23,7 @@
  *	compile_join.c		a stream-stream join: its condition, its tables and
  *						the statements of its state
  *	compile_dedup.c		event time of a transform, deduplication
+ *	compile_upsert.c	the table of an upsert source's last row per key
  *	compile_shape.c		the raw parse tree (hop() rewritten), now() as the
  *						batch's timestamp, and the checks of the analysed
  *						query: the shapes that can run incrementally, the

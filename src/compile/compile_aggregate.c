@@ -694,6 +694,8 @@ merge_sql(PartialCol *p)
 			return psprintf("streamwin.change_set_merge(s.%s, EXCLUDED.%s)", n, n);
 		case MERGE_FIRST:
 			return psprintf("s.%s", n);
+		case MERGE_LAST:
+			return psprintf("EXCLUDED.%s", n);
 	}
 	return NULL;
 }
@@ -810,7 +812,9 @@ merge_agg_sql(PartialCol *p)
 			return psprintf("streamwin.distinct_union(%s)", n);
 		case MERGE_COUNTED:		/* a changelog's: its queries keep no SQL path */
 		case MERGE_FIRST:
-			break;				/* a dedup key's, never an aggregate's */
+		case MERGE_LAST:
+			break;				/* a dedup key's, an upsert key's row: never
+								 * an aggregate's */
 	}
 	return NULL;
 }

@@ -323,6 +323,7 @@ partial_folds_by_row(PartialCol *p)
 		case MERGE_UNION:
 		case MERGE_COUNTED:
 		case MERGE_FIRST:
+		case MERGE_LAST:
 			break;
 	}
 	return false;

@@ -63,6 +63,7 @@
 #include "compile_sql.h"
 #include "compile_store.h"
 #include "compile_tables.h"
+#include "compile_upsert.h"
 #include "compile_window.h"
 #include "sql_function.h"
 #include "worker_registry.h"
@@ -234,6 +235,7 @@ create_objects(Compiled *c, const char *name, OutputMode mode, List *dedup_names
 	}
 	else
 		o->result = create_transform_table(c, name, plan);
+	upsert_objects(c, o->query_id, plan);
 	if (c->window)
 		appendStringInfo(plan, ", \"window\": \"%s\", \"window_size_us\": " INT64_FORMAT
 						 ", \"window_slide_us\": " INT64_FORMAT,

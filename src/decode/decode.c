@@ -8,7 +8,8 @@
  * building a decoder, the encoding check every payload goes through, and
  * the hand-over of each message to its format.  The JSON and CSV parsers
  * live in decode_json.c and decode_csv.c; the text format is small enough
- * to live here.  All of them convert values with decode_input()
+ * to live here.  A Debezium change event is taken apart by
+ * decode_envelope.c, and each of its row images decoded here as a message.  All of them convert values with decode_input()
  * (decode_value.c), at the bottom; none of them calls back up here.
  *
  * src/decode/decode.c
@@ -26,6 +27,7 @@
 
 #include "decode.h"
 #include "decode_csv.h"
+#include "decode_envelope.h"
 #include "decode_json.h"
 #include "decode_value.h"
 
@@ -46,6 +48,10 @@ struct MessageDecoder
 	MemoryContext mcxt;			/* holds the decoder, lives as long */
 	int			natts;			/* length of values/nulls */
 	const char **names;			/* per column: its name */
+	const char *part;			/* the part of the message being decoded, for
+								 * the error context: NULL (the payload),
+								 * "key", "\"after\"", ... */
+	const char *part_default;	/* decoder_set_part's */
 	DecodeState state;			/* the columns, per-message spans, scratch */
 };
 
@@ -242,6 +248,105 @@ decoder_create(SourceFormat format, TupleDesc desc, const SourceMetadata *meta)
 }
 
 /*
+ * decoder_set_part
+ *		Name the part of the message the decoder reads (its "key"), for the
+ *		error context of values the column types refuse; NULL: the payload.
+ *		part must live as long as the decoder.
+ */
+void
+decoder_set_part(MessageDecoder *decoder, const char *part)
+{
+	decoder->part_default = part;
+}
+
+/* Every column of values/nulls NULL. */
+static void
+decode_all_null(MessageDecoder *decoder, Datum *values, bool *nulls)
+{
+	for (int i = 0; i < decoder->natts; i++)
+	{
+		values[i] = (Datum) 0;
+		nulls[i] = true;
+	}
+}
+
+/*
+ * What every message must be before its format looks at it: small enough
+ * for one text value, valid in the database encoding, without a NUL byte.
+ * A payload of NULL with len 0 is the empty message.  NULL, or the error.
+ */
+static const char *
+decode_check_payload(MessageDecoder *decoder, const char **payload, size_t len)
+{
+	/*
+	 * Every byte of the payload may have to fit in one text value, which
+	 * needs a terminating NUL and a varlena header inside MaxAllocSize.
+	 */
+	if (len > MaxAllocSize - VARHDRSZ - 1)
+		return psprintf("message too large: %zu bytes, at most %d are supported",
+						len, (int) (MaxAllocSize - VARHDRSZ - 1));
+	if (*payload == NULL)
+	{
+		if (len > 0)
+			return pstrdup("message has no payload");
+		*payload = "";
+	}
+	return decode_verify_encoding(decoder, *payload, (int) len);
+}
+
+/*
+ * The decoding of a payload that passed decode_check_payload by its format,
+ * as decoder_decode's contract says; part: what of the message it is, for
+ * the error context (NULL: the whole payload).
+ */
+static const char *
+decode_payload(MessageDecoder *decoder, const char *part, const char *payload, int len,
+			   Datum *values, bool *nulls)
+{
+	DecodeState *state = &decoder->state;
+	ErrorContextCallback errcallback;
+	const char *error = NULL;
+
+	errcallback.callback = decode_column_errcontext;
+	errcallback.arg = decoder;
+	errcallback.previous = error_context_stack;
+	error_context_stack = &errcallback;
+	decoder->part = part;
+	state->cur_column = NULL;
+	state->cur_field = 0;
+
+	switch (decoder->format)
+	{
+		case SOURCE_FORMAT_JSON:
+			error = decode_json_message(state, payload, len, values, nulls);
+			break;
+		case SOURCE_FORMAT_CSV:
+			error = decode_csv_message(state, payload, len, values, nulls);
+			break;
+		case SOURCE_FORMAT_TEXT:
+			error = decode_text_message(state, payload, len, values, nulls);
+			break;
+	}
+
+	error_context_stack = errcallback.previous;
+	state->cur_column = NULL;
+
+	if (state->scratch.maxlen > DECODE_SCRATCH_KEEP)
+	{
+		MemoryContext oldcxt = MemoryContextSwitchTo(decoder->mcxt);
+
+		pfree(state->scratch.data);
+		initStringInfo(&state->scratch);
+		MemoryContextSwitchTo(oldcxt);
+	}
+
+	/* half-decoded values must not be mistaken for a tuple */
+	if (error != NULL)
+		decode_all_null(decoder, values, nulls);
+	return error;
+}
+
+/*
  * decoder_decode
  *		Decode one message payload into values/nulls.
  *
@@ -263,77 +368,66 @@ const char *
 decoder_decode(MessageDecoder *decoder, const char *payload, size_t len,
 			   Datum *values, bool *nulls)
 {
-	DecodeState *state = &decoder->state;
-	ErrorContextCallback errcallback;
 	const char *error;
 
-	for (int i = 0; i < decoder->natts; i++)
-	{
-		values[i] = (Datum) 0;
-		nulls[i] = true;
-	}
-
-	/*
-	 * Every byte of the payload may have to fit in one text value, which
-	 * needs a terminating NUL and a varlena header inside MaxAllocSize.
-	 */
-	if (len > MaxAllocSize - VARHDRSZ - 1)
-		return psprintf("message too large: %zu bytes, at most %d are supported",
-						len, (int) (MaxAllocSize - VARHDRSZ - 1));
-	if (payload == NULL)
-	{
-		if (len > 0)
-			return pstrdup("message has no payload");
-		payload = "";
-	}
-
-	error = decode_verify_encoding(decoder, payload, (int) len);
+	decode_all_null(decoder, values, nulls);
+	error = decode_check_payload(decoder, &payload, len);
 	if (error != NULL)
 		return error;
+	return decode_payload(decoder, decoder->part_default, payload, (int) len, values, nulls);
+}
 
-	errcallback.callback = decode_column_errcontext;
-	errcallback.arg = decoder;
-	errcallback.previous = error_context_stack;
-	error_context_stack = &errcallback;
-	state->cur_column = NULL;
-	state->cur_field = 0;
+/* One row image of a Debezium event (its name quoted), decoded as a message. */
+static const char *
+decode_image(MessageDecoder *decoder, const char *name, const DecodeSpan *image,
+			 Datum *values, bool *nulls)
+{
+	const char *error = decode_payload(decoder, name, image->start, image->len, values, nulls);
 
-	switch (decoder->format)
-	{
-		case SOURCE_FORMAT_JSON:
-			error = decode_json_message(state, payload, (int) len,
-										values, nulls);
-			break;
-		case SOURCE_FORMAT_CSV:
-			error = decode_csv_message(state, payload, (int) len,
-									   values, nulls);
-			break;
-		case SOURCE_FORMAT_TEXT:
-			error = decode_text_message(state, payload, (int) len,
-										values, nulls);
-			break;
-	}
+	return error ? psprintf("%s: %s", name, error) : NULL;
+}
 
-	error_context_stack = errcallback.previous;
-	state->cur_column = NULL;
+/*
+ * decoder_decode_debezium
+ *		Decode one Debezium change event, JSON with or without the
+ *		{"schema": ..., "payload": ...} wrapper (decode_envelope.c): *op is
+ *		its op ('c', 'r', 'u' or 'd'), and the row images the op has are
+ *		decoded each as decoder_decode decodes a message, "before" into
+ *		before_values/before_nulls ('u', 'd'), "after" into
+ *		after_values/after_nulls ('c', 'r', 'u'); the others are all NULL.
+ *		A tombstone (payload NULL, or the wrapper's "payload" null) sets *op
+ *		to 0 and decodes nothing.  Returns NULL, or why the event cannot be
+ *		decoded (malformed, another op, an image the op needs missing), as
+ *		decoder_decode does; input functions may raise errors the same way.
+ *		The decoder's format must be json.
+ */
+const char *
+decoder_decode_debezium(MessageDecoder *decoder, const char *payload, size_t len, char *op,
+						Datum *before_values, bool *before_nulls,
+						Datum *after_values, bool *after_nulls)
+{
+	DecodeSpan	before;
+	DecodeSpan	after;
+	const char *error;
 
-	if (state->scratch.maxlen > DECODE_SCRATCH_KEEP)
-	{
-		MemoryContext oldcxt = MemoryContextSwitchTo(decoder->mcxt);
-
-		pfree(state->scratch.data);
-		initStringInfo(&state->scratch);
-		MemoryContextSwitchTo(oldcxt);
-	}
-
+	Assert(decoder->format == SOURCE_FORMAT_JSON);
+	*op = 0;
+	decode_all_null(decoder, before_values, before_nulls);
+	decode_all_null(decoder, after_values, after_nulls);
+	if (payload == NULL && len == 0)
+		return NULL;
+	error = decode_check_payload(decoder, &payload, len);
+	if (error == NULL)
+		error = decode_debezium_event(&decoder->state, payload, (int) len, op, &before, &after);
+	if (error == NULL && (*op == 'u' || *op == 'd'))
+		error = decode_image(decoder, "\"before\"", &before, before_values, before_nulls);
+	if (error == NULL && *op != 0 && *op != 'd')
+		error = decode_image(decoder, "\"after\"", &after, after_values, after_nulls);
 	if (error != NULL)
 	{
-		/* half-decoded values must not be mistaken for a tuple */
-		for (int i = 0; i < decoder->natts; i++)
-		{
-			values[i] = (Datum) 0;
-			nulls[i] = true;
-		}
+		*op = 0;
+		decode_all_null(decoder, before_values, before_nulls);
+		decode_all_null(decoder, after_values, after_nulls);
 	}
 	return error;
 }
@@ -398,6 +492,14 @@ decode_column_errcontext(void *arg)
 	if (column == NULL)
 		return;
 
+	if (decoder->part != NULL)
+	{
+		if (decoder->format == SOURCE_FORMAT_JSON)
+			errcontext("JSON key \"%s\" of the message's %s", column->name, decoder->part);
+		else
+			errcontext("the message's %s, for column \"%s\"", decoder->part, column->name);
+		return;
+	}
 	switch (decoder->format)
 	{
 		case SOURCE_FORMAT_JSON:

@@ -52,7 +52,10 @@ typedef enum SourceMetadata
 	SOURCE_META_OFFSET,
 	SOURCE_META_TIMESTAMP,
 	SOURCE_META_KEY,
-	SOURCE_META_HEADERS
+	SOURCE_META_HEADERS,
+	SOURCE_META_ENVELOPE		/* filled by a Kafka envelope: a changelog's
+								 * change column, an upsert source's key
+								 * columns (read from the message's key) */
 } SourceMetadata;
 
 extern SourceFormat source_format_from_name(const char *name);
@@ -73,6 +76,30 @@ extern MessageDecoder *decoder_create(SourceFormat format, TupleDesc desc,
 extern const char *decoder_decode(MessageDecoder *decoder,
 								  const char *payload, size_t len,
 								  Datum *values, bool *nulls);
+
+/*
+ * decoder_set_part
+ *		Name the part of a message the decoder reads ("key"), for the error
+ *		context of values the column types refuse; NULL: its payload.
+ */
+extern void decoder_set_part(MessageDecoder *decoder, const char *part);
+
+/*
+ * decoder_decode_debezium
+ *		Decode a Debezium change event (JSON, with or without Kafka Connect's
+ *		{"schema": ..., "payload": ...} wrapper): *op is 'c', 'r', 'u' or 'd',
+ *		its "before" image (for 'u' and 'd') decoded into before_values and
+ *		its "after" image (for 'c', 'r' and 'u') into after_values, each
+ *		exactly as decoder_decode decodes a message, the others all NULL.  A
+ *		tombstone (payload NULL) sets *op to 0.  Returns NULL, or why the
+ *		event cannot be decoded (not JSON, no op, another op, an image the op
+ *		needs missing or not an object), as decoder_decode does.  Only for a
+ *		decoder of format json.
+ */
+extern const char *decoder_decode_debezium(MessageDecoder *decoder, const char *payload,
+										   size_t len, char *op,
+										   Datum *before_values, bool *before_nulls,
+										   Datum *after_values, bool *after_nulls);
 
 /*
  * decoder_missing_counts

@@ -73,6 +73,8 @@ static const char *json_unescape(DecodeState *state, const char *p,
 static int	hex4(const char *p, const char *end);
 static int	match_key(DecodeState *state, const char *key, int keylen,
 					  int *next);
+static int	match_name(const char *const *names, int nnames, const char *key,
+					   int keylen);
 
 
 static inline uint32
@@ -165,19 +167,21 @@ decode_json_init(DecodeState *state)
 }
 
 /*
- * decode_json_message
- *		Decode one JSON object into values/nulls (see decoder_decode for the
- *		contract).  The payload has passed decode_verify_encoding().
+ * scan_object
+ *		Scan the payload as exactly one JSON object and record where the
+ *		values of the members it looks for are: with names NULL, the keys
+ *		that name columns, into state->spans (*containers: one of them is an
+ *		object or an array); else the members named names[0..nnames), into
+ *		spans.  Returns NULL, or the error.
  */
-const char *
-decode_json_message(DecodeState *state, const char *payload, int len,
-					Datum *values, bool *nulls)
+static const char *
+scan_object(DecodeState *state, const char *payload, int len, int nnames,
+			const char *const *names, DecodeSpan *spans, bool *containers)
 {
 	JsonScan	scan;
 	const char *p;
 	const char *end = payload + len;
 	int			next = 0;
-	bool		containers = false;
 
 	if (len == 0)
 		return pstrdup("empty message");
@@ -186,9 +190,6 @@ decode_json_message(DecodeState *state, const char *payload, int len,
 	scan.end = end;
 	scan.encoding = state->encoding;
 	scan.error = NULL;
-
-	for (int i = 0; i < state->ncolumns; i++)
-		state->spans[i].kind = DJ_MISSING;
 
 	/* the message must be exactly one object */
 	p = skip_space(payload, end);
@@ -239,7 +240,8 @@ decode_json_message(DecodeState *state, const char *payload, int len,
 				return scan.error;
 
 			if (!escaped)
-				col = match_key(state, key, keylen, &next);
+				col = names == NULL ? match_key(state, key, keylen, &next) :
+					match_name(names, nnames, key, keylen);
 			else
 			{
 				/*
@@ -249,21 +251,24 @@ decode_json_message(DecodeState *state, const char *payload, int len,
 				 */
 				resetStringInfo(&state->scratch);
 				if (json_unescape(state, key, key + keylen,
-								  &state->scratch) == NULL)
+								  &state->scratch) != NULL)
+					col = -1;
+				else if (names == NULL)
 					col = match_key(state, state->scratch.data,
 									state->scratch.len, &next);
 				else
-					col = -1;
+					col = match_name(names, nnames, state->scratch.data,
+									 state->scratch.len);
 			}
 			if (col >= 0)
 			{
-				DecodeSpan *span = &state->spans[col];
+				DecodeSpan *span = &(names == NULL ? state->spans : spans)[col];
 
 				span->start = value;
 				span->len = p - value;
 				span->kind = kind;
 				if (kind == DJ_OBJECT || kind == DJ_ARRAY)
-					containers = true;
+					*containers = true;
 			}
 
 			p = skip_space(p, end);
@@ -296,6 +301,26 @@ decode_json_message(DecodeState *state, const char *payload, int len,
 				   json_describe(&scan, p));
 		return scan.error;
 	}
+	return NULL;
+}
+
+/*
+ * decode_json_message
+ *		Decode one JSON object into values/nulls (see decoder_decode for the
+ *		contract).  The payload has passed decode_verify_encoding().
+ */
+const char *
+decode_json_message(DecodeState *state, const char *payload, int len,
+					Datum *values, bool *nulls)
+{
+	const char *error;
+	bool		containers = false;
+
+	for (int i = 0; i < state->ncolumns; i++)
+		state->spans[i].kind = DJ_MISSING;
+	error = scan_object(state, payload, len, 0, NULL, NULL, &containers);
+	if (error != NULL)
+		return error;
 
 	/*
 	 * The message is well-formed.  Reject containers for scalar columns
@@ -362,6 +387,56 @@ decode_json_message(DecodeState *state, const char *payload, int len,
 		if (state->spans[i].kind == DJ_MISSING)
 			state->missing[i]++;
 	return NULL;
+}
+
+/*
+ * decode_json_members
+ *		Scan payload as one JSON object, as strictly as a message, and find
+ *		the values of its members named names[0..nnames): spans[i] (kind
+ *		DJ_MISSING for a name it lacks; of a repeated name, the last).
+ *		Converts nothing.  Returns NULL, or what is wrong with the payload.
+ *		The payload has passed decode_verify_encoding(), and the state is a
+ *		JSON decoder's (decode_json_init).
+ */
+const char *
+decode_json_members(DecodeState *state, const char *payload, int len, int nnames,
+					const char *const *names, DecodeSpan *spans)
+{
+	bool		containers = false;
+
+	for (int i = 0; i < nnames; i++)
+		spans[i].kind = DJ_MISSING;
+	return scan_object(state, payload, len, nnames, names, spans, &containers);
+}
+
+/*
+ * decode_json_string
+ *		The text of a string value found by decode_json_members (kind
+ *		DJ_STRING or DJ_STRING_ESCAPED), in CurrentMemoryContext; NULL if it
+ *		has no text form (\u0000, a lone surrogate).
+ */
+char *
+decode_json_string(DecodeState *state, const DecodeSpan *span)
+{
+	StringInfoData out;
+
+	Assert(span->kind == DJ_STRING || span->kind == DJ_STRING_ESCAPED);
+	if (span->kind == DJ_STRING)
+		return pnstrdup(span->start + 1, span->len - 2);
+	initStringInfo(&out);
+	if (json_unescape(state, span->start + 1, span->start + span->len - 1, &out) != NULL)
+		return NULL;
+	return out.data;
+}
+
+/* The index of the name that key is in names[0..nnames), or -1. */
+static int
+match_name(const char *const *names, int nnames, const char *key, int keylen)
+{
+	for (int i = 0; i < nnames; i++)
+		if (strncmp(names[i], key, keylen) == 0 && names[i][keylen] == '\0')
+			return i;
+	return -1;
 }
 
 /*

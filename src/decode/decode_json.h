@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * decode_json.h
- *	  The JSON message format (decode_json.c), for decode.c.
+ *	  The JSON message format (decode_json.c), for decode.c, and the members
+ *	  of an object for the envelopes (decode_envelope.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -14,5 +15,9 @@ extern void decode_json_init(DecodeState *state);
 extern const char *decode_json_message(DecodeState *state,
 									   const char *payload, int len,
 									   Datum *values, bool *nulls);
+extern const char *decode_json_members(DecodeState *state, const char *payload, int len,
+									   int nnames, const char *const *names,
+									   DecodeSpan *spans);
+extern char *decode_json_string(DecodeState *state, const DecodeSpan *span);
 
 #endif							/* STREAMWIN_DECODE_JSON_H */

@@ -35,16 +35,6 @@ dedup_begin(Operator *op, BatchState *b)
 	(void) held_store_begin(&DEDUP(op)->keys, b);
 }
 
-/* The input of one source in a list, or NULL. */
-static BatchInput *
-source_input(BatchInput *input, int32 source_id)
-{
-	for (; input != NULL; input = input->next)
-		if (input->source_id == source_id)
-			return input;
-	return NULL;
-}
-
 /*
  * Mark in keep[] the rows of input whose key is new: through the store,
  * or by the SQL statement, which inserts the new keys and returns their
@@ -89,7 +79,7 @@ static void
 dedup_apply(Operator *op, BatchState *b, BatchInput *input, RowsFlow flow)
 {
 	DedupOp    *d = DEDUP(op);
-	BatchInput *side = source_input(input, d->source_id);
+	BatchInput *side = batch_input_find(input, d->source_id);
 
 	if (b->ninput > 0 && side != NULL)
 	{

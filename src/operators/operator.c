@@ -93,8 +93,16 @@ operators_checkpoint(Operator *chain, Oid unlogged)
 int
 batch_input_rows(BatchInput *input, int32 source_id)
 {
+	BatchInput *found = batch_input_find(input, source_id);
+
+	return found != NULL ? found->nrows : 0;
+}
+
+BatchInput *
+batch_input_find(BatchInput *input, int32 source_id)
+{
 	for (; input != NULL; input = input->next)
 		if (input->source_id == source_id)
-			return input->nrows;
-	return 0;
+			return input;
+	return NULL;
 }

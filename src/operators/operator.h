@@ -12,6 +12,8 @@
  *
  * The chain, in the order rows flow:
  *
+ *	 upsert		(op_upsert.c) an upsert source's rows as changes: each key's
+ *				last row, kept, retracted by the key's next row
  *	 dedup		(op_dedup.c) keeps the first row of each key of one
  *				source, forgetting keys the watermark passed
  *	 join		(op_join.c) a stream-stream join's state: each side's rows
@@ -152,6 +154,7 @@ struct Operator
  */
 typedef Operator *(*OperatorMake) (struct QueryRunner *r);
 
+extern Operator *upsert_operator_make(struct QueryRunner *r);
 extern Operator *dedup_operator_make(struct QueryRunner *r);
 extern Operator *join_operator_make(struct QueryRunner *r);
 extern Operator *aggregate_operator_make(struct QueryRunner *r);
@@ -188,5 +191,8 @@ extern bool operators_checkpoint(Operator *chain, Oid unlogged);
 
 /* The rows of one source in an input list (0: none). */
 extern int	batch_input_rows(BatchInput *input, int32 source_id);
+
+/* The input of one source in an input list, or NULL. */
+extern BatchInput *batch_input_find(BatchInput *input, int32 source_id);
 
 #endif							/* STREAMWIN_OPERATOR_H */

@@ -17,6 +17,7 @@
  * aggregation over a state store, or the plain SQL path.
  */
 static const OperatorMake operator_kinds[] = {
+	upsert_operator_make,
 	dedup_operator_make,
 	join_operator_make,
 	aggregate_operator_make,

@@ -17,6 +17,12 @@
  * domains (class 23) mark a message as bad; anything else (out of memory,
  * query cancel) is re-thrown and fails the batch.
  *
+ * A message of a Kafka changelog (envelope debezium or upsert) may retract
+ * a row and add one: changelog_input.c makes its rows, each of which gets
+ * the message's metadata columns and its own event time here.  Such a
+ * message is late when the row it adds is, and one that changes nothing
+ * (a tombstone after a Debezium delete) is skipped.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -51,13 +57,19 @@ row_decoder_create(SourceReader *rd, QueryInfo *q)
 
 	d->reader = rd;
 	d->query = q;
-	d->metadata = source_metadata_map(rd->source, rd->desc);
+	if (rd->envelope == ENVELOPE_APPEND)
+		d->metadata = source_metadata_map(rd->source, rd->desc);
+	else
+		d->metadata = changelog_decode_map(rd->source, rd->desc, rd->envelope,
+										   rd->ops->key_columns(rd->source));
 	/* a table source's rows arrive as tuples already (table_plugin.c) */
 	if (!rd->rows_are_tuples)
 	{
 		d->decoder = decoder_create(source_format_from_name(rd->source->format), rd->desc,
 									d->metadata);
 		d->missing = decoder_missing_counts(d->decoder, &d->nmissing, &d->missing_names);
+		if (rd->envelope != ENVELOPE_APPEND)
+			d->changes = change_decoder_create(rd, d->decoder);
 	}
 	d->slot = MakeSingleTupleTableSlot(rd->desc, &TTSOpsVirtual);
 	d->change_attno = source_change_attno(rd->desc);
@@ -95,12 +107,13 @@ fill_metadata(RowDecoder *d, SourceRow *m, Datum *values, bool *nulls)
 	{
 		Oid			type = TupleDescAttr(desc, i)->atttypid;
 
-		if (d->metadata[i] == SOURCE_META_NONE)
-			continue;			/* the decoder's */
+		if (d->metadata[i] == SOURCE_META_NONE || d->metadata[i] == SOURCE_META_ENVELOPE)
+			continue;			/* the decoder's, the envelope's */
 		nulls[i] = false;
 		switch (d->metadata[i])
 		{
 			case SOURCE_META_NONE:	/* not reached */
+			case SOURCE_META_ENVELOPE:
 				break;
 			case SOURCE_META_PARTITION:
 				values[i] = type == INT8OID ? Int64GetDatum(m->partition) : Int32GetDatum(m->partition);
@@ -153,6 +166,31 @@ fill_metadata(RowDecoder *d, SourceRow *m, Datum *values, bool *nulls)
 }
 
 /*
+ * The event time of the row in d->slot into *ts: NULL, or why the row is a
+ * dead letter.  Throws on bad values.
+ */
+static const char *
+row_event_time(RowDecoder *d, TupleTableSlot *slot, TimestampTz *ts)
+{
+	QueryInfo  *q = d->query;
+	MemoryContext old = MemoryContextSwitchTo(d->econtext->ecxt_per_tuple_memory);
+	bool		isnull;
+	Datum		value;
+
+	d->econtext->ecxt_scantuple = slot;
+	value = ExecEvalExpr(d->event_time, d->econtext, &isnull);
+	MemoryContextSwitchTo(old);
+	if (isnull)
+		return "event time is NULL";
+	*ts = DatumGetTimestampTz(value);
+	if (TIMESTAMP_NOT_FINITE(*ts))
+		return "event time must be finite";
+	if (q->windowed && !window_fits(*ts, q->window_size_us, q->window_slide_us))
+		return "event time is too close to the limits of the timestamp range for its window";
+	return NULL;
+}
+
+/*
  * Decode one message.  Throws on bad values; see the file header.
  *
  * The values are made in batch memory, where the row keeps them, rather
@@ -167,7 +205,6 @@ decode_one(RowDecoder *d, SourceRow *m, RowResult *res,
 {
 	TupleTableSlot *slot = d->slot;
 	TupleDesc	desc = d->reader->desc;
-	QueryInfo  *q = d->query;
 	const char *err;
 
 	ExecClearTuple(slot);
@@ -199,46 +236,86 @@ decode_one(RowDecoder *d, SourceRow *m, RowResult *res,
 
 	if (d->event_time != NULL)
 	{
-		bool		isnull;
-		Datum		ts;
-
-		MemoryContextSwitchTo(d->econtext->ecxt_per_tuple_memory);
-		d->econtext->ecxt_scantuple = slot;
-		ts = ExecEvalExpr(d->event_time, d->econtext, &isnull);
-		if (isnull)
+		err = row_event_time(d, slot, &res->event_time);
+		if (err != NULL)
 		{
 			res->status = 'd';
-			res->error = "event time is NULL";
+			res->error = err;
 			goto done;
 		}
 		res->has_event_time = true;
-		res->event_time = DatumGetTimestampTz(ts);
-		if (TIMESTAMP_NOT_FINITE(res->event_time))
-		{
-			res->status = 'd';
-			res->has_event_time = false;
-			res->error = "event time must be finite";
-			goto done;
-		}
-		if (q->windowed && !window_fits(res->event_time, q->window_size_us, q->window_slide_us))
-		{
-			res->status = 'd';
-			res->has_event_time = false;
-			res->error = "event time is too close to the limits of the timestamp range for its window";
-			goto done;
-		}
 		if (drop_late && res->event_time < watermark)
 		{
 			res->status = 'l';
 			goto done;
 		}
-		MemoryContextSwitchTo(batch_cxt);
 	}
 
 	res->row = batch_row_make(desc->natts, slot->tts_values, slot->tts_isnull);
 	res->status = 'o';
 
 done:
+	MemoryContextSwitchTo(batch_cxt);
+	ExecClearTuple(slot);
+	ResetExprContext(d->econtext);
+}
+
+/*
+ * Decode one message of a Kafka changelog (d->changes): the rows it
+ * retracts and adds, each with the message's metadata columns and, but for
+ * an upsert's deletion, which has no values, its event time.  The message
+ * is late when a row it adds is: a retraction is never late here (what it
+ * retracts from decides).  Throws on bad values, as decode_one.
+ */
+static void
+decode_change(RowDecoder *d, SourceRow *m, RowResult *res,
+			  bool drop_late, TimestampTz watermark, MemoryContext batch_cxt)
+{
+	TupleTableSlot *slot = d->slot;
+	int			natts = d->reader->desc->natts;
+	AttrNumber	change = source_change_attno(d->reader->desc);
+	ChangeRows	rows;
+	bool		late = false;
+	const char *err;
+
+	MemoryContextSwitchTo(batch_cxt);
+	err = change_decode(d->changes, m, &rows);
+	res->change = rows.kind;
+	for (int i = 0; err == NULL && i < rows.nrows; i++)
+	{
+		bool		adds = DatumGetInt16(rows.values[i][change - 1]) > 0;
+		TimestampTz ts;
+
+		if (d->metadata != NULL)
+			err = fill_metadata(d, m, rows.values[i], rows.nulls[i]);
+		if (err == NULL && d->event_time != NULL && rows.kind != 't')
+		{
+			ExecClearTuple(slot);
+			memcpy(slot->tts_values, rows.values[i], sizeof(Datum) * natts);
+			memcpy(slot->tts_isnull, rows.nulls[i], sizeof(bool) * natts);
+			ExecStoreVirtualTuple(slot);
+			err = row_event_time(d, slot, &ts);
+			if (err == NULL && (adds || !res->has_event_time))
+			{
+				res->has_event_time = true;
+				res->event_time = ts;
+			}
+			late = late || (err == NULL && adds && drop_late && ts < watermark);
+		}
+		if (err == NULL && adds)
+			res->row = batch_row_make(natts, rows.values[i], rows.nulls[i]);
+		else if (err == NULL)
+			res->retracted = batch_row_make(natts, rows.values[i], rows.nulls[i]);
+	}
+	if (err != NULL)
+	{
+		res->status = 'd';
+		res->error = err;
+		res->has_event_time = false;
+		res->row = res->retracted = NULL;
+	}
+	else
+		res->status = rows.nrows == 0 ? 's' : late ? 'l' : 'o';
 	MemoryContextSwitchTo(batch_cxt);
 	ExecClearTuple(slot);
 	ResetExprContext(d->econtext);
@@ -264,7 +341,12 @@ decode_messages(void *arg)
 	for (int i = dr->lo; i < dr->hi; i++)
 	{
 		memset(&dr->res[i], 0, sizeof(RowResult));
-		decode_one(dr->d, &dr->msgs[i], &dr->res[i], dr->drop_late, dr->watermark, dr->batch_cxt);
+		if (dr->d->changes != NULL)
+			decode_change(dr->d, &dr->msgs[i], &dr->res[i], dr->drop_late, dr->watermark,
+						  dr->batch_cxt);
+		else
+			decode_one(dr->d, &dr->msgs[i], &dr->res[i], dr->drop_late, dr->watermark,
+					   dr->batch_cxt);
 	}
 }
 
@@ -312,6 +394,23 @@ decode_range(RowDecoder *d, SourceRow *msgs, RowResult *res, int lo, int hi,
 	}
 }
 
+/* The inserts, updates and deletes of a Debezium batch's messages kept. */
+static void
+count_changes(SourceChanges *changes, const RowResult *res, int n)
+{
+	for (int i = 0; i < n; i++)
+	{
+		if (res[i].status != 'o')
+			continue;
+		if (res[i].change == 'i')
+			changes->inserts++;
+		else if (res[i].change == 'u')
+			changes->updates++;
+		else if (res[i].change == 'd')
+			changes->deletes++;
+	}
+}
+
 RowResult *
 rows_decode(RowDecoder *d, SourceRow *rows, int n, bool drop_late, TimestampTz watermark)
 {
@@ -329,6 +428,9 @@ rows_decode(RowDecoder *d, SourceRow *rows, int n, bool drop_late, TimestampTz w
 		memset(d->missing, 0, sizeof(int64) * d->nmissing);
 	if (n > 0)
 		decode_range(d, rows, res, 0, n, drop_late, watermark);
+	memset(&d->reader->changes, 0, sizeof(SourceChanges));
+	if (d->reader->envelope == ENVELOPE_DEBEZIUM)
+		count_changes(&d->reader->changes, res, n);
 	return res;
 }
 

@@ -12,6 +12,7 @@
 #include "executor/tuptable.h"
 #include "nodes/execnodes.h"
 
+#include "changelog_input.h"
 #include "source.h"
 
 /*
@@ -26,6 +27,8 @@ typedef struct RowDecoder
 	SourceReader *reader;
 	QueryInfo  *query;
 	MessageDecoder *decoder;	/* NULL when rows are tuples already */
+	ChangeDecoder *changes;		/* a Kafka changelog's messages (two rows at
+								 * most each), else NULL: one row each */
 	SourceMetadata *metadata;	/* per source column, or NULL (decode.h) */
 	ExprState  *event_time;		/* over a decoded row, or NULL */
 	AttrNumber	change_attno;	/* a changelog's change column, or 0 */
@@ -37,14 +40,25 @@ typedef struct RowDecoder
 	const char *const *missing_names;
 } RowDecoder;
 
-/* What became of one row. */
+/*
+ * What became of one row, or of one message of a Kafka changelog, which
+ * may retract a row and add one (changelog_input.c): its event time is
+ * the added row's, else the retracted row's, and it is late when the row
+ * it adds is.
+ */
 typedef struct RowResult
 {
-	char		status;			/* 'o'k, 'l'ate, 'd'ead letter */
-	bool		retraction;		/* a changelog's row that retracts (-1) */
+	char		status;			/* 'o'k, 'l'ate, 'd'ead letter, 's'kipped (a
+								 * changelog's message that changes nothing) */
+	char		change;			/* a changelog's: what the message is
+								 * (ChangeRows.kind) */
+	bool		retraction;		/* a late row of a changelog that retracts */
 	bool		has_event_time;
 	TimestampTz event_time;
-	BatchRow	row;			/* 'o': the row, of the source's columns */
+	BatchRow	row;			/* 'o': the row, of the source's columns (a
+								 * changelog's: the row added, or NULL) */
+	BatchRow	retracted;		/* 'o', a changelog's: the row it retracts
+								 * before, or NULL */
 	const char *error;			/* 'd': why */
 } RowResult;
 
@@ -56,7 +70,9 @@ extern void row_decoder_free(RowDecoder *d);
  * rows_decode
  *		Decode n rows; one result each, allocated (with the tuples) in
  *		CurrentMemoryContext.  Rows whose event time is before the
- *		watermark are 'l'ate when drop_late.  Inside a transaction.
+ *		watermark are 'l'ate when drop_late.  A changelog's changes counted
+ *		into the reader's changes, from zero (the upsert operator counts an
+ *		upsert's).  Inside a transaction.
  */
 extern RowResult *rows_decode(RowDecoder *d, SourceRow *rows, int n, bool drop_late,
 							  TimestampTz watermark);

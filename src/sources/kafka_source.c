@@ -9,6 +9,12 @@
  * stored positions disagree (a failed batch, reset_query, another session's
  * run_batch): so nothing is skipped or read twice.
  *
+ * Option "envelope" says what a message is: a row (append), a Debezium
+ * change event, or an upsert of its key's row; with either of the last
+ * two the source is a changelog (source.h), its view ends with the change
+ * column, and option "key_columns" names the columns that identify a row
+ * (required for upsert).  changelog_input.c turns such messages into rows.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -23,8 +29,10 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
+#include "utils/typcache.h"
 
 #include "catalog_access.h"
+#include "changelog_input.h"
 #include "kafka_consumer.h"
 #include "options.h"
 #include "source.h"
@@ -80,9 +88,77 @@ typedef struct KafkaOptions
 	int			nprops;			/* option "kafka": librdkafka properties */
 	const char **prop_keys;
 	const char **prop_values;
+	SourceEnvelope envelope;	/* option "envelope" */
+	List	   *key_columns;	/* option "key_columns": String names, or NIL */
 } KafkaOptions;
 
-/* Options "partitions" and "kafka" of a Kafka source, checked. */
+/* Option "envelope": its values, as SourceEnvelope numbers them */
+static const char *const envelope_names[] = {"append", "debezium", "upsert"};
+
+/* Option "envelope", checked. */
+static SourceEnvelope
+envelope_option(Jsonb *options)
+{
+	JsonbValue *v = option_value(options, "envelope");
+	char	   *name;
+
+	if (v == NULL)
+		return ENVELOPE_APPEND;
+	name = v->type == jbvString ? pnstrdup(v->val.string.val, v->val.string.len) : NULL;
+	for (int e = 0; name != NULL && e < (int) lengthof(envelope_names); e++)
+		if (strcmp(name, envelope_names[e]) == 0)
+			return (SourceEnvelope) e;
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("invalid value for option \"envelope\": %s",
+					name ? psprintf("\"%s\"", name) : "not a string"),
+			 errhint("Use \"append\" (a message is a row), \"debezium\" (Debezium change events) or \"upsert\" (a key's new row, a null value deleting it).")));
+	pg_unreachable();
+}
+
+/* Option "key_columns": an array of distinct column names, checked; NIL if absent. */
+static List *
+key_columns_option(Jsonb *options)
+{
+	JsonbValue *v = option_value(options, "key_columns");
+	JsonbIterator *it;
+	JsonbValue	elem;
+	JsonbIteratorToken tok;
+	List	   *names = NIL;
+
+	if (v == NULL)
+		return NIL;
+	if (v->type != jbvBinary || !JsonContainerIsArray(v->val.binary.data))
+		goto invalid;
+	it = JsonbIteratorInit(v->val.binary.data);
+	while ((tok = JsonbIteratorNext(&it, &elem, true)) != WJB_DONE)
+	{
+		char	   *name;
+		ListCell   *lc;
+
+		if (tok != WJB_ELEM)
+			continue;
+		if (elem.type != jbvString || elem.val.string.len == 0)
+			goto invalid;
+		name = pnstrdup(elem.val.string.val, elem.val.string.len);
+		foreach(lc, names)
+			if (strcmp(strVal(lfirst(lc)), name) == 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("option \"key_columns\" names column \"%s\" more than once", name)));
+		names = lappend(names, makeString(name));
+	}
+	if (names != NIL)
+		return names;
+invalid:
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("option \"key_columns\" must be an array of column names"),
+			 errhint("For example: {\"key_columns\": [\"order_id\"]}.")));
+	pg_unreachable();
+}
+
+/* Options "partitions", "kafka", "envelope" and "key_columns" of a Kafka source, checked. */
 static KafkaOptions *
 kafka_options_parse(Jsonb *options)
 {
@@ -91,6 +167,8 @@ kafka_options_parse(Jsonb *options)
 
 	if (options == NULL || !JB_ROOT_IS_OBJECT(options))
 		return ko;
+	ko->envelope = envelope_option(options);
+	ko->key_columns = key_columns_option(options);
 	v = option_value(options, "partitions");
 	if (v != NULL)
 	{
@@ -219,6 +297,7 @@ kafka_open(SourceReader *rd)
 	for (int i = 0; i < rd->nparts; i++)
 		rd->parts[i].partition = ko->npartitions > 0 ? ko->partitions[i] : i;
 	kr->consumer_next = palloc(sizeof(int64) * rd->nparts);
+	rd->envelope = ko->envelope;
 	for (int m = 0; m < src->nmetadata; m++)
 		if (src->metadata_kinds[m] == SOURCE_META_HEADERS)
 			kr->needs_headers = true;
@@ -466,7 +545,11 @@ kafka_end_positions(SourceReader *rd, SourcePosition *targets)
 	}
 }
 
-/* {"0": 120, "1": 98}: the next offset of every partition */
+/*
+ * {"0": 120, "1": 98}: the next offset of every partition; a changelog's
+ * also with the changes of the batch's messages:
+ * "changes": {"inserts": 3, "updates": 1, "deletes": 0}.
+ */
 static void
 kafka_positions_json(SourceReader *rd, StringInfo buf)
 {
@@ -474,6 +557,10 @@ kafka_positions_json(SourceReader *rd, StringInfo buf)
 	for (int i = 0; i < rd->nparts; i++)
 		appendStringInfo(buf, "%s\"%d\": " INT64_FORMAT, i ? ", " : "",
 						 rd->parts[i].partition, rd->parts[i].next.offset);
+	if (rd->envelope != ENVELOPE_APPEND)
+		appendStringInfo(buf, ", \"changes\": {\"inserts\": " INT64_FORMAT
+						 ", \"updates\": " INT64_FORMAT ", \"deletes\": " INT64_FORMAT "}",
+						 rd->changes.inserts, rd->changes.updates, rd->changes.deletes);
 	appendStringInfoChar(buf, '}');
 }
 
@@ -651,8 +738,23 @@ kafka_close(SourceReader *rd)
 		kafka_consumer_close(KR(rd)->consumer);
 }
 
+/* The columns that identify a row: option "key_columns", or NIL. */
+static List *
+kafka_key_columns(SourceInfo *src)
+{
+	return kafka_options(src)->key_columns;
+}
+
+static bool
+kafka_upsert(SourceInfo *src)
+{
+	return kafka_options(src)->envelope == ENVELOPE_UPSERT;
+}
+
 const SourceOps kafka_source_ops = {
 	.kind = "kafka",
+	.key_columns = kafka_key_columns,
+	.upsert = kafka_upsert,
 	.reset_hint = "Use 'earliest', 'latest' or a JSON object of the offset to start at per partition, "
 	"such as '{\"0\": 42, \"1\": 7}' (partitions not named start at the earliest).",
 	.open = kafka_open,
@@ -681,11 +783,11 @@ const SourceOps kafka_source_ops = {
  *		Check a source's options at creation time, with the same parser the
  *		workers use.
  */
-static void
-source_options_validate(Jsonb *options)
+static KafkaOptions *
+source_options_validate(Jsonb *options, SourceFormat format)
 {
 	static const char *const valid[] = {"starting_offsets", "max_records_per_batch",
-	"partitions", "kafka", "metadata", "timezone", NULL};
+		"partitions", "kafka", "metadata", "timezone", "envelope", "key_columns", NULL};
 	SourceInfo	tmp;
 	KafkaOptions *ko;
 
@@ -694,6 +796,69 @@ source_options_validate(Jsonb *options)
 	ko = kafka_options_parse(options);
 	/* librdkafka's own checks, and the properties streamwin reserves */
 	kafka_validate_properties(ko->nprops, ko->prop_keys, ko->prop_values);
+
+	if (ko->envelope == ENVELOPE_DEBEZIUM && format != SOURCE_FORMAT_JSON)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("envelope \"debezium\" needs format \"json\""),
+				 errdetail("Debezium change events are read as JSON, with or without their schema."),
+				 errhint("Create the source with format => 'json'.")));
+	if (ko->envelope == ENVELOPE_UPSERT && ko->key_columns == NIL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("envelope \"upsert\" needs option \"key_columns\""),
+				 errdetail("The message key identifies the row that its value replaces or a null value deletes."),
+				 errhint("Name the columns the key holds, for example {\"envelope\": \"upsert\", \"key_columns\": [\"id\"]}.")));
+	if (ko->envelope == ENVELOPE_APPEND && ko->key_columns != NIL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("option \"key_columns\" needs an envelope of changes"),
+				 errdetail("In an append stream every message is a new row: no key identifies a row to change."),
+				 errhint("Add {\"envelope\": \"debezium\"} or {\"envelope\": \"upsert\"}, or leave key_columns out.")));
+	return ko;
+}
+
+/*
+ * The key columns must be columns of the source (desc, its view's row
+ * type; meta: source_metadata_map's); an upsert source's come from the
+ * message key, so not from its metadata, and the state kept per key needs
+ * a type that hashes.
+ */
+static void
+check_key_columns(KafkaOptions *ko, const char *source, TupleDesc desc, const SourceMetadata *meta)
+{
+	ListCell   *lc;
+
+	foreach(lc, ko->key_columns)
+	{
+		const char *name = strVal(lfirst(lc));
+		int			attno = -1;
+
+		for (int i = 0; i < desc->natts; i++)
+			if (strcmp(NameStr(TupleDescAttr(desc, i)->attname), name) == 0)
+				attno = i;
+		if (attno < 0 || attno == source_change_attno(desc) - 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_COLUMN),
+					 errmsg("key column \"%s\" is not a column of source \"%s\"", name, source),
+					 errhint("Name columns of the column list in option \"key_columns\".")));
+		if (ko->envelope != ENVELOPE_UPSERT)
+			continue;
+		if (meta != NULL && meta[attno] != SOURCE_META_NONE)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("key column \"%s\" holds message metadata", name),
+					 errdetail("An upsert source reads its key columns from the message key."),
+					 errhint("Leave the column out of option \"metadata\".")));
+		if (!OidIsValid(lookup_type_cache(TupleDescAttr(desc, attno)->atttypid,
+										  TYPECACHE_HASH_PROC)->hash_proc))
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("key column \"%s\" of type %s cannot be hashed", name,
+							format_type_be(TupleDescAttr(desc, attno)->atttypid)),
+					 errdetail("An upsert source's queries keep the last row of each key in a hash table."),
+					 errhint("Declare the column with a type that has a hash function, such as text or jsonb.")));
+	}
 }
 
 /*
@@ -819,6 +984,7 @@ streamwin_create_kafka_source(PG_FUNCTION_ARGS)
 	List	   *typmods = NIL;
 	List	   *names = NIL;
 	Oid			relid;
+	KafkaOptions *ko;
 
 	for (int i = 0; i < 6; i++)
 		if (PG_ARGISNULL(i))
@@ -842,19 +1008,24 @@ streamwin_create_kafka_source(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("topic must not be empty")));
 	format = source_format_from_name(format_name);
-	source_options_validate(options);
+	ko = source_options_validate(options, format);
 	types = parse_column_list(columns, format == SOURCE_FORMAT_JSON, &typmods, &names);
 
 	SPI_connect();
 	source_check_new_name(name);
 	relid = source_register(name, "kafka", brokers, topic, InvalidOid, NULL,
-							source_format_name(format), columns, options, types, typmods, names, false);
+							source_format_name(format), columns, options, types, typmods, names,
+							ko->envelope != ENVELOPE_APPEND);
 	{
 		SourceInfo	parsed;
 		TupleDesc	desc = source_tupdesc(relid);
 
+		memset(&parsed, 0, sizeof(parsed));
+		parsed.name = name;
 		parse_source_options(&parsed, options);
-		decoder_check_columns(format, desc, source_metadata_map(&parsed, desc));
+		check_key_columns(ko, name, desc, source_metadata_map(&parsed, desc));
+		decoder_check_columns(format, desc,
+							  changelog_decode_map(&parsed, desc, ko->envelope, ko->key_columns));
 	}
 	SPI_finish();
 	PG_RETURN_VOID();

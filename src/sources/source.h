@@ -38,6 +38,15 @@
  * identify a row (SourceOps.key_columns), which a transform keys its
  * result by.
  *
+ * A Kafka source's messages are rows as its envelope says
+ * (SourceReader.envelope): one row each (append), a Debezium change
+ * event's rows retracted and added, or an upsert's new version of its
+ * key's row (changelog_input.c).  An upsert source (SourceOps.upsert) does
+ * not know which row a new version replaces: a query of it keeps each
+ * key's last row as state, and its upsert operator (op_upsert.c) turns the
+ * batch's rows into the exact changes.  A changelog batch counts its
+ * inserts, updates and deletes (SourceReader.changes) for its progress.
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef STREAMWIN_SOURCE_H
@@ -106,6 +115,24 @@ typedef struct SourceRow
 
 struct SourceOps;
 
+/* How a reader's messages are rows (see "Changelogs" above). */
+typedef enum SourceEnvelope
+{
+	ENVELOPE_APPEND,			/* a message is a row */
+	ENVELOPE_DEBEZIUM,			/* a Debezium change event: the rows it
+								 * retracts and adds */
+	ENVELOPE_UPSERT				/* its key's new row, or (a null value) the
+								 * key's deletion */
+} SourceEnvelope;
+
+/* The changes of a changelog batch's rows (progress.offsets shows them). */
+typedef struct SourceChanges
+{
+	int64		inserts;
+	int64		updates;
+	int64		deletes;
+} SourceChanges;
+
 /*
  * A query's reader of one source, kept by the query's runner (runner.h)
  * between batches, in the runner's memory context.
@@ -120,6 +147,10 @@ typedef struct SourceReader
 	MemoryContext cxt;			/* lives as long as the reader */
 	TupleDesc	desc;			/* the source's row type */
 	bool		rows_are_tuples;	/* payloads are heap tuple bodies of desc */
+	SourceEnvelope envelope;	/* how messages are rows (set by open) */
+	SourceChanges changes;		/* a changelog's, in the batch's rows:
+								 * counted by batch_input.c (set to zero
+								 * there) or by the upsert operator */
 	bool		in_worker;		/* read by the query's background worker */
 	bool		fetch_again;	/* the caller fetches again at once */
 	int			nparts;
@@ -163,6 +194,12 @@ typedef struct SourceOps
 	 * op: an append stream.
 	 */
 	List	   *(*key_columns) (SourceInfo *src);
+
+	/*
+	 * create_query: is the source an upsert changelog, whose rows are each a
+	 * key's new version or deletion (see "Changelogs")?  NULL op: no.
+	 */
+	bool		(*upsert) (SourceInfo *src);
 	/* drop_source: release what the source holds (at commit) */
 	void		(*dropped) (SourceInfo *src);
 

@@ -18,6 +18,10 @@
  * by event time too: a batch's rows make entries of the keys new to it,
  * and a watermark forgets the keys it passes.
  *
+ * A store of an upsert source's rows (partials all MERGE_LAST) holds one
+ * entry per key with the other columns of the key's last row, replaced
+ * by each new version and gone with the key's deletion (store_upsert).
+ *
  * A session window is a group too, keyed by its start; the store also
  * keeps each key's sessions in order and every session by its end.  A
  * batch's own sessions (gaps and islands over its rows, by the executor)
@@ -71,7 +75,9 @@ typedef enum MergeKind
 	MERGE_COUNTED,				/* over a changelog, min, max and
 								 * agg(DISTINCT x): each value of x with its
 								 * count of rows (change_set.c) */
-	MERGE_FIRST					/* a dedup key's: the value it was made with */
+	MERGE_FIRST,				/* a dedup key's: the value it was made with */
+	MERGE_LAST					/* an upsert key's row: its last version
+								 * (store_upsert) */
 } MergeKind;
 
 extern const char *merge_kind_name(MergeKind m);
@@ -160,6 +166,18 @@ extern bool store_merge_rows(StateStore *s);
  */
 extern struct _DestReceiver *store_dedup_receiver(StateStore *s, int64 batch_id, bool *keep,
 												  int nrows);
+
+/*
+ * store_upsert
+ *		An upsert store's key (keys, nkeys values) takes a new row (values,
+ *		npartials), or with values NULL loses its row.  Returns whether the
+ *		key had a row, whose values it copies into old_values/old_nulls (in
+ *		CurrentMemoryContext) first.  In a batch of the store; the state
+ *		table follows at store_write_changed.
+ */
+extern bool store_upsert(StateStore *s, const Datum *keys, const bool *key_nulls,
+						 const Datum *values, const bool *nulls,
+						 Datum *old_values, bool *old_nulls);
 
 /*
  * store_write_changed

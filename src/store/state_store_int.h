@@ -4,7 +4,7 @@
  *	  The state store's insides, shared by the files that implement it.
  *	  Nothing outside the store includes this: state_store.h is its API.
  *
- * The store is five files, each calling only the ones listed before it:
+ * The store is six files, each calling only the ones listed before it:
  *
  *	 store_group.c		the store's groups in memory: the hash table by
  *						window start and keys, each group's partials merged
@@ -20,6 +20,8 @@
  *						state rows, checkpoints, evicting closed groups
  *	 store_merge.c		a batch into the store (its groups, its rows, its
  *						dedup keys), and closing windows
+ *	 store_upsert.c		an upsert store's keys taking new rows and losing
+ *						them
  *
  *-------------------------------------------------------------------------
  */
@@ -217,7 +219,8 @@ struct StateStore
 								 * delete, as groups of no hash entry */
 	int64		ngone;
 	TidList		state_gone;		/* state rows of groups gone: sessions merged
-								 * away, a changelog's emptied groups */
+								 * away, a changelog's emptied groups, upsert
+								 * keys deleted */
 	KeyTime    *key_times;		/* a dedup store's keys with an event time
 								 * (window_start), the earliest first */
 	int64		nkey_times;

@@ -62,6 +62,7 @@ partial_function(StateStore *s, StorePartial *p, const char *aggregate)
 		case MERGE_AND:
 		case MERGE_OR:
 		case MERGE_FIRST:
+		case MERGE_LAST:
 			return;
 		case MERGE_STATE:
 			{
@@ -627,6 +628,9 @@ combine_partial(StateStore *s, int i, Datum a, Datum v, Datum *result, bool *res
 			return true;
 		case MERGE_FIRST:
 			break;
+		case MERGE_LAST:
+			*result = v;
+			return true;
 	}
 	return false;
 }

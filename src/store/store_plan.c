@@ -29,6 +29,7 @@ static const char *const merge_names[] = {
 	[MERGE_UNION] = "union",
 	[MERGE_COUNTED] = "counted",
 	[MERGE_FIRST] = "first",
+	[MERGE_LAST] = "last",
 };
 
 const char *

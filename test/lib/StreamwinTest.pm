@@ -728,7 +728,9 @@ partition by a consumer of its own (test/bench/raw_consume --dump).
 
 $broker->produce(TOPIC, MESSAGES, %opts): produce MESSAGES (array ref) with
 test/kafka_produce, in order.  Each message is either a payload (bytes, no
-newline) or [PARTITION, payload].  Options: partition => N (all to N),
+newline) or [PARTITION, payload]; with keys => 1, [PARTITION, KEY,
+payload], where an undef KEY is no key and an undef payload a null value (a
+tombstone), and a key holds no tab.  Options: partition => N (all to N),
 rate => MSGS_PER_SEC, background => 1 (returns a handle whose ->finish waits
 and reports).  A foreground produce is one test that passes if every message
 was acknowledged.  One in-flight request per connection keeps each
@@ -873,6 +875,12 @@ sub produce
 	croak 'mix of [partition, payload] pairs and plain payloads'
 	  if $prefixed && $prefixed != @$messages;
 	push @cmd, '--partition-prefix' if $prefixed;
+	if ($opts{keys})
+	{
+		croak 'keys => 1 needs [partition, key, payload] messages' unless $prefixed;
+		push @cmd, '--key-prefix', '--null', '\\N';
+		$messages = [ map { [ $_->[0], join("\t", map { $_ // '\\N' } @$_[ 1, 2 ]) ] } @$messages ];
+	}
 
 	# Input and output go through files, so that a background producer runs
 	# on its own (IPC::Run feeds scalar inputs only while we pump it).

@@ -1,0 +1,331 @@
+/*-------------------------------------------------------------------------
+ *
+ * op_upsert.c
+ *	  An upsert source's rows as exact changes: each key's last row kept,
+ *	  and retracted by the key's next row (see operator.h).
+ *
+ * A message of an upsert source is its key's new row (change +1), or the
+ * key's deletion, a row of the key columns alone (change -1); see
+ * changelog_input.c.  For each of the batch's rows of the source, in the
+ * batch's order, this operator
+ *	- emits the row the key had, if it had one, with change -1;
+ *	- for a new version: emits the row (+1) and keeps it as the key's row;
+ *	- for a deletion: forgets the key (a deletion of a key without a row
+ *	  emits nothing);
+ * and passes the rows it emitted on in place of the source's.  So a new
+ * key is an insert, a new version of a known key an update (its old row
+ * retracted, the new one added), and a deletion a delete, which the
+ * source's progress counts (SourceReader.changes).
+ *
+ * The rows kept are a state store of their own (store_upsert.c), written
+ * by location to an UNLOGGED table with a logged checkpoint (created by
+ * compile_upsert.c), or, where they do not fit in streamwin.state_memory,
+ * that table, read and written by the statements compile_upsert.c made
+ * (op_store.h).  A replay after a crash starts from the rows of the
+ * checkpoint and goes through the same batches in the same order, so it
+ * emits the same changes.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "executor/spi.h"
+#include "utils/datum.h"
+
+#include "op_store.h"
+
+typedef struct UpsertOp
+{
+	Operator	op;
+	HeldStore	rows;			/* each key's last row */
+	int32		source_id;		/* the upsert source */
+	SourceReader *reader;		/* its reader, whose changes it counts */
+	TupleDesc	desc;			/* the source's row type */
+	int			change;			/* the change column's index in a row */
+	int			nkeys;
+	int		   *keys;			/* the key columns' indexes, in key order */
+	int			nvalues;
+	int		   *values;			/* the other columns', in the row's order */
+	/* one row's key and values, as the store takes them, and the old row's */
+	Datum	   *key_values;
+	bool	   *key_nulls;
+	Datum	   *new_values;
+	bool	   *new_nulls;
+	Datum	   *old_values;
+	bool	   *old_nulls;
+	Datum	   *row_values;		/* a row of the source being made */
+	bool	   *row_nulls;
+} UpsertOp;
+
+#define UPSERT(op) ((UpsertOp *) (op))
+
+static void
+upsert_begin(Operator *op, BatchState *b)
+{
+	(void) held_store_begin(&UPSERT(op)->rows, b);
+}
+
+/* The retraction of the row the key of row had (in u->old_values). */
+static BatchRow
+retraction(UpsertOp *u, BatchRow row)
+{
+	int			natts = u->desc->natts;
+
+	memcpy(u->row_values, row, sizeof(Datum) * natts);
+	memcpy(u->row_nulls, BATCH_ROW_NULLS(row, natts), sizeof(bool) * natts);
+	for (int v = 0; v < u->nvalues; v++)
+	{
+		u->row_values[u->values[v]] = u->old_values[v];
+		u->row_nulls[u->values[v]] = u->old_nulls[v];
+	}
+	u->row_values[u->change] = Int16GetDatum(-1);
+	u->row_nulls[u->change] = false;
+	return batch_row_make(natts, u->row_values, u->row_nulls);
+}
+
+/* A row's change: a key that had a row or not, taking one or not. */
+static void
+count_change(UpsertOp *u, bool had, bool adds)
+{
+	if (had && adds)
+		u->reader->changes.updates++;
+	else if (adds)
+		u->reader->changes.inserts++;
+	else if (had)
+		u->reader->changes.deletes++;
+}
+
+/* The batch's rows of the source (side) through the store, as changes into out. */
+static int
+apply_in_store(UpsertOp *u, BatchInput *side, BatchRow *out)
+{
+	int			natts = u->desc->natts;
+	int			n = 0;
+
+	for (int i = 0; i < side->nrows; i++)
+	{
+		BatchRow	row = side->rows[i];
+		bool	   *nulls = BATCH_ROW_NULLS(row, natts);
+		bool		adds = DatumGetInt16(row[u->change]) > 0;
+		bool		had;
+
+		for (int k = 0; k < u->nkeys; k++)
+		{
+			u->key_values[k] = row[u->keys[k]];
+			u->key_nulls[k] = nulls[u->keys[k]];
+		}
+		for (int v = 0; v < u->nvalues; v++)
+		{
+			u->new_values[v] = row[u->values[v]];
+			u->new_nulls[v] = nulls[u->values[v]];
+		}
+		had = store_upsert(u->rows.store, u->key_values, u->key_nulls,
+						   adds ? u->new_values : NULL, u->new_nulls,
+						   u->old_values, u->old_nulls);
+		if (had)
+			out[n++] = retraction(u, row);
+		if (adds)
+			out[n++] = row;
+		count_change(u, had, adds);
+	}
+	store_write_changed(u->rows.store);
+	return n;
+}
+
+/*
+ * The same on the table, by its statements: the changes (the source's
+ * columns, then the row's position and 0 for a retraction, 1 for a row
+ * added), in the batch's order; then the table brought up to date.
+ */
+static int
+apply_on_table(UpsertOp *u, BatchInput *input, BatchRow *out)
+{
+	QueryRunner *r = u->op.runner;
+	int			natts = u->desc->natts;
+	uint64		nchanges = runner_run(r, STMT_UPSERT_ROWS, input, NULL);
+	SPITupleTable *changes = SPI_tuptable;
+	Datum	   *values = palloc(sizeof(Datum) * (natts + 2));
+	bool	   *nulls = palloc(sizeof(bool) * (natts + 2));
+	int32	   *position = palloc(sizeof(int32) * Max(nchanges, 1));
+
+	for (uint64 i = 0; i < nchanges; i++)
+	{
+		heap_deform_tuple(changes->vals[i], changes->tupdesc, values, nulls);
+		for (int a = 0; a < natts; a++)
+		{
+			Form_pg_attribute att = TupleDescAttr(u->desc, a);
+
+			if (!nulls[a] && !att->attbyval)
+				values[a] = datumCopy(values[a], false, att->attlen);
+		}
+		out[i] = batch_row_make(natts, values, nulls);
+		position[i] = DatumGetInt32(values[natts]);
+	}
+	/* a retraction followed by the row added at its position: an update */
+	for (uint64 i = 0; i < nchanges; i++)
+	{
+		bool		adds = DatumGetInt16(out[i][u->change]) > 0;
+
+		if (!adds && i + 1 < nchanges && position[i + 1] == position[i])
+		{
+			count_change(u, true, true);
+			i++;
+		}
+		else
+			count_change(u, !adds, adds);
+	}
+	(void) runner_run(r, STMT_UPSERT_WRITE, input, NULL);
+	return (int) nchanges;
+}
+
+/*
+ * The source's rows as changes (the rows it passes on instead), through
+ * the store or its table.
+ */
+static void
+upsert_apply(Operator *op, BatchState *b, BatchInput *input, RowsFlow flow)
+{
+	UpsertOp   *u = UPSERT(op);
+	BatchInput *side = batch_input_find(input, u->source_id);
+
+	if (flow == FLOW_BATCH && side != NULL && side->nrows > 0)
+	{
+		BatchRow   *out = palloc(sizeof(BatchRow) * side->nrows * 2);
+		int			n;
+
+		n = u->rows.active ? apply_in_store(u, side, out) : apply_on_table(u, input, out);
+		b->ninput += n - side->nrows;
+		side->rows = out;
+		side->nrows = n;
+	}
+	operator_apply(op->next, b, input, flow);
+}
+
+static void
+upsert_emit(Operator *op, BatchState *b)
+{
+}
+
+static bool
+upsert_writes_checkpoint(Operator *op, Oid unlogged)
+{
+	UpsertOp   *u = UPSERT(op);
+
+	return u->rows.active && unlogged == u->rows.table;
+}
+
+static void
+upsert_checkpoint(Operator *op, Oid unlogged)
+{
+	store_checkpoint(UPSERT(op)->rows.store);
+}
+
+/* The keys that have a row are state rows of the batch's progress. */
+static int64
+upsert_state_rows(Operator *op, BatchState *b)
+{
+	UpsertOp   *u = UPSERT(op);
+	bool		isnull;
+
+	if (u->rows.active)
+		return store_groups(u->rows.store);
+	(void) runner_run(op->runner, STMT_UPSERT_COUNT, NULL, NULL);
+	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+}
+
+static void
+upsert_end(Operator *op, TransactionId catalog_xmin)
+{
+	held_store_end(&UPSERT(op)->rows, catalog_xmin);
+}
+
+static void
+upsert_invalidate(Operator *op)
+{
+	held_store_invalidate(&UPSERT(op)->rows);
+}
+
+static void
+upsert_free(Operator *op)
+{
+	store_free(UPSERT(op)->rows.store);
+	pfree(op);
+}
+
+static const OperatorOps upsert_ops = {
+	.name = "upsert",
+	.begin = upsert_begin,
+	.apply = upsert_apply,
+	.emit = upsert_emit,
+	.writes_checkpoint = upsert_writes_checkpoint,
+	.checkpoint = upsert_checkpoint,
+	.state_rows = upsert_state_rows,
+	.end = upsert_end,
+	.invalidate = upsert_invalidate,
+	.free = upsert_free,
+};
+
+/*
+ * The key columns (in key order) and the others but the change column (in
+ * the row's order), as compile_upsert.c laid out the store's table.
+ */
+static void
+upsert_columns(UpsertOp *u)
+{
+	List	   *key_names = u->reader->ops->key_columns(u->reader->source);
+	ListCell   *lc;
+	int			natts = u->desc->natts;
+
+	u->change = source_change_attno(u->desc) - 1;
+	u->keys = palloc(sizeof(int) * Max(list_length(key_names), 1));
+	u->values = palloc(sizeof(int) * natts);
+	foreach(lc, key_names)
+		for (int a = 0; a < natts; a++)
+			if (strcmp(NameStr(TupleDescAttr(u->desc, a)->attname), strVal(lfirst(lc))) == 0)
+				u->keys[u->nkeys++] = a;
+	for (int a = 0; a < natts; a++)
+	{
+		bool		is_key = false;
+
+		for (int k = 0; k < u->nkeys; k++)
+			is_key = is_key || u->keys[k] == a;
+		if (a != u->change && !is_key)
+			u->values[u->nvalues++] = a;
+	}
+	if (u->change < 0 || u->nkeys != list_length(key_names))
+		elog(ERROR, "streamwin: upsert source \"%s\" has not the columns its options name",
+			 u->reader->source->name);
+}
+
+/* The upsert operator of a query of an upsert source. */
+Operator *
+upsert_operator_make(QueryRunner *r)
+{
+	QueryInfo  *q = r->query;
+	UpsertOp   *u;
+	int			natts;
+
+	if (q->upsert_store == NULL)
+		return NULL;
+	u = palloc0(sizeof(UpsertOp));
+	u->op.ops = &upsert_ops;
+	u->op.runner = r;
+	u->reader = r->readers[q->upsert_side];
+	u->source_id = u->reader->source->source_id;
+	u->desc = u->reader->desc;
+	natts = u->desc->natts;
+	upsert_columns(u);
+	u->key_values = palloc(sizeof(Datum) * Max(u->nkeys, 1));
+	u->key_nulls = palloc(sizeof(bool) * Max(u->nkeys, 1));
+	u->new_values = palloc(sizeof(Datum) * Max(u->nvalues, 1));
+	u->new_nulls = palloc(sizeof(bool) * Max(u->nvalues, 1));
+	u->old_values = palloc(sizeof(Datum) * Max(u->nvalues, 1));
+	u->old_nulls = palloc(sizeof(bool) * Max(u->nvalues, 1));
+	u->row_values = palloc(sizeof(Datum) * natts);
+	u->row_nulls = palloc(sizeof(bool) * natts);
+	held_store_init(&u->rows, r, q->upsert_store, q->upsert_table, q->upsert_checkpoint,
+					"upsert keys", true, "upsert table",
+					STMT_UPSERT_INDEX, NUM_STATEMENTS, STMT_UPSERT_UNINDEX);
+	return &u->op;
+}

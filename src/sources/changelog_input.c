@@ -1,0 +1,255 @@
+/*-------------------------------------------------------------------------
+ *
+ * changelog_input.c
+ *	  A Kafka message with an envelope as the rows of changes it makes (see
+ *	  "Changelogs" in source.h).
+ *
+ * batch_input.c hands every message of a changelog source here, and does
+ * the rest as for any row: the metadata columns (both rows of a message
+ * have the message's), the event time, late rows and dead letters.
+ *
+ *	 debezium	a Debezium change event (decoder_decode_debezium): op c or r
+ *				makes its "after" row (+1); u its "before" row (-1), then
+ *				its "after" row (+1); d its "before" row (-1); a tombstone
+ *				(a null value, which follows a delete) makes nothing.
+ *	 upsert		the value, decoded in the source's format, is the new row of
+ *				the message key (+1); a null value deletes the key: a row of
+ *				the key columns, every other column NULL (-1).  The key
+ *				columns come from the key: a JSON object's members by name,
+ *				or for one key column the key's text when it is not an
+ *				object; a message without a key, or whose key leaves a key
+ *				column NULL, is a dead letter.  These rows are not the
+ *				changes yet: the upsert operator (op_upsert.c), which keeps
+ *				each key's last row, turns them into the exact retraction
+ *				of that row and the new one.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/tupdesc.h"
+
+#include "changelog_input.h"
+
+struct ChangeDecoder
+{
+	SourceEnvelope envelope;
+	MessageDecoder *values;		/* of the message's value */
+	int			natts;
+	int			change_index;	/* the change column's, 0-based */
+	Datum	   *row_values[2];	/* the rows of a message, natts each */
+	bool	   *row_nulls[2];
+	/* upsert: the key columns, read from the message key */
+	int			nkeys;
+	int		   *key_index;		/* per key column, its index in the row */
+	const char **key_names;
+	MessageDecoder *key_json;	/* a JSON object of the key columns */
+	MessageDecoder *key_text;	/* one key column: the key's text, or NULL */
+	Datum	   *key_values;
+	bool	   *key_nulls;
+};
+
+/* The index of column name in desc, or -1. */
+static int
+column_index(TupleDesc desc, const char *name)
+{
+	for (int i = 0; i < desc->natts; i++)
+		if (!TupleDescAttr(desc, i)->attisdropped &&
+			strcmp(NameStr(TupleDescAttr(desc, i)->attname), name) == 0)
+			return i;
+	return -1;
+}
+
+SourceMetadata *
+changelog_decode_map(const SourceInfo *src, TupleDesc desc, SourceEnvelope envelope,
+					 List *key_columns)
+{
+	SourceMetadata *map = source_metadata_map(src, desc);
+	AttrNumber	change = source_change_attno(desc);
+	ListCell   *lc;
+
+	if (envelope == ENVELOPE_APPEND)
+		return map;
+	if (map == NULL)
+		map = palloc0(sizeof(SourceMetadata) * desc->natts);
+	if (change == 0)
+		elog(ERROR, "streamwin: changelog source \"%s\" has no column %s", src->name, CHANGE_COLUMN);
+	map[change - 1] = SOURCE_META_ENVELOPE;
+	if (envelope != ENVELOPE_UPSERT)
+		return map;
+	foreach(lc, key_columns)
+	{
+		int			i = column_index(desc, strVal(lfirst(lc)));
+
+		if (i < 0)
+			elog(ERROR, "streamwin: key column \"%s\" of source \"%s\" is not one of its columns",
+				 strVal(lfirst(lc)), src->name);
+		map[i] = SOURCE_META_ENVELOPE;
+	}
+	return map;
+}
+
+/* The key columns' decoders: a row type of those columns alone. */
+static void
+key_decoders_create(ChangeDecoder *cd, SourceReader *rd)
+{
+	List	   *keys = rd->ops->key_columns(rd->source);
+	TupleDesc	key_desc;
+	ListCell   *lc;
+	int			k = 0;
+
+	cd->nkeys = list_length(keys);
+	if (cd->nkeys == 0)
+		elog(ERROR, "streamwin: upsert source \"%s\" has no key columns", rd->source->name);
+	cd->key_index = palloc(sizeof(int) * cd->nkeys);
+	cd->key_names = palloc(sizeof(char *) * cd->nkeys);
+	key_desc = CreateTemplateTupleDesc(cd->nkeys);
+	foreach(lc, keys)
+	{
+		cd->key_names[k] = strVal(lfirst(lc));
+		cd->key_index[k] = column_index(rd->desc, cd->key_names[k]);
+		if (cd->key_index[k] < 0)
+			elog(ERROR, "streamwin: key column \"%s\" of source \"%s\" is not one of its columns",
+				 cd->key_names[k], rd->source->name);
+		TupleDescCopyEntry(key_desc, k + 1, rd->desc, cd->key_index[k] + 1);
+		k++;
+	}
+	cd->key_json = decoder_create(SOURCE_FORMAT_JSON, key_desc, NULL);
+	decoder_set_part(cd->key_json, "key");
+	if (cd->nkeys == 1)
+	{
+		cd->key_text = decoder_create(SOURCE_FORMAT_TEXT, key_desc, NULL);
+		decoder_set_part(cd->key_text, "key");
+	}
+	cd->key_values = palloc(sizeof(Datum) * cd->nkeys);
+	cd->key_nulls = palloc(sizeof(bool) * cd->nkeys);
+}
+
+ChangeDecoder *
+change_decoder_create(SourceReader *rd, MessageDecoder *values)
+{
+	ChangeDecoder *cd = palloc0(sizeof(ChangeDecoder));
+
+	Assert(rd->envelope != ENVELOPE_APPEND);
+	cd->envelope = rd->envelope;
+	cd->values = values;
+	cd->natts = rd->desc->natts;
+	cd->change_index = source_change_attno(rd->desc) - 1;
+	if (cd->change_index < 0)
+		elog(ERROR, "streamwin: changelog source \"%s\" has no column %s", rd->source->name,
+			 CHANGE_COLUMN);
+	for (int r = 0; r < 2; r++)
+	{
+		cd->row_values[r] = palloc(sizeof(Datum) * cd->natts);
+		cd->row_nulls[r] = palloc(sizeof(bool) * cd->natts);
+	}
+	if (cd->envelope == ENVELOPE_UPSERT)
+		key_decoders_create(cd, rd);
+	return cd;
+}
+
+/* Row r of the buffers as the next row of out, with its change. */
+static void
+add_row(ChangeDecoder *cd, ChangeRows *out, int r, int16 change)
+{
+	cd->row_values[r][cd->change_index] = Int16GetDatum(change);
+	cd->row_nulls[r][cd->change_index] = false;
+	out->values[out->nrows] = cd->row_values[r];
+	out->nulls[out->nrows] = cd->row_nulls[r];
+	out->nrows++;
+}
+
+static const char *
+decode_debezium(ChangeDecoder *cd, const SourceRow *m, ChangeRows *out)
+{
+	char		op;
+	const char *error;
+
+	error = decoder_decode_debezium(cd->values, m->payload, m->len, &op,
+									cd->row_values[0], cd->row_nulls[0],
+									cd->row_values[1], cd->row_nulls[1]);
+	if (error != NULL || op == 0)
+		return error;
+	out->kind = op == 'c' || op == 'r' ? 'i' : op;
+	if (op == 'u' || op == 'd')
+		add_row(cd, out, 0, -1);
+	if (op != 'd')
+		add_row(cd, out, 1, 1);
+	return NULL;
+}
+
+/* Does the key (keylen bytes) start, past JSON whitespace, with an object? */
+static bool
+key_is_object(const char *key, size_t keylen)
+{
+	for (size_t i = 0; i < keylen; i++)
+	{
+		if (key[i] == '{')
+			return true;
+		if (key[i] != ' ' && key[i] != '\t' && key[i] != '\n' && key[i] != '\r')
+			return false;
+	}
+	return false;
+}
+
+/* The key columns of an upsert's message, from its key, into values/nulls. */
+static const char *
+decode_key(ChangeDecoder *cd, const SourceRow *m, Datum *values, bool *nulls)
+{
+	const char *error;
+
+	if (m->key == NULL)
+		return pstrdup("message has no key, which an upsert source's rows need");
+	if (key_is_object(m->key, m->keylen))
+		error = decoder_decode(cd->key_json, m->key, m->keylen, cd->key_values, cd->key_nulls);
+	else if (cd->key_text != NULL)
+		error = decoder_decode(cd->key_text, m->key, m->keylen, cd->key_values, cd->key_nulls);
+	else
+		return pstrdup("message key is not a JSON object, which it must be for several key columns");
+	if (error != NULL)
+		return psprintf("message key: %s", error);
+	for (int k = 0; k < cd->nkeys; k++)
+	{
+		if (cd->key_nulls[k])
+			return psprintf("message key has no value for key column \"%s\"", cd->key_names[k]);
+		values[cd->key_index[k]] = cd->key_values[k];
+		nulls[cd->key_index[k]] = false;
+	}
+	return NULL;
+}
+
+static const char *
+decode_upsert(ChangeDecoder *cd, const SourceRow *m, ChangeRows *out)
+{
+	Datum	   *values = cd->row_values[0];
+	bool	   *nulls = cd->row_nulls[0];
+	const char *error = NULL;
+
+	if (m->payload != NULL)
+		error = decoder_decode(cd->values, m->payload, m->len, values, nulls);
+	else
+	{
+		for (int i = 0; i < cd->natts; i++)
+		{
+			values[i] = (Datum) 0;
+			nulls[i] = true;
+		}
+	}
+	if (error == NULL)
+		error = decode_key(cd, m, values, nulls);
+	if (error != NULL)
+		return error;
+	out->kind = m->payload != NULL ? 'v' : 't';
+	add_row(cd, out, 0, m->payload != NULL ? 1 : -1);
+	return NULL;
+}
+
+const char *
+change_decode(ChangeDecoder *cd, const SourceRow *m, ChangeRows *out)
+{
+	out->kind = 0;
+	out->nrows = 0;
+	if (cd->envelope == ENVELOPE_DEBEZIUM)
+		return decode_debezium(cd, m, out);
+	return decode_upsert(cd, m, out);
+}

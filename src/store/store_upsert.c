@@ -1,0 +1,78 @@
+/*-------------------------------------------------------------------------
+ *
+ * store_upsert.c
+ *	  An upsert store: the last row of each key of an upsert source, which
+ *	  a new version replaces and a deletion removes (see state_store.h;
+ *	  state_store_int.h lists the store's files).
+ *
+ * The key is the group; the row's other columns are its partials, each
+ * MERGE_LAST.  The upsert operator (op_upsert.c) takes a batch's rows in
+ * order through store_upsert, which gives back the row each key had, for
+ * the operator to retract.  The state table follows at
+ * store_write_changed: the changed keys' rows written by location, the
+ * deleted keys' rows deleted there (state_gone), and the checkpoint at
+ * store_checkpoint as for any store.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "utils/datum.h"
+#include "utils/memutils.h"
+
+#include "state_store_int.h"
+
+/* Forget a key's group: its state row goes at store_write_changed. */
+static void
+upsert_delete(StateStore *s, StoreGroup *g)
+{
+	if (ItemPointerIsValid(&g->state_tid))
+		tid_list_add(&s->state_gone, &g->state_tid);
+	group_unlink(s, g);
+	group_free(s, g);
+}
+
+bool
+store_upsert(StateStore *s, const Datum *keys, const bool *key_nulls,
+			 const Datum *values, const bool *nulls, Datum *old_values, bool *old_nulls)
+{
+	MemoryContext caller = CurrentMemoryContext;
+	TupleTableSlot *key = s->key_slot;
+	StoreGroup *g;
+	bool		created = false;
+	bool		had;
+
+	Assert(s->loaded && s->in_batch && !s->plan.windowed && !s->plan.dedup);
+	MemoryContextSwitchTo(s->temp_cxt);
+	ExecClearTuple(key);
+	memcpy(key->tts_values, keys, sizeof(Datum) * s->nkeys);
+	memcpy(key->tts_isnull, key_nulls, sizeof(bool) * s->nkeys);
+	ExecStoreVirtualTuple(key);
+	g = store_group(s, values != NULL ? &created : NULL);
+	had = g != NULL && !created;
+
+	/* the row the key had, in the caller's memory: the group's may go now */
+	MemoryContextSwitchTo(caller);
+	for (int i = 0; had && i < s->npartials; i++)
+	{
+		StorePartial *p = &s->partials[i];
+
+		Assert(p->merge == MERGE_LAST);
+		old_nulls[i] = GROUP_NULLS(s, g)[i];
+		old_values[i] = old_nulls[i] ? (Datum) 0 :
+			datumCopy(g->values[i], p->typbyval, p->typlen);
+	}
+
+	if (values != NULL)
+	{
+		if (created)
+			g->flags |= GROUP_NEW;
+		for (int i = 0; i < s->npartials; i++)
+			set_partial(s, g, i, values[i], nulls[i]);
+		group_changed(s, g);
+	}
+	else if (had)
+		upsert_delete(s, g);
+	MemoryContextReset(s->temp_cxt);
+	return had;
+}

@@ -1,0 +1,560 @@
+
+# 022_kafka_changelog.pl: Kafka sources with an envelope of changes, against
+# a Perl simulation of the messages produced.
+#
+# A transform that names the change column (SELECT ..., __streamwin_change
+# FROM src) appends every change the source makes as a row, so its result
+# table is the change stream itself.  Each part produces messages (keys and
+# null values included) that it also simulates in Perl, reads them with
+# run_batch and run_available from stopped queries, and compares:
+#
+#   1. envelope debezium: events c, r, u, d with and without the
+#      schema/payload wrapper, tombstones (skipped), malformed events (dead
+#      letters with their reasons); the change rows (metadata columns in
+#      both rows of an update), the table they net to, the inserts, updates
+#      and deletes in progress.offsets.  Late rows of both envelopes.
+#   2. envelope upsert: JSON and text keys (the key wins over a value's
+#      field), new keys, new versions in one batch and across batches,
+#      tombstones of known and unknown keys, bad keys as dead letters; the
+#      retraction of each key's last row exactly as it was emitted, the
+#      state table, the counts.  A second query runs under
+#      streamwin.state_memory = 1MB, with enough keys to run on its state
+#      table: the same changes.  Upserts in csv and text format.
+#   3. a crash (SIGKILL of a backend) with batches after the last
+#      checkpoint: both upsert queries restore their checkpoint, replay, and
+#      go on exactly; a checkpoint table equals its state table.
+#   4. creation refusals.
+use strict;
+use warnings;
+
+use JSON::PP;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time usleep);
+use StreamwinTest;
+
+my $node = new_node('changelog',
+	conf => "streamwin.checkpoint_interval = 3\nstreamwin.checkpoint_min_interval = 0\n"
+	  . "restart_after_crash = on\n");
+my $broker = StreamwinTest::Broker->start(
+	topics => { dbz => 2, ups => 2, ups_csv => 1, ups_text => 1, dbz_late => 1, ups_late => 1 });
+my $brokers = $broker->bootstrap;
+my $json = JSON::PP->new->canonical->allow_nonref;
+srand(22);
+
+my @regions = ('eu', 'us', 'apac', "s\x{e3}o paulo", 'quo"te');
+
+# The sum of each change count over a query's batches in streamwin.progress.
+sub changes_of
+{
+	my ($q) = @_;
+	return $node->safe_psql('postgres', qq{
+SELECT coalesce(sum((offsets->'changes'->>'inserts')::bigint), 0) || '/' ||
+       coalesce(sum((offsets->'changes'->>'updates')::bigint), 0) || '/' ||
+       coalesce(sum((offsets->'changes'->>'deletes')::bigint), 0)
+  FROM streamwin.progress WHERE query = '$q'});
+}
+
+# Dead letters of a source against [partition, offset, regex] triples.
+sub dead_letters_match
+{
+	my ($source, $want, $name) = @_;
+	my %got = map { my ($p, $o, $e) = split /\t/; ("$p/$o" => $e) } split /\n/,
+	  $node->safe_psql('postgres', qq{
+SELECT partition, "offset", replace(error, E'\\n', ' ') FROM streamwin.dead_letters
+ WHERE source = '$source'}, extra_params => [ '-F', "\t" ]);
+	my @bad;
+	for my $w (@$want)
+	{
+		my $e = delete $got{"$w->[0]/$w->[1]"};
+		push @bad, "missing $w->[0]/$w->[1] ($w->[2])" unless defined $e;
+		push @bad, "$w->[0]/$w->[1]: \"$e\" !~ $w->[2]" if defined $e && $e !~ $w->[2];
+	}
+	push @bad, map { "unexpected $_: $got{$_}" } sort keys %got;
+	ok(!@bad, $name) or diag(join("\n", @bad));
+	return;
+}
+
+# ==== 1. Debezium ================================================================
+
+my @dbz_cols = ([ 'id', 'int' ], [ 'amount', 'numeric' ], [ 'region', 'text' ],
+	[ 'part', 'int' ], [ 'off', 'bigint' ], [ 'change', 'smallint' ]);
+psql_ok($node, qq{
+SELECT streamwin.create_kafka_source('dbz', '$brokers', 'dbz',
+    'id int, amount numeric, region text, part int, off bigint',
+    options => '{"envelope": "debezium", "key_columns": ["id"],
+                 "metadata": {"part": "partition", "off": "offset"}}');
+SELECT streamwin.create_query('dq', 'SELECT id, amount, region, part, off, __streamwin_change FROM dbz',
+    start => false);
+}, 'a Debezium source and a transform of its changes');
+
+my %dbz_table;      # id => [amount, region]: the table the events change
+my @dbz_next = (0, 0);    # next offset per partition
+my (@dbz_msgs, @dbz_rows, @dbz_dead);
+my %dbz_count = (i => 0, u => 0, d => 0);
+my $dbz_id = 0;
+
+sub image
+{
+	my ($id) = @_;
+	my ($amount, $region) = @{ $dbz_table{$id} };
+	return qq({"id": $id, "amount": $amount, "region": ) . $json->encode($region) . '}';
+}
+
+# One message: to the partition of its key, expecting rows or a dead letter.
+sub dbz_message
+{
+	my ($id, $value, $rows, $dead) = @_;
+	my $p = $id % 2;
+	my $off = $dbz_next[$p]++;
+	push @dbz_msgs, [ $p, qq({"id": $id}), $value ];
+	push @dbz_rows, map { [ @$_[ 0 .. 2 ], $p, $off, $_->[3] ] } @$rows;
+	push @dbz_dead, [ $p, $off, $dead ] if $dead;
+	return;
+}
+
+# An event of op: before and after are JSON texts or undef (null).
+sub dbz_event
+{
+	my ($op, $before, $after) = @_;
+	my $event = sprintf('{"before": %s, "after": %s, "source": {"db": "shop", "table": "orders"}, '
+		  . '"op": "%s", "ts_ms": %d}',
+		$before // 'null', $after // 'null', $op, 1700000000000 + scalar(@dbz_msgs));
+	return rand() < 0.5 ? $event
+	  : qq({"schema": {"type": "struct", "optional": false}, "payload": $event});
+}
+
+sub dbz_change
+{
+	my ($op) = @_;
+	my @ids = sort { $a <=> $b } keys %dbz_table;
+	$op = 'c' if ($op eq 'u' || $op eq 'd') && !@ids;
+	my $id = $op eq 'c' || $op eq 'r' ? ++$dbz_id : $ids[ int(rand(@ids)) ];
+	my $before = $op eq 'u' || $op eq 'd' ? image($id) : undef;
+	my @old = $before ? ([ $id, @{ $dbz_table{$id} }, -1 ]) : ();
+	if ($op eq 'd')
+	{
+		delete $dbz_table{$id};
+		dbz_message($id, dbz_event('d', $before, undef), \@old);
+		dbz_message($id, undef, []);    # the tombstone after a delete
+		$dbz_count{d}++;
+		return;
+	}
+	$dbz_table{$id} = [ sprintf('%d.%02d', rand(1000), rand(100)), $regions[ int(rand(@regions)) ] ];
+	dbz_message($id, dbz_event($op, $before, image($id)), [ @old, [ $id, @{ $dbz_table{$id} }, 1 ] ]);
+	$dbz_count{ $op eq 'u' ? 'u' : 'i' }++;
+	return;
+}
+
+# Malformed events: dead letters, with what the reason must say.
+my @dbz_malformed = (
+	[ 'not json',                                      qr/invalid JSON at byte 0/ ],
+	[ '{"before": null, "after": {"id": 1}}',         qr/Debezium event without "op"/ ],
+	[ '{"op": "t", "before": null, "after": null}',   qr/unknown Debezium op "t"/ ],
+	[ '{"op": 7, "after": {"id": 1}}',                qr/"op" of a Debezium event must be a string/ ],
+	[ '{"op": "u", "before": null, "after": {"id": 1, "amount": 2}}', qr/op "u" has no "before" row/ ],
+	[ '{"op": "c", "after": "{}"}',                   qr/"after" of a Debezium event must be an object, found a string/ ],
+	[ '{"schema": {}, "payload": {"op": "d"}}',       qr/op "d" has no "before" row/ ],
+	[ '{"op": "c", "after": {"id": 1, "amount": "lots"}}', qr/invalid input syntax for type numeric.*JSON key "amount" of the message's "after"/ ],
+	[ '{"op": "c", "after": {"id": 1}} trailing',      qr/expected the end of the message/ ],
+);
+
+sub dbz_chunk
+{
+	my ($n) = @_;
+	for (1 .. $n)
+	{
+		my $r = rand();
+		if ($r < 0.08)
+		{
+			my $m = $dbz_malformed[ int(rand(@dbz_malformed)) ];
+			dbz_message(1000 + int(rand(10)), $m->[0], [], $m->[1]);
+		}
+		else
+		{
+			dbz_change($r < 0.4 ? 'c' : $r < 0.8 ? 'u' : 'd');
+		}
+	}
+	return;
+}
+
+dbz_change('r') for 1 .. 8;    # the snapshot
+dbz_chunk(60);
+$broker->produce('dbz', \@dbz_msgs, keys => 1);
+my $sent = @dbz_msgs;
+my $r = run_json($node, "run_batch('dq')");
+cmp_ok($r->{input_rows}, '>', 0, 'debezium: a first batch');
+dbz_chunk(120);
+# every malformed kind at least once
+dbz_message(1000, $_->[0], [], $_->[1]) for @dbz_malformed;
+dbz_chunk(40);
+$broker->produce('dbz', [ @dbz_msgs[ $sent .. $#dbz_msgs ] ], keys => 1);
+$r = run_json($node, "run_available('dq')");
+is($node->safe_psql('postgres', "SELECT sum(input_rows) FROM streamwin.progress WHERE query = 'dq'"),
+	scalar(@dbz_msgs), 'debezium: the batches read every message');
+
+results_match($node, 'SELECT * FROM dq', values_sql(\@dbz_cols, \@dbz_rows),
+	'debezium: each event makes its rows: after (+1), before (-1) then after (+1), before (-1)');
+results_match($node,
+	'SELECT id, amount, region, sum(__streamwin_change) FROM dq GROUP BY 1, 2, 3 HAVING sum(__streamwin_change) <> 0',
+	values_sql([ [ 'id', 'int' ], [ 'amount', 'numeric' ], [ 'region', 'text' ], [ 'n', 'bigint' ] ],
+		[ map { [ $_, @{ $dbz_table{$_} }, 1 ] } keys %dbz_table ]),
+	'debezium: the changes net to the table the events describe');
+is(changes_of('dq'), "$dbz_count{i}/$dbz_count{u}/$dbz_count{d}",
+	'debezium: progress counts the inserts, updates and deletes');
+dead_letters_match('dbz', \@dbz_dead, 'debezium: malformed events are dead letters that say why; tombstones are not');
+is($node->safe_psql('postgres', "SELECT sum(dead_letters) FROM streamwin.progress WHERE query = 'dq'"),
+	scalar(@dbz_dead), 'debezium: progress counts the dead letters, not the tombstones');
+
+# Late rows: a message is late when the row it adds is; a retraction is
+# never late here, and an upsert's deletion has no event time.
+psql_ok($node, qq{
+SELECT streamwin.create_kafka_source('dbz_late', '$brokers', 'dbz_late', 'id int, ts timestamptz',
+    options => '{"envelope": "debezium"}');
+SELECT streamwin.create_kafka_source('ups_late', '$brokers', 'ups_late', 'id int, ts timestamptz',
+    options => '{"envelope": "upsert", "key_columns": ["id"]}');
+SELECT streamwin.create_query('dq_late', 'SELECT id, ts, __streamwin_change FROM dbz_late',
+    watermark => '1 minute', options => '{"event_time": "ts"}', start => false);
+SELECT streamwin.create_query('uq_late', 'SELECT id, ts, __streamwin_change FROM ups_late',
+    watermark => '1 minute', options => '{"event_time": "ts"}', start => false);
+}, 'late rows: a Debezium and an upsert source, each with an event time and a watermark');
+sub row_json { my ($id, $min) = @_; return defined $min ? qq({"id": $id, "ts": "2024-01-01T10:$min:00Z"}) : 'null' }
+$broker->produce('dbz_late', [
+	map { [ 0, '1', qq({"op": "c", "after": ) . row_json(@$_) . '}' ] } [1, '00'], [2, '05'], [3, '00'] ], keys => 1);
+$broker->produce('ups_late', [ [ 0, '1', row_json(1, '00') ], [ 0, '2', row_json(2, '05') ] ], keys => 1);
+run_json($node, "run_batch('$_')") for qw(dq_late uq_late);
+# the watermark is now 10:04
+$broker->produce('dbz_late', [
+	[ 0, '1', '{"op": "u", "before": ' . row_json(1, '00') . ', "after": ' . row_json(1, '01') . '}' ],
+	[ 0, '3', '{"op": "d", "before": ' . row_json(3, '00') . '}' ],
+	[ 0, '2', '{"op": "u", "before": ' . row_json(2, '05') . ', "after": ' . row_json(2, '06') . '}' ],
+	[ 0, '4', '{"op": "d", "before": {"id": 4}}' ] ], keys => 1);
+$broker->produce('ups_late', [
+	[ 0, '1', row_json(1, '01') ], [ 0, '2', undef ], [ 0, '1', row_json(1, '10') ] ], keys => 1);
+my $late_d = run_json($node, "run_batch('dq_late')");
+my $late_u = run_json($node, "run_batch('uq_late')");
+is("$late_d->{late_rows_dropped}/$late_d->{dead_letters}", '1/1',
+	'late rows: the Debezium update whose new row is late is dropped; a delete without the event time is a dead letter');
+is("$late_u->{late_rows_dropped}/$late_u->{dead_letters}", '1/0',
+	'late rows: the late new version of an upsert is dropped; its deletion has no event time');
+my $ts = sub { "2024-01-01 10:$_[0]:00+00" };
+results_match($node, 'SELECT * FROM dq_late',
+	values_sql([ [ 'id', 'int' ], [ 'ts', 'timestamptz' ], [ 'c', 'smallint' ] ],
+		[ [ 1, $ts->('00'), 1 ], [ 2, $ts->('05'), 1 ], [ 3, $ts->('00'), 1 ], [ 3, $ts->('00'), -1 ],
+		  [ 2, $ts->('05'), -1 ], [ 2, $ts->('06'), 1 ] ]),
+	'late rows: the Debezium changes but the late one');
+results_match($node, 'SELECT * FROM uq_late',
+	values_sql([ [ 'id', 'int' ], [ 'ts', 'timestamptz' ], [ 'c', 'smallint' ] ],
+		[ [ 1, $ts->('00'), 1 ], [ 2, $ts->('05'), 1 ], [ 2, $ts->('05'), -1 ], [ 1, $ts->('00'), -1 ],
+		  [ 1, $ts->('10'), 1 ] ]),
+	'late rows: the upsert changes but the late one, which left its key as it was');
+
+# ==== 2. upsert ================================================================
+
+my @ups_cols = ([ 'id', 'int' ], [ 'amount', 'numeric' ], [ 'note', 'text' ],
+	[ 'part', 'int' ], [ 'off', 'bigint' ], [ 'change', 'smallint' ]);
+psql_ok($node, qq{
+SELECT streamwin.create_kafka_source('ups', '$brokers', 'ups',
+    'id int, amount numeric, note text, part int, off bigint',
+    options => '{"envelope": "upsert", "key_columns": ["id"],
+                 "metadata": {"part": "partition", "off": "offset"},
+                 "max_records_per_batch": 1000}');
+SELECT streamwin.create_query('uq', 'SELECT id, amount, note, part, off, __streamwin_change FROM ups',
+    start => false);
+SELECT streamwin.create_query('uq_table', 'SELECT id, amount, note, part, off, __streamwin_change FROM ups',
+    start => false);
+}, 'an upsert source and two transforms of its changes');
+my $small = store_session($node);
+sess_ok($small, "SET streamwin.state_memory = '1MB'");
+
+my %ups_table;    # id => [amount, note, part, off]: each key's last row
+my @ups_next = (0, 0);
+my (@ups_msgs, @ups_rows, @ups_dead);
+my %ups_count = (i => 0, u => 0, d => 0);
+
+# A message of key id (undef: a bad key, text $bad) with value (undef: a
+# tombstone), as the upsert operator must turn it into changes.
+sub ups_message
+{
+	my ($id, $value, %o) = @_;
+	my $p = defined $id ? $id % 2 : 0;
+	my $off = $ups_next[$p]++;
+	my $key = exists $o{key} ? $o{key}
+	  : rand() < 0.5 ? qq({"id": $id}) : rand() < 0.5 ? "$id" : qq( { "id" : $id } );
+	push @ups_msgs, [ $p, $key, $value ];
+	if ($o{dead})
+	{
+		push @ups_dead, [ $p, $off, $o{dead} ];
+		return;
+	}
+	my $old = $ups_table{$id};
+	push @ups_rows, [ $id, @$old, -1 ] if $old;
+	if (defined $value)
+	{
+		$ups_table{$id} = [ $o{amount}, $o{note}, $p, $off ];
+		push @ups_rows, [ $id, @{ $ups_table{$id} }, 1 ];
+		$ups_count{ $old ? 'u' : 'i' }++;
+	}
+	elsif ($old)
+	{
+		delete $ups_table{$id};
+		$ups_count{d}++;
+	}
+	return;
+}
+
+# A new version of key id: the value's own "id", if any, loses to the key.
+sub ups_version
+{
+	my ($id, $note) = @_;
+	my $amount = sprintf('%d.%d', rand(500), rand(10));
+	$note //= rand() < 0.2 ? undef : "n" . int(rand(1000));
+	my $value = sprintf('{%s"amount": %s, "note": %s}',
+		rand() < 0.3 ? '"id": 999999, ' : '', $amount, $json->encode($note));
+	ups_message($id, $value, amount => $amount, note => $note);
+	return;
+}
+
+sub ups_chunk
+{
+	my ($n, $keys) = @_;
+	for (1 .. $n)
+	{
+		my $r = rand();
+		my $id = 1 + int(rand($keys));
+		if ($r < 0.04)
+		{
+			my $bad = (
+				[ undef,        qr/message has no key/ ],
+				[ '{"x": 1}',   qr/message key has no value for key column "id"/ ],
+				[ 'abc',        qr/invalid input syntax for type integer.*the message's key, for column "id"/ ],
+				[ '{"id": "x"}', qr/invalid input syntax for type integer.*JSON key "id" of the message's key/ ],
+			)[ int(rand(4)) ];
+			ups_message(undef, '{"amount": 1}', key => $bad->[0], dead => $bad->[1]);
+		}
+		elsif ($r < 0.07)
+		{
+			ups_message($id, '{"amount": 1', dead => qr/invalid JSON/);
+		}
+		elsif ($r < 0.25)
+		{
+			ups_message($id, undef);    # a tombstone, of a known key or not
+		}
+		else
+		{
+			ups_version($id);
+		}
+	}
+	return;
+}
+
+# Produce what was simulated since, then run batches of both queries.
+my $ups_sent = 0;
+sub ups_send
+{
+	$broker->produce('ups', [ @ups_msgs[ $ups_sent .. $#ups_msgs ] ], keys => 1);
+	$ups_sent = @ups_msgs;
+	return;
+}
+
+sub ups_check
+{
+	my ($when, @queries) = @_;
+	# a batch reads what the consumer has fetched: read to the end first
+	run_json($node, "run_available('uq')");
+	sess_ok($small, "SELECT streamwin.run_available('uq_table') IS NOT NULL");
+	for my $q (@queries)
+	{
+		results_match($node, "SELECT * FROM $q", values_sql(\@ups_cols, \@ups_rows),
+			"upsert $q $when: each key's last row retracted, exactly as emitted, then the new one");
+		my $table = $node->safe_psql('postgres',
+			"SELECT plan->>'upsert_table' FROM streamwin.query_catalog WHERE name = '$q'");
+		results_match($node, "SELECT id, amount, note, part, off FROM streamwin.$table",
+			values_sql([ @ups_cols[ 0 .. 4 ] ], [ map { [ $_, @{ $ups_table{$_} } ] } keys %ups_table ]),
+			"upsert $q $when: its state table holds each key's last row");
+		is(changes_of($q), "$ups_count{i}/$ups_count{u}/$ups_count{d}",
+			"upsert $q $when: progress counts inserts, updates (known keys) and deletes");
+	}
+	return;
+}
+
+# Small batches: keys change several times in one batch and across batches.
+for my $chunk (1 .. 6)
+{
+	ups_chunk(40, 12);
+	ups_send();
+	run_json($node, "run_batch('uq')");
+	sess_ok($small, "SELECT streamwin.run_batch('uq_table') IS NOT NULL");
+}
+ups_check('after small batches', 'uq', 'uq_table');
+dead_letters_match('ups', \@ups_dead, 'upsert: bad keys and values are dead letters that say why');
+
+# Many keys with large rows: uq_table's no longer fit in 1MB.
+ups_version(100 + $_, 'x' x 400) for 1 .. 5000;
+ups_chunk(200, 40);
+ups_send();
+run_json($node, "run_available('uq')");
+sess_ok($small, "SELECT streamwin.run_available('uq_table') IS NOT NULL");
+# then changes to big and small keys, on the table
+ups_chunk(300, 5100);
+ups_send();
+run_json($node, "run_available('uq')");
+sess_ok($small, "SELECT streamwin.run_available('uq_table') IS NOT NULL");
+cmp_ok(log_count($node, qr/the upsert keys of query "uq_table" do not fit in streamwin\.state_memory/),
+	'>', 0, 'upsert: uq_table does not fit in 1MB');
+ok(table_mode_sql_upsert('uq_table'), 'upsert: uq_table runs on its state table');
+is(log_count($node, qr/the upsert keys of query "uq" do not fit/), 0, 'upsert: uq stays in memory');
+ups_check('after 5,000 keys more', 'uq', 'uq_table');
+
+sub table_mode_sql_upsert
+{
+	my ($q) = @_;
+	return $node->safe_psql('postgres', qq{
+SELECT count(*) > 0 FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid
+ WHERE c.relnamespace = 'streamwin'::regnamespace
+   AND c.relname = (SELECT plan->>'upsert_table' FROM streamwin.query_catalog WHERE name = '$q')})
+	  eq 't';
+}
+
+# Upserts in csv and text: the value is the other columns.
+$broker->produce('ups_csv', [
+	[ 0, '1', '5.5,first' ], [ 0, '2', '7,' ], [ 0, '1', '6,"se,cond"' ],
+	[ 0, '2', undef ], [ 0, '3', undef ], [ 0, '1', '1,2,3' ], [ 0, '2', '8,back' ] ], keys => 1);
+$broker->produce('ups_text', [
+	[ 0, 'a', 'hello' ], [ 0, '{"k": "b"}', 'world' ], [ 0, 'a', 'again' ], [ 0, 'b', undef ] ], keys => 1);
+psql_ok($node, qq{
+SELECT streamwin.create_kafka_source('ups_csv', '$brokers', 'ups_csv', 'id int, amount numeric, note text',
+    format => 'csv', options => '{"envelope": "upsert", "key_columns": ["id"]}');
+SELECT streamwin.create_kafka_source('ups_text', '$brokers', 'ups_text', 'k text, line text',
+    format => 'text', options => '{"envelope": "upsert", "key_columns": ["k"]}');
+SELECT streamwin.create_query('uq_csv', 'SELECT id, amount, note, __streamwin_change FROM ups_csv', start => false);
+SELECT streamwin.create_query('uq_text', 'SELECT k, line, __streamwin_change FROM ups_text', start => false);
+SELECT streamwin.run_available('uq_csv') IS NOT NULL, streamwin.run_available('uq_text') IS NOT NULL;
+}, 'upsert sources in csv and text');
+results_match($node, 'SELECT * FROM uq_csv',
+	values_sql([ [ 'id', 'int' ], [ 'amount', 'numeric' ], [ 'note', 'text' ], [ 'c', 'smallint' ] ],
+		[ [ 1, '5.5', 'first', 1 ], [ 2, 7, undef, 1 ], [ 1, '5.5', 'first', -1 ], [ 1, 6, 'se,cond', 1 ],
+		  [ 2, 7, undef, -1 ], [ 2, 8, 'back', 1 ] ]),
+	'upsert in csv: the fields are the columns but the key, a record of the wrong length is a dead letter');
+results_match($node, 'SELECT * FROM uq_text',
+	values_sql([ [ 'k', 'text' ], [ 'line', 'text' ], [ 'c', 'smallint' ] ],
+		[ [ 'a', 'hello', 1 ], [ 'b', 'world', 1 ], [ 'a', 'hello', -1 ], [ 'a', 'again', 1 ],
+		  [ 'b', 'world', -1 ] ]),
+	'upsert in text: a key that is a JSON object or its text, the payload the other column');
+
+# ==== 3. a crash after the last checkpoint =======================================
+
+# Batches until each query has batches since its last checkpoint.
+for my $i (1 .. 10)
+{
+	my $behind = $node->safe_psql('postgres', q{
+SELECT bool_and(last_batch_id > checkpoint_batch_id) FROM streamwin.query_catalog
+ WHERE name IN ('uq', 'uq_table')});
+	last if $behind eq 't';
+	ups_chunk(30, 40);
+	ups_send();
+	run_json($node, "run_batch('uq')");
+	sess_ok($small, "SELECT streamwin.run_batch('uq_table') IS NOT NULL");
+}
+is($node->safe_psql('postgres', q{
+SELECT bool_and(last_batch_id > checkpoint_batch_id) FROM streamwin.query_catalog
+ WHERE name IN ('uq', 'uq_table')}), 't', 'crash: both queries have batches since their checkpoint');
+eval { $small->quit };
+
+my $crash_re = qr/all server processes terminated; reinitializing/;
+my $crashes = log_count($node, $crash_re);
+my $idle = $node->background_psql('postgres');
+my $idle_pid = $idle->query_safe('SELECT pg_backend_pid()');
+kill 'KILL', $idle_pid;
+my $limit = time + 60;
+usleep(50_000) while log_count($node, $crash_re) == $crashes && time < $limit;
+eval { $idle->quit };
+is(log_count($node, $crash_re), $crashes + 1, 'crash: PostgreSQL restarted after the SIGKILL');
+wait_until($node, 'SELECT 1', '1', 'crash: the server accepts connections again');
+
+# the changes since, then the rest: on keys changed before and after the checkpoint
+ups_chunk(150, 40);
+ups_chunk(50, 5100);
+ups_send();
+$small = store_session($node);
+sess_ok($small, "SET streamwin.state_memory = '1MB'");
+run_json($node, "run_available('uq')");
+sess_ok($small, "SELECT streamwin.run_available('uq_table') IS NOT NULL");
+for my $q (qw(uq uq_table))
+{
+	cmp_ok(log_count($node, qr/query "$q" lost its state in a crash; restoring the checkpoint/), '>', 0,
+		"crash: $q restored its checkpoint");
+}
+ups_check('after the crash', 'uq', 'uq_table');
+
+# A checkpoint's table equals the state table, row for row (the store writes
+# only what changed since the last one, deleted keys included).
+for my $q (qw(uq uq_table))
+{
+	my $at = "SELECT checkpoint_batch_id = last_batch_id FROM streamwin.query_catalog WHERE name = '$q'";
+	for (my $i = 0; $i < 5 && $node->safe_psql('postgres', $at) ne 't'; $i++)
+	{
+		ups_chunk(20, 40);
+		ups_send();
+		run_json($node, "run_batch('uq')");
+		sess_ok($small, "SELECT streamwin.run_batch('uq_table') IS NOT NULL");
+	}
+	is($node->safe_psql('postgres', $at), 't', "checkpoint: the last batch of $q took one");
+	my $table = $node->safe_psql('postgres',
+		"SELECT plan->>'upsert_table' FROM streamwin.query_catalog WHERE name = '$q'");
+	results_match($node, "SELECT * FROM streamwin.checkpoint_$table", "SELECT * FROM streamwin.$table",
+		"checkpoint: the checkpoint table of $q equals its state table");
+}
+ups_check('at the end', 'uq', 'uq_table');
+eval { $small->quit };
+
+# reset_query empties the rows kept, and the result (a transform's rows
+# would be appended again): read again from the start, the changes come
+# again, the same; drop_query drops the tables.
+my $uq_table = $node->safe_psql('postgres',
+	"SELECT plan->>'upsert_table' FROM streamwin.query_catalog WHERE name = 'uq'");
+psql_ok($node, q{SELECT streamwin.reset_query('uq', 'earliest');
+SELECT streamwin.run_available('uq') IS NOT NULL}, 'reset_query, then the whole topic again');
+results_match($node, 'SELECT * FROM uq',
+	values_sql(\@ups_cols, \@ups_rows),
+	'reset_query: the same changes again, from no row kept');
+results_match($node, "SELECT id, amount, note, part, off FROM streamwin.$uq_table",
+	values_sql([ @ups_cols[ 0 .. 4 ] ], [ map { [ $_, @{ $ups_table{$_} } ] } keys %ups_table ]),
+	'reset_query: the state table holds each key\'s last row again');
+psql_ok($node, "SELECT streamwin.drop_query('uq')", 'drop_query');
+is($node->safe_psql('postgres', qq{SELECT count(*) FROM pg_class
+ WHERE relnamespace = 'streamwin'::regnamespace AND relname IN ('$uq_table', 'checkpoint_$uq_table')}),
+	'0', 'drop_query drops the state table and its checkpoint');
+
+# ==== 4. refusals ================================================================
+
+fails_like($node, qq{SELECT streamwin.create_kafka_source('bad', '$brokers', 'ups', 'id int, v int',
+    options => '{"envelope": "upsert"}')},
+	qr/envelope "upsert" needs option "key_columns".*HINT:  Name the columns the key holds/s,
+	'refused: upsert without key_columns');
+fails_like($node, qq{SELECT streamwin.create_kafka_source('bad', '$brokers', 'ups', 'id int, v int',
+    options => '{"envelope": "maxwell"}')},
+	qr/invalid value for option "envelope": "maxwell".*HINT:  Use "append"/s,
+	'refused: an unknown envelope');
+fails_like($node, qq{SELECT streamwin.create_kafka_source('bad', '$brokers', 'ups', 'id int, v int',
+    options => '{"envelope": "upsert", "key_columns": ["ID"]}')},
+	qr/key column "ID" is not a column of source "bad"/,
+	'refused: a key column that is not a column');
+fails_like($node, qq{SELECT streamwin.create_kafka_source('bad', '$brokers', 'ups', 'id int, v int',
+    options => '{"key_columns": ["id"]}')},
+	qr/option "key_columns" needs an envelope of changes/,
+	'refused: key_columns of an append stream');
+fails_like($node, qq{SELECT streamwin.create_kafka_source('bad', '$brokers', 'ups', 'id int, v int',
+    format => 'csv', options => '{"envelope": "debezium"}')},
+	qr/envelope "debezium" needs format "json"/,
+	'refused: Debezium events in csv');
+fails_like($node, qq{SELECT streamwin.create_kafka_source('bad', '$brokers', 'ups', 'id json, v int',
+    options => '{"envelope": "upsert", "key_columns": ["id"]}')},
+	qr/key column "id" of type json cannot be hashed/,
+	'refused: an upsert key column that cannot be hashed');
+fails_like($node, q{SELECT streamwin.create_query('bad', 'SELECT ups.id, dbz.amount FROM ups JOIN dbz ON ups.id = dbz.id',
+    options => '{"join_state_unbounded": true}', start => false)},
+	qr/source "ups" is a changelog, which a stream-stream join cannot read/,
+	'refused: a join over an upsert source');
+
+done_testing();
