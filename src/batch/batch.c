@@ -269,6 +269,12 @@ batch_decode(BatchContext *b)
 			}
 			if (res->status == 'o')
 			{
+				/* a message of two rows whose retraction alone was late */
+				if (res->retraction)
+				{
+					bs->nlate++;
+					b->nlate_retractions++;
+				}
 				if (res->retracted != NULL)
 					bs->input.rows[bs->input.nrows++] = res->retracted;
 				if (res->row != NULL)
@@ -439,8 +445,8 @@ batch_finish(BatchContext *b)
 	stats->batch_id = b->st.batch_id;
 	stats->replayed = b->st.replay;
 	stats->input_rows = b->nrows;
-	stats->late_rows = b->nlate;
-	stats->late_retractions = b->nlate_retractions;
+	stats->late_rows = b->nlate + b->st.late_added + b->st.late_retracted;
+	stats->late_retractions = b->nlate_retractions + b->st.late_retracted;
 	for (int s = 0; s < b->nsources; s++)
 		stats->changelog |= b->src[s].decoder->change_attno > 0;
 	stats->duplicates = b->st.duplicates;

@@ -718,7 +718,8 @@ row_partial_sql(PartialCol *p, const char *arg, const char *filter)
 
 	Assert(p->merge != MERGE_STATE && p->merge != MERGE_UNION && p->merge != MERGE_FIRST &&
 		   p->merge != MERGE_COUNTED);
-	if (p->merge == MERGE_ADD)
+	/* a count; over a changelog MERGE_ADD is also a sum of changes, below */
+	if (p->merge == MERGE_ADD && ((Aggref *) p->expr)->aggfnoid != F_SUM_INT2)
 	{
 		const char *n = strcmp(arg, "*") == 0 ? "1" : psprintf("pg_catalog.num_nonnulls(%s)", arg);
 

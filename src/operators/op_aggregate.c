@@ -41,7 +41,11 @@ agg_begin(Operator *op, BatchState *b)
 	Assert(b->scope.store == NULL);
 	a->changed = false;
 	if (held_store_begin(&a->groups, b))
+	{
 		b->scope.store = a->groups.store;
+		/* what the batches before closed (close_wm was their watermark) */
+		store_closed_through(a->groups.store, b->has_old_wm, b->old_wm);
+	}
 }
 
 /*
@@ -140,6 +144,7 @@ agg_emit(Operator *op, BatchState *b)
 		a->sql->ops->emit(a->sql, b);
 		return;
 	}
+	store_late_changes(s, &b->late_added, &b->late_retracted);
 	if (a->changed)
 	{
 		store_write_changed(s);

@@ -93,6 +93,8 @@ typedef struct BatchState
 
 	/* what the operators did */
 	int64		duplicates;		/* rows dedup dropped */
+	int64		late_added;		/* a changelog's rows an aggregation dropped, */
+	int64		late_retracted; /* added or retracted, into closed windows */
 	bool		unmatched;		/* an outer join let unmatched rows go */
 } BatchState;
 

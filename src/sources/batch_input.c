@@ -73,6 +73,11 @@ row_decoder_create(SourceReader *rd, QueryInfo *q)
 	}
 	d->slot = MakeSingleTupleTableSlot(rd->desc, &TTSOpsVirtual);
 	d->change_attno = source_change_attno(rd->desc);
+	if (d->change_attno > 0 && q->aggregate && q->windowed && !q->session_windows)
+	{
+		d->late_size_us = q->window_size_us;
+		d->late_slide_us = q->window_slide_us > 0 ? q->window_slide_us : q->window_size_us;
+	}
 	d->econtext = CreateStandaloneExprContext();
 	d->econtext->ecxt_param_list_info = makeParamList(BATCH_TIME_PARAMID);
 	if (rd->qsource->event_time_expr != NULL)
@@ -191,6 +196,28 @@ row_event_time(RowDecoder *d, TupleTableSlot *slot, TimestampTz *ts)
 }
 
 /*
+ * Is a row of event time ts late, the watermark before the batch being
+ * watermark?  A row of an append stream is when it is older than the
+ * watermark.  A changelog's row is when every window that holds it is
+ * closed (the last of them ends at or before the watermark): a retraction
+ * of a row added on time must reach the row's window for as long as it is
+ * open, and an addition is judged the same way, so that a row and its
+ * retraction are both applied or both dropped.  Without windows no
+ * changelog row is late.  (A hop's window closed while a later one holding
+ * the row is open: the store drops the row from that one alone,
+ * store_closed_through.)
+ */
+static inline bool
+row_is_late(RowDecoder *d, TimestampTz ts, TimestampTz watermark)
+{
+	if (d->change_attno == 0)
+		return ts < watermark;
+	if (d->late_size_us == 0)
+		return false;
+	return window_floor(ts, d->late_slide_us) <= watermark - d->late_size_us;
+}
+
+/*
  * Decode one message.  Throws on bad values; see the file header.
  *
  * The values are made in batch memory, where the row keeps them, rather
@@ -231,8 +258,6 @@ decode_one(RowDecoder *d, SourceRow *m, RowResult *res,
 		goto done;
 	}
 	ExecStoreVirtualTuple(slot);
-	res->retraction = d->change_attno > 0 && !slot->tts_isnull[d->change_attno - 1] &&
-		DatumGetInt16(slot->tts_values[d->change_attno - 1]) < 0;
 
 	if (d->event_time != NULL)
 	{
@@ -244,9 +269,11 @@ decode_one(RowDecoder *d, SourceRow *m, RowResult *res,
 			goto done;
 		}
 		res->has_event_time = true;
-		if (drop_late && res->event_time < watermark)
+		if (drop_late && row_is_late(d, res->event_time, watermark))
 		{
 			res->status = 'l';
+			res->retraction = d->change_attno > 0 && !slot->tts_isnull[d->change_attno - 1] &&
+				DatumGetInt16(slot->tts_values[d->change_attno - 1]) < 0;
 			goto done;
 		}
 	}
@@ -300,7 +327,15 @@ decode_change(RowDecoder *d, SourceRow *m, RowResult *res,
 				res->has_event_time = true;
 				res->event_time = ts;
 			}
-			late = late || (err == NULL && adds && drop_late && ts < watermark);
+			/* a late row of the two goes, the other stays (row_is_late) */
+			if (err == NULL && drop_late && row_is_late(d, ts, watermark))
+			{
+				if (adds)
+					late = true;
+				else
+					res->retraction = true;
+				continue;
+			}
 		}
 		if (err == NULL && adds)
 			res->row = batch_row_make(natts, rows.values[i], rows.nulls[i]);
@@ -314,8 +349,10 @@ decode_change(RowDecoder *d, SourceRow *m, RowResult *res,
 		res->has_event_time = false;
 		res->row = res->retracted = NULL;
 	}
+	else if (rows.nrows == 0)
+		res->status = 's';
 	else
-		res->status = rows.nrows == 0 ? 's' : late ? 'l' : 'o';
+		res->status = res->row == NULL && res->retracted == NULL && (late || res->retraction) ? 'l' : 'o';
 	MemoryContextSwitchTo(batch_cxt);
 	ExecClearTuple(slot);
 	ResetExprContext(d->econtext);

@@ -32,6 +32,9 @@ typedef struct RowDecoder
 	SourceMetadata *metadata;	/* per source column, or NULL (decode.h) */
 	ExprState  *event_time;		/* over a decoded row, or NULL */
 	AttrNumber	change_attno;	/* a changelog's change column, or 0 */
+	int64		late_size_us;	/* a changelog's: its rows are late when the */
+	int64		late_slide_us;	/* last window of this size and slide that
+								 * holds them is closed; 0: never */
 	ExprContext *econtext;		/* its parameter: the batch's timestamp */
 	TupleTableSlot *slot;
 	/* of the decoder: messages of this batch without a column's key */
@@ -52,7 +55,8 @@ typedef struct RowResult
 								 * changelog's message that changes nothing) */
 	char		change;			/* a changelog's: what the message is
 								 * (ChangeRows.kind) */
-	bool		retraction;		/* a late row of a changelog that retracts */
+	bool		retraction;		/* a changelog's: a retraction was late
+								 * (with 'o', one of the message's two) */
 	bool		has_event_time;
 	TimestampTz event_time;
 	BatchRow	row;			/* 'o': the row, of the source's columns (a

@@ -155,6 +155,23 @@ extern void store_invalidate(StateStore *s);
  */
 extern struct _DestReceiver *store_merge_receiver(StateStore *s, bool rows, int64 batch_rows);
 
+/*
+ * store_closed_through
+ *		Windows ending at or before closed (has: any) were closed by the
+ *		batches before: over a changelog, the batch's rows of such a window
+ *		come too late to change it, and the merge drops them, counted
+ *		(store_late_changes).  A changelog's rows are not dropped by their
+ *		own event time: a retraction of a row added on time must reach its
+ *		window while it is open, and only the window decides.
+ */
+extern void store_closed_through(StateStore *s, bool has, TimestampTz closed);
+
+/*
+ * The rows added and retracted that the merges since the last call dropped
+ * into closed windows (net per group of the batch); the counts restart.
+ */
+extern void store_late_changes(StateStore *s, int64 *added, int64 *retracted);
+
 /* Whether the next batch's rows go to the store as rows, not groups. */
 extern bool store_merge_rows(StateStore *s);
 

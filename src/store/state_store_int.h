@@ -240,6 +240,10 @@ struct StateStore
 	int			nfolds;
 	int			max_folds;
 	bool		merge_rows;		/* the next batch's rows are merged as rows */
+	bool		has_closed;		/* store_closed_through: windows ending at or */
+	TimestampTz closed;			/* before closed are closed */
+	int64		late_added;		/* rows dropped into them since */
+	int64		late_retracted; /* store_late_changes */
 	RowsList	rows[NUM_STORE_ROWS];
 	TidList		ckpt_gone;		/* checkpoint rows of groups gone since */
 

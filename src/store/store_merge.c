@@ -203,6 +203,30 @@ fold_ahead(MergeReceiver *r, TupleTableSlot *slot)
 }
 
 /*
+ * Is the window starting at start closed, over a changelog, whose rows of
+ * it come too late (store_closed_through)?
+ */
+static inline bool
+window_closed(StateStore *s, Datum start)
+{
+	return s->plan.rows_partial >= 0 && s->plan.windowed && s->has_closed &&
+		DatumGetTimestampTz(start) <= s->closed - s->plan.window_size_us;
+}
+
+/* Count the rows of a batch's group (or row) in slot that came too late. */
+static void
+count_late(StateStore *s, TupleTableSlot *slot)
+{
+	int			k = s->nkeys + s->plan.rows_partial;
+	int64		net = slot->tts_isnull[k] ? 0 : DatumGetInt64(slot->tts_values[k]);
+
+	if (net < 0)
+		s->late_retracted -= net;
+	else
+		s->late_added += net;
+}
+
+/*
  * One of the batch's groups: window_start, keys, partials.  With panes, a
  * pane's group, which merges into every window covering the pane: the one
  * starting with it and those starting a slide, two slides... before.  Or
@@ -217,12 +241,18 @@ merge_receive(TupleTableSlot *slot, DestReceiver *self)
 
 	slot_getallattrs(slot);
 	if (r->rows)
-		fold_ahead(r, slot);
+	{
+		if (window_closed(s, slot->tts_values[0]))
+			count_late(s, slot);
+		else
+			fold_ahead(r, slot);
+	}
 	else if (s->plan.session)
 		session_merge(s, slot);
 	else
 	{
 		TupleTableSlot *key = s->key_slot;
+		bool		late = false;
 
 		for (int i = 0; i < Max(s->plan.panes, 1); i++)
 		{
@@ -234,8 +264,14 @@ merge_receive(TupleTableSlot *slot, DestReceiver *self)
 			if (i > 0)
 				key->tts_values[0] = TimestampTzGetDatum(DatumGetTimestampTz(key->tts_values[0]) -
 														 i * s->plan.slide_us);
-			merge_group(s, slot);
+			/* of a hop's windows, the closed ones go without it */
+			if (window_closed(s, key->tts_values[0]))
+				late = true;
+			else
+				merge_group(s, slot);
 		}
+		if (late)
+			count_late(s, slot);
 	}
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(s->temp_cxt);
@@ -399,6 +435,21 @@ store_merge_receiver(StateStore *s, bool rows, int64 batch_rows)
 	r->rows = rows;
 	r->batch_rows = batch_rows;
 	return (DestReceiver *) r;
+}
+
+void
+store_closed_through(StateStore *s, bool has, TimestampTz closed)
+{
+	s->has_closed = has;
+	s->closed = closed;
+}
+
+void
+store_late_changes(StateStore *s, int64 *added, int64 *retracted)
+{
+	*added = s->late_added;
+	*retracted = s->late_retracted;
+	s->late_added = s->late_retracted = 0;
 }
 
 /*

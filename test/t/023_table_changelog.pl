@@ -31,18 +31,19 @@
 #      of 1 minute per key with watermark 1 minute, capture_late_rows.
 #      Rows inserted, windows closed as later rows move the watermark; then
 #      deletes and updates of rows behind the watermark (in closed windows,
-#      and in a window still open but behind the watermark: late rows are
-#      those older than the watermark, and so are late retractions, which
-#      keeps a retraction from being applied to a row whose insert was
-#      dropped), a late insert and its delete, and on-time deletes, among
-#      them every row of a group.  A closed window's row stays as it was
-#      emitted; every retraction behind the watermark is dropped and
-#      counted in run_batch's "late_retractions_dropped" and
-#      streamwin.progress (and in late_rows_dropped and streamwin.late_rows
-#      with the late inserts).  The windows each batch must emit are
-#      computed from the trigger log: the changes not behind the watermark
-#      of their batch, summed per window up to the batch whose watermark
-#      closes it, groups of no rows left out.
+#      and in a window still open but behind the watermark: a changelog's
+#      row, added or retracted, is late when its window is closed, so that
+#      a row added on time is retracted while its window is open, and a
+#      row and its retraction are both applied or both dropped), a late
+#      insert and its delete, and on-time deletes, among them every row of
+#      a group.  A closed window's row stays as it was emitted; every change
+#      into a closed window is dropped and counted in run_batch's
+#      "late_retractions_dropped" and streamwin.progress (and in
+#      late_rows_dropped and streamwin.late_rows with the late inserts).
+#      The windows each batch must emit are computed from the trigger log:
+#      the changes whose window was open at their batch, summed per window
+#      up to the batch whose watermark closes it, groups of no rows left
+#      out.
 #   3. A chained query: q_keys's result table (update mode), given REPLICA
 #      IDENTITY FULL after create_query, is itself a changelog table source
 #      (its upserts and deletes are the changes); an update-mode aggregate
@@ -395,12 +396,12 @@ SELECT streamwin.create_query('q_late', \$q\$
     watermark => '1 minute', options => '{"capture_late_rows": true}', start => false);
 }, 'part 2: table lt, its change log, and an append-mode query with a 1-minute watermark');
 
-# The changes the query applies: those of each step not behind the
-# watermark its batch starts with.  A window is emitted by the first batch
+# The changes the query applies: those of each step whose window is open
+# at the watermark its batch starts with.  A window is emitted by the first batch
 # whose watermark reaches its end, with the changes of that batch and the
 # ones before it, unless they leave its group without rows.
-my $applied = q{SELECT l.* FROM lt_log l JOIN lt_wm w USING (step)
- WHERE w.wm_before IS NULL OR l.ts >= w.wm_before};
+my $applied = qq{SELECT l.* FROM lt_log l JOIN lt_wm w USING (step)
+ WHERE w.wm_before IS NULL OR date_bin('1 minute', l.ts, $T0) + interval '1 minute' > w.wm_before};
 my $want_late = qq{
 SELECT ws AS window_start, ws + interval '1 minute' AS window_end, a.k,
        sum(a.change)::bigint AS n, sum(a.change * a.v)::bigint AS s
@@ -411,7 +412,8 @@ SELECT ws AS window_start, ws + interval '1 minute' AS window_end, a.k,
  WHERE a.step <= c.closing
  GROUP BY ws, a.k
 HAVING sum(a.change) > 0};
-my $late_of = q{SELECT l.* FROM lt_log l JOIN lt_wm w USING (step) WHERE l.ts < w.wm_before};
+my $late_of = qq{SELECT l.* FROM lt_log l JOIN lt_wm w USING (step)
+ WHERE date_bin('1 minute', l.ts, $T0) + interval '1 minute' <= w.wm_before};
 
 my $step = 1;
 
@@ -457,7 +459,7 @@ DELETE FROM lt WHERE id = 3;                        -- ts 12 s, closed window: l
 UPDATE lt SET ts = $T0 + interval '150 seconds' WHERE id = 6;  -- from 24 s (late) to 150 s (on time)
 UPDATE lt SET v = v + 1 WHERE id = 9;               -- at 36 s: both versions late
 INSERT INTO lt VALUES (200, 'a', 7, $T0 + interval '30 seconds');  -- a late insert
-DELETE FROM lt WHERE id = 20;                       -- at 80 s: open window, but behind the watermark
+DELETE FROM lt WHERE id = 20;                       -- at 80 s: behind the watermark, its window open: applied
 DELETE FROM lt WHERE id = 26;                       -- at 104 s: on time
 UPDATE lt SET k = 'b' WHERE id = 27;                -- at 108 s: on time
 DELETE FROM lt WHERE k = 'gone';                    -- its group empties
