@@ -241,9 +241,9 @@ SELECT streamwin.drop_source('reading_changes');
 -- first) gives the same.  Each window is compared with plain SQL over the
 -- table as it was when the window closed.
 SET streamwin.store_merge = 'rows';
-CREATE TABLE visits (id int PRIMARY KEY, k text, ts timestamptz);
-ALTER TABLE visits REPLICA IDENTITY FULL;
-SELECT streamwin.create_table_source('visit_changes', 'visits', '{"changes": "all"}');
+CREATE TABLE page_visits (id int PRIMARY KEY, k text, ts timestamptz);
+ALTER TABLE page_visits REPLICA IDENTITY FULL;
+SELECT streamwin.create_table_source('visit_changes', 'page_visits', '{"changes": "all"}');
 SELECT streamwin.create_query('hourly_visits', $$
   SELECT k, count(*) AS n FROM visit_changes GROUP BY streamwin.tumble(ts, '1 hour'), k$$,
   watermark => '1 minute', start => false);
@@ -253,27 +253,27 @@ SELECT streamwin.create_query('sliding_visits', $$
 CREATE FUNCTION run_visits() RETURNS TABLE (late_retractions text) LANGUAGE sql AS $$
   SELECT (streamwin.run_batch('hourly_visits')->>'late_retractions_dropped') || ' ' ||
          (streamwin.run_batch('sliding_visits')->>'late_retractions_dropped') $$;
-INSERT INTO visits VALUES (1, 'a', '2026-01-01 00:10'), (2, 'a', '2026-01-01 00:20');
+INSERT INTO page_visits VALUES (1, 'a', '2026-01-01 00:10'), (2, 'a', '2026-01-01 00:20');
 SELECT run_visits();
 -- the watermark moves to 00:49
-INSERT INTO visits VALUES (3, 'a', '2026-01-01 00:50');
+INSERT INTO page_visits VALUES (3, 'a', '2026-01-01 00:50');
 SELECT run_visits();
 -- behind the watermark, in windows still open: taken out of them
-DELETE FROM visits WHERE id = 1;
+DELETE FROM page_visits WHERE id = 1;
 SELECT run_visits();
 -- the watermark moves to 01:29: [00:00, 01:00) and [23:00, 01:00) close
 CREATE TABLE visits_at_close AS
-  SELECT date_trunc('hour', ts) AS window_start, k, count(*) AS n FROM visits GROUP BY 1, 2;
-INSERT INTO visits VALUES (4, 'a', '2026-01-01 01:30');
+  SELECT date_trunc('hour', ts) AS window_start, k, count(*) AS n FROM page_visits GROUP BY 1, 2;
+INSERT INTO page_visits VALUES (4, 'a', '2026-01-01 01:30');
 SELECT run_visits();
 -- into closed windows: dropped and counted; the hop's open window still takes it
-DELETE FROM visits WHERE id = 2;
+DELETE FROM page_visits WHERE id = 2;
 SELECT run_visits();
 SELECT count(*) AS differing FROM (
   SELECT window_start, k, n FROM hourly_visits
   EXCEPT SELECT window_start, k, n FROM visits_at_close WHERE window_start < '2026-01-01 01:00') d;
 SELECT window_start, n,
-       (SELECT count(*) FROM visits v WHERE v.ts >= s.window_start AND v.ts < s.window_end) AS now_in_table
+       (SELECT count(*) FROM page_visits v WHERE v.ts >= s.window_start AND v.ts < s.window_end) AS now_in_table
 FROM sliding_visits s ORDER BY window_start;
 SELECT sum(late_rows_dropped) AS late_rows, sum(late_retractions_dropped) AS late_retractions
 FROM streamwin.progress WHERE query IN ('hourly_visits', 'sliding_visits');

@@ -73,7 +73,8 @@ row_decoder_create(SourceReader *rd, QueryInfo *q)
 	}
 	d->slot = MakeSingleTupleTableSlot(rd->desc, &TTSOpsVirtual);
 	d->change_attno = source_change_attno(rd->desc);
-	if (d->change_attno > 0 && q->aggregate && q->windowed && !q->session_windows)
+	d->late_by_window = d->change_attno > 0 && q->aggregate;
+	if (d->late_by_window && q->windowed && !q->session_windows)
 	{
 		d->late_size_us = q->window_size_us;
 		d->late_slide_us = q->window_slide_us > 0 ? q->window_slide_us : q->window_size_us;
@@ -197,8 +198,9 @@ row_event_time(RowDecoder *d, TupleTableSlot *slot, TimestampTz *ts)
 
 /*
  * Is a row of event time ts late, the watermark before the batch being
- * watermark?  A row of an append stream is when it is older than the
- * watermark.  A changelog's row is when every window that holds it is
+ * watermark?  A row of an append stream, or a change a transform passes
+ * on, is when it is older than the watermark.  A row of a changelog that
+ * an aggregation reads is when every window that holds it is
  * closed (the last of them ends at or before the watermark): a retraction
  * of a row added on time must reach the row's window for as long as it is
  * open, and an addition is judged the same way, so that a row and its
@@ -210,7 +212,7 @@ row_event_time(RowDecoder *d, TupleTableSlot *slot, TimestampTz *ts)
 static inline bool
 row_is_late(RowDecoder *d, TimestampTz ts, TimestampTz watermark)
 {
-	if (d->change_attno == 0)
+	if (!d->late_by_window)
 		return ts < watermark;
 	if (d->late_size_us == 0)
 		return false;

@@ -32,9 +32,11 @@ typedef struct RowDecoder
 	SourceMetadata *metadata;	/* per source column, or NULL (decode.h) */
 	ExprState  *event_time;		/* over a decoded row, or NULL */
 	AttrNumber	change_attno;	/* a changelog's change column, or 0 */
-	int64		late_size_us;	/* a changelog's: its rows are late when the */
-	int64		late_slide_us;	/* last window of this size and slide that
-								 * holds them is closed; 0: never */
+	bool		late_by_window; /* a changelog's aggregation's rows are late
+								 * when the last window of late_size_us and
+								 * late_slide_us that holds them is closed */
+	int64		late_size_us;	/* (0: not windowed, never late) */
+	int64		late_slide_us;
 	ExprContext *econtext;		/* its parameter: the batch's timestamp */
 	TupleTableSlot *slot;
 	/* of the decoder: messages of this batch without a column's key */
