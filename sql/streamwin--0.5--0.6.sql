@@ -77,3 +77,26 @@ SELECT pg_catalog.round(CASE WHEN (r.root + r.half) * (r.root + r.half) <= v THE
 FROM (SELECT pg_catalog.round(pg_catalog.sqrt(v), pg_catalog.scale(v)) AS root,
 			 0.5 / pg_catalog.power(10::pg_catalog.numeric, pg_catalog.scale(v)) AS half) AS r
 $$;
+
+-- A query's batches run as its owner, who owns its dedup table
+-- (create_query_table in src/compile/compile_sql.c).  0.1 and 0.2 gave the
+-- dedup table of a query created by any other role than the extension
+-- owner to the extension owner instead (dedup_statements read the current
+-- role after switching to the extension owner), so that every batch of the
+-- query failed with "permission denied for table dedup_N".  0.3 fixed new
+-- queries only: such a query went on failing after every update.  Its
+-- table goes to its owner here.
+DO $$
+DECLARE
+	r record;
+BEGIN
+	FOR r IN SELECT n.nspname, c.relname, o.rolname
+			   FROM streamwin.query_catalog q
+			   JOIN pg_catalog.pg_class c ON c.oid = q.dedup_table::pg_catalog.oid
+			   JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+			   JOIN pg_catalog.pg_roles o ON o.oid = q.owner::pg_catalog.oid
+			  WHERE c.relowner <> o.oid
+	LOOP
+		EXECUTE pg_catalog.format('ALTER TABLE %I.%I OWNER TO %I', r.nspname, r.relname, r.rolname);
+	END LOOP;
+END $$;

@@ -34,6 +34,8 @@
 #   REGRESS_TIMEOUT=300           seconds before pg_regress is killed
 #   PG_CONFIG=...                 which PostgreSQL (default: version 15)
 #   STREAMWIN_*                   passed through to the tests (e.g. STREAMWIN_CRASH_EVENTS)
+#   STREAMWIN_SOURCE_DIR          the git checkout the tests may build from
+#                                 (024_upgrades.pl: its releases); default: this one
 set -euo pipefail
 
 # --- Locating PostgreSQL -----------------------------------------------------
@@ -272,6 +274,9 @@ fi
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
+# The tests run in a copy without .git: where the checkout is, for the tests
+# that build its earlier releases (024_upgrades.pl).
+: "${STREAMWIN_SOURCE_DIR:=$repo}"
 
 if ((EUID == 0)); then
 	sudo=()

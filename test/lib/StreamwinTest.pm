@@ -62,7 +62,7 @@ our $timeout = $ENV{STREAMWIN_TEST_TIMEOUT} // 120;
 =head1 Nodes
 
 new_node(NAME, conf => EXTRA_CONF_TEXT, extension => 1, preload => 1,
-allows_streaming => 0)
+allows_streaming => 0, install_path => DIR)
 
 A PostgreSQL::Test::Cluster node, initialized with UTF8 encoding and the C
 locale, configured for streamwin (shared_preload_libraries unless preload =>
@@ -70,13 +70,16 @@ locale, configured for streamwin (shared_preload_libraries unless preload =>
 started, with CREATE EXTENSION streamwin done in database postgres (unless
 extension => 0).  Sessions of the tests run in UTC.  allows_streaming => 1
 lets standbys stream from it (PostgreSQL::Test::Cluster's init option).
+install_path => DIR runs the PostgreSQL installation whose bin/ is in DIR
+(PostgreSQL::Test::Cluster's option) instead of the one on PATH.
 
 =cut
 
 sub new_node
 {
 	my ($name, %opts) = @_;
-	my $node = PostgreSQL::Test::Cluster->new($name);
+	my $node = PostgreSQL::Test::Cluster->new($name,
+		defined $opts{install_path} ? (install_path => $opts{install_path}) : ());
 	$node->init(
 		extra            => [ '--encoding=UTF8', '--locale=C' ],
 		allows_streaming => $opts{allows_streaming} // 0);
