@@ -605,7 +605,7 @@ if ($cl{cl_changes})
 		@{ $clr{trigger} }, $clr{trigger_added} ? @{ $clr{trigger_added} } : (0, 0)) if $clr{trigger};
 	push @lines, sprintf('- plain SQL recompute time / streamwin time over the changes: **%.1fx** in wall time, %.1fx '
 		  . 'in CPU', @{ $clr{recompute} }) if $clr{recompute};
-	push @md, 'Ratios, this run:', '', @lines, '' if @lines;
+	push @md, ($meta{repeat} > 1 ? 'Ratios, from the medians above:' : 'Ratios, this run:'), '', @lines, '' if @lines;
 	push @md, 'Per run: the batches of each streamwin run (changes read: inserts/updates/deletes; batch ms; state '
 	  . 'rows; MB of WAL the phase wrote; how far before the phase\'s first change the slot\'s restart point was).';
 	push @md, '';
