@@ -11,6 +11,7 @@
 #include "postgres.h"
 
 #include "catalog/namespace.h"
+#include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
@@ -84,11 +85,13 @@ Oid
 create_state_table(Compiled *c, int32 query_id)
 {
 	StringInfoData sql;
+	StringInfoData storage;
 	ListCell   *lc;
 	char	   *name = psprintf("state_%d", query_id);
 	char	   *qname = quote_qualified_identifier("streamwin", name);
 
 	initStringInfo(&sql);
+	initStringInfo(&storage);
 	appendStringInfo(&sql, "CREATE UNLOGGED TABLE %s (", qname);
 	append_group_column_defs(&sql, c);
 	foreach(lc, c->partials)
@@ -98,6 +101,19 @@ create_state_table(Compiled *c, int32 query_id)
 		appendStringInfo(&sql, "%s %s, ", quote_identifier(p->name),
 						 column_type_sql(exprType((Node *) p->expr), exprTypmod((Node *) p->expr),
 										 exprCollation((Node *) p->expr)));
+
+		/*
+		 * A partial kept as bytea (a set of values, a sketch, a serialized
+		 * transition state) can grow past TOAST's threshold, and the store
+		 * rewrites a group's row after every batch that changes it: stored
+		 * out of line but not compressed, which would cost more than the
+		 * rest of the write (a group's set of 1,000 numeric values is
+		 * compressed again at every batch).  The logged checkpoint table
+		 * keeps the default, compressed: fewer bytes of WAL.
+		 */
+		if (exprType((Node *) p->expr) == BYTEAOID)
+			appendStringInfo(&storage, "%s ALTER COLUMN %s SET STORAGE EXTERNAL",
+							 storage.len ? "," : "", quote_identifier(p->name));
 	}
 
 	/*
@@ -109,6 +125,8 @@ create_state_table(Compiled *c, int32 query_id)
 	 */
 	sql.data[sql.len -= 2] = '\0';
 	appendStringInfoChar(&sql, ')');
+	if (storage.len > 0)
+		appendStringInfo(&sql, "; ALTER TABLE %s%s", qname, storage.data);
 	return create_query_table(name, sql.data, NULL);
 }
 

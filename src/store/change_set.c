@@ -184,40 +184,65 @@ set_serialize(ChangeSet *s)
 	return pq_endtypsend(&buf);
 }
 
+/*
+ * A set's bytea read in place (only read: pq_getmsg* do not write), its
+ * header checked; leaves buf at the first value and returns the number of
+ * values.
+ */
+static int
+set_open(bytea *b, StringInfo buf, Oid *typid, Oid *collid)
+{
+	buf->data = VARDATA_ANY(b);
+	buf->len = VARSIZE_ANY_EXHDR(b);
+	buf->maxlen = buf->len;
+	buf->cursor = 0;
+	if (pq_getmsgint(buf, 4) != CHANGE_SET_VERSION)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("streamwin: a change set of an unknown version")));
+	*typid = pq_getmsgint(buf, 4);
+	*collid = pq_getmsgint(buf, 4);
+	return pq_getmsgint(buf, 4);
+}
+
+/*
+ * One value of a set, from its len bytes of send format: received from a
+ * null-terminated copy in item (reused from value to value), which the
+ * receive function may alter; what it returns is its own.
+ */
+static Datum
+set_receive(SetTypeInfo *t, StringInfo item, const char *bytes, int len)
+{
+	resetStringInfo(item);
+	appendBinaryStringInfo(item, bytes, len);
+	return ReceiveFunctionCall(&t->recv, item, t->recv_ioparam, -1);
+}
+
 /* A set from bytea, in CurrentMemoryContext. */
 static ChangeSet *
 set_deserialize(FunctionCallInfo fcinfo, bytea *b)
 {
 	StringInfoData buf;
+	StringInfoData item;
 	ChangeSet  *s = palloc0(sizeof(ChangeSet));
 	Oid			typid;
 	Oid			collid;
 
-	initStringInfo(&buf);
-	appendBinaryStringInfo(&buf, VARDATA_ANY(b), VARSIZE_ANY_EXHDR(b));
-	if (pq_getmsgint(&buf, 4) != CHANGE_SET_VERSION)
-		ereport(ERROR,
-				(errcode(ERRCODE_DATA_CORRUPTED),
-				 errmsg("streamwin: a change set of an unknown version")));
-	typid = pq_getmsgint(&buf, 4);
-	collid = pq_getmsgint(&buf, 4);
+	s->max = set_open(b, &buf, &typid, &collid);
 	s->type = set_type_info(fcinfo, typid, collid);
-	s->max = pq_getmsgint(&buf, 4);
 	s->values = palloc(sizeof(Datum) * Max(s->max, 1));
 	s->counts = palloc(sizeof(int64) * Max(s->max, 1));
+	initStringInfo(&item);
 	for (s->n = 0; s->n < s->max; s->n++)
 	{
-		StringInfoData item;
 		int			len;
 
 		s->counts[s->n] = pq_getmsgint64(&buf);
 		len = pq_getmsgint(&buf, 4);
-		/* a null-terminated copy, which the receive function may alter */
-		initStringInfo(&item);
-		appendBinaryStringInfo(&item, pq_getmsgbytes(&buf, len), len);
-		s->values[s->n] = ReceiveFunctionCall(&s->type->recv, &item, s->type->recv_ioparam, -1);
+		s->values[s->n] = set_receive(s->type, &item, pq_getmsgbytes(&buf, len), len);
 	}
 	pq_getmsgend(&buf);
+	pfree(item.data);
 	return s;
 }
 
@@ -311,26 +336,65 @@ final_set(FunctionCallInfo fcinfo)
 	return s;
 }
 
+/*
+ * The smallest (last: the largest) value a set holds, count > 0, as
+ * final_set would give it, but received alone: the others are skipped
+ * over in their send format.  A set in a group's state has every value of
+ * the group's rows, and min or max is computed for the group after every
+ * batch that changes it.
+ */
+static Datum
+set_extreme(FunctionCallInfo fcinfo, bool last)
+{
+	StringInfoData buf;
+	StringInfoData item;
+	Oid			typid;
+	Oid			collid;
+	int			n;
+	const char *found = NULL;
+	int			found_len = 0;
+	Datum		result;
+
+	if (PG_ARGISNULL(0))
+		PG_RETURN_NULL();
+	n = set_open(PG_GETARG_BYTEA_PP(0), &buf, &typid, &collid);
+	if (typid != get_fn_expr_argtype(fcinfo->flinfo, 1))
+		elog(ERROR, "streamwin: a change set of type %s read as %s",
+			 format_type_be(typid), format_type_be(get_fn_expr_argtype(fcinfo->flinfo, 1)));
+	for (int i = 0; i < n; i++)
+	{
+		int64		count = pq_getmsgint64(&buf);
+		int			len = pq_getmsgint(&buf, 4);
+		const char *bytes = pq_getmsgbytes(&buf, len);
+
+		if (count > 0)
+		{
+			found = bytes;
+			found_len = len;
+			if (!last)
+				break;
+		}
+	}
+	if (found == NULL)
+		PG_RETURN_NULL();			/* none: a set of retractions only */
+	initStringInfo(&item);
+	result = set_receive(set_type_info(fcinfo, typid, collid), &item, found, found_len);
+	pfree(item.data);
+	PG_RETURN_DATUM(result);
+}
+
 /* streamwin.change_set_min(set bytea, type anyelement) RETURNS anyelement */
 Datum
 streamwin_change_set_min(PG_FUNCTION_ARGS)
 {
-	ChangeSet  *s = final_set(fcinfo);
-
-	if (s == NULL || s->n == 0)
-		PG_RETURN_NULL();
-	PG_RETURN_DATUM(s->values[0]);
+	return set_extreme(fcinfo, false);
 }
 
 /* streamwin.change_set_max(set bytea, type anyelement) RETURNS anyelement */
 Datum
 streamwin_change_set_max(PG_FUNCTION_ARGS)
 {
-	ChangeSet  *s = final_set(fcinfo);
-
-	if (s == NULL || s->n == 0)
-		PG_RETURN_NULL();
-	PG_RETURN_DATUM(s->values[s->n - 1]);
+	return set_extreme(fcinfo, true);
 }
 
 /* streamwin.change_set_values(set bytea, type anyelement) RETURNS anyarray */

@@ -100,6 +100,49 @@
 #                    the whole table (the "cron job"; after an untimed
 #                    VACUUM ANALYZE, as autovacuum would have done)
 #                  (only if the extension has create_table_source())
+#   changelog      case CL (issue 35), a changelog table source
+#                  ({"changes": "all"}) against its own append-only source, a
+#                  per-row trigger and a periodic recompute, over the same
+#                  rows and changes (gen_changelog.pl): a table orders (id
+#                  bigint primary key, region int over BENCH_CL_REGIONS
+#                  (1,000) regions, amount numeric, customer, status,
+#                  created_at) with REPLICA IDENTITY FULL, two sources on it
+#                  created before it is filled, and the query
+#                  SELECT region, count(*), sum(amount), avg(amount),
+#                  min(amount), max(amount) ... GROUP BY region, update mode,
+#                  start => false; each run over fresh tables:
+#     load         BENCH_CL_ROWS (1M) inserts, BENCH_CL_TXN (1,000) per
+#                  transaction, not timed; then run_available() of the query
+#                  over the inserts-only source (cl_append: the append-only
+#                  baseline's cost per insert) and over the changelog
+#                  (cl_inserts), each timed in its own session like 1-4
+#     changes      the inserts-only source dropped, untimed empty passes
+#                  bring the changelog's slot to the end of the WAL as a
+#                  running worker's would (BENCH_CL_SETTLE=0: not, so the
+#                  change phase decodes the load again from the slot's
+#                  restart point), then BENCH_CL_CHANGES (1M) changes, 50%
+#                  updates of amount and/or region, 20% deletes, 30%
+#                  inserts, one statement each, BENCH_CL_TXN per transaction
+#                  (timed for reference: cl_apply), and run_available() of
+#                  the same query over them (cl_changes: its cost per change)
+#     trigger      a table of its own with an index on (region, amount) and
+#                  an AFTER INSERT OR UPDATE OR DELETE FOR EACH ROW trigger
+#                  keeping the summary (n and sum; min and max recomputed
+#                  from the index when the old row held them): the same load
+#                  (cl_trigger_load) and the same changes (cl_trigger), timed
+#     recompute    a table of its own: the same load and changes, and after
+#                  every BENCH_CL_RECOMPUTE (10,000) changes TRUNCATE + INSERT
+#                  ... SELECT ... GROUP BY region over the whole table; the
+#                  recomputes timed and summed (cl_recompute)
+#                  Checks: after each phase, the query's result equals the
+#                  query in plain SQL over the table, every column as text,
+#                  both ways (the two summaries too), the table holds the
+#                  rows and sum gen_changelog.pl computed, and the batches
+#                  read every change (inserts/updates/deletes).  The summary
+#                  prints issue 35's ratios: cost per change / cost per
+#                  insert on the append-only source (CPU), trigger time /
+#                  streamwin time and recompute time / streamwin time over
+#                  the changes (wall)
 #   alternatives   from files on the server (their Kafka-reading cost is not
 #                  counted, in their favour), 100,000 events per transaction
 #                  like streamwin's max_records_per_batch:
@@ -141,17 +184,23 @@
 # BENCH_JOIN_RATE (200 impressions per second of event time: 500,000
 # impressions span 42 minutes, so that join state is evicted as the
 # watermark moves on),
+# BENCH_CL_ROWS (1000000), BENCH_CL_CHANGES (1000000), BENCH_CL_REGIONS
+# (1000), BENCH_CL_TXN (1000 rows or changes per transaction),
+# BENCH_CL_RECOMPUTE (10000: changes between two recomputes, a multiple of
+# BENCH_CL_TXN), BENCH_CL_SETTLE (1),
 # BENCH_ONLY (a subset of "raw streamwin worker table alternatives latency
-# case6 nexmark_hop nexmark_session state dedup join"; "raw" is the raw ceiling on ev,
+# case6 nexmark_hop nexmark_session state dedup join changelog"; "raw" is the raw ceiling on ev,
 # "table" case 5 with its baselines and its worker run, "worker" case 1's
 # worker run, "case6" case 6 with its raw ceiling on ev6, "nexmark_hop" and
 # "nexmark_session" cases N1 and N2 (with the raw ceiling on bids), "state"
 # case S, "dedup" cases T, D and DT, "join" cases J and JA with their raw
-# ceiling and plain SQL),
+# ceiling and plain SQL, "changelog" case CL with its baselines),
 # BENCH_CASES (which of cases "1 1p 1d 2 3 4" the parts "streamwin"
 # and "alternatives" run; 1p is (1+)),
 # BENCH_PROFILE=1 (perf profiles of cases 1 and 2, of the latency worker and
-# of the new cases selected (6, N1, N2, J, D, and S's procedure loop), needs perf
+# of the new cases selected (6, N1, N2, J, D, S's procedure loop, and CL's
+# three streamwin runs in a run of their own: profile-caseCLa.txt,
+# profile-caseCLi.txt, profile-caseCLc.txt), needs perf
 # and root or perf_event_paranoid <= 1), BENCH_KEEP=1 (keep the work
 # directory), BENCH_OUT, PG_CONFIG (the pg_config of the PostgreSQL to use:
 # its server binaries are copied, the extension is installed next to them).
@@ -160,8 +209,9 @@
 # 100,000 events in batches of 20,000, one run of everything, 100,000 bids,
 # a state of 200,000 groups and 40 timed batches, 5 s of latency stream,
 # 50,000 impressions and as many clicks at 50 impressions per second (about
-# 17 minutes of event time, so that join state is evicted here too; each can
-# still be set), and BENCH_OUT defaults to
+# 17 minutes of event time, so that join state is evicted here too), 100,000
+# rows and 100,000 changes for case CL with a recompute every 1,000 changes
+# (each can still be set), and BENCH_OUT defaults to
 # ${TMPDIR:-/tmp}/streamwin-bench-short, so that test/bench/results.md is
 # left alone.  `make bench` does not set it.
 set -euo pipefail
@@ -190,8 +240,14 @@ BENCH_STATE_CKPT=${BENCH_STATE_CKPT:-20}
 BENCH_JOIN_EVENTS=${BENCH_JOIN_EVENTS:-$(short 50000 500000)}
 BENCH_JOIN_PARTITIONS=${BENCH_JOIN_PARTITIONS:-16}
 BENCH_JOIN_RATE=${BENCH_JOIN_RATE:-$(short 50 200)}
+BENCH_CL_ROWS=${BENCH_CL_ROWS:-$(short 100000 1000000)}
+BENCH_CL_CHANGES=${BENCH_CL_CHANGES:-$(short 100000 1000000)}
+BENCH_CL_REGIONS=${BENCH_CL_REGIONS:-1000}
+BENCH_CL_TXN=${BENCH_CL_TXN:-1000}
+BENCH_CL_RECOMPUTE=${BENCH_CL_RECOMPUTE:-$(short 1000 10000)}
+BENCH_CL_SETTLE=${BENCH_CL_SETTLE:-1}
 BENCH_PROFILE=${BENCH_PROFILE:-0}
-BENCH_ONLY=${BENCH_ONLY:-raw streamwin worker table alternatives latency case6 nexmark_hop nexmark_session state dedup join}
+BENCH_ONLY=${BENCH_ONLY:-raw streamwin worker table alternatives latency case6 nexmark_hop nexmark_session state dedup join changelog}
 BENCH_CASES=${BENCH_CASES:-1 1p 1d 2 3 4}
 LAT_PARTITIONS=8
 
@@ -371,6 +427,19 @@ if only join; then
 		"($(($(stat -c %s "$work/join/clks.tsv") / 1000000)) MB) over $J_SPAN_S s of event time;" \
 		"$J_IMPS_WITHOUT_CLICK impressions without a click; pairs $J_PAIRS; JA groups (minute, ad) $J_AGG_GROUPS"
 	topics+=(--topic "impressions:$BENCH_JOIN_PARTITIONS" --topic "clicks:$BENCH_JOIN_PARTITIONS")
+fi
+if only changelog; then
+	((BENCH_CL_TXN > 0 && BENCH_CL_RECOMPUTE >= BENCH_CL_TXN && BENCH_CL_RECOMPUTE % BENCH_CL_TXN == 0)) ||
+		{ echo "BENCH_CL_RECOMPUTE ($BENCH_CL_RECOMPUTE) must be a multiple of BENCH_CL_TXN ($BENCH_CL_TXN)" >&2; exit 1; }
+	say "Generating case CL's $BENCH_CL_ROWS rows and $BENCH_CL_CHANGES changes over $BENCH_CL_REGIONS regions"
+	mkdir -p "$work/changelog"
+	perl "$bench/gen_changelog.pl" --rows "$BENCH_CL_ROWS" --changes "$BENCH_CL_CHANGES" \
+		--regions "$BENCH_CL_REGIONS" --out "$work/changelog"
+	# shellcheck disable=SC1091
+	source "$work/changelog/expected.env"
+	chmod -R a+rX "$work/changelog"
+	echo "$CL_ROWS rows ($(($(stat -c %s "$work/changelog/load.csv") / 1000000)) MB of CSV), then $CL_CHANGES changes:" \
+		"$CL_UPDATES updates, $CL_DELETES deletes, $CL_INSERTS inserts; then $CL_FINAL_ROWS rows in $CL_FINAL_GROUPS regions"
 fi
 
 # --- the Kafka broker ------------------------------------------------------------
@@ -1685,6 +1754,384 @@ left=$(sql -c "SELECT count(*) FROM pg_replication_slots")
 [[ $left == 0 ]] || echo "  warning: $left replication slot(s) left, holding WAL" >&2
 fi
 
+# --- changelog table source (case CL, issue 35) --------------------------------------
+# A table orders (id bigint primary key, region int, amount numeric, customer,
+# status, created_at; REPLICA IDENTITY FULL) with two table sources created
+# before it is filled: orders_cl ({"changes": "all"}, the changelog) and
+# orders_ins (inserts only, the append-only baseline).  gen_changelog.pl's
+# rows are loaded (transactions of BENCH_CL_TXN inserts, not timed) and read
+# by the same query over each source, each timed around run_available() in
+# its own session (streamwin's cost per insert, on the changelog and on the
+# append-only source); orders_ins and its query are dropped.  Then the
+# changes are applied (one statement per change, BENCH_CL_TXN per
+# transaction; recorded as "apply", not a baseline) and the changelog
+# query, the same query as before, reads them with run_available() (its
+# cost per change).  Its result must then equal the query in plain SQL over
+# the table, every column compared as text; the source is dropped (its slot
+# holds no WAL for what follows, nor decodes it).
+#
+# Baselines over the same rows and changes, each on a fresh table of its
+# own with the same load (autovacuum off on the three large tables; ANALYZE
+# after each load, not timed):
+#   trigger     orders_trg with an index on (region, amount) and an AFTER
+#               INSERT OR UPDATE OR DELETE FOR EACH ROW trigger keeping
+#               cl_sum_trg (region, n, s, lo, hi; avg = s / n): the old
+#               row's n and s taken out, lo and hi recomputed from the index
+#               when it held them, the new row added; an update within its
+#               region one UPDATE.  Timed over the load too (trigger_load),
+#               then over the changes (trigger).
+#   recompute   orders_sql: the changes applied the same way, and after every
+#               BENCH_CL_RECOMPUTE changes (a commit) TRUNCATE cl_sum_sql +
+#               INSERT ... SELECT ... GROUP BY region over the whole table,
+#               committed: the recomputes' wall and CPU are summed (timed in
+#               the procedure with bench_probe(); the changes themselves are
+#               not counted).
+# Each is checked like streamwin's result, and each table against
+# gen_changelog.pl's row count and sum.
+cl_query() {
+	echo "SELECT region, count(*) AS n, sum(amount) AS s, avg(amount) AS a, min(amount) AS lo, max(amount) AS hi" \
+		"FROM $1 GROUP BY region"
+}
+
+cl_teardown() {
+	sql >/dev/null <<EOF
+SELECT streamwin.drop_query(name, true) FROM streamwin.queries WHERE source IN ('orders_cl', 'orders_ins');
+SELECT streamwin.drop_source(name) FROM streamwin.sources WHERE name IN ('orders_cl', 'orders_ins');
+DROP TABLE IF EXISTS orders, orders_trg, orders_sql, cl_sum_trg, cl_sum_sql, cl_times CASCADE;
+DROP FUNCTION IF EXISTS cl_trg();
+DROP PROCEDURE IF EXISTS cl_load_orders(), cl_load_orders_trg(), cl_load_orders_sql(),
+	cl_apply_orders(), cl_apply_orders_trg(), cl_apply_orders_sql();
+EOF
+}
+
+# cl_table NAME: the table, and its procedures: cl_load_NAME() inserts the
+# rows of cl_load, cl_apply_NAME() applies cl_changes, one statement per
+# change, each BENCH_CL_TXN in a transaction; for orders_sql, cl_apply_NAME()
+# recomputes cl_sum_sql after every BENCH_CL_RECOMPUTE changes and records
+# what the recomputes took in cl_times.
+cl_table() {
+	local t=$1 every=$((BENCH_CL_RECOMPUTE / BENCH_CL_TXN)) recompute=''
+	if [[ $t == orders_sql ]]; then
+		recompute="
+		IF (k + 1) % $every = 0 OR k = ($CL_CHANGES - 1) / $BENCH_CL_TXN THEN
+			SELECT * INTO p0 FROM bench_probe();
+			TRUNCATE cl_sum_sql;
+			INSERT INTO cl_sum_sql $(cl_query "$t");
+			COMMIT;
+			SELECT * INTO p1 FROM bench_probe();
+			n := n + 1;
+			wall := wall + (p1.t - p0.t);
+			cpu := cpu + (p1.cpu - p0.cpu);
+		END IF;"
+	fi
+	cat <<EOF
+CREATE TABLE $t (id bigint PRIMARY KEY, region int NOT NULL, amount numeric NOT NULL,
+	customer bigint, status text, created_at timestamptz) WITH (autovacuum_enabled = false);
+CREATE PROCEDURE cl_load_$t() LANGUAGE plpgsql AS \$p\$
+BEGIN
+	FOR k IN 0 .. ($CL_ROWS - 1) / $BENCH_CL_TXN LOOP
+		INSERT INTO $t SELECT * FROM cl_load WHERE id > k * $BENCH_CL_TXN AND id <= (k + 1) * $BENCH_CL_TXN ORDER BY id;
+		COMMIT;
+	END LOOP;
+END
+\$p\$;
+CREATE PROCEDURE cl_apply_$t() LANGUAGE plpgsql AS \$p\$
+DECLARE
+	r record;
+	p0 record;
+	p1 record;
+	n int := 0;
+	wall float8 := 0;
+	cpu float8 := 0;
+BEGIN
+	FOR k IN 0 .. ($CL_CHANGES - 1) / $BENCH_CL_TXN LOOP
+		FOR r IN SELECT * FROM cl_changes
+		          WHERE seq > k * $BENCH_CL_TXN AND seq <= (k + 1) * $BENCH_CL_TXN ORDER BY seq LOOP
+			IF r.op = 'u' THEN
+				UPDATE $t SET region = r.region, amount = r.amount WHERE id = r.id;
+			ELSIF r.op = 'd' THEN
+				DELETE FROM $t WHERE id = r.id;
+			ELSE
+				INSERT INTO $t VALUES (r.id, r.region, r.amount, r.customer, r.status, r.created_at);
+			END IF;
+		END LOOP;
+		COMMIT;$recompute
+	END LOOP;
+	$([[ $t == orders_sql ]] && echo "INSERT INTO cl_times VALUES ('recompute', n, wall, cpu);")
+END
+\$p\$;
+EOF
+}
+
+# the trigger's summary and the trigger, on orders_trg
+cl_trigger_ddl() {
+	cat <<'EOF'
+CREATE INDEX ON orders_trg (region, amount);
+CREATE TABLE cl_sum_trg (region int PRIMARY KEY, n bigint NOT NULL, s numeric NOT NULL, lo numeric, hi numeric);
+CREATE FUNCTION cl_trg() RETURNS trigger LANGUAGE plpgsql AS $f$
+DECLARE
+	left_n bigint;
+BEGIN
+	-- (an AFTER trigger: the table already holds the new row and no longer
+	-- the old one, so min and max over it are those to keep)
+	IF TG_OP = 'UPDATE' AND NEW.region = OLD.region THEN
+		UPDATE cl_sum_trg
+		   SET s = s - OLD.amount + NEW.amount,
+		       lo = CASE WHEN NEW.amount <= lo THEN NEW.amount
+		                 WHEN OLD.amount = lo THEN (SELECT min(amount) FROM orders_trg WHERE region = NEW.region)
+		                 ELSE lo END,
+		       hi = CASE WHEN NEW.amount >= hi THEN NEW.amount
+		                 WHEN OLD.amount = hi THEN (SELECT max(amount) FROM orders_trg WHERE region = NEW.region)
+		                 ELSE hi END
+		 WHERE region = NEW.region;
+		RETURN NULL;
+	END IF;
+	IF TG_OP <> 'INSERT' THEN
+		UPDATE cl_sum_trg
+		   SET n = n - 1, s = s - OLD.amount,
+		       lo = CASE WHEN OLD.amount = lo THEN (SELECT min(amount) FROM orders_trg WHERE region = OLD.region) ELSE lo END,
+		       hi = CASE WHEN OLD.amount = hi THEN (SELECT max(amount) FROM orders_trg WHERE region = OLD.region) ELSE hi END
+		 WHERE region = OLD.region
+		RETURNING n INTO left_n;
+		IF left_n = 0 THEN
+			DELETE FROM cl_sum_trg WHERE region = OLD.region;
+		END IF;
+	END IF;
+	IF TG_OP <> 'DELETE' THEN
+		INSERT INTO cl_sum_trg AS t VALUES (NEW.region, 1, NEW.amount, NEW.amount, NEW.amount)
+		ON CONFLICT (region) DO UPDATE
+		   SET n = t.n + 1, s = t.s + EXCLUDED.s, lo = least(t.lo, EXCLUDED.lo), hi = greatest(t.hi, EXCLUDED.hi);
+	END IF;
+	RETURN NULL;
+END
+$f$;
+CREATE TRIGGER cl_trg AFTER INSERT OR UPDATE OR DELETE ON orders_trg FOR EACH ROW EXECUTE FUNCTION cl_trg();
+EOF
+}
+
+# cl_check RESULT TABLE ROWS SUM: "ok" if RESULT (region, n, s, a, lo, hi)
+# is the query in plain SQL over TABLE, each column as text, and TABLE holds
+# ROWS rows whose amounts add up to SUM.
+cl_check() {
+	local got want="0 0 $3 $4"
+	got=$(sql -F ' ' -c "WITH r AS (SELECT region::text, n::text, s::text, a::text, lo::text, hi::text FROM $1),
+		e AS (SELECT region::text, n::text, s::text, a::text, lo::text, hi::text FROM ($(cl_query "$2")) AS x)
+		SELECT (SELECT count(*) FROM (TABLE e EXCEPT ALL TABLE r) AS m), (SELECT count(*) FROM (TABLE r EXCEPT ALL TABLE e) AS x),
+		       (SELECT count(*) FROM $2), (SELECT sum(amount) FROM $2)")
+	if [[ $got == "$want" ]]; then
+		echo ok
+	else
+		echo "WRONG(missing_extra_rows_sum=${got// /,};want=${want// /,})"
+	fi
+}
+
+# cl_perf_attach PATTERN DATA: perf record the backend whose query matches
+# PATTERN (LIKE), once it runs; sets cl_perf_pid.
+cl_perf_attach() {
+	(
+		for ((i = 0; i < 500; i++)); do
+			pid=$(sql -c "SELECT pid FROM pg_stat_activity WHERE query LIKE '$1' AND pid <> pg_backend_pid()")
+			[[ -n $pid ]] && break
+			sleep 0.02
+		done
+		[[ -n $pid ]] && exec perf record -F 2999 -g -p "$pid" -o "$2" >/dev/null 2>&1
+	) &
+	cl_perf_pid=$!
+	bg_pids+=("$cl_perf_pid")
+}
+cl_perf_stop() {
+	[[ -n ${cl_perf_pid:-} ]] || return 0
+	kill -INT "$cl_perf_pid" 2>/dev/null || true
+	wait "$cl_perf_pid" 2>/dev/null || true
+	cl_perf_pid=
+}
+
+# cl_run Q APPROACH REP PHASE [PROFILE]: run_available(Q) timed in a fresh
+# session, over PHASE (load: CL_ROWS inserts; changes: CL_CHANGES changes,
+# applied since cl_phase_lsn); the result checked against orders as it is
+# then; with PROFILE, under perf, its report in BENCH_OUT/profile-PROFILE.txt.
+cl_run() {
+	local q=$1 approach=$2 rep=$3 phase=$4 prof=${5:-} chk note input batches src restart_mb wal_mb
+	local rows=$CL_ROWS events=$CL_ROWS want_sum=$CL_LOAD_SUM want_in=$CL_ROWS
+	if [[ $phase == changes ]]; then
+		# rows read: an update is the old row retracted and the new one added
+		rows=$CL_FINAL_ROWS events=$CL_CHANGES want_sum=$CL_FINAL_SUM want_in=$((CL_INSERTS + CL_DELETES + 2 * CL_UPDATES))
+	fi
+	src=$(sql -c "SELECT source FROM streamwin.queries WHERE name = '$q'")
+	# where the slot's next batch starts decoding, against the phase's WAL
+	read -r restart_mb wal_mb < <(sql -F ' ' -c "SELECT round(pg_wal_lsn_diff('$cl_phase_lsn', restart_lsn) / 1e6, 1),
+			round(pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '$cl_phase_lsn') / 1e6, 1)
+		FROM pg_replication_slots JOIN streamwin.sources USING (slot_name) WHERE name = '$src'")
+	cat >"$work/run_$q.sql" <<EOF
+SELECT r->>'input_rows' AS input_rows, r->>'batches' AS batches FROM streamwin.run_available('$q') AS r \gset
+\echo RUN :input_rows :batches
+EOF
+	sql -c "CHECKPOINT" >/dev/null
+	[[ -n $prof ]] && cl_perf_attach "%run_available(''$q'')%" "$work/perf_$prof.data"
+	measure "${approach}_r$rep" "$work/run_$q.sql" || { cl_perf_stop; record CL "$approach" "$rep" 0 0 0 0 0 FAILED "see log"; return; }
+	cl_perf_stop
+	read -r _ input batches < <(grep '^RUN ' "$M_OUT")
+	chk=$(cl_check "$q" orders "$rows" "$want_sum")
+	[[ $chk == ok && $input != "$want_in" ]] && chk="WRONG(input_rows=$input;want=$want_in)"
+	note=$(sql -c "SELECT 'batches=$batches;input_rows=$input;changes=' || coalesce(sum((offsets->'changes'->>'inserts')::bigint), 0)
+			|| '/' || coalesce(sum((offsets->'changes'->>'updates')::bigint), 0)
+			|| '/' || coalesce(sum((offsets->'changes'->>'deletes')::bigint), 0)
+			|| ';state_rows=' || coalesce((array_agg(state_rows ORDER BY batch_id DESC))[1]::text, '')
+			|| ';batch_ms=' || coalesce(string_agg(round(duration_ms)::text, ' ' ORDER BY batch_id), '')
+		FROM streamwin.progress WHERE query = '$q' AND input_rows > 0 AND batch_id > coalesce(
+			(SELECT max(batch_id) FROM cl_batches_seen WHERE query = '$q'), 0)")
+	note+=";wal_mb=$wal_mb;restart_mb_before=$restart_mb"
+	sql -c "INSERT INTO cl_batches_seen SELECT '$q', max(batch_id) FROM streamwin.progress WHERE query = '$q'" >/dev/null
+	[[ $phase == changes && $note != *"changes=$CL_INSERTS/$CL_UPDATES/$CL_DELETES;"* && $chk == ok ]] &&
+		chk="WRONG(changes_read;want=$CL_INSERTS/$CL_UPDATES/$CL_DELETES)"
+	record CL "$approach" "$rep" "$events" "$M_WALL" "$M_CPU" "$M_HWM" "$M_ANON" "$chk" "$note"
+	if [[ -n $prof ]]; then
+		perf_summary "$work/perf_$prof.data" "$BENCH_OUT/profile-$prof.txt" \
+			"case CL ($approach): run_available() over the $events $([[ $phase == load ]] && echo inserts || echo changes) of source $src: $(cl_query "$src")" \
+			"the run_available() backend, all its threads"
+	fi
+}
+
+# cl_measure NAME APPROACH REP EVENTS CHECK NOTE SQL: SQL timed in a fresh
+# session, recorded (NOTE may use M_OUT); APPROACH "-" records nothing.
+cl_measure() {
+	local name=$1 approach=$2 rep=$3 events=$4 chk=$5 note=$6
+	printf '%s\n' "$7" >"$work/$name.sql"
+	measure "$name" "$work/$name.sql" || { [[ $approach == - ]] || record CL "$approach" "$rep" 0 0 0 0 0 FAILED "see log"; return 1; }
+	[[ $approach == - ]] || record CL "$approach" "$rep" "$events" "$M_WALL" "$M_CPU" "$M_HWM" "$M_ANON" "$chk" "$note"
+}
+
+# cl_settle Q SOURCE: bring the slot of SOURCE's to the end of the WAL, as
+# a running worker's idle passes would (not timed).  A new session's first
+# batch decodes from the slot's restart point, which moves only past a
+# running-transactions record that the slot's confirmed position has
+# passed; after a catch-up in one run_available() call, that point is
+# still at the start of the backlog (streamwin logs such a record when a
+# fetch starts, at the end of the WAL, and confirms a position only when a
+# later pass stores it).  Without this, the change phase would decode the
+# whole load again before its first change (BENCH_CL_SETTLE=0 measures
+# that: see restart_mb_before in the note).
+cl_settle() {
+	local q=$1 src=$2 i behind
+	for ((i = 1; i <= 5; i++)); do
+		sql >/dev/null <<EOF
+CHECKPOINT;
+SELECT pg_sleep(1.1);
+SELECT streamwin.run_available('$q');
+EOF
+		behind=$(sql -c "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), restart_lsn) > 1024 * 1024
+			FROM pg_replication_slots JOIN streamwin.sources USING (slot_name) WHERE name = '$src'")
+		[[ $behind == f ]] && break
+	done
+	echo "  slot of $src settled after $i empty pass(es):" \
+		"$(sql -c "SELECT round(pg_wal_lsn_diff(pg_current_wal_insert_lsn(), restart_lsn) / 1e6, 1) || ' MB behind the end of the WAL'
+			FROM pg_replication_slots JOIN streamwin.sources USING (slot_name) WHERE name = '$src'")"
+}
+
+# run_changelog REP [profile]: one run of everything; with "profile", only
+# the streamwin runs, under perf, not recorded for the summary (rep p).
+run_changelog() {
+	local rep=$1 prof=${2:-} chk load_s
+	cl_teardown
+	sql >/dev/null <<EOF
+$(cl_table orders)
+ALTER TABLE orders REPLICA IDENTITY FULL;
+CREATE TABLE IF NOT EXISTS cl_batches_seen (query text, batch_id bigint);
+TRUNCATE cl_batches_seen;
+EOF
+	# each source in its own transaction (a slot is created before any write)
+	sql -c "SELECT streamwin.create_table_source('orders_cl', 'orders', '{\"changes\": \"all\", \"max_records_per_batch\": $BENCH_BATCH}')" >/dev/null
+	sql -c "SELECT streamwin.create_table_source('orders_ins', 'orders', '{\"max_records_per_batch\": $BENCH_BATCH}')" >/dev/null
+	sql >/dev/null <<EOF
+SELECT streamwin.create_query('cl_sw', \$q\$$(cl_query orders_cl)\$q\$, output_mode => 'update', start => false);
+SELECT streamwin.create_query('cl_app', \$q\$$(cl_query orders_ins)\$q\$, output_mode => 'update', start => false);
+EOF
+	cl_phase_lsn=$(sql -c "SELECT pg_current_wal_insert_lsn()")
+	cl_measure "cl_load_r$rep" - "$rep" "$CL_ROWS" ok "" "CALL cl_load_orders();" || return
+	load_s=$M_WALL
+	sql -c "ANALYZE orders" >/dev/null
+	echo "  loaded $CL_ROWS rows into orders in $load_s s (not timed)," \
+		"$(sql -c "SELECT round(pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '$cl_phase_lsn') / 1e6)") MB of WAL"
+	# (a profile's runs, rep p, are left out of the summary)
+	cl_run cl_app cl_append "$rep" load "${prof:+caseCLa}"
+	cl_run cl_sw cl_inserts "$rep" load "${prof:+caseCLi}"
+	sql -c "SELECT streamwin.drop_query('cl_app', true)" >/dev/null
+	sql -c "SELECT streamwin.drop_source('orders_ins')" >/dev/null
+	[[ $BENCH_CL_SETTLE == 1 ]] && cl_settle cl_sw orders_cl
+
+	cl_phase_lsn=$(sql -c "SELECT pg_current_wal_insert_lsn()")
+	sql -c "CHECKPOINT" >/dev/null
+	cl_measure "cl_apply_r$rep" cl_apply "$rep" "$CL_CHANGES" ok \
+		"the changes applied to orders (REPLICA IDENTITY FULL), no trigger" "CALL cl_apply_orders();" || return
+	echo "  applied $CL_CHANGES changes to orders in $M_WALL s," \
+		"$(sql -c "SELECT round(pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '$cl_phase_lsn') / 1e6)") MB of WAL"
+	cl_run cl_sw cl_changes "$rep" changes "${prof:+caseCLc}"
+	sql -c "SELECT streamwin.drop_query('cl_sw', true)" >/dev/null
+	sql -c "SELECT streamwin.drop_source('orders_cl')" >/dev/null
+	if [[ -n $prof ]]; then
+		cl_teardown
+		return
+	fi
+
+	# the per-row trigger, over the same load and changes
+	sql >/dev/null <<EOF
+$(cl_table orders_trg)
+$(cl_trigger_ddl)
+EOF
+	sql -c "CHECKPOINT" >/dev/null
+	cl_measure "cl_trigger_load_r$rep" cl_trigger_load "$rep" "$CL_ROWS" ok \
+		"the load, $BENCH_CL_TXN rows per transaction, into orders_trg with its trigger and index" \
+		"CALL cl_load_orders_trg();" || return
+	sql -c "ANALYZE orders_trg" >/dev/null
+	sql -c "CHECKPOINT" >/dev/null
+	cl_measure "cl_trigger_r$rep" - "$rep" "$CL_CHANGES" ok "" "CALL cl_apply_orders_trg();" || return
+	sql -c "CREATE VIEW cl_sum_trg_v AS SELECT region, n, s, s / n AS a, lo, hi FROM cl_sum_trg" >/dev/null
+	chk=$(cl_check cl_sum_trg_v orders_trg "$CL_FINAL_ROWS" "$CL_FINAL_SUM")
+	record CL cl_trigger "$rep" "$CL_CHANGES" "$M_WALL" "$M_CPU" "$M_HWM" "$M_ANON" "$chk" \
+		"the changes applied to orders_trg, one statement each, $BENCH_CL_TXN per transaction, its trigger keeping cl_sum_trg"
+
+	# the periodic recompute
+	sql >/dev/null <<EOF
+CREATE TABLE cl_sum_sql (region int PRIMARY KEY, n bigint, s numeric, a numeric, lo numeric, hi numeric);
+CREATE TABLE cl_times (what text, n int, wall float8, cpu float8);
+$(cl_table orders_sql)
+EOF
+	cl_measure "cl_sql_load_r$rep" - "$rep" "$CL_ROWS" ok "" "CALL cl_load_orders_sql();" || return
+	sql -c "ANALYZE orders_sql" >/dev/null
+	sql -c "CHECKPOINT" >/dev/null
+	cl_measure "cl_recompute_r$rep" - "$rep" "$CL_CHANGES" ok "" "CALL cl_apply_orders_sql();" || return
+	local n w c
+	read -r n w c < <(sql -F ' ' -c "SELECT n, round(wall::numeric, 3), round(cpu::numeric, 2) FROM cl_times WHERE what = 'recompute'")
+	chk=$(cl_check cl_sum_sql orders_sql "$CL_FINAL_ROWS" "$CL_FINAL_SUM")
+	record CL cl_recompute "$rep" "$CL_CHANGES" "$w" "$c" "$M_HWM" "$M_ANON" "$chk" \
+		"recomputes=$n;every=$BENCH_CL_RECOMPUTE;session_wall=$M_WALL;session_cpu=$M_CPU"
+	cl_teardown
+}
+
+if only changelog; then
+	say "Changelog table source (case CL): $(cl_query orders_cl), update mode; $BENCH_REPEAT runs, each over fresh tables"
+	sql >/dev/null <<EOF
+DROP TABLE IF EXISTS cl_load, cl_changes;
+CREATE UNLOGGED TABLE cl_load (id bigint PRIMARY KEY, region int, amount numeric, customer bigint, status text,
+	created_at timestamptz);
+CREATE UNLOGGED TABLE cl_changes (seq bigint PRIMARY KEY, op "char", id bigint, region int, amount numeric,
+	customer bigint, status text, created_at timestamptz);
+COPY cl_load FROM '$work/changelog/load.csv' (FORMAT csv);
+COPY cl_changes FROM '$work/changelog/changes.csv' (FORMAT csv);
+VACUUM ANALYZE cl_load, cl_changes;
+EOF
+	for ((rep = 1; rep <= BENCH_REPEAT; rep++)); do
+		run_changelog "$rep" || record CL cl_changes "$rep" 0 0 0 0 0 FAILED "the run stopped early: see $work/log"
+	done
+	if [[ $BENCH_PROFILE == 1 ]]; then
+		say "Profiles (perf) of case CL's three streamwin runs"
+		run_changelog p profile || record CL cl_changes p 0 0 0 0 0 FAILED "the run stopped early: see $work/log"
+	fi
+	sql -c "DROP TABLE cl_load, cl_changes, cl_batches_seen" >/dev/null
+	left=$(sql -c "SELECT count(*) FROM pg_replication_slots")
+	[[ $left == 0 ]] || echo "  warning: $left replication slot(s) left, holding WAL" >&2
+fi
+
 # --- latency -----------------------------------------------------------------------------
 # A query like case 1 runs in a background worker with trigger_interval
 # 100 ms while gen_steady.pl produces BENCH_LAT_RATE events/s, each carrying
@@ -1849,7 +2296,7 @@ if [[ $BENCH_PROFILE == 1 ]]; then
 	only nexmark_session && cases+=(N2)
 	only join && cases+=(J)
 	only dedup && cases+=(D)
-	say "Profiles (perf) of cases ${cases[*]}"
+	((${#cases[@]} == 0)) || say "Profiles (perf) of cases ${cases[*]}"
 	for c in "${cases[@]}"; do
 		run_streamwin "$c" p perf
 		perf_summary "$work/perf_case$c.data" "$BENCH_OUT/profile-case$c.txt" \
@@ -1896,6 +2343,15 @@ perl "$bench/summarize.pl" --results "$results" --out "$BENCH_OUT" \
 		printf 'j_agg_groups=%s\n' "${J_AGG_GROUPS:-}"
 		printf 'j_rate=%s\n' "$BENCH_JOIN_RATE"
 		printf 'j_partitions=%s\n' "$BENCH_JOIN_PARTITIONS"
+		printf 'cl_rows=%s\n' "${CL_ROWS:-}"
+		printf 'cl_changes=%s\n' "${CL_CHANGES:-}"
+		printf 'cl_updates=%s\n' "${CL_UPDATES:-}"
+		printf 'cl_deletes=%s\n' "${CL_DELETES:-}"
+		printf 'cl_inserts=%s\n' "${CL_INSERTS:-}"
+		printf 'cl_regions=%s\n' "$BENCH_CL_REGIONS"
+		printf 'cl_txn=%s\n' "$BENCH_CL_TXN"
+		printf 'cl_recompute=%s\n' "$BENCH_CL_RECOMPUTE"
+		printf 'cl_settle=%s\n' "$([[ $BENCH_CL_SETTLE == 1 ]] && echo 1)"
 	)"
 if ((failed_checks > 0)); then
 	echo "$failed_checks run(s) failed their correctness check: see the table" >&2

@@ -14,7 +14,10 @@
 # statistics in the note), J and JA the stream-stream join and the windowed
 # count over it (their raw ceiling is J's: one consumer over each topic,
 # summed; their plain SQL baselines are join_sql, the statement alone, and
-# join_sql_load, with the load before it).  Repeated runs are summarised by their medians;
+# join_sql_load, with the load before it), CL the changelog table source
+# (its streamwin runs cl_append, cl_inserts and cl_changes, its baselines
+# cl_trigger and cl_recompute, and cl_apply and cl_trigger_load for
+# reference; its figures are rows or changes, not events).  Repeated runs are summarised by their medians;
 # the runs made for a profile (rep "p", slowed down by perf) are left out.
 use strict;
 use warnings;
@@ -40,9 +43,16 @@ my %label = (
 	one_txn        => 'streamwin: run_available(), the rows loaded in one transaction',
 	join_sql       => 'plain SQL over the two tables, one statement',
 	join_sql_load  => 'plain SQL: COPY into two tables, VACUUM ANALYZE, then that statement',
+	cl_append       => 'streamwin: run_available() over the load, append-only source (inserts)',
+	cl_inserts      => 'streamwin: run_available() over the load, changelog source',
+	cl_changes      => 'streamwin: run_available() over the changes, changelog source',
+	cl_apply        => 'the changes alone, applied to the source table (no trigger; not a baseline)',
+	cl_trigger_load => 'per-row trigger: the load into its table',
+	cl_trigger      => 'per-row trigger: the changes applied to its table',
+	cl_recompute    => 'plain SQL: the summary recomputed over the whole table, periodically (the recomputes summed)',
 );
 my @order = qw(raw floor streamwin worker one_txn copy_json copy_csv trigger trigger_insert pg_recvlogical plain_sql
-  join_sql join_sql_load);
+  join_sql join_sql_load cl_append cl_inserts cl_changes cl_apply cl_trigger_load cl_trigger cl_recompute);
 my %case_name = (
 	0 => 'all',
 	1 => '(1) tumble 1 min, 1,000 keys',
@@ -61,6 +71,7 @@ my %case_name = (
 	T    => '(T) transform SELECT id, k, v, ts',
 	D    => '(D) as (T), dedup_keys {id}, watermark 1 min',
 	DT   => '(DT) as (D), its keys in the dedup table (state_memory 1MB)',
+	CL   => '(CL) changelog table source: count, sum, avg, min, max per region',
 );
 
 # --- read --------------------------------------------------------------------
@@ -127,7 +138,7 @@ push @md, '# streamwin benchmark results', '';
 push @md, '**BENCH_SHORT=1: a check that the harness works, with few events; these are not measurements.**', ''
   if $meta{short};
 push @md, "Produced by `make bench` (test/bench/run_bench.sh) on $meta{date}, commit $meta{commit}"
-  . ($meta{only} && $meta{only} ne 'raw streamwin worker table alternatives latency case6 nexmark_hop nexmark_session state join'
+  . ($meta{only} && $meta{only} ne 'raw streamwin worker table alternatives latency case6 nexmark_hop nexmark_session state dedup join changelog'
 	? ", with BENCH_ONLY=\"$meta{only}\"." : '.');
 push @md, "Machine: $meta{cores} cores ($meta{cpu}), $meta{memory}; $meta{postgres}; librdkafka $meta{librdkafka}.";
 push @md, "Load average when the run ended: $meta{loadavg_end} (other work on the machine shows up in wall times first)"
@@ -145,7 +156,7 @@ push @md, '';
 push @md, '| case | approach | events | wall s (median; min-max) | events/s | CPU s per 1M events | CPU / wall | VmHWM MB | check |';
 push @md, '|---|---|---:|---:|---:|---:|---:|---:|---|';
 
-my @cases = (0, 1, '1p', '1d', 2, 3, 4, 5, 6, 'N0', 'N1', 'N2', 'J', 'JA', 'T', 'D', 'DT');
+my @cases = (0, 1, '1p', '1d', 2, 3, 4, 5, 6, 'N0', 'N1', 'N2', 'J', 'JA', 'T', 'D', 'DT', 'CL');
 for my $c (@cases)
 {
 	for my $a (@order)
@@ -532,6 +543,79 @@ if ($sw5 && $sw5->{ok})
 	push @md, '';
 }
 
+# --- changelog table source (case CL) ------------------------------------------------
+my %cl = map { $_ => summary('CL', $_) } qw(cl_append cl_inserts cl_changes cl_apply cl_trigger_load cl_trigger cl_recompute);
+$cl{$_} = undef for grep { !$cl{$_} || !$cl{$_}{ok} } keys %cl;
+my %clr;    # issue 35's ratios: [wall, CPU]
+if ($cl{cl_changes})
+{
+	my ($ap, $ins, $ch, $ts, $rc, $apply) = @cl{qw(cl_append cl_inserts cl_changes cl_trigger cl_recompute cl_apply)};
+	my %rn = note_kv($runs{CL}{cl_recompute} ? $runs{CL}{cl_recompute}[0]{note} : '');
+	push @md, '## Changelog table source (case CL, issue 35)';
+	push @md, '';
+	push @md, "A table orders (id bigint primary key, region int, amount numeric, customer, status, created_at; REPLICA "
+	  . "IDENTITY FULL) and two table sources on it, created before it is filled: {\"changes\": \"all\"} (the changelog) "
+	  . "and an inserts-only one (the append-only baseline). gen_changelog.pl's $meta{cl_rows} rows over "
+	  . "$meta{cl_regions} regions are loaded, $meta{cl_txn} inserts per transaction (not timed); then the query "
+	  . '`SELECT region, count(*) AS n, sum(amount) AS s, avg(amount) AS a, min(amount) AS lo, max(amount) AS hi '
+	  . 'FROM ... GROUP BY region` (update mode, created with start => false) reads them over each source with '
+	  . 'run_available() in a session of its own. Then the inserts-only source is dropped, '
+	  . "$meta{cl_changes} changes are applied ($meta{cl_updates} updates of amount and/or region, $meta{cl_deletes} "
+	  . "deletes, $meta{cl_inserts} inserts, one statement each, $meta{cl_txn} per transaction), and the changelog "
+	  . 'query reads them with run_available() (an update is two rows, the old one retracted and the new one added). '
+	  . ($meta{cl_settle} ? 'Before that, untimed empty passes bring the source\'s slot to the end of the WAL, as a '
+		. 'running worker\'s would: otherwise a new session\'s first batch decodes the whole load again from the '
+		. 'slot\'s restart point. ' : '**BENCH_CL_SETTLE=0: the change phase starts decoding at the slot\'s restart '
+		. 'point, the start of the load.** ')
+	  . 'Its result is then compared with the same query in plain SQL over the table, every column as text, '
+	  . 'in both directions.';
+	push @md, '';
+	push @md, 'Baselines over the same rows and changes, each on a table of its own loaded the same way: a per-row '
+	  . 'trigger (AFTER INSERT OR UPDATE OR DELETE FOR EACH ROW, plpgsql) keeping a summary table of n, sum, min and '
+	  . 'max per region (avg = sum / n), with an index on (region, amount) from which it recomputes min or max '
+	  . 'when the old row held it; and plain SQL recomputing the summary over the whole table (TRUNCATE, INSERT ... '
+	  . "SELECT ... GROUP BY region, commit) after every $meta{cl_recompute} changes, "
+	  . ($rn{recomputes} // '?') . ' times, the recomputes timed and summed (the changes themselves not counted). '
+	  . 'Both summaries are checked like streamwin\'s result. CPU is the backend\'s.';
+	push @md, '';
+	push @md, '| | rows or changes | wall s | CPU s | CPU us per row or change | VmHWM MB |';
+	push @md, '|---|---:|---:|---:|---:|---:|';
+	for my $a (qw(cl_append cl_inserts cl_changes cl_apply cl_trigger_load cl_trigger cl_recompute))
+	{
+		my $x = $cl{$a} or next;
+		push @md, sprintf('| %s | %s | %.2f | %.2f | %.2f | %s |', $label{$a}, fmt_int($x->{events}), $x->{wall},
+			$x->{cpu}, $x->{cpum}, fmt_int($x->{hwm} / 1024));
+	}
+	push @md, '';
+	$clr{change} = [ $ch->{wall} / $ch->{events} / ($ap->{wall} / $ap->{events}), $ch->{cpum} / $ap->{cpum} ] if $ap;
+	$clr{insert} = [ $ins->{wall} / $ins->{events} / ($ap->{wall} / $ap->{events}), $ins->{cpum} / $ap->{cpum} ]
+	  if $ap && $ins;
+	$clr{trigger} = [ $ts->{wall} / $ch->{wall}, $ts->{cpu} / $ch->{cpu} ] if $ts;
+	$clr{trigger_added} = [ ($ts->{wall} - $apply->{wall}) / $ch->{wall}, ($ts->{cpu} - $apply->{cpu}) / $ch->{cpu} ]
+	  if $ts && $apply;
+	$clr{recompute} = [ $rc->{wall} / $ch->{wall}, $rc->{cpu} / $ch->{cpu} ] if $rc;
+	my @lines;
+	push @lines, sprintf('- cost per change / cost per insert on the append-only source: **%.2fx** in CPU (%.2f vs '
+		  . '%.2f us), %.2fx in wall time', $clr{change}[1], $ch->{cpum}, $ap->{cpum}, $clr{change}[0]) if $clr{change};
+	push @lines, sprintf('- cost per insert on the changelog source / on the append-only source: %.2fx in CPU, '
+		  . '%.2fx in wall time', $clr{insert}[1], $clr{insert}[0]) if $clr{insert};
+	push @lines, sprintf('- per-row trigger time / streamwin time over the changes: **%.1fx** in wall time, %.1fx in '
+		  . 'CPU; counting only what the trigger adds to the changes (trigger - the changes alone on the source '
+		  . 'table, which has no index on (region, amount) and logs whole old rows): %.1fx, %.1fx',
+		@{ $clr{trigger} }, $clr{trigger_added} ? @{ $clr{trigger_added} } : (0, 0)) if $clr{trigger};
+	push @lines, sprintf('- plain SQL recompute time / streamwin time over the changes: **%.1fx** in wall time, %.1fx '
+		  . 'in CPU', @{ $clr{recompute} }) if $clr{recompute};
+	push @md, ($meta{repeat} > 1 ? 'Ratios, from the medians above:' : 'Ratios, this run:'), '', @lines, '' if @lines;
+	push @md, 'Per run: the batches of each streamwin run (changes read: inserts/updates/deletes; batch ms; state '
+	  . 'rows; MB of WAL the phase wrote; how far before the phase\'s first change the slot\'s restart point was).';
+	push @md, '';
+	for my $a (qw(cl_append cl_inserts cl_changes cl_recompute))
+	{
+		push @md, "- $a run $_->{rep}: $_->{note}" for grep { $_->{check} eq 'ok' } @{ $runs{CL}{$a} // [] };
+	}
+	push @md, '';
+}
+
 # --- latency -----------------------------------------------------------------------
 my %lats;    # {L1|L2} = {...}
 for my $v (qw(L1 L2))
@@ -688,6 +772,27 @@ push @md, @targets;
 push @md, sprintf('| worker memory per 1M groups (no target) | %s | |',
 	defined $st{per_1m} ? sprintf('%.0f MB of RssAnon', $st{per_1m}) : 'not measured');
 push @md, '';
+
+# Issue 35's: a changelog table source against its own append-only source,
+# a per-row trigger and a periodic recompute, all in the same run.
+if ($runs{CL})
+{
+	@targets = ();
+	target('CL: cost per change <= 1.5x cost per insert on the append-only source (CPU)', $clr{change},
+		sprintf('%.2fx (wall %.2fx)', $clr{change}[1] // 0, $clr{change}[0] // 0), ($clr{change}[1] // 99) <= 1.5);
+	target('CL: per-row trigger time >= 10x streamwin\'s over the same changes (wall)', $clr{trigger},
+		sprintf('%.1fx (CPU %.1fx; the trigger\'s added cost alone %.1fx, CPU %.1fx)', $clr{trigger}[0] // 0,
+			$clr{trigger}[1] // 0, $clr{trigger_added}[0] // 0, $clr{trigger_added}[1] // 0),
+		($clr{trigger}[0] // 0) >= 10);
+	target('CL: plain SQL recompute time >= 5x streamwin\'s (wall)', $clr{recompute},
+		sprintf('%.1fx (CPU %.1fx)', $clr{recompute}[0] // 0, $clr{recompute}[1] // 0), ($clr{recompute}[0] // 0) >= 5);
+	push @md, '## Targets (issue 35)';
+	push @md, '';
+	push @md, '| target | measured | |';
+	push @md, '|---|---|---|';
+	push @md, @targets;
+	push @md, '';
+}
 
 # What bounds the targets that are missed, from this run's own figures.
 my $floor = summary(0, 'floor');
