@@ -40,7 +40,7 @@ runner_open(QueryRunner *r, bool in_worker)
 	r->batch_cxt = AllocSetContextCreate(r->cxt, "streamwin batch", ALLOCSET_DEFAULT_SIZES);
 	for (int i = 0; i < r->query->nsources; i++)
 	{
-		SourceInfo *src = catalog_get_source_by_id(r->query->sources[i].source_id);
+		SourceInfo *src = catalog_get_source_by_id(r->query->sources[i].source_id, false);
 
 		r->readers[i] = source_reader_open(src, r->query, i, r->cxt, in_worker);
 		r->decoders[i] = row_decoder_create(r->readers[i], r->query);

@@ -217,16 +217,20 @@ catalog_get_source(const char *name, bool missing_ok)
 }
 
 SourceInfo *
-catalog_get_source_by_id(int32 source_id)
+catalog_get_source_by_id(int32 source_id, bool missing_ok)
 {
 	TupleDesc	desc;
 	HeapTuple	tup = catalog_lookup(SOURCE_COLUMNS "WHERE source_id = $1",
 									 INT4OID, Int32GetDatum(source_id), &desc);
 
 	if (tup == NULL)
+	{
+		if (missing_ok)
+			return NULL;
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("source %d does not exist", source_id)));
+	}
 	return source_from_row(tup, desc);
 }
 

@@ -46,7 +46,7 @@ extern char *catalog_new_name(const char *name, const char *kind);
  * return NULL (by relation) or raise (by id) when nothing matches.
  */
 extern SourceInfo *catalog_get_source(const char *name, bool missing_ok);
-extern SourceInfo *catalog_get_source_by_id(int32 source_id);
+extern SourceInfo *catalog_get_source_by_id(int32 source_id, bool missing_ok);
 extern SourceInfo *catalog_get_source_by_relation(Oid relid);
 extern QueryInfo *catalog_get_query(const char *name, bool missing_ok);
 extern QueryInfo *catalog_get_query_by_id(int32 query_id, bool missing_ok);

@@ -47,7 +47,7 @@ source_query_gone(QueryInfo *q)
 	SPI_connect();
 	for (int i = 0; i < q->nsources; i++)
 	{
-		SourceInfo *src = catalog_get_source_by_id(q->sources[i].source_id);
+		SourceInfo *src = catalog_get_source_by_id(q->sources[i].source_id, false);
 
 		if (source_ops(src)->query_gone)
 			source_ops(src)->query_gone(src);
@@ -357,7 +357,7 @@ streamwin_reset_query(PG_FUNCTION_ARGS)
 				 errmsg("query \"%s\" is running", name),
 				 errhint("Stop it first with streamwin.stop_query(%s).", quote_literal_cstr(q->name))));
 	for (int i = 0; i < q->nsources; i++)
-		sources[i] = catalog_get_source_by_id(q->sources[i].source_id);
+		sources[i] = catalog_get_source_by_id(q->sources[i].source_id, false);
 	explicit = parse_starting_offsets(sources[0], q->nsources, start);
 	split_starting_offsets(q, sources, explicit, start, per_source);
 

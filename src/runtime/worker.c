@@ -101,6 +101,51 @@ run_in_own_transaction(void (*fn) (void *), void *arg)
 	PG_END_TRY();
 }
 
+/*
+ * Was the query dropped (drop_query, DROP EXTENSION)?  Asked after a batch
+ * failed, outside any transaction.  If even the question fails (the server
+ * shuts down), the answer is no: the batch's error is then reported as
+ * usual.
+ */
+static bool
+query_dropped(int32 query_id)
+{
+	volatile bool dropped = false;
+
+	PG_TRY();
+	{
+		StartTransactionCommand();
+		PushActiveSnapshot(GetTransactionSnapshot());
+		dropped = !OidIsValid(get_extension_oid("streamwin", true)) ||
+			catalog_get_query_by_id(query_id, true) == NULL;
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+	}
+	PG_CATCH();
+	{
+		FlushErrorState();
+		AbortCurrentTransaction();
+	}
+	PG_END_TRY();
+	return dropped;
+}
+
+/* Log an error that was caught and copied, as it would have been logged. */
+static void
+emit_copied_error(ErrorData *edata)
+{
+	PG_TRY();
+	{
+		ThrowErrorData(edata);
+	}
+	PG_CATCH();
+	{
+		EmitErrorReport();
+		FlushErrorState();
+	}
+	PG_END_TRY();
+}
+
 typedef struct FailureRecord
 {
 	int32		query_id;
@@ -153,8 +198,9 @@ source_query_gone_in_transaction(void *arg)
 	SourceInfo *src;
 
 	SPI_connect();
-	src = catalog_get_source_by_id(source_id);
-	if (source_ops(src)->query_gone)
+	/* drop_source after drop_query: nothing is kept for it any more */
+	src = catalog_get_source_by_id(source_id, true);
+	if (src != NULL && source_ops(src)->query_gone)
 		source_ops(src)->query_gone(src);
 	SPI_finish();
 }
@@ -320,18 +366,29 @@ streamwin_worker_main(Datum main_arg)
 
 			MemoryContextSwitchTo(loop_cxt);
 			edata = CopyErrorData();
-			EmitErrorReport();
 			FlushErrorState();
 			AbortCurrentTransaction();
 			pgstat_report_activity(STATE_IDLE, NULL);
-			record_failure(query_id, edata);
-			known_ok = false;
-			backoff_ms = Min(Max(backoff_ms * 2, BACKOFF_MIN_MS), BACKOFF_MAX_MS);
-			/* the consumer may be broken (e.g. brokers gone): reopen it */
-			if (r != NULL)
+
+			/*
+			 * drop_query while the batch ran: the batch fails on the
+			 * vanished query or its tables, which is how a worker learns of
+			 * it, not a failure to log or record.
+			 */
+			if (query_dropped(query_id))
+				stop = true;
+			else
 			{
-				runner_forget(query_id);
-				r = NULL;
+				emit_copied_error(edata);
+				record_failure(query_id, edata);
+				known_ok = false;
+				backoff_ms = Min(Max(backoff_ms * 2, BACKOFF_MIN_MS), BACKOFF_MAX_MS);
+				/* the consumer may be broken (e.g. brokers gone): reopen it */
+				if (r != NULL)
+				{
+					runner_forget(query_id);
+					r = NULL;
+				}
 			}
 		}
 		PG_END_TRY();
