@@ -269,7 +269,7 @@ insert_query_sources(Compiled *c, int32 query_id)
 		int64		start_lsn = 0;
 		const SourceOps *ops = source_ops(c->sources[i]);
 		bool		has_start = ops->query_start != NULL &&
-			ops->query_start(c->sources[i], &start_lsn);
+			ops->query_start(c->sources[i], query_id, &start_lsn);
 
 		catalog_insert_query_source(query_id, i, c->sources[i]->source_id, has_start, start_lsn,
 									c->join != NULL ? c->join->table[i] : InvalidOid,

@@ -307,7 +307,7 @@ split_starting_offsets(QueryInfo *q, SourceInfo **sources, Jsonb *explicit, cons
  * yes.  Not for session windows, whose sessions a replay may merge
  * differently (a row of a session merged away would stay); nor over a
  * changelog, whose state starts over empty (a group's row would be
- * overwritten with the changes since the reset alone, and one whose rows
+ * overwritten with what is read since the reset alone, and one whose rows
  * were all retracted would stay); nor for a transform that replays (its
  * rows are appended, again), unless it starts at the latest position.
  * Why not, for the NOTICE; NULL: they may.
@@ -319,7 +319,7 @@ result_stale_after_reset(QueryInfo *q, SourceInfo **sources, const char *start)
 		return "A replay of session windows may merge them otherwise, and would leave rows of sessions merged away.";
 	for (int i = 0; i < q->nsources; i++)
 		if (source_change_attno(source_tupdesc(sources[i]->relation)) != 0)
-			return "The state of a query over a changelog starts over empty: its result holds the changes read from the new positions on.";
+			return "The state of a query over a changelog starts over empty: its result holds what it reads from the new positions on (over a table, the table's rows now, then its changes).";
 	if (!q->aggregate && strcmp(start, "latest") != 0)
 		return "A transform appends the rows it replays: its result holds the rows read from the new positions on.";
 	return NULL;

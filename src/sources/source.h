@@ -185,8 +185,11 @@ typedef struct SourceOps
 
 	/* create_query: refuse a source this query cannot read */
 	void		(*check_query) (SourceInfo *src);
-	/* create_query: the start to record for a new query (true), or none */
-	bool		(*query_start) (SourceInfo *src, int64 *start);
+	/*
+	 * create_query, once the query has its id: the start to record for the
+	 * new query (true), or none
+	 */
+	bool		(*query_start) (SourceInfo *src, int32 query_id, int64 *start);
 
 	/*
 	 * create_query, for a changelog source: the names of the columns that

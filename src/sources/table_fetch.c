@@ -405,9 +405,9 @@ take_spooled(FetchState *st)
 }
 
 void
-table_fetch(const char *slot_name, Oid table, TupleDesc desc, TablePosition start,
-			const TablePosition *upto, int max_records, XLogRecPtr confirm_upto,
-			bool may_keep, TableFetch *out)
+table_fetch(const char *slot_name, Oid table, int32 query_id, TupleDesc desc,
+			TablePosition start, const TablePosition *upto, int max_records,
+			XLogRecPtr confirm_upto, bool may_keep, TableFetch *out)
 {
 	FetchState	st;
 	XLogRecPtr	end_read;
@@ -415,6 +415,7 @@ table_fetch(const char *slot_name, Oid table, TupleDesc desc, TablePosition star
 	memset(out, 0, sizeof(TableFetch));
 	memset(&st, 0, sizeof(st));
 	st.table = table;
+	st.query_id = query_id;
 	st.desc = desc;
 	st.start = start;
 	st.upto = upto;
@@ -434,6 +435,7 @@ table_fetch(const char *slot_name, Oid table, TupleDesc desc, TablePosition star
 
 	if (spool != NULL &&
 		(upto != NULL || strcmp(spool->slot_name, slot_name) != 0 || spool->table != table ||
+		 spool->query_id != query_id ||
 		 spool->txn_lsn != start.lsn || spool->next_index != start.index))
 		spool_discard();
 	if (spool != NULL)

@@ -245,14 +245,18 @@ unchanged_toast_from_old(FetchState *st, TupleDesc from, HeapTuple old)
 /*
  * One row of the table in the source's row type, in the current memory
  * context; a changelog source's change column set to change.  old: for the
- * new version of an updated row, its old version (else NULL).
+ * new version of an updated row, its old version (else NULL).  rel NULL: a
+ * snapshot row, already in the source's row type.
  */
 static HeapTuple
 form_row(FetchState *st, Relation rel, HeapTuple tuple, HeapTuple old, int16 change)
 {
-	TupleDesc	from = RelationGetDescr(rel);
+	TupleDesc	from;
 	HeapTuple	row;
 
+	if (rel == NULL)
+		return heap_copytuple(tuple);
+	from = RelationGetDescr(rel);
 	if (from != st->map_from)
 		build_map(st, from);
 	if (st->map_identity && !HeapTupleHasExternal(tuple))
@@ -358,6 +362,7 @@ spool_row(FetchState *st, ReorderBufferTXN *txn, Relation rel, HeapTuple tuple,
 		spool->cxt = cxt;
 		strlcpy(spool->slot_name, NameStr(MyReplicationSlot->data.name), NAMEDATALEN);
 		spool->table = st->table;
+		spool->query_id = st->query_id;
 		spool->txn_lsn = txn->final_lsn;
 		spool->next_index = index;
 		spool->commit_time = txn->xact_time.commit_time;
@@ -592,6 +597,32 @@ plugin_commit(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, XLogRecPtr com
 	}
 }
 
+/*
+ * A row of the table as a changelog query's start found it (see
+ * table_snapshot.c): an insert, for that query alone.
+ */
+static void
+plugin_message(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, XLogRecPtr message_lsn,
+			   bool transactional, const char *prefix, Size message_size, const char *message)
+{
+	FetchState *st = fetch_of(ctx);
+	MemoryContext old;
+	HeapTupleData tuple;
+
+	if (st == NULL || st->change_attno == 0 || !transactional ||
+		strcmp(prefix, TABLE_SNAPSHOT_PREFIX) != 0)
+		return;
+	old = MemoryContextSwitchTo(st->cxt);
+	if (table_snapshot_row(message, message_size, st->query_id, &tuple))
+	{
+		MemoryContextSwitchTo(old);
+		deliver_row(st, txn, NULL, &tuple, NULL, CHANGE_INSERT);
+		pfree(tuple.t_data);
+	}
+	else
+		MemoryContextSwitchTo(old);
+}
+
 void
 _PG_output_plugin_init(OutputPluginCallbacks *cb)
 {
@@ -600,6 +631,7 @@ _PG_output_plugin_init(OutputPluginCallbacks *cb)
 	cb->change_cb = plugin_change;
 	cb->truncate_cb = plugin_truncate;
 	cb->commit_cb = plugin_commit;
+	cb->message_cb = plugin_message;
 }
 
 /* The plugin never writes output; these exist because the API wants them. */

@@ -37,6 +37,7 @@
 #include "spi_util.h"
 #include "sql_function.h"
 #include "table_source.h"
+#include "table_source_int.h"
 
 STREAMWIN_SQL_FUNCTION(streamwin_create_table_source);
 
@@ -61,18 +62,26 @@ table_check_query(SourceInfo *src)
 	table_source_check_relation(src->source_table);
 }
 
+static bool table_changes_option(Jsonb *options);
+
 /*
- * A new query starts now ('latest') or at the oldest change its slot holds
- * ('earliest'); resolved at creation, under a lock that keeps other
+ * A new query over an append-only table starts now ('latest') or at the
+ * oldest change its slot holds ('earliest').  One over a changelog source
+ * starts with the table's rows as they are now, then its changes
+ * (table_snapshot.c): whatever it later sees updated or deleted, it has
+ * seen inserted.  Resolved at creation, under a lock that keeps other
  * queries' batches from confirming the slot past it until the creation
  * commits (source_hold_start).
  */
 static bool
-table_query_start(SourceInfo *src, int64 *start)
+table_query_start(SourceInfo *src, int32 query_id, int64 *start)
 {
 	source_hold_start(src->source_id);
-	*start = (int64) (src->starting_offset == START_LATEST ? GetXLogInsertRecPtr() :
-					  source_slot_confirmed(src->slot_name));
+	if (table_changes_option(src->options))
+		*start = (int64) table_snapshot_write(src->source_table, src->relation, query_id);
+	else
+		*start = (int64) (src->starting_offset == START_LATEST ? GetXLogInsertRecPtr() :
+						  source_slot_confirmed(src->slot_name));
 	return true;
 }
 
@@ -247,7 +256,7 @@ table_fetch_rows(SourceReader *rd, int timeout_ms, int linger_ms, SourceRow **ro
 	{
 		/* a query whose creation has not committed may need the slot as is */
 		table_catalog_now(rd, may_confirm ? &retained : NULL);
-		table_fetch(rd->source->slot_name, rd->source->source_table, rd->desc,
+		table_fetch(rd->source->slot_name, rd->source->source_table, rd->query->query_id, rd->desc,
 					table_position(&p->next), NULL, rd->source->max_records_per_batch,
 					retained, rd->fetch_again || rd->in_worker, &f);
 	}
@@ -278,7 +287,7 @@ table_replay(SourceReader *rd, const SourcePosition *targets, SourceRow **rows)
 	TableFetch	f;
 
 	table_catalog_now(rd, NULL);
-	table_fetch(rd->source->slot_name, rd->source->source_table, rd->desc,
+	table_fetch(rd->source->slot_name, rd->source->source_table, rd->query->query_id, rd->desc,
 				table_position(&p->next), &upto, 0, InvalidXLogRecPtr, false, &f);
 	p->next.offset = (int64) f.end.lsn;
 	p->next.index = f.end.index;
@@ -358,9 +367,12 @@ table_prepare_reset(SourceInfo *src)
 
 /*
  * reset_query: 'earliest' is the oldest change its slot holds, 'latest'
- * the end of the WAL, or {"lsn": "0/16B3748"} in between.  Also the
- * query's start, should a crash empty its state before the next
- * checkpoint.
+ * the end of the WAL, or {"lsn": "0/16B3748"} in between.  A query over a
+ * changelog source, whose result reset_query empties, starts again from
+ * the table's rows as they are now, then its changes, whichever of
+ * 'earliest' and 'latest' is asked for: from any other point it would
+ * retract rows it never saw.  Also the query's start, should a crash empty
+ * its state before the next checkpoint.
  */
 static void
 table_reset(SourceReader *rd, const char *start, Jsonb *explicit)
@@ -374,7 +386,19 @@ table_reset(SourceReader *rd, const char *start, Jsonb *explicit)
 	/* the slot as prepare_reset left it (a reader here may not know) */
 	table_catalog_now(rd, NULL);
 	oldest = source_slot_confirmed(rd->source->slot_name);
-	if (explicit != NULL)
+	if (table_changes_option(rd->source->options))
+	{
+		if (explicit != NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("query \"%s\" reads changelog source \"%s\", which cannot start at an LSN",
+							rd->query->name, rd->source->name),
+					 errdetail("A query over a changelog starts from the table's rows as they are when it starts, then the changes after them."),
+					 errhint("Use 'latest' (or 'earliest', the same): the query starts again from the table's rows now.")));
+		lsn = table_snapshot_write(rd->source->source_table, rd->source->relation,
+								   rd->query->query_id);
+	}
+	else if (explicit != NULL)
 	{
 		char	   *given = jsonb_get_text(explicit, "lsn");
 

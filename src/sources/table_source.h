@@ -153,7 +153,7 @@ extern XLogRecPtr source_slot_confirmed(const char *slot_name);
  * fetch that fills up inside a transaction may keep the rest of that
  * transaction's rows for the next one (see Spool in table_source_int.h).
  */
-extern void table_fetch(const char *slot_name, Oid table, TupleDesc desc,
+extern void table_fetch(const char *slot_name, Oid table, int32 query_id, TupleDesc desc,
 						TablePosition start, const TablePosition *upto,
 						int max_records, XLogRecPtr confirm_upto,
 						bool may_keep, TableFetch *out);

@@ -11,6 +11,8 @@
  *					that order those
  *	table_fetch.c	reading a batch: a decoding pass over the WAL, the
  *					decoding context kept open between fetches, the spool
+ *	table_snapshot.c	a changelog query's start: the table's rows written
+ *					into the WAL as messages the plugin delivers as inserts
  *
  * Why streamwin is its own output plugin rather than reading test_decoding
  * or pgoutput through pg_logical_slot_peek_changes(): the rows are copied
@@ -52,6 +54,7 @@
 typedef struct FetchState
 {
 	Oid			table;
+	int32		query_id;		/* whose snapshot rows to deliver */
 	TupleDesc	desc;			/* the source's row type */
 	TablePosition start;
 	const TablePosition *upto;
@@ -101,6 +104,7 @@ typedef struct Spool
 {
 	char		slot_name[NAMEDATALEN];
 	Oid			table;
+	int32		query_id;		/* a snapshot's rows are one query's */
 	XLogRecPtr	txn_lsn;		/* the transaction's commit: its rows' lsn */
 	int64		next_index;		/* the index of the next row in `rows` */
 	int64		left;			/* rows in `rows` not taken yet */
@@ -158,6 +162,24 @@ extern bool slot_acquire(const char *slot_name);
 /* Raise SWT01 if PostgreSQL invalidated the slot this backend holds. */
 extern void slot_check_valid(XLogRecPtr start_lsn);
 extern void slot_confirm(XLogRecPtr lsn);
+
+/* table_snapshot.c */
+
+/* The prefix of a snapshot row's logical message. */
+#define TABLE_SNAPSHOT_PREFIX "streamwin.snapshot"
+
+/*
+ * table_snapshot_write
+ *		Lock `table` in SHARE mode and write its rows, in the row type of the
+ *		changelog source's relation, into the WAL as this transaction's
+ *		messages for query_id.  Returns the query's start: the WAL position
+ *		before them, after every change of the table committed so far.
+ * table_snapshot_row
+ *		If a snapshot message is query_id's, its row (in the current memory
+ *		context) into *tuple, and true.
+ */
+extern XLogRecPtr table_snapshot_write(Oid table, Oid source_relation, int32 query_id);
+extern bool table_snapshot_row(const char *message, Size size, int32 query_id, HeapTuple tuple);
 
 /* table_fetch.c */
 extern void decode_pass(const char *slot_name, TablePosition start, FetchState *st,

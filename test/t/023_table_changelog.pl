@@ -66,6 +66,14 @@
 #      carry the value (taken from the old version, which REPLICA IDENTITY
 #      FULL writes whole): a keyed transform, an appended-changes transform
 #      and an aggregate over md5() and length() of it equal plain SQL.
+#   6. Queries start from the rows already in their table: a table with
+#      rows and a history of changes before its queries; create_query
+#      waits for a transaction that wrote the table and is still open, then
+#      starts from the rows it left (a snapshot at one point of the
+#      stream); workers read the snapshot in batches of 1,000 while a
+#      writer changes the table; an immediate restart empties the state
+#      before the first checkpoint.  An aggregate and a keyed transform
+#      equal plain SQL over the table.
 #
 # One node, streamwin.checkpoint_interval = 3.  About 25 s on an idle
 # machine of 2 CPUs.
@@ -631,6 +639,68 @@ VACUUM docs;
 check_docs('after updates that kept TOASTed values whose chunks VACUUM removed since');
 psql_ok($node, join('', map { "SELECT streamwin.drop_query('$_');\n" } @dq)
 	  . "SELECT streamwin.drop_source('dsrc');", 'part 5 dropped');
+
+# ==== 6. queries start from the rows already in the table ===================
+
+# inv holds 3,000 rows and a history of changes before any query exists.
+# While a transaction that updated rows is still open, create_query waits
+# (it locks the table to read its rows at one point of the stream), then
+# starts from the rows as that transaction left them.  A writer changes the
+# table while the workers read the snapshot (1,000 rows a batch) and an
+# immediate restart empties the state before its first checkpoint.
+psql_ok($node, q{
+CREATE TABLE inv (id int PRIMARY KEY, k int NOT NULL, v int NOT NULL);
+ALTER TABLE inv REPLICA IDENTITY FULL;
+INSERT INTO inv SELECT g, g % 17, g % 101 FROM generate_series(1, 3000) g;
+SELECT streamwin.create_table_source('isrc', 'inv', '{"changes": "all", "max_records_per_batch": 1000}');
+CREATE PROCEDURE inv_churn(ntx int) LANGUAGE plpgsql AS $$
+DECLARE victim int;
+BEGIN
+  FOR i IN 1 .. ntx LOOP
+    victim := 1 + (random() * 3500)::int;
+    UPDATE inv SET v = v + 1, k = (k + 3) % 19 WHERE id = victim;
+    DELETE FROM inv WHERE id = 1 + (random() * 3500)::int;
+    INSERT INTO inv VALUES (3001 + (random() * 500)::int, (random() * 20)::int, i)
+      ON CONFLICT (id) DO UPDATE SET v = excluded.v;
+    COMMIT;
+  END LOOP;
+END $$;
+CALL inv_churn(300);
+}, 'part 6: a table with rows and a history, before its queries');
+my $open_tx = $node->background_psql('postgres');
+$open_tx->query_safe('BEGIN; UPDATE inv SET v = v + 1000 WHERE id <= 50');
+my $creator = $node->background_psql('postgres');
+$creator->query_until(qr/creating/, q{
+\echo creating
+SELECT streamwin.create_query('i_sum', 'SELECT k, count(*) AS n, sum(v) AS s, max(v) AS top FROM isrc GROUP BY k',
+    output_mode => 'update', trigger_interval => '50 ms');
+SELECT streamwin.create_query('i_rows', 'SELECT id, k, v FROM isrc', trigger_interval => '50 ms');
+\echo created
+});
+wait_until($node, q{SELECT count(*) > 0 FROM pg_locks WHERE relation = 'inv'::regclass AND NOT granted},
+	't', 'create_query waits for the open transaction that wrote the table');
+$open_tx->query_safe('COMMIT');
+$creator->query_until(qr/created/, '');
+$creator->quit;
+$open_tx->quit;
+my $inv_writer = IPC::Run::start(
+	[ $node->installed_command('psql'), '-XAtq', '-d', $node->connstr('postgres'),
+	  '-c', 'CALL inv_churn(100000)' ], '>', \my $inv_out, '2>', \my $inv_err);
+wait_until($node, q{SELECT count(*) > 0 FROM streamwin.progress WHERE query = 'i_sum'}, 't',
+	'i_sum has run a batch');
+$node->stop('immediate');
+ok(!$inv_writer->finish, 'the writer was running: cut off by the immediate shutdown');
+$node->start;
+psql_ok($node, 'CALL inv_churn(200)', 'more changes after the restart');
+wait_results_match($node, 'SELECT k, n, s, top FROM i_sum',
+	'SELECT k, count(*) AS n, sum(v) AS s, max(v) AS top FROM inv GROUP BY k',
+	'i_sum equals plain SQL: the rows that were there, then every change');
+wait_results_match($node, 'SELECT id, k, v FROM i_rows', 'SELECT id, k, v FROM inv',
+	'i_rows (a keyed transform) equals the table');
+psql_ok($node, q{
+SELECT streamwin.drop_query('i_sum');
+SELECT streamwin.drop_query('i_rows');
+SELECT streamwin.drop_source('isrc');}, 'part 6 dropped');
 
 is($node->safe_psql('postgres', "SELECT count(*) FROM pg_replication_slots WHERE plugin = 'streamwin'"),
 	'0', 'no streamwin slot is left');
