@@ -44,6 +44,7 @@
 #include "utils/timestamp.h"
 #include "utils/resowner.h"
 
+#include "avro_input.h"
 #include "batch_input.h"
 #include "catalog_access.h"
 #include "catalog_log.h"
@@ -67,6 +68,8 @@ row_decoder_create(SourceReader *rd, QueryInfo *q)
 	{
 		d->decoder = decoder_create(source_format_from_name(rd->source->format), rd->desc,
 									d->metadata);
+		if (source_format_from_name(rd->source->format) == SOURCE_FORMAT_AVRO)
+			d->avro = avro_input_create(rd->source, d->decoder);
 		d->missing = decoder_missing_counts(d->decoder, &d->nmissing, &d->missing_names);
 		if (rd->envelope != ENVELOPE_APPEND)
 			d->changes = change_decoder_create(rd, d->decoder);
@@ -465,6 +468,9 @@ rows_decode(RowDecoder *d, SourceRow *rows, int n, bool drop_late, TimestampTz w
 	batch_time_param->value = TimestampTzGetDatum(batch_scope_timestamp());
 	if (d->nmissing > 0)
 		memset(d->missing, 0, sizeof(int64) * d->nmissing);
+	/* the writer schemas first: the registry is asked outside the decoding */
+	if (d->avro != NULL && n > 0)
+		avro_input_prepare(d->avro, d->decoder, rows, n);
 	if (n > 0)
 		decode_range(d, rows, res, 0, n, drop_late, watermark);
 	memset(&d->reader->changes, 0, sizeof(SourceChanges));

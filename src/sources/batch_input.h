@@ -27,6 +27,7 @@ typedef struct RowDecoder
 	SourceReader *reader;
 	QueryInfo  *query;
 	MessageDecoder *decoder;	/* NULL when rows are tuples already */
+	struct AvroSchemas *avro;	/* an Avro source's schemas by id, or NULL */
 	ChangeDecoder *changes;		/* a Kafka changelog's messages (two rows at
 								 * most each), else NULL: one row each */
 	SourceMetadata *metadata;	/* per source column, or NULL (decode.h) */

@@ -31,6 +31,7 @@
 #include "utils/timestamp.h"
 #include "utils/typcache.h"
 
+#include "avro_input.h"
 #include "catalog_access.h"
 #include "changelog_input.h"
 #include "kafka_consumer.h"
@@ -787,7 +788,8 @@ static KafkaOptions *
 source_options_validate(Jsonb *options, SourceFormat format)
 {
 	static const char *const valid[] = {"starting_offsets", "max_records_per_batch",
-		"partitions", "kafka", "metadata", "timezone", "envelope", "key_columns", NULL};
+		"partitions", "kafka", "metadata", "timezone", "envelope", "key_columns",
+		"avro_schema", "schema_registry", "schema_registry_user", "schema_registry_password", NULL};
 	SourceInfo	tmp;
 	KafkaOptions *ko;
 
@@ -803,6 +805,13 @@ source_options_validate(Jsonb *options, SourceFormat format)
 				 errmsg("envelope \"debezium\" needs format \"json\""),
 				 errdetail("Debezium change events are read as JSON, with or without their schema."),
 				 errhint("Create the source with format => 'json'.")));
+	if (ko->envelope != ENVELOPE_APPEND && format == SOURCE_FORMAT_AVRO)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("envelope \"%s\" is not supported with format \"avro\"",
+						envelope_names[ko->envelope]),
+				 errdetail("Avro messages are read as an append stream: each message is a row."),
+				 errhint("Leave option \"envelope\" out, or use format \"json\".")));
 	if (ko->envelope == ENVELOPE_UPSERT && ko->key_columns == NIL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -1024,6 +1033,7 @@ streamwin_create_kafka_source(PG_FUNCTION_ARGS)
 		parsed.name = name;
 		parse_source_options(&parsed, options);
 		check_key_columns(ko, name, desc, source_metadata_map(&parsed, desc));
+		avro_check_options(options, format, desc, source_metadata_map(&parsed, desc));
 		decoder_check_columns(format, desc,
 							  changelog_decode_map(&parsed, desc, ko->envelope, ko->key_columns));
 	}
