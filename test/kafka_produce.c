@@ -21,7 +21,9 @@
  * with --header-prefix the headers come next: "NAME=VALUE;NAME=VALUE<TAB>"
  * (an empty field: no headers; "NAME" without "=": a header with no value).
  * With --null MARKER, a key or payload that is exactly MARKER is null: a
- * message without a key, or with a null value (a tombstone).
+ * message without a key, or with a null value (a tombstone).  With --hex,
+ * a payload is written in hexadecimal digits, two per byte, so that binary
+ * values (Avro) fit on a line.
  *
  *-------------------------------------------------------------------------
  */
@@ -64,6 +66,7 @@ usage(FILE *out)
 			"                            for none, NAME alone for a header without value\n"
 			"  --null MARKER             a key or payload that is exactly MARKER is null\n"
 			"                            (no key; a null value, a tombstone)\n"
+			"  --hex                     payloads are hexadecimal, two digits per byte\n"
 			"  --rate MSGS_PER_SEC       pace production to this many messages per\n"
 			"                            second (default: as fast as possible)\n"
 			"  --linger-ms N             linger.ms (default 5)\n"
@@ -189,6 +192,7 @@ main(int argc, char **argv)
 		{"linger-ms", required_argument, NULL, 'l'},
 		{"batch-num-messages", required_argument, NULL, 'n'},
 		{"quiet", no_argument, NULL, 'q'},
+		{"hex", no_argument, NULL, 'x'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0}
 	};
@@ -198,6 +202,7 @@ main(int argc, char **argv)
 	int			partition_prefix = 0;
 	int			key_prefix = 0;
 	int			header_prefix = 0;
+	int			hex = 0;
 	const char *null_marker = NULL;
 	double		rate = 0;
 	const char *linger_ms = "5";
@@ -243,6 +248,9 @@ main(int argc, char **argv)
 				break;
 			case 'H':
 				header_prefix = 1;
+				break;
+			case 'x':
+				hex = 1;
 				break;
 			case 'r':
 				{
@@ -368,6 +376,21 @@ main(int argc, char **argv)
 		{
 			payload = NULL;
 			len = 0;
+		}
+		if (hex && payload != NULL)
+		{
+			/* decoded in place: each byte takes the place of its two digits */
+			if (len % 2 != 0)
+				die("line %" PRId64 ": odd number of hexadecimal digits", lineno);
+			for (size_t i = 0; i < len / 2; i++)
+			{
+				unsigned int byte;
+
+				if (sscanf(payload + 2 * i, "%2x", &byte) != 1)
+					die("line %" PRId64 ": not hexadecimal", lineno);
+				payload[i] = (char) byte;
+			}
+			len /= 2;
 		}
 
 		/*
