@@ -46,6 +46,19 @@ static int64_t delivered = 0;
 static int64_t failed = 0;
 static char first_failure[512];
 
+/* The value of a hexadecimal digit, or -1 */
+static int
+hex_digit(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
 static void
 usage(FILE *out)
 {
@@ -384,11 +397,12 @@ main(int argc, char **argv)
 				die("line %" PRId64 ": odd number of hexadecimal digits", lineno);
 			for (size_t i = 0; i < len / 2; i++)
 			{
-				unsigned int byte;
+				int			hi = hex_digit(payload[2 * i]);
+				int			lo = hex_digit(payload[2 * i + 1]);
 
-				if (sscanf(payload + 2 * i, "%2x", &byte) != 1)
+				if (hi < 0 || lo < 0)
 					die("line %" PRId64 ": not hexadecimal", lineno);
-				payload[i] = (char) byte;
+				payload[i] = (char) (hi << 4 | lo);
 			}
 			len /= 2;
 		}
