@@ -23,7 +23,7 @@
  * With --null MARKER, a key or payload that is exactly MARKER is null: a
  * message without a key, or with a null value (a tombstone).  With --hex,
  * a payload is written in hexadecimal digits, two per byte, so that binary
- * values (Avro) fit on a line.
+ * values (Avro) fit on a line; so is a key, with --key-prefix.
  *
  *-------------------------------------------------------------------------
  */
@@ -57,6 +57,24 @@ hex_digit(char c)
 	if (c >= 'A' && c <= 'F')
 		return c - 'A' + 10;
 	return -1;
+}
+
+/* Hexadecimal digits decoded in place (each byte where its two digits were); the new length */
+static size_t
+unhex(char *s, size_t len, int64_t lineno)
+{
+	if (len % 2 != 0)
+		die("line %" PRId64 ": odd number of hexadecimal digits", lineno);
+	for (size_t i = 0; i < len / 2; i++)
+	{
+		int			hi = hex_digit(s[2 * i]);
+		int			lo = hex_digit(s[2 * i + 1]);
+
+		if (hi < 0 || lo < 0)
+			die("line %" PRId64 ": not hexadecimal", lineno);
+		s[i] = (char) (hi << 4 | lo);
+	}
+	return len / 2;
 }
 
 static void
@@ -391,21 +409,9 @@ main(int argc, char **argv)
 			len = 0;
 		}
 		if (hex && payload != NULL)
-		{
-			/* decoded in place: each byte takes the place of its two digits */
-			if (len % 2 != 0)
-				die("line %" PRId64 ": odd number of hexadecimal digits", lineno);
-			for (size_t i = 0; i < len / 2; i++)
-			{
-				int			hi = hex_digit(payload[2 * i]);
-				int			lo = hex_digit(payload[2 * i + 1]);
-
-				if (hi < 0 || lo < 0)
-					die("line %" PRId64 ": not hexadecimal", lineno);
-				payload[i] = (char) (hi << 4 | lo);
-			}
-			len /= 2;
-		}
+			len = unhex(payload, len, lineno);
+		if (hex && key != NULL)
+			keylen = unhex(key, keylen, lineno);
 
 		/*
 		 * Pace on absolute deadlines (message i is due at start + i/rate), so

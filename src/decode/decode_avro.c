@@ -17,6 +17,8 @@
  * column of any other type through the type's input function, as in the
  * JSON format.  A field whose type the column cannot hold makes every
  * message of that schema a dead letter, naming the field and both types.
+ * A writer schema that is not a record fills a decoder of one column (a
+ * message key of type long, for the key column of an upsert source).
  *
  * Decoding then walks the plan's fields over the body, making each value's
  * Datum directly (no intermediate tree, no text for numbers and times):
@@ -275,6 +277,23 @@ resolve(DecodeState *state, AvroPlan *plan, const AvroType *w)
 	AvroDecoder *ad = state->avro;
 	bool	   *filled = palloc0(sizeof(bool) * Max(state->ncolumns, 1));
 
+	if (w->kind != AVT_RECORD && state->ncolumns == 1)
+	{
+		/*
+		 * A value of another type (a message key's "long", say) is the one
+		 * column's: read as a record of one field of the column's name.
+		 */
+		AvroType   *single = palloc0(sizeof(AvroType));
+
+		single->kind = AVT_RECORD;
+		single->name = "";
+		single->nfields = 1;
+		single->names = palloc(sizeof(char *));
+		single->names[0] = state->columns[0].name;
+		single->types = palloc(sizeof(AvroType *));
+		single->types[0] = (AvroType *) w;
+		w = single;
+	}
 	if (w->kind != AVT_RECORD)
 	{
 		plan->error = psprintf("the writer schema%s is %s, not a record",

@@ -111,14 +111,15 @@ fetch_schema(AvroSchemas *as, MessageDecoder *decoder, int32 id)
 }
 
 void
-avro_input_prepare(AvroSchemas *as, MessageDecoder *decoder, SourceRow *rows, int n)
+avro_input_prepare(AvroSchemas *as, MessageDecoder *decoder, SourceRow *rows, int n, bool keys)
 {
 	ListCell   *lc;
+	int32		last = -1;
 
 	decoder_avro_forget_missing(decoder);
 
 	/* schemas a failed batch stored: again, until found committed */
-	foreach(lc, as->unstored)
+	foreach(lc, keys ? NIL : as->unstored)
 	{
 		UnstoredSchema *u = lfirst(lc);
 
@@ -135,9 +136,11 @@ avro_input_prepare(AvroSchemas *as, MessageDecoder *decoder, SourceRow *rows, in
 		int32		id;
 		char	   *schema;
 
-		if (!decoder_avro_schema_id(rows[i].payload, rows[i].len, &id) ||
-			decoder_avro_has_schema(decoder, id))
+		if (!(keys ? decoder_avro_schema_id(rows[i].key, rows[i].keylen, &id) :
+			  decoder_avro_schema_id(rows[i].payload, rows[i].len, &id)) ||
+			id == last || decoder_avro_has_schema(decoder, id))
 			continue;
+		last = id;
 		schema = catalog_avro_schema(as->source_id, id);
 		if (schema != NULL)
 			decoder_avro_add_schema(decoder, id, schema, strlen(schema));

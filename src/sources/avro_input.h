@@ -26,14 +26,15 @@ extern AvroSchemas *avro_input_create(SourceInfo *src, MessageDecoder *decoder);
 /*
  * avro_input_prepare
  *		Before a batch's n rows are decoded: give the decoder the writer
- *		schema of every schema id in their Confluent headers that it does
- *		not know, from streamwin.avro_schemas or else from the registry (and
+ *		schema of every schema id in their Confluent headers (those of
+ *		their payloads, or with keys those of their keys, for the decoder
+ *		of an upsert source's keys) that it does not know, from streamwin.avro_schemas or else from the registry (and
  *		then kept there in the batch's transaction).  An id the registry
  *		does not have makes its messages dead letters for this batch.
  *		Raises an error (failing the batch) when the registry fails.
  */
 extern void avro_input_prepare(AvroSchemas *as, MessageDecoder *decoder,
-							   SourceRow *rows, int n);
+							   SourceRow *rows, int n, bool keys);
 
 /*
  * avro_option_schema / avro_check_options

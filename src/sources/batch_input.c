@@ -470,7 +470,11 @@ rows_decode(RowDecoder *d, SourceRow *rows, int n, bool drop_late, TimestampTz w
 		memset(d->missing, 0, sizeof(int64) * d->nmissing);
 	/* the writer schemas first: the registry is asked outside the decoding */
 	if (d->avro != NULL && n > 0)
-		avro_input_prepare(d->avro, d->decoder, rows, n);
+	{
+		avro_input_prepare(d->avro, d->decoder, rows, n, false);
+		if (d->changes != NULL && change_decoder_avro_keys(d->changes) != NULL)
+			avro_input_prepare(d->avro, change_decoder_avro_keys(d->changes), rows, n, true);
+	}
 	if (n > 0)
 		decode_range(d, rows, res, 0, n, drop_late, watermark);
 	memset(&d->reader->changes, 0, sizeof(SourceChanges));

@@ -805,13 +805,6 @@ source_options_validate(Jsonb *options, SourceFormat format)
 				 errmsg("envelope \"debezium\" needs format \"json\""),
 				 errdetail("Debezium change events are read as JSON, with or without their schema."),
 				 errhint("Create the source with format => 'json'.")));
-	if (ko->envelope != ENVELOPE_APPEND && format == SOURCE_FORMAT_AVRO)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("envelope \"%s\" is not supported with format \"avro\"",
-						envelope_names[ko->envelope]),
-				 errdetail("Avro messages are read as an append stream: each message is a row."),
-				 errhint("Leave option \"envelope\" out, or use format \"json\".")));
 	if (ko->envelope == ENVELOPE_UPSERT && ko->key_columns == NIL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -1028,14 +1021,15 @@ streamwin_create_kafka_source(PG_FUNCTION_ARGS)
 	{
 		SourceInfo	parsed;
 		TupleDesc	desc = source_tupdesc(relid);
+		SourceMetadata *meta;
 
 		memset(&parsed, 0, sizeof(parsed));
 		parsed.name = name;
 		parse_source_options(&parsed, options);
 		check_key_columns(ko, name, desc, source_metadata_map(&parsed, desc));
-		avro_check_options(options, format, desc, source_metadata_map(&parsed, desc));
-		decoder_check_columns(format, desc,
-							  changelog_decode_map(&parsed, desc, ko->envelope, ko->key_columns));
+		meta = changelog_decode_map(&parsed, desc, ko->envelope, ko->key_columns);
+		avro_check_options(options, format, desc, meta);
+		decoder_check_columns(format, desc, meta);
 	}
 	SPI_finish();
 	PG_RETURN_VOID();

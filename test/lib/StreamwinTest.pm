@@ -735,8 +735,8 @@ newline) or [PARTITION, payload]; with keys => 1, [PARTITION, KEY,
 payload], where an undef KEY is no key and an undef payload a null value (a
 tombstone), and a key holds no tab.  Options: partition => N (all to N),
 rate => MSGS_PER_SEC, background => 1 (returns a handle whose ->finish waits
-and reports), hex => 1 (payloads are binary: sent as hexadecimal digits and
-decoded by the producer).  A foreground produce is one test that passes if every message
+and reports), hex => 1 (payloads, and keys, are binary: sent as hexadecimal
+digits and decoded by the producer).  A foreground produce is one test that passes if every message
 was acknowledged.  One in-flight request per connection keeps each
 partition's offsets in the order of MESSAGES.
 
@@ -884,7 +884,11 @@ sub produce
 	{
 		croak 'keys => 1 needs [partition, key, payload] messages' unless $prefixed;
 		push @cmd, '--key-prefix', '--null', '\\N';
-		$messages = [ map { [ $_->[0], join("\t", map { $_ // '\\N' } @$_[ 1, 2 ]) ] } @$messages ];
+		$messages = [
+			map {
+				[ $_->[0], join("\t",
+					map { !defined $_ ? '\\N' : $opts{hex} ? unpack('H*', $_) : $_ } @$_[ 1, 2 ]) ]
+			} @$messages ];
 	}
 
 	# Input and output go through files, so that a background producer runs
@@ -894,7 +898,7 @@ sub produce
 	for my $m (@$messages)
 	{
 		my $payload = $prefixed ? $m->[1] : $m;
-		$payload = unpack('H*', $payload) if $opts{hex} && defined $payload;
+		$payload = unpack('H*', $payload) if $opts{hex} && !$opts{keys};
 		my $line = $prefixed ? "$m->[0]\t$payload" : $payload;
 		utf8::encode($line) if utf8::is_utf8($line);
 		croak "message contains a newline: $line" if $line =~ /\n/;

@@ -28,6 +28,9 @@
 #   4. a restart with the registry gone: a new query over the first topic
 #      decodes every schema from the catalog, exactly, without a request.
 #   5. option avro_schema: plain Avro bodies of one writer schema.
+#   6. envelope upsert: Avro keys (a long, and a record, by their own
+#      writer schemas) and Avro values, tombstones, a key of an unknown
+#      schema; the result table against a Perl simulation of the upserts.
 use strict;
 use warnings;
 use utf8;
@@ -44,9 +47,9 @@ use StreamwinTest;
 
 my $node = new_node('avro', conf => "streamwin.schema_registry_timeout = 1000\n");
 my $broker = StreamwinTest::Broker->start(
-	topics => { types => 2, bad => 1, down => 1, live => 1, plain => 1 });
+	topics => { types => 2, bad => 1, down => 1, live => 1, plain => 1, ups => 1 });
 my $brokers = $broker->bootstrap;
-my $json = JSON::PP->new->canonical;
+my $json = JSON::PP->new->canonical->allow_nonref;
 srand(25);
 
 # ==== An Avro binary encoder ====================================================
@@ -525,6 +528,52 @@ wait_results_match($node, 'SELECT n FROM avro_live_rows', 'SELECT generate_serie
 is($node->safe_psql('postgres', q{SELECT count(*) FROM streamwin.dead_letters WHERE source = 'avro_live'}),
 	'0', 'nothing was dead-lettered');
 psql_ok($node, q{SELECT streamwin.stop_query('avro_live_rows')}, 'stop the worker');
+
+# ==== 6. Upserts with Avro keys and values ========================================
+
+registry_schema(10, 'long');
+registry_schema(11, { type => 'record', name => 'key', fields => [ { name => 'id', type => 'long' } ] });
+registry_schema(12, { type => 'record', name => 'row', fields => [
+	{ name => 'id', type => 'long' }, { name => 'name', type => 'string' },
+	{ name => 'amount', type => { type => 'bytes', logicalType => 'decimal', precision => 10, scale => 2 } } ] });
+my (@ups, %table, @ups_dead);
+for my $n (0 .. 79)
+{
+	my $id = rand_int(1, 15);
+	# the key as a long (schema 10) or as a record of it (schema 11): the same bytes after the id
+	my $key = confluent($n % 2 ? 10 : 11, zz($id));
+	if ($n == 40)
+	{
+		push @ups, [ 0, confluent(98, zz($id)), confluent(12, zz(-1) . av_string('x') . av_bytes(av_decimal(1))) ];
+		push @ups_dead, $n;
+		next;
+	}
+	if (rand() < 0.2)
+	{
+		push @ups, [ 0, $key, undef ];
+		delete $table{$id};
+		next;
+	}
+	my ($name, $cents) = (rand_text(), rand_int(-99_999_999, 99_999_999));
+	# the value's id is not the key's: the key wins
+	push @ups, [ 0, $key, confluent(12, zz($id + 1000) . av_string($name) . av_bytes(av_decimal($cents))) ];
+	$table{$id} = [ $name, $cents ];
+}
+$broker->produce('ups', \@ups, keys => 1, hex => 1);
+psql_ok($node, qq{
+SELECT streamwin.create_kafka_source('avro_ups', '$brokers', 'ups', 'id bigint, name text, amount numeric(10,2)',
+    'avro', '{"schema_registry": "$registry", "envelope": "upsert", "key_columns": ["id"]}');
+SELECT streamwin.create_query('avro_ups_rows', 'SELECT id, name, amount FROM avro_ups', start => false);
+}, 'an upsert source of Avro keys and values');
+run_json($node, "run_available('avro_ups_rows')");
+results_match($node, 'SELECT id, name, amount FROM avro_ups_rows',
+	%table
+	? 'VALUES ' . join(', ', map { "($_, " . lit($table{$_}[0]) . ", '$table{$_}[1]e-2'::numeric)" } sort { $a <=> $b } keys %table)
+	: 'SELECT NULL::bigint, NULL::text, NULL::numeric WHERE false',
+	'upserts and deletes by Avro keys: the table the messages make');
+like($node->safe_psql('postgres', q{SELECT string_agg("offset" || ': ' || error, '; ') FROM streamwin.dead_letters
+ WHERE source = 'avro_ups'}), qr/^40: message key: Avro writer schema 98 is not in the schema registry$/,
+	'a key of a schema the registry lacks is a dead letter');
 
 # ==== 4. A restart with the registry gone ========================================
 
