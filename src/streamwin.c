@@ -179,6 +179,7 @@ _PG_init(void)
 	RegisterXactCallback(workers_xact_callback, NULL);
 	table_source_init();
 	source_scan_init();
+	schema_registry_init();
 
 	if (!process_shared_preload_libraries_in_progress)
 		return;

@@ -32,6 +32,9 @@
 
 int			streamwin_schema_registry_timeout_ms = 10000;
 
+/* curl_global_init succeeded (schema_registry_init) */
+static bool curl_ready = false;
+
 /* A registry's answer larger than this is refused (schemas are small) */
 #define REGISTRY_MAX_RESPONSE	(16 * 1024 * 1024)
 
@@ -69,6 +72,18 @@ static int
 interrupted(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow)
 {
 	return InterruptPending ? 1 : 0;
+}
+
+/*
+ * schema_registry_init
+ *		libcurl's global set-up, which is not thread-safe: done when the
+ *		library is loaded (_PG_init), in the postmaster when preloaded, in
+ *		any case before librdkafka starts a thread in the process.
+ */
+void
+schema_registry_init(void)
+{
+	curl_ready = curl_global_init(CURL_GLOBAL_DEFAULT) == 0;
 }
 
 void
@@ -128,7 +143,6 @@ schema_of_answer(const char *url, int32 id, const char *body)
 char *
 schema_registry_fetch(const char *url, const char *user, const char *password, int32 id)
 {
-	static bool curl_ready = false;
 	CURL	   *curl;
 	CURLcode	rc;
 	long		status = 0;
@@ -140,11 +154,7 @@ schema_registry_fetch(const char *url, const char *user, const char *password, i
 	char	   *body;
 
 	if (!curl_ready)
-	{
-		if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0)
-			elog(ERROR, "could not initialize libcurl");
-		curl_ready = true;
-	}
+		elog(ERROR, "libcurl could not be initialized when streamwin was loaded");
 	while (len > 0 && url[len - 1] == '/')
 		len--;
 	request = psprintf("%.*s/schemas/ids/%d", len, url, id);

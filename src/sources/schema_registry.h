@@ -27,6 +27,9 @@ extern int	streamwin_schema_registry_timeout_ms;
 extern char *schema_registry_fetch(const char *url, const char *user, const char *password,
 								   int32 id);
 
+/* libcurl's global set-up: from _PG_init, before any thread starts. */
+extern void schema_registry_init(void);
+
 /* At a source's creation: an error unless url is an http or https URL. */
 extern void schema_registry_check_url(const char *url);
 
