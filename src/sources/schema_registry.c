@@ -67,11 +67,15 @@ collect(char *ptr, size_t size, size_t nmemb, void *arg)
 	return n;
 }
 
-/* Abort the transfer when the backend is asked to cancel or to exit */
+/*
+ * Abort the transfer when the backend is asked to cancel or to exit (not
+ * for the other interrupts, which CHECK_FOR_INTERRUPTS serves and which
+ * must not fail a batch).
+ */
 static int
 interrupted(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow)
 {
-	return InterruptPending ? 1 : 0;
+	return QueryCancelPending || ProcDiePending ? 1 : 0;
 }
 
 /*
