@@ -49,7 +49,8 @@ SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int', 'avro',
 SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int, b text', 'avro',
     '{"avro_schema": "\"long\""}');
 SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int', 'avro',
-    '{"schema_registry": "http://r:8081", "envelope": "debezium"}');
+    '{"avro_schema": {"type": "record", "name": "r", "fields": [{"name": "a", "type": "int"}]},
+      "envelope": "debezium"}');
 SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int, b');
 SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int) INHERITS (orders');
 SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int PRIMARY KEY');

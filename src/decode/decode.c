@@ -413,7 +413,8 @@ decode_image(MessageDecoder *decoder, const char *name, const DecodeSpan *image,
  *		to 0 and decodes nothing.  Returns NULL, or why the event cannot be
  *		decoded (malformed, another op, an image the op needs missing), as
  *		decoder_decode does; input functions may raise errors the same way.
- *		The decoder's format must be json.
+ *		The decoder's format must be json, or avro (decoder_avro_set_debezium:
+ *		an Avro Debezium event, a record of "op", "before" and "after").
  */
 const char *
 decoder_decode_debezium(MessageDecoder *decoder, const char *payload, size_t len, char *op,
@@ -424,13 +425,35 @@ decoder_decode_debezium(MessageDecoder *decoder, const char *payload, size_t len
 	DecodeSpan	after;
 	const char *error;
 
-	Assert(decoder->format == SOURCE_FORMAT_JSON);
+	Assert(decoder->format == SOURCE_FORMAT_JSON || decoder->format == SOURCE_FORMAT_AVRO);
 	*op = 0;
 	decode_all_null(decoder, before_values, before_nulls);
 	decode_all_null(decoder, after_values, after_nulls);
 	if (payload == NULL && len == 0)
 		return NULL;
 	error = decode_check_payload(decoder, &payload, len);
+	if (error == NULL && decoder->format == SOURCE_FORMAT_AVRO)
+	{
+		ErrorContextCallback errcallback;
+
+		/* Avro's images are records of the event, decoded as it is read */
+		errcallback.callback = decode_column_errcontext;
+		errcallback.arg = decoder;
+		errcallback.previous = error_context_stack;
+		error_context_stack = &errcallback;
+		decoder->part = NULL;
+		error = decode_avro_debezium(&decoder->state, payload, (int) len, op,
+									 before_values, before_nulls, after_values, after_nulls);
+		error_context_stack = errcallback.previous;
+		decoder->state.cur_column = NULL;
+		if (error != NULL)
+		{
+			*op = 0;
+			decode_all_null(decoder, before_values, before_nulls);
+			decode_all_null(decoder, after_values, after_nulls);
+		}
+		return error;
+	}
 	if (error == NULL)
 		error = decode_debezium_event(&decoder->state, payload, (int) len, op, &before, &after);
 	if (error == NULL && (*op == 'u' || *op == 'd'))
@@ -610,6 +633,13 @@ void
 decoder_avro_add_missing(MessageDecoder *decoder, int32 id, const char *reason)
 {
 	decode_avro_add_missing(&decoder->state, id, reason);
+}
+
+void
+decoder_avro_set_debezium(MessageDecoder *decoder)
+{
+	Assert(decoder->format == SOURCE_FORMAT_AVRO);
+	decode_avro_set_debezium(&decoder->state);
 }
 
 void

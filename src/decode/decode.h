@@ -95,7 +95,7 @@ extern void decoder_set_part(MessageDecoder *decoder, const char *part);
  *		tombstone (payload NULL) sets *op to 0.  Returns NULL, or why the
  *		event cannot be decoded (not JSON, no op, another op, an image the op
  *		needs missing or not an object), as decoder_decode does.  Only for a
- *		decoder of format json.
+ *		decoder of format json, or avro after decoder_avro_set_debezium.
  */
 extern const char *decoder_decode_debezium(MessageDecoder *decoder, const char *payload,
 										   size_t len, char *op,
@@ -142,5 +142,21 @@ extern const char *decoder_avro_add_schema(MessageDecoder *decoder, int32 id,
 										   const char *json, int len);
 extern void decoder_avro_add_missing(MessageDecoder *decoder, int32 id, const char *reason);
 extern void decoder_avro_forget_missing(MessageDecoder *decoder);
+
+/*
+ * decoder_avro_set_debezium
+ *		Its messages are Debezium change events, records with "op", "before"
+ *		and "after" (each a record of the columns' fields, or null), for
+ *		decoder_decode_debezium.  Before any schema is added.
+ */
+extern void decoder_avro_set_debezium(MessageDecoder *decoder);
+
+/*
+ * decoder_avro_set_debezium
+ *		Its messages are Debezium change events, records with "op", "before"
+ *		and "after" (each a record of the columns' fields, or null), for
+ *		decoder_decode_debezium.  Before any schema is added.
+ */
+extern void decoder_avro_set_debezium(MessageDecoder *decoder);
 
 #endif							/* STREAMWIN_DECODE_H */

@@ -111,6 +111,10 @@ typedef struct AvroPlan
 	AvroField  *fields;
 	int			nabsent;		/* columns no field fills */
 	int		   *absent;
+	/* a Debezium change event: where its parts are, and each image's plan */
+	int			op_field;		/* -1: none */
+	int			image_field[2]; /* "before", "after"; -1: none */
+	struct AvroPlan *image[2];
 } AvroPlan;
 
 typedef struct AvroPlanEntry
@@ -126,6 +130,7 @@ typedef struct AvroDecoder
 	AvroPlan   *plain;			/* option "avro_schema": the one plan */
 	HTAB	   *plans;			/* schema id -> AvroPlanEntry */
 	AvroPlan   *last;			/* the plan of the last message */
+	bool		debezium;		/* messages are Debezium change events */
 	AvroColumn *columns;
 	StringInfoData json;		/* a json column's text */
 } AvroDecoder;
@@ -272,7 +277,7 @@ cannot_hold(const char *field, const AvroType *w, const DecodeColumn *c, int32 i
 
 /* The plan of a parsed writer schema w against the columns; plan->error if none */
 static void
-resolve(DecodeState *state, AvroPlan *plan, const AvroType *w)
+resolve_record(DecodeState *state, AvroPlan *plan, const AvroType *w)
 {
 	AvroDecoder *ad = state->avro;
 	bool	   *filled = palloc0(sizeof(bool) * Max(state->ncolumns, 1));
@@ -353,6 +358,83 @@ resolve(DecodeState *state, AvroPlan *plan, const AvroType *w)
 	for (int i = 0; i < state->ncolumns; i++)
 		if (!filled[i])
 			plan->absent[plan->nabsent++] = i;
+}
+
+/* The record of a Debezium image field's type (a record, or a union of null and one), or NULL */
+static const AvroType *
+image_record(const AvroType *t)
+{
+	if (t->kind == AVT_RECORD)
+		return t;
+	if (t->kind != AVT_UNION)
+		return NULL;
+	for (int b = 0; b < t->nfields; b++)
+		if (t->types[b]->kind == AVT_RECORD)
+			return t->types[b];
+	return NULL;
+}
+
+/*
+ * The plan of a Debezium change event's writer schema: its "op" string,
+ * and the plans of the records of its "before" and "after" images against
+ * the columns; the other fields ("source", "ts_ms", ...) are skipped.
+ */
+static void
+resolve_debezium(DecodeState *state, AvroPlan *plan, const AvroType *w)
+{
+	static const char *const images[2] = {"before", "after"};
+	const char *schema = plan->id >= 0 ? psprintf("writer schema %d", plan->id) : "the writer schema";
+
+	plan->op_field = plan->image_field[0] = plan->image_field[1] = -1;
+	if (w->kind != AVT_RECORD)
+	{
+		plan->error = psprintf("%s is %s, not a Debezium change event", schema, avro_type_name(w));
+		return;
+	}
+	plan->nfields = w->nfields;
+	plan->fields = palloc0(sizeof(AvroField) * Max(w->nfields, 1));
+	for (int f = 0; f < w->nfields; f++)
+	{
+		plan->fields[f].type = w->types[f];
+		plan->fields[f].column = -1;
+		if (strcmp(w->names[f], "op") == 0 && w->types[f]->kind == AVT_STRING)
+			plan->op_field = f;
+		for (int i = 0; i < 2; i++)
+		{
+			const AvroType *rec;
+
+			if (strcmp(w->names[f], images[i]) != 0)
+				continue;
+			rec = image_record(w->types[f]);
+			if (rec == NULL)
+			{
+				plan->error = psprintf("\"%s\" of %s is %s, not a record", images[i], schema,
+									   avro_type_name(w->types[f]));
+				return;
+			}
+			plan->image_field[i] = f;
+			plan->image[i] = palloc0(sizeof(AvroPlan));
+			plan->image[i]->id = plan->id;
+			resolve_record(state, plan->image[i], rec);
+			if (plan->image[i]->error != NULL)
+			{
+				plan->error = plan->image[i]->error;
+				return;
+			}
+		}
+	}
+	if (plan->op_field < 0 || plan->image_field[0] < 0 || plan->image_field[1] < 0)
+		plan->error = psprintf("%s is not a Debezium change event: it needs the fields \"op\" (a string), \"before\" and \"after\"",
+							   schema);
+}
+
+static void
+resolve(DecodeState *state, AvroPlan *plan, const AvroType *w)
+{
+	if (state->avro->debezium)
+		resolve_debezium(state, plan, w);
+	else
+		resolve_record(state, plan, w);
 }
 
 /*
@@ -1182,35 +1264,31 @@ render_json(AvroRead *r, const AvroType *w, StringInfo buf)
 /* --- a message ------------------------------------------------------------------ */
 
 /*
- * decode_avro_message
- *		Decode one message as decoder_decode's contract says: its schema's
- *		plan (by the Confluent header's id, which must have been added, or
- *		the plain schema), then each field into its column.
+ * The plan of the message at r (its Confluent header read past, or the
+ * plain schema's), or NULL with *error set.
  */
-const char *
-decode_avro_message(DecodeState *state, const char *payload, int len,
-					Datum *values, bool *nulls)
+static AvroPlan *
+message_plan(DecodeState *state, AvroRead *r, int len, const char **error)
 {
 	AvroDecoder *ad = state->avro;
 	AvroPlan   *plan = ad->plain;
-	AvroRead	r;
-
-	r.start = r.p = (const uint8 *) payload;
-	r.end = r.start + len;
-	r.error = NULL;
-	r.depth = 0;
-	r.state = state;
 
 	if (ad->confluent)
 	{
 		int32		id;
 
 		if (len < 5)
-			return psprintf("message too short for the Confluent Avro format: %d bytes", len);
-		if (r.p[0] != 0)
-			return psprintf("wrong magic byte 0x%02x: not the Confluent Avro format", r.p[0]);
-		id = (int32) ((uint32) r.p[1] << 24 | (uint32) r.p[2] << 16 | (uint32) r.p[3] << 8 | r.p[4]);
-		r.p += 5;
+		{
+			*error = psprintf("message too short for the Confluent Avro format: %d bytes", len);
+			return NULL;
+		}
+		if (r->p[0] != 0)
+		{
+			*error = psprintf("wrong magic byte 0x%02x: not the Confluent Avro format", r->p[0]);
+			return NULL;
+		}
+		id = (int32) ((uint32) r->p[1] << 24 | (uint32) r->p[2] << 16 | (uint32) r->p[3] << 8 | r->p[4]);
+		r->p += 5;
 		if (ad->last != NULL && ad->last->id == id)
 			plan = ad->last;
 		else
@@ -1224,8 +1302,15 @@ decode_avro_message(DecodeState *state, const char *payload, int len,
 	}
 	if (plan == NULL)
 		elog(ERROR, "Avro decoder without a schema");
-	if (plan->error != NULL)
-		return plan->error;
+	*error = plan->error;
+	return plan->error != NULL ? NULL : plan;
+}
+
+/* The fields of a record by its plan into values/nulls: false on a malformed body */
+static bool
+read_record(AvroRead *r, AvroPlan *plan, Datum *values, bool *nulls)
+{
+	DecodeState *state = r->state;
 
 	for (int f = 0; f < plan->nfields; f++)
 	{
@@ -1234,21 +1319,143 @@ decode_avro_message(DecodeState *state, const char *payload, int len,
 
 		if (field->column < 0)
 		{
-			if (!skip_value(&r, field->type))
-				return r.error;
+			if (!skip_value(r, field->type))
+				return false;
 			continue;
 		}
 		c = &state->columns[field->column];
 		state->cur_column = c;
-		if (!read_value(&r, field->type, field, c, &ad->columns[field->column],
+		if (!read_value(r, field->type, field, c, &state->avro->columns[field->column],
 						&values[c->attindex], &nulls[c->attindex]))
-			return r.error;
+			return false;
 	}
 	state->cur_column = NULL;
-	if (r.p != r.end)
-		return psprintf("%d bytes after the end of the Avro record, at byte %d",
-						(int) (r.end - r.p), at_byte(&r));
 	for (int i = 0; i < plan->nabsent; i++)
 		state->missing[plan->absent[i]]++;
+	return true;
+}
+
+static void
+read_start(AvroRead *r, DecodeState *state, const char *payload, int len)
+{
+	r->start = r->p = (const uint8 *) payload;
+	r->end = r->start + len;
+	r->error = NULL;
+	r->depth = 0;
+	r->state = state;
+}
+
+static const char *
+trailing_bytes(AvroRead *r)
+{
+	if (r->p == r->end)
+		return NULL;
+	return psprintf("%d bytes after the end of the Avro record, at byte %d",
+					(int) (r->end - r->p), at_byte(r));
+}
+
+/*
+ * decode_avro_message
+ *		Decode one message as decoder_decode's contract says: its schema's
+ *		plan (by the Confluent header's id, which must have been added, or
+ *		the plain schema), then each field into its column.
+ */
+const char *
+decode_avro_message(DecodeState *state, const char *payload, int len,
+					Datum *values, bool *nulls)
+{
+	AvroRead	r;
+	AvroPlan   *plan;
+	const char *error;
+
+	read_start(&r, state, payload, len);
+	plan = message_plan(state, &r, len, &error);
+	if (plan == NULL)
+		return error;
+	if (!read_record(&r, plan, values, nulls))
+		return r.error;
+	return trailing_bytes(&r);
+}
+
+/*
+ * decode_avro_set_debezium
+ *		Messages are Debezium change events (before any schema is added).
+ */
+void
+decode_avro_set_debezium(DecodeState *state)
+{
+	state->avro->debezium = true;
+}
+
+/*
+ * decode_avro_debezium
+ *		Decode one Debezium change event as decoder_decode_debezium's
+ *		contract says: *op, and the "before" and "after" images the op has,
+ *		each by its plan, into before_values/nulls and after_values/nulls.
+ */
+const char *
+decode_avro_debezium(DecodeState *state, const char *payload, int len, char *op,
+					 Datum *before_values, bool *before_nulls,
+					 Datum *after_values, bool *after_nulls)
+{
+	static const char *const images[2] = {"before", "after"};
+	AvroRead	r;
+	AvroPlan   *plan;
+	const char *error;
+	bool		has[2] = {false, false};
+	const uint8 *optext = NULL;
+	int			oplen = 0;
+
+	*op = 0;
+	read_start(&r, state, payload, len);
+	plan = message_plan(state, &r, len, &error);
+	if (plan == NULL)
+		return error;
+	for (int f = 0; f < plan->nfields; f++)
+	{
+		const AvroType *t = plan->fields[f].type;
+		int			i = f == plan->image_field[0] ? 0 : f == plan->image_field[1] ? 1 : -1;
+
+		if (f == plan->op_field)
+		{
+			if (!read_span(&r, &optext, &oplen))
+				return r.error;
+			continue;
+		}
+		if (i < 0)
+		{
+			if (!skip_value(&r, t))
+				return r.error;
+			continue;
+		}
+		if (t->kind == AVT_UNION)
+		{
+			int			b;
+
+			if (!read_branch(&r, t, &b))
+				return r.error;
+			t = t->types[b];
+			if (t->kind == AVT_NULL)
+				continue;
+			if (t->kind != AVT_RECORD)
+				return psprintf("\"%s\" of a Debezium event holds %s, not its row",
+								images[i], avro_type_name(t));
+		}
+		has[i] = true;
+		if (!read_record(&r, plan->image[i], i == 0 ? before_values : after_values,
+						 i == 0 ? before_nulls : after_nulls))
+			return r.error;
+	}
+	if ((error = trailing_bytes(&r)) != NULL)
+		return error;
+	if (oplen != 1 || strchr("crud", optext[0]) == NULL)
+		return psprintf("unknown Debezium op \"%.*s\": only \"c\", \"r\", \"u\" and \"d\" change rows",
+						Min(oplen, 16), optext != NULL && pg_verify_mbstr(state->encoding, (const char *) optext, Min(oplen, 16), true) ?
+						(const char *) optext : "");
+	if ((optext[0] == 'u' || optext[0] == 'd') && !has[0])
+		return psprintf("Debezium event with op \"%c\" has no \"before\" row", optext[0]);
+	if (optext[0] != 'd' && !has[1])
+		return psprintf("Debezium event with op \"%c\" has no \"after\" row", optext[0]);
+	*op = (char) optext[0];
 	return NULL;
 }

@@ -151,7 +151,7 @@ avro_input_prepare(AvroSchemas *as, MessageDecoder *decoder, SourceRow *rows, in
 
 void
 avro_check_options(Jsonb *options, SourceFormat format, TupleDesc desc,
-				   const SourceMetadata *meta)
+				   const SourceMetadata *meta, bool debezium)
 {
 	JsonbValue *schema_v = option_value(options, "avro_schema");
 	JsonbValue *url_v = option_value(options, "schema_registry");
@@ -200,6 +200,7 @@ avro_check_options(Jsonb *options, SourceFormat format, TupleDesc desc,
 												  ALLOCSET_DEFAULT_SIZES);
 		MemoryContext old = MemoryContextSwitchTo(cxt);
 		const char *error;
+		MessageDecoder *decoder;
 
 		if (json == NULL)
 			ereport(ERROR,
@@ -212,7 +213,10 @@ avro_check_options(Jsonb *options, SourceFormat format, TupleDesc desc,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("option \"avro_schema\" is not a valid Avro schema"),
 					 errdetail("%s.", error)));
-		error = decoder_avro_set_plain_schema(decoder_create(format, desc, meta), json, strlen(json));
+		decoder = decoder_create(format, desc, meta);
+		if (debezium)
+			decoder_avro_set_debezium(decoder);
+		error = decoder_avro_set_plain_schema(decoder, json, strlen(json));
 		if (error != NULL)
 		{
 			char	   *detail = psprintf("%s.", error);
@@ -222,6 +226,8 @@ avro_check_options(Jsonb *options, SourceFormat format, TupleDesc desc,
 					(errcode(ERRCODE_DATATYPE_MISMATCH),
 					 errmsg("the columns of the source cannot hold the messages of option \"avro_schema\""),
 					 errdetail("%s", detail),
+					 debezium && strstr(error, "Debezium") != NULL ?
+					 errhint("Give the writer schema of the Debezium change events (their \"Envelope\" record).") :
 					 errhint("Declare the column with a type that holds the field's values, or json or jsonb.")));
 		}
 		MemoryContextSwitchTo(old);

@@ -16,7 +16,8 @@ typedef struct AvroSchemas AvroSchemas;
 /*
  * avro_input_create
  *		Give decoder (of format avro, for source src) its schema: option
- *		"avro_schema"'s, or, for a source with option "schema_registry",
+ *		"avro_schema"'s (a Debezium source's decoder has been told so
+ *		already), or, for a source with option "schema_registry",
  *		the state that avro_input_prepare keeps between batches (returned;
  *		NULL for the former).  In CurrentMemoryContext, which lives as long
  *		as the decoder.  Inside a transaction.
@@ -44,6 +45,6 @@ extern void avro_input_prepare(AvroSchemas *as, MessageDecoder *decoder,
  */
 extern char *avro_option_schema(Jsonb *options);
 extern void avro_check_options(Jsonb *options, SourceFormat format, TupleDesc desc,
-							   const SourceMetadata *meta);
+							   const SourceMetadata *meta, bool debezium);
 
 #endif							/* STREAMWIN_AVRO_INPUT_H */

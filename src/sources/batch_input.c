@@ -69,7 +69,11 @@ row_decoder_create(SourceReader *rd, QueryInfo *q)
 		d->decoder = decoder_create(source_format_from_name(rd->source->format), rd->desc,
 									d->metadata);
 		if (source_format_from_name(rd->source->format) == SOURCE_FORMAT_AVRO)
+		{
+			if (rd->envelope == ENVELOPE_DEBEZIUM)
+				decoder_avro_set_debezium(d->decoder);
 			d->avro = avro_input_create(rd->source, d->decoder);
+		}
 		d->missing = decoder_missing_counts(d->decoder, &d->nmissing, &d->missing_names);
 		if (rd->envelope != ENVELOPE_APPEND)
 			d->changes = change_decoder_create(rd, d->decoder);

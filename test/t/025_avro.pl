@@ -33,6 +33,10 @@
 #   6. envelope upsert: Avro keys (a long, and a record, by their own
 #      writer schemas) and Avro values, tombstones, a key of an unknown
 #      schema; the result table against a Perl simulation of the upserts.
+#   7. envelope debezium: Debezium's Avro change events (c, r, u, d, with
+#      the row's record named again by reference, tombstones skipped, an
+#      unknown op and an update without "before" as dead letters); the
+#      result table against a Perl simulation of the changes.
 use strict;
 use warnings;
 use utf8;
@@ -51,7 +55,7 @@ my $node = new_node('avro',
 	conf => "streamwin.schema_registry_timeout = 1000\n"
 	  . "streamwin.checkpoint_interval = 2\nstreamwin.checkpoint_min_interval = 0\n");
 my $broker = StreamwinTest::Broker->start(
-	topics => { types => 2, bad => 1, down => 1, live => 1, plain => 1, ups => 1 });
+	topics => { types => 2, bad => 1, down => 1, live => 1, plain => 1, ups => 1, dbz => 1 });
 my $brokers = $broker->bootstrap;
 my $json = JSON::PP->new->canonical->allow_nonref;
 srand(25);
@@ -578,6 +582,79 @@ results_match($node, 'SELECT id, name, amount FROM avro_ups_rows',
 like($node->safe_psql('postgres', q{SELECT string_agg("offset" || ': ' || error, '; ') FROM streamwin.dead_letters
  WHERE source = 'avro_ups'}), qr/^40: message key: Avro writer schema 98 is not in the schema registry$/,
 	'a key of a schema the registry lacks is a dead letter');
+
+# ==== 7. Debezium change events in Avro ===========================================
+
+my $dbz_value = { type => 'record', name => 'Value', fields => [
+	{ name => 'id', type => 'long' }, { name => 'name', type => 'string' },
+	{ name => 'amount', type => { type => 'bytes', logicalType => 'decimal', precision => 10, scale => 2 } } ] };
+registry_schema(20, { type => 'record', name => 'Envelope', namespace => 'dbz.shop.orders', fields => [
+	{ name => 'before', type => [ 'null', $dbz_value ] },
+	{ name => 'after', type => [ 'null', 'Value' ] },
+	{ name => 'source', type => { type => 'record', name => 'Source', fields => [
+		{ name => 'connector', type => 'string' }, { name => 'ts_ms', type => 'long' } ] } },
+	{ name => 'op', type => 'string' },
+	{ name => 'ts_ms', type => [ 'null', 'long' ] } ] });
+sub dbz_image { my ($row) = @_; return defined $row ? zz(1) . zz($row->[0]) . av_string($row->[1]) . av_bytes(av_decimal($row->[2])) : zz(0) }
+sub dbz_event
+{
+	my ($op, $before, $after) = @_;
+	return confluent(20, dbz_image($before) . dbz_image($after) . av_string('postgresql')
+		  . zz(1_700_000_000_000) . av_string($op) . zz(1) . zz(1_700_000_000_123));
+}
+my (@dbz, %dbz_rows, %dbz_dead);
+for my $n (0 .. 99)
+{
+	my $id = rand_int(1, 12);
+	my $key = confluent(10, zz($id));
+	# (the offset of a message is its index: one partition)
+	if ($n == 30)
+	{
+		$dbz_dead{ scalar @dbz } = qr/^unknown Debezium op "x"/;
+		push @dbz, [ 0, $key, dbz_event('x', undef, [ $id, 'x', 1 ]) ];
+		next;
+	}
+	if ($n == 60)
+	{
+		$dbz_dead{ scalar @dbz } = qr/^Debezium event with op "u" has no "before" row$/;
+		push @dbz, [ 0, $key, dbz_event('u', undef, [ $id, 'x', 1 ]) ];
+		next;
+	}
+	my $new = [ $id, rand_text(), rand_int(-99_999_999, 99_999_999) ];
+	if (!$dbz_rows{$id})
+	{
+		push @dbz, [ 0, $key, dbz_event($n % 3 ? 'c' : 'r', undef, $new) ];
+		$dbz_rows{$id} = $new;
+	}
+	elsif (rand() < 0.3)
+	{
+		push @dbz, [ 0, $key, dbz_event('d', $dbz_rows{$id}, undef) ], [ 0, $key, undef ];
+		delete $dbz_rows{$id};
+	}
+	else
+	{
+		push @dbz, [ 0, $key, dbz_event('u', $dbz_rows{$id}, $new) ];
+		$dbz_rows{$id} = $new;
+	}
+}
+$broker->produce('dbz', \@dbz, keys => 1, hex => 1);
+psql_ok($node, qq{
+SELECT streamwin.create_kafka_source('avro_dbz', '$brokers', 'dbz', 'id bigint, name text, amount numeric(10,2)',
+    'avro', '{"schema_registry": "$registry", "envelope": "debezium", "key_columns": ["id"]}');
+SELECT streamwin.create_query('avro_dbz_rows', 'SELECT id, name, amount FROM avro_dbz', start => false);
+}, 'a Debezium source of Avro change events');
+run_json($node, "run_available('avro_dbz_rows')");
+results_match($node, 'SELECT id, name, amount FROM avro_dbz_rows',
+	%dbz_rows
+	? 'VALUES ' . join(', ', map { "($_, " . lit($dbz_rows{$_}[1]) . ", '$dbz_rows{$_}[2]e-2'::numeric)" } sort { $a <=> $b } keys %dbz_rows)
+	: 'SELECT NULL::bigint, NULL::text, NULL::numeric WHERE false',
+	'inserts, updates and deletes of Avro change events: the table they make');
+my %dbz_got = map { my ($o, $e) = split /\t/; ($o => $e) } split /\n/, $node->safe_psql('postgres',
+	q{SELECT "offset", error FROM streamwin.dead_letters WHERE source = 'avro_dbz'},
+	extra_params => [ '-F', "\t" ]);
+is(join(',', sort { $a <=> $b } keys %dbz_got), join(',', sort { $a <=> $b } keys %dbz_dead),
+	'two dead letters, at their offsets');
+like($dbz_got{$_} // '(none)', $dbz_dead{$_}, "dead letter at offset $_ says why") for sort { $a <=> $b } keys %dbz_dead;
 
 # ==== 4. A restart with the registry gone ========================================
 
