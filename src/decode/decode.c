@@ -643,6 +643,13 @@ decoder_avro_set_debezium(MessageDecoder *decoder)
 }
 
 void
+decoder_avro_set_whole_value(MessageDecoder *decoder)
+{
+	Assert(decoder->format == SOURCE_FORMAT_AVRO);
+	decode_avro_set_whole_value(&decoder->state);
+}
+
+void
 decoder_avro_forget_missing(MessageDecoder *decoder)
 {
 	decode_avro_forget_missing(&decoder->state);

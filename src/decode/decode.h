@@ -152,6 +152,14 @@ extern void decoder_avro_forget_missing(MessageDecoder *decoder);
 extern void decoder_avro_set_debezium(MessageDecoder *decoder);
 
 /*
+ * decoder_avro_set_whole_value
+ *		For a decoder of one column: each message, whatever its writer
+ *		schema (a record too), is that column's value (a message key for a
+ *		key metadata column).  Before any schema is added.
+ */
+extern void decoder_avro_set_whole_value(MessageDecoder *decoder);
+
+/*
  * decoder_avro_set_debezium
  *		Its messages are Debezium change events, records with "op", "before"
  *		and "after" (each a record of the columns' fields, or null), for

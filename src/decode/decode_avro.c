@@ -131,6 +131,7 @@ typedef struct AvroDecoder
 	HTAB	   *plans;			/* schema id -> AvroPlanEntry */
 	AvroPlan   *last;			/* the plan of the last message */
 	bool		debezium;		/* messages are Debezium change events */
+	bool		whole;			/* a message is its one column's value */
 	AvroColumn *columns;
 	StringInfoData json;		/* a json column's text */
 } AvroDecoder;
@@ -282,7 +283,7 @@ resolve_record(DecodeState *state, AvroPlan *plan, const AvroType *w)
 	AvroDecoder *ad = state->avro;
 	bool	   *filled = palloc0(sizeof(bool) * Max(state->ncolumns, 1));
 
-	if (w->kind != AVT_RECORD && state->ncolumns == 1)
+	if ((w->kind != AVT_RECORD || state->avro->whole) && state->ncolumns == 1)
 	{
 		/*
 		 * A value of another type (a message key's "long", say) is the one
@@ -1385,6 +1386,18 @@ void
 decode_avro_set_debezium(DecodeState *state)
 {
 	state->avro->debezium = true;
+}
+
+/*
+ * decode_avro_set_whole_value
+ *		A message, whatever its type (a record too), is the value of the
+ *		decoder's one column (before any schema is added).
+ */
+void
+decode_avro_set_whole_value(DecodeState *state)
+{
+	Assert(state->ncolumns == 1);
+	state->avro->whole = true;
 }
 
 /*

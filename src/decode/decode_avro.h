@@ -90,6 +90,7 @@ extern void decode_avro_forget_missing(DecodeState *state);
 extern const char *decode_avro_message(DecodeState *state, const char *payload, int len,
 									   Datum *values, bool *nulls);
 extern void decode_avro_set_debezium(DecodeState *state);
+extern void decode_avro_set_whole_value(DecodeState *state);
 extern const char *decode_avro_debezium(DecodeState *state, const char *payload, int len,
 										char *op, Datum *before_values, bool *before_nulls,
 										Datum *after_values, bool *after_nulls);

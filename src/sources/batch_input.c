@@ -51,6 +51,33 @@
 #include "spi_util.h"
 #include "window.h"
 
+/*
+ * The decoders of the key metadata columns (but those of type bytea, which
+ * hold the key's bytes) of a source of Avro keys: per column, each
+ * message's key is its value.  NULL if there is none.
+ */
+static MessageDecoder **
+key_decoders_create(TupleDesc desc, const SourceMetadata *meta)
+{
+	MessageDecoder **decoders = NULL;
+
+	for (int i = 0; meta != NULL && i < desc->natts; i++)
+	{
+		TupleDesc	one;
+
+		if (meta[i] != SOURCE_META_KEY || TupleDescAttr(desc, i)->atttypid == BYTEAOID)
+			continue;
+		if (decoders == NULL)
+			decoders = palloc0(sizeof(MessageDecoder *) * desc->natts);
+		one = CreateTemplateTupleDesc(1);
+		TupleDescCopyEntry(one, 1, desc, i + 1);
+		decoders[i] = decoder_create(SOURCE_FORMAT_AVRO, one, NULL);
+		decoder_set_part(decoders[i], "key");
+		decoder_avro_set_whole_value(decoders[i]);
+	}
+	return decoders;
+}
+
 RowDecoder *
 row_decoder_create(SourceReader *rd, QueryInfo *q)
 {
@@ -73,6 +100,8 @@ row_decoder_create(SourceReader *rd, QueryInfo *q)
 			if (rd->envelope == ENVELOPE_DEBEZIUM)
 				decoder_avro_set_debezium(d->decoder);
 			d->avro = avro_input_create(rd->source, d->decoder);
+			if (d->avro != NULL && source_keys_are_avro(rd->source))
+				d->key_avro = key_decoders_create(rd->desc, d->metadata);
 		}
 		d->missing = decoder_missing_counts(d->decoder, &d->nmissing, &d->missing_names);
 		if (rd->envelope != ENVELOPE_APPEND)
@@ -144,6 +173,14 @@ fill_metadata(RowDecoder *d, SourceRow *m, Datum *values, bool *nulls)
 			case SOURCE_META_KEY:
 				if (m->key == NULL)
 					nulls[i] = true;
+				else if (d->key_avro != NULL && d->key_avro[i] != NULL)
+				{
+					const char *error = decoder_decode(d->key_avro[i], m->key, m->keylen,
+													   &values[i], &nulls[i]);
+
+					if (error != NULL)
+						return psprintf("message key: %s", error);
+				}
 				else if (type == BYTEAOID)
 				{
 					bytea	   *b = palloc(VARHDRSZ + m->keylen);
@@ -478,6 +515,9 @@ rows_decode(RowDecoder *d, SourceRow *rows, int n, bool drop_late, TimestampTz w
 		avro_input_prepare(d->avro, d->decoder, rows, n, false);
 		if (d->changes != NULL && change_decoder_avro_keys(d->changes) != NULL)
 			avro_input_prepare(d->avro, change_decoder_avro_keys(d->changes), rows, n, true);
+		for (int i = 0; d->key_avro != NULL && i < d->reader->desc->natts; i++)
+			if (d->key_avro[i] != NULL)
+				avro_input_prepare(d->avro, d->key_avro[i], rows, n, true);
 	}
 	if (n > 0)
 		decode_range(d, rows, res, 0, n, drop_late, watermark);

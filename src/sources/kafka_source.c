@@ -1026,6 +1026,8 @@ streamwin_create_kafka_source(PG_FUNCTION_ARGS)
 
 		memset(&parsed, 0, sizeof(parsed));
 		parsed.name = name;
+		parsed.format = (char *) source_format_name(format);
+		parsed.options = options;
 		parse_source_options(&parsed, options);
 		check_key_columns(ko, name, desc, source_metadata_map(&parsed, desc));
 		meta = changelog_decode_map(&parsed, desc, ko->envelope, ko->key_columns);

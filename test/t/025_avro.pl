@@ -37,6 +37,9 @@
 #      the row's record named again by reference, tombstones skipped, an
 #      unknown op and an update without "before" as dead letters); the
 #      result table against a Perl simulation of the changes.
+#   8. key metadata columns of an Avro source: the key decoded by its own
+#      writer schema (a long, a record) into a jsonb column, its bytes in a
+#      bytea column; a key that is not Avro is a dead letter.
 use strict;
 use warnings;
 use utf8;
@@ -55,7 +58,7 @@ my $node = new_node('avro',
 	conf => "streamwin.schema_registry_timeout = 1000\n"
 	  . "streamwin.checkpoint_interval = 2\nstreamwin.checkpoint_min_interval = 0\n");
 my $broker = StreamwinTest::Broker->start(
-	topics => { types => 2, bad => 1, down => 1, live => 1, plain => 1, ups => 1, dbz => 1 });
+	topics => { types => 2, bad => 1, down => 1, live => 1, plain => 1, ups => 1, dbz => 1, keyed => 1 });
 my $brokers = $broker->bootstrap;
 my $json = JSON::PP->new->canonical->allow_nonref;
 srand(25);
@@ -655,6 +658,38 @@ my %dbz_got = map { my ($o, $e) = split /\t/; ($o => $e) } split /\n/, $node->sa
 is(join(',', sort { $a <=> $b } keys %dbz_got), join(',', sort { $a <=> $b } keys %dbz_dead),
 	'two dead letters, at their offsets');
 like($dbz_got{$_} // '(none)', $dbz_dead{$_}, "dead letter at offset $_ says why") for sort { $a <=> $b } keys %dbz_dead;
+
+# ==== 8. Key metadata columns =====================================================
+
+my (@keyed, @keyed_want);
+for my $n (0 .. 11)
+{
+	my $name = "n$n";
+	my $value = confluent(12, zz($n) . av_string($name) . av_bytes(av_decimal($n)));
+	my ($key, $kjson) = $n % 3 == 0 ? (confluent(10, zz(1000 + $n)), 1000 + $n)
+	  : $n % 3 == 1 ? (confluent(11, zz($n)), qq({"id": $n}))
+	  : (undef, undef);
+	if ($n == 5)
+	{
+		($key, $kjson) = ("\x07key-5", undef);
+		push @keyed, [ 0, $key, $value ];
+		next;
+	}
+	push @keyed, [ 0, $key, $value ];
+	push @keyed_want, '(' . join(', ', lit($name), defined $kjson ? lit($kjson) . '::jsonb' : 'NULL::jsonb',
+			defined $key ? hexlit($key) : 'NULL::bytea') . ')';
+}
+$broker->produce('keyed', \@keyed, keys => 1, hex => 1);
+psql_ok($node, qq{
+SELECT streamwin.create_kafka_source('avro_keyed', '$brokers', 'keyed', 'name text, k jsonb, kb bytea',
+    'avro', '{"schema_registry": "$registry", "metadata": {"k": "key", "kb": "key"}}');
+SELECT streamwin.create_query('avro_keyed_rows', 'SELECT name, k, kb FROM avro_keyed', start => false);
+}, 'an Avro source with key metadata columns');
+run_json($node, "run_available('avro_keyed_rows')");
+results_match($node, 'SELECT name, k, kb FROM avro_keyed_rows', 'VALUES ' . join(', ', @keyed_want),
+	'keys decoded by their writer schemas into jsonb, and as bytes into bytea');
+is($node->safe_psql('postgres', q{SELECT "offset" || ': ' || error FROM streamwin.dead_letters WHERE source = 'avro_keyed'}),
+	'5: message key: wrong magic byte 0x07: not the Confluent Avro format', 'a key that is not Avro is a dead letter');
 
 # ==== 4. A restart with the registry gone ========================================
 
