@@ -18,14 +18,18 @@
  * JSON format.  A field whose type the column cannot hold makes every
  * message of that schema a dead letter, naming the field and both types.
  * A writer schema that is not a record fills a decoder of one column (a
- * message key of type long, for the key column of an upsert source).
+ * message key of type long, for the key column of an upsert source), as
+ * any schema does for a decoder told that a message is its one column's
+ * value (a key metadata column).  For a Debezium source the writer schema
+ * is the change event's envelope: its "op", and its "before" and "after"
+ * records, each resolved against the columns.
  *
  * Decoding then walks the plan's fields over the body, making each value's
- * Datum directly (no intermediate tree, no text for numbers and times):
- * that is why streamwin does not decode through avro-c's generic values,
- * which allocate per value and cost more per event than the JSON scanner
- * (test/bench).  Every read is bounds-checked: a truncated or malformed
- * body is reported, never read past.
+ * Datum directly (no intermediate tree, no text for numbers and times).
+ * avro-c's generic values, the alternative, cost as much per event as all
+ * of this decoding before a single Datum is made
+ * (test/bench/avro-results.md).  Every read is bounds-checked: a
+ * truncated or malformed body is reported, never read past.
  *
  * Schemas are kept per schema id (Confluent's wire format: a magic byte 0,
  * a 4-byte big-endian schema id, then the body) or, for a source with

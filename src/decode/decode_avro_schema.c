@@ -5,10 +5,10 @@
  *
  * avro-c checks a schema first: it knows the specification's rules for
  * names, namespaces, defaults and duplicates, and its message says what is
- * wrong.  It has no logical types, though, and its generic values cost an
- * allocation and a callback per field (see test/bench: decoding through
- * them would cost more than the JSON format), so the schema is then read a
- * second time, with PostgreSQL's jsonb, into the small AvroType graph that
+ * wrong.  It has no logical types, though, and decoding through its
+ * generic values costs as much as all of streamwin's own decoding
+ * (test/bench/avro-results.md), so the schema is then read a second time,
+ * with PostgreSQL's jsonb, into the small AvroType graph that
  * decode_avro.c resolves against a source's columns and walks while it
  * decodes.
  *
