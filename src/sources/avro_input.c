@@ -47,6 +47,7 @@ struct AvroSchemas
 	char	   *user;
 	char	   *password;
 	List	   *unstored;		/* UnstoredSchema * */
+	List	   *missing;		/* ids the registry lacked in this batch */
 };
 
 char *
@@ -86,11 +87,16 @@ avro_input_create(SourceInfo *src, MessageDecoder *decoder)
 	return as;
 }
 
-/* The schema of id from the registry, kept in the catalog and in as */
+/*
+ * The schema of id from the registry, kept in the catalog and in as; an id
+ * it lacks is asked for once in a batch, whichever decoder (the values',
+ * the keys') meets it.
+ */
 static void
 fetch_schema(AvroSchemas *as, MessageDecoder *decoder, int32 id)
 {
-	char	   *schema = schema_registry_fetch(as->url, as->user, as->password, id);
+	char	   *schema = list_member_int(as->missing, id) ? NULL :
+		schema_registry_fetch(as->url, as->user, as->password, id);
 	UnstoredSchema *u;
 	MemoryContext old;
 
@@ -98,6 +104,9 @@ fetch_schema(AvroSchemas *as, MessageDecoder *decoder, int32 id)
 	{
 		decoder_avro_add_missing(decoder, id,
 								 psprintf("Avro writer schema %d is not in the schema registry", id));
+		old = MemoryContextSwitchTo(as->cxt);
+		as->missing = list_append_unique_int(as->missing, id);
+		MemoryContextSwitchTo(old);
 		return;
 	}
 	decoder_avro_add_schema(decoder, id, schema, strlen(schema));
@@ -111,15 +120,15 @@ fetch_schema(AvroSchemas *as, MessageDecoder *decoder, int32 id)
 }
 
 void
-avro_input_prepare(AvroSchemas *as, MessageDecoder *decoder, SourceRow *rows, int n, bool keys)
+avro_input_begin_batch(AvroSchemas *as)
 {
 	ListCell   *lc;
-	int32		last = -1;
 
-	decoder_avro_forget_missing(decoder);
+	list_free(as->missing);
+	as->missing = NIL;
 
 	/* schemas a failed batch stored: again, until found committed */
-	foreach(lc, keys ? NIL : as->unstored)
+	foreach(lc, as->unstored)
 	{
 		UnstoredSchema *u = lfirst(lc);
 
@@ -130,6 +139,14 @@ avro_input_prepare(AvroSchemas *as, MessageDecoder *decoder, SourceRow *rows, in
 			as->unstored = foreach_delete_current(as->unstored, lc);
 		}
 	}
+}
+
+void
+avro_input_prepare(AvroSchemas *as, MessageDecoder *decoder, SourceRow *rows, int n, bool keys)
+{
+	int32		last = -1;
+
+	decoder_avro_forget_missing(decoder);
 
 	for (int i = 0; i < n; i++)
 	{

@@ -24,6 +24,9 @@ typedef struct AvroSchemas AvroSchemas;
  */
 extern AvroSchemas *avro_input_create(SourceInfo *src, MessageDecoder *decoder);
 
+/* A batch begins: what the last one learnt of the registry is forgotten. */
+extern void avro_input_begin_batch(AvroSchemas *as);
+
 /*
  * avro_input_prepare
  *		Before a batch's n rows are decoded: give the decoder the writer

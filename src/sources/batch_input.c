@@ -512,6 +512,7 @@ rows_decode(RowDecoder *d, SourceRow *rows, int n, bool drop_late, TimestampTz w
 	/* the writer schemas first: the registry is asked outside the decoding */
 	if (d->avro != NULL && n > 0)
 	{
+		avro_input_begin_batch(d->avro);
 		avro_input_prepare(d->avro, d->decoder, rows, n, false);
 		if (d->changes != NULL && change_decoder_avro_keys(d->changes) != NULL)
 			avro_input_prepare(d->avro, change_decoder_avro_keys(d->changes), rows, n, true);
