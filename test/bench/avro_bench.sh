@@ -25,6 +25,11 @@
 # them), decoding's share (floor minus raw ceiling), and
 # the ratios Avro / JSON; and avro_c_decode (avro-c's generic values, no
 # Datums made) over the same bodies, for the choice of decoder.
+#
+# BENCH_AVRO_SERVER_BINDIR: where initdb, pg_ctl and postgres are (default:
+# PG_CONFIG's bindir; make bench gives its private installation, which has
+# this build of streamwin).  BENCH_AVRO_OUT: a file that gets the summary
+# as markdown too.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/../.." && pwd)
@@ -33,6 +38,7 @@ N=${BENCH_AVRO_EVENTS:-200000}
 P=${BENCH_AVRO_PARTITIONS:-8}
 REPEAT=${BENCH_AVRO_REPEAT:-3}
 bindir=$("$PG_CONFIG" --bindir)
+server_bindir=${BENCH_AVRO_SERVER_BINDIR:-$bindir}
 for prog in test/kafka_broker test/kafka_produce test/bench/raw_consume; do
 	[[ -x $here/$prog ]] || { echo "$prog is missing: run make test-programs test/bench/raw_consume" >&2; exit 1; }
 done
@@ -43,7 +49,7 @@ broker_pid= started=
 as_pg() { if ((EUID == 0)); then runuser -u postgres -- "$@"; else "$@"; fi; }
 cleanup() {
 	local rc=$?
-	[[ -n $started ]] && as_pg "$bindir/pg_ctl" -D "$work/data" stop -m fast -w >/dev/null 2>&1 || true
+	[[ -n $started ]] && as_pg "$server_bindir/pg_ctl" -D "$work/data" stop -m fast -w >/dev/null 2>&1 || true
 	[[ -n $broker_pid ]] && { kill -TERM "$broker_pid" 2>/dev/null; wait "$broker_pid" 2>/dev/null || true; }
 	if ((rc != 0)); then echo "work directory kept: $work"; else rm -rf "$work"; fi
 }
@@ -64,14 +70,14 @@ brokers=$(tr -d '\n' <"$work/bootstrap")
 "$here/test/kafka_produce" --brokers "$brokers" --topic ev_avro --partition-prefix --hex --linger-ms 100 \
 	--quiet <"$work/avro.tsv"
 
-as_pg "$bindir/initdb" -D "$work/data" -E UTF8 --locale=C >/dev/null 2>&1
+as_pg "$server_bindir/initdb" -D "$work/data" -E UTF8 --locale=C >/dev/null 2>&1
 cat >>"$work/data/postgresql.conf" <<CONF
 shared_preload_libraries = 'streamwin'
 listen_addresses = ''
 unix_socket_directories = '$work'
 timezone = 'UTC'
 CONF
-as_pg "$bindir/pg_ctl" -D "$work/data" -l "$work/pg.log" -w start >/dev/null
+as_pg "$server_bindir/pg_ctl" -D "$work/data" -l "$work/pg.log" -w start >/dev/null
 started=1
 sql() { as_pg "$bindir/psql" -h "$work" -d postgres -X -q -v ON_ERROR_STOP=1 -At "$@"; }
 
@@ -152,16 +158,20 @@ avroc=$("$work/avro_c_decode" "$work/schema.json" "$work/bodies.bin" 3)
 
 us() { awk "BEGIN { printf \"%.2f\", $1 * 1e6 / $N }"; }
 ratio() { awk "BEGIN { printf \"%.2f\", $1 / $2 }"; }
-echo
-echo "== best of $REPEAT, CPU per event (microseconds)"
-printf '%-28s %8s %8s %8s\n' '' json avro 'avro/json'
-for k in raw floor case1; do
-	printf '%-28s %8s %8s %8s\n' "$k" "$(us "${best[$k.json]}")" "$(us "${best[$k.avro]}")" \
-		"$(ratio "${best[$k.avro]}" "${best[$k.json]}")"
-done
 dj=$(awk "BEGIN { print ${best[floor.json]} - ${best[raw.json]} }")
 da=$(awk "BEGIN { print ${best[floor.avro]} - ${best[raw.avro]} }")
-printf '%-28s %8s %8s %8s\n' "decoding (floor - raw)" "$(us "$dj")" "$(us "$da")" "$(ratio "$da" "$dj")"
-echo "case 1: $groups groups, rows differing between the formats: $same"
-echo "avro-c generic values, decoding alone: $avroc"
+summary() {
+	echo "| CPU per event (us), best of $REPEAT | json | avro | avro/json |"
+	echo "|---|---:|---:|---:|"
+	for k in raw floor case1; do
+		echo "| $k | $(us "${best[$k.json]}") | $(us "${best[$k.avro]}") | $(ratio "${best[$k.avro]}" "${best[$k.json]}") |"
+	done
+	echo "| decoding (floor - raw) | $(us "$dj") | $(us "$da") | $(ratio "$da" "$dj") |"
+	echo
+	echo "$N events, $P partitions. Case 1: $groups groups, rows differing between the formats: $same."
+	echo "avro-c generic values, decoding alone: $avroc."
+}
+echo
+summary
+[[ -z ${BENCH_AVRO_OUT:-} ]] || summary >"$BENCH_AVRO_OUT"
 [[ $same == 0 ]]
