@@ -17,6 +17,12 @@
  * domains (class 23) mark a message as bad; anything else (out of memory,
  * query cancel) is re-thrown and fails the batch.
  *
+ * An Avro source's writer schemas are looked up for the whole batch before
+ * any message is decoded (avro_input.c): those of its values, of an upsert
+ * source's keys and of key metadata columns.  So the schema registry is
+ * asked at most once per schema id per batch, outside the subtransactions
+ * below, and its failing fails the batch rather than making dead letters.
+ *
  * A message of a Kafka changelog (envelope debezium or upsert) may retract
  * a row and add one: changelog_input.c makes its rows, each of which gets
  * the message's metadata columns and its own event time here.  Such a
