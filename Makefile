@@ -21,17 +21,20 @@ PROVE_TESTS = test/t/*.pl
 
 RDKAFKA_CFLAGS := $(shell pkg-config --cflags rdkafka 2>/dev/null)
 RDKAFKA_LIBS   := $(shell pkg-config --libs rdkafka 2>/dev/null || echo -lrdkafka)
+# avro-c checks Avro schemas; libcurl fetches them from a schema registry
+AVRO_CFLAGS    := $(shell pkg-config --cflags avro-c libcurl 2>/dev/null)
+AVRO_LIBS      := $(shell pkg-config --libs avro-c libcurl 2>/dev/null || echo -lavro -lcurl)
 
 # Each layer's folder is on the include path (not src/ itself: src/catalog/
 # would shadow PostgreSQL's catalog/ headers).
 # Every symbol hidden but those declared PGDLLEXPORT (src/base/sql_function.h):
 # the server loads extensions with RTLD_GLOBAL, where an exported helper
 # could bind another library's call of the same name.
-PG_CPPFLAGS = $(addprefix -I$(srcdir)/src/,$(SRC_DIRS)) $(RDKAFKA_CFLAGS) \
+PG_CPPFLAGS = $(addprefix -I$(srcdir)/src/,$(SRC_DIRS)) $(RDKAFKA_CFLAGS) $(AVRO_CFLAGS) \
               '-DPGDLLEXPORT=__attribute__((visibility("default")))'
 PG_CFLAGS   = -fvisibility=hidden \
               -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Werror=implicit-function-declaration
-SHLIB_LINK  = $(RDKAFKA_LIBS)
+SHLIB_LINK  = $(RDKAFKA_LIBS) $(AVRO_LIBS)
 
 EXTRA_CLEAN = test/kafka_broker test/kafka_produce test/bench/raw_consume tmp_check_regress
 

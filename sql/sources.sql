@@ -31,6 +31,26 @@ SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int', options =>
 -- mistakes are refused with a hint
 SELECT streamwin.create_kafka_source('orders', :'brokers', 'x', 'a int');
 SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int', format => 'avro');
+-- Avro: a registry or a writer schema, valid, whose fields the columns can hold
+SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int', 'avro',
+    '{"schema_registry": "http://r:8081", "avro_schema": "\"int\""}');
+SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int', 'avro',
+    '{"schema_registry": "ftp://r"}');
+SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int', 'json',
+    '{"schema_registry": "http://r:8081"}');
+SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int', 'avro',
+    '{"schema_registry": "http://r:8081", "schema_registry_password": "p"}');
+SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int', 'avro',
+    '{"avro_schema": {"type": "record", "name": "r", "fields": [{"name": "a"}]}}');
+SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int', 'avro',
+    '{"avro_schema": {"type": "record", "name": "r", "fields": [{"name": "a", "type": "strng"}]}}');
+SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int', 'avro',
+    '{"avro_schema": {"type": "record", "name": "r", "fields": [{"name": "a", "type": "string"}]}}');
+SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int, b text', 'avro',
+    '{"avro_schema": "\"long\""}');
+SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int', 'avro',
+    '{"avro_schema": {"type": "record", "name": "r", "fields": [{"name": "a", "type": "int"}]},
+      "envelope": "debezium"}');
 SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int, b');
 SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int) INHERITS (orders');
 SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int PRIMARY KEY');
@@ -69,13 +89,20 @@ SELECT streamwin.drop_source('cdc');
 -- librdkafka properties (credentials, say) are shown to the owner only
 SELECT streamwin.create_kafka_source('secured', :'brokers', 'regress_orders', 'v text', 'text',
     '{"kafka": {"sasl.username": "app", "sasl.password": "s3cret"}}');
+-- and so is the schema registry's login
+SELECT streamwin.create_kafka_source('secured_avro', :'brokers', 'regress_orders', 'v text', 'avro',
+    '{"schema_registry": "http://registry:8081", "schema_registry_user": "app",
+      "schema_registry_password": "s3cret"}');
 CREATE ROLE streamwin_other LOGIN;
 SELECT options FROM streamwin.sources WHERE name = 'secured';
+SELECT options FROM streamwin.sources WHERE name = 'secured_avro';
 SET ROLE streamwin_other;
 SELECT options FROM streamwin.sources WHERE name = 'secured';
+SELECT options FROM streamwin.sources WHERE name = 'secured_avro';
 -- and only the owner may drop a source
 SELECT streamwin.drop_source('secured');
 RESET ROLE;
+SELECT streamwin.drop_source('secured_avro');
 DROP ROLE streamwin_other;
 
 -- Columns holding a message's partition, offset, timestamp and key, in every

@@ -26,6 +26,7 @@
 #include "checkpoint.h"
 #include "launcher.h"
 #include "options.h"
+#include "schema_registry.h"
 #include "worker_registry.h"
 #include "source.h"
 #include "state_store.h"
@@ -166,11 +167,19 @@ _PG_init(void)
 							&streamwin_retained_wal_warning,
 							1024, -1, INT_MAX,
 							PGC_SIGHUP, GUC_UNIT_MB, NULL, NULL, NULL);
+	DefineCustomIntVariable("streamwin.schema_registry_timeout",
+							"Time a request to an Avro schema registry may take.",
+							"A request that takes longer fails its batch, which is retried; "
+							"connecting may take at most 5 seconds of it.",
+							&streamwin_schema_registry_timeout_ms,
+							10000, 100, 600000,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
 	MarkGUCPrefixReserved("streamwin");
 
 	RegisterXactCallback(workers_xact_callback, NULL);
 	table_source_init();
 	source_scan_init();
+	schema_registry_init();
 
 	if (!process_shared_preload_libraries_in_progress)
 		return;

@@ -14,6 +14,8 @@ packages=(
 	postgresql-15                   # server binaries for the test clusters
 	postgresql-server-dev-15        # PGXS, server headers, clang for bitcode
 	librdkafka-dev                  # Kafka client library (and its mock cluster)
+	libavro-dev                     # avro-c: checks Avro schemas when a source is created
+	libcurl4-openssl-dev            # HTTP client of the Avro schema registry
 	libipc-run-perl                 # PostgreSQL::Test::Cluster needs IPC::Run
 	util-linux                      # runuser: tests run the server as postgres
 	procps                          # ps/kill used by the test scripts

@@ -21,7 +21,9 @@
  * with --header-prefix the headers come next: "NAME=VALUE;NAME=VALUE<TAB>"
  * (an empty field: no headers; "NAME" without "=": a header with no value).
  * With --null MARKER, a key or payload that is exactly MARKER is null: a
- * message without a key, or with a null value (a tombstone).
+ * message without a key, or with a null value (a tombstone).  With --hex,
+ * a payload is written in hexadecimal digits, two per byte, so that binary
+ * values (Avro) fit on a line; so is a key, with --key-prefix.
  *
  *-------------------------------------------------------------------------
  */
@@ -44,6 +46,37 @@ static int64_t delivered = 0;
 static int64_t failed = 0;
 static char first_failure[512];
 
+/* The value of a hexadecimal digit, or -1 */
+static int
+hex_digit(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* Hexadecimal digits decoded in place (each byte where its two digits were); the new length */
+static size_t
+unhex(char *s, size_t len, int64_t lineno)
+{
+	if (len % 2 != 0)
+		die("line %" PRId64 ": odd number of hexadecimal digits", lineno);
+	for (size_t i = 0; i < len / 2; i++)
+	{
+		int			hi = hex_digit(s[2 * i]);
+		int			lo = hex_digit(s[2 * i + 1]);
+
+		if (hi < 0 || lo < 0)
+			die("line %" PRId64 ": not hexadecimal", lineno);
+		s[i] = (char) (hi << 4 | lo);
+	}
+	return len / 2;
+}
+
 static void
 usage(FILE *out)
 {
@@ -64,6 +97,7 @@ usage(FILE *out)
 			"                            for none, NAME alone for a header without value\n"
 			"  --null MARKER             a key or payload that is exactly MARKER is null\n"
 			"                            (no key; a null value, a tombstone)\n"
+			"  --hex                     payloads are hexadecimal, two digits per byte\n"
 			"  --rate MSGS_PER_SEC       pace production to this many messages per\n"
 			"                            second (default: as fast as possible)\n"
 			"  --linger-ms N             linger.ms (default 5)\n"
@@ -189,6 +223,7 @@ main(int argc, char **argv)
 		{"linger-ms", required_argument, NULL, 'l'},
 		{"batch-num-messages", required_argument, NULL, 'n'},
 		{"quiet", no_argument, NULL, 'q'},
+		{"hex", no_argument, NULL, 'x'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0}
 	};
@@ -198,6 +233,7 @@ main(int argc, char **argv)
 	int			partition_prefix = 0;
 	int			key_prefix = 0;
 	int			header_prefix = 0;
+	int			hex = 0;
 	const char *null_marker = NULL;
 	double		rate = 0;
 	const char *linger_ms = "5";
@@ -243,6 +279,9 @@ main(int argc, char **argv)
 				break;
 			case 'H':
 				header_prefix = 1;
+				break;
+			case 'x':
+				hex = 1;
 				break;
 			case 'r':
 				{
@@ -369,6 +408,10 @@ main(int argc, char **argv)
 			payload = NULL;
 			len = 0;
 		}
+		if (hex && payload != NULL)
+			len = unhex(payload, len, lineno);
+		if (hex && key != NULL)
+			keylen = unhex(key, keylen, lineno);
 
 		/*
 		 * Pace on absolute deadlines (message i is due at start + i/rate), so

@@ -6,8 +6,9 @@
  * This file is the top of decoding and its interface (decode.h): the names
  * of the formats, the creation-time validation of a source's columns,
  * building a decoder, the encoding check every payload goes through, and
- * the hand-over of each message to its format.  The JSON and CSV parsers
- * live in decode_json.c and decode_csv.c; the text format is small enough
+ * the hand-over of each message to its format.  The JSON, CSV and Avro
+ * parsers live in decode_json.c, decode_csv.c and decode_avro.c (whose
+ * schemas the functions at the end of this file add); the text format is small enough
  * to live here.  A Debezium change event is taken apart by
  * decode_envelope.c, and each of its row images decoded here as a message.  All of them convert values with decode_input()
  * (decode_value.c), at the bottom; none of them calls back up here.
@@ -26,6 +27,7 @@
 #include "utils/syscache.h"
 
 #include "decode.h"
+#include "decode_avro.h"
 #include "decode_csv.h"
 #include "decode_envelope.h"
 #include "decode_json.h"
@@ -82,13 +84,15 @@ source_format_from_name(const char *name)
 			return SOURCE_FORMAT_CSV;
 		if (pg_strcasecmp(name, "text") == 0)
 			return SOURCE_FORMAT_TEXT;
+		if (pg_strcasecmp(name, "avro") == 0)
+			return SOURCE_FORMAT_AVRO;
 	}
 
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("unrecognized source format \"%s\"",
 					name ? name : "(null)"),
-			 errhint("Valid formats are \"json\", \"csv\" and \"text\".")));
+			 errhint("Valid formats are \"json\", \"csv\", \"text\" and \"avro\".")));
 	pg_unreachable();
 }
 
@@ -108,6 +112,8 @@ source_format_name(SourceFormat format)
 			return "csv";
 		case SOURCE_FORMAT_TEXT:
 			return "text";
+		case SOURCE_FORMAT_AVRO:
+			return "avro";
 	}
 	elog(ERROR, "unrecognized source format: %d", (int) format);
 	pg_unreachable();
@@ -243,6 +249,8 @@ decoder_create(SourceFormat format, TupleDesc desc, const SourceMetadata *meta)
 
 	if (format == SOURCE_FORMAT_JSON)
 		decode_json_init(state);
+	if (format == SOURCE_FORMAT_AVRO)
+		decode_avro_init(state, decoder->mcxt);
 
 	return decoder;
 }
@@ -291,6 +299,9 @@ decode_check_payload(MessageDecoder *decoder, const char **payload, size_t len)
 			return pstrdup("message has no payload");
 		*payload = "";
 	}
+	/* Avro is binary: its strings are checked one by one */
+	if (decoder->format == SOURCE_FORMAT_AVRO)
+		return NULL;
 	return decode_verify_encoding(decoder, *payload, (int) len);
 }
 
@@ -325,6 +336,9 @@ decode_payload(MessageDecoder *decoder, const char *part, const char *payload, i
 			break;
 		case SOURCE_FORMAT_TEXT:
 			error = decode_text_message(state, payload, len, values, nulls);
+			break;
+		case SOURCE_FORMAT_AVRO:
+			error = decode_avro_message(state, payload, len, values, nulls);
 			break;
 	}
 
@@ -399,7 +413,8 @@ decode_image(MessageDecoder *decoder, const char *name, const DecodeSpan *image,
  *		to 0 and decodes nothing.  Returns NULL, or why the event cannot be
  *		decoded (malformed, another op, an image the op needs missing), as
  *		decoder_decode does; input functions may raise errors the same way.
- *		The decoder's format must be json.
+ *		The decoder's format must be json, or avro (decoder_avro_set_debezium:
+ *		an Avro Debezium event, a record of "op", "before" and "after").
  */
 const char *
 decoder_decode_debezium(MessageDecoder *decoder, const char *payload, size_t len, char *op,
@@ -410,13 +425,35 @@ decoder_decode_debezium(MessageDecoder *decoder, const char *payload, size_t len
 	DecodeSpan	after;
 	const char *error;
 
-	Assert(decoder->format == SOURCE_FORMAT_JSON);
+	Assert(decoder->format == SOURCE_FORMAT_JSON || decoder->format == SOURCE_FORMAT_AVRO);
 	*op = 0;
 	decode_all_null(decoder, before_values, before_nulls);
 	decode_all_null(decoder, after_values, after_nulls);
 	if (payload == NULL && len == 0)
 		return NULL;
 	error = decode_check_payload(decoder, &payload, len);
+	if (error == NULL && decoder->format == SOURCE_FORMAT_AVRO)
+	{
+		ErrorContextCallback errcallback;
+
+		/* Avro's images are records of the event, decoded as it is read */
+		errcallback.callback = decode_column_errcontext;
+		errcallback.arg = decoder;
+		errcallback.previous = error_context_stack;
+		error_context_stack = &errcallback;
+		decoder->part = NULL;
+		error = decode_avro_debezium(&decoder->state, payload, (int) len, op,
+									 before_values, before_nulls, after_values, after_nulls);
+		error_context_stack = errcallback.previous;
+		decoder->state.cur_column = NULL;
+		if (error != NULL)
+		{
+			*op = 0;
+			decode_all_null(decoder, before_values, before_nulls);
+			decode_all_null(decoder, after_values, after_nulls);
+		}
+		return error;
+	}
 	if (error == NULL)
 		error = decode_debezium_event(&decoder->state, payload, (int) len, op, &before, &after);
 	if (error == NULL && (*op == 'u' || *op == 'd'))
@@ -512,6 +549,9 @@ decode_column_errcontext(void *arg)
 		case SOURCE_FORMAT_TEXT:
 			errcontext("message text for column \"%s\"", column->name);
 			break;
+		case SOURCE_FORMAT_AVRO:
+			errcontext("Avro field \"%s\" of the message", column->name);
+			break;
 	}
 }
 
@@ -531,4 +571,86 @@ decode_text_message(DecodeState *state, const char *payload, int len,
 	values[column->attindex] = decode_input(state, column, payload, len);
 	nulls[column->attindex] = false;
 	return NULL;
+}
+
+/* --- the Avro format's schemas ---------------------------------------------- */
+
+const char *
+avro_schema_error(const char *json, int len)
+{
+	char	   *error;
+
+	return avro_schema_parse(json, len, &error) != NULL ? NULL : error;
+}
+
+/*
+ * decoder_avro_schema_id
+ *		The schema id in the Confluent header of payload, or false if it has
+ *		none (too short, another magic byte: decoding says why).
+ */
+bool
+decoder_avro_schema_id(const char *payload, size_t len, int32 *id)
+{
+	const uint8 *p = (const uint8 *) payload;
+
+	if (payload == NULL || len < 5 || p[0] != 0)
+		return false;
+	*id = (int32) ((uint32) p[1] << 24 | (uint32) p[2] << 16 | (uint32) p[3] << 8 | p[4]);
+	return true;
+}
+
+const char *
+decoder_avro_set_plain_schema(MessageDecoder *decoder, const char *json, int len)
+{
+	MemoryContext old = MemoryContextSwitchTo(decoder->mcxt);
+	const char *error;
+
+	Assert(decoder->format == SOURCE_FORMAT_AVRO);
+	error = decode_avro_add_schema(&decoder->state, -1, json, len);
+	MemoryContextSwitchTo(old);
+	return error;
+}
+
+bool
+decoder_avro_has_schema(MessageDecoder *decoder, int32 id)
+{
+	return decode_avro_has_schema(&decoder->state, id);
+}
+
+const char *
+decoder_avro_add_schema(MessageDecoder *decoder, int32 id, const char *json, int len)
+{
+	MemoryContext old = MemoryContextSwitchTo(decoder->mcxt);
+	const char *error;
+
+	Assert(decoder->format == SOURCE_FORMAT_AVRO && id >= 0);
+	error = decode_avro_add_schema(&decoder->state, id, json, len);
+	MemoryContextSwitchTo(old);
+	return error;
+}
+
+void
+decoder_avro_add_missing(MessageDecoder *decoder, int32 id, const char *reason)
+{
+	decode_avro_add_missing(&decoder->state, id, reason);
+}
+
+void
+decoder_avro_set_debezium(MessageDecoder *decoder)
+{
+	Assert(decoder->format == SOURCE_FORMAT_AVRO);
+	decode_avro_set_debezium(&decoder->state);
+}
+
+void
+decoder_avro_set_whole_value(MessageDecoder *decoder)
+{
+	Assert(decoder->format == SOURCE_FORMAT_AVRO);
+	decode_avro_set_whole_value(&decoder->state);
+}
+
+void
+decoder_avro_forget_missing(MessageDecoder *decoder)
+{
+	decode_avro_forget_missing(&decoder->state);
 }

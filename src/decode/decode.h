@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * decode.h
- *	  Decoding of source message payloads (JSON, CSV, text) into rows.
+ *	  Decoding of source message payloads (JSON, CSV, text, Avro) into rows.
  *
  * A source has a message format and a column list (the TupleDesc of the
  * relation that stands for the source).  Every message payload becomes the
@@ -36,7 +36,8 @@ typedef enum SourceFormat
 {
 	SOURCE_FORMAT_JSON,			/* one JSON object per message */
 	SOURCE_FORMAT_CSV,			/* one RFC 4180 record per message */
-	SOURCE_FORMAT_TEXT			/* the whole payload is the only column */
+	SOURCE_FORMAT_TEXT,			/* the whole payload is the only column */
+	SOURCE_FORMAT_AVRO			/* Avro binary, by writer schemas */
 } SourceFormat;
 
 /*
@@ -94,7 +95,7 @@ extern void decoder_set_part(MessageDecoder *decoder, const char *part);
  *		tombstone (payload NULL) sets *op to 0.  Returns NULL, or why the
  *		event cannot be decoded (not JSON, no op, another op, an image the op
  *		needs missing or not an object), as decoder_decode does.  Only for a
- *		decoder of format json.
+ *		decoder of format json, or avro after decoder_avro_set_debezium.
  */
 extern const char *decoder_decode_debezium(MessageDecoder *decoder, const char *payload,
 										   size_t len, char *op,
@@ -112,5 +113,58 @@ extern const char *decoder_decode_debezium(MessageDecoder *decoder, const char *
  */
 extern int64 *decoder_missing_counts(MessageDecoder *decoder, int *ncolumns,
 									 const char *const **names);
+
+/*
+ * The Avro format.  A decoder of format avro reads Confluent's wire format
+ * (a magic byte 0, a 4-byte big-endian schema id, the Avro binary body) by
+ * the writer schemas added under their ids, or, once
+ * decoder_avro_set_plain_schema has been called, plain Avro bodies of that
+ * one schema.  The decoder never fetches a schema: its caller adds the
+ * schemas of a batch's ids (decoder_avro_schema_id) before decoding the
+ * batch; an id it has not been given is an internal error.
+ *
+ * avro_schema_error: at a source's creation, NULL if json (len bytes) is a
+ * valid Avro schema, else why not.  decoder_avro_set_plain_schema and
+ * decoder_avro_add_schema return NULL, or why the messages of that schema
+ * cannot be decoded into the decoder's columns (an invalid schema, a field
+ * whose type its column cannot hold, naming both): they are dead letters
+ * for that reason.  decoder_avro_add_missing: messages of schema id are
+ * dead letters for reason until decoder_avro_forget_missing (once per
+ * batch, so that an id the registry lacked is asked for again).  These
+ * work in the decoder's memory context; the schema functions must run in
+ * a transaction (types' input functions, avro-c).
+ */
+extern const char *avro_schema_error(const char *json, int len);
+extern bool decoder_avro_schema_id(const char *payload, size_t len, int32 *id);
+extern const char *decoder_avro_set_plain_schema(MessageDecoder *decoder, const char *json, int len);
+extern bool decoder_avro_has_schema(MessageDecoder *decoder, int32 id);
+extern const char *decoder_avro_add_schema(MessageDecoder *decoder, int32 id,
+										   const char *json, int len);
+extern void decoder_avro_add_missing(MessageDecoder *decoder, int32 id, const char *reason);
+extern void decoder_avro_forget_missing(MessageDecoder *decoder);
+
+/*
+ * decoder_avro_set_debezium
+ *		Its messages are Debezium change events, records with "op", "before"
+ *		and "after" (each a record of the columns' fields, or null), for
+ *		decoder_decode_debezium.  Before any schema is added.
+ */
+extern void decoder_avro_set_debezium(MessageDecoder *decoder);
+
+/*
+ * decoder_avro_set_whole_value
+ *		For a decoder of one column: each message, whatever its writer
+ *		schema (a record too), is that column's value (a message key for a
+ *		key metadata column).  Before any schema is added.
+ */
+extern void decoder_avro_set_whole_value(MessageDecoder *decoder);
+
+/*
+ * decoder_avro_set_debezium
+ *		Its messages are Debezium change events, records with "op", "before"
+ *		and "after" (each a record of the columns' fields, or null), for
+ *		decoder_decode_debezium.  Before any schema is added.
+ */
+extern void decoder_avro_set_debezium(MessageDecoder *decoder);
 
 #endif							/* STREAMWIN_DECODE_H */

@@ -63,6 +63,7 @@ decode_column_init(DecodeColumn *column, int attindex, Form_pg_attribute attr,
 	column->typname = format_type_with_typemod(attr->atttypid,
 											   attr->atttypmod);
 	column->typmod = attr->atttypmod;
+	column->typid = attr->atttypid;
 	getTypeInputInfo(attr->atttypid, &typinput, &column->typioparam);
 	fmgr_info_cxt(typinput, &column->inproc, mcxt);
 

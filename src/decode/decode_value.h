@@ -44,6 +44,7 @@ typedef struct DecodeColumn
 	const char *name;			/* column name (JSON key to match) */
 	int			namelen;		/* strlen(name) */
 	const char *typname;		/* type name, for error strings */
+	Oid			typid;			/* the column's type */
 	Oid			typioparam;
 	int32		typmod;
 	bool		is_json;		/* json, jsonb, or a domain over them */
@@ -95,6 +96,9 @@ typedef struct DecodeState
 	DecodeSpan *spans;			/* per-message scratch, ncolumns entries */
 	int64	   *missing;		/* per column: messages without its key */
 	StringInfoData scratch;		/* NUL-terminated text for input functions */
+
+	/* the Avro format's schemas and plans (decode_avro.c), else NULL */
+	struct AvroDecoder *avro;
 
 	/* JSON key lookup: open-addressing table of column indexes, -1 = free */
 	int		   *keyhash;

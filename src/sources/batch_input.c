@@ -17,6 +17,12 @@
  * domains (class 23) mark a message as bad; anything else (out of memory,
  * query cancel) is re-thrown and fails the batch.
  *
+ * An Avro source's writer schemas are looked up for the whole batch before
+ * any message is decoded (avro_input.c): those of its values, of an upsert
+ * source's keys and of key metadata columns.  So the schema registry is
+ * asked at most once per schema id per batch, outside the subtransactions
+ * below, and its failing fails the batch rather than making dead letters.
+ *
  * A message of a Kafka changelog (envelope debezium or upsert) may retract
  * a row and add one: changelog_input.c makes its rows, each of which gets
  * the message's metadata columns and its own event time here.  Such a
@@ -44,11 +50,39 @@
 #include "utils/timestamp.h"
 #include "utils/resowner.h"
 
+#include "avro_input.h"
 #include "batch_input.h"
 #include "catalog_access.h"
 #include "catalog_log.h"
 #include "spi_util.h"
 #include "window.h"
+
+/*
+ * The decoders of the key metadata columns (but those of type bytea, which
+ * hold the key's bytes) of a source of Avro keys: per column, each
+ * message's key is its value.  NULL if there is none.
+ */
+static MessageDecoder **
+key_decoders_create(TupleDesc desc, const SourceMetadata *meta)
+{
+	MessageDecoder **decoders = NULL;
+
+	for (int i = 0; meta != NULL && i < desc->natts; i++)
+	{
+		TupleDesc	one;
+
+		if (meta[i] != SOURCE_META_KEY || TupleDescAttr(desc, i)->atttypid == BYTEAOID)
+			continue;
+		if (decoders == NULL)
+			decoders = palloc0(sizeof(MessageDecoder *) * desc->natts);
+		one = CreateTemplateTupleDesc(1);
+		TupleDescCopyEntry(one, 1, desc, i + 1);
+		decoders[i] = decoder_create(SOURCE_FORMAT_AVRO, one, NULL);
+		decoder_set_part(decoders[i], "key");
+		decoder_avro_set_whole_value(decoders[i]);
+	}
+	return decoders;
+}
 
 RowDecoder *
 row_decoder_create(SourceReader *rd, QueryInfo *q)
@@ -67,6 +101,14 @@ row_decoder_create(SourceReader *rd, QueryInfo *q)
 	{
 		d->decoder = decoder_create(source_format_from_name(rd->source->format), rd->desc,
 									d->metadata);
+		if (source_format_from_name(rd->source->format) == SOURCE_FORMAT_AVRO)
+		{
+			if (rd->envelope == ENVELOPE_DEBEZIUM)
+				decoder_avro_set_debezium(d->decoder);
+			d->avro = avro_input_create(rd->source, d->decoder);
+			if (d->avro != NULL && source_keys_are_avro(rd->source))
+				d->key_avro = key_decoders_create(rd->desc, d->metadata);
+		}
 		d->missing = decoder_missing_counts(d->decoder, &d->nmissing, &d->missing_names);
 		if (rd->envelope != ENVELOPE_APPEND)
 			d->changes = change_decoder_create(rd, d->decoder);
@@ -137,6 +179,14 @@ fill_metadata(RowDecoder *d, SourceRow *m, Datum *values, bool *nulls)
 			case SOURCE_META_KEY:
 				if (m->key == NULL)
 					nulls[i] = true;
+				else if (d->key_avro != NULL && d->key_avro[i] != NULL)
+				{
+					const char *error = decoder_decode(d->key_avro[i], m->key, m->keylen,
+													   &values[i], &nulls[i]);
+
+					if (error != NULL)
+						return psprintf("message key: %s", error);
+				}
 				else if (type == BYTEAOID)
 				{
 					bytea	   *b = palloc(VARHDRSZ + m->keylen);
@@ -465,6 +515,17 @@ rows_decode(RowDecoder *d, SourceRow *rows, int n, bool drop_late, TimestampTz w
 	batch_time_param->value = TimestampTzGetDatum(batch_scope_timestamp());
 	if (d->nmissing > 0)
 		memset(d->missing, 0, sizeof(int64) * d->nmissing);
+	/* the writer schemas first: the registry is asked outside the decoding */
+	if (d->avro != NULL && n > 0)
+	{
+		avro_input_begin_batch(d->avro);
+		avro_input_prepare(d->avro, d->decoder, rows, n, false);
+		if (d->changes != NULL && change_decoder_avro_keys(d->changes) != NULL)
+			avro_input_prepare(d->avro, change_decoder_avro_keys(d->changes), rows, n, true);
+		for (int i = 0; d->key_avro != NULL && i < d->reader->desc->natts; i++)
+			if (d->key_avro[i] != NULL)
+				avro_input_prepare(d->avro, d->key_avro[i], rows, n, true);
+	}
 	if (n > 0)
 		decode_range(d, rows, res, 0, n, drop_late, watermark);
 	memset(&d->reader->changes, 0, sizeof(SourceChanges));

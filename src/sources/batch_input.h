@@ -27,6 +27,9 @@ typedef struct RowDecoder
 	SourceReader *reader;
 	QueryInfo  *query;
 	MessageDecoder *decoder;	/* NULL when rows are tuples already */
+	struct AvroSchemas *avro;	/* an Avro source's schemas by id, or NULL */
+	MessageDecoder **key_avro;	/* per source column: its decoder of Avro
+								 * keys (a key metadata column), or NULL */
 	ChangeDecoder *changes;		/* a Kafka changelog's messages (two rows at
 								 * most each), else NULL: one row each */
 	SourceMetadata *metadata;	/* per source column, or NULL (decode.h) */

@@ -17,7 +17,10 @@
  *				the key columns, every other column NULL (-1).  The key
  *				columns come from the key: a JSON object's members by name,
  *				or for one key column the key's text when it is not an
- *				object; a message without a key, or whose key leaves a key
+ *				object; for a source of Avro by a schema registry, the key
+ *				decoded as Avro (Confluent's wire format) by its own writer
+ *				schema, a record of the key columns or, for one key column,
+ *				its value; a message without a key, or whose key leaves a key
  *				column NULL, is a dead letter.  These rows are not the
  *				changes yet: the upsert operator (op_upsert.c), which keeps
  *				each key's last row, turns them into the exact retraction
@@ -30,6 +33,7 @@
 #include "access/tupdesc.h"
 
 #include "changelog_input.h"
+#include "jsonb_util.h"
 
 struct ChangeDecoder
 {
@@ -45,6 +49,7 @@ struct ChangeDecoder
 	const char **key_names;
 	MessageDecoder *key_json;	/* a JSON object of the key columns */
 	MessageDecoder *key_text;	/* one key column: the key's text, or NULL */
+	MessageDecoder *key_avro;	/* Avro keys (schema registry), or NULL */
 	Datum	   *key_values;
 	bool	   *key_nulls;
 };
@@ -113,6 +118,12 @@ key_decoders_create(ChangeDecoder *cd, SourceReader *rd)
 				 cd->key_names[k], rd->source->name);
 		TupleDescCopyEntry(key_desc, k + 1, rd->desc, cd->key_index[k] + 1);
 		k++;
+	}
+	if (source_format_from_name(rd->source->format) == SOURCE_FORMAT_AVRO &&
+		option_value(rd->source->options, "schema_registry") != NULL)
+	{
+		cd->key_avro = decoder_create(SOURCE_FORMAT_AVRO, key_desc, NULL);
+		decoder_set_part(cd->key_avro, "key");
 	}
 	cd->key_json = decoder_create(SOURCE_FORMAT_JSON, key_desc, NULL);
 	decoder_set_part(cd->key_json, "key");
@@ -200,7 +211,9 @@ decode_key(ChangeDecoder *cd, const SourceRow *m, Datum *values, bool *nulls)
 
 	if (m->key == NULL)
 		return pstrdup("message has no key, which an upsert source's rows need");
-	if (key_is_object(m->key, m->keylen))
+	if (cd->key_avro != NULL)
+		error = decoder_decode(cd->key_avro, m->key, m->keylen, cd->key_values, cd->key_nulls);
+	else if (key_is_object(m->key, m->keylen))
 		error = decoder_decode(cd->key_json, m->key, m->keylen, cd->key_values, cd->key_nulls);
 	else if (cd->key_text != NULL)
 		error = decoder_decode(cd->key_text, m->key, m->keylen, cd->key_values, cd->key_nulls);
@@ -252,4 +265,10 @@ change_decode(ChangeDecoder *cd, const SourceRow *m, ChangeRows *out)
 	if (cd->envelope == ENVELOPE_DEBEZIUM)
 		return decode_debezium(cd, m, out);
 	return decode_upsert(cd, m, out);
+}
+
+MessageDecoder *
+change_decoder_avro_keys(ChangeDecoder *cd)
+{
+	return cd->key_avro;
 }

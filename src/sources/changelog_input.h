@@ -53,4 +53,12 @@ extern ChangeDecoder *change_decoder_create(SourceReader *rd, MessageDecoder *va
  */
 extern const char *change_decode(ChangeDecoder *cd, const SourceRow *m, ChangeRows *out);
 
+/*
+ * change_decoder_avro_keys
+ *		The decoder of an upsert source's Avro keys (a source of format avro
+ *		with a schema registry), whose writer schemas the caller adds before
+ *		a batch (avro_input_prepare), or NULL.
+ */
+extern MessageDecoder *change_decoder_avro_keys(ChangeDecoder *cd);
+
 #endif							/* STREAMWIN_CHANGELOG_INPUT_H */

@@ -31,6 +31,7 @@
 #include "utils/timestamp.h"
 #include "utils/typcache.h"
 
+#include "avro_input.h"
 #include "catalog_access.h"
 #include "changelog_input.h"
 #include "kafka_consumer.h"
@@ -787,7 +788,8 @@ static KafkaOptions *
 source_options_validate(Jsonb *options, SourceFormat format)
 {
 	static const char *const valid[] = {"starting_offsets", "max_records_per_batch",
-		"partitions", "kafka", "metadata", "timezone", "envelope", "key_columns", NULL};
+		"partitions", "kafka", "metadata", "timezone", "envelope", "key_columns",
+		"avro_schema", "schema_registry", "schema_registry_user", "schema_registry_password", NULL};
 	SourceInfo	tmp;
 	KafkaOptions *ko;
 
@@ -797,12 +799,13 @@ source_options_validate(Jsonb *options, SourceFormat format)
 	/* librdkafka's own checks, and the properties streamwin reserves */
 	kafka_validate_properties(ko->nprops, ko->prop_keys, ko->prop_values);
 
-	if (ko->envelope == ENVELOPE_DEBEZIUM && format != SOURCE_FORMAT_JSON)
+	if (ko->envelope == ENVELOPE_DEBEZIUM && format != SOURCE_FORMAT_JSON &&
+		format != SOURCE_FORMAT_AVRO)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("envelope \"debezium\" needs format \"json\""),
-				 errdetail("Debezium change events are read as JSON, with or without their schema."),
-				 errhint("Create the source with format => 'json'.")));
+				 errmsg("envelope \"debezium\" needs format \"json\" or \"avro\""),
+				 errdetail("Debezium change events are read as JSON, with or without their schema, or as Avro."),
+				 errhint("Create the source with format => 'json', or 'avro' for Debezium's Avro converter.")));
 	if (ko->envelope == ENVELOPE_UPSERT && ko->key_columns == NIL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -1019,13 +1022,17 @@ streamwin_create_kafka_source(PG_FUNCTION_ARGS)
 	{
 		SourceInfo	parsed;
 		TupleDesc	desc = source_tupdesc(relid);
+		SourceMetadata *meta;
 
 		memset(&parsed, 0, sizeof(parsed));
 		parsed.name = name;
+		parsed.format = (char *) source_format_name(format);
+		parsed.options = options;
 		parse_source_options(&parsed, options);
 		check_key_columns(ko, name, desc, source_metadata_map(&parsed, desc));
-		decoder_check_columns(format, desc,
-							  changelog_decode_map(&parsed, desc, ko->envelope, ko->key_columns));
+		meta = changelog_decode_map(&parsed, desc, ko->envelope, ko->key_columns);
+		avro_check_options(options, format, desc, meta, ko->envelope == ENVELOPE_DEBEZIUM);
+		decoder_check_columns(format, desc, meta);
 	}
 	SPI_finish();
 	PG_RETURN_VOID();

@@ -155,8 +155,10 @@ source_metadata_map(const SourceInfo *src, TupleDesc desc)
 							column),
 					 errhint("Declare it with the other columns, for example \"%s %s\".",
 							 column, format_type_be(metadata_types[t].types[0]))));
+		/* an Avro source's keys are Avro too: a column of any type holds them */
 		if (TupleDescAttr(desc, attno)->atttypid != metadata_types[t].types[0] &&
-			TupleDescAttr(desc, attno)->atttypid != metadata_types[t].types[1])
+			TupleDescAttr(desc, attno)->atttypid != metadata_types[t].types[1] &&
+			!(src->metadata_kinds[m] == SOURCE_META_KEY && source_keys_are_avro(src)))
 			ereport(ERROR,
 					(errcode(ERRCODE_DATATYPE_MISMATCH),
 					 errmsg("column \"%s\" holds the message's %s, so its type must be %s",
@@ -360,4 +362,17 @@ source_check_new_name(const char *name)
 		ereport(ERROR,
 				(errcode(ERRCODE_DUPLICATE_OBJECT),
 				 errmsg("source \"%s\" already exists", name)));
+}
+
+/*
+ * source_keys_are_avro
+ *		Are the source's message keys Avro in Confluent's wire format (a
+ *		source of format avro with a schema registry), which a key metadata
+ *		column of another type than bytea holds decoded?
+ */
+bool
+source_keys_are_avro(const SourceInfo *src)
+{
+	return src->format != NULL && strcmp(src->format, "avro") == 0 &&
+		option_value(src->options, "schema_registry") != NULL;
 }

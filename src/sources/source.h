@@ -317,6 +317,7 @@ extern void source_scan_init(void);
 extern bool streamwin_enable_source_scan;
 extern TupleDesc source_tupdesc(Oid relid);
 extern SourceMetadata *source_metadata_map(const SourceInfo *src, TupleDesc desc);
+extern bool source_keys_are_avro(const SourceInfo *src);
 
 /*
  * source_register

@@ -194,7 +194,9 @@
 # worker run, "case6" case 6 with its raw ceiling on ev6, "nexmark_hop" and
 # "nexmark_session" cases N1 and N2 (with the raw ceiling on bids), "state"
 # case S, "dedup" cases T, D and DT, "join" cases J and JA with their raw
-# ceiling and plain SQL, "changelog" case CL with its baselines),
+# ceiling and plain SQL, "changelog" case CL with its baselines, "avro" the
+# same events as JSON and as Avro by test/bench/avro_bench.sh, in their own
+# cluster of this installation, appended to results.md),
 # BENCH_CASES (which of cases "1 1p 1d 2 3 4" the parts "streamwin"
 # and "alternatives" run; 1p is (1+)),
 # BENCH_PROFILE=1 (perf profiles of cases 1 and 2, of the latency worker and
@@ -247,7 +249,7 @@ BENCH_CL_TXN=${BENCH_CL_TXN:-1000}
 BENCH_CL_RECOMPUTE=${BENCH_CL_RECOMPUTE:-$(short 1000 10000)}
 BENCH_CL_SETTLE=${BENCH_CL_SETTLE:-1}
 BENCH_PROFILE=${BENCH_PROFILE:-0}
-BENCH_ONLY=${BENCH_ONLY:-raw streamwin worker table alternatives latency case6 nexmark_hop nexmark_session state dedup join changelog}
+BENCH_ONLY=${BENCH_ONLY:-raw streamwin worker table alternatives latency case6 nexmark_hop nexmark_session state dedup join changelog avro}
 BENCH_CASES=${BENCH_CASES:-1 1p 1d 2 3 4}
 LAT_PARTITIONS=8
 
@@ -2304,6 +2306,15 @@ if [[ $BENCH_PROFILE == 1 ]]; then
 	done
 fi
 
+# --- Avro against JSON (issue 36) --------------------------------------------------------------
+if only avro; then
+	say "Avro against JSON: $BENCH_EVENTS events each way (test/bench/avro_bench.sh)"
+	BENCH_AVRO_SERVER_BINDIR="$inst$PG_BINDIR" BENCH_AVRO_EVENTS=$BENCH_EVENTS \
+		BENCH_AVRO_PARTITIONS=$BENCH_PARTITIONS BENCH_AVRO_REPEAT=$BENCH_REPEAT \
+		BENCH_AVRO_OUT="$work/avro.md" PG_CONFIG="$PG_CONFIG" "$bench/avro_bench.sh" ||
+		{ echo "avro_bench.sh failed" >&2; failed_checks=$((failed_checks + 1)); }
+fi
+
 # --- summary ---------------------------------------------------------------------------------
 say "Summary"
 cp "$results" "$BENCH_OUT/results.tsv"
@@ -2353,6 +2364,16 @@ perl "$bench/summarize.pl" --results "$results" --out "$BENCH_OUT" \
 		printf 'cl_recompute=%s\n' "$BENCH_CL_RECOMPUTE"
 		printf 'cl_settle=%s\n' "$([[ $BENCH_CL_SETTLE == 1 ]] && echo 1)"
 	)"
+if [[ -s $work/avro.md ]]; then
+	{
+		printf '\n## Avro against JSON (issue 36)\n\n'
+		printf 'The same events as JSON and as Avro (Confluent wire format), each in its own topic, '
+		printf 'by test/bench/avro_bench.sh: CPU of the run_available() backend per event; floor '
+		printf 'reads and decodes and keeps nothing, case1 is case 1, raw the raw ceiling. '
+		printf 'See test/bench/avro-results.md for the method and the choice of decoder.\n\n'
+		cat "$work/avro.md"
+	} >>"$BENCH_OUT/results.md"
+fi
 if ((failed_checks > 0)); then
 	echo "$failed_checks run(s) failed their correctness check: see the table" >&2
 	exit 1

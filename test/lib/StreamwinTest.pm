@@ -735,7 +735,8 @@ newline) or [PARTITION, payload]; with keys => 1, [PARTITION, KEY,
 payload], where an undef KEY is no key and an undef payload a null value (a
 tombstone), and a key holds no tab.  Options: partition => N (all to N),
 rate => MSGS_PER_SEC, background => 1 (returns a handle whose ->finish waits
-and reports).  A foreground produce is one test that passes if every message
+and reports), hex => 1 (payloads, and keys, are binary: sent as hexadecimal
+digits and decoded by the producer).  A foreground produce is one test that passes if every message
 was acknowledged.  One in-flight request per connection keeps each
 partition's offsets in the order of MESSAGES.
 
@@ -873,6 +874,7 @@ sub produce
 		map { ('-X', "$_=$opts{props}{$_}") } sort keys %{ $opts{props} // {} });
 	push @cmd, '--rate', $opts{rate} if $opts{rate};
 	push @cmd, '--partition', $opts{partition} if defined $opts{partition};
+	push @cmd, '--hex' if $opts{hex};
 
 	my $prefixed = grep { ref $_ } @$messages;
 	croak 'mix of [partition, payload] pairs and plain payloads'
@@ -882,7 +884,11 @@ sub produce
 	{
 		croak 'keys => 1 needs [partition, key, payload] messages' unless $prefixed;
 		push @cmd, '--key-prefix', '--null', '\\N';
-		$messages = [ map { [ $_->[0], join("\t", map { $_ // '\\N' } @$_[ 1, 2 ]) ] } @$messages ];
+		$messages = [
+			map {
+				[ $_->[0], join("\t",
+					map { !defined $_ ? '\\N' : $opts{hex} ? unpack('H*', $_) : $_ } @$_[ 1, 2 ]) ]
+			} @$messages ];
 	}
 
 	# Input and output go through files, so that a background producer runs
@@ -891,7 +897,9 @@ sub produce
 	open my $in, '>:raw', "$dir/input" or croak "could not write $dir/input: $!";
 	for my $m (@$messages)
 	{
-		my $line = $prefixed ? "$m->[0]\t$m->[1]" : $m;
+		my $payload = $prefixed ? $m->[1] : $m;
+		$payload = unpack('H*', $payload) if $opts{hex} && !$opts{keys};
+		my $line = $prefixed ? "$m->[0]\t$payload" : $payload;
 		utf8::encode($line) if utf8::is_utf8($line);
 		croak "message contains a newline: $line" if $line =~ /\n/;
 		print $in "$line\n";

@@ -1,0 +1,461 @@
+/*-------------------------------------------------------------------------
+ *
+ * decode_avro_schema.c
+ *	  Avro writer schemas: their JSON parsed into AvroTypes.
+ *
+ * avro-c checks a schema first: it knows the specification's rules for
+ * names, namespaces, defaults and duplicates, and its message says what is
+ * wrong.  It has no logical types, though, and decoding through its
+ * generic values costs as much as all of streamwin's own decoding
+ * (test/bench/avro-results.md), so the schema is then read a second time,
+ * with PostgreSQL's jsonb, into the small AvroType graph that
+ * decode_avro.c resolves against a source's columns and walks while it
+ * decodes.
+ *
+ * Logical types follow the specification: one that does not fit its
+ * underlying type (a "date" on a string, a decimal whose scale exceeds its
+ * precision) is ignored, and the value is read as the underlying type.
+ *
+ * src/decode/decode_avro_schema.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <avro.h>
+
+#include "nodes/pg_list.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+
+#include "decode_avro.h"
+
+/* Deeper nesting of types than this is refused (parse_type recurses) */
+#define AVRO_SCHEMA_MAX_DEPTH	100
+
+typedef struct SchemaParse
+{
+	List	   *named;			/* AvroType * of every named type so far */
+	char	   *error;
+	int			depth;
+} SchemaParse;
+
+static AvroType *parse_type(SchemaParse *ps, JsonbValue *v, const char *ns);
+
+static const char *const primitive_names[] = {
+	[AVT_NULL] = "null",
+	[AVT_BOOLEAN] = "boolean",
+	[AVT_INT] = "int",
+	[AVT_LONG] = "long",
+	[AVT_FLOAT] = "float",
+	[AVT_DOUBLE] = "double",
+	[AVT_BYTES] = "bytes",
+	[AVT_STRING] = "string",
+};
+
+static const char *const logical_names[] = {
+	[AVRO_LOGICAL_NONE] = NULL,
+	[AVRO_LOGICAL_DATE] = "date",
+	[AVRO_LOGICAL_TIME_MILLIS] = "time-millis",
+	[AVRO_LOGICAL_TIME_MICROS] = "time-micros",
+	[AVRO_LOGICAL_TIMESTAMP_MILLIS] = "timestamp-millis",
+	[AVRO_LOGICAL_TIMESTAMP_MICROS] = "timestamp-micros",
+	[AVRO_LOGICAL_LOCAL_TIMESTAMP_MILLIS] = "local-timestamp-millis",
+	[AVRO_LOGICAL_LOCAL_TIMESTAMP_MICROS] = "local-timestamp-micros",
+	[AVRO_LOGICAL_DECIMAL] = "decimal",
+	[AVRO_LOGICAL_UUID] = "uuid",
+};
+
+/* The underlying type each logical type needs (decimal: bytes or fixed) */
+static const AvroKind logical_kinds[] = {
+	[AVRO_LOGICAL_NONE] = AVT_NULL,
+	[AVRO_LOGICAL_DATE] = AVT_INT,
+	[AVRO_LOGICAL_TIME_MILLIS] = AVT_INT,
+	[AVRO_LOGICAL_TIME_MICROS] = AVT_LONG,
+	[AVRO_LOGICAL_TIMESTAMP_MILLIS] = AVT_LONG,
+	[AVRO_LOGICAL_TIMESTAMP_MICROS] = AVT_LONG,
+	[AVRO_LOGICAL_LOCAL_TIMESTAMP_MILLIS] = AVT_LONG,
+	[AVRO_LOGICAL_LOCAL_TIMESTAMP_MICROS] = AVT_LONG,
+	[AVRO_LOGICAL_DECIMAL] = AVT_BYTES,
+	[AVRO_LOGICAL_UUID] = AVT_STRING,
+};
+
+const char *
+avro_type_name(const AvroType *type)
+{
+	const char *base;
+
+	switch (type->kind)
+	{
+		case AVT_RECORD:
+			return psprintf("record \"%s\"", type->name);
+		case AVT_ENUM:
+			return psprintf("enum \"%s\"", type->name);
+		case AVT_FIXED:
+			base = psprintf("fixed \"%s\" (%d bytes)", type->name, type->size);
+			break;
+		case AVT_ARRAY:
+			return psprintf("array of %s", avro_type_name(type->items));
+		case AVT_MAP:
+			return psprintf("map of %s", avro_type_name(type->items));
+		case AVT_UNION:
+			{
+				StringInfoData buf;
+
+				initStringInfo(&buf);
+				appendStringInfoString(&buf, "union [");
+				for (int i = 0; i < type->nfields; i++)
+					appendStringInfo(&buf, "%s%s", i > 0 ? ", " : "", avro_type_name(type->types[i]));
+				appendStringInfoChar(&buf, ']');
+				return buf.data;
+			}
+		default:
+			base = primitive_names[type->kind];
+			break;
+	}
+	if (type->logical == AVRO_LOGICAL_DECIMAL)
+		return psprintf("%s (decimal(%d,%d))", base, type->precision, type->scale);
+	if (type->logical != AVRO_LOGICAL_NONE)
+		return psprintf("%s (%s)", base, logical_names[type->logical]);
+	return base;
+}
+
+/* The string v, as a C string, or NULL if v is not a string */
+static char *
+json_string(JsonbValue *v)
+{
+	if (v == NULL || v->type != jbvString)
+		return NULL;
+	return pnstrdup(v->val.string.val, v->val.string.len);
+}
+
+static JsonbValue *
+member(JsonbValue *obj, const char *key)
+{
+	return getKeyJsonValueFromContainer(obj->val.binary.data, key, strlen(key), NULL);
+}
+
+/* A member that is a non-negative integer, or -1 */
+static int
+member_int(JsonbValue *obj, const char *key)
+{
+	JsonbValue *v = member(obj, key);
+	int64		n;
+
+	if (v == NULL || v->type != jbvNumeric)
+		return -1;
+	n = DatumGetInt64(DirectFunctionCall1(numeric_int8, NumericGetDatum(v->val.numeric)));
+	return n < 0 || n > PG_INT32_MAX ? -1 : (int) n;
+}
+
+static AvroType *
+new_type(AvroKind kind)
+{
+	AvroType   *t = palloc0(sizeof(AvroType));
+
+	t->kind = kind;
+	return t;
+}
+
+/* The full name of a named type: its name, qualified by its namespace */
+static char *
+full_name(JsonbValue *obj, const char *ns, const char **own_ns)
+{
+	char	   *name = json_string(member(obj, "name"));
+	char	   *space = json_string(member(obj, "namespace"));
+
+	if (name == NULL)
+		return NULL;
+	if (strchr(name, '.') != NULL)
+	{
+		*own_ns = pnstrdup(name, strrchr(name, '.') - name);
+		return name;
+	}
+	if (space == NULL)
+		space = (char *) ns;
+	*own_ns = space;
+	return space != NULL && space[0] != '\0' ? psprintf("%s.%s", space, name) : name;
+}
+
+/* A named type the schema defined before, by its full or short name */
+static AvroType *
+lookup_named(SchemaParse *ps, const char *name, const char *ns)
+{
+	char	   *qualified = ns != NULL && ns[0] != '\0' && strchr(name, '.') == NULL ?
+		psprintf("%s.%s", ns, name) : NULL;
+	ListCell   *lc;
+
+	foreach(lc, ps->named)
+	{
+		AvroType   *t = lfirst(lc);
+
+		if (strcmp(t->name, name) == 0 || (qualified && strcmp(t->name, qualified) == 0))
+			return t;
+	}
+	return NULL;
+}
+
+/* A logical type on t, if it fits (else, as the specification says, none) */
+static void
+apply_logical(AvroType *t, JsonbValue *obj)
+{
+	char	   *logical = json_string(member(obj, "logicalType"));
+
+	if (logical == NULL)
+		return;
+	for (int l = 1; l < (int) lengthof(logical_names); l++)
+	{
+		if (strcmp(logical, logical_names[l]) != 0)
+			continue;
+		if (l == AVRO_LOGICAL_DECIMAL)
+		{
+			int			precision = member_int(obj, "precision");
+			int			scale = member(obj, "scale") ? member_int(obj, "scale") : 0;
+
+			if ((t->kind != AVT_BYTES && t->kind != AVT_FIXED) ||
+				precision < 1 || scale < 0 || scale > precision || precision > 1000)
+				return;
+			t->precision = precision;
+			t->scale = scale;
+		}
+		else if (t->kind != logical_kinds[l])
+			return;
+		t->logical = (AvroLogical) l;
+		return;
+	}
+}
+
+/* The fields of a record, or the symbols of an enum, into t */
+static bool
+parse_members(SchemaParse *ps, AvroType *t, JsonbValue *list, const char *ns)
+{
+	int			n;
+
+	if (list == NULL || list->type != jbvBinary || !JsonContainerIsArray(list->val.binary.data))
+	{
+		ps->error = psprintf("%s has no array of %s", avro_type_name(t),
+							 t->kind == AVT_RECORD ? "fields" : "symbols");
+		return false;
+	}
+	n = JsonContainerSize(list->val.binary.data);
+	t->nfields = n;
+	t->names = palloc0(sizeof(char *) * Max(n, 1));
+	if (t->kind == AVT_RECORD)
+		t->types = palloc0(sizeof(AvroType *) * Max(n, 1));
+	for (int i = 0; i < n; i++)
+	{
+		JsonbValue *item = getIthJsonbValueFromContainer(list->val.binary.data, i);
+
+		if (t->kind == AVT_ENUM)
+		{
+			t->names[i] = json_string(item);
+			if (t->names[i] == NULL)
+			{
+				ps->error = psprintf("symbol %d of %s is not a string", i, avro_type_name(t));
+				return false;
+			}
+			continue;
+		}
+		if (item->type != jbvBinary || !JsonContainerIsObject(item->val.binary.data) ||
+			(t->names[i] = json_string(member(item, "name"))) == NULL ||
+			member(item, "type") == NULL)
+		{
+			ps->error = psprintf("field %d of %s has no name or no type", i, avro_type_name(t));
+			return false;
+		}
+		t->types[i] = parse_type(ps, member(item, "type"), ns);
+		if (t->types[i] == NULL)
+			return false;
+	}
+	return true;
+}
+
+/* A schema written as an object: {"type": ...} */
+static AvroType *
+parse_object(SchemaParse *ps, JsonbValue *obj, const char *ns)
+{
+	JsonbValue *typev = member(obj, "type");
+	char	   *type = json_string(typev);
+	AvroType   *t;
+	const char *own_ns = ns;
+
+	if (typev == NULL)
+	{
+		ps->error = pstrdup("a schema object has no \"type\"");
+		return NULL;
+	}
+	if (type == NULL)			/* {"type": {...}} or {"type": [...]} */
+		return parse_type(ps, typev, ns);
+
+	if (strcmp(type, "record") == 0 || strcmp(type, "error") == 0 ||
+		strcmp(type, "enum") == 0 || strcmp(type, "fixed") == 0)
+	{
+		t = new_type(type[0] == 'e' && type[1] == 'n' ? AVT_ENUM :
+					 type[0] == 'f' ? AVT_FIXED : AVT_RECORD);
+		t->name = full_name(obj, ns, &own_ns);
+		if (t->name == NULL)
+		{
+			ps->error = psprintf("a %s has no name", type);
+			return NULL;
+		}
+		/* named before its fields, so that they may refer to it */
+		ps->named = lappend(ps->named, t);
+		if (t->kind == AVT_FIXED)
+		{
+			t->size = member_int(obj, "size");
+			if (t->size < 0)
+			{
+				ps->error = psprintf("%s has no size", avro_type_name(t));
+				return NULL;
+			}
+		}
+		else if (!parse_members(ps, t, member(obj, t->kind == AVT_ENUM ? "symbols" : "fields"),
+								own_ns))
+			return NULL;
+	}
+	else if (strcmp(type, "array") == 0 || strcmp(type, "map") == 0)
+	{
+		JsonbValue *items = member(obj, type[0] == 'a' ? "items" : "values");
+
+		t = new_type(type[0] == 'a' ? AVT_ARRAY : AVT_MAP);
+		if (items == NULL)
+		{
+			ps->error = psprintf("an %s has no %s", type, type[0] == 'a' ? "items" : "values");
+			return NULL;
+		}
+		t->items = parse_type(ps, items, ns);
+		if (t->items == NULL)
+			return NULL;
+	}
+	else
+	{
+		t = parse_type(ps, typev, ns);
+		if (t == NULL)
+			return NULL;
+		if (t->kind <= AVT_STRING)
+			t = memcpy(new_type(t->kind), t, sizeof(AvroType));
+	}
+	apply_logical(t, obj);
+	return t;
+}
+
+static AvroType *
+parse_type(SchemaParse *ps, JsonbValue *v, const char *ns)
+{
+	AvroType   *t;
+
+	if (++ps->depth > AVRO_SCHEMA_MAX_DEPTH)
+	{
+		ps->error = psprintf("types nest deeper than %d levels", AVRO_SCHEMA_MAX_DEPTH);
+		return NULL;
+	}
+	if (v->type == jbvString)
+	{
+		char	   *name = json_string(v);
+
+		t = NULL;
+		for (int k = AVT_NULL; k <= AVT_STRING; k++)
+			if (strcmp(name, primitive_names[k]) == 0)
+				t = new_type((AvroKind) k);
+		if (t == NULL && (t = lookup_named(ps, name, ns)) == NULL)
+			ps->error = psprintf("unknown type \"%s\"", name);
+	}
+	else if (v->type == jbvBinary && JsonContainerIsArray(v->val.binary.data))
+	{
+		int			n = JsonContainerSize(v->val.binary.data);
+
+		t = new_type(AVT_UNION);
+		t->nfields = n;
+		t->types = palloc0(sizeof(AvroType *) * Max(n, 1));
+		for (int i = 0; i < n && t != NULL; i++)
+		{
+			t->types[i] = parse_type(ps, getIthJsonbValueFromContainer(v->val.binary.data, i), ns);
+			if (t->types[i] == NULL)
+				t = NULL;
+			else if (t->types[i]->kind == AVT_UNION)
+			{
+				ps->error = pstrdup("a union holds another union");
+				t = NULL;
+			}
+		}
+	}
+	else if (v->type == jbvBinary && JsonContainerIsObject(v->val.binary.data))
+		t = parse_object(ps, v, ns);
+	else
+	{
+		ps->error = pstrdup("a schema is a string, an array or an object");
+		t = NULL;
+	}
+	ps->depth--;
+	return t;
+}
+
+/*
+ * avro-c's verdict on the schema: NULL, or its error.  avro-c allocates
+ * with malloc; the schema is freed at once.
+ */
+static char *
+avro_c_check(const char *json, int len)
+{
+	avro_schema_t schema;
+
+	if (avro_schema_from_json_length(json, (size_t) len, &schema) != 0)
+	{
+		char	   *error = pstrdup(avro_strerror());
+		int			n = strlen(error);
+
+		/* avro-c ends its messages with a newline or a period */
+		while (n > 0 && (error[n - 1] == '\n' || error[n - 1] == '.'))
+			error[--n] = '\0';
+		return error;
+	}
+	avro_schema_decref(schema);
+	return NULL;
+}
+
+AvroType *
+avro_schema_parse(const char *json, int len, char **error)
+{
+	SchemaParse ps = {NIL, NULL, 0};
+	char	   *text = pnstrdup(json, len);
+	Jsonb	   *volatile jb = NULL;
+	JsonbValue	root;
+	AvroType   *t;
+	MemoryContext cxt = CurrentMemoryContext;
+
+	*error = avro_c_check(json, len);
+	if (*error != NULL)
+		return NULL;
+
+	/* avro-c has read it as JSON: jsonb_in fails only on an encoding error */
+	PG_TRY();
+	{
+		jb = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(text)));
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+
+		FlushErrorState();
+		*error = edata->message;
+	}
+	PG_END_TRY();
+	if (jb == NULL)
+		return NULL;
+
+	if (JB_ROOT_IS_SCALAR(jb))
+		root = *getIthJsonbValueFromContainer(&jb->root, 0);
+	else
+	{
+		root.type = jbvBinary;
+		root.val.binary.data = &jb->root;
+		root.val.binary.len = VARSIZE(jb) - VARHDRSZ;
+	}
+	t = parse_type(&ps, &root, NULL);
+	if (t == NULL)
+		*error = ps.error;
+	return t;
+}

@@ -1,0 +1,745 @@
+
+# 025_avro.pl: Avro sources, with a schema registry and with one writer
+# schema, against an Avro encoder and a schema registry written here.
+#
+# The messages are encoded by this file's own Avro binary encoder (zigzag
+# varints, IEEE floats, blocks, two's complement decimals), independent of
+# streamwin's decoder, and each row's expected values are written as plain
+# SQL over the numbers that were encoded (date '1970-01-01' + days, ...),
+# then compared as multisets with what streamwin's queries produce.  The
+# schema registry is a small HTTP server forked here (core Perl only),
+# which serves the schemas in its directory and can be told to fail (HTTP
+# 500), to hang, or to be gone; it logs every request.
+#
+#   1. every type mapping and logical type, in messages of three writer
+#      schema versions interleaved in one topic, decoded in one batch
+#      (evolution: fields added, dropped, reordered, promoted int -> long,
+#      float -> double, bytes -> string, a changed enum); the registry is
+#      asked once per schema id; the schemas are in streamwin.avro_schemas.
+#   2. bad messages as dead letters with their reasons: a wrong magic byte,
+#      a message too short, a truncated body, a union branch out of range,
+#      an id the registry does not have (404), a field of a type its
+#      column cannot hold; the good messages around them arrive.
+#   3. the registry failing (500), hanging (bounded by
+#      streamwin.schema_registry_timeout) and gone: run_batch fails with
+#      the error, no offsets move, nothing is dead-lettered; back: exact.
+#      The same with a running worker: the query shows the error, retries,
+#      and goes on exactly when the registry is back.
+#   4. a crash with the registry gone: an aggregation over the first topic,
+#      four batches in, restores its checkpoint and replays one, and a new
+#      query reads the whole topic: both decode every schema from the
+#      catalog, exactly, without a request.
+#   5. option avro_schema: plain Avro bodies of one writer schema.
+#   6. envelope upsert: Avro keys (a long, and a record, by their own
+#      writer schemas) and Avro values, tombstones, a key of an unknown
+#      schema; the result table against a Perl simulation of the upserts.
+#   7. envelope debezium: Debezium's Avro change events (c, r, u, d, with
+#      the row's record named again by reference, tombstones skipped, an
+#      unknown op and an update without "before" as dead letters); the
+#      result table against a Perl simulation of the changes.
+#   8. key metadata columns of an Avro source: the key decoded by its own
+#      writer schema (a long, a record) into a jsonb column, its bytes in a
+#      bytea column; a key that is not Avro is a dead letter.
+use strict;
+use warnings;
+use utf8;
+
+use IO::Socket::INET;
+use IO::Select;
+use JSON::PP;
+use Math::BigInt;
+use POSIX ();
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time usleep);
+use StreamwinTest;
+
+my $node = new_node('avro',
+	conf => "streamwin.schema_registry_timeout = 1000\n"
+	  . "streamwin.checkpoint_interval = 2\nstreamwin.checkpoint_min_interval = 0\n");
+my $broker = StreamwinTest::Broker->start(
+	topics => { types => 2, bad => 1, down => 1, live => 1, plain => 1, ups => 1, dbz => 1, keyed => 1 });
+my $brokers = $broker->bootstrap;
+my $json = JSON::PP->new->canonical->allow_nonref;
+srand(25);
+
+# ==== An Avro binary encoder ====================================================
+
+# A long or int: zigzag, then 7 bits a byte, least significant first
+sub zz
+{
+	my ($n) = @_;
+	my $u = $n >= 0 ? 2 * $n : -2 * $n - 1;
+	my $out = '';
+	while ($u >= 0x80)
+	{
+		$out .= chr(($u & 0x7f) | 0x80);
+		$u >>= 7;
+	}
+	return $out . chr($u);
+}
+sub av_bytes  { return zz(length $_[0]) . $_[0] }
+sub av_string { my $s = $_[0]; utf8::encode($s); return av_bytes($s) }
+sub av_float  { return pack('f<', $_[0]) }
+sub av_double { return pack('d<', $_[0]) }
+sub av_bool   { return $_[0] ? "\x01" : "\x00" }
+
+# An array or map: one block of items (already encoded), or with $sized the
+# block count negated and followed by its size in bytes, then the end block
+sub av_block
+{
+	my ($items, $sized) = @_;
+	return zz(0) unless @$items;
+	my $body = join('', @$items);
+	return ($sized ? zz(-@$items) . zz(length $body) : zz(scalar @$items)) . $body . zz(0);
+}
+
+# The unscaled value of a decimal as two's complement, big-endian, in
+# $size bytes (fixed) or in as few as hold it (bytes)
+sub av_decimal
+{
+	my ($unscaled, $size) = @_;
+	my $n = Math::BigInt->new($unscaled);
+	my $nbytes = $size;
+	if (!defined $nbytes)
+	{
+		$nbytes = 1;
+		$nbytes++ while Math::BigInt->new(2)->bpow(8 * $nbytes - 1)->bcmp($n->copy->babs) <= 0
+		  && !($n->is_neg && Math::BigInt->new(2)->bpow(8 * $nbytes - 1)->bcmp($n->copy->babs) == 0);
+	}
+	$n->badd(Math::BigInt->new(2)->bpow(8 * $nbytes)) if $n->is_neg;
+	my $hex = substr($n->as_hex, 2);
+	$hex = ('0' x (2 * $nbytes - length $hex)) . $hex;
+	return pack('H*', $hex);
+}
+
+# Confluent's wire format: magic byte 0, the schema id, the body
+sub confluent { my ($id, $body) = @_; return "\x00" . pack('N', $id) . $body }
+
+# ==== A schema registry ===========================================================
+
+my $regdir = PostgreSQL::Test::Utils::tempdir();
+my ($registry_pid, $registry_port);
+
+sub registry_mode
+{
+	my ($mode) = @_;
+	open my $fh, '>', "$regdir/mode.tmp" or die;
+	print $fh $mode;
+	close $fh;
+	rename "$regdir/mode.tmp", "$regdir/mode" or die;
+	return;
+}
+
+sub registry_schema
+{
+	my ($id, $schema) = @_;
+	open my $fh, '>', "$regdir/$id.json" or die;
+	print $fh $json->encode({ schema => $json->encode($schema) });
+	close $fh;
+	return;
+}
+
+# Requests the registry received for schema id $id
+sub registry_requests
+{
+	my ($id) = @_;
+	open my $fh, '<', "$regdir/requests" or return 0;
+	my $n = grep { /^\/schemas\/ids\/$id$/ } map { chomp; $_ } <$fh>;
+	close $fh;
+	return $n;
+}
+
+sub registry_serve
+{
+	my ($listen) = @_;
+	while (my $c = $listen->accept)
+	{
+		my $request = <$c> // '';
+		while (my $h = <$c>) { last if $h =~ /^\r?\n$/ }
+		my ($path) = $request =~ m{^GET (\S+) HTTP};
+		$path //= '';
+		open my $log, '>>', "$regdir/requests" or die;
+		print $log "$path\n";
+		close $log;
+		my $mode = do { local (@ARGV, $/) = ("$regdir/mode"); <> } // 'ok';
+		if ($mode eq 'hang')
+		{
+			# answer nothing until told otherwise
+			usleep(50_000) while (do { local (@ARGV, $/) = ("$regdir/mode"); <> }) eq 'hang';
+			close $c;
+			next;
+		}
+		my ($status, $body);
+		if ($mode eq '500')
+		{
+			($status, $body) = ('500 Internal Server Error', '{"error_code": 50001, "message": "store unavailable"}');
+		}
+		elsif ($path =~ m{^/schemas/ids/(\d+)$} && -f "$regdir/$1.json")
+		{
+			$status = '200 OK';
+			$body = do { local (@ARGV, $/) = ("$regdir/$1.json"); <> };
+		}
+		else
+		{
+			($status, $body) = ('404 Not Found', '{"error_code": 40403, "message": "Schema not found"}');
+		}
+		print $c "HTTP/1.1 $status\r\nContent-Type: application/vnd.schemaregistry.v1+json\r\n"
+		  . "Content-Length: " . length($body) . "\r\nConnection: close\r\n\r\n$body";
+		close $c;
+	}
+	return;
+}
+
+sub registry_start
+{
+	my $listen = IO::Socket::INET->new(
+		LocalAddr => '127.0.0.1', LocalPort => $registry_port // 0,
+		Listen => 16, ReuseAddr => 1) or die "registry: $!";
+	$registry_port = $listen->sockport;
+	registry_mode('ok');
+	$registry_pid = fork() // die "fork: $!";
+	if ($registry_pid == 0)
+	{
+		# never returns into the test: its END blocks would stop the broker
+		eval { registry_serve($listen) };
+		print STDERR "registry: $@" if $@;
+		POSIX::_exit(0);
+	}
+	close $listen;
+	note("schema registry (pid $registry_pid) at port $registry_port");
+	return;
+}
+
+sub registry_stop
+{
+	return unless $registry_pid;
+	kill 'KILL', $registry_pid;
+	waitpid($registry_pid, 0);
+	$registry_pid = undef;
+	return;
+}
+END { registry_stop() }
+
+registry_start();
+my $registry = "http://127.0.0.1:$registry_port";
+
+# ==== 1. Every type, three writer schemas in one batch ============================
+
+my @columns = (
+	[ i => 'int' ], [ l => 'bigint' ], [ p => 'bigint' ], [ f => 'float8' ],
+	[ d => 'float8' ], [ flag => 'boolean' ], [ s => 'text' ], [ b => 'bytea' ],
+	[ s2b => 'bytea' ], [ b2s => 'text' ], [ dt => 'date' ], [ tm => 'time' ],
+	[ tmu => 'time' ], [ ts => 'timestamptz' ], [ tsu => 'timestamptz' ],
+	[ lts => 'timestamp' ], [ ltsu => 'timestamp' ], [ dec => 'numeric(10,2)' ],
+	[ bigdec => 'numeric' ], [ u => 'uuid' ], [ uf => 'uuid' ], [ e => 'text' ],
+	[ fx => 'bytea' ], [ opt => 'bigint' ], [ ostr => 'text' ], [ rec => 'jsonb' ],
+	[ arr => 'jsonb' ], [ m => 'json' ], [ newf => 'text' ], [ absent => 'text' ]);
+my $coldefs = join(', ', map { "$_->[0] $_->[1]" } @columns);
+
+my $inner = { type => 'record', name => 'inner', fields => [
+	{ name => 'a', type => 'int' },
+	{ name => 'tags', type => { type => 'array', items => 'string' } },
+	{ name => 'w', type => [ 'null', 'double' ] } ] };
+my %field_type = (
+	i => 'int', l => 'long', p => 'int', f => 'float', d => 'double', flag => 'boolean',
+	s => 'string', b => 'bytes', s2b => 'string', b2s => 'bytes',
+	dt => { type => 'int', logicalType => 'date' },
+	tm => { type => 'int', logicalType => 'time-millis' },
+	tmu => { type => 'long', logicalType => 'time-micros' },
+	ts => { type => 'long', logicalType => 'timestamp-millis' },
+	tsu => { type => 'long', logicalType => 'timestamp-micros' },
+	lts => { type => 'long', logicalType => 'local-timestamp-millis' },
+	ltsu => { type => 'long', logicalType => 'local-timestamp-micros' },
+	dec => { type => 'bytes', logicalType => 'decimal', precision => 10, scale => 2 },
+	bigdec => { type => 'fixed', name => 'bigdec_t', size => 16, logicalType => 'decimal',
+		precision => 38, scale => 4 },
+	u => { type => 'string', logicalType => 'uuid' },
+	uf => { type => 'fixed', name => 'uuid_t', size => 16 },
+	e => { type => 'enum', name => 'color', symbols => [qw(red green blue)] },
+	fx => { type => 'fixed', name => 'four', size => 4 },
+	opt => [ 'null', 'long' ], ostr => [ 'string', 'null' ],
+	rec => $inner,
+	arr => { type => 'array', items => 'int' },
+	m => { type => 'map', values => 'long' },
+	extra => 'string');
+my @v1_fields = qw(i l p f d flag s b s2b b2s dt tm tmu ts tsu lts ltsu dec bigdec u uf e fx
+  opt ostr rec arr m extra);
+my $v1 = { type => 'record', name => 'ev', namespace => 'test.avro',
+	fields => [ map { { name => $_, type => $field_type{$_} } } @v1_fields ] };
+# v2: reordered, i and most others dropped, l written as int, d as float,
+# s as bytes, a new field newf
+my $v2 = { type => 'record', name => 'ev', namespace => 'test.avro', fields => [
+	{ name => 'newf', type => 'string' }, { name => 's', type => 'bytes' },
+	{ name => 'd', type => 'float' }, { name => 'l', type => 'int' },
+	{ name => 'ts', type => $field_type{ts} } ] };
+# v3: i nullable, the enum's symbols in another order and one more
+my $v3 = { type => 'record', name => 'ev', namespace => 'test.avro', fields => [
+	{ name => 'l', type => 'long' }, { name => 'i', type => [ 'null', 'int' ] },
+	{ name => 'e', type => { type => 'enum', name => 'color', symbols => [qw(blue red yellow)] } },
+	{ name => 's', type => 'string' } ] };
+registry_schema(1, $v1);
+registry_schema(2, $v2);
+registry_schema(3, $v3);
+
+sub lit { my ($s) = @_; $s =~ s/'/''/g; return "'$s'" }
+sub hexlit { return "'\\x" . unpack('H*', $_[0]) . "'::bytea" }
+sub dbl { return sprintf('%.17g', $_[0]) . '::float8' }
+sub rand_int { my ($lo, $hi) = @_; return $lo + int(rand($hi - $lo + 1)) }
+sub rand_text
+{
+	my @c = ('a' .. 'z', ' ', "'", '"', '\\', "\x{e9}", "\x{fc}", "\x{4e2d}");
+	return join('', map { $c[ rand @c ] } 1 .. rand_int(0, 12));
+}
+sub rand_ascii { return join('', map { ('a' .. 'z')[ rand 26 ] } 1 .. rand_int(0, 10)) }
+sub rand_bytes { return join('', map { chr(rand 256) } 1 .. rand_int(0, 8)) }
+sub uuid_bytes { return join('', map { chr(rand 256) } 1 .. 16) }
+sub uuid_text { my $h = unpack('H*', $_[0]); $h =~ s/^(.{8})(.{4})(.{4})(.{4})/$1-$2-$3-$4-/; return $h }
+# Microseconds as an interval of days, seconds and microseconds (each field
+# small enough for interval input)
+sub us_interval
+{
+	my ($us) = @_;
+	my $days = POSIX::floor($us / 86_400_000_000);
+	my $rem  = $us - $days * 86_400_000_000;
+	my $secs = int($rem / 1_000_000);
+	my $frac = $rem - $secs * 1_000_000;
+	return "(interval '$days days' + interval '$secs seconds' + interval '$frac microseconds')";
+}
+sub since_epoch { my ($type, $us) = @_; return "('1970-01-01 00:00:00'::$type + " . us_interval($us) . ')' }
+
+# One message of schema $v (1, 2, 3): its body, and the SQL of its row
+sub make_event
+{
+	my ($v) = @_;
+	my (%sql, $body);
+	if ($v == 1)
+	{
+		my %x;
+		$x{i} = rand_int(-2**31, 2**31 - 1);
+		$x{l} = rand_int(-2**52, 2**52);
+		$x{p} = rand_int(-2**31, 2**31 - 1);
+		$x{f} = unpack('f<', pack('f<', rand(2000) - 1000));
+		$x{d} = rand(1e6) - 5e5;
+		$x{flag} = rand() < 0.5 ? 1 : 0;
+		$x{s} = rand_text();
+		$x{b} = rand_bytes();
+		$x{s2b} = rand_text();
+		$x{b2s} = rand_ascii();
+		$x{dt} = rand_int(-100000, 100000);
+		$x{tm} = rand_int(0, 86_399_999);
+		$x{tmu} = rand_int(0, 86_399_999_999);
+		$x{ts} = rand_int(-2e12, 4e12);
+		$x{tsu} = $x{ts} * 1000 + rand_int(0, 999);
+		$x{lts} = rand_int(-2e12, 4e12);
+		$x{ltsu} = $x{lts} * 1000 + rand_int(0, 999);
+		$x{dec} = rand_int(-99_999_999, 99_999_999);
+		$x{bigdec} = (rand() < 0.5 ? '-' : '') . join('', map { int(rand 10) } 1 .. rand_int(1, 37));
+		$x{u} = uuid_bytes();
+		$x{uf} = uuid_bytes();
+		$x{e} = rand_int(0, 2);
+		$x{fx} = join('', map { chr(rand 256) } 1 .. 4);
+		$x{opt} = rand() < 0.3 ? undef : rand_int(-1e15, 1e15);
+		$x{ostr} = rand() < 0.3 ? undef : rand_text();
+		my @tags = map { rand_text() } 1 .. rand_int(0, 3);
+		my $w = rand() < 0.5 ? undef : rand_int(-100, 100) / 4;
+		my $a = rand_int(-1000, 1000);
+		my @arr = map { rand_int(-2**31, 2**31 - 1) } 1 .. rand_int(0, 5);
+		my %m = map { rand_ascii() . $_ => rand_int(-1e12, 1e12) } 1 .. rand_int(0, 3);
+
+		$body = zz($x{i}) . zz($x{l}) . zz($x{p}) . av_float($x{f}) . av_double($x{d})
+		  . av_bool($x{flag}) . av_string($x{s}) . av_bytes($x{b}) . av_string($x{s2b})
+		  . av_bytes($x{b2s}) . zz($x{dt}) . zz($x{tm}) . zz($x{tmu}) . zz($x{ts}) . zz($x{tsu})
+		  . zz($x{lts}) . zz($x{ltsu}) . av_bytes(av_decimal($x{dec}))
+		  . av_decimal($x{bigdec}, 16) . av_string(uuid_text($x{u})) . $x{uf} . zz($x{e})
+		  . $x{fx} . (defined $x{opt} ? zz(1) . zz($x{opt}) : zz(0))
+		  . (defined $x{ostr} ? zz(0) . av_string($x{ostr}) : zz(1))
+		  . zz($a) . av_block([ map { av_string($_) } @tags ]) . (defined $w ? zz(1) . av_double($w) : zz(0))
+		  . av_block([ map { zz($_) } @arr ], rand() < 0.5)
+		  . av_block([ map { av_string($_) . zz($m{$_}) } sort keys %m ])
+		  . av_string(rand_text());
+
+		%sql = (
+			i => $x{i}, l => $x{l}, p => $x{p}, f => dbl($x{f}), d => dbl($x{d}),
+			flag => $x{flag} ? 'true' : 'false', s => lit($x{s}), b => hexlit($x{b}),
+			s2b => do { my $t = $x{s2b}; utf8::encode($t); hexlit($t) }, b2s => lit($x{b2s}),
+			dt => "('1970-01-01'::date + $x{dt})",
+			tm => "('00:00'::time + " . us_interval($x{tm} * 1000) . ')',
+			tmu => "('00:00'::time + " . us_interval($x{tmu}) . ')',
+			ts => since_epoch('timestamptz', $x{ts} * 1000), tsu => since_epoch('timestamptz', $x{tsu}),
+			lts => since_epoch('timestamp', $x{lts} * 1000), ltsu => since_epoch('timestamp', $x{ltsu}),
+			# the unscaled value with its exponent: numeric_in is exact
+			dec => "'$x{dec}e-2'::numeric", bigdec => "'$x{bigdec}e-4'::numeric",
+			u => lit(uuid_text($x{u})) . '::uuid', uf => lit(uuid_text($x{uf})) . '::uuid',
+			e => lit((qw(red green blue))[ $x{e} ]), fx => hexlit($x{fx}),
+			opt => $x{opt} // 'NULL', ostr => defined $x{ostr} ? lit($x{ostr}) : 'NULL',
+			rec => lit($json->encode({ a => $a, tags => \@tags, w => $w })) . '::jsonb',
+			arr => lit($json->encode(\@arr)) . '::jsonb',
+			m => lit($json->encode(\%m)) . '::jsonb');
+	}
+	elsif ($v == 2)
+	{
+		my ($newf, $s, $l) = (rand_text(), rand_ascii(), rand_int(-2**31, 2**31 - 1));
+		my $d = unpack('f<', pack('f<', rand(100)));
+		my $ts = rand_int(0, 2e12);
+		$body = av_string($newf) . av_bytes($s) . av_float($d) . zz($l) . zz($ts);
+		%sql = (newf => lit($newf), s => lit($s), d => dbl($d), l => $l,
+			ts => since_epoch('timestamptz', $ts * 1000));
+	}
+	else
+	{
+		my ($l, $i, $e, $s) = (rand_int(-1e15, 1e15), rand() < 0.3 ? undef : rand_int(-1000, 1000),
+			rand_int(0, 2), rand_text());
+		$body = zz($l) . (defined $i ? zz(1) . zz($i) : zz(0)) . zz($e) . av_string($s);
+		%sql = (l => $l, i => $i // 'NULL', e => lit((qw(blue red yellow))[$e]), s => lit($s));
+	}
+	return (confluent($v, $body),
+		'(' . join(', ', map { '(' . ($sql{ $_->[0] } // 'NULL') . ")::$_->[1]" } @columns) . ')');
+}
+
+my (@messages, @want);
+for my $n (1 .. 240)
+{
+	my $v = (1, 1, 2, 3)[ $n % 4 ];
+	my ($payload, $row) = make_event($v);
+	push @messages, [ $n % 2, $payload ];
+	push @want, $row;
+}
+$broker->produce('types', \@messages, hex => 1);
+my $names = join(', ', map { $_->[0] } @columns);
+my $want_sql = "SELECT * FROM (VALUES\n" . join(",\n", @want) . ") AS w($names)";
+my $got_cols = join(', ', map { $_->[0] eq 'm' ? 'm::jsonb AS m' : $_->[0] } @columns);
+
+psql_ok($node, qq{
+SELECT streamwin.create_kafka_source('avro_types', '$brokers', 'types', '$coldefs', 'avro',
+    '{"schema_registry": "$registry"}');
+SELECT streamwin.create_query('avro_rows', 'SELECT * FROM avro_types', start => false);
+}, 'an Avro source with a schema registry and a transform over it');
+my $r = run_json($node, "run_batch('avro_rows')");
+is($r->{input_rows}, 240, 'three writer schemas in one batch');
+is($r->{dead_letters}, 0, 'no dead letters');
+results_match($node, "SELECT $got_cols FROM avro_rows",
+	"SELECT $got_cols FROM ($want_sql) w", 'every type, logical type and promotion: exact')
+  or do
+{
+	# which columns differ
+	for my $c (map { $_->[0] } @columns)
+	{
+		my $expr = $c eq 'm' ? 'm::jsonb' : $c;
+		results_match($node, "SELECT $expr FROM avro_rows", "SELECT $expr FROM ($want_sql) w",
+			"column $c");
+	}
+};
+is(join(',', map { registry_requests($_) } 1 .. 3), '1,1,1', 'the registry is asked once per schema id');
+is($node->safe_psql('postgres', q{
+SELECT string_agg(schema_id::text, ',' ORDER BY schema_id) FROM streamwin.avro_schemas
+ WHERE source_id = (SELECT source_id FROM streamwin.source_catalog WHERE name = 'avro_types')}),
+	'1,2,3', 'the schemas are kept in streamwin.avro_schemas');
+my $missing = query_json($node, q{SELECT missing_keys FROM streamwin.progress WHERE query = 'avro_rows'});
+is_deeply([ @$missing{qw(i newf absent b)} ], [ 60, 180, 240, 120 ],
+	'columns a writer schema lacks are NULL and counted as missing');
+
+# ==== 2. Dead letters ============================================================
+
+# v4: a field whose type its column cannot hold
+registry_schema(4, { type => 'record', name => 'ev', fields => [ { name => 'i', type => 'string' } ] });
+my @bad_cols = ([ i => 'int' ], [ s => 'text' ]);
+registry_schema(5, { type => 'record', name => 'ok', fields => [
+	{ name => 'i', type => 'int' }, { name => 's', type => [ 'null', 'string' ] } ] });
+my $good5 = sub { my ($i, $s) = @_; return confluent(5, zz($i) . zz(1) . av_string($s)) };
+my @bad = (
+	[ $good5->(1, 'one'),                       undef ],
+	[ "\x01" . substr(confluent(5, zz(2)), 1),  qr/wrong magic byte 0x01/ ],
+	[ "\x00\x00\x05",                           qr/message too short for the Confluent Avro format: 3 bytes/ ],
+	[ substr($good5->(3, 'three'), 0, 9),       qr/truncated at byte/ ],
+	[ confluent(5, zz(4) . zz(7)),              qr/union branch 7 out of range at byte 6/ ],
+	[ confluent(99, zz(5)),                     qr/Avro writer schema 99 is not in the schema registry/ ],
+	[ confluent(4, av_string('x')),             qr/field "i" of type string cannot be read into column "i" of type integer \(writer schema 4\)/ ],
+	[ $good5->(6, 'six') . "\x00",              qr/1 bytes after the end of the Avro record/ ],
+	[ confluent(5, zz(2**31) . zz(0)),          qr/Avro int out of range/ ],
+	[ $good5->(8, 'eight'),                     undef ]);
+$broker->produce('bad', [ map { $_->[0] } @bad ], hex => 1);
+psql_ok($node, qq{
+SELECT streamwin.create_kafka_source('avro_bad', '$brokers', 'bad', 'i int, s text', 'avro',
+    '{"schema_registry": "$registry"}');
+SELECT streamwin.create_query('avro_bad_rows', 'SELECT * FROM avro_bad', start => false);
+}, 'a source for bad messages');
+$r = run_json($node, "run_batch('avro_bad_rows')");
+is($r->{dead_letters}, 8, 'eight dead letters');
+results_match($node, 'SELECT i, s FROM avro_bad_rows', q{VALUES (1, 'one'), (8, 'eight')},
+	'the good messages around them arrive');
+my %dead = map { my ($o, $e) = split /\t/; ($o => $e) } split /\n/, $node->safe_psql('postgres',
+	q{SELECT "offset", error FROM streamwin.dead_letters WHERE source = 'avro_bad'},
+	extra_params => [ '-F', "\t" ]);
+for my $o (0 .. $#bad)
+{
+	next unless $bad[$o][1];
+	like($dead{$o} // '(none)', $bad[$o][1], "dead letter at offset $o says why");
+}
+is(registry_requests(99), 1, 'the id the registry lacks is asked for once in the batch');
+is($node->safe_psql('postgres', q{SELECT payload = '\x000005'::bytea FROM streamwin.dead_letters
+ WHERE source = 'avro_bad' AND "offset" = 2}), 't', 'a dead letter keeps the binary payload');
+
+# ==== 3. The registry failing ====================================================
+
+registry_schema(6, { type => 'record', name => 'd', fields => [ { name => 'n', type => 'long' } ] });
+$broker->produce('down', [ map { confluent(6, zz($_)) } 1 .. 20 ], hex => 1);
+psql_ok($node, qq{
+SELECT streamwin.create_kafka_source('avro_down', '$brokers', 'down', 'n bigint', 'avro',
+    '{"schema_registry": "$registry"}');
+SELECT streamwin.create_query('avro_down_rows', 'SELECT n FROM avro_down', start => false);
+}, 'a source whose registry fails');
+my $nothing_moved = q{
+SELECT (SELECT count(*) FROM streamwin.query_offsets o JOIN streamwin.query_catalog q USING (query_id)
+         WHERE q.name = 'avro_down_rows' AND o.next_offset > 0)
+     + (SELECT count(*) FROM avro_down_rows)
+     + (SELECT count(*) FROM streamwin.dead_letters WHERE source = 'avro_down')
+     + (SELECT count(*) FROM streamwin.avro_schemas WHERE schema_id = 6)};
+registry_mode('500');
+fails_like($node, "SELECT streamwin.run_batch('avro_down_rows')",
+	qr/could not fetch Avro schema 6 from the schema registry.*\n.*HTTP 500: .*store unavailable/,
+	'registry answering 500: the batch fails with the error');
+is($node->safe_psql('postgres', $nothing_moved), '0', '... no offset moved, nothing dead-lettered or kept');
+registry_mode('hang');
+my $t0 = time;
+fails_like($node, "SELECT streamwin.run_batch('avro_down_rows')",
+	qr/could not fetch Avro schema 6 from the schema registry.*\n.*(timed out|Timeout)/i,
+	'registry hanging: the batch fails with a timeout');
+ok(time - $t0 < 10, 'the request is bounded by streamwin.schema_registry_timeout');
+registry_mode('ok');
+registry_stop();
+fails_like($node, "SELECT streamwin.run_batch('avro_down_rows')",
+	qr/could not fetch Avro schema 6 from the schema registry.*\n.*(refused|connect)/i,
+	'registry gone: the batch fails');
+is($node->safe_psql('postgres', $nothing_moved), '0', '... no offset moved, nothing dead-lettered or kept');
+registry_start();
+$r = run_json($node, "run_batch('avro_down_rows')");
+results_match($node, 'SELECT n FROM avro_down_rows', 'SELECT generate_series(1, 20)::bigint',
+	'registry back: exact');
+
+# ... and with a worker: the query shows the error and goes on when it is back
+registry_schema(7, { type => 'record', name => 'd', fields => [ { name => 'n', type => 'long' } ] });
+psql_ok($node, qq{
+SELECT streamwin.create_kafka_source('avro_live', '$brokers', 'live', 'n bigint', 'avro',
+    '{"schema_registry": "$registry"}');
+SELECT streamwin.create_query('avro_live_rows', 'SELECT n FROM avro_live', trigger_interval => '100 ms');
+}, 'a running query');
+$broker->produce('live', [ map { confluent(6, zz($_)) } 1 .. 10 ], hex => 1);
+wait_results_match($node, 'SELECT n FROM avro_live_rows', 'SELECT generate_series(1, 10)::bigint',
+	'the worker decodes schema 6 (kept by another source: fetched for this one)');
+registry_mode('500');
+$broker->produce('live', [ map { confluent(7, zz($_)) } 11 .. 30 ], hex => 1);
+wait_until($node, q{SELECT last_error LIKE 'could not fetch Avro schema 7%' FROM streamwin.queries
+ WHERE name = 'avro_live_rows'}, 't', 'the query shows the registry error');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM avro_live_rows}), '10',
+	'... and its batch is not committed');
+registry_mode('ok');
+wait_results_match($node, 'SELECT n FROM avro_live_rows', 'SELECT generate_series(1, 30)::bigint',
+	'registry back: the worker goes on exactly');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM streamwin.dead_letters WHERE source = 'avro_live'}),
+	'0', 'nothing was dead-lettered');
+psql_ok($node, q{SELECT streamwin.stop_query('avro_live_rows')}, 'stop the worker');
+
+# ==== 6. Upserts with Avro keys and values ========================================
+
+registry_schema(10, 'long');
+registry_schema(11, { type => 'record', name => 'key', fields => [ { name => 'id', type => 'long' } ] });
+registry_schema(12, { type => 'record', name => 'row', fields => [
+	{ name => 'id', type => 'long' }, { name => 'name', type => 'string' },
+	{ name => 'amount', type => { type => 'bytes', logicalType => 'decimal', precision => 10, scale => 2 } } ] });
+my (@ups, %table, @ups_dead);
+for my $n (0 .. 79)
+{
+	my $id = rand_int(1, 15);
+	# the key as a long (schema 10) or as a record of it (schema 11): the same bytes after the id
+	my $key = confluent($n % 2 ? 10 : 11, zz($id));
+	if ($n == 40)
+	{
+		# key and value of a schema the registry lacks
+		push @ups, [ 0, confluent(98, zz($id)), confluent(98, zz(-1)) ];
+		push @ups_dead, $n;
+		next;
+	}
+	if (rand() < 0.2)
+	{
+		push @ups, [ 0, $key, undef ];
+		delete $table{$id};
+		next;
+	}
+	my ($name, $cents) = (rand_text(), rand_int(-99_999_999, 99_999_999));
+	# the value's id is not the key's: the key wins
+	push @ups, [ 0, $key, confluent(12, zz($id + 1000) . av_string($name) . av_bytes(av_decimal($cents))) ];
+	$table{$id} = [ $name, $cents ];
+}
+$broker->produce('ups', \@ups, keys => 1, hex => 1);
+psql_ok($node, qq{
+SELECT streamwin.create_kafka_source('avro_ups', '$brokers', 'ups', 'id bigint, name text, amount numeric(10,2)',
+    'avro', '{"schema_registry": "$registry", "envelope": "upsert", "key_columns": ["id"]}');
+SELECT streamwin.create_query('avro_ups_rows', 'SELECT id, name, amount FROM avro_ups', start => false);
+}, 'an upsert source of Avro keys and values');
+run_json($node, "run_available('avro_ups_rows')");
+results_match($node, 'SELECT id, name, amount FROM avro_ups_rows',
+	%table
+	? 'VALUES ' . join(', ', map { "($_, " . lit($table{$_}[0]) . ", '$table{$_}[1]e-2'::numeric)" } sort { $a <=> $b } keys %table)
+	: 'SELECT NULL::bigint, NULL::text, NULL::numeric WHERE false',
+	'upserts and deletes by Avro keys: the table the messages make');
+like($node->safe_psql('postgres', q{SELECT string_agg("offset" || ': ' || error, '; ') FROM streamwin.dead_letters
+ WHERE source = 'avro_ups'}), qr/^40: Avro writer schema 98 is not in the schema registry$/,
+	'a message of a schema the registry lacks is a dead letter');
+is(registry_requests(98), 1, '... asked for once in its batch, for the value and the key');
+
+# ==== 7. Debezium change events in Avro ===========================================
+
+my $dbz_value = { type => 'record', name => 'Value', fields => [
+	{ name => 'id', type => 'long' }, { name => 'name', type => 'string' },
+	{ name => 'amount', type => { type => 'bytes', logicalType => 'decimal', precision => 10, scale => 2 } } ] };
+registry_schema(20, { type => 'record', name => 'Envelope', namespace => 'dbz.shop.orders', fields => [
+	{ name => 'before', type => [ 'null', $dbz_value ] },
+	{ name => 'after', type => [ 'null', 'Value' ] },
+	{ name => 'source', type => { type => 'record', name => 'Source', fields => [
+		{ name => 'connector', type => 'string' }, { name => 'ts_ms', type => 'long' } ] } },
+	{ name => 'op', type => 'string' },
+	{ name => 'ts_ms', type => [ 'null', 'long' ] } ] });
+sub dbz_image { my ($row) = @_; return defined $row ? zz(1) . zz($row->[0]) . av_string($row->[1]) . av_bytes(av_decimal($row->[2])) : zz(0) }
+sub dbz_event
+{
+	my ($op, $before, $after) = @_;
+	return confluent(20, dbz_image($before) . dbz_image($after) . av_string('postgresql')
+		  . zz(1_700_000_000_000) . av_string($op) . zz(1) . zz(1_700_000_000_123));
+}
+my (@dbz, %dbz_rows, %dbz_dead);
+for my $n (0 .. 99)
+{
+	my $id = rand_int(1, 12);
+	my $key = confluent(10, zz($id));
+	# (the offset of a message is its index: one partition)
+	if ($n == 30)
+	{
+		$dbz_dead{ scalar @dbz } = qr/^unknown Debezium op "x"/;
+		push @dbz, [ 0, $key, dbz_event('x', undef, [ $id, 'x', 1 ]) ];
+		next;
+	}
+	if ($n == 60)
+	{
+		$dbz_dead{ scalar @dbz } = qr/^Debezium event with op "u" has no "before" row$/;
+		push @dbz, [ 0, $key, dbz_event('u', undef, [ $id, 'x', 1 ]) ];
+		next;
+	}
+	my $new = [ $id, rand_text(), rand_int(-99_999_999, 99_999_999) ];
+	if (!$dbz_rows{$id})
+	{
+		push @dbz, [ 0, $key, dbz_event($n % 3 ? 'c' : 'r', undef, $new) ];
+		$dbz_rows{$id} = $new;
+	}
+	elsif (rand() < 0.3)
+	{
+		push @dbz, [ 0, $key, dbz_event('d', $dbz_rows{$id}, undef) ], [ 0, $key, undef ];
+		delete $dbz_rows{$id};
+	}
+	else
+	{
+		push @dbz, [ 0, $key, dbz_event('u', $dbz_rows{$id}, $new) ];
+		$dbz_rows{$id} = $new;
+	}
+}
+$broker->produce('dbz', \@dbz, keys => 1, hex => 1);
+psql_ok($node, qq{
+SELECT streamwin.create_kafka_source('avro_dbz', '$brokers', 'dbz', 'id bigint, name text, amount numeric(10,2)',
+    'avro', '{"schema_registry": "$registry", "envelope": "debezium", "key_columns": ["id"]}');
+SELECT streamwin.create_query('avro_dbz_rows', 'SELECT id, name, amount FROM avro_dbz', start => false);
+}, 'a Debezium source of Avro change events');
+run_json($node, "run_available('avro_dbz_rows')");
+results_match($node, 'SELECT id, name, amount FROM avro_dbz_rows',
+	%dbz_rows
+	? 'VALUES ' . join(', ', map { "($_, " . lit($dbz_rows{$_}[1]) . ", '$dbz_rows{$_}[2]e-2'::numeric)" } sort { $a <=> $b } keys %dbz_rows)
+	: 'SELECT NULL::bigint, NULL::text, NULL::numeric WHERE false',
+	'inserts, updates and deletes of Avro change events: the table they make');
+my %dbz_got = map { my ($o, $e) = split /\t/; ($o => $e) } split /\n/, $node->safe_psql('postgres',
+	q{SELECT "offset", error FROM streamwin.dead_letters WHERE source = 'avro_dbz'},
+	extra_params => [ '-F', "\t" ]);
+is(join(',', sort { $a <=> $b } keys %dbz_got), join(',', sort { $a <=> $b } keys %dbz_dead),
+	'two dead letters, at their offsets');
+like($dbz_got{$_} // '(none)', $dbz_dead{$_}, "dead letter at offset $_ says why") for sort { $a <=> $b } keys %dbz_dead;
+
+# ==== 8. Key metadata columns =====================================================
+
+my (@keyed, @keyed_want);
+for my $n (0 .. 11)
+{
+	my $name = "n$n";
+	my $value = confluent(12, zz($n) . av_string($name) . av_bytes(av_decimal($n)));
+	my ($key, $kjson) = $n % 3 == 0 ? (confluent(10, zz(1000 + $n)), 1000 + $n)
+	  : $n % 3 == 1 ? (confluent(11, zz($n)), qq({"id": $n}))
+	  : (undef, undef);
+	if ($n == 5)
+	{
+		($key, $kjson) = ("\x07key-5", undef);
+		push @keyed, [ 0, $key, $value ];
+		next;
+	}
+	push @keyed, [ 0, $key, $value ];
+	push @keyed_want, '(' . join(', ', lit($name), defined $kjson ? lit($kjson) . '::jsonb' : 'NULL::jsonb',
+			defined $key ? hexlit($key) : 'NULL::bytea') . ')';
+}
+$broker->produce('keyed', \@keyed, keys => 1, hex => 1);
+psql_ok($node, qq{
+SELECT streamwin.create_kafka_source('avro_keyed', '$brokers', 'keyed', 'name text, k jsonb, kb bytea',
+    'avro', '{"schema_registry": "$registry", "metadata": {"k": "key", "kb": "key"}}');
+SELECT streamwin.create_query('avro_keyed_rows', 'SELECT name, k, kb FROM avro_keyed', start => false);
+}, 'an Avro source with key metadata columns');
+run_json($node, "run_available('avro_keyed_rows')");
+results_match($node, 'SELECT name, k, kb FROM avro_keyed_rows', 'VALUES ' . join(', ', @keyed_want),
+	'keys decoded by their writer schemas into jsonb, and as bytes into bytea');
+is($node->safe_psql('postgres', q{SELECT "offset" || ': ' || error FROM streamwin.dead_letters WHERE source = 'avro_keyed'}),
+	'5: message key: wrong magic byte 0x07: not the Confluent Avro format', 'a key that is not Avro is a dead letter');
+
+# ==== 4. A restart with the registry gone ========================================
+
+psql_ok($node, qq{
+SELECT streamwin.create_kafka_source('avro_types50', '$brokers', 'types', '$coldefs', 'avro',
+    '{"schema_registry": "$registry", "max_records_per_batch": 50}');
+SELECT streamwin.create_query('avro_agg', 'SELECT e, count(*) AS n, sum(l) AS s FROM avro_types50 GROUP BY e',
+    output_mode => 'update', start => false);
+}, 'an aggregation over the first topic');
+# batches of 50, each in its own transaction: checkpoints after the first
+# and the third, the fourth after them
+run_json($node, "run_batch('avro_agg')") for 1 .. 4;
+registry_stop();
+my $requests_before = join(',', map { registry_requests($_) } 1 .. 3);
+$node->stop('immediate');
+$node->start;
+$r = run_json($node, "run_batch('avro_agg')");
+ok($r->{replayed} && $node->log_contains('query "avro_agg" lost its state in a crash; restoring the checkpoint'),
+	'after a crash with the registry gone, the aggregation restores its checkpoint and replays')
+  or diag(explain $r);
+run_json($node, "run_available('avro_agg')");
+results_match($node, 'SELECT e, n, s FROM avro_agg',
+	"SELECT e, count(*), sum(l) FROM ($want_sql) w GROUP BY e", '... and goes on exactly');
+psql_ok($node, q{
+SELECT streamwin.create_query('avro_rows_again', 'SELECT * FROM avro_types', start => false);
+}, 'a new query over the first topic');
+$r = run_json($node, "run_available('avro_rows_again')");
+is($r->{input_rows}, 240, 'it reads every message');
+results_match($node, "SELECT $got_cols FROM avro_rows_again",
+	"SELECT $got_cols FROM ($want_sql) w", 'decoded exactly from the schemas in the catalog');
+is(join(',', map { registry_requests($_) } 1 .. 3), $requests_before, 'without asking the registry');
+
+# ==== 5. Option avro_schema: plain bodies =========================================
+
+my $plain = { type => 'record', name => 'p', fields => [
+	{ name => 'k', type => 'string' }, { name => 'v', type => [ 'null', 'double' ] } ] };
+my @plain_rows = map { [ "k$_", $_ % 3 ? $_ / 4 : undef ] } 1 .. 12;
+$broker->produce('plain', [ map { av_string($_->[0]) . (defined $_->[1] ? zz(1) . av_double($_->[1]) : zz(0)) }
+	  @plain_rows ], hex => 1);
+my $plain_json = $json->encode($plain);
+psql_ok($node, qq{
+SELECT streamwin.create_kafka_source('avro_plain', '$brokers', 'plain', 'k text, v float8', 'avro',
+    jsonb_build_object('avro_schema', '$plain_json'::jsonb));
+SELECT streamwin.create_query('avro_plain_rows', 'SELECT * FROM avro_plain', start => false);
+}, 'a source of plain Avro bodies of one writer schema');
+run_json($node, "run_available('avro_plain_rows')");
+results_match($node, 'SELECT k, v FROM avro_plain_rows',
+	'VALUES ' . join(', ', map { "('$_->[0]', " . ($_->[1] // 'NULL') . '::float8)' } @plain_rows),
+	'plain bodies: exact');
+
+done_testing();
