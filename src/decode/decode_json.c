@@ -33,7 +33,7 @@
 #include "postgres.h"
 
 #include "mb/pg_wchar.h"
-
+#include "decode_bytes.h"
 #include "decode_json.h"
 
 /* JSON nesting deeper than this is rejected (never recursed into) */
@@ -110,6 +110,31 @@ skip_space(const char *p, const char *end)
 }
 
 /*
+ * The first byte at or after q (before end) that stops a string scan: '"',
+ * '\\' or a control character (CC_STRSTOP); end if there is none.  Strings
+ * are most of a message's bytes, so they are searched a word at a time
+ * (decode_bytes.h), the last few bytes one by one.
+ */
+static inline const char *
+string_stop(const char *q, const char *end)
+{
+#ifdef DECODE_WORDWISE
+	while (end - q >= 8)
+	{
+		uint64		v = bytes_load8(q);
+		uint64		stops = bytes_equal(v, '"') | bytes_equal(v, '\\') | bytes_below(v, 0x20);
+
+		if (stops != 0)
+			return q + bytes_first(stops);
+		q += 8;
+	}
+#endif
+	while (q < end && !(json_cc[(unsigned char) *q] & CC_STRSTOP))
+		q++;
+	return q;
+}
+
+/*
  * decode_json_init
  *		Prepare a decoder for the JSON format: the character class table
  *		(once per process) and the hash table that maps keys to columns.
@@ -158,12 +183,52 @@ decode_json_init(DecodeState *state)
 		DecodeColumn *column = &state->columns[i];
 		uint32		h;
 
+		column->plain_key = true;
+		for (int j = 0; j < column->namelen; j++)
+			if (json_cc[(unsigned char) column->name[j]] & CC_STRSTOP)
+				column->plain_key = false;
+
 		h = key_hash(column->name, column->namelen) & state->keyhash_mask;
 
 		while (state->keyhash[h] >= 0)
 			h = (h + 1) & state->keyhash_mask;
 		state->keyhash[h] = i;
 	}
+}
+
+/*
+ * match_next_key
+ *		The member key at p, if it is the name of column next written as it
+ *		is (no escapes), followed by ':': *col = next, *key and *keylen its
+ *		text, and the position of the value (whitespace skipped) returned.
+ *		Otherwise *col stays -1 and p is returned, for scan_member_key.
+ *
+ * Producers write keys in the order of the columns nearly always, so most
+ * keys are found by one comparison with the name expected, without
+ * scanning the key as a string first or hashing it.  A name that needs
+ * escaping in JSON (plain_key false) is left to the general path, so that
+ * a match here is always the match scan_member_key and match_key make.
+ */
+static inline const char *
+match_next_key(DecodeState *state, const char *p, const char *end, int next,
+			   const char **key, int *keylen, int *col)
+{
+	DecodeColumn *column = &state->columns[next];
+	int			len = column->namelen;
+	const char *q;
+
+	if (!column->plain_key || end - p < len + 2 || p[0] != '"' || p[len + 1] != '"')
+		return p;
+	for (int i = 0; i < len; i++)
+		if (p[i + 1] != column->name[i])
+			return p;
+	q = skip_space(p + len + 2, end);
+	if (q >= end || *q != ':')
+		return p;
+	*key = p + 1;
+	*keylen = len;
+	*col = next;
+	return skip_space(q + 1, end);
 }
 
 /*
@@ -231,15 +296,46 @@ scan_object(DecodeState *state, const char *payload, int len, int nnames,
 			uint8		kind;
 			int			col;
 
-			p = scan_member_key(&scan, p, &key, &keylen, &escaped);
-			if (p == NULL)
-				return scan.error;
+			col = -1;
+			if (names == NULL && next < state->ncolumns)
+				p = match_next_key(state, p, end, next, &key, &keylen, &col);
+			if (col >= 0)
+			{
+				next = col + 1;
+				escaped = false;
+			}
+			else
+			{
+				p = scan_member_key(&scan, p, &key, &keylen, &escaped);
+				if (p == NULL)
+					return scan.error;
+			}
 			value = p;
-			p = scan_value(&scan, p, &kind);
+
+			/*
+			 * Strings and numbers directly: scan_value would take the same
+			 * steps after a dispatch and the set-up for nested values.
+			 */
+			if (p < end && *p == '"')
+			{
+				bool		value_escaped;
+
+				p = scan_string(&scan, p, &value_escaped);
+				kind = value_escaped ? DJ_STRING_ESCAPED : DJ_STRING;
+			}
+			else if (p < end && (*p == '-' || (json_cc[(unsigned char) *p] & CC_DIGIT)))
+			{
+				p = scan_number(&scan, p);
+				kind = DJ_NUMBER;
+			}
+			else
+				p = scan_value(&scan, p, &kind);
 			if (p == NULL)
 				return scan.error;
 
-			if (!escaped)
+			if (col >= 0)
+				 /* matched by match_next_key */ ;
+			else if (!escaped)
 				col = names == NULL ? match_key(state, key, keylen, &next) :
 					match_name(names, nnames, key, keylen);
 			else
@@ -758,8 +854,7 @@ scan_string(JsonScan *scan, const char *p, bool *escaped)
 	*escaped = false;
 	for (;;)
 	{
-		while (q < end && !(json_cc[(unsigned char) *q] & CC_STRSTOP))
-			q++;
+		q = string_stop(q, end);
 		if (q >= end)
 			return json_error(scan, p, "unterminated string");
 		if (*q == '"')

@@ -47,6 +47,9 @@ typedef struct DecodeColumn
 	Oid			typioparam;
 	int32		typmod;
 	bool		is_json;		/* json, jsonb, or a domain over them */
+	bool		plain_key;		/* JSON: the name is written as it is in a
+								 * key (has no '"', '\\' or control
+								 * character) */
 	DecodeFastPath fast;		/* how decode_input may skip the input
 								 * function */
 	FmgrInfo	inproc;			/* the type's input function */
