@@ -138,8 +138,14 @@ decode_input(DecodeState *state, DecodeColumn *column,
 				}
 				break;
 			case DECODE_FAST_TEXT:
-				/* what textin makes of it; the payload holds no NUL byte */
-				return PointerGetDatum(cstring_to_text_with_len(chars, len));
+				{
+					/* what textin makes of it; the payload holds no NUL byte */
+					text	   *t = (text *) palloc(len + VARHDRSZ);
+
+					SET_VARSIZE(t, len + VARHDRSZ);
+					memcpy(VARDATA(t), chars, len);
+					return PointerGetDatum(t);
+				}
 		}
 	}
 
@@ -256,25 +262,14 @@ parse_short_decimal(const char *s, int len, int maxdigits, int maxscale,
 	return true;
 }
 
-/* n decimal digits at *p, advancing it; false if there are not n */
-static bool
-iso_digits(const char **p, const char *end, int n, int *value)
+/* the value of the two decimal digits at p, or -1 */
+static inline int
+two_digits(const char *p)
 {
-	int			v = 0;
+	unsigned int d1 = (unsigned char) p[0] - '0';
+	unsigned int d2 = (unsigned char) p[1] - '0';
 
-	if (end - *p < n)
-		return false;
-	for (int i = 0; i < n; i++)
-	{
-		char		c = (*p)[i];
-
-		if (c < '0' || c > '9')
-			return false;
-		v = v * 10 + (c - '0');
-	}
-	*p += n;
-	*value = v;
-	return true;
+	return d1 <= 9 && d2 <= 9 ? (int) (d1 * 10 + d2) : -1;
 }
 
 /*
@@ -288,14 +283,17 @@ iso_digits(const char **p, const char *end, int n, int *value)
  * accepts only text that timestamptz_in reads to the same instant whatever
  * the session's settings (an explicit zone, no rounding); for anything else
  * it returns false and the caller uses timestamptz_in, which also produces
- * the error messages.
+ * the error messages.  The date and time have a fixed layout, so their
+ * digits are read at their places, two at a time.
  */
 static bool
 parse_iso_timestamptz(const char *s, int len, TimestampTz *result)
 {
-	const char *p = s;
+	const char *p = s + 19;
 	const char *end = s + len;
-	int			year,
+	int			century,
+				yy,
+				year,
 				month,
 				day,
 				hour,
@@ -304,16 +302,22 @@ parse_iso_timestamptz(const char *s, int len, TimestampTz *result)
 	int64		fraction = 0;
 	int			offset = 0;
 
-	if (!iso_digits(&p, end, 4, &year) || p == end || *p++ != '-' ||
-		!iso_digits(&p, end, 2, &month) || p == end || *p++ != '-' ||
-		!iso_digits(&p, end, 2, &day) || p == end ||
-		(*p != 'T' && *p != 't' && *p != ' '))
+	/* "YYYY-MM-DDTHH:MM:SS" and at least a one-letter zone */
+	if (len < 20 ||
+		s[4] != '-' || s[7] != '-' ||
+		(s[10] != 'T' && s[10] != 't' && s[10] != ' ') ||
+		s[13] != ':' || s[16] != ':')
 		return false;
-	p++;
-	if (!iso_digits(&p, end, 2, &hour) || p == end || *p++ != ':' ||
-		!iso_digits(&p, end, 2, &minute) || p == end || *p++ != ':' ||
-		!iso_digits(&p, end, 2, &second))
+	century = two_digits(s);
+	yy = two_digits(s + 2);
+	month = two_digits(s + 5);
+	day = two_digits(s + 8);
+	hour = two_digits(s + 11);
+	minute = two_digits(s + 14);
+	second = two_digits(s + 17);
+	if ((century | yy | month | day | hour | minute | second) < 0)
 		return false;
+	year = century * 100 + yy;
 	if (p < end && *p == '.')
 	{
 		int			ndigits = 0;
@@ -340,16 +344,18 @@ parse_iso_timestamptz(const char *s, int len, TimestampTz *result)
 		int			oh,
 					om = 0;
 
-		if (!iso_digits(&p, end, 2, &oh))
+		if (end - p < 2 || (oh = two_digits(p)) < 0)
 			return false;
-		if (p < end && *p == ':')
-		{
+		p += 2;
+		/* then minutes, after a colon or not, or nothing */
+		if (p < end && *p == ':' && end - p > 1)
 			p++;
-			if (!iso_digits(&p, end, 2, &om))
+		if (p < end)
+		{
+			if (end - p < 2 || (om = two_digits(p)) < 0)
 				return false;
+			p += 2;
 		}
-		else if (p < end && !iso_digits(&p, end, 2, &om))
-			return false;
 		if (oh > 15 || om > 59)
 			return false;
 		offset = sign * (oh * SECS_PER_HOUR + om * SECS_PER_MINUTE);
