@@ -24,6 +24,7 @@
 
 #include "decode_bytes.h"
 #include "decode_csv.h"
+#include "decode_fast.h"
 
 static const char *csv_field_count_error(DecodeState *state,
 										 int nfields);
@@ -189,7 +190,8 @@ decode_csv_message(DecodeState *state, const char *payload, int len,
 			chars = buf->data;
 			textlen = buf->len;
 		}
-		values[column->attindex] = decode_input(state, column, chars, textlen);
+		if (!decode_fast(column, chars, textlen, &values[column->attindex]))
+			values[column->attindex] = decode_input(state, column, chars, textlen);
 		nulls[column->attindex] = false;
 	}
 	state->cur_column = NULL;

@@ -34,6 +34,7 @@
 
 #include "mb/pg_wchar.h"
 #include "decode_bytes.h"
+#include "decode_fast.h"
 #include "decode_json.h"
 
 /* JSON nesting deeper than this is rejected (never recursed into) */
@@ -473,7 +474,8 @@ decode_json_message(DecodeState *state, const char *payload, int len,
 				textlen = state->scratch.len;
 			}
 		}
-		values[column->attindex] = decode_input(state, column, chars, textlen);
+		if (!decode_fast(column, chars, textlen, &values[column->attindex]))
+			values[column->attindex] = decode_input(state, column, chars, textlen);
 		nulls[column->attindex] = false;
 	}
 	state->cur_column = NULL;
