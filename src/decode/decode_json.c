@@ -184,6 +184,8 @@ decode_json_init(DecodeState *state)
 		DecodeColumn *column = &state->columns[i];
 		uint32		h;
 
+		StaticAssertStmt(NAMEDATALEN <= 64, "a name's length must fit key_lengths");
+		state->key_lengths |= UINT64CONST(1) << column->namelen;
 		column->plain_key = true;
 		for (int j = 0; j < column->namelen; j++)
 			if (json_cc[(unsigned char) column->name[j]] & CC_STRSTOP)
@@ -195,6 +197,38 @@ decode_json_init(DecodeState *state)
 			h = (h + 1) & state->keyhash_mask;
 		state->keyhash[h] = i;
 	}
+}
+
+/*
+ * plain_number_end
+ *		The end of the number at p if it is written -?[1-9][0-9]*(\.[0-9]+)?
+ *		or -?0(\.[0-9]+)? and followed by a byte that may follow a number
+ *		(not CC_WORD), the common shapes; else NULL, and scan_number decides
+ *		(exponents, and the errors).
+ */
+static inline const char *
+plain_number_end(const char *p, const char *end)
+{
+	const char *q = p;
+
+	if (*q == '-')
+		q++;
+	if (q >= end || !(json_cc[(unsigned char) *q] & CC_DIGIT))
+		return NULL;
+	if (*q++ != '0')
+		while (q < end && (json_cc[(unsigned char) *q] & CC_DIGIT))
+			q++;
+	if (q < end && *q == '.')
+	{
+		q++;
+		if (q >= end || !(json_cc[(unsigned char) *q] & CC_DIGIT))
+			return NULL;
+		while (q < end && (json_cc[(unsigned char) *q] & CC_DIGIT))
+			q++;
+	}
+	if (q < end && (json_cc[(unsigned char) *q] & CC_WORD))
+		return NULL;
+	return q;
 }
 
 /*
@@ -319,14 +353,26 @@ scan_object(DecodeState *state, const char *payload, int len, int nnames,
 			 */
 			if (p < end && *p == '"')
 			{
+				const char *q = string_stop(p + 1, end);
 				bool		value_escaped;
 
-				p = scan_string(&scan, p, &value_escaped);
-				kind = value_escaped ? DJ_STRING_ESCAPED : DJ_STRING;
+				/* without escapes the first stop is the closing quote */
+				if (q < end && *q == '"')
+				{
+					p = q + 1;
+					kind = DJ_STRING;
+				}
+				else
+				{
+					p = scan_string(&scan, p, &value_escaped);
+					kind = value_escaped ? DJ_STRING_ESCAPED : DJ_STRING;
+				}
 			}
 			else if (p < end && (*p == '-' || (json_cc[(unsigned char) *p] & CC_DIGIT)))
 			{
-				p = scan_number(&scan, p);
+				const char *q = plain_number_end(p, end);
+
+				p = q != NULL ? q : scan_number(&scan, p);
 				kind = DJ_NUMBER;
 			}
 			else
@@ -412,6 +458,7 @@ decode_json_message(DecodeState *state, const char *payload, int len,
 {
 	const char *error;
 	bool		containers = false;
+	bool		any_missing = false;
 
 	for (int i = 0; i < state->ncolumns; i++)
 		state->spans[i].kind = DJ_MISSING;
@@ -449,6 +496,7 @@ decode_json_message(DecodeState *state, const char *payload, int len,
 		state->cur_column = column;
 		if (span->kind == DJ_MISSING || span->kind == DJ_NULL)
 		{
+			any_missing |= span->kind == DJ_MISSING;
 			values[column->attindex] = decode_input(state, column, NULL, 0);
 			nulls[column->attindex] = true;
 			continue;
@@ -481,9 +529,10 @@ decode_json_message(DecodeState *state, const char *payload, int len,
 	state->cur_column = NULL;
 
 	/* a message decoded: count the keys it lacked (decoder_missing_counts) */
-	for (int i = 0; i < state->ncolumns; i++)
-		if (state->spans[i].kind == DJ_MISSING)
-			state->missing[i]++;
+	if (any_missing)
+		for (int i = 0; i < state->ncolumns; i++)
+			if (state->spans[i].kind == DJ_MISSING)
+				state->missing[i]++;
 	return NULL;
 }
 
@@ -558,8 +607,8 @@ match_key(DecodeState *state, const char *key, int keylen, int *next)
 		return i;
 	}
 
-	/* no column name is that long */
-	if (keylen >= NAMEDATALEN)
+	/* no column name is that long (most unknown keys end here) */
+	if (keylen >= NAMEDATALEN || !(state->key_lengths & (UINT64CONST(1) << keylen)))
 		return -1;
 
 	h = key_hash(key, keylen) & state->keyhash_mask;

@@ -102,6 +102,7 @@ typedef struct DecodeState
 	/* JSON key lookup: open-addressing table of column indexes, -1 = free */
 	int		   *keyhash;
 	uint32		keyhash_mask;
+	uint64		key_lengths;	/* bit n: a column name is n bytes long */
 
 	/* what the error context callback reports, set while converting */
 	DecodeColumn *cur_column;
