@@ -456,12 +456,20 @@ payload_is_plain_ascii(const char *payload, int len)
 	uint64		bad = 0;
 
 #ifdef DECODE_WORDWISE
-	for (; end - p >= 8; p += 8)
+	/* high bits: of bytes not ASCII, or (v - 1) & ~v of a zero byte */
+	for (; end - p >= 16; p += 16)
+	{
+		uint64		v = bytes_load8(p);
+		uint64		w = bytes_load8(p + 8);
+
+		bad |= v | ((v - BYTES8(1)) & ~v) | w | ((w - BYTES8(1)) & ~w);
+	}
+	if (end - p >= 8)
 	{
 		uint64		v = bytes_load8(p);
 
-		/* high bits: of bytes not ASCII, or (v - 1) & ~v of a zero byte */
 		bad |= v | ((v - BYTES8(1)) & ~v);
+		p += 8;
 	}
 #endif
 	for (; p < end; p++)
