@@ -191,6 +191,31 @@ decode_json_init(DecodeState *state)
 			if (json_cc[(unsigned char) column->name[j]] & CC_STRSTOP)
 				column->plain_key = false;
 
+		/* '"name":' in two words, for match_next_key, if it fits */
+		column->key_in_words = false;
+#ifdef DECODE_WORDWISE
+		if (column->plain_key && column->namelen >= 0 && column->namelen + 3 <= 16)
+		{
+			char		pattern[16];
+			int			patlen = column->namelen + 3;
+
+			memset(pattern, 0, sizeof(pattern));
+			pattern[0] = '"';
+			memcpy(pattern + 1, column->name, column->namelen);
+			pattern[column->namelen + 1] = '"';
+			pattern[column->namelen + 2] = ':';
+			for (int w = 0; w < 2; w++)
+			{
+				int			nbytes = Max(0, Min(8, patlen - 8 * w));
+
+				column->key_words[w] = bytes_load8(pattern + 8 * w);
+				column->key_masks[w] = nbytes == 8 ? ~UINT64CONST(0) :
+					(UINT64CONST(1) << (8 * nbytes)) - 1;
+			}
+			column->key_in_words = true;
+		}
+#endif
+
 		h = key_hash(column->name, column->namelen) & state->keyhash_mask;
 
 		while (state->keyhash[h] >= 0)
@@ -252,6 +277,18 @@ match_next_key(DecodeState *state, const char *p, const char *end, int next,
 	int			len = column->namelen;
 	const char *q;
 
+#ifdef DECODE_WORDWISE
+	/* '"name":' without whitespace, compared as two words */
+	if (column->key_in_words && end - p >= 16 &&
+		(bytes_load8(p) & column->key_masks[0]) == column->key_words[0] &&
+		(bytes_load8(p + 8) & column->key_masks[1]) == column->key_words[1])
+	{
+		*key = p + 1;
+		*keylen = len;
+		*col = next;
+		return skip_space(p + len + 3, end);
+	}
+#endif
 	if (!column->plain_key || end - p < len + 2 || p[0] != '"' || p[len + 1] != '"')
 		return p;
 	for (int i = 0; i < len; i++)

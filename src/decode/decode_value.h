@@ -50,6 +50,9 @@ typedef struct DecodeColumn
 	bool		plain_key;		/* JSON: the name is written as it is in a
 								 * key (has no '"', '\\' or control
 								 * character) */
+	bool		key_in_words;	/* JSON: key_words hold '"name":' */
+	uint64		key_words[2];	/* its bytes as two little-endian words */
+	uint64		key_masks[2];	/* which bytes of them it has */
 	DecodeFastPath fast;		/* how decode_input may skip the input
 								 * function */
 	FmgrInfo	inproc;			/* the type's input function */
