@@ -371,10 +371,19 @@ decoder_decode(MessageDecoder *decoder, const char *payload, size_t len,
 {
 	const char *error;
 
-	decode_all_null(decoder, values, nulls);
+	/*
+	 * When every attribute is a column the formats fill (no dropped or
+	 * metadata ones), a decoded message sets them all, and a failed one
+	 * gets them all NULL below.
+	 */
+	if (decoder->state.ncolumns != decoder->natts)
+		decode_all_null(decoder, values, nulls);
 	error = decode_check_payload(decoder, &payload, len);
 	if (error != NULL)
+	{
+		decode_all_null(decoder, values, nulls);
 		return error;
+	}
 	return decode_payload(decoder, decoder->part_default, payload, (int) len, values, nulls);
 }
 
