@@ -33,6 +33,7 @@
 #include "postgres.h"
 
 #include "mb/pg_wchar.h"
+
 #include "decode_bytes.h"
 #include "decode_fast.h"
 #include "decode_json.h"
