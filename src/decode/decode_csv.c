@@ -22,10 +22,38 @@
  */
 #include "postgres.h"
 
+#include "decode_bytes.h"
 #include "decode_csv.h"
+#include "decode_fast.h"
 
 static const char *csv_field_count_error(DecodeState *state,
 										 int nfields);
+
+
+/*
+ * The first byte at or after q (before end) that ends or breaks an unquoted
+ * field: ',', '"', CR or LF; end if there is none.  A word at a time
+ * (decode_bytes.h), the last few bytes one by one.
+ */
+static inline const char *
+unquoted_stop(const char *q, const char *end)
+{
+#ifdef DECODE_WORDWISE
+	while (end - q >= 8)
+	{
+		uint64		v = bytes_load8(q);
+		uint64		stops = bytes_equal(v, ',') | bytes_equal(v, '"') |
+			bytes_equal(v, '\n') | bytes_equal(v, '\r');
+
+		if (stops != 0)
+			return q + bytes_first(stops);
+		q += 8;
+	}
+#endif
+	while (q < end && *q != ',' && *q != '"' && *q != '\n' && *q != '\r')
+		q++;
+	return q;
+}
 
 
 /*
@@ -96,18 +124,14 @@ decode_csv_message(DecodeState *state, const char *payload, int len,
 		}
 		else
 		{
-			const char *q = p;
+			const char *q = unquoted_stop(p, end);
 
-			while (q < end && *q != ',')
-			{
-				if (*q == '"')
-					return psprintf("field %d: quote character at byte %d inside an unquoted field",
-									field, (int) (q - payload));
-				if (*q == '\n' || *q == '\r')
-					return psprintf("field %d: unquoted line break at byte %d; a message must hold exactly one CSV record",
-									field, (int) (q - payload));
-				q++;
-			}
+			if (q < end && *q == '"')
+				return psprintf("field %d: quote character at byte %d inside an unquoted field",
+								field, (int) (q - payload));
+			if (q < end && (*q == '\n' || *q == '\r'))
+				return psprintf("field %d: unquoted line break at byte %d; a message must hold exactly one CSV record",
+								field, (int) (q - payload));
 			span.start = p;
 			span.len = q - p;
 			p = q;
@@ -166,7 +190,8 @@ decode_csv_message(DecodeState *state, const char *payload, int len,
 			chars = buf->data;
 			textlen = buf->len;
 		}
-		values[column->attindex] = decode_input(state, column, chars, textlen);
+		if (!decode_fast(column, chars, textlen, &values[column->attindex]))
+			values[column->attindex] = decode_input(state, column, chars, textlen);
 		nulls[column->attindex] = false;
 	}
 	state->cur_column = NULL;

@@ -34,6 +34,8 @@
 
 #include "mb/pg_wchar.h"
 
+#include "decode_bytes.h"
+#include "decode_fast.h"
 #include "decode_json.h"
 
 /* JSON nesting deeper than this is rejected (never recursed into) */
@@ -110,6 +112,31 @@ skip_space(const char *p, const char *end)
 }
 
 /*
+ * The first byte at or after q (before end) that stops a string scan: '"',
+ * '\\' or a control character (CC_STRSTOP); end if there is none.  Strings
+ * are most of a message's bytes, so they are searched a word at a time
+ * (decode_bytes.h), the last few bytes one by one.
+ */
+static inline const char *
+string_stop(const char *q, const char *end)
+{
+#ifdef DECODE_WORDWISE
+	while (end - q >= 8)
+	{
+		uint64		v = bytes_load8(q);
+		uint64		stops = bytes_equal(v, '"') | bytes_equal(v, '\\') | bytes_below(v, 0x20);
+
+		if (stops != 0)
+			return q + bytes_first(stops);
+		q += 8;
+	}
+#endif
+	while (q < end && !(json_cc[(unsigned char) *q] & CC_STRSTOP))
+		q++;
+	return q;
+}
+
+/*
  * decode_json_init
  *		Prepare a decoder for the JSON format: the character class table
  *		(once per process) and the hash table that maps keys to columns.
@@ -158,12 +185,123 @@ decode_json_init(DecodeState *state)
 		DecodeColumn *column = &state->columns[i];
 		uint32		h;
 
+		StaticAssertStmt(NAMEDATALEN <= 64, "a name's length must fit key_lengths");
+		state->key_lengths |= UINT64CONST(1) << column->namelen;
+		column->plain_key = true;
+		for (int j = 0; j < column->namelen; j++)
+			if (json_cc[(unsigned char) column->name[j]] & CC_STRSTOP)
+				column->plain_key = false;
+
+		/* '"name":' in two words, for match_next_key, if it fits */
+		column->key_in_words = false;
+#ifdef DECODE_WORDWISE
+		if (column->plain_key && column->namelen >= 0 && column->namelen + 3 <= 16)
+		{
+			char		pattern[16];
+			int			patlen = column->namelen + 3;
+
+			memset(pattern, 0, sizeof(pattern));
+			pattern[0] = '"';
+			memcpy(pattern + 1, column->name, column->namelen);
+			pattern[column->namelen + 1] = '"';
+			pattern[column->namelen + 2] = ':';
+			for (int w = 0; w < 2; w++)
+			{
+				int			nbytes = Max(0, Min(8, patlen - 8 * w));
+
+				column->key_words[w] = bytes_load8(pattern + 8 * w);
+				column->key_masks[w] = nbytes == 8 ? ~UINT64CONST(0) :
+					(UINT64CONST(1) << (8 * nbytes)) - 1;
+			}
+			column->key_in_words = true;
+		}
+#endif
+
 		h = key_hash(column->name, column->namelen) & state->keyhash_mask;
 
 		while (state->keyhash[h] >= 0)
 			h = (h + 1) & state->keyhash_mask;
 		state->keyhash[h] = i;
 	}
+}
+
+/*
+ * plain_number_end
+ *		The end of the number at p if it is written -?[1-9][0-9]*(\.[0-9]+)?
+ *		or -?0(\.[0-9]+)? and followed by a byte that may follow a number
+ *		(not CC_WORD), the common shapes; else NULL, and scan_number decides
+ *		(exponents, and the errors).
+ */
+static inline const char *
+plain_number_end(const char *p, const char *end)
+{
+	const char *q = p;
+
+	if (*q == '-')
+		q++;
+	if (q >= end || !(json_cc[(unsigned char) *q] & CC_DIGIT))
+		return NULL;
+	if (*q++ != '0')
+		while (q < end && (json_cc[(unsigned char) *q] & CC_DIGIT))
+			q++;
+	if (q < end && *q == '.')
+	{
+		q++;
+		if (q >= end || !(json_cc[(unsigned char) *q] & CC_DIGIT))
+			return NULL;
+		while (q < end && (json_cc[(unsigned char) *q] & CC_DIGIT))
+			q++;
+	}
+	if (q < end && (json_cc[(unsigned char) *q] & CC_WORD))
+		return NULL;
+	return q;
+}
+
+/*
+ * match_next_key
+ *		The member key at p, if it is the name of column next written as it
+ *		is (no escapes), followed by ':': *col = next, *key and *keylen its
+ *		text, and the position of the value (whitespace skipped) returned.
+ *		Otherwise *col stays -1 and p is returned, for scan_member_key.
+ *
+ * Producers write keys in the order of the columns nearly always, so most
+ * keys are found by one comparison with the name expected, without
+ * scanning the key as a string first or hashing it.  A name that needs
+ * escaping in JSON (plain_key false) is left to the general path, so that
+ * a match here is always the match scan_member_key and match_key make.
+ */
+static inline const char *
+match_next_key(DecodeState *state, const char *p, const char *end, int next,
+			   const char **key, int *keylen, int *col)
+{
+	DecodeColumn *column = &state->columns[next];
+	int			len = column->namelen;
+	const char *q;
+
+#ifdef DECODE_WORDWISE
+	/* '"name":' without whitespace, compared as two words */
+	if (column->key_in_words && end - p >= 16 &&
+		(bytes_load8(p) & column->key_masks[0]) == column->key_words[0] &&
+		(bytes_load8(p + 8) & column->key_masks[1]) == column->key_words[1])
+	{
+		*key = p + 1;
+		*keylen = len;
+		*col = next;
+		return skip_space(p + len + 3, end);
+	}
+#endif
+	if (!column->plain_key || end - p < len + 2 || p[0] != '"' || p[len + 1] != '"')
+		return p;
+	for (int i = 0; i < len; i++)
+		if (p[i + 1] != column->name[i])
+			return p;
+	q = skip_space(p + len + 2, end);
+	if (q >= end || *q != ':')
+		return p;
+	*key = p + 1;
+	*keylen = len;
+	*col = next;
+	return skip_space(q + 1, end);
 }
 
 /*
@@ -231,15 +369,58 @@ scan_object(DecodeState *state, const char *payload, int len, int nnames,
 			uint8		kind;
 			int			col;
 
-			p = scan_member_key(&scan, p, &key, &keylen, &escaped);
-			if (p == NULL)
-				return scan.error;
+			col = -1;
+			if (names == NULL && next < state->ncolumns)
+				p = match_next_key(state, p, end, next, &key, &keylen, &col);
+			if (col >= 0)
+			{
+				next = col + 1;
+				escaped = false;
+			}
+			else
+			{
+				p = scan_member_key(&scan, p, &key, &keylen, &escaped);
+				if (p == NULL)
+					return scan.error;
+			}
 			value = p;
-			p = scan_value(&scan, p, &kind);
+
+			/*
+			 * Strings and numbers directly: scan_value would take the same
+			 * steps after a dispatch and the set-up for nested values.
+			 */
+			if (p < end && *p == '"')
+			{
+				const char *q = string_stop(p + 1, end);
+				bool		value_escaped;
+
+				/* without escapes the first stop is the closing quote */
+				if (q < end && *q == '"')
+				{
+					p = q + 1;
+					kind = DJ_STRING;
+				}
+				else
+				{
+					p = scan_string(&scan, p, &value_escaped);
+					kind = value_escaped ? DJ_STRING_ESCAPED : DJ_STRING;
+				}
+			}
+			else if (p < end && (*p == '-' || (json_cc[(unsigned char) *p] & CC_DIGIT)))
+			{
+				const char *q = plain_number_end(p, end);
+
+				p = q != NULL ? q : scan_number(&scan, p);
+				kind = DJ_NUMBER;
+			}
+			else
+				p = scan_value(&scan, p, &kind);
 			if (p == NULL)
 				return scan.error;
 
-			if (!escaped)
+			if (col >= 0)
+				 /* matched by match_next_key */ ;
+			else if (!escaped)
 				col = names == NULL ? match_key(state, key, keylen, &next) :
 					match_name(names, nnames, key, keylen);
 			else
@@ -315,6 +496,7 @@ decode_json_message(DecodeState *state, const char *payload, int len,
 {
 	const char *error;
 	bool		containers = false;
+	bool		any_missing = false;
 
 	for (int i = 0; i < state->ncolumns; i++)
 		state->spans[i].kind = DJ_MISSING;
@@ -352,6 +534,7 @@ decode_json_message(DecodeState *state, const char *payload, int len,
 		state->cur_column = column;
 		if (span->kind == DJ_MISSING || span->kind == DJ_NULL)
 		{
+			any_missing |= span->kind == DJ_MISSING;
 			values[column->attindex] = decode_input(state, column, NULL, 0);
 			nulls[column->attindex] = true;
 			continue;
@@ -377,15 +560,17 @@ decode_json_message(DecodeState *state, const char *payload, int len,
 				textlen = state->scratch.len;
 			}
 		}
-		values[column->attindex] = decode_input(state, column, chars, textlen);
+		if (!decode_fast(column, chars, textlen, &values[column->attindex]))
+			values[column->attindex] = decode_input(state, column, chars, textlen);
 		nulls[column->attindex] = false;
 	}
 	state->cur_column = NULL;
 
 	/* a message decoded: count the keys it lacked (decoder_missing_counts) */
-	for (int i = 0; i < state->ncolumns; i++)
-		if (state->spans[i].kind == DJ_MISSING)
-			state->missing[i]++;
+	if (any_missing)
+		for (int i = 0; i < state->ncolumns; i++)
+			if (state->spans[i].kind == DJ_MISSING)
+				state->missing[i]++;
 	return NULL;
 }
 
@@ -460,8 +645,8 @@ match_key(DecodeState *state, const char *key, int keylen, int *next)
 		return i;
 	}
 
-	/* no column name is that long */
-	if (keylen >= NAMEDATALEN)
+	/* no column name is that long (most unknown keys end here) */
+	if (keylen >= NAMEDATALEN || !(state->key_lengths & (UINT64CONST(1) << keylen)))
 		return -1;
 
 	h = key_hash(key, keylen) & state->keyhash_mask;
@@ -758,8 +943,7 @@ scan_string(JsonScan *scan, const char *p, bool *escaped)
 	*escaped = false;
 	for (;;)
 	{
-		while (q < end && !(json_cc[(unsigned char) *q] & CC_STRSTOP))
-			q++;
+		q = string_stop(q, end);
 		if (q >= end)
 			return json_error(scan, p, "unterminated string");
 		if (*q == '"')

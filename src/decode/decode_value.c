@@ -21,25 +21,10 @@
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
 
+#include "decode_fast.h"
 #include "decode_value.h"
 
 static DecodeFastPath fast_path_for(Oid type, int32 typmod);
-static bool parse_iso_timestamptz(const char *s, int len, TimestampTz *result);
-static bool parse_decimal_integer(const char *s, int len, int maxdigits, int64 *result);
-static bool parse_short_decimal(const char *s, int len, int maxdigits, int maxscale,
-								int64 *digits, int *scale, bool *negative);
-
-/*
- * Powers of ten that float4 and float8 hold exactly (5^10 < 2^24 and
- * 5^22 < 2^53), for the division of parse_short_decimal's digits.
- */
-static const float4 float4_powers_of_ten[] = {
-	1e0f, 1e1f, 1e2f, 1e3f, 1e4f, 1e5f, 1e6f, 1e7f, 1e8f, 1e9f, 1e10f
-};
-static const float8 float8_powers_of_ten[] = {
-	1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
-	1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22
-};
 
 /*
  * decode_column_init
@@ -95,53 +80,12 @@ decode_input(DecodeState *state, DecodeColumn *column,
 {
 	StringInfo	buf = &state->scratch;
 
-	if (chars != NULL)
+	if (chars != NULL && column->fast != DECODE_FAST_NONE)
 	{
-		TimestampTz ts;
-		int64		n;
-		int			scale;
-		bool		negative;
+		Datum		value;
 
-		switch (column->fast)
-		{
-			case DECODE_FAST_NONE:
-				break;
-			case DECODE_FAST_TIMESTAMPTZ:
-				if (parse_iso_timestamptz(chars, len, &ts))
-					return TimestampTzGetDatum(ts);
-				break;
-			case DECODE_FAST_INT2:
-				if (parse_decimal_integer(chars, len, 4, &n))
-					return Int16GetDatum((int16) n);
-				break;
-			case DECODE_FAST_INT4:
-				if (parse_decimal_integer(chars, len, 9, &n))
-					return Int32GetDatum((int32) n);
-				break;
-			case DECODE_FAST_INT8:
-				if (parse_decimal_integer(chars, len, 18, &n))
-					return Int64GetDatum(n);
-				break;
-			case DECODE_FAST_FLOAT4:
-				if (parse_short_decimal(chars, len, 7, 10, &n, &scale, &negative))
-				{
-					float4		f = (float4) n / float4_powers_of_ten[scale];
-
-					return Float4GetDatum(negative ? -f : f);
-				}
-				break;
-			case DECODE_FAST_FLOAT8:
-				if (parse_short_decimal(chars, len, 15, 22, &n, &scale, &negative))
-				{
-					float8		f = (float8) n / float8_powers_of_ten[scale];
-
-					return Float8GetDatum(negative ? -f : f);
-				}
-				break;
-			case DECODE_FAST_TEXT:
-				/* what textin makes of it; the payload holds no NUL byte */
-				return PointerGetDatum(cstring_to_text_with_len(chars, len));
-		}
+		if (decode_fast(column, chars, len, &value))
+			return value;
 	}
 
 	if (chars != NULL && chars != buf->data)
@@ -182,191 +126,4 @@ fast_path_for(Oid type, int32 typmod)
 		default:
 			return DECODE_FAST_NONE;
 	}
-}
-
-/*
- * parse_decimal_integer
- *		An optional '-' and 1 to maxdigits decimal digits, nothing else: the
- *		shape of almost every integer in JSON and CSV, read to the value the
- *		integer input functions give it.  maxdigits keeps every such value
- *		within the type's range, so nothing here can overflow.  For anything
- *		else (spaces, '+', more digits, not an integer) it returns false and
- *		the caller uses the input function, which also raises the errors.
- */
-static bool
-parse_decimal_integer(const char *s, int len, int maxdigits, int64 *result)
-{
-	int			scale;
-	bool		negative;
-
-	/* a short decimal without digits after a point */
-	if (!parse_short_decimal(s, len, maxdigits, 0, result, &scale, &negative))
-		return false;
-	if (negative)
-		*result = -*result;
-	return true;
-}
-
-/*
- * parse_short_decimal
- *		An optional '-', digits, and optionally '.' and more digits, nothing
- *		else, of at most maxdigits digits in all and maxscale after the
- *		point: the shape of most decimals in JSON and CSV.  *digits is the
- *		value of the digits without the point, *scale the number of digits
- *		after it, *negative whether a '-' came first.  Within those limits
- *		the digits and the power of ten are exact in the floating-point type
- *		(maxdigits 7 for float4, 15 for float8), so one division, which
- *		IEEE 754 rounds correctly, and the sign give the value nearest the
- *		decimal: what float4in and float8in (strtof, strtod) give it, -0 for
- *		a '-' and zero digits included.  For anything else
- *		(exponents, '+', spaces, ".5", "Infinity", more digits) it returns
- *		false and the caller uses the input function.
- */
-static bool
-parse_short_decimal(const char *s, int len, int maxdigits, int maxscale,
-					int64 *digits, int *scale, bool *negative)
-{
-	const char *p = s;
-	const char *end = s + len;
-	const char *point = NULL;
-	int			ndigits = 0;
-	int64		v = 0;
-
-	*negative = p < end && *p == '-';
-	if (*negative)
-		p++;
-	for (; p < end; p++)
-	{
-		if (*p >= '0' && *p <= '9')
-		{
-			if (++ndigits > maxdigits)
-				return false;
-			v = v * 10 + (*p - '0');
-		}
-		else if (*p == '.' && point == NULL && ndigits > 0)
-			point = p;
-		else
-			return false;
-	}
-	if (ndigits == 0 || (point != NULL && point == end - 1))
-		return false;
-	*scale = point != NULL ? end - point - 1 : 0;
-	if (*scale > maxscale)
-		return false;
-	*digits = v;
-	return true;
-}
-
-/* n decimal digits at *p, advancing it; false if there are not n */
-static bool
-iso_digits(const char **p, const char *end, int n, int *value)
-{
-	int			v = 0;
-
-	if (end - *p < n)
-		return false;
-	for (int i = 0; i < n; i++)
-	{
-		char		c = (*p)[i];
-
-		if (c < '0' || c > '9')
-			return false;
-		v = v * 10 + (c - '0');
-	}
-	*p += n;
-	*value = v;
-	return true;
-}
-
-/*
- * parse_iso_timestamptz
- *		The common shape of event times in JSON and CSV, without the general
- *		date/time parser: YYYY-MM-DD, 'T' (or 't' or a space), HH:MM:SS, up
- *		to six fractional digits, and a zone 'Z' or +HH, +HHMM, +HH:MM.
- *
- * timestamptz_in costs more than the rest of a JSON message's decoding
- * (its tokenizer handles every date style and zone name there is).  This
- * accepts only text that timestamptz_in reads to the same instant whatever
- * the session's settings (an explicit zone, no rounding); for anything else
- * it returns false and the caller uses timestamptz_in, which also produces
- * the error messages.
- */
-static bool
-parse_iso_timestamptz(const char *s, int len, TimestampTz *result)
-{
-	const char *p = s;
-	const char *end = s + len;
-	int			year,
-				month,
-				day,
-				hour,
-				minute,
-				second;
-	int64		fraction = 0;
-	int			offset = 0;
-
-	if (!iso_digits(&p, end, 4, &year) || p == end || *p++ != '-' ||
-		!iso_digits(&p, end, 2, &month) || p == end || *p++ != '-' ||
-		!iso_digits(&p, end, 2, &day) || p == end ||
-		(*p != 'T' && *p != 't' && *p != ' '))
-		return false;
-	p++;
-	if (!iso_digits(&p, end, 2, &hour) || p == end || *p++ != ':' ||
-		!iso_digits(&p, end, 2, &minute) || p == end || *p++ != ':' ||
-		!iso_digits(&p, end, 2, &second))
-		return false;
-	if (p < end && *p == '.')
-	{
-		int			ndigits = 0;
-
-		p++;
-		while (p < end && *p >= '0' && *p <= '9')
-		{
-			if (++ndigits > 6)
-				return false;	/* timestamptz_in rounds: leave it that */
-			fraction = fraction * 10 + (*p++ - '0');
-		}
-		if (ndigits == 0)
-			return false;
-		for (int i = ndigits; i < 6; i++)
-			fraction *= 10;
-	}
-	if (p == end)
-		return false;			/* no zone: the session's TimeZone decides */
-	if (*p == 'Z' || *p == 'z')
-		p++;
-	else if (*p == '+' || *p == '-')
-	{
-		int			sign = *p++ == '-' ? -1 : 1;
-		int			oh,
-					om = 0;
-
-		if (!iso_digits(&p, end, 2, &oh))
-			return false;
-		if (p < end && *p == ':')
-		{
-			p++;
-			if (!iso_digits(&p, end, 2, &om))
-				return false;
-		}
-		else if (p < end && !iso_digits(&p, end, 2, &om))
-			return false;
-		if (oh > 15 || om > 59)
-			return false;
-		offset = sign * (oh * SECS_PER_HOUR + om * SECS_PER_MINUTE);
-	}
-	else
-		return false;
-	if (p != end)
-		return false;
-
-	if (year < 1 || month < 1 || month > 12 || day < 1 ||
-		day > day_tab[isleap(year)][month - 1] ||
-		hour > 23 || minute > 59 || second > 59)
-		return false;
-
-	*result = ((int64) (date2j(year, month, day) - POSTGRES_EPOCH_JDATE) * SECS_PER_DAY +
-			   hour * SECS_PER_HOUR + minute * SECS_PER_MINUTE + second - offset) *
-		USECS_PER_SEC + fraction;
-	return true;
 }

@@ -48,6 +48,12 @@ typedef struct DecodeColumn
 	Oid			typioparam;
 	int32		typmod;
 	bool		is_json;		/* json, jsonb, or a domain over them */
+	bool		plain_key;		/* JSON: the name is written as it is in a
+								 * key (has no '"', '\\' or control
+								 * character) */
+	bool		key_in_words;	/* JSON: key_words hold '"name":' */
+	uint64		key_words[2];	/* its bytes as two little-endian words */
+	uint64		key_masks[2];	/* which bytes of them it has */
 	DecodeFastPath fast;		/* how decode_input may skip the input
 								 * function */
 	FmgrInfo	inproc;			/* the type's input function */
@@ -103,6 +109,7 @@ typedef struct DecodeState
 	/* JSON key lookup: open-addressing table of column indexes, -1 = free */
 	int		   *keyhash;
 	uint32		keyhash_mask;
+	uint64		key_lengths;	/* bit n: a column name is n bytes long */
 
 	/* what the error context callback reports, set while converting */
 	DecodeColumn *cur_column;

@@ -270,13 +270,47 @@ row_is_late(RowDecoder *d, TimestampTz ts, TimestampTz watermark)
 }
 
 /*
+ * Space for the next row of the batch, natts values and their null flags
+ * (a BatchRow), taken from blocks of rows in batch memory: one allocation
+ * per block rather than one per message.  The row is the decoder's output
+ * itself, so that nothing is copied into it.  row_taken() keeps it; a
+ * message that gives no row leaves it for the next.  rows_decode starts
+ * each batch with no block.
+ */
+#define ROW_BLOCK_BYTES		(64 * 1024)
+
+static inline BatchRow
+row_space(RowDecoder *d, int natts, MemoryContext batch_cxt)
+{
+	Size		size = MAXALIGN(natts * (sizeof(Datum) + sizeof(bool)));
+
+	if (d->rows_left == 0)
+	{
+		int			nrows = Max(1, ROW_BLOCK_BYTES / size);
+
+		d->rows_next = MemoryContextAlloc(batch_cxt, size * nrows);
+		d->rows_left = nrows;
+	}
+	return (BatchRow) d->rows_next;
+}
+
+static inline void
+row_taken(RowDecoder *d, int natts)
+{
+	d->rows_next += MAXALIGN(natts * (sizeof(Datum) + sizeof(bool)));
+	d->rows_left--;
+}
+
+/*
  * Decode one message.  Throws on bad values; see the file header.
  *
  * The values are made in batch memory, where the row keeps them, rather
  * than in per-message memory and then copied out: the copy (as a tuple,
  * deformed again by every reader) was a large part of a row's way into the
- * plan.  What input functions leave behind stays there too until the batch
- * ends; the integer, text and ISO time paths of decode_value.c leave nothing.
+ * plan.  The decoder writes them into the row's own space (row_space), and
+ * the slot gets a copy only for the event time expression.  What input
+ * functions leave behind stays in batch memory too until the batch ends;
+ * the fast paths (decode_fast.h) leave nothing but the values.
  */
 static void
 decode_one(RowDecoder *d, SourceRow *m, RowResult *res,
@@ -284,59 +318,67 @@ decode_one(RowDecoder *d, SourceRow *m, RowResult *res,
 {
 	TupleTableSlot *slot = d->slot;
 	TupleDesc	desc = d->reader->desc;
+	int			natts = desc->natts;
+	BatchRow	row;
+	Datum	   *values;
+	bool	   *nulls;
 	const char *err;
 
-	ExecClearTuple(slot);
 	MemoryContextSwitchTo(batch_cxt);
+	row = row_space(d, natts, batch_cxt);
+	values = row;
+	nulls = BATCH_ROW_NULLS(row, natts);
 	if (d->decoder == NULL)
 	{
 		HeapTupleData tuple;
 
 		/* a table source's row: its values point into the message */
 		tuple_from_body(&tuple, m->payload, m->len);
-		heap_deform_tuple(&tuple, desc, slot->tts_values, slot->tts_isnull);
-		err = d->metadata != NULL ? fill_metadata(d, m, slot->tts_values, slot->tts_isnull) : NULL;
+		heap_deform_tuple(&tuple, desc, values, nulls);
+		err = d->metadata != NULL ? fill_metadata(d, m, values, nulls) : NULL;
 	}
 	else
 	{
-		err = decoder_decode(d->decoder, m->payload, m->len, slot->tts_values, slot->tts_isnull);
+		err = decoder_decode(d->decoder, m->payload, m->len, values, nulls);
 		if (err == NULL && d->metadata != NULL)
-			err = fill_metadata(d, m, slot->tts_values, slot->tts_isnull);
+			err = fill_metadata(d, m, values, nulls);
 	}
 	if (err != NULL)
 	{
 		res->status = 'd';
 		res->error = err;
-		goto done;
+		return;
 	}
-	ExecStoreVirtualTuple(slot);
 
 	if (d->event_time != NULL)
 	{
+		ExecClearTuple(slot);
+		memcpy(slot->tts_values, values, sizeof(Datum) * natts);
+		memcpy(slot->tts_isnull, nulls, sizeof(bool) * natts);
+		ExecStoreVirtualTuple(slot);
 		err = row_event_time(d, slot, &res->event_time);
+		MemoryContextSwitchTo(batch_cxt);
+		ExecClearTuple(slot);
+		ResetExprContext(d->econtext);
 		if (err != NULL)
 		{
 			res->status = 'd';
 			res->error = err;
-			goto done;
+			return;
 		}
 		res->has_event_time = true;
 		if (drop_late && row_is_late(d, res->event_time, watermark))
 		{
 			res->status = 'l';
-			res->retraction = d->change_attno > 0 && !slot->tts_isnull[d->change_attno - 1] &&
-				DatumGetInt16(slot->tts_values[d->change_attno - 1]) < 0;
-			goto done;
+			res->retraction = d->change_attno > 0 && !nulls[d->change_attno - 1] &&
+				DatumGetInt16(values[d->change_attno - 1]) < 0;
+			return;
 		}
 	}
 
-	res->row = batch_row_make(desc->natts, slot->tts_values, slot->tts_isnull);
+	res->row = row;
+	row_taken(d, natts);
 	res->status = 'o';
-
-done:
-	MemoryContextSwitchTo(batch_cxt);
-	ExecClearTuple(slot);
-	ResetExprContext(d->econtext);
 }
 
 /*
@@ -515,6 +557,8 @@ rows_decode(RowDecoder *d, SourceRow *rows, int n, bool drop_late, TimestampTz w
 	batch_time_param->value = TimestampTzGetDatum(batch_scope_timestamp());
 	if (d->nmissing > 0)
 		memset(d->missing, 0, sizeof(int64) * d->nmissing);
+	/* the last batch's blocks of rows went with its memory */
+	d->rows_left = 0;
 	/* the writer schemas first: the registry is asked outside the decoding */
 	if (d->avro != NULL && n > 0)
 	{

@@ -42,6 +42,9 @@ typedef struct RowDecoder
 	int64		late_slide_us;
 	ExprContext *econtext;		/* its parameter: the batch's timestamp */
 	TupleTableSlot *slot;
+	/* the rest of the current block of rows of the batch (row_space) */
+	char	   *rows_next;
+	int			rows_left;
 	/* of the decoder: messages of this batch without a column's key */
 	int64	   *missing;
 	int			nmissing;
