@@ -386,11 +386,12 @@ decoder_decode(MessageDecoder *decoder, const char *payload, size_t len,
 	const char *error;
 
 	/*
-	 * When every attribute is a column the formats fill (no dropped or
+	 * When every attribute is a column the text formats fill (no dropped or
 	 * metadata ones), a decoded message sets them all, and a failed one
-	 * gets them all NULL below.
+	 * gets them all NULL below.  Avro sets only the fields its writer
+	 * schema has: the others stay NULL from here.
 	 */
-	if (decoder->state.ncolumns != decoder->natts)
+	if (decoder->state.ncolumns != decoder->natts || decoder->format == SOURCE_FORMAT_AVRO)
 		decode_all_null(decoder, values, nulls);
 	error = decode_check_payload(decoder, &payload, len);
 	if (error != NULL)
