@@ -281,3 +281,31 @@ RESET streamwin.store_merge;
 SELECT streamwin.drop_query('hourly_visits');
 SELECT streamwin.drop_query('sliding_visits');
 SELECT streamwin.drop_source('visit_changes');
+
+-- Counted values as queries before the present layout wrote them (each
+-- value's count and send format, version 1), in their state and checkpoint
+-- rows still: read, and merged with a batch's set into the present layout.
+-- int4 {5: 2, 9: 1} and numeric {3: 1, 12.5: 3}, as version 1 wrote them.
+CREATE TEMP TABLE v1_sets AS SELECT
+  '\x000000010000001700000000000000020000000000000002000000040000000500000000000000010000000400000009'::bytea AS ints,
+  '\x00000001000006a4000000000000000200000000000000010000000a0001000000000000000300000000000000030000000c0002000000000001000c1388'::bytea AS nums;
+SELECT streamwin.change_set_min(ints, NULL::int4) AS lo, streamwin.change_set_max(ints, NULL::int4) AS hi,
+       streamwin.change_set_values(ints, NULL::int4) AS ints,
+       streamwin.change_set_min(nums, NULL::numeric) AS nlo, streamwin.change_set_max(nums, NULL::numeric) AS nhi,
+       streamwin.change_set_values(nums, NULL::numeric) AS nums
+FROM v1_sets;
+-- a batch retracting 5 and 9 once and adding 7 (and 12.5 retracted thrice, 4.75 added)
+WITH b AS (SELECT (SELECT streamwin.change_set(x, c) FROM (VALUES (5, -1::smallint), (9, -1::smallint), (7, 1::smallint)) AS t(x, c)) AS ints,
+                  (SELECT streamwin.change_set(x, c) FROM (VALUES (12.5, -3::smallint), (4.75, 1::smallint)) AS t(x, c)) AS nums)
+SELECT streamwin.change_set_values(streamwin.change_set_merge(v.ints, b.ints), NULL::int4) AS old_new,
+       streamwin.change_set_values(streamwin.change_set_merge(b.ints, v.ints), NULL::int4) AS new_old,
+       streamwin.change_set_max(streamwin.change_set_merge(v.ints, b.ints), NULL::int4) AS hi,
+       streamwin.change_set_values(streamwin.change_set_merge(v.nums, b.nums), NULL::numeric) AS nums,
+       streamwin.change_set_max(streamwin.change_set_merge(b.nums, v.nums), NULL::numeric) AS nhi
+FROM v1_sets v, b;
+-- a set of retractions only holds no value; a malformed one is refused
+SELECT streamwin.change_set_min(s, NULL::int4) AS lo, streamwin.change_set_max(s, NULL::int4) AS hi,
+       streamwin.change_set_values(s, NULL::int4) AS vals
+FROM (SELECT streamwin.change_set(x, -1::smallint) AS s FROM (VALUES (1), (2)) AS t(x)) AS r;
+SELECT streamwin.change_set_max(substr(streamwin.change_set(x, 1::smallint), 1, 40), NULL::text)
+FROM (VALUES ('a'), ('bb')) AS t(x);
