@@ -25,19 +25,21 @@
  * A set is bytea.  A group's set holds every value of the group's rows
  * (about a thousand in a group of a few thousand rows), and the store
  * merges a batch's set into it after every batch that changes the group,
- * then answers min and max from it: so a set is laid out to be merged and
- * read where it lies, without receiving or sending a value.  Version 2
+ * rewrites the group's state row with it, then answers min and max from
+ * it: so a set is laid out to be merged and read where it lies, without
+ * receiving or sending a value, and to take few bytes.  Version 2
  * (SetHeader): the element type, collation and number of values, then
- * each value's entry, ascending, at MAXALIGN offsets from the set's start:
- * its count (int64), then the value's own image (its bytes: a varlena with
- * a 4-byte header, never compressed or out of line; a by-value type's, its
- * typlen bytes as a tuple stores them), so
- * that the type's comparator reads it in place.  A merge is one
- * pass over both sets that copies entries whole; min is the first entry,
- * max the last (SetHeader.last).  The images are this machine's: a set
- * carries the byte order, alignment and Datum size it was written with,
- * and one from another kind of machine is refused (reset_query rebuilds
- * the state from the source).
+ * each value's entry, ascending: its count (a zigzag varint: 1 byte for a
+ * count under 64), then the value's image as a tuple stores it (a varlena
+ * with a 1-byte header where it fits, never compressed or out of line; a
+ * by-value type's typlen bytes), unaligned, as in a tuple.  A numeric of a
+ * few digits takes about 8 bytes.  A merge is one pass over both sets that
+ * copies entries whole where their count stays; to compare two values,
+ * each is copied into an aligned buffer first (entry_datum), a 4-byte
+ * header in place of its short one.  min is the first entry, max the last
+ * (its offset is in the header).  The images are this machine's: a set
+ * carries the byte order it was written in, and one of the other is
+ * refused (reset_query rebuilds the state from the source).
  *
  * Version 1, each value's count and its binary send format, is what
  * queries wrote before version 2: their state and checkpoint rows are read
@@ -74,11 +76,10 @@ STREAMWIN_SQL_FUNCTION(streamwin_change_set_values);
 #define CHANGE_SET_V2 2
 
 /*
- * The machine a version 2 set's images belong to: written natively, so
- * that the other byte order reads another number, with the alignment and
- * the size of a Datum the images were laid out for.
+ * The byte order of a version 2 set's images (and of its header): written
+ * natively, so that the other byte order reads another number.
  */
-#define SET_ARCH ((uint32) (0x53570000 | (MAXIMUM_ALIGNOF << 8) | SIZEOF_DATUM))
+#define SET_ARCH ((uint32) 0x53570102)
 
 /* A version 2 set's header; its entries follow, the first at sizeof. */
 typedef struct SetHeader
@@ -90,14 +91,17 @@ typedef struct SetHeader
 	Oid			collid;
 	int32		n;				/* entries */
 	uint32		last;			/* the last entry's offset; 0: none */
-	uint32		pad;			/* (the entries start MAXALIGNed) */
 } SetHeader;
 
-StaticAssertDecl(sizeof(SetHeader) % MAXIMUM_ALIGNOF == 0, "a change set's entries start aligned");
-
-/* An entry at p: its count, then its value's image. */
-#define ENTRY_COUNT(p) (*(int64 *) (p))
-#define ENTRY_IMAGE(p) ((char *) (p) + sizeof(int64))
+/* An entry of a version 2 set, as read (entry_read). */
+typedef struct SetEntry
+{
+	Size		off;			/* where it starts in its set */
+	Size		len;			/* its bytes */
+	int64		count;
+	const char *img;			/* its value's image */
+	Size		img_len;
+} SetEntry;
 
 /* How values of one type are compared, laid out, sent and received. */
 typedef struct SetTypeInfo
@@ -132,6 +136,13 @@ typedef struct ChangeSet
 	bool		sorted;
 	SetItem    *items;
 } ChangeSet;
+
+/* An aligned buffer that an entry's value is made comparable in. */
+typedef struct Scratch
+{
+	char	   *buf;
+	Size		size;
+} Scratch;
 
 /*
  * The type's functions, kept in fn_extra (in fn_mcxt) between calls: for
@@ -184,14 +195,21 @@ compare_values(SetTypeInfo *t, Datum a, Datum b)
 
 /* --- images ---------------------------------------------------------------- */
 
-/* The bytes of value's image (a varlena: with its 4-byte header). */
+/*
+ * The bytes of value's image: a varlena's with a 1-byte header where it
+ * fits one, as a tuple stores it.  value is as value_copy leaves it.
+ */
 static inline Size
 image_len(SetTypeInfo *t, Datum v)
 {
 	if (t->typlen > 0)
 		return t->typlen;
 	if (t->typlen == -1)
-		return VARSIZE(DatumGetPointer(v));
+	{
+		Pointer		p = DatumGetPointer(v);
+
+		return VARATT_CAN_MAKE_SHORT(p) ? VARATT_CONVERTED_SHORT_SIZE(p) : VARSIZE(p);
+	}
 	return strlen(DatumGetCString(v)) + 1;
 }
 
@@ -199,17 +217,43 @@ static inline void
 image_write(SetTypeInfo *t, char *dst, Datum v, Size len)
 {
 	if (t->typbyval)
-		store_att_byval(dst, v, t->typlen);
+	{
+		union
+		{
+			int64		i;
+			char		c[sizeof(Datum)];
+		}			tmp;
+
+		store_att_byval(tmp.c, v, t->typlen);
+		memcpy(dst, tmp.c, len);
+	}
+	else if (t->typlen == -1 && len != VARSIZE(DatumGetPointer(v)))
+	{
+		SET_VARSIZE_SHORT(dst, len);
+		memcpy(dst + 1, VARDATA(DatumGetPointer(v)), len - 1);
+	}
 	else
 		memcpy(dst, DatumGetPointer(v), len);
 }
 
-/* The value of an image, read in place (by reference: a pointer into it). */
-static inline Datum
-image_datum(SetTypeInfo *t, const char *img)
+/* A count, zigzag-encoded as a varint (a batch's counts may be negative). */
+static inline Size
+count_write(char *dst, int64 count)
 {
-	return fetch_att(img, t->typbyval, t->typlen);
+	uint64		zz = ((uint64) count << 1) ^ (uint64) (count >> 63);
+	Size		n = 0;
+
+	while (zz >= 0x80)
+	{
+		dst[n++] = (char) ((zz & 0x7F) | 0x80);
+		zz >>= 7;
+	}
+	dst[n++] = (char) zz;
+	return n;
 }
+
+/* The most bytes count_write takes. */
+#define COUNT_MAX_LEN 10
 
 /*
  * A copy of value fit to be an image and compared as often as a sort
@@ -236,34 +280,113 @@ set_corrupt(void)
 }
 
 /*
- * The size of the entry at off, checked to lie within the set: a set may
+ * Read the entry at off into e, checked to lie within the set: a set may
  * come from anywhere a bytea does.
  */
-static inline Size
-entry_size(SetTypeInfo *t, const SetHeader *h, Size off)
+static inline void
+entry_read(SetTypeInfo *t, const SetHeader *h, Size off, SetEntry *e)
 {
-	Size		end = VARSIZE(h);
-	const char *img = (const char *) h + off + sizeof(int64);
+	const char *start = (const char *) h + off;
+	const char *p = start;
+	const char *end = (const char *) h + VARSIZE(h);
+	uint64		zz = 0;
 	Size		len;
 
-	if (off + sizeof(int64) > end)
+	if (off < sizeof(SetHeader))
+		set_corrupt();
+	for (int shift = 0;; shift += 7)
+	{
+		if (p >= end || shift > 63)
+			set_corrupt();
+		zz |= (uint64) (*p & 0x7F) << shift;
+		if ((*p++ & 0x80) == 0)
+			break;
+	}
+	e->count = (int64) ((zz >> 1) ^ (~(zz & 1) + 1));
+	if (p >= end)
 		set_corrupt();
 	if (t->typlen > 0)
 		len = t->typlen;
 	else if (t->typlen == -1)
 	{
-		if (off + sizeof(int64) + VARHDRSZ > end || VARATT_IS_EXTENDED(img))
-			set_corrupt();
-		len = VARSIZE(img);
-		if (len < VARHDRSZ)
-			set_corrupt();
+		if (VARATT_IS_1B(p))
+		{
+			if (VARATT_IS_1B_E(p))
+				set_corrupt();
+			len = VARSIZE_1B(p);
+		}
+		else
+		{
+			union
+			{
+				uint32		word;
+				char		c[4];
+			}			hdr;
+
+			if (end - p < VARHDRSZ)
+				set_corrupt();
+			memcpy(hdr.c, p, VARHDRSZ);
+			if (!VARATT_IS_4B_U(hdr.c))
+				set_corrupt();
+			len = VARSIZE_4B(hdr.c);
+			if (len < VARHDRSZ)
+				set_corrupt();
+		}
 	}
 	else
-		len = strnlen(img, end - off - sizeof(int64)) + 1;
-	len = sizeof(int64) + MAXALIGN(len);
-	if (off + len > end)
+		len = strnlen(p, end - p) + 1;
+	if (len > (Size) (end - p))
 		set_corrupt();
-	return len;
+	e->off = off;
+	e->img = p;
+	e->img_len = len;
+	e->len = (p - start) + len;
+}
+
+/*
+ * An entry's value, to compare: in sc (by reference: a pointer into it,
+ * which the next call for sc replaces), aligned, a varlena with a 4-byte
+ * header.
+ */
+static inline Datum
+entry_datum(SetTypeInfo *t, const SetEntry *e, Scratch *sc)
+{
+	bool		shorthdr = t->typlen == -1 && VARATT_IS_1B(e->img);
+	Size		need = shorthdr ? e->img_len - 1 + VARHDRSZ : e->img_len;
+
+	if (t->typlen == -2)
+		return PointerGetDatum(e->img);
+	if (need > sc->size)
+	{
+		if (sc->buf)
+			pfree(sc->buf);
+		sc->size = Max(need, 2 * sc->size);
+		sc->buf = palloc(sc->size);
+	}
+	if (shorthdr)
+	{
+		SET_VARSIZE(sc->buf, need);
+		memcpy(sc->buf + VARHDRSZ, e->img + 1, e->img_len - 1);
+	}
+	else
+		memcpy(sc->buf, e->img, e->img_len);
+	if (t->typbyval)
+		return fetch_att(sc->buf, true, t->typlen);
+	return PointerGetDatum(sc->buf);
+}
+
+/* An entry's value, a copy of its own (in CurrentMemoryContext). */
+static Datum
+entry_value(SetTypeInfo *t, const SetEntry *e)
+{
+	Scratch		sc = {NULL, 0};
+	Datum		v = entry_datum(t, e, &sc);
+
+	if (t->typlen == -2)
+		return PointerGetDatum(pstrdup(e->img));
+	if (t->typbyval)
+		pfree(sc.buf);
+	return v;
 }
 
 /* A set built from items[0, n) (sorted, each value once), counts of 0 left out. */
@@ -277,9 +400,8 @@ set_build(SetTypeInfo *t, SetItem *items, int n)
 
 	for (int i = 0; i < n; i++)
 		if (items[i].count != 0)
-			size += sizeof(int64) + MAXALIGN(image_len(t, items[i].value));
+			size += COUNT_MAX_LEN + image_len(t, items[i].value);
 	h = palloc0(size);
-	SET_VARSIZE(h, size);
 	h->version = pg_hton32(CHANGE_SET_V2);
 	h->arch = SET_ARCH;
 	h->typid = t->typid;
@@ -289,17 +411,19 @@ set_build(SetTypeInfo *t, SetItem *items, int n)
 	{
 		char	   *e = (char *) h + off;
 		Size		len;
+		Size		clen;
 
 		if (items[i].count == 0)
 			continue;
 		len = image_len(t, items[i].value);
-		ENTRY_COUNT(e) = items[i].count;
-		image_write(t, ENTRY_IMAGE(e), items[i].value, len);
+		clen = count_write(e, items[i].count);
+		image_write(t, e + clen, items[i].value, len);
 		h->last = off;
-		off += sizeof(int64) + MAXALIGN(len);
+		off += clen + len;
 		kept++;
 	}
 	h->n = kept;
+	SET_VARSIZE(h, off);
 	return h;
 }
 
@@ -352,8 +476,9 @@ set_read_v1(FunctionCallInfo fcinfo, bytea *b, SetTypeInfo **type, int *n)
 }
 
 /*
- * A set, as version 2, aligned, and its type: version 1 converted, and
- * one that does not lie MAXALIGNed (a small one in line in a tuple) copied.
+ * A set, as version 2, and its type: version 1 converted, and one whose
+ * header does not lie aligned (a small one in line in a tuple, with a
+ * 1-byte header, detoasted in place) copied.
  */
 static SetHeader *
 set_open(FunctionCallInfo fcinfo, Datum d, SetTypeInfo **type)
@@ -379,7 +504,7 @@ set_open(FunctionCallInfo fcinfo, Datum d, SetTypeInfo **type)
 				 errmsg("streamwin: a change set of an unknown version")));
 	if (VARSIZE(b) < sizeof(SetHeader))
 		set_corrupt();
-	if ((uintptr_t) b % MAXIMUM_ALIGNOF != 0)
+	if ((uintptr_t) b % sizeof(uint32) != 0)
 	{
 		bytea	   *copy = palloc(VARSIZE(b));
 
@@ -391,10 +516,9 @@ set_open(FunctionCallInfo fcinfo, Datum d, SetTypeInfo **type)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_CORRUPTED),
 				 errmsg("streamwin: a change set written on another kind of machine"),
-				 errdetail("Counted values keep the images of their values, of the byte order and alignment they were written with."),
+				 errdetail("Counted values keep the images of their values, in the byte order they were written with."),
 				 errhint("Rebuild the query's state from its source with streamwin.reset_query().")));
-	if (h->n < 0 || (h->n > 0) != (h->last != 0) ||
-		(h->n > 0 && (h->last < sizeof(SetHeader) || h->last % MAXIMUM_ALIGNOF != 0)))
+	if (h->n < 0 || (h->n > 0) != (h->last != 0))
 		set_corrupt();
 	*type = set_type_info(fcinfo, h->typid, h->collid);
 	return h;
@@ -497,8 +621,9 @@ streamwin_change_set_final(PG_FUNCTION_ARGS)
 /*
  * streamwin.change_set_merge(a bytea, b bytea) RETURNS bytea: each value
  * counted as often as in a and b together; NULL is the empty set.  One
- * pass over both, in order, copying entries whole: a group's set and a
- * batch's set of it cost a comparison per entry and no conversion.
+ * pass over both, in order, copying entries whole where their count stays:
+ * a group's set and a batch's set of it cost a comparison per entry and
+ * no conversion.
  */
 Datum
 streamwin_change_set_merge(PG_FUNCTION_ARGS)
@@ -508,8 +633,12 @@ streamwin_change_set_merge(PG_FUNCTION_ARGS)
 	SetHeader  *a;
 	SetHeader  *b;
 	SetHeader  *out;
-	Size		ia = sizeof(SetHeader);
-	Size		ib = sizeof(SetHeader);
+	SetEntry	ea = {0};
+	SetEntry	eb = {0};
+	Datum		da = (Datum) 0;
+	Datum		db = (Datum) 0;
+	Scratch		sa = {NULL, 0};
+	Scratch		sb = {NULL, 0};
 	Size		off = sizeof(SetHeader);
 	int			na = 0;
 	int			nb = 0;
@@ -526,6 +655,7 @@ streamwin_change_set_merge(PG_FUNCTION_ARGS)
 	if (a->typid != b->typid)
 		elog(ERROR, "streamwin: change sets of types %s and %s cannot merge",
 			 format_type_be(a->typid), format_type_be(b->typid));
+
 	/*
 	 * The result is in a's collation, as a version 1 merge kept a's; b in
 	 * another (only a set written by hand) is sorted in a's first.
@@ -538,22 +668,33 @@ streamwin_change_set_merge(PG_FUNCTION_ARGS)
 		bs.items = palloc(sizeof(SetItem) * Max(b->n, 1));
 		for (bs.n = 0; bs.n < b->n; bs.n++)
 		{
-			const char *e = (const char *) b + o;
+			SetEntry	e;
 
-			o += entry_size(t, b, o);
-			bs.items[bs.n].value = image_datum(t, ENTRY_IMAGE(e));
-			bs.items[bs.n].count = ENTRY_COUNT(e);
+			entry_read(t, b, o, &e);
+			o += e.len;
+			bs.items[bs.n].value = entry_value(t, &e);
+			bs.items[bs.n].count = e.count;
 		}
 		set_sort(&bs);
 		b = set_build(t, bs.items, bs.n);
 	}
-	out = palloc(VARSIZE(a) + VARSIZE(b) - sizeof(SetHeader));
+
+	/* an entry whose count changes may take a longer count: room for it */
+	out = palloc(VARSIZE(a) + VARSIZE(b) + COUNT_MAX_LEN);
 	memcpy(out, a, sizeof(SetHeader));
 	out->last = 0;
+	if (a->n > 0)
+	{
+		entry_read(t, a, sizeof(SetHeader), &ea);
+		da = entry_datum(t, &ea, &sa);
+	}
+	if (b->n > 0)
+	{
+		entry_read(t, b, sizeof(SetHeader), &eb);
+		db = entry_datum(t, &eb, &sb);
+	}
 	while (na < a->n || nb < b->n)
 	{
-		const char *ea = (const char *) a + ia;
-		const char *eb = (const char *) b + ib;
 		char	   *e = (char *) out + off;
 		int			c;
 		Size		len;
@@ -563,35 +704,42 @@ streamwin_change_set_merge(PG_FUNCTION_ARGS)
 		else if (nb == b->n)
 			c = -1;
 		else
-			c = compare_values(t, image_datum(t, ENTRY_IMAGE(ea)), image_datum(t, ENTRY_IMAGE(eb)));
-		if (c <= 0)
+			c = compare_values(t, da, db);
+		if (c < 0 || (c == 0 && ea.count + eb.count == ea.count))
 		{
-			int64		count = ENTRY_COUNT(ea);
-
-			len = entry_size(t, a, ia);
-			ia += len;
-			na++;
-			if (c == 0)
-			{
-				count += ENTRY_COUNT(eb);
-				ib += entry_size(t, b, ib);
-				nb++;
-				if (count == 0)
-					continue;
-			}
-			memcpy(e, ea, len);
-			ENTRY_COUNT(e) = count;
+			memcpy(e, (const char *) a + ea.off, ea.len);
+			len = ea.len;
+		}
+		else if (c > 0 || ea.count == 0)
+		{
+			memcpy(e, (const char *) b + eb.off, eb.len);
+			len = eb.len;
+		}
+		else if (ea.count + eb.count != 0)
+		{
+			len = count_write(e, ea.count + eb.count);
+			memcpy(e + len, ea.img, ea.img_len);
+			len += ea.img_len;
 		}
 		else
+			len = 0;			/* counted 0: left out */
+		if (len > 0)
 		{
-			len = entry_size(t, b, ib);
-			ib += len;
-			nb++;
-			memcpy(e, eb, len);
+			out->last = off;
+			off += len;
+			n++;
 		}
-		out->last = off;
-		off += len;
-		n++;
+		/* the next entry of each set whose entry this took */
+		if (c <= 0 && ++na < a->n)
+		{
+			entry_read(t, a, ea.off + ea.len, &ea);
+			da = entry_datum(t, &ea, &sa);
+		}
+		if (c >= 0 && ++nb < b->n)
+		{
+			entry_read(t, b, eb.off + eb.len, &eb);
+			db = entry_datum(t, &eb, &sb);
+		}
 	}
 	out->n = n;
 	SET_VARSIZE(out, off);
@@ -622,7 +770,8 @@ set_extreme(FunctionCallInfo fcinfo, bool last)
 {
 	SetTypeInfo *t;
 	SetHeader  *h;
-	const char *found = NULL;
+	SetEntry	e;
+	SetEntry	found = {0};
 	Size		off = sizeof(SetHeader);
 
 	if (PG_ARGISNULL(0))
@@ -632,26 +781,25 @@ set_extreme(FunctionCallInfo fcinfo, bool last)
 		PG_RETURN_NULL();
 	if (last)
 	{
-		entry_size(t, h, h->last);
-		if (ENTRY_COUNT((char *) h + h->last) > 0)
-			found = (char *) h + h->last;
+		entry_read(t, h, h->last, &e);
+		if (e.count > 0)
+			found = e;
 	}
-	if (found == NULL)
+	if (found.img == NULL)
 		for (int i = 0; i < h->n; i++)
 		{
-			const char *e = (char *) h + off;
-
-			off += entry_size(t, h, off);
-			if (ENTRY_COUNT(e) > 0)
+			entry_read(t, h, off, &e);
+			off += e.len;
+			if (e.count > 0)
 			{
 				found = e;
 				if (!last)
 					break;
 			}
 		}
-	if (found == NULL)
+	if (found.img == NULL)
 		PG_RETURN_NULL();			/* none: a set of retractions only */
-	PG_RETURN_DATUM(datumCopy(image_datum(t, ENTRY_IMAGE(found)), t->typbyval, t->typlen));
+	PG_RETURN_DATUM(entry_value(t, &found));
 }
 
 /* streamwin.change_set_min(set bytea, type anyelement) RETURNS anyelement */
@@ -688,11 +836,12 @@ streamwin_change_set_values(PG_FUNCTION_ARGS)
 	values = palloc(sizeof(Datum) * Max(h->n, 1));
 	for (int i = 0; i < h->n; i++)
 	{
-		const char *e = (char *) h + off;
+		SetEntry	e;
 
-		off += entry_size(t, h, off);
-		if (ENTRY_COUNT(e) > 0)
-			values[n++] = image_datum(t, ENTRY_IMAGE(e));
+		entry_read(t, h, off, &e);
+		off += e.len;
+		if (e.count > 0)
+			values[n++] = entry_value(t, &e);
 	}
 	if (n == 0)
 		PG_RETURN_ARRAYTYPE_P(construct_empty_array(typid));
