@@ -41,6 +41,16 @@ SELECT streamwin.create_query('by_region', $$
          count(DISTINCT qty) AS qtys, sum(DISTINCT qty) AS distinct_units,
          count(*) FILTER (WHERE paid) AS paid_orders
   FROM chg GROUP BY region$$, output_mode => 'update', start => false);
+-- Its sets are stored out of line uncompressed in the state table, which
+-- the store rewrites at every batch, and compressed in the logged
+-- checkpoint table, as the state table's columns say (lz4 where the
+-- server has it).
+SELECT s.attname, s.attstorage AS state_storage, c.attstorage AS checkpoint_storage,
+       c.attcompression = s.attcompression AS same_compression
+FROM streamwin.query_catalog q
+JOIN pg_attribute s ON s.attrelid = q.state_table
+JOIN pg_attribute c ON c.attrelid = q.checkpoint_table AND c.attname = s.attname
+WHERE q.name = 'by_region' AND s.atttypid = 'bytea'::regtype ORDER BY s.attnum;
 -- Tumbling and hopping windows over event time (the hop's panes).
 SELECT streamwin.create_query('hourly', $$
   SELECT streamwin.tumble(ts, '1 hour') AS window_start, region, count(*) AS n, sum(qty) AS units
