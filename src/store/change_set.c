@@ -112,15 +112,23 @@ typedef struct SetTypeInfo
 	bool		typbyval;
 	char		typalign;
 	SortSupportData ssup;		/* the default btree order, in collid */
+	SortSupportData abbrev;		/* the same, abbreviated where the type can */
+	bool		abbreviated;	/* (abbrev has a converter) */
 	FmgrInfo	send;
 	FmgrInfo	recv;
 	Oid			recv_ioparam;
 } SetTypeInfo;
 
-/* A value with its count, as the aggregate collects them. */
+/*
+ * A value with its count, as the aggregate collects them, and its
+ * abbreviated key (the value itself where the type has none): sorting a
+ * batch's values compares keys next to each other, and reads the values,
+ * scattered over the aggregate's memory, only where two keys tie.
+ */
 typedef struct SetItem
 {
 	Datum		value;
+	Datum		key;
 	int64		count;
 } SetItem;
 
@@ -178,6 +186,12 @@ set_type_info(FunctionCallInfo fcinfo, Oid typid, Oid collid)
 		t->ssup.ssup_nulls_first = false;
 		t->ssup.abbreviate = false;
 		PrepareSortSupportFromOrderingOp(tce->lt_opr, &t->ssup);
+		t->abbrev.ssup_cxt = cxt;
+		t->abbrev.ssup_collation = collid;
+		t->abbrev.ssup_nulls_first = false;
+		t->abbrev.abbreviate = true;
+		PrepareSortSupportFromOrderingOp(tce->lt_opr, &t->abbrev);
+		t->abbreviated = t->abbrev.abbrev_converter != NULL;
 		getTypeBinaryOutputInfo(typid, &send, &isvarlena);
 		getTypeBinaryInputInfo(typid, &recv, &t->recv_ioparam);
 		fmgr_info_cxt(send, &t->send, cxt);
@@ -191,6 +205,32 @@ static inline int
 compare_values(SetTypeInfo *t, Datum a, Datum b)
 {
 	return t->ssup.comparator(a, b, &t->ssup);
+}
+
+/* An item of value (a copy of it, value_copy's) and count. */
+static inline void
+item_set(SetTypeInfo *t, SetItem *item, Datum value, int64 count)
+{
+	item->value = value;
+	item->key = t->abbreviated ? t->abbrev.abbrev_converter(value, &t->abbrev) : value;
+	item->count = count;
+}
+
+/*
+ * Items in order: by their keys, then where keys tie (abbreviated) by the
+ * values.
+ */
+static inline int
+compare_item_values(SetTypeInfo *t, const SetItem *a, const SetItem *b)
+{
+	int			c;
+
+	if (!t->abbreviated)
+		return compare_values(t, a->value, b->value);
+	c = t->abbrev.comparator(a->key, b->key, &t->abbrev);
+	if (c != 0)
+		return c;
+	return t->abbrev.abbrev_full_comparator(a->value, b->value, &t->abbrev);
 }
 
 /* --- images ---------------------------------------------------------------- */
@@ -459,15 +499,14 @@ set_read_v1(FunctionCallInfo fcinfo, bytea *b, SetTypeInfo **type, int *n)
 	initStringInfo(&item);
 	for (int i = 0; i < count; i++)
 	{
-		int			len;
+		int64		c = pq_getmsgint64(&buf);
+		int			len = pq_getmsgint(&buf, 4);
 		Datum		v;
 
-		items[i].count = pq_getmsgint64(&buf);
-		len = pq_getmsgint(&buf, 4);
 		resetStringInfo(&item);
 		appendBinaryStringInfo(&item, pq_getmsgbytes(&buf, len), len);
 		v = ReceiveFunctionCall(&(*type)->recv, &item, (*type)->recv_ioparam, -1);
-		items[i].value = value_copy(*type, v);
+		item_set(*type, &items[i], value_copy(*type, v), c);
 	}
 	pq_getmsgend(&buf);
 	pfree(item.data);
@@ -529,7 +568,7 @@ set_open(FunctionCallInfo fcinfo, Datum d, SetTypeInfo **type)
 static int
 compare_items(const void *a, const void *b, void *arg)
 {
-	return compare_values(arg, ((const SetItem *) a)->value, ((const SetItem *) b)->value);
+	return compare_item_values(arg, a, b);
 }
 
 /*
@@ -546,7 +585,7 @@ set_sort(ChangeSet *s)
 	qsort_arg(s->items, s->n, sizeof(SetItem), compare_items, s->type);
 	for (int i = 0; i < s->n; i++)
 	{
-		if (kept > 0 && compare_values(s->type, s->items[kept - 1].value, s->items[i].value) == 0)
+		if (kept > 0 && compare_item_values(s->type, &s->items[kept - 1], &s->items[i]) == 0)
 			s->items[kept - 1].count += s->items[i].count;
 		else
 			s->items[kept++] = s->items[i];
@@ -591,8 +630,7 @@ streamwin_change_set_accum(PG_FUNCTION_ARGS)
 		s->max *= 2;
 		s->items = repalloc_huge(s->items, sizeof(SetItem) * s->max);
 	}
-	s->items[s->n].value = value_copy(s->type, PG_GETARG_DATUM(1));
-	s->items[s->n].count = PG_GETARG_INT16(2);
+	item_set(s->type, &s->items[s->n], value_copy(s->type, PG_GETARG_DATUM(1)), PG_GETARG_INT16(2));
 	s->n++;
 	s->sorted = false;
 	MemoryContextSwitchTo(old);
@@ -672,8 +710,7 @@ streamwin_change_set_merge(PG_FUNCTION_ARGS)
 
 			entry_read(t, b, o, &e);
 			o += e.len;
-			bs.items[bs.n].value = entry_value(t, &e);
-			bs.items[bs.n].count = e.count;
+			item_set(t, &bs.items[bs.n], entry_value(t, &e), e.count);
 		}
 		set_sort(&bs);
 		b = set_build(t, bs.items, bs.n);
