@@ -319,3 +319,11 @@ SELECT streamwin.change_set_min(s, NULL::int4) AS lo, streamwin.change_set_max(s
 FROM (SELECT streamwin.change_set(x, -1::smallint) AS s FROM (VALUES (1), (2)) AS t(x)) AS r;
 SELECT streamwin.change_set_max(substr(s, 1, length(s) - 1), NULL::text)
 FROM (SELECT streamwin.change_set(x, 1::smallint) AS s FROM (VALUES ('a'), ('bb')) AS t(x)) AS r;
+-- Of equal values (numeric 1.5 and 1.50) a set keeps the image of the
+-- first to come, in a batch and in a merge, as one value.
+SELECT streamwin.change_set_values(streamwin.change_set(x, 1::smallint), NULL::numeric)
+FROM (VALUES (1.50), (1.5), (1.500), (2), (2.0)) AS t(x);
+SELECT streamwin.change_set_values(s, NULL::numeric) AS batch,
+       streamwin.change_set_values(streamwin.change_set_merge(s, (SELECT streamwin.change_set(x, 1::smallint)
+                                                              FROM (VALUES (2.000), (0), (7)) AS t(x))), NULL::numeric) AS merged
+FROM (SELECT streamwin.change_set(round(g % 3, g % 4), 1::smallint) AS s FROM generate_series(1, 200) g) AS r;

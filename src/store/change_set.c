@@ -130,6 +130,7 @@ typedef struct SetItem
 	Datum		value;
 	Datum		key;
 	int64		count;
+	int32		seq;			/* which came first, of equal values */
 } SetItem;
 
 /*
@@ -209,8 +210,9 @@ compare_values(SetTypeInfo *t, Datum a, Datum b)
 
 /* An item of value (a copy of it, value_copy's) and count. */
 static inline void
-item_set(SetTypeInfo *t, SetItem *item, Datum value, int64 count)
+item_set(SetTypeInfo *t, SetItem *item, Datum value, int64 count, int32 seq)
 {
+	item->seq = seq;
 	item->value = value;
 	item->key = t->abbreviated ? t->abbrev.abbrev_converter(value, &t->abbrev) : value;
 	item->count = count;
@@ -506,7 +508,7 @@ set_read_v1(FunctionCallInfo fcinfo, bytea *b, SetTypeInfo **type, int *n)
 		resetStringInfo(&item);
 		appendBinaryStringInfo(&item, pq_getmsgbytes(&buf, len), len);
 		v = ReceiveFunctionCall(&(*type)->recv, &item, (*type)->recv_ioparam, -1);
-		item_set(*type, &items[i], value_copy(*type, v), c);
+		item_set(*type, &items[i], value_copy(*type, v), c, i);
 	}
 	pq_getmsgend(&buf);
 	pfree(item.data);
@@ -565,10 +567,20 @@ set_open(FunctionCallInfo fcinfo, Datum d, SetTypeInfo **type)
 
 /* --- the aggregate ----------------------------------------------------------- */
 
+/*
+ * Equal values (numeric 1.5 and 1.50) in the order they came: the set
+ * keeps the first one's image, as the sum of their counts, whatever order
+ * the sort leaves the others in.
+ */
 static int
 compare_items(const void *a, const void *b, void *arg)
 {
-	return compare_item_values(arg, a, b);
+	int			c = compare_item_values(arg, a, b);
+
+	if (c != 0)
+		return c;
+	c = ((const SetItem *) a)->seq - ((const SetItem *) b)->seq;
+	return c < 0 ? -1 : c > 0;
 }
 
 /*
@@ -630,7 +642,7 @@ streamwin_change_set_accum(PG_FUNCTION_ARGS)
 		s->max *= 2;
 		s->items = repalloc_huge(s->items, sizeof(SetItem) * s->max);
 	}
-	item_set(s->type, &s->items[s->n], value_copy(s->type, PG_GETARG_DATUM(1)), PG_GETARG_INT16(2));
+	item_set(s->type, &s->items[s->n], value_copy(s->type, PG_GETARG_DATUM(1)), PG_GETARG_INT16(2), s->n);
 	s->n++;
 	s->sorted = false;
 	MemoryContextSwitchTo(old);
@@ -710,7 +722,7 @@ streamwin_change_set_merge(PG_FUNCTION_ARGS)
 
 			entry_read(t, b, o, &e);
 			o += e.len;
-			item_set(t, &bs.items[bs.n], entry_value(t, &e), e.count);
+			item_set(t, &bs.items[bs.n], entry_value(t, &e), e.count, bs.n);
 		}
 		set_sort(&bs);
 		b = set_build(t, bs.items, bs.n);
