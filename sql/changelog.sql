@@ -41,12 +41,12 @@ SELECT streamwin.create_query('by_region', $$
          count(DISTINCT qty) AS qtys, sum(DISTINCT qty) AS distinct_units,
          count(*) FILTER (WHERE paid) AS paid_orders
   FROM chg GROUP BY region$$, output_mode => 'update', start => false);
--- Its sets are stored out of line uncompressed in the state table, which
--- the store rewrites at every batch, and compressed in the logged
--- checkpoint table, as the state table's columns say (lz4 where the
--- server has it).
-SELECT s.attname, s.attstorage AS state_storage, c.attstorage AS checkpoint_storage,
-       c.attcompression = s.attcompression AS same_compression
+-- Its sets are stored in the state table, which the store rewrites at
+-- every batch, in line compressed by lz4 where the server has it, else out
+-- of line uncompressed; and compressed in the logged checkpoint table, as
+-- the state table's columns say.
+SELECT s.attname, s.attstorage = CASE s.attcompression WHEN 'l' THEN 'm' ELSE 'e' END AS state_storage,
+       c.attstorage AS checkpoint_storage, c.attcompression = s.attcompression AS same_compression
 FROM streamwin.query_catalog q
 JOIN pg_attribute s ON s.attrelid = q.state_table
 JOIN pg_attribute c ON c.attrelid = q.checkpoint_table AND c.attname = s.attname
@@ -327,3 +327,36 @@ SELECT streamwin.change_set_values(s, NULL::numeric) AS batch,
        streamwin.change_set_values(streamwin.change_set_merge(s, (SELECT streamwin.change_set(x, 1::smallint)
                                                               FROM (VALUES (2.000), (0), (7)) AS t(x))), NULL::numeric) AS merged
 FROM (SELECT streamwin.change_set(round(g % 3, g % 4), 1::smallint) AS s FROM generate_series(1, 200) g) AS r;
+
+-- Large counted sets (a thousand values in a group, 8 kB): in line
+-- compressed in the state table where lz4 is there, read back when a new
+-- backend loads the store from it, and merged on from there.
+CREATE TABLE wide (id int PRIMARY KEY, g int, v numeric);
+ALTER TABLE wide REPLICA IDENTITY FULL;
+SELECT streamwin.create_table_source('wide_changes', 'wide', '{"changes": "all"}');
+SELECT streamwin.create_query('wide_sets', $$
+  SELECT g, count(*) AS n, min(v) AS lo, max(v) AS hi, count(DISTINCT v) AS dv FROM wide_changes GROUP BY g$$,
+  output_mode => 'update', start => false);
+CREATE VIEW wide_diffs AS
+  SELECT count(*) AS diffs FROM (
+    (SELECT g, n, lo::text, hi::text, dv FROM wide_sets
+     EXCEPT SELECT g, count(*), min(v)::text, max(v)::text, count(DISTINCT v) FROM wide GROUP BY g)
+    UNION ALL
+    (SELECT g, count(*), min(v)::text, max(v)::text, count(DISTINCT v) FROM wide GROUP BY g
+     EXCEPT SELECT g, n, lo::text, hi::text, dv FROM wide_sets)) d;
+INSERT INTO wide SELECT i, i % 2, round(i * 7.13 % 1000, 2) FROM generate_series(1, 2000) i;
+SELECT (streamwin.run_batch('wide_sets')->>'input_rows')::int AS input_rows;
+SELECT * FROM wide_diffs;
+SELECT (pg_relation_size(c.reltoastrelid) = 0) = (a.attcompression = 'l') AS in_line_if_lz4
+FROM streamwin.query_catalog q JOIN pg_class c ON c.oid = q.state_table
+JOIN pg_attribute a ON a.attrelid = q.state_table AND a.attname = 'lo$set'
+WHERE q.name = 'wide_sets';
+\c
+SET timezone = 'UTC';
+SET datestyle = 'ISO, YMD';
+DELETE FROM wide WHERE v < 100 OR id % 7 = 0;
+UPDATE wide SET v = v + 0.5, g = 1 - g WHERE id % 5 = 0;
+SELECT (streamwin.run_batch('wide_sets')->>'input_rows')::int AS input_rows;
+SELECT * FROM wide_diffs;
+SELECT streamwin.drop_query('wide_sets');
+SELECT streamwin.drop_source('wide_changes');
