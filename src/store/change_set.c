@@ -386,35 +386,6 @@ entry_read(SetTypeInfo *t, const SetHeader *h, Size off, SetEntry *e)
 }
 
 /*
- * memcpy of an entry's few bytes, without a call: a merge copies every
- * value of a group's set, most of them 8 bytes or so, and a call of
- * memcpy for each was a tenth of the merge.
- */
-static inline void
-copy_bytes(char *dst, const char *src, Size n)
-{
-	if (n > 32)
-	{
-		memcpy(dst, src, n);
-		return;
-	}
-	for (; n >= 8; n -= 8, dst += 8, src += 8)
-		memcpy(dst, src, 8);
-	if (n >= 4)
-	{
-		memcpy(dst, src, 4);
-		n -= 4, dst += 4, src += 4;
-	}
-	if (n >= 2)
-	{
-		memcpy(dst, src, 2);
-		n -= 2, dst += 2, src += 2;
-	}
-	if (n > 0)
-		*dst = *src;
-}
-
-/*
  * An entry's value, to compare: in sc (by reference: a pointer into it,
  * which the next call for sc replaces), aligned, a varlena with a 4-byte
  * header.
@@ -437,10 +408,10 @@ entry_datum(SetTypeInfo *t, const SetEntry *e, Scratch *sc)
 	if (shorthdr)
 	{
 		SET_VARSIZE(sc->buf, need);
-		copy_bytes(sc->buf + VARHDRSZ, e->img + 1, e->img_len - 1);
+		memcpy(sc->buf + VARHDRSZ, e->img + 1, e->img_len - 1);
 	}
 	else
-		copy_bytes(sc->buf, e->img, e->img_len);
+		memcpy(sc->buf, e->img, e->img_len);
 	if (t->typbyval)
 		return fetch_att(sc->buf, true, t->typlen);
 	return PointerGetDatum(sc->buf);
@@ -719,9 +690,6 @@ streamwin_change_set_merge(PG_FUNCTION_ARGS)
 	Scratch		sa = {NULL, 0};
 	Scratch		sb = {NULL, 0};
 	Size		off = sizeof(SetHeader);
-	Size		run_from = 0;	/* a's entries copied as they are, in one */
-	Size		run_len = 0;	/* memcpy when the run ends: from, bytes, */
-	Size		run_to = 0;		/* and where in out */
 	int			na = 0;
 	int			nb = 0;
 	int			n = 0;
@@ -788,41 +756,22 @@ streamwin_change_set_merge(PG_FUNCTION_ARGS)
 			c = compare_values(t, da, db);
 		if (c < 0 || (c == 0 && ea.count + eb.count == ea.count))
 		{
-			/* most of a group's set: its entries runs of a, copied at once */
-			if (run_len > 0 && run_from + run_len != ea.off)
-			{
-				memcpy((char *) out + run_to, (const char *) a + run_from, run_len);
-				run_len = 0;
-			}
-			if (run_len == 0)
-			{
-				run_from = ea.off;
-				run_to = off;
-			}
-			run_len += ea.len;
+			memcpy(e, (const char *) a + ea.off, ea.len);
 			len = ea.len;
 		}
-		else
+		else if (c > 0 || ea.count == 0)
 		{
-			if (run_len > 0)
-			{
-				memcpy((char *) out + run_to, (const char *) a + run_from, run_len);
-				run_len = 0;
-			}
-			if (c > 0 || ea.count == 0)
-			{
-				copy_bytes(e, (const char *) b + eb.off, eb.len);
-				len = eb.len;
-			}
-			else if (ea.count + eb.count != 0)
-			{
-				len = count_write(e, ea.count + eb.count);
-				copy_bytes(e + len, ea.img, ea.img_len);
-				len += ea.img_len;
-			}
-			else
-				len = 0;		/* counted 0: left out */
+			memcpy(e, (const char *) b + eb.off, eb.len);
+			len = eb.len;
 		}
+		else if (ea.count + eb.count != 0)
+		{
+			len = count_write(e, ea.count + eb.count);
+			memcpy(e + len, ea.img, ea.img_len);
+			len += ea.img_len;
+		}
+		else
+			len = 0;			/* counted 0: left out */
 		if (len > 0)
 		{
 			out->last = off;
@@ -841,8 +790,6 @@ streamwin_change_set_merge(PG_FUNCTION_ARGS)
 			db = entry_datum(t, &eb, &sb);
 		}
 	}
-	if (run_len > 0)
-		memcpy((char *) out + run_to, (const char *) a + run_from, run_len);
 	out->n = n;
 	SET_VARSIZE(out, off);
 	PG_RETURN_BYTEA_P(out);
