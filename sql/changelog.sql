@@ -41,6 +41,16 @@ SELECT streamwin.create_query('by_region', $$
          count(DISTINCT qty) AS qtys, sum(DISTINCT qty) AS distinct_units,
          count(*) FILTER (WHERE paid) AS paid_orders
   FROM chg GROUP BY region$$, output_mode => 'update', start => false);
+-- Its sets are stored in the state table, which the store rewrites at
+-- every batch, in line compressed by lz4 where the server has it, else out
+-- of line uncompressed; and compressed in the logged checkpoint table, as
+-- the state table's columns say.
+SELECT s.attname, s.attstorage = CASE s.attcompression WHEN 'l' THEN 'm' ELSE 'e' END AS state_storage,
+       c.attstorage AS checkpoint_storage, c.attcompression = s.attcompression AS same_compression
+FROM streamwin.query_catalog q
+JOIN pg_attribute s ON s.attrelid = q.state_table
+JOIN pg_attribute c ON c.attrelid = q.checkpoint_table AND c.attname = s.attname
+WHERE q.name = 'by_region' AND s.atttypid = 'bytea'::regtype ORDER BY s.attnum;
 -- Tumbling and hopping windows over event time (the hop's panes).
 SELECT streamwin.create_query('hourly', $$
   SELECT streamwin.tumble(ts, '1 hour') AS window_start, region, count(*) AS n, sum(qty) AS units
@@ -354,3 +364,71 @@ SELECT run_stock('shelf_totals') > 0 AS shelf_read, run_stock('stock_rows') > 0 
 SELECT * FROM stock_diffs();
 SELECT streamwin.drop_query(q) FROM unnest(ARRAY['shelf_totals', 'stock_rows', 'shelf_counts']) q;
 SELECT streamwin.drop_source('stock_changes');
+-- Counted values as queries before the present layout wrote them (each
+-- value's count and send format, version 1), in their state and checkpoint
+-- rows still: read, and merged with a batch's set into the present layout.
+-- int4 {5: 2, 9: 1} and numeric {3: 1, 12.5: 3}, as version 1 wrote them.
+CREATE TEMP TABLE v1_sets AS SELECT
+  '\x000000010000001700000000000000020000000000000002000000040000000500000000000000010000000400000009'::bytea AS ints,
+  '\x00000001000006a4000000000000000200000000000000010000000a0001000000000000000300000000000000030000000c0002000000000001000c1388'::bytea AS nums;
+SELECT streamwin.change_set_min(ints, NULL::int4) AS lo, streamwin.change_set_max(ints, NULL::int4) AS hi,
+       streamwin.change_set_values(ints, NULL::int4) AS ints,
+       streamwin.change_set_min(nums, NULL::numeric) AS nlo, streamwin.change_set_max(nums, NULL::numeric) AS nhi,
+       streamwin.change_set_values(nums, NULL::numeric) AS nums
+FROM v1_sets;
+-- a batch retracting 5 and 9 once and adding 7 (and 12.5 retracted thrice, 4.75 added)
+WITH b AS (SELECT (SELECT streamwin.change_set(x, c) FROM (VALUES (5, -1::smallint), (9, -1::smallint), (7, 1::smallint)) AS t(x, c)) AS ints,
+                  (SELECT streamwin.change_set(x, c) FROM (VALUES (12.5, -3::smallint), (4.75, 1::smallint)) AS t(x, c)) AS nums)
+SELECT streamwin.change_set_values(streamwin.change_set_merge(v.ints, b.ints), NULL::int4) AS old_new,
+       streamwin.change_set_values(streamwin.change_set_merge(b.ints, v.ints), NULL::int4) AS new_old,
+       streamwin.change_set_max(streamwin.change_set_merge(v.ints, b.ints), NULL::int4) AS hi,
+       streamwin.change_set_values(streamwin.change_set_merge(v.nums, b.nums), NULL::numeric) AS nums,
+       streamwin.change_set_max(streamwin.change_set_merge(b.nums, v.nums), NULL::numeric) AS nhi
+FROM v1_sets v, b;
+-- a set of retractions only holds no value; a malformed one is refused
+SELECT streamwin.change_set_min(s, NULL::int4) AS lo, streamwin.change_set_max(s, NULL::int4) AS hi,
+       streamwin.change_set_values(s, NULL::int4) AS vals
+FROM (SELECT streamwin.change_set(x, -1::smallint) AS s FROM (VALUES (1), (2)) AS t(x)) AS r;
+SELECT streamwin.change_set_max(substr(s, 1, length(s) - 1), NULL::text)
+FROM (SELECT streamwin.change_set(x, 1::smallint) AS s FROM (VALUES ('a'), ('bb')) AS t(x)) AS r;
+-- Of equal values (numeric 1.5 and 1.50) a set keeps the image of the
+-- first to come, in a batch and in a merge, as one value.
+SELECT streamwin.change_set_values(streamwin.change_set(x, 1::smallint), NULL::numeric)
+FROM (VALUES (1.50), (1.5), (1.500), (2), (2.0)) AS t(x);
+SELECT streamwin.change_set_values(s, NULL::numeric) AS batch,
+       streamwin.change_set_values(streamwin.change_set_merge(s, (SELECT streamwin.change_set(x, 1::smallint)
+                                                              FROM (VALUES (2.000), (0), (7)) AS t(x))), NULL::numeric) AS merged
+FROM (SELECT streamwin.change_set(round(g % 3, g % 4), 1::smallint) AS s FROM generate_series(1, 200) g) AS r;
+
+-- Large counted sets (a thousand values in a group, 8 kB): in line
+-- compressed in the state table where lz4 is there, read back when a new
+-- backend loads the store from it, and merged on from there.
+CREATE TABLE wide (id int PRIMARY KEY, g int, v numeric);
+ALTER TABLE wide REPLICA IDENTITY FULL;
+SELECT streamwin.create_table_source('wide_changes', 'wide', '{"changes": "all"}');
+SELECT streamwin.create_query('wide_sets', $$
+  SELECT g, count(*) AS n, min(v) AS lo, max(v) AS hi, count(DISTINCT v) AS dv FROM wide_changes GROUP BY g$$,
+  output_mode => 'update', start => false);
+CREATE VIEW wide_diffs AS
+  SELECT count(*) AS diffs FROM (
+    (SELECT g, n, lo::text, hi::text, dv FROM wide_sets
+     EXCEPT SELECT g, count(*), min(v)::text, max(v)::text, count(DISTINCT v) FROM wide GROUP BY g)
+    UNION ALL
+    (SELECT g, count(*), min(v)::text, max(v)::text, count(DISTINCT v) FROM wide GROUP BY g
+     EXCEPT SELECT g, n, lo::text, hi::text, dv FROM wide_sets)) d;
+INSERT INTO wide SELECT i, i % 2, round(i * 7.13 % 1000, 2) FROM generate_series(1, 2000) i;
+SELECT (streamwin.run_batch('wide_sets')->>'input_rows')::int AS input_rows;
+SELECT * FROM wide_diffs;
+SELECT (pg_relation_size(c.reltoastrelid) = 0) = (a.attcompression = 'l') AS in_line_if_lz4
+FROM streamwin.query_catalog q JOIN pg_class c ON c.oid = q.state_table
+JOIN pg_attribute a ON a.attrelid = q.state_table AND a.attname = 'lo$set'
+WHERE q.name = 'wide_sets';
+\c
+SET timezone = 'UTC';
+SET datestyle = 'ISO, YMD';
+DELETE FROM wide WHERE v < 100 OR id % 7 = 0;
+UPDATE wide SET v = v + 0.5, g = 1 - g WHERE id % 5 = 0;
+SELECT (streamwin.run_batch('wide_sets')->>'input_rows')::int AS input_rows;
+SELECT * FROM wide_diffs;
+SELECT streamwin.drop_query('wide_sets');
+SELECT streamwin.drop_source('wide_changes');

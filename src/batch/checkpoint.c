@@ -164,9 +164,11 @@ checkpoint_create_table(int32 query_id, Oid unlogged_table, const char *name, bo
 	 * vacuum, and autovacuum's ANALYZE of every new copy would take a lock
 	 * that makes the next checkpoint skip (checkpoint_take); one that a store
 	 * writes incrementally (incremental) updates and deletes rows, which
-	 * autovacuum then looks after as in any table.
+	 * autovacuum then looks after as in any table.  Each column compresses
+	 * as the table's says (create_state_table) but is stored as by default:
+	 * the checkpoint's rows are logged, compressed.
 	 */
-	run_catalog(psprintf("CREATE TABLE streamwin.%s (LIKE %s INCLUDING DEFAULTS)%s",
+	run_catalog(psprintf("CREATE TABLE streamwin.%s (LIKE %s INCLUDING DEFAULTS INCLUDING COMPRESSION)%s",
 						 quote_identifier(name), qualified_relname(unlogged_table),
 						 incremental ? "" :
 						 " WITH (autovacuum_enabled = false, toast.autovacuum_enabled = false)"),

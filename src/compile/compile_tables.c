@@ -108,12 +108,29 @@ create_state_table(Compiled *c, int32 query_id)
 		 * rewrites a group's row after every batch that changes it: stored
 		 * out of line but not compressed, which would cost more than the
 		 * rest of the write (a group's set of 1,000 numeric values is
-		 * compressed again at every batch).  The logged checkpoint table
-		 * keeps the default, compressed: fewer bytes of WAL.
+		 * compressed again at every batch).  With lz4, a changelog's
+		 * counted values (MERGE_COUNTED, a few kB a group) are stored in
+		 * line, compressed, instead: lz4 takes less time than writing the
+		 * set out of line in TOAST chunks (each with its index entry, and
+		 * the old chunks deleted through the index), and a set of a
+		 * thousand numeric values, 9 kB, compresses into the row's page.
+		 * The logged checkpoint table (checkpoint_create_table) takes the
+		 * column's compression: compressed, for fewer bytes of WAL, with
+		 * lz4 where the server has it, several times faster than pglz at
+		 * every checkpoint.
 		 */
 		if (exprType((Node *) p->expr) == BYTEAOID)
+		{
+#ifdef USE_LZ4
+			appendStringInfo(&storage, "%s ALTER COLUMN %s SET STORAGE %s, ALTER COLUMN %s SET COMPRESSION lz4",
+							 storage.len ? "," : "", quote_identifier(p->name),
+							 p->merge == MERGE_COUNTED ? "MAIN" : "EXTERNAL",
+							 quote_identifier(p->name));
+#else
 			appendStringInfo(&storage, "%s ALTER COLUMN %s SET STORAGE EXTERNAL",
 							 storage.len ? "," : "", quote_identifier(p->name));
+#endif
+		}
 	}
 
 	/*

@@ -22,21 +22,44 @@
  *	streamwin.change_set_values(set, NULL::type): the final values (an
  *		array of the values, for a DISTINCT aggregate to run over).
  *
- * A set is bytea: the element type and collation, the number of values,
- * then each value's count and its binary send format, so that it survives
- * pg_dump and a restore elsewhere like any column.
+ * A set is bytea.  A group's set holds every value of the group's rows
+ * (about a thousand in a group of a few thousand rows), and the store
+ * merges a batch's set into it after every batch that changes the group,
+ * rewrites the group's state row with it, then answers min and max from
+ * it: so a set is laid out to be merged and read where it lies, without
+ * receiving or sending a value, and to take few bytes.  Version 2
+ * (SetHeader): the element type, collation and number of values, then
+ * each value's entry, ascending: its count (a zigzag varint: 1 byte for a
+ * count under 64), then the value's image as a tuple stores it (a varlena
+ * with a 1-byte header where it fits, never compressed or out of line; a
+ * by-value type's typlen bytes), unaligned, as in a tuple.  A numeric of a
+ * few digits takes about 8 bytes.  A merge is one pass over both sets that
+ * copies entries whole where their count stays; to compare two values,
+ * each is copied into an aligned buffer first (entry_datum), a 4-byte
+ * header in place of its short one.  min is the first entry, max the last
+ * (its offset is in the header).  The images are this machine's: a set
+ * carries the byte order it was written in, and one of the other is
+ * refused (reset_query rebuilds the state from the source).
+ *
+ * Version 1, each value's count and its binary send format, is what
+ * queries wrote before version 2: their state and checkpoint rows are read
+ * still (converted on reading), and what they merge into is written anew
+ * as version 2.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "access/tupmacs.h"
 #include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "libpq/pqformat.h"
+#include "port/pg_bswap.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/lsyscache.h"
+#include "utils/sortsupport.h"
 #include "utils/typcache.h"
 
 #include "sql_function.h"
@@ -48,9 +71,39 @@ STREAMWIN_SQL_FUNCTION(streamwin_change_set_min);
 STREAMWIN_SQL_FUNCTION(streamwin_change_set_max);
 STREAMWIN_SQL_FUNCTION(streamwin_change_set_values);
 
-#define CHANGE_SET_VERSION 1
+/* The first 4 bytes after the varlena header, in network order in both */
+#define CHANGE_SET_V1 1
+#define CHANGE_SET_V2 2
 
-/* How values of one type are compared, sent and received. */
+/*
+ * The byte order of a version 2 set's images (and of its header): written
+ * natively, so that the other byte order reads another number.
+ */
+#define SET_ARCH ((uint32) 0x53570102)
+
+/* A version 2 set's header; its entries follow, the first at sizeof. */
+typedef struct SetHeader
+{
+	int32		vl_len_;
+	uint32		version;		/* CHANGE_SET_V2, in network order */
+	uint32		arch;			/* SET_ARCH */
+	Oid			typid;
+	Oid			collid;
+	int32		n;				/* entries */
+	uint32		last;			/* the last entry's offset; 0: none */
+} SetHeader;
+
+/* An entry of a version 2 set, as read (entry_read). */
+typedef struct SetEntry
+{
+	Size		off;			/* where it starts in its set */
+	Size		len;			/* its bytes */
+	int64		count;
+	const char *img;			/* its value's image */
+	Size		img_len;
+} SetEntry;
+
+/* How values of one type are compared, laid out, sent and received. */
 typedef struct SetTypeInfo
 {
 	Oid			typid;
@@ -58,198 +111,508 @@ typedef struct SetTypeInfo
 	int16		typlen;
 	bool		typbyval;
 	char		typalign;
-	FmgrInfo	cmp;
+	SortSupportData ssup;		/* the default btree order, in collid */
+	SortSupportData abbrev;		/* the same, abbreviated where the type can */
+	bool		abbreviated;	/* (abbrev has a converter) */
 	FmgrInfo	send;
 	FmgrInfo	recv;
 	Oid			recv_ioparam;
 } SetTypeInfo;
 
-/* A set in memory: values ascending, with their counts. */
+/*
+ * A value with its count, as the aggregate collects them, and its
+ * abbreviated key (the value itself where the type has none): sorting a
+ * batch's values compares keys next to each other, and reads the values,
+ * scattered over the aggregate's memory, only where two keys tie.
+ */
+typedef struct SetItem
+{
+	Datum		value;
+	Datum		key;
+	int64		count;
+	int32		seq;			/* which came first, of equal values */
+} SetItem;
+
+/*
+ * A set being built: values with their counts, in the order they came
+ * until sorted (sorted: ascending, each value once).
+ */
 typedef struct ChangeSet
 {
 	SetTypeInfo *type;
 	int			n;
 	int			max;
-	Datum	   *values;
-	int64	   *counts;
+	bool		sorted;
+	SetItem    *items;
 } ChangeSet;
 
-/* The type's functions, kept in fn_extra (in fn_mcxt) between calls. */
+/* An aligned buffer that an entry's value is made comparable in. */
+typedef struct Scratch
+{
+	char	   *buf;
+	Size		size;
+} Scratch;
+
+/*
+ * The type's functions, kept in fn_extra (in fn_mcxt) between calls: for
+ * the state store's merge, for as long as the store.
+ */
 static SetTypeInfo *
 set_type_info(FunctionCallInfo fcinfo, Oid typid, Oid collid)
 {
 	SetTypeInfo *t = fcinfo->flinfo->fn_extra;
 
-	if (t == NULL || t->typid != typid)
+	if (t == NULL || t->typid != typid || t->collid != collid)
 	{
-		TypeCacheEntry *tce = lookup_type_cache(typid, TYPECACHE_CMP_PROC_FINFO);
+		MemoryContext cxt = fcinfo->flinfo->fn_mcxt;
+		TypeCacheEntry *tce = lookup_type_cache(typid, TYPECACHE_LT_OPR);
 		Oid			send;
 		Oid			recv;
 		bool		isvarlena;
 
-		if (!OidIsValid(tce->cmp_proc_finfo.fn_oid))
+		if (!OidIsValid(tce->lt_opr))
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_FUNCTION),
 					 errmsg("could not identify a comparison function for type %s",
 							format_type_be(typid))));
-		t = MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt, sizeof(SetTypeInfo));
+		if (t == NULL)
+			t = MemoryContextAllocZero(cxt, sizeof(SetTypeInfo));
+		else
+			memset(t, 0, sizeof(SetTypeInfo));
 		t->typid = typid;
+		t->collid = collid;
 		get_typlenbyvalalign(typid, &t->typlen, &t->typbyval, &t->typalign);
-		fmgr_info_cxt(tce->cmp_proc_finfo.fn_oid, &t->cmp, fcinfo->flinfo->fn_mcxt);
+		t->ssup.ssup_cxt = cxt;
+		t->ssup.ssup_collation = collid;
+		t->ssup.ssup_nulls_first = false;
+		t->ssup.abbreviate = false;
+		PrepareSortSupportFromOrderingOp(tce->lt_opr, &t->ssup);
+		t->abbrev.ssup_cxt = cxt;
+		t->abbrev.ssup_collation = collid;
+		t->abbrev.ssup_nulls_first = false;
+		t->abbrev.abbreviate = true;
+		PrepareSortSupportFromOrderingOp(tce->lt_opr, &t->abbrev);
+		t->abbreviated = t->abbrev.abbrev_converter != NULL;
 		getTypeBinaryOutputInfo(typid, &send, &isvarlena);
 		getTypeBinaryInputInfo(typid, &recv, &t->recv_ioparam);
-		fmgr_info_cxt(send, &t->send, fcinfo->flinfo->fn_mcxt);
-		fmgr_info_cxt(recv, &t->recv, fcinfo->flinfo->fn_mcxt);
+		fmgr_info_cxt(send, &t->send, cxt);
+		fmgr_info_cxt(recv, &t->recv, cxt);
 		fcinfo->flinfo->fn_extra = t;
 	}
-	t->collid = collid;
 	return t;
 }
 
-static int
+static inline int
 compare_values(SetTypeInfo *t, Datum a, Datum b)
 {
-	return DatumGetInt32(FunctionCall2Coll(&t->cmp, t->collid, a, b));
+	return t->ssup.comparator(a, b, &t->ssup);
 }
 
-/* Room for one more value. */
-static void
-set_grow(ChangeSet *s)
+/* An item of value (a copy of it, value_copy's) and count. */
+static inline void
+item_set(SetTypeInfo *t, SetItem *item, Datum value, int64 count, int32 seq)
 {
-	if (s->n < s->max)
-		return;
-	s->max = Max(s->max * 2, 8);
-	s->values = s->values ? repalloc(s->values, sizeof(Datum) * s->max) :
-		palloc(sizeof(Datum) * s->max);
-	s->counts = s->counts ? repalloc(s->counts, sizeof(int64) * s->max) :
-		palloc(sizeof(int64) * s->max);
-}
-
-/* Add count to value's count (a copy of value, if new), keeping the order. */
-static void
-set_add(ChangeSet *s, Datum value, int64 count)
-{
-	int			lo = 0;
-	int			hi = s->n;
-
-	while (lo < hi)
-	{
-		int			mid = (lo + hi) / 2;
-		int			c = compare_values(s->type, s->values[mid], value);
-
-		if (c == 0)
-		{
-			s->counts[mid] += count;
-			return;
-		}
-		if (c < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	set_grow(s);
-	memmove(&s->values[lo + 1], &s->values[lo], sizeof(Datum) * (s->n - lo));
-	memmove(&s->counts[lo + 1], &s->counts[lo], sizeof(int64) * (s->n - lo));
-	s->values[lo] = datumCopy(value, s->type->typbyval, s->type->typlen);
-	s->counts[lo] = count;
-	s->n++;
-}
-
-/* The set as bytea, its values of count 0 left out. */
-static bytea *
-set_serialize(ChangeSet *s)
-{
-	StringInfoData buf;
-	int			n = 0;
-
-	for (int i = 0; i < s->n; i++)
-		if (s->counts[i] != 0)
-			n++;
-	pq_begintypsend(&buf);
-	pq_sendint32(&buf, CHANGE_SET_VERSION);
-	pq_sendint32(&buf, s->type->typid);
-	pq_sendint32(&buf, s->type->collid);
-	pq_sendint32(&buf, n);
-	for (int i = 0; i < s->n; i++)
-	{
-		bytea	   *v;
-
-		if (s->counts[i] == 0)
-			continue;
-		v = SendFunctionCall(&s->type->send, s->values[i]);
-		pq_sendint64(&buf, s->counts[i]);
-		pq_sendint32(&buf, VARSIZE(v) - VARHDRSZ);
-		pq_sendbytes(&buf, VARDATA(v), VARSIZE(v) - VARHDRSZ);
-	}
-	return pq_endtypsend(&buf);
+	item->seq = seq;
+	item->value = value;
+	item->key = t->abbreviated ? t->abbrev.abbrev_converter(value, &t->abbrev) : value;
+	item->count = count;
 }
 
 /*
- * A set's bytea read in place (only read: pq_getmsg* do not write), its
- * header checked; leaves buf at the first value and returns the number of
+ * Items in order: by their keys, then where keys tie (abbreviated) by the
  * values.
  */
-static int
-set_open(bytea *b, StringInfo buf, Oid *typid, Oid *collid)
+static inline int
+compare_item_values(SetTypeInfo *t, const SetItem *a, const SetItem *b)
 {
-	buf->data = VARDATA_ANY(b);
-	buf->len = VARSIZE_ANY_EXHDR(b);
-	buf->maxlen = buf->len;
-	buf->cursor = 0;
-	if (pq_getmsgint(buf, 4) != CHANGE_SET_VERSION)
-		ereport(ERROR,
-				(errcode(ERRCODE_DATA_CORRUPTED),
-				 errmsg("streamwin: a change set of an unknown version")));
-	*typid = pq_getmsgint(buf, 4);
-	*collid = pq_getmsgint(buf, 4);
-	return pq_getmsgint(buf, 4);
+	int			c;
+
+	if (!t->abbreviated)
+		return compare_values(t, a->value, b->value);
+	c = t->abbrev.comparator(a->key, b->key, &t->abbrev);
+	if (c != 0)
+		return c;
+	return t->abbrev.abbrev_full_comparator(a->value, b->value, &t->abbrev);
+}
+
+/* --- images ---------------------------------------------------------------- */
+
+/*
+ * The bytes of value's image: a varlena's with a 1-byte header where it
+ * fits one, as a tuple stores it.  value is as value_copy leaves it.
+ */
+static inline Size
+image_len(SetTypeInfo *t, Datum v)
+{
+	if (t->typlen > 0)
+		return t->typlen;
+	if (t->typlen == -1)
+	{
+		Pointer		p = DatumGetPointer(v);
+
+		return VARATT_CAN_MAKE_SHORT(p) ? VARATT_CONVERTED_SHORT_SIZE(p) : VARSIZE(p);
+	}
+	return strlen(DatumGetCString(v)) + 1;
+}
+
+static inline void
+image_write(SetTypeInfo *t, char *dst, Datum v, Size len)
+{
+	if (t->typbyval)
+	{
+		union
+		{
+			int64		i;
+			char		c[sizeof(Datum)];
+		}			tmp;
+
+		store_att_byval(tmp.c, v, t->typlen);
+		memcpy(dst, tmp.c, len);
+	}
+	else if (t->typlen == -1 && len != VARSIZE(DatumGetPointer(v)))
+	{
+		SET_VARSIZE_SHORT(dst, len);
+		memcpy(dst + 1, VARDATA(DatumGetPointer(v)), len - 1);
+	}
+	else
+		memcpy(dst, DatumGetPointer(v), len);
+}
+
+/* A count, zigzag-encoded as a varint (a batch's counts may be negative). */
+static inline Size
+count_write(char *dst, int64 count)
+{
+	uint64		zz = ((uint64) count << 1) ^ (uint64) (count >> 63);
+	Size		n = 0;
+
+	while (zz >= 0x80)
+	{
+		dst[n++] = (char) ((zz & 0x7F) | 0x80);
+		zz >>= 7;
+	}
+	dst[n++] = (char) zz;
+	return n;
+}
+
+/* The most bytes count_write takes. */
+#define COUNT_MAX_LEN 10
+
+/*
+ * A copy of value fit to be an image and compared as often as a sort
+ * needs: a varlena with a 4-byte header, uncompressed, in line (a short
+ * header, as values come from a table, would make the type's comparator
+ * copy it at every comparison).
+ */
+static Datum
+value_copy(SetTypeInfo *t, Datum value)
+{
+	if (t->typlen == -1)
+		return PointerGetDatum(pg_detoast_datum_copy((struct varlena *) DatumGetPointer(value)));
+	return datumCopy(value, t->typbyval, t->typlen);
+}
+
+/* --- reading version 2 ----------------------------------------------------- */
+
+static void
+set_corrupt(void)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_DATA_CORRUPTED),
+			 errmsg("streamwin: a change set is malformed")));
 }
 
 /*
- * One value of a set, from its len bytes of send format: received from a
- * null-terminated copy in item (reused from value to value), which the
- * receive function may alter; what it returns is its own.
+ * Read the entry at off into e, checked to lie within the set: a set may
+ * come from anywhere a bytea does.
  */
-static Datum
-set_receive(SetTypeInfo *t, StringInfo item, const char *bytes, int len)
+static inline void
+entry_read(SetTypeInfo *t, const SetHeader *h, Size off, SetEntry *e)
 {
-	resetStringInfo(item);
-	appendBinaryStringInfo(item, bytes, len);
-	return ReceiveFunctionCall(&t->recv, item, t->recv_ioparam, -1);
+	const char *start = (const char *) h + off;
+	const char *p = start;
+	const char *end = (const char *) h + VARSIZE(h);
+	uint64		zz = 0;
+	Size		len;
+
+	if (off < sizeof(SetHeader))
+		set_corrupt();
+	for (int shift = 0;; shift += 7)
+	{
+		if (p >= end || shift > 63)
+			set_corrupt();
+		zz |= (uint64) (*p & 0x7F) << shift;
+		if ((*p++ & 0x80) == 0)
+			break;
+	}
+	e->count = (int64) ((zz >> 1) ^ (~(zz & 1) + 1));
+	if (p >= end)
+		set_corrupt();
+	if (t->typlen > 0)
+		len = t->typlen;
+	else if (t->typlen == -1)
+	{
+		if (VARATT_IS_1B(p))
+		{
+			if (VARATT_IS_1B_E(p))
+				set_corrupt();
+			len = VARSIZE_1B(p);
+		}
+		else
+		{
+			union
+			{
+				uint32		word;
+				char		c[4];
+			}			hdr;
+
+			if (end - p < VARHDRSZ)
+				set_corrupt();
+			memcpy(hdr.c, p, VARHDRSZ);
+			if (!VARATT_IS_4B_U(hdr.c))
+				set_corrupt();
+			len = VARSIZE_4B(hdr.c);
+			if (len < VARHDRSZ)
+				set_corrupt();
+		}
+	}
+	else
+		len = strnlen(p, end - p) + 1;
+	if (len > (Size) (end - p))
+		set_corrupt();
+	e->off = off;
+	e->img = p;
+	e->img_len = len;
+	e->len = (p - start) + len;
 }
 
-/* A set from bytea, in CurrentMemoryContext. */
-static ChangeSet *
-set_deserialize(FunctionCallInfo fcinfo, bytea *b)
+/*
+ * An entry's value, to compare: in sc (by reference: a pointer into it,
+ * which the next call for sc replaces), aligned, a varlena with a 4-byte
+ * header.
+ */
+static inline Datum
+entry_datum(SetTypeInfo *t, const SetEntry *e, Scratch *sc)
+{
+	bool		shorthdr = t->typlen == -1 && VARATT_IS_1B(e->img);
+	Size		need = shorthdr ? e->img_len - 1 + VARHDRSZ : e->img_len;
+
+	if (t->typlen == -2)
+		return PointerGetDatum(e->img);
+	if (need > sc->size)
+	{
+		if (sc->buf)
+			pfree(sc->buf);
+		sc->size = Max(need, 2 * sc->size);
+		sc->buf = palloc(sc->size);
+	}
+	if (shorthdr)
+	{
+		SET_VARSIZE(sc->buf, need);
+		memcpy(sc->buf + VARHDRSZ, e->img + 1, e->img_len - 1);
+	}
+	else
+		memcpy(sc->buf, e->img, e->img_len);
+	if (t->typbyval)
+		return fetch_att(sc->buf, true, t->typlen);
+	return PointerGetDatum(sc->buf);
+}
+
+/* An entry's value, a copy of its own (in CurrentMemoryContext). */
+static Datum
+entry_value(SetTypeInfo *t, const SetEntry *e)
+{
+	Scratch		sc = {NULL, 0};
+	Datum		v = entry_datum(t, e, &sc);
+
+	if (t->typlen == -2)
+		return PointerGetDatum(pstrdup(e->img));
+	if (t->typbyval)
+		pfree(sc.buf);
+	return v;
+}
+
+/* A set built from items[0, n) (sorted, each value once), counts of 0 left out. */
+static SetHeader *
+set_build(SetTypeInfo *t, SetItem *items, int n)
+{
+	Size		size = sizeof(SetHeader);
+	SetHeader  *h;
+	Size		off;
+	int			kept = 0;
+
+	for (int i = 0; i < n; i++)
+		if (items[i].count != 0)
+			size += COUNT_MAX_LEN + image_len(t, items[i].value);
+	h = palloc0(size);
+	h->version = pg_hton32(CHANGE_SET_V2);
+	h->arch = SET_ARCH;
+	h->typid = t->typid;
+	h->collid = t->collid;
+	off = sizeof(SetHeader);
+	for (int i = 0; i < n; i++)
+	{
+		char	   *e = (char *) h + off;
+		Size		len;
+		Size		clen;
+
+		if (items[i].count == 0)
+			continue;
+		len = image_len(t, items[i].value);
+		clen = count_write(e, items[i].count);
+		image_write(t, e + clen, items[i].value, len);
+		h->last = off;
+		off += clen + len;
+		kept++;
+	}
+	h->n = kept;
+	SET_VARSIZE(h, off);
+	return h;
+}
+
+/* --- version 1 --------------------------------------------------------------- */
+
+/*
+ * A version 1 set read as its items (in CurrentMemoryContext): each value
+ * received from its send format.
+ */
+static SetItem *
+set_read_v1(FunctionCallInfo fcinfo, bytea *b, SetTypeInfo **type, int *n)
 {
 	StringInfoData buf;
 	StringInfoData item;
-	ChangeSet  *s = palloc0(sizeof(ChangeSet));
 	Oid			typid;
 	Oid			collid;
+	SetItem    *items;
+	int			count;
 
-	s->max = set_open(b, &buf, &typid, &collid);
-	s->type = set_type_info(fcinfo, typid, collid);
-	s->values = palloc(sizeof(Datum) * Max(s->max, 1));
-	s->counts = palloc(sizeof(int64) * Max(s->max, 1));
+	buf.data = VARDATA_ANY(b);
+	buf.len = VARSIZE_ANY_EXHDR(b);
+	buf.maxlen = buf.len;
+	buf.cursor = 0;
+	if (pq_getmsgint(&buf, 4) != CHANGE_SET_V1)
+		set_corrupt();
+	typid = pq_getmsgint(&buf, 4);
+	collid = pq_getmsgint(&buf, 4);
+	count = pq_getmsgint(&buf, 4);
+	if (count < 0 || count > buf.len)
+		set_corrupt();
+	*type = set_type_info(fcinfo, typid, collid);
+	items = palloc(sizeof(SetItem) * Max(count, 1));
 	initStringInfo(&item);
-	for (s->n = 0; s->n < s->max; s->n++)
+	for (int i = 0; i < count; i++)
 	{
-		int			len;
+		int64		c = pq_getmsgint64(&buf);
+		int			len = pq_getmsgint(&buf, 4);
+		Datum		v;
 
-		s->counts[s->n] = pq_getmsgint64(&buf);
-		len = pq_getmsgint(&buf, 4);
-		s->values[s->n] = set_receive(s->type, &item, pq_getmsgbytes(&buf, len), len);
+		resetStringInfo(&item);
+		appendBinaryStringInfo(&item, pq_getmsgbytes(&buf, len), len);
+		v = ReceiveFunctionCall(&(*type)->recv, &item, (*type)->recv_ioparam, -1);
+		item_set(*type, &items[i], value_copy(*type, v), c, i);
 	}
 	pq_getmsgend(&buf);
 	pfree(item.data);
-	return s;
+	*n = count;
+	return items;
+}
+
+/*
+ * A set, as version 2, and its type: version 1 converted, and one whose
+ * header does not lie aligned (a small one in line in a tuple, with a
+ * 1-byte header, detoasted in place) copied.
+ */
+static SetHeader *
+set_open(FunctionCallInfo fcinfo, Datum d, SetTypeInfo **type)
+{
+	bytea	   *b = (bytea *) PG_DETOAST_DATUM(d);
+	uint32		version;
+	SetHeader  *h;
+
+	if (VARSIZE(b) < VARHDRSZ + sizeof(uint32))
+		set_corrupt();
+	memcpy(&version, VARDATA(b), sizeof(uint32));
+	version = pg_ntoh32(version);
+	if (version == CHANGE_SET_V1)
+	{
+		int			n;
+		SetItem    *items = set_read_v1(fcinfo, b, type, &n);
+
+		return set_build(*type, items, n);
+	}
+	if (version != CHANGE_SET_V2)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("streamwin: a change set of an unknown version")));
+	if (VARSIZE(b) < sizeof(SetHeader))
+		set_corrupt();
+	if ((uintptr_t) b % sizeof(uint32) != 0)
+	{
+		bytea	   *copy = palloc(VARSIZE(b));
+
+		memcpy(copy, b, VARSIZE(b));
+		b = copy;
+	}
+	h = (SetHeader *) b;
+	if (h->arch != SET_ARCH)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("streamwin: a change set written on another kind of machine"),
+				 errdetail("Counted values keep the images of their values, in the byte order they were written with."),
+				 errhint("Rebuild the query's state from its source with streamwin.reset_query().")));
+	if (h->n < 0 || (h->n > 0) != (h->last != 0))
+		set_corrupt();
+	*type = set_type_info(fcinfo, h->typid, h->collid);
+	return h;
+}
+
+/* --- the aggregate ----------------------------------------------------------- */
+
+/*
+ * Equal values (numeric 1.5 and 1.50) in the order they came: the set
+ * keeps the first one's image, as the sum of their counts, whatever order
+ * the sort leaves the others in.
+ */
+static int
+compare_items(const void *a, const void *b, void *arg)
+{
+	int			c = compare_item_values(arg, a, b);
+
+	if (c != 0)
+		return c;
+	c = ((const SetItem *) a)->seq - ((const SetItem *) b)->seq;
+	return c < 0 ? -1 : c > 0;
+}
+
+/*
+ * Sort the items and add up the counts of equal values, in place: the set
+ * holds the same values with the same counts after as before.
+ */
+static void
+set_sort(ChangeSet *s)
+{
+	int			kept = 0;
+
+	if (s->sorted)
+		return;
+	qsort_arg(s->items, s->n, sizeof(SetItem), compare_items, s->type);
+	for (int i = 0; i < s->n; i++)
+	{
+		if (kept > 0 && compare_item_values(s->type, &s->items[kept - 1], &s->items[i]) == 0)
+			s->items[kept - 1].count += s->items[i].count;
+		else
+			s->items[kept++] = s->items[i];
+	}
+	s->n = kept;
+	s->sorted = true;
 }
 
 /*
  * streamwin.change_set_accum(state internal, x anyelement, change smallint):
  * the transition of streamwin.change_set.  A NULL x counts for nothing, as
- * min, max and DISTINCT aggregates skip NULL.
+ * min, max and DISTINCT aggregates skip NULL.  The values are kept as they
+ * come and sorted once, by the final function: a batch's group holds a few
+ * hundred rows, where an insertion in order per row moved the values
+ * after it every time.
  */
 Datum
 streamwin_change_set_accum(PG_FUNCTION_ARGS)
@@ -271,30 +634,65 @@ streamwin_change_set_accum(PG_FUNCTION_ARGS)
 	{
 		s = palloc0(sizeof(ChangeSet));
 		s->type = set_type_info(fcinfo, get_fn_expr_argtype(fcinfo->flinfo, 1), PG_GET_COLLATION());
+		s->max = 16;
+		s->items = palloc(sizeof(SetItem) * s->max);
 	}
-	set_add(s, PG_GETARG_DATUM(1), PG_GETARG_INT16(2));
+	else if (s->n == s->max)
+	{
+		s->max *= 2;
+		s->items = repalloc_huge(s->items, sizeof(SetItem) * s->max);
+	}
+	item_set(s->type, &s->items[s->n], value_copy(s->type, PG_GETARG_DATUM(1)), PG_GETARG_INT16(2), s->n);
+	s->n++;
+	s->sorted = false;
 	MemoryContextSwitchTo(old);
 	PG_RETURN_POINTER(s);
 }
 
-/* streamwin.change_set_final(state internal) RETURNS bytea */
+/*
+ * streamwin.change_set_final(state internal) RETURNS bytea.  It sorts the
+ * state in place, which leaves it the same multiset of values: a second
+ * call, or further rows, find it as valid as before.
+ */
 Datum
 streamwin_change_set_final(PG_FUNCTION_ARGS)
 {
+	ChangeSet  *s;
+
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
-	PG_RETURN_BYTEA_P(set_serialize((ChangeSet *) PG_GETARG_POINTER(0)));
+	s = (ChangeSet *) PG_GETARG_POINTER(0);
+	set_sort(s);
+	PG_RETURN_BYTEA_P(set_build(s->type, s->items, s->n));
 }
+
+/* --- merging and reading ----------------------------------------------------- */
 
 /*
  * streamwin.change_set_merge(a bytea, b bytea) RETURNS bytea: each value
- * counted as often as in a and b together; NULL is the empty set.
+ * counted as often as in a and b together; NULL is the empty set.  One
+ * pass over both, in order, copying entries whole where their count stays:
+ * a group's set and a batch's set of it cost a comparison per entry and
+ * no conversion.
  */
 Datum
 streamwin_change_set_merge(PG_FUNCTION_ARGS)
 {
-	ChangeSet  *a;
-	ChangeSet  *b;
+	SetTypeInfo *t;
+	SetTypeInfo *tb;
+	SetHeader  *a;
+	SetHeader  *b;
+	SetHeader  *out;
+	SetEntry	ea = {0};
+	SetEntry	eb = {0};
+	Datum		da = (Datum) 0;
+	Datum		db = (Datum) 0;
+	Scratch		sa = {NULL, 0};
+	Scratch		sb = {NULL, 0};
+	Size		off = sizeof(SetHeader);
+	int			na = 0;
+	int			nb = 0;
+	int			n = 0;
 
 	if (PG_ARGISNULL(0) && PG_ARGISNULL(1))
 		PG_RETURN_NULL();
@@ -302,85 +700,155 @@ streamwin_change_set_merge(PG_FUNCTION_ARGS)
 		PG_RETURN_DATUM(PG_GETARG_DATUM(1));
 	if (PG_ARGISNULL(1))
 		PG_RETURN_DATUM(PG_GETARG_DATUM(0));
-	a = set_deserialize(fcinfo, PG_GETARG_BYTEA_PP(0));
-	b = set_deserialize(fcinfo, PG_GETARG_BYTEA_PP(1));
-	if (a->type->typid != b->type->typid)
+	b = set_open(fcinfo, PG_GETARG_DATUM(1), &tb);
+	a = set_open(fcinfo, PG_GETARG_DATUM(0), &t);
+	if (a->typid != b->typid)
 		elog(ERROR, "streamwin: change sets of types %s and %s cannot merge",
-			 format_type_be(a->type->typid), format_type_be(b->type->typid));
-	for (int i = 0; i < b->n; i++)
-		set_add(a, b->values[i], b->counts[i]);
-	PG_RETURN_BYTEA_P(set_serialize(a));
+			 format_type_be(a->typid), format_type_be(b->typid));
+
+	/*
+	 * The result is in a's collation, as a version 1 merge kept a's; b in
+	 * another (only a set written by hand) is sorted in a's first.
+	 */
+	if (b->collid != a->collid)
+	{
+		ChangeSet	bs = {t, 0, 0, false, NULL};
+		Size		o = sizeof(SetHeader);
+
+		bs.items = palloc(sizeof(SetItem) * Max(b->n, 1));
+		for (bs.n = 0; bs.n < b->n; bs.n++)
+		{
+			SetEntry	e;
+
+			entry_read(t, b, o, &e);
+			o += e.len;
+			item_set(t, &bs.items[bs.n], entry_value(t, &e), e.count, bs.n);
+		}
+		set_sort(&bs);
+		b = set_build(t, bs.items, bs.n);
+	}
+
+	/* an entry whose count changes may take a longer count: room for it */
+	out = palloc(VARSIZE(a) + VARSIZE(b) + COUNT_MAX_LEN);
+	memcpy(out, a, sizeof(SetHeader));
+	out->last = 0;
+	if (a->n > 0)
+	{
+		entry_read(t, a, sizeof(SetHeader), &ea);
+		da = entry_datum(t, &ea, &sa);
+	}
+	if (b->n > 0)
+	{
+		entry_read(t, b, sizeof(SetHeader), &eb);
+		db = entry_datum(t, &eb, &sb);
+	}
+	while (na < a->n || nb < b->n)
+	{
+		char	   *e = (char *) out + off;
+		int			c;
+		Size		len;
+
+		if (na == a->n)
+			c = 1;
+		else if (nb == b->n)
+			c = -1;
+		else
+			c = compare_values(t, da, db);
+		if (c < 0 || (c == 0 && ea.count + eb.count == ea.count))
+		{
+			memcpy(e, (const char *) a + ea.off, ea.len);
+			len = ea.len;
+		}
+		else if (c > 0 || ea.count == 0)
+		{
+			memcpy(e, (const char *) b + eb.off, eb.len);
+			len = eb.len;
+		}
+		else if (ea.count + eb.count != 0)
+		{
+			len = count_write(e, ea.count + eb.count);
+			memcpy(e + len, ea.img, ea.img_len);
+			len += ea.img_len;
+		}
+		else
+			len = 0;			/* counted 0: left out */
+		if (len > 0)
+		{
+			out->last = off;
+			off += len;
+			n++;
+		}
+		/* the next entry of each set whose entry this took */
+		if (c <= 0 && ++na < a->n)
+		{
+			entry_read(t, a, ea.off + ea.len, &ea);
+			da = entry_datum(t, &ea, &sa);
+		}
+		if (c >= 0 && ++nb < b->n)
+		{
+			entry_read(t, b, eb.off + eb.len, &eb);
+			db = entry_datum(t, &eb, &sb);
+		}
+	}
+	out->n = n;
+	SET_VARSIZE(out, off);
+	PG_RETURN_BYTEA_P(out);
 }
 
-/* The values a set holds: count > 0 (none: a set of retractions only). */
-static ChangeSet *
-final_set(FunctionCallInfo fcinfo)
+/* The set of argument 0, its type checked against argument 1's. */
+static SetHeader *
+final_set(FunctionCallInfo fcinfo, SetTypeInfo **t)
 {
-	ChangeSet  *s;
-	int			kept = 0;
+	SetHeader  *h = set_open(fcinfo, PG_GETARG_DATUM(0), t);
 
-	if (PG_ARGISNULL(0))
-		return NULL;
-	s = set_deserialize(fcinfo, PG_GETARG_BYTEA_PP(0));
-	if (s->type->typid != get_fn_expr_argtype(fcinfo->flinfo, 1))
+	if (h->typid != get_fn_expr_argtype(fcinfo->flinfo, 1))
 		elog(ERROR, "streamwin: a change set of type %s read as %s",
-			 format_type_be(s->type->typid),
-			 format_type_be(get_fn_expr_argtype(fcinfo->flinfo, 1)));
-	for (int i = 0; i < s->n; i++)
-		if (s->counts[i] > 0)
-		{
-			s->values[kept] = s->values[i];
-			s->counts[kept++] = s->counts[i];
-		}
-	s->n = kept;
-	return s;
+			 format_type_be(h->typid), format_type_be(get_fn_expr_argtype(fcinfo->flinfo, 1)));
+	return h;
 }
 
 /*
- * The smallest (last: the largest) value a set holds, count > 0, as
- * final_set would give it, but received alone: the others are skipped
- * over in their send format.  A set in a group's state has every value of
- * the group's rows, and min or max is computed for the group after every
- * batch that changes it.
+ * The smallest (last: the largest) value a set holds, count > 0: its first
+ * entry, or its last, read where it lies.  A set in a group's state has
+ * every value of the group's rows, and min or max is computed for the
+ * group after every batch that changes it.  A set of a batch may hold
+ * retractions (count < 0), passed over.
  */
 static Datum
 set_extreme(FunctionCallInfo fcinfo, bool last)
 {
-	StringInfoData buf;
-	StringInfoData item;
-	Oid			typid;
-	Oid			collid;
-	int			n;
-	const char *found = NULL;
-	int			found_len = 0;
-	Datum		result;
+	SetTypeInfo *t;
+	SetHeader  *h;
+	SetEntry	e;
+	SetEntry	found = {0};
+	Size		off = sizeof(SetHeader);
 
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
-	n = set_open(PG_GETARG_BYTEA_PP(0), &buf, &typid, &collid);
-	if (typid != get_fn_expr_argtype(fcinfo->flinfo, 1))
-		elog(ERROR, "streamwin: a change set of type %s read as %s",
-			 format_type_be(typid), format_type_be(get_fn_expr_argtype(fcinfo->flinfo, 1)));
-	for (int i = 0; i < n; i++)
+	h = final_set(fcinfo, &t);
+	if (h->n == 0)
+		PG_RETURN_NULL();
+	if (last)
 	{
-		int64		count = pq_getmsgint64(&buf);
-		int			len = pq_getmsgint(&buf, 4);
-		const char *bytes = pq_getmsgbytes(&buf, len);
-
-		if (count > 0)
-		{
-			found = bytes;
-			found_len = len;
-			if (!last)
-				break;
-		}
+		entry_read(t, h, h->last, &e);
+		if (e.count > 0)
+			found = e;
 	}
-	if (found == NULL)
+	if (found.img == NULL)
+		for (int i = 0; i < h->n; i++)
+		{
+			entry_read(t, h, off, &e);
+			off += e.len;
+			if (e.count > 0)
+			{
+				found = e;
+				if (!last)
+					break;
+			}
+		}
+	if (found.img == NULL)
 		PG_RETURN_NULL();			/* none: a set of retractions only */
-	initStringInfo(&item);
-	result = set_receive(set_type_info(fcinfo, typid, collid), &item, found, found_len);
-	pfree(item.data);
-	PG_RETURN_DATUM(result);
+	PG_RETURN_DATUM(entry_value(t, &found));
 }
 
 /* streamwin.change_set_min(set bytea, type anyelement) RETURNS anyelement */
@@ -397,15 +865,34 @@ streamwin_change_set_max(PG_FUNCTION_ARGS)
 	return set_extreme(fcinfo, true);
 }
 
-/* streamwin.change_set_values(set bytea, type anyelement) RETURNS anyarray */
+/*
+ * streamwin.change_set_values(set bytea, type anyelement) RETURNS anyarray:
+ * the values a set holds, count > 0 (none: a set of retractions only).
+ */
 Datum
 streamwin_change_set_values(PG_FUNCTION_ARGS)
 {
-	ChangeSet  *s = final_set(fcinfo);
 	Oid			typid = get_fn_expr_argtype(fcinfo->flinfo, 1);
+	SetTypeInfo *t;
+	SetHeader  *h;
+	Datum	   *values;
+	int			n = 0;
+	Size		off = sizeof(SetHeader);
 
-	if (s == NULL || s->n == 0)
+	if (PG_ARGISNULL(0))
 		PG_RETURN_ARRAYTYPE_P(construct_empty_array(typid));
-	PG_RETURN_ARRAYTYPE_P(construct_array(s->values, s->n, typid, s->type->typlen,
-										  s->type->typbyval, s->type->typalign));
+	h = final_set(fcinfo, &t);
+	values = palloc(sizeof(Datum) * Max(h->n, 1));
+	for (int i = 0; i < h->n; i++)
+	{
+		SetEntry	e;
+
+		entry_read(t, h, off, &e);
+		off += e.len;
+		if (e.count > 0)
+			values[n++] = entry_value(t, &e);
+	}
+	if (n == 0)
+		PG_RETURN_ARRAYTYPE_P(construct_empty_array(typid));
+	PG_RETURN_ARRAYTYPE_P(construct_array(values, n, typid, t->typlen, t->typbyval, t->typalign));
 }
