@@ -363,6 +363,10 @@ UPDATE stock SET qty = qty + 7 WHERE sku % 2 = 0;
 SELECT run_stock('shelf_totals') > 0 AS shelf_read, run_stock('stock_rows') > 0 AS rows_read;
 SELECT * FROM stock_diffs();
 SELECT streamwin.drop_query(q) FROM unnest(ARRAY['shelf_totals', 'stock_rows', 'shelf_counts']) q;
+-- a column whose type changed since the source was created: refused
+ALTER TABLE stock ALTER sku TYPE bigint;
+SELECT streamwin.create_query('sku_counts', $$SELECT shelf, count(*) AS n FROM stock_changes GROUP BY shelf$$,
+  output_mode => 'update', start => false);
 SELECT streamwin.drop_source('stock_changes');
 -- Counted values as queries before the present layout wrote them (each
 -- value's count and send format, version 1), in their state and checkpoint

@@ -168,6 +168,40 @@ count_ignored(FetchState *st, ReorderBufferTXN *txn)
 		(!txn_resumed(st, txn) || st->txn_index > st->start.index);
 }
 
+/*
+ * For each column of the source's row type `to`, the attribute of the
+ * table's row type `from` of the same name into map[] (-1: none, e.g. the
+ * change column, metadata columns, a column dropped since).  A column whose
+ * type changed cannot be delivered in the type the source was created with.
+ */
+void
+table_column_map(TupleDesc from, TupleDesc to, Oid table, int *map)
+{
+	for (int i = 0; i < to->natts; i++)
+	{
+		Form_pg_attribute want = TupleDescAttr(to, i);
+
+		map[i] = -1;
+		for (int a = 0; a < from->natts; a++)
+		{
+			Form_pg_attribute have = TupleDescAttr(from, a);
+
+			if (have->attisdropped || strcmp(NameStr(have->attname), NameStr(want->attname)) != 0)
+				continue;
+			if (have->atttypid != want->atttypid)
+				ereport(ERROR,
+						(errcode(ERRCODE_DATATYPE_MISMATCH),
+						 errmsg("column \"%s\" of table \"%s\" changed type from %s to %s",
+								NameStr(want->attname), get_rel_name(table),
+								format_type_be(want->atttypid), format_type_be(have->atttypid)),
+						 errdetail("A table source delivers rows in the column types it was created with."),
+						 errhint("Create a new source for the table, and queries over it.")));
+			map[i] = a;
+			break;
+		}
+	}
+}
+
 /* Build the map from the table's row type, as of this change, to the source's. */
 static void
 build_map(FetchState *st, TupleDesc from)
@@ -180,32 +214,11 @@ build_map(FetchState *st, TupleDesc from)
 	st->src_nulls = palloc(sizeof(bool) * Max(from->natts, 1));
 	st->old_values = palloc(sizeof(Datum) * Max(from->natts, 1));
 	st->old_nulls = palloc(sizeof(bool) * Max(from->natts, 1));
+	table_column_map(from, st->desc, st->table, st->map);
 	st->map_identity = from->natts == st->desc->natts;
 	for (int i = 0; i < st->desc->natts; i++)
-	{
-		Form_pg_attribute want = TupleDescAttr(st->desc, i);
-
-		st->map[i] = -1;
-		for (int a = 0; a < from->natts; a++)
-		{
-			Form_pg_attribute have = TupleDescAttr(from, a);
-
-			if (have->attisdropped || strcmp(NameStr(have->attname), NameStr(want->attname)) != 0)
-				continue;
-			if (have->atttypid != want->atttypid)
-				ereport(ERROR,
-						(errcode(ERRCODE_DATATYPE_MISMATCH),
-						 errmsg("column \"%s\" of table \"%s\" changed type from %s to %s",
-								NameStr(want->attname), get_rel_name(st->table),
-								format_type_be(want->atttypid), format_type_be(have->atttypid)),
-						 errdetail("A table source delivers rows in the column types it was created with."),
-						 errhint("Create a new source for the table, and queries over it.")));
-			st->map[i] = a;
-			break;
-		}
 		if (st->map[i] != i)
 			st->map_identity = false;
-	}
 	MemoryContextSwitchTo(old);
 }
 
@@ -606,21 +619,13 @@ plugin_message(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, XLogRecPtr me
 			   bool transactional, const char *prefix, Size message_size, const char *message)
 {
 	FetchState *st = fetch_of(ctx);
-	MemoryContext old;
 	HeapTupleData tuple;
 
 	if (st == NULL || st->change_attno == 0 || !transactional ||
 		strcmp(prefix, TABLE_SNAPSHOT_PREFIX) != 0)
 		return;
-	old = MemoryContextSwitchTo(st->cxt);
 	if (table_snapshot_row(message, message_size, st->query_id, &tuple))
-	{
-		MemoryContextSwitchTo(old);
 		deliver_row(st, txn, NULL, &tuple, NULL, CHANGE_INSERT);
-		pfree(tuple.t_data);
-	}
-	else
-		MemoryContextSwitchTo(old);
 }
 
 void

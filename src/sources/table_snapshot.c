@@ -64,34 +64,6 @@ typedef struct SnapshotMessageHeader
 } SnapshotMessageHeader;
 
 /*
- * For each column of the source's row type, the table's attribute of the
- * same name (-1: none; the change column and metadata columns).
- */
-static int *
-map_by_name(TupleDesc table_desc, TupleDesc source_desc)
-{
-	int		   *map = palloc(sizeof(int) * Max(source_desc->natts, 1));
-
-	for (int i = 0; i < source_desc->natts; i++)
-	{
-		Form_pg_attribute want = TupleDescAttr(source_desc, i);
-
-		map[i] = -1;
-		for (int a = 0; a < table_desc->natts; a++)
-		{
-			Form_pg_attribute have = TupleDescAttr(table_desc, a);
-
-			if (!have->attisdropped && strcmp(NameStr(have->attname), NameStr(want->attname)) == 0)
-			{
-				map[i] = a;
-				break;
-			}
-		}
-	}
-	return map;
-}
-
-/*
  * The snapshot is the table as other transactions committed it: changes of
  * this transaction itself would be delivered twice, as its changes and in
  * the snapshot, or retracted before they are added.  A transaction that
@@ -137,7 +109,8 @@ table_snapshot_write(Oid table, Oid source_relation, int32 query_id)
 	desc = RelationGetDescr(source);
 	change_attno = source_change_attno(desc);
 	Assert(change_attno > 0);
-	map = map_by_name(RelationGetDescr(rel), desc);
+	map = palloc(sizeof(int) * Max(desc->natts, 1));
+	table_column_map(RelationGetDescr(rel), desc, table, map);
 	values = palloc(sizeof(Datum) * Max(desc->natts, 1));
 	nulls = palloc(sizeof(bool) * Max(desc->natts, 1));
 	slot = table_slot_create(rel, NULL);
@@ -192,19 +165,20 @@ bool
 table_snapshot_row(const char *message, Size size, int32 query_id, HeapTuple tuple)
 {
 	SnapshotMessageHeader header;
-	HeapTupleHeader body;
 
 	if (size < sizeof(header) + SizeofHeapTupleHeader)
 		elog(ERROR, "streamwin: snapshot message of %zu bytes is too short", size);
 	memcpy(&header, message, sizeof(header));
 	if (header.query_id != query_id)
 		return false;
-	/* the message's bytes need not be aligned as a tuple's are */
-	body = palloc(size - sizeof(header));
-	memcpy(body, message + sizeof(header), size - sizeof(header));
+
+	/*
+	 * The body in place, maybe unaligned: the plugin only copies it (with
+	 * memcpy) into the batch or the spool before reading it.
+	 */
 	tuple->t_len = size - sizeof(header);
 	ItemPointerSetInvalid(&tuple->t_self);
 	tuple->t_tableOid = InvalidOid;
-	tuple->t_data = body;
+	tuple->t_data = (HeapTupleHeader) (message + sizeof(header));
 	return true;
 }

@@ -138,6 +138,7 @@ extern Spool *spool;
 
 /* table_plugin.c */
 extern bool decoding_for_fetch;
+extern void table_column_map(TupleDesc from, TupleDesc to, Oid table, int *map);
 extern void spool_discard(void);
 extern void append_row(FetchState *st, HeapTuple row, XLogRecPtr lsn, int64 index,
 					   TimestampTz commit_time, char kind);
@@ -175,8 +176,9 @@ extern void slot_confirm(XLogRecPtr lsn);
  *		messages for query_id.  Returns the query's start: the WAL position
  *		before them, after every change of the table committed so far.
  * table_snapshot_row
- *		If a snapshot message is query_id's, its row (in the current memory
- *		context) into *tuple, and true.
+ *		If a snapshot message is query_id's, its row into *tuple (pointing
+ *		into the message, maybe unaligned: to be copied, not read), and
+ *		true.
  */
 extern XLogRecPtr table_snapshot_write(Oid table, Oid source_relation, int32 query_id);
 extern bool table_snapshot_row(const char *message, Size size, int32 query_id, HeapTuple tuple);
