@@ -51,6 +51,15 @@
 /* without new data, still look at the query (stop, idle watermark) this often */
 #define IDLE_CHECK_MS 1000L
 
+/* The query, or NULL once it is dropped (DROP EXTENSION drops them all). */
+static QueryInfo *
+query_if_exists(int32 query_id)
+{
+	if (!OidIsValid(get_extension_oid("streamwin", true)))
+		return NULL;
+	return catalog_get_query_by_id(query_id, true);
+}
+
 /*
  * Start a transaction and read the query: whether it still wants to run,
  * and its settings as they are now.  Returns NULL (with no transaction
@@ -64,9 +73,7 @@ begin_batch_transaction(int32 query_id)
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
-	/* DROP EXTENSION drops every query with the catalog */
-	q = OidIsValid(get_extension_oid("streamwin", true)) ?
-		catalog_get_query_by_id(query_id, true) : NULL;
+	q = query_if_exists(query_id);
 	if (q == NULL || !q->desired_running)
 	{
 		PopActiveSnapshot();
@@ -116,8 +123,7 @@ query_dropped(int32 query_id)
 	{
 		StartTransactionCommand();
 		PushActiveSnapshot(GetTransactionSnapshot());
-		dropped = !OidIsValid(get_extension_oid("streamwin", true)) ||
-			catalog_get_query_by_id(query_id, true) == NULL;
+		dropped = query_if_exists(query_id) == NULL;
 		PopActiveSnapshot();
 		CommitTransactionCommand();
 	}
