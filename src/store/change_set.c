@@ -50,6 +50,8 @@
  */
 #include "postgres.h"
 
+#include "common/int.h"
+
 #include "access/tupmacs.h"
 #include "catalog/pg_type.h"
 #include "fmgr.h"
@@ -114,8 +116,7 @@ typedef struct SetTypeInfo
 	SortSupportData ssup;		/* the default btree order, in collid */
 	SortSupportData abbrev;		/* the same, abbreviated where the type can */
 	bool		abbreviated;	/* (abbrev has a converter) */
-	FmgrInfo	send;
-	FmgrInfo	recv;
+	FmgrInfo	recv;			/* version 1 sets only: looked up on first use */
 	Oid			recv_ioparam;
 } SetTypeInfo;
 
@@ -166,9 +167,6 @@ set_type_info(FunctionCallInfo fcinfo, Oid typid, Oid collid)
 	{
 		MemoryContext cxt = fcinfo->flinfo->fn_mcxt;
 		TypeCacheEntry *tce = lookup_type_cache(typid, TYPECACHE_LT_OPR);
-		Oid			send;
-		Oid			recv;
-		bool		isvarlena;
 
 		if (!OidIsValid(tce->lt_opr))
 			ereport(ERROR,
@@ -193,10 +191,6 @@ set_type_info(FunctionCallInfo fcinfo, Oid typid, Oid collid)
 		t->abbrev.abbreviate = true;
 		PrepareSortSupportFromOrderingOp(tce->lt_opr, &t->abbrev);
 		t->abbreviated = t->abbrev.abbrev_converter != NULL;
-		getTypeBinaryOutputInfo(typid, &send, &isvarlena);
-		getTypeBinaryInputInfo(typid, &recv, &t->recv_ioparam);
-		fmgr_info_cxt(send, &t->send, cxt);
-		fmgr_info_cxt(recv, &t->recv, cxt);
 		fcinfo->flinfo->fn_extra = t;
 	}
 	return t;
@@ -497,6 +491,13 @@ set_read_v1(FunctionCallInfo fcinfo, bytea *b, SetTypeInfo **type, int *n)
 	if (count < 0 || count > buf.len)
 		set_corrupt();
 	*type = set_type_info(fcinfo, typid, collid);
+	if (!OidIsValid((*type)->recv.fn_oid))
+	{
+		Oid			recv;
+
+		getTypeBinaryInputInfo(typid, &recv, &(*type)->recv_ioparam);
+		fmgr_info_cxt(recv, &(*type)->recv, fcinfo->flinfo->fn_mcxt);
+	}
 	items = palloc(sizeof(SetItem) * Max(count, 1));
 	initStringInfo(&item);
 	for (int i = 0; i < count; i++)
@@ -680,6 +681,7 @@ streamwin_change_set_merge(PG_FUNCTION_ARGS)
 {
 	SetTypeInfo *t;
 	SetTypeInfo *tb;
+	int64		sum = 0;
 	SetHeader  *a;
 	SetHeader  *b;
 	SetHeader  *out;
@@ -754,7 +756,10 @@ streamwin_change_set_merge(PG_FUNCTION_ARGS)
 			c = -1;
 		else
 			c = compare_values(t, da, db);
-		if (c < 0 || (c == 0 && ea.count + eb.count == ea.count))
+		/* counts of a stored set are checked, not trusted: no overflow */
+		if (c == 0 && pg_add_s64_overflow(ea.count, eb.count, &sum))
+			set_corrupt();
+		if (c < 0 || (c == 0 && sum == ea.count))
 		{
 			memcpy(e, (const char *) a + ea.off, ea.len);
 			len = ea.len;
@@ -764,9 +769,9 @@ streamwin_change_set_merge(PG_FUNCTION_ARGS)
 			memcpy(e, (const char *) b + eb.off, eb.len);
 			len = eb.len;
 		}
-		else if (ea.count + eb.count != 0)
+		else if (sum != 0)
 		{
-			len = count_write(e, ea.count + eb.count);
+			len = count_write(e, sum);
 			memcpy(e + len, ea.img, ea.img_len);
 			len += ea.img_len;
 		}
