@@ -56,6 +56,14 @@ struct MessageDecoder
 								 * "key", "\"after\"", ... */
 	const char *part_default;	/* decoder_set_part's */
 	DecodeState state;			/* the columns, per-message spans, scratch */
+
+	/*
+	 * A decoded message sets every attribute: the format sets each column
+	 * (json, csv and text do; Avro only the fields its writer schema has),
+	 * and no attribute is dropped or metadata.  Then a row needs no
+	 * clearing before it is decoded.
+	 */
+	bool		fills_all;
 };
 
 static const char *decode_verify_encoding(MessageDecoder *decoder,
@@ -241,6 +249,9 @@ decoder_create(SourceFormat format, TupleDesc desc, const SourceMetadata *meta)
 		decode_column_init(&state->columns[ncolumns++], i, attr, decoder->mcxt);
 	}
 	state->ncolumns = ncolumns;
+	decoder->fills_all = ncolumns == desc->natts &&
+		(format == SOURCE_FORMAT_JSON || format == SOURCE_FORMAT_CSV ||
+		 format == SOURCE_FORMAT_TEXT);
 	state->spans = palloc0(sizeof(DecodeSpan) * ncolumns);
 	state->missing = palloc0(sizeof(int64) * Max(ncolumns, 1));
 	decoder->names = palloc(sizeof(char *) * Max(ncolumns, 1));
@@ -385,13 +396,8 @@ decoder_decode(MessageDecoder *decoder, const char *payload, size_t len,
 {
 	const char *error;
 
-	/*
-	 * When every attribute is a column the text formats fill (no dropped or
-	 * metadata ones), a decoded message sets them all, and a failed one
-	 * gets them all NULL below.  Avro sets only the fields its writer
-	 * schema has: the others stay NULL from here.
-	 */
-	if (decoder->state.ncolumns != decoder->natts || decoder->format == SOURCE_FORMAT_AVRO)
+	/* a failed message gets them all NULL below */
+	if (!decoder->fills_all)
 		decode_all_null(decoder, values, nulls);
 	error = decode_check_payload(decoder, &payload, len);
 	if (error != NULL)
