@@ -43,6 +43,8 @@
  */
 #include "postgres.h"
 
+#include "common/int.h"
+
 #include <math.h>
 
 #include "catalog/pg_type.h"
@@ -687,7 +689,8 @@ decimal_text(const uint8 *p, int n, int scale, StringInfo buf)
 {
 	uint8	   *mag = palloc(Max(n, 1));
 	bool		negative = n > 0 && (p[0] & 0x80);
-	char	   *digits = palloc(n * 3 + 2);
+	/* at most 3 digits a byte, and zeros up to the point: 0.000...1 */
+	char	   *digits = palloc(n * 3 + Max(scale, 0) + 2);
 	int			ndigits = 0;
 	int			len = n;
 
@@ -746,11 +749,22 @@ numeric_from_text(const char *text, int32 typmod)
 }
 
 static Datum
+numeric_typmod(Datum n, int32 typmod)
+{
+	return typmod >= 0 ? DirectFunctionCall2(numeric, n, Int32GetDatum(typmod)) : n;
+}
+
+static Datum
 numeric_from_double(float8 d, int32 typmod)
 {
-	Datum		n = DirectFunctionCall1(float8_numeric, Float8GetDatum(d));
+	return numeric_typmod(DirectFunctionCall1(float8_numeric, Float8GetDatum(d)), typmod);
+}
 
-	return typmod >= 0 ? DirectFunctionCall2(numeric, n, Int32GetDatum(typmod)) : n;
+/* A float as PostgreSQL casts float4 to numeric: 0.1, not 0.100000001490116 */
+static Datum
+numeric_from_float(float4 f, int32 typmod)
+{
+	return numeric_typmod(DirectFunctionCall1(float4_numeric, Float4GetDatum(f)), typmod);
 }
 
 /* Microseconds since 1970 (or ms * 1000) as PostgreSQL's timestamp */
@@ -765,8 +779,8 @@ timestamp_from_unix(int64 v, bool millis, const DecodeColumn *c, bool tz)
 			out_of_range("timestamp", (long long) v, c);
 		v *= 1000;
 	}
-	us = v - (int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY;
-	if (us > v || !IS_VALID_TIMESTAMP(us))
+	if (pg_sub_s64_overflow(v, (int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY, &us) ||
+		!IS_VALID_TIMESTAMP(us))
 		out_of_range("timestamp", (long long) v, c);
 	if (c->typmod >= 0)
 		return DirectFunctionCall2(tz ? timestamptz_scale : timestamp_scale,
@@ -913,7 +927,7 @@ read_value(AvroRead *r, const AvroType *w, const AvroField *field, DecodeColumn 
 				return false;
 			*value = t == TARGET_FLOAT4 ? Float4GetDatum(f) :
 				t == TARGET_FLOAT8 ? Float8GetDatum((float8) f) :
-				numeric_from_double((float8) f, c->typmod);
+				numeric_from_float(f, c->typmod);
 			break;
 		case AVT_DOUBLE:
 			if (!read_double(r, &d))
@@ -931,11 +945,12 @@ read_value(AvroRead *r, const AvroType *w, const AvroField *field, DecodeColumn 
 				*value = bytea_datum(p, len);
 			else if (t == TARGET_NUMERIC)
 			{
-				StringInfoData buf;
+				/* the scratch buffer, as the json target's: no buffer a value */
+				StringInfo	buf = &((AvroDecoder *) state->avro)->json;
 
-				initStringInfo(&buf);
-				decimal_text(p, len, w->scale, &buf);
-				*value = numeric_from_text(buf.data, c->typmod);
+				resetStringInfo(buf);
+				decimal_text(p, len, w->scale, buf);
+				*value = numeric_from_text(buf->data, c->typmod);
 			}
 			else if (t == TARGET_UUID && w->kind == AVT_FIXED)
 			{
@@ -1465,7 +1480,7 @@ decode_avro_debezium(DecodeState *state, const char *payload, int len, char *op,
 	}
 	if ((error = trailing_bytes(&r)) != NULL)
 		return error;
-	if (oplen != 1 || strchr("crud", optext[0]) == NULL)
+	if (oplen != 1 || optext[0] == '\0' || strchr("crud", optext[0]) == NULL)
 		return psprintf("unknown Debezium op \"%.*s\": only \"c\", \"r\", \"u\" and \"d\" change rows",
 						Min(oplen, 16), optext != NULL && pg_verify_mbstr(state->encoding, (const char *) optext, Min(oplen, 16), true) ?
 						(const char *) optext : "");

@@ -140,12 +140,14 @@ static int
 member_int(JsonbValue *obj, const char *key)
 {
 	JsonbValue *v = member(obj, key);
-	int64		n;
+	bool		failed = false;
+	int32		n;
 
 	if (v == NULL || v->type != jbvNumeric)
 		return -1;
-	n = DatumGetInt64(DirectFunctionCall1(numeric_int8, NumericGetDatum(v->val.numeric)));
-	return n < 0 || n > PG_INT32_MAX ? -1 : (int) n;
+	/* a schema never raises: an integer out of range is no integer */
+	n = numeric_int4_opt_error(v->val.numeric, &failed);
+	return failed || n < 0 ? -1 : (int) n;
 }
 
 static AvroType *
