@@ -611,6 +611,28 @@ plugin_commit(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, XLogRecPtr com
 }
 
 /*
+ * If a snapshot message is query_id's, its row into *tuple (pointing into
+ * the message, maybe unaligned: the callers only copy it, with memcpy,
+ * into the batch or the spool), and true.
+ */
+static bool
+snapshot_row(const char *message, Size size, int32 query_id, HeapTuple tuple)
+{
+	SnapshotMessageHeader header;
+
+	if (size < sizeof(header) + SizeofHeapTupleHeader)
+		elog(ERROR, "streamwin: snapshot message of %zu bytes is too short", size);
+	memcpy(&header, message, sizeof(header));
+	if (header.query_id != query_id)
+		return false;
+	tuple->t_len = size - sizeof(header);
+	ItemPointerSetInvalid(&tuple->t_self);
+	tuple->t_tableOid = InvalidOid;
+	tuple->t_data = (HeapTupleHeader) (message + sizeof(header));
+	return true;
+}
+
+/*
  * A row of the table as a changelog query's start found it (see
  * table_snapshot.c): an insert, for that query alone.
  */
@@ -624,7 +646,7 @@ plugin_message(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, XLogRecPtr me
 	if (st == NULL || st->change_attno == 0 || !transactional ||
 		strcmp(prefix, TABLE_SNAPSHOT_PREFIX) != 0)
 		return;
-	if (table_snapshot_row(message, message_size, st->query_id, &tuple))
+	if (snapshot_row(message, message_size, st->query_id, &tuple))
 		deliver_row(st, txn, NULL, &tuple, NULL, CHANGE_INSERT);
 }
 

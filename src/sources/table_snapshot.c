@@ -57,12 +57,6 @@
 
 #include "table_source_int.h"
 
-/* One snapshot row: its query's id, then the row's heap tuple body. */
-typedef struct SnapshotMessageHeader
-{
-	int32		query_id;
-} SnapshotMessageHeader;
-
 /*
  * The snapshot is the table as other transactions committed it: changes of
  * this transaction itself would be delivered twice, as its changes and in
@@ -159,26 +153,4 @@ table_snapshot_write(Oid table, Oid source_relation, int32 query_id)
 	/* the SHARE lock stays until the transaction ends: see above */
 	table_close(rel, NoLock);
 	return start;
-}
-
-bool
-table_snapshot_row(const char *message, Size size, int32 query_id, HeapTuple tuple)
-{
-	SnapshotMessageHeader header;
-
-	if (size < sizeof(header) + SizeofHeapTupleHeader)
-		elog(ERROR, "streamwin: snapshot message of %zu bytes is too short", size);
-	memcpy(&header, message, sizeof(header));
-	if (header.query_id != query_id)
-		return false;
-
-	/*
-	 * The body in place, maybe unaligned: the plugin only copies it (with
-	 * memcpy) into the batch or the spool before reading it.
-	 */
-	tuple->t_len = size - sizeof(header);
-	ItemPointerSetInvalid(&tuple->t_self);
-	tuple->t_tableOid = InvalidOid;
-	tuple->t_data = (HeapTupleHeader) (message + sizeof(header));
-	return true;
 }

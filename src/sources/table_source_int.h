@@ -166,8 +166,16 @@ extern void slot_confirm(XLogRecPtr lsn);
 
 /* table_snapshot.c */
 
-/* The prefix of a snapshot row's logical message. */
+/*
+ * A snapshot row's logical message: the prefix, then its query's id, then
+ * the row's heap tuple body in the source's row type.  table_snapshot.c
+ * writes them, table_plugin.c reads them.
+ */
 #define TABLE_SNAPSHOT_PREFIX "streamwin.snapshot"
+typedef struct SnapshotMessageHeader
+{
+	int32		query_id;
+} SnapshotMessageHeader;
 
 /*
  * table_snapshot_write
@@ -175,13 +183,8 @@ extern void slot_confirm(XLogRecPtr lsn);
  *		changelog source's relation, into the WAL as this transaction's
  *		messages for query_id.  Returns the query's start: the WAL position
  *		before them, after every change of the table committed so far.
- * table_snapshot_row
- *		If a snapshot message is query_id's, its row into *tuple (pointing
- *		into the message, maybe unaligned: to be copied, not read), and
- *		true.
  */
 extern XLogRecPtr table_snapshot_write(Oid table, Oid source_relation, int32 query_id);
-extern bool table_snapshot_row(const char *message, Size size, int32 query_id, HeapTuple tuple);
 
 /* table_fetch.c */
 extern void decode_pass(const char *slot_name, TablePosition start, FetchState *st,
