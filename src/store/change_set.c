@@ -41,6 +41,17 @@
  * carries the byte order it was written in, and one of the other is
  * refused (reset_query rebuilds the state from the source).
  *
+ * The images are trusted only where no image can do harm: the functions
+ * are SQL-callable, so a set may be any bytea a role hands them, naming any
+ * type.  Built-in by-value and fixed-length types and enums (any bits are
+ * a value, or an error), text-like types and bytea (any bytes; text is
+ * checked against the database encoding before it goes out) and numeric
+ * (its header and digits checked when an entry is read) keep their
+ * images.  Every other type, a container (array, range, jsonb, record) or
+ * one defined by an extension, whose functions trust their input's
+ * layout, keeps its values in its binary send format instead, received
+ * (and so checked) wherever a value is compared or read.
+ *
  * Version 1, each value's count and its binary send format, is what
  * queries wrote before version 2: their state and checkpoint rows are read
  * still (converted on reading), and what they merge into is written anew
@@ -52,6 +63,7 @@
 
 #include "common/int.h"
 
+#include "access/transam.h"
 #include "access/tupmacs.h"
 #include "catalog/pg_type.h"
 #include "fmgr.h"
@@ -105,6 +117,20 @@ typedef struct SetEntry
 	Size		img_len;
 } SetEntry;
 
+/*
+ * How a type's values are laid out in a version 2 set: see the header
+ * comment for why.
+ */
+typedef enum ImageKind
+{
+	IMAGE_RAW,					/* any bytes are a value: by-value and built-in
+								 * fixed-length types, enums, bytea */
+	IMAGE_TEXT,					/* text-like: checked for the encoding when a
+								 * value goes out */
+	IMAGE_NUMERIC,				/* numeric: header and digits checked */
+	IMAGE_SENT					/* the binary send format, as a bytea image */
+} ImageKind;
+
 /* How values of one type are compared, laid out, sent and received. */
 typedef struct SetTypeInfo
 {
@@ -113,10 +139,14 @@ typedef struct SetTypeInfo
 	int16		typlen;
 	bool		typbyval;
 	char		typalign;
+	ImageKind	kind;
+	int16		imglen;			/* typlen of the images: -1 for IMAGE_SENT */
+	bool		imgbyval;
+	FmgrInfo	send;			/* IMAGE_SENT: to images */
 	SortSupportData ssup;		/* the default btree order, in collid */
 	SortSupportData abbrev;		/* the same, abbreviated where the type can */
 	bool		abbreviated;	/* (abbrev has a converter) */
-	FmgrInfo	recv;			/* version 1 sets only: looked up on first use */
+	FmgrInfo	recv;			/* version 1 sets, and IMAGE_SENT's images */
 	Oid			recv_ioparam;
 } SetTypeInfo;
 
@@ -154,6 +184,45 @@ typedef struct Scratch
 	Size		size;
 } Scratch;
 
+/* The binary receive function of t's type, looked up on first use. */
+static void
+set_type_recv(SetTypeInfo *t, MemoryContext cxt)
+{
+	Oid			recv;
+
+	if (OidIsValid(t->recv.fn_oid))
+		return;
+	getTypeBinaryInputInfo(t->typid, &recv, &t->recv_ioparam);
+	fmgr_info_cxt(recv, &t->recv, cxt);
+}
+
+/* How the images of type typid are laid out (see ImageKind). */
+static ImageKind
+image_kind(Oid typid, int16 typlen, bool typbyval)
+{
+	Oid			base = getBaseType(typid);
+
+	switch (base)
+	{
+		case TEXTOID:
+		case VARCHAROID:
+		case BPCHAROID:
+			return IMAGE_TEXT;
+		case BYTEAOID:
+		case UUIDOID:
+		case INTERVALOID:
+		case TIMETZOID:
+		case MACADDROID:
+		case MACADDR8OID:
+			return IMAGE_RAW;
+		case NUMERICOID:
+			return IMAGE_NUMERIC;
+	}
+	if (typbyval && (base < FirstNormalObjectId || type_is_enum(base)))
+		return IMAGE_RAW;
+	return IMAGE_SENT;
+}
+
 /*
  * The type's functions, kept in fn_extra (in fn_mcxt) between calls: for
  * the state store's merge, for as long as the store.
@@ -180,6 +249,18 @@ set_type_info(FunctionCallInfo fcinfo, Oid typid, Oid collid)
 		t->typid = typid;
 		t->collid = collid;
 		get_typlenbyvalalign(typid, &t->typlen, &t->typbyval, &t->typalign);
+		t->kind = image_kind(typid, t->typlen, t->typbyval);
+		t->imglen = t->kind == IMAGE_SENT ? -1 : t->typlen;
+		t->imgbyval = t->kind == IMAGE_SENT ? false : t->typbyval;
+		if (t->kind == IMAGE_SENT)
+		{
+			Oid			send;
+			bool		varlena;
+
+			getTypeBinaryOutputInfo(typid, &send, &varlena);
+			fmgr_info_cxt(send, &t->send, cxt);
+			set_type_recv(t, cxt);
+		}
 		t->ssup.ssup_cxt = cxt;
 		t->ssup.ssup_collation = collid;
 		t->ssup.ssup_nulls_first = false;
@@ -238,9 +319,9 @@ compare_item_values(SetTypeInfo *t, const SetItem *a, const SetItem *b)
 static inline Size
 image_len(SetTypeInfo *t, Datum v)
 {
-	if (t->typlen > 0)
-		return t->typlen;
-	if (t->typlen == -1)
+	if (t->imglen > 0)
+		return t->imglen;
+	if (t->imglen == -1)
 	{
 		Pointer		p = DatumGetPointer(v);
 
@@ -252,7 +333,7 @@ image_len(SetTypeInfo *t, Datum v)
 static inline void
 image_write(SetTypeInfo *t, char *dst, Datum v, Size len)
 {
-	if (t->typbyval)
+	if (t->imgbyval)
 	{
 		union
 		{
@@ -260,10 +341,10 @@ image_write(SetTypeInfo *t, char *dst, Datum v, Size len)
 			char		c[sizeof(Datum)];
 		}			tmp;
 
-		store_att_byval(tmp.c, v, t->typlen);
+		store_att_byval(tmp.c, v, t->imglen);
 		memcpy(dst, tmp.c, len);
 	}
-	else if (t->typlen == -1 && len != VARSIZE(DatumGetPointer(v)))
+	else if (t->imglen == -1 && len != VARSIZE(DatumGetPointer(v)))
 	{
 		SET_VARSIZE_SHORT(dst, len);
 		memcpy(dst + 1, VARDATA(DatumGetPointer(v)), len - 1);
@@ -341,9 +422,9 @@ entry_read(SetTypeInfo *t, const SetHeader *h, Size off, SetEntry *e)
 	e->count = (int64) ((zz >> 1) ^ (~(zz & 1) + 1));
 	if (p >= end)
 		set_corrupt();
-	if (t->typlen > 0)
-		len = t->typlen;
-	else if (t->typlen == -1)
+	if (t->imglen > 0)
+		len = t->imglen;
+	else if (t->imglen == -1)
 	{
 		if (VARATT_IS_1B(p))
 		{
@@ -380,17 +461,59 @@ entry_read(SetTypeInfo *t, const SetHeader *h, Size off, SetEntry *e)
 }
 
 /*
+ * A numeric's image checked as numeric's functions read it (numeric.c's
+ * layout, stable on disk): a header of 2 bytes (short or special) or 4
+ * (long), whole digits, each below 10000, and a special value one of NaN,
+ * Infinity and -Infinity.  p is a varlena with a 4-byte header.
+ */
+#define NUMERIC_SIGN_BITS 0xC000
+#define NUMERIC_SHORT_BIT 0x8000
+#define NUMERIC_SPECIAL_BITS 0xC000
+#define NUMERIC_SPECIAL_MASK 0xF000
+#define NUMERIC_DIGIT_LIMIT 10000
+
+static void
+numeric_image_check(const char *p)
+{
+	Size		size = VARSIZE(p) - VARHDRSZ;
+	uint16		header;
+	Size		hdr;
+	uint16		digit;
+
+	if (size < sizeof(uint16))
+		set_corrupt();
+	memcpy(&header, p + VARHDRSZ, sizeof(uint16));
+	if ((header & NUMERIC_SIGN_BITS) == NUMERIC_SPECIAL_BITS)
+	{
+		uint16		special = header & NUMERIC_SPECIAL_MASK;
+
+		if (special != 0xC000 && special != 0xD000 && special != 0xF000)
+			set_corrupt();
+		return;
+	}
+	hdr = (header & NUMERIC_SHORT_BIT) ? sizeof(uint16) : 2 * sizeof(uint16);
+	if (size < hdr || (size - hdr) % sizeof(uint16) != 0)
+		set_corrupt();
+	for (Size o = hdr; o < size; o += sizeof(uint16))
+	{
+		memcpy(&digit, p + VARHDRSZ + o, sizeof(uint16));
+		if (digit >= NUMERIC_DIGIT_LIMIT)
+			set_corrupt();
+	}
+}
+
+/*
  * An entry's value, to compare: in sc (by reference: a pointer into it,
  * which the next call for sc replaces), aligned, a varlena with a 4-byte
- * header.
+ * header; an IMAGE_SENT type's received, in CurrentMemoryContext.
  */
 static inline Datum
 entry_datum(SetTypeInfo *t, const SetEntry *e, Scratch *sc)
 {
-	bool		shorthdr = t->typlen == -1 && VARATT_IS_1B(e->img);
+	bool		shorthdr = t->imglen == -1 && VARATT_IS_1B(e->img);
 	Size		need = shorthdr ? e->img_len - 1 + VARHDRSZ : e->img_len;
 
-	if (t->typlen == -2)
+	if (t->imglen == -2)
 		return PointerGetDatum(e->img);
 	if (need > sc->size)
 	{
@@ -406,20 +529,49 @@ entry_datum(SetTypeInfo *t, const SetEntry *e, Scratch *sc)
 	}
 	else
 		memcpy(sc->buf, e->img, e->img_len);
+	switch (t->kind)
+	{
+		case IMAGE_NUMERIC:
+			numeric_image_check(sc->buf);
+			break;
+		case IMAGE_SENT:
+			{
+				StringInfoData buf;
+
+				buf.data = VARDATA(sc->buf);
+				buf.len = VARSIZE(sc->buf) - VARHDRSZ;
+				buf.maxlen = buf.len;
+				buf.cursor = 0;
+				return ReceiveFunctionCall(&t->recv, &buf, t->recv_ioparam, -1);
+			}
+		default:
+			break;
+	}
 	if (t->typbyval)
 		return fetch_att(sc->buf, true, t->typlen);
 	return PointerGetDatum(sc->buf);
 }
 
-/* An entry's value, a copy of its own (in CurrentMemoryContext). */
+/*
+ * An entry's value, a copy of its own (in CurrentMemoryContext), to go out
+ * of the set: text checked against the database encoding.
+ */
 static Datum
 entry_value(SetTypeInfo *t, const SetEntry *e)
 {
 	Scratch		sc = {NULL, 0};
 	Datum		v = entry_datum(t, e, &sc);
 
-	if (t->typlen == -2)
+	if (t->imglen == -2)
 		return PointerGetDatum(pstrdup(e->img));
+	if (t->kind == IMAGE_SENT)
+	{
+		if (sc.buf)
+			pfree(sc.buf);
+		return v;
+	}
+	if (t->kind == IMAGE_TEXT)
+		pg_verifymbstr(VARDATA(sc.buf), VARSIZE(sc.buf) - VARHDRSZ, false);
 	if (t->typbyval)
 		pfree(sc.buf);
 	return v;
@@ -433,10 +585,16 @@ set_build(SetTypeInfo *t, SetItem *items, int n)
 	SetHeader  *h;
 	Size		off;
 	int			kept = 0;
+	Datum	   *images = palloc(sizeof(Datum) * Max(n, 1));
 
 	for (int i = 0; i < n; i++)
-		if (items[i].count != 0)
-			size += COUNT_MAX_LEN + image_len(t, items[i].value);
+	{
+		if (items[i].count == 0)
+			continue;
+		images[i] = t->kind == IMAGE_SENT ?
+			PointerGetDatum(SendFunctionCall(&t->send, items[i].value)) : items[i].value;
+		size += COUNT_MAX_LEN + image_len(t, images[i]);
+	}
 	h = palloc0(size);
 	h->version = pg_hton32(CHANGE_SET_V2);
 	h->arch = SET_ARCH;
@@ -451,15 +609,16 @@ set_build(SetTypeInfo *t, SetItem *items, int n)
 
 		if (items[i].count == 0)
 			continue;
-		len = image_len(t, items[i].value);
+		len = image_len(t, images[i]);
 		clen = count_write(e, items[i].count);
-		image_write(t, e + clen, items[i].value, len);
+		image_write(t, e + clen, images[i], len);
 		h->last = off;
 		off += clen + len;
 		kept++;
 	}
 	h->n = kept;
 	SET_VARSIZE(h, off);
+	pfree(images);
 	return h;
 }
 
@@ -491,13 +650,7 @@ set_read_v1(FunctionCallInfo fcinfo, bytea *b, SetTypeInfo **type, int *n)
 	if (count < 0 || count > buf.len)
 		set_corrupt();
 	*type = set_type_info(fcinfo, typid, collid);
-	if (!OidIsValid((*type)->recv.fn_oid))
-	{
-		Oid			recv;
-
-		getTypeBinaryInputInfo(typid, &recv, &(*type)->recv_ioparam);
-		fmgr_info_cxt(recv, &(*type)->recv, fcinfo->flinfo->fn_mcxt);
-	}
+	set_type_recv(*type, fcinfo->flinfo->fn_mcxt);
 	items = palloc(sizeof(SetItem) * Max(count, 1));
 	initStringInfo(&item);
 	for (int i = 0; i < count; i++)
