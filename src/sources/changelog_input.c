@@ -11,7 +11,9 @@
  *	 debezium	a Debezium change event (decoder_decode_debezium): op c or r
  *				makes its "after" row (+1); u its "before" row (-1), then
  *				its "after" row (+1); d its "before" row (-1); a tombstone
- *				(a null value, which follows a delete) makes nothing.
+ *				(a null value, which follows a delete) makes nothing.  A
+ *				row that leaves one of the source's key columns NULL is a
+ *				dead letter.
  *	 upsert		the value, decoded in the source's format, is the new row of
  *				the message key (+1); a null value deletes the key: a row of
  *				the key columns, every other column NULL (-1).  The key
@@ -94,21 +96,17 @@ changelog_decode_map(const SourceInfo *src, TupleDesc desc, SourceEnvelope envel
 	return map;
 }
 
-/* The key columns' decoders: a row type of those columns alone. */
+/* The source's key columns (none: nkeys 0): their names and places. */
 static void
-key_decoders_create(ChangeDecoder *cd, SourceReader *rd)
+key_columns_find(ChangeDecoder *cd, SourceReader *rd)
 {
 	List	   *keys = rd->ops->key_columns(rd->source);
-	TupleDesc	key_desc;
 	ListCell   *lc;
 	int			k = 0;
 
 	cd->nkeys = list_length(keys);
-	if (cd->nkeys == 0)
-		elog(ERROR, "streamwin: upsert source \"%s\" has no key columns", rd->source->name);
-	cd->key_index = palloc(sizeof(int) * cd->nkeys);
-	cd->key_names = palloc(sizeof(char *) * cd->nkeys);
-	key_desc = CreateTemplateTupleDesc(cd->nkeys);
+	cd->key_index = palloc(sizeof(int) * Max(cd->nkeys, 1));
+	cd->key_names = palloc(sizeof(char *) * Max(cd->nkeys, 1));
 	foreach(lc, keys)
 	{
 		cd->key_names[k] = strVal(lfirst(lc));
@@ -116,9 +114,21 @@ key_decoders_create(ChangeDecoder *cd, SourceReader *rd)
 		if (cd->key_index[k] < 0)
 			elog(ERROR, "streamwin: key column \"%s\" of source \"%s\" is not one of its columns",
 				 cd->key_names[k], rd->source->name);
-		TupleDescCopyEntry(key_desc, k + 1, rd->desc, cd->key_index[k] + 1);
 		k++;
 	}
+}
+
+/* The key columns' decoders: a row type of those columns alone. */
+static void
+key_decoders_create(ChangeDecoder *cd, SourceReader *rd)
+{
+	TupleDesc	key_desc;
+
+	if (cd->nkeys == 0)
+		elog(ERROR, "streamwin: upsert source \"%s\" has no key columns", rd->source->name);
+	key_desc = CreateTemplateTupleDesc(cd->nkeys);
+	for (int k = 0; k < cd->nkeys; k++)
+		TupleDescCopyEntry(key_desc, k + 1, rd->desc, cd->key_index[k] + 1);
 	if (source_format_from_name(rd->source->format) == SOURCE_FORMAT_AVRO &&
 		option_value(rd->source->options, "schema_registry") != NULL)
 	{
@@ -154,6 +164,7 @@ change_decoder_create(SourceReader *rd, MessageDecoder *values)
 		cd->row_values[r] = palloc(sizeof(Datum) * cd->natts);
 		cd->row_nulls[r] = palloc(sizeof(bool) * cd->natts);
 	}
+	key_columns_find(cd, rd);
 	if (cd->envelope == ENVELOPE_UPSERT)
 		key_decoders_create(cd, rd);
 	return cd;
@@ -181,6 +192,20 @@ decode_debezium(ChangeDecoder *cd, const SourceRow *m, ChangeRows *out)
 									cd->row_values[1], cd->row_nulls[1]);
 	if (error != NULL || op == 0)
 		return error;
+
+	/*
+	 * The key columns name a row: a keyed transform writes and deletes its
+	 * result row by them, which a NULL would never find again.
+	 */
+	for (int k = 0; k < cd->nkeys; k++)
+	{
+		if ((op == 'u' || op == 'd') && cd->row_nulls[0][cd->key_index[k]])
+			return psprintf("Debezium event's \"before\" row has no value for key column \"%s\"",
+							cd->key_names[k]);
+		if (op != 'd' && cd->row_nulls[1][cd->key_index[k]])
+			return psprintf("Debezium event's \"after\" row has no value for key column \"%s\"",
+							cd->key_names[k]);
+	}
 	out->kind = op == 'c' || op == 'r' ? 'i' : op;
 	if (op == 'u' || op == 'd')
 		add_row(cd, out, 0, -1);

@@ -157,6 +157,8 @@ my @dbz_malformed = (
 	[ '{"schema": {}, "payload": {"op": "d"}}',       qr/op "d" has no "before" row/ ],
 	[ '{"op": "c", "after": {"id": 1, "amount": "lots"}}', qr/invalid input syntax for type numeric.*JSON key "amount" of the message's "after"/ ],
 	[ '{"op": "c", "after": {"id": 1}} trailing',      qr/expected the end of the message/ ],
+	[ '{"op": "c", "after": {"amount": 3}}',           qr/"after" row has no value for key column "id"/ ],
+	[ '{"op": "d", "before": {"id": null, "amount": 3}}', qr/"before" row has no value for key column "id"/ ],
 );
 
 sub dbz_chunk
