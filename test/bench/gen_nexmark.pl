@@ -8,6 +8,8 @@
 #   DIR/bids.tsv      PARTITION<TAB>JSON, one line per Kafka message, for
 #                     kafka_produce --partition-prefix (bid i goes to
 #                     partition i % P, so each partition is in time order)
+#   DIR/bids.csv      the same bids as CSV (auction, bidder, price, channel,
+#                     url, date_time, extra), for the plain SQL baseline's COPY
 #   DIR/expected.env  what a correct run must produce, as shell variables
 #
 # Bid i, shaped like a Nexmark Bid (the fields of its schema, "dateTime" as
@@ -54,6 +56,7 @@ srand(20240717);
 my $T0 = 1_704_067_200;    # 2024-01-01 00:00:00 UTC
 my @channels = ('Google', 'Facebook', 'Baidu', 'Apple');
 open my $tsv, '>', "$out/bids.tsv" or die "$out/bids.tsv: $!";
+open my $csv, '>', "$out/bids.csv" or die "$out/bids.csv: $!";
 my (%hop, %times, %auctions);
 my $last_sec = -1;
 my $sec_text;
@@ -81,6 +84,8 @@ for my $i (0 .. $n - 1)
 	my $channel = $channels[ $i % 4 ];
 	printf $tsv qq(%d\t{"auction":%d,"bidder":%d,"price":%d,"channel":"%s","url":"https://www.nexmark.com/%04x/item.htm?query=1","date_time":"%s.%03dZ","extra":""}\n),
 	  $i % $nparts, $auction, $bidder, $price, $channel, $i % 65536, $sec_text, $ms % 1000;
+	printf $csv qq(%d,%d,%d,%s,https://www.nexmark.com/%04x/item.htm?query=1,%s.%03dZ,""\n),
+	  $auction, $bidder, $price, $channel, $i % 65536, $sec_text, $ms % 1000;
 
 	# hop 10 s / 2 s: windows start at 2-second slots slot-4 .. slot
 	my $slot = int(($T0 * 1000 + $ms) / 2000);
@@ -89,6 +94,7 @@ for my $i (0 .. $n - 1)
 	$auctions{$auction} = 1;
 }
 close $tsv or die "$out/bids.tsv: $!";
+close $csv or die "$out/bids.csv: $!";
 
 my ($hop_groups, $hop_n, $hop_sq, $hop_key) = (0, 0, 0, 0);
 while (my ($g, $c) = each %hop)

@@ -895,6 +895,77 @@ if only case6; then
 fi
 
 # --- Nexmark-shaped cases ----------------------------------------------------------
+# run_nexmark_sql REP: the plain SQL baseline of cases N1 and N2, in one
+# session with work_mem = 64MB (streamwin.batch_work_mem's default): the
+# bids COPYed from gen_nexmark.pl's CSV into a fresh ordinary table
+# (autovacuum off), VACUUM (ANALYZE), then each case's result as one
+# INSERT ... SELECT into a table keyed as streamwin's result is: N1's hop
+# windows by generate_series over each bid's 5 windows, N2's sessions by
+# gaps and islands (a bid 10 s or more after its bidder's previous one
+# starts a session; a session ends 10 s after its last bid).  Recorded per
+# case: the statement alone (nx_sql) and the load + the statement
+# (nx_sql_load).  Both results are checked as streamwin's are.
+run_nexmark_sql() {
+	local rep=$1 file=$work/nexmark_sql.sql out=$work/log/nexmark_sql_r$1.out
+	local t0 c0 t1 c1 t2 c2 t3 c3 h3 a3 t4 c4 h4 a4 steps chk_h chk_s
+	sql >/dev/null <<EOF
+DROP TABLE IF EXISTS nx_bids, nx_hop_sql, nx_session_sql;
+CREATE TABLE nx_bids (auction bigint, bidder bigint, price bigint, channel text, url text,
+	date_time timestamptz, extra text) WITH (autovacuum_enabled = false);
+CREATE TABLE nx_hop_sql (window_start timestamptz, window_end timestamptz, auction bigint, n bigint,
+	PRIMARY KEY (window_start, auction));
+CREATE TABLE nx_session_sql (window_start timestamptz, window_end timestamptz, bidder bigint, n bigint,
+	PRIMARY KEY (window_start, bidder));
+CHECKPOINT;
+EOF
+	cat >"$file" <<EOF
+SET work_mem = '64MB';
+SELECT t AS t0, cpu AS c0 FROM bench_probe() \gset
+COPY nx_bids FROM '$work/nexmark/bids.csv' (FORMAT csv);
+SELECT t AS t1, cpu AS c1 FROM bench_probe() \gset
+VACUUM (ANALYZE) nx_bids;
+SELECT t AS t2, cpu AS c2 FROM bench_probe() \gset
+INSERT INTO nx_hop_sql
+SELECT w.ws, w.ws + interval '10 seconds', b.auction, count(*)
+  FROM nx_bids b
+       CROSS JOIN LATERAL generate_series(date_bin('2 seconds', b.date_time, timestamptz 'epoch') - interval '8 seconds',
+                                          date_bin('2 seconds', b.date_time, timestamptz 'epoch'),
+                                          interval '2 seconds') AS w(ws)
+ GROUP BY w.ws, b.auction;
+SELECT t AS t3, cpu AS c3, hwm_kb AS h3, anon_kb AS a3 FROM bench_probe() \gset
+INSERT INTO nx_session_sql
+SELECT min(date_time), max(date_time) + interval '10 seconds', bidder, count(*)
+  FROM (SELECT bidder, date_time,
+               count(*) FILTER (WHERE starts) OVER (PARTITION BY bidder ORDER BY date_time
+                                                    ROWS UNBOUNDED PRECEDING) AS session
+          FROM (SELECT bidder, date_time,
+                       date_time - lag(date_time) OVER (PARTITION BY bidder ORDER BY date_time)
+                         >= interval '10 seconds' AS starts
+                  FROM nx_bids) AS g) AS s
+ GROUP BY bidder, session;
+SELECT t AS t4, cpu AS c4, hwm_kb AS h4, anon_kb AS a4 FROM bench_probe() \gset
+\echo NXSQL :t0 :c0 :t1 :c1 :t2 :c2 :t3 :c3 :h3 :a3 :t4 :c4 :h4 :a4
+EOF
+	"${PSQL[@]}" -At -f "$file" >"$out" 2>&1 || {
+		cat "$out" >&2
+		record N1 nx_sql "$rep" 0 0 0 0 0 FAILED "see $out"
+		return
+	}
+	read -r _ t0 c0 t1 c1 t2 c2 t3 c3 h3 a3 t4 c4 h4 a4 < <(grep '^NXSQL ' "$out")
+	chk_h=$(check_counts nx_hop_sql auction "$NX_HOP_GROUPS" "$NX_HOP_N" "$NX_HOP_SQ" "$NX_HOP_KEY")
+	chk_s=$(check_counts nx_session_sql bidder "$NX_SESSION_GROUPS" "$NX_SESSION_N" "$NX_SESSION_SQ" "$NX_SESSION_KEY")
+	steps="COPY $(calc "$t1 - $t0") s (CPU $(calc "$c1 - $c0")), VACUUM ANALYZE $(calc "$t2 - $t1") s (CPU $(calc "$c2 - $c1"))"
+	record N1 nx_sql "$rep" "$NX_BIDS" "$(calc "$t3 - $t2")" "$(calc "$c3 - $c2")" "$h3" "$a3" "$chk_h" \
+		"the INSERT ... SELECT ... generate_series ... GROUP BY alone, after the load"
+	record N1 nx_sql_load "$rep" "$NX_BIDS" "$(calc "$t3 - $t0")" "$(calc "$c3 - $c0")" "$h3" "$a3" "$chk_h" \
+		"$steps, then the statement $(calc "$t3 - $t2") s"
+	record N2 nx_sql "$rep" "$NX_BIDS" "$(calc "$t4 - $t3")" "$(calc "$c4 - $c3")" "$h4" "$a4" "$chk_s" \
+		"the INSERT ... SELECT with window functions (gaps and islands) alone, after the load"
+	record N2 nx_sql_load "$rep" "$NX_BIDS" "$(calc "$t2 - $t0 + $t4 - $t3")" "$(calc "$c2 - $c0 + $c4 - $c3")" \
+		"$h4" "$a4" "$chk_s" "$steps, then the statement $(calc "$t4 - $t3") s"
+	sql -c "DROP TABLE nx_bids, nx_hop_sql, nx_session_sql" >/dev/null
+}
+
 if nexmark_wanted; then
 	say "Raw ceiling on bids (the Nexmark-shaped bids), $BENCH_RAW_REPEAT runs"
 	run_raw N0 bids "$BENCH_NX_PARTITIONS" "$NX_BIDS"
@@ -909,6 +980,10 @@ if nexmark_wanted; then
 		for ((rep = 1; rep <= BENCH_REPEAT; rep++)); do
 			run_streamwin "$c" "$rep"
 		done
+	done
+	say "Plain SQL over the same bids, $BENCH_REPEAT runs: COPY, VACUUM ANALYZE, then N1's and N2's results"
+	for ((rep = 1; rep <= BENCH_REPEAT; rep++)); do
+		run_nexmark_sql "$rep"
 	done
 fi
 
