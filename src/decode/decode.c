@@ -495,18 +495,19 @@ decoder_missing_counts(MessageDecoder *decoder, int *ncolumns, const char *const
 }
 
 /*
- * Whether the payload is all ASCII without a NUL byte, which every server
- * encoding accepts as it is (they all extend ASCII).  Most payloads are,
- * and this answers for them a word at a time (decode_bytes.h), at a
- * fraction of the cost of the encoding's verifier.  Only whether any byte
- * is flagged matters here, so every flag of every word counts.
+ * How many of the payload's first bytes are plain ASCII without a NUL
+ * byte, which every server encoding accepts as they are (they all extend
+ * ASCII): len for most payloads, answered a word at a time
+ * (decode_bytes.h), at a fraction of the cost of the encoding's verifier.
+ * Within a word only whether any byte is flagged matters, so the count
+ * stops at the start of the first flagged 16 bytes: those before are
+ * whole ASCII characters, and the verifier goes on from there.
  */
-static inline bool
-payload_is_plain_ascii(const char *payload, int len)
+static inline int
+plain_ascii_prefix(const char *payload, int len)
 {
 	const char *p = payload;
 	const char *end = payload + len;
-	uint64		bad = 0;
 
 #ifdef DECODE_WORDWISE
 	/* high bits: of bytes not ASCII, or (v - 1) & ~v of a zero byte */
@@ -515,19 +516,14 @@ payload_is_plain_ascii(const char *payload, int len)
 		uint64		v = bytes_load8(p);
 		uint64		w = bytes_load8(p + 8);
 
-		bad |= v | ((v - BYTES8(1)) & ~v) | w | ((w - BYTES8(1)) & ~w);
-	}
-	if (end - p >= 8)
-	{
-		uint64		v = bytes_load8(p);
-
-		bad |= v | ((v - BYTES8(1)) & ~v);
-		p += 8;
+		if (((v | ((v - BYTES8(1)) & ~v) | w | ((w - BYTES8(1)) & ~w)) & BYTES8(0x80)) != 0)
+			return p - payload;
 	}
 #endif
 	for (; p < end; p++)
-		bad |= (uint8) *p | (*p == '\0' ? 0x80 : 0);
-	return (bad & BYTES8(0x80)) == 0;
+		if ((uint8) *p >= 0x80 || *p == '\0')
+			break;
+	return p - payload;
 }
 
 /*
@@ -545,15 +541,16 @@ static const char *
 decode_verify_encoding(MessageDecoder *decoder, const char *payload, int len)
 {
 	int			encoding = decoder->state.encoding;
+	int			ascii = plain_ascii_prefix(payload, len);
 	int			valid;
 	int			badlen;
 	StringInfoData buf;
 
-	if (payload_is_plain_ascii(payload, len))
+	if (ascii == len)
 		return NULL;
 
-	/* returns the length of the valid prefix; stops at a NUL byte too */
-	valid = pg_encoding_verifymbstr(encoding, payload, len);
+	/* the length of the valid prefix past the ASCII; stops at a NUL byte too */
+	valid = ascii + pg_encoding_verifymbstr(encoding, payload + ascii, len - ascii);
 	if (valid == len)
 		return NULL;
 

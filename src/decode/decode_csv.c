@@ -191,7 +191,7 @@ decode_csv_message(DecodeState *state, const char *payload, int len,
 			textlen = buf->len;
 		}
 		if (!decode_fast(column, chars, textlen, &values[column->attindex]))
-			values[column->attindex] = decode_input(state, column, chars, textlen);
+			values[column->attindex] = decode_input_function(state, column, chars, textlen);
 		nulls[column->attindex] = false;
 	}
 	state->cur_column = NULL;

@@ -78,8 +78,6 @@ Datum
 decode_input(DecodeState *state, DecodeColumn *column,
 			 const char *chars, int len)
 {
-	StringInfo	buf = &state->scratch;
-
 	if (chars != NULL && column->fast != DECODE_FAST_NONE)
 	{
 		Datum		value;
@@ -87,6 +85,20 @@ decode_input(DecodeState *state, DecodeColumn *column,
 		if (decode_fast(column, chars, len, &value))
 			return value;
 	}
+	return decode_input_function(state, column, chars, len);
+}
+
+/*
+ * decode_input_function
+ *		decode_input without the fast path: for a parser that tried
+ *		decode_fast itself, in line, and was declined (the value is one the
+ *		fast path leaves to the type, which it need not be asked again).
+ */
+Datum
+decode_input_function(DecodeState *state, DecodeColumn *column,
+					  const char *chars, int len)
+{
+	StringInfo	buf = &state->scratch;
 
 	if (chars != NULL && chars != buf->data)
 	{

@@ -120,5 +120,7 @@ extern void decode_column_init(DecodeColumn *column, int attindex, Form_pg_attri
 							   MemoryContext mcxt);
 extern Datum decode_input(DecodeState *state, DecodeColumn *column,
 						  const char *chars, int len);
+extern Datum decode_input_function(DecodeState *state, DecodeColumn *column,
+								   const char *chars, int len);
 
 #endif							/* STREAMWIN_DECODE_VALUE_H */
