@@ -150,8 +150,17 @@ typedef struct AvroRead
 	const uint8 *end;
 	const char *error;			/* set when a read fails */
 	int			depth;
+	int64		empty_items;	/* items of no bytes (nulls in arrays) the
+								 * message may still hold */
 	DecodeState *state;
 } AvroRead;
+
+/*
+ * The items of no bytes a message may hold: every other item takes a byte
+ * at least, so its count is bounded by the message's length, but a few
+ * bytes can declare 2^63 nulls in an array, block after block.
+ */
+#define AVRO_MAX_EMPTY_ITEMS 1000000
 
 static bool render_json(AvroRead *r, const AvroType *w, StringInfo buf);
 static bool skip_value(AvroRead *r, const AvroType *w);
@@ -1022,11 +1031,17 @@ read_block(AvroRead *r, const AvroType *w, int64 *count, int64 *bytes)
 			return fail(r, psprintf("invalid Avro block size at byte %d", at));
 	}
 	/*
-	 * Every item takes a byte at least, but for an array of nulls, which is
-	 * bounded so that a few bytes cannot make a loop of 2^63 items.
+	 * Every item takes a byte at least, but for an array of nulls, whose
+	 * items count against the message's AVRO_MAX_EMPTY_ITEMS.
 	 */
-	if (*count > r->end - r->p &&
-		(w->kind == AVT_MAP || w->items->kind != AVT_NULL || *count > 1000000))
+	if (w->kind == AVT_ARRAY && w->items->kind == AVT_NULL)
+	{
+		if (*count > r->empty_items)
+			return fail(r, psprintf("invalid Avro block count at byte %d: more than %d nulls in the message's arrays",
+									at, AVRO_MAX_EMPTY_ITEMS));
+		r->empty_items -= *count;
+	}
+	else if (*count > r->end - r->p)
 		return fail(r, psprintf("invalid Avro block count at byte %d", at));
 	return true;
 }
@@ -1362,6 +1377,7 @@ read_start(AvroRead *r, DecodeState *state, const char *payload, int len)
 	r->end = r->start + len;
 	r->error = NULL;
 	r->depth = 0;
+	r->empty_items = AVRO_MAX_EMPTY_ITEMS;
 	r->state = state;
 }
 

@@ -334,8 +334,15 @@ parse_object(SchemaParse *ps, JsonbValue *obj, const char *ns)
 		t = parse_type(ps, typev, ns);
 		if (t == NULL)
 			return NULL;
-		if (t->kind <= AVT_STRING)
-			t = memcpy(new_type(t->kind), t, sizeof(AvroType));
+
+		/*
+		 * A reference to a named type is that type, shared by every other
+		 * reference: a logical type belongs on its definition, and one
+		 * written on a reference is ignored rather than changing the others.
+		 */
+		if (t->kind > AVT_STRING)
+			return t;
+		t = memcpy(new_type(t->kind), t, sizeof(AvroType));
 	}
 	apply_logical(t, obj);
 	return t;
