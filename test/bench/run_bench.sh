@@ -895,6 +895,21 @@ if only case6; then
 fi
 
 # --- Nexmark-shaped cases ----------------------------------------------------------
+# load_then_two FILE OUT CASE APPROACH REP: run a plain SQL baseline's FILE (a
+# load, then two statements, the backend probed before and after each step,
+# its last line "PROBES" and the 14 figures) in one session into OUT; sets
+# P (an array of those figures: t0 c0 t1 c1 t2 c2 t3 c3 h3 a3 t4 c4 h4 a4),
+# or records run REP of CASE APPROACH as failed and returns 1.
+load_then_two() {
+	local file=$1 out=$2
+	"${PSQL[@]}" -At -f "$file" >"$out" 2>&1 || {
+		cat "$out" >&2
+		record "$3" "$4" "$5" 0 0 0 0 0 FAILED "see $out"
+		return 1
+	}
+	read -r -a P < <(grep '^PROBES ' "$out" | cut -d' ' -f2-)
+}
+
 # run_nexmark_sql REP: the plain SQL baseline of cases N1 and N2, in one
 # session with work_mem = 64MB (streamwin.batch_work_mem's default): the
 # bids COPYed from gen_nexmark.pl's CSV into a fresh ordinary table
@@ -944,14 +959,10 @@ SELECT min(date_time), max(date_time) + interval '10 seconds', bidder, count(*)
                   FROM nx_bids) AS g) AS s
  GROUP BY bidder, session;
 SELECT t AS t4, cpu AS c4, hwm_kb AS h4, anon_kb AS a4 FROM bench_probe() \gset
-\echo NXSQL :t0 :c0 :t1 :c1 :t2 :c2 :t3 :c3 :h3 :a3 :t4 :c4 :h4 :a4
+\echo PROBES :t0 :c0 :t1 :c1 :t2 :c2 :t3 :c3 :h3 :a3 :t4 :c4 :h4 :a4
 EOF
-	"${PSQL[@]}" -At -f "$file" >"$out" 2>&1 || {
-		cat "$out" >&2
-		record N1 nx_sql "$rep" 0 0 0 0 0 FAILED "see $out"
-		return
-	}
-	read -r _ t0 c0 t1 c1 t2 c2 t3 c3 h3 a3 t4 c4 h4 a4 < <(grep '^NXSQL ' "$out")
+	load_then_two "$file" "$out" N1 nx_sql "$rep" || return
+	read -r t0 c0 t1 c1 t2 c2 t3 c3 h3 a3 t4 c4 h4 a4 <<<"${P[*]}"
 	chk_h=$(check_counts nx_hop_sql auction "$NX_HOP_GROUPS" "$NX_HOP_N" "$NX_HOP_SQ" "$NX_HOP_KEY")
 	chk_s=$(check_counts nx_session_sql bidder "$NX_SESSION_GROUPS" "$NX_SESSION_N" "$NX_SESSION_SQ" "$NX_SESSION_KEY")
 	steps="COPY $(calc "$t1 - $t0") s (CPU $(calc "$c1 - $c0")), VACUUM ANALYZE $(calc "$t2 - $t1") s (CPU $(calc "$c2 - $c1"))"
@@ -1052,14 +1063,10 @@ SELECT w.ws, w.ws + interval '1 minute', i.ad_id, count(*)
        CROSS JOIN LATERAL (SELECT date_bin('1 minute', i.imp_time, timestamptz 'epoch')) AS w(ws)
  GROUP BY 1, 3;
 SELECT t AS t4, cpu AS c4, hwm_kb AS h4, anon_kb AS a4 FROM bench_probe() \gset
-\echo JSQL :t0 :c0 :t1 :c1 :t2 :c2 :t3 :c3 :h3 :a3 :t4 :c4 :h4 :a4
+\echo PROBES :t0 :c0 :t1 :c1 :t2 :c2 :t3 :c3 :h3 :a3 :t4 :c4 :h4 :a4
 EOF
-	"${PSQL[@]}" -At -f "$file" >"$out" 2>&1 || {
-		cat "$out" >&2
-		record J join_sql "$rep" 0 0 0 0 0 FAILED "see $out"
-		return
-	}
-	read -r _ t0 c0 t1 c1 t2 c2 t3 c3 h3 a3 t4 c4 h4 a4 < <(grep '^JSQL ' "$out")
+	load_then_two "$file" "$out" J join_sql "$rep" || return
+	read -r t0 c0 t1 c1 t2 c2 t3 c3 h3 a3 t4 c4 h4 a4 <<<"${P[*]}"
 	chk=$(check_pairs j_pairs_sql)
 	chk_a=$(check_counts j_agg_sql ad_id "$J_AGG_GROUPS" "$J_AGG_N" "$J_AGG_SQ" "$J_AGG_KEY")
 	steps="COPY $(calc "$t1 - $t0") s (CPU $(calc "$c1 - $c0")), VACUUM ANALYZE $(calc "$t2 - $t1") s (CPU $(calc "$c2 - $c1"))"
