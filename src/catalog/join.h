@@ -25,6 +25,12 @@
  *	   come is not), and one of side 1 once t - lo is; the preserved
  *	   side's rows that never matched are emitted then, NULL-extended.
  *
+ * With a join store (JoinPlan.nkeys, below), step 1 reads the other side's
+ * join table as the rows of it that share a key with the new rows, found
+ * in memory; step 2 writes the join tables by location and memory
+ * together, and step 3 takes the rows from memory in event-time order and
+ * deletes them from their tables by location (op_join.c, join_store.h).
+ *
  * What follows a join in the query (a windowed aggregate) is held back by
  * the range: a window over side 0's time closes at watermark - hi, since a
  * pair in it may still be found until then (join_held_watermark).
