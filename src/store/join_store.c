@@ -186,7 +186,7 @@ row_hash(JoinStore *js, int side, BatchRow row, int natts, uint32 *hash)
 
 /* Do a row of side and a row of the other side have equal keys? */
 static bool
-keys_equal(JoinStore *js, int side, BatchRow mine, BatchRow theirs)
+entry_keys_equal(JoinStore *js, int side, BatchRow mine, BatchRow theirs)
 {
 	for (int k = 0; k < js->spec.nkeys; k++)
 	{
@@ -465,7 +465,7 @@ join_store_candidates(JoinStore *js, int side, BatchInput *probe, int32 id)
 		{
 			JoinEntry  *e = dlist_container(JoinEntry, bucket_node, it.cur);
 
-			if (e->hash != h || e->probe == mark || !keys_equal(js, side, ENTRY_ROW(e), p))
+			if (e->hash != h || e->probe == mark || !entry_keys_equal(js, side, ENTRY_ROW(e), p))
 				continue;
 			e->probe = mark;
 			if (out->nrows == room)
