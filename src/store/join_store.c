@@ -9,9 +9,9 @@
  * row where it is, and a row goes with one pfree.  A side's rows with a
  * key are chained in buckets by the hash of their keys (computed with the
  * join's own equality operators' hash functions, so that rows equal by the
- * operator share a bucket); rows with an event time are in a pairing heap
- * by that time, from which eviction takes the oldest while they are before
- * the cutoff.  A row with a NULL key matches nothing (equality is strict)
+ * operator share a bucket); rows with an event time are in a binary heap
+ * by that time (an array: sifting touches no row), from which eviction
+ * takes the oldest while they are before the cutoff.  A row with a NULL key matches nothing (equality is strict)
  * and one with a NULL time never goes, as in the join table.
  *
  *-------------------------------------------------------------------------
@@ -25,7 +25,6 @@
 #include "common/hashfn.h"
 #include "executor/tuptable.h"
 #include "lib/ilist.h"
-#include "lib/pairingheap.h"
 #include "utils/datum.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -39,7 +38,6 @@
 typedef struct JoinEntry
 {
 	dlist_node	bucket_node;	/* in its bucket, if it has a key */
-	pairingheap_node time_node; /* in its side's eviction order, if it goes */
 	ItemPointerData tid;		/* where it is in the join table */
 	bool		has_key;
 	bool		in_times;
@@ -53,6 +51,16 @@ typedef struct JoinEntry
 
 #define JOIN_STORE_FIRST_BUCKETS 1024
 
+/*
+ * A row in its side's eviction order: a binary heap in an array, earliest
+ * time first, its time beside it so that sifting reads the array alone.
+ */
+typedef struct TimedEntry
+{
+	TimestampTz time;
+	struct JoinEntry *entry;
+} TimedEntry;
+
 typedef struct JoinSide
 {
 	int			natts;
@@ -62,7 +70,9 @@ typedef struct JoinSide
 	uint32		nbuckets;		/* a power of 2 */
 	int64		nrows;
 	int64		nkeyed;
-	pairingheap *times;
+	TimedEntry *times;
+	int64		ntimes;
+	int64		times_room;
 } JoinSide;
 
 struct JoinStore
@@ -79,18 +89,53 @@ struct JoinStore
 	Oid			table_file[2];
 };
 
-/* Earlier times first. */
-static int
-entry_time_cmp(const pairingheap_node *a, const pairingheap_node *b, void *arg)
+/* Add a row to side's eviction order. */
+static void
+times_push(JoinStore *js, JoinSide *sd, JoinEntry *e)
 {
-	const JoinEntry *ea = pairingheap_const_container(JoinEntry, time_node, a);
-	const JoinEntry *eb = pairingheap_const_container(JoinEntry, time_node, b);
+	TimedEntry *h;
+	int64		i;
 
-	if (ea->time < eb->time)
-		return 1;
-	if (ea->time > eb->time)
-		return -1;
-	return 0;
+	if (sd->ntimes == sd->times_room)
+	{
+		sd->times_room *= 2;
+		sd->times = repalloc_huge(sd->times, sizeof(TimedEntry) * sd->times_room);
+	}
+	h = sd->times;
+	i = sd->ntimes++;
+	while (i > 0 && h[(i - 1) / 2].time > e->time)
+	{
+		h[i] = h[(i - 1) / 2];
+		i = (i - 1) / 2;
+	}
+	h[i].time = e->time;
+	h[i].entry = e;
+}
+
+/* Take the earliest row out of side's eviction order. */
+static void
+times_pop(JoinSide *sd)
+{
+	TimedEntry *h = sd->times;
+	TimedEntry last = h[--sd->ntimes];
+	int64		n = sd->ntimes;
+	int64		i = 0;
+
+	for (;;)
+	{
+		int64		c = 2 * i + 1;
+
+		if (c >= n)
+			break;
+		if (c + 1 < n && h[c + 1].time < h[c].time)
+			c++;
+		if (last.time <= h[c].time)
+			break;
+		h[i] = h[c];
+		i = c;
+	}
+	if (n > 0)
+		h[i] = last;
 }
 
 /* Empty sides, in the store's (just reset) memory. */
@@ -107,10 +152,9 @@ sides_init(JoinStore *js)
 			dlist_init(&sd->buckets[b]);
 		sd->nrows = 0;
 		sd->nkeyed = 0;
-		sd->times = MemoryContextAllocZero(js->cxt, sizeof(pairingheap));
-		sd->times->ph_compare = entry_time_cmp;
-		sd->times->ph_arg = NULL;
-		sd->times->ph_root = NULL;
+		sd->times_room = 1024;
+		sd->times = MemoryContextAlloc(js->cxt, sizeof(TimedEntry) * sd->times_room);
+		sd->ntimes = 0;
 	}
 	js->probe = 0;
 }
@@ -295,7 +339,7 @@ entry_link(JoinStore *js, int side, JoinEntry *e)
 			grow_buckets(js, sd);
 	}
 	if (e->in_times)
-		pairingheap_add(sd->times, &e->time_node);
+		times_push(js, sd, e);
 	sd->nrows++;
 }
 
@@ -487,18 +531,16 @@ join_store_evict(JoinStore *js, int side, TimestampTz cutoff)
 	uint64		n = 0;
 
 	Assert(js->in_batch);
-	if (pairingheap_is_empty(sd->times))
+	if (sd->ntimes == 0)
 		return 0;
 	rel = table_open(js->spec.table[side], RowExclusiveLock);
 	/* the rows this batch wrote are visible to the deletions */
 	CommandCounterIncrement();
-	while (!pairingheap_is_empty(sd->times))
+	while (sd->ntimes > 0 && sd->times[0].time < cutoff)
 	{
-		JoinEntry  *e = pairingheap_container(JoinEntry, time_node, pairingheap_first(sd->times));
+		JoinEntry  *e = sd->times[0].entry;
 
-		if (e->time >= cutoff)
-			break;
-		(void) pairingheap_remove_first(sd->times);
+		times_pop(sd);
 		simple_heap_delete(rel, &e->tid);
 		if (e->has_key)
 		{
