@@ -877,7 +877,16 @@ join_pairs_sql(Compiled *c, Query *q)
 	{
 		Query	   *v = copyObject(q);
 
-		if (variant == 1)
+		if (variant == 0 && c->join->plan.nkeys > 0)
+		{
+			/*
+			 * New rows with new rows, as few as the others: the planner then
+			 * hashes one side rather than sorting both of a large batch.
+			 */
+			read_batch_rows(c, v, 0);
+			read_batch_rows(c, v, 1);
+		}
+		else if (variant == 1)
 		{
 			read_batch_rows(c, v, 0);
 			read_state_rows(c, v, 1);
