@@ -94,11 +94,6 @@ count_join_rows(JoinOp *j)
 	catalog_leave(&role);
 }
 
-/*
- * The rows per side are counted again when the operator cannot vouch for
- * its counts: the catalog row was written by another transaction than its
- * last batch's (as a state store, state_store.h).
- */
 /* Are both join tables without indexes, as the store writes them? */
 static bool
 tables_unindexed(QueryInfo *q)
@@ -164,6 +159,12 @@ store_begin_batch(JoinOp *j, BatchState *b)
 	j->store_active = true;
 }
 
+/*
+ * The rows per side are counted again when the operator cannot vouch for
+ * its counts: the catalog row was written by another transaction than its
+ * last batch's (as a state store, state_store.h).  A join store that runs
+ * the batch counts the rows it holds.
+ */
 static void
 join_begin(Operator *op, BatchState *b)
 {
