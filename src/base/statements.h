@@ -95,6 +95,18 @@ typedef enum QueryStatement
 	STMT_JOIN_EVICT_1,
 	STMT_JOIN_UNMATCHED,
 	STMT_JOIN_UNMATCHED_GROUPS,
+
+	/*
+	 * A join kept by a join store (join.h), when its state runs on its
+	 * tables: the rows of a side's join table that share a key with the other
+	 * side's new rows (what the store finds in memory), and each side's
+	 * indexes for them and for eviction, which the store does without.
+	 */
+	STMT_JOIN_STATE_ROWS_0,
+	STMT_JOIN_STATE_ROWS_1,
+	STMT_JOIN_INDEX_0,
+	STMT_JOIN_INDEX_1,
+	STMT_JOIN_UNINDEX,
 	NUM_STATEMENTS
 } QueryStatement;
 

@@ -25,6 +25,12 @@
  *	   come is not), and one of side 1 once t - lo is; the preserved
  *	   side's rows that never matched are emitted then, NULL-extended.
  *
+ * With a join store (JoinPlan.nkeys, below), step 1 reads the other side's
+ * join table as the rows of it that share a key with the new rows, found
+ * in memory; step 2 writes the join tables by location and memory
+ * together, and step 3 takes the rows from memory in event-time order and
+ * deletes them from their tables by location (op_join.c, join_store.h).
+ *
  * What follows a join in the query (a windowed aggregate) is held back by
  * the range: a window over side 0's time closes at watermark - hi, since a
  * pair in it may still be found until then (join_held_watermark).
@@ -58,11 +64,33 @@ typedef struct JoinSidePlan
 										 * before rows had them) */
 } JoinSidePlan;
 
+/*
+ * A join kept in memory by a join store (join_store.h): an inner join whose
+ * equalities all compare a column of each side with an operator that can
+ * hash.  Each side's rows are hashed by their keys, and the batch's
+ * statements read the rows of the other side's state that share a key
+ * with its new rows (streamwin.join_batch_rows(-source_id)) instead of the
+ * join table; where the state does not fit in streamwin.state_memory,
+ * the operator finds those rows in the join table by SQL instead.
+ */
+#define JOIN_MAX_KEYS 8
+
+typedef struct JoinKeyPlan
+{
+	AttrNumber	attno[QUERY_MAX_SOURCES];	/* each side's column */
+	Oid			op;				/* the equality, */
+	Oid			collation;		/* its collation, */
+	int			left;			/* and the side of its left operand */
+} JoinKeyPlan;
+
 typedef struct JoinPlan
 {
 	JoinSidePlan sides[QUERY_MAX_SOURCES];
 	int64		hold_us;		/* windows over the join close this long after
 								 * the watermark passes their end */
+	int			nkeys;			/* 0: no join store (compiled before
+								 * stores, or a join it cannot keep) */
+	JoinKeyPlan keys[JOIN_MAX_KEYS];
 } JoinPlan;
 
 /* The plan's "join" member (NULL: not a join), and writing it. */

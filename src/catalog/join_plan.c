@@ -33,6 +33,19 @@ void
 join_plan_json(const JoinPlan *jp, StringInfo plan)
 {
 	appendStringInfo(plan, ", \"join\": {\"hold_us\": " INT64_FORMAT, jp->hold_us);
+	if (jp->nkeys > 0)
+	{
+		StringInfoData keys;
+
+		/* attno0:attno1:op:collation:left, one key after the other */
+		initStringInfo(&keys);
+		for (int k = 0; k < jp->nkeys; k++)
+			appendStringInfo(&keys, "%s%d:%d:%u:%u:%d", k ? ";" : "",
+							 jp->keys[k].attno[0], jp->keys[k].attno[1], jp->keys[k].op,
+							 jp->keys[k].collation, jp->keys[k].left);
+		appendStringInfoString(plan, ", \"store_keys\": ");
+		escape_json(plan, keys.data);
+	}
 	for (int s = 0; s < QUERY_MAX_SOURCES; s++)
 	{
 		const JoinSidePlan *side = &jp->sides[s];
@@ -67,12 +80,30 @@ join_plan_read(Jsonb *plan)
 	char	   *plan_json = jsonb_get_text(plan, "join");
 	Jsonb	   *join;
 	JoinPlan   *jp;
+	char	   *keys;
 
 	if (plan_json == NULL)
 		return NULL;
 	join = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(plan_json)));
 	jp = palloc0(sizeof(JoinPlan));
 	jp->hold_us = strtoll(jsonb_get_text(join, "hold_us"), NULL, 10);
+	keys = jsonb_get_text(join, "store_keys");
+	for (char *k = keys; k != NULL && *k != '\0' && jp->nkeys < JOIN_MAX_KEYS;)
+	{
+		JoinKeyPlan *key = &jp->keys[jp->nkeys++];
+		int			a0;
+		int			a1;
+		int			used = 0;
+
+		if (sscanf(k, "%d:%d:%u:%u:%d%n", &a0, &a1, &key->op, &key->collation, &key->left,
+				   &used) != 5 || used == 0)
+			elog(ERROR, "streamwin: invalid join store keys in a query's plan: \"%s\"", keys);
+		key->attno[0] = (AttrNumber) a0;
+		key->attno[1] = (AttrNumber) a1;
+		k += used;
+		if (*k == ';')
+			k++;
+	}
 	for (int s = 0; s < QUERY_MAX_SOURCES; s++)
 	{
 		JoinSidePlan *side = &jp->sides[s];

@@ -103,6 +103,9 @@ typedef struct CompiledJoin
 	int64		lo_us;			/* time[1] - time[0] lies in [lo_us, hi_us] */
 	int64		hi_us;
 	List	   *keys[QUERY_MAX_SOURCES];	/* the equalities' operands */
+	List	   *key_ops;		/* the equalities' operators, */
+	List	   *key_colls;		/* their collations, */
+	List	   *key_left;		/* and the side of their left operands */
 	Oid			table[QUERY_MAX_SOURCES];	/* each side's join table */
 	Oid			checkpoint[QUERY_MAX_SOURCES];
 	char	   *event_time_col[QUERY_MAX_SOURCES];	/* their own columns */
@@ -110,6 +113,9 @@ typedef struct CompiledJoin
 	char	   *matched_col[QUERY_MAX_SOURCES];
 	char	   *row_col[QUERY_MAX_SOURCES]; /* the preserved side's */
 	char	   *matched_batch_col[QUERY_MAX_SOURCES];
+	char	   *index_name[QUERY_MAX_SOURCES][2];	/* a store's join tables'
+													 * indexes for the SQL
+													 * path: keys, time */
 	bool		unmatched_pass; /* compiling the statements of rows that go
 								 * without a match: the query as written */
 	JoinPlan	plan;

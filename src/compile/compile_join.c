@@ -36,6 +36,7 @@
 
 #include "catalog/pg_class.h"
 #include "catalog/pg_operator.h"
+#include "catalog/pg_namespace.h"
 #include "catalog/pg_type.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
@@ -49,6 +50,7 @@
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/ruleutils.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 
 #include "catalog_access.h"
@@ -262,7 +264,54 @@ try_equality(Compiled *c, CompiledJoin *j, Node *cond)
 		return false;
 	j->keys[ls] = lappend(j->keys[ls], l);
 	j->keys[rs] = lappend(j->keys[rs], r);
+	j->key_ops = lappend_oid(j->key_ops, op->opno);
+	j->key_colls = lappend_oid(j->key_colls, op->inputcollid);
+	j->key_left = lappend_int(j->key_left, ls);
 	return true;
+}
+
+/*
+ * Can a join store keep the join (join.h)?  An inner join whose every
+ * equality compares a column of each side with an operator that hashes:
+ * the store hashes each side's rows by those columns, and finds a new
+ * row's candidates, the rows with equal keys, in C.  What else the query
+ * says of a pair is still decided by its statements.  Fills the plan's keys.
+ */
+static void
+plan_store_keys(Compiled *c, CompiledJoin *j)
+{
+	JoinPlan   *jp = &j->plan;
+	int			nkeys = list_length(j->key_ops);
+
+	jp->nkeys = 0;
+	if (j->preserved >= 0 || nkeys == 0 || nkeys > JOIN_MAX_KEYS)
+		return;
+	for (int k = 0; k < nkeys; k++)
+	{
+		JoinKeyPlan *key = &jp->keys[k];
+		Oid			lhs_hash;
+		Oid			rhs_hash;
+		Oid			lefttype;
+		Oid			righttype;
+
+		key->op = list_nth_oid(j->key_ops, k);
+		key->collation = list_nth_oid(j->key_colls, k);
+		key->left = list_nth_int(j->key_left, k);
+		op_input_types(key->op, &lefttype, &righttype);
+		if (!op_hashjoinable(key->op, lefttype) ||
+			!get_op_hash_functions(key->op, &lhs_hash, &rhs_hash))
+			return;
+		for (int s = 0; s < 2; s++)
+		{
+			Node	   *e = strip_relabel(list_nth(j->keys[s], k));
+
+			if (!IsA(e, Var) || ((Var *) e)->varlevelsup != 0 ||
+				((Var *) e)->varno != c->source_rtindexes[s] || ((Var *) e)->varattno <= 0)
+				return;
+			key->attno[s] = ((Var *) e)->varattno;
+		}
+	}
+	jp->nkeys = nkeys;
 }
 
 /* Record side s's time, which every comparison must use alike. */
@@ -400,6 +449,8 @@ compile_join(Compiled *c, OutputMode mode, bool has_watermark, Jsonb *options)
 			has_key = true;
 		(void) try_range(c, j, cond);
 	}
+
+	plan_store_keys(c, j);
 
 	if (mode == OUTPUT_COMPLETE)
 		refuse("complete mode is not supported for a join of two sources",
@@ -578,6 +629,12 @@ join_tables(Compiled *c, int32 query_id)
 									  quote_identifier(j->row_col[s]),
 									  quote_identifier(j->matched_batch_col[s]));
 		}
+		/*
+		 * A join store writes its tables by location, without indexes: the
+		 * SQL path makes them when it takes over (STMT_JOIN_INDEX_0).
+		 */
+		j->index_name[s][0] = psprintf("%s_keys", name);
+		j->index_name[s][1] = psprintf("%s_time", name);
 		j->table[s] = create_query_table(name,
 										 psprintf("CREATE UNLOGGED TABLE %s (LIKE %s, %s timestamptz, "
 												  "%s boolean NOT NULL DEFAULT false, %s bigint NOT NULL%s)",
@@ -585,9 +642,10 @@ join_tables(Compiled *c, int32 query_id)
 												  quote_identifier(j->event_time_col[s]),
 												  quote_identifier(j->matched_col[s]),
 												  quote_identifier(j->batch_col[s]), preserved_cols),
+										 j->plan.nkeys > 0 ? NULL :
 										 psprintf("CREATE INDEX ON %%s (%s)",
 												  quote_identifier(j->event_time_col[s])));
-		index = join_index_columns(c, s, qname);
+		index = j->plan.nkeys > 0 ? NULL : join_index_columns(c, s, qname);
 		if (index != NULL)
 		{
 			catalog_enter(&role);
@@ -659,8 +717,9 @@ read_join_table(Compiled *c, Query *v, int s)
 }
 
 /*
- * Read side s's new rows through streamwin.join_batch_rows() instead of its
- * view: the same rows, but planned as the few a batch usually brings, so
+ * Read side s's rows that the batch gives as source id (its new rows, or a
+ * join store's candidates) through streamwin.join_batch_rows() instead of
+ * its view: the same rows, but planned as the few a batch usually brings, so
  * that the planner looks each up in the other side's join table by its keys
  * (an index scan per row) rather than hashing the whole table: the view's
  * function is planned at 10,000 rows, which against a join table of less
@@ -668,7 +727,7 @@ read_join_table(Compiled *c, Query *v, int s)
  * batch would then read the whole state.
  */
 static void
-read_batch_rows(Compiled *c, Query *v, int s)
+read_rows_of(Compiled *c, Query *v, int s, int32 id)
 {
 	RangeTblEntry *rte = rt_fetch(c->source_rtindexes[s], v->rtable);
 	TupleDesc	desc = source_tupdesc(c->sources[s]->relation);
@@ -678,7 +737,7 @@ read_batch_rows(Compiled *c, Query *v, int s)
 
 	rows = makeFuncExpr(streamwin_func_oid("join_batch_rows", 1, argtypes), RECORDOID,
 						list_make1(makeConst(INT4OID, -1, InvalidOid, sizeof(int32),
-											 Int32GetDatum(c->sources[s]->source_id), false, true)),
+											 Int32GetDatum(id), false, true)),
 						InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL);
 	rows->funcretset = true;
 	rtf->funcexpr = (Node *) rows;
@@ -700,6 +759,27 @@ read_batch_rows(Compiled *c, Query *v, int s)
 	rte->inh = false;
 	rte->requiredPerms = 0;
 	rte->selectedCols = NULL;
+}
+
+/* Read side s's new rows (read_rows_of). */
+static void
+read_batch_rows(Compiled *c, Query *v, int s)
+{
+	read_rows_of(c, v, s, c->sources[s]->source_id);
+}
+
+/*
+ * Read side s's state: with a join store, the rows of its join table that
+ * share a key with the other side's new rows, which a batch gives as
+ * join_batch_rows(-source_id) (join.h); else its join table.
+ */
+static void
+read_state_rows(Compiled *c, Query *v, int s)
+{
+	if (c->join->plan.nkeys > 0)
+		read_rows_of(c, v, s, -c->sources[s]->source_id);
+	else
+		read_join_table(c, v, s);
 }
 
 /*
@@ -797,14 +877,23 @@ join_pairs_sql(Compiled *c, Query *q)
 	{
 		Query	   *v = copyObject(q);
 
-		if (variant == 1)
+		if (variant == 0 && c->join->plan.nkeys > 0)
+		{
+			/*
+			 * New rows with new rows, as few as the others: the planner then
+			 * hashes one side rather than sorting both of a large batch.
+			 */
+			read_batch_rows(c, v, 0);
+			read_batch_rows(c, v, 1);
+		}
+		else if (variant == 1)
 		{
 			read_batch_rows(c, v, 0);
-			read_join_table(c, v, 1);
+			read_state_rows(c, v, 1);
 		}
 		else if (variant == 2)
 		{
-			read_join_table(c, v, 0);
+			read_state_rows(c, v, 0);
 			read_batch_rows(c, v, 1);
 		}
 		if (variant > 0)
@@ -886,6 +975,87 @@ match_query(Compiled *c, bool other_table)
 	return deparse_query_qualified(v);
 }
 
+/* Operator op, qualified, for an expression: OPERATOR(schema.name). */
+static char *
+qualified_operator(Oid op)
+{
+	HeapTuple	tup = SearchSysCache1(OPEROID, ObjectIdGetDatum(op));
+	Form_pg_operator form;
+	char	   *name;
+
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for operator %u", op);
+	form = (Form_pg_operator) GETSTRUCT(tup);
+	name = psprintf("OPERATOR(%s.%s)", quote_identifier(get_namespace_name(form->oprnamespace)),
+					NameStr(form->oprname));
+	ReleaseSysCache(tup);
+	return name;
+}
+
+/*
+ * The statements of a join store's SQL path (join.h): side s's rows that
+ * share a key with the other side's new rows, found by the key index of
+ * its join table, and the indexes that path needs, which the store drops.
+ */
+static void
+join_store_statements(Compiled *c, StringInfo plan)
+{
+	CompiledJoin *j = c->join;
+	StringInfoData drop;
+
+	initStringInfo(&drop);
+	for (int s = 0; s < 2; s++)
+	{
+		int			o = 1 - s;
+		TupleDesc	desc = source_tupdesc(c->sources[s]->relation);
+		TupleDesc	odesc = source_tupdesc(c->sources[o]->relation);
+		StringInfoData cols;
+		StringInfoData ocols;
+		StringInfoData cond;
+		StringInfoData keycols;
+		char	   *table = qualified_relname(j->table[s]);
+		const char *time = quote_identifier(j->event_time_col[s]);
+
+		initStringInfo(&cols);
+		initStringInfo(&ocols);
+		initStringInfo(&cond);
+		initStringInfo(&keycols);
+		for (int a = 0; a < desc->natts; a++)
+			appendStringInfo(&cols, "%st.%s", a ? ", " : "",
+							 quote_identifier(NameStr(TupleDescAttr(desc, a)->attname)));
+		for (int a = 0; a < odesc->natts; a++)
+		{
+			Form_pg_attribute att = TupleDescAttr(odesc, a);
+
+			appendStringInfo(&ocols, "%s%s %s", a ? ", " : "", quote_identifier(NameStr(att->attname)),
+							 format_type_extended(att->atttypid, att->atttypmod,
+												  FORMAT_TYPE_TYPEMOD_GIVEN | FORMAT_TYPE_FORCE_QUALIFY));
+		}
+		for (int k = 0; k < j->plan.nkeys; k++)
+		{
+			JoinKeyPlan *key = &j->plan.keys[k];
+			char	   *mine = psprintf("t.%s", quote_identifier(source_column_name(c, s, key->attno[s])));
+			char	   *theirs = psprintf("n.%s", quote_identifier(source_column_name(c, o, key->attno[o])));
+
+			appendStringInfo(&cond, "%s%s %s %s", k ? " AND " : "",
+							 key->left == s ? mine : theirs, qualified_operator(key->op),
+							 key->left == s ? theirs : mine);
+			appendStringInfo(&keycols, "%s, ", quote_identifier(source_column_name(c, s, key->attno[s])));
+		}
+		plan_add_statement(plan, STMT_JOIN_STATE_ROWS_0 + s,
+						   psprintf("SELECT %s FROM %s AS t WHERE EXISTS (SELECT FROM streamwin.join_batch_rows(%d) AS n(%s) WHERE %s)",
+									cols.data, table, c->sources[o]->source_id, ocols.data, cond.data));
+		plan_add_statement(plan, STMT_JOIN_INDEX_0 + s,
+						   psprintf("CREATE INDEX IF NOT EXISTS %s ON %s (%s%s); CREATE INDEX IF NOT EXISTS %s ON %s (%s)",
+									quote_identifier(j->index_name[s][0]), table, keycols.data, time,
+									quote_identifier(j->index_name[s][1]), table, time));
+		appendStringInfo(&drop, "%s%s, %s", s ? ", " : "",
+						 quote_qualified_identifier("streamwin", j->index_name[s][0]),
+						 quote_qualified_identifier("streamwin", j->index_name[s][1]));
+	}
+	plan_add_statement(plan, STMT_JOIN_UNINDEX, psprintf("DROP INDEX IF EXISTS %s", drop.data));
+}
+
 /*
  * join_statements
  *		The statements of the join's state (see join.h) and its plan.
@@ -947,5 +1117,7 @@ join_statements(Compiled *c, StringInfo plan)
 									quote_identifier(j->matched_batch_col[j->preserved]), matched,
 									match_query(c, false), match_query(c, true)));
 	}
+	if (j->plan.nkeys > 0)
+		join_store_statements(c, plan);
 	join_plan_json(&j->plan, plan);
 }

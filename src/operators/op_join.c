@@ -11,26 +11,45 @@
  * and keeps the number of rows per side, which streamwin.progress shows
  * as part of state_rows, without counting the tables in every batch.
  *
+ * A join whose plan has store keys (join.h) keeps its state in a join
+ * store (join_store.h) while it fits in streamwin.state_memory: the
+ * batch's statements read the rows of each side's state that share a key
+ * with the other side's new rows as join_batch_rows(-source_id), which this
+ * operator adds to the batch's input, found in memory; the new rows go
+ * into the join tables and memory together, and the rows out of reach
+ * leave both by their location.  When the state does not fit, the
+ * operator finds those rows in the join tables by SQL instead
+ * (STMT_JOIN_STATE_ROWS_0), with the indexes that needs ("table mode"),
+ * and every 100 batches tries memory again.  The pairs are the same either
+ * way.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "access/table.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "executor/tuptable.h"
 #include "storage/itemptr.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/json.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/relcache.h"
 #include "utils/timestamp.h"
 
 #include "catalog_access.h"
 #include "join.h"
+#include "join_store.h"
 #include "result_insert.h"
 #include "operator.h"
 #include "runner.h"
 #include "spi_util.h"
+#include "state_store.h"
 
 typedef struct JoinOp
 {
@@ -43,7 +62,13 @@ typedef struct JoinOp
 	int64		rows_committed[QUERY_MAX_SOURCES];
 	TransactionId rows_xmin;	/* the transaction that wrote the catalog row
 								 * then (invalid: unknown) */
+	JoinStore  *store;			/* NULL: the plan has no store keys */
+	bool		store_active;	/* this batch runs on the store */
+	bool		table_mode;		/* the state did not fit in memory */
+	int64		table_mode_batches; /* batches since, or since trying again */
 } JoinOp;
+
+StaticAssertDecl(JOIN_MAX_KEYS <= JOIN_STORE_MAX_KEYS, "a join store holds every key of a join plan");
 
 #define JOIN(op) ((JoinOp *) (op))
 
@@ -69,17 +94,90 @@ count_join_rows(JoinOp *j)
 	catalog_leave(&role);
 }
 
+/* Are both join tables without indexes, as the store writes them? */
+static bool
+tables_unindexed(QueryInfo *q)
+{
+	bool		unindexed = true;
+
+	for (int s = 0; s < q->nsources; s++)
+	{
+		Relation	rel = table_open(q->sources[s].join_table, AccessShareLock);
+
+		unindexed = unindexed && RelationGetIndexList(rel) == NIL;
+		table_close(rel, AccessShareLock);
+	}
+	return unindexed;
+}
+
+/*
+ * The join tables' indexes for table mode, unless there: they may be gone
+ * since this runner made them, with the batch that made them (rolled
+ * back) or dropped by another session's store.
+ */
+static void
+index_tables(JoinOp *j)
+{
+	QueryRunner *r = j->op.runner;
+
+	if (!tables_unindexed(r->query))
+		return;
+	for (int s = 0; s < r->nreaders; s++)
+		(void) runner_run(r, STMT_JOIN_INDEX_0 + s, NULL, NULL);
+}
+
+/* Does this batch run on the store (loaded if need be), or on the tables? */
+static void
+store_begin_batch(JoinOp *j, BatchState *b)
+{
+	QueryRunner *r = j->op.runner;
+
+	j->store_active = false;
+	if (j->table_mode && ++j->table_mode_batches % 100 != 0)
+	{
+		index_tables(j);
+		return;
+	}
+	if (!join_store_begin(j->store, b->catalog_xmin))
+	{
+		if (!j->table_mode)
+			ereport(LOG,
+					(errmsg("streamwin: the join state of query \"%s\" does not fit in streamwin.state_memory (%d kB); it runs on its join tables",
+							b->query->name, streamwin_state_memory)));
+		j->table_mode = true;
+		j->table_mode_batches = 0;
+		index_tables(j);
+		return;
+	}
+	if (!tables_unindexed(r->query))
+		(void) runner_run(r, STMT_JOIN_UNINDEX, NULL, NULL);
+	if (j->table_mode)
+		ereport(LOG,
+				(errmsg("streamwin: the join state of query \"%s\" fits in memory again",
+						b->query->name)));
+	j->table_mode = false;
+	j->store_active = true;
+}
+
 /*
  * The rows per side are counted again when the operator cannot vouch for
  * its counts: the catalog row was written by another transaction than its
- * last batch's (as a state store, state_store.h).
+ * last batch's (as a state store, state_store.h).  A join store that runs
+ * the batch counts the rows it holds.
  */
 static void
 join_begin(Operator *op, BatchState *b)
 {
 	JoinOp	   *j = JOIN(op);
 
-	if (TransactionIdIsValid(j->rows_xmin) && TransactionIdEquals(j->rows_xmin, b->catalog_xmin))
+	if (j->store != NULL)
+		store_begin_batch(j, b);
+	if (j->store_active)
+	{
+		for (int s = 0; s < op->runner->nreaders; s++)
+			j->rows[s] = join_store_rows(j->store, s);
+	}
+	else if (TransactionIdIsValid(j->rows_xmin) && TransactionIdEquals(j->rows_xmin, b->catalog_xmin))
 		memcpy(j->rows, j->rows_committed, sizeof(j->rows));
 	else
 		count_join_rows(j);
@@ -92,6 +190,9 @@ join_end(Operator *op, TransactionId catalog_xmin)
 
 	memcpy(j->rows_committed, j->rows, sizeof(j->rows));
 	j->rows_xmin = catalog_xmin;
+	if (j->store_active)
+		join_store_end(j->store, catalog_xmin);
+	j->store_active = false;
 }
 
 /* The rows of both sides' join state, for progress.state_rows. */
@@ -199,6 +300,167 @@ join_insert(QueryRunner *r, int s, BatchInput *input, Datum *batch)
 }
 
 /*
+ * A receiver of rows of a source's columns, kept as rows of a batch of
+ * source id (their values copied into the receiver's memory).
+ */
+typedef struct RowsCollector
+{
+	DestReceiver pub;
+	MemoryContext cxt;
+	BatchInput *out;
+	int			room;
+} RowsCollector;
+
+static bool
+collect_row(TupleTableSlot *slot, DestReceiver *self)
+{
+	RowsCollector *c = (RowsCollector *) self;
+	BatchInput *out = c->out;
+	TupleDesc	desc = slot->tts_tupleDescriptor;
+	MemoryContext old = MemoryContextSwitchTo(c->cxt);
+	Datum	   *values = palloc(sizeof(Datum) * out->natts);
+
+	slot_getallattrs(slot);
+	for (int a = 0; a < out->natts; a++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, a);
+
+		values[a] = slot->tts_isnull[a] ? (Datum) 0 :
+			datumCopy(slot->tts_values[a], att->attbyval, att->attlen);
+	}
+	if (out->nrows == c->room)
+	{
+		c->room *= 2;
+		out->rows = repalloc(out->rows, sizeof(BatchRow) * c->room);
+	}
+	out->rows[out->nrows++] = batch_row_make(out->natts, values, slot->tts_isnull);
+	MemoryContextSwitchTo(old);
+	return true;
+}
+
+static void
+collect_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
+{
+	RowsCollector *c = (RowsCollector *) self;
+
+	if (typeinfo->natts != c->out->natts)
+		elog(ERROR, "streamwin: a join's state rows have %d columns, its source %d",
+			 typeinfo->natts, c->out->natts);
+}
+
+static void
+collect_shutdown(DestReceiver *self)
+{
+}
+
+static void
+collect_destroy(DestReceiver *self)
+{
+	pfree(self);
+}
+
+/*
+ * In table mode: the rows of side s's join table that share a key with the
+ * other side's new rows (in input), as rows of a batch of source id.
+ */
+static BatchInput *
+state_rows_from_table(JoinOp *j, int s, BatchInput *input, int32 id)
+{
+	RowsCollector *c = palloc0(sizeof(RowsCollector));
+	BatchInput *out = palloc0(sizeof(BatchInput));
+
+	out->source_id = id;
+	out->natts = j->op.runner->readers[s]->desc->natts;
+	c->room = 64;
+	out->rows = palloc(sizeof(BatchRow) * c->room);
+	c->out = out;
+	c->cxt = CurrentMemoryContext;
+	c->pub.receiveSlot = collect_row;
+	c->pub.rStartup = collect_startup;
+	c->pub.rShutdown = collect_shutdown;
+	c->pub.rDestroy = collect_destroy;
+	c->pub.mydest = DestNone;
+	(void) runner_run_into(j->op.runner, STMT_JOIN_STATE_ROWS_0 + s, input, NULL, &c->pub);
+	c->pub.rDestroy(&c->pub);
+	return out->nrows > 0 ? out : NULL;
+}
+
+/*
+ * The batch's input (a copy of the list) and, as source -id of each side,
+ * the rows of its state that share a key with the other side's new rows:
+ * what the batch's statements read as that side's state (join.h).
+ */
+static BatchInput *
+input_with_state(JoinOp *j, BatchInput *input)
+{
+	QueryRunner *r = j->op.runner;
+	BatchInput *head = NULL;
+	BatchInput **tail = &head;
+
+	for (BatchInput *in = input; in != NULL; in = in->next)
+	{
+		BatchInput *copy = palloc(sizeof(BatchInput));
+
+		*copy = *in;
+		copy->next = NULL;
+		*tail = copy;
+		tail = &copy->next;
+	}
+	for (int s = 0; s < r->nreaders; s++)
+	{
+		int32		id = r->readers[s]->source->source_id;
+		BatchInput *probe = batch_input_find(input, r->readers[1 - s]->source->source_id);
+		BatchInput *state;
+
+		if (probe == NULL || probe->nrows == 0)
+			continue;
+		if (j->store_active)
+			state = join_store_candidates(j->store, s, probe, -id);
+		else
+			state = state_rows_from_table(j, s, input, -id);
+		if (state != NULL)
+		{
+			*tail = state;
+			tail = &state->next;
+		}
+	}
+	return head;
+}
+
+/*
+ * With a join store: the sink reads the batch's pairs over the batch's
+ * rows and the state's candidates; then each side's new rows go into its
+ * join table and, in store mode, into memory.  An inner join: no row is
+ * marked matched.
+ */
+static void
+join_apply_store(JoinOp *j, BatchState *b, BatchInput *input, RowsFlow flow)
+{
+	QueryRunner *r = j->op.runner;
+	Datum		batch = Int64GetDatum(b->batch_id);
+
+	Assert(j->preserved < 0 && flow == FLOW_BATCH);
+	operator_apply(j->op.next, b, input_with_state(j, input), flow);
+	for (int s = 0; s < r->nreaders; s++)
+	{
+		uint64		n;
+
+		if (batch_input_rows(input, r->readers[s]->source->source_id) == 0)
+			continue;
+		if (j->store_active)
+		{
+			DestReceiver *dest = join_store_writer(j->store, s);
+
+			n = runner_run_into(r, STMT_JOIN_INSERT_ROWS_0 + s, input, &batch, dest);
+			dest->rDestroy(dest);
+		}
+		else
+			n = join_insert(r, s, input, &batch);
+		j->rows[s] += (int64) n;
+	}
+}
+
+/*
  * The sink reads the batch's pairs first (its statement joins the new rows
  * with the join tables as they are before this batch's rows go in); then
  * each side's new rows join its state, and the preserved side's rows that
@@ -213,6 +475,11 @@ join_apply(Operator *op, BatchState *b, BatchInput *input, RowsFlow flow)
 	Datum		batch = Int64GetDatum(b->batch_id);
 	Datum		new_locations = (Datum) 0;
 
+	if (j->store != NULL)
+	{
+		join_apply_store(j, b, input, flow);
+		return;
+	}
 	operator_apply(op->next, b, input, flow);
 	for (int s = 0; s < r->nreaders; s++)
 	{
@@ -262,7 +529,10 @@ join_emit(Operator *op, BatchState *b)
 		if (!join_side_cutoff(&j->plan->sides[s], b->new_wm, &before))
 			continue;
 		cutoff = TimestampTzGetDatum(before);
-		n = runner_run(r, STMT_JOIN_EVICT_0 + s, NULL, &cutoff);
+		if (j->store_active)
+			n = join_store_evict(j->store, s, before);
+		else
+			n = runner_run(r, STMT_JOIN_EVICT_0 + s, NULL, &cutoff);
 		j->rows[s] -= (int64) n;
 		Assert(j->rows[s] >= 0);
 		if (s == j->preserved && n > 0)
@@ -291,6 +561,9 @@ static void
 join_invalidate(Operator *op)
 {
 	JOIN(op)->rows_xmin = InvalidTransactionId;
+	if (JOIN(op)->store != NULL)
+		join_store_invalidate(JOIN(op)->store);
+	JOIN(op)->store_active = false;
 }
 
 static void
@@ -312,6 +585,37 @@ static const OperatorOps join_ops = {
 	.free = join_free,
 };
 
+/* The join store of a plan with store keys, in the runner's memory. */
+static JoinStore *
+make_store(QueryRunner *r, const JoinPlan *jp)
+{
+	JoinStoreSpec spec;
+
+	memset(&spec, 0, sizeof(spec));
+	spec.nkeys = jp->nkeys;
+	for (int k = 0; k < jp->nkeys; k++)
+	{
+		spec.key_attno[0][k] = jp->keys[k].attno[0];
+		spec.key_attno[1][k] = jp->keys[k].attno[1];
+		spec.key_op[k] = jp->keys[k].op;
+		spec.key_collation[k] = jp->keys[k].collation;
+		spec.key_left[k] = jp->keys[k].left;
+	}
+	for (int s = 0; s < 2; s++)
+	{
+		Oid			table = r->query->sources[s].join_table;
+
+		spec.table[s] = table;
+		spec.time_attno[s] = get_attnum(table, jp->sides[s].time_column);
+		if (spec.time_attno[s] == InvalidAttrNumber)
+			elog(ERROR, "streamwin: join table %u of query \"%s\" has no column \"%s\"",
+				 table, r->query->name, jp->sides[s].time_column);
+		spec.evicted[s] = jp->sides[s].evicted;
+		spec.desc[s] = r->readers[s]->desc;
+	}
+	return join_store_create(&spec, r->cxt);
+}
+
 /* The operator of a stream-stream join's state. */
 Operator *
 join_operator_make(QueryRunner *r)
@@ -326,5 +630,7 @@ join_operator_make(QueryRunner *r)
 	j->plan = r->query->join;
 	j->preserved = preserved_side(j->plan);
 	j->rows_xmin = InvalidTransactionId;
+	if (j->plan->nkeys > 0)
+		j->store = make_store(r, j->plan);
 	return &j->op;
 }

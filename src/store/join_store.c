@@ -1,0 +1,678 @@
+/*-------------------------------------------------------------------------
+ *
+ * join_store.c
+ *	  A stream-stream join's state in memory (see join_store.h).
+ *
+ * Each side's row is one chunk: its entry, then its values and null flags
+ * as a batch's row (BatchRow), then the data of its values passed by
+ * reference, so that a candidate handed to the batch's statements is the
+ * row where it is, and a row goes with one pfree.  A side's rows with a
+ * key are chained in buckets by the hash of their keys (computed with the
+ * join's own equality operators' hash functions, so that rows equal by the
+ * operator share a bucket); rows with an event time are in a binary heap
+ * by that time (an array: sifting touches no row), from which eviction
+ * takes the oldest while they are before the cutoff.  A row with a NULL key matches nothing (equality is strict)
+ * and one with a NULL time never goes, as in the join table.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/heapam.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "common/hashfn.h"
+#include "executor/tuptable.h"
+#include "lib/ilist.h"
+#include "utils/datum.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+
+#include "join_store.h"
+#include "state_store.h"
+
+typedef struct JoinEntry
+{
+	dlist_node	bucket_node;	/* in its bucket, if it has a key */
+	ItemPointerData tid;		/* where it is in the join table */
+	bool		has_key;
+	bool		in_times;
+	uint32		hash;
+	uint32		probe;			/* the last candidate search that found it */
+	TimestampTz time;
+	/* then the row: its values, its null flags, its values' data */
+} JoinEntry;
+
+#define ENTRY_ROW(e) ((BatchRow) ((char *) (e) + MAXALIGN(sizeof(JoinEntry))))
+
+#define JOIN_STORE_FIRST_BUCKETS 1024
+
+/*
+ * A row in its side's eviction order: a binary heap in an array, earliest
+ * time first, its time beside it so that sifting reads the array alone.
+ */
+typedef struct TimedEntry
+{
+	TimestampTz time;
+	struct JoinEntry *entry;
+} TimedEntry;
+
+typedef struct JoinSide
+{
+	int			natts;
+	TupleDesc	desc;
+	FmgrInfo	hash[JOIN_STORE_MAX_KEYS];	/* for this side's key types */
+	dlist_head *buckets;
+	uint32		nbuckets;		/* a power of 2 */
+	int64		nrows;
+	int64		nkeyed;
+	TimedEntry *times;
+	int64		ntimes;
+	int64		times_room;
+} JoinSide;
+
+struct JoinStore
+{
+	JoinStoreSpec spec;
+	MemoryContext cxt;			/* the rows and buckets */
+	MemoryContext temp_cxt;
+	JoinSide	sides[2];
+	FmgrInfo	eq[JOIN_STORE_MAX_KEYS];
+	uint32		probe;
+	bool		loaded;
+	bool		in_batch;
+	TransactionId catalog_xmin;
+	Oid			table_file[2];
+};
+
+/* Add a row to side's eviction order. */
+static void
+times_push(JoinStore *js, JoinSide *sd, JoinEntry *e)
+{
+	TimedEntry *h;
+	int64		i;
+
+	if (sd->ntimes == sd->times_room)
+	{
+		sd->times_room *= 2;
+		sd->times = repalloc_huge(sd->times, sizeof(TimedEntry) * sd->times_room);
+	}
+	h = sd->times;
+	i = sd->ntimes++;
+	while (i > 0 && h[(i - 1) / 2].time > e->time)
+	{
+		h[i] = h[(i - 1) / 2];
+		i = (i - 1) / 2;
+	}
+	h[i].time = e->time;
+	h[i].entry = e;
+}
+
+/* Take the earliest row out of side's eviction order. */
+static void
+times_pop(JoinSide *sd)
+{
+	TimedEntry *h = sd->times;
+	TimedEntry last = h[--sd->ntimes];
+	int64		n = sd->ntimes;
+	int64		i = 0;
+
+	for (;;)
+	{
+		int64		c = 2 * i + 1;
+
+		if (c >= n)
+			break;
+		if (c + 1 < n && h[c + 1].time < h[c].time)
+			c++;
+		if (last.time <= h[c].time)
+			break;
+		h[i] = h[c];
+		i = c;
+	}
+	if (n > 0)
+		h[i] = last;
+}
+
+/* Empty sides, in the store's (just reset) memory. */
+static void
+sides_init(JoinStore *js)
+{
+	for (int s = 0; s < 2; s++)
+	{
+		JoinSide   *sd = &js->sides[s];
+
+		sd->nbuckets = JOIN_STORE_FIRST_BUCKETS;
+		sd->buckets = MemoryContextAlloc(js->cxt, sizeof(dlist_head) * sd->nbuckets);
+		for (uint32 b = 0; b < sd->nbuckets; b++)
+			dlist_init(&sd->buckets[b]);
+		sd->nrows = 0;
+		sd->nkeyed = 0;
+		sd->times_room = 1024;
+		sd->times = MemoryContextAlloc(js->cxt, sizeof(TimedEntry) * sd->times_room);
+		sd->ntimes = 0;
+	}
+	js->probe = 0;
+}
+
+JoinStore *
+join_store_create(const JoinStoreSpec *spec, MemoryContext parent)
+{
+	JoinStore  *js = MemoryContextAllocZero(parent, sizeof(JoinStore));
+
+	Assert(spec->nkeys > 0 && spec->nkeys <= JOIN_STORE_MAX_KEYS);
+	js->spec = *spec;
+	js->cxt = AllocSetContextCreate(parent, "streamwin join store", ALLOCSET_DEFAULT_SIZES);
+	js->temp_cxt = AllocSetContextCreate(parent, "streamwin join store rows", ALLOCSET_DEFAULT_SIZES);
+	for (int s = 0; s < 2; s++)
+	{
+		js->spec.desc[s] = CreateTupleDescCopy(spec->desc[s]);
+		js->sides[s].desc = js->spec.desc[s];
+		js->sides[s].natts = spec->desc[s]->natts;
+	}
+	for (int k = 0; k < spec->nkeys; k++)
+	{
+		Oid			hash[2];
+
+		if (!get_op_hash_functions(spec->key_op[k], &hash[0], &hash[1]))
+			elog(ERROR, "streamwin: operator %u of a join's keys has no hash function", spec->key_op[k]);
+		/* hash[0] hashes the left operand's type: key_left's side */
+		for (int s = 0; s < 2; s++)
+			fmgr_info_cxt(hash[s == spec->key_left[k] ? 0 : 1], &js->sides[s].hash[k], parent);
+		fmgr_info_cxt(get_opcode(spec->key_op[k]), &js->eq[k], parent);
+	}
+	sides_init(js);
+	js->catalog_xmin = InvalidTransactionId;
+	return js;
+}
+
+void
+join_store_invalidate(JoinStore *js)
+{
+	MemoryContextReset(js->cxt);
+	MemoryContextReset(js->temp_cxt);
+	sides_init(js);
+	js->loaded = false;
+	js->in_batch = false;
+	js->catalog_xmin = InvalidTransactionId;
+}
+
+static bool
+over_memory(JoinStore *js)
+{
+	return MemoryContextMemAllocated(js->cxt, true) > (Size) streamwin_state_memory * 1024;
+}
+
+/* The hash of side's keys in a row of its columns; false: a key is NULL. */
+static bool
+row_hash(JoinStore *js, int side, BatchRow row, int natts, uint32 *hash)
+{
+	JoinSide   *sd = &js->sides[side];
+	bool	   *nulls = BATCH_ROW_NULLS(row, natts);
+	uint32		h = 0;
+
+	for (int k = 0; k < js->spec.nkeys; k++)
+	{
+		int			a = js->spec.key_attno[side][k] - 1;
+
+		if (nulls[a])
+			return false;
+		h = hash_combine(h, DatumGetUInt32(FunctionCall1Coll(&sd->hash[k], js->spec.key_collation[k],
+															 row[a])));
+	}
+	*hash = h;
+	return true;
+}
+
+/* Do a row of side and a row of the other side have equal keys? */
+static bool
+entry_keys_equal(JoinStore *js, int side, BatchRow mine, BatchRow theirs)
+{
+	for (int k = 0; k < js->spec.nkeys; k++)
+	{
+		Datum		a = mine[js->spec.key_attno[side][k] - 1];
+		Datum		b = theirs[js->spec.key_attno[1 - side][k] - 1];
+		bool		left_mine = js->spec.key_left[k] == side;
+
+		if (!DatumGetBool(FunctionCall2Coll(&js->eq[k], js->spec.key_collation[k],
+											left_mine ? a : b, left_mine ? b : a)))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * A row of side (values of its source's columns) as an entry, in the
+ * store's memory: values passed by reference copied into it, detoasted
+ * (a row read from the table may point into TOAST).
+ */
+static JoinEntry *
+entry_make(JoinStore *js, int side, Datum *values, bool *nulls, bool has_time, TimestampTz time)
+{
+	JoinSide   *sd = &js->sides[side];
+	int			natts = sd->natts;
+	Size		head = MAXALIGN(sizeof(JoinEntry)) + MAXALIGN(natts * (sizeof(Datum) + sizeof(bool)));
+	Size		size = head;
+	Datum	   *v = palloc(sizeof(Datum) * natts);
+	JoinEntry  *e;
+	BatchRow	row;
+	char	   *data;
+
+	for (int a = 0; a < natts; a++)
+	{
+		Form_pg_attribute att = TupleDescAttr(sd->desc, a);
+
+		v[a] = values[a];
+		if (nulls[a] || att->attbyval)
+			continue;
+		if (att->attlen == -1)
+			v[a] = PointerGetDatum(pg_detoast_datum_packed((struct varlena *) DatumGetPointer(v[a])));
+		size += MAXALIGN(datumGetSize(v[a], false, att->attlen));
+	}
+	e = MemoryContextAlloc(js->cxt, size);
+	memset(e, 0, sizeof(JoinEntry));
+	row = ENTRY_ROW(e);
+	data = (char *) e + head;
+	memcpy(BATCH_ROW_NULLS(row, natts), nulls, sizeof(bool) * natts);
+	for (int a = 0; a < natts; a++)
+	{
+		Form_pg_attribute att = TupleDescAttr(sd->desc, a);
+		Size		len;
+
+		if (nulls[a] || att->attbyval)
+		{
+			row[a] = nulls[a] ? (Datum) 0 : v[a];
+			continue;
+		}
+		len = datumGetSize(v[a], false, att->attlen);
+		memcpy(data, DatumGetPointer(v[a]), len);
+		row[a] = PointerGetDatum(data);
+		data += MAXALIGN(len);
+	}
+	pfree(v);
+	e->has_key = row_hash(js, side, row, natts, &e->hash);
+	e->time = time;
+	e->in_times = has_time && js->spec.evicted[side];
+	ItemPointerSetInvalid(&e->tid);
+	return e;
+}
+
+/* Twice the buckets, once a side has more keyed rows than buckets. */
+static void
+grow_buckets(JoinStore *js, JoinSide *sd)
+{
+	uint32		n = sd->nbuckets * 2;
+	dlist_head *buckets = MemoryContextAlloc(js->cxt, sizeof(dlist_head) * n);
+
+	for (uint32 b = 0; b < n; b++)
+		dlist_init(&buckets[b]);
+	for (uint32 b = 0; b < sd->nbuckets; b++)
+	{
+		dlist_mutable_iter it;
+
+		dlist_foreach_modify(it, &sd->buckets[b])
+		{
+			JoinEntry  *e = dlist_container(JoinEntry, bucket_node, it.cur);
+
+			dlist_delete(&e->bucket_node);
+			dlist_push_tail(&buckets[e->hash & (n - 1)], &e->bucket_node);
+		}
+	}
+	pfree(sd->buckets);
+	sd->buckets = buckets;
+	sd->nbuckets = n;
+}
+
+static void
+entry_link(JoinStore *js, int side, JoinEntry *e)
+{
+	JoinSide   *sd = &js->sides[side];
+
+	if (e->has_key)
+	{
+		dlist_push_tail(&sd->buckets[e->hash & (sd->nbuckets - 1)], &e->bucket_node);
+		if (++sd->nkeyed > (int64) sd->nbuckets && sd->nbuckets < (uint32) 1 << 30)
+			grow_buckets(js, sd);
+	}
+	if (e->in_times)
+		times_push(js, sd, e);
+	sd->nrows++;
+}
+
+/*
+ * The relfilenode of a join table, locked until the transaction ends:
+ * nothing rewrites it while the batch writes its rows by location.
+ */
+static Oid
+table_file(Oid relid)
+{
+	Relation	rel = table_open(relid, AccessShareLock);
+	Oid			file = rel->rd_node.relNode;
+
+	table_close(rel, NoLock);
+	return file;
+}
+
+/* Both sides' rows from their tables; false (and empty) past the limit. */
+static bool
+join_store_load(JoinStore *js)
+{
+	Snapshot	snapshot;
+
+	join_store_invalidate(js);
+	js->loaded = true;
+	CommandCounterIncrement();
+	PushCopiedSnapshot(GetActiveSnapshot());
+	UpdateActiveSnapshotCommandId();
+	snapshot = GetActiveSnapshot();
+	for (int s = 0; s < 2; s++)
+	{
+		JoinSide   *sd = &js->sides[s];
+		Relation	rel = table_open(js->spec.table[s], AccessShareLock);
+		TupleTableSlot *slot = table_slot_create(rel, NULL);
+		TableScanDesc scan = table_beginscan(rel, snapshot, 0, NULL);
+		bool		full = false;
+
+		if (RelationGetDescr(rel)->natts < sd->natts || js->spec.time_attno[s] <= sd->natts)
+			elog(ERROR, "streamwin: join table \"%s\" does not have its source's columns first",
+				 RelationGetRelationName(rel));
+		while (!full && table_scan_getnextslot(scan, ForwardScanDirection, slot))
+		{
+			MemoryContext old = MemoryContextSwitchTo(js->temp_cxt);
+			bool		isnull;
+			Datum		time;
+			JoinEntry  *e;
+
+			slot_getallattrs(slot);
+			time = slot->tts_values[js->spec.time_attno[s] - 1];
+			isnull = slot->tts_isnull[js->spec.time_attno[s] - 1];
+			e = entry_make(js, s, slot->tts_values, slot->tts_isnull, !isnull,
+						   isnull ? 0 : DatumGetTimestampTz(time));
+			e->tid = slot->tts_tid;
+			entry_link(js, s, e);
+			MemoryContextSwitchTo(old);
+			MemoryContextReset(js->temp_cxt);
+			full = (sd->nrows & 1023) == 0 && over_memory(js);
+		}
+		table_endscan(scan);
+		ExecDropSingleTupleTableSlot(slot);
+		table_close(rel, AccessShareLock);
+		if (full || over_memory(js))
+		{
+			PopActiveSnapshot();
+			join_store_invalidate(js);
+			return false;
+		}
+	}
+	PopActiveSnapshot();
+	elog(DEBUG1, "streamwin: join store loaded " INT64_FORMAT " and " INT64_FORMAT " rows into %zu kB",
+		 js->sides[0].nrows, js->sides[1].nrows, MemoryContextMemAllocated(js->cxt, true) / 1024);
+	return true;
+}
+
+/*
+ * As store_begin (state_store.h): what memory holds is the tables' state
+ * if the store's last batch ended, wrote the catalog row last, and the
+ * tables are the files it loaded; what its batches added counts against
+ * streamwin.state_memory as what a load reads.
+ */
+bool
+join_store_begin(JoinStore *js, TransactionId catalog_xmin)
+{
+	Oid			files[2];
+
+	for (int s = 0; s < 2; s++)
+		files[s] = table_file(js->spec.table[s]);
+	if (js->loaded && !js->in_batch && TransactionIdEquals(catalog_xmin, js->catalog_xmin) &&
+		files[0] == js->table_file[0] && files[1] == js->table_file[1])
+	{
+		if (over_memory(js))
+		{
+			join_store_invalidate(js);
+			return false;
+		}
+		js->in_batch = true;
+		return true;
+	}
+	if (!join_store_load(js))
+		return false;
+	js->catalog_xmin = catalog_xmin;
+	js->table_file[0] = files[0];
+	js->table_file[1] = files[1];
+	js->in_batch = true;
+	return true;
+}
+
+void
+join_store_end(JoinStore *js, TransactionId catalog_xmin)
+{
+	Assert(js->loaded && js->in_batch);
+	js->catalog_xmin = catalog_xmin;
+	js->in_batch = false;
+}
+
+int64
+join_store_rows(JoinStore *js, int side)
+{
+	return js->sides[side].nrows;
+}
+
+/* A new candidate search; marks from 2^32 searches ago are cleared first. */
+static uint32
+next_probe(JoinStore *js)
+{
+	if (++js->probe == 0)
+	{
+		for (int s = 0; s < 2; s++)
+			for (uint32 b = 0; b < js->sides[s].nbuckets; b++)
+			{
+				dlist_iter	it;
+
+				dlist_foreach(it, &js->sides[s].buckets[b])
+					dlist_container(JoinEntry, bucket_node, it.cur)->probe = 0;
+			}
+		js->probe = 1;
+	}
+	return js->probe;
+}
+
+BatchInput *
+join_store_candidates(JoinStore *js, int side, BatchInput *probe, int32 id)
+{
+	JoinSide   *sd = &js->sides[side];
+	int			other = 1 - side;
+	BatchInput *out;
+	int			room = 64;
+	uint32		mark;
+
+	Assert(js->in_batch);
+	if (probe == NULL || probe->nrows == 0 || sd->nkeyed == 0)
+		return NULL;
+	mark = next_probe(js);
+	out = palloc0(sizeof(BatchInput));
+	out->source_id = id;
+	out->natts = sd->natts;
+	out->rows = palloc(sizeof(BatchRow) * room);
+	for (int i = 0; i < probe->nrows; i++)
+	{
+		BatchRow	p = probe->rows[i];
+		uint32		h;
+		dlist_iter	it;
+
+		if (!row_hash(js, other, p, probe->natts, &h))
+			continue;
+		dlist_foreach(it, &sd->buckets[h & (sd->nbuckets - 1)])
+		{
+			JoinEntry  *e = dlist_container(JoinEntry, bucket_node, it.cur);
+
+			if (e->hash != h || e->probe == mark || !entry_keys_equal(js, side, ENTRY_ROW(e), p))
+				continue;
+			e->probe = mark;
+			if (out->nrows == room)
+			{
+				room *= 2;
+				out->rows = repalloc(out->rows, sizeof(BatchRow) * room);
+			}
+			out->rows[out->nrows++] = ENTRY_ROW(e);
+		}
+	}
+	return out->nrows > 0 ? out : NULL;
+}
+
+uint64
+join_store_evict(JoinStore *js, int side, TimestampTz cutoff)
+{
+	JoinSide   *sd = &js->sides[side];
+	Relation	rel;
+	uint64		n = 0;
+
+	Assert(js->in_batch);
+	if (sd->ntimes == 0)
+		return 0;
+	rel = table_open(js->spec.table[side], RowExclusiveLock);
+	/* the rows this batch wrote are visible to the deletions */
+	CommandCounterIncrement();
+	while (sd->ntimes > 0 && sd->times[0].time < cutoff)
+	{
+		JoinEntry  *e = sd->times[0].entry;
+
+		times_pop(sd);
+		simple_heap_delete(rel, &e->tid);
+		if (e->has_key)
+		{
+			dlist_delete(&e->bucket_node);
+			sd->nkeyed--;
+		}
+		sd->nrows--;
+		pfree(e);
+		n++;
+	}
+	table_close(rel, NoLock);
+	return n;
+}
+
+/*
+ * The receiver of a side's new rows (join_store_writer): rows of the join
+ * table, which wait and go in together with heap_multi_insert, as COPY
+ * writes them (the table has no index to maintain), then into memory with
+ * where they went.
+ */
+#define JOIN_WRITER_BATCH 100
+
+typedef struct JoinWriter
+{
+	DestReceiver pub;
+	JoinStore  *js;
+	int			side;
+	MemoryContext cxt;			/* of its slots: the caller's */
+	Relation	rel;
+	BulkInsertState bistate;
+	CommandId	cid;
+	TupleTableSlot *slots[JOIN_WRITER_BATCH];
+	JoinEntry  *entries[JOIN_WRITER_BATCH];
+	int			n;
+	uint64		written;
+} JoinWriter;
+
+static void
+writer_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
+{
+	JoinWriter *w = (JoinWriter *) self;
+
+	w->rel = table_open(w->js->spec.table[w->side], RowExclusiveLock);
+	if (typeinfo->natts != RelationGetDescr(w->rel)->natts)
+		elog(ERROR, "streamwin: the rows of join table \"%s\" have %d columns, the table %d",
+			 RelationGetRelationName(w->rel), typeinfo->natts, RelationGetDescr(w->rel)->natts);
+	w->bistate = GetBulkInsertState();
+	w->cid = GetCurrentCommandId(true);
+}
+
+static void
+writer_flush(JoinWriter *w)
+{
+	if (w->n == 0)
+		return;
+	heap_multi_insert(w->rel, w->slots, w->n, w->cid, 0, w->bistate);
+	for (int i = 0; i < w->n; i++)
+	{
+		w->entries[i]->tid = w->slots[i]->tts_tid;
+		entry_link(w->js, w->side, w->entries[i]);
+		ExecClearTuple(w->slots[i]);
+	}
+	w->written += w->n;
+	w->n = 0;
+	MemoryContextReset(w->js->temp_cxt);
+}
+
+static bool
+writer_receive(TupleTableSlot *slot, DestReceiver *self)
+{
+	JoinWriter *w = (JoinWriter *) self;
+	JoinStore  *js = w->js;
+	AttrNumber	ta = js->spec.time_attno[w->side];
+	MemoryContext old;
+	HeapTuple	tuple;
+
+	slot_getallattrs(slot);
+	if (w->slots[w->n] == NULL)
+	{
+		old = MemoryContextSwitchTo(w->cxt);
+		w->slots[w->n] = MakeSingleTupleTableSlot(RelationGetDescr(w->rel), &TTSOpsHeapTuple);
+		MemoryContextSwitchTo(old);
+	}
+	old = MemoryContextSwitchTo(js->temp_cxt);
+	tuple = heap_form_tuple(RelationGetDescr(w->rel), slot->tts_values, slot->tts_isnull);
+	ExecStoreHeapTuple(tuple, w->slots[w->n], false);
+	w->entries[w->n] = entry_make(js, w->side, slot->tts_values, slot->tts_isnull,
+								  !slot->tts_isnull[ta - 1],
+								  slot->tts_isnull[ta - 1] ? 0 :
+								  DatumGetTimestampTz(slot->tts_values[ta - 1]));
+	MemoryContextSwitchTo(old);
+	if (++w->n == JOIN_WRITER_BATCH)
+		writer_flush(w);
+	return true;
+}
+
+static void
+writer_shutdown(DestReceiver *self)
+{
+	JoinWriter *w = (JoinWriter *) self;
+
+	writer_flush(w);
+	elog(DEBUG1, "streamwin: " UINT64_FORMAT " rows inserted into \"%s\" many to a page",
+		 w->written, RelationGetRelationName(w->rel));
+	FreeBulkInsertState(w->bistate);
+	table_close(w->rel, NoLock);
+	w->rel = NULL;
+}
+
+static void
+writer_destroy(DestReceiver *self)
+{
+	JoinWriter *w = (JoinWriter *) self;
+
+	for (int i = 0; i < JOIN_WRITER_BATCH && w->slots[i] != NULL; i++)
+		ExecDropSingleTupleTableSlot(w->slots[i]);
+	pfree(w);
+}
+
+DestReceiver *
+join_store_writer(JoinStore *js, int side)
+{
+	JoinWriter *w = palloc0(sizeof(JoinWriter));
+
+	Assert(js->in_batch);
+	w->pub.receiveSlot = writer_receive;
+	w->pub.rStartup = writer_startup;
+	w->pub.rShutdown = writer_shutdown;
+	w->pub.rDestroy = writer_destroy;
+	w->pub.mydest = DestNone;
+	w->js = js;
+	w->side = side;
+	w->cxt = CurrentMemoryContext;
+	return &w->pub;
+}

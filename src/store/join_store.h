@@ -1,0 +1,93 @@
+/*-------------------------------------------------------------------------
+ *
+ * join_store.h
+ *	  A stream-stream join's state in memory (join_store.c): each side's
+ *	  rows that can still match, hashed by the join's keys, in the order of
+ *	  their event time for eviction, and where each is in its join table.
+ *
+ * The join tables (UNLOGGED, without indexes while the store runs) stay the
+ * persisted form: the store writes a side's new rows into its table with
+ * heap_multi_insert and deletes the rows it evicts by their location, so
+ * that the tables hold what memory holds, at every batch's commit, for
+ * checkpoints (which read the tables) and for the next session.  What
+ * memory holds is vouched for as an aggregation store's is (state_store.h):
+ * only if this backend's last batch of the query ended, wrote the query's
+ * catalog row last, and the tables were not rewritten since; else the
+ * store loads both tables again.
+ *
+ * The batch's statements join the new rows of a side with the rows of the
+ * other side's state that share a key with them: the store finds those in
+ * C (join_store_candidates), and the statements decide the rest of the
+ * condition, so the pairs are those the tables would give.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef STREAMWIN_JOIN_STORE_H
+#define STREAMWIN_JOIN_STORE_H
+
+#include "access/tupdesc.h"
+#include "tcop/dest.h"
+
+#include "batch_scope.h"
+
+#define JOIN_STORE_MAX_KEYS 8
+
+/* What a join store keeps, as the join's plan says (join.h). */
+typedef struct JoinStoreSpec
+{
+	int			nkeys;
+	AttrNumber	key_attno[2][JOIN_STORE_MAX_KEYS];	/* each side's key columns */
+	Oid			key_op[JOIN_STORE_MAX_KEYS];	/* the equalities, */
+	Oid			key_collation[JOIN_STORE_MAX_KEYS];
+	int			key_left[JOIN_STORE_MAX_KEYS];	/* the side of their left
+												 * operands */
+	Oid			table[2];		/* each side's join table: the source's
+								 * columns first, */
+	AttrNumber	time_attno[2];	/* then its event time */
+	bool		evicted[2];		/* does the range bound how long a row stays */
+	TupleDesc	desc[2];		/* each side's source row type */
+} JoinStoreSpec;
+
+typedef struct JoinStore JoinStore;
+
+/* An empty store, in memory under parent. */
+extern JoinStore *join_store_create(const JoinStoreSpec *spec, MemoryContext parent);
+
+/*
+ * join_store_begin
+ *		At the start of a batch: true if the store holds the tables' rows
+ *		(vouched for, or loaded now); false, and empty, if they do not fit in
+ *		streamwin.state_memory.
+ */
+extern bool join_store_begin(JoinStore *js, TransactionId catalog_xmin);
+
+/* The batch that began ended: catalog_xmin wrote the catalog row. */
+extern void join_store_end(JoinStore *js, TransactionId catalog_xmin);
+
+/* What memory holds is not the tables' state (they were rewritten). */
+extern void join_store_invalidate(JoinStore *js);
+
+/*
+ * join_store_candidates
+ *		The rows of side's state that share a key with any row of probe (the
+ *		other side's new rows), each once, as rows of a batch of source id,
+ *		in CurrentMemoryContext (the rows themselves stay in the store's), or
+ *		NULL if none.
+ */
+extern BatchInput *join_store_candidates(JoinStore *js, int side, BatchInput *probe, int32 id);
+
+/*
+ * join_store_writer
+ *		A receiver of rows of side's join table (the statement that makes
+ *		them from the side's new rows): each is written into the table and
+ *		kept in memory.  Destroy it after the statement.
+ */
+extern DestReceiver *join_store_writer(JoinStore *js, int side);
+
+/* Delete side's rows whose event time is before cutoff; returns how many. */
+extern uint64 join_store_evict(JoinStore *js, int side, TimestampTz cutoff);
+
+/* How many rows side holds. */
+extern int64 join_store_rows(JoinStore *js, int side);
+
+#endif							/* STREAMWIN_JOIN_STORE_H */
