@@ -34,7 +34,7 @@ held_store_index(HeldStore *h, BatchState *b)
 		return;
 	for (int i = 0; i < (int) lengthof(h->index); i++)
 		if (h->index[i] != NUM_STATEMENTS && b->runner->plans[h->index[i]] != NULL)
-			(void) runner_run(b->runner, h->index[i], NULL, NULL);
+			runner_run_indexes(b->runner, h->index[i]);
 }
 
 void
@@ -88,7 +88,7 @@ held_store_load(HeldStore *h, BatchState *b)
 	 * them with its rows) for the next cold batch; the others do without.
 	 */
 	if (!h->cold_allowed && !table_unindexed(h->table))
-		(void) runner_run(b->runner, h->unindex, NULL, NULL);
+		runner_run_indexes(b->runner, h->unindex);
 	if (h->table_mode)
 		ereport(LOG,
 				(errmsg("streamwin: the %s of query \"%s\" %s in memory again",
@@ -118,9 +118,11 @@ held_store_begin(HeldStore *h, BatchState *b)
 
 	/*
 	 * A replay after a crash loads: it restarts from a checkpoint, and the
-	 * batches it replays are as many as run since.
+	 * batches it replays are as many as run since.  So does a store in table
+	 * mode trying its memory again: a cold batch would not try.
 	 */
-	if (h->cold_allowed && !b->replay && !store_vouches(h->store, b->catalog_xmin))
+	if (h->cold_allowed && !h->table_mode && !b->replay &&
+		!store_vouches(h->store, b->catalog_xmin))
 	{
 		h->state = HELD_PENDING;
 		return;
