@@ -1173,17 +1173,21 @@ lat_stats() {
 # from a new session (a cron job's), 1,000 events each, timed by psql's
 # \timing around the call (its commit included, the connection not);
 # untimed after each, whether it took a checkpoint.  Records
-# "Q_new_sessions" with the batches' median, p90, p99 and max (ms).
+# "Q_new_sessions" with the calls' median, p90, p99 and max (ms), and the
+# same of the batches' own duration_ms (the batch, without what a new
+# session sets up before it: the query's runner, its Kafka consumer).
 # Checked: every batch read 1,000 events, and st_dedup's result has every
 # key once (st_big's is checked with all its batches, these the last).
 run_state_new() {
-	local q=$1 i line ms id rows ck bad=0 stats chk t0 t1 nck=0
+	local q=$1 i line ms id rows bms ck bad=0 stats bstats chk t0 t1 nck=0
 	: >"$work/state_new_$q.txt"
+	: >"$work/state_new_batch_$q.txt"
 	t0=$(now)
 	for ((i = 0; i < BENCH_STATE_NEW; i++)); do
 		line=$("${PSQL[@]}" -At -F ' ' -c "SET streamwin.max_records_per_batch = 1000" -c '\timing on' \
-			-c "SELECT r->>'batch_id', r->>'input_rows' FROM streamwin.run_batch('$q') AS r" 2>&1 | tr '\n' ' ') || true
-		read -r id rows _ ms _ <<<"$line"
+			-c "SELECT r->>'batch_id', r->>'input_rows', r->>'duration_ms' FROM streamwin.run_batch('$q') AS r" 2>&1 | tr '\n' ' ') || true
+		read -r id rows bms _ ms _ <<<"$line"
+		echo "${bms:-0} 0" >>"$work/state_new_batch_$q.txt"
 		ck=$(sql -c "SELECT (checkpoint_batch_id IS NOT DISTINCT FROM $id::bigint)::int FROM streamwin.query_catalog WHERE name = '$q'" 2>/dev/null || echo 0)
 		[[ $rows == 1000 ]] || bad=$((bad + 1))
 		nck=$((nck + ${ck:-0}))
@@ -1192,6 +1196,7 @@ run_state_new() {
 	done
 	t1=$(now)
 	stats=$(lat_stats "$work/state_new_$q.txt")
+	bstats=$(lat_stats "$work/state_new_batch_$q.txt")
 	if [[ $bad != 0 ]]; then
 		chk="WRONG(batches_not_1000_events=$bad)"
 	elif [[ $q == st_dedup ]]; then
@@ -1201,7 +1206,7 @@ run_state_new() {
 		chk=ok	# st_big's result is checked with the case's other batches
 	fi
 	record S "${q}_new_sessions" 1 "$((BENCH_STATE_NEW * 1000))" "$(calc "$t1 - $t0")" 0 0 0 "$chk" \
-		"stats=${stats// /,};checkpoints=$nck;groups=$ST_GROUPS"
+		"stats=${stats// /,};batch_stats=${bstats// /,};checkpoints=$nck;groups=$ST_GROUPS"
 }
 
 run_state() {
