@@ -318,6 +318,21 @@ checkpoint_take(QueryRunner *r, int64 batch_id, bool has_wm, TimestampTz wm, boo
 	Assert(npairs <= MAX_STATE_TABLES);
 
 	/*
+	 * A batch that ran on a state table without loading it read only a
+	 * little of it, where its checkpoint would read all of it: the
+	 * checkpoint waits for a batch that has its state in memory (recovery
+	 * replays from the one before, a little longer), but not for ever.
+	 */
+	if (!wait && operators_defer_checkpoint(r->operators) &&
+		batch_id - catalog_checkpoint_batch(r->query_id) < 10 * (int64) streamwin_checkpoint_interval)
+	{
+		ereport(DEBUG1,
+				(errmsg("streamwin: query \"%s\" leaves its checkpoint to a batch with its state in memory",
+						r->query->name)));
+		return false;
+	}
+
+	/*
 	 * Both tables or neither: a checkpoint is one state.  A store writes its
 	 * checkpoint rows by location (under a lock that does not conflict with a
 	 * dump's); copies made whole need TRUNCATE's.

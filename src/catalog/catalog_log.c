@@ -100,8 +100,11 @@ catalog_progress_column(int32 query_id, int64 batch_id, const char *column, Datu
 	else if (strcmp(column, "started_at") == 0)
 		sql = "SELECT p.started_at FROM streamwin.progress_log p JOIN streamwin.query_catalog q "
 			"ON p.query = q.name WHERE q.query_id = $1 AND p.batch_id = $2";
+	else if (strcmp(column, "state_rows") == 0)
+		sql = "SELECT p.state_rows FROM streamwin.progress_log p JOIN streamwin.query_catalog q "
+			"ON p.query = q.name WHERE q.query_id = $1 AND p.batch_id = $2";
 	else
-		elog(ERROR, "streamwin: no progress column \"%s\" for a replay", column);
+		elog(ERROR, "streamwin: no progress column \"%s\"", column);
 	SPI_connect();
 	catalog_exec(sql, 2, types, args, NULL, 1);
 	found = SPI_processed == 1;

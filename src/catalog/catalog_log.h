@@ -53,7 +53,8 @@ extern void catalog_log_progress(const char *query, const BatchStats *row, int r
 extern bool catalog_recorded_watermark(int32 query_id, int64 batch_id, TimestampTz *wm);
 
 /*
- * A column of the progress row of batch batch_id (offsets, started_at), not
+ * A column of the progress row of batch batch_id (offsets, started_at,
+ * state_rows), not
  * NULL in any row, in CurrentMemoryContext; false if there is no such row.
  */
 extern bool catalog_progress_column(int32 query_id, int64 batch_id, const char *column,

@@ -15,12 +15,19 @@
  * streamwin.store_rows(), which reads the store's groups through the
  * batch's scope.  When the groups do not fit in streamwin.state_memory
  * the store runs on its table, and the batch takes the plain SQL path
- * (op_sql.c) instead.
+ * (op_sql.c) instead; so does a small batch when the store has not loaded
+ * the groups (a "cold" batch, op_store.h), which then counts the state's
+ * rows as the last batch's and the rows the batch added and deleted,
+ * rather than counting the table.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "pgstat.h"
+#include "utils/fmgrprotos.h"
+
+#include "catalog_log.h"
 #include "op_store.h"
 
 typedef struct AggregateOp
@@ -29,9 +36,23 @@ typedef struct AggregateOp
 	HeldStore	groups;			/* the query's open groups */
 	Operator   *sql;			/* the SQL path, for batches on the table */
 	bool		changed;		/* apply merged rows into the store */
+	bool		decided;		/* the batch knows where it runs */
+	/* a cold batch: the state table's rows inserted and deleted before it */
+	int64		inserted_before;
+	int64		deleted_before;
 } AggregateOp;
 
 #define AGG(op) ((AggregateOp *) (op))
+
+/* The state table's rows inserted and deleted by this transaction so far */
+static void
+state_table_changes(AggregateOp *a, int64 *inserted, int64 *deleted)
+{
+	Datum		relid = ObjectIdGetDatum(a->groups.table);
+
+	*inserted = DatumGetInt64(DirectFunctionCall1(pg_stat_get_xact_tuples_inserted, relid));
+	*deleted = DatumGetInt64(DirectFunctionCall1(pg_stat_get_xact_tuples_deleted, relid));
+}
 
 static void
 agg_begin(Operator *op, BatchState *b)
@@ -40,12 +61,41 @@ agg_begin(Operator *op, BatchState *b)
 
 	Assert(b->scope.store == NULL);
 	a->changed = false;
-	if (held_store_begin(&a->groups, b))
+	a->decided = false;
+	held_store_begin(&a->groups, b);
+}
+
+/*
+ * Does the batch run on the store?  Decided when the batch first needs its
+ * groups, its rows known (held_store_ready).
+ */
+static bool
+agg_ready(AggregateOp *a, BatchState *b)
+{
+	bool		active = held_store_ready(&a->groups, b, b->ninput);
+
+	if (a->decided)
+		return active;
+	a->decided = true;
+	if (active)
 	{
 		b->scope.store = a->groups.store;
 		/* what the batches before closed (close_wm was their watermark) */
 		store_closed_through(a->groups.store, b->has_old_wm, b->old_wm);
 	}
+	else if (a->groups.state == HELD_COLD)
+	{
+		/*
+		 * The state's rows are counted from what the batch inserts and
+		 * deletes: no statement of it may run in a subtransaction that rolls
+		 * back, whose rows would count too.  Such are only the INSERT
+		 * variants of the result's writes (runner.c), which a small batch
+		 * does without.
+		 */
+		a->op.runner->insert_variants_paused = Max(a->op.runner->insert_variants_paused, 1);
+		state_table_changes(a, &a->inserted_before, &a->deleted_before);
+	}
+	return active;
 }
 
 /*
@@ -62,7 +112,7 @@ agg_apply(Operator *op, BatchState *b, BatchInput *input, RowsFlow flow)
 	bool		rows;
 	uint64		n;
 
-	if (!a->groups.active)
+	if (!agg_ready(a, b))
 	{
 		a->sql->ops->apply(a->sql, b, input, flow);
 		return;
@@ -139,7 +189,7 @@ agg_emit(Operator *op, BatchState *b)
 	QueryRunner *r = op->runner;
 	bool		closed;
 
-	if (!a->groups.active)
+	if (!agg_ready(a, b))
 	{
 		a->sql->ops->emit(a->sql, b);
 		return;
@@ -180,14 +230,41 @@ agg_checkpoint(Operator *op, Oid unlogged)
 	store_checkpoint(AGG(op)->groups.store);
 }
 
+/*
+ * A cold batch's state rows are the last batch's (its progress row) and
+ * those it inserted less those it deleted; counted from the table where
+ * that is not known (no progress row, statistics off).
+ */
+static int64
+cold_state_rows(AggregateOp *a, BatchState *b)
+{
+	Datum		last;
+	int64		inserted;
+	int64		deleted;
+
+	if (!pgstat_track_counts || b->last_batch_id == 0 ||
+		!catalog_progress_column(b->query->query_id, b->last_batch_id, "state_rows", &last))
+		return a->sql->ops->state_rows(a->sql, b);
+	state_table_changes(a, &inserted, &deleted);
+	return DatumGetInt64(last) + (inserted - a->inserted_before) - (deleted - a->deleted_before);
+}
+
 static int64
 agg_state_rows(Operator *op, BatchState *b)
 {
 	AggregateOp *a = AGG(op);
 
+	if (a->groups.state == HELD_COLD)
+		return cold_state_rows(a, b);
 	if (!a->groups.active)
 		return a->sql->ops->state_rows(a->sql, b);
 	return store_groups(a->groups.store);
+}
+
+static bool
+agg_defers_checkpoint(Operator *op)
+{
+	return held_store_defers_checkpoint(&AGG(op)->groups);
 }
 
 static void
@@ -219,6 +296,7 @@ static const OperatorOps aggregate_ops = {
 	.emit = agg_emit,
 	.writes_checkpoint = agg_writes_checkpoint,
 	.checkpoint = agg_checkpoint,
+	.defers_checkpoint = agg_defers_checkpoint,
 	.state_rows = agg_state_rows,
 	.end = agg_end,
 	.invalidate = agg_invalidate,
@@ -241,5 +319,14 @@ aggregate_operator_make(QueryRunner *r)
 	held_store_init(&a->groups, r, q->store, q->state_table, q->checkpoint_table,
 					"state", false, "state table",
 					STMT_STATE_INDEX, STMT_STATE_END_INDEX, STMT_STATE_UNINDEX);
+
+	/*
+	 * A batch runs cold where the SQL statements reach the groups it touches
+	 * by their indexes and its state rows are the aggregation's alone: not
+	 * over a changelog (no table mode), not in complete mode (each batch
+	 * reads every group), not after a join (whose rows count too).
+	 */
+	a->groups.cold_allowed = !a->groups.store_only && q->output_mode != OUTPUT_COMPLETE &&
+		q->join == NULL;
 	return &a->op;
 }

@@ -9,7 +9,9 @@
  * was compiled before such stores, in the dedup table by the compiled SQL
  * statements (see dedup_statements in compile_dedup.c).  apply keeps the
  * first occurrence of each key not seen before and passes the rows on;
- * emit forgets the keys whose first row the watermark passed.
+ * emit forgets the keys whose first row the watermark passed.  A small
+ * batch whose keys the store has not loaded runs on the dedup table
+ * (op_store.h).
  *
  *-------------------------------------------------------------------------
  */
@@ -32,7 +34,7 @@ typedef struct DedupOp
 static void
 dedup_begin(Operator *op, BatchState *b)
 {
-	(void) held_store_begin(&DEDUP(op)->keys, b);
+	held_store_begin(&DEDUP(op)->keys, b);
 }
 
 /*
@@ -45,7 +47,7 @@ mark_first_rows(DedupOp *d, BatchState *b, BatchInput *input, bool *keep)
 {
 	QueryRunner *r = d->op.runner;
 
-	if (d->keys.active)
+	if (held_store_ready(&d->keys, b, input->nrows))
 	{
 		DestReceiver *dest = store_dedup_receiver(d->keys.store, b->batch_id, keep,
 												  input->nrows);
@@ -107,7 +109,7 @@ dedup_emit(Operator *op, BatchState *b)
 
 	if (!b->wm_moved)
 		return;
-	if (d->keys.active)
+	if (held_store_ready(&d->keys, b, 0))
 	{
 		if (store_close_windows(d->keys.store, b->new_wm) > 0)
 			store_evict_closed(d->keys.store);
@@ -128,6 +130,12 @@ static void
 dedup_checkpoint(Operator *op, Oid unlogged)
 {
 	store_checkpoint(DEDUP(op)->keys.store);
+}
+
+static bool
+dedup_defers_checkpoint(Operator *op)
+{
+	return held_store_defers_checkpoint(&DEDUP(op)->keys);
 }
 
 /* Dedup keys are not counted in a batch's state_rows. */
@@ -163,6 +171,7 @@ static const OperatorOps dedup_ops = {
 	.emit = dedup_emit,
 	.writes_checkpoint = dedup_writes_checkpoint,
 	.checkpoint = dedup_checkpoint,
+	.defers_checkpoint = dedup_defers_checkpoint,
 	.state_rows = dedup_state_rows,
 	.end = dedup_end,
 	.invalidate = dedup_invalidate,
@@ -185,5 +194,7 @@ dedup_operator_make(QueryRunner *r)
 	held_store_init(&d->keys, r, q->dedup_store, q->dedup_table, q->dedup_checkpoint,
 					"dedup keys", true, "dedup table",
 					STMT_DEDUP_INDEX, NUM_STATEMENTS, STMT_DEDUP_UNINDEX);
+	/* the keys index finds a batch's keys, the times index those to forget */
+	d->keys.cold_allowed = true;
 	return &d->op;
 }

@@ -63,7 +63,7 @@ typedef struct UpsertOp
 static void
 upsert_begin(Operator *op, BatchState *b)
 {
-	(void) held_store_begin(&UPSERT(op)->rows, b);
+	held_store_begin(&UPSERT(op)->rows, b);
 }
 
 /* The retraction of the row the key of row had (in u->old_values). */

@@ -90,6 +90,15 @@ operators_checkpoint(Operator *chain, Oid unlogged)
 	return false;
 }
 
+bool
+operators_defer_checkpoint(Operator *chain)
+{
+	for (Operator *op = chain; op != NULL; op = op->next)
+		if (op->ops->defers_checkpoint != NULL && op->ops->defers_checkpoint(op))
+			return true;
+	return false;
+}
+
 int
 batch_input_rows(BatchInput *input, int32 source_id)
 {

@@ -34,7 +34,9 @@
  *				reach) and what apply changed goes out
  *	 checkpoint	when the batch takes a checkpoint: an operator that keeps
  *				one of the query's state tables in memory writes its
- *				checkpoint itself
+ *				checkpoint itself; one that ran the batch on a state table
+ *				it did not load may ask for the checkpoint to be left to a
+ *				later batch (a checkpoint would read the whole table)
  *	 state_rows	for the batch's progress record
  *	 end		the batch is over (having done something or not):
  *				catalog_xmin is who wrote the query's catalog row last,
@@ -130,6 +132,13 @@ typedef struct OperatorOps
 	bool		(*writes_checkpoint) (Operator *op, Oid unlogged);
 	void		(*checkpoint) (Operator *op, Oid unlogged);
 
+	/*
+	 * Would a checkpoint in this batch read a whole state table of the
+	 * operator's, which the batch itself read only a little of (it ran on
+	 * the table without loading it)?  NULL: never.
+	 */
+	bool		(*defers_checkpoint) (Operator *op);
+
 	int64		(*state_rows) (Operator *op, BatchState *b);
 	void		(*end) (Operator *op, TransactionId catalog_xmin);
 
@@ -190,6 +199,9 @@ extern void operators_invalidate(Operator *chain);
  */
 extern bool operators_writes_checkpoint(Operator *chain, Oid unlogged);
 extern bool operators_checkpoint(Operator *chain, Oid unlogged);
+
+/* Does an operator of the chain ask for the checkpoint to wait? */
+extern bool operators_defer_checkpoint(Operator *chain);
 
 /* The rows of one source in an input list (0: none). */
 extern int	batch_input_rows(BatchInput *input, int32 source_id);

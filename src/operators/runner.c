@@ -63,6 +63,19 @@ run_plan_into(QueryRunner *r, SPIPlanPtr plan, Datum *args, DestReceiver *dest)
 	return SPI_processed;
 }
 
+void
+runner_run_indexes(QueryRunner *r, QueryStatement s)
+{
+	RoleSwitch	role;
+	int			rc;
+
+	catalog_enter(&role);
+	rc = SPI_execute_plan(r->plans[s], NULL, NULL, false, 0);
+	catalog_leave(&role);
+	if (rc < 0)
+		elog(ERROR, "streamwin: index statement failed: %s", SPI_result_code_string(rc));
+}
+
 /*
  * run_plan_into(), with input visible through the sources' views: what the
  * current batch's scope reads while the statement runs, and no longer when

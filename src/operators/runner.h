@@ -56,6 +56,14 @@ extern uint64 runner_run(QueryRunner *r, QueryStatement s, BatchInput *input, Da
 extern void runner_run_writing(QueryRunner *r, QueryStatement s, BatchInput *input,
 							   Datum *args, bool replay);
 
+/*
+ * runner_run_indexes
+ *		Execute statement s, which makes or drops indexes of a state table,
+ *		as the extension's owner: they are made in schema streamwin, where
+ *		the query's owner may create nothing.  Inside SPI.
+ */
+extern void runner_run_indexes(QueryRunner *r, QueryStatement s);
+
 /* runner_run, the rows going to dest instead of SPI_tuptable */
 extern uint64 runner_run_into(QueryRunner *r, QueryStatement s, BatchInput *input,
 							  Datum *args, DestReceiver *dest);

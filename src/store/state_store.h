@@ -45,7 +45,10 @@
  *
  * Beyond streamwin.state_memory the store lets go of its entries and the
  * query runs on the state table itself, with the compiled SQL statements
- * (slower, the same results), until the state fits again.
+ * (slower, the same results), until the state fits again.  So does a batch
+ * that is small beside a state the store has not loaded (op_store.h): it
+ * reaches the groups it touches through the table's indexes, which the
+ * store keeps up to date from then on.
  *
  *-------------------------------------------------------------------------
  */
@@ -142,6 +145,13 @@ extern void store_free(StateStore *s);
  *		streamwin.state_memory (the store is then empty and unloaded).
  */
 extern bool store_begin(StateStore *s, TransactionId catalog_xmin);
+
+/*
+ * store_vouches
+ *		Would store_begin run the batch on what the store holds, without
+ *		loading?
+ */
+extern bool store_vouches(StateStore *s, TransactionId catalog_xmin);
 
 /* Forget everything: the next store_begin loads from the tables. */
 extern void store_invalidate(StateStore *s);

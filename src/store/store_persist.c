@@ -6,18 +6,24 @@
  *	  evicting closed groups (see state_store_int.h for the store's files).
  *
  * Rows are written with the heap's own functions: the state table (an
- * UNLOGGED table of the query's, without indexes while the store runs) and
- * the checkpoint table (logged, without indexes) are written by nothing
- * but this store, so each group's row is where the store last put it.
+ * UNLOGGED table of the query's) and the checkpoint table (logged, without
+ * indexes) are written by nothing but this store while it runs, so each
+ * group's row is where the store last put it.  The state table has no
+ * index until a batch runs on it without the store (op_store.h); from then
+ * on the store keeps its indexes up to date, so that the next batch that
+ * runs on the table finds each group through them.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "access/genam.h"
 #include "access/heapam.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/index.h"
+#include "executor/executor.h"
 #include "utils/datum.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -247,14 +253,27 @@ store_table_file(Oid relid)
  * streamwin.state_memory as what a load reads does: past it, the store
  * lets go of its groups.
  */
+static bool
+store_vouches_for(StateStore *s, TransactionId catalog_xmin, Oid state_file, Oid ckpt_file)
+{
+	return s->loaded && !s->in_batch && TransactionIdEquals(catalog_xmin, s->catalog_xmin) &&
+		state_file == s->state_file && ckpt_file == s->ckpt_file;
+}
+
+bool
+store_vouches(StateStore *s, TransactionId catalog_xmin)
+{
+	return store_vouches_for(s, catalog_xmin, store_table_file(s->state_table),
+							 store_table_file(s->checkpoint_table));
+}
+
 bool
 store_begin(StateStore *s, TransactionId catalog_xmin)
 {
 	Oid			state_file = store_table_file(s->state_table);
 	Oid			ckpt_file = store_table_file(s->checkpoint_table);
 
-	if (s->loaded && !s->in_batch && TransactionIdEquals(catalog_xmin, s->catalog_xmin) &&
-		state_file == s->state_file && ckpt_file == s->ckpt_file)
+	if (store_vouches_for(s, catalog_xmin, state_file, ckpt_file))
 	{
 		if (over_memory(s))
 		{
@@ -297,6 +316,10 @@ typedef struct RowWriter
 	StateStore *store;
 	MemoryContext cxt;			/* of the writer's parts, not temp_cxt */
 	Relation	rel;
+	/* the table's indexes, kept up to date with its rows (none: NULL) */
+	ResultRelInfo *indexes;
+	EState	   *estate;
+	TupleTableSlot *index_slot; /* an updated row, for its index entries */
 	BulkInsertState bistate;
 	TupleTableSlot *slots[ROW_WRITER_BATCH];	/* made as needed */
 	ItemPointer tids[ROW_WRITER_BATCH]; /* where to say each row went */
@@ -312,7 +335,36 @@ row_writer_begin(RowWriter *w, StateStore *s, Oid relid)
 	Assert(w->cxt != s->temp_cxt);
 	w->rel = table_open(relid, RowExclusiveLock);
 	w->bistate = GetBulkInsertState();
+	if (RelationGetForm(w->rel)->relhasindex)
+	{
+		w->indexes = makeNode(ResultRelInfo);
+		InitResultRelInfo(w->indexes, w->rel, 1, NULL, 0);
+		ExecOpenIndices(w->indexes, false);
+		w->estate = CreateExecutorState();
+		w->index_slot = MakeSingleTupleTableSlot(RelationGetDescr(w->rel), &TTSOpsHeapTuple);
+	}
 	CommandCounterIncrement();
+}
+
+/*
+ * The index entries of the row in slot (at slot->tts_tid).  The store
+ * holds each group once, so the unique indexes need no check.
+ */
+static void
+row_writer_index(RowWriter *w, TupleTableSlot *slot)
+{
+	ResultRelInfo *rri = w->indexes;
+	Datum		values[INDEX_MAX_KEYS];
+	bool		isnull[INDEX_MAX_KEYS];
+
+	GetPerTupleExprContext(w->estate)->ecxt_scantuple = slot;
+	for (int i = 0; i < rri->ri_NumIndices; i++)
+	{
+		FormIndexDatum(rri->ri_IndexRelationInfo[i], slot, w->estate, values, isnull);
+		(void) index_insert(rri->ri_IndexRelationDescs[i], values, isnull, &slot->tts_tid,
+							w->rel, UNIQUE_CHECK_NO, false, rri->ri_IndexRelationInfo[i]);
+	}
+	ResetPerTupleExprContext(w->estate);
 }
 
 /* Insert the rows that wait; then the store's temp_cxt, where they were made, is reset. */
@@ -323,6 +375,8 @@ row_writer_flush(RowWriter *w)
 		heap_multi_insert(w->rel, w->slots, w->n, GetCurrentCommandId(true), 0, w->bistate);
 	for (int i = 0; i < w->n; i++)
 	{
+		if (w->indexes != NULL)
+			row_writer_index(w, w->slots[i]);
 		*w->tids[i] = w->slots[i]->tts_tid;
 		ExecClearTuple(w->slots[i]);
 	}
@@ -338,6 +392,14 @@ row_writer_put(RowWriter *w, HeapTuple tuple, ItemPointer tid)
 	{
 		simple_heap_update(w->rel, tid, tuple);
 		*tid = tuple->t_self;
+		/* a row that left its page (not a heap-only tuple) needs new entries */
+		if (w->indexes != NULL && !HeapTupleIsHeapOnly(tuple))
+		{
+			ExecStoreHeapTuple(tuple, w->index_slot, false);
+			w->index_slot->tts_tid = tuple->t_self;
+			row_writer_index(w, w->index_slot);
+			ExecClearTuple(w->index_slot);
+		}
 		heap_freetuple(tuple);
 		return;
 	}
@@ -360,6 +422,12 @@ row_writer_end(RowWriter *w)
 	row_writer_flush(w);
 	for (int i = 0; i < ROW_WRITER_BATCH && w->slots[i] != NULL; i++)
 		ExecDropSingleTupleTableSlot(w->slots[i]);
+	if (w->indexes != NULL)
+	{
+		ExecDropSingleTupleTableSlot(w->index_slot);
+		ExecCloseIndices(w->indexes);
+		FreeExecutorState(w->estate);
+	}
 	FreeBulkInsertState(w->bistate);
 	table_close(w->rel, NoLock);
 }

@@ -42,7 +42,12 @@
 #                  each (as a worker does), each timed around the call, commit
 #                  included; streamwin.checkpoint_interval BENCH_STATE_CKPT
 #                  (20) and checkpoint_min_interval 0 meanwhile, so that
-#                  every BENCH_STATE_CKPT-th batch takes a checkpoint
+#                  every BENCH_STATE_CKPT-th batch takes a checkpoint; then,
+#                  as a cron job runs a query, BENCH_STATE_NEW run_batch
+#                  calls of 1,000 events each from a new session (psql per
+#                  call), over st_big and over st_dedup (the events
+#                  deduplicated by g: BENCH_STATE_GROUPS keys, built by a
+#                  worker too), with the default checkpoint settings
 #   dedup          a transform of the events of ev, SELECT id, k, v, ts,
 #                  run_available like cases 1-4:
 #     (T)  as it is: what writing 1M result rows costs
@@ -179,7 +184,8 @@
 # of event time), BENCH_STATE_GROUPS (2000000), BENCH_STATE_PARTITIONS (40: a
 # divisor of 1,000, so that a batch takes 1,000 / 40 events from each
 # partition and holds exactly one of gen_state.pl's blocks of 100 groups),
-# BENCH_STATE_BATCHES (300), BENCH_STATE_CKPT (20), BENCH_JOIN_EVENTS
+# BENCH_STATE_BATCHES (300), BENCH_STATE_CKPT (20), BENCH_STATE_NEW (40: case
+# S's batches each from a new session, per query), BENCH_JOIN_EVENTS
 # (500000 per side), BENCH_JOIN_PARTITIONS (16 per topic: about 3 MB each),
 # BENCH_JOIN_RATE (200 impressions per second of event time: 500,000
 # impressions span 42 minutes, so that join state is evicted as the
@@ -239,6 +245,7 @@ BENCH_STATE_GROUPS=${BENCH_STATE_GROUPS:-$(short 200000 2000000)}
 BENCH_STATE_PARTITIONS=${BENCH_STATE_PARTITIONS:-40}
 BENCH_STATE_BATCHES=${BENCH_STATE_BATCHES:-$(short 40 300)}
 BENCH_STATE_CKPT=${BENCH_STATE_CKPT:-20}
+BENCH_STATE_NEW=${BENCH_STATE_NEW:-$(short 10 40)}
 BENCH_JOIN_EVENTS=${BENCH_JOIN_EVENTS:-$(short 50000 500000)}
 BENCH_JOIN_PARTITIONS=${BENCH_JOIN_PARTITIONS:-16}
 BENCH_JOIN_RATE=${BENCH_JOIN_RATE:-$(short 50 200)}
@@ -406,8 +413,9 @@ if nexmark_wanted; then
 	topics+=(--topic "bids:$BENCH_NX_PARTITIONS")
 fi
 if only state; then
-	# timed: the session's first batch, then two loops (three with a profile)
-	st_blocks=$(((BENCH_PROFILE == 1 ? 3 : 2) * BENCH_STATE_BATCHES + 1))
+	# timed: the session's first batch, then two loops (three with a profile),
+	# then the batches of new sessions
+	st_blocks=$(((BENCH_PROFILE == 1 ? 3 : 2) * BENCH_STATE_BATCHES + 1 + BENCH_STATE_NEW))
 	say "Generating case S's events: $BENCH_STATE_GROUPS groups, then $st_blocks blocks of 1,000"
 	mkdir -p "$work/state"
 	perl "$bench/gen_state.pl" --groups "$BENCH_STATE_GROUPS" --partitions "$BENCH_STATE_PARTITIONS" \
@@ -1243,6 +1251,46 @@ lat_stats() {
 			scalar @c, pct(0.5, @c), pct(1, @c)), "\n";' "$1"
 }
 
+# run_state_new Q: BENCH_STATE_NEW batches of query Q, each run_batch
+# from a new session (a cron job's), 1,000 events each, timed by psql's
+# \timing around the call (its commit included, the connection not);
+# untimed after each, whether it took a checkpoint.  Records
+# "Q_new_sessions" with the calls' median, p90, p99 and max (ms), and the
+# same of the batches' own duration_ms (the batch, without what a new
+# session sets up before it: the query's runner, its Kafka consumer).
+# Checked: every batch read 1,000 events, and st_dedup's result has every
+# key once (st_big's is checked with all its batches, these the last).
+run_state_new() {
+	local q=$1 i line ms id rows bms ck bad=0 stats bstats chk t0 t1 nck=0
+	: >"$work/state_new_$q.txt"
+	: >"$work/state_new_batch_$q.txt"
+	t0=$(now)
+	for ((i = 0; i < BENCH_STATE_NEW; i++)); do
+		line=$("${PSQL[@]}" -At -F ' ' -c "SET streamwin.max_records_per_batch = 1000" -c '\timing on' \
+			-c "SELECT r->>'batch_id', r->>'input_rows', r->>'duration_ms' FROM streamwin.run_batch('$q') AS r" 2>&1 | tr '\n' ' ') || true
+		read -r id rows bms _ ms _ <<<"$line"
+		echo "${bms:-0} 0" >>"$work/state_new_batch_$q.txt"
+		ck=$(sql -c "SELECT (checkpoint_batch_id IS NOT DISTINCT FROM $id::bigint)::int FROM streamwin.query_catalog WHERE name = '$q'" 2>/dev/null || echo 0)
+		[[ $rows == 1000 ]] || bad=$((bad + 1))
+		nck=$((nck + ${ck:-0}))
+		echo "${ms:-0} 0" >>"$work/state_new_$q.txt"
+		echo "$q new session $i: $line ckpt=$ck" >>"$work/log/state.out"
+	done
+	t1=$(now)
+	stats=$(lat_stats "$work/state_new_$q.txt")
+	bstats=$(lat_stats "$work/state_new_batch_$q.txt")
+	if [[ $bad != 0 ]]; then
+		chk="WRONG(batches_not_1000_events=$bad)"
+	elif [[ $q == st_dedup ]]; then
+		chk=$(sql -c "SELECT CASE WHEN count(*) = $ST_GROUPS AND count(DISTINCT g) = $ST_GROUPS THEN 'ok'
+			ELSE 'WRONG(rows=' || count(*) || ',keys=' || count(DISTINCT g) || ')' END FROM st_dedup")
+	else
+		chk=ok	# st_big's result is checked with the case's other batches
+	fi
+	record S "${q}_new_sessions" 1 "$((BENCH_STATE_NEW * 1000))" "$(calc "$t1 - $t0")" 0 0 0 "$chk" \
+		"stats=${stats// /,};batch_stats=${bstats// /,};checkpoints=$nck;groups=$ST_GROUPS"
+}
+
 run_state() {
 	local out=$work/log/state.out q groups approach chk note i perf_pid='' pid
 	local p0 p1 p2 p3 f_id f_ms f_ck interval s_stats l_stats bad
@@ -1252,6 +1300,8 @@ SELECT streamwin.create_query('st_small', 'SELECT h, count(*) AS n, sum(v) AS s 
 	output_mode => 'update', trigger_interval => '0', start => false);
 SELECT streamwin.create_query('st_big', 'SELECT g, count(*) AS n, sum(v) AS s FROM st GROUP BY g',
 	output_mode => 'update', trigger_interval => '0', start => false);
+SELECT streamwin.create_query('st_dedup', 'SELECT g, h, v FROM st', dedup_keys => '{g}',
+	trigger_interval => '0', options => '{"dedup_without_watermark": true}', start => false);
 EOF
 	for q in st_small st_big; do
 		groups=$ST_GROUPS approach=state_build
@@ -1265,6 +1315,15 @@ EOF
 		record S "$approach" 1 "$ST_GROUPS" "$W_WALL" "$W_CPU" "$W_HWM" "$W_ANON" "$chk" \
 			"groups=$groups;batches=$W_BATCHES"
 	done
+	say "Case S: query st_dedup ($ST_GROUPS keys) reads the $ST_GROUPS build events in a background worker"
+	if ! worker_until st_dedup "$ST_GROUPS" "$out"; then
+		record S dedup_build 1 0 0 0 0 0 FAILED "did not finish in 600 s or failed: see $out"
+		return
+	fi
+	chk=$(sql -c "SELECT CASE WHEN count(*) = $ST_GROUPS AND count(DISTINCT g) = $ST_GROUPS THEN 'ok'
+		ELSE 'WRONG(rows=' || count(*) || ',keys=' || count(DISTINCT g) || ')' END FROM st_dedup")
+	record S dedup_build 1 "$ST_GROUPS" "$W_WALL" "$W_CPU" "$W_HWM" "$W_ANON" "$chk" \
+		"keys=$ST_GROUPS;batches=$W_BATCHES"
 
 	say "Case S: $BENCH_STATE_BATCHES batches of 1,000 events in one session, then $BENCH_STATE_BATCHES in a loop with commits"
 	produce "$work/state/timed.tsv" st
@@ -1360,6 +1419,10 @@ ALTER SYSTEM RESET streamwin.checkpoint_interval;
 ALTER SYSTEM RESET streamwin.checkpoint_min_interval;
 SELECT pg_reload_conf();
 EOF
+	# as a cron job runs them, with the default checkpoint settings; the
+	# last of st_big's timed events, which the checks below count
+	run_state_new st_big
+	run_state_new st_dedup
 	grep -q '^P3 ' "$work/log/state_run.out" || return 0
 
 	# the statements' timings: a tagged result line, then its "Time:" line
@@ -1413,19 +1476,19 @@ EOF
 	chk=$(check_result st_big "$ST_GROUPS" "$((ST_GROUPS + ST_TIMED_EVENTS))" "$((ST_BUILD_SUM + ST_TIMED_SUM))")
 	if [[ $bad != 0 ]]; then
 		chk="WRONG(batches_not_1000_events=$bad)"
-	elif [[ $f_ck != 1 || $interval != "$BENCH_STATE_CKPT" ]]; then
-		chk="WRONG(setup:first_batch_checkpoint=$f_ck,checkpoint_interval=$interval)"
+	elif [[ $interval != "$BENCH_STATE_CKPT" ]]; then
+		chk="WRONG(setup:checkpoint_interval=$interval)"
 	elif [[ $n_s != "$BENCH_STATE_BATCHES" || $n_l != "$BENCH_STATE_BATCHES" ]]; then
 		chk="WRONG(timed_batches=$n_s+$n_l)"
 	elif [[ $n_keys != "$ST_TIMED_EVENTS" || $n_cov != "$n_keys" || $n_early != 0 || $g_batches != $((ST_TIMED_EVENTS / 1000)) ]]; then
 		chk="WRONG(timed_events=$n_keys,covered=$n_cov,before_first=$n_early,batches=$g_batches)"
 	fi
-	note="first_ms=$f_ms;build_batches=$W_BATCHES;anon_before_kb=${p0[3]};anon_loaded_kb=${p1[3]};groups=$ST_GROUPS;groups_per_batch=$g_min/$g_med/$g_max;ckpt_interval=$BENCH_STATE_CKPT"
+	note="first_ms=$f_ms;first_ckpt=$f_ck;build_batches=$W_BATCHES;anon_before_kb=${p0[3]};anon_loaded_kb=${p1[3]};groups=$ST_GROUPS;groups_per_batch=$g_min/$g_med/$g_max;ckpt_interval=$BENCH_STATE_CKPT"
 	record S state_session 1 "$((BENCH_STATE_BATCHES * 1000))" "$(calc "${p2[0]} - ${p1[0]}")" \
 		"$(calc "${p2[1]} - ${p1[1]}")" "${p2[2]}" "${p2[3]}" "$chk" "stats=${s_stats// /,};$note"
 	record S state_loop 1 "$((BENCH_STATE_BATCHES * 1000))" "$(calc "${p3[0]} - ${p2[0]}")" \
 		"$(calc "${p3[1]} - ${p2[1]}")" "${p3[2]}" "${p3[3]}" "$chk" "stats=${l_stats// /,};$note"
-	sql -c "SELECT streamwin.drop_query(name, true) FROM streamwin.queries WHERE name IN ('st_small', 'st_big')" >/dev/null
+	sql -c "SELECT streamwin.drop_query(name, true) FROM streamwin.queries WHERE name IN ('st_small', 'st_big', 'st_dedup')" >/dev/null
 	sql -c "DROP TABLE st_keys, st_batches, st_x" >/dev/null
 }
 
