@@ -1,5 +1,5 @@
 
-# 026_cold_store.pl: a session's first batch over a large state, without
+# 027_cold_store.pl: a session's first batch over a large state, without
 # loading it (op_store.h), against plain SQL.
 #
 # A store that cannot vouch for what it holds (a new session, a worker
