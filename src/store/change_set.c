@@ -198,7 +198,7 @@ set_type_recv(SetTypeInfo *t, MemoryContext cxt)
 
 /* How the images of type typid are laid out (see ImageKind). */
 static ImageKind
-image_kind(Oid typid, int16 typlen, bool typbyval)
+image_kind(Oid typid, bool typbyval)
 {
 	Oid			base = getBaseType(typid);
 
@@ -249,7 +249,7 @@ set_type_info(FunctionCallInfo fcinfo, Oid typid, Oid collid)
 		t->typid = typid;
 		t->collid = collid;
 		get_typlenbyvalalign(typid, &t->typlen, &t->typbyval, &t->typalign);
-		t->kind = image_kind(typid, t->typlen, t->typbyval);
+		t->kind = image_kind(typid, t->typbyval);
 		t->imglen = t->kind == IMAGE_SENT ? -1 : t->typlen;
 		t->imgbyval = t->kind == IMAGE_SENT ? false : t->typbyval;
 		if (t->kind == IMAGE_SENT)

@@ -33,7 +33,7 @@
 #include "utils/timestamp.h"
 
 #include "join_store.h"
-#include "state_store.h"
+#include "state_store_int.h"
 
 typedef struct JoinEntry
 {
@@ -343,20 +343,6 @@ entry_link(JoinStore *js, int side, JoinEntry *e)
 	sd->nrows++;
 }
 
-/*
- * The relfilenode of a join table, locked until the transaction ends:
- * nothing rewrites it while the batch writes its rows by location.
- */
-static Oid
-table_file(Oid relid)
-{
-	Relation	rel = table_open(relid, AccessShareLock);
-	Oid			file = rel->rd_node.relNode;
-
-	table_close(rel, NoLock);
-	return file;
-}
-
 /* Both sides' rows from their tables; false (and empty) past the limit. */
 static bool
 join_store_load(JoinStore *js)
@@ -426,7 +412,7 @@ join_store_begin(JoinStore *js, TransactionId catalog_xmin)
 	Oid			files[2];
 
 	for (int s = 0; s < 2; s++)
-		files[s] = table_file(js->spec.table[s]);
+		files[s] = store_table_file(js->spec.table[s]);
 	if (js->loaded && !js->in_batch && TransactionIdEquals(catalog_xmin, js->catalog_xmin) &&
 		files[0] == js->table_file[0] && files[1] == js->table_file[1])
 	{

@@ -344,4 +344,7 @@ extern void group_drop(StateStore *s, StoreGroup *g);
 
 extern void store_reset_groups(StateStore *s);
 
+/* a store table's relfilenode, locked until the transaction ends */
+extern Oid store_table_file(Oid relid);
+
 #endif							/* STREAMWIN_STATE_STORE_INT_H */

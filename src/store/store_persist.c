@@ -231,10 +231,11 @@ store_load(StateStore *s)
 }
 
 /*
- * The relfilenode of a table of the store, locked until the transaction
- * ends: nothing rewrites it while the batch writes its rows by location.
+ * The relfilenode of a table of a store (an aggregation or a join store),
+ * locked until the transaction ends: nothing rewrites it while the batch
+ * writes its rows by location.
  */
-static Oid
+Oid
 store_table_file(Oid relid)
 {
 	Relation	rel = table_open(relid, AccessShareLock);
