@@ -34,6 +34,7 @@
 
 #include "join_store.h"
 #include "state_store_int.h"
+#include "table_indexes.h"
 
 typedef struct JoinEntry
 {
@@ -406,6 +407,23 @@ join_store_load(JoinStore *js)
  * tables are the files it loaded; what its batches added counts against
  * streamwin.state_memory as what a load reads.
  */
+static bool
+join_store_vouches_for(JoinStore *js, TransactionId catalog_xmin, const Oid *files)
+{
+	return js->loaded && !js->in_batch && TransactionIdEquals(catalog_xmin, js->catalog_xmin) &&
+		files[0] == js->table_file[0] && files[1] == js->table_file[1];
+}
+
+bool
+join_store_vouches(JoinStore *js, TransactionId catalog_xmin)
+{
+	Oid			files[2];
+
+	for (int s = 0; s < 2; s++)
+		files[s] = store_table_file(js->spec.table[s]);
+	return join_store_vouches_for(js, catalog_xmin, files);
+}
+
 bool
 join_store_begin(JoinStore *js, TransactionId catalog_xmin)
 {
@@ -413,8 +431,7 @@ join_store_begin(JoinStore *js, TransactionId catalog_xmin)
 
 	for (int s = 0; s < 2; s++)
 		files[s] = store_table_file(js->spec.table[s]);
-	if (js->loaded && !js->in_batch && TransactionIdEquals(catalog_xmin, js->catalog_xmin) &&
-		files[0] == js->table_file[0] && files[1] == js->table_file[1])
+	if (join_store_vouches_for(js, catalog_xmin, files))
 	{
 		if (over_memory(js))
 		{
@@ -544,8 +561,9 @@ join_store_evict(JoinStore *js, int side, TimestampTz cutoff)
 /*
  * The receiver of a side's new rows (join_store_writer): rows of the join
  * table, which wait and go in together with heap_multi_insert, as COPY
- * writes them (the table has no index to maintain), then into memory with
- * where they went.
+ * writes them, then into memory with where they went.  The store drops
+ * the tables' indexes when it loads (op_store.h); a table that has one all
+ * the same gets its rows' entries, so that no index misses a row.
  */
 #define JOIN_WRITER_BATCH 100
 
@@ -556,6 +574,7 @@ typedef struct JoinWriter
 	int			side;
 	MemoryContext cxt;			/* of its slots: the caller's */
 	Relation	rel;
+	TableIndexes *indexes;		/* or NULL: none */
 	BulkInsertState bistate;
 	CommandId	cid;
 	TupleTableSlot *slots[JOIN_WRITER_BATCH];
@@ -573,6 +592,7 @@ writer_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
 	if (typeinfo->natts != RelationGetDescr(w->rel)->natts)
 		elog(ERROR, "streamwin: the rows of join table \"%s\" have %d columns, the table %d",
 			 RelationGetRelationName(w->rel), typeinfo->natts, RelationGetDescr(w->rel)->natts);
+	w->indexes = table_indexes_open(w->rel);
 	w->bistate = GetBulkInsertState();
 	w->cid = GetCurrentCommandId(true);
 }
@@ -585,6 +605,8 @@ writer_flush(JoinWriter *w)
 	heap_multi_insert(w->rel, w->slots, w->n, w->cid, 0, w->bistate);
 	for (int i = 0; i < w->n; i++)
 	{
+		if (w->indexes != NULL)
+			table_indexes_insert(w->indexes, w->slots[i]);
 		w->entries[i]->tid = w->slots[i]->tts_tid;
 		entry_link(w->js, w->side, w->entries[i]);
 		ExecClearTuple(w->slots[i]);
@@ -632,6 +654,8 @@ writer_shutdown(DestReceiver *self)
 	elog(DEBUG1, "streamwin: " UINT64_FORMAT " rows inserted into \"%s\" many to a page",
 		 w->written, RelationGetRelationName(w->rel));
 	FreeBulkInsertState(w->bistate);
+	table_indexes_close(w->indexes);
+	w->indexes = NULL;
 	table_close(w->rel, NoLock);
 	w->rel = NULL;
 }

@@ -5,10 +5,11 @@
  *	  rows that can still match, hashed by the join's keys, in the order of
  *	  their event time for eviction, and where each is in its join table.
  *
- * The join tables (UNLOGGED, without indexes while the store runs) stay the
- * persisted form: the store writes a side's new rows into its table with
- * heap_multi_insert and deletes the rows it evicts by their location, so
- * that the tables hold what memory holds, at every batch's commit, for
+ * The join tables (UNLOGGED, without indexes while the store runs: a
+ * batch that runs on them without the store makes them, op_store.h) stay
+ * the persisted form: the store writes a side's new rows into its table
+ * with heap_multi_insert and deletes the rows it evicts by their location,
+ * so that the tables hold what memory holds, at every batch's commit, for
  * checkpoints (which read the tables) and for the next session.  What
  * memory holds is vouched for as an aggregation store's is (state_store.h):
  * only if this backend's last batch of the query ended, wrote the query's
@@ -60,6 +61,9 @@ extern JoinStore *join_store_create(const JoinStoreSpec *spec, MemoryContext par
  *		streamwin.state_memory.
  */
 extern bool join_store_begin(JoinStore *js, TransactionId catalog_xmin);
+
+/* Would join_store_begin run the batch on what the store holds, without loading? */
+extern bool join_store_vouches(JoinStore *js, TransactionId catalog_xmin);
 
 /* The batch that began ended: catalog_xmin wrote the catalog row. */
 extern void join_store_end(JoinStore *js, TransactionId catalog_xmin);

@@ -17,12 +17,10 @@
  */
 #include "postgres.h"
 
-#include "access/genam.h"
 #include "access/heapam.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
-#include "catalog/index.h"
 #include "executor/executor.h"
 #include "utils/datum.h"
 #include "utils/lsyscache.h"
@@ -31,6 +29,7 @@
 #include "utils/timestamp.h"
 
 #include "state_store_int.h"
+#include "table_indexes.h"
 
 /* streamwin.state_memory (kB) */
 int			streamwin_state_memory = 1024 * 1024;
@@ -318,8 +317,7 @@ typedef struct RowWriter
 	MemoryContext cxt;			/* of the writer's parts, not temp_cxt */
 	Relation	rel;
 	/* the table's indexes, kept up to date with its rows (none: NULL) */
-	ResultRelInfo *indexes;
-	EState	   *estate;
+	TableIndexes *indexes;
 	TupleTableSlot *index_slot; /* an updated row, for its index entries */
 	BulkInsertState bistate;
 	TupleTableSlot *slots[ROW_WRITER_BATCH];	/* made as needed */
@@ -336,36 +334,10 @@ row_writer_begin(RowWriter *w, StateStore *s, Oid relid)
 	Assert(w->cxt != s->temp_cxt);
 	w->rel = table_open(relid, RowExclusiveLock);
 	w->bistate = GetBulkInsertState();
-	if (RelationGetForm(w->rel)->relhasindex)
-	{
-		w->indexes = makeNode(ResultRelInfo);
-		InitResultRelInfo(w->indexes, w->rel, 1, NULL, 0);
-		ExecOpenIndices(w->indexes, false);
-		w->estate = CreateExecutorState();
+	w->indexes = table_indexes_open(w->rel);
+	if (w->indexes != NULL)
 		w->index_slot = MakeSingleTupleTableSlot(RelationGetDescr(w->rel), &TTSOpsHeapTuple);
-	}
 	CommandCounterIncrement();
-}
-
-/*
- * The index entries of the row in slot (at slot->tts_tid).  The store
- * holds each group once, so the unique indexes need no check.
- */
-static void
-row_writer_index(RowWriter *w, TupleTableSlot *slot)
-{
-	ResultRelInfo *rri = w->indexes;
-	Datum		values[INDEX_MAX_KEYS];
-	bool		isnull[INDEX_MAX_KEYS];
-
-	GetPerTupleExprContext(w->estate)->ecxt_scantuple = slot;
-	for (int i = 0; i < rri->ri_NumIndices; i++)
-	{
-		FormIndexDatum(rri->ri_IndexRelationInfo[i], slot, w->estate, values, isnull);
-		(void) index_insert(rri->ri_IndexRelationDescs[i], values, isnull, &slot->tts_tid,
-							w->rel, UNIQUE_CHECK_NO, false, rri->ri_IndexRelationInfo[i]);
-	}
-	ResetPerTupleExprContext(w->estate);
 }
 
 /* Insert the rows that wait; then the store's temp_cxt, where they were made, is reset. */
@@ -377,7 +349,7 @@ row_writer_flush(RowWriter *w)
 	for (int i = 0; i < w->n; i++)
 	{
 		if (w->indexes != NULL)
-			row_writer_index(w, w->slots[i]);
+			table_indexes_insert(w->indexes, w->slots[i]);
 		*w->tids[i] = w->slots[i]->tts_tid;
 		ExecClearTuple(w->slots[i]);
 	}
@@ -398,7 +370,7 @@ row_writer_put(RowWriter *w, HeapTuple tuple, ItemPointer tid)
 		{
 			ExecStoreHeapTuple(tuple, w->index_slot, false);
 			w->index_slot->tts_tid = tuple->t_self;
-			row_writer_index(w, w->index_slot);
+			table_indexes_insert(w->indexes, w->index_slot);
 			ExecClearTuple(w->index_slot);
 		}
 		heap_freetuple(tuple);
@@ -426,8 +398,7 @@ row_writer_end(RowWriter *w)
 	if (w->indexes != NULL)
 	{
 		ExecDropSingleTupleTableSlot(w->index_slot);
-		ExecCloseIndices(w->indexes);
-		FreeExecutorState(w->estate);
+		table_indexes_close(w->indexes);
 	}
 	FreeBulkInsertState(w->bistate);
 	table_close(w->rel, NoLock);
