@@ -24,10 +24,6 @@
  */
 #include "postgres.h"
 
-#include "pgstat.h"
-#include "utils/fmgrprotos.h"
-
-#include "catalog_log.h"
 #include "op_store.h"
 
 typedef struct AggregateOp
@@ -37,22 +33,9 @@ typedef struct AggregateOp
 	Operator   *sql;			/* the SQL path, for batches on the table */
 	bool		changed;		/* apply merged rows into the store */
 	bool		decided;		/* the batch knows where it runs */
-	/* a cold batch: the state table's rows inserted and deleted before it */
-	int64		inserted_before;
-	int64		deleted_before;
 } AggregateOp;
 
 #define AGG(op) ((AggregateOp *) (op))
-
-/* The state table's rows inserted and deleted by this transaction so far */
-static void
-state_table_changes(AggregateOp *a, int64 *inserted, int64 *deleted)
-{
-	Datum		relid = ObjectIdGetDatum(a->groups.table);
-
-	*inserted = DatumGetInt64(DirectFunctionCall1(pg_stat_get_xact_tuples_inserted, relid));
-	*deleted = DatumGetInt64(DirectFunctionCall1(pg_stat_get_xact_tuples_deleted, relid));
-}
 
 static void
 agg_begin(Operator *op, BatchState *b)
@@ -82,18 +65,6 @@ agg_ready(AggregateOp *a, BatchState *b)
 		b->scope.store = a->groups.store;
 		/* what the batches before closed (close_wm was their watermark) */
 		store_closed_through(a->groups.store, b->has_old_wm, b->old_wm);
-	}
-	else if (a->groups.state == HELD_COLD)
-	{
-		/*
-		 * The state's rows are counted from what the batch inserts and
-		 * deletes: no statement of it may run in a subtransaction that rolls
-		 * back, whose rows would count too.  Such are only the INSERT
-		 * variants of the result's writes (runner.c), which a small batch
-		 * does without.
-		 */
-		a->op.runner->insert_variants_paused = Max(a->op.runner->insert_variants_paused, 1);
-		state_table_changes(a, &a->inserted_before, &a->deleted_before);
 	}
 	return active;
 }
@@ -230,32 +201,14 @@ agg_checkpoint(Operator *op, Oid unlogged)
 	store_checkpoint(AGG(op)->groups.store);
 }
 
-/*
- * A cold batch's state rows are the last batch's (its progress row) and
- * those it inserted less those it deleted; counted from the table where
- * that is not known (no progress row, statistics off).
- */
-static int64
-cold_state_rows(AggregateOp *a, BatchState *b)
-{
-	Datum		last;
-	int64		inserted;
-	int64		deleted;
-
-	if (!pgstat_track_counts || b->last_batch_id == 0 ||
-		!catalog_progress_column(b->query->query_id, b->last_batch_id, "state_rows", &last))
-		return a->sql->ops->state_rows(a->sql, b);
-	state_table_changes(a, &inserted, &deleted);
-	return DatumGetInt64(last) + (inserted - a->inserted_before) - (deleted - a->deleted_before);
-}
-
 static int64
 agg_state_rows(Operator *op, BatchState *b)
 {
 	AggregateOp *a = AGG(op);
+	int64		rows;
 
-	if (a->groups.state == HELD_COLD)
-		return cold_state_rows(a, b);
+	if (held_store_cold_state_rows(&a->groups, b, &rows))
+		return rows;
 	if (!a->groups.active)
 		return a->sql->ops->state_rows(a->sql, b);
 	return store_groups(a->groups.store);

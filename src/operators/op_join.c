@@ -17,11 +17,13 @@
  * with the other side's new rows as join_batch_rows(-source_id), which this
  * operator adds to the batch's input, found in memory; the new rows go
  * into the join tables and memory together, and the rows out of reach
- * leave both by their location.  When the state does not fit, the
- * operator finds those rows in the join tables by SQL instead
- * (STMT_JOIN_STATE_ROWS_0), with the indexes that needs ("table mode"),
- * and every 100 batches tries memory again.  The pairs are the same either
- * way.
+ * leave both by their location.  The store is held as every store is
+ * (op_store.h): when the state does not fit, the operator finds those
+ * rows in the join tables by SQL instead (STMT_JOIN_STATE_ROWS_0), with
+ * the indexes that needs ("table mode"), and every 100 batches tries
+ * memory again; a join transform's small batch in a session that has not
+ * loaded the store does the same ("cold") rather than load both tables.
+ * The pairs are the same either way.
  *
  *-------------------------------------------------------------------------
  */
@@ -39,12 +41,12 @@
 #include "utils/json.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
-#include "utils/relcache.h"
 #include "utils/timestamp.h"
 
 #include "catalog_access.h"
 #include "join.h"
 #include "join_store.h"
+#include "op_store.h"
 #include "result_insert.h"
 #include "operator.h"
 #include "runner.h"
@@ -63,9 +65,8 @@ typedef struct JoinOp
 	TransactionId rows_xmin;	/* the transaction that wrote the catalog row
 								 * then (invalid: unknown) */
 	JoinStore  *store;			/* NULL: the plan has no store keys */
-	bool		store_active;	/* this batch runs on the store */
-	bool		table_mode;		/* the state did not fit in memory */
-	int64		table_mode_batches; /* batches since, or since trying again */
+	HeldStore	held;			/* the store, as this batch holds it */
+	bool		counted;		/* rows[] are this batch's (not a cold one) */
 } JoinOp;
 
 StaticAssertDecl(JOIN_MAX_KEYS <= JOIN_STORE_MAX_KEYS, "a join store holds every key of a join plan");
@@ -94,71 +95,6 @@ count_join_rows(JoinOp *j)
 	catalog_leave(&role);
 }
 
-/* Are both join tables without indexes, as the store writes them? */
-static bool
-tables_unindexed(QueryInfo *q)
-{
-	bool		unindexed = true;
-
-	for (int s = 0; s < q->nsources; s++)
-	{
-		Relation	rel = table_open(q->sources[s].join_table, AccessShareLock);
-
-		unindexed = unindexed && RelationGetIndexList(rel) == NIL;
-		table_close(rel, AccessShareLock);
-	}
-	return unindexed;
-}
-
-/*
- * The join tables' indexes for table mode, unless there: they may be gone
- * since this runner made them, with the batch that made them (rolled
- * back) or dropped by another session's store.
- */
-static void
-index_tables(JoinOp *j)
-{
-	QueryRunner *r = j->op.runner;
-
-	if (!tables_unindexed(r->query))
-		return;
-	for (int s = 0; s < r->nreaders; s++)
-		(void) runner_run(r, STMT_JOIN_INDEX_0 + s, NULL, NULL);
-}
-
-/* Does this batch run on the store (loaded if need be), or on the tables? */
-static void
-store_begin_batch(JoinOp *j, BatchState *b)
-{
-	QueryRunner *r = j->op.runner;
-
-	j->store_active = false;
-	if (j->table_mode && ++j->table_mode_batches % 100 != 0)
-	{
-		index_tables(j);
-		return;
-	}
-	if (!join_store_begin(j->store, b->catalog_xmin))
-	{
-		if (!j->table_mode)
-			ereport(LOG,
-					(errmsg("streamwin: the join state of query \"%s\" does not fit in streamwin.state_memory (%d kB); it runs on its join tables",
-							b->query->name, streamwin_state_memory)));
-		j->table_mode = true;
-		j->table_mode_batches = 0;
-		index_tables(j);
-		return;
-	}
-	if (!tables_unindexed(r->query))
-		(void) runner_run(r, STMT_JOIN_UNINDEX, NULL, NULL);
-	if (j->table_mode)
-		ereport(LOG,
-				(errmsg("streamwin: the join state of query \"%s\" fits in memory again",
-						b->query->name)));
-	j->table_mode = false;
-	j->store_active = true;
-}
-
 /*
  * The rows per side are counted again when the operator cannot vouch for
  * its counts: the catalog row was written by another transaction than its
@@ -166,21 +102,50 @@ store_begin_batch(JoinOp *j, BatchState *b)
  * the batch counts the rows it holds.
  */
 static void
-join_begin(Operator *op, BatchState *b)
+join_count(JoinOp *j, BatchState *b)
 {
-	JoinOp	   *j = JOIN(op);
-
-	if (j->store != NULL)
-		store_begin_batch(j, b);
-	if (j->store_active)
+	if (j->held.active)
 	{
-		for (int s = 0; s < op->runner->nreaders; s++)
+		for (int s = 0; s < j->op.runner->nreaders; s++)
 			j->rows[s] = join_store_rows(j->store, s);
 	}
 	else if (TransactionIdIsValid(j->rows_xmin) && TransactionIdEquals(j->rows_xmin, b->catalog_xmin))
 		memcpy(j->rows, j->rows_committed, sizeof(j->rows));
 	else
 		count_join_rows(j);
+	j->counted = true;
+}
+
+/*
+ * A store that cannot vouch for what it holds leaves the decision (and the
+ * counts) to join_ready, when the batch's rows are known.
+ */
+static void
+join_begin(Operator *op, BatchState *b)
+{
+	JoinOp	   *j = JOIN(op);
+
+	j->counted = false;
+	held_store_begin(&j->held, b);
+	if (j->held.state != HELD_PENDING)
+		join_count(j, b);
+}
+
+/*
+ * Does the batch run on the store?  Decided when it first needs its state
+ * (held_store_ready): a cold batch (op_store.h) runs on the join tables,
+ * and its rows per side stay uncounted, for counting would read the
+ * tables; its state_rows come from what it inserts and deletes.
+ */
+static bool
+join_ready(JoinOp *j, BatchState *b, int64 nrows)
+{
+	bool		was_pending = j->held.state == HELD_PENDING;
+	bool		active = held_store_ready(&j->held, b, nrows);
+
+	if (was_pending && j->held.state != HELD_COLD)
+		join_count(j, b);
+	return active;
 }
 
 static void
@@ -188,11 +153,14 @@ join_end(Operator *op, TransactionId catalog_xmin)
 {
 	JoinOp	   *j = JOIN(op);
 
-	memcpy(j->rows_committed, j->rows, sizeof(j->rows));
-	j->rows_xmin = catalog_xmin;
-	if (j->store_active)
-		join_store_end(j->store, catalog_xmin);
-	j->store_active = false;
+	if (j->counted)
+	{
+		memcpy(j->rows_committed, j->rows, sizeof(j->rows));
+		j->rows_xmin = catalog_xmin;
+	}
+	else
+		j->rows_xmin = InvalidTransactionId;
+	held_store_end(&j->held, catalog_xmin);
 }
 
 /* The rows of both sides' join state, for progress.state_rows. */
@@ -202,6 +170,10 @@ join_state_rows(Operator *op, BatchState *b)
 	JoinOp	   *j = JOIN(op);
 	int64		n = 0;
 
+	if (held_store_cold_state_rows(&j->held, b, &n))
+		return n;
+	if (!j->counted)
+		join_count(j, b);
 	for (int s = 0; s < op->runner->query->nsources; s++)
 		n += j->rows[s];
 	return n;
@@ -414,7 +386,7 @@ input_with_state(JoinOp *j, BatchInput *input)
 
 		if (probe == NULL || probe->nrows == 0)
 			continue;
-		if (j->store_active)
+		if (j->held.active)
 			state = join_store_candidates(j->store, s, probe, -id);
 		else
 			state = state_rows_from_table(j, s, input, -id);
@@ -440,6 +412,7 @@ join_apply_store(JoinOp *j, BatchState *b, BatchInput *input, RowsFlow flow)
 	Datum		batch = Int64GetDatum(b->batch_id);
 
 	Assert(j->preserved < 0 && flow == FLOW_BATCH);
+	(void) join_ready(j, b, b->ninput);
 	operator_apply(j->op.next, b, input_with_state(j, input), flow);
 	for (int s = 0; s < r->nreaders; s++)
 	{
@@ -447,7 +420,7 @@ join_apply_store(JoinOp *j, BatchState *b, BatchInput *input, RowsFlow flow)
 
 		if (batch_input_rows(input, r->readers[s]->source->source_id) == 0)
 			continue;
-		if (j->store_active)
+		if (j->held.active)
 		{
 			DestReceiver *dest = join_store_writer(j->store, s);
 
@@ -520,6 +493,7 @@ join_emit(Operator *op, BatchState *b)
 
 	if (!b->has_new_wm)
 		return;
+	(void) join_ready(j, b, 0);
 	for (int s = 0; s < r->nreaders; s++)
 	{
 		TimestampTz before;
@@ -529,12 +503,12 @@ join_emit(Operator *op, BatchState *b)
 		if (!join_side_cutoff(&j->plan->sides[s], b->new_wm, &before))
 			continue;
 		cutoff = TimestampTzGetDatum(before);
-		if (j->store_active)
+		if (j->held.active)
 			n = join_store_evict(j->store, s, before);
 		else
 			n = runner_run(r, STMT_JOIN_EVICT_0 + s, NULL, &cutoff);
 		j->rows[s] -= (int64) n;
-		Assert(j->rows[s] >= 0);
+		Assert(!j->counted || j->rows[s] >= 0);
 		if (s == j->preserved && n > 0)
 			unmatched = unmatched_rows(r, s);
 	}
@@ -557,13 +531,18 @@ join_checkpoint(Operator *op, Oid unlogged)
 {
 }
 
+/* A cold batch leaves its checkpoint, which reads the join tables, to later. */
+static bool
+join_defers_checkpoint(Operator *op)
+{
+	return held_store_defers_checkpoint(&JOIN(op)->held);
+}
+
 static void
 join_invalidate(Operator *op)
 {
 	JOIN(op)->rows_xmin = InvalidTransactionId;
-	if (JOIN(op)->store != NULL)
-		join_store_invalidate(JOIN(op)->store);
-	JOIN(op)->store_active = false;
+	held_store_invalidate(&JOIN(op)->held);
 }
 
 static void
@@ -579,6 +558,7 @@ static const OperatorOps join_ops = {
 	.emit = join_emit,
 	.writes_checkpoint = join_writes_checkpoint,
 	.checkpoint = join_checkpoint,
+	.defers_checkpoint = join_defers_checkpoint,
 	.state_rows = join_state_rows,
 	.end = join_end,
 	.invalidate = join_invalidate,
@@ -631,6 +611,21 @@ join_operator_make(QueryRunner *r)
 	j->preserved = preserved_side(j->plan);
 	j->rows_xmin = InvalidTransactionId;
 	if (j->plan->nkeys > 0)
+	{
+		Oid			tables[2] = {r->query->sources[0].join_table, r->query->sources[1].join_table};
+
 		j->store = make_store(r, j->plan);
+		held_store_init_join(&j->held, j->store, tables, STMT_JOIN_INDEX_0, STMT_JOIN_INDEX_0 + 1,
+							 STMT_JOIN_UNINDEX);
+
+		/*
+		 * A batch runs cold where the query's state_rows are the join's
+		 * alone: a join transform, not a join under an aggregation (which
+		 * loads its groups, and whose groups count too).
+		 */
+		j->held.cold_allowed = !OidIsValid(r->query->state_table);
+	}
+	else
+		memset(&j->held, 0, sizeof(HeldStore));
 	return &j->op;
 }

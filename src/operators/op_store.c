@@ -9,33 +9,147 @@
 #include "postgres.h"
 
 #include "access/table.h"
+#include "pgstat.h"
 #include "storage/bufmgr.h"
+#include "utils/builtins.h"
 #include "utils/rel.h"
 #include "utils/relcache.h"
 
+#include "catalog_log.h"
 #include "op_store.h"
 
-/* Is the table without indexes, as a store needs it? */
-static bool
-table_unindexed(Oid relid)
-{
-	Relation	rel = table_open(relid, AccessShareLock);
-	bool		unindexed = RelationGetIndexList(rel) == NIL;
+/* --- the two kinds of store ---------------------------------------------- */
 
-	table_close(rel, AccessShareLock);
+static bool
+kept_begin(HeldStore *h, TransactionId catalog_xmin)
+{
+	return h->store != NULL ? store_begin(h->store, catalog_xmin) :
+		join_store_begin(h->join, catalog_xmin);
+}
+
+static bool
+kept_vouches(HeldStore *h, TransactionId catalog_xmin)
+{
+	return h->store != NULL ? store_vouches(h->store, catalog_xmin) :
+		join_store_vouches(h->join, catalog_xmin);
+}
+
+static void
+kept_end(HeldStore *h, TransactionId catalog_xmin)
+{
+	if (h->store != NULL)
+		store_end(h->store, catalog_xmin);
+	else
+		join_store_end(h->join, catalog_xmin);
+}
+
+static void
+kept_invalidate(HeldStore *h)
+{
+	if (h->store != NULL)
+		store_invalidate(h->store);
+	else if (h->join != NULL)
+		join_store_invalidate(h->join);
+}
+
+/* --- its tables ------------------------------------------------------------ */
+
+/* The store's tables: one, or a join's two */
+static int
+held_tables(HeldStore *h, Oid *tables)
+{
+	tables[0] = h->table;
+	tables[1] = h->other_table;
+	return OidIsValid(h->other_table) ? 2 : 1;
+}
+
+/* Is any of the tables without indexes, as a store writes them at first? */
+static bool
+tables_unindexed(HeldStore *h)
+{
+	Oid			tables[2];
+	int			n = held_tables(h, tables);
+	bool		unindexed = false;
+
+	for (int i = 0; i < n; i++)
+	{
+		Relation	rel = table_open(tables[i], AccessShareLock);
+
+		unindexed = unindexed || RelationGetIndexList(rel) == NIL;
+		table_close(rel, AccessShareLock);
+	}
 	return unindexed;
 }
 
-/* The indexes the SQL statements need on the table, unless they are there. */
+/* Are all of them without indexes? */
+static bool
+tables_all_unindexed(HeldStore *h)
+{
+	Oid			tables[2];
+	int			n = held_tables(h, tables);
+	bool		unindexed = true;
+
+	for (int i = 0; i < n; i++)
+	{
+		Relation	rel = table_open(tables[i], AccessShareLock);
+
+		unindexed = unindexed && RelationGetIndexList(rel) == NIL;
+		table_close(rel, AccessShareLock);
+	}
+	return unindexed;
+}
+
+/* Their pages, together */
+static BlockNumber
+tables_pages(HeldStore *h)
+{
+	Oid			tables[2];
+	int			n = held_tables(h, tables);
+	BlockNumber pages = 0;
+
+	for (int i = 0; i < n; i++)
+	{
+		Relation	rel = table_open(tables[i], AccessShareLock);
+
+		pages += RelationGetNumberOfBlocks(rel);
+		table_close(rel, AccessShareLock);
+	}
+	return pages;
+}
+
+/* The rows this transaction inserted into and deleted from them so far */
+static void
+tables_changes(HeldStore *h, int64 *inserted, int64 *deleted)
+{
+	Oid			tables[2];
+	int			n = held_tables(h, tables);
+
+	*inserted = 0;
+	*deleted = 0;
+	for (int i = 0; i < n; i++)
+	{
+		Datum		relid = ObjectIdGetDatum(tables[i]);
+
+		*inserted += DatumGetInt64(DirectFunctionCall1(pg_stat_get_xact_tuples_inserted, relid));
+		*deleted += DatumGetInt64(DirectFunctionCall1(pg_stat_get_xact_tuples_deleted, relid));
+	}
+}
+
+/*
+ * The indexes the SQL statements need on the tables, unless they are there
+ * (made as the extension's owner, which owns the tables).
+ */
 static void
 held_store_index(HeldStore *h, BatchState *b)
 {
-	if (!table_unindexed(h->table))
+	if (!tables_unindexed(h))
 		return;
 	for (int i = 0; i < (int) lengthof(h->index); i++)
 		if (h->index[i] != NUM_STATEMENTS && b->runner->plans[h->index[i]] != NULL)
 			runner_run_indexes(b->runner, h->index[i]);
 }
+
+/* --- holding it ------------------------------------------------------------ */
 
 void
 held_store_init(HeldStore *h, QueryRunner *r, const StorePlan *plan, Oid table, Oid checkpoint,
@@ -55,6 +169,22 @@ held_store_init(HeldStore *h, QueryRunner *r, const StorePlan *plan, Oid table, 
 	h->unindex = unindex;
 }
 
+void
+held_store_init_join(HeldStore *h, JoinStore *js, const Oid *tables, QueryStatement index0,
+					 QueryStatement index1, QueryStatement unindex)
+{
+	memset(h, 0, sizeof(HeldStore));
+	h->join = js;
+	h->what = "join state";
+	h->plural = false;
+	h->table_name = "join tables";
+	h->table = tables[0];
+	h->other_table = tables[1];
+	h->index[0] = index0;
+	h->index[1] = index1;
+	h->unindex = unindex;
+}
+
 /*
  * Run the batch on the store, loaded from its table if it cannot vouch for
  * what it holds; if it does not fit in memory, on its table.
@@ -62,7 +192,7 @@ held_store_init(HeldStore *h, QueryRunner *r, const StorePlan *plan, Oid table, 
 static void
 held_store_load(HeldStore *h, BatchState *b)
 {
-	if (!store_begin(h->store, b->catalog_xmin))
+	if (!kept_begin(h, b->catalog_xmin))
 	{
 		if (h->store_only)
 			ereport(ERROR,
@@ -86,8 +216,12 @@ held_store_load(HeldStore *h, BatchState *b)
 	/*
 	 * A store whose batches may run cold keeps its table's indexes (it writes
 	 * them with its rows) for the next cold batch; the others do without.
+	 * So does a join store: a join writes every row of every batch into its
+	 * tables, whose index entries would cost about what the store saves (a
+	 * worker that starts after cold batches would pay them for good); a
+	 * cold batch after it makes them again.
 	 */
-	if (!h->cold_allowed && !table_unindexed(h->table))
+	if ((!h->cold_allowed || h->join != NULL) && !tables_all_unindexed(h))
 		runner_run_indexes(b->runner, h->unindex);
 	if (h->table_mode)
 		ereport(LOG,
@@ -104,7 +238,7 @@ held_store_begin(HeldStore *h, BatchState *b)
 {
 	h->active = false;
 	h->state = HELD_TABLE;
-	if (h->store == NULL)
+	if (h->store == NULL && h->join == NULL)
 		return;
 	if (h->table_mode && ++h->table_mode_batches % 100 != 0)
 	{
@@ -122,9 +256,10 @@ held_store_begin(HeldStore *h, BatchState *b)
 	 * mode trying its memory again: a cold batch would not try.
 	 */
 	if (h->cold_allowed && !h->table_mode && !b->replay &&
-		!store_vouches(h->store, b->catalog_xmin))
+		!kept_vouches(h, b->catalog_xmin))
 	{
 		h->state = HELD_PENDING;
+		tables_changes(h, &h->inserted_before, &h->deleted_before);
 		return;
 	}
 	held_store_load(h, b);
@@ -140,14 +275,11 @@ held_store_begin(HeldStore *h, BatchState *b)
 bool
 held_store_ready(HeldStore *h, BatchState *b, int64 nrows)
 {
-	Relation	rel;
 	BlockNumber pages;
 
 	if (h->state != HELD_PENDING)
 		return h->active;
-	rel = table_open(h->table, AccessShareLock);
-	pages = RelationGetNumberOfBlocks(rel);
-	table_close(rel, AccessShareLock);
+	pages = tables_pages(h);
 	if (h->cold_rows + nrows >= (int64) pages)
 	{
 		held_store_load(h, b);
@@ -159,8 +291,17 @@ held_store_ready(HeldStore *h, BatchState *b, int64 nrows)
 	 * (a first cold batch after a store ran without them reads the table to
 	 * make them); the store keeps them from then on.
 	 */
-	store_invalidate(h->store);
+	kept_invalidate(h);
 	held_store_index(h, b);
+
+	/*
+	 * The state's rows are counted from what the batch inserts and deletes
+	 * (held_store_cold_state_rows): no statement of it may run in a
+	 * subtransaction that rolls back, whose rows would count too.  Such are
+	 * only the INSERT variants of the result's writes (runner.c), which a
+	 * small batch does without.
+	 */
+	b->runner->insert_variants_paused = Max(b->runner->insert_variants_paused, 1);
 	h->cold_rows += nrows;
 	h->state = HELD_COLD;
 	elog(DEBUG1, "streamwin: query \"%s\" runs a batch of " INT64_FORMAT " rows on its %s of %u pages, without loading its %s",
@@ -174,11 +315,32 @@ held_store_defers_checkpoint(HeldStore *h)
 	return h->state == HELD_PENDING || h->state == HELD_COLD;
 }
 
+/*
+ * The rows are the last batch's (its progress row) and those the batch
+ * inserted less those it deleted.
+ */
+bool
+held_store_cold_state_rows(HeldStore *h, BatchState *b, int64 *rows)
+{
+	Datum		last;
+	int64		inserted;
+	int64		deleted;
+
+	if (h->state != HELD_PENDING && h->state != HELD_COLD)
+		return false;
+	if (!pgstat_track_counts || b->last_batch_id == 0 ||
+		!catalog_progress_column(b->query->query_id, b->last_batch_id, "state_rows", &last))
+		return false;
+	tables_changes(h, &inserted, &deleted);
+	*rows = DatumGetInt64(last) + (inserted - h->inserted_before) - (deleted - h->deleted_before);
+	return true;
+}
+
 void
 held_store_end(HeldStore *h, TransactionId catalog_xmin)
 {
 	if (h->active)
-		store_end(h->store, catalog_xmin);
+		kept_end(h, catalog_xmin);
 	h->active = false;
 	h->state = HELD_IDLE;
 }
@@ -186,8 +348,7 @@ held_store_end(HeldStore *h, TransactionId catalog_xmin)
 void
 held_store_invalidate(HeldStore *h)
 {
-	if (h->store != NULL)
-		store_invalidate(h->store);
+	kept_invalidate(h);
 	h->active = false;
 	h->state = HELD_IDLE;
 	h->cold_rows = 0;

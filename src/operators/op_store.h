@@ -4,8 +4,10 @@
  *	  A state store as an operator holds it: in memory while it fits in
  *	  streamwin.state_memory, else on its table (op_store.c).
  *
- * The aggregation (op_aggregate.c) and dedup (op_dedup.c) operators keep
- * their state in a store (state_store.h).  When the state does not fit in
+ * The aggregation (op_aggregate.c), dedup (op_dedup.c) and upsert
+ * (op_upsert.c) operators keep their state in a store (state_store.h), a
+ * stream-stream join (op_join.c) in a join store (join_store.h); both
+ * kinds are held alike.  When the state does not fit in
  * streamwin.state_memory, the query's compiled SQL statements run on the
  * store's table instead, with the indexes they need ("table mode"); every
  * 100 batches the store tries again.  The results are the same either way.
@@ -30,6 +32,7 @@
 #define STREAMWIN_OP_STORE_H
 
 #include "operator.h"
+#include "join_store.h"
 #include "runner.h"
 #include "state_store.h"
 
@@ -46,8 +49,10 @@ typedef enum HeldState
 
 typedef struct HeldStore
 {
-	StateStore *store;			/* or NULL: the query has none (its plan
-								 * predates stores): table mode always */
+	/* the store, of one kind or the other */
+	StateStore *store;			/* an aggregation, dedup or upsert store */
+	JoinStore  *join;			/* a join store */
+	/* (neither: the query's plan predates stores: table mode always) */
 	HeldState	state;
 	bool		active;			/* this batch runs on the store */
 	bool		cold_allowed;	/* a small batch may run on the table instead
@@ -55,6 +60,10 @@ typedef struct HeldStore
 								 * figures are the same either way) */
 	int64		cold_rows;		/* rows of this runner's cold batches since
 								 * the store last loaded */
+	/* rows inserted and deleted in its tables by this transaction before the
+	 * batch (held_store_cold_state_rows) */
+	int64		inserted_before;
+	int64		deleted_before;
 	bool		store_only;		/* its groups leave when their rows are all
 								 * retracted (over a changelog), which the
 								 * SQL statements cannot do: no table mode */
@@ -64,9 +73,10 @@ typedef struct HeldStore
 	/* for the server log: what the store holds, whether that is a plural, */
 	const char *what;
 	bool		plural;
-	const char *table_name;		/* and where it is kept */
-	Oid			table;
-	QueryStatement index[2];	/* the table's indexes for the statements
+	const char *table_name;		/* and where it is kept: */
+	Oid			table;			/* its table (a join store's left side's) */
+	Oid			other_table;	/* a join store's right side's (or invalid) */
+	QueryStatement index[2];	/* the tables' indexes for the statements
 								 * (NUM_STATEMENTS: none) */
 	QueryStatement unindex;		/* which a store that never runs cold does
 								 * without */
@@ -82,6 +92,15 @@ extern void held_store_init(HeldStore *h, QueryRunner *r, const StorePlan *plan,
 							Oid checkpoint, const char *what, bool plural,
 							const char *table_name, QueryStatement index0,
 							QueryStatement index1, QueryStatement unindex);
+
+/*
+ * held_store_init_join
+ *		A join store over the join tables of both sides, with the statements
+ *		that index each side's table and unindex both.
+ */
+extern void held_store_init_join(HeldStore *h, JoinStore *js, const Oid *tables,
+								 QueryStatement index0, QueryStatement index1,
+								 QueryStatement unindex);
 
 /*
  * held_store_begin
@@ -102,6 +121,17 @@ extern bool held_store_ready(HeldStore *h, BatchState *b, int64 nrows);
 
 /* Does the batch run cold (so far: pending counts), leaving checkpoints? */
 extern bool held_store_defers_checkpoint(HeldStore *h);
+
+/*
+ * held_store_cold_state_rows
+ *		A batch that has not loaded its store (pending or cold): the rows of
+ *		its tables, from the last batch's progress row and what this batch
+ *		inserted and deleted, into *rows, which counting the tables would
+ *		read all of.  False if that is not known (no progress row, table
+ *		statistics off) or the batch runs on the store or in table mode.
+ *		The query's state_rows must be the store's alone.
+ */
+extern bool held_store_cold_state_rows(HeldStore *h, BatchState *b, int64 *rows);
 
 /* At end: a store that ran the batch ends it (see store_end). */
 extern void held_store_end(HeldStore *h, TransactionId catalog_xmin);
