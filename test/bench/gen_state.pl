@@ -21,6 +21,14 @@
 #   DIR/timed_keys.tsv  PARTITION<TAB>INDEX<TAB>G of each timed event, INDEX
 #                     being its position among the timed events of its
 #                     partition (to count the groups of each batch)
+#   DIR/dim.tsv       the other side of case S's join: 1,000 rows (partition
+#                     0), one per key of D = { j * G/100 + b : j < 100,
+#                     b < 10 }, so that the build's events match 1,000 of
+#                     them and each of the first 10 timed blocks all its
+#                     1,000 events
+#   DIR/join_pairs.txt  line N + 1: the join's pairs once it has read the
+#                     build, the dimension rows and the first N timed blocks
+#                     (counted event by event against D)
 #   DIR/expected.env  what a correct run must produce, as shell variables
 #
 # Event: {"g": <0..G-1>, "h": g mod 1000, "v": <1..10>}.  The build's
@@ -56,6 +64,26 @@ close $b or die "$out/build.tsv: $!";
 # timed block b: groups (j mod 100) * stride + (b mod stride)
 my $stride = $groups / 100;
 my $timed_sum = 0;
+# the join's dimension rows, and the pairs the build's events make with them
+my %dim;
+open my $d, '>', "$out/dim.tsv" or die "$out/dim.tsv: $!";
+for my $j (0 .. 99)
+{
+	for my $b (0 .. 9)
+	{
+		my $g = $j * $stride + $b;
+		$dim{$g} = 1;
+		printf $d qq(0\t{"g":%d,"h":%d,"v":%d}\n), $g, $g % 1000, $b + 1;
+	}
+}
+close $d or die "$out/dim.tsv: $!";
+my $pairs = 0;
+for my $i (0 .. $groups - 1)
+{
+	$pairs++ if $dim{ ($i * 7919) % $groups };
+}
+my @pairs_after = ($pairs);
+
 open my $t, '>', "$out/timed.tsv"      or die "$out/timed.tsv: $!";
 open my $k, '>', "$out/timed_keys.tsv" or die "$out/timed_keys.tsv: $!";
 my @index = (0) x $nparts;
@@ -68,7 +96,12 @@ for my $j (0 .. $timed * 1000 - 1)
 	$timed_sum += $v;
 	printf $t qq(%d\t{"g":%d,"h":%d,"v":%d}\n), $p, $g, $g % 1000, $v;
 	printf $k "%d\t%d\t%d\n", $p, $index[$p]++, $g;
+	$pairs++ if $dim{$g};
+	push @pairs_after, $pairs if $j % 1000 == 999;
 }
+open my $jp, '>', "$out/join_pairs.txt" or die "$out/join_pairs.txt: $!";
+print $jp "$_\n" for @pairs_after;
+close $jp or die "$out/join_pairs.txt: $!";
 close $t or die "$out/timed.tsv: $!";
 close $k or die "$out/timed_keys.tsv: $!";
 
@@ -78,4 +111,5 @@ printf $env "ST_SMALL_GROUPS=%d\n", 1000;
 printf $env "ST_BUILD_SUM=%d\n", $build_sum;
 printf $env "ST_TIMED_EVENTS=%d\n", $timed * 1000;
 printf $env "ST_TIMED_SUM=%d\n", $timed_sum;
+printf $env "ST_DIM_ROWS=%d\n", scalar keys %dim;
 close $env;

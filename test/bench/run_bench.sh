@@ -45,9 +45,13 @@
 #                  every BENCH_STATE_CKPT-th batch takes a checkpoint; then,
 #                  as a cron job runs a query, BENCH_STATE_NEW run_batch
 #                  calls of 1,000 events each from a new session (psql per
-#                  call), over st_big and over st_dedup (the events
+#                  call), over st_big, over st_dedup (the events
 #                  deduplicated by g: BENCH_STATE_GROUPS keys, built by a
-#                  worker too), with the default checkpoint settings
+#                  worker too) and over st_join (the events joined by g
+#                  with 1,000 dimension rows of topic st_dim, within a day
+#                  of their message times: BENCH_STATE_GROUPS + 1,000 join
+#                  rows, built by a worker too), with the default
+#                  checkpoint settings
 #   dedup          a transform of the events of ev, SELECT id, k, v, ts,
 #                  run_available like cases 1-4:
 #     (T)  as it is: what writing 1M result rows costs
@@ -423,7 +427,7 @@ if only state; then
 	# shellcheck disable=SC1091
 	source "$work/state/expected.env"
 	chmod -R a+rX "$work/state"
-	topics+=(--topic "st:$BENCH_STATE_PARTITIONS")
+	topics+=(--topic "st:$BENCH_STATE_PARTITIONS" --topic "st_dim:1")
 fi
 if only join; then
 	say "Generating case J's $BENCH_JOIN_EVENTS impressions and as many clicks, $BENCH_JOIN_RATE impressions per second"
@@ -482,7 +486,10 @@ produce() {
 only case6 && produce "$work/data6/events.tsv" ev6
 nexmark_wanted && produce "$work/nexmark/bids.tsv" bids
 # case S's timed events come later, once the state is built
-only state && produce "$work/state/build.tsv" st
+if only state; then
+	produce "$work/state/build.tsv" st
+	produce "$work/state/dim.tsv" st_dim
+fi
 if only join; then
 	produce "$work/join/imps.tsv" impressions
 	produce "$work/join/clks.tsv" clicks
@@ -549,8 +556,18 @@ nexmark_wanted && sql -c "SELECT streamwin.create_kafka_source('bids', '$brokers
 	'json', '{\"max_records_per_batch\": $BENCH_BATCH}')" >/dev/null
 # no max_records_per_batch: the build's batches take the default of
 # streamwin.max_records_per_batch (100,000), the timed ones set it to 1,000
-only state && sql -c "SELECT streamwin.create_kafka_source('st', '$brokers', 'st',
-	'g bigint, h int, v bigint', 'json')" >/dev/null
+# st_j and st_dim: the two sides of st_join, each row with its message's
+# timestamp (the build's and the dimension rows' are produced together, the
+# timed events minutes later: all within the join's day)
+if only state; then
+	sql >/dev/null <<EOF
+SELECT streamwin.create_kafka_source('st', '$brokers', 'st', 'g bigint, h int, v bigint', 'json');
+SELECT streamwin.create_kafka_source('st_j', '$brokers', 'st', 'g bigint, h int, v bigint, kts timestamptz',
+	'json', '{"metadata": {"kts": "timestamp"}}');
+SELECT streamwin.create_kafka_source('st_dim', '$brokers', 'st_dim', 'g bigint, h int, v bigint, kts timestamptz',
+	'json', '{"metadata": {"kts": "timestamp"}}');
+EOF
+fi
 if only join; then
 	sql >/dev/null <<EOF
 SELECT streamwin.create_kafka_source('impressions', '$brokers', 'impressions',
@@ -1258,10 +1275,12 @@ lat_stats() {
 # "Q_new_sessions" with the calls' median, p90, p99 and max (ms), and the
 # same of the batches' own duration_ms (the batch, without what a new
 # session sets up before it: the query's runner, its Kafka consumer).
-# Checked: every batch read 1,000 events, and st_dedup's result has every
-# key once (st_big's is checked with all its batches, these the last).
+# Checked: every batch read 1,000 events (st_join's: up to 1,000, what its
+# two consumers fetched in time), st_dedup's result has every key once,
+# st_join's every pair of what it read (check_join_pairs; st_big's is
+# checked with all its batches, these the last).
 run_state_new() {
-	local q=$1 i line ms id rows bms ck bad=0 stats bstats chk t0 t1 nck=0
+	local q=$1 i line ms id rows bms ck bad=0 stats bstats chk t0 t1 nck=0 nrows=0
 	: >"$work/state_new_$q.txt"
 	: >"$work/state_new_batch_$q.txt"
 	t0=$(now)
@@ -1271,7 +1290,14 @@ run_state_new() {
 		read -r id rows bms _ ms _ <<<"$line"
 		echo "${bms:-0} 0" >>"$work/state_new_batch_$q.txt"
 		ck=$(sql -c "SELECT (checkpoint_batch_id IS NOT DISTINCT FROM $id::bigint)::int FROM streamwin.query_catalog WHERE name = '$q'" 2>/dev/null || echo 0)
-		[[ $rows == 1000 ]] || bad=$((bad + 1))
+		# a join's batch takes what its two consumers have fetched: up to 1,000
+		if [[ $q == st_join ]]; then
+			[[ $rows -gt 0 && $rows -le 1000 ]] || bad=$((bad + 1))
+			nrows=$((nrows + ${rows:-0}))
+		else
+			[[ $rows == 1000 ]] || bad=$((bad + 1))
+			nrows=$((nrows + 1000))
+		fi
 		nck=$((nck + ${ck:-0}))
 		echo "${ms:-0} 0" >>"$work/state_new_$q.txt"
 		echo "$q new session $i: $line ckpt=$ck" >>"$work/log/state.out"
@@ -1284,11 +1310,42 @@ run_state_new() {
 	elif [[ $q == st_dedup ]]; then
 		chk=$(sql -c "SELECT CASE WHEN count(*) = $ST_GROUPS AND count(DISTINCT g) = $ST_GROUPS THEN 'ok'
 			ELSE 'WRONG(rows=' || count(*) || ',keys=' || count(DISTINCT g) || ')' END FROM st_dedup")
+	elif [[ $q == st_join ]]; then
+		chk=$(check_join_pairs)
 	else
 		chk=ok	# st_big's result is checked with the case's other batches
 	fi
-	record S "${q}_new_sessions" 1 "$((BENCH_STATE_NEW * 1000))" "$(calc "$t1 - $t0")" 0 0 0 "$chk" \
+	record S "${q}_new_sessions" 1 "$nrows" "$(calc "$t1 - $t0")" 0 0 0 "$chk" \
 		"stats=${stats// /,};batch_stats=${bstats// /,};checkpoints=$nck;groups=$ST_GROUPS"
+}
+
+# check_join_pairs: st_join's result against the pairs of the events its
+# last batch's offsets say it read (the build's, gen_state.pl's timed events
+# before each partition's stored next offset) with the dimension rows of
+# dim.tsv, counted in SQL from the generator's files; and each pair with its
+# dimension row's value.
+check_join_pairs() {
+	sql <<EOF
+CREATE TEMP TABLE jk (p int, idx bigint, g bigint);
+COPY jk FROM '$work/state/timed_keys.tsv';
+CREATE TEMP TABLE jd (p int, j jsonb);
+COPY jd FROM '$work/state/dim.tsv';
+WITH o AS (SELECT key::int AS p, value::bigint AS next_offset
+             FROM streamwin.progress b, jsonb_each_text(b.offsets->'st_j')
+            WHERE b.query = 'st_join'
+              AND b.batch_id = (SELECT max(batch_id) FROM streamwin.progress WHERE query = 'st_join')),
+     d AS (SELECT (j->>'g')::bigint AS g, (j->>'v')::bigint AS v FROM jd),
+     ev AS (SELECT (i * 7919) % $ST_GROUPS AS g FROM generate_series(0::bigint, $ST_GROUPS - 1) i
+            UNION ALL
+            SELECT k.g FROM jk k JOIN o ON o.p = k.p
+             WHERE k.idx < o.next_offset - ($ST_GROUPS - k.p + $BENCH_STATE_PARTITIONS - 1) / $BENCH_STATE_PARTITIONS),
+     want AS (SELECT count(*) AS n FROM ev JOIN d USING (g)),
+     got AS (SELECT count(*) AS n, count(*) FILTER (WHERE r.dv IS DISTINCT FROM d.v) AS bad
+               FROM st_join r LEFT JOIN d USING (g))
+SELECT CASE WHEN got.n = want.n AND got.bad = 0 THEN 'ok'
+            ELSE 'WRONG(pairs=' || got.n || ',want=' || want.n || ',bad=' || got.bad || ')' END
+  FROM got, want;
+EOF
 }
 
 run_state() {
@@ -1302,6 +1359,9 @@ SELECT streamwin.create_query('st_big', 'SELECT g, count(*) AS n, sum(v) AS s FR
 	output_mode => 'update', trigger_interval => '0', start => false);
 SELECT streamwin.create_query('st_dedup', 'SELECT g, h, v FROM st', dedup_keys => '{g}',
 	trigger_interval => '0', options => '{"dedup_without_watermark": true}', start => false);
+SELECT streamwin.create_query('st_join', \$q\$SELECT a.g, a.v, d.v AS dv FROM st_j a JOIN st_dim d
+	ON a.g = d.g AND a.kts BETWEEN d.kts - interval '1 day' AND d.kts + interval '1 day'\$q\$,
+	watermark => '1 hour', trigger_interval => '0', start => false);
 EOF
 	for q in st_small st_big; do
 		groups=$ST_GROUPS approach=state_build
@@ -1324,6 +1384,13 @@ EOF
 		ELSE 'WRONG(rows=' || count(*) || ',keys=' || count(DISTINCT g) || ')' END FROM st_dedup")
 	record S dedup_build 1 "$ST_GROUPS" "$W_WALL" "$W_CPU" "$W_HWM" "$W_ANON" "$chk" \
 		"keys=$ST_GROUPS;batches=$W_BATCHES"
+	say "Case S: query st_join ($ST_GROUPS + $ST_DIM_ROWS join rows) reads the build events and the dimension rows in a background worker"
+	if ! worker_until st_join "$((ST_GROUPS + ST_DIM_ROWS))" "$out"; then
+		record S join_build 1 0 0 0 0 0 FAILED "did not finish in 600 s or failed: see $out"
+		return
+	fi
+	record S join_build 1 "$((ST_GROUPS + ST_DIM_ROWS))" "$W_WALL" "$W_CPU" "$W_HWM" "$W_ANON" \
+		"$(check_join_pairs)" "join_rows=$((ST_GROUPS + ST_DIM_ROWS));batches=$W_BATCHES"
 
 	say "Case S: $BENCH_STATE_BATCHES batches of 1,000 events in one session, then $BENCH_STATE_BATCHES in a loop with commits"
 	produce "$work/state/timed.tsv" st
@@ -1423,6 +1490,7 @@ EOF
 	# last of st_big's timed events, which the checks below count
 	run_state_new st_big
 	run_state_new st_dedup
+	run_state_new st_join
 	grep -q '^P3 ' "$work/log/state_run.out" || return 0
 
 	# the statements' timings: a tagged result line, then its "Time:" line
@@ -1488,7 +1556,7 @@ EOF
 		"$(calc "${p2[1]} - ${p1[1]}")" "${p2[2]}" "${p2[3]}" "$chk" "stats=${s_stats// /,};$note"
 	record S state_loop 1 "$((BENCH_STATE_BATCHES * 1000))" "$(calc "${p3[0]} - ${p2[0]}")" \
 		"$(calc "${p3[1]} - ${p2[1]}")" "${p3[2]}" "${p3[3]}" "$chk" "stats=${l_stats// /,};$note"
-	sql -c "SELECT streamwin.drop_query(name, true) FROM streamwin.queries WHERE name IN ('st_small', 'st_big', 'st_dedup')" >/dev/null
+	sql -c "SELECT streamwin.drop_query(name, true) FROM streamwin.queries WHERE name IN ('st_small', 'st_big', 'st_dedup', 'st_join')" >/dev/null
 	sql -c "DROP TABLE st_keys, st_batches, st_x" >/dev/null
 }
 
