@@ -861,6 +861,105 @@ kafka_partition_count(KafkaConsumer *c, int timeout_ms)
 }
 
 /*
+ * The high watermark hi the broker answered for partition p: an end
+ * reported before the messages the broker holds now is no end (fetches
+ * wait for them rather than take the partition as read, and so does an
+ * end still queued from before, see handle_event).
+ */
+static void
+learn_end(KafkaConsumer *c, int32 partition, int64 hi)
+{
+	KafkaPartitionState *ps = partition_state(c, partition);
+
+	if (ps == NULL)
+		return;
+	ps->known_end = Max(ps->known_end, hi);
+	if (ps->eof && ps->next_offset < hi)
+	{
+		ps->eof = false;
+		c->neof--;
+	}
+}
+
+/*
+ * The end offsets of n partitions into ends[] (one ListOffsets request per
+ * broker, for the latest offset of each), each learned (learn_end).  On
+ * an error: raised if raise_errors, else false, ends[] all -1.
+ */
+static bool
+query_ends(KafkaConsumer *c, int n, const int32 *partitions, int64 *ends, int timeout_ms,
+		   bool raise_errors)
+{
+	rd_kafka_topic_partition_list_t *list;
+	rd_kafka_resp_err_t err;
+	int32		missing = -1;
+
+	for (int i = 0; i < n; i++)
+		ends[i] = -1;
+	if (n == 0)
+		return true;
+	list = rd_kafka_topic_partition_list_new(n);
+	for (int i = 0; i < n; i++)
+		rd_kafka_topic_partition_list_add(list, c->topic, partitions[i])->offset = RD_KAFKA_OFFSET_END;
+	err = rd_kafka_offsets_for_times(c->rk, list, Max(timeout_ms, 1));
+	for (int i = 0; err == RD_KAFKA_RESP_ERR_NO_ERROR && i < n; i++)
+	{
+		rd_kafka_topic_partition_t *tp = &list->elems[i];
+
+		if (tp->err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART)
+			missing = tp->partition;
+		if (tp->err != RD_KAFKA_RESP_ERR_NO_ERROR)
+			err = tp->err;
+		else if (tp->offset < 0)
+			err = RD_KAFKA_RESP_ERR__BAD_MSG;
+		else
+			ends[i] = tp->offset;
+	}
+	rd_kafka_topic_partition_list_destroy(list);
+	if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
+	{
+		for (int i = 0; i < n; i++)
+			ends[i] = -1;
+		if (!raise_errors)
+		{
+			elog(DEBUG1, "kafka consumer for topic \"%s\": could not query end offsets: %s",
+				 c->topic, rd_kafka_err2str(err));
+			return false;
+		}
+		if (missing >= 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_OBJECT),
+					 errmsg("kafka topic \"%s\" has no partition %d", c->topic, missing)));
+		report_request_error(c, err, "query end offsets");
+	}
+	for (int i = 0; i < n; i++)
+		learn_end(c, partitions[i], ends[i]);
+	serve_events(c);
+	return true;
+}
+
+/*
+ * kafka_query_ends
+ *		See kafka_consumer.h.
+ */
+void
+kafka_query_ends(KafkaConsumer *c, int n, const int32 *partitions, int64 *ends, int timeout_ms)
+{
+	(void) query_ends(c, n, partitions, ends, timeout_ms, true);
+}
+
+/*
+ * kafka_try_query_ends
+ *		See kafka_consumer.h.
+ */
+bool
+kafka_try_query_ends(KafkaConsumer *c, int n, const int32 *partitions, int64 *ends,
+					 int timeout_ms)
+{
+	return query_ends(c, n, partitions, ends, timeout_ms, false);
+}
+
+/*
  * kafka_query_watermarks
  *		See kafka_consumer.h.
  */
@@ -871,7 +970,6 @@ kafka_query_watermarks(KafkaConsumer *c, int32 partition, int64 *low,
 	int64_t		lo;
 	int64_t		hi;
 	rd_kafka_resp_err_t err;
-	KafkaPartitionState *ps;
 
 	err = rd_kafka_query_watermark_offsets(c->rk, c->topic, partition,
 										   &lo, &hi, Max(timeout_ms, 1));
@@ -883,22 +981,7 @@ kafka_query_watermarks(KafkaConsumer *c, int32 partition, int64 *low,
 	if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
 		report_request_error(c, err, "query watermarks");
 	serve_events(c);
-
-	/*
-	 * An end reported before the messages the broker holds now is no end:
-	 * fetches wait for them rather than take the partition as read (and so
-	 * does an end still queued from before, see handle_event).
-	 */
-	ps = partition_state(c, partition);
-	if (ps != NULL)
-	{
-		ps->known_end = Max(ps->known_end, hi);
-		if (ps->eof && ps->next_offset < hi)
-		{
-			ps->eof = false;
-			c->neof--;
-		}
-	}
+	learn_end(c, partition, hi);
 	*low = lo;
 	*high = hi;
 }
@@ -913,11 +996,48 @@ kafka_cached_high_watermark(KafkaConsumer *c, int32 partition)
 	int64_t		lo;
 	int64_t		hi;
 
+	KafkaPartitionState *ps;
+
 	if (rd_kafka_get_watermark_offsets(c->rk, c->topic, partition,
-									   &lo, &hi) != RD_KAFKA_RESP_ERR_NO_ERROR ||
-		hi < 0)
-		return -1;
-	return hi;
+									   &lo, &hi) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+		hi >= 0)
+		return hi;
+	/* no fetch response yet: what the broker answered when asked, if asked */
+	ps = partition_state(c, partition);
+	return ps != NULL ? ps->known_end : -1;
+}
+
+/*
+ * kafka_learn_ends
+ *		See kafka_consumer.h.
+ */
+void
+kafka_learn_ends(KafkaConsumer *c, int n, const int32 *partitions, const int64 *ends)
+{
+	for (int i = 0; i < n; i++)
+	{
+		KafkaPartitionState *ps = partition_state(c, partitions[i]);
+
+		if (ends[i] < 0 || ps == NULL)
+			continue;
+		learn_end(c, partitions[i], ends[i]);
+
+		/*
+		 * A partition assigned at its end has nothing for the first fetch to
+		 * bring, which the broker would hold for fetch.wait.max.ms before it
+		 * answered with that end: it is at its end now, as if the fetch had
+		 * said so (messages produced since come with the next fetches, as
+		 * after any end).  A position past the end is left to the fetch,
+		 * which reports it.
+		 */
+		if (ps->assigned && !ps->heard && !ps->eof && ps->nheld == 0 &&
+			ps->next_offset == ends[i])
+		{
+			ps->heard = true;
+			ps->eof = true;
+			c->neof++;
+		}
+	}
 }
 
 /* ---------------------------------------------------------------------
@@ -1610,8 +1730,14 @@ kafka_fetch(KafkaConsumer *c, int max_records, int timeout_ms, int linger_ms,
 
 	if (c->nmsgs == 0 && c->conn_suspect)
 		check_cluster(c, false);
+	/*
+	 * The metadata request queues behind a fetch the broker holds on the
+	 * same connection (an idle partition's, up to fetch.wait.max.ms): a
+	 * fetch that may not wait (timeout 0, a join's first look at each of its
+	 * sources) leaves the check to one that may, or to when it is overdue.
+	 */
 	if (!c->assignment_verified && some_partition_unheard(c) &&
-		(c->nmsgs == 0 ||
+		((c->nmsgs == 0 && timeout_ms > 0) ||
 		 monotonic_ms() - c->assigned_at >= KAFKA_VERIFY_AFTER_MS))
 		check_cluster(c, true);
 

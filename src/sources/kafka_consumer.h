@@ -240,11 +240,24 @@ extern bool kafka_partition_at_eof(KafkaConsumer *c, int32 partition);
 /*
  * kafka_cached_high_watermark
  *		The partition's high watermark (offset after the last message) as
- *		librdkafka last learned it from a fetch, or -1 if unknown.
+ *		librdkafka last learned it from a fetch (before any: as the broker
+ *		answered kafka_query_watermarks, kafka_query_ends or
+ *		kafka_learn_ends), or -1 if unknown.
  *
  * No network round trip; useful to compute lag after each batch.
  */
 extern int64 kafka_cached_high_watermark(KafkaConsumer *c, int32 partition);
+
+/*
+ * kafka_learn_ends
+ *		The end offsets of n assigned partitions, as the broker answered
+ *		kafka_query_ends before they were assigned (a request then does not
+ *		queue behind fetches): kafka_cached_high_watermark gives them until a
+ *		fetch brings newer ones, and a partition assigned at its end is at
+ *		its end at once, without waiting for a fetch to say so.
+ */
+extern void kafka_learn_ends(KafkaConsumer *c, int n, const int32 *partitions,
+							 const int64 *ends);
 
 /*
  * kafka_query_watermarks
@@ -259,6 +272,20 @@ extern int64 kafka_cached_high_watermark(KafkaConsumer *c, int32 partition);
  */
 extern void kafka_query_watermarks(KafkaConsumer *c, int32 partition,
 								   int64 *low, int64 *high, int timeout_ms);
+
+/*
+ * kafka_query_ends
+ *		The end offset (offset after the last message; for read_committed,
+ *		the last stable offset) of each of n partitions, into ends[]: one
+ *		request per broker leading any of them, where kafka_query_watermarks
+ *		asks per partition.  Errors, timeout and queueing as there.
+ */
+extern void kafka_query_ends(KafkaConsumer *c, int n, const int32 *partitions, int64 *ends,
+							 int timeout_ms);
+
+/* As kafka_query_ends, but false (and ends[] all -1) rather than an error. */
+extern bool kafka_try_query_ends(KafkaConsumer *c, int n, const int32 *partitions,
+								 int64 *ends, int timeout_ms);
 
 /*
  * kafka_wakeup_fd

@@ -324,6 +324,9 @@ kafka_start_position(SourceReader *rd, PartitionState *p, bool query_started)
 	return pos;
 }
 
+/* How long kafka_seek waits for the partitions' ends */
+#define KAFKA_SEEK_ENDS_MS 1000
+
 /* Assign the stored positions, unless the consumer stands there already. */
 static void
 kafka_seek(SourceReader *rd)
@@ -331,6 +334,7 @@ kafka_seek(SourceReader *rd)
 	KafkaReader *kr = KR(rd);
 	bool		need = !kr->assigned;
 	int32	   *partitions;
+	int64	   *ends;
 
 	for (int i = 0; i < rd->nparts; i++)
 		if (kr->consumer_next[i] != rd->parts[i].next.offset)
@@ -343,8 +347,22 @@ kafka_seek(SourceReader *rd)
 		partitions[i] = rd->parts[i].partition;
 		kr->consumer_next[i] = rd->parts[i].next.offset;
 	}
+
+	/*
+	 * The partitions' ends, asked in one request per broker before the
+	 * consumer fetches (a request then queues behind the fetches' responses
+	 * on the same connection): a batch over many partitions is cut by their
+	 * lags (limit_by_lag), and a partition with nothing to read is at its end
+	 * at once, where the first fetch would wait fetch.wait.max.ms to say so
+	 * (a session's first batch of a join with one side idle).  Only if
+	 * the answer comes soon: else the fetch finds out, as it would have.
+	 */
+	ends = palloc(sizeof(int64) * rd->nparts);
+	(void) kafka_try_query_ends(kr->consumer, rd->nparts, partitions, ends, KAFKA_SEEK_ENDS_MS);
 	kafka_assign(kr->consumer, rd->nparts, partitions, kr->consumer_next);
+	kafka_learn_ends(kr->consumer, rd->nparts, partitions, ends);
 	kr->assigned = true;
+	pfree(ends);
 	pfree(partitions);
 }
 
@@ -376,9 +394,9 @@ message_row(SourceReader *rd, const KafkaMessage *m, SourceRow *row)
  * that it reads a slice of event time: the watermark, the minimum over
  * partitions, moves during a catch-up and windows close, where a batch
  * holding a few partitions whole would hold every window open.  Lags come
- * from the high watermarks of the last fetch responses (a partition not
- * fetched from yet is asked); when everything fits in one batch, nothing
- * is limited.
+ * from the high watermarks of the last fetch responses, or the ends asked
+ * when the partitions were assigned (kafka_seek; any still unknown are
+ * asked now); when everything fits in one batch, nothing is limited.
  */
 static void
 limit_by_lag(SourceReader *rd)
@@ -389,19 +407,28 @@ limit_by_lag(SourceReader *rd)
 	int64	   *lag = palloc(sizeof(int64) * rd->nparts);
 	int32	   *partitions = palloc(sizeof(int32) * rd->nparts);
 	int		   *limits = palloc(sizeof(int) * rd->nparts);
+	int64	   *ends = palloc(sizeof(int64) * rd->nparts);
+	int			nasked = 0;
 
+	/* the partitions whose ends are unknown: one request to their leaders */
 	for (int i = 0; i < rd->nparts; i++)
 	{
-		int64		end = kafka_cached_high_watermark(kr->consumer, rd->parts[i].partition);
+		ends[i] = kafka_cached_high_watermark(kr->consumer, rd->parts[i].partition);
+		if (ends[i] < 0)
+			partitions[nasked++] = rd->parts[i].partition;
+	}
+	if (nasked > 0)
+	{
+		int64	   *asked = palloc(sizeof(int64) * nasked);
 
-		/* a partition not fetched from yet: ask its leader (one round trip) */
-		if (end < 0)
-		{
-			int64		low;
-
-			kafka_query_watermarks(kr->consumer, rd->parts[i].partition, &low, &end, 10000);
-		}
-		lag[i] = Max(0, end - rd->parts[i].next.offset);
+		kafka_query_ends(kr->consumer, nasked, partitions, asked, 10000);
+		for (int i = 0, j = 0; i < rd->nparts; i++)
+			if (ends[i] < 0)
+				ends[i] = asked[j++];
+	}
+	for (int i = 0; i < rd->nparts; i++)
+	{
+		lag[i] = Max(0, ends[i] - rd->parts[i].next.offset);
 		total += lag[i];
 	}
 	if (total <= max)
@@ -536,13 +563,16 @@ kafka_end_offset(SourceReader *rd, PartitionState *p)
 static void
 kafka_end_positions(SourceReader *rd, SourcePosition *targets)
 {
+	int32	   *partitions = palloc(sizeof(int32) * rd->nparts);
+	int64	   *ends = palloc(sizeof(int64) * rd->nparts);
+
+	for (int i = 0; i < rd->nparts; i++)
+		partitions[i] = rd->parts[i].partition;
+	kafka_query_ends(KR(rd)->consumer, rd->nparts, partitions, ends, 10000);
 	for (int i = 0; i < rd->nparts; i++)
 	{
-		int64		low;
-
 		targets[i].index = 0;
-		kafka_query_watermarks(KR(rd)->consumer, rd->parts[i].partition, &low,
-							   &targets[i].offset, 10000);
+		targets[i].offset = ends[i];
 	}
 }
 
