@@ -63,40 +63,25 @@ held_tables(HeldStore *h, Oid *tables)
 	return OidIsValid(h->other_table) ? 2 : 1;
 }
 
-/* Is any of the tables without indexes, as a store writes them at first? */
+/*
+ * Are the tables without indexes, as a store writes them at first: any of
+ * them (all false), or all of them (all true)?
+ */
 static bool
-tables_unindexed(HeldStore *h)
+tables_unindexed(HeldStore *h, bool all)
 {
 	Oid			tables[2];
 	int			n = held_tables(h, tables);
-	bool		unindexed = false;
+	int			unindexed = 0;
 
 	for (int i = 0; i < n; i++)
 	{
 		Relation	rel = table_open(tables[i], AccessShareLock);
 
-		unindexed = unindexed || RelationGetIndexList(rel) == NIL;
+		unindexed += RelationGetIndexList(rel) == NIL;
 		table_close(rel, AccessShareLock);
 	}
-	return unindexed;
-}
-
-/* Are all of them without indexes? */
-static bool
-tables_all_unindexed(HeldStore *h)
-{
-	Oid			tables[2];
-	int			n = held_tables(h, tables);
-	bool		unindexed = true;
-
-	for (int i = 0; i < n; i++)
-	{
-		Relation	rel = table_open(tables[i], AccessShareLock);
-
-		unindexed = unindexed && RelationGetIndexList(rel) == NIL;
-		table_close(rel, AccessShareLock);
-	}
-	return unindexed;
+	return all ? unindexed == n : unindexed > 0;
 }
 
 /* Their pages, together */
@@ -142,7 +127,7 @@ tables_changes(HeldStore *h, int64 *inserted, int64 *deleted)
 static void
 held_store_index(HeldStore *h, BatchState *b)
 {
-	if (!tables_unindexed(h))
+	if (!tables_unindexed(h, false))
 		return;
 	for (int i = 0; i < (int) lengthof(h->index); i++)
 		if (h->index[i] != NUM_STATEMENTS && b->runner->plans[h->index[i]] != NULL)
@@ -221,7 +206,7 @@ held_store_load(HeldStore *h, BatchState *b)
 	 * worker that starts after cold batches would pay them for good); a
 	 * cold batch after it makes them again.
 	 */
-	if ((!h->cold_allowed || h->join != NULL) && !tables_all_unindexed(h))
+	if ((!h->cold_allowed || h->join != NULL) && !tables_unindexed(h, true))
 		runner_run_indexes(b->runner, h->unindex);
 	if (h->table_mode)
 		ereport(LOG,

@@ -51,6 +51,7 @@ our @EXPORT = qw(
   user_role_sql fails_like
   store_session sess sess_ok store_switches table_mode_sql table_mode
   checkpoint_matches log_count worker_pid feed_until_sql crash_round
+  crash_by_sigkill new_session_batch restore_after_crash
 );
 
 our $bindir = $ENV{STREAMWIN_TEST_BINDIR}
@@ -645,25 +646,80 @@ END \$p\$;
 };
 }
 
+# crash_by_sigkill(node, what, pid): SIGKILL of process pid (undef: an idle
+# backend of its own), after which PostgreSQL restarts every process, as
+# after any crash; checks that it did, and waits until it accepts
+# connections again.
+sub crash_by_sigkill
+{
+	my ($node, $what, $pid) = @_;
+	my $crash_re = qr/all server processes terminated; reinitializing/;
+	my $crashes = log_count($node, $crash_re);
+	my $idle;
+	if (!defined $pid)
+	{
+		$idle = $node->background_psql('postgres');
+		$pid = $idle->query_safe('SELECT pg_backend_pid()');
+	}
+	kill 'KILL', $pid;
+	my $limit = time + 60;
+	usleep(50_000) while log_count($node, $crash_re) == $crashes && time < $limit;
+	eval { $idle->quit } if $idle;
+	is(log_count($node, $crash_re), $crashes + 1, "$what: PostgreSQL restarted after the SIGKILL");
+	$node->poll_query_until('postgres', 'SELECT true') or die "$what: the server did not come back";
+	return;
+}
+
+# new_session_batch(node, q, max_records): one batch of query q from a new
+# connection (psql per call, as a cron job runs it), of at most max_records
+# rows: whether it ran without loading its store (a cold batch, its DEBUG1
+# message), and its input rows.
+sub new_session_batch
+{
+	my ($node, $q, $max) = @_;
+	my ($out, $err) = ('', '');
+	my $rc = $node->psql('postgres', qq{
+SET streamwin.max_records_per_batch = $max;
+SET client_min_messages = debug1;
+SELECT r->>'input_rows' FROM streamwin.run_batch('$q') AS r;},
+		stdout => \$out, stderr => \$err, extra_params => [ '-XAt' ]);
+	diag("run_batch('$q') failed: $err") if $rc != 0;
+	my $cold = $err =~ /query "$q" runs a batch of \d+ rows on its [a-z ]+ of \d+ pages, without loading/;
+	return ($cold, $out);
+}
+
+# restore_after_crash(node, q): q's batches after a crash, by run_batch,
+# until one has restored its checkpoint and the replays have caught up
+# (its state is as of its last batch); checks that it restored.
+sub restore_after_crash
+{
+	my ($node, $q) = @_;
+	my $restored = qr/query "$q" lost its state in a crash; restoring the checkpoint/;
+	for (my $i = 0; $i < 200; $i++)
+	{
+		last if $node->safe_psql('postgres',
+			"SELECT state_batch_id = last_batch_id FROM streamwin.query_catalog WHERE name = '$q'") eq 't'
+		  && log_count($node, $restored) > 0;
+		$node->safe_psql('postgres', "SELECT streamwin.run_batch('$q')");
+	}
+	cmp_ok(log_count($node, $restored), '>', 0, "$q: restored its checkpoint after the crash");
+	return;
+}
+
 sub crash_round
 {
 	my ($node, $queries, $check, $q, $cond, $victim, $what) = @_;
-	my $crash_re = qr/all server processes terminated; reinitializing/;
 	my $c0 = $node->safe_psql('postgres',
 		"SELECT coalesce(checkpoint_batch_id, 0) FROM streamwin.query_catalog WHERE name = '$q'");
 	my $idle = $node->background_psql('postgres');
 	my $idle_pid = $idle->query_safe('SELECT pg_backend_pid()');
-	my $crashes = log_count($node, $crash_re);
 	my %restores = map { $_ => log_count($node, qr/query "$_" lost its state in a crash; restoring the checkpoint/) }
 	  @$queries;
 	$cond =~ s/\bC0\b/$c0/g;
 	my $pid = $node->safe_psql('postgres',
 		"CALL feed_until('$q', '" . ($cond =~ s/'/''/gr) . "')");
-	kill 'KILL', $victim eq 'worker' ? $pid : $idle_pid;
-	my $limit = time + 60;
-	usleep(50_000) while log_count($node, $crash_re) == $crashes && time < $limit;
+	crash_by_sigkill($node, $what, $victim eq 'worker' ? $pid : $idle_pid);
 	eval { $idle->quit };
-	is(log_count($node, $crash_re), $crashes + 1, "$what: PostgreSQL restarted after the SIGKILL");
 	for my $r (@$queries)
 	{
 		wait_until($node,

@@ -30,7 +30,6 @@ use warnings;
 use JSON::PP;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes qw(time usleep);
 use StreamwinTest;
 
 my $node = new_node('changelog',
@@ -465,16 +464,7 @@ SELECT bool_and(last_batch_id > checkpoint_batch_id) FROM streamwin.query_catalo
  WHERE name IN ('uq', 'uq_table')}), 't', 'crash: both queries have batches since their checkpoint');
 eval { $small->quit };
 
-my $crash_re = qr/all server processes terminated; reinitializing/;
-my $crashes = log_count($node, $crash_re);
-my $idle = $node->background_psql('postgres');
-my $idle_pid = $idle->query_safe('SELECT pg_backend_pid()');
-kill 'KILL', $idle_pid;
-my $limit = time + 60;
-usleep(50_000) while log_count($node, $crash_re) == $crashes && time < $limit;
-eval { $idle->quit };
-is(log_count($node, $crash_re), $crashes + 1, 'crash: PostgreSQL restarted after the SIGKILL');
-wait_until($node, 'SELECT 1', '1', 'crash: the server accepts connections again');
+crash_by_sigkill($node, 'crash');
 
 # the changes since, then the rest: on keys changed before and after the checkpoint
 ups_chunk(150, 40);

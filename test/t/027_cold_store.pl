@@ -34,7 +34,6 @@ use warnings;
 
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes qw(time usleep);
 use StreamwinTest;
 
 my $node = new_node('cold',
@@ -147,19 +146,11 @@ sub check_all
 }
 
 # One batch of q from a new connection (as a cron job runs it): whether it
-# ran without loading (its DEBUG1 message), and its input rows.
+# ran without loading, and its input rows.
 sub cold_call
 {
 	my ($q) = @_;
-	my ($out, $err) = ('', '');
-	my $rc = $node->psql('postgres', qq{
-SET streamwin.max_records_per_batch = 100;
-SET client_min_messages = debug1;
-SELECT r->>'input_rows' FROM streamwin.run_batch('$q') AS r;},
-		stdout => \$out, stderr => \$err, extra_params => [ '-XAt' ]);
-	diag("run_batch('$q') failed: $err") if $rc != 0;
-	my $cold = $err =~ /query "$q" runs a batch of \d+ rows on its (?:state|dedup) table of \d+ pages, without loading/;
-	return ($cold, $out);
+	return new_session_batch($node, $q, 100);
 }
 
 # The pages of q's state table (or dedup table).
@@ -286,32 +277,12 @@ check_all('after round 3');
 # ==== 4. a crash after cold batches =============================================
 
 cold_rounds(4, 'before a crash');
-my $crash_re = qr/all server processes terminated; reinitializing/;
-my $crashes = log_count($node, $crash_re);
-my $idle = $node->background_psql('postgres');
-my $idle_pid = $idle->query_safe('SELECT pg_backend_pid()');
-kill 'KILL', $idle_pid;
-my $limit = time + 60;
-usleep(50_000) while log_count($node, $crash_re) == $crashes && time < $limit;
-eval { $idle->quit };
+crash_by_sigkill($node, 'a crash after cold batches');
 eval { $s->quit };
 eval { $big->quit };
-is(log_count($node, $crash_re), $crashes + 1, 'PostgreSQL restarted after the SIGKILL');
-$node->poll_query_until('postgres', 'SELECT true') or die 'the server did not come back';
 
 # the batches after: the first restores the checkpoint and replays
-for my $q (@queries)
-{
-	for (my $i = 0; $i < 200; $i++)
-	{
-		last if $node->safe_psql('postgres',
-			"SELECT state_batch_id = last_batch_id FROM streamwin.query_catalog WHERE name = '$q'") eq 't'
-		  && log_count($node, qr/query "$q" lost its state in a crash; restoring the checkpoint/) > 0;
-		$node->safe_psql('postgres', "SELECT streamwin.run_batch('$q')");
-	}
-	cmp_ok(log_count($node, qr/query "$q" lost its state in a crash; restoring the checkpoint/), '>', 0,
-		"$q: restored its checkpoint after the crash");
-}
+restore_after_crash($node, $_) for @queries;
 check_all('after the crash and the replays');
 $cold = cold_rounds(4, 'after the crash');
 is($cold->{c_run}, 4, 'c_run: its batches after the crash ran cold');
