@@ -409,6 +409,7 @@ limit_by_lag(SourceReader *rd)
 	int		   *limits = palloc(sizeof(int) * rd->nparts);
 	int64	   *ends = palloc(sizeof(int64) * rd->nparts);
 	int			nasked = 0;
+	int64		sum = 0;
 
 	/* the partitions whose ends are unknown: one request to their leaders */
 	for (int i = 0; i < rd->nparts; i++)
@@ -438,7 +439,21 @@ limit_by_lag(SourceReader *rd)
 		partitions[i] = rd->parts[i].partition;
 		/* its share, at least one message if it has any behind */
 		limits[i] = (int) Min(lag[i], Max(lag[i] > 0 ? 1 : 0, (int64) max * lag[i] / total));
+		sum += limits[i];
 	}
+
+	/*
+	 * The shares, rounded down, leave up to a message per partition of the
+	 * batch untaken: to the partitions with more behind, one each, so that
+	 * the batch is full (a worker goes on at once after a full batch; after
+	 * one short of it, it waits for its trigger, the backlog caught up).
+	 */
+	for (int i = 0; sum < max && i < rd->nparts; i++)
+		if (lag[i] > limits[i])
+		{
+			limits[i]++;
+			sum++;
+		}
 	kafka_limit_next_fetch(kr->consumer, rd->nparts, partitions, limits);
 }
 
