@@ -238,10 +238,14 @@ held_store_begin(HeldStore *h, BatchState *b)
 	/*
 	 * A replay after a crash loads: it restarts from a checkpoint, and the
 	 * batches it replays are as many as run since.  So does a store in table
-	 * mode trying its memory again: a cold batch would not try.
+	 * mode trying its memory again: a cold batch would not try.  And a
+	 * worker's join store without its tables' indexes: its first cold batch
+	 * would make them (a scan of each table, as a load), and the worker
+	 * would load before long all the same, dropping them.
 	 */
 	if (h->cold_allowed && !h->table_mode && !b->replay &&
-		!kept_vouches(h, b->catalog_xmin))
+		!kept_vouches(h, b->catalog_xmin) &&
+		!(h->join != NULL && b->runner->in_worker && tables_unindexed(h, false)))
 	{
 		h->state = HELD_PENDING;
 		tables_changes(h, &h->inserted_before, &h->deleted_before);

@@ -18,8 +18,9 @@
 #   1. batches from new connections (psql per call): each of k_pairs' says
 #      it ran without loading (DEBUG1) where the tables have more pages
 #      than it has rows, none of k_agg's does;
-#   2. a large batch in a session loads, drops the indexes; the next cold
-#      batch makes them again;
+#   2. a large batch in a session loads, drops the indexes; a worker then
+#      loads at once (makes no indexes); the next cold batch makes them
+#      again;
 #   3. a crash (SIGKILL of an idle backend) after cold batches that left
 #      their checkpoints to later: the next batch restores the checkpoint,
 #      replays, and the batches after run cold again.
@@ -186,6 +187,20 @@ psql_ok($node, 'CALL events(3000)');
 sess_ok($big, "CALL streamwin.catch_up('$_')") for @queries;
 is(join_indexed('k_pairs'), 'f', 'k_pairs: the store that loaded dropped the indexes');
 check_all('after a large batch');
+
+# A worker over join tables without indexes loads at once rather than make
+# them for cold batches it would soon give up.
+psql_ok($node, "SELECT streamwin.alter_query('k_pairs', trigger_interval => '100 milliseconds')",
+	'k_pairs: a short trigger');
+psql_ok($node, "SELECT streamwin.start_query('k_pairs')", 'k_pairs: a worker');
+worker_pid($node, 'k_pairs', 'for part 2');
+psql_ok($node, 'CALL events(50)');
+wait_results_match($node, $got{k_pairs}, $want{k_pairs}, 'k_pairs: the worker joined every event');
+psql_ok($node, "SELECT streamwin.stop_query('k_pairs')", 'k_pairs: the worker stops');
+wait_until($node, "SELECT worker_pid IS NULL FROM streamwin.queries WHERE name = 'k_pairs'", 't',
+	'k_pairs: its worker is gone');
+is(join_indexed('k_pairs'), 'f', 'k_pairs: the worker loaded its join state without making indexes');
+check_all('after a worker');
 cold_rounds(4, 'after a large batch');
 is(join_indexed('k_pairs'), 't', 'k_pairs: a cold batch made the indexes again');
 check_all('after round 2');
