@@ -26,6 +26,7 @@
 #include "executor/tuptable.h"
 #include "lib/ilist.h"
 #include "utils/datum.h"
+#include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
@@ -83,6 +84,8 @@ struct JoinStore
 	MemoryContext temp_cxt;
 	JoinSide	sides[2];
 	FmgrInfo	eq[JOIN_STORE_MAX_KEYS];
+	bool		by_value[JOIN_STORE_MAX_KEYS];	/* equal exactly when their
+												 * Datums are (key_by_value) */
 	uint32		probe;
 	bool		loaded;
 	bool		in_batch;
@@ -160,6 +163,39 @@ sides_init(JoinStore *js)
 	js->probe = 0;
 }
 
+/*
+ * Is key k one whose values are equal exactly when their Datums are: the
+ * same by-value type on both sides, compared by that type's own equality
+ * among those where equal values have one representation (integers, oid,
+ * bool, char, date, timestamps; not floats: -0 and 0 are equal)?  Its
+ * hash and equality are then computed in line, not by function calls; the
+ * hash is the store's own (both sides hash alike), never stored.
+ */
+static bool
+key_by_value(const JoinStoreSpec *spec, int k)
+{
+	Form_pg_attribute l = TupleDescAttr(spec->desc[0], spec->key_attno[0][k] - 1);
+	Form_pg_attribute r = TupleDescAttr(spec->desc[1], spec->key_attno[1][k] - 1);
+
+	if (l->atttypid != r->atttypid || !l->attbyval)
+		return false;
+	switch (get_opcode(spec->key_op[k]))
+	{
+		case F_INT2EQ:
+		case F_INT4EQ:
+		case F_INT8EQ:
+		case F_OIDEQ:
+		case F_BOOLEQ:
+		case F_CHAREQ:
+		case F_DATE_EQ:
+		case F_TIMESTAMP_EQ:
+		case F_TIMESTAMPTZ_EQ:
+			return true;
+		default:
+			return false;
+	}
+}
+
 JoinStore *
 join_store_create(const JoinStoreSpec *spec, MemoryContext parent)
 {
@@ -185,6 +221,7 @@ join_store_create(const JoinStoreSpec *spec, MemoryContext parent)
 		for (int s = 0; s < 2; s++)
 			fmgr_info_cxt(hash[s == spec->key_left[k] ? 0 : 1], &js->sides[s].hash[k], parent);
 		fmgr_info_cxt(get_opcode(spec->key_op[k]), &js->eq[k], parent);
+		js->by_value[k] = key_by_value(&js->spec, k);
 	}
 	sides_init(js);
 	js->catalog_xmin = InvalidTransactionId;
@@ -222,6 +259,13 @@ row_hash(JoinStore *js, int side, BatchRow row, int natts, uint32 *hash)
 
 		if (nulls[a])
 			return false;
+		if (js->by_value[k])
+		{
+			uint64		d = (uint64) row[a];
+
+			h = hash_combine(h, murmurhash32((uint32) d ^ (uint32) (d >> 32)));
+			continue;
+		}
 		h = hash_combine(h, DatumGetUInt32(FunctionCall1Coll(&sd->hash[k], js->spec.key_collation[k],
 															 row[a])));
 	}
@@ -239,6 +283,12 @@ entry_keys_equal(JoinStore *js, int side, BatchRow mine, BatchRow theirs)
 		Datum		b = theirs[js->spec.key_attno[1 - side][k] - 1];
 		bool		left_mine = js->spec.key_left[k] == side;
 
+		if (js->by_value[k])
+		{
+			if (a != b)
+				return false;
+			continue;
+		}
 		if (!DatumGetBool(FunctionCall2Coll(&js->eq[k], js->spec.key_collation[k],
 											left_mine ? a : b, left_mine ? b : a)))
 			return false;

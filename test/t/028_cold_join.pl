@@ -11,6 +11,8 @@
 # after, each fed in event-time order; two queries (watermark 1 minute):
 #   k_pairs  the pairs of an impression and its clicks up to 20 minutes
 #            after (a transform: runs cold)
+#   k_tag    the same pairs by a text key and a bigint one (the store
+#            compares text by its functions, integers in line)
 #   k_agg    their count per ad per 5-minute tumble (a join under an
 #            aggregation, whose groups count in state_rows too: loads)
 # The state is built by large batches (the first loads the store, which
@@ -42,8 +44,8 @@ my $node = new_node('coldjoin',
 # events(n): n more impressions, and the clicks whose time falls between
 # the last impression before and the last one now, in click time order.
 psql_ok($node, qq{
-CREATE TABLE imps (imp_id bigint, ad_id int, imp_time timestamptz);
-CREATE TABLE clks (click_id bigint, imp_id bigint, ad_id int, click_time timestamptz);
+CREATE TABLE imps (imp_id bigint, ad_id int, imp_time timestamptz, tag text);
+CREATE TABLE clks (click_id bigint, imp_id bigint, ad_id int, click_time timestamptz, tag text);
 SELECT streamwin.create_table_source('imp_s', 'imps');
 SELECT streamwin.create_table_source('clk_s', 'clks');
 CREATE PROCEDURE events(n int) LANGUAGE plpgsql AS \$p\$
@@ -55,11 +57,12 @@ BEGIN
     SELECT coalesce(max(imp_id), 0) INTO b FROM imps;
     lo := $T0 + b * interval '20 ms';
     hi := $T0 + (b + n) * interval '20 ms';
-    INSERT INTO imps SELECT b + g, (b + g) % 97, $T0 + (b + g) * interval '20 ms'
+    INSERT INTO imps SELECT b + g, (b + g) % 97, $T0 + (b + g) * interval '20 ms', 'ad-' || (b + g) % 97
       FROM generate_series(1, n) g;
     INSERT INTO clks
     SELECT * FROM (SELECT i.imp_id * 2 + d, i.imp_id, i.ad_id,
-                          i.imp_time + ((i.imp_id * 7919 + d * 104729) % 1501) * interval '1 second' AS t
+                          i.imp_time + ((i.imp_id * 7919 + d * 104729) % 1501) * interval '1 second' AS t,
+                          i.tag
                      FROM imps i, generate_series(0, 1) d
                     WHERE i.imp_time > lo - interval '26 minutes' AND (i.imp_id + d) % 3 <> 0) x
      WHERE t > lo AND t <= hi ORDER BY t;
@@ -73,18 +76,26 @@ SELECT streamwin.create_query('k_pairs',
     \$q\$SELECT i.imp_id, c.click_id, c.click_time - i.imp_time AS delay
          FROM imp_s i JOIN clk_s c $on\$q\$,
     watermark => '1 minute', start => false);
+SELECT streamwin.create_query('k_tag',
+    \$q\$SELECT i.imp_id, c.click_id FROM imp_s i JOIN clk_s c
+       ON c.tag = i.tag AND c.imp_id = i.imp_id
+      AND c.click_time BETWEEN i.imp_time AND i.imp_time + interval '20 minutes'\$q\$,
+    watermark => '1 minute', start => false);
 SELECT streamwin.create_query('k_agg',
     \$q\$SELECT i.ad_id, count(*) AS n FROM imp_s i JOIN clk_s c $on
        GROUP BY streamwin.tumble(i.imp_time, '5 minutes'), i.ad_id\$q\$,
     watermark => '1 minute', output_mode => 'update', start => false);
 }, 'a join transform and a join under an aggregation');
 
-my @queries = qw(k_pairs k_agg);
+my @queries = qw(k_pairs k_tag k_agg);
 my %want = (
 	k_pairs => "SELECT i.imp_id, c.click_id, c.click_time - i.imp_time FROM imps i JOIN clks c $on",
+	k_tag   => "SELECT i.imp_id, c.click_id FROM imps i JOIN clks c ON c.tag = i.tag AND c.imp_id = i.imp_id
+                  AND c.click_time BETWEEN i.imp_time AND i.imp_time + interval '20 minutes'",
 	k_agg   => "SELECT date_bin('5 minutes', i.imp_time, $T0), i.ad_id, count(*) FROM imps i JOIN clks c $on GROUP BY 1, 2");
 my %got = (
 	k_pairs => 'SELECT imp_id, click_id, delay FROM k_pairs',
+	k_tag   => 'SELECT imp_id, click_id FROM k_tag',
 	k_agg   => 'SELECT window_start, ad_id, n FROM k_agg');
 
 sub join_tables
