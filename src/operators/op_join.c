@@ -64,8 +64,8 @@ typedef struct JoinOp
 	int64		rows_committed[QUERY_MAX_SOURCES];
 	TransactionId rows_xmin;	/* the transaction that wrote the catalog row
 								 * then (invalid: unknown) */
-	JoinStore  *store;			/* NULL: the plan has no store keys */
-	HeldStore	held;			/* the store, as this batch holds it */
+	HeldStore	held;			/* its join store (held.join, NULL: the plan
+								 * has no store keys), as this batch holds it */
 	bool		counted;		/* rows[] are this batch's (not a cold one) */
 } JoinOp;
 
@@ -107,7 +107,7 @@ join_count(JoinOp *j, BatchState *b)
 	if (j->held.active)
 	{
 		for (int s = 0; s < j->op.runner->nreaders; s++)
-			j->rows[s] = join_store_rows(j->store, s);
+			j->rows[s] = join_store_rows(j->held.join, s);
 	}
 	else if (TransactionIdIsValid(j->rows_xmin) && TransactionIdEquals(j->rows_xmin, b->catalog_xmin))
 		memcpy(j->rows, j->rows_committed, sizeof(j->rows));
@@ -387,7 +387,7 @@ input_with_state(JoinOp *j, BatchInput *input)
 		if (probe == NULL || probe->nrows == 0)
 			continue;
 		if (j->held.active)
-			state = join_store_candidates(j->store, s, probe, -id);
+			state = join_store_candidates(j->held.join, s, probe, -id);
 		else
 			state = state_rows_from_table(j, s, input, -id);
 		if (state != NULL)
@@ -422,7 +422,7 @@ join_apply_store(JoinOp *j, BatchState *b, BatchInput *input, RowsFlow flow)
 			continue;
 		if (j->held.active)
 		{
-			DestReceiver *dest = join_store_writer(j->store, s);
+			DestReceiver *dest = join_store_writer(j->held.join, s);
 
 			n = runner_run_into(r, STMT_JOIN_INSERT_ROWS_0 + s, input, &batch, dest);
 			dest->rDestroy(dest);
@@ -448,7 +448,7 @@ join_apply(Operator *op, BatchState *b, BatchInput *input, RowsFlow flow)
 	Datum		batch = Int64GetDatum(b->batch_id);
 	Datum		new_locations = (Datum) 0;
 
-	if (j->store != NULL)
+	if (j->held.join != NULL)
 	{
 		join_apply_store(j, b, input, flow);
 		return;
@@ -504,7 +504,7 @@ join_emit(Operator *op, BatchState *b)
 			continue;
 		cutoff = TimestampTzGetDatum(before);
 		if (j->held.active)
-			n = join_store_evict(j->store, s, before);
+			n = join_store_evict(j->held.join, s, before);
 		else
 			n = runner_run(r, STMT_JOIN_EVICT_0 + s, NULL, &cutoff);
 		j->rows[s] -= (int64) n;
@@ -614,9 +614,8 @@ join_operator_make(QueryRunner *r)
 	{
 		Oid			tables[2] = {r->query->sources[0].join_table, r->query->sources[1].join_table};
 
-		j->store = make_store(r, j->plan);
-		held_store_init_join(&j->held, j->store, tables, STMT_JOIN_INDEX_0, STMT_JOIN_INDEX_0 + 1,
-							 STMT_JOIN_UNINDEX);
+		held_store_init_join(&j->held, make_store(r, j->plan), tables, STMT_JOIN_INDEX_0,
+							 STMT_JOIN_INDEX_1, STMT_JOIN_UNINDEX);
 
 		/*
 		 * A batch runs cold where the query's state_rows are the join's
@@ -625,7 +624,5 @@ join_operator_make(QueryRunner *r)
 		 */
 		j->held.cold_allowed = !OidIsValid(r->query->state_table);
 	}
-	else
-		memset(&j->held, 0, sizeof(HeldStore));
 	return &j->op;
 }

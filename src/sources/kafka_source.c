@@ -444,8 +444,8 @@ limit_by_lag(SourceReader *rd)
 
 	/*
 	 * The shares, rounded down, leave up to a message per partition of the
-	 * batch untaken: to the partitions with more behind, one each, so that
-	 * the batch is full (a worker goes on at once after a full batch; after
+	 * batch untaken: one each to the partitions that have more behind than
+	 * their share, in partition order, so that the batch is full (a worker goes on at once after a full batch; after
 	 * one short of it, it waits for its trigger, the backlog caught up).
 	 */
 	for (int i = 0; sum < max && i < rd->nparts; i++)
