@@ -201,13 +201,23 @@ held_store_load(HeldStore *h, BatchState *b)
 	/*
 	 * A store whose batches may run cold keeps its table's indexes (it writes
 	 * them with its rows) for the next cold batch; the others do without.
-	 * So does a join store: a join writes every row of every batch into its
-	 * tables, whose index entries would cost about what the store saves (a
-	 * worker that starts after cold batches would pay them for good); a
-	 * cold batch after it makes them again.
+	 * So does a join store in a worker or draining a backlog: a join writes
+	 * every row of every batch into its tables, whose index entries would
+	 * cost about what the store saves (a worker that starts after cold
+	 * batches would pay them for good); a cold batch after it makes them
+	 * again, once.  A store that loads in a single batch of a session (a
+	 * cron job's run_batch after a worker or a backlog) makes the indexes
+	 * that are missing: it has just read the whole table, and the next
+	 * session's small batch then runs cold at once instead of making them.
 	 */
-	if ((!h->cold_allowed || h->join != NULL) && !tables_unindexed(h, true))
-		runner_run_indexes(b->runner, h->unindex);
+	if (!h->cold_allowed ||
+		(h->join != NULL && (b->runner->in_worker || b->runner->draining)))
+	{
+		if (!tables_unindexed(h, true))
+			runner_run_indexes(b->runner, h->unindex);
+	}
+	else if (!b->runner->in_worker && !b->runner->draining)
+		held_store_index(h, b);
 	if (h->table_mode)
 		ereport(LOG,
 				(errmsg("streamwin: the %s of query \"%s\" %s in memory again",

@@ -38,6 +38,8 @@ typedef struct QueryRunner
 	int			insert_variants_paused; /* batches left without them */
 	TimestampTz last_checkpoint_at; /* by this runner; 0: none yet */
 	bool		in_worker;		/* run by the query's background worker */
+	bool		draining;		/* in run_available or catch_up: batches
+								 * one after another in this session */
 } QueryRunner;
 
 /*

@@ -570,6 +570,15 @@ build_conf(const char *brokers, int fetch_wait_ms, int prefetch_messages,
 	 * outage that delays recovery by as much.  Java clients use 1 s.
 	 */
 	conf_set_or_error(conf, "reconnect.backoff.max.ms", "1000");
+	/*
+	 * A batch waits on every request it makes (metadata, end offsets,
+	 * fetches), and a new session's first batch makes several on new
+	 * connections: with Nagle's algorithm, a request written while another
+	 * is unacknowledged waits for the broker's delayed acknowledgement (40
+	 * ms on Linux).  Java clients and brokers turn it off too; a property
+	 * set on the source can turn it back on.
+	 */
+	conf_set_or_error(conf, "socket.nagle.disable", "true");
 	/* Log lines are queued for us instead of logged from librdkafka threads. */
 	conf_set_or_error(conf, "log.queue", "true");
 
