@@ -26,7 +26,10 @@
 #      find those groups through them;
 #   4. a crash (SIGKILL of an idle backend) after cold batches that left
 #      their checkpoints to later: the next batch restores the checkpoint
-#      and replays, the batches after run cold again.
+#      and replays, the batches after run cold again;
+#   5. tables without their indexes (as a worker's build leaves them), then
+#      one large run_batch in a session, which loads and makes them: the
+#      next sessions' small batches run cold at once.
 # After every round each result equals plain SQL over the events, and each
 # query's last state_rows equals the open groups recounted from the events.
 use strict;
@@ -287,6 +290,42 @@ check_all('after the crash and the replays');
 $cold = cold_rounds(4, 'after the crash');
 is($cold->{c_run}, 4, 'c_run: its batches after the crash ran cold');
 check_all('after round 4');
+
+# ==== 5. a session's loading batch leaves its table indexed =====================
+
+# Each table without its indexes, as a store that made them never (a
+# worker's build) leaves it: the first cold batch after would make them, a
+# read of the whole table.  A single large run_batch in a session (which
+# loads, having read the whole table anyway) makes them instead: the next
+# sessions' small batches run cold at once.
+sub indexes_of
+{
+	my ($q) = @_;
+	return $node->safe_psql('postgres', qq{
+SELECT string_agg(i.indexrelid::regclass::text, ', ' ORDER BY i.indexrelid::regclass::text)
+  FROM pg_index i JOIN streamwin.query_catalog c
+    ON i.indrelid = coalesce(nullif(c.state_table, 0), c.dedup_table)
+ WHERE c.name = '$q'});
+}
+for my $q (@queries)
+{
+	my $idx = indexes_of($q);
+	ok($idx, "$q: its table has indexes before the part ($idx)");
+	$node->safe_psql('postgres', "DROP INDEX $idx");
+	is(indexes_of($q), '', "$q: its table without indexes");
+}
+events(3000, 100, "CASE WHEN g % 3 = 0 THEN 80000 + g ELSE (g * 17) % 60000 + 1 END");
+for my $q (@queries)
+{
+	my ($rc, $out, $err) = $node->psql('postgres',
+		"SET streamwin.max_records_per_batch = 100000; SET client_min_messages = debug1;"
+		  . " SELECT (streamwin.run_batch('$q'))->>'input_rows'");
+	is($out, '3000', "$q: one large batch in a session read the 3,000 events");
+	unlike($err, qr/without loading/, "$q: the large batch loaded");
+	ok(indexes_of($q), "$q: the batch that loaded left its table indexed");
+}
+cold_rounds(2, 'after a loading batch made the indexes');
+check_all('after part 5');
 
 $broker->stop;
 done_testing();
