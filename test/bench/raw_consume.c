@@ -159,6 +159,7 @@ main(int argc, char **argv)
 	set_conf(conf, "enable.partition.eof", "true");
 	set_conf(conf, "auto.offset.reset", "error");
 	set_conf(conf, "fetch.wait.max.ms", "100");
+	set_conf(conf, "socket.nagle.disable", "true");
 	{
 		char		prefetch[32];
 
