@@ -20,9 +20,10 @@
 #   1. batches from new connections (psql per call): each of k_pairs' says
 #      it ran without loading (DEBUG1) where the tables have more pages
 #      than it has rows, none of k_agg's does;
-#   2. a large batch in a session loads, drops the indexes; a worker then
-#      loads at once (makes no indexes); the next cold batch makes them
-#      again;
+#   2. a large batch in a session (catch_up) loads, drops the indexes; a
+#      worker then loads at once (makes no indexes); the next cold batch
+#      makes them again; a single large run_batch in a session, which
+#      loads, makes them too;
 #   3. a crash (SIGKILL of an idle backend) after cold batches that left
 #      their checkpoints to later: the next batch restores the checkpoint,
 #      replays, and the batches after run cold again.
@@ -215,6 +216,24 @@ check_all('after a worker');
 cold_rounds(4, 'after a large batch');
 is(join_indexed('k_pairs'), 't', 'k_pairs: a cold batch made the indexes again');
 check_all('after round 2');
+
+# A single large run_batch in a session, which loads, makes the indexes a
+# backlog's catch_up dropped: it has just read the join tables, and the
+# next sessions' batches run cold at once.
+psql_ok($node, 'CALL events(3000)');
+sess_ok($big, "CALL streamwin.catch_up('k_pairs')");
+is(join_indexed('k_pairs'), 'f', "k_pairs: catch_up's store dropped the indexes");
+psql_ok($node, 'CALL events(3000)');
+{
+	my ($rc, $out, $err) = $node->psql('postgres',
+		"SET streamwin.max_records_per_batch = 100000; SET client_min_messages = debug1;"
+		  . " SELECT (streamwin.run_batch('k_pairs'))->>'input_rows'");
+	cmp_ok($out, '>', 3000, 'k_pairs: one large batch in a new session read the events');
+	unlike($err, qr/without loading/, 'k_pairs: the large batch loaded');
+}
+is(join_indexed('k_pairs'), 't', 'k_pairs: the batch that loaded made the indexes of its join tables');
+cold_rounds(2, 'after a loading run_batch');
+check_all('after a loading run_batch');
 
 # ==== 3. a crash after cold batches =============================================
 
