@@ -203,7 +203,19 @@ batch_fetch(BatchContext *b)
 	}
 	else
 	{
-		for (int pass = 0; pass < 2; pass++)
+		/*
+		 * A first look at each source that may not wait, then, if it found
+		 * nothing, a wait on each in turn.  Readers
+		 * that never fetched (a new session's, a worker's first batch) have
+		 * nothing yet, or the first responses of a few partitions: the
+		 * first look would take those alone, a batch of a fraction of what
+		 * is there.  Their first batch waits at once.
+		 */
+		bool		fresh = true;
+
+		for (int s = 0; s < b->nsources; s++)
+			fresh &= !b->src[s].rd->fetched;
+		for (int pass = fresh ? 1 : 0; pass < 2; pass++)
 		{
 			int			timeout = pass == 0 ? 0 : b->fetch_timeout_ms / b->nsources;
 			int			n = 0;
@@ -221,6 +233,7 @@ batch_fetch(BatchContext *b)
 	}
 	for (int s = 0; s < b->nsources; s++)
 	{
+		b->src[s].rd->fetched = true;
 		b->nrows += b->src[s].nrows;
 		if (b->src[s].nrows >= b->src[s].rd->source->max_records_per_batch)
 			b->stats->full = true;

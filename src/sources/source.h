@@ -153,6 +153,7 @@ typedef struct SourceReader
 								 * there) or by the upsert operator */
 	bool		in_worker;		/* read by the query's background worker */
 	bool		fetch_again;	/* the caller fetches again at once */
+	bool		fetched;		/* a batch has fetched from it (batch.c) */
 	int			nparts;
 	PartitionState *parts;
 	void	   *private;		/* the kind's own state */
