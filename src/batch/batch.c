@@ -205,11 +205,11 @@ batch_fetch(BatchContext *b)
 	{
 		/*
 		 * A first look at each source that may not wait, then, if it found
-		 * nothing, a wait on each in turn.  Readers
-		 * that never fetched (a new session's, a worker's first batch) have
-		 * nothing yet, or the first responses of a few partitions: the
-		 * first look would take those alone, a batch of a fraction of what
-		 * is there.  Their first batch waits at once.
+		 * nothing, a wait on each in turn.  Readers that never fetched (a
+		 * new session's, a worker's first batch) have nothing yet, or the
+		 * first responses of a few partitions: the first look would take
+		 * those alone, a batch of a fraction of what is there.  Their first
+		 * batch waits at once.
 		 */
 		bool		fresh = true;
 
