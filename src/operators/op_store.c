@@ -177,6 +177,9 @@ held_store_init_join(HeldStore *h, JoinStore *js, const Oid *tables, QueryStatem
 static void
 held_store_load(HeldStore *h, BatchState *b)
 {
+	bool		single = runner_single_batch(b->runner);
+	bool		loads = !kept_vouches(h, b->catalog_xmin);
+
 	if (!kept_begin(h, b->catalog_xmin))
 	{
 		if (h->store_only)
@@ -201,22 +204,22 @@ held_store_load(HeldStore *h, BatchState *b)
 	/*
 	 * A store whose batches may run cold keeps its table's indexes (it writes
 	 * them with its rows) for the next cold batch; the others do without.
-	 * So does a join store in a worker or draining a backlog: a join writes
-	 * every row of every batch into its tables, whose index entries would
-	 * cost about what the store saves (a worker that starts after cold
-	 * batches would pay them for good); a cold batch after it makes them
-	 * again, once.  A store that loads in a single batch of a session (a
-	 * cron job's run_batch after a worker or a backlog) makes the indexes
+	 * So does a join store in a worker or in run_available/catch_up: a join
+	 * writes every row of every batch into its tables, whose index entries
+	 * would cost about what the store saves (a worker that starts after
+	 * cold batches would pay them for good); a cold batch after it makes
+	 * them again, once.  A store that loads in a single batch of a session
+	 * (a cron job's run_batch after a worker or a backlog) makes the indexes
 	 * that are missing: it has just read the whole table, and the next
 	 * session's small batch then runs cold at once instead of making them.
+	 * A store that vouches for its memory has done so already.
 	 */
-	if (!h->cold_allowed ||
-		(h->join != NULL && (b->runner->in_worker || b->runner->draining)))
+	if (!h->cold_allowed || (h->join != NULL && !single))
 	{
 		if (!tables_unindexed(h, true))
 			runner_run_indexes(b->runner, h->unindex);
 	}
-	else if (!b->runner->in_worker && !b->runner->draining)
+	else if (single && loads)
 		held_store_index(h, b);
 	if (h->table_mode)
 		ereport(LOG,

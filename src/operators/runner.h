@@ -38,9 +38,18 @@ typedef struct QueryRunner
 	int			insert_variants_paused; /* batches left without them */
 	TimestampTz last_checkpoint_at; /* by this runner; 0: none yet */
 	bool		in_worker;		/* run by the query's background worker */
-	bool		draining;		/* in run_available or catch_up: batches
-								 * one after another in this session */
 } QueryRunner;
+
+/*
+ * Is the runner in a single batch of a session (run_batch), rather than in
+ * a worker or in run_available/catch_up, whose batches follow one another
+ * at once (run.c tells the readers so: fetch_again)?
+ */
+static inline bool
+runner_single_batch(const QueryRunner *r)
+{
+	return !r->in_worker && !(r->nreaders > 0 && r->readers[0]->fetch_again);
+}
 
 /*
  * runner_run

@@ -270,14 +270,12 @@ run_to_end(QueryRunner *r, bool commit_each)
 		r->readers[s]->fetch_again = true;
 	/* and the session keeps each batch's memory for the next, as a worker does */
 	batch_memory_keep();
-	r->draining = true;
 	PG_TRY();
 	{
 		run_batches(r, targets, commit_each, &t);
 	}
 	PG_FINALLY();
 	{
-		r->draining = false;
 		batch_memory_release();
 		for (int s = 0; s < r->nreaders; s++)
 		{
