@@ -58,6 +58,7 @@
 #include "utils/wait_event.h"
 
 #include "kafka_consumer.h"
+#include "kafka_sasl.h"
 
 /*
  * How long kafka_fetch() may spend checking that some broker answers, when
@@ -693,6 +694,7 @@ kafka_consumer_open(const char *brokers, const char *topic, int fetch_wait_ms,
 	rd_kafka_conf_set_log_cb(conf, log_cb);
 
 	/* On success rd_kafka_new() takes ownership of conf. */
+	kafka_sasl_prepare(conf);
 	c->rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof(errstr));
 	if (c->rk == NULL)
 	{
