@@ -13,7 +13,13 @@
  *
  * Usage:
  *	  kafka_broker [--brokers N] [--topic NAME:PARTITIONS]...
- *				   [--bootstrap-file PATH]
+ *				   [--spread] [--rtt BROKER:MS]... [--bootstrap-file PATH]
+ *
+ * The mock makes broker 1 the leader of every partition; --spread makes
+ * broker p mod N + 1 the leader of partition p of each topic, as a real
+ * cluster spreads them.  --rtt delays every response of one broker (1..N)
+ * by MS milliseconds: a consumer then hears from its partitions' leaders at
+ * different times, as from a cluster with one slow broker.
  *
  * Once every topic exists, it prints one line "BOOTSTRAP host:port[,...]" on
  * stdout and, with --bootstrap-file, writes the same list to PATH (through
@@ -94,7 +100,8 @@ static void
 usage(FILE *out)
 {
 	fprintf(out,
-			"Usage: %s [--brokers N] [--topic NAME:PARTITIONS]... [--bootstrap-file PATH]\n"
+			"Usage: %s [--brokers N] [--topic NAME:PARTITIONS]... [--spread]\n"
+			"       [--rtt BROKER:MS]... [--bootstrap-file PATH]\n"
 			"\n"
 			"Runs a Kafka mock cluster (librdkafka's rdkafka_mock) on loopback TCP\n"
 			"ports until SIGTERM or SIGINT.\n"
@@ -102,6 +109,8 @@ usage(FILE *out)
 			"Options:\n"
 			"  --brokers N               number of brokers (default 1)\n"
 			"  --topic NAME:PARTITIONS   create a topic (replication factor 1); repeatable\n"
+			"  --spread                  lead partition p by broker p mod N + 1 (default: 1)\n"
+			"  --rtt BROKER:MS           delay broker BROKER's responses by MS ms; repeatable\n"
 			"  --bootstrap-file PATH     write the bootstrap server list to PATH (atomically)\n"
 			"                            once the topics exist\n"
 			"  --help                    show this help\n"
@@ -228,6 +237,8 @@ main(int argc, char **argv)
 		{"brokers", required_argument, NULL, 'b'},
 		{"topic", required_argument, NULL, 't'},
 		{"bootstrap-file", required_argument, NULL, 'f'},
+		{"rtt", required_argument, NULL, 'r'},
+		{"spread", no_argument, NULL, 's'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0}
 	};
@@ -235,6 +246,10 @@ main(int argc, char **argv)
 	TopicSpec	topics[MAX_TOPICS];
 	int			ntopics = 0;
 	const char *bootstrap_file = NULL;
+	int			rtt_broker[MAX_TOPICS];
+	int			rtt_ms[MAX_TOPICS];
+	int			nrtts = 0;
+	int			spread = 0;
 	int			opt;
 	sigset_t	sigs;
 	char		errstr[512];
@@ -269,6 +284,23 @@ main(int argc, char **argv)
 			case 'f':
 				bootstrap_file = optarg;
 				break;
+			case 's':
+				spread = 1;
+				break;
+			case 'r':
+				{
+					char	   *colon = strchr(optarg, ':');
+
+					if (colon == NULL || colon == optarg)
+						die("invalid --rtt \"%s\": expected BROKER:MS", optarg);
+					if (nrtts >= MAX_TOPICS)
+						die("too many --rtt options (at most %d)", MAX_TOPICS);
+					*colon = '\0';
+					rtt_broker[nrtts] = parse_positive(optarg, "--rtt broker");
+					rtt_ms[nrtts] = parse_positive(colon + 1, "--rtt milliseconds");
+					nrtts++;
+					break;
+				}
 			case 'h':
 				usage(stdout);
 				return 0;
@@ -324,6 +356,17 @@ main(int argc, char **argv)
 		if (err)
 			die("could not create topic \"%s\": %s", topics[i].name,
 				rd_kafka_err2str(err));
+		for (int p = 0; spread && p < topics[i].partitions; p++)
+			if (rd_kafka_mock_partition_set_leader(mcluster, topics[i].name, p, p % nbrokers + 1))
+				die("could not set the leader of %s [%d]", topics[i].name, p);
+	}
+
+	for (i = 0; i < nrtts; i++)
+	{
+		if (rtt_broker[i] > nbrokers)
+			die("--rtt names broker %d of %d", rtt_broker[i], nbrokers);
+		if (rd_kafka_mock_broker_set_rtt(mcluster, rtt_broker[i], rtt_ms[i]))
+			die("could not set the round-trip time of broker %d", rtt_broker[i]);
 	}
 
 	if (disable_nagle_on_listeners() < nbrokers)

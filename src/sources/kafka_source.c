@@ -45,6 +45,7 @@ typedef struct KafkaReader
 {
 	KafkaConsumer *consumer;
 	bool		assigned;		/* consumer_next[] is where it stands */
+	bool		ends_fresh;		/* assigned since the last fetch, its ends asked */
 	int64	   *consumer_next;	/* the next offset it delivers, per part */
 	bool		needs_headers;	/* a column holds the message's headers */
 } KafkaReader;
@@ -362,6 +363,7 @@ kafka_seek(SourceReader *rd)
 	kafka_assign(kr->consumer, rd->nparts, partitions, kr->consumer_next);
 	kafka_learn_ends(kr->consumer, rd->nparts, partitions, ends);
 	kr->assigned = true;
+	kr->ends_fresh = true;
 	pfree(ends);
 	pfree(partitions);
 }
@@ -396,7 +398,13 @@ message_row(SourceReader *rd, const KafkaMessage *m, SourceRow *row)
  * holding a few partitions whole would hold every window open.  Lags come
  * from the high watermarks of the last fetch responses, or the ends asked
  * when the partitions were assigned (kafka_seek; any still unknown are
- * asked now); when everything fits in one batch, nothing is limited.
+ * asked now).  When everything fits in one batch, nothing is limited,
+ * except in the first fetch after an assignment: a new consumer's first
+ * fetch responses come partition by partition, and a batch that took the
+ * first and lingered for the rest would hold a few partitions of what is
+ * there (a new session's run_batch, 25 of 1,000 events).  Then each
+ * partition is limited to its lag just asked, and the fetch waits for
+ * those messages (or the partition's end) up to its timeout.
  */
 static void
 limit_by_lag(SourceReader *rd)
@@ -432,15 +440,17 @@ limit_by_lag(SourceReader *rd)
 		lag[i] = Max(0, ends[i] - rd->parts[i].next.offset);
 		total += lag[i];
 	}
-	if (total <= max)
+	if (total <= max && !kr->ends_fresh)
 		return;
 	for (int i = 0; i < rd->nparts; i++)
 	{
 		partitions[i] = rd->parts[i].partition;
 		/* its share, at least one message if it has any behind */
-		limits[i] = (int) Min(lag[i], Max(lag[i] > 0 ? 1 : 0, (int64) max * lag[i] / total));
+		limits[i] = total <= max ? (int) lag[i] :
+			(int) Min(lag[i], Max(lag[i] > 0 ? 1 : 0, (int64) max * lag[i] / total));
 		sum += limits[i];
 	}
+	kr->ends_fresh = false;
 
 	/*
 	 * The shares, rounded down, leave up to a message per partition of the

@@ -774,9 +774,11 @@ my $count = 0;
 =head1 Brokers
 
 StreamwinTest::Broker->start(topics => { NAME => PARTITIONS, ... },
-brokers => N): starts test/kafka_broker with those topics, waits until it has
-written its bootstrap list (30 s at most; dies otherwise), and returns the
-broker.  Its output goes to tmp_check/log/<test>_kafka_broker_<n>.log.
+brokers => N, spread => 1, rtt => { BROKER => MS, ... }): starts
+test/kafka_broker with those topics (with spread, partition p led by broker
+p mod N + 1, else all by broker 1; with rtt, broker BROKER answers MS ms
+late), waits until it has written its bootstrap list (30 s at most; dies
+otherwise), and returns the broker.  Its output goes to tmp_check/log/<test>_kafka_broker_<n>.log.
 
 $broker->bootstrap: "host:port[,host:port]".
 $broker->down / ->up: take every broker down (SIGUSR1) / up (SIGUSR2).
@@ -812,6 +814,8 @@ sub start
 	my @cmd = ("$StreamwinTest::bindir/kafka_broker",
 		'--bootstrap-file', $bfile);
 	push @cmd, '--brokers', $opts{brokers} if $opts{brokers};
+	push @cmd, '--spread' if $opts{spread};
+	push @cmd, map { ('--rtt', "$_:$opts{rtt}{$_}") } sort keys %{ $opts{rtt} // {} };
 	push @cmd, map { ('--topic', "$_:$topics->{$_}") } sort keys %$topics;
 
 	my $pid = fork();
