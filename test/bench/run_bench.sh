@@ -53,7 +53,15 @@
 #                  rows, built by a worker too), with the default
 #                  checkpoint settings, each over the same timed blocks
 #                  (st_dedup and st_join first read, untimed, those that
-#                  st_big's session batches read)
+#                  st_big's session batches read).  The new sessions'
+#                  blocks are produced as a cron job meets them: each just
+#                  before st_big's call that reads it, in Kafka record
+#                  batches of 25 events per partition; with
+#                  BENCH_STATE_BURST=1, with the other timed events in one
+#                  burst, in record batches of about 1,000 events per
+#                  partition, which a new consumer parses whole from the
+#                  block on (librdkafka queues every message of a fetched
+#                  record batch from the fetch offset on)
 #   dedup          a transform of the events of ev, SELECT id, k, v, ts,
 #                  run_available like cases 1-4:
 #     (T)  as it is: what writing 1M result rows costs
@@ -252,6 +260,7 @@ BENCH_STATE_PARTITIONS=${BENCH_STATE_PARTITIONS:-40}
 BENCH_STATE_BATCHES=${BENCH_STATE_BATCHES:-$(short 40 300)}
 BENCH_STATE_CKPT=${BENCH_STATE_CKPT:-20}
 BENCH_STATE_NEW=${BENCH_STATE_NEW:-$(short 10 40)}
+BENCH_STATE_BURST=${BENCH_STATE_BURST:-0}
 BENCH_JOIN_EVENTS=${BENCH_JOIN_EVENTS:-$(short 50000 500000)}
 BENCH_JOIN_PARTITIONS=${BENCH_JOIN_PARTITIONS:-16}
 BENCH_JOIN_RATE=${BENCH_JOIN_RATE:-$(short 50 200)}
@@ -1288,9 +1297,9 @@ run_state_new() {
 	: >"$work/state_new_batch_$q.txt"
 	# untimed, the timed events st_big read before its new sessions, so that
 	# each query's new sessions read the same blocks: the same Kafka record
-	# batches, whose size the consumer pays for whole (the bench produces
-	# the timed events in one burst; a block in a large record batch costs a
-	# new consumer several times one in a small one)
+	# batches, which a new consumer parses from the block to their end (with
+	# BENCH_STATE_BURST=1 a block in a large record batch costs a new
+	# consumer several times one in a small one)
 	if ((skip > 0)); then
 		read0=$(sql -c "SELECT coalesce(sum(input_rows), 0) FROM streamwin.progress WHERE query = '$q'")
 		# in one session (one consumer), each batch up to what is left to skip
@@ -1305,6 +1314,12 @@ run_state_new() {
 	fi
 	t0=$(now)
 	for ((i = 0; i < BENCH_STATE_NEW; i++)); do
+		# st_big's block i arrives before its call (the others read the same)
+		if [[ $q == st_big && $BENCH_STATE_BURST != 1 ]]; then
+			sed -n "$((i * 1000 + 1)),$((i * 1000 + 1000))p" "$work/state/timed_new.tsv" |
+				test/kafka_produce --brokers "$brokers" --topic st --partition-prefix --quiet \
+					--linger-ms 100 --batch-num-messages 100000
+		fi
 		line=$("${PSQL[@]}" -At -F ' ' -c "SET streamwin.max_records_per_batch = 1000" -c '\timing on' \
 			-c "SELECT r->>'batch_id', r->>'input_rows', r->>'duration_ms' FROM streamwin.run_batch('$q') AS r" 2>&1 | tr '\n' ' ') || true
 		read -r id rows bms _ ms _ <<<"$line"
@@ -1413,7 +1428,15 @@ EOF
 		"$(check_join_pairs)" "join_rows=$((ST_GROUPS + ST_DIM_ROWS));batches=$W_BATCHES"
 
 	say "Case S: $BENCH_STATE_BATCHES batches of 1,000 events in one session, then $BENCH_STATE_BATCHES in a loop with commits"
-	produce "$work/state/timed.tsv" st
+	# the new sessions' blocks are produced one by one before their calls
+	# (run_state_new), unless BENCH_STATE_BURST=1
+	if [[ $BENCH_STATE_BURST == 1 ]]; then
+		produce "$work/state/timed.tsv" st
+	else
+		head -n "-$((BENCH_STATE_NEW * 1000))" "$work/state/timed.tsv" >"$work/state/timed_session.tsv"
+		tail -n "$((BENCH_STATE_NEW * 1000))" "$work/state/timed.tsv" >"$work/state/timed_new.tsv"
+		produce "$work/state/timed_session.tsv" st
+	fi
 	sql >/dev/null <<EOF
 ALTER SYSTEM SET streamwin.checkpoint_interval = 1;
 ALTER SYSTEM SET streamwin.checkpoint_min_interval = 0;
@@ -2571,6 +2594,7 @@ perl "$bench/summarize.pl" --results "$results" --out "$BENCH_OUT" \
 		printf 'profile=%s\n' "$BENCH_PROFILE"
 		printf 'short=%s\n' "$BENCH_SHORT"
 		printf 'only=%s\n' "$BENCH_ONLY"
+		printf 'state_burst=%s\n' "$BENCH_STATE_BURST"
 		printf 'nx_bids=%s\n' "${NX_BIDS:-}"
 		printf 'nx_auctions=%s\n' "${NX_AUCTIONS:-}"
 		printf 'nx_bidders=%s\n' "${NX_BIDDERS:-}"

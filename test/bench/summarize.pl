@@ -520,9 +520,16 @@ if (%st)
 		  . "$meta{st_groups} groups; st_dedup, `SELECT g, h, v FROM st` with dedup_keys {g} ($meta{st_groups} keys); "
 		  . 'st_join, the events joined by g with 1,000 dimension rows of topic st_dim within a day of their message '
 		  . "times ($meta{st_groups} + 1,000 join rows). Each reads the same timed blocks, those after the ones st_big\'s "
-		  . 'session batches read (st_dedup and st_join read those first, untimed, in one session): the bench produces '
-		  . 'the timed events in one burst, and a block in a large Kafka record batch costs a new consumer several times '
-		  . 'one in a small one. A call is timed by psql around the statement (its commit, not the connection); a '
+		  . 'session batches read (st_dedup and st_join read those first, untimed, in one session). '
+		  . (($meta{state_burst} // '0') eq '1'
+			? 'With BENCH_STATE_BURST=1, the bench produced these blocks with the other timed events in one burst, in '
+			  . 'Kafka record batches of about 1,000 events per partition, which a new consumer parses from its block to '
+			  . 'their end: several times the cost of a block in a small record batch. '
+			: 'Each block is produced just before st_big\'s call that reads it, as a cron job meets events that arrived '
+			  . 'since its last call: in Kafka record batches of 25 events per partition (BENCH_STATE_BURST=1 produces '
+			  . 'them in one burst with the other timed events, in record batches of about 1,000 per partition, which a '
+			  . 'new consumer parses from its block to their end). ')
+		  . 'A call is timed by psql around the statement (its commit, not the connection); a '
 		  . 'batch by its own duration_ms (without what a new session sets up first: the query\'s runner, its Kafka '
 		  . 'consumer).';
 		push @md, '';
