@@ -577,6 +577,20 @@ batch_execute(QueryRunner *r, int fetch_timeout_ms, int linger_ms, BatchStats *s
 								 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 
 	/*
+	 * No JIT compilation: PostgreSQL compiles a plan's expressions again at
+	 * every execution, and a batch's statements run once per batch over at
+	 * most a batch of rows, where a compilation (20-30 ms, and the JIT
+	 * provider's load in a new session) costs more than it saves.  A plan
+	 * estimated above jit_above_cost is no sign of a long run here: a cold
+	 * batch's eviction over a join table that was never analyzed is
+	 * estimated at a third of the table and compiled, taking three times
+	 * the whole batch (a new session's run_batch over 2M join rows: 31 ms
+	 * instead of 10).
+	 */
+	(void) set_config_option("jit", "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
+							 true, 0, false);
+
+	/*
 	 * Nothing a batch decides may depend on the session that runs it (a
 	 * worker, a user's run_batch, a replay): timestamps without a zone offset
 	 * in the messages, casts of timestamp to timestamptz, and the date and
