@@ -49,6 +49,7 @@ typedef struct ResultInserter
 	int			natts;			/* of the table */
 	int		   *source;			/* per attribute of the table: the column
 								 * of the rows it takes, or -1: NULL */
+	TupleDesc	desc;			/* the table's, copied: slots need not pin it */
 	TupleTableSlot *slots[RESULT_INSERT_MAX_ROWS];
 	int			nbuffered;
 	Size		buffered_bytes;
@@ -175,6 +176,13 @@ inserter_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
 			rte->insertedCols = bms_add_member(rte->insertedCols,
 											   att->attnum - FirstLowInvalidHeapAttributeNumber);
 	}
+	/*
+	 * The slots of the rows buffered for a flush, up to a thousand per
+	 * statement, are made with a copy of the table's descriptor: one of the
+	 * relation cache's would be pinned and unpinned with the resource owner
+	 * for each, as much again as the slot costs.
+	 */
+	ri->desc = CreateTupleDescCopy(td);
 	table_close(rel, NoLock);
 	ExecCheckRTPerms(list_make1(rte), true);
 
@@ -228,7 +236,10 @@ inserter_receive(TupleTableSlot *slot, DestReceiver *self)
 	TupleTableSlot *row;
 
 	if (ri->slots[ri->nbuffered] == NULL)
-		ri->slots[ri->nbuffered] = table_slot_create(rel, &ri->estate->es_tupleTable);
+	{
+		ri->slots[ri->nbuffered] = MakeTupleTableSlot(ri->desc, table_slot_callbacks(rel));
+		ri->estate->es_tupleTable = lappend(ri->estate->es_tupleTable, ri->slots[ri->nbuffered]);
+	}
 	row = ri->slots[ri->nbuffered];
 	ExecClearTuple(row);
 	slot_getallattrs(slot);
