@@ -86,6 +86,7 @@
 #include <librdkafka/rdkafka_mock.h>
 
 #define MAX_TOPICS 64
+#define MAX_RTTS 16
 
 typedef struct TopicSpec
 {
@@ -246,8 +247,8 @@ main(int argc, char **argv)
 	TopicSpec	topics[MAX_TOPICS];
 	int			ntopics = 0;
 	const char *bootstrap_file = NULL;
-	int			rtt_broker[MAX_TOPICS];
-	int			rtt_ms[MAX_TOPICS];
+	int			rtt_broker[MAX_RTTS];
+	int			rtt_ms[MAX_RTTS];
 	int			nrtts = 0;
 	int			spread = 0;
 	int			opt;
@@ -293,8 +294,8 @@ main(int argc, char **argv)
 
 					if (colon == NULL || colon == optarg)
 						die("invalid --rtt \"%s\": expected BROKER:MS", optarg);
-					if (nrtts >= MAX_TOPICS)
-						die("too many --rtt options (at most %d)", MAX_TOPICS);
+					if (nrtts >= MAX_RTTS)
+						die("too many --rtt options (at most %d)", MAX_RTTS);
 					*colon = '\0';
 					rtt_broker[nrtts] = parse_positive(optarg, "--rtt broker");
 					rtt_ms[nrtts] = parse_positive(colon + 1, "--rtt milliseconds");

@@ -450,7 +450,6 @@ limit_by_lag(SourceReader *rd)
 			(int) Min(lag[i], Max(lag[i] > 0 ? 1 : 0, (int64) max * lag[i] / total));
 		sum += limits[i];
 	}
-	kr->ends_fresh = false;
 
 	/*
 	 * The shares, rounded down, leave up to a message per partition of the
@@ -477,6 +476,7 @@ kafka_fetch_rows(SourceReader *rd, int timeout_ms, int linger_ms, SourceRow **ro
 
 	if (rd->nparts > 1)
 		limit_by_lag(rd);
+	kr->ends_fresh = false;		/* the first fetch after the assignment */
 	n = kafka_fetch(kr->consumer, rd->source->max_records_per_batch, timeout_ms, linger_ms, &msgs);
 	out = palloc(sizeof(SourceRow) * Max(n, 1));
 
