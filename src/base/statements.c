@@ -23,6 +23,7 @@ typedef struct StatementSpec
 static const StatementSpec specs[NUM_STATEMENTS] = {
 	[STMT_BATCH] = {"batch_sql", 0},
 	[STMT_BATCH_INSERT] = {"batch_insert_sql", 0},
+	[STMT_BATCH_ROWS] = {"batch_rows_sql", 0},
 	[STMT_CLOSE] = {"close_sql", 1, {TIMESTAMPTZOID}},
 	[STMT_CLOSE_INSERT] = {"close_insert_sql", 1, {TIMESTAMPTZOID}},
 	[STMT_CLEAR] = {"clear_sql", 0},

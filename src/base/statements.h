@@ -22,6 +22,10 @@ typedef enum QueryStatement
 								 * mode, upsert results), or append a
 								 * transform's rows */
 	STMT_BATCH_INSERT,			/* its insert variant, or absent */
+	STMT_BATCH_ROWS,			/* an append-only transform: the rows its
+								 * STMT_BATCH inserts, alone, for a
+								 * multi-insert (absent in queries created
+								 * before it) */
 	STMT_CLOSE,					/* $1 watermark: emit and evict closed windows
 								 * (append), or evict them (update) */
 	STMT_CLOSE_INSERT,			/* its insert variant, or absent */

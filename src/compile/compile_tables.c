@@ -185,18 +185,23 @@ create_transform_table(Compiled *c, const char *name, StringInfo plan)
 
 	if (c->key_columns != NIL)
 		plan_add_statement(plan, STMT_BATCH, keyed_transform_sql(c, relid, cols.data, colnames));
-	else if (c->join == NULL)
-		plan_add_statement(plan, STMT_BATCH, psprintf("INSERT INTO %s (%s) %s", qualified_relname(relid),
-													  cols.data, deparse_query_qualified(c->query)));
 	else
 	{
-		/* the pairs each batch finds; an outer join's rows without a match */
+		/*
+		 * The batch's rows (a join's: the pairs each batch finds), appended;
+		 * and the same rows alone, which op_sql.c writes with the table AM's
+		 * multi-insert where the result is still a plain table.
+		 */
+		const char *rows = c->join == NULL ? deparse_query_qualified(c->query) : join_pairs_sql(c, c->query);
+
 		plan_add_statement(plan, STMT_BATCH, psprintf("INSERT INTO %s (%s) %s", qualified_relname(relid),
-													  cols.data, join_pairs_sql(c, c->query)));
-		if (c->join->preserved >= 0)
-			plan_add_statement(plan, STMT_JOIN_UNMATCHED,
-							   psprintf("INSERT INTO %s (%s) %s", qualified_relname(relid), cols.data,
-										deparse_query_qualified(c->query)));
+													  cols.data, rows));
+		plan_add_statement(plan, STMT_BATCH_ROWS, rows);
 	}
+	/* an outer join's rows without a match */
+	if (c->key_columns == NIL && c->join != NULL && c->join->preserved >= 0)
+		plan_add_statement(plan, STMT_JOIN_UNMATCHED,
+						   psprintf("INSERT INTO %s (%s) %s", qualified_relname(relid), cols.data,
+									deparse_query_qualified(c->query)));
 	return relid;
 }

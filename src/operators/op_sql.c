@@ -46,6 +46,8 @@ sql_apply(Operator *op, BatchState *b, BatchInput *input, RowsFlow flow)
 		return;
 	if (flow == FLOW_UNMATCHED)
 		(void) runner_run(op->runner, STMT_JOIN_UNMATCHED, input, NULL);
+	else if (b->ninput > 0 && !b->query->aggregate)
+		runner_append(op->runner, input);
 	else if (b->ninput > 0)
 		runner_run_writing(op->runner, STMT_BATCH, input, NULL, b->replay);
 }

@@ -136,7 +136,7 @@ statement_plan_settings(QueryRunner *r, QueryStatement s)
 	if (STATEMENT_BY_INDEX(s))
 		return by_index;
 	if (r->query->join != NULL &&
-		(s == STMT_BATCH || s == STMT_BATCH_INSERT || s == STMT_STORE_GROUPS || s == STMT_JOIN_MATCH ||
+		(s == STMT_BATCH || s == STMT_BATCH_INSERT || s == STMT_BATCH_ROWS || s == STMT_STORE_GROUPS || s == STMT_JOIN_MATCH ||
 		 s == STMT_JOIN_STATE_ROWS_0 || s == STMT_JOIN_STATE_ROWS_1))
 		return by_index;
 	return NULL;
@@ -274,6 +274,28 @@ runner_run_writing(QueryRunner *r, QueryStatement s, BatchInput *input, Datum *a
 		run_variant(r, variant, input, args, NULL))
 		return;
 	(void) runner_run(r, s, input, args);
+}
+
+/*
+ * A transform's rows are written by the table AM's multi-insert where the
+ * result is a plain table (see result_insert.c): a WAL record and a buffer
+ * lock per page rather than per row.  Else, and for a query created before
+ * STMT_BATCH_ROWS, by the INSERT statement.
+ */
+void
+runner_append(QueryRunner *r, BatchInput *input)
+{
+	DestReceiver *dest;
+
+	if (r->plans[STMT_BATCH_ROWS] == NULL ||
+		!result_insert_possible(r->query->result_table, r->plans[STMT_BATCH_ROWS]))
+	{
+		(void) runner_run(r, STMT_BATCH, input, NULL);
+		return;
+	}
+	dest = result_insert_receiver(r->query->result_table);
+	(void) runner_run_into(r, STMT_BATCH_ROWS, input, NULL, dest);
+	dest->rDestroy(dest);
 }
 
 /*

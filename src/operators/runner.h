@@ -88,4 +88,11 @@ extern uint64 runner_run_into(QueryRunner *r, QueryStatement s, BatchInput *inpu
  */
 extern bool runner_try_insert(QueryRunner *r, QueryStatement s, bool replay);
 
+/*
+ * runner_append
+ *		A transform's batch: its rows appended to the result (STMT_BATCH,
+ *		or STMT_BATCH_ROWS by the table AM's multi-insert).
+ */
+extern void runner_append(QueryRunner *r, BatchInput *input);
+
 #endif							/* STREAMWIN_RUNNER_H */
