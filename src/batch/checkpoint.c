@@ -42,6 +42,7 @@
 #include "join.h"
 #include "offsets.h"
 #include "operator.h"
+#include "result_insert.h"
 #include "spi_util.h"
 
 int			streamwin_checkpoint_interval = 10;
@@ -69,6 +70,42 @@ run_catalog(const char *sql, int32 query_id)
 	Datum		args[1] = {Int32GetDatum(query_id)};
 
 	run_catalog_args(sql, 1, types, args);
+}
+
+/*
+ * INSERT INTO table SELECT ..., as the extension's owner: the rows written
+ * by the table AM's multi-insert (result_insert.c), a WAL record and a
+ * buffer lock per page rather than per row, where the table is a plain
+ * one, as the checkpoint and state tables are unless someone changed them;
+ * else by the INSERT.
+ */
+static void
+copy_rows(Oid table, const char *select)
+{
+	RoleSwitch	role;
+	SPIPlanPtr	plan;
+	int			rc;
+
+	catalog_enter(&role);
+	plan = SPI_prepare(select, 0, NULL);
+	if (plan == NULL)
+		elog(ERROR, "streamwin: could not prepare \"%s\": %s", select, SPI_result_code_string(SPI_result));
+	if (result_insert_possible(table, plan))
+	{
+		SPIExecuteOptions options = {0};
+		DestReceiver *dest = result_insert_receiver(table);
+
+		options.dest = dest;
+		rc = SPI_execute_plan_extended(plan, &options);
+		dest->rDestroy(dest);
+	}
+	else
+		rc = SPI_execute(psprintf("INSERT INTO %s %s", qualified_relname(table), select), false, 0);
+	SPI_freeplan(plan);
+	catalog_leave(&role);
+	if (rc < 0)
+		elog(ERROR, "streamwin checkpoint statement failed (%s): INSERT INTO %s %s",
+			 SPI_result_code_string(rc), qualified_relname(table), select);
 }
 
 /* Pair n of query_state_tables (if pairs is not NULL); returns n + 1. */
@@ -236,15 +273,12 @@ checkpoint_restore(QueryRunner *r)
 			const char *row = quote_identifier(versioned->row_column);
 
 			/* a row's last version: the one its last change wrote */
-			run_catalog(psprintf("INSERT INTO %s SELECT DISTINCT ON (%s, %s) * FROM %s "
-								 "ORDER BY %s, %s, %s DESC NULLS LAST",
-								 qualified_relname(p->unlogged), batch, row, qualified_relname(p->logged),
-								 batch, row, quote_identifier(versioned->matched_batch_column)),
-						r->query_id);
+			copy_rows(p->unlogged, psprintf("SELECT DISTINCT ON (%s, %s) * FROM %s ORDER BY %s, %s, %s DESC NULLS LAST",
+											batch, row, qualified_relname(p->logged), batch, row,
+											quote_identifier(versioned->matched_batch_column)));
 		}
 		else if (ckpt > 0)
-			run_catalog(psprintf("INSERT INTO %s SELECT * FROM %s", qualified_relname(p->unlogged),
-								 qualified_relname(p->logged)), r->query_id);
+			copy_rows(p->unlogged, psprintf("SELECT * FROM %s", qualified_relname(p->logged)));
 	}
 	catalog_restore_offsets(r->query_id, ckpt > 0);
 	catalog_set_state_batch(r->query_id, ckpt);
@@ -276,12 +310,10 @@ checkpoint_rows(QueryRunner *r, const StateTablePair *pair, bool has_wm, Timesta
 								  quote_identifier(pair->time_column)),
 						 1, types, args);
 	}
-	run_catalog(psprintf("INSERT INTO %s SELECT * FROM %s WHERE %s > %s%s",
-						 qualified_relname(pair->logged), qualified_relname(pair->unlogged),
-						 quote_identifier(pair->batch_column), last,
-						 versioned == NULL ? "" :
-						 psprintf(" OR %s > %s", quote_identifier(versioned->matched_batch_column), last)),
-				r->query_id);
+	copy_rows(pair->logged, psprintf("SELECT * FROM %s WHERE %s > %s%s", qualified_relname(pair->unlogged),
+									 quote_identifier(pair->batch_column), last,
+									 versioned == NULL ? "" :
+									 psprintf(" OR %s > %s", quote_identifier(versioned->matched_batch_column), last)));
 }
 
 /*
@@ -361,8 +393,7 @@ checkpoint_take(QueryRunner *r, int64 batch_id, bool has_wm, TimestampTz wm, boo
 		}
 		/* TRUNCATE rather than DELETE: no dead tuples left behind each time */
 		run_catalog(psprintf("TRUNCATE %s", qualified_relname(pairs[i].logged)), r->query_id);
-		run_catalog(psprintf("INSERT INTO %s SELECT * FROM %s", qualified_relname(pairs[i].logged),
-							 qualified_relname(pairs[i].unlogged)), r->query_id);
+		copy_rows(pairs[i].logged, psprintf("SELECT * FROM %s", qualified_relname(pairs[i].unlogged)));
 	}
 	catalog_checkpoint_offsets(r->query_id);
 	catalog_record_checkpoint(r->query_id, batch_id, has_wm, wm);
