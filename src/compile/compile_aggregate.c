@@ -273,12 +273,29 @@ changelog_and(Expr *a, Expr *b)
 	return make_andclause(list_make2(a, b));
 }
 
-/* pg_catalog.num_nonnulls(e) = 1: e is not NULL, as count(e) tests it */
+/*
+ * e is not NULL, as count(e) tests it: e IS NOT NULL, a test the executor
+ * makes in place, where that is what it means; for a row value, which IS
+ * NOT NULL tests field by field, pg_catalog.num_nonnulls(e) = 1, a call
+ * per row.
+ */
 static Expr *
 changelog_not_null(Expr *e)
 {
-	Expr	   *nonnulls = (Expr *) makeFuncExpr(F_NUM_NONNULLS, INT4OID, list_make1(copyObject(e)),
-												 InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL);
+	Expr	   *nonnulls;
+
+	if (!type_is_rowtype(exprType((Node *) e)))
+	{
+		NullTest   *test = makeNode(NullTest);
+
+		test->arg = (Expr *) copyObject(e);
+		test->nulltesttype = IS_NOT_NULL;
+		test->argisrow = false;
+		test->location = -1;
+		return (Expr *) test;
+	}
+	nonnulls = (Expr *) makeFuncExpr(F_NUM_NONNULLS, INT4OID, list_make1(copyObject(e)),
+									 InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL);
 
 	return changelog_op("=", nonnulls, (Expr *) makeConst(INT4OID, -1, InvalidOid, 4,
 														   Int32GetDatum(1), false, true));
@@ -317,6 +334,30 @@ changelog_count(Compiled *c, Aggref *orig, const char *name, const char *suffix,
 }
 
 /*
+ * CASE WHEN change < 0 THEN -x ELSE x END: numeric x signed by its row's
+ * change (+1 or -1), without a numeric multiplication per row.
+ */
+static Expr *
+changelog_negated_if_retracted(Compiled *c, Expr *x)
+{
+	CaseExpr   *cexpr = makeNode(CaseExpr);
+	CaseWhen   *when = makeNode(CaseWhen);
+
+	when->expr = changelog_op("<", (Expr *) change_var(c),
+							  (Expr *) makeConst(INT2OID, -1, InvalidOid, sizeof(int16),
+												 Int16GetDatum(0), false, true));
+	when->result = (Expr *) make_op(changelog_pstate(), list_make1(makeString("-")), NULL,
+									(Node *) copyObject(x), NULL, -1);
+	when->location = -1;
+	cexpr->casetype = exprType((Node *) x);
+	cexpr->casecollid = InvalidOid;
+	cexpr->args = list_make1(when);
+	cexpr->defresult = (Expr *) copyObject(x);
+	cexpr->location = -1;
+	return (Expr *) cexpr;
+}
+
+/*
  * The signed value of a sum's argument, in a type whose sum is exact and
  * holds the sum of the argument's type: int2 in int4, int4 in int8, int8
  * in numeric.  NULL: a type whose sum a retraction cannot undo exactly.
@@ -334,9 +375,9 @@ changelog_signed_value(Compiled *c, Expr *x)
 		case INT4OID:
 			return changelog_op("*", changelog_cast(x, INT8OID), changelog_cast(change, INT8OID));
 		case INT8OID:
-			return changelog_op("*", changelog_cast(x, NUMERICOID), changelog_cast(change, NUMERICOID));
+			return changelog_negated_if_retracted(c, changelog_cast(x, NUMERICOID));
 		case NUMERICOID:
-			return changelog_op("*", x, changelog_cast(change, NUMERICOID));
+			return changelog_negated_if_retracted(c, x);
 		case INTERVALOID:
 			return changelog_op("*", x, changelog_cast(change, FLOAT8OID));
 		case MONEYOID:
