@@ -61,6 +61,7 @@ static const StatementSpec specs[NUM_STATEMENTS] = {
 	[STMT_JOIN_EVICT_0] = {"join_evict_0_sql", 1, {TIMESTAMPTZOID}},
 	[STMT_JOIN_EVICT_1] = {"join_evict_1_sql", 1, {TIMESTAMPTZOID}},
 	[STMT_JOIN_UNMATCHED] = {"join_unmatched_sql", 0},
+	[STMT_JOIN_UNMATCHED_ROWS] = {"join_unmatched_rows_sql", 0},
 	[STMT_JOIN_UNMATCHED_GROUPS] = {"join_unmatched_groups_sql", 0},
 	[STMT_JOIN_STATE_ROWS_0] = {"join_state_rows_0_sql", 0},
 	[STMT_JOIN_STATE_ROWS_1] = {"join_state_rows_1_sql", 0},

@@ -98,6 +98,9 @@ typedef enum QueryStatement
 	STMT_JOIN_EVICT_0,
 	STMT_JOIN_EVICT_1,
 	STMT_JOIN_UNMATCHED,
+	STMT_JOIN_UNMATCHED_ROWS,	/* ... a transform's: its rows alone, for a
+								 * multi-insert (absent in queries created
+								 * before it) */
 	STMT_JOIN_UNMATCHED_GROUPS,
 
 	/*

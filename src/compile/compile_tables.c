@@ -198,10 +198,14 @@ create_transform_table(Compiled *c, const char *name, StringInfo plan)
 													  cols.data, rows));
 		plan_add_statement(plan, STMT_BATCH_ROWS, rows);
 	}
-	/* an outer join's rows without a match */
+	/* an outer join's rows without a match, the same two ways */
 	if (c->key_columns == NIL && c->join != NULL && c->join->preserved >= 0)
+	{
+		const char *unmatched = deparse_query_qualified(c->query);
+
 		plan_add_statement(plan, STMT_JOIN_UNMATCHED,
-						   psprintf("INSERT INTO %s (%s) %s", qualified_relname(relid), cols.data,
-									deparse_query_qualified(c->query)));
+						   psprintf("INSERT INTO %s (%s) %s", qualified_relname(relid), cols.data, unmatched));
+		plan_add_statement(plan, STMT_JOIN_UNMATCHED_ROWS, unmatched);
+	}
 	return relid;
 }

@@ -44,10 +44,12 @@ sql_apply(Operator *op, BatchState *b, BatchInput *input, RowsFlow flow)
 {
 	if (!sql_writes(b))
 		return;
-	if (flow == FLOW_UNMATCHED)
+	if (flow == FLOW_UNMATCHED && !b->query->aggregate)
+		runner_append(op->runner, STMT_JOIN_UNMATCHED, STMT_JOIN_UNMATCHED_ROWS, input);
+	else if (flow == FLOW_UNMATCHED)
 		(void) runner_run(op->runner, STMT_JOIN_UNMATCHED, input, NULL);
 	else if (b->ninput > 0 && !b->query->aggregate)
-		runner_append(op->runner, input);
+		runner_append(op->runner, STMT_BATCH, STMT_BATCH_ROWS, input);
 	else if (b->ninput > 0)
 		runner_run_writing(op->runner, STMT_BATCH, input, NULL, b->replay);
 }

@@ -280,21 +280,20 @@ runner_run_writing(QueryRunner *r, QueryStatement s, BatchInput *input, Datum *a
  * A transform's rows are written by the table AM's multi-insert where the
  * result is a plain table (see result_insert.c): a WAL record and a buffer
  * lock per page rather than per row.  Else, and for a query created before
- * STMT_BATCH_ROWS, by the INSERT statement.
+ * the rows statement, by the INSERT statement.
  */
 void
-runner_append(QueryRunner *r, BatchInput *input)
+runner_append(QueryRunner *r, QueryStatement insert, QueryStatement rows, BatchInput *input)
 {
 	DestReceiver *dest;
 
-	if (r->plans[STMT_BATCH_ROWS] == NULL ||
-		!result_insert_possible(r->query->result_table, r->plans[STMT_BATCH_ROWS]))
+	if (r->plans[rows] == NULL || !result_insert_possible(r->query->result_table, r->plans[rows]))
 	{
-		(void) runner_run(r, STMT_BATCH, input, NULL);
+		(void) runner_run(r, insert, input, NULL);
 		return;
 	}
 	dest = result_insert_receiver(r->query->result_table);
-	(void) runner_run_into(r, STMT_BATCH_ROWS, input, NULL, dest);
+	(void) runner_run_into(r, rows, input, NULL, dest);
 	dest->rDestroy(dest);
 }
 

@@ -90,9 +90,11 @@ extern bool runner_try_insert(QueryRunner *r, QueryStatement s, bool replay);
 
 /*
  * runner_append
- *		A transform's batch: its rows appended to the result (STMT_BATCH,
- *		or STMT_BATCH_ROWS by the table AM's multi-insert).
+ *		A transform's rows appended to its result: by statement insert, or
+ *		by statement rows (the same rows alone) and the table AM's
+ *		multi-insert.
  */
-extern void runner_append(QueryRunner *r, BatchInput *input);
+extern void runner_append(QueryRunner *r, QueryStatement insert, QueryStatement rows,
+						  BatchInput *input);
 
 #endif							/* STREAMWIN_RUNNER_H */
