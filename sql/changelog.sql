@@ -59,9 +59,11 @@ SELECT streamwin.create_query('sliding', $$
   SELECT streamwin.hop(ts, '2 hours', '1 hour') AS window_start, count(*) AS n, max(amount) AS top
   FROM chg GROUP BY 1$$, output_mode => 'update', start => false);
 -- count() of a row value counts the rows whose value is not NULL, even
--- with NULL fields (ROW(NULL, ...) IS NOT NULL is false, yet counted).
+-- with NULL fields (ROW(NULL, ...) IS NOT NULL is false, yet counted);
+-- bigint sums (as numeric) of values near the type's limit.
 SELECT streamwin.create_query('paid_totals', $$
-  SELECT paid, count(*) AS n, sum(amount) AS total, count(ROW(note, paid)) AS row_values
+  SELECT paid, count(*) AS n, sum(amount) AS total, count(ROW(note, paid)) AS row_values,
+         sum(9223372036854775807 - id) AS big_sum, avg(qty::bigint) AS avg_qty
   FROM chg GROUP BY paid$$,
   output_mode => 'complete', start => false);
 -- A transform keeps the latest version of each row, by the primary key;
@@ -86,7 +88,8 @@ CREATE VIEW sliding_expected AS
   FROM orders, LATERAL (VALUES (date_trunc('hour', ts)), (date_trunc('hour', ts) - interval '1 hour')) w(s)
   GROUP BY s;
 CREATE VIEW paid_totals_expected AS
-  SELECT paid, count(*) AS n, sum(amount) AS total, count(ROW(note, paid)) AS row_values
+  SELECT paid, count(*) AS n, sum(amount) AS total, count(ROW(note, paid)) AS row_values,
+         sum(9223372036854775807 - id) AS big_sum, avg(qty::bigint) AS avg_qty
   FROM orders GROUP BY paid;
 CREATE VIEW big_orders_expected AS
   SELECT id, region, amount * 2 AS doubled FROM orders WHERE amount > 50;
@@ -102,8 +105,8 @@ CREATE FUNCTION diffs() RETURNS TABLE (query text, missing bigint, extra bigint)
          (SELECT count(*) FROM (TABLE sliding_expected EXCEPT ALL SELECT window_start, window_end, n, top FROM sliding) x),
          (SELECT count(*) FROM (SELECT window_start, window_end, n, top FROM sliding EXCEPT ALL TABLE sliding_expected) x)
   UNION ALL SELECT 'paid_totals',
-         (SELECT count(*) FROM (TABLE paid_totals_expected EXCEPT ALL SELECT paid, n, total, row_values FROM paid_totals) x),
-         (SELECT count(*) FROM (SELECT paid, n, total, row_values FROM paid_totals EXCEPT ALL TABLE paid_totals_expected) x)
+         (SELECT count(*) FROM (TABLE paid_totals_expected EXCEPT ALL SELECT paid, n, total, row_values, big_sum, avg_qty FROM paid_totals) x),
+         (SELECT count(*) FROM (SELECT paid, n, total, row_values, big_sum, avg_qty FROM paid_totals EXCEPT ALL TABLE paid_totals_expected) x)
   UNION ALL SELECT 'big_orders',
          (SELECT count(*) FROM (TABLE big_orders_expected EXCEPT ALL SELECT id, region, doubled FROM big_orders) x),
          (SELECT count(*) FROM (SELECT id, region, doubled FROM big_orders EXCEPT ALL TABLE big_orders_expected) x)

@@ -114,8 +114,11 @@ insert_is_plain(Relation rel, TupleDesc desc)
 		c = column_named(desc, att);
 		if (c < 0)
 		{
-			/* the INSERT would fill it in */
-			if (att->atthasdef)
+			/*
+			 * the INSERT would fill it in: with its default, or with its
+			 * domain's default, checked against the domain's constraints
+			 */
+			if (att->atthasdef || get_typtype(att->atttypid) == TYPTYPE_DOMAIN)
 				return false;
 			continue;
 		}
@@ -138,7 +141,10 @@ result_insert_possible(Oid relid, SPIPlanPtr plan)
 
 	if (desc == NULL)
 		return false;
-	rel = table_open(relid, RowExclusiveLock);
+	/* a table dropped since: the INSERT says so as it says it */
+	rel = try_table_open(relid, RowExclusiveLock);
+	if (rel == NULL)
+		return false;
 	possible = insert_is_plain(rel, desc);
 	table_close(rel, NoLock);
 	return possible;

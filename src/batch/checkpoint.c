@@ -104,8 +104,8 @@ copy_rows(Oid table, const char *select)
 	SPI_freeplan(plan);
 	catalog_leave(&role);
 	if (rc < 0)
-		elog(ERROR, "streamwin checkpoint statement failed (%s): INSERT INTO %s %s",
-			 SPI_result_code_string(rc), qualified_relname(table), select);
+		elog(ERROR, "streamwin checkpoint: copying rows into %s failed (%s): %s",
+			 qualified_relname(table), SPI_result_code_string(rc), select);
 }
 
 /* Pair n of query_state_tables (if pairs is not NULL); returns n + 1. */
