@@ -44,10 +44,9 @@ sql_apply(Operator *op, BatchState *b, BatchInput *input, RowsFlow flow)
 {
 	if (!sql_writes(b))
 		return;
-	if (flow == FLOW_UNMATCHED && !b->query->aggregate)
+	/* (an aggregation's unmatched rows are merged: it has no rows statement) */
+	if (flow == FLOW_UNMATCHED)
 		runner_append(op->runner, STMT_JOIN_UNMATCHED, STMT_JOIN_UNMATCHED_ROWS, input);
-	else if (flow == FLOW_UNMATCHED)
-		(void) runner_run(op->runner, STMT_JOIN_UNMATCHED, input, NULL);
 	else if (b->ninput > 0 && !b->query->aggregate)
 		runner_append(op->runner, STMT_BATCH, STMT_BATCH_ROWS, input);
 	else if (b->ninput > 0)

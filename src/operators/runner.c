@@ -279,8 +279,9 @@ runner_run_writing(QueryRunner *r, QueryStatement s, BatchInput *input, Datum *a
 /*
  * A transform's rows are written by the table AM's multi-insert where the
  * result is a plain table (see result_insert.c): a WAL record and a buffer
- * lock per page rather than per row.  Else, and for a query created before
- * the rows statement, by the INSERT statement.
+ * lock per page rather than per row.  Else, and where the plan has no rows
+ * statement (a query created before them, an aggregation's merge), by
+ * statement insert.
  */
 void
 runner_append(QueryRunner *r, QueryStatement insert, QueryStatement rows, BatchInput *input)

@@ -8,8 +8,9 @@
  * first client (sasl_client_init), and Cyrus then loads every plugin
  * installed in its plugin directory (eight on Debian, and Berkeley DB for
  * sasldb): 2-5 ms of a new session's first batch, a quarter of a cron
- * job's run_batch over fresh events, and of every worker's start.  librdkafka uses Cyrus for
- * GSSAPI (Kerberos) only; PLAIN, SCRAM and OAUTHBEARER are its own code.
+ * job's run_batch over fresh events, and of every worker's start.
+ * librdkafka uses Cyrus for GSSAPI (Kerberos) only; PLAIN, SCRAM and
+ * OAUTHBEARER are its own code.
  *
  * So before a process's first consumer, unless that consumer uses SASL,
  * Cyrus is started here with a plugin directory that does not exist;
