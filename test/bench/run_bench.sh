@@ -208,10 +208,14 @@
 # (1000), BENCH_CL_TXN (1000 rows or changes per transaction),
 # BENCH_CL_RECOMPUTE (10000: changes between two recomputes, a multiple of
 # BENCH_CL_TXN), BENCH_CL_SETTLE (1),
+# BENCH_PAIRED_ROUNDS (5; 1 with BENCH_SHORT),
 # BENCH_ONLY (a subset of "raw streamwin worker table alternatives latency
-# case6 nexmark_hop nexmark_session state dedup join changelog"; "raw" is the raw ceiling on ev,
+# case6 paired nexmark_hop nexmark_session state dedup join changelog"; "raw" is the raw ceiling on ev,
 # "table" case 5 with its baselines and its worker run, "worker" case 1's
-# worker run, "case6" case 6 with its raw ceiling on ev6, "nexmark_hop" and
+# worker run, "case6" case 6 with its raw ceiling on ev6, "paired" rounds of
+# the raw ceiling on ev and on ev6, the floor, case 1 and case 6, one after
+# another (the ratios of CPU to the raw ceiling, round by round),
+# "nexmark_hop" and
 # "nexmark_session" cases N1 and N2 (with the raw ceiling on bids), "state"
 # case S, "dedup" cases T, D and DT, "join" cases J and JA with their raw
 # ceiling and plain SQL, "changelog" case CL with its baselines, "avro" the
@@ -270,8 +274,9 @@ BENCH_CL_REGIONS=${BENCH_CL_REGIONS:-1000}
 BENCH_CL_TXN=${BENCH_CL_TXN:-1000}
 BENCH_CL_RECOMPUTE=${BENCH_CL_RECOMPUTE:-$(short 1000 10000)}
 BENCH_CL_SETTLE=${BENCH_CL_SETTLE:-1}
+BENCH_PAIRED_ROUNDS=${BENCH_PAIRED_ROUNDS:-$(short 1 5)}
 BENCH_PROFILE=${BENCH_PROFILE:-0}
-BENCH_ONLY=${BENCH_ONLY:-raw streamwin worker table alternatives latency case6 nexmark_hop nexmark_session state dedup join changelog avro}
+BENCH_ONLY=${BENCH_ONLY:-raw streamwin worker table alternatives latency case6 paired nexmark_hop nexmark_session state dedup join changelog avro}
 BENCH_CASES=${BENCH_CASES:-1 1p 1d 2 3 4}
 LAT_PARTITIONS=8
 
@@ -346,6 +351,7 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 only() { [[ " $BENCH_ONLY " == *" $1 "* ]]; }   # is this part of the benchmark wanted?
+ev6_wanted() { only case6 || only paired; }   # case 6's topic, and its events' figures?
 case_wanted() { [[ " $BENCH_CASES " == *" $1 "* ]]; }   # and this case of "streamwin" and "alternatives"?
 nexmark_wanted() { only nexmark_hop || only nexmark_session; }
 say() { printf '\n== %s\n' "$*"; }
@@ -402,7 +408,7 @@ echo "$EXPECT_EVENTS events, $(($(stat -c %s "$work/data/events.tsv") / 1000000)
 raw_bytes=$(($(cat "$work"/data/json/b* | wc -c) - EXPECT_EVENTS))
 
 topics=(--topic "ev:$BENCH_PARTITIONS" --topic "lat1:$LAT_PARTITIONS" --topic "lat2:$LAT_PARTITIONS")
-if only case6; then
+if ev6_wanted; then
 	say "Generating case 6's $BENCH_EVENTS events, 10 ms apart"
 	mkdir -p "$work/data6"
 	perl "$bench/gen_events.pl" --events "$BENCH_EVENTS" --partitions "$BENCH_PARTITIONS" \
@@ -494,7 +500,7 @@ produce() {
 		--linger-ms 100 --batch-num-messages 100000 <"$1"
 	echo "produced $n messages to $2 in $(calc "$(now) - $t0") s"
 }
-only case6 && produce "$work/data6/events.tsv" ev6
+ev6_wanted && produce "$work/data6/events.tsv" ev6
 nexmark_wanted && produce "$work/nexmark/bids.tsv" bids
 # case S's timed events come later, once the state is built
 if only state; then
@@ -558,7 +564,7 @@ SELECT streamwin.create_kafka_source('ev', '$brokers', 'ev',
 	'id bigint, k text, u text, v float8, ts timestamptz', 'json',
 	'{"max_records_per_batch": $BENCH_BATCH}');
 EOF
-only case6 && sql -c "SELECT streamwin.create_kafka_source('ev6', '$brokers', 'ev6',
+ev6_wanted && sql -c "SELECT streamwin.create_kafka_source('ev6', '$brokers', 'ev6',
 	'id bigint, k text, u text, v float8, ts timestamptz', 'json',
 	'{\"max_records_per_batch\": $BENCH_BATCH}')" >/dev/null
 # every field of a Nexmark bid, as Nexmark's own DDL declares them
@@ -781,12 +787,12 @@ case_check() {
 }
 
 # --- raw ceiling ---------------------------------------------------------------------
-# run_raw CASE TOPIC PARTITIONS MESSAGES: BENCH_RAW_REPEAT runs of the bare
-# consumer over TOPIC, recorded as CASE's raw ceiling (case 0's, on ev, sets
-# raw_bytes).
+# run_raw CASE TOPIC PARTITIONS MESSAGES [APPROACH REP]: BENCH_RAW_REPEAT runs
+# of the bare consumer over TOPIC, recorded as CASE's raw ceiling, or one,
+# recorded as run REP of CASE's APPROACH (case 0's, on ev, sets raw_bytes).
 run_raw() {
-	local c=$1 topic=$2 nparts=$3 want=$4 rep line chk b0 b1
-	for ((rep = 1; rep <= BENCH_RAW_REPEAT; rep++)); do
+	local c=$1 topic=$2 nparts=$3 want=$4 approach=${5:-raw} first=${6:-1} last=${6:-$BENCH_RAW_REPEAT} rep line chk b0 b1
+	for ((rep = first; rep <= last; rep++)); do
 		b0=$(proc_cpu "$broker_pid")
 		line=$(test/bench/raw_consume --brokers "$brokers" --topic "$topic" \
 			--partitions "$nparts" --expect "$want")
@@ -797,7 +803,7 @@ run_raw() {
 		# shellcheck disable=SC2154
 		if [[ $c == 0 ]]; then raw_bytes=$bytes; fi
 		# shellcheck disable=SC2154
-		record "$c" raw "$rep" "$messages" "$wall_s" "$cpu_s" "$maxrss_kb" "$maxrss_kb" "$chk" \
+		record "$c" "$approach" "$rep" "$messages" "$wall_s" "$cpu_s" "$maxrss_kb" "$maxrss_kb" "$chk" \
 			"topic $topic; first message after ${first_s} s; broker CPU $(calc "$b1 - $b0") s"
 	done
 }
@@ -872,7 +878,7 @@ EOF
 # this is its aggregation and state; what this costs above the raw ceiling is
 # turning messages into rows.
 run_floor() {
-	local rep=$1 c=${2:-0} q=sw_floor input got chk query="SELECT id FROM ev WHERE v < 0" want=$EXPECT_EVENTS
+	local rep=$1 c=${2:-0} approach=${3:-floor} q=sw_floor input got chk query="SELECT id FROM ev WHERE v < 0" want=$EXPECT_EVENTS
 	if [[ $c == N0 ]]; then
 		# the same for the bids (no price is negative)
 		q=sw_floor_n0 query="SELECT auction FROM bids WHERE price < 0" want=$NX_BIDS
@@ -886,12 +892,12 @@ EOF
 SELECT r->>'input_rows' AS input_rows FROM streamwin.run_available('$q') AS r \gset
 \echo RUN :input_rows
 EOF
-	measure "${q}_r$rep" "$work/run_$q.sql" || { record "$c" floor "$rep" 0 0 0 0 0 FAILED "see log"; return; }
+	measure "${approach}_${q}_r$rep" "$work/run_$q.sql" || { record "$c" "$approach" "$rep" 0 0 0 0 0 FAILED "see log"; return; }
 	read -r _ input < <(grep '^RUN ' "$M_OUT")
 	got=$(sql -c "SELECT count(*) FROM $q")
 	chk=ok
 	[[ $input == "$want" && $got == 0 ]] || chk="WRONG(input_rows=$input,rows_kept=$got)"
-	record "$c" floor "$rep" "$input" "$M_WALL" "$M_CPU" "$M_HWM" "$M_ANON" "$chk" ""
+	record "$c" "$approach" "$rep" "$input" "$M_WALL" "$M_CPU" "$M_HWM" "$M_ANON" "$chk" ""
 	sql -c "SELECT streamwin.drop_query('$q', true)" >/dev/null
 }
 
@@ -927,6 +933,27 @@ if only case6; then
 	say "streamwin case 6, $BENCH_REPEAT runs: $(case_sql 6)"
 	for ((rep = 1; rep <= BENCH_REPEAT; rep++)); do
 		run_streamwin 6 "$rep"
+	done
+fi
+
+# --- paired rounds: the raw ceiling and streamwin seconds apart --------------------
+# The machine's load drifts: the raw ceiling's runs above can meet a busier or
+# a quieter machine than a case's runs minutes later (on a shared machine the
+# same bare consumer's CPU has varied 1.5x between such groups of runs).  Each
+# round runs the bare consumer on ev and on ev6, then the floor, case 1 and
+# case 6, one after another, so that each round's ratios of CPU compare runs
+# seconds apart; the summary gives each ratio's median over the rounds
+# (issue 38's targets).  A checkpoint first, as before each streamwin run:
+# the bare consumers do not meet the server writing out the round before.
+if only paired; then
+	say "Paired rounds, $BENCH_PAIRED_ROUNDS: raw ceiling on ev and on ev6, floor, case 1, case 6"
+	for ((round = 1; round <= BENCH_PAIRED_ROUNDS; round++)); do
+		sql -c "CHECKPOINT" >/dev/null
+		run_raw 0 ev "$BENCH_PARTITIONS" "$EXPECT_EVENTS" paired_raw "$round"
+		run_raw 6 ev6 "$BENCH_PARTITIONS" "$EXPECT_EVENTS" paired_raw "$round"
+		run_floor "$round" 0 paired_floor
+		run_streamwin 1 "$round" "" paired_streamwin
+		run_streamwin 6 "$round" "" paired_streamwin
 	done
 fi
 

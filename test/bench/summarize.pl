@@ -195,7 +195,9 @@ push @md, 'CPU is utime + stime of the process doing the work, from /proc/PID/st
   . 'shared buffers it touched; shared_buffers = 1GB).';
 push @md, '';
 push @md, 'The test broker is latency-bound, not CPU-bound: every consumer waits about 0.5 s for its '
-  . 'first message. The raw ceiling is the fastest of its runs, so ratios against it are conservative. '
+  . 'first message. The raw ceiling\'s wall time is its fastest run\'s, so ratios of throughput against it are '
+  . 'conservative; its CPU is the median of its runs, as every other figure is'
+  . ($runs{0}{paired_raw} ? ' (the paired rounds below compare CPU run by run). ' : '. ')
   . 'Both it and streamwin set queued.min.messages to ten batches\' worth: with librdkafka\'s default '
   . '(100,000 messages over all partitions) the fetcher stops and backs off for about half a second '
   . 'whenever the queue is that full.';
@@ -272,6 +274,47 @@ if ($sw6 && $sw6->{ok})
 			$raw6->{cpum}, fmt_x($sw6->{evs} / $raw6->{evs}), fmt_x($raw6->{cpum} / $sw6->{cpum}));
 		$ratio{6}{raw} = [ $sw6->{evs} / $raw6->{evs}, $raw6->{cpum} / $sw6->{cpum} ];
 	}
+	push @md, '';
+}
+
+# Paired rounds: each round's bare consumer and streamwin runs seconds apart,
+# each ratio of CPU (raw / streamwin) taken within its round.
+my %paired;    # {floor|1|6} = [ per-round ratios ]
+my @prounds;
+if ($runs{0}{paired_raw})
+{
+	my %by;    # {round}{what} = cpu s
+	for my $x ([ 0, 'paired_raw', 'raw' ], [ 0, 'paired_floor', 'floor' ], [ 1, 'paired_streamwin', 'c1' ],
+		[ 6, 'paired_raw', 'raw6' ], [ 6, 'paired_streamwin', 'c6' ])
+	{
+		my ($c, $approach, $what) = @$x;
+		$by{ $_->{rep} }{$what} = $_->{cpu}
+		  for grep { $_->{check} eq 'ok' && $_->{cpu} > 0 } @{ $runs{$c}{$approach} // [] };
+	}
+	for my $round (sort { $a <=> $b } keys %by)
+	{
+		my $pr = $by{$round};
+		my %r;
+		$r{floor} = $pr->{raw} / $pr->{floor} if $pr->{raw} && $pr->{floor};
+		$r{1}     = $pr->{raw} / $pr->{c1}    if $pr->{raw} && $pr->{c1};
+		$r{6}     = $pr->{raw6} / $pr->{c6}   if $pr->{raw6} && $pr->{c6};
+		push @{ $paired{$_} }, $r{$_} for keys %r;
+		push @prounds, sprintf('| %s | %s | %s | %s | %s | %s | %s | %s | %s |', $round,
+			map({ defined $_ ? sprintf('%.2f', $_) : '-' } @{$pr}{qw(raw floor c1 raw6 c6)}),
+			map({ defined $_ ? sprintf('%.2fx', $_) : '-' } @r{ 'floor', 1, 6 }));
+	}
+	push @md, '## Paired rounds: CPU against the raw ceiling, run by run';
+	push @md, '';
+	push @md, 'Each round runs the bare consumer over ev and over ev6, then the floor, case 1 and case 6, '
+	  . 'one after another, so that each ratio compares runs seconds apart rather than groups of runs minutes '
+	  . 'apart, on a machine whose load drifts. CPU s of each run (' . fmt_int($meta{events}) . ' events each); '
+	  . 'ratio = the raw ceiling\'s CPU / streamwin\'s, within the round.';
+	push @md, '';
+	push @md, '| round | raw on ev | floor | case 1 | raw on ev6 | case 6 | floor ratio | case 1 ratio | case 6 ratio |';
+	push @md, '|---:|---:|---:|---:|---:|---:|---:|---:|---:|';
+	push @md, @prounds;
+	push @md, sprintf('| median | | | | | | %s | %s | %s |',
+		map { @{ $paired{$_} // [] } ? sprintf('%.2fx', median(@{ $paired{$_} })) : '-' } ('floor', 1, 6));
 	push @md, '';
 }
 
@@ -843,6 +886,27 @@ push @md, @targets;
 push @md, sprintf('| worker memory per 1M groups (no target) | %s | |',
 	defined $st{per_1m} ? sprintf('%.0f MB of RssAnon', $st{per_1m}) : 'not measured');
 push @md, '';
+
+# Issue 38's ratios of CPU to the raw ceiling, from the paired rounds.
+if (%paired)
+{
+	@targets = ();
+	for my $x ([ 'floor', 'the floor', 0.75 ], [ 1, 'case 1', 0.6 ], [ 6, 'case 6 (on ev6)', 0.5 ])
+	{
+		my ($k, $what, $want) = @$x;
+		my @v = @{ $paired{$k} // [] };
+		my $m = @v ? median(@v) : undef;
+		my ($lo, $hi) = @v ? (sort { $a <=> $b } @v)[ 0, -1 ] : (0, 0);
+		target("$what >= ${want}x the raw ceiling's CPU (median of " . scalar(@v) . ' paired rounds)', $m,
+			sprintf('%.2fx (rounds %.2fx-%.2fx)', $m // 0, $lo, $hi), ($m // 0) >= $want);
+	}
+	push @md, '## Targets (issue 38)';
+	push @md, '';
+	push @md, '| target | measured | |';
+	push @md, '|---|---|---|';
+	push @md, @targets;
+	push @md, '';
+}
 
 # Issue 35's: a changelog table source against its own append-only source,
 # a per-row trigger and a periodic recompute, all in the same run.
