@@ -40,6 +40,7 @@
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "portability/instr_time.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/json.h"
@@ -91,6 +92,7 @@ typedef struct BatchContext
 	BatchStats *stats;
 	int			fetch_timeout_ms;
 	int			linger_ms;
+	instr_time	stage_start;	/* when the stage running now began */
 
 	/* begin: where the query stood */
 	bool		has_last_at;
@@ -106,6 +108,8 @@ typedef struct BatchContext
 	int			nlate_retractions;
 	int			ndead;
 } BatchContext;
+
+static void stage_end(BatchContext *b, BatchStage s);
 
 /* Does the query keep UNLOGGED state, which a crash can lose? */
 #define BATCH_HAS_STATE(b) QUERY_HAS_UNLOGGED_STATE((b)->q)
@@ -474,6 +478,7 @@ batch_finish(BatchContext *b)
 		stats->missing_keys_json = batch_missing_keys_json(b);
 		MemoryContextSwitchTo(spi_cxt);
 	}
+	stage_end(b, BATCH_STAGE_FINISH);
 	now = GetCurrentTimestamp();
 	stats->duration_ms = (now - stats->started_at) / 1000.0;
 	stats->processed_rows_per_second = stats->duration_ms > 0 ?
@@ -495,18 +500,40 @@ batch_finish(BatchContext *b)
 	operators_end(r->operators, GetCurrentTransactionId());
 }
 
-/* The stages of a batch, in its scope (b->st.scope, entered by the caller). */
+/* The time since the running stage began goes to stage s; the next begins. */
+static void
+stage_end(BatchContext *b, BatchStage s)
+{
+	instr_time	now;
+
+	INSTR_TIME_SET_CURRENT(now);
+	INSTR_TIME_SUBTRACT(now, b->stage_start);
+	b->stats->stage_ms[s] += INSTR_TIME_GET_MILLISEC(now);
+	INSTR_TIME_SET_CURRENT(b->stage_start);
+}
+
+/*
+ * The stages of a batch, in its scope (b->st.scope, entered by the caller),
+ * each timed for streamwin.progress (the watermark's with apply's; finish
+ * times itself up to the progress row).
+ */
 static void
 batch_run_stages(BatchContext *b)
 {
 	SPI_connect();
+	INSTR_TIME_SET_CURRENT(b->stage_start);
 	batch_begin(b);
+	stage_end(b, BATCH_STAGE_BEGIN);
 	batch_fetch(b);
+	stage_end(b, BATCH_STAGE_FETCH);
 	batch_decode(b);
+	stage_end(b, BATCH_STAGE_DECODE);
 	if (batch_watermark(b))
 	{
 		batch_apply(b);
+		stage_end(b, BATCH_STAGE_APPLY);
 		batch_emit(b);
+		stage_end(b, BATCH_STAGE_EMIT);
 		batch_finish(b);
 	}
 	else

@@ -17,13 +17,32 @@
 #include "catalog_access.h"
 #include "catalog_log.h"
 
+/* stage_ms's keys, in BatchStage's order */
+static const char *const stage_names[NUM_BATCH_STAGES] = {
+	"begin", "fetch", "decode", "apply", "emit", "finish"
+};
+
+/* A batch's stage times as a JSON object of milliseconds. */
+static char *
+stage_ms_json(const BatchStats *row)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	for (int i = 0; i < NUM_BATCH_STAGES; i++)
+		appendStringInfo(&buf, "%s\"%s\": %.3f", i == 0 ? "{" : ", ", stage_names[i], row->stage_ms[i]);
+	appendStringInfoChar(&buf, '}');
+	return buf.data;
+}
+
 void
 catalog_log_progress(const char *query, const BatchStats *row, int retention)
 {
-	Oid			types[16] = {TEXTOID, INT8OID, TIMESTAMPTZOID, FLOAT8OID, INT8OID, FLOAT8OID,
-	FLOAT8OID, INT8OID, INT8OID, INT8OID, TIMESTAMPTZOID, TEXTOID, INT4OID, INT8OID, TEXTOID, INT8OID};
-	Datum		args[16];
-	char		nulls[16];
+	Oid			types[17] = {TEXTOID, INT8OID, TIMESTAMPTZOID, FLOAT8OID, INT8OID, FLOAT8OID,
+		FLOAT8OID, INT8OID, INT8OID, INT8OID, TIMESTAMPTZOID, TEXTOID, INT4OID, INT8OID, TEXTOID, INT8OID,
+	TEXTOID};
+	Datum		args[17];
+	char		nulls[17];
 
 	memset(nulls, ' ', sizeof(nulls));
 	args[0] = CStringGetTextDatum(query);
@@ -44,14 +63,16 @@ catalog_log_progress(const char *query, const BatchStats *row, int retention)
 	args[14] = row->missing_keys_json ? CStringGetTextDatum(row->missing_keys_json) : (Datum) 0;
 	nulls[14] = row->missing_keys_json ? ' ' : 'n';
 	args[15] = Int64GetDatum(row->late_retractions);
+	args[16] = CStringGetTextDatum(stage_ms_json(row));
 
 	SPI_connect();
 	catalog_exec("INSERT INTO streamwin.progress_log (query, batch_id, started_at, duration_ms, "
 				 "input_rows, input_rows_per_second, processed_rows_per_second, "
 				 "late_rows_dropped, dead_letters, state_rows, watermark, offsets, duplicates_dropped, "
-				 "missing_keys, late_retractions_dropped) "
-				 "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb, $14, $15::jsonb, $16)",
-				 16, types, args, nulls, 0);
+				 "missing_keys, late_retractions_dropped, stage_ms) "
+				 "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb, $14, $15::jsonb, $16, "
+				 "$17::jsonb)",
+				 17, types, args, nulls, 0);
 	types[2] = INT4OID;
 	args[2] = args[12];
 	/* batches after the checkpoint stay: crash recovery replays them */

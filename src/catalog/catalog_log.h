@@ -14,12 +14,31 @@
 
 #include "datatype/timestamp.h"
 
+/*
+ * The stages of a batch (batch.c), whose times streamwin.progress shows in
+ * stage_ms: where the query stood and its positions (begin), reading the
+ * sources (fetch), turning messages into rows (decode), the watermark and
+ * the operators' statements (apply), writing results and state (emit), and
+ * the bookkeeping up to the progress row (finish).
+ */
+typedef enum BatchStage
+{
+	BATCH_STAGE_BEGIN,
+	BATCH_STAGE_FETCH,
+	BATCH_STAGE_DECODE,
+	BATCH_STAGE_APPLY,
+	BATCH_STAGE_EMIT,
+	BATCH_STAGE_FINISH,
+	NUM_BATCH_STAGES
+} BatchStage;
+
 /* What a batch did: returned as jsonb and written to streamwin.progress. */
 typedef struct BatchStats
 {
 	int64		batch_id;		/* 0: nothing to do, no batch recorded */
 	TimestampTz started_at;
 	double		duration_ms;
+	double		stage_ms[NUM_BATCH_STAGES]; /* of duration_ms, per stage */
 	int64		input_rows;
 	int64		late_rows;
 	int64		late_retractions;	/* of them, a changelog's retractions */
