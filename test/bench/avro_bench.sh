@@ -22,8 +22,9 @@
 # and the raw ceiling (test/bench/raw_consume: reading alone) per topic.
 # Case 1's results over the two topics must be equal.  Printed: the best
 # CPU per event of each (and each run's wall time, batches and time in
-# them), decoding's share (floor minus raw ceiling), and
-# the ratios Avro / JSON; and avro_c_decode (avro-c's generic values, no
+# them), decoding's share (floor minus raw ceiling), the decode stage of
+# the floor runs (streamwin.progress.stage_ms: the backend's time decoding
+# alone, per run), and the ratios Avro / JSON; and avro_c_decode (avro-c's generic values, no
 # Datums made) over the same bodies, for the choice of decoder.
 #
 # BENCH_AVRO_SERVER_BINDIR: where initdb, pg_ctl and postgres are (default:
@@ -99,7 +100,8 @@ CREATE FUNCTION bench_cpu() RETURNS float8 LANGUAGE sql AS \$\$
 SQL
 [[ $(getconf CLK_TCK) == 100 ]] || { echo "CLK_TCK is not 100" >&2; exit 1; }
 
-# run FORMAT KIND REP: one timed run_available of a fresh query; prints "cpu wall"
+# run FORMAT KIND REP: one timed run_available of a fresh query; prints
+# "cpu|wall|batches|seconds in them|seconds in their decode stage"
 run() {
 	local fmt=$1 kind=$2 rep=$3 q="${2}_${1}_$3" query mode
 	case $kind in
@@ -118,12 +120,13 @@ SELECT :'rows'::bigint = $N AS all_rows \gset
 \quit
 \endif
 SELECT round((bench_cpu() - :c0)::numeric, 3), round(extract(epoch FROM clock_timestamp() - :'t0')::numeric, 3),
-       count(*), round(sum(duration_ms)::numeric / 1000, 3)
+       count(*), round(sum(duration_ms)::numeric / 1000, 3),
+       round(sum((stage_ms->>'decode')::float8)::numeric / 1000, 3)
   FROM streamwin.progress WHERE query = '$q';
 SQL
 }
 
-declare -A best
+declare -A best decode
 keep_best() {
 	local k=$1 v=$2
 	if [[ -z ${best[$k]:-} ]] || awk "BEGIN { exit !($v < ${best[$k]}) }"; then best[$k]=$v; fi
@@ -131,10 +134,11 @@ keep_best() {
 for ((rep = 1; rep <= REPEAT; rep++)); do
 	for kind in floor case1; do
 		for fmt in json avro; do
-			read -r cpu wall batches in_batches < <(run "$fmt" "$kind" "$rep" | tr '|' ' ')
-			printf '%-6s %-5s run %d: cpu %6.3f s  wall %6.3f s  (%d batches, %.3f s in them)\n' \
-				"$kind" "$fmt" "$rep" "$cpu" "$wall" "$batches" "$in_batches"
+			read -r cpu wall batches in_batches in_decode < <(run "$fmt" "$kind" "$rep" | tr '|' ' ')
+			printf '%-6s %-5s run %d: cpu %6.3f s  wall %6.3f s  (%d batches, %.3f s in them, %.3f s decoding)\n' \
+				"$kind" "$fmt" "$rep" "$cpu" "$wall" "$batches" "$in_batches" "$in_decode"
 			keep_best "$kind.$fmt" "$cpu"
+			decode[$kind.$fmt.$rep]=$in_decode
 		done
 	done
 	for fmt in json avro; do
@@ -157,6 +161,15 @@ gcc -O2 -o "$work/avro_c_decode" "$here/test/bench/avro_c_decode.c" $(pkg-config
 avroc=$("$work/avro_c_decode" "$work/schema.json" "$work/bodies.bin" 3)
 
 us() { awk "BEGIN { printf \"%.2f\", $1 * 1e6 / $N }"; }
+median() { sort -g | awk '{ v[NR] = $1 } END { print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+# the decode stage of the floor runs (streamwin.progress.stage_ms): the
+# backend's own time turning messages into rows, which the reading around
+# it and the machine's other work do not blur as they blur CPU differences;
+# the ratio is each round's Avro over its JSON, the median of the rounds
+decode_json=$(for ((r = 1; r <= REPEAT; r++)); do echo "${decode[floor.json.$r]}"; done | median)
+decode_avro=$(for ((r = 1; r <= REPEAT; r++)); do echo "${decode[floor.avro.$r]}"; done | median)
+decode_ratio=$(for ((r = 1; r <= REPEAT; r++)); do
+	awk "BEGIN { print ${decode[floor.avro.$r]} / ${decode[floor.json.$r]} }"; done | median)
 ratio() { awk "BEGIN { printf \"%.2f\", $1 / $2 }"; }
 dj=$(awk "BEGIN { print ${best[floor.json]} - ${best[raw.json]} }")
 da=$(awk "BEGIN { print ${best[floor.avro]} - ${best[raw.avro]} }")
@@ -167,6 +180,7 @@ summary() {
 		echo "| $k | $(us "${best[$k.json]}") | $(us "${best[$k.avro]}") | $(ratio "${best[$k.avro]}" "${best[$k.json]}") |"
 	done
 	echo "| decoding (floor - raw) | $(us "$dj") | $(us "$da") | $(ratio "$da" "$dj") |"
+	echo "| decode stage of the floor runs (median of $REPEAT; ratio: median of each run's) | $(us "$decode_json") | $(us "$decode_avro") | $(printf '%.2f' "$decode_ratio") |"
 	echo
 	echo "$N events, $P partitions. Case 1: $groups groups, rows differing between the formats: $same."
 	echo "avro-c generic values, decoding alone: $avroc."
