@@ -562,12 +562,37 @@ truncated(AvroRead *r)
 	return fail(r, psprintf("Avro body ends early: truncated at byte %d", at_byte(r)));
 }
 
-/* A zigzag varint (Avro's int and long) */
+/*
+ * A zigzag varint (Avro's int and long).  Where the body has the longest
+ * varint's 10 bytes left (all but the last few bytes of a record), it is
+ * read without a bounds check per byte; the loop below reads the rest, and
+ * says what is wrong with a bad one (the fast path leaves those to it).
+ */
 static inline bool
 read_long(AvroRead *r, int64 *v)
 {
 	uint64		u = 0;
 
+	if (likely(r->end - r->p >= 10))
+	{
+		const uint8 *p = r->p;
+
+		for (int i = 0; i < 10; i++)
+		{
+			uint64		b = p[i];
+
+			if (i == 9 && (b & 0xfe) != 0)
+				break;			/* too long: the loop below says so */
+			u |= (b & 0x7f) << (7 * i);
+			if ((b & 0x80) == 0)
+			{
+				r->p = p + i + 1;
+				*v = (int64) (u >> 1) ^ -(int64) (u & 1);
+				return true;
+			}
+		}
+		u = 0;
+	}
 	for (int shift = 0; r->p < r->end; shift += 7)
 	{
 		uint8		b = *r->p++;
@@ -669,10 +694,20 @@ read_branch(AvroRead *r, const AvroType *u, int *branch)
 	return true;
 }
 
-/* Text that must be valid in the database encoding, without NUL bytes */
-static bool
+/*
+ * Text that must be valid in the database encoding, without NUL bytes.
+ * ASCII without NUL is valid in every server encoding: most strings are
+ * that, and are known so by one pass over their bytes, in line.
+ */
+static inline bool
 check_text(AvroRead *r, const uint8 *p, int len)
 {
+	int			i = 0;
+
+	while (i < len && p[i] != 0 && p[i] < 0x80)
+		i++;
+	if (i == len)
+		return true;
 	if (pg_verify_mbstr(r->state->encoding, (const char *) p, len, true))
 		return true;
 	return fail(r, psprintf("Avro string at byte %d is not valid %s text",
@@ -880,7 +915,7 @@ read_value(AvroRead *r, const AvroType *w, const AvroField *field, DecodeColumn 
 	AvroTarget	t = ac->target;
 	DecodeState *state = r->state;
 	const uint8 *p;
-	int			len;
+	int			len = 0;
 	int64		v;
 	float4		f;
 	float8		d;
