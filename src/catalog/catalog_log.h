@@ -16,10 +16,10 @@
 
 /*
  * The stages of a batch (batch.c), whose times streamwin.progress shows in
- * stage_ms: where the query stood and its positions (begin), reading the
- * sources (fetch), turning messages into rows (decode), the watermark and
- * the operators' statements (apply), writing results and state (emit), and
- * the bookkeeping up to the progress row (finish).
+ * stage_ms: the query's lock and where it stood (begin), positioning and
+ * reading the sources (fetch), turning messages into rows (decode), the
+ * watermark and the operators' statements (apply), writing results and
+ * state (emit), and the bookkeeping up to the progress row (finish).
  */
 typedef enum BatchStage
 {

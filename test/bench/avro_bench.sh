@@ -163,8 +163,9 @@ avroc=$("$work/avro_c_decode" "$work/schema.json" "$work/bodies.bin" 3)
 us() { awk "BEGIN { printf \"%.2f\", $1 * 1e6 / $N }"; }
 median() { sort -g | awk '{ v[NR] = $1 } END { print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 # the decode stage of the floor runs (streamwin.progress.stage_ms): the
-# backend's own time turning messages into rows, which the reading around
-# it and the machine's other work do not blur as they blur CPU differences;
+# elapsed time of the backend's turning messages into rows, without the
+# reading around it (a difference of two runs' CPU carries both runs'
+# noise); elapsed, so it still counts time the backend waits for a core;
 # the ratio is each round's Avro over its JSON, the median of the rounds
 decode_json=$(for ((r = 1; r <= REPEAT; r++)); do echo "${decode[floor.json.$r]}"; done | median)
 decode_avro=$(for ((r = 1; r <= REPEAT; r++)); do echo "${decode[floor.avro.$r]}"; done | median)
@@ -180,7 +181,7 @@ summary() {
 		echo "| $k | $(us "${best[$k.json]}") | $(us "${best[$k.avro]}") | $(ratio "${best[$k.avro]}" "${best[$k.json]}") |"
 	done
 	echo "| decoding (floor - raw) | $(us "$dj") | $(us "$da") | $(ratio "$da" "$dj") |"
-	echo "| decode stage of the floor runs (median of $REPEAT; ratio: median of each run's) | $(us "$decode_json") | $(us "$decode_avro") | $(printf '%.2f' "$decode_ratio") |"
+	echo "| decode stage of the floor runs, elapsed us (median of $REPEAT; ratio: median of each run's) | $(us "$decode_json") | $(us "$decode_avro") | $(printf '%.2f' "$decode_ratio") |"
 	echo
 	echo "$N events, $P partitions. Case 1: $groups groups, rows differing between the formats: $same."
 	echo "avro-c generic values, decoding alone: $avroc."

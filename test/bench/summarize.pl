@@ -140,7 +140,7 @@ push @md, '# streamwin benchmark results', '';
 push @md, '**BENCH_SHORT=1: a check that the harness works, with few events; these are not measurements.**', ''
   if $meta{short};
 push @md, "Produced by `make bench` (test/bench/run_bench.sh) on $meta{date}, commit $meta{commit}"
-  . ($meta{only} && $meta{only} ne 'raw streamwin worker table alternatives latency case6 nexmark_hop nexmark_session state dedup join changelog'
+  . ($meta{only} && $meta{only} ne 'raw streamwin worker table alternatives latency case6 paired nexmark_hop nexmark_session state dedup join changelog avro'
 	? ", with BENCH_ONLY=\"$meta{only}\"." : '.');
 push @md, "Machine: $meta{cores} cores ($meta{cpu}), $meta{memory}; $meta{postgres}; librdkafka $meta{librdkafka}.";
 push @md, "Load average when the run ended: $meta{loadavg_end} (other work on the machine shows up in wall times first)"

@@ -462,10 +462,12 @@ my @bad = (
 	[ $good5->(6, 'six') . "\x00",              qr/1 bytes after the end of the Avro record/ ],
 	[ confluent(5, zz(2**31) . zz(0)),          qr/Avro int out of range/ ],
 	[ confluent(30, zz(9) . zz(400000) x 3 . zz(0)), qr/more than 1000000 nulls in the message's arrays/ ],
-	# varints read where the longest's 10 bytes are left (the others above
-	# are not), and strings that are ASCII, or not
+	# varints read where the longest's 10 bytes are left, a 10-byte one
+	# (INT64_MAX: its tenth byte 0x01) included, and strings that are ASCII,
+	# or not
 	[ confluent(5, zz(2147483647) . zz(1) . av_string('a string long enough')), undef ],
 	[ confluent(5, zz(-2147483648) . zz(1) . av_string("\x{fc}n\x{ef}c\x{f6}d\x{e9} \x{2713}")), undef ],
+	[ confluent(5, "\xfe" . ("\xff" x 8) . "\x01" . zz(1) . av_string('x')), qr/Avro int out of range at byte 5/ ],
 	[ confluent(5, ("\x80" x 10) . "\x01" . zz(1) . av_string('x')), qr/Avro varint too long at byte 14/ ],
 	[ confluent(5, ("\xff" x 9) . "\x02" . zz(1) . av_string('x')),  qr/Avro varint too long at byte 14/ ],
 	[ confluent(5, zz(9) . zz(1) . av_bytes("\xffabc")),  qr/Avro string at byte 8 is not valid UTF8 text/ ],
@@ -479,7 +481,7 @@ SELECT streamwin.create_kafka_source('avro_bad', '$brokers', 'bad', 'i int, s te
 SELECT streamwin.create_query('avro_bad_rows', 'SELECT * FROM avro_bad', start => false);
 }, 'a source for bad messages');
 $r = run_json($node, "run_batch('avro_bad_rows')");
-is($r->{dead_letters}, 14, 'fourteen dead letters');
+is($r->{dead_letters}, 15, 'fifteen dead letters');
 results_match($node, 'SELECT i, s FROM avro_bad_rows',
 	q{VALUES (1, 'one'), (2147483647, 'a string long enough'), (-2147483648, U&'\00FCn\00EFc\00F6d\00E9 \2713'),
 	  (8, 'eight')},
