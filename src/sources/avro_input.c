@@ -155,9 +155,12 @@ avro_input_prepare(AvroSchemas *as, MessageDecoder *decoder, SourceRow *rows, in
 
 		if (!(keys ? decoder_avro_schema_id(rows[i].key, rows[i].keylen, &id) :
 			  decoder_avro_schema_id(rows[i].payload, rows[i].len, &id)) ||
-			id == last || decoder_avro_has_schema(decoder, id))
+			id == last)
 			continue;
+		/* runs of one id are the rule: a lookup per run, not per message */
 		last = id;
+		if (decoder_avro_has_schema(decoder, id))
+			continue;
 		schema = catalog_avro_schema(as->source_id, id);
 		if (schema != NULL)
 			decoder_avro_add_schema(decoder, id, schema, strlen(schema));

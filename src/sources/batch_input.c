@@ -545,7 +545,8 @@ count_changes(SourceChanges *changes, const RowResult *res, int n)
 RowResult *
 rows_decode(RowDecoder *d, SourceRow *rows, int n, bool drop_late, TimestampTz watermark)
 {
-	RowResult  *res = palloc0(sizeof(RowResult) * Max(n, 1));
+	/* decode_messages clears each entry as it decodes its message */
+	RowResult  *res = palloc(sizeof(RowResult) * Max(n, 1));
 	ParamExternData *batch_time_param;
 
 	batch_time_param =
