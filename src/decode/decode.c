@@ -59,8 +59,8 @@ struct MessageDecoder
 
 	/*
 	 * A decoded message sets every attribute: the format sets each column
-	 * (json, csv and text do; Avro only the fields its writer schema has),
-	 * and no attribute is dropped or metadata.  Then a row needs no
+	 * (every format does, Avro the columns its writer schema lacks to
+	 * NULL), and no attribute is dropped or metadata.  Then a row needs no
 	 * clearing before it is decoded.
 	 */
 	bool		fills_all;
@@ -249,9 +249,7 @@ decoder_create(SourceFormat format, TupleDesc desc, const SourceMetadata *meta)
 		decode_column_init(&state->columns[ncolumns++], i, attr, decoder->mcxt);
 	}
 	state->ncolumns = ncolumns;
-	decoder->fills_all = ncolumns == desc->natts &&
-		(format == SOURCE_FORMAT_JSON || format == SOURCE_FORMAT_CSV ||
-		 format == SOURCE_FORMAT_TEXT);
+	decoder->fills_all = ncolumns == desc->natts;
 	state->spans = palloc0(sizeof(DecodeSpan) * ncolumns);
 	state->missing = palloc0(sizeof(int64) * Max(ncolumns, 1));
 	decoder->names = palloc(sizeof(char *) * Max(ncolumns, 1));

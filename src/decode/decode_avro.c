@@ -96,6 +96,30 @@ typedef struct AvroColumn
 	void	   *domain_extra;	/* domain_check's cache */
 } AvroColumn;
 
+/*
+ * How read_record reads a field.  The shapes most topics' fields have are
+ * read by a case of their own, straight into the Datum; every other field
+ * goes through read_value or skip_value, which handle every type.  A case
+ * of its own does what read_value would do for its shape, checks and
+ * errors included, without deciding again per message what the writer
+ * type and the column are.
+ */
+typedef enum AvroFieldOp
+{
+	AOP_VALUE,					/* read_value */
+	AOP_SKIP,					/* skip_value: no column */
+	AOP_SKIP_VARINT,			/* int, long or enum of no column */
+	AOP_SKIP_SPAN,				/* string or bytes of no column */
+	AOP_SKIP_FIXED,				/* float, double or fixed of no column */
+	AOP_INT_INT4,				/* int into integer */
+	AOP_INT_INT8,				/* int into bigint */
+	AOP_LONG_INT8,				/* long into bigint */
+	AOP_DOUBLE_FLOAT8,			/* double into double precision */
+	AOP_STRING_TEXT,			/* string into text */
+	AOP_TIMESTAMP				/* a timestamp's long into timestamptz or
+								 * timestamp (no typmod) */
+} AvroFieldOp;
+
 /* One field of a writer schema's top-level record */
 typedef struct AvroField
 {
@@ -103,6 +127,13 @@ typedef struct AvroField
 	int			column;			/* index into DecodeState.columns, -1: skip */
 	const char **branch_error;	/* a union: per branch, why the column
 								 * cannot hold it, or NULL */
+	AvroFieldOp op;
+	int			att;			/* the column's index into values/nulls */
+	int			size;			/* AOP_SKIP_FIXED: its bytes */
+	int			null_branch;	/* a union of null and one type, read by op:
+								 * the null's branch (0 or 1); else -1 */
+	bool		millis;			/* AOP_TIMESTAMP: milliseconds */
+	bool		tz;				/* AOP_TIMESTAMP: into timestamptz */
 } AvroField;
 
 /* What a writer schema's messages decode by */
@@ -164,6 +195,7 @@ typedef struct AvroRead
 
 static bool render_json(AvroRead *r, const AvroType *w, StringInfo buf);
 static bool skip_value(AvroRead *r, const AvroType *w);
+static void choose_op(DecodeState *state, AvroField *field);
 
 /* --- setting up ------------------------------------------------------------- */
 
@@ -291,6 +323,112 @@ cannot_hold(const char *field, const AvroType *w, const DecodeColumn *c, int32 i
 					id >= 0 ? psprintf(" (writer schema %d)", id) : "");
 }
 
+/*
+ * The op that reads a field of type w (a union's non-null branch, or the
+ * field's type) into column col (-1: none): AOP_VALUE or AOP_SKIP where
+ * no case of its own fits.
+ */
+static AvroFieldOp
+op_for(DecodeState *state, AvroField *field, const AvroType *w, int col)
+{
+	const DecodeColumn *c;
+	const AvroColumn *ac;
+
+	if (col < 0)
+	{
+		switch (w->kind)
+		{
+			case AVT_INT:
+			case AVT_LONG:
+			case AVT_ENUM:
+				return AOP_SKIP_VARINT;
+			case AVT_BYTES:
+			case AVT_STRING:
+				return AOP_SKIP_SPAN;
+			case AVT_FLOAT:
+			case AVT_DOUBLE:
+			case AVT_FIXED:
+				field->size = w->kind == AVT_FLOAT ? 4 : w->kind == AVT_DOUBLE ? 8 : w->size;
+				return AOP_SKIP_FIXED;
+			default:
+				return AOP_SKIP;
+		}
+	}
+	c = &state->columns[col];
+	ac = &state->avro->columns[col];
+	if (ac->domain)
+		return AOP_VALUE;
+	switch (w->kind)
+	{
+		case AVT_INT:
+			if (ac->target == TARGET_INT4)
+				return AOP_INT_INT4;
+			if (ac->target == TARGET_INT8)
+				return AOP_INT_INT8;
+			break;
+		case AVT_LONG:
+			if (ac->target == TARGET_INT8)
+				return AOP_LONG_INT8;
+			if ((ac->target == TARGET_TIMESTAMPTZ || ac->target == TARGET_TIMESTAMP) &&
+				c->typmod < 0)
+			{
+				field->millis = w->logical == AVRO_LOGICAL_TIMESTAMP_MILLIS ||
+					w->logical == AVRO_LOGICAL_LOCAL_TIMESTAMP_MILLIS;
+				field->tz = ac->target == TARGET_TIMESTAMPTZ;
+				return AOP_TIMESTAMP;
+			}
+			break;
+		case AVT_DOUBLE:
+			if (ac->target == TARGET_FLOAT8)
+				return AOP_DOUBLE_FLOAT8;
+			break;
+		case AVT_STRING:
+			if (ac->target == TARGET_TEXT && c->fast == DECODE_FAST_TEXT)
+				return AOP_STRING_TEXT;
+			break;
+		default:
+			break;
+	}
+	return AOP_VALUE;
+}
+
+/*
+ * The op of a resolved field: a union of null and one other type is read
+ * by the other type's op, after its branch, when that has a case of its
+ * own (and the column can hold it: a branch the column cannot hold is an
+ * error read_value reports).
+ */
+static void
+choose_op(DecodeState *state, AvroField *field)
+{
+	const AvroType *w = field->type;
+
+	field->null_branch = -1;
+	field->att = field->column >= 0 ? state->columns[field->column].attindex : -1;
+	if (w->kind == AVT_UNION && w->nfields == 2 &&
+		(w->types[0]->kind == AVT_NULL) != (w->types[1]->kind == AVT_NULL))
+	{
+		int			nb = w->types[0]->kind == AVT_NULL ? 0 : 1;
+		AvroFieldOp op;
+
+		if (field->branch_error != NULL && field->branch_error[1 - nb] != NULL)
+		{
+			field->op = AOP_VALUE;
+			return;
+		}
+		op = op_for(state, field, w->types[1 - nb], field->column);
+		if (op != AOP_VALUE && op != AOP_SKIP)
+		{
+			field->null_branch = nb;
+			field->op = op;
+			return;
+		}
+		field->op = field->column < 0 ? AOP_SKIP : AOP_VALUE;
+		return;
+	}
+	field->op = op_for(state, field, w, field->column);
+}
+
 /* The plan of a parsed writer schema w against the columns; plan->error if none */
 static void
 resolve_record(DecodeState *state, AvroPlan *plan, const AvroType *w)
@@ -370,6 +508,8 @@ resolve_record(DecodeState *state, AvroPlan *plan, const AvroType *w)
 					}
 		}
 	}
+	for (int f = 0; f < w->nfields; f++)
+		choose_op(state, &plan->fields[f]);
 	plan->absent = palloc(sizeof(int) * Max(state->ncolumns, 1));
 	for (int i = 0; i < state->ncolumns; i++)
 		if (!filled[i])
@@ -563,13 +703,14 @@ truncated(AvroRead *r)
 }
 
 /*
- * A zigzag varint (Avro's int and long).  Where the body has the longest
- * varint's 10 bytes left (all but the last few bytes of a record), it is
- * read without a bounds check per byte; the loop below reads the rest, and
- * says what is wrong with a bad one (the fast path leaves those to it).
+ * A zigzag varint (Avro's int and long) of more than one byte.  Where the
+ * body has the longest varint's 10 bytes left (all but the last few bytes
+ * of a record), it is read without a bounds check per byte; the loop below
+ * reads the rest, and says what is wrong with a bad one (the fast path
+ * leaves those to it).
  */
-static inline bool
-read_long(AvroRead *r, int64 *v)
+static pg_noinline bool
+read_long_bytes(AvroRead *r, int64 *v)
 {
 	uint64		u = 0;
 
@@ -609,6 +750,23 @@ read_long(AvroRead *r, int64 *v)
 			return fail(r, psprintf("Avro varint too long at byte %d", at_byte(r) - 1));
 	}
 	return truncated(r);
+}
+
+/*
+ * A zigzag varint.  One byte (a string's length, a union's branch, a small
+ * number) is read in line; longer ones by read_long_bytes.
+ */
+static inline bool
+read_long(AvroRead *r, int64 *v)
+{
+	if (likely(r->p < r->end && *r->p < 0x80))
+	{
+		uint64		u = *r->p++;
+
+		*v = (int64) (u >> 1) ^ -(int64) (u & 1);
+		return true;
+	}
+	return read_long_bytes(r, v);
 }
 
 static inline bool
@@ -659,7 +817,12 @@ read_float(AvroRead *r, float4 *f)
 
 	if (r->end - r->p < 4)
 		return truncated(r);
+	/* Avro's floats are little-endian, as the host's, or not */
+#ifdef WORDS_BIGENDIAN
 	u = (uint32) r->p[0] | (uint32) r->p[1] << 8 | (uint32) r->p[2] << 16 | (uint32) r->p[3] << 24;
+#else
+	memcpy(&u, r->p, 4);
+#endif
 	r->p += 4;
 	memcpy(f, &u, 4);
 	return true;
@@ -672,8 +835,12 @@ read_double(AvroRead *r, float8 *d)
 
 	if (r->end - r->p < 8)
 		return truncated(r);
+#ifdef WORDS_BIGENDIAN
 	for (int i = 7; i >= 0; i--)
 		u = u << 8 | r->p[i];
+#else
+	memcpy(&u, r->p, 8);
+#endif
 	r->p += 8;
 	memcpy(d, &u, 8);
 	return true;
@@ -704,6 +871,16 @@ check_text(AvroRead *r, const uint8 *p, int len)
 {
 	int			i = 0;
 
+	/* eight bytes at a time while none has its high bit set or is zero */
+	for (; i + 8 <= len; i += 8)
+	{
+		uint64		w;
+
+		memcpy(&w, p + i, 8);
+		if (((w | ((w - UINT64CONST(0x0101010101010101)) & ~w)) &
+			 UINT64CONST(0x8080808080808080)) != 0)
+			break;
+	}
 	while (i < len && p[i] != 0 && p[i] < 0x80)
 		i++;
 	if (i == len)
@@ -1376,7 +1553,23 @@ message_plan(DecodeState *state, AvroRead *r, int len, const char **error)
 	return plan->error != NULL ? NULL : plan;
 }
 
-/* The fields of a record by its plan into values/nulls: false on a malformed body */
+/* A field into its column by read_value, which names the column in errors */
+static bool
+read_field(AvroRead *r, AvroField *field, Datum *value, bool *isnull)
+{
+	DecodeState *state = r->state;
+	DecodeColumn *c = &state->columns[field->column];
+
+	state->cur_column = c;
+	return read_value(r, field->type, field, c, &state->avro->columns[field->column],
+					  value, isnull);
+}
+
+/*
+ * The fields of a record by its plan into values/nulls: false on a
+ * malformed body.  One switch per field, on the op its plan chose; only
+ * the ops that can raise an error set the column the error context names.
+ */
 static bool
 read_record(AvroRead *r, AvroPlan *plan, Datum *values, bool *nulls)
 {
@@ -1385,23 +1578,108 @@ read_record(AvroRead *r, AvroPlan *plan, Datum *values, bool *nulls)
 	for (int f = 0; f < plan->nfields; f++)
 	{
 		AvroField  *field = &plan->fields[f];
+		Datum	   *value = field->att >= 0 ? &values[field->att] : NULL;
 		DecodeColumn *c;
+		const uint8 *p;
+		int			len;
+		int64		v;
+		float8		d;
 
-		if (field->column < 0)
+		if (field->att >= 0)
+			nulls[field->att] = false;
+		if (field->null_branch >= 0)
 		{
-			if (!skip_value(r, field->type))
-				return false;
-			continue;
+			/*
+			 * Branch 0 or 1 is one byte, zigzag 0 or 2.  Anything else is
+			 * malformed, and read like any union to say how.
+			 */
+			if (unlikely(r->p >= r->end || (*r->p & ~2) != 0))
+			{
+				if (!(field->att < 0 ? skip_value(r, field->type) :
+					  read_field(r, field, value, &nulls[field->att])))
+					return false;
+				continue;
+			}
+			if ((*r->p++ >> 1) == field->null_branch)
+			{
+				if (field->att >= 0)
+					nulls[field->att] = true;
+				continue;
+			}
 		}
-		c = &state->columns[field->column];
-		state->cur_column = c;
-		if (!read_value(r, field->type, field, c, &state->avro->columns[field->column],
-						&values[c->attindex], &nulls[c->attindex]))
-			return false;
+		switch (field->op)
+		{
+			case AOP_VALUE:
+				if (!read_field(r, field, value, &nulls[field->att]))
+					return false;
+				break;
+			case AOP_SKIP:
+				if (!skip_value(r, field->type))
+					return false;
+				break;
+			case AOP_SKIP_VARINT:
+				if (!read_long(r, &v))
+					return false;
+				break;
+			case AOP_SKIP_SPAN:
+				if (!read_span(r, &p, &len))
+					return false;
+				break;
+			case AOP_SKIP_FIXED:
+				if (!read_fixed(r, field->size, &p))
+					return false;
+				break;
+			case AOP_INT_INT4:
+				if (!read_int(r, &v))
+					return false;
+				*value = Int32GetDatum((int32) v);
+				break;
+			case AOP_INT_INT8:
+				if (!read_int(r, &v))
+					return false;
+				*value = Int64GetDatum(v);
+				break;
+			case AOP_LONG_INT8:
+				if (!read_long(r, &v))
+					return false;
+				*value = Int64GetDatum(v);
+				break;
+			case AOP_DOUBLE_FLOAT8:
+				if (!read_double(r, &d))
+					return false;
+				*value = Float8GetDatum(d);
+				break;
+			case AOP_STRING_TEXT:
+				{
+					text	   *t;
+
+					if (!read_span(r, &p, &len) || !check_text(r, p, len))
+						return false;
+					t = (text *) palloc(len + VARHDRSZ);
+					SET_VARSIZE(t, len + VARHDRSZ);
+					memcpy(VARDATA(t), p, len);
+					*value = PointerGetDatum(t);
+				}
+				break;
+			case AOP_TIMESTAMP:
+				if (!read_long(r, &v))
+					return false;
+				/* out of range is an error, its context the column */
+				c = &state->columns[field->column];
+				state->cur_column = c;
+				*value = timestamp_from_unix(v, field->millis, c, field->tz);
+				break;
+		}
 	}
 	state->cur_column = NULL;
 	for (int i = 0; i < plan->nabsent; i++)
+	{
+		int			att = state->columns[plan->absent[i]].attindex;
+
+		values[att] = (Datum) 0;
+		nulls[att] = true;
 		state->missing[plan->absent[i]]++;
+	}
 	return true;
 }
 

@@ -58,7 +58,7 @@ my $node = new_node('avro',
 	conf => "streamwin.schema_registry_timeout = 1000\n"
 	  . "streamwin.checkpoint_interval = 2\nstreamwin.checkpoint_min_interval = 0\n");
 my $broker = StreamwinTest::Broker->start(
-	topics => { types => 2, bad => 1, ref => 1, down => 1, live => 1, plain => 1, ups => 1, dbz => 1, keyed => 1 });
+	topics => { types => 2, bad => 1, ref => 1, ops => 1, down => 1, live => 1, plain => 1, ups => 1, dbz => 1, keyed => 1 });
 my $brokers = $broker->bootstrap;
 my $json = JSON::PP->new->canonical->allow_nonref;
 srand(25);
@@ -512,6 +512,100 @@ SELECT streamwin.create_query('avro_ref_rows', 'SELECT a, b FROM avro_ref', star
 $r = run_json($node, "run_batch('avro_ref_rows')");
 results_match($node, 'SELECT a, b FROM avro_ref_rows', q{VALUES (25.8, 77.2)},
 	'a reference with a logical type reads as the named type it refers to');
+
+# ==== 2b. Each way a field is read ================================================
+
+# The decoder reads the common shapes of fields by cases of their own
+# (a skipped field of each primitive type, a union of null and one type,
+# timestamps, ints, doubles and strings into their plain columns) and the
+# rest by the general reader: messages of two schemas interleaved, every
+# skipped type between read fields, the columns a schema lacks NULL in
+# rows that follow rows that had them, and each case's bad input.
+registry_schema(33, { type => 'record', name => 'skips', fields => [
+	{ name => 'a', type => 'long' }, { name => 'i', type => 'int' },
+	{ name => 'f', type => 'float' }, { name => 'd', type => 'double' },
+	{ name => 'x', type => { type => 'fixed', name => 'three', size => 3 } },
+	{ name => 'e', type => { type => 'enum', name => 'ab', symbols => [qw(a b)] } },
+	{ name => 'b', type => 'bytes' }, { name => 'flag', type => 'boolean' },
+	{ name => 'u', type => [ 'null', 'string' ] }, { name => 's', type => 'string' },
+	{ name => 'w', type => [ 'double', 'null' ] },
+	{ name => 'arr', type => { type => 'array', items => 'long' } } ] });
+registry_schema(34, { type => 'record', name => 'times', fields => [
+	{ name => 'ts', type => { type => 'long', logicalType => 'timestamp-micros' } },
+	{ name => 'ts3', type => { type => 'long', logicalType => 'timestamp-micros' } },
+	{ name => 'lts', type => { type => 'long', logicalType => 'local-timestamp-millis' } },
+	{ name => 'n', type => 'long' }, { name => 'o', type => [ 'long', 'null' ] },
+	{ name => 'i', type => [ 'null', 'int' ] } ] });
+sub skips_body
+{
+	my ($i, $s, $u, $w) = @_;
+	return zz(rand_int(-1e15, 1e15)) . zz($i) . av_float(rand(10)) . av_double(rand(1e9))
+	  . join('', map { chr(rand 256) } 1 .. 3) . zz(rand_int(0, 1)) . av_bytes(rand_bytes())
+	  . av_bool(rand() < 0.5) . (defined $u ? zz(1) . av_string($u) : zz(0)) . av_string($s)
+	  . (defined $w ? zz(0) . av_double($w) : zz(1))
+	  . av_block([ map { zz(rand_int(-1e12, 1e12)) } 1 .. rand_int(0, 3) ]);
+}
+sub times_body
+{
+	my ($ts, $ts3, $lts, $n, $o, $i) = @_;
+	return zz($ts) . zz($ts3) . zz($lts) . zz($n) . (defined $o ? zz(0) . zz($o) : zz(1))
+	  . (defined $i ? zz(1) . zz($i) : zz(0));
+}
+my (@ops, @ops_want, @ops_bad);
+for my $n (1 .. 80)
+{
+	if ($n % 2)
+	{
+		my ($i, $s) = (rand_int(-2**31, 2**31 - 1), rand_text());
+		push @ops, confluent(33, skips_body($i, $s, rand() < 0.5 ? rand_text() : undef,
+			rand() < 0.5 ? rand(100) : undef));
+		push @ops_want, "($i, " . lit($s) . ', NULL::timestamptz, NULL::timestamptz(3), NULL::timestamp, NULL::bigint, NULL::bigint)';
+	}
+	else
+	{
+		my ($ts, $ts3, $lts) = (rand_int(-2e15, 4e15), rand_int(-2e15, 4e15), rand_int(-2e12, 4e12));
+		my ($cnt, $o, $i) = (rand_int(1, 1e12), rand() < 0.3 ? undef : rand_int(-1e15, 1e15),
+			rand() < 0.3 ? undef : rand_int(-2**31, 2**31 - 1));
+		push @ops, confluent(34, times_body($ts, $ts3, $lts, $cnt, $o, $i));
+		push @ops_want, '(' . ($i // 'NULL::int') . ', NULL::text, ' . since_epoch('timestamptz', $ts) . ', '
+		  . since_epoch('timestamptz', $ts3) . '::timestamptz(3), ' . since_epoch('timestamp', $lts * 1000)
+		  . ", $cnt, " . ($o // 'NULL') . ')';
+	}
+	next if $n % 10;
+	# after every tenth message, one bad one
+	my @kinds = (
+		[ confluent(34, times_body(-1152921504606846976, 0, 0, 1, 1, 1)),
+		  qr/timestamp -1152921504606846976 is out of range for type timestamp with time zone \(Avro field "ts" of the message\)/ ],
+		[ confluent(34, times_body(0, 0, 2305843009213693952, 1, 1, 1)),
+		  qr/timestamp 2305843009213693952 is out of range for type timestamp without time zone \(Avro field "lts" of the message\)/ ],
+		[ confluent(34, times_body(0, 0, 0, -5, 1, 1)),
+		  qr/value for domain ops_count violates check constraint .*\(Avro field "n" of the message\)/ ],
+		[ confluent(34, zz(0) x 3 . zz(1) . zz(2) . zz(1)), qr/Avro union branch 2 out of range at byte 9/ ],
+		[ confluent(34, zz(0) x 3 . zz(1) . "\x01" . zz(1)), qr/Avro union branch -1 out of range at byte 9/ ],
+		[ confluent(34, zz(0) x 3 . zz(1)), qr/truncated at byte 9/ ],
+		[ confluent(33, zz(1) . zz(2) . av_float(1) . av_double(2) . "\x01"), qr/truncated at byte 19/ ],
+		[ confluent(33, zz(1) . zz(2) . av_float(1) . av_double(2) . 'xyz' . zz(1) . zz(0) . av_bool(1) . zz(3)),
+		  qr/Avro union branch 3 out of range at byte 25/ ]);
+	my $k = $kinds[ $n / 10 - 1 ];
+	push @ops, $k->[0];
+	push @ops_bad, [ $#ops, $k->[1] ];
+}
+$broker->produce('ops', \@ops, hex => 1);
+psql_ok($node, qq{
+CREATE DOMAIN ops_count AS bigint CHECK (VALUE > 0);
+SELECT streamwin.create_kafka_source('avro_ops', '$brokers', 'ops',
+    'i int, s text, ts timestamptz, ts3 timestamptz(3), lts timestamp, n ops_count, o bigint', 'avro',
+    '{"schema_registry": "$registry"}');
+SELECT streamwin.create_query('avro_ops_rows', 'SELECT * FROM avro_ops', start => false);
+}, 'a source of two schemas whose fields are read every way');
+$r = run_json($node, "run_batch('avro_ops_rows')");
+is($r->{dead_letters}, scalar @ops_bad, 'each bad message is a dead letter');
+results_match($node, 'SELECT i, s, ts, ts3, lts, n::bigint, o FROM avro_ops_rows',
+	"VALUES\n" . join(",\n", @ops_want), 'every field read, skipped or NULL where it belongs: exact');
+%dead = map { my ($o, $e) = split /\t/; ($o => $e) } split /\n/, $node->safe_psql('postgres',
+	q{SELECT "offset", error FROM streamwin.dead_letters WHERE source = 'avro_ops'},
+	extra_params => [ '-F', "\t" ]);
+like($dead{ $_->[0] } // '(none)', $_->[1], "dead letter at offset $_->[0] says why") for @ops_bad;
 
 # ==== 3. The registry failing ====================================================
 
