@@ -8,10 +8,12 @@
  * building a decoder, the encoding check every payload goes through, and
  * the hand-over of each message to its format.  The JSON, CSV and Avro
  * parsers live in decode_json.c, decode_csv.c and decode_avro.c (whose
- * schemas the functions at the end of this file add); the text format is small enough
- * to live here.  A Debezium change event is taken apart by
- * decode_envelope.c, and each of its row images decoded here as a message.  All of them convert values with decode_input()
- * (decode_value.c), at the bottom; none of them calls back up here.
+ * schemas the functions at the end of this file add); the text format is
+ * small enough to live here.  A Debezium change event in JSON is taken
+ * apart by decode_envelope.c, and each of its row images decoded here as a
+ * message; one in Avro is read whole by decode_avro.c.  All of them convert
+ * values with decode_input() (decode_value.c), at the bottom; none of them
+ * calls back up here.
  *
  * src/decode/decode.c
  *
@@ -61,7 +63,8 @@ struct MessageDecoder
 	 * A decoded message sets every attribute: the format sets each column
 	 * (every format does, Avro the columns its writer schema lacks to
 	 * NULL), and no attribute is dropped or metadata.  Then a row needs no
-	 * clearing before it is decoded.
+	 * clearing before it is decoded.  (A Debezium event's two images are
+	 * cleared first whatever this says: an op fills one or both.)
 	 */
 	bool		fills_all;
 };

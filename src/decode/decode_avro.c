@@ -26,6 +26,12 @@
  *
  * Decoding then walks the plan's fields over the body, making each value's
  * Datum directly (no intermediate tree, no text for numbers and times).
+ * Each field's way of being read is chosen with the plan (AvroFieldOp):
+ * the shapes most topics have (a skipped primitive, an int, long, double,
+ * string or timestamp into its plain column, either alone or in a union
+ * with null) by a case of their own, the rest by the general reader.  A
+ * decoded message sets every column, those its schema lacks to NULL: the
+ * caller (decode.c) does not clear a row first.
  * avro-c's generic values, the alternative, cost as much per event as all
  * of this decoding before a single Datum is made
  * (test/bench/avro-results.md).  Every read is bounds-checked: a
@@ -553,6 +559,8 @@ resolve_debezium(DecodeState *state, AvroPlan *plan, const AvroType *w)
 	{
 		plan->fields[f].type = w->types[f];
 		plan->fields[f].column = -1;
+		/* read by decode_avro_debezium, not read_record: skips, all the same */
+		choose_op(state, &plan->fields[f]);
 		if (strcmp(w->names[f], "op") == 0 && w->types[f]->kind == AVT_STRING)
 			plan->op_field = f;
 		for (int i = 0; i < 2; i++)
@@ -703,7 +711,8 @@ truncated(AvroRead *r)
 }
 
 /*
- * A zigzag varint (Avro's int and long) of more than one byte.  Where the
+ * A zigzag varint (Avro's int and long) that read_long does not read in
+ * line: longer than a byte, or at the end of the body.  Where the
  * body has the longest varint's 10 bytes left (all but the last few bytes
  * of a record), it is read without a bounds check per byte; the loop below
  * reads the rest, and says what is wrong with a bad one (the fast path
@@ -1110,6 +1119,7 @@ read_value(AvroRead *r, const AvroType *w, const AvroField *field, DecodeColumn 
 	}
 	if (w->kind == AVT_NULL)
 	{
+		*value = (Datum) 0;
 		*isnull = true;
 		return true;
 	}
@@ -1603,7 +1613,10 @@ read_record(AvroRead *r, AvroPlan *plan, Datum *values, bool *nulls)
 			if ((*r->p++ >> 1) == field->null_branch)
 			{
 				if (field->att >= 0)
+				{
+					*value = (Datum) 0;
 					nulls[field->att] = true;
+				}
 				continue;
 			}
 		}

@@ -144,7 +144,8 @@ avro_input_begin_batch(AvroSchemas *as)
 void
 avro_input_prepare(AvroSchemas *as, MessageDecoder *decoder, SourceRow *rows, int n, bool keys)
 {
-	int32		last = -1;
+	int32		last = 0;
+	bool		have_last = false;
 
 	decoder_avro_forget_missing(decoder);
 
@@ -155,12 +156,20 @@ avro_input_prepare(AvroSchemas *as, MessageDecoder *decoder, SourceRow *rows, in
 
 		if (!(keys ? decoder_avro_schema_id(rows[i].key, rows[i].keylen, &id) :
 			  decoder_avro_schema_id(rows[i].payload, rows[i].len, &id)) ||
-			id == last)
+			(have_last && id == last))
 			continue;
 		/* runs of one id are the rule: a lookup per run, not per message */
 		last = id;
+		have_last = true;
 		if (decoder_avro_has_schema(decoder, id))
 			continue;
+		if (id < 0)
+		{
+			/* no registry gives one, and -1 names the plain schema inside */
+			decoder_avro_add_missing(decoder, id,
+									 psprintf("Avro schema id %d in the Confluent header is negative: no schema registry assigns one", id));
+			continue;
+		}
 		schema = catalog_avro_schema(as->source_id, id);
 		if (schema != NULL)
 			decoder_avro_add_schema(decoder, id, schema, strlen(schema));

@@ -34,7 +34,8 @@ extern void avro_input_begin_batch(AvroSchemas *as);
  *		their payloads, or with keys those of their keys, for the decoder
  *		of an upsert source's keys) that it does not know, from streamwin.avro_schemas or else from the registry (and
  *		then kept there in the batch's transaction).  An id the registry
- *		does not have makes its messages dead letters for this batch.
+ *		does not have, or a negative one, which none gives, makes its
+ *		messages dead letters for this batch.
  *		Raises an error (failing the batch) when the registry fails.
  */
 extern void avro_input_prepare(AvroSchemas *as, MessageDecoder *decoder,

@@ -473,6 +473,14 @@ my @bad = (
 	[ confluent(5, zz(9) . zz(1) . av_bytes("\xffabc")),  qr/Avro string at byte 8 is not valid UTF8 text/ ],
 	[ confluent(5, zz(9) . zz(1) . av_bytes("abc\xc3")), qr/Avro string at byte 8 is not valid UTF8 text/ ],
 	[ confluent(5, zz(9) . zz(1) . av_bytes("ab\x00cd")), qr/Avro string at byte 8 is not valid UTF8 text/ ],
+	# strings long enough to be checked eight bytes at a time: a NUL or a
+	# byte that is not UTF-8 in the first eight, or after them
+	[ confluent(5, zz(9) . zz(1) . av_bytes("abcdefg\x00ijkl")), qr/Avro string at byte 8 is not valid UTF8 text/ ],
+	[ confluent(5, zz(9) . zz(1) . av_bytes("abc\xffdefghij")), qr/Avro string at byte 8 is not valid UTF8 text/ ],
+	[ confluent(5, zz(9) . zz(1) . av_bytes("abcdefghij\x00")), qr/Avro string at byte 8 is not valid UTF8 text/ ],
+	[ confluent(5, zz(10) . zz(1) . av_string("abcdefgh\x{e9}t\x{e9}")), undef ],
+	# a schema id no registry gives: -1 names the plain schema inside
+	[ "\x00\xff\xff\xff\xff" . zz(11),        qr/Avro schema id -1 in the Confluent header is negative/ ],
 	[ $good5->(8, 'eight'),                     undef ]);
 $broker->produce('bad', [ map { $_->[0] } @bad ], hex => 1);
 psql_ok($node, qq{
@@ -481,10 +489,10 @@ SELECT streamwin.create_kafka_source('avro_bad', '$brokers', 'bad', 'i int, s te
 SELECT streamwin.create_query('avro_bad_rows', 'SELECT * FROM avro_bad', start => false);
 }, 'a source for bad messages');
 $r = run_json($node, "run_batch('avro_bad_rows')");
-is($r->{dead_letters}, 15, 'fifteen dead letters');
+is($r->{dead_letters}, 19, 'nineteen dead letters');
 results_match($node, 'SELECT i, s FROM avro_bad_rows',
 	q{VALUES (1, 'one'), (2147483647, 'a string long enough'), (-2147483648, U&'\00FCn\00EFc\00F6d\00E9 \2713'),
-	  (8, 'eight')},
+	  (10, U&'abcdefgh\00E9t\00E9'), (8, 'eight')},
 	'the good messages around them arrive');
 my %dead = map { my ($o, $e) = split /\t/; ($o => $e) } split /\n/, $node->safe_psql('postgres',
 	q{SELECT "offset", error FROM streamwin.dead_letters WHERE source = 'avro_bad'},
@@ -552,7 +560,7 @@ sub times_body
 	  . (defined $i ? zz(1) . zz($i) : zz(0));
 }
 my (@ops, @ops_want, @ops_bad);
-for my $n (1 .. 80)
+for my $n (1 .. 90)
 {
 	if ($n % 2)
 	{
@@ -585,7 +593,8 @@ for my $n (1 .. 80)
 		[ confluent(34, zz(0) x 3 . zz(1)), qr/truncated at byte 9/ ],
 		[ confluent(33, zz(1) . zz(2) . av_float(1) . av_double(2) . "\x01"), qr/truncated at byte 19/ ],
 		[ confluent(33, zz(1) . zz(2) . av_float(1) . av_double(2) . 'xyz' . zz(1) . zz(0) . av_bool(1) . zz(3)),
-		  qr/Avro union branch 3 out of range at byte 25/ ]);
+		  qr/Avro union branch 3 out of range at byte 25/ ],
+		[ confluent(34, times_body(0, 0, 0, 1, 1, 2**31)), qr/Avro int out of range at byte 12/ ]);
 	my $k = $kinds[ $n / 10 - 1 ];
 	push @ops, $k->[0];
 	push @ops_bad, [ $#ops, $k->[1] ];
