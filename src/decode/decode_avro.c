@@ -57,6 +57,7 @@
 #include "miscadmin.h"
 #include "common/shortest_dec.h"
 #include "mb/pg_wchar.h"
+#include "port/pg_bitutils.h"
 #include "utils/builtins.h"
 #include "utils/date.h"
 #include "utils/datetime.h"
@@ -723,6 +724,36 @@ read_long_bytes(AvroRead *r, int64 *v)
 {
 	uint64		u = 0;
 
+#ifndef WORDS_BIGENDIAN
+
+	/*
+	 * Up to 8 bytes (a timestamp's microseconds, an id) with 8 left: found
+	 * in one load, where the first byte without its high bit ends it, and
+	 * its 7-bit groups packed together in three steps, pairs, fours, eight.
+	 */
+	if (likely(r->end - r->p >= 8))
+	{
+		uint64		w;
+		uint64		stops;
+
+		memcpy(&w, r->p, 8);
+		stops = ~w & UINT64CONST(0x8080808080808080);
+		if (likely(stops != 0))
+		{
+			int			nbits = pg_rightmost_one_pos64(stops) + 1;
+
+			if (nbits < 64)
+				w &= (UINT64CONST(1) << nbits) - 1;
+			w &= UINT64CONST(0x7f7f7f7f7f7f7f7f);
+			w = ((w & UINT64CONST(0x7f007f007f007f00)) >> 1) | (w & UINT64CONST(0x007f007f007f007f));
+			w = ((w & UINT64CONST(0x3fff00003fff0000)) >> 2) | (w & UINT64CONST(0x00003fff00003fff));
+			w = ((w & UINT64CONST(0x0fffffff00000000)) >> 4) | (w & UINT64CONST(0x000000000fffffff));
+			r->p += nbits / 8;
+			*v = (int64) (w >> 1) ^ -(int64) (w & 1);
+			return true;
+		}
+	}
+#endif
 	if (likely(r->end - r->p >= 10))
 	{
 		const uint8 *p = r->p;

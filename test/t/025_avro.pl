@@ -599,6 +599,35 @@ for my $n (1 .. 90)
 	push @ops, $k->[0];
 	push @ops_bad, [ $#ops, $k->[1] ];
 }
+# varints of every length, 1 to 10 bytes, at the edges of each: the
+# largest zigzag value of k bytes and the smallest of k + 1, as a long
+# with more than 8 bytes after it (schema 35: read a word at a time) and
+# as the body's last bytes (schema 36: read a byte at a time)
+registry_schema(35, { type => 'record', name => 'padded', fields => [
+	{ name => 'o', type => 'long' }, { name => 'pad', type => 'string' } ] });
+registry_schema(36, { type => 'record', name => 'last', fields => [ { name => 'o', type => 'long' } ] });
+sub zz_big
+{
+	my ($u) = @_;
+	my $out = '';
+	while ($u->bcmp(0x80) >= 0)
+	{
+		$out .= chr(($u->copy->band(0x7f)->numify) | 0x80);
+		$u->brsft(7);
+	}
+	return $out . chr($u->numify);
+}
+for my $k (1 .. 9)
+{
+	for my $u (Math::BigInt->new(2)->bpow(7 * $k)->bsub(1), Math::BigInt->new(2)->bpow(7 * $k))
+	{
+		next if $u->bcmp(Math::BigInt->new(2)->bpow(64)) >= 0;
+		# zigzag: an even u is u / 2, an odd one -(u + 1) / 2
+		my $v = $u->is_even ? $u->copy->bdiv(2) : $u->copy->badd(1)->bdiv(2)->bneg;
+		push @ops, confluent(35, zz_big($u->copy) . av_string('twelve bytes')), confluent(36, zz_big($u->copy));
+		push @ops_want, ("(NULL::int, NULL::text, NULL::timestamptz, NULL::timestamptz(3), NULL::timestamp, NULL::bigint, $v)") x 2;
+	}
+}
 $broker->produce('ops', \@ops, hex => 1);
 psql_ok($node, qq{
 CREATE DOMAIN ops_count AS bigint CHECK (VALUE > 0);
