@@ -188,6 +188,8 @@ typedef struct AvroRead
 	const uint8 *end;
 	const char *error;			/* set when a read fails */
 	int			depth;
+	int64		values_left;	/* values skipped or rendered as JSON the
+								 * message may still hold */
 	int64		empty_items;	/* items of no bytes (nulls in arrays) the
 								 * message may still hold */
 	DecodeState *state;
@@ -942,10 +944,34 @@ out_of_range(const char *what, long long v, const DecodeColumn *c)
 }
 
 /*
+ * A decimal of writer type w (bytes or fixed) at p (len bytes) as text
+ * into buf, or false (r->error) when it has more digits than w's
+ * precision allows: the bytes of sign extension left out, at most
+ * precision * log256(10) + 1 bytes.  The conversion takes time in the
+ * square of the bytes, so a message of a megabyte of them is not tried.
+ */
+static bool decimal_text(const uint8 *p, int n, int scale, StringInfo buf);
+
+static bool
+read_decimal_text(AvroRead *r, const uint8 *p, int len, const AvroType *w, StringInfo buf)
+{
+	uint8		sign = len > 0 && (p[0] & 0x80) ? 0xff : 0x00;
+	int			skip = 0;
+	int			max = (int) (((int64) w->precision * 415241 + 999999) / 1000000) + 1;
+
+	while (skip < len - 1 && p[skip] == sign && (p[skip + 1] & 0x80) == (sign & 0x80))
+		skip++;
+	if (len - skip > max)
+		return fail(r, psprintf("Avro decimal at byte %d has more digits than its precision %d",
+								(int) (p - r->start), w->precision));
+	return decimal_text(p + skip, len - skip, w->scale, buf);
+}
+
+/*
  * The decimal text of the unscaled two's complement big-endian integer at
  * p (n bytes) with scale digits after the point, into buf.
  */
-static void
+static bool
 decimal_text(const uint8 *p, int n, int scale, StringInfo buf)
 {
 	uint8	   *mag = palloc(Max(n, 1));
@@ -1000,6 +1026,7 @@ decimal_text(const uint8 *p, int n, int scale, StringInfo buf)
 	}
 	pfree(mag);
 	pfree(digits);
+	return true;
 }
 
 static Datum
@@ -1211,7 +1238,8 @@ read_value(AvroRead *r, const AvroType *w, const AvroField *field, DecodeColumn 
 				StringInfo	buf = &((AvroDecoder *) state->avro)->json;
 
 				resetStringInfo(buf);
-				decimal_text(p, len, w->scale, buf);
+				if (!read_decimal_text(r, p, len, w, buf))
+					return false;
 				*value = numeric_from_text(buf->data, c->typmod);
 			}
 			else if (t == TARGET_UUID && w->kind == AVT_FIXED)
@@ -1257,6 +1285,16 @@ enter(AvroRead *r)
 	if (++r->depth > AVRO_MAX_DEPTH)
 		return fail(r, psprintf("Avro values nest deeper than %d levels at byte %d",
 								AVRO_MAX_DEPTH, at_byte(r)));
+
+	/*
+	 * Most values take a byte at least, but records of nulls take none: a
+	 * schema that nests two of them in each of 60 levels would make a
+	 * message of no bytes 2^60 values to walk.  A message may hold twice
+	 * as many values as bytes, and the nulls its arrays may declare.
+	 */
+	if (--r->values_left < 0)
+		return fail(r, psprintf("Avro message of %d bytes holds more values than it can: its schema nests values of no bytes",
+								(int) (r->end - r->start)));
 	check_stack_depth();
 	return true;
 }
@@ -1471,7 +1509,7 @@ render_json(AvroRead *r, const AvroType *w, StringInfo buf)
 			else
 				ok = read_span(r, &p, &len);
 			if (ok && w->logical == AVRO_LOGICAL_DECIMAL)
-				decimal_text(p, len, w->scale, buf);
+				ok = read_decimal_text(r, p, len, w, buf);
 			else if (ok)
 				json_bytes(buf, p, len);
 			break;
@@ -1735,6 +1773,7 @@ read_start(AvroRead *r, DecodeState *state, const char *payload, int len)
 	r->error = NULL;
 	r->depth = 0;
 	r->empty_items = AVRO_MAX_EMPTY_ITEMS;
+	r->values_left = (int64) len * 2 + AVRO_MAX_EMPTY_ITEMS + 64;
 	r->state = state;
 }
 

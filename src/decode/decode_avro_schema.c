@@ -179,22 +179,35 @@ full_name(JsonbValue *obj, const char *ns, const char **own_ns)
 	return space != NULL && space[0] != '\0' ? psprintf("%s.%s", space, name) : name;
 }
 
-/* A named type the schema defined before, by its full or short name */
 static AvroType *
-lookup_named(SchemaParse *ps, const char *name, const char *ns)
+find_named(SchemaParse *ps, const char *fullname)
 {
-	char	   *qualified = ns != NULL && ns[0] != '\0' && strchr(name, '.') == NULL ?
-		psprintf("%s.%s", ns, name) : NULL;
 	ListCell   *lc;
 
 	foreach(lc, ps->named)
 	{
 		AvroType   *t = lfirst(lc);
 
-		if (strcmp(t->name, name) == 0 || (qualified && strcmp(t->name, qualified) == 0))
+		if (strcmp(t->name, fullname) == 0)
 			return t;
 	}
 	return NULL;
+}
+
+/*
+ * A named type the schema defined before: a short name is the type of
+ * that name in the enclosing namespace, and only where there is none, the
+ * type of that name in no namespace (as Avro's Java library reads it,
+ * which writes such references short)
+ */
+static AvroType *
+lookup_named(SchemaParse *ps, const char *name, const char *ns)
+{
+	AvroType   *t = NULL;
+
+	if (ns != NULL && ns[0] != '\0' && strchr(name, '.') == NULL)
+		t = find_named(ps, psprintf("%s.%s", ns, name));
+	return t != NULL ? t : find_named(ps, name);
 }
 
 /* A logical type on t, if it fits (else, as the specification says, none) */

@@ -32,6 +32,13 @@
 #include "jsonb_util.h"
 #include "schema_registry.h"
 
+/* An id the registry could not give in this batch, and why */
+typedef struct MissingSchema
+{
+	int32		id;
+	char	   *reason;
+} MissingSchema;
+
 /* A schema from the registry, not yet seen committed in the catalog */
 typedef struct UnstoredSchema
 {
@@ -47,7 +54,8 @@ struct AvroSchemas
 	char	   *user;
 	char	   *password;
 	List	   *unstored;		/* UnstoredSchema * */
-	List	   *missing;		/* ids the registry lacked in this batch */
+	List	   *missing;		/* MissingSchema: ids the registry could not
+								 * give in this batch */
 };
 
 char *
@@ -95,17 +103,34 @@ avro_input_create(SourceInfo *src, MessageDecoder *decoder)
 static void
 fetch_schema(AvroSchemas *as, MessageDecoder *decoder, int32 id)
 {
-	char	   *schema = list_member_int(as->missing, id) ? NULL :
-		schema_registry_fetch(as->url, as->user, as->password, id);
+	char	   *reason = NULL;
+	char	   *schema;
 	UnstoredSchema *u;
 	MemoryContext old;
+	ListCell   *lc;
 
+	/* an id the registry could not give this batch: not asked again */
+	foreach(lc, as->missing)
+	{
+		MissingSchema *m = lfirst(lc);
+
+		if (m->id == id)
+		{
+			decoder_avro_add_missing(decoder, id, m->reason);
+			return;
+		}
+	}
+	schema = schema_registry_fetch(as->url, as->user, as->password, id, &reason);
 	if (schema == NULL)
 	{
-		decoder_avro_add_missing(decoder, id,
-								 psprintf("Avro writer schema %d is not in the schema registry", id));
+		MissingSchema *m;
+
+		decoder_avro_add_missing(decoder, id, reason);
 		old = MemoryContextSwitchTo(as->cxt);
-		as->missing = list_append_unique_int(as->missing, id);
+		m = palloc(sizeof(MissingSchema));
+		m->id = id;
+		m->reason = pstrdup(reason);
+		as->missing = lappend(as->missing, m);
 		MemoryContextSwitchTo(old);
 		return;
 	}
@@ -124,7 +149,9 @@ avro_input_begin_batch(AvroSchemas *as)
 {
 	ListCell   *lc;
 
-	list_free(as->missing);
+	foreach(lc, as->missing)
+		pfree(((MissingSchema *) lfirst(lc))->reason);
+	list_free_deep(as->missing);
 	as->missing = NIL;
 
 	/* schemas a failed batch stored: again, until found committed */

@@ -24,6 +24,7 @@
 #include <curl/curl.h>
 
 #include "miscadmin.h"
+#include "postmaster/interrupt.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 
@@ -75,7 +76,8 @@ collect(char *ptr, size_t size, size_t nmemb, void *arg)
 static int
 interrupted(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow)
 {
-	return QueryCancelPending || ProcDiePending ? 1 : 0;
+	/* a query's worker is asked to stop by ShutdownRequestPending */
+	return QueryCancelPending || ProcDiePending || ShutdownRequestPending ? 1 : 0;
 }
 
 /*
@@ -101,12 +103,34 @@ schema_registry_check_url(const char *url)
 				 errhint("Give an http or https URL, for example \"http://registry:8081\".")));
 }
 
+/*
+ * url without the user and password it may hold (http://user:pw@host/):
+ * errors go to the query's last_error and the server log
+ */
+static char *
+url_without_login(const char *url)
+{
+	const char *host = strstr(url, "://");
+	const char *at;
+	const char *slash;
+
+	if (host == NULL)
+		return pstrdup(url);
+	host += 3;
+	at = strchr(host, '@');
+	slash = strchr(host, '/');
+	if (at == NULL || (slash != NULL && slash < at))
+		return pstrdup(url);
+	return psprintf("%.*s%s", (int) (host - url), url, at + 1);
+}
+
 static void
 registry_failed(const char *url, int32 id, const char *detail)
 {
 	ereport(ERROR,
 			(errcode(ERRCODE_CONNECTION_FAILURE),
-			 errmsg("could not fetch Avro schema %d from the schema registry at \"%s\"", id, url),
+			 errmsg("could not fetch Avro schema %d from the schema registry at \"%s\"", id,
+					url_without_login(url)),
 			 errdetail("%s", detail),
 			 errhint("The batch is retried until the registry answers; no message is skipped.")));
 }
@@ -131,21 +155,35 @@ answer_json(const char *body)
 	return jb != NULL && JB_ROOT_IS_OBJECT(jb) ? jb : NULL;
 }
 
-/* The schema in a registry's 200 answer (body), or an error */
+/*
+ * The schema in a registry's 200 answer (body), or an error.  A schema
+ * that refers to types of other subjects' schemas ("references", for
+ * Protobuf's and JSON Schema's imports and Avro's shared types) cannot be
+ * read without them: NULL, and *reason says so.
+ */
 static char *
-schema_of_answer(const char *url, int32 id, const char *body)
+schema_of_answer(const char *url, int32 id, const char *body, char **reason)
 {
 	Jsonb	   *jb = answer_json(body);
 	char	   *schema = jb != NULL ? jsonb_get_text(jb, "schema") : NULL;
+	JsonbValue *refs = jb != NULL ? option_value(jb, "references") : NULL;
 
 	if (schema == NULL)
 		registry_failed(url, id, psprintf("The registry's answer is not a JSON object with a \"schema\": %.200s",
 										  body));
+	if (refs != NULL && !(refs->type == jbvBinary && JsonContainerIsArray(refs->val.binary.data) &&
+						  JsonContainerSize(refs->val.binary.data) == 0))
+	{
+		*reason = psprintf("Avro writer schema %d refers to types of other subjects' schemas (schema references), which streamwin does not read",
+						   id);
+		return NULL;
+	}
 	return schema;
 }
 
 char *
-schema_registry_fetch(const char *url, const char *user, const char *password, int32 id)
+schema_registry_fetch(const char *url, const char *user, const char *password, int32 id,
+					  char **reason)
 {
 	CURL	   *curl;
 	CURLcode	rc;
@@ -210,11 +248,14 @@ schema_registry_fetch(const char *url, const char *user, const char *password, i
 		char	   *code = jb != NULL ? jsonb_get_text(jb, "error_code") : NULL;
 
 		if (code != NULL && strcmp(code, "40403") == 0)
+		{
+			*reason = psprintf("Avro writer schema %d is not in the schema registry", id);
 			return NULL;
+		}
 		registry_failed(url, id, psprintf("The registry answered HTTP 404 without its error code 40403 (schema not found): %.200s",
 										  body));
 	}
 	if (status != 200)
 		registry_failed(url, id, psprintf("The registry answered HTTP %ld: %.200s", status, body));
-	return schema_of_answer(url, id, body);
+	return schema_of_answer(url, id, body, reason);
 }

@@ -58,7 +58,7 @@ my $node = new_node('avro',
 	conf => "streamwin.schema_registry_timeout = 1000\n"
 	  . "streamwin.checkpoint_interval = 2\nstreamwin.checkpoint_min_interval = 0\n");
 my $broker = StreamwinTest::Broker->start(
-	topics => { types => 2, bad => 1, ref => 1, ops => 1, down => 1, live => 1, plain => 1, ups => 1, dbz => 1, keyed => 1 });
+	topics => { types => 2, bad => 1, ref => 1, ops => 1, hostile => 1, down => 1, live => 1, plain => 1, ups => 1, dbz => 1, keyed => 1 });
 my $brokers = $broker->bootstrap;
 my $json = JSON::PP->new->canonical->allow_nonref;
 srand(25);
@@ -645,6 +645,58 @@ results_match($node, 'SELECT i, s, ts, ts3, lts, n::bigint, o FROM avro_ops_rows
 	extra_params => [ '-F', "\t" ]);
 like($dead{ $_->[0] } // '(none)', $_->[1], "dead letter at offset $_->[0] says why") for @ops_bad;
 
+# ==== 2c. Hostile, unsupported and subtle schemas ==================================
+
+# A decimal of more bytes than its precision allows is a dead letter before
+# its (quadratic) conversion; bytes of sign extension do not count.
+registry_schema(37, { type => 'record', name => 'dec', fields => [
+	{ name => 'd', type => { type => 'bytes', logicalType => 'decimal', precision => 10, scale => 2 } } ] });
+# Records of no bytes nested two to a level, 60 levels deep: a message of
+# no bytes would be 2^60 values to skip.
+my $zero = { type => 'record', name => 'Y0', fields => [ { name => 'n', type => 'null' } ] };
+$zero = { type => 'record', name => "Y$_", fields => [ { name => 'a', type => $zero },
+	{ name => 'b', type => 'Y' . ($_ - 1) } ] } for 1 .. 60;
+registry_schema(38, { type => 'record', name => 'deep', fields => [ { name => 'z', type => $zero },
+	{ name => 'd', type => { type => 'bytes', logicalType => 'decimal', precision => 10, scale => 2 } } ] });
+# A schema with references to other subjects' schemas
+open my $refs_fh, '>', "$regdir/39.json" or die;
+print $refs_fh $json->encode({ schema => $json->encode({ type => 'record', name => 'order',
+			fields => [ { name => 'd', type => 'com.acme.Amount' } ] }),
+	references => [ { name => 'com.acme.Amount', subject => 'amount', version => 1 } ] });
+close $refs_fh;
+# A short name is the type of that name in the enclosing namespace first:
+# "X" inside namespace n is n.X, not the X of no namespace defined before
+registry_schema(40, { type => 'record', name => 'Main', fields => [
+	{ name => 'x1', type => { type => 'record', name => 'X', fields => [ { name => 'v', type => 'int' } ] } },
+	{ name => 'y', type => { type => 'record', name => 'Y', namespace => 'n', fields => [
+		{ name => 'x2', type => { type => 'record', name => 'X', fields => [ { name => 's', type => 'string' } ] } },
+		{ name => 'x3', type => 'X' } ] } } ] });
+my @hostile = (
+	[ confluent(37, av_bytes(av_decimal(12345))), undef ],
+	[ confluent(37, av_bytes("\x01" x 64)), qr/Avro decimal at byte 7 has more digits than its precision 10/ ],
+	[ confluent(37, av_bytes(("\xff" x 40) . av_decimal(-5))), undef ],
+	[ confluent(38, av_bytes(av_decimal(1))), qr/Avro message of 7 bytes holds more values than it can/ ],
+	[ confluent(39, av_bytes(av_decimal(1))), qr/Avro writer schema 39 refers to types of other subjects' schemas \(schema references\), which streamwin does not read/ ],
+	[ confluent(40, zz(5) . av_string('a') . av_string('b')), undef ]);
+$broker->produce('hostile', [ map { $_->[0] } @hostile ], hex => 1);
+psql_ok($node, qq{
+SELECT streamwin.create_kafka_source('avro_hostile', '$brokers', 'hostile', 'd numeric, y jsonb', 'avro',
+    '{"schema_registry": "$registry"}');
+SELECT streamwin.create_query('avro_hostile_rows', 'SELECT d, y FROM avro_hostile', start => false);
+}, 'a source of hostile, unsupported and subtle schemas');
+$r = run_json($node, "run_batch('avro_hostile_rows')");
+is($r->{dead_letters}, scalar(grep { $_->[1] } @hostile), 'hostile and unsupported messages are dead letters');
+results_match($node, 'SELECT d, y FROM avro_hostile_rows',
+	q{VALUES (123.45, NULL::jsonb), (-0.05, NULL), (NULL, '{"x2": {"s": "a"}, "x3": {"s": "b"}}')},
+	'decimals with sign extension, and a short name in its namespace, read exactly');
+%dead = map { my ($o, $e) = split /\t/; ($o => $e) } split /\n/, $node->safe_psql('postgres',
+	q{SELECT "offset", error FROM streamwin.dead_letters WHERE source = 'avro_hostile'},
+	extra_params => [ '-F', "\t" ]);
+for my $o (0 .. $#hostile)
+{
+	like($dead{$o} // '(none)', $hostile[$o][1], "dead letter at offset $o says why") if $hostile[$o][1];
+}
+
 # ==== 3. The registry failing ====================================================
 
 registry_schema(6, { type => 'record', name => 'd', fields => [ { name => 'n', type => 'long' } ] });
@@ -681,6 +733,16 @@ registry_start();
 $r = run_json($node, "run_batch('avro_down_rows')");
 results_match($node, 'SELECT n FROM avro_down_rows', 'SELECT generate_series(1, 20)::bigint',
 	'registry back: exact');
+
+# a user and password in the registry's URL stay out of the error
+psql_ok($node, qq{
+SELECT streamwin.create_kafka_source('avro_login', '$brokers', 'down', 'n bigint', 'avro',
+    '{"schema_registry": "http://someone:secretpw\@127.0.0.1:1/"}');
+SELECT streamwin.create_query('avro_login_rows', 'SELECT n FROM avro_login', start => false);
+}, 'a source whose registry URL holds a login');
+fails_like($node, "SELECT streamwin.run_batch('avro_login_rows')",
+	qr{could not fetch Avro schema 6 from the schema registry at "http://127\.0\.0\.1:1/"},
+	'the registry error names the URL without its login');
 
 # ... and with a worker: the query shows the error and goes on when it is back
 registry_schema(7, { type => 'record', name => 'd', fields => [ { name => 'n', type => 'long' } ] });
