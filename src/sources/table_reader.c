@@ -257,7 +257,7 @@ table_fetch_rows(SourceReader *rd, int timeout_ms, int linger_ms, SourceRow **ro
 		/* a query whose creation has not committed may need the slot as is */
 		table_catalog_now(rd, may_confirm ? &retained : NULL);
 		table_fetch(rd->source->slot_name, rd->source->source_table, rd->query->query_id, rd->desc,
-					table_position(&p->next), NULL, rd->source->max_records_per_batch,
+					rd->source->nmetadata, table_position(&p->next), NULL, rd->source->max_records_per_batch,
 					retained, rd->fetch_again || rd->in_worker, &f);
 	}
 	PG_FINALLY();
@@ -288,7 +288,7 @@ table_replay(SourceReader *rd, const SourcePosition *targets, SourceRow **rows)
 
 	table_catalog_now(rd, NULL);
 	table_fetch(rd->source->slot_name, rd->source->source_table, rd->query->query_id, rd->desc,
-				table_position(&p->next), &upto, 0, InvalidXLogRecPtr, false, &f);
+				rd->source->nmetadata, table_position(&p->next), &upto, 0, InvalidXLogRecPtr, false, &f);
 	p->next.offset = (int64) f.end.lsn;
 	p->next.index = f.end.index;
 	*rows = f.rows;

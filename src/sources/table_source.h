@@ -138,9 +138,12 @@ extern XLogRecPtr source_slot_confirmed(const char *slot_name);
  *		before position *upto (a replay).
  *
  * Each row is returned as a SourceRow (of part 0) whose payload is the row
- * as a heap tuple body (HeapTupleHeader, len = t_len) of row type `desc`,
- * columns matched by name (a column the table no longer has reads NULL),
- * offset is the commit LSN of its transaction, partition its index in that
+ * as a heap tuple body (HeapTupleHeader, len = t_len) of row type `desc`
+ * (the table's columns, then nmetadata metadata columns, then a changelog
+ * source's change column), columns matched by name (a column the table no
+ * longer has reads NULL; for a changelog source it is an error, since a
+ * retraction without it would not be exact), offset is the commit LSN of
+ * its transaction, partition its index in that
  * transaction, and timestamp the commit time.  Everything is allocated in
  * CurrentMemoryContext.
  *
@@ -154,7 +157,7 @@ extern XLogRecPtr source_slot_confirmed(const char *slot_name);
  * transaction's rows for the next one (see Spool in table_source_int.h).
  */
 extern void table_fetch(const char *slot_name, Oid table, int32 query_id, TupleDesc desc,
-						TablePosition start, const TablePosition *upto,
+						int nmetadata, TablePosition start, const TablePosition *upto,
 						int max_records, XLogRecPtr confirm_upto,
 						bool may_keep, TableFetch *out);
 

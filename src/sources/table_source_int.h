@@ -72,6 +72,7 @@ typedef struct FetchState
 								 * row it delivers (an update's two) */
 	AttrNumber	change_attno;	/* a changelog source's CHANGE_COLUMN, or 0:
 								 * the source takes inserts alone */
+	int			ntable;			/* desc's leading columns, the table's */
 	/* column map from the table's (historic) row type to desc */
 	TupleDesc	map_from;
 	int		   *map;			/* desc column i <- table attribute map[i], -1 */

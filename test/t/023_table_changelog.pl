@@ -702,6 +702,42 @@ SELECT streamwin.drop_query('i_sum');
 SELECT streamwin.drop_query('i_rows');
 SELECT streamwin.drop_source('isrc');}, 'part 6 dropped');
 
+# A column of a changelog source's table dropped or renamed: the rows it
+# read keep the column, so their retractions would not be exact.  The
+# batches fail with the reason, and nothing moves; an inserts-only source
+# of the same table reads the column as NULL from then on.
+psql_ok($node, q{
+CREATE TABLE ren (id int PRIMARY KEY, k text, v int);
+ALTER TABLE ren REPLICA IDENTITY FULL;
+SELECT streamwin.create_table_source('ren_all', 'ren', '{"changes": "all"}');
+SELECT streamwin.create_table_source('ren_ins', 'ren');
+SELECT streamwin.create_query('ren_sum', 'SELECT k, sum(v) AS s FROM ren_all GROUP BY k', output_mode => 'update', start => false);
+SELECT streamwin.create_query('ren_rows', 'SELECT id, k, v FROM ren_ins', start => false);
+INSERT INTO ren SELECT i, 'k' || i % 3, i FROM generate_series(1, 30) i;
+SELECT streamwin.run_batch('ren_sum'), streamwin.run_batch('ren_rows');
+ALTER TABLE ren RENAME COLUMN k TO kk;
+UPDATE ren SET v = v + 1 WHERE id <= 10;
+INSERT INTO ren VALUES (31, 'k1', 31);
+}, 'a changelog source read, then its table\'s column renamed and rows updated');
+my $ren_next = q{SELECT sum(o.next_offset) FROM streamwin.query_offsets o
+  JOIN streamwin.query_catalog q USING (query_id) WHERE q.name = 'ren_sum'};
+my $ren_before = $node->safe_psql('postgres', $ren_next);
+fails_like($node, q{SELECT streamwin.run_batch('ren_sum')},
+	qr/column "k" of table "ren" was dropped or renamed.*\n.*DETAIL:  A changelog source retracts the rows it has read with the columns it was created with/,
+	'the changelog query fails with the column and why');
+is($node->safe_psql('postgres', $ren_next), $ren_before, '... and its offsets do not move');
+results_match($node, 'SELECT k, s FROM ren_sum', q{SELECT 'k' || i % 3, sum(i) FROM generate_series(1, 30) i GROUP BY 1},
+	'... and its result stays what the rows before the rename made');
+psql_ok($node, q{SELECT streamwin.run_batch('ren_rows')}, 'the inserts-only query goes on');
+results_match($node, 'SELECT id, k, v FROM ren_rows',
+	q{SELECT i, 'k' || i % 3, i FROM generate_series(1, 30) i UNION ALL SELECT 31, NULL, 31},
+	'... reading the renamed column as NULL');
+psql_ok($node, q{
+SELECT streamwin.drop_query('ren_sum');
+SELECT streamwin.drop_query('ren_rows');
+SELECT streamwin.drop_source('ren_all');
+SELECT streamwin.drop_source('ren_ins');}, 'the rename part dropped');
+
 is($node->safe_psql('postgres', "SELECT count(*) FROM pg_replication_slots WHERE plugin = 'streamwin'"),
 	'0', 'no streamwin slot is left');
 note(sprintf('done after %.1f s', time - $t_start));
