@@ -187,11 +187,69 @@ check_changelog(Compiled *c, SelectStmt *raw)
 		drop_change_column(c);
 }
 
+/* Walker: does the expression read a metadata column (attnos) of the source? */
+static bool
+reads_metadata_walker(Node *node, void *context)
+{
+	void	  **args = context;
+	Compiled   *c = args[0];
+	Bitmapset  *attnos = args[1];
+
+	if (node == NULL)
+		return false;
+	if (IsA(node, Var) && ((Var *) node)->varno == c->source_rtindex &&
+		((Var *) node)->varlevelsup == 0 &&
+		bms_is_member(((Var *) node)->varattno, attnos))
+		return true;
+	return expression_tree_walker(node, reads_metadata_walker, context);
+}
+
+/*
+ * A table changelog's or a Debezium source's metadata columns describe the
+ * change that delivered a row (the commit time of an UPDATE, the message of
+ * a Debezium event), not the row: the version an update retracts carries
+ * the update's metadata, not that of the change that added it.  An
+ * aggregation that windowed, grouped, filtered or aggregated by one would
+ * retract from another group than the row was added to.  An upsert
+ * source keeps each key's row with its metadata, and retracts that.
+ */
+static void
+check_changelog_metadata(Compiled *c)
+{
+	const SourceOps *ops = source_ops(c->source);
+	Bitmapset  *attnos = NULL;
+	void	   *args[2];
+	Query	   *q = c->query;
+
+	if (!c->aggregate || (ops->upsert != NULL && ops->upsert(c->source)))
+		return;
+	for (int m = 0; m < c->source->nmetadata; m++)
+	{
+		AttrNumber	a = get_attnum(c->source->relation, c->source->metadata_columns[m]);
+
+		if (a != InvalidAttrNumber)
+			attnos = bms_add_member(attnos, a);
+	}
+	if (attnos == NULL)
+		return;
+	args[0] = c;
+	args[1] = attnos;
+	if (expression_tree_walker((Node *) q->targetList, reads_metadata_walker, args) ||
+		reads_metadata_walker(q->jointree->quals, args) ||
+		reads_metadata_walker(q->havingQual, args) ||
+		reads_metadata_walker((Node *) c->event_time, args))
+		refuse(psprintf("an aggregation over changelog source \"%s\" cannot read its metadata columns",
+						c->source->name),
+			   "A metadata column tells of the change that delivered a row: a row an update or delete retracts carries that change's metadata, not the metadata it was added with, and would be retracted from another group or window.",
+			   "Window, group, filter and aggregate by the rows' own columns (an event time the table keeps, say), or select the metadata in a transform.");
+}
+
 void
 check_changelog_settings(Compiled *c, OutputMode mode, bool dedup)
 {
 	if (c->change_attno == 0)
 		return;
+	check_changelog_metadata(c);
 	if (dedup)
 		refuse(psprintf("dedup_keys are not supported over a changelog source (\"%s\")", c->source->name),
 			   "Deduplication keeps a key's first row; a retracted row can take nothing back from it.",

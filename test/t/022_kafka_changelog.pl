@@ -550,5 +550,24 @@ fails_like($node, q{SELECT streamwin.create_query('bad', 'SELECT ups.id, dbz.amo
     options => '{"join_state_unbounded": true}', start => false)},
 	qr/source "ups" is a changelog, which a stream-stream join cannot read/,
 	'refused: a join over an upsert source');
+# A Debezium row retracted carries the metadata of the message that
+# retracts it: an aggregation by metadata would retract from another group.
+# An upsert source keeps its rows' metadata, and may.
+fails_like($node, q{SELECT streamwin.create_query('bad', 'SELECT part, count(*) FROM dbz GROUP BY part',
+    output_mode => 'update', start => false)},
+	qr/an aggregation over changelog source "dbz" cannot read its metadata columns/,
+	'refused: an aggregation over a Debezium source grouped by a metadata column');
+fails_like($node, q{SELECT streamwin.create_query('bad', 'SELECT region, max(off) FROM dbz WHERE part = 0 GROUP BY region',
+    output_mode => 'update', start => false)},
+	qr/an aggregation over changelog source "dbz" cannot read its metadata columns/,
+	'refused: ... one that filters and aggregates by them');
+psql_ok($node, q{
+SELECT streamwin.create_query('dbz_sum', 'SELECT region, sum(amount) FROM dbz GROUP BY region',
+    output_mode => 'update', start => false);
+SELECT streamwin.create_query('ups_parts', 'SELECT part, count(*) FROM ups GROUP BY part',
+    output_mode => 'update', start => false);
+SELECT streamwin.drop_query('dbz_sum');
+SELECT streamwin.drop_query('ups_parts');
+}, 'an aggregation over a Debezium source by its rows\' columns, and one over an upsert source by its metadata, are accepted');
 
 done_testing();

@@ -732,6 +732,18 @@ psql_ok($node, q{SELECT streamwin.run_batch('ren_rows')}, 'the inserts-only quer
 results_match($node, 'SELECT id, k, v FROM ren_rows',
 	q{SELECT i, 'k' || i % 3, i FROM generate_series(1, 30) i UNION ALL SELECT 31, NULL, 31},
 	'... reading the renamed column as NULL');
+# The commit time of a changelog row is that of the change that delivered
+# it: an aggregation windowed by it would retract from another window.
+psql_ok($node, q{SELECT streamwin.create_table_source('ren_meta', 'ren',
+    '{"changes": "all", "metadata": {"committed_at": "timestamp"}}')}, 'a changelog source with metadata');
+fails_like($node, q{SELECT streamwin.create_query('bad', 'SELECT count(*) FROM ren_meta GROUP BY streamwin.tumble(committed_at, ''1 minute'')',
+    output_mode => 'update', start => false)},
+	qr/an aggregation over changelog source "ren_meta" cannot read its metadata columns.*\n.*DETAIL:  A metadata column tells of the change that delivered a row/,
+	'refused: an aggregation windowed by the commit time of a changelog');
+psql_ok($node, q{
+SELECT streamwin.create_query('ren_meta_rows', 'SELECT id, v, committed_at FROM ren_meta', start => false);
+SELECT streamwin.drop_query('ren_meta_rows');
+SELECT streamwin.drop_source('ren_meta');}, 'a transform may select the commit time');
 psql_ok($node, q{
 SELECT streamwin.drop_query('ren_sum');
 SELECT streamwin.drop_query('ren_rows');
