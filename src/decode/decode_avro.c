@@ -1303,6 +1303,45 @@ enter(AvroRead *r)
  * The next block of array or map w: its count of items (0: the end), and
  * its size in bytes when the writer gave it (else -1).
  */
+/*
+ * Can a value of type t take no bytes: a null, a fixed of size 0, a record
+ * of such fields only?  Worked out once per type and kept in it: a schema
+ * may refer to one record many times over.  A record that holds itself
+ * through its fields alone cannot be written at all: not one of them.
+ */
+static bool
+may_take_no_bytes(const AvroType *t)
+{
+	AvroType   *mt = (AvroType *) t;	/* the answer is kept in the type */
+
+	switch (t->kind)
+	{
+		case AVT_NULL:
+			return true;
+		case AVT_FIXED:
+			return t->size == 0;
+		case AVT_RECORD:
+			if (t->no_bytes == 0)
+			{
+				char		answer = 'y';
+
+				mt->no_bytes = 'w';
+				for (int f = 0; f < t->nfields && answer == 'y'; f++)
+				{
+					const AvroType *ft = t->types[f];
+
+					/* a record still being worked out holds itself */
+					if (ft->no_bytes == 'w' || !may_take_no_bytes(ft))
+						answer = 'n';
+				}
+				mt->no_bytes = answer;
+			}
+			return t->no_bytes == 'y';
+		default:
+			return false;
+	}
+}
+
 static bool
 read_block(AvroRead *r, const AvroType *w, int64 *count, int64 *bytes)
 {
@@ -1322,13 +1361,14 @@ read_block(AvroRead *r, const AvroType *w, int64 *count, int64 *bytes)
 			return fail(r, psprintf("invalid Avro block size at byte %d", at));
 	}
 	/*
-	 * Every item takes a byte at least, but for an array of nulls, whose
-	 * items count against the message's AVRO_MAX_EMPTY_ITEMS.
+	 * Every item takes a byte at least, but in an array of items that may
+	 * take none (nulls, records of nulls), whose items count against the
+	 * message's AVRO_MAX_EMPTY_ITEMS.
 	 */
-	if (w->kind == AVT_ARRAY && w->items->kind == AVT_NULL)
+	if (w->kind == AVT_ARRAY && may_take_no_bytes(w->items))
 	{
 		if (*count > r->empty_items)
-			return fail(r, psprintf("invalid Avro block count at byte %d: more than %d nulls in the message's arrays",
+			return fail(r, psprintf("invalid Avro block count at byte %d: more than %d nulls or other items of no bytes in the message's arrays",
 									at, AVRO_MAX_EMPTY_ITEMS));
 		r->empty_items -= *count;
 	}

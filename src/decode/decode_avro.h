@@ -67,6 +67,9 @@ typedef struct AvroType
 	const char **names;			/* record: field names; enum: symbols */
 	struct AvroType **types;	/* record: field types; union: branches */
 	struct AvroType *items;		/* array: items; map: values */
+	char		no_bytes;		/* may a value take no bytes: 0 not known
+								 * yet, 'y', 'n', or 'w' while working it
+								 * out (decode_avro.c) */
 } AvroType;
 
 /*

@@ -461,7 +461,7 @@ my @bad = (
 	[ confluent(4, av_string('x')),             qr/field "i" of type string cannot be read into column "i" of type integer \(writer schema 4\)/ ],
 	[ $good5->(6, 'six') . "\x00",              qr/1 bytes after the end of the Avro record/ ],
 	[ confluent(5, zz(2**31) . zz(0)),          qr/Avro int out of range/ ],
-	[ confluent(30, zz(9) . zz(400000) x 3 . zz(0)), qr/more than 1000000 nulls in the message's arrays/ ],
+	[ confluent(30, zz(9) . zz(400000) x 3 . zz(0)), qr/more than 1000000 nulls or other items of no bytes in the message's arrays/ ],
 	# varints read where the longest's 10 bytes are left, a 10-byte one
 	# (INT64_MAX: its tenth byte 0x01) included, and strings that are ASCII,
 	# or not
@@ -671,13 +671,23 @@ registry_schema(40, { type => 'record', name => 'Main', fields => [
 	{ name => 'y', type => { type => 'record', name => 'Y', namespace => 'n', fields => [
 		{ name => 'x2', type => { type => 'record', name => 'X', fields => [ { name => 's', type => 'string' } ] } },
 		{ name => 'x3', type => 'X' } ] } } ] });
+# An array of records of no bytes: ten of them in the body's last byte
+registry_schema(41, { type => 'record', name => 'empties', fields => [
+	{ name => 'y', type => { type => 'array', items => { type => 'record', name => 'E', fields => [] } } } ] });
+# A record that holds itself twice, which no body can hold: items of it
+# are read as taking bytes, and the array runs out of them
+registry_schema(42, { type => 'record', name => 'loops', fields => [
+	{ name => 'y', type => { type => 'array', items => { type => 'record', name => 'R',
+		fields => [ { name => 'a', type => 'R' }, { name => 'b', type => 'R' } ] } } } ] });
 my @hostile = (
 	[ confluent(37, av_bytes(av_decimal(12345))), undef ],
 	[ confluent(37, av_bytes("\x01" x 64)), qr/Avro decimal at byte 7 has more digits than its precision 10/ ],
 	[ confluent(37, av_bytes(("\xff" x 40) . av_decimal(-5))), undef ],
 	[ confluent(38, av_bytes(av_decimal(1))), qr/Avro message of 7 bytes holds more values than it can/ ],
 	[ confluent(39, av_bytes(av_decimal(1))), qr/Avro writer schema 39 refers to types of other subjects' schemas \(schema references\), which streamwin does not read/ ],
-	[ confluent(40, zz(5) . av_string('a') . av_string('b')), undef ]);
+	[ confluent(40, zz(5) . av_string('a') . av_string('b')), undef ],
+	[ confluent(41, zz(10) . zz(0)), undef ],
+	[ confluent(42, zz(10) . zz(0)), qr/invalid Avro block count at byte 5/ ]);
 $broker->produce('hostile', [ map { $_->[0] } @hostile ], hex => 1);
 psql_ok($node, qq{
 SELECT streamwin.create_kafka_source('avro_hostile', '$brokers', 'hostile', 'd numeric, y jsonb', 'avro',
@@ -687,8 +697,9 @@ SELECT streamwin.create_query('avro_hostile_rows', 'SELECT d, y FROM avro_hostil
 $r = run_json($node, "run_batch('avro_hostile_rows')");
 is($r->{dead_letters}, scalar(grep { $_->[1] } @hostile), 'hostile and unsupported messages are dead letters');
 results_match($node, 'SELECT d, y FROM avro_hostile_rows',
-	q{VALUES (123.45, NULL::jsonb), (-0.05, NULL), (NULL, '{"x2": {"s": "a"}, "x3": {"s": "b"}}')},
-	'decimals with sign extension, and a short name in its namespace, read exactly');
+	q{VALUES (123.45, NULL::jsonb), (-0.05, NULL), (NULL, '{"x2": {"s": "a"}, "x3": {"s": "b"}}'),
+	  (NULL, '[{}, {}, {}, {}, {}, {}, {}, {}, {}, {}]')},
+	'decimals with sign extension, a short name in its namespace, an array of empty records: exact');
 %dead = map { my ($o, $e) = split /\t/; ($o => $e) } split /\n/, $node->safe_psql('postgres',
 	q{SELECT "offset", error FROM streamwin.dead_letters WHERE source = 'avro_hostile'},
 	extra_params => [ '-F', "\t" ]);
