@@ -441,6 +441,15 @@ is_deeply([ @$missing{qw(i newf absent b)} ], [ 60, 180, 240, 120 ],
 
 # ==== 2. Dead letters ============================================================
 
+# offset => error of a source's dead letters
+sub dead_letters_by_offset
+{
+	my ($source) = @_;
+	return map { my ($o, $e) = split /\t/; ($o => $e) } split /\n/, $node->safe_psql('postgres',
+		qq{SELECT "offset", error FROM streamwin.dead_letters WHERE source = '$source'},
+		extra_params => [ '-F', "\t" ]);
+}
+
 # v4: a field whose type its column cannot hold
 registry_schema(4, { type => 'record', name => 'ev', fields => [ { name => 'i', type => 'string' } ] });
 my @bad_cols = ([ i => 'int' ], [ s => 'text' ]);
@@ -494,9 +503,7 @@ results_match($node, 'SELECT i, s FROM avro_bad_rows',
 	q{VALUES (1, 'one'), (2147483647, 'a string long enough'), (-2147483648, U&'\00FCn\00EFc\00F6d\00E9 \2713'),
 	  (10, U&'abcdefgh\00E9t\00E9'), (8, 'eight')},
 	'the good messages around them arrive');
-my %dead = map { my ($o, $e) = split /\t/; ($o => $e) } split /\n/, $node->safe_psql('postgres',
-	q{SELECT "offset", error FROM streamwin.dead_letters WHERE source = 'avro_bad'},
-	extra_params => [ '-F', "\t" ]);
+my %dead = dead_letters_by_offset('avro_bad');
 for my $o (0 .. $#bad)
 {
 	next unless $bad[$o][1];
@@ -640,9 +647,7 @@ $r = run_json($node, "run_batch('avro_ops_rows')");
 is($r->{dead_letters}, scalar @ops_bad, 'each bad message is a dead letter');
 results_match($node, 'SELECT i, s, ts, ts3, lts, n::bigint, o FROM avro_ops_rows',
 	"VALUES\n" . join(",\n", @ops_want), 'every field read, skipped or NULL where it belongs: exact');
-%dead = map { my ($o, $e) = split /\t/; ($o => $e) } split /\n/, $node->safe_psql('postgres',
-	q{SELECT "offset", error FROM streamwin.dead_letters WHERE source = 'avro_ops'},
-	extra_params => [ '-F', "\t" ]);
+%dead = dead_letters_by_offset('avro_ops');
 like($dead{ $_->[0] } // '(none)', $_->[1], "dead letter at offset $_->[0] says why") for @ops_bad;
 
 # ==== 2c. Hostile, unsupported and subtle schemas ==================================
@@ -700,9 +705,7 @@ results_match($node, 'SELECT d, y FROM avro_hostile_rows',
 	q{VALUES (123.45, NULL::jsonb), (-0.05, NULL), (NULL, '{"x2": {"s": "a"}, "x3": {"s": "b"}}'),
 	  (NULL, '[{}, {}, {}, {}, {}, {}, {}, {}, {}, {}]')},
 	'decimals with sign extension, a short name in its namespace, an array of empty records: exact');
-%dead = map { my ($o, $e) = split /\t/; ($o => $e) } split /\n/, $node->safe_psql('postgres',
-	q{SELECT "offset", error FROM streamwin.dead_letters WHERE source = 'avro_hostile'},
-	extra_params => [ '-F', "\t" ]);
+%dead = dead_letters_by_offset('avro_hostile');
 for my $o (0 .. $#hostile)
 {
 	like($dead{$o} // '(none)', $hostile[$o][1], "dead letter at offset $o says why") if $hostile[$o][1];
