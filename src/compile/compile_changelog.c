@@ -201,6 +201,8 @@ reads_metadata_walker(Node *node, void *context)
 		((Var *) node)->varlevelsup == 0 &&
 		bms_is_member(((Var *) node)->varattno, attnos))
 		return true;
+	if (IsA(node, Query))
+		return false;			/* subqueries are refused before this */
 	return expression_tree_walker(node, reads_metadata_walker, context);
 }
 
@@ -234,9 +236,8 @@ check_changelog_metadata(Compiled *c)
 		return;
 	args[0] = c;
 	args[1] = attnos;
-	if (expression_tree_walker((Node *) q->targetList, reads_metadata_walker, args) ||
-		reads_metadata_walker(q->jointree->quals, args) ||
-		reads_metadata_walker(q->havingQual, args) ||
+	/* anywhere: select list, WHERE, JOIN ... ON, HAVING, functions in FROM */
+	if (query_tree_walker(q, reads_metadata_walker, args, 0) ||
 		reads_metadata_walker((Node *) c->event_time, args))
 		refuse(psprintf("an aggregation over changelog source \"%s\" cannot read its metadata columns",
 						c->source->name),

@@ -202,6 +202,9 @@ typedef struct AvroRead
  */
 #define AVRO_MAX_EMPTY_ITEMS 1000000
 
+/* A json or jsonb column's value made from one message: at most this */
+#define AVRO_MAX_JSON_BYTES (256 * 1024 * 1024)
+
 static bool render_json(AvroRead *r, const AvroType *w, StringInfo buf);
 static bool skip_value(AvroRead *r, const AvroType *w);
 static void choose_op(DecodeState *state, AvroField *field);
@@ -962,7 +965,7 @@ read_decimal_text(AvroRead *r, const uint8 *p, int len, const AvroType *w, Strin
 	while (skip < len - 1 && p[skip] == sign && (p[skip + 1] & 0x80) == (sign & 0x80))
 		skip++;
 	if (len - skip > max)
-		return fail(r, psprintf("Avro decimal at byte %d has more digits than its precision %d",
+		return fail(r, psprintf("Avro decimal at byte %d has more bytes than its precision %d allows",
 								(int) (p - r->start), w->precision));
 	return decimal_text(p + skip, len - skip, w->scale, buf);
 }
@@ -1280,29 +1283,27 @@ read_value(AvroRead *r, const AvroType *w, const AvroField *field, DecodeColumn 
 /* --- skipping and JSON ---------------------------------------------------------- */
 
 static bool
-enter(AvroRead *r)
+enter(AvroRead *r, const AvroType *w)
 {
 	if (++r->depth > AVRO_MAX_DEPTH)
 		return fail(r, psprintf("Avro values nest deeper than %d levels at byte %d",
 								AVRO_MAX_DEPTH, at_byte(r)));
 
 	/*
-	 * Most values take a byte at least, but records of nulls take none: a
-	 * schema that nests two of them in each of 60 levels would make a
-	 * message of no bytes 2^60 values to walk.  A message may hold twice
-	 * as many values as bytes, and the nulls its arrays may declare.
+	 * Most values take a byte at least, but nulls take none: a schema that
+	 * nests two records in each of 60 levels with a null at the bottom
+	 * would make a message of no bytes 2^60 nulls to walk.  A message may
+	 * hold twice as many values as bytes, and four times the items of no
+	 * bytes its arrays may declare (a record with fields is not counted:
+	 * its fields are).
 	 */
-	if (--r->values_left < 0)
+	if (!(w->kind == AVT_RECORD && w->nfields > 0) && --r->values_left < 0)
 		return fail(r, psprintf("Avro message of %d bytes holds more values than it can: its schema nests values of no bytes",
 								(int) (r->end - r->start)));
 	check_stack_depth();
 	return true;
 }
 
-/*
- * The next block of array or map w: its count of items (0: the end), and
- * its size in bytes when the writer gave it (else -1).
- */
 /*
  * Can a value of type t take no bytes: a null, a fixed of size 0, a record
  * of such fields only?  Worked out once per type and kept in it: a schema
@@ -1342,6 +1343,10 @@ may_take_no_bytes(const AvroType *t)
 	}
 }
 
+/*
+ * The next block of array or map w: its count of items (0: the end), and
+ * its size in bytes when the writer gave it (else -1).
+ */
 static bool
 read_block(AvroRead *r, const AvroType *w, int64 *count, int64 *bytes)
 {
@@ -1385,7 +1390,7 @@ skip_value(AvroRead *r, const AvroType *w)
 	int64		v;
 	bool		ok = true;
 
-	if (!enter(r))
+	if (!enter(r, w))
 		return false;
 	switch (w->kind)
 	{
@@ -1511,7 +1516,11 @@ render_json(AvroRead *r, const AvroType *w, StringInfo buf)
 	float8		d;
 	bool		ok = true;
 
-	if (!enter(r))
+	/* long field names over many values of no bytes: bounded JSON */
+	if (buf->len > AVRO_MAX_JSON_BYTES)
+		return fail(r, psprintf("Avro value at byte %d makes more than %d bytes of JSON",
+								at_byte(r), AVRO_MAX_JSON_BYTES));
+	if (!enter(r, w))
 		return false;
 	switch (w->kind)
 	{
@@ -1813,7 +1822,7 @@ read_start(AvroRead *r, DecodeState *state, const char *payload, int len)
 	r->error = NULL;
 	r->depth = 0;
 	r->empty_items = AVRO_MAX_EMPTY_ITEMS;
-	r->values_left = (int64) len * 2 + AVRO_MAX_EMPTY_ITEMS + 64;
+	r->values_left = (int64) len * 2 + (int64) AVRO_MAX_EMPTY_ITEMS * 4 + 64;
 	r->state = state;
 }
 

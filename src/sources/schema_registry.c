@@ -76,7 +76,7 @@ collect(char *ptr, size_t size, size_t nmemb, void *arg)
 static int
 interrupted(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow)
 {
-	/* a query's worker is asked to stop by ShutdownRequestPending */
+	/* a worker's SIGTERM (a server shutdown, pg_terminate_backend) sets it */
 	return QueryCancelPending || ProcDiePending || ShutdownRequestPending ? 1 : 0;
 }
 
@@ -92,17 +92,6 @@ schema_registry_init(void)
 	curl_ready = curl_global_init(CURL_GLOBAL_DEFAULT) == 0;
 }
 
-void
-schema_registry_check_url(const char *url)
-{
-	if (pg_strncasecmp(url, "http://", 7) != 0 && pg_strncasecmp(url, "https://", 8) != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid value for option \"schema_registry\": \"%s\"", url),
-				 errdetail("The schema registry is reached over HTTP."),
-				 errhint("Give an http or https URL, for example \"http://registry:8081\".")));
-}
-
 /*
  * url without the user and password it may hold (http://user:pw@host/):
  * errors go to the query's last_error and the server log
@@ -111,17 +100,31 @@ static char *
 url_without_login(const char *url)
 {
 	const char *host = strstr(url, "://");
-	const char *at;
-	const char *slash;
+	const char *end;
+	const char *at = NULL;
 
 	if (host == NULL)
 		return pstrdup(url);
 	host += 3;
-	at = strchr(host, '@');
-	slash = strchr(host, '/');
-	if (at == NULL || (slash != NULL && slash < at))
+	/* the authority ends at the path, query or fragment; its login at its last @ */
+	end = host + strcspn(host, "/?#");
+	for (const char *p = host; p < end; p++)
+		if (*p == '@')
+			at = p;
+	if (at == NULL)
 		return pstrdup(url);
 	return psprintf("%.*s%s", (int) (host - url), url, at + 1);
+}
+
+void
+schema_registry_check_url(const char *url)
+{
+	if (pg_strncasecmp(url, "http://", 7) != 0 && pg_strncasecmp(url, "https://", 8) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid value for option \"schema_registry\": \"%s\"", url_without_login(url)),
+				 errdetail("The schema registry is reached over HTTP."),
+				 errhint("Give an http or https URL, for example \"http://registry:8081\".")));
 }
 
 static void
@@ -233,6 +236,10 @@ schema_registry_fetch(const char *url, const char *user, const char *password, i
 	body = pstrdup(response.data != NULL ? response.data : "");
 	free(response.data);
 	CHECK_FOR_INTERRUPTS();
+	if (rc == CURLE_ABORTED_BY_CALLBACK && ShutdownRequestPending)
+		ereport(ERROR,
+				(errcode(ERRCODE_ADMIN_SHUTDOWN),
+				 errmsg("the request for Avro schema %d was stopped: the worker is shutting down", id)));
 	if (rc != CURLE_OK)
 		registry_failed(url, id, response.too_large ?
 						psprintf("The answer is larger than %d bytes.", REGISTRY_MAX_RESPONSE) :

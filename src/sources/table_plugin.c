@@ -202,6 +202,19 @@ table_column_map(TupleDesc from, TupleDesc to, Oid table, int *map)
 	}
 }
 
+void
+table_changelog_columns_check(TupleDesc to, const int *map, int ntable, Oid table)
+{
+	for (int i = 0; i < ntable; i++)
+		if (map[i] < 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("column \"%s\" of table \"%s\" was dropped or renamed",
+							NameStr(TupleDescAttr(to, i)->attname), get_rel_name(table)),
+					 errdetail("A changelog source retracts the rows it has read with the columns it was created with; without this one its retractions would not be exact."),
+					 errhint("Create a new source for the table, and queries over it.")));
+}
+
 /* Build the map from the table's row type, as of this change, to the source's. */
 static void
 build_map(FetchState *st, TupleDesc from)
@@ -215,15 +228,8 @@ build_map(FetchState *st, TupleDesc from)
 	st->old_values = palloc(sizeof(Datum) * Max(from->natts, 1));
 	st->old_nulls = palloc(sizeof(bool) * Max(from->natts, 1));
 	table_column_map(from, st->desc, st->table, st->map);
-	/* a changelog's retractions need every column the rows were added with */
-	for (int i = 0; st->change_attno > 0 && i < st->ntable; i++)
-		if (st->map[i] < 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("column \"%s\" of table \"%s\" was dropped or renamed",
-							NameStr(TupleDescAttr(st->desc, i)->attname), get_rel_name(st->table)),
-					 errdetail("A changelog source retracts the rows it has read with the columns it was created with; without this one its retractions would not be exact."),
-					 errhint("Create a new source for the table, and queries over it.")));
+	if (st->change_attno > 0)
+		table_changelog_columns_check(st->desc, st->map, st->ntable, st->table);
 	st->map_identity = from->natts == st->desc->natts;
 	for (int i = 0; i < st->desc->natts; i++)
 		if (st->map[i] != i)

@@ -78,7 +78,8 @@ table_query_start(SourceInfo *src, int32 query_id, int64 *start)
 {
 	source_hold_start(src->source_id);
 	if (table_changes_option(src->options))
-		*start = (int64) table_snapshot_write(src->source_table, src->relation, query_id);
+		*start = (int64) table_snapshot_write(src->source_table, src->relation, src->nmetadata,
+											  query_id);
 	else
 		*start = (int64) (src->starting_offset == START_LATEST ? GetXLogInsertRecPtr() :
 						  source_slot_confirmed(src->slot_name));
@@ -396,7 +397,7 @@ table_reset(SourceReader *rd, const char *start, Jsonb *explicit)
 					 errdetail("A query over a changelog starts from the table's rows as they are when it starts, then the changes after them."),
 					 errhint("Use 'latest' (or 'earliest', the same): the query starts again from the table's rows now.")));
 		lsn = table_snapshot_write(rd->source->source_table, rd->source->relation,
-								   rd->query->query_id);
+								   rd->source->nmetadata, rd->query->query_id);
 	}
 	else if (explicit != NULL)
 	{

@@ -140,6 +140,14 @@ extern Spool *spool;
 /* table_plugin.c */
 extern bool decoding_for_fetch;
 extern void table_column_map(TupleDesc from, TupleDesc to, Oid table, int *map);
+
+/*
+ * table_changelog_columns_check
+ *		A changelog source's rows need every column of the table it was
+ *		created with (the first ntable of `to`): an error naming the first
+ *		that map (table_column_map's) finds no longer there.
+ */
+extern void table_changelog_columns_check(TupleDesc to, const int *map, int ntable, Oid table);
 extern void spool_discard(void);
 extern void append_row(FetchState *st, HeapTuple row, XLogRecPtr lsn, int64 index,
 					   TimestampTz commit_time, char kind);
@@ -181,11 +189,13 @@ typedef struct SnapshotMessageHeader
 /*
  * table_snapshot_write
  *		Lock `table` in SHARE mode and write its rows, in the row type of the
- *		changelog source's relation, into the WAL as this transaction's
+ *		changelog source's relation (the table's columns, nmetadata metadata
+ *		columns, the change column), into the WAL as this transaction's
  *		messages for query_id.  Returns the query's start: the WAL position
  *		before them, after every change of the table committed so far.
  */
-extern XLogRecPtr table_snapshot_write(Oid table, Oid source_relation, int32 query_id);
+extern XLogRecPtr table_snapshot_write(Oid table, Oid source_relation, int nmetadata,
+										int32 query_id);
 
 /* table_fetch.c */
 extern void decode_pass(const char *slot_name, TablePosition start, FetchState *st,

@@ -728,6 +728,9 @@ fails_like($node, q{SELECT streamwin.run_batch('ren_sum')},
 is($node->safe_psql('postgres', $ren_next), $ren_before, '... and its offsets do not move');
 results_match($node, 'SELECT k, s FROM ren_sum', q{SELECT 'k' || i % 3, sum(i) FROM generate_series(1, 30) i GROUP BY 1},
 	'... and its result stays what the rows before the rename made');
+fails_like($node, q{SELECT streamwin.create_query('ren_new', 'SELECT k, count(*) FROM ren_all GROUP BY k', output_mode => 'update', start => false)},
+	qr/column "k" of table "ren" was dropped or renamed/,
+	'a new query over the changelog source fails at creation, before it reads the table\'s rows without the column');
 psql_ok($node, q{SELECT streamwin.run_batch('ren_rows')}, 'the inserts-only query goes on');
 results_match($node, 'SELECT id, k, v FROM ren_rows',
 	q{SELECT i, 'k' || i % 3, i FROM generate_series(1, 30) i UNION ALL SELECT 31, NULL, 31},
@@ -742,8 +745,14 @@ fails_like($node, q{SELECT streamwin.create_query('bad', 'SELECT count(*) FROM r
 	'refused: an aggregation windowed by the commit time of a changelog');
 psql_ok($node, q{
 SELECT streamwin.create_query('ren_meta_rows', 'SELECT id, v, committed_at FROM ren_meta', start => false);
+UPDATE ren SET v = v * 10 WHERE id > 25;
+DELETE FROM ren WHERE id = 1;
+SELECT streamwin.run_batch('ren_meta_rows');}, 'a transform may select the commit time, and reads the changes');
+results_match($node, 'SELECT id, v, committed_at IS NOT NULL FROM ren_meta_rows', 'SELECT id, v, true FROM ren',
+	'... its result is the table, with the metadata filled');
+psql_ok($node, q{
 SELECT streamwin.drop_query('ren_meta_rows');
-SELECT streamwin.drop_source('ren_meta');}, 'a transform may select the commit time');
+SELECT streamwin.drop_source('ren_meta');}, 'the metadata part dropped');
 psql_ok($node, q{
 SELECT streamwin.drop_query('ren_sum');
 SELECT streamwin.drop_query('ren_rows');

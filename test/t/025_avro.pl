@@ -684,15 +684,20 @@ registry_schema(41, { type => 'record', name => 'empties', fields => [
 registry_schema(42, { type => 'record', name => 'loops', fields => [
 	{ name => 'y', type => { type => 'array', items => { type => 'record', name => 'R',
 		fields => [ { name => 'a', type => 'R' }, { name => 'b', type => 'R' } ] } } } ] });
+# ... and 300,000 records of two nulls: no more values than a message may hold
+registry_schema(43, { type => 'record', name => 'nulls2', fields => [
+	{ name => 'y', type => { type => 'array', items => { type => 'record', name => 'N',
+		fields => [ { name => 'a', type => 'null' }, { name => 'b', type => 'null' } ] } } } ] });
 my @hostile = (
 	[ confluent(37, av_bytes(av_decimal(12345))), undef ],
-	[ confluent(37, av_bytes("\x01" x 64)), qr/Avro decimal at byte 7 has more digits than its precision 10/ ],
+	[ confluent(37, av_bytes("\x01" x 64)), qr/Avro decimal at byte 7 has more bytes than its precision 10 allows/ ],
 	[ confluent(37, av_bytes(("\xff" x 40) . av_decimal(-5))), undef ],
 	[ confluent(38, av_bytes(av_decimal(1))), qr/Avro message of 7 bytes holds more values than it can/ ],
 	[ confluent(39, av_bytes(av_decimal(1))), qr/Avro writer schema 39 refers to types of other subjects' schemas \(schema references\), which streamwin does not read/ ],
 	[ confluent(40, zz(5) . av_string('a') . av_string('b')), undef ],
 	[ confluent(41, zz(10) . zz(0)), undef ],
-	[ confluent(42, zz(10) . zz(0)), qr/invalid Avro block count at byte 5/ ]);
+	[ confluent(42, zz(10) . zz(0)), qr/invalid Avro block count at byte 5/ ],
+	[ confluent(43, zz(300000) . zz(0)), undef ]);
 $broker->produce('hostile', [ map { $_->[0] } @hostile ], hex => 1);
 psql_ok($node, qq{
 SELECT streamwin.create_kafka_source('avro_hostile', '$brokers', 'hostile', 'd numeric, y jsonb', 'avro',
@@ -701,7 +706,11 @@ SELECT streamwin.create_query('avro_hostile_rows', 'SELECT d, y FROM avro_hostil
 }, 'a source of hostile, unsupported and subtle schemas');
 $r = run_json($node, "run_batch('avro_hostile_rows')");
 is($r->{dead_letters}, scalar(grep { $_->[1] } @hostile), 'hostile and unsupported messages are dead letters');
-results_match($node, 'SELECT d, y FROM avro_hostile_rows',
+is($node->safe_psql('postgres', q{SELECT count(*) FROM avro_hostile_rows
+ WHERE jsonb_typeof(y) = 'array' AND jsonb_array_length(y) = 300000 AND y->0 = '{"a": null, "b": null}'
+   AND y->299999 = '{"a": null, "b": null}'}), '1', 'an array of 300,000 records of nulls is read');
+results_match($node, q{SELECT d, y FROM avro_hostile_rows
+ WHERE y IS NULL OR jsonb_typeof(y) <> 'array' OR jsonb_array_length(y) <> 300000},
 	q{VALUES (123.45, NULL::jsonb), (-0.05, NULL), (NULL, '{"x2": {"s": "a"}, "x3": {"s": "b"}}'),
 	  (NULL, '[{}, {}, {}, {}, {}, {}, {}, {}, {}, {}]')},
 	'decimals with sign extension, a short name in its namespace, an array of empty records: exact');
