@@ -286,12 +286,14 @@ batch_decode(BatchContext *b)
 			}
 			if (res->status == 'o')
 			{
-				/* a message of two rows whose retraction alone was late */
+				/* a message of two rows of which one alone was late */
 				if (res->retraction)
 				{
 					bs->nlate++;
 					b->nlate_retractions++;
 				}
+				if (res->late_addition)
+					bs->nlate++;
 				if (res->retracted != NULL)
 					bs->input.rows[bs->input.nrows++] = res->retracted;
 				if (res->row != NULL)

@@ -446,7 +446,10 @@ decode_change(RowDecoder *d, SourceRow *m, RowResult *res,
 	else if (rows.nrows == 0)
 		res->status = 's';
 	else
+	{
 		res->status = res->row == NULL && res->retracted == NULL && (late || res->retraction) ? 'l' : 'o';
+		res->late_addition = res->status == 'o' && late;
+	}
 	MemoryContextSwitchTo(batch_cxt);
 	ExecClearTuple(slot);
 	ResetExprContext(d->econtext);

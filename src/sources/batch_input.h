@@ -65,6 +65,8 @@ typedef struct RowResult
 								 * (ChangeRows.kind) */
 	bool		retraction;		/* a changelog's: a retraction was late
 								 * (with 'o', one of the message's two) */
+	bool		late_addition;	/* a changelog's 'o': the row it adds was
+								 * late, its retraction kept */
 	bool		has_event_time;
 	TimestampTz event_time;
 	BatchRow	row;			/* 'o': the row, of the source's columns (a

@@ -231,21 +231,25 @@ $broker->produce('dbz_late', [
 	[ 0, '1', '{"op": "u", "before": ' . row_json(1, '00') . ', "after": ' . row_json(1, '01') . '}' ],
 	[ 0, '3', '{"op": "d", "before": ' . row_json(3, '00') . '}' ],
 	[ 0, '2', '{"op": "u", "before": ' . row_json(2, '05') . ', "after": ' . row_json(2, '06') . '}' ],
-	[ 0, '4', '{"op": "d", "before": {"id": 4}}' ] ], keys => 1);
+	[ 0, '4', '{"op": "d", "before": {"id": 4}}' ],
+	# the old row on time, the new one late: the retraction stays, the
+	# addition is dropped and counted
+	[ 0, '5', '{"op": "u", "before": ' . row_json(5, '05') . ', "after": ' . row_json(5, '01') . '}' ] ],
+	keys => 1);
 $broker->produce('ups_late', [
 	[ 0, '1', row_json(1, '01') ], [ 0, '2', undef ], [ 0, '1', row_json(1, '10') ] ], keys => 1);
 my $late_d = run_json($node, "run_batch('dq_late')");
 my $late_u = run_json($node, "run_batch('uq_late')");
-is("$late_d->{late_rows_dropped}/$late_d->{dead_letters}", '2/1',
-	'late rows: the Debezium update whose rows are late and the late delete are dropped; a delete without the event time is a dead letter');
+is("$late_d->{late_rows_dropped}/$late_d->{dead_letters}", '3/1',
+	'late rows: the Debezium update whose rows are late, the late delete and the late new row of an update are dropped; a delete without the event time is a dead letter');
 is("$late_u->{late_rows_dropped}/$late_u->{dead_letters}", '1/0',
 	'late rows: the late new version of an upsert is dropped; its deletion has no event time');
 my $ts = sub { "2024-01-01 10:$_[0]:00+00" };
 results_match($node, 'SELECT * FROM dq_late',
 	values_sql([ [ 'id', 'int' ], [ 'ts', 'timestamptz' ], [ 'c', 'smallint' ] ],
 		[ [ 1, $ts->('00'), 1 ], [ 2, $ts->('05'), 1 ], [ 3, $ts->('00'), 1 ],
-		  [ 2, $ts->('05'), -1 ], [ 2, $ts->('06'), 1 ] ]),
-	'late rows: the Debezium changes but the late one');
+		  [ 2, $ts->('05'), -1 ], [ 2, $ts->('06'), 1 ], [ 5, $ts->('05'), -1 ] ]),
+	'late rows: the Debezium changes but the late ones');
 results_match($node, 'SELECT * FROM uq_late',
 	values_sql([ [ 'id', 'int' ], [ 'ts', 'timestamptz' ], [ 'c', 'smallint' ] ],
 		[ [ 1, $ts->('00'), 1 ], [ 2, $ts->('05'), 1 ], [ 2, $ts->('05'), -1 ], [ 1, $ts->('00'), -1 ],
