@@ -640,7 +640,8 @@ avro_schema_error(const char *json, int len)
 /*
  * decoder_avro_schema_id
  *		The schema id in the Confluent header of payload, or false if it has
- *		none (too short, another magic byte: decoding says why).
+ *		none (too short, another magic byte, a negative id: decoding says
+ *		why).
  */
 bool
 decoder_avro_schema_id(const char *payload, size_t len, int32 *id)
@@ -650,7 +651,7 @@ decoder_avro_schema_id(const char *payload, size_t len, int32 *id)
 	if (payload == NULL || len < 5 || p[0] != 0)
 		return false;
 	*id = (int32) ((uint32) p[1] << 24 | (uint32) p[2] << 16 | (uint32) p[3] << 8 | p[4]);
-	return true;
+	return *id >= 0;
 }
 
 const char *

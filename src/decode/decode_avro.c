@@ -58,6 +58,7 @@
 #include "common/shortest_dec.h"
 #include "mb/pg_wchar.h"
 #include "port/pg_bitutils.h"
+#include "utils/ascii.h"
 #include "utils/builtins.h"
 #include "utils/date.h"
 #include "utils/datetime.h"
@@ -210,6 +211,14 @@ static bool skip_value(AvroRead *r, const AvroType *w);
 static void choose_op(DecodeState *state, AvroField *field);
 
 /* --- setting up ------------------------------------------------------------- */
+
+/* Is a timestamp's long of writer type w in milliseconds (else microseconds)? */
+static inline bool
+timestamp_in_millis(const AvroType *w)
+{
+	return w->logical == AVRO_LOGICAL_TIMESTAMP_MILLIS ||
+		w->logical == AVRO_LOGICAL_LOCAL_TIMESTAMP_MILLIS;
+}
 
 static AvroTarget
 target_for(Oid basetype, bool is_json)
@@ -384,8 +393,7 @@ op_for(DecodeState *state, AvroField *field, const AvroType *w, int col)
 			if ((ac->target == TARGET_TIMESTAMPTZ || ac->target == TARGET_TIMESTAMP) &&
 				c->typmod < 0)
 			{
-				field->millis = w->logical == AVRO_LOGICAL_TIMESTAMP_MILLIS ||
-					w->logical == AVRO_LOGICAL_LOCAL_TIMESTAMP_MILLIS;
+				field->millis = timestamp_in_millis(w);
 				field->tz = ac->target == TARGET_TIMESTAMPTZ;
 				return AOP_TIMESTAMP;
 			}
@@ -718,11 +726,10 @@ truncated(AvroRead *r)
 
 /*
  * A zigzag varint (Avro's int and long) that read_long does not read in
- * line: longer than a byte, or at the end of the body.  Where the
- * body has the longest varint's 10 bytes left (all but the last few bytes
- * of a record), it is read without a bounds check per byte; the loop below
- * reads the rest, and says what is wrong with a bad one (the fast path
- * leaves those to it).
+ * line: longer than a byte, or at the end of the body.  One of up to 8
+ * bytes with 8 left is read in one load; the loop below reads the rest
+ * (9 and 10 bytes long, or near the body's end), and says what is wrong
+ * with a bad one.
  */
 static pg_noinline bool
 read_long_bytes(AvroRead *r, int64 *v)
@@ -759,26 +766,6 @@ read_long_bytes(AvroRead *r, int64 *v)
 		}
 	}
 #endif
-	if (likely(r->end - r->p >= 10))
-	{
-		const uint8 *p = r->p;
-
-		for (int i = 0; i < 10; i++)
-		{
-			uint64		b = p[i];
-
-			if (i == 9 && (b & 0xfe) != 0)
-				break;			/* too long: the loop below says so */
-			u |= (b & 0x7f) << (7 * i);
-			if ((b & 0x80) == 0)
-			{
-				r->p = p + i + 1;
-				*v = (int64) (u >> 1) ^ -(int64) (u & 1);
-				return true;
-			}
-		}
-		u = 0;
-	}
 	for (int shift = 0; r->p < r->end; shift += 7)
 	{
 		uint8		b = *r->p++;
@@ -916,16 +903,9 @@ check_text(AvroRead *r, const uint8 *p, int len)
 {
 	int			i = 0;
 
-	/* eight bytes at a time while none has its high bit set or is zero */
-	for (; i + 8 <= len; i += 8)
-	{
-		uint64		w;
-
-		memcpy(&w, p + i, 8);
-		if (((w | ((w - UINT64CONST(0x0101010101010101)) & ~w)) &
-			 UINT64CONST(0x8080808080808080)) != 0)
-			break;
-	}
+	/* whole eight-byte chunks at once (PostgreSQL's check), the rest by byte */
+	if (len >= 8 && is_valid_ascii(p, len & ~7))
+		i = len & ~7;
 	while (i < len && p[i] != 0 && p[i] < 0x80)
 		i++;
 	if (i == len)
@@ -953,7 +933,7 @@ out_of_range(const char *what, long long v, const DecodeColumn *c)
  * precision * log256(10) + 1 bytes.  The conversion takes time in the
  * square of the bytes, so a message of a megabyte of them is not tried.
  */
-static bool decimal_text(const uint8 *p, int n, int scale, StringInfo buf);
+static void decimal_text(const uint8 *p, int n, int scale, StringInfo buf);
 
 static bool
 read_decimal_text(AvroRead *r, const uint8 *p, int len, const AvroType *w, StringInfo buf)
@@ -967,14 +947,15 @@ read_decimal_text(AvroRead *r, const uint8 *p, int len, const AvroType *w, Strin
 	if (len - skip > max)
 		return fail(r, psprintf("Avro decimal at byte %d has more bytes than its precision %d allows",
 								(int) (p - r->start), w->precision));
-	return decimal_text(p + skip, len - skip, w->scale, buf);
+	decimal_text(p + skip, len - skip, w->scale, buf);
+	return true;
 }
 
 /*
  * The decimal text of the unscaled two's complement big-endian integer at
  * p (n bytes) with scale digits after the point, into buf.
  */
-static bool
+static void
 decimal_text(const uint8 *p, int n, int scale, StringInfo buf)
 {
 	uint8	   *mag = palloc(Max(n, 1));
@@ -1029,7 +1010,6 @@ decimal_text(const uint8 *p, int n, int scale, StringInfo buf)
 	}
 	pfree(mag);
 	pfree(digits);
-	return true;
 }
 
 static Datum
@@ -1083,8 +1063,6 @@ timestamp_from_unix(int64 v, bool millis, const DecodeColumn *c, bool tz)
 static Datum
 integer_datum(int64 v, const AvroType *w, AvroTarget t, const DecodeColumn *c)
 {
-	bool		millis;
-
 	switch (t)
 	{
 		case TARGET_INT2:
@@ -1130,9 +1108,7 @@ integer_datum(int64 v, const AvroType *w, AvroTarget t, const DecodeColumn *c)
 			}
 		case TARGET_TIMESTAMPTZ:
 		case TARGET_TIMESTAMP:
-			millis = w->logical == AVRO_LOGICAL_TIMESTAMP_MILLIS ||
-				w->logical == AVRO_LOGICAL_LOCAL_TIMESTAMP_MILLIS;
-			return timestamp_from_unix(v, millis, c, t == TARGET_TIMESTAMPTZ);
+			return timestamp_from_unix(v, timestamp_in_millis(w), c, t == TARGET_TIMESTAMPTZ);
 		default:
 			elog(ERROR, "unexpected Avro integer target %d", (int) t);
 	}
@@ -1663,6 +1639,12 @@ message_plan(DecodeState *state, AvroRead *r, int len, const char **error)
 			return NULL;
 		}
 		id = (int32) ((uint32) r->p[1] << 24 | (uint32) r->p[2] << 16 | (uint32) r->p[3] << 8 | r->p[4]);
+		if (id < 0)
+		{
+			/* no registry assigns one, and -1 names the plain schema here */
+			*error = psprintf("Avro schema id %d in the Confluent header is negative: no schema registry assigns one", id);
+			return NULL;
+		}
 		r->p += 5;
 		if (ad->last != NULL && ad->last->id == id)
 			plan = ad->last;

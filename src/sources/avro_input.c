@@ -190,13 +190,6 @@ avro_input_prepare(AvroSchemas *as, MessageDecoder *decoder, SourceRow *rows, in
 		have_last = true;
 		if (decoder_avro_has_schema(decoder, id))
 			continue;
-		if (id < 0)
-		{
-			/* no registry gives one, and -1 names the plain schema inside */
-			decoder_avro_add_missing(decoder, id,
-									 psprintf("Avro schema id %d in the Confluent header is negative: no schema registry assigns one", id));
-			continue;
-		}
 		schema = catalog_avro_schema(as->source_id, id);
 		if (schema != NULL)
 			decoder_avro_add_schema(decoder, id, schema, strlen(schema));

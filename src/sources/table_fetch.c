@@ -428,7 +428,7 @@ table_fetch(const char *slot_name, Oid table, int32 query_id, TupleDesc desc,
 	if (desc->natts > 0 &&
 		strcmp(NameStr(TupleDescAttr(desc, desc->natts - 1)->attname), CHANGE_COLUMN) == 0)
 		st.change_attno = desc->natts;
-	st.ntable = desc->natts - nmetadata - (st.change_attno > 0 ? 1 : 0);
+	st.nmetadata = nmetadata;
 	st.map = palloc(sizeof(int) * Max(desc->natts, 1));
 	st.values = palloc(sizeof(Datum) * Max(desc->natts, 1));
 	st.nulls = palloc(sizeof(bool) * Max(desc->natts, 1));

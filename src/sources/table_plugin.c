@@ -203,9 +203,9 @@ table_column_map(TupleDesc from, TupleDesc to, Oid table, int *map)
 }
 
 void
-table_changelog_columns_check(TupleDesc to, const int *map, int ntable, Oid table)
+table_changelog_columns_check(TupleDesc to, const int *map, int nmetadata, Oid table)
 {
-	for (int i = 0; i < ntable; i++)
+	for (int i = 0; i < to->natts - nmetadata - 1; i++)
 		if (map[i] < 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -229,7 +229,7 @@ build_map(FetchState *st, TupleDesc from)
 	st->old_nulls = palloc(sizeof(bool) * Max(from->natts, 1));
 	table_column_map(from, st->desc, st->table, st->map);
 	if (st->change_attno > 0)
-		table_changelog_columns_check(st->desc, st->map, st->ntable, st->table);
+		table_changelog_columns_check(st->desc, st->map, st->nmetadata, st->table);
 	st->map_identity = from->natts == st->desc->natts;
 	for (int i = 0; i < st->desc->natts; i++)
 		if (st->map[i] != i)

@@ -105,7 +105,7 @@ table_snapshot_write(Oid table, Oid source_relation, int nmetadata, int32 query_
 	Assert(change_attno > 0);
 	map = palloc(sizeof(int) * Max(desc->natts, 1));
 	table_column_map(RelationGetDescr(rel), desc, table, map);
-	table_changelog_columns_check(desc, map, desc->natts - nmetadata - 1, table);
+	table_changelog_columns_check(desc, map, nmetadata, table);
 	values = palloc(sizeof(Datum) * Max(desc->natts, 1));
 	nulls = palloc(sizeof(bool) * Max(desc->natts, 1));
 	slot = table_slot_create(rel, NULL);

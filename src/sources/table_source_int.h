@@ -72,7 +72,8 @@ typedef struct FetchState
 								 * row it delivers (an update's two) */
 	AttrNumber	change_attno;	/* a changelog source's CHANGE_COLUMN, or 0:
 								 * the source takes inserts alone */
-	int			ntable;			/* desc's leading columns, the table's */
+	int			nmetadata;		/* desc's metadata columns, after the
+								 * table's */
 	/* column map from the table's (historic) row type to desc */
 	TupleDesc	map_from;
 	int		   *map;			/* desc column i <- table attribute map[i], -1 */
@@ -144,10 +145,11 @@ extern void table_column_map(TupleDesc from, TupleDesc to, Oid table, int *map);
 /*
  * table_changelog_columns_check
  *		A changelog source's rows need every column of the table it was
- *		created with (the first ntable of `to`): an error naming the first
+ *		created with (those of its row type `to` before its nmetadata
+ *		metadata columns and its change column): an error naming the first
  *		that map (table_column_map's) finds no longer there.
  */
-extern void table_changelog_columns_check(TupleDesc to, const int *map, int ntable, Oid table);
+extern void table_changelog_columns_check(TupleDesc to, const int *map, int nmetadata, Oid table);
 extern void spool_discard(void);
 extern void append_row(FetchState *st, HeapTuple row, XLogRecPtr lsn, int64 index,
 					   TimestampTz commit_time, char kind);
