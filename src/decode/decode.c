@@ -425,18 +425,19 @@ decode_image(MessageDecoder *decoder, const char *name, const DecodeSpan *image,
  *		{"schema": ..., "payload": ...} wrapper (decode_envelope.c): *op is
  *		its op ('c', 'r', 'u' or 'd'), and the row images the op has are
  *		decoded each as decoder_decode decodes a message, "before" into
- *		before_values/before_nulls ('u', 'd'), "after" into
- *		after_values/after_nulls ('c', 'r', 'u'); the others are all NULL.
- *		A tombstone (payload NULL, or the wrapper's "payload" null) sets *op
- *		to 0 and decodes nothing.  Returns NULL, or why the event cannot be
- *		decoded (malformed, another op, an image the op needs missing), as
+ *		before_values/before_nulls ('d', and 'u' when it has one:
+ *		*has_before), "after" into after_values/after_nulls ('c', 'r',
+ *		'u'); the others are all NULL.  A tombstone (payload NULL, or the
+ *		wrapper's "payload" null) sets *op to 0 and decodes nothing.  Returns
+ *		NULL, or why the event cannot be decoded (malformed, another op, an
+ *		image the op needs missing), as
  *		decoder_decode does; input functions may raise errors the same way.
  *		The decoder's format must be json, or avro (decoder_avro_set_debezium:
  *		an Avro Debezium event, a record of "op", "before" and "after").
  */
 const char *
 decoder_decode_debezium(MessageDecoder *decoder, const char *payload, size_t len, char *op,
-						Datum *before_values, bool *before_nulls,
+						bool *has_before, Datum *before_values, bool *before_nulls,
 						Datum *after_values, bool *after_nulls)
 {
 	DecodeSpan	before;
@@ -445,6 +446,7 @@ decoder_decode_debezium(MessageDecoder *decoder, const char *payload, size_t len
 
 	Assert(decoder->format == SOURCE_FORMAT_JSON || decoder->format == SOURCE_FORMAT_AVRO);
 	*op = 0;
+	*has_before = false;
 	decode_all_null(decoder, before_values, before_nulls);
 	decode_all_null(decoder, after_values, after_nulls);
 	if (payload == NULL && len == 0)
@@ -460,13 +462,14 @@ decoder_decode_debezium(MessageDecoder *decoder, const char *payload, size_t len
 		errcallback.previous = error_context_stack;
 		error_context_stack = &errcallback;
 		decoder->part = NULL;
-		error = decode_avro_debezium(&decoder->state, payload, (int) len, op,
+		error = decode_avro_debezium(&decoder->state, payload, (int) len, op, has_before,
 									 before_values, before_nulls, after_values, after_nulls);
 		error_context_stack = errcallback.previous;
 		decoder->state.cur_column = NULL;
 		if (error != NULL)
 		{
 			*op = 0;
+			*has_before = false;
 			decode_all_null(decoder, before_values, before_nulls);
 			decode_all_null(decoder, after_values, after_nulls);
 		}
@@ -474,13 +477,17 @@ decoder_decode_debezium(MessageDecoder *decoder, const char *payload, size_t len
 	}
 	if (error == NULL)
 		error = decode_debezium_event(&decoder->state, payload, (int) len, op, &before, &after);
-	if (error == NULL && (*op == 'u' || *op == 'd'))
+	if (error == NULL && (*op == 'd' || (*op == 'u' && before.kind == DJ_OBJECT)))
+	{
+		*has_before = true;
 		error = decode_image(decoder, "\"before\"", &before, before_values, before_nulls);
+	}
 	if (error == NULL && *op != 0 && *op != 'd')
 		error = decode_image(decoder, "\"after\"", &after, after_values, after_nulls);
 	if (error != NULL)
 	{
 		*op = 0;
+		*has_before = false;
 		decode_all_null(decoder, before_values, before_nulls);
 		decode_all_null(decoder, after_values, after_nulls);
 	}

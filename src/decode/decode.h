@@ -89,16 +89,18 @@ extern void decoder_set_part(MessageDecoder *decoder, const char *part);
  * decoder_decode_debezium
  *		Decode a Debezium change event (JSON, with or without Kafka Connect's
  *		{"schema": ..., "payload": ...} wrapper): *op is 'c', 'r', 'u' or 'd',
- *		its "before" image (for 'u' and 'd') decoded into before_values and
- *		its "after" image (for 'c', 'r' and 'u') into after_values, each
- *		exactly as decoder_decode decodes a message, the others all NULL.  A
- *		tombstone (payload NULL) sets *op to 0.  Returns NULL, or why the
+ *		its "before" image (for 'd', and for 'u' when it has one: Debezium
+ *		leaves it out without REPLICA IDENTITY FULL; *has_before) decoded
+ *		into before_values and its "after" image (for 'c', 'r' and 'u') into
+ *		after_values, each exactly as decoder_decode decodes a message, the
+ *		others all NULL.  A tombstone (payload NULL) sets *op to 0.  Returns
+ *		NULL, or why the
  *		event cannot be decoded (not JSON, no op, another op, an image the op
  *		needs missing or not an object), as decoder_decode does.  Only for a
  *		decoder of format json, or avro after decoder_avro_set_debezium.
  */
 extern const char *decoder_decode_debezium(MessageDecoder *decoder, const char *payload,
-										   size_t len, char *op,
+										   size_t len, char *op, bool *has_before,
 										   Datum *before_values, bool *before_nulls,
 										   Datum *after_values, bool *after_nulls);
 
@@ -158,13 +160,5 @@ extern void decoder_avro_set_debezium(MessageDecoder *decoder);
  *		key metadata column).  Before any schema is added.
  */
 extern void decoder_avro_set_whole_value(MessageDecoder *decoder);
-
-/*
- * decoder_avro_set_debezium
- *		Its messages are Debezium change events, records with "op", "before"
- *		and "after" (each a record of the columns' fields, or null), for
- *		decoder_decode_debezium.  Before any schema is added.
- */
-extern void decoder_avro_set_debezium(MessageDecoder *decoder);
 
 #endif							/* STREAMWIN_DECODE_H */

@@ -1865,12 +1865,13 @@ decode_avro_set_whole_value(DecodeState *state)
 /*
  * decode_avro_debezium
  *		Decode one Debezium change event as decoder_decode_debezium's
- *		contract says: *op, and the "before" and "after" images the op has,
- *		each by its plan, into before_values/nulls and after_values/nulls.
+ *		contract says: *op, *has_before, and the "before" and "after"
+ *		images the op has, each by its plan, into before_values/nulls and
+ *		after_values/nulls.
  */
 const char *
 decode_avro_debezium(DecodeState *state, const char *payload, int len, char *op,
-					 Datum *before_values, bool *before_nulls,
+					 bool *has_before, Datum *before_values, bool *before_nulls,
 					 Datum *after_values, bool *after_nulls)
 {
 	static const char *const images[2] = {"before", "after"};
@@ -1927,10 +1928,12 @@ decode_avro_debezium(DecodeState *state, const char *payload, int len, char *op,
 		return psprintf("unknown Debezium op \"%.*s\": only \"c\", \"r\", \"u\" and \"d\" change rows",
 						Min(oplen, 16), optext != NULL && pg_verify_mbstr(state->encoding, (const char *) optext, Min(oplen, 16), true) ?
 						(const char *) optext : "");
-	if ((optext[0] == 'u' || optext[0] == 'd') && !has[0])
+	if (optext[0] == 'd' && !has[0])
 		return psprintf("Debezium event with op \"%c\" has no \"before\" row", optext[0]);
 	if (optext[0] != 'd' && !has[1])
 		return psprintf("Debezium event with op \"%c\" has no \"after\" row", optext[0]);
 	*op = (char) optext[0];
+	/* an update's, if it has one; see decoder_decode_debezium */
+	*has_before = has[0] && (optext[0] == 'u' || optext[0] == 'd');
 	return NULL;
 }

@@ -95,7 +95,8 @@ extern const char *decode_avro_message(DecodeState *state, const char *payload, 
 extern void decode_avro_set_debezium(DecodeState *state);
 extern void decode_avro_set_whole_value(DecodeState *state);
 extern const char *decode_avro_debezium(DecodeState *state, const char *payload, int len,
-										char *op, Datum *before_values, bool *before_nulls,
+										char *op, bool *has_before,
+										Datum *before_values, bool *before_nulls,
 										Datum *after_values, bool *after_nulls);
 
 #endif							/* STREAMWIN_DECODE_AVRO_H */

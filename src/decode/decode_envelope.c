@@ -78,8 +78,10 @@ image_error(const char *name, char op, const DecodeSpan *image)
  * decode_debezium_event
  *		Find the op of the Debezium event in payload (one of 'c', 'r', 'u',
  *		'd') and the spans of its "before" and "after" images, each an object
- *		if the op needs it: 'u' and 'd' the one before, 'c', 'r' and 'u' the
- *		one after.  A wrapper whose "payload" is null is a tombstone: *op is 0.
+ *		if the op needs it: 'd' the one before, 'c', 'r' and 'u' the one
+ *		after; 'u' may have a "before" object, or none (missing or null: what
+ *		Debezium sends without REPLICA IDENTITY FULL), which its caller
+ *		judges.  A wrapper whose "payload" is null is a tombstone: *op is 0.
  *		Returns NULL, or why the event is malformed (not JSON, no op, an op of
  *		another kind, an image the op needs missing or not an object).  The
  *		payload has passed the encoding check; state is a JSON decoder's.
@@ -124,7 +126,8 @@ decode_debezium_event(DecodeState *state, const char *payload, int len, char *op
 						text ? pg_mbcliplen(text, strlen(text), 16) : 0, text ? text : "");
 	*before = m[MEMBER_BEFORE];
 	*after = m[MEMBER_AFTER];
-	if (text[0] == 'u' || text[0] == 'd')
+	if (text[0] == 'd' ||
+		(text[0] == 'u' && before->kind != DJ_MISSING && before->kind != DJ_NULL))
 		error = image_error("before", text[0], before);
 	if (error == NULL && text[0] != 'd')
 		error = image_error("after", text[0], after);

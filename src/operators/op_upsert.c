@@ -4,9 +4,9 @@
  *	  An upsert source's rows as exact changes: each key's last row kept,
  *	  and retracted by the key's next row (see operator.h).
  *
- * A message of an upsert source is its key's new row (change +1), or the
- * key's deletion, a row of the key columns alone (change -1); see
- * changelog_input.c.  For each of the batch's rows of the source, in the
+ * A message of an upsert source (or an event of a Debezium source with key
+ * columns) is its key's new row (change +1), or the key's deletion, a row
+ * of the key columns alone (change -1); see changelog_input.c.  For each of the batch's rows of the source, in the
  * batch's order, this operator
  *	- emits the row the key had, if it had one, with change -1;
  *	- for a new version: emits the row (+1) and keeps it as the key's row;

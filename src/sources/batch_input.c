@@ -110,8 +110,9 @@ row_decoder_create(SourceReader *rd, QueryInfo *q)
 				d->key_avro = key_decoders_create(rd->desc, d->metadata);
 		}
 		d->missing = decoder_missing_counts(d->decoder, &d->nmissing, &d->missing_names);
+		/* a query that keeps its keys' rows reads the changes as upserts */
 		if (rd->envelope != ENVELOPE_APPEND)
-			d->changes = change_decoder_create(rd, d->decoder);
+			d->changes = change_decoder_create(rd, d->decoder, q->upsert_store != NULL);
 	}
 	d->slot = MakeSingleTupleTableSlot(rd->desc, &TTSOpsVirtual);
 	d->change_attno = source_change_attno(rd->desc);
@@ -409,7 +410,8 @@ decode_change(RowDecoder *d, SourceRow *m, RowResult *res,
 
 		if (d->metadata != NULL)
 			err = fill_metadata(d, m, rows.values[i], rows.nulls[i]);
-		if (err == NULL && d->event_time != NULL && rows.kind != 't')
+		/* a key's deletion (keyed) has no values to judge */
+		if (err == NULL && d->event_time != NULL && (adds || !change_decoder_keyed(d->changes)))
 		{
 			ExecClearTuple(slot);
 			memcpy(slot->tts_values, rows.values[i], sizeof(Datum) * natts);
@@ -577,7 +579,8 @@ rows_decode(RowDecoder *d, SourceRow *rows, int n, bool drop_late, TimestampTz w
 	if (n > 0)
 		decode_range(d, rows, res, 0, n, drop_late, watermark);
 	memset(&d->reader->changes, 0, sizeof(SourceChanges));
-	if (d->reader->envelope == ENVELOPE_DEBEZIUM)
+	/* (the upsert operator counts a keyed decoder's) */
+	if (d->reader->envelope == ENVELOPE_DEBEZIUM && !change_decoder_keyed(d->changes))
 		count_changes(&d->reader->changes, res, n);
 	return res;
 }

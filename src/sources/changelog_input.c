@@ -13,7 +13,16 @@
  *				its "after" row (+1); d its "before" row (-1); a tombstone
  *				(a null value, which follows a delete) makes nothing.  A
  *				row that leaves one of the source's key columns NULL is a
- *				dead letter.
+ *				dead letter.  With key columns (a keyed decoder: its query
+ *				keeps each key's row, op_upsert.c), the rows are an
+ *				upsert's instead, the "before" row read for its key alone:
+ *				c, r and u make their "after" row, the key's new version
+ *				(+1), after a deletion of the "before" row's key when an
+ *				update changed the key; d a deletion of the "before" row's
+ *				key (-1).  So an update needs no "before" row, a delete's
+ *				may hold the key alone (Debezium without REPLICA IDENTITY
+ *				FULL), and an event delivered twice changes nothing the
+ *				second time.
  *	 upsert		the value, decoded in the source's format, is the new row of
  *				the message key (+1); a null value deletes the key: a row of
  *				the key columns, every other column NULL (-1).  The key
@@ -33,6 +42,7 @@
 #include "postgres.h"
 
 #include "access/tupdesc.h"
+#include "utils/datum.h"
 
 #include "changelog_input.h"
 #include "jsonb_util.h"
@@ -40,7 +50,9 @@
 struct ChangeDecoder
 {
 	SourceEnvelope envelope;
+	bool		keyed;			/* rows of an upsert: see the file header */
 	MessageDecoder *values;		/* of the message's value */
+	TupleDesc	desc;			/* the source's row type */
 	int			natts;
 	int			change_index;	/* the change column's, 0-based */
 	Datum	   *row_values[2];	/* the rows of a message, natts each */
@@ -147,13 +159,16 @@ key_decoders_create(ChangeDecoder *cd, SourceReader *rd)
 }
 
 ChangeDecoder *
-change_decoder_create(SourceReader *rd, MessageDecoder *values)
+change_decoder_create(SourceReader *rd, MessageDecoder *values, bool keyed)
 {
 	ChangeDecoder *cd = palloc0(sizeof(ChangeDecoder));
 
 	Assert(rd->envelope != ENVELOPE_APPEND);
+	Assert(keyed || rd->envelope != ENVELOPE_UPSERT);
 	cd->envelope = rd->envelope;
+	cd->keyed = keyed;
 	cd->values = values;
+	cd->desc = rd->desc;
 	cd->natts = rd->desc->natts;
 	cd->change_index = source_change_attno(rd->desc) - 1;
 	if (cd->change_index < 0)
@@ -165,9 +180,17 @@ change_decoder_create(SourceReader *rd, MessageDecoder *values)
 		cd->row_nulls[r] = palloc(sizeof(bool) * cd->natts);
 	}
 	key_columns_find(cd, rd);
+	if (cd->keyed && cd->nkeys == 0)
+		elog(ERROR, "streamwin: changelog source \"%s\" has no key columns", rd->source->name);
 	if (cd->envelope == ENVELOPE_UPSERT)
 		key_decoders_create(cd, rd);
 	return cd;
+}
+
+bool
+change_decoder_keyed(ChangeDecoder *cd)
+{
+	return cd->keyed;
 }
 
 /* Row r of the buffers as the next row of out, with its change. */
@@ -181,17 +204,54 @@ add_row(ChangeDecoder *cd, ChangeRows *out, int r, int16 change)
 	out->nrows++;
 }
 
+/* Row r of the buffers as its key's deletion: every other column NULL. */
+static void
+key_only(ChangeDecoder *cd, int r)
+{
+	for (int i = 0; i < cd->natts; i++)
+	{
+		bool		is_key = false;
+
+		for (int k = 0; k < cd->nkeys; k++)
+			is_key = is_key || cd->key_index[k] == i;
+		if (!is_key)
+		{
+			cd->row_values[r][i] = (Datum) 0;
+			cd->row_nulls[r][i] = true;
+		}
+	}
+}
+
+/* Do rows 0 and 1 of the buffers have the same key, byte for byte? */
+static bool
+same_key(ChangeDecoder *cd)
+{
+	for (int k = 0; k < cd->nkeys; k++)
+	{
+		Form_pg_attribute att = TupleDescAttr(cd->desc, cd->key_index[k]);
+		int			i = cd->key_index[k];
+
+		if (!datumIsEqual(cd->row_values[0][i], cd->row_values[1][i], att->attbyval, att->attlen))
+			return false;
+	}
+	return true;
+}
+
 static const char *
 decode_debezium(ChangeDecoder *cd, const SourceRow *m, ChangeRows *out)
 {
 	char		op;
+	bool		has_before;
 	const char *error;
 
-	error = decoder_decode_debezium(cd->values, m->payload, m->len, &op,
+	error = decoder_decode_debezium(cd->values, m->payload, m->len, &op, &has_before,
 									cd->row_values[0], cd->row_nulls[0],
 									cd->row_values[1], cd->row_nulls[1]);
 	if (error != NULL || op == 0)
 		return error;
+	if (op == 'u' && !has_before && !cd->keyed)
+		return pstrdup("Debezium event with op \"u\" has no \"before\" row: a source without key_columns "
+					   "retracts an update's old row from it");
 
 	/*
 	 * The key columns name a row: a keyed transform writes and deletes its
@@ -199,7 +259,7 @@ decode_debezium(ChangeDecoder *cd, const SourceRow *m, ChangeRows *out)
 	 */
 	for (int k = 0; k < cd->nkeys; k++)
 	{
-		if ((op == 'u' || op == 'd') && cd->row_nulls[0][cd->key_index[k]])
+		if (has_before && cd->row_nulls[0][cd->key_index[k]])
 			return psprintf("Debezium event's \"before\" row has no value for key column \"%s\"",
 							cd->key_names[k]);
 		if (op != 'd' && cd->row_nulls[1][cd->key_index[k]])
@@ -207,6 +267,18 @@ decode_debezium(ChangeDecoder *cd, const SourceRow *m, ChangeRows *out)
 							cd->key_names[k]);
 	}
 	out->kind = op == 'c' || op == 'r' ? 'i' : op;
+	if (cd->keyed)
+	{
+		/* the rows of an upsert: the store has the row to retract */
+		if (op == 'd' || (op == 'u' && has_before && !same_key(cd)))
+		{
+			key_only(cd, 0);
+			add_row(cd, out, 0, -1);
+		}
+		if (op != 'd')
+			add_row(cd, out, 1, 1);
+		return NULL;
+	}
 	if (op == 'u' || op == 'd')
 		add_row(cd, out, 0, -1);
 	if (op != 'd')

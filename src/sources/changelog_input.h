@@ -40,8 +40,20 @@ extern SourceMetadata *changelog_decode_map(const SourceInfo *src, TupleDesc des
  *		A decoder of the messages of changelog reader rd (its envelope not
  *		append), whose values `values` decodes (built over
  *		changelog_decode_map), in CurrentMemoryContext.  Inside a transaction.
+ *		keyed: its rows are an upsert's, which the query's upsert operator
+ *		turns into changes (true for an upsert source; for a Debezium source
+ *		with key columns, when the query keeps its keys' rows): see
+ *		changelog_input.c.
  */
-extern ChangeDecoder *change_decoder_create(SourceReader *rd, MessageDecoder *values);
+extern ChangeDecoder *change_decoder_create(SourceReader *rd, MessageDecoder *values,
+											bool keyed);
+
+/*
+ * change_decoder_keyed
+ *		Are its rows an upsert's?  Then a row retracted (-1) is a key's
+ *		deletion, of the key columns alone, and has no event time.
+ */
+extern bool change_decoder_keyed(ChangeDecoder *cd);
 
 /*
  * change_decode

@@ -801,10 +801,14 @@ kafka_key_columns(SourceInfo *src)
 	return kafka_options(src)->key_columns;
 }
 
+/* An upsert source, or a Debezium source with key columns (source.h) */
 static bool
 kafka_upsert(SourceInfo *src)
 {
-	return kafka_options(src)->envelope == ENVELOPE_UPSERT;
+	KafkaOptions *ko = kafka_options(src);
+
+	return ko->envelope == ENVELOPE_UPSERT ||
+		(ko->envelope == ENVELOPE_DEBEZIUM && ko->key_columns != NIL);
 }
 
 const SourceOps kafka_source_ops = {
@@ -878,9 +882,9 @@ source_options_validate(Jsonb *options, SourceFormat format)
 
 /*
  * The key columns must be columns of the source (desc, its view's row
- * type; meta: source_metadata_map's); an upsert source's come from the
- * message key, so not from its metadata, and the state kept per key needs
- * a type that hashes.
+ * type; meta: source_metadata_map's); they come from the message key (an
+ * upsert source's) or the event's rows (a Debezium source's), so not from
+ * its metadata, and the state kept per key needs a type that hashes.
  */
 static void
 check_key_columns(KafkaOptions *ko, const char *source, TupleDesc desc, const SourceMetadata *meta)
@@ -900,13 +904,13 @@ check_key_columns(KafkaOptions *ko, const char *source, TupleDesc desc, const So
 					(errcode(ERRCODE_UNDEFINED_COLUMN),
 					 errmsg("key column \"%s\" is not a column of source \"%s\"", name, source),
 					 errhint("Name columns of the column list in option \"key_columns\".")));
-		if (ko->envelope != ENVELOPE_UPSERT)
-			continue;
 		if (meta != NULL && meta[attno] != SOURCE_META_NONE)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("key column \"%s\" holds message metadata", name),
-					 errdetail("An upsert source reads its key columns from the message key."),
+					 errdetail(ko->envelope == ENVELOPE_UPSERT ?
+							   "An upsert source reads its key columns from the message key." :
+							   "A Debezium source reads its key columns from the rows of its change events."),
 					 errhint("Leave the column out of option \"metadata\".")));
 		if (!OidIsValid(lookup_type_cache(TupleDescAttr(desc, attno)->atttypid,
 										  TYPECACHE_HASH_PROC)->hash_proc))
@@ -914,7 +918,7 @@ check_key_columns(KafkaOptions *ko, const char *source, TupleDesc desc, const So
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("key column \"%s\" of type %s cannot be hashed", name,
 							format_type_be(TupleDescAttr(desc, attno)->atttypid)),
-					 errdetail("An upsert source's queries keep the last row of each key in a hash table."),
+					 errdetail("The source's queries keep the last row of each key in a hash table."),
 					 errhint("Declare the column with a type that has a hash function, such as text or jsonb.")));
 	}
 }

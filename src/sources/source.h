@@ -44,8 +44,12 @@
  * key's row (changelog_input.c).  An upsert source (SourceOps.upsert) does
  * not know which row a new version replaces: a query of it keeps each
  * key's last row as state, and its upsert operator (op_upsert.c) turns the
- * batch's rows into the exact changes.  A changelog batch counts its
- * inserts, updates and deletes (SourceReader.changes) for its progress.
+ * batch's rows into the exact changes.  A Debezium source with key columns
+ * is read the same way, its events as new versions and deletions of their
+ * keys: its "before" rows are not trusted to be what was added (Debezium
+ * delivers at least once, and sends the key alone without REPLICA
+ * IDENTITY FULL).  A changelog batch counts its inserts, updates and
+ * deletes (SourceReader.changes) for its progress.
  *
  *-------------------------------------------------------------------------
  */
@@ -201,7 +205,8 @@ typedef struct SourceOps
 
 	/*
 	 * create_query: is the source an upsert changelog, whose rows are each a
-	 * key's new version or deletion (see "Changelogs")?  NULL op: no.
+	 * key's new version or deletion, so that a query keeps each key's row
+	 * as state (see "Changelogs")?  NULL op: no.
 	 */
 	bool		(*upsert) (SourceInfo *src);
 	/* drop_source: release what the source holds (at commit) */

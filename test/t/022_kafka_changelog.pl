@@ -10,9 +10,13 @@
 #
 #   1. envelope debezium: events c, r, u, d with and without the
 #      schema/payload wrapper, tombstones (skipped), malformed events (dead
-#      letters with their reasons); the change rows (metadata columns in
-#      both rows of an update), the table they net to, the inserts, updates
-#      and deletes in progress.offsets.  Late rows of both envelopes.
+#      letters with their reasons); with key_columns, each key's row kept:
+#      the change rows (a retraction exactly as its row was added, metadata
+#      columns included), the table they net to, the inserts, updates and
+#      deletes in progress.offsets.  Late rows of both envelopes.  With key
+#      columns, events delivered again (a connector's restart), updates
+#      without "before", deletes of the key alone and updates of the key
+#      change an aggregation exactly, in memory and on its state table.
 #   2. envelope upsert: JSON and text keys (the key wins over a value's
 #      field), new keys, new versions in one batch and across batches,
 #      tombstones of known and unknown keys, bad keys as dead letters; the
@@ -21,8 +25,9 @@
 #      streamwin.state_memory = 1MB, with enough keys to run on its state
 #      table: the same changes.  Upserts in csv and text format.
 #   3. a crash (SIGKILL of a backend) with batches after the last
-#      checkpoint: both upsert queries restore their checkpoint, replay, and
-#      go on exactly; a checkpoint table equals its state table.
+#      checkpoint: both upsert queries and both aggregations of the keyed
+#      Debezium source restore their checkpoint, replay, and go on exactly;
+#      a checkpoint table equals its state table.
 #   4. creation refusals.
 use strict;
 use warnings;
@@ -36,7 +41,7 @@ my $node = new_node('changelog',
 	conf => "streamwin.checkpoint_interval = 3\nstreamwin.checkpoint_min_interval = 0\n"
 	  . "restart_after_crash = on\n");
 my $broker = StreamwinTest::Broker->start(
-	topics => { dbz => 2, ups => 2, ups_csv => 1, ups_text => 1, dbz_late => 1, ups_late => 1 });
+	topics => { dbz => 2, ups => 2, ups_csv => 1, ups_text => 1, dbz_late => 1, ups_late => 1, dbz_keyed => 1 });
 my $brokers = $broker->bootstrap;
 my $json = JSON::PP->new->canonical->allow_nonref;
 srand(22);
@@ -88,6 +93,7 @@ SELECT streamwin.create_query('dq', 'SELECT id, amount, region, part, off, __str
 }, 'a Debezium source and a transform of its changes');
 
 my %dbz_table;      # id => [amount, region]: the table the events change
+my %dbz_at;         # id => [partition, offset]: the message that added its row
 my @dbz_next = (0, 0);    # next offset per partition
 my (@dbz_msgs, @dbz_rows, @dbz_dead);
 my %dbz_count = (i => 0, u => 0, d => 0);
@@ -100,16 +106,18 @@ sub image
 	return qq({"id": $id, "amount": $amount, "region": ) . $json->encode($region) . '}';
 }
 
-# One message: to the partition of its key, expecting rows or a dead letter.
+# One message: to the partition of its key, expecting rows (id, amount,
+# region, change; a retraction then the partition and offset its row was
+# added by) or a dead letter.  Returns its partition and offset.
 sub dbz_message
 {
 	my ($id, $value, $rows, $dead) = @_;
 	my $p = $id % 2;
 	my $off = $dbz_next[$p]++;
 	push @dbz_msgs, [ $p, qq({"id": $id}), $value ];
-	push @dbz_rows, map { [ @$_[ 0 .. 2 ], $p, $off, $_->[3] ] } @$rows;
+	push @dbz_rows, map { [ @$_[ 0 .. 2 ], $_->[4] // $p, $_->[5] // $off, $_->[3] ] } @$rows;
 	push @dbz_dead, [ $p, $off, $dead ] if $dead;
-	return;
+	return ($p, $off);
 }
 
 # An event of op: before and after are JSON texts or undef (null).
@@ -130,7 +138,8 @@ sub dbz_change
 	$op = 'c' if ($op eq 'u' || $op eq 'd') && !@ids;
 	my $id = $op eq 'c' || $op eq 'r' ? ++$dbz_id : $ids[ int(rand(@ids)) ];
 	my $before = $op eq 'u' || $op eq 'd' ? image($id) : undef;
-	my @old = $before ? ([ $id, @{ $dbz_table{$id} }, -1 ]) : ();
+	# the key's row is retracted as it was added, with that message's metadata
+	my @old = $before ? ([ $id, @{ $dbz_table{$id} }, -1, @{ $dbz_at{$id} } ]) : ();
 	if ($op eq 'd')
 	{
 		delete $dbz_table{$id};
@@ -140,7 +149,7 @@ sub dbz_change
 		return;
 	}
 	$dbz_table{$id} = [ sprintf('%d.%02d', rand(1000), rand(100)), $regions[ int(rand(@regions)) ] ];
-	dbz_message($id, dbz_event($op, $before, image($id)), [ @old, [ $id, @{ $dbz_table{$id} }, 1 ] ]);
+	$dbz_at{$id} = [ dbz_message($id, dbz_event($op, $before, image($id)), [ @old, [ $id, @{ $dbz_table{$id} }, 1 ] ]) ];
 	$dbz_count{ $op eq 'u' ? 'u' : 'i' }++;
 	return;
 }
@@ -151,7 +160,7 @@ my @dbz_malformed = (
 	[ '{"before": null, "after": {"id": 1}}',         qr/Debezium event without "op"/ ],
 	[ '{"op": "t", "before": null, "after": null}',   qr/unknown Debezium op "t"/ ],
 	[ '{"op": 7, "after": {"id": 1}}',                qr/"op" of a Debezium event must be a string/ ],
-	[ '{"op": "u", "before": null, "after": {"id": 1, "amount": 2}}', qr/op "u" has no "before" row/ ],
+	[ '{"op": "u", "before": {"id": 1}, "after": null}', qr/op "u" has no "after" row/ ],
 	[ '{"op": "c", "after": "{}"}',                   qr/"after" of a Debezium event must be an object, found a string/ ],
 	[ '{"schema": {}, "payload": {"op": "d"}}',       qr/op "d" has no "before" row/ ],
 	[ '{"op": "c", "after": {"id": 1, "amount": "lots"}}', qr/invalid input syntax for type numeric.*JSON key "amount" of the message's "after"/ ],
@@ -195,7 +204,7 @@ is($node->safe_psql('postgres', "SELECT sum(input_rows) FROM streamwin.progress 
 	scalar(@dbz_msgs), 'debezium: the batches read every message');
 
 results_match($node, 'SELECT * FROM dq', values_sql(\@dbz_cols, \@dbz_rows),
-	'debezium: each event makes its rows: after (+1), before (-1) then after (+1), before (-1)');
+	'debezium: each event makes its rows: after (+1), the row kept (-1) then after (+1), the row kept (-1)');
 results_match($node,
 	'SELECT id, amount, region, sum(__streamwin_change) FROM dq GROUP BY 1, 2, 3 HAVING sum(__streamwin_change) <> 0',
 	values_sql([ [ 'id', 'int' ], [ 'amount', 'numeric' ], [ 'region', 'text' ], [ 'n', 'bigint' ] ],
@@ -234,14 +243,19 @@ $broker->produce('dbz_late', [
 	[ 0, '4', '{"op": "d", "before": {"id": 4}}' ],
 	# the old row on time, the new one late: the retraction stays, the
 	# addition is dropped and counted
-	[ 0, '5', '{"op": "u", "before": ' . row_json(5, '05') . ', "after": ' . row_json(5, '01') . '}' ] ],
+	[ 0, '5', '{"op": "u", "before": ' . row_json(5, '05') . ', "after": ' . row_json(5, '01') . '}' ],
+	# without key_columns an update's old row comes from "before" alone
+	[ 0, '6', '{"op": "u", "before": null, "after": ' . row_json(6, '09') . '}' ] ],
 	keys => 1);
 $broker->produce('ups_late', [
 	[ 0, '1', row_json(1, '01') ], [ 0, '2', undef ], [ 0, '1', row_json(1, '10') ] ], keys => 1);
 my $late_d = run_json($node, "run_batch('dq_late')");
 my $late_u = run_json($node, "run_batch('uq_late')");
-is("$late_d->{late_rows_dropped}/$late_d->{dead_letters}", '3/1',
-	'late rows: the Debezium update whose rows are late, the late delete and the late new row of an update are dropped; a delete without the event time is a dead letter');
+is("$late_d->{late_rows_dropped}/$late_d->{dead_letters}", '3/2',
+	'late rows: the Debezium update whose rows are late, the late delete and the late new row of an update are dropped; a delete without the event time and an update without "before" are dead letters');
+like($node->safe_psql('postgres', q{SELECT error FROM streamwin.dead_letters WHERE source = 'dbz_late' AND "offset" = 8}),
+	qr/^Debezium event with op "u" has no "before" row: a source without key_columns retracts an update's old row from it$/,
+	'an update without "before" is a dead letter of a Debezium source without key_columns, which says why');
 is("$late_u->{late_rows_dropped}/$late_u->{dead_letters}", '1/0',
 	'late rows: the late new version of an upsert is dropped; its deletion has no event time');
 my $ts = sub { "2024-01-01 10:$_[0]:00+00" };
@@ -255,6 +269,139 @@ results_match($node, 'SELECT * FROM uq_late',
 		[ [ 1, $ts->('00'), 1 ], [ 2, $ts->('05'), 1 ], [ 2, $ts->('05'), -1 ], [ 1, $ts->('00'), -1 ],
 		  [ 1, $ts->('10'), 1 ] ]),
 	'late rows: the upsert changes but the late one, which left its key as it was');
+
+# With key columns each key's row is kept, and an event is a new version or
+# a deletion of its key: Debezium delivers at least once (a connector's
+# restart sends events again), and without REPLICA IDENTITY FULL an update
+# has no "before" and a delete's holds the key alone.  An aggregation over
+# such events, in memory and on its state table (state_memory 1MB, rows of
+# 300 bytes), against the same aggregation of the table the events leave.
+psql_ok($node, qq{
+SELECT streamwin.create_kafka_source('dbz_keyed', '$brokers', 'dbz_keyed',
+    'id int, amount numeric, region text, pad text',
+    options => '{"envelope": "debezium", "key_columns": ["id"], "max_records_per_batch": 700}');
+SELECT streamwin.create_query('dk', 'SELECT region, count(*) AS n, sum(amount) AS s, min(amount) AS lo,
+    max(amount) AS hi, max(length(pad)) AS pad FROM dbz_keyed GROUP BY region',
+    output_mode => 'update', start => false);
+SELECT streamwin.create_query('dk_table', 'SELECT region, count(*) AS n, sum(amount) AS s, min(amount) AS lo,
+    max(amount) AS hi, max(length(pad)) AS pad FROM dbz_keyed GROUP BY region',
+    output_mode => 'update', start => false);
+}, 'debezium with key columns: a source and two aggregations of it');
+my $dk_small = store_session($node);
+sess_ok($dk_small, "SET streamwin.state_memory = '1MB'");
+
+my %dk_table;    # id => [amount, region, pad]
+my @dk_msgs;     # [0, key, value], all in one partition, in order
+my $dk_next = 0;
+sub dk_row
+{
+	my ($id, $full) = @_;
+	return qq({"id": $id}) unless $full;
+	my ($amount, $region, $pad) = @{ $dk_table{$id} };
+	return sprintf('{"id": %d, "amount": %s, "region": %s, "pad": "%s"}', $id, $amount, $json->encode($region), $pad);
+}
+sub dk_new_row
+{
+	my ($id) = @_;
+	$dk_table{$id} = [ sprintf('%d.%02d', rand(1000), rand(100)), $regions[ int(rand(@regions)) ],
+		'p' x (rand() < 0.9 ? 300 : 10) ];
+	return;
+}
+# An event of op on key id (its message key); a delete is followed by its
+# tombstone, as Debezium sends it.
+sub dk_event
+{
+	my ($op, $id, $before, $after) = @_;
+	push @dk_msgs, [ 0, qq({"id": $id}),
+		sprintf('{"before": %s, "after": %s, "op": "%s"}', $before // 'null', $after // 'null', $op) ];
+	push @dk_msgs, [ 0, qq({"id": $id}), undef ] if $op eq 'd';
+	return;
+}
+sub dk_changes
+{
+	my ($n) = @_;
+	for (1 .. $n)
+	{
+		my @ids = keys %dk_table;
+		my $id = $ids[ int(rand(@ids)) ];
+		my $r = rand();
+		if ($r < 0.2)
+		{
+			my $new = 1 + max_id();
+			dk_new_row($new);
+			dk_event('c', $new, undef, dk_row($new, 1));
+		}
+		elsif ($r < 0.5)
+		{
+			# an update: "before" whole, or none (REPLICA IDENTITY DEFAULT)
+			my $before = rand() < 0.5 ? dk_row($id, 1) : undef;
+			dk_new_row($id);
+			dk_event('u', $id, $before, dk_row($id, 1));
+		}
+		elsif ($r < 0.6)
+		{
+			# an update of the key: its old key goes
+			my $new = 1 + max_id();
+			my $before = dk_row($id, 1);
+			$dk_table{$new} = delete $dk_table{$id};
+			$dk_table{$new}[0] += 1;
+			dk_event('u', $new, $before, dk_row($new, 1));
+		}
+		else
+		{
+			# a delete: "before" whole, or the key alone
+			my $before = dk_row($id, rand() < 0.5);
+			delete $dk_table{$id};
+			dk_event('d', $id, $before, undef);
+		}
+	}
+	return;
+}
+sub max_id { my $m = 0; $m = $_ > $m ? $_ : $m for keys %dk_table; return $m }
+sub dk_send
+{
+	$broker->produce('dbz_keyed', [ @dk_msgs[ $dk_next .. $#dk_msgs ] ], keys => 1);
+	$dk_next = @dk_msgs;
+	return;
+}
+sub dk_check
+{
+	my ($when) = @_;
+	run_json($node, "run_available('dk')");
+	sess_ok($dk_small, "SELECT streamwin.run_available('dk_table') IS NOT NULL");
+	my $table = values_sql([ [ 'amount', 'numeric' ], [ 'region', 'text' ], [ 'pad', 'text' ] ],
+		[ map { $dk_table{$_} } sort { $a <=> $b } keys %dk_table ]);
+	for my $q (qw(dk dk_table))
+	{
+		results_match($node, "SELECT region, n, s, lo, hi, pad FROM $q",
+			"SELECT region, count(*), sum(amount), min(amount), max(amount), max(length(pad)) FROM ($table) t GROUP BY region",
+			"debezium with key columns, $q $when: the aggregation of the table the events leave");
+	}
+	return;
+}
+
+# the snapshot, then changes, read in batches of 700
+for my $id (1 .. 4000)
+{
+	dk_new_row($id);
+	dk_event('r', $id, undef, dk_row($id, 1));
+}
+dk_changes(500);
+dk_send();
+dk_check('after a snapshot and changes');
+cmp_ok(log_count($node, qr/the upsert keys of query "dk_table" do not fit in streamwin\.state_memory/),
+	'>', 0, 'debezium with key columns: dk_table does not fit in 1MB');
+is(log_count($node, qr/the upsert keys of query "dk" do not fit/), 0, 'debezium with key columns: dk stays in memory');
+
+# a connector's restart: the last 400 messages again (deletes of keys gone
+# included), a snapshot of 100 rows again, then more changes
+my @again = @dk_msgs[ $#dk_msgs - 399 .. $#dk_msgs ];
+push @dk_msgs, @again;
+my @some = (sort { $a <=> $b } keys %dk_table)[ 0 .. 99 ];
+dk_event('r', $_, undef, dk_row($_, 1)) for @some;
+dk_changes(300);
+dk_send();
+dk_check('after events delivered again');
 
 # ==== 2. upsert ================================================================
 
@@ -467,6 +614,19 @@ is($node->safe_psql('postgres', q{
 SELECT bool_and(last_batch_id > checkpoint_batch_id) FROM streamwin.query_catalog
  WHERE name IN ('uq', 'uq_table')}), 't', 'crash: both queries have batches since their checkpoint');
 eval { $small->quit };
+my $dk_behind = q{SELECT bool_and(last_batch_id > checkpoint_batch_id) FROM streamwin.query_catalog
+ WHERE name IN ('dk', 'dk_table')};
+for my $i (1 .. 10)
+{
+	last if $node->safe_psql('postgres', $dk_behind) eq 't';
+	dk_changes(40);
+	dk_send();
+	run_json($node, "run_batch('dk')");
+	sess_ok($dk_small, "SELECT streamwin.run_batch('dk_table') IS NOT NULL");
+}
+is($node->safe_psql('postgres', $dk_behind), 't',
+	'crash: both queries of the Debezium source with key columns have batches since their checkpoint');
+eval { $dk_small->quit };
 
 crash_by_sigkill($node, 'crash');
 
@@ -484,6 +644,17 @@ for my $q (qw(uq uq_table))
 		"crash: $q restored its checkpoint");
 }
 ups_check('after the crash', 'uq', 'uq_table');
+dk_changes(200);
+dk_send();
+$dk_small = store_session($node);
+sess_ok($dk_small, "SET streamwin.state_memory = '1MB'");
+dk_check('after the crash');
+for my $q (qw(dk dk_table))
+{
+	cmp_ok(log_count($node, qr/query "$q" lost its state in a crash; restoring the checkpoint/), '>', 0,
+		"crash: $q restored its checkpoint");
+}
+eval { $dk_small->quit };
 
 # A checkpoint's table equals the state table, row for row (the store writes
 # only what changed since the last one, deleted keys included).
@@ -554,28 +725,40 @@ fails_like($node, q{SELECT streamwin.create_query('bad', 'SELECT ups.id, dbz.amo
     options => '{"join_state_unbounded": true}', start => false)},
 	qr/source "ups" is a changelog, which a stream-stream join cannot read/,
 	'refused: a join over an upsert source');
-# A Debezium row retracted carries the metadata of the message that
-# retracts it: an aggregation by metadata would retract from another group.
-# An upsert source keeps its rows' metadata, and may.
-fails_like($node, q{SELECT streamwin.create_query('bad', 'SELECT part, count(*) FROM dbz GROUP BY part',
+# A Debezium row retracted without key columns carries the metadata of the
+# message that retracts it: an aggregation by metadata would retract from
+# another group.  An upsert source, or a Debezium source with key columns,
+# keeps its rows' metadata, and may.
+psql_ok($node, qq{
+SELECT streamwin.create_kafka_source('dbz_meta', '$brokers', 'dbz', 'id int, amount numeric, region text, part int, off bigint',
+    options => '{"envelope": "debezium", "metadata": {"part": "partition", "off": "offset"}}');
+}, 'a Debezium source without key columns, with metadata columns');
+fails_like($node, q{SELECT streamwin.create_query('bad', 'SELECT part, count(*) FROM dbz_meta GROUP BY part',
     output_mode => 'update', start => false)},
-	qr/an aggregation over changelog source "dbz" cannot read its metadata columns/,
-	'refused: an aggregation over a Debezium source grouped by a metadata column');
-fails_like($node, q{SELECT streamwin.create_query('bad', 'SELECT region, max(off) FROM dbz WHERE part = 0 GROUP BY region',
+	qr/an aggregation over changelog source "dbz_meta" cannot read its metadata columns/,
+	'refused: an aggregation over a Debezium source without key columns grouped by a metadata column');
+fails_like($node, q{SELECT streamwin.create_query('bad', 'SELECT region, max(off) FROM dbz_meta WHERE part = 0 GROUP BY region',
     output_mode => 'update', start => false)},
-	qr/an aggregation over changelog source "dbz" cannot read its metadata columns/,
+	qr/an aggregation over changelog source "dbz_meta" cannot read its metadata columns/,
 	'refused: ... one that aggregates by them');
-fails_like($node, q{SELECT streamwin.create_query('bad', 'SELECT region, count(*) FROM dbz WHERE part = 0 GROUP BY region',
+fails_like($node, q{SELECT streamwin.create_query('bad', 'SELECT region, count(*) FROM dbz_meta WHERE part = 0 GROUP BY region',
     output_mode => 'update', start => false)},
-	qr/an aggregation over changelog source "dbz" cannot read its metadata columns/,
+	qr/an aggregation over changelog source "dbz_meta" cannot read its metadata columns/,
 	'refused: ... one that filters by them');
+fails_like($node, qq{SELECT streamwin.create_kafka_source('bad', '$brokers', 'dbz', 'id int, part int',
+    options => '{"envelope": "debezium", "key_columns": ["part"], "metadata": {"part": "partition"}}')},
+	qr/key column "part" holds message metadata.*\n.*A Debezium source reads its key columns from the rows of its change events/,
+	'refused: a Debezium key column that holds metadata');
 psql_ok($node, q{
-SELECT streamwin.create_query('dbz_sum', 'SELECT region, sum(amount) FROM dbz GROUP BY region',
+SELECT streamwin.create_query('dbz_sum', 'SELECT region, sum(amount) FROM dbz_meta GROUP BY region',
     output_mode => 'update', start => false);
 SELECT streamwin.create_query('ups_parts', 'SELECT part, count(*) FROM ups GROUP BY part',
     output_mode => 'update', start => false);
+SELECT streamwin.create_query('dbz_parts', 'SELECT part, count(*) FROM dbz GROUP BY part',
+    output_mode => 'update', start => false);
 SELECT streamwin.drop_query('dbz_sum');
 SELECT streamwin.drop_query('ups_parts');
-}, 'an aggregation over a Debezium source by its rows\' columns, and one over an upsert source by its metadata, are accepted');
+SELECT streamwin.drop_query('dbz_parts');
+}, 'an aggregation over a Debezium source by its rows\' columns, and ones over an upsert source and a Debezium source with key columns by their metadata, are accepted');
 
 done_testing();
