@@ -39,6 +39,7 @@ static const StatementSpec specs[NUM_STATEMENTS] = {
 	[STMT_UPSERT_COUNT] = {"upsert_count_sql", 0},
 	[STMT_UPSERT_INDEX] = {"upsert_index_sql", 0},
 	[STMT_UPSERT_UNINDEX] = {"upsert_unindex_sql", 0},
+	[STMT_UPSERT_TRUNCATE] = {"upsert_truncate_sql", 0},
 	[STMT_STORE_GROUPS] = {"store_groups_sql", 0},
 	[STMT_STORE_BATCH_ROWS] = {"store_batch_rows_sql", 0},
 	[STMT_STORE_INSERT] = {"store_insert_sql", 0},

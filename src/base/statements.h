@@ -46,13 +46,16 @@ typedef enum QueryStatement
 	 * An upsert source's rows (op_upsert.c) when its store runs on its table:
 	 * the batch's rows as changes (the retraction of each key's last row,
 	 * the new row), the table brought to each key's last row, its size, and
-	 * its index, which the store does without.
+	 * its index, which the store does without; and a truncate of the source
+	 * (a Debezium event): every key's row deleted, returned as a retraction
+	 * (absent in queries created before it).
 	 */
 	STMT_UPSERT_ROWS,
 	STMT_UPSERT_WRITE,
 	STMT_UPSERT_COUNT,
 	STMT_UPSERT_INDEX,
 	STMT_UPSERT_UNINDEX,
+	STMT_UPSERT_TRUNCATE,
 
 	/*
 	 * With a state store (state_store.h): the batch's groups, and the result

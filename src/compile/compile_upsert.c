@@ -17,6 +17,8 @@
  *				batch's row of the key before it, else the table's), then
  *				the row if it is a new version
  *	 write		the table brought to each key's last row in the batch
+ *	 truncate	every key's row deleted, returned as its retraction (a
+ *				Debezium source's truncate event)
  *
  *-------------------------------------------------------------------------
  */
@@ -192,6 +194,9 @@ upsert_statements(UpsertColumns *u, const char *qname, int32 query_id, StringInf
 								column_list(u, u->keys, ""),
 								u->values != NIL ? psprintf("UPDATE SET %s", set.data) : "NOTHING"));
 	plan_add_statement(plan, STMT_UPSERT_COUNT, psprintf("SELECT count(*) FROM %s", qname));
+	plan_add_statement(plan, STMT_UPSERT_TRUNCATE,
+					   psprintf("DELETE FROM %s AS t RETURNING %s", qname,
+								source_row(u, "t", "t", "'-1'::pg_catalog.int2")));
 	plan_add_statement(plan, STMT_UPSERT_INDEX,
 					   psprintf("CREATE UNIQUE INDEX IF NOT EXISTS %s ON %s (%s)",
 								quote_identifier(index), qname, column_list(u, u->keys, "")));

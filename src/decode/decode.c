@@ -423,7 +423,8 @@ decode_image(MessageDecoder *decoder, const char *name, const DecodeSpan *image,
  * decoder_decode_debezium
  *		Decode one Debezium change event, JSON with or without the
  *		{"schema": ..., "payload": ...} wrapper (decode_envelope.c): *op is
- *		its op ('c', 'r', 'u' or 'd'), and the row images the op has are
+ *		its op ('c', 'r', 'u', 'd', or 't', a truncate, which has none), and
+ *		the row images the op has are
  *		decoded each as decoder_decode decodes a message, "before" into
  *		before_values/before_nulls ('d', and 'u' when it has one:
  *		*has_before), "after" into after_values/after_nulls ('c', 'r',
@@ -466,9 +467,11 @@ decoder_decode_debezium(MessageDecoder *decoder, const char *payload, size_t len
 									 before_values, before_nulls, after_values, after_nulls);
 		error_context_stack = errcallback.previous;
 		decoder->state.cur_column = NULL;
-		if (error != NULL)
+		if (error != NULL || *op == 't')
 		{
-			*op = 0;
+			/* (a truncate's images, if it has any, are not its rows) */
+			if (error != NULL)
+				*op = 0;
 			*has_before = false;
 			decode_all_null(decoder, before_values, before_nulls);
 			decode_all_null(decoder, after_values, after_nulls);
@@ -482,7 +485,7 @@ decoder_decode_debezium(MessageDecoder *decoder, const char *payload, size_t len
 		*has_before = true;
 		error = decode_image(decoder, "\"before\"", &before, before_values, before_nulls);
 	}
-	if (error == NULL && *op != 0 && *op != 'd')
+	if (error == NULL && *op != 0 && *op != 'd' && *op != 't')
 		error = decode_image(decoder, "\"after\"", &after, after_values, after_nulls);
 	if (error != NULL)
 	{

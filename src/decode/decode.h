@@ -88,7 +88,8 @@ extern void decoder_set_part(MessageDecoder *decoder, const char *part);
 /*
  * decoder_decode_debezium
  *		Decode a Debezium change event (JSON, with or without Kafka Connect's
- *		{"schema": ..., "payload": ...} wrapper): *op is 'c', 'r', 'u' or 'd',
+ *		{"schema": ..., "payload": ...} wrapper): *op is 'c', 'r', 'u', 'd'
+ *		or 't' (a truncate, with no images),
  *		its "before" image (for 'd', and for 'u' when it has one: Debezium
  *		leaves it out without REPLICA IDENTITY FULL; *has_before) decoded
  *		into before_values and its "after" image (for 'c', 'r' and 'u') into

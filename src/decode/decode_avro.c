@@ -1924,13 +1924,13 @@ decode_avro_debezium(DecodeState *state, const char *payload, int len, char *op,
 	}
 	if ((error = trailing_bytes(&r)) != NULL)
 		return error;
-	if (oplen != 1 || optext[0] == '\0' || strchr("crud", optext[0]) == NULL)
-		return psprintf("unknown Debezium op \"%.*s\": only \"c\", \"r\", \"u\" and \"d\" change rows",
+	if (oplen != 1 || optext[0] == '\0' || strchr("crudt", optext[0]) == NULL)
+		return psprintf("unknown Debezium op \"%.*s\": only \"c\", \"r\", \"u\", \"d\" and \"t\" change rows",
 						Min(oplen, 16), optext != NULL && pg_verify_mbstr(state->encoding, (const char *) optext, Min(oplen, 16), true) ?
 						(const char *) optext : "");
 	if (optext[0] == 'd' && !has[0])
 		return psprintf("Debezium event with op \"%c\" has no \"before\" row", optext[0]);
-	if (optext[0] != 'd' && !has[1])
+	if (optext[0] != 'd' && optext[0] != 't' && !has[1])
 		return psprintf("Debezium event with op \"%c\" has no \"after\" row", optext[0]);
 	*op = (char) optext[0];
 	/* an update's, if it has one; see decoder_decode_debezium */

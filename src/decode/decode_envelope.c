@@ -77,9 +77,9 @@ image_error(const char *name, char op, const DecodeSpan *image)
 /*
  * decode_debezium_event
  *		Find the op of the Debezium event in payload (one of 'c', 'r', 'u',
- *		'd') and the spans of its "before" and "after" images, each an object
- *		if the op needs it: 'd' the one before, 'c', 'r' and 'u' the one
- *		after; 'u' may have a "before" object, or none (missing or null: what
+ *		'd', 't') and the spans of its "before" and "after" images, each an
+ *		object if the op needs it: 'd' the one before, 'c', 'r' and 'u' the
+ *		one after, 't' (a truncate) none; 'u' may have a "before" object, or none (missing or null: what
  *		Debezium sends without REPLICA IDENTITY FULL), which its caller
  *		judges.  A wrapper whose "payload" is null is a tombstone: *op is 0.
  *		Returns NULL, or why the event is malformed (not JSON, no op, an op of
@@ -121,15 +121,15 @@ decode_debezium_event(DecodeState *state, const char *payload, int len, char *op
 		return psprintf("\"op\" of a Debezium event must be a string, found %s",
 						kind_name(op_span->kind));
 	text = decode_json_string(state, op_span);
-	if (text == NULL || strlen(text) != 1 || strchr("crud", text[0]) == NULL)
-		return psprintf("unknown Debezium op \"%.*s\": only \"c\", \"r\", \"u\" and \"d\" change rows",
+	if (text == NULL || strlen(text) != 1 || strchr("crudt", text[0]) == NULL)
+		return psprintf("unknown Debezium op \"%.*s\": only \"c\", \"r\", \"u\", \"d\" and \"t\" change rows",
 						text ? pg_mbcliplen(text, strlen(text), 16) : 0, text ? text : "");
 	*before = m[MEMBER_BEFORE];
 	*after = m[MEMBER_AFTER];
 	if (text[0] == 'd' ||
 		(text[0] == 'u' && before->kind != DJ_MISSING && before->kind != DJ_NULL))
 		error = image_error("before", text[0], before);
-	if (error == NULL && text[0] != 'd')
+	if (error == NULL && text[0] != 'd' && text[0] != 't')
 		error = image_error("after", text[0], after);
 	if (error == NULL)
 		*op = text[0];

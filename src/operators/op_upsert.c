@@ -96,12 +96,68 @@ count_change(UpsertOp *u, bool had, bool adds)
 		u->reader->changes.deletes++;
 }
 
+/*
+ * The changes the operator passes on: twice the source's rows at most,
+ * but for a truncate, which retracts every key's row.
+ */
+typedef struct ChangesOut
+{
+	BatchRow   *rows;
+	int			n;
+	int			size;
+} ChangesOut;
+
+static void
+out_add(ChangesOut *out, BatchRow row)
+{
+	if (out->n == out->size)
+	{
+		out->size *= 2;
+		out->rows = repalloc_huge(out->rows, sizeof(BatchRow) * out->size);
+	}
+	out->rows[out->n++] = row;
+}
+
+/* A truncate's row: the change column 0 (changelog_input.c) */
+static inline bool
+is_truncate(UpsertOp *u, BatchRow row)
+{
+	return DatumGetInt16(row[u->change]) == 0;
+}
+
+typedef struct TruncateVisit
+{
+	UpsertOp   *u;
+	BatchRow	row;			/* the truncate's, for its metadata */
+	ChangesOut *out;
+} TruncateVisit;
+
+/* store_upsert_truncate's visit: the retraction of one key's row */
+static void
+truncate_visit(void *arg, const Datum *keys, const bool *key_nulls,
+			   const Datum *values, const bool *nulls)
+{
+	TruncateVisit *tv = arg;
+	UpsertOp   *u = tv->u;
+
+	memcpy(u->old_values, values, sizeof(Datum) * u->nvalues);
+	memcpy(u->old_nulls, nulls, sizeof(bool) * u->nvalues);
+	out_add(tv->out, retraction(u, tv->row));
+	for (int k = 0; k < u->nkeys; k++)
+	{
+		BatchRow	r = tv->out->rows[tv->out->n - 1];
+
+		r[u->keys[k]] = keys[k];
+		BATCH_ROW_NULLS(r, u->desc->natts)[u->keys[k]] = key_nulls[k];
+	}
+	u->reader->changes.deletes++;
+}
+
 /* The batch's rows of the source (side) through the store, as changes into out. */
-static int
-apply_in_store(UpsertOp *u, BatchInput *side, BatchRow *out)
+static void
+apply_in_store(UpsertOp *u, BatchInput *side, ChangesOut *out)
 {
 	int			natts = u->desc->natts;
-	int			n = 0;
 
 	for (int i = 0; i < side->nrows; i++)
 	{
@@ -110,6 +166,13 @@ apply_in_store(UpsertOp *u, BatchInput *side, BatchRow *out)
 		bool		adds = DatumGetInt16(row[u->change]) > 0;
 		bool		had;
 
+		if (is_truncate(u, row))
+		{
+			TruncateVisit tv = {u, row, out};
+
+			(void) store_upsert_truncate(u->rows.store, truncate_visit, &tv);
+			continue;
+		}
 		for (int k = 0; k < u->nkeys; k++)
 		{
 			u->key_values[k] = row[u->keys[k]];
@@ -124,30 +187,28 @@ apply_in_store(UpsertOp *u, BatchInput *side, BatchRow *out)
 						   adds ? u->new_values : NULL, u->new_nulls,
 						   u->old_values, u->old_nulls);
 		if (had)
-			out[n++] = retraction(u, row);
+			out_add(out, retraction(u, row));
 		if (adds)
-			out[n++] = row;
+			out_add(out, row);
 		count_change(u, had, adds);
 	}
 	store_write_changed(u->rows.store);
-	return n;
 }
 
 /*
- * The same on the table, by its statements: the changes (the source's
- * columns, then the row's position and 0 for a retraction, 1 for a row
- * added), in the batch's order; then the table brought up to date.
+ * Rows of the table's statement (the source's columns, then, for
+ * STMT_UPSERT_ROWS, the row's position and 0 for a retraction, 1 for a row
+ * added) as changes into out, copied out of SPI's memory; positions gets
+ * each row's position when not NULL.
  */
-static int
-apply_on_table(UpsertOp *u, BatchInput *input, BatchRow *out)
+static void
+changes_from_spi(UpsertOp *u, uint64 nchanges, ChangesOut *out, int32 *positions)
 {
-	QueryRunner *r = u->op.runner;
-	int			natts = u->desc->natts;
-	uint64		nchanges = runner_run(r, STMT_UPSERT_ROWS, input, NULL);
 	SPITupleTable *changes = SPI_tuptable;
-	Datum	   *values = palloc(sizeof(Datum) * (natts + 2));
-	bool	   *nulls = palloc(sizeof(bool) * (natts + 2));
-	int32	   *position = palloc(sizeof(int32) * Max(nchanges, 1));
+	int			natts = u->desc->natts;
+	int			width = changes->tupdesc->natts;
+	Datum	   *values = palloc(sizeof(Datum) * width);
+	bool	   *nulls = palloc(sizeof(bool) * width);
 
 	for (uint64 i = 0; i < nchanges; i++)
 	{
@@ -159,13 +220,38 @@ apply_on_table(UpsertOp *u, BatchInput *input, BatchRow *out)
 			if (!nulls[a] && !att->attbyval)
 				values[a] = datumCopy(values[a], false, att->attlen);
 		}
-		out[i] = batch_row_make(natts, values, nulls);
-		position[i] = DatumGetInt32(values[natts]);
+		out_add(out, batch_row_make(natts, values, nulls));
+		if (positions != NULL)
+			positions[i] = DatumGetInt32(values[natts]);
 	}
+}
+
+/*
+ * The same on the table, by its statements, for the rows of side from
+ * first to last (no truncate among them): the changes in the batch's order;
+ * then the table brought up to date.
+ */
+static void
+apply_range_on_table(UpsertOp *u, BatchInput *input, BatchInput *side, int first, int last,
+					 ChangesOut *out)
+{
+	QueryRunner *r = u->op.runner;
+	BatchRow   *rows = side->rows;
+	int			nrows = side->nrows;
+	uint64		nchanges;
+	int32	   *position;
+	int			start = out->n;
+
+	/* the statements read the side's rows through the source's view */
+	side->rows = rows + first;
+	side->nrows = last - first;
+	nchanges = runner_run(r, STMT_UPSERT_ROWS, input, NULL);
+	position = palloc(sizeof(int32) * Max(nchanges, 1));
+	changes_from_spi(u, nchanges, out, position);
 	/* a retraction followed by the row added at its position: an update */
 	for (uint64 i = 0; i < nchanges; i++)
 	{
-		bool		adds = DatumGetInt16(out[i][u->change]) > 0;
+		bool		adds = DatumGetInt16(out->rows[start + i][u->change]) > 0;
 
 		if (!adds && i + 1 < nchanges && position[i + 1] == position[i])
 		{
@@ -176,7 +262,38 @@ apply_on_table(UpsertOp *u, BatchInput *input, BatchRow *out)
 			count_change(u, !adds, adds);
 	}
 	(void) runner_run(r, STMT_UPSERT_WRITE, input, NULL);
-	return (int) nchanges;
+	side->rows = rows;
+	side->nrows = nrows;
+}
+
+/*
+ * On the table: the rows between truncates by their statements, and each
+ * truncate by its own, which empties the table and returns its rows as
+ * retractions.
+ */
+static void
+apply_on_table(UpsertOp *u, BatchInput *input, BatchInput *side, ChangesOut *out)
+{
+	int			first = 0;
+
+	for (int i = 0; i <= side->nrows; i++)
+	{
+		uint64		n;
+
+		if (i < side->nrows && !is_truncate(u, side->rows[i]))
+			continue;
+		if (i > first)
+			apply_range_on_table(u, input, side, first, i, out);
+		first = i + 1;
+		if (i == side->nrows)
+			break;
+		if (u->op.runner->query->sql[STMT_UPSERT_TRUNCATE] == NULL)
+			elog(ERROR, "streamwin: query \"%s\" has no statement for a truncate of its source",
+				 u->op.runner->query->name);
+		n = runner_run(u->op.runner, STMT_UPSERT_TRUNCATE, NULL, NULL);
+		changes_from_spi(u, n, out, NULL);
+		u->reader->changes.deletes += n;
+	}
 }
 
 /*
@@ -191,13 +308,18 @@ upsert_apply(Operator *op, BatchState *b, BatchInput *input, RowsFlow flow)
 
 	if (flow == FLOW_BATCH && side != NULL && side->nrows > 0)
 	{
-		BatchRow   *out = palloc(sizeof(BatchRow) * side->nrows * 2);
-		int			n;
+		ChangesOut	out;
 
-		n = u->rows.active ? apply_in_store(u, side, out) : apply_on_table(u, input, out);
-		b->ninput += n - side->nrows;
-		side->rows = out;
-		side->nrows = n;
+		out.size = side->nrows * 2;
+		out.n = 0;
+		out.rows = palloc_extended(sizeof(BatchRow) * out.size, MCXT_ALLOC_HUGE);
+		if (u->rows.active)
+			apply_in_store(u, side, &out);
+		else
+			apply_on_table(u, input, side, &out);
+		b->ninput += out.n - side->nrows;
+		side->rows = out.rows;
+		side->nrows = out.n;
 	}
 	operator_apply(op->next, b, input, flow);
 }

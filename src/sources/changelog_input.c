@@ -22,7 +22,9 @@
  *				key (-1).  So an update needs no "before" row, a delete's
  *				may hold the key alone (Debezium without REPLICA IDENTITY
  *				FULL), and an event delivered twice changes nothing the
- *				second time.
+ *				second time.  Op t (a truncate) deletes every key: one row
+ *				of the change column 0, all others NULL (without key
+ *				columns the batch fails: nothing kept can be retracted).
  *	 upsert		the value, decoded in the source's format, is the new row of
  *				the message key (+1); a null value deletes the key: a row of
  *				the key columns, every other column NULL (-1).  The key
@@ -53,6 +55,7 @@ struct ChangeDecoder
 	bool		keyed;			/* rows of an upsert: see the file header */
 	MessageDecoder *values;		/* of the message's value */
 	TupleDesc	desc;			/* the source's row type */
+	const char *source;			/* its name */
 	int			natts;
 	int			change_index;	/* the change column's, 0-based */
 	Datum	   *row_values[2];	/* the rows of a message, natts each */
@@ -169,6 +172,7 @@ change_decoder_create(SourceReader *rd, MessageDecoder *values, bool keyed)
 	cd->keyed = keyed;
 	cd->values = values;
 	cd->desc = rd->desc;
+	cd->source = rd->source->name;
 	cd->natts = rd->desc->natts;
 	cd->change_index = source_change_attno(rd->desc) - 1;
 	if (cd->change_index < 0)
@@ -237,6 +241,33 @@ same_key(ChangeDecoder *cd)
 	return true;
 }
 
+/*
+ * A truncate event: with key columns, one row of the change column 0 and
+ * every other column NULL, which the upsert operator turns into the
+ * retraction of every key's row; without, no row kept can be retracted,
+ * and the batch fails (the queries stop at the event until reset).
+ */
+static const char *
+truncate_rows(ChangeDecoder *cd, const SourceRow *m, ChangeRows *out)
+{
+	if (!cd->keyed)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("Debezium source \"%s\" has a truncate event at partition %d, offset " INT64_FORMAT,
+						cd->source, m->partition, m->offset),
+				 errdetail("Without key_columns the source keeps no rows, so its queries cannot retract the rows the truncate deleted."),
+				 errhint("Give the source key_columns and create its queries again, or reset them (streamwin.reset_query) to start after the event, from a new snapshot of the table.")));
+	key_only(cd, 0);
+	for (int k = 0; k < cd->nkeys; k++)
+	{
+		cd->row_values[0][cd->key_index[k]] = (Datum) 0;
+		cd->row_nulls[0][cd->key_index[k]] = true;
+	}
+	out->kind = 'T';
+	add_row(cd, out, 0, 0);
+	return NULL;
+}
+
 static const char *
 decode_debezium(ChangeDecoder *cd, const SourceRow *m, ChangeRows *out)
 {
@@ -249,6 +280,8 @@ decode_debezium(ChangeDecoder *cd, const SourceRow *m, ChangeRows *out)
 									cd->row_values[1], cd->row_nulls[1]);
 	if (error != NULL || op == 0)
 		return error;
+	if (op == 't')
+		return truncate_rows(cd, m, out);
 	if (op == 'u' && !has_before && !cd->keyed)
 		return pstrdup("Debezium event with op \"u\" has no \"before\" row: a source without key_columns "
 					   "retracts an update's old row from it");

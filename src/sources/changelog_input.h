@@ -14,9 +14,10 @@
 /* What one message of a changelog makes. */
 typedef struct ChangeRows
 {
-	char		kind;			/* Debezium's 'i'nsert, 'u'pdate, 'd'elete; an
-								 * upsert's new 'v'ersion or 't'ombstone; 0:
-								 * nothing (a Debezium tombstone) */
+	char		kind;			/* Debezium's 'i'nsert, 'u'pdate, 'd'elete,
+								 * 'T'runcate; an upsert's new 'v'ersion or
+								 * 't'ombstone; 0: nothing (a Debezium
+								 * tombstone) */
 	int			nrows;			/* 0 to 2, the one retracted first */
 	Datum	   *values[2];		/* of the source's columns, the change column
 								 * set; the metadata columns are not */

@@ -207,6 +207,17 @@ extern bool store_upsert(StateStore *s, const Datum *keys, const bool *key_nulls
 						 Datum *old_values, bool *old_nulls);
 
 /*
+ * store_upsert_truncate
+ *		Every key of an upsert store loses its row: visit gets each key
+ *		(nkeys values) and the row it had (npartials values, copied into
+ *		CurrentMemoryContext), before the key goes.  Returns how many keys
+ *		there were.  In a batch of the store, as store_upsert.
+ */
+typedef void (*StoreUpsertVisit) (void *arg, const Datum *keys, const bool *key_nulls,
+								  const Datum *values, const bool *nulls);
+extern int64 store_upsert_truncate(StateStore *s, StoreUpsertVisit visit, void *arg);
+
+/*
  * store_write_changed
  *		Write the rows of the groups the batch changed into the state table.
  */

@@ -76,3 +76,50 @@ store_upsert(StateStore *s, const Datum *keys, const bool *key_nulls,
 	MemoryContextReset(s->temp_cxt);
 	return had;
 }
+
+int64
+store_upsert_truncate(StateStore *s, StoreUpsertVisit visit, void *arg)
+{
+	int64		ngroups = s->ngroups;
+	StoreGroup **groups = palloc(sizeof(StoreGroup *) * Max(ngroups, 1));
+	Datum	   *keys = palloc(sizeof(Datum) * Max(s->nkeys, 1));
+	bool	   *key_nulls = palloc(sizeof(bool) * Max(s->nkeys, 1));
+	Datum	   *values = palloc(sizeof(Datum) * Max(s->npartials, 1));
+	bool	   *nulls = palloc(sizeof(bool) * Max(s->npartials, 1));
+	TupleHashIterator hit;
+	TupleHashEntry entry;
+	int64		n = 0;
+
+	Assert(s->loaded && s->in_batch && !s->plan.windowed && !s->plan.dedup);
+	/* the groups first: forgetting one changes the hash table */
+	InitTupleHashIterator(s->hash, &hit);
+	while ((entry = ScanTupleHashTable(s->hash, &hit)) != NULL)
+		groups[n++] = (StoreGroup *) entry->additional;
+	TermTupleHashIterator(&hit);
+	Assert(n == ngroups);
+
+	for (int64 i = 0; i < n; i++)
+	{
+		StoreGroup *g = groups[i];
+
+		for (int k = 0; k < s->nkeys; k++)
+		{
+			Form_pg_attribute att = TupleDescAttr(s->key_desc, k);
+
+			keys[k] = group_key(s, g, k, &key_nulls[k]);
+			if (!key_nulls[k])
+				keys[k] = datumCopy(keys[k], att->attbyval, att->attlen);
+		}
+		for (int j = 0; j < s->npartials; j++)
+		{
+			StorePartial *p = &s->partials[j];
+
+			nulls[j] = GROUP_NULLS(s, g)[j];
+			values[j] = nulls[j] ? (Datum) 0 : datumCopy(g->values[j], p->typbyval, p->typlen);
+		}
+		visit(arg, keys, key_nulls, values, nulls);
+		upsert_delete(s, g);
+	}
+	pfree(groups);
+	return n;
+}

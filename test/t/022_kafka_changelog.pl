@@ -15,8 +15,9 @@
 #      columns included), the table they net to, the inserts, updates and
 #      deletes in progress.offsets.  Late rows of both envelopes.  With key
 #      columns, events delivered again (a connector's restart), updates
-#      without "before", deletes of the key alone and updates of the key
-#      change an aggregation exactly, in memory and on its state table.
+#      without "before", deletes of the key alone, updates of the key and
+#      truncates change an aggregation exactly, in memory and on its state
+#      table; without them, a truncate fails the batch.
 #   2. envelope upsert: JSON and text keys (the key wins over a value's
 #      field), new keys, new versions in one batch and across batches,
 #      tombstones of known and unknown keys, bad keys as dead letters; the
@@ -158,7 +159,7 @@ sub dbz_change
 my @dbz_malformed = (
 	[ 'not json',                                      qr/invalid JSON at byte 0/ ],
 	[ '{"before": null, "after": {"id": 1}}',         qr/Debezium event without "op"/ ],
-	[ '{"op": "t", "before": null, "after": null}',   qr/unknown Debezium op "t"/ ],
+	[ '{"op": "x", "before": null, "after": null}',   qr/unknown Debezium op "x"/ ],
 	[ '{"op": 7, "after": {"id": 1}}',                qr/"op" of a Debezium event must be a string/ ],
 	[ '{"op": "u", "before": {"id": 1}, "after": null}', qr/op "u" has no "after" row/ ],
 	[ '{"op": "c", "after": "{}"}',                   qr/"after" of a Debezium event must be an object, found a string/ ],
@@ -264,6 +265,18 @@ results_match($node, 'SELECT * FROM dq_late',
 		[ [ 1, $ts->('00'), 1 ], [ 2, $ts->('05'), 1 ], [ 3, $ts->('00'), 1 ],
 		  [ 2, $ts->('05'), -1 ], [ 2, $ts->('06'), 1 ], [ 5, $ts->('05'), -1 ] ]),
 	'late rows: the Debezium changes but the late ones');
+# A truncate without key columns: nothing kept to retract, so the batch
+# fails, at every try, and the query stays before the event.
+$broker->produce('dbz_late', [ [ 0, undef, '{"op": "t", "before": null, "after": null}' ] ], keys => 1);
+my $late_offsets = $node->safe_psql('postgres', q{SELECT last_batch_id FROM streamwin.queries WHERE name = 'dq_late'});
+for my $try (1, 2)
+{
+	fails_like($node, "SELECT streamwin.run_batch('dq_late')",
+		qr/Debezium source "dbz_late" has a truncate event at partition 0, offset 9\n.*DETAIL:  Without key_columns the source keeps no rows, so its queries cannot retract the rows the truncate deleted\.\n.*HINT:  Give the source key_columns/,
+		"a truncate event fails a batch of a Debezium source without key columns, loudly (try $try)");
+}
+is($node->safe_psql('postgres', q{SELECT last_batch_id FROM streamwin.queries WHERE name = 'dq_late'}), $late_offsets,
+	'... and the query stays before it');
 results_match($node, 'SELECT * FROM uq_late',
 	values_sql([ [ 'id', 'int' ], [ 'ts', 'timestamptz' ], [ 'c', 'smallint' ] ],
 		[ [ 1, $ts->('00'), 1 ], [ 2, $ts->('05'), 1 ], [ 2, $ts->('05'), -1 ], [ 1, $ts->('00'), -1 ],
@@ -402,6 +415,26 @@ dk_event('r', $_, undef, dk_row($_, 1)) for @some;
 dk_changes(300);
 dk_send();
 dk_check('after events delivered again');
+
+# a truncate (Debezium's op t, no key): every key's row goes; then a new
+# snapshot and changes, and a truncate and more in one batch
+ok(table_mode_sql_upsert('dk_table'), 'debezium with key columns: dk_table runs on its state table');
+push @dk_msgs, [ 0, undef, '{"before": null, "after": null, "op": "t"}' ];
+%dk_table = ();
+dk_send();
+dk_check('after a truncate');
+for my $id (5001 .. 5500)
+{
+	dk_new_row($id);
+	dk_event('r', $id, undef, dk_row($id, 1));
+}
+dk_changes(100);
+push @dk_msgs, [ 0, undef, '{"before": null, "after": null, "op": "t"}' ];
+%dk_table = ();
+dk_new_row($_), dk_event('c', $_, undef, dk_row($_, 1)) for 6001 .. 6050;
+dk_changes(50);
+dk_send();
+dk_check('after a snapshot, changes, a truncate and changes');
 
 # ==== 2. upsert ================================================================
 

@@ -36,7 +36,8 @@
 #   7. envelope debezium: Debezium's Avro change events (c, r, u, d, with
 #      the row's record named again by reference, tombstones skipped, an
 #      unknown op a dead letter, an update without "before" the key's new
-#      row); the result table against a Perl simulation of the changes.
+#      row, a truncate); the result table against a Perl simulation of the
+#      changes.
 #   8. key metadata columns of an Avro source: the key decoded by its own
 #      writer schema (a long, a record) into a jsonb column, its bytes in a
 #      bytea column; a key that is not Avro is a dead letter.
@@ -867,6 +868,13 @@ for my $n (0 .. 99)
 	{
 		$dbz_dead{ scalar @dbz } = qr/^unknown Debezium op "x"/;
 		push @dbz, [ 0, $key, dbz_event('x', undef, [ $id, 'x', 1 ]) ];
+		next;
+	}
+	if ($n == 80)
+	{
+		# a truncate: every row goes
+		push @dbz, [ 0, undef, dbz_event('t', undef, undef) ];
+		%dbz_rows = ();
 		next;
 	}
 	if ($n == 60)
