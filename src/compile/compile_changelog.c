@@ -213,7 +213,8 @@ reads_metadata_walker(Node *node, void *context)
  * the update's metadata, not that of the change that added it.  An
  * aggregation that windowed, grouped, filtered or aggregated by one would
  * retract from another group than the row was added to.  An upsert
- * source keeps each key's row with its metadata, and retracts that.
+ * source, or a Debezium source with key columns (SourceOps.upsert), keeps
+ * each key's row with its metadata, and retracts that.
  */
 static void
 check_changelog_metadata(Compiled *c)

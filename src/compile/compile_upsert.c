@@ -78,6 +78,12 @@ upsert_columns(SourceInfo *src, UpsertColumns *u)
 								NameStr(att->attname), src->name, format_type_be(att->atttypid)),
 					   "A query keeps the last row of each key in a table with a unique index on the key.",
 					   "Create the source with key columns of a type such as text, bigint or uuid.");
+			/* (a source made before its key columns were checked so) */
+			if (!OidIsValid(lookup_type_cache(att->atttypid, TYPECACHE_HASH_PROC)->hash_proc))
+				refuse(psprintf("key column \"%s\" of source \"%s\" has type %s, which cannot be hashed",
+								NameStr(att->attname), src->name, format_type_be(att->atttypid)),
+					   "A query keeps the last row of each key in a hash table.",
+					   "Create the source with key columns of a type such as text, bigint or uuid.");
 			u->keys = lappend_int(u->keys, a);
 		}
 	}

@@ -250,13 +250,20 @@ same_key(ChangeDecoder *cd)
 static const char *
 truncate_rows(ChangeDecoder *cd, const SourceRow *m, ChangeRows *out)
 {
-	if (!cd->keyed)
+	if (!cd->keyed && cd->nkeys == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("Debezium source \"%s\" has a truncate event at partition %d, offset " INT64_FORMAT,
 						cd->source, m->partition, m->offset),
 				 errdetail("Without key_columns the source keeps no rows, so its queries cannot retract the rows the truncate deleted."),
 				 errhint("Give the source key_columns and create its queries again, or reset them (streamwin.reset_query) to start after the event, from a new snapshot of the table.")));
+	if (!cd->keyed)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("Debezium source \"%s\" has a truncate event at partition %d, offset " INT64_FORMAT,
+						cd->source, m->partition, m->offset),
+				 errdetail("The query was created before streamwin kept the rows of a Debezium source's keys, so it cannot retract the rows the truncate deleted."),
+				 errhint("Create the query again, or reset it (streamwin.reset_query) to start after the event, from a new snapshot of the table.")));
 	key_only(cd, 0);
 	for (int k = 0; k < cd->nkeys; k++)
 	{
@@ -283,8 +290,12 @@ decode_debezium(ChangeDecoder *cd, const SourceRow *m, ChangeRows *out)
 	if (op == 't')
 		return truncate_rows(cd, m, out);
 	if (op == 'u' && !has_before && !cd->keyed)
-		return pstrdup("Debezium event with op \"u\" has no \"before\" row: a source without key_columns "
-					   "retracts an update's old row from it");
+		return pstrdup(cd->nkeys == 0 ?
+					   "Debezium event with op \"u\" has no \"before\" row: a source without key_columns "
+					   "retracts an update's old row from it" :
+					   "Debezium event with op \"u\" has no \"before\" row: a query created before streamwin "
+					   "kept the rows of a Debezium source's keys retracts an update's old row from it "
+					   "(create the query again)");
 
 	/*
 	 * The key columns name a row: a keyed transform writes and deletes its

@@ -42,7 +42,8 @@ my $node = new_node('changelog',
 	conf => "streamwin.checkpoint_interval = 3\nstreamwin.checkpoint_min_interval = 0\n"
 	  . "restart_after_crash = on\n");
 my $broker = StreamwinTest::Broker->start(
-	topics => { dbz => 2, ups => 2, ups_csv => 1, ups_text => 1, dbz_late => 1, ups_late => 1, dbz_keyed => 1 });
+	topics => { dbz => 2, ups => 2, ups_csv => 1, ups_text => 1, dbz_late => 1, ups_late => 1, dbz_keyed => 1,
+		dbz_late_k => 1 });
 my $brokers = $broker->bootstrap;
 my $json = JSON::PP->new->canonical->allow_nonref;
 srand(22);
@@ -168,6 +169,7 @@ my @dbz_malformed = (
 	[ '{"op": "c", "after": {"id": 1}} trailing',      qr/expected the end of the message/ ],
 	[ '{"op": "c", "after": {"amount": 3}}',           qr/"after" row has no value for key column "id"/ ],
 	[ '{"op": "d", "before": {"id": null, "amount": 3}}', qr/"before" row has no value for key column "id"/ ],
+	[ '{"op": "u", "before": {"amount": 3}, "after": {"id": 1, "amount": 2}}', qr/"before" row has no value for key column "id"/ ],
 );
 
 sub dbz_chunk
@@ -265,6 +267,34 @@ results_match($node, 'SELECT * FROM dq_late',
 		[ [ 1, $ts->('00'), 1 ], [ 2, $ts->('05'), 1 ], [ 3, $ts->('00'), 1 ],
 		  [ 2, $ts->('05'), -1 ], [ 2, $ts->('06'), 1 ], [ 5, $ts->('05'), -1 ] ]),
 	'late rows: the Debezium changes but the late ones');
+# With key columns a Debezium source's late rows are an upsert's: a late
+# new row is dropped and its key keeps its row; a deletion is never late.
+psql_ok($node, qq{
+SELECT streamwin.create_kafka_source('dbz_late_k', '$brokers', 'dbz_late_k', 'id int, ts timestamptz',
+    options => '{"envelope": "debezium", "key_columns": ["id"]}');
+SELECT streamwin.create_query('dkq_late', 'SELECT id, ts, __streamwin_change FROM dbz_late_k',
+    watermark => '1 minute', options => '{"event_time": "ts"}', start => false);
+}, 'late rows: a Debezium source with key columns');
+$broker->produce('dbz_late_k', [
+	map { [ 0, $_->[0], qq({"op": "c", "after": ) . row_json(@$_) . '}' ] } [1, '00'], [2, '05'], [3, '06'] ],
+	keys => 1);
+run_json($node, "run_batch('dkq_late')");
+# the watermark is now 10:05
+$broker->produce('dbz_late_k', [
+	[ 0, '1', '{"op": "u", "before": null, "after": ' . row_json(1, '01') . '}' ],
+	[ 0, '2', '{"op": "d", "before": {"id": 2}}' ],
+	[ 0, '3', '{"op": "u", "before": null, "after": ' . row_json(3, '07') . '}' ],
+	[ 0, '1', '{"op": "u", "before": null, "after": ' . row_json(1, '08') . '}' ] ], keys => 1);
+my $late_k = run_json($node, "run_batch('dkq_late')");
+is("$late_k->{late_rows_dropped}/$late_k->{dead_letters}", '1/0',
+	'late rows, key columns: the late new row of an update is dropped; a delete of the key alone is not late');
+results_match($node, 'SELECT * FROM dkq_late',
+	values_sql([ [ 'id', 'int' ], [ 'ts', 'timestamptz' ], [ 'c', 'smallint' ] ],
+		[ [ 1, $ts->('00'), 1 ], [ 2, $ts->('05'), 1 ], [ 3, $ts->('06'), 1 ],
+		  [ 2, $ts->('05'), -1 ], [ 3, $ts->('06'), -1 ], [ 3, $ts->('07'), 1 ],
+		  [ 1, $ts->('00'), -1 ], [ 1, $ts->('08'), 1 ] ]),
+	'late rows, key columns: the late update left its key as it was; the later one retracts the row kept');
+
 # A truncate without key columns: nothing kept to retract, so the batch
 # fails, at every try, and the query stays before the event.
 $broker->produce('dbz_late', [ [ 0, undef, '{"op": "t", "before": null, "after": null}' ] ], keys => 1);
@@ -377,6 +407,34 @@ sub dk_send
 	$dk_next = @dk_msgs;
 	return;
 }
+# The inserts, updates and deletes the messages sent make, replayed in
+# order over the keys that have a row, as the upsert operator counts them.
+sub dk_counts
+{
+	my (%kept, %n);
+	$n{$_} = 0 for qw(i u d);
+	for my $m (@dk_msgs[ 0 .. $dk_next - 1 ])
+	{
+		next unless defined $m->[2];
+		my $e = $json->decode($m->[2]);
+		if ($e->{op} eq 't')
+		{
+			$n{d} += keys %kept;
+			%kept = ();
+			next;
+		}
+		my ($before, $after) = map { defined $_ ? $_->{id} : undef } @$e{qw(before after)};
+		if ($e->{op} eq 'd' || ($e->{op} eq 'u' && defined $before && $before != $after))
+		{
+			$n{d}++ if delete $kept{$before};
+			next if $e->{op} eq 'd';
+		}
+		$n{ $kept{$after} ? 'u' : 'i' }++;
+		$kept{$after} = 1;
+	}
+	return "$n{i}/$n{u}/$n{d}";
+}
+
 sub dk_check
 {
 	my ($when) = @_;
@@ -389,6 +447,7 @@ sub dk_check
 		results_match($node, "SELECT region, n, s, lo, hi, pad FROM $q",
 			"SELECT region, count(*), sum(amount), min(amount), max(amount), max(length(pad)) FROM ($table) t GROUP BY region",
 			"debezium with key columns, $q $when: the aggregation of the table the events leave");
+		is(changes_of($q), dk_counts(), "debezium with key columns, $q $when: progress counts the changes to the rows kept");
 	}
 	return;
 }
@@ -787,11 +846,18 @@ SELECT streamwin.create_query('dbz_sum', 'SELECT region, sum(amount) FROM dbz_me
     output_mode => 'update', start => false);
 SELECT streamwin.create_query('ups_parts', 'SELECT part, count(*) FROM ups GROUP BY part',
     output_mode => 'update', start => false);
-SELECT streamwin.create_query('dbz_parts', 'SELECT part, count(*) FROM dbz GROUP BY part',
+SELECT streamwin.create_query('dbz_parts', 'SELECT part, count(*) AS n FROM dbz GROUP BY part',
     output_mode => 'update', start => false);
 SELECT streamwin.drop_query('dbz_sum');
 SELECT streamwin.drop_query('ups_parts');
-SELECT streamwin.drop_query('dbz_parts');
 }, 'an aggregation over a Debezium source by its rows\' columns, and ones over an upsert source and a Debezium source with key columns by their metadata, are accepted');
+# each key's row keeps the partition of the message that added it
+run_json($node, "run_available('dbz_parts')");
+my %dbz_parts;
+$dbz_parts{ $dbz_at{$_}[0] }++ for keys %dbz_table;
+results_match($node, 'SELECT part, n FROM dbz_parts',
+	values_sql([ [ 'part', 'int' ], [ 'n', 'bigint' ] ], [ map { [ $_, $dbz_parts{$_} ] } keys %dbz_parts ]),
+	'an aggregation by metadata over a Debezium source with key columns: each row counted where it was added');
+psql_ok($node, "SELECT streamwin.drop_query('dbz_parts')", 'dropped');
 
 done_testing();

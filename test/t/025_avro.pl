@@ -858,7 +858,7 @@ sub dbz_event
 	return confluent(20, dbz_image($before) . dbz_image($after) . av_string('postgresql')
 		  . zz(1_700_000_000_000) . av_string($op) . zz(1) . zz(1_700_000_000_123));
 }
-my (@dbz, %dbz_rows, %dbz_dead);
+my (@dbz, %dbz_rows, %dbz_dead, $dbz_update_offset, $dbz_truncate_offset);
 for my $n (0 .. 99)
 {
 	my $id = rand_int(1, 12);
@@ -873,6 +873,7 @@ for my $n (0 .. 99)
 	if ($n == 80)
 	{
 		# a truncate: every row goes
+		$dbz_truncate_offset = @dbz;
 		push @dbz, [ 0, undef, dbz_event('t', undef, undef) ];
 		%dbz_rows = ();
 		next;
@@ -881,6 +882,7 @@ for my $n (0 .. 99)
 	{
 		# no "before" (Debezium without REPLICA IDENTITY FULL): with key
 		# columns, the after row is the key's new row all the same
+		$dbz_update_offset = @dbz;
 		push @dbz, [ 0, $key, dbz_event('u', undef, [ $id, 'x', 1 ]) ];
 		$dbz_rows{$id} = [ $id, 'x', 1 ];
 		next;
@@ -920,6 +922,26 @@ my %dbz_got = map { my ($o, $e) = split /\t/; ($o => $e) } split /\n/, $node->sa
 is(join(',', sort { $a <=> $b } keys %dbz_got), join(',', sort { $a <=> $b } keys %dbz_dead),
 	'one dead letter, at its offset');
 like($dbz_got{$_} // '(none)', $dbz_dead{$_}, "dead letter at offset $_ says why") for sort { $a <=> $b } keys %dbz_dead;
+
+# The same events without key columns: the update without "before" is a
+# dead letter, and the truncate stops the query, loudly.
+psql_ok($node, qq{
+SELECT streamwin.create_kafka_source('avro_dbz_nokey', '$brokers', 'dbz', 'id bigint, name text, amount numeric(10,2)',
+    'avro', '{"schema_registry": "$registry", "envelope": "debezium", "max_records_per_batch": $dbz_truncate_offset}');
+SELECT streamwin.create_query('avro_dbz_nokey_rows', 'SELECT id, name, amount, __streamwin_change FROM avro_dbz_nokey',
+    start => false);
+}, 'a Debezium source of the same Avro events without key columns');
+my $nokey_error = '';
+for (1 .. 10)
+{
+	last if $node->psql('postgres', "SELECT streamwin.run_batch('avro_dbz_nokey_rows')", stderr => \$nokey_error) != 0;
+}
+like($nokey_error, qr/Debezium source "avro_dbz_nokey" has a truncate event at partition 0, offset $dbz_truncate_offset/,
+	'without key columns a truncate in Avro fails the batch');
+like($node->safe_psql('postgres', qq{SELECT string_agg("offset" || ': ' || error, '; ') FROM streamwin.dead_letters
+ WHERE source = 'avro_dbz_nokey' AND "offset" = $dbz_update_offset}),
+	qr/^$dbz_update_offset: Debezium event with op "u" has no "before" row: a source without key_columns retracts an update's old row from it$/,
+	'without key columns an update without "before" in Avro is a dead letter');
 
 # ==== 8. Key metadata columns =====================================================
 
