@@ -396,6 +396,34 @@ SELECT streamwin.change_set_values(streamwin.change_set_merge(v.ints, b.ints), N
        streamwin.change_set_values(streamwin.change_set_merge(v.nums, b.nums), NULL::numeric) AS nums,
        streamwin.change_set_max(streamwin.change_set_merge(b.nums, v.nums), NULL::numeric) AS nhi
 FROM v1_sets v, b;
+-- A batch's set far smaller than its group's merges by a search of the
+-- group's for each of its values: the same set, byte for byte, as one pass
+-- over both the other way round.  Values retracted to 0, in part, added,
+-- new, retracted without being there, before the first and after the last.
+CREATE TEMP TABLE merge_trials AS
+SELECT t, (SELECT streamwin.change_set(g * 3, (1 + (g + t) % 3)::smallint) FROM generate_series(1, 700) g) AS big,
+       (SELECT streamwin.change_set((g * 3)::numeric / 4, (1 + (g + t) % 3)::smallint) FROM generate_series(1, 700) g) AS nbig,
+       (SELECT streamwin.change_set(x, c) FROM (
+          SELECT x, CASE k WHEN 0 THEN -(1 + (x / 3 + t) % 3) WHEN 1 THEN 2 WHEN 2 THEN 1 WHEN 3 THEN -1 ELSE -1 END::smallint AS c
+            FROM (SELECT i % 5 AS k,
+                         CASE i % 5 WHEN 2 THEN ((i * 41 + t) % 700) * 3 + 1 WHEN 3 THEN ((i * 41 + t) % 700) * 3 + 2
+                              ELSE ((i * 41 + t) % 700 + 1) * 3 END AS x
+                    FROM generate_series(1, 15) i) r
+          UNION ALL VALUES (0, 1::smallint), (3, -(1 + (1 + t) % 3)::smallint), (2100, 5::smallint), (5000, -2::smallint)) s) AS small
+FROM generate_series(1, 20) t;
+SELECT count(*) AS trials,
+       count(*) FILTER (WHERE streamwin.change_set_merge(big, small) IS DISTINCT FROM streamwin.change_set_merge(small, big)) AS differing,
+       count(*) FILTER (WHERE streamwin.change_set_merge(nbig, nsmall) IS DISTINCT FROM streamwin.change_set_merge(nsmall, nbig)) AS ndiffering,
+       min(array_length(streamwin.change_set_values(streamwin.change_set_merge(big, small), NULL::int4), 1)) AS least_values,
+       max(array_length(streamwin.change_set_values(streamwin.change_set_merge(big, small), NULL::int4), 1)) AS most_values
+FROM (SELECT t, big, small, nbig,
+             (SELECT streamwin.change_set(x::numeric / 4, c) FROM (
+                SELECT x, CASE k WHEN 0 THEN -(1 + (x / 3 + t) % 3) WHEN 1 THEN 2 WHEN 2 THEN 1 ELSE -1 END::smallint AS c
+                  FROM (SELECT i % 5 AS k,
+                               CASE i % 5 WHEN 2 THEN ((i * 41 + t) % 700) * 3 + 1 WHEN 3 THEN ((i * 41 + t) % 700) * 3 + 2
+                                    ELSE ((i * 41 + t) % 700 + 1) * 3 END AS x
+                          FROM generate_series(1, 15) i) r) s) AS nsmall
+        FROM merge_trials) m;
 -- a set of retractions only holds no value; a malformed one is refused
 SELECT streamwin.change_set_min(s, NULL::int4) AS lo, streamwin.change_set_max(s, NULL::int4) AS hi,
        streamwin.change_set_values(s, NULL::int4) AS vals
