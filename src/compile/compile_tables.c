@@ -50,9 +50,26 @@ append_group_column_defs(StringInfo sql, Compiled *c)
 	}
 }
 
+/*
+ * The fill factor of an update-mode result table: a batch rewrites every
+ * row whose group it changed, and a new version that finds room on its
+ * row's page is a heap-only tuple, which no index entry follows; on
+ * another page it takes an entry in the unique index, whose insertion
+ * first visits every older version of the key the index still points at.
+ * Packed full, a result updated by frequent small batches went that way at
+ * nearly every row: half the CPU of such a batch was that check.  A
+ * batch may rewrite every row of a page, so the page keeps room for as
+ * many again; the store prunes the last batch's versions off the page
+ * before it updates (store_prune_result_pages).  A window's rows are
+ * rewritten only while it is open, and keep less room, so that the pages
+ * of closed windows are not left half empty.
+ */
+#define UPDATE_RESULT_FILLFACTOR 50
+#define UPDATE_WINDOW_RESULT_FILLFACTOR 80
+
 /* Create the result table of an aggregation, as the calling role. */
 Oid
-create_result_table(Compiled *c, const char *name)
+create_result_table(Compiled *c, const char *name, OutputMode mode)
 {
 	StringInfoData sql;
 	ListCell   *lc;
@@ -74,6 +91,9 @@ create_result_table(Compiled *c, const char *name)
 	 * group of its own; NULLS NOT DISTINCT makes it one row.
 	 */
 	appendStringInfo(&sql, "UNIQUE NULLS NOT DISTINCT (%s))", group_columns(c, ""));
+	if (mode == OUTPUT_UPDATE)
+		appendStringInfo(&sql, " WITH (fillfactor = %d)",
+						 c->window ? UPDATE_WINDOW_RESULT_FILLFACTOR : UPDATE_RESULT_FILLFACTOR);
 	spi_run(sql.data);
 	CommandCounterIncrement();
 	return RangeVarGetRelid(makeRangeVarFromNameList(stringToQualifiedNameList(name)),

@@ -13,7 +13,7 @@
 
 #include "compile.h"
 
-extern Oid	create_result_table(Compiled *c, const char *name);
+extern Oid	create_result_table(Compiled *c, const char *name, OutputMode mode);
 extern Oid	create_state_table(Compiled *c, int32 query_id);
 extern Oid	create_transform_table(Compiled *c, const char *name, StringInfo plan);
 

@@ -219,7 +219,7 @@ create_objects(Compiled *c, const char *name, OutputMode mode, List *dedup_names
 		join_tables(c, o->query_id);
 	if (c->aggregate)
 	{
-		o->result = create_result_table(c, name);
+		o->result = create_result_table(c, name, mode);
 		o->state = create_state_table(c, o->query_id);
 		o->checkpoint = checkpoint_create_table(o->query_id, o->state,
 												psprintf("checkpoint_%d", o->query_id),

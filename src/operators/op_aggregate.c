@@ -137,6 +137,7 @@ write_results(AggregateOp *a, BatchState *b)
 	}
 	if (store_count_rows(s, STORE_ROWS_UPDATE) > 0)
 	{
+		store_prune_result_pages(s, STORE_ROWS_UPDATE, b->query->result_table);
 		(void) runner_run(r, STMT_STORE_UPDATE, NULL, NULL);
 		store_rows_written(s, STORE_ROWS_UPDATE, STORE_ROWS_UPSERT);
 	}

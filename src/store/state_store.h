@@ -255,6 +255,16 @@ extern void store_rows_done(StateStore *s, StoreRows which);
 
 /* Move every group of `from` to `to` (e.g. INSERT to UPSERT after a conflict). */
 extern void store_move_rows(StateStore *s, StoreRows from, StoreRows to);
+
+/*
+ * store_prune_result_pages
+ *		Before the rows of `which` are updated where the store knows them to
+ *		be (in result table relid): prune the dead versions on their pages
+ *		that no snapshot can see any longer, as a read of the page would, so
+ *		that the new versions fit beside the old (heap-only tuples, which no
+ *		index entry follows).  An update by location reads no page first.
+ */
+extern void store_prune_result_pages(StateStore *s, StoreRows which, Oid relid);
 extern int64 store_count_rows(StateStore *s, StoreRows which);
 
 /*

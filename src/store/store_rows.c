@@ -15,7 +15,12 @@
  */
 #include "postgres.h"
 
+#include "access/heapam.h"
 #include "access/htup_details.h"
+#include "access/table.h"
+#include "catalog/pg_am_d.h"
+#include "catalog/pg_class.h"
+#include "storage/bufmgr.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "utils/builtins.h"
@@ -197,6 +202,61 @@ store_move_rows(StateStore *s, StoreRows from, StoreRows to)
 		rows_add(s, g, to);
 	}
 	rows_clear(s, from);
+}
+
+/* qsort comparator of block numbers */
+static int
+compare_blocks(const void *a, const void *b)
+{
+	BlockNumber x = *(const BlockNumber *) a;
+	BlockNumber y = *(const BlockNumber *) b;
+
+	return x < y ? -1 : x > y ? 1 : 0;
+}
+
+void
+store_prune_result_pages(StateStore *s, StoreRows which, Oid relid)
+{
+	RowsList   *l = &s->rows[which];
+	BlockNumber *blocks;
+	BlockNumber nblocks;
+	int64		n = 0;
+	Relation	rel;
+
+	if (l->ngroups == 0)
+		return;
+	blocks = palloc(sizeof(BlockNumber) * l->n);
+	for (int64 i = 0; i < l->n; i++)
+	{
+		StoreGroup *g = l->items[i].group;
+
+		if (g != NULL && ItemPointerIsValid(&g->result_tid))
+			blocks[n++] = ItemPointerGetBlockNumber(&g->result_tid);
+	}
+	qsort(blocks, n, sizeof(BlockNumber), compare_blocks);
+	/* (a table gone or made another kind: the update says what is wrong) */
+	rel = try_table_open(relid, RowExclusiveLock);
+	if (rel == NULL)
+		return;
+	if (rel->rd_rel->relkind != RELKIND_RELATION || rel->rd_rel->relam != HEAP_TABLE_AM_OID)
+	{
+		table_close(rel, NoLock);
+		return;
+	}
+	nblocks = RelationGetNumberOfBlocks(rel);
+	for (int64 i = 0; i < n; i++)
+	{
+		Buffer		buf;
+
+		/* once a page; a location past the end is stale, the update says so */
+		if ((i > 0 && blocks[i] == blocks[i - 1]) || blocks[i] >= nblocks)
+			continue;
+		buf = ReadBuffer(rel, blocks[i]);
+		heap_page_prune_opt(rel, buf);
+		ReleaseBuffer(buf);
+	}
+	table_close(rel, NoLock);
+	pfree(blocks);
 }
 
 void
