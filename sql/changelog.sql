@@ -424,6 +424,12 @@ FROM (SELECT t, big, small, nbig,
                                     ELSE ((i * 41 + t) % 700 + 1) * 3 END AS x
                           FROM generate_series(1, 15) i) r) s) AS nsmall
         FROM merge_trials) m;
+-- By the search as in one pass, a count summed keeps the image of the
+-- group's set (1.5, not the batch's 1.50).
+SELECT (streamwin.change_set_values(streamwin.change_set_merge(a, b), NULL::numeric))[1:3] AS first_values
+FROM (SELECT streamwin.change_set(x, 1::smallint) AS a
+        FROM (SELECT 1.5 UNION ALL SELECT 1.5 UNION ALL SELECT g FROM generate_series(2, 700) g) AS t(x)) AS big,
+     (SELECT streamwin.change_set(1.50, 1::smallint) AS b) AS small;
 -- a set of retractions only holds no value; a malformed one is refused
 SELECT streamwin.change_set_min(s, NULL::int4) AS lo, streamwin.change_set_max(s, NULL::int4) AS hi,
        streamwin.change_set_values(s, NULL::int4) AS vals

@@ -713,7 +713,9 @@ set_open(FunctionCallInfo fcinfo, Datum d, SetTypeInfo **type)
 				 errmsg("streamwin: a change set written on another kind of machine"),
 				 errdetail("Counted values keep the images of their values, in the byte order they were written with."),
 				 errhint("Rebuild the query's state from its source with streamwin.reset_query().")));
-	if (h->n < 0 || (h->n > 0) != (h->last != 0))
+	/* (an entry takes 2 bytes at least: a count and an image) */
+	if (h->n < 0 || (h->n > 0) != (h->last != 0) ||
+		(Size) h->n > (VARSIZE(h) - sizeof(SetHeader)) / 2)
 		set_corrupt();
 	*type = set_type_info(fcinfo, h->typid, h->collid);
 	return h;
@@ -822,13 +824,6 @@ streamwin_change_set_final(PG_FUNCTION_ARGS)
 
 /* --- merging and reading ----------------------------------------------------- */
 
-/*
- * streamwin.change_set_merge(a bytea, b bytea) RETURNS bytea: each value
- * counted as often as in a and b together; NULL is the empty set.  One
- * pass over both, in order, copying entries whole where their count stays:
- * a group's set and a batch's set of it cost a comparison per entry and
- * no conversion.
- */
 /*
  * A batch's set is mostly far smaller than its group's (tens of values
  * against a thousand): then each of its values is looked for in the
@@ -958,6 +953,15 @@ set_merge_searched(SetTypeInfo *t, const SetHeader *a, const SetHeader *b, SetHe
 		pfree(sb.buf);
 }
 
+/*
+ * streamwin.change_set_merge(a bytea, b bytea) RETURNS bytea: each value
+ * counted as often as in a and b together; NULL is the empty set.  One
+ * pass over both, in order, copying entries whole where their count stays:
+ * a group's set and a batch's set of it cost a comparison per entry and
+ * no conversion (but for a small b: merge_by_search).  Entries of a copied
+ * as a block by the search are not checked as values (entry_datum) here:
+ * whatever reads them later does.
+ */
 Datum
 streamwin_change_set_merge(PG_FUNCTION_ARGS)
 {

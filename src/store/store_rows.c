@@ -225,7 +225,7 @@ store_prune_result_pages(StateStore *s, StoreRows which, Oid relid)
 
 	if (l->ngroups == 0)
 		return;
-	blocks = palloc(sizeof(BlockNumber) * l->n);
+	blocks = palloc_extended(sizeof(BlockNumber) * l->n, MCXT_ALLOC_HUGE);
 	for (int64 i = 0; i < l->n; i++)
 	{
 		StoreGroup *g = l->items[i].group;
@@ -237,10 +237,14 @@ store_prune_result_pages(StateStore *s, StoreRows which, Oid relid)
 	/* (a table gone or made another kind: the update says what is wrong) */
 	rel = try_table_open(relid, RowExclusiveLock);
 	if (rel == NULL)
+	{
+		pfree(blocks);
 		return;
+	}
 	if (rel->rd_rel->relkind != RELKIND_RELATION || rel->rd_rel->relam != HEAP_TABLE_AM_OID)
 	{
 		table_close(rel, NoLock);
+		pfree(blocks);
 		return;
 	}
 	nblocks = RelationGetNumberOfBlocks(rel);
