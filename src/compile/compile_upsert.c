@@ -6,8 +6,9 @@
  *	  work on the table.
  *
  * An upsert source's message (a Debezium source's event, with key
- * columns) is its key's new row or the key's deletion (changelog_input.c).  To retract the row a key had, the query keeps each
- * key's last row (op_upsert.c): in a store (store_upsert.c) that writes
+ * columns) is its key's new row or the key's deletion (changelog_input.c).
+ * To retract the row a key had, the query keeps each key's last row
+ * (op_upsert.c): in a store (store_upsert.c) that writes
  * them by location into an UNLOGGED table, checkpointed with the rest of
  * the query's state; where they do not fit in streamwin.state_memory, on
  * that table, with the statements compiled here:

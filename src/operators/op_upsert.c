@@ -6,8 +6,9 @@
  *
  * A message of an upsert source (or an event of a Debezium source with key
  * columns) is its key's new row (change +1), or the key's deletion, a row
- * of the key columns alone (change -1); see changelog_input.c.  For each of the batch's rows of the source, in the
- * batch's order, this operator
+ * of the key columns alone (change -1), or a truncate (change 0, which
+ * retracts every key's row); see changelog_input.c.  For each of the
+ * batch's rows of the source, in the batch's order, this operator
  *	- emits the row the key had, if it had one, with change -1;
  *	- for a new version: emits the row (+1) and keeps it as the key's row;
  *	- for a deletion: forgets the key (a deletion of a key without a row
@@ -66,14 +67,22 @@ upsert_begin(Operator *op, BatchState *b)
 	held_store_begin(&UPSERT(op)->rows, b);
 }
 
-/* The retraction of the row the key of row had (in u->old_values). */
+/*
+ * The retraction of the row the key had (in u->old_values), of row's key,
+ * or of keys/key_nulls (in key order) if keys is not NULL.
+ */
 static BatchRow
-retraction(UpsertOp *u, BatchRow row)
+retraction(UpsertOp *u, BatchRow row, const Datum *keys, const bool *key_nulls)
 {
 	int			natts = u->desc->natts;
 
 	memcpy(u->row_values, row, sizeof(Datum) * natts);
 	memcpy(u->row_nulls, BATCH_ROW_NULLS(row, natts), sizeof(bool) * natts);
+	for (int k = 0; keys != NULL && k < u->nkeys; k++)
+	{
+		u->row_values[u->keys[k]] = keys[k];
+		u->row_nulls[u->keys[k]] = key_nulls[k];
+	}
 	for (int v = 0; v < u->nvalues; v++)
 	{
 		u->row_values[u->values[v]] = u->old_values[v];
@@ -142,14 +151,7 @@ truncate_visit(void *arg, const Datum *keys, const bool *key_nulls,
 
 	memcpy(u->old_values, values, sizeof(Datum) * u->nvalues);
 	memcpy(u->old_nulls, nulls, sizeof(bool) * u->nvalues);
-	out_add(tv->out, retraction(u, tv->row));
-	for (int k = 0; k < u->nkeys; k++)
-	{
-		BatchRow	r = tv->out->rows[tv->out->n - 1];
-
-		r[u->keys[k]] = keys[k];
-		BATCH_ROW_NULLS(r, u->desc->natts)[u->keys[k]] = key_nulls[k];
-	}
+	out_add(tv->out, retraction(u, tv->row, keys, key_nulls));
 	u->reader->changes.deletes++;
 }
 
@@ -187,7 +189,7 @@ apply_in_store(UpsertOp *u, BatchInput *side, ChangesOut *out)
 						   adds ? u->new_values : NULL, u->new_nulls,
 						   u->old_values, u->old_nulls);
 		if (had)
-			out_add(out, retraction(u, row));
+			out_add(out, retraction(u, row, NULL, NULL));
 		if (adds)
 			out_add(out, row);
 		count_change(u, had, adds);

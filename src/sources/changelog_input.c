@@ -250,25 +250,22 @@ same_key(ChangeDecoder *cd)
 static const char *
 truncate_rows(ChangeDecoder *cd, const SourceRow *m, ChangeRows *out)
 {
-	if (!cd->keyed && cd->nkeys == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("Debezium source \"%s\" has a truncate event at partition %d, offset " INT64_FORMAT,
-						cd->source, m->partition, m->offset),
-				 errdetail("Without key_columns the source keeps no rows, so its queries cannot retract the rows the truncate deleted."),
-				 errhint("Give the source key_columns and create its queries again, or reset them (streamwin.reset_query) to start after the event, from a new snapshot of the table.")));
+	/* (a source with key columns whose query predates keeping their rows) */
 	if (!cd->keyed)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("Debezium source \"%s\" has a truncate event at partition %d, offset " INT64_FORMAT,
 						cd->source, m->partition, m->offset),
+				 cd->nkeys == 0 ?
+				 errdetail("Without key_columns the source keeps no rows, so its queries cannot retract the rows the truncate deleted.") :
 				 errdetail("The query was created before streamwin kept the rows of a Debezium source's keys, so it cannot retract the rows the truncate deleted."),
+				 cd->nkeys == 0 ?
+				 errhint("Give the source key_columns and create its queries again, or reset them (streamwin.reset_query) to start after the event, from a new snapshot of the table.") :
 				 errhint("Create the query again, or reset it (streamwin.reset_query) to start after the event, from a new snapshot of the table.")));
-	key_only(cd, 0);
-	for (int k = 0; k < cd->nkeys; k++)
+	for (int i = 0; i < cd->natts; i++)
 	{
-		cd->row_values[0][cd->key_index[k]] = (Datum) 0;
-		cd->row_nulls[0][cd->key_index[k]] = true;
+		cd->row_values[0][i] = (Datum) 0;
+		cd->row_nulls[0][i] = true;
 	}
 	out->kind = 'T';
 	add_row(cd, out, 0, 0);

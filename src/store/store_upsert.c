@@ -32,6 +32,20 @@ upsert_delete(StateStore *s, StoreGroup *g)
 	group_free(s, g);
 }
 
+/* A key's row (its partials), copied into CurrentMemoryContext. */
+static void
+row_copy(StateStore *s, StoreGroup *g, Datum *values, bool *nulls)
+{
+	for (int i = 0; i < s->npartials; i++)
+	{
+		StorePartial *p = &s->partials[i];
+
+		Assert(p->merge == MERGE_LAST);
+		nulls[i] = GROUP_NULLS(s, g)[i];
+		values[i] = nulls[i] ? (Datum) 0 : datumCopy(g->values[i], p->typbyval, p->typlen);
+	}
+}
+
 bool
 store_upsert(StateStore *s, const Datum *keys, const bool *key_nulls,
 			 const Datum *values, const bool *nulls, Datum *old_values, bool *old_nulls)
@@ -53,15 +67,8 @@ store_upsert(StateStore *s, const Datum *keys, const bool *key_nulls,
 
 	/* the row the key had, in the caller's memory: the group's may go now */
 	MemoryContextSwitchTo(caller);
-	for (int i = 0; had && i < s->npartials; i++)
-	{
-		StorePartial *p = &s->partials[i];
-
-		Assert(p->merge == MERGE_LAST);
-		old_nulls[i] = GROUP_NULLS(s, g)[i];
-		old_values[i] = old_nulls[i] ? (Datum) 0 :
-			datumCopy(g->values[i], p->typbyval, p->typlen);
-	}
+	if (had)
+		row_copy(s, g, old_values, old_nulls);
 
 	if (values != NULL)
 	{
@@ -81,7 +88,7 @@ int64
 store_upsert_truncate(StateStore *s, StoreUpsertVisit visit, void *arg)
 {
 	int64		ngroups = s->ngroups;
-	StoreGroup **groups = palloc(sizeof(StoreGroup *) * Max(ngroups, 1));
+	StoreGroup **groups = palloc_extended(sizeof(StoreGroup *) * Max(ngroups, 1), MCXT_ALLOC_HUGE);
 	Datum	   *keys = palloc(sizeof(Datum) * Max(s->nkeys, 1));
 	bool	   *key_nulls = palloc(sizeof(bool) * Max(s->nkeys, 1));
 	Datum	   *values = palloc(sizeof(Datum) * Max(s->npartials, 1));
@@ -110,13 +117,7 @@ store_upsert_truncate(StateStore *s, StoreUpsertVisit visit, void *arg)
 			if (!key_nulls[k])
 				keys[k] = datumCopy(keys[k], att->attbyval, att->attlen);
 		}
-		for (int j = 0; j < s->npartials; j++)
-		{
-			StorePartial *p = &s->partials[j];
-
-			nulls[j] = GROUP_NULLS(s, g)[j];
-			values[j] = nulls[j] ? (Datum) 0 : datumCopy(g->values[j], p->typbyval, p->typlen);
-		}
+		row_copy(s, g, values, nulls);
 		visit(arg, keys, key_nulls, values, nulls);
 		upsert_delete(s, g);
 	}
