@@ -536,18 +536,29 @@ resolve_record(DecodeState *state, AvroPlan *plan, const AvroType *w)
 			plan->absent[plan->nabsent++] = i;
 }
 
-/* The record of a Debezium image field's type (a record, or a union of null and one), or NULL */
+/*
+ * The record of a Debezium image field's type (a record, or a union of
+ * null and one record), or NULL.  A union of two records is not an image
+ * Debezium writes, and one plan cannot read both: refused.
+ */
 static const AvroType *
 image_record(const AvroType *t)
 {
+	const AvroType *rec = NULL;
+
 	if (t->kind == AVT_RECORD)
 		return t;
 	if (t->kind != AVT_UNION)
 		return NULL;
 	for (int b = 0; b < t->nfields; b++)
-		if (t->types[b]->kind == AVT_RECORD)
-			return t->types[b];
-	return NULL;
+	{
+		if (t->types[b]->kind != AVT_RECORD)
+			continue;
+		if (rec != NULL)
+			return NULL;
+		rec = t->types[b];
+	}
+	return rec;
 }
 
 /*
@@ -586,8 +597,8 @@ resolve_debezium(DecodeState *state, AvroPlan *plan, const AvroType *w)
 			rec = image_record(w->types[f]);
 			if (rec == NULL)
 			{
-				plan->error = psprintf("\"%s\" of %s is %s, not a record", images[i], schema,
-									   avro_type_name(w->types[f]));
+				plan->error = psprintf("\"%s\" of %s is %s, not a Debezium image: a record, or a union of null and one record",
+									   images[i], schema, avro_type_name(w->types[f]));
 				return;
 			}
 			plan->image_field[i] = f;
