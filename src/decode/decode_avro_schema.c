@@ -30,12 +30,16 @@
 
 #include "decode_avro.h"
 
+/* How avro-c's message for a name it cannot resolve begins */
+#define AVRO_C_UNKNOWN_TYPE		"Unknown Avro \"type\": "
+
 /* Deeper nesting of types than this is refused (parse_type recurses) */
 #define AVRO_SCHEMA_MAX_DEPTH	100
 
 typedef struct SchemaParse
 {
 	List	   *named;			/* AvroType * of every named type so far */
+	List	   *fallbacks;		/* short names found only in no namespace */
 	char	   *error;
 	int			depth;
 } SchemaParse;
@@ -206,8 +210,13 @@ lookup_named(SchemaParse *ps, const char *name, const char *ns)
 	AvroType   *t = NULL;
 
 	if (ns != NULL && ns[0] != '\0' && strchr(name, '.') == NULL)
+	{
 		t = find_named(ps, psprintf("%s.%s", ns, name));
-	return t != NULL ? t : find_named(ps, name);
+		if (t == NULL && (t = find_named(ps, name)) != NULL)
+			ps->fallbacks = lappend(ps->fallbacks, pstrdup(name));
+		return t;
+	}
+	return find_named(ps, name);
 }
 
 /* A logical type on t, if it fits (else, as the specification says, none) */
@@ -416,7 +425,7 @@ parse_type(SchemaParse *ps, JsonbValue *v, const char *ns)
  * avro-c's verdict on the schema: NULL, or its error.  avro-c allocates
  * with malloc; the schema is freed at once.
  */
-static char *
+static pg_noinline char *
 avro_c_check(const char *json, int len)
 {
 	avro_schema_t schema;
@@ -438,16 +447,27 @@ avro_c_check(const char *json, int len)
 AvroType *
 avro_schema_parse(const char *json, int len, char **error)
 {
-	SchemaParse ps = {NIL, NULL, 0};
+	SchemaParse ps = {NIL, NIL, NULL, 0};
 	char	   *text = pnstrdup(json, len);
 	Jsonb	   *volatile jb = NULL;
 	JsonbValue	root;
 	AvroType   *t;
 	MemoryContext cxt = CurrentMemoryContext;
+	char	   *avro_c_error;
+	ListCell   *lc;
 
-	*error = avro_c_check(json, len);
-	if (*error != NULL)
+	/*
+	 * avro-c's verdict first; but avro-c does not look for a short name in
+	 * no namespace, which Java's library writes and reads (see
+	 * lookup_named): its refusal of such a name is overruled below when
+	 * this parser finds the type there and nothing else is wrong.
+	 */
+	avro_c_error = avro_c_check(json, len);
+	if (avro_c_error != NULL && strncmp(avro_c_error, AVRO_C_UNKNOWN_TYPE, strlen(AVRO_C_UNKNOWN_TYPE)) != 0)
+	{
+		*error = avro_c_error;
 		return NULL;
+	}
 
 	/* avro-c has read it as JSON: jsonb_in fails only on an encoding error */
 	PG_TRY();
@@ -478,6 +498,21 @@ avro_schema_parse(const char *json, int len, char **error)
 	}
 	t = parse_type(&ps, &root, NULL);
 	if (t == NULL)
-		*error = ps.error;
+	{
+		*error = avro_c_error != NULL ? avro_c_error : ps.error;
+		return NULL;
+	}
+	if (avro_c_error != NULL)
+	{
+		foreach(lc, ps.fallbacks)
+			if (strcmp(avro_c_error + strlen(AVRO_C_UNKNOWN_TYPE), lfirst(lc)) == 0)
+				break;
+		if (lc == NULL)
+		{
+			*error = avro_c_error;
+			return NULL;
+		}
+	}
+	*error = NULL;
 	return t;
 }

@@ -677,6 +677,14 @@ registry_schema(40, { type => 'record', name => 'Main', fields => [
 	{ name => 'y', type => { type => 'record', name => 'Y', namespace => 'n', fields => [
 		{ name => 'x2', type => { type => 'record', name => 'X', fields => [ { name => 's', type => 'string' } ] } },
 		{ name => 'x3', type => 'X' } ] } } ] });
+# Java's library writes a type of no namespace, referred to from inside a
+# namespace, by its short name, and reads it back from there; avro-c does not
+registry_schema(44, { type => 'record', name => 'Main', namespace => 'com.acme', fields => [
+	{ name => 'x', type => { type => 'record', name => 'Inner', namespace => '', fields => [ { name => 'v', type => 'int' } ] } },
+	{ name => 'y', type => 'Inner' } ] });
+# ... but a short name found nowhere is still refused
+registry_schema(45, { type => 'record', name => 'Main', namespace => 'com.acme', fields => [
+	{ name => 'y', type => 'Nowhere' } ] });
 # An array of records of no bytes: ten of them in the body's last byte
 registry_schema(41, { type => 'record', name => 'empties', fields => [
 	{ name => 'y', type => { type => 'array', items => { type => 'record', name => 'E', fields => [] } } } ] });
@@ -698,7 +706,9 @@ my @hostile = (
 	[ confluent(40, zz(5) . av_string('a') . av_string('b')), undef ],
 	[ confluent(41, zz(10) . zz(0)), undef ],
 	[ confluent(42, zz(10) . zz(0)), qr/invalid Avro block count at byte 5/ ],
-	[ confluent(43, zz(300000) . zz(0)), undef ]);
+	[ confluent(43, zz(300000) . zz(0)), undef ],
+	[ confluent(44, zz(5) . zz(7)), undef ],
+	[ confluent(45, zz(5)), qr/writer schema 45 is not a valid Avro schema: Unknown Avro "type": Nowhere/ ]);
 $broker->produce('hostile', [ map { $_->[0] } @hostile ], hex => 1);
 psql_ok($node, qq{
 SELECT streamwin.create_kafka_source('avro_hostile', '$brokers', 'hostile', 'd numeric, y jsonb', 'avro',
@@ -713,8 +723,8 @@ is($node->safe_psql('postgres', q{SELECT count(*) FROM avro_hostile_rows
 results_match($node, q{SELECT d, y FROM avro_hostile_rows
  WHERE y IS NULL OR jsonb_typeof(y) <> 'array' OR jsonb_array_length(y) <> 300000},
 	q{VALUES (123.45, NULL::jsonb), (-0.05, NULL), (NULL, '{"x2": {"s": "a"}, "x3": {"s": "b"}}'),
-	  (NULL, '[{}, {}, {}, {}, {}, {}, {}, {}, {}, {}]')},
-	'decimals with sign extension, a short name in its namespace, an array of empty records: exact');
+	  (NULL, '[{}, {}, {}, {}, {}, {}, {}, {}, {}, {}]'), (NULL, '{"v": 7}')},
+	'decimals with sign extension, a short name in its namespace or in none, an array of empty records: exact');
 %dead = dead_letters_by_offset('avro_hostile');
 for my $o (0 .. $#hostile)
 {
