@@ -512,6 +512,41 @@ SELECT streamwin.drop_query('tally_windows', drop_result => true);
 SELECT streamwin.drop_source('tallies_src');
 DROP TABLE tallies;
 
+-- A query whose state is in memory checkpoints every batch of a table
+-- source: each fetch decodes from the slot's restart point, and the slot is
+-- confirmed no further than the last checkpoint (a crash replays from
+-- there), so a sparser checkpoint would make every batch decode the WAL of
+-- the batches since it again.  The restart point follows the batches too
+-- (a decoding pass logs the record it needs, at most every 100 ms).
+CREATE TABLE steady (g int, v int);
+SELECT streamwin.create_table_source('steady_src', 'steady');
+SELECT streamwin.create_query('steady_counts', 'SELECT g, count(*) AS n FROM steady_src GROUP BY g',
+    output_mode => 'update', start => false);
+CREATE TABLE steady_lsns (round int, lsn pg_lsn);
+DO $$
+BEGIN
+  FOR i IN 1..6 LOOP
+    INSERT INTO steady SELECT g, i FROM generate_series(1, 200) g;
+    COMMIT;
+    PERFORM streamwin.run_batch('steady_counts');
+    COMMIT;
+    INSERT INTO steady_lsns VALUES (i, pg_current_wal_insert_lsn());
+    COMMIT;
+    PERFORM pg_sleep(0.12);
+  END LOOP;
+END $$;
+SELECT last_batch_id, checkpoint_batch_id = last_batch_id AS checkpointed_every_batch
+FROM streamwin.query_catalog WHERE name = 'steady_counts';
+SELECT s.restart_lsn >= (SELECT lsn FROM steady_lsns WHERE round = 4) AS restart_follows,
+       s.confirmed_flush_lsn >= (SELECT lsn FROM steady_lsns WHERE round = 4) AS confirmed_follows
+FROM pg_replication_slots s JOIN streamwin.sources USING (slot_name) WHERE name = 'steady_src';
+SELECT count(*) AS differing FROM (
+  (SELECT g, n FROM steady_counts EXCEPT SELECT g, count(*) FROM steady GROUP BY g)
+  UNION ALL (SELECT g, count(*) FROM steady GROUP BY g EXCEPT SELECT g, n FROM steady_counts)) d;
+SELECT streamwin.drop_query('steady_counts', drop_result => true);
+SELECT streamwin.drop_source('steady_src');
+DROP TABLE steady, steady_lsns;
+
 -- The queries view shows the lag in bytes of WAL.
 SELECT name, source, state, lag >= 0 AS lag_known FROM streamwin.queries ORDER BY name;
 

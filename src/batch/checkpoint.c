@@ -514,15 +514,37 @@ fetch_follows_checkpoint(QueryRunner *r)
 	return false;
 }
 
+/* Are all of the query's checkpoints written by the rows that changed? */
+static bool
+checkpoint_all_incremental(QueryRunner *r)
+{
+	StateTablePair pairs[MAX_STATE_TABLES];
+	int			npairs = query_state_tables(r->query, pairs);
+
+	for (int i = 0; i < npairs; i++)
+		if (!checkpoint_incremental(r, &pairs[i]))
+			return false;
+	return true;
+}
+
 /*
  * checkpoint_after_batch
  *		Take a checkpoint at the end of batch_id if it is due: every
  *		streamwin.checkpoint_interval batches, but not more often than
  *		streamwin.checkpoint_min_interval, since a worker on a short trigger
- *		with a large state would otherwise spend its time copying it.  The
- *		time bound does not apply to a source whose every fetch reads from
- *		what the oldest checkpoint keeps (SourceOps.fetch_follows_checkpoint):
- *		there a sparser checkpoint costs more reading in every batch.
+ *		with a large state would otherwise spend its time copying it.
+ *
+ *		A source whose every fetch reads from what the oldest checkpoint
+ *		keeps (SourceOps.fetch_follows_checkpoint: a table source's slot is
+ *		confirmed no further) turns this around: each batch after a
+ *		checkpoint decodes again all the WAL since it, so a sparser
+ *		checkpoint costs more reading in every batch.  There the time bound
+ *		does not apply, and a state whose checkpoint writes only what
+ *		changed (every store's) takes one every batch: it writes what the
+ *		batch changed, where the interval's batches would each decode the
+ *		WAL of the ones before again (measured: 40 batches of 5,000 rows,
+ *		1,000 or 100,000 groups, took 1.5-2x as long at the default
+ *		interval).
  *		checkpoint_batch: the batch of the last checkpoint (0: none).
  *		Inside the batch, after its positions are stored.
  */
@@ -531,11 +553,12 @@ checkpoint_after_batch(QueryRunner *r, int64 batch_id, int64 checkpoint_batch,
 					   bool has_wm, TimestampTz wm, TimestampTz now)
 {
 	int64		behind = batch_id - checkpoint_batch;
+	bool		follows = fetch_follows_checkpoint(r);
+	int			interval = follows && checkpoint_all_incremental(r) ? 1 : streamwin_checkpoint_interval;
 
 	if (checkpoint_batch != 0 &&
-		(behind < streamwin_checkpoint_interval ||
-		 (!fetch_follows_checkpoint(r) &&
-		  now - r->last_checkpoint_at < (int64) streamwin_checkpoint_min_interval * 1000)))
+		(behind < interval ||
+		 (!follows && now - r->last_checkpoint_at < (int64) streamwin_checkpoint_min_interval * 1000)))
 		return;
 	if (checkpoint_take(r, batch_id, has_wm, wm, false))
 		r->last_checkpoint_at = now;

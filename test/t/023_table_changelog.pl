@@ -25,8 +25,8 @@
 #      changes (+1/-1 rows).  Groups emptied by deletes (a key, the windows
 #      of 10-14 s, a group of the complete-mode query) are gone from every
 #      result.  The immediate restart empties the UNLOGGED state: the
-#      stateful queries restore their checkpoints
-#      (streamwin.checkpoint_interval = 3) and replay.
+#      stateful queries restore their checkpoints (taken every batch, as a
+#      table source's query with its state in memory does).
 #   2. Late retractions (a stopped query, run_batch): an append-mode tumble
 #      of 1 minute per key with watermark 1 minute, capture_late_rows.
 #      Rows inserted, windows closed as later rows move the watermark; then
