@@ -186,6 +186,15 @@ typedef struct SourceOps
 	 */
 	bool		fetch_follows_checkpoint;
 
+	/*
+	 * With fetch_follows_checkpoint: will the reader's next fetch decode
+	 * again from that oldest position?  (Not when a table source's fetch
+	 * kept its decoding context open for the next, in a backlog.)  A batch
+	 * that leaves such a fetch next checkpoints if its state's checkpoint
+	 * is cheap (checkpoint_after_batch).
+	 */
+	bool		(*fetch_rereads) (SourceReader *rd);
+
 	/* --- at the catalog's pace, on a SourceInfo --- */
 
 	/* create_query: refuse a source this query cannot read */

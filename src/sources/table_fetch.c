@@ -354,6 +354,7 @@ decode_pass(const char *slot_name, TablePosition start, FetchState *st,
 			(!reuse || fetches_in_row < KEEP_MAX_FETCHES))
 		{
 			/* the context goes on after the spooled transaction */
+			st->out->kept_decoding = true;
 			keep_decoding(slot_name, ctx, dcxt, acquired,
 						  st->spooling ? spool->after : st->out->end,
 						  reuse ? fetches_in_row + 1 : 1);

@@ -49,6 +49,7 @@ typedef struct TableReader
 	bool		changelog;		/* a changelog source (option "changes") */
 	int64		changes[3];		/* its inserts, updates, deletes read */
 	TimestampTz idle_stored_at; /* last store of a position moved without rows */
+	bool		kept_decoding;	/* the last fetch's context stays open */
 } TableReader;
 
 #define TR(rd) ((TableReader *) (rd)->private)
@@ -275,6 +276,7 @@ table_fetch_rows(SourceReader *rd, int timeout_ms, int linger_ms, SourceRow **ro
 	tr->ignored[1] = f.ignored_deletes;
 	tr->ignored[2] = f.ignored_truncates;
 	memcpy(tr->changes, f.changes, sizeof(tr->changes));
+	tr->kept_decoding = f.kept_decoding;
 	*rows = f.rows;
 	return f.nrows;
 }
@@ -466,6 +468,17 @@ static void
 table_release(SourceReader *rd)
 {
 	table_fetch_release();
+	TR(rd)->kept_decoding = false;
+}
+
+/*
+ * The next fetch decodes from the slot's restart point, unless this one
+ * kept its decoding context open for it (a backlog read at once).
+ */
+static bool
+table_fetch_rereads(SourceReader *rd)
+{
+	return !TR(rd)->kept_decoding;
 }
 
 static void
@@ -478,6 +491,7 @@ const SourceOps table_source_ops = {
 	.reset_hint = "Use 'earliest' (the oldest change the source holds), 'latest' (from now on) "
 	"or the LSN to start at, as '{\"lsn\": \"0/16B3748\"}'.",
 	.fetch_follows_checkpoint = true,
+	.fetch_rereads = table_fetch_rereads,
 	.check_query = table_check_query,
 	.query_start = table_query_start,
 	.key_columns = table_key_columns,

@@ -69,6 +69,8 @@ typedef struct TableFetch
 	int64		ignored_truncates;
 	int64		changes[3];		/* a changelog source's rows read: inserts,
 								 * updates, deletes (CHANGE_*) */
+	bool		kept_decoding;	/* the next fetch goes on where this one
+								 * stopped (table_fetch.c) */
 } TableFetch;
 
 /*
