@@ -537,7 +537,7 @@ BEGIN
 END $$;
 SELECT last_batch_id, checkpoint_batch_id = last_batch_id AS checkpointed_every_batch
 FROM streamwin.query_catalog WHERE name = 'steady_counts';
-SELECT s.restart_lsn >= (SELECT lsn FROM steady_lsns WHERE round = 4) AS restart_follows,
+SELECT s.restart_lsn >= (SELECT lsn FROM steady_lsns WHERE round = 3) AS restart_follows,
        s.confirmed_flush_lsn >= (SELECT lsn FROM steady_lsns WHERE round = 4) AS confirmed_follows
 FROM pg_replication_slots s JOIN streamwin.sources USING (slot_name) WHERE name = 'steady_src';
 SELECT count(*) AS differing FROM (

@@ -95,6 +95,15 @@ _PG_init(void)
 							&streamwin_checkpoint_interval,
 							10, 1, 100000,
 							PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomBoolVariable("streamwin.table_checkpoint_every_batch",
+							 "Checkpoints a table source's query with its state in memory after every batch "
+							 "whose next fetch decodes from the slot again.",
+							 "A table source's slot is confirmed no further than its queries' last "
+							 "checkpoints, so each batch decodes the WAL since them again; off: "
+							 "every checkpoint_interval batches, writing less of a large, busy state.",
+							 &streamwin_table_checkpoint_every_batch,
+							 true,
+							 PGC_SIGHUP, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("streamwin.checkpoint_min_interval",
 							"Minimum time between checkpoints of a query's state.",
 							"A checkpoint is taken once checkpoint_interval batches have run "

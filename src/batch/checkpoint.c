@@ -46,6 +46,7 @@
 #include "spi_util.h"
 
 int			streamwin_checkpoint_interval = 10;
+bool		streamwin_table_checkpoint_every_batch = true;
 int			streamwin_checkpoint_min_interval = 10000;	/* ms */
 
 /* A statement over the catalog and the query's tables, as the extension's owner */
@@ -525,15 +526,19 @@ next_fetch_rereads(QueryRunner *r)
 	return false;
 }
 
-/* Are all of the query's checkpoints written by the rows that changed? */
+/*
+ * Is all of the query's state in memory, each of its checkpoints written
+ * from there by what changed?  (Not a checkpoint by the rows of the
+ * batches, CHECKPOINT_ROWS, which scans its table for them.)
+ */
 static bool
-checkpoint_all_incremental(QueryRunner *r)
+checkpoint_all_from_memory(QueryRunner *r)
 {
 	StateTablePair pairs[MAX_STATE_TABLES];
 	int			npairs = query_state_tables(r->query, pairs);
 
 	for (int i = 0; i < npairs; i++)
-		if (!checkpoint_incremental(r, &pairs[i]))
+		if (!operators_writes_checkpoint(r->operators, pairs[i].unlogged))
 			return false;
 	return true;
 }
@@ -550,10 +555,11 @@ checkpoint_all_incremental(QueryRunner *r)
  *		confirmed no further) turns this around: each batch after a
  *		checkpoint decodes again all the WAL since it, so a sparser
  *		checkpoint costs more reading in every batch.  There the time bound
- *		does not apply, and a state whose checkpoint writes only what
- *		changed (every store's) takes one at every batch after which the
- *		next fetch decodes again from the checkpoint's position
- *		(SourceOps.fetch_rereads): it writes what changed since, where the
+ *		does not apply, and (streamwin.table_checkpoint_every_batch, on by
+ *		default) a state in memory, whose checkpoint writes only what
+ *		changed (a store's, but for a join's), takes one at every batch
+ *		after which the next fetch decodes again from the checkpoint's
+ *		position (SourceOps.fetch_rereads): it writes what changed since, where the
  *		interval's batches would each decode the WAL of the ones before
  *		again (measured: 40 batches of 5,000 rows, each in a transaction of
  *		its own, 1,000 or 100,000 groups, took 1.8x as long at the default
@@ -569,8 +575,8 @@ checkpoint_after_batch(QueryRunner *r, int64 batch_id, int64 checkpoint_batch,
 {
 	int64		behind = batch_id - checkpoint_batch;
 	bool		follows = fetch_follows_checkpoint(r);
-	int			interval = follows && next_fetch_rereads(r) && checkpoint_all_incremental(r) ?
-		1 : streamwin_checkpoint_interval;
+	int			interval = follows && streamwin_table_checkpoint_every_batch &&
+		next_fetch_rereads(r) && checkpoint_all_from_memory(r) ? 1 : streamwin_checkpoint_interval;
 
 	if (checkpoint_batch != 0 &&
 		(behind < interval ||

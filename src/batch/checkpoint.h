@@ -11,6 +11,7 @@
 #include "runner.h"
 
 extern int	streamwin_checkpoint_interval;
+extern bool streamwin_table_checkpoint_every_batch;
 extern int	streamwin_checkpoint_min_interval;
 
 extern Oid	checkpoint_create_table(int32 query_id, Oid unlogged_table, const char *name,

@@ -189,7 +189,8 @@ typedef struct SourceOps
 	/*
 	 * With fetch_follows_checkpoint: will the reader's next fetch decode
 	 * again from that oldest position?  (Not when a table source's fetch
-	 * kept its decoding context open for the next, in a backlog.)  A batch
+	 * kept its decoding context open for the next, in a backlog, or left
+	 * the rest of a large transaction in its spool.)  A batch
 	 * that leaves such a fetch next checkpoints if its state's checkpoint
 	 * is cheap (checkpoint_after_batch).
 	 */

@@ -71,7 +71,9 @@ last_inserted_lsn(void)
  * WAL of the one before rather than up to 15 seconds of it.  At most every
  * RESTART_POINT_INTERVAL_MS per backend (taking the record's locks, on a
  * busy server, a thousand times a second would not pay), and not when
- * nothing was written since the last one.  With a record a second, a
+ * nothing but such records was written since this backend's last one (as
+ * the background writer decides, by the last "important" record: else two
+ * idle backends would each log one for the other's).  With a record a second, a
  * batch that follows the last within the second re-read all the WAL since
  * that record: 40 batches of 5,000 rows, each run_batch in a transaction
  * of its own, took 1.4x as long.
@@ -82,13 +84,17 @@ static void
 log_restart_point(void)
 {
 	static TimestampTz last_logged = 0;
-	static XLogRecPtr last_end = InvalidXLogRecPtr;
+	static XLogRecPtr last_important = InvalidXLogRecPtr;
 	TimestampTz now = GetCurrentTimestamp();
+	XLogRecPtr	important;
 
-	if (now - last_logged < RESTART_POINT_INTERVAL_MS * 1000 || RecoveryInProgress() ||
-		GetXLogInsertRecPtr() == last_end)
+	if (now - last_logged < RESTART_POINT_INTERVAL_MS * 1000 || RecoveryInProgress())
 		return;
-	last_end = LogStandbySnapshot();
+	important = GetLastImportantRecPtr();
+	if (important == last_important)
+		return;
+	(void) LogStandbySnapshot();
+	last_important = important;
 	last_logged = now;
 }
 
@@ -355,7 +361,6 @@ decode_pass(const char *slot_name, TablePosition start, FetchState *st,
 			(!reuse || fetches_in_row < KEEP_MAX_FETCHES))
 		{
 			/* the context goes on after the spooled transaction */
-			st->out->kept_decoding = true;
 			keep_decoding(slot_name, ctx, dcxt, acquired,
 						  st->spooling ? spool->after : st->out->end,
 						  reuse ? fetches_in_row + 1 : 1);
@@ -483,6 +488,24 @@ table_fetch(const char *slot_name, Oid table, int32 query_id, TupleDesc desc,
 		out->end.index = out->end.lsn == start.lsn ? start.index : 0;
 		out->at_end = true;
 	}
+}
+
+/*
+ * Will a fetch of the query's rows of table from next go on without
+ * decoding from the slot's restart point: from the spooled rest of a
+ * transaction, or on the decoding context kept open?  (The context and the
+ * spool are the process's, for one slot at a time: another source's fetch
+ * takes them over.)
+ */
+bool
+table_fetch_resumes(const char *slot_name, Oid table, int32 query_id, TablePosition next)
+{
+	if (spool != NULL && spool->left > 0 && strcmp(spool->slot_name, slot_name) == 0 &&
+		spool->table == table && spool->query_id == query_id &&
+		spool->txn_lsn == next.lsn && spool->next_index == next.index)
+		return true;
+	return kept != NULL && strcmp(kept->slot_name, slot_name) == 0 &&
+		kept->resume.lsn == next.lsn && kept->resume.index == next.index;
 }
 
 void

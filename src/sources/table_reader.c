@@ -49,7 +49,6 @@ typedef struct TableReader
 	bool		changelog;		/* a changelog source (option "changes") */
 	int64		changes[3];		/* its inserts, updates, deletes read */
 	TimestampTz idle_stored_at; /* last store of a position moved without rows */
-	bool		kept_decoding;	/* the last fetch's context stays open */
 } TableReader;
 
 #define TR(rd) ((TableReader *) (rd)->private)
@@ -276,7 +275,6 @@ table_fetch_rows(SourceReader *rd, int timeout_ms, int linger_ms, SourceRow **ro
 	tr->ignored[1] = f.ignored_deletes;
 	tr->ignored[2] = f.ignored_truncates;
 	memcpy(tr->changes, f.changes, sizeof(tr->changes));
-	tr->kept_decoding = f.kept_decoding;
 	*rows = f.rows;
 	return f.nrows;
 }
@@ -468,17 +466,18 @@ static void
 table_release(SourceReader *rd)
 {
 	table_fetch_release();
-	TR(rd)->kept_decoding = false;
 }
 
 /*
  * The next fetch decodes from the slot's restart point, unless this one
- * kept its decoding context open for it (a backlog read at once).
+ * kept its decoding context open for it (a backlog read at once) or left
+ * the rest of a transaction larger than the batch in the spool.
  */
 static bool
 table_fetch_rereads(SourceReader *rd)
 {
-	return !TR(rd)->kept_decoding;
+	return !table_fetch_resumes(rd->source->slot_name, rd->source->source_table,
+								rd->query->query_id, table_position(&rd->parts[0].next));
 }
 
 static void

@@ -69,8 +69,6 @@ typedef struct TableFetch
 	int64		ignored_truncates;
 	int64		changes[3];		/* a changelog source's rows read: inserts,
 								 * updates, deletes (CHANGE_*) */
-	bool		kept_decoding;	/* the next fetch goes on where this one
-								 * stopped (table_fetch.c) */
 } TableFetch;
 
 /*
@@ -162,6 +160,8 @@ extern void table_fetch(const char *slot_name, Oid table, int32 query_id, TupleD
 						int nmetadata, TablePosition start, const TablePosition *upto,
 						int max_records, XLogRecPtr confirm_upto,
 						bool may_keep, TableFetch *out);
+extern bool table_fetch_resumes(const char *slot_name, Oid table, int32 query_id,
+								TablePosition next);
 
 /*
  * table_fetch_release

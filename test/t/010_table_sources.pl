@@ -40,9 +40,10 @@
 #      the last query moves the slot to the end of WAL; drop_source drops
 #      it, and no streamwin slot is left.
 #
-# Parts 1, 2 and 5 run on one node (streamwin.checkpoint_interval = 3,
-# which a query whose state is in memory does not wait for over a table
-# source: it checkpoints every batch, and recovery restores that); 4 and
+# Parts 1, 2 and 5 run on one node (streamwin.checkpoint_interval = 3; a
+# query whose state is in memory checkpoints after every batch whose next
+# fetch decodes from the slot again, streamwin.table_checkpoint_every_batch,
+# and recovery restores that); 4 and
 # then 3 on a second node that starts with wal_level = replica,
 # max_replication_slots = 1 and shared_buffers = 16MB.
 use strict;

@@ -48,6 +48,9 @@ my $T0 = "timestamptz '2024-01-01 00:00:00+00'";
 
 my $node = new_node('sessions_store',
 	conf => "streamwin.checkpoint_interval = 3\nstreamwin.checkpoint_min_interval = 0\n"
+	  # (its table sources' queries checkpoint every 3 batches, not every
+	  # batch, so that crashes find batches to replay)
+	  . "streamwin.table_checkpoint_every_batch = off\n"
 	  . "restart_after_crash = on\n");
 
 # ---- helpers ----------------------------------------------------------------

@@ -25,8 +25,10 @@
 #      changes (+1/-1 rows).  Groups emptied by deletes (a key, the windows
 #      of 10-14 s, a group of the complete-mode query) are gone from every
 #      result.  The immediate restart empties the UNLOGGED state: the
-#      stateful queries restore their checkpoints (taken every batch, as a
-#      table source's query with its state in memory does).
+#      stateful queries restore their checkpoints
+#      (streamwin.checkpoint_interval = 3, and
+#      table_checkpoint_every_batch off, so that they do not take one
+#      every batch) and replay.
 #   2. Late retractions (a stopped query, run_batch): an append-mode tumble
 #      of 1 minute per key with watermark 1 minute, capture_late_rows.
 #      Rows inserted, windows closed as later rows move the watermark; then
@@ -90,7 +92,8 @@ my $T0 = "timestamptz '2024-01-01 00:00:00+00'";
 my $t_start = time;
 
 my $node = new_node('changelog',
-	conf => "streamwin.checkpoint_interval = 3\nstreamwin.checkpoint_min_interval = 0\n");
+	conf => "streamwin.checkpoint_interval = 3\nstreamwin.checkpoint_min_interval = 0\n"
+	  . "streamwin.table_checkpoint_every_batch = off\n");
 
 # ==== 1. workers over a randomized changelog, through restarts ===============
 
@@ -363,6 +366,18 @@ for my $q (qw(q_keys q_win q_hop q_total q_chain))
 	cmp_ok(log_count($node, qr/query "$q" lost its state in a crash; restoring the checkpoint/),
 		'>', $restores{$q}, "$q restored its checkpoint after the immediate restart");
 }
+# and those that had run batches after their checkpoint replayed them (a
+# restore of batch n, with batches after n committed before it)
+my @replays;
+my $log = slurp_file($node->logfile);
+while ($log =~ /^(\S+ \S+ UTC) \[\d+\] .*?LOG:  streamwin: query "(\w+)" lost its state in a crash; restoring the checkpoint of batch (\d+)/mg)
+{
+	push @replays, [ $1, $2, $3 ];
+}
+cmp_ok($node->safe_psql('postgres', 'SELECT count(*) FROM ('
+	  . values_sql([ [ 'at', 'timestamptz' ], [ 'q', 'text' ], [ 'ckpt', 'bigint' ] ], \@replays)
+	  . ') r WHERE EXISTS (SELECT FROM streamwin.progress p WHERE p.query = r.q AND p.batch_id > r.ckpt AND p.started_at < r.at)'),
+	'>=', 1, 'and at least one of them replayed batches after its checkpoint');
 is( $node->safe_psql('postgres', q{
 SELECT count(*) FROM streamwin.queries
  WHERE name IN ('q_keys', 'q_win', 'q_hop', 'q_total', 'q_rows', 'q_changes', 'q_chain')
