@@ -40,6 +40,8 @@ typedef struct SchemaParse
 {
 	List	   *named;			/* AvroType * of every named type so far */
 	List	   *fallbacks;		/* short names found only in no namespace */
+	bool		unchecked;		/* avro-c stopped early (see avro_schema_parse):
+								 * check what it would have */
 	char	   *error;
 	int			depth;
 } SchemaParse;
@@ -219,6 +221,31 @@ lookup_named(SchemaParse *ps, const char *name, const char *ns)
 	return find_named(ps, name);
 }
 
+/*
+ * A name as the specification allows, [A-Za-z_][A-Za-z0-9_]*, or with
+ * dots a full name of such parts
+ */
+static bool
+valid_name(const char *name, bool dotted)
+{
+	bool		part_start = true;
+
+	for (const char *c = name;; c++)
+	{
+		bool		letter = (*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') || *c == '_';
+
+		if (part_start && !letter)
+			return false;
+		part_start = false;
+		if (*c == '\0')
+			return true;
+		if (*c == '.' && dotted)
+			part_start = true;
+		else if (!letter && !(*c >= '0' && *c <= '9'))
+			return false;
+	}
+}
+
 /* A logical type on t, if it fits (else, as the specification says, none) */
 static void
 apply_logical(AvroType *t, JsonbValue *obj)
@@ -262,6 +289,11 @@ parse_members(SchemaParse *ps, AvroType *t, JsonbValue *list, const char *ns)
 		return false;
 	}
 	n = JsonContainerSize(list->val.binary.data);
+	if (n == 0 && t->kind == AVT_ENUM)
+	{
+		ps->error = psprintf("%s has no symbols", avro_type_name(t));
+		return false;
+	}
 	t->nfields = n;
 	t->names = palloc0(sizeof(char *) * Max(n, 1));
 	if (t->kind == AVT_RECORD)
@@ -278,6 +310,12 @@ parse_members(SchemaParse *ps, AvroType *t, JsonbValue *list, const char *ns)
 				ps->error = psprintf("symbol %d of %s is not a string", i, avro_type_name(t));
 				return false;
 			}
+			if (ps->unchecked && !valid_name(t->names[i], false))
+			{
+				ps->error = psprintf("symbol \"%s\" of %s is not a valid name", t->names[i],
+									 avro_type_name(t));
+				return false;
+			}
 			continue;
 		}
 		if (item->type != jbvBinary || !JsonContainerIsObject(item->val.binary.data) ||
@@ -285,6 +323,17 @@ parse_members(SchemaParse *ps, AvroType *t, JsonbValue *list, const char *ns)
 			member(item, "type") == NULL)
 		{
 			ps->error = psprintf("field %d of %s has no name or no type", i, avro_type_name(t));
+			return false;
+		}
+		for (int j = 0; ps->unchecked && j < i; j++)
+			if (strcmp(t->names[j], t->names[i]) == 0)
+			{
+				ps->error = psprintf("%s has two fields \"%s\"", avro_type_name(t), t->names[i]);
+				return false;
+			}
+		if (ps->unchecked && !valid_name(t->names[i], false))
+		{
+			ps->error = psprintf("field \"%s\" of %s is not a valid name", t->names[i], avro_type_name(t));
 			return false;
 		}
 		t->types[i] = parse_type(ps, member(item, "type"), ns);
@@ -320,6 +369,12 @@ parse_object(SchemaParse *ps, JsonbValue *obj, const char *ns)
 		if (t->name == NULL)
 		{
 			ps->error = psprintf("a %s has no name", type);
+			return NULL;
+		}
+		if (ps->unchecked && (!valid_name(t->name, true) || find_named(ps, t->name) != NULL))
+		{
+			ps->error = psprintf(find_named(ps, t->name) != NULL ? "type \"%s\" is defined twice" :
+								 "\"%s\" is not a valid name", t->name);
 			return NULL;
 		}
 		/* named before its fields, so that they may refer to it */
@@ -395,6 +450,12 @@ parse_type(SchemaParse *ps, JsonbValue *v, const char *ns)
 	{
 		int			n = JsonContainerSize(v->val.binary.data);
 
+		if (n == 0)
+		{
+			ps->error = pstrdup("a union has no branches");
+			ps->depth--;
+			return NULL;
+		}
 		t = new_type(AVT_UNION);
 		t->nfields = n;
 		t->types = palloc0(sizeof(AvroType *) * Max(n, 1));
@@ -460,7 +521,9 @@ avro_schema_parse(const char *json, int len, char **error)
 	 * avro-c's verdict first; but avro-c does not look for a short name in
 	 * no namespace, which Java's library writes and reads (see
 	 * lookup_named): its refusal of such a name is overruled below when
-	 * this parser finds the type there and nothing else is wrong.
+	 * this parser finds the type there.  avro-c stopped at that name, so
+	 * the parser then checks what avro-c would have after it (names,
+	 * duplicates, empty enums) itself.
 	 */
 	avro_c_error = avro_c_check(json, len);
 	if (avro_c_error != NULL && strncmp(avro_c_error, AVRO_C_UNKNOWN_TYPE, strlen(AVRO_C_UNKNOWN_TYPE)) != 0)
@@ -496,14 +559,11 @@ avro_schema_parse(const char *json, int len, char **error)
 		root.val.binary.data = &jb->root;
 		root.val.binary.len = VARSIZE(jb) - VARHDRSZ;
 	}
+	ps.unchecked = avro_c_error != NULL;
 	t = parse_type(&ps, &root, NULL);
-	if (t == NULL)
-	{
-		*error = avro_c_error != NULL ? avro_c_error : ps.error;
-		return NULL;
-	}
 	if (avro_c_error != NULL)
 	{
+		/* is avro-c's unknown name one this parser found in no namespace? */
 		foreach(lc, ps.fallbacks)
 			if (strcmp(avro_c_error + strlen(AVRO_C_UNKNOWN_TYPE), lfirst(lc)) == 0)
 				break;
@@ -513,6 +573,6 @@ avro_schema_parse(const char *json, int len, char **error)
 			return NULL;
 		}
 	}
-	*error = NULL;
+	*error = t == NULL ? ps.error : NULL;
 	return t;
 }

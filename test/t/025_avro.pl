@@ -685,6 +685,17 @@ registry_schema(44, { type => 'record', name => 'Main', namespace => 'com.acme',
 # ... but a short name found nowhere is still refused
 registry_schema(45, { type => 'record', name => 'Main', namespace => 'com.acme', fields => [
 	{ name => 'y', type => 'Nowhere' } ] });
+# ... and so is what avro-c, stopped at the short name, would have refused
+# after it, with the error of what is wrong
+for ([ 46, { name => 'z', type => 'Nowhere' } ], [ 47, { name => 'z', type => [] } ],
+	[ 48, { name => 'a-b', type => 'int' } ], [ 49, { name => 'y', type => 'int' } ],
+	[ 50, { name => 'z', type => { type => 'enum', name => 'E', symbols => [] } } ])
+{
+	my ($id, $field) = @$_;
+	registry_schema($id, { type => 'record', name => 'Main', namespace => 'com.acme', fields => [
+		{ name => 'x', type => { type => 'record', name => 'Inner', namespace => '', fields => [ { name => 'v', type => 'int' } ] } },
+		{ name => 'y', type => 'Inner' }, $field ] });
+}
 # An array of records of no bytes: ten of them in the body's last byte
 registry_schema(41, { type => 'record', name => 'empties', fields => [
 	{ name => 'y', type => { type => 'array', items => { type => 'record', name => 'E', fields => [] } } } ] });
@@ -708,7 +719,12 @@ my @hostile = (
 	[ confluent(42, zz(10) . zz(0)), qr/invalid Avro block count at byte 5/ ],
 	[ confluent(43, zz(300000) . zz(0)), undef ],
 	[ confluent(44, zz(5) . zz(7)), undef ],
-	[ confluent(45, zz(5)), qr/writer schema 45 is not a valid Avro schema: Unknown Avro "type": Nowhere/ ]);
+	[ confluent(45, zz(5)), qr/writer schema 45 is not a valid Avro schema: Unknown Avro "type": Nowhere/ ],
+	[ confluent(46, zz(5)), qr/writer schema 46 is not a valid Avro schema: unknown type "Nowhere"/ ],
+	[ confluent(47, zz(5)), qr/writer schema 47 is not a valid Avro schema: a union has no branches/ ],
+	[ confluent(48, zz(5)), qr/writer schema 48 is not a valid Avro schema: field "a-b" of record "com.acme.Main" is not a valid name/ ],
+	[ confluent(49, zz(5)), qr/writer schema 49 is not a valid Avro schema: record "com.acme.Main" has two fields "y"/ ],
+	[ confluent(50, zz(5)), qr/writer schema 50 is not a valid Avro schema: enum "com.acme.E" has no symbols/ ]);
 $broker->produce('hostile', [ map { $_->[0] } @hostile ], hex => 1);
 psql_ok($node, qq{
 SELECT streamwin.create_kafka_source('avro_hostile', '$brokers', 'hostile', 'd numeric, y jsonb', 'avro',
