@@ -422,9 +422,13 @@ join_apply_store(JoinOp *j, BatchState *b, BatchInput *input, RowsFlow flow)
 			continue;
 		if (j->held.active)
 		{
-			DestReceiver *dest = join_store_writer(j->held.join, s);
+			TimestampTz before = 0;
+			bool		evicts = b->has_new_wm &&
+				join_side_cutoff(&j->plan->sides[s], b->new_wm, &before);
+			DestReceiver *dest = join_store_writer(j->held.join, s, evicts, before);
 
-			n = runner_run_into(r, STMT_JOIN_INSERT_ROWS_0 + s, input, &batch, dest);
+			(void) runner_run_into(r, STMT_JOIN_INSERT_ROWS_0 + s, input, &batch, dest);
+			n = join_store_writer_kept(dest);
 			dest->rDestroy(dest);
 		}
 		else

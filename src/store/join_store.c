@@ -622,6 +622,9 @@ typedef struct JoinWriter
 	DestReceiver pub;
 	JoinStore  *js;
 	int			side;
+	bool		has_cutoff;		/* rows before cutoff are not kept */
+	TimestampTz cutoff;
+	uint64		left_out;		/* rows before it */
 	MemoryContext cxt;			/* of its slots: the caller's */
 	Relation	rel;
 	TableIndexes *indexes;		/* or NULL: none */
@@ -676,6 +679,20 @@ writer_receive(TupleTableSlot *slot, DestReceiver *self)
 	HeapTuple	tuple;
 
 	slot_getallattrs(slot);
+
+	/*
+	 * A row this batch's eviction takes (join_store_evict, with the same
+	 * cutoff, after the batch's pairs are out) can match no later row: it
+	 * would be written, kept and deleted again within the batch.  In a join
+	 * whose range reaches forward, most of a batch's rows of the later side
+	 * are such rows.
+	 */
+	if (w->has_cutoff && !slot->tts_isnull[ta - 1] &&
+		DatumGetTimestampTz(slot->tts_values[ta - 1]) < w->cutoff)
+	{
+		w->left_out++;
+		return true;
+	}
 	if (w->slots[w->n] == NULL)
 	{
 		old = MemoryContextSwitchTo(w->cxt);
@@ -703,6 +720,8 @@ writer_shutdown(DestReceiver *self)
 	writer_flush(w);
 	elog(DEBUG1, "streamwin: " UINT64_FORMAT " rows inserted into \"%s\" many to a page",
 		 w->written, RelationGetRelationName(w->rel));
+	elog(DEBUG1, "streamwin: " UINT64_FORMAT " rows out of the watermark's reach left out of \"%s\"",
+		 w->left_out, RelationGetRelationName(w->rel));
 	FreeBulkInsertState(w->bistate);
 	table_indexes_close(w->indexes);
 	w->indexes = NULL;
@@ -721,7 +740,7 @@ writer_destroy(DestReceiver *self)
 }
 
 DestReceiver *
-join_store_writer(JoinStore *js, int side)
+join_store_writer(JoinStore *js, int side, bool has_cutoff, TimestampTz cutoff)
 {
 	JoinWriter *w = palloc0(sizeof(JoinWriter));
 
@@ -733,6 +752,14 @@ join_store_writer(JoinStore *js, int side)
 	w->pub.mydest = DestNone;
 	w->js = js;
 	w->side = side;
+	w->has_cutoff = has_cutoff;
+	w->cutoff = cutoff;
 	w->cxt = CurrentMemoryContext;
 	return &w->pub;
+}
+
+uint64
+join_store_writer_kept(DestReceiver *dest)
+{
+	return ((JoinWriter *) dest)->written;
 }

@@ -84,9 +84,14 @@ extern BatchInput *join_store_candidates(JoinStore *js, int side, BatchInput *pr
  * join_store_writer
  *		A receiver of rows of side's join table (the statement that makes
  *		them from the side's new rows): each is written into the table and
- *		kept in memory.  Destroy it after the statement.
+ *		kept in memory, but for those the batch's eviction will take
+ *		(has_cutoff: an event time before cutoff), which go nowhere.
+ *		join_store_writer_kept says how many were kept.  Destroy it after
+ *		the statement.
  */
-extern DestReceiver *join_store_writer(JoinStore *js, int side);
+extern DestReceiver *join_store_writer(JoinStore *js, int side, bool has_cutoff,
+									   TimestampTz cutoff);
+extern uint64 join_store_writer_kept(DestReceiver *dest);
 
 /* Delete side's rows whose event time is before cutoff; returns how many. */
 extern uint64 join_store_evict(JoinStore *js, int side, TimestampTz cutoff);
