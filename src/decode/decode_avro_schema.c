@@ -221,29 +221,18 @@ lookup_named(SchemaParse *ps, const char *name, const char *ns)
 	return find_named(ps, name);
 }
 
-/*
- * A name as the specification allows, [A-Za-z_][A-Za-z0-9_]*, or with
- * dots a full name of such parts
- */
+/* A name as the specification (and avro-c) allows: [A-Za-z_][A-Za-z0-9_]* */
 static bool
-valid_name(const char *name, bool dotted)
+valid_name(const char *name)
 {
-	bool		part_start = true;
-
-	for (const char *c = name;; c++)
+	for (const char *c = name; *c != '\0'; c++)
 	{
 		bool		letter = (*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') || *c == '_';
 
-		if (part_start && !letter)
-			return false;
-		part_start = false;
-		if (*c == '\0')
-			return true;
-		if (*c == '.' && dotted)
-			part_start = true;
-		else if (!letter && !(*c >= '0' && *c <= '9'))
+		if (!letter && (c == name || !(*c >= '0' && *c <= '9')))
 			return false;
 	}
+	return name[0] != '\0';
 }
 
 /* A logical type on t, if it fits (else, as the specification says, none) */
@@ -310,12 +299,6 @@ parse_members(SchemaParse *ps, AvroType *t, JsonbValue *list, const char *ns)
 				ps->error = psprintf("symbol %d of %s is not a string", i, avro_type_name(t));
 				return false;
 			}
-			if (ps->unchecked && !valid_name(t->names[i], false))
-			{
-				ps->error = psprintf("symbol \"%s\" of %s is not a valid name", t->names[i],
-									 avro_type_name(t));
-				return false;
-			}
 			continue;
 		}
 		if (item->type != jbvBinary || !JsonContainerIsObject(item->val.binary.data) ||
@@ -325,13 +308,7 @@ parse_members(SchemaParse *ps, AvroType *t, JsonbValue *list, const char *ns)
 			ps->error = psprintf("field %d of %s has no name or no type", i, avro_type_name(t));
 			return false;
 		}
-		for (int j = 0; ps->unchecked && j < i; j++)
-			if (strcmp(t->names[j], t->names[i]) == 0)
-			{
-				ps->error = psprintf("%s has two fields \"%s\"", avro_type_name(t), t->names[i]);
-				return false;
-			}
-		if (ps->unchecked && !valid_name(t->names[i], false))
+		if (ps->unchecked && !valid_name(t->names[i]))
 		{
 			ps->error = psprintf("field \"%s\" of %s is not a valid name", t->names[i], avro_type_name(t));
 			return false;
@@ -371,7 +348,10 @@ parse_object(SchemaParse *ps, JsonbValue *obj, const char *ns)
 			ps->error = psprintf("a %s has no name", type);
 			return NULL;
 		}
-		if (ps->unchecked && (!valid_name(t->name, true) || find_named(ps, t->name) != NULL))
+		/* (avro-c checks a name, not its namespace) */
+		if (ps->unchecked &&
+			(!valid_name(strrchr(t->name, '.') ? strrchr(t->name, '.') + 1 : t->name) ||
+			 find_named(ps, t->name) != NULL))
 		{
 			ps->error = psprintf(find_named(ps, t->name) != NULL ? "type \"%s\" is defined twice" :
 								 "\"%s\" is not a valid name", t->name);
@@ -508,7 +488,7 @@ avro_c_check(const char *json, int len)
 AvroType *
 avro_schema_parse(const char *json, int len, char **error)
 {
-	SchemaParse ps = {NIL, NIL, NULL, 0};
+	SchemaParse ps = {.named = NIL, .fallbacks = NIL, .unchecked = false, .error = NULL, .depth = 0};
 	char	   *text = pnstrdup(json, len);
 	Jsonb	   *volatile jb = NULL;
 	JsonbValue	root;
@@ -522,8 +502,8 @@ avro_schema_parse(const char *json, int len, char **error)
 	 * no namespace, which Java's library writes and reads (see
 	 * lookup_named): its refusal of such a name is overruled below when
 	 * this parser finds the type there.  avro-c stopped at that name, so
-	 * the parser then checks what avro-c would have after it (names,
-	 * duplicates, empty enums) itself.
+	 * the parser then checks what avro-c would have after it (names of
+	 * types and fields, types defined twice, empty enums) itself.
 	 */
 	avro_c_error = avro_c_check(json, len);
 	if (avro_c_error != NULL && strncmp(avro_c_error, AVRO_C_UNKNOWN_TYPE, strlen(AVRO_C_UNKNOWN_TYPE)) != 0)

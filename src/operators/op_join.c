@@ -402,8 +402,9 @@ input_with_state(JoinOp *j, BatchInput *input)
 /*
  * With a join store: the sink reads the batch's pairs over the batch's
  * rows and the state's candidates; then each side's new rows go into its
- * join table and, in store mode, into memory.  An inner join: no row is
- * marked matched.
+ * join table and, in store mode, into memory, but for those the batch's
+ * eviction (join_emit, with the same new watermark) would take out again,
+ * which the store leaves out.  An inner join: no row is marked matched.
  */
 static void
 join_apply_store(JoinOp *j, BatchState *b, BatchInput *input, RowsFlow flow)

@@ -491,19 +491,25 @@ table_fetch(const char *slot_name, Oid table, int32 query_id, TupleDesc desc,
 }
 
 /*
- * Will a fetch of the query's rows of table from next go on without
- * decoding from the slot's restart point: from the spooled rest of a
- * transaction, or on the decoding context kept open?  (The context and the
+ * Will a fetch of up to max_records of the query's rows of table from next
+ * go on without decoding from the slot's restart point: from the spooled
+ * rest of a transaction (if that fills it, or the decoding context kept
+ * open goes on after it), or on the kept context?  (The context and the
  * spool are the process's, for one slot at a time: another source's fetch
  * takes them over.)
  */
 bool
-table_fetch_resumes(const char *slot_name, Oid table, int32 query_id, TablePosition next)
+table_fetch_resumes(const char *slot_name, Oid table, int32 query_id, TablePosition next,
+					int max_records)
 {
 	if (spool != NULL && spool->left > 0 && strcmp(spool->slot_name, slot_name) == 0 &&
 		spool->table == table && spool->query_id == query_id &&
 		spool->txn_lsn == next.lsn && spool->next_index == next.index)
-		return true;
+	{
+		if (spool->left >= max_records)
+			return true;
+		next = spool->after;
+	}
 	return kept != NULL && strcmp(kept->slot_name, slot_name) == 0 &&
 		kept->resume.lsn == next.lsn && kept->resume.index == next.index;
 }

@@ -477,7 +477,8 @@ static bool
 table_fetch_rereads(SourceReader *rd)
 {
 	return !table_fetch_resumes(rd->source->slot_name, rd->source->source_table,
-								rd->query->query_id, table_position(&rd->parts[0].next));
+								rd->query->query_id, table_position(&rd->parts[0].next),
+								rd->source->max_records_per_batch);
 }
 
 static void

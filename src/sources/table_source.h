@@ -161,7 +161,7 @@ extern void table_fetch(const char *slot_name, Oid table, int32 query_id, TupleD
 						int max_records, XLogRecPtr confirm_upto,
 						bool may_keep, TableFetch *out);
 extern bool table_fetch_resumes(const char *slot_name, Oid table, int32 query_id,
-								TablePosition next);
+								TablePosition next, int max_records);
 
 /*
  * table_fetch_release

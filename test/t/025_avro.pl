@@ -688,7 +688,8 @@ registry_schema(45, { type => 'record', name => 'Main', namespace => 'com.acme',
 # ... and so is what avro-c, stopped at the short name, would have refused
 # after it, with the error of what is wrong
 for ([ 46, { name => 'z', type => 'Nowhere' } ], [ 47, { name => 'z', type => [] } ],
-	[ 48, { name => 'a-b', type => 'int' } ], [ 49, { name => 'y', type => 'int' } ],
+	[ 48, { name => 'a-b', type => 'int' } ],
+	[ 49, { name => 'z', type => { type => 'fixed', name => 'Inner', namespace => '', size => 2 } } ],
 	[ 50, { name => 'z', type => { type => 'enum', name => 'E', symbols => [] } } ])
 {
 	my ($id, $field) = @$_;
@@ -723,7 +724,7 @@ my @hostile = (
 	[ confluent(46, zz(5)), qr/writer schema 46 is not a valid Avro schema: unknown type "Nowhere"/ ],
 	[ confluent(47, zz(5)), qr/writer schema 47 is not a valid Avro schema: a union has no branches/ ],
 	[ confluent(48, zz(5)), qr/writer schema 48 is not a valid Avro schema: field "a-b" of record "com.acme.Main" is not a valid name/ ],
-	[ confluent(49, zz(5)), qr/writer schema 49 is not a valid Avro schema: record "com.acme.Main" has two fields "y"/ ],
+	[ confluent(49, zz(5)), qr/writer schema 49 is not a valid Avro schema: type "Inner" is defined twice/ ],
 	[ confluent(50, zz(5)), qr/writer schema 50 is not a valid Avro schema: enum "com.acme.E" has no symbols/ ]);
 $broker->produce('hostile', [ map { $_->[0] } @hostile ], hex => 1);
 psql_ok($node, qq{
