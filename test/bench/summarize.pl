@@ -284,12 +284,26 @@ my @prounds;
 if ($runs{0}{paired_raw})
 {
 	my %by;    # {round}{what} = cpu s
+	my %raws;  # {round}{raw|raw6} = [ cpu s of its bare consumer's runs ]
 	for my $x ([ 0, 'paired_raw', 'raw' ], [ 0, 'paired_floor', 'floor' ], [ 1, 'paired_streamwin', 'c1' ],
 		[ 6, 'paired_raw', 'raw6' ], [ 6, 'paired_streamwin', 'c6' ])
 	{
 		my ($c, $approach, $what) = @$x;
-		$by{ $_->{rep} }{$what} = $_->{cpu}
-		  for grep { $_->{check} eq 'ok' && $_->{cpu} > 0 } @{ $runs{$c}{$approach} // [] };
+		for my $run (grep { $_->{check} eq 'ok' && $_->{cpu} > 0 } @{ $runs{$c}{$approach} // [] })
+		{
+			# the bare consumer's runs of round R are R * 10 + 1..3 (one run,
+			# rep R, in results of before)
+			if ($approach eq 'paired_raw')
+			{
+				push @{ $raws{ $run->{rep} >= 10 ? int($run->{rep} / 10) : $run->{rep} }{$what} }, $run->{cpu};
+				next;
+			}
+			$by{ $run->{rep} }{$what} = $run->{cpu};
+		}
+	}
+	for my $round (keys %raws)
+	{
+		$by{$round}{$_} = median(@{ $raws{$round}{$_} }) for keys %{ $raws{$round} };
 	}
 	for my $round (sort { $a <=> $b } keys %by)
 	{
@@ -307,7 +321,12 @@ if ($runs{0}{paired_raw})
 	push @md, '';
 	push @md, 'Each round runs the bare consumer over ev and over ev6, then the floor, case 1 and case 6, '
 	  . 'one after another, so that each ratio compares runs seconds apart rather than groups of runs minutes '
-	  . 'apart, on a machine whose load drifts. CPU s of each run (' . fmt_int($meta{events}) . ' events each); '
+	  . 'apart, on a machine whose load drifts. The bare consumer\'s CPU varies by itself from one run to the '
+	  . 'next, so it runs three times over each topic in each round, and the round\'s figure is the median of '
+	  . 'the three (' . join('; ', map {
+		my $r = $_;
+		"round $r: " . join(', ', map { sprintf('%.2f', $_) } @{ $raws{$r}{raw} // [] }) . ' on ev'
+	  } sort { $a <=> $b } keys %raws) . '). CPU s of each run (' . fmt_int($meta{events}) . ' events each); '
 	  . 'ratio = the raw ceiling\'s CPU / streamwin\'s, within the round.';
 	push @md, '';
 	push @md, '| round | raw on ev | floor | case 1 | raw on ev6 | case 6 | floor ratio | case 1 ratio | case 6 ratio |';
