@@ -510,7 +510,7 @@ static bool
 fetch_follows_checkpoint(QueryRunner *r)
 {
 	for (int s = 0; s < r->nreaders; s++)
-		if (r->readers[s]->ops->fetch_follows_checkpoint)
+		if (r->readers[s]->ops->fetch_rereads != NULL)
 			return true;
 	return false;
 }
@@ -551,7 +551,7 @@ checkpoint_all_from_memory(QueryRunner *r)
  *		with a large state would otherwise spend its time copying it.
  *
  *		A source whose every fetch reads from what the oldest checkpoint
- *		keeps (SourceOps.fetch_follows_checkpoint: a table source's slot is
+ *		keeps (SourceOps.fetch_rereads: a table source's slot is
  *		confirmed no further) turns this around: each batch after a
  *		checkpoint decodes again all the WAL since it, so a sparser
  *		checkpoint costs more reading in every batch.  There the time bound

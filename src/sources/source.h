@@ -177,22 +177,17 @@ typedef struct SourceOps
 	const char *reset_hint;
 
 	/*
-	 * Does every fetch read from the oldest position any query of the source
-	 * keeps, which for a query with state is its checkpoint's?  (A table
-	 * source decodes from its slot's restart point.)  Then the cost of every
-	 * batch grows with the distance to the checkpoint, which is therefore
-	 * taken every streamwin.checkpoint_interval batches, however often they
-	 * run.
-	 */
-	bool		fetch_follows_checkpoint;
-
-	/*
-	 * With fetch_follows_checkpoint: will the reader's next fetch decode
-	 * again from that oldest position?  (Not when a table source's fetch
-	 * kept its decoding context open for the next, in a backlog, or left
-	 * the rest of a large transaction in its spool.)  A batch
-	 * that leaves such a fetch next checkpoints if its state's checkpoint
-	 * is cheap (checkpoint_after_batch).
+	 * For a source whose every fetch reads from the oldest position any
+	 * query of the source keeps, which for a query with state is its
+	 * checkpoint's (a table source decodes from its slot's restart point),
+	 * else NULL: will the reader's next fetch decode again from there?  (Not
+	 * when a table source's fetch kept its decoding context open for the
+	 * next, in a backlog, or left the rest of a large transaction in its
+	 * spool.)  The cost of such batches grows with the distance to the
+	 * checkpoint, which is therefore taken every
+	 * streamwin.checkpoint_interval batches however often they run, and
+	 * after every batch that leaves a fetch that decodes again next if the
+	 * state's checkpoint is cheap (checkpoint_after_batch).
 	 */
 	bool		(*fetch_rereads) (SourceReader *rd);
 

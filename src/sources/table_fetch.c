@@ -421,6 +421,14 @@ take_spooled(FetchState *st)
 	return spool->left > 0;
 }
 
+/* Does the spool hold the rest of the query's transaction from position at? */
+static bool
+spool_at(const char *slot_name, Oid table, int32 query_id, TablePosition at)
+{
+	return strcmp(spool->slot_name, slot_name) == 0 && spool->table == table &&
+		spool->query_id == query_id && spool->txn_lsn == at.lsn && spool->next_index == at.index;
+}
+
 void
 table_fetch(const char *slot_name, Oid table, int32 query_id, TupleDesc desc,
 			int nmetadata, TablePosition start, const TablePosition *upto, int max_records,
@@ -451,10 +459,7 @@ table_fetch(const char *slot_name, Oid table, int32 query_id, TupleDesc desc,
 	st.nulls = palloc(sizeof(bool) * Max(desc->natts, 1));
 	out->rows = palloc(sizeof(SourceRow) * st.capacity);
 
-	if (spool != NULL &&
-		(upto != NULL || strcmp(spool->slot_name, slot_name) != 0 || spool->table != table ||
-		 spool->query_id != query_id ||
-		 spool->txn_lsn != start.lsn || spool->next_index != start.index))
+	if (spool != NULL && (upto != NULL || !spool_at(slot_name, table, query_id, start)))
 		spool_discard();
 	if (spool != NULL)
 	{
@@ -502,9 +507,7 @@ bool
 table_fetch_resumes(const char *slot_name, Oid table, int32 query_id, TablePosition next,
 					int max_records)
 {
-	if (spool != NULL && spool->left > 0 && strcmp(spool->slot_name, slot_name) == 0 &&
-		spool->table == table && spool->query_id == query_id &&
-		spool->txn_lsn == next.lsn && spool->next_index == next.index)
+	if (spool != NULL && spool->left > 0 && spool_at(slot_name, table, query_id, next))
 	{
 		if (spool->left >= max_records)
 			return true;

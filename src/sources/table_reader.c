@@ -490,7 +490,6 @@ const SourceOps table_source_ops = {
 	.kind = "table",
 	.reset_hint = "Use 'earliest' (the oldest change the source holds), 'latest' (from now on) "
 	"or the LSN to start at, as '{\"lsn\": \"0/16B3748\"}'.",
-	.fetch_follows_checkpoint = true,
 	.fetch_rereads = table_fetch_rereads,
 	.check_query = table_check_query,
 	.query_start = table_query_start,
