@@ -382,6 +382,8 @@ checkpoint_take(QueryRunner *r, int64 batch_id, bool has_wm, TimestampTz wm, boo
 			return false;
 		}
 	}
+	/* the tables get what the operators kept back: the copies read them */
+	operators_sync(r->operators);
 	for (int i = 0; i < npairs; i++)
 	{
 		/* the groups (keys) changed since the last checkpoint */

@@ -404,7 +404,9 @@ input_with_state(JoinOp *j, BatchInput *input)
  * rows and the state's candidates; then each side's new rows go into its
  * join table and, in store mode, into memory, but for those the batch's
  * eviction (join_emit, with the same new watermark) would take out again,
- * which the store leaves out.  An inner join: no row is marked matched.
+ * which the store leaves out.  Batches that share a transaction keep their
+ * rows back from the tables until join_sync.  An inner join: no row is
+ * marked matched.
  */
 static void
 join_apply_store(JoinOp *j, BatchState *b, BatchInput *input, RowsFlow flow)
@@ -426,7 +428,8 @@ join_apply_store(JoinOp *j, BatchState *b, BatchInput *input, RowsFlow flow)
 			TimestampTz before = 0;
 			bool		evicts = b->has_new_wm &&
 				join_side_cutoff(&j->plan->sides[s], b->new_wm, &before);
-			DestReceiver *dest = join_store_writer(j->held.join, s, evicts, before);
+			DestReceiver *dest = join_store_writer(j->held.join, s, evicts, before,
+												   b->batch_id, r->one_transaction);
 
 			(void) runner_run_into(r, STMT_JOIN_INSERT_ROWS_0 + s, input, &batch, dest);
 			n = join_store_writer_kept(dest);
@@ -536,6 +539,16 @@ join_checkpoint(Operator *op, Oid unlogged)
 {
 }
 
+/* The rows the store kept back go into the join tables. */
+static void
+join_sync(Operator *op)
+{
+	JoinOp	   *j = JOIN(op);
+
+	if (j->held.join != NULL)
+		join_store_sync(j->held.join);
+}
+
 /* A cold batch leaves its checkpoint, which reads the join tables, to later. */
 static bool
 join_defers_checkpoint(Operator *op)
@@ -564,6 +577,7 @@ static const OperatorOps join_ops = {
 	.writes_checkpoint = join_writes_checkpoint,
 	.checkpoint = join_checkpoint,
 	.defers_checkpoint = join_defers_checkpoint,
+	.sync = join_sync,
 	.state_rows = join_state_rows,
 	.end = join_end,
 	.invalidate = join_invalidate,
@@ -595,6 +609,8 @@ make_store(QueryRunner *r, const JoinPlan *jp)
 		if (spec.time_attno[s] == InvalidAttrNumber)
 			elog(ERROR, "streamwin: join table %u of query \"%s\" has no column \"%s\"",
 				 table, r->query->name, jp->sides[s].time_column);
+		spec.batch_attno[s] = jp->sides[s].batch_column != NULL ?
+			get_attnum(table, jp->sides[s].batch_column) : InvalidAttrNumber;
 		spec.evicted[s] = jp->sides[s].evicted;
 		spec.desc[s] = r->readers[s]->desc;
 	}

@@ -69,6 +69,14 @@ operators_invalidate(Operator *chain)
 		op->ops->invalidate(op);
 }
 
+void
+operators_sync(Operator *chain)
+{
+	for (Operator *op = chain; op != NULL; op = op->next)
+		if (op->ops->sync != NULL)
+			op->ops->sync(op);
+}
+
 bool
 operators_writes_checkpoint(Operator *chain, Oid unlogged)
 {

@@ -139,6 +139,13 @@ typedef struct OperatorOps
 	 */
 	bool		(*defers_checkpoint) (Operator *op);
 
+	/*
+	 * Write into the operator's tables what it keeps back in memory only
+	 * (NULL: never anything), before anything reads them: a checkpoint, or
+	 * the end of batches that share one transaction (runner.h).
+	 */
+	void		(*sync) (Operator *op);
+
 	int64		(*state_rows) (Operator *op, BatchState *b);
 	void		(*end) (Operator *op, TransactionId catalog_xmin);
 
@@ -191,6 +198,7 @@ extern void operators_emit(Operator *chain, BatchState *b);
 extern int64 operators_state_rows(Operator *chain, BatchState *b);
 extern void operators_end(Operator *chain, TransactionId catalog_xmin);
 extern void operators_invalidate(Operator *chain);
+extern void operators_sync(Operator *chain);
 
 /*
  * Checkpoints (checkpoint.c): does an operator of the chain write the

@@ -38,6 +38,10 @@ typedef struct QueryRunner
 	int			insert_variants_paused; /* batches left without them */
 	TimestampTz last_checkpoint_at; /* by this runner; 0: none yet */
 	bool		in_worker;		/* run by the query's background worker */
+	bool		one_transaction;	/* its batches share the caller's
+									 * transaction (run_available), which
+									 * operators_sync ends (run.c): they may
+									 * keep rows back from their tables */
 } QueryRunner;
 
 /*

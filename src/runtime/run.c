@@ -27,6 +27,7 @@
 #include "runner_cache.h"
 #include "catalog.h"
 #include "offsets.h"
+#include "operator.h"
 #include "spi_util.h"
 #include "sql_function.h"
 
@@ -270,12 +271,22 @@ run_to_end(QueryRunner *r, bool commit_each)
 		r->readers[s]->fetch_again = true;
 	/* and the session keeps each batch's memory for the next, as a worker does */
 	batch_memory_keep();
+	/*
+	 * Batches in the caller's transaction may keep rows back from their
+	 * tables, which get them once the last has run: until the transaction
+	 * commits nobody else sees the tables, and if it fails they roll back
+	 * with everything the batches did.
+	 */
+	r->one_transaction = !commit_each;
 	PG_TRY();
 	{
 		run_batches(r, targets, commit_each, &t);
+		if (r->one_transaction)
+			operators_sync(r->operators);
 	}
 	PG_FINALLY();
 	{
+		r->one_transaction = false;
 		batch_memory_release();
 		for (int s = 0; s < r->nreaders; s++)
 		{

@@ -11,8 +11,17 @@
  * join's own equality operators' hash functions, so that rows equal by the
  * operator share a bucket); rows with an event time are in a binary heap
  * by that time (an array: sifting touches no row), from which eviction
- * takes the oldest while they are before the cutoff.  A row with a NULL key matches nothing (equality is strict)
- * and one with a NULL time never goes, as in the join table.
+ * takes the oldest while they are before the cutoff.  A row with a NULL key
+ * matches nothing (equality is strict) and one with a NULL time never goes,
+ * as in the join table.
+ *
+ * A row goes into its join table when its batch writes it, or, in batches
+ * that share one transaction (run_available), when join_store_sync writes
+ * the rows they kept back: those still held then, in the order they came.
+ * A row the batches take out again before that is never written: in a join
+ * whose rows wait minutes for their match, most rows of a backlog read in
+ * one transaction come and go so.  The rows kept back are the side's
+ * pending list; the others have their location in the table.
  *
  *-------------------------------------------------------------------------
  */
@@ -22,6 +31,7 @@
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/pg_type.h"
 #include "common/hashfn.h"
 #include "executor/tuptable.h"
 #include "lib/ilist.h"
@@ -40,9 +50,12 @@
 typedef struct JoinEntry
 {
 	dlist_node	bucket_node;	/* in its bucket, if it has a key */
-	ItemPointerData tid;		/* where it is in the join table */
+	dlist_node	pending_node;	/* in its side's pending list, if not written */
+	ItemPointerData tid;		/* where it is in the join table (invalid:
+								 * not written yet) */
 	bool		has_key;
 	bool		in_times;
+	bool		time_null;		/* its event time is NULL */
 	uint32		hash;
 	uint32		probe;			/* the last candidate search that found it */
 	TimestampTz time;
@@ -75,6 +88,9 @@ typedef struct JoinSide
 	TimedEntry *times;
 	int64		ntimes;
 	int64		times_room;
+	dlist_head	pending;		/* rows kept back from the table, in order */
+	int64		pending_batch;	/* the last batch that kept rows back */
+	int64		dropped_pending;	/* rows taken out before they were written */
 } JoinSide;
 
 struct JoinStore
@@ -159,6 +175,9 @@ sides_init(JoinStore *js)
 		sd->times_room = 1024;
 		sd->times = MemoryContextAlloc(js->cxt, sizeof(TimedEntry) * sd->times_room);
 		sd->ntimes = 0;
+		dlist_init(&sd->pending);
+		sd->pending_batch = 0;
+		sd->dropped_pending = 0;
 	}
 	js->probe = 0;
 }
@@ -347,6 +366,7 @@ entry_make(JoinStore *js, int side, Datum *values, bool *nulls, bool has_time, T
 	pfree(v);
 	e->has_key = row_hash(js, side, row, natts, &e->hash);
 	e->time = time;
+	e->time_null = !has_time;
 	e->in_times = has_time && js->spec.evicted[side];
 	ItemPointerSetInvalid(&e->tid);
 	return e;
@@ -485,6 +505,8 @@ join_store_begin(JoinStore *js, TransactionId catalog_xmin)
 	{
 		if (over_memory(js))
 		{
+			/* the batch runs on the tables: they get the rows kept back */
+			join_store_sync(js);
 			join_store_invalidate(js);
 			return false;
 		}
@@ -580,21 +602,31 @@ uint64
 join_store_evict(JoinStore *js, int side, TimestampTz cutoff)
 {
 	JoinSide   *sd = &js->sides[side];
-	Relation	rel;
+	Relation	rel = NULL;
 	uint64		n = 0;
 
 	Assert(js->in_batch);
-	if (sd->ntimes == 0)
-		return 0;
-	rel = table_open(js->spec.table[side], RowExclusiveLock);
-	/* the rows this batch wrote are visible to the deletions */
-	CommandCounterIncrement();
 	while (sd->ntimes > 0 && sd->times[0].time < cutoff)
 	{
 		JoinEntry  *e = sd->times[0].entry;
 
 		times_pop(sd);
-		simple_heap_delete(rel, &e->tid);
+		if (ItemPointerIsValid(&e->tid))
+		{
+			if (rel == NULL)
+			{
+				rel = table_open(js->spec.table[side], RowExclusiveLock);
+				/* the rows this batch wrote are visible to the deletions */
+				CommandCounterIncrement();
+			}
+			simple_heap_delete(rel, &e->tid);
+		}
+		else
+		{
+			/* kept back, and now never written */
+			dlist_delete(&e->pending_node);
+			sd->dropped_pending++;
+		}
 		if (e->has_key)
 		{
 			dlist_delete(&e->bucket_node);
@@ -604,19 +636,197 @@ join_store_evict(JoinStore *js, int side, TimestampTz cutoff)
 		pfree(e);
 		n++;
 	}
-	table_close(rel, NoLock);
+	if (rel != NULL)
+		table_close(rel, NoLock);
 	return n;
 }
 
 /*
- * The receiver of a side's new rows (join_store_writer): rows of the join
- * table, which wait and go in together with heap_multi_insert, as COPY
- * writes them, then into memory with where they went.  The store drops
- * the tables' indexes when it loads (op_store.h); a table that has one all
- * the same gets its rows' entries, so that no index misses a row.
+ * Rows going into a side's join table together, with heap_multi_insert,
+ * as COPY writes them; each entry gets where its row went.  The store
+ * drops the tables' indexes when it loads (op_store.h); a table that has
+ * one all the same gets its rows' entries, so that no index misses a row.
  */
 #define JOIN_WRITER_BATCH 100
 
+typedef struct TableRows
+{
+	JoinStore  *js;
+	Relation	rel;
+	TableIndexes *indexes;		/* or NULL: none */
+	BulkInsertState bistate;
+	CommandId	cid;
+	MemoryContext slot_cxt;		/* of the slots: the caller's */
+	TupleTableSlot *slots[JOIN_WRITER_BATCH];
+	JoinEntry  *entries[JOIN_WRITER_BATCH];
+	int			n;
+	uint64		written;
+} TableRows;
+
+static void
+table_rows_open(TableRows *t, JoinStore *js, int side)
+{
+	memset(t, 0, sizeof(TableRows));
+	t->js = js;
+	t->rel = table_open(js->spec.table[side], RowExclusiveLock);
+	t->indexes = table_indexes_open(t->rel);
+	t->bistate = GetBulkInsertState();
+	t->cid = GetCurrentCommandId(true);
+	t->slot_cxt = CurrentMemoryContext;
+}
+
+/* The slot the next row goes in: fill it, then table_rows_add. */
+static TupleTableSlot *
+table_rows_slot(TableRows *t)
+{
+	if (t->slots[t->n] == NULL)
+	{
+		MemoryContext old = MemoryContextSwitchTo(t->slot_cxt);
+
+		t->slots[t->n] = MakeSingleTupleTableSlot(RelationGetDescr(t->rel), &TTSOpsHeapTuple);
+		MemoryContextSwitchTo(old);
+	}
+	return t->slots[t->n];
+}
+
+static void
+table_rows_flush(TableRows *t)
+{
+	if (t->n == 0)
+		return;
+	heap_multi_insert(t->rel, t->slots, t->n, t->cid, 0, t->bistate);
+	for (int i = 0; i < t->n; i++)
+	{
+		if (t->indexes != NULL)
+			table_indexes_insert(t->indexes, t->slots[i]);
+		t->entries[i]->tid = t->slots[i]->tts_tid;
+		ExecClearTuple(t->slots[i]);
+	}
+	t->written += t->n;
+	t->n = 0;
+	MemoryContextReset(t->js->temp_cxt);
+}
+
+/* The row in table_rows_slot (its tuple in the store's temp_cxt) is e's. */
+static void
+table_rows_add(TableRows *t, JoinEntry *e)
+{
+	t->entries[t->n] = e;
+	if (++t->n == JOIN_WRITER_BATCH)
+		table_rows_flush(t);
+}
+
+static void
+table_rows_close(TableRows *t)
+{
+	table_rows_flush(t);
+	elog(DEBUG1, "streamwin: " UINT64_FORMAT " rows inserted into \"%s\" many to a page",
+		 t->written, RelationGetRelationName(t->rel));
+	FreeBulkInsertState(t->bistate);
+	table_indexes_close(t->indexes);
+	for (int i = 0; i < JOIN_WRITER_BATCH && t->slots[i] != NULL; i++)
+		ExecDropSingleTupleTableSlot(t->slots[i]);
+	table_close(t->rel, NoLock);
+}
+
+/*
+ * Can a row of side's table be made from its entry alone?  Its columns are
+ * the source's, then the event time, the batch that wrote it and the flag
+ * that it matched, which is false on a side that is not preserved (the
+ * only kind a store holds); a table with other columns (compiled by
+ * another version) gets its rows as its batch's statement makes them.
+ */
+static bool
+table_row_from_entry(JoinStore *js, int side, TupleDesc td)
+{
+	for (int a = js->sides[side].natts; a < td->natts; a++)
+	{
+		Form_pg_attribute att = TupleDescAttr(td, a);
+
+		if (att->attisdropped)
+			return false;
+		if (a + 1 == js->spec.time_attno[side])
+		{
+			if (att->atttypid != TIMESTAMPTZOID)
+				return false;
+		}
+		else if (a + 1 == js->spec.batch_attno[side])
+		{
+			if (att->atttypid != INT8OID)
+				return false;
+		}
+		else if (att->atttypid != BOOLOID)
+			return false;
+	}
+	return true;
+}
+
+/* Write side's rows kept back (see table_row_from_entry for their columns). */
+static void
+sync_side(JoinStore *js, int side)
+{
+	JoinSide   *sd = &js->sides[side];
+	TableRows	t;
+	TupleDesc	td;
+	Datum	   *values;
+	bool	   *nulls;
+	dlist_mutable_iter it;
+
+	if (sd->dropped_pending > 0)
+		elog(DEBUG1, "streamwin: " INT64_FORMAT " rows kept back from \"%s\" went before they were written",
+			 sd->dropped_pending, get_rel_name(js->spec.table[side]));
+	sd->dropped_pending = 0;
+	if (dlist_is_empty(&sd->pending))
+		return;
+	table_rows_open(&t, js, side);
+	td = RelationGetDescr(t.rel);
+	values = palloc(sizeof(Datum) * td->natts);
+	nulls = palloc(sizeof(bool) * td->natts);
+	dlist_foreach_modify(it, &sd->pending)
+	{
+		JoinEntry  *e = dlist_container(JoinEntry, pending_node, it.cur);
+		BatchRow	row = ENTRY_ROW(e);
+		TupleTableSlot *slot = table_rows_slot(&t);
+		MemoryContext old;
+
+		memcpy(values, row, sizeof(Datum) * sd->natts);
+		memcpy(nulls, BATCH_ROW_NULLS(row, sd->natts), sizeof(bool) * sd->natts);
+		for (int a = sd->natts; a < td->natts; a++)
+		{
+			nulls[a] = false;
+			if (a + 1 == js->spec.time_attno[side])
+			{
+				values[a] = TimestampTzGetDatum(e->time);
+				nulls[a] = e->time_null;
+			}
+			else if (a + 1 == js->spec.batch_attno[side])
+				values[a] = Int64GetDatum(sd->pending_batch);
+			else
+				values[a] = BoolGetDatum(false);
+		}
+		old = MemoryContextSwitchTo(js->temp_cxt);
+		ExecStoreHeapTuple(heap_form_tuple(td, values, nulls), slot, false);
+		MemoryContextSwitchTo(old);
+		dlist_delete(&e->pending_node);
+		table_rows_add(&t, e);
+	}
+	table_rows_close(&t);
+	pfree(values);
+	pfree(nulls);
+}
+
+void
+join_store_sync(JoinStore *js)
+{
+	for (int s = 0; s < 2; s++)
+		sync_side(js, s);
+}
+
+/*
+ * The receiver of a side's new rows (join_store_writer): each goes into
+ * memory, and into the join table with its batch's other rows, or, kept
+ * back, with join_store_sync.
+ */
 typedef struct JoinWriter
 {
 	DestReceiver pub;
@@ -625,15 +835,10 @@ typedef struct JoinWriter
 	bool		has_cutoff;		/* rows before cutoff are not kept */
 	TimestampTz cutoff;
 	uint64		left_out;		/* rows before it */
-	MemoryContext cxt;			/* of its slots: the caller's */
-	Relation	rel;
-	TableIndexes *indexes;		/* or NULL: none */
-	BulkInsertState bistate;
-	CommandId	cid;
-	TupleTableSlot *slots[JOIN_WRITER_BATCH];
-	JoinEntry  *entries[JOIN_WRITER_BATCH];
-	int			n;
-	uint64		written;
+	int64		batch_id;
+	bool		keep_back;		/* rows wait for join_store_sync */
+	uint64		kept;
+	TableRows	out;			/* or go into the table now */
 } JoinWriter;
 
 static void
@@ -641,32 +846,14 @@ writer_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
 {
 	JoinWriter *w = (JoinWriter *) self;
 
-	w->rel = table_open(w->js->spec.table[w->side], RowExclusiveLock);
-	if (typeinfo->natts != RelationGetDescr(w->rel)->natts)
+	table_rows_open(&w->out, w->js, w->side);
+	if (typeinfo->natts != RelationGetDescr(w->out.rel)->natts)
 		elog(ERROR, "streamwin: the rows of join table \"%s\" have %d columns, the table %d",
-			 RelationGetRelationName(w->rel), typeinfo->natts, RelationGetDescr(w->rel)->natts);
-	w->indexes = table_indexes_open(w->rel);
-	w->bistate = GetBulkInsertState();
-	w->cid = GetCurrentCommandId(true);
-}
-
-static void
-writer_flush(JoinWriter *w)
-{
-	if (w->n == 0)
-		return;
-	heap_multi_insert(w->rel, w->slots, w->n, w->cid, 0, w->bistate);
-	for (int i = 0; i < w->n; i++)
-	{
-		if (w->indexes != NULL)
-			table_indexes_insert(w->indexes, w->slots[i]);
-		w->entries[i]->tid = w->slots[i]->tts_tid;
-		entry_link(w->js, w->side, w->entries[i]);
-		ExecClearTuple(w->slots[i]);
-	}
-	w->written += w->n;
-	w->n = 0;
-	MemoryContextReset(w->js->temp_cxt);
+			 RelationGetRelationName(w->out.rel), typeinfo->natts, RelationGetDescr(w->out.rel)->natts);
+	w->keep_back = w->keep_back &&
+		table_row_from_entry(w->js, w->side, RelationGetDescr(w->out.rel));
+	if (w->keep_back)
+		w->js->sides[w->side].pending_batch = w->batch_id;
 }
 
 static bool
@@ -676,7 +863,7 @@ writer_receive(TupleTableSlot *slot, DestReceiver *self)
 	JoinStore  *js = w->js;
 	AttrNumber	ta = js->spec.time_attno[w->side];
 	MemoryContext old;
-	HeapTuple	tuple;
+	JoinEntry  *e;
 
 	slot_getallattrs(slot);
 
@@ -693,22 +880,23 @@ writer_receive(TupleTableSlot *slot, DestReceiver *self)
 		w->left_out++;
 		return true;
 	}
-	if (w->slots[w->n] == NULL)
-	{
-		old = MemoryContextSwitchTo(w->cxt);
-		w->slots[w->n] = MakeSingleTupleTableSlot(RelationGetDescr(w->rel), &TTSOpsHeapTuple);
-		MemoryContextSwitchTo(old);
-	}
 	old = MemoryContextSwitchTo(js->temp_cxt);
-	tuple = heap_form_tuple(RelationGetDescr(w->rel), slot->tts_values, slot->tts_isnull);
-	ExecStoreHeapTuple(tuple, w->slots[w->n], false);
-	w->entries[w->n] = entry_make(js, w->side, slot->tts_values, slot->tts_isnull,
-								  !slot->tts_isnull[ta - 1],
-								  slot->tts_isnull[ta - 1] ? 0 :
-								  DatumGetTimestampTz(slot->tts_values[ta - 1]));
+	e = entry_make(js, w->side, slot->tts_values, slot->tts_isnull,
+				   !slot->tts_isnull[ta - 1],
+				   slot->tts_isnull[ta - 1] ? 0 : DatumGetTimestampTz(slot->tts_values[ta - 1]));
+	entry_link(js, w->side, e);
+	w->kept++;
+	if (w->keep_back)
+	{
+		dlist_push_tail(&js->sides[w->side].pending, &e->pending_node);
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(js->temp_cxt);
+		return true;
+	}
+	ExecStoreHeapTuple(heap_form_tuple(RelationGetDescr(w->out.rel), slot->tts_values, slot->tts_isnull),
+					   table_rows_slot(&w->out), false);
 	MemoryContextSwitchTo(old);
-	if (++w->n == JOIN_WRITER_BATCH)
-		writer_flush(w);
+	table_rows_add(&w->out, e);
 	return true;
 }
 
@@ -716,31 +904,25 @@ static void
 writer_shutdown(DestReceiver *self)
 {
 	JoinWriter *w = (JoinWriter *) self;
+	const char *table = pstrdup(RelationGetRelationName(w->out.rel));
 
-	writer_flush(w);
-	elog(DEBUG1, "streamwin: " UINT64_FORMAT " rows inserted into \"%s\" many to a page",
-		 w->written, RelationGetRelationName(w->rel));
+	table_rows_close(&w->out);
+	if (w->keep_back)
+		elog(DEBUG1, "streamwin: " UINT64_FORMAT " rows kept back from \"%s\" until the transaction's batches end",
+			 w->kept, table);
 	elog(DEBUG1, "streamwin: " UINT64_FORMAT " rows out of the watermark's reach left out of \"%s\"",
-		 w->left_out, RelationGetRelationName(w->rel));
-	FreeBulkInsertState(w->bistate);
-	table_indexes_close(w->indexes);
-	w->indexes = NULL;
-	table_close(w->rel, NoLock);
-	w->rel = NULL;
+		 w->left_out, table);
 }
 
 static void
 writer_destroy(DestReceiver *self)
 {
-	JoinWriter *w = (JoinWriter *) self;
-
-	for (int i = 0; i < JOIN_WRITER_BATCH && w->slots[i] != NULL; i++)
-		ExecDropSingleTupleTableSlot(w->slots[i]);
-	pfree(w);
+	pfree(self);
 }
 
 DestReceiver *
-join_store_writer(JoinStore *js, int side, bool has_cutoff, TimestampTz cutoff)
+join_store_writer(JoinStore *js, int side, bool has_cutoff, TimestampTz cutoff, int64 batch_id,
+				  bool keep_back)
 {
 	JoinWriter *w = palloc0(sizeof(JoinWriter));
 
@@ -754,12 +936,13 @@ join_store_writer(JoinStore *js, int side, bool has_cutoff, TimestampTz cutoff)
 	w->side = side;
 	w->has_cutoff = has_cutoff;
 	w->cutoff = cutoff;
-	w->cxt = CurrentMemoryContext;
+	w->batch_id = batch_id;
+	w->keep_back = keep_back;
 	return &w->pub;
 }
 
 uint64
 join_store_writer_kept(DestReceiver *dest)
 {
-	return ((JoinWriter *) dest)->written;
+	return ((JoinWriter *) dest)->kept;
 }

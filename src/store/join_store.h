@@ -9,12 +9,15 @@
  * batch that runs on them without the store makes them, op_store.h) stay
  * the persisted form: the store writes a side's new rows into its table
  * with heap_multi_insert and deletes the rows it evicts by their location,
- * so that the tables hold what memory holds, at every batch's commit, for
- * checkpoints (which read the tables) and for the next session.  What
- * memory holds is vouched for as an aggregation store's is (state_store.h):
- * only if this backend's last batch of the query ended, wrote the query's
- * catalog row last, and the tables were not rewritten since; else the
- * store loads both tables again.
+ * so that the tables hold what memory holds, at every commit, for
+ * checkpoints (which read the tables) and for the next session.  Batches
+ * that share a transaction may keep their rows back until it ends
+ * (join_store_writer, join_store_sync): a row that comes and goes within
+ * them is never written.  What memory holds is vouched for as an
+ * aggregation store's is (state_store.h): only if this backend's last
+ * batch of the query ended, wrote the query's catalog row last, and the
+ * tables were not rewritten since; else the store loads both tables
+ * again.
  *
  * The batch's statements join the new rows of a side with the rows of the
  * other side's state that share a key with them: the store finds those in
@@ -45,6 +48,8 @@ typedef struct JoinStoreSpec
 	Oid			table[2];		/* each side's join table: the source's
 								 * columns first, */
 	AttrNumber	time_attno[2];	/* then its event time */
+	AttrNumber	batch_attno[2];	/* and the batch that wrote the row (0:
+								 * none) */
 	bool		evicted[2];		/* does the range bound how long a row stays */
 	TupleDesc	desc[2];		/* each side's source row type */
 } JoinStoreSpec;
@@ -83,15 +88,21 @@ extern BatchInput *join_store_candidates(JoinStore *js, int side, BatchInput *pr
 /*
  * join_store_writer
  *		A receiver of rows of side's join table (the statement that makes
- *		them from the side's new rows): each is written into the table and
- *		kept in memory, but for those the batch's eviction will take
- *		(has_cutoff: an event time before cutoff), which go nowhere.
- *		join_store_writer_kept says how many were kept.  Destroy it after
- *		the statement.
+ *		them from the side's new rows of batch batch_id): each is kept in
+ *		memory and written into the table, but for those the batch's
+ *		eviction will take (has_cutoff: an event time before cutoff), which
+ *		go nowhere.  With keep_back, the rows are written by
+ *		join_store_sync instead, if they are still held then: the caller
+ *		promises that it runs before anything reads the tables, and before
+ *		the transaction commits.  join_store_writer_kept says how many were
+ *		kept.  Destroy it after the statement.
  */
 extern DestReceiver *join_store_writer(JoinStore *js, int side, bool has_cutoff,
-									   TimestampTz cutoff);
+									   TimestampTz cutoff, int64 batch_id, bool keep_back);
 extern uint64 join_store_writer_kept(DestReceiver *dest);
+
+/* Write the rows kept back that the store still holds into their tables. */
+extern void join_store_sync(JoinStore *js);
 
 /* Delete side's rows whose event time is before cutoff; returns how many. */
 extern uint64 join_store_evict(JoinStore *js, int side, TimestampTz cutoff);

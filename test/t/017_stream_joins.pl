@@ -54,7 +54,8 @@ my $RANGE = 600_000;           # the join's range: 10 minutes
 my $FLUSH = $T0 + 86_400_000;  # a day later
 
 my $broker = StreamwinTest::Broker->start(
-	topics => { imps => $NIMP_PART, clks => $NCLK_PART, dimps => 1, dclks => 1, vimps => 1, vclks => 1 });
+	topics => { imps => $NIMP_PART, clks => $NCLK_PART, dimps => 1, dclks => 1, vimps => 1, vclks => 1,
+		kimps => 1, kclks => 1 });
 my $node = new_node('joins',
 	conf => "streamwin.checkpoint_interval = 3\nstreamwin.checkpoint_min_interval = 0\n"
 	  . "streamwin.progress_retention = 100000\nrestart_after_crash = on\n");
@@ -515,8 +516,10 @@ psql_ok($node, join('', map { "SELECT streamwin.create_query('$_', \$q\$$shapes{
 # A side's new rows go into its join table many to a page
 # (table_multi_insert), except the preserved side's, whose INSERT returns
 # where they went: in the inner join every row read but those its batch's
-# new watermark puts out of reach (the join store leaves them out), in the
-# LEFT join the impressions' alone (side 1).
+# new watermark puts out of reach (the join store leaves them out) and
+# those a later batch of the same run_available takes out before the run
+# ends (kept back from the table, never written), in the LEFT join the
+# impressions' alone (side 1).
 for my $q (sort keys %shapes)
 {
 	my $id = $node->safe_psql('postgres', "SELECT query_id FROM streamwin.query_catalog WHERE name = '$q'");
@@ -524,18 +527,21 @@ for my $q (sort keys %shapes)
 	$node->psql('postgres', "SET client_min_messages = debug1; SELECT streamwin.run_available('$q')",
 		stdout => \$out, stderr => \$err, on_error_die => 1);
 	my $r = JSON::PP->new->decode($out);
-	my (%many, $left_out);
+	my (%many, $left_out, $never);
 	while ($err =~ /(\d+) rows inserted into "join_(left|right)_$id" many to a page/g)
 	{
 		$many{$2} += $1;
 	}
 	$left_out += $1 while $err =~ /(\d+) rows out of the watermark's reach left out of "join_(?:left|right)_$id"/g;
+	$never += $1 while $err =~ /(\d+) rows kept back from "join_(?:left|right)_$id" went before they were written/g;
 	note("$q: " . ($r->{batches} // '?') . " batches");
 	if ($q eq 's_comma')
 	{
-		is(($many{left} // 0) + ($many{right} // 0) + ($left_out // 0), $r->{input_rows},
-			"$q: every row read goes into its join table many to a page, or out of reach nowhere");
+		is(($many{left} // 0) + ($many{right} // 0) + ($left_out // 0) + ($never // 0), $r->{input_rows},
+			"$q: every row read goes into its join table many to a page, or out of reach nowhere, or went before the run ended");
 		cmp_ok($left_out // 0, '>', 0, "$q: rows out of reach when read are left out ($left_out)");
+		cmp_ok($r->{batches}, '>', 1, "$q: run_available ran several batches");
+		cmp_ok($never // 0, '>', 0, "$q: rows a later batch of the run took out were never written (" . ($never // 0) . ")");
 	}
 	elsif ($q eq 's_rev_left')
 	{
@@ -750,6 +756,87 @@ v_produce('vclks', $vclks[3]);
 results_match($node, 'SELECT imp_id, click_id FROM v_left',
 	qq{SELECT i.imp_id, c.click_id FROM v_imps i LEFT JOIN v_clks c $on},
 	'restored LEFT JOIN: the pairs, and each impression without a match once');
+
+# --- rows a run keeps back, a checkpoint among its batches, a crash after it ----
+#
+# An inner join (a join store) read by run_available, one message per
+# source per batch: the batches share a transaction, so each keeps its
+# rows back from the join tables, which get those still held when a
+# checkpoint reads them and when the run ends.  Impression k (ad k) at
+# T0 + k minutes, its click 30 s later; the watermark (delay 0) takes the
+# older rows out during the run, most before they were ever written.
+# Then an immediate restart empties the join tables; the restore of the
+# last checkpoint (taken inside the run) and the replay of the batches
+# after it must bring back every impression the watermark still keeps,
+# which clicks produced after the restart then match, 10 minutes on.
+my $KN = 21;
+my @kimps = map { [ $_, $_, $T0 + $_ * 60_000 ] } 0 .. $KN - 1;
+my @kclks = map { [ $_, $_, $T0 + $_ * 60_000 + 30_000 ] } 0 .. $KN - 1;
+sub k_produce
+{
+	my ($topic, @rows) = @_;
+	my $f = $topic eq 'kimps' ? '{"imp_id": %d, "ad_id": %d, "imp_time": "%s"}' : '{"click_id": %d, "ad_id": %d, "click_time": "%s", "cost": 1}';
+	$broker->produce($topic, [ map { sprintf($f, $_->[0], $_->[1], ts_text($_->[2])) } @rows ]);
+	return;
+}
+k_produce('kimps', @kimps);
+k_produce('kclks', @kclks);
+psql_ok($node, one_message_sources('k') . qq{
+SELECT streamwin.create_query('k_inner', \$q\$SELECT i.imp_id, c.click_id FROM kimp_src i JOIN kclk_src c $on\$q\$, $dopts);
+}, 'a stopped inner join over two more one-partition topics');
+my ($k_imp_table, $k_clk_table) = split /\n/, $node->safe_psql('postgres', q{SELECT s.join_table::regclass
+  FROM streamwin.query_sources s JOIN streamwin.query_catalog q USING (query_id) WHERE q.name = 'k_inner' ORDER BY s.source_index});
+{
+	my ($out, $err) = ('', '');
+	$node->psql('postgres', "SET client_min_messages = debug1; SELECT streamwin.run_available('k_inner')",
+		stdout => \$out, stderr => \$err, on_error_die => 1);
+	my $r = JSON::PP->new->decode($out);
+	my ($never, $kept) = (0, 0);
+	$never += $1 while $err =~ /(\d+) rows kept back from "join_(?:left|right)_\d+" went before they were written/g;
+	$kept += $1 while $err =~ /(\d+) rows kept back from "join_(?:left|right)_\d+" until the transaction's batches end/g;
+	is($r->{input_rows}, 2 * $KN, "k_inner: run_available read every message, in $r->{batches} batches");
+	cmp_ok($kept, '>', 0, "k_inner: its batches kept $kept rows back from the join tables");
+	cmp_ok($never, '>', 0, "k_inner: $never of them went before the run wrote them");
+}
+my ($k_ckpt, $k_last) = split /\|/, $node->safe_psql('postgres',
+	q{SELECT checkpoint_batch_id, last_batch_id FROM streamwin.query_catalog WHERE name = 'k_inner'});
+ok($k_ckpt > 1 && $k_ckpt < $k_last, "k_inner: the run took a checkpoint among its batches (batch $k_ckpt of $k_last), not at its last");
+load_table($node, 'k_imps', 'imp_id int, ad_id int, imp_time timestamptz', [ map { [ $_->[0], $_->[1], ts_text($_->[2]) ] } @kimps ]);
+load_table($node, 'k_clks', 'click_id int, ad_id int, click_time timestamptz, cost int', [ map { [ $_->[0], $_->[1], ts_text($_->[2]), 1 ] } @kclks ]);
+# what the join tables hold: the rows the watermark keeps (impressions
+# until t + 10 minutes is before it, clicks until t is)
+sub k_state_match
+{
+	my ($when) = @_;
+	my $wm = q{(SELECT watermark FROM streamwin.queries WHERE name = 'k_inner')};
+	results_match($node, "SELECT imp_id, ad_id, imp_time FROM $k_imp_table",
+		"SELECT * FROM k_imps WHERE imp_time + interval '10 minutes' >= $wm",
+		"k_inner: its impressions' join table holds exactly the rows its watermark keeps, $when");
+	results_match($node, "SELECT click_id, ad_id, click_time, cost FROM $k_clk_table",
+		"SELECT * FROM k_clks WHERE click_time >= $wm",
+		"k_inner: its clicks' join table holds exactly the rows its watermark keeps, $when");
+	return;
+}
+k_state_match('after the run');
+results_match($node, 'SELECT imp_id, click_id FROM k_inner',
+	qq{SELECT i.imp_id, c.click_id FROM k_imps i JOIN k_clks c $on}, 'k_inner: every pair of the run once');
+$node->stop('immediate');
+$node->start;
+# each impression the watermark keeps gets a second click, 10 minutes on
+my @kclks2 = map { [ 100 + $_->[0], $_->[1], $_->[2] + $RANGE ] }
+  grep { $_->[2] + $RANGE >= $kimps[-1][2] } @kimps;
+k_produce('kclks', @kclks2);
+$node->safe_psql('postgres', 'INSERT INTO k_clks VALUES ' . join(', ', map { "($_->[0], $_->[1], '" . ts_text($_->[2]) . "', 1)" } @kclks2));
+{
+	my $r = run_json($node, "run_available('k_inner')");
+	like(slurp_file($node->logfile), qr/LOG:  streamwin: query "k_inner" lost its state in a crash; restoring the checkpoint of batch $k_ckpt/,
+		'k_inner: after the restart it restored the checkpoint taken inside the run');
+	is($r->{input_rows}, scalar(@kclks2) + ($k_last - $k_ckpt) * 2, 'k_inner: it replayed the batches after its checkpoint, then read the new clicks');
+}
+results_match($node, 'SELECT imp_id, click_id FROM k_inner',
+	qq{SELECT i.imp_id, c.click_id FROM k_imps i JOIN k_clks c $on},
+	'k_inner: after the restart, every pair once, the new clicks matched with impressions read before the checkpoint');
+k_state_match('after the restart');
 
 note(sprintf('017 ran for %.1f s', time - $started));
 $node->stop;
