@@ -29,6 +29,9 @@
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "nodes/params.h"
+#include "access/table.h"
+#include "storage/bufmgr.h"
 #include "storage/lmgr.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
@@ -48,6 +51,9 @@
 int			streamwin_checkpoint_interval = 10;
 bool		streamwin_table_checkpoint_every_batch = true;
 int			streamwin_checkpoint_min_interval = 10000;	/* ms */
+
+/* pages a join side's checkpoint may grow by before it is written anew */
+#define CHECKPOINT_SLACK_PAGES 8
 
 /* A statement over the catalog and the query's tables, as the extension's owner */
 static void
@@ -81,14 +87,14 @@ run_catalog(const char *sql, int32 query_id)
  * else by the INSERT.
  */
 static void
-copy_rows(Oid table, const char *select)
+copy_rows_args(Oid table, const char *select, int nargs, Oid *types, Datum *args)
 {
 	RoleSwitch	role;
 	SPIPlanPtr	plan;
 	int			rc;
 
 	catalog_enter(&role);
-	plan = SPI_prepare(select, 0, NULL);
+	plan = SPI_prepare(select, nargs, types);
 	if (plan == NULL)
 		elog(ERROR, "streamwin: could not prepare \"%s\": %s", select, SPI_result_code_string(SPI_result));
 	if (result_insert_possible(table, plan))
@@ -97,16 +103,34 @@ copy_rows(Oid table, const char *select)
 		DestReceiver *dest = result_insert_receiver(table);
 
 		options.dest = dest;
+		if (nargs > 0)
+		{
+			options.params = makeParamList(nargs);
+			for (int i = 0; i < nargs; i++)
+			{
+				options.params->params[i].value = args[i];
+				options.params->params[i].isnull = false;
+				options.params->params[i].pflags = PARAM_FLAG_CONST;
+				options.params->params[i].ptype = types[i];
+			}
+		}
 		rc = SPI_execute_plan_extended(plan, &options);
 		dest->rDestroy(dest);
 	}
 	else
-		rc = SPI_execute(psprintf("INSERT INTO %s %s", qualified_relname(table), select), false, 0);
+		rc = SPI_execute_with_args(psprintf("INSERT INTO %s %s", qualified_relname(table), select),
+								   nargs, types, args, NULL, false, 0);
 	SPI_freeplan(plan);
 	catalog_leave(&role);
 	if (rc < 0)
 		elog(ERROR, "streamwin checkpoint: copying rows into %s failed (%s): %s",
 			 qualified_relname(table), SPI_result_code_string(rc), select);
+}
+
+static void
+copy_rows(Oid table, const char *select)
+{
+	copy_rows_args(table, select, 0, NULL, NULL);
 }
 
 /* Pair n of query_state_tables (if pairs is not NULL); returns n + 1. */
@@ -137,6 +161,20 @@ static const JoinSidePlan *
 versioned_side(const StateTablePair *p)
 {
 	return p->join_side != NULL && p->join_side->row_column != NULL ? p->join_side : NULL;
+}
+
+/*
+ * The time before which a pair's rows are out of reach at watermark wm
+ * (CHECKPOINT_ROWS pairs with a time column: the batches delete them);
+ * false if none is.
+ */
+static bool
+pair_cutoff(const StateTablePair *pair, bool has_wm, TimestampTz wm, TimestampTz *cutoff)
+{
+	if (pair->time_column == NULL || !has_wm)
+		return false;
+	*cutoff = wm;
+	return pair->join_side == NULL || join_side_cutoff(pair->join_side, wm, cutoff);
 }
 
 /*
@@ -256,30 +294,52 @@ checkpoint_restore(QueryRunner *r)
 	int64		ckpt = catalog_checkpoint_batch(r->query_id);
 	StateTablePair pairs[MAX_STATE_TABLES];
 	int			npairs;
+	bool		has_wm;
+	TimestampTz wm = 0;
+	TimestampTz cutoff;
 
 	ereport(LOG,
 			(errmsg("streamwin: query \"%s\" lost its state in a crash; restoring the checkpoint of batch " INT64_FORMAT " and replaying from there",
 					r->query->name, ckpt)));
 
+	has_wm = ckpt > 0 && catalog_recorded_watermark(r->query_id, ckpt, &wm);
 	npairs = query_state_tables(r->query, pairs);
 	for (int i = 0; i < npairs; i++)
 	{
 		const StateTablePair *p = &pairs[i];
 		const JoinSidePlan *versioned = versioned_side(p);
+		const char *in_reach = "";
+		Oid			types[1] = {TIMESTAMPTZOID};
+		Datum		args[1];
+		int			nargs = 0;
 
 		run_catalog(psprintf("DELETE FROM %s", qualified_relname(p->unlogged)), r->query_id);
-		if (ckpt > 0 && versioned != NULL)
+		if (ckpt == 0)
+			continue;
+
+		/* a join side's rows out of reach stay in its checkpoint (checkpoint_rows) */
+		if (p->join_side != NULL && pair_cutoff(p, has_wm, wm, &cutoff))
+		{
+			in_reach = psprintf(" WHERE %s IS NULL OR %s >= $1", quote_identifier(p->time_column),
+								quote_identifier(p->time_column));
+			args[0] = TimestampTzGetDatum(cutoff);
+			nargs = 1;
+		}
+		if (versioned != NULL)
 		{
 			const char *batch = quote_identifier(p->batch_column);
 			const char *row = quote_identifier(versioned->row_column);
 
 			/* a row's last version: the one its last change wrote */
-			copy_rows(p->unlogged, psprintf("SELECT DISTINCT ON (%s, %s) * FROM %s ORDER BY %s, %s, %s DESC NULLS LAST",
-											batch, row, qualified_relname(p->logged), batch, row,
-											quote_identifier(versioned->matched_batch_column)));
+			copy_rows_args(p->unlogged,
+						   psprintf("SELECT DISTINCT ON (%s, %s) * FROM %s%s ORDER BY %s, %s, %s DESC NULLS LAST",
+									batch, row, qualified_relname(p->logged), in_reach, batch, row,
+									quote_identifier(versioned->matched_batch_column)),
+						   nargs, types, args);
 		}
-		else if (ckpt > 0)
-			copy_rows(p->unlogged, psprintf("SELECT * FROM %s", qualified_relname(p->logged)));
+		else
+			copy_rows_args(p->unlogged, psprintf("SELECT * FROM %s%s", qualified_relname(p->logged), in_reach),
+						   nargs, types, args);
 	}
 	catalog_restore_offsets(r->query_id, ckpt > 0);
 	catalog_set_state_batch(r->query_id, ckpt);
@@ -287,22 +347,43 @@ checkpoint_restore(QueryRunner *r)
 	return ckpt;
 }
 
+/* Has a join side's checkpoint table grown past twice its join table? */
+static bool
+checkpoint_outgrown(const StateTablePair *pair)
+{
+	Relation	logged = table_open(pair->logged, AccessShareLock);
+	Relation	unlogged = table_open(pair->unlogged, AccessShareLock);
+	bool		outgrown = RelationGetNumberOfBlocks(logged) >
+		2 * RelationGetNumberOfBlocks(unlogged) + CHECKPOINT_SLACK_PAGES;
+
+	table_close(unlogged, AccessShareLock);
+	table_close(logged, AccessShareLock);
+	return outgrown;
+}
+
 /*
- * A CHECKPOINT_ROWS pair's checkpoint: the rows deleted since the last
- * checkpoint deleted (those out of reach at this watermark, as the
- * batches deleted them, every version of them), then the rows of the
- * batches since added, and those the batches since changed (the last
- * checkpoint's batch id is recorded after this).
+ * A CHECKPOINT_ROWS pair's checkpoint: the rows of the batches since the
+ * last checkpoint added, and those the batches since changed (the last
+ * checkpoint's batch id is recorded after this).  A dedup table's rows out
+ * of reach at this watermark are deleted first, as the batches deleted
+ * them.  A join side's stay: a restore leaves them out (checkpoint_restore),
+ * and they can match no row a later batch reads, which comes after the
+ * watermark.  So the checkpoint of a join, whose rows wait minutes for a
+ * match and most of which a checkpoint catches, is appended to, without an
+ * index to find those rows again and a deletion of each; once the table
+ * holds more than twice what the join table does, it is written anew from
+ * the join table, whose rows are exactly those in reach.  That TRUNCATE
+ * takes a lock that a dump's conflicts with: under a dump the checkpoint
+ * is appended to, and written anew at a later one.
  */
 static void
 checkpoint_rows(QueryRunner *r, const StateTablePair *pair, bool has_wm, TimestampTz wm)
 {
 	const char *last = psprintf(INT64_FORMAT, catalog_checkpoint_batch(r->query_id));
 	const JoinSidePlan *versioned = versioned_side(pair);
-	TimestampTz cutoff = wm;
+	TimestampTz cutoff;
 
-	if (pair->time_column != NULL && has_wm &&
-		(pair->join_side == NULL || join_side_cutoff(pair->join_side, wm, &cutoff)))
+	if (pair->join_side == NULL && pair_cutoff(pair, has_wm, wm, &cutoff))
 	{
 		Oid			types[1] = {TIMESTAMPTZOID};
 		Datum		args[1] = {TimestampTzGetDatum(cutoff)};
@@ -310,6 +391,13 @@ checkpoint_rows(QueryRunner *r, const StateTablePair *pair, bool has_wm, Timesta
 		run_catalog_args(psprintf("DELETE FROM %s WHERE %s < $1", qualified_relname(pair->logged),
 								  quote_identifier(pair->time_column)),
 						 1, types, args);
+	}
+	else if (pair->join_side != NULL && checkpoint_outgrown(pair) &&
+			 ConditionalLockRelationOid(pair->logged, AccessExclusiveLock))
+	{
+		run_catalog(psprintf("TRUNCATE %s", qualified_relname(pair->logged)), r->query_id);
+		copy_rows(pair->logged, psprintf("SELECT * FROM %s", qualified_relname(pair->unlogged)));
+		return;
 	}
 	copy_rows(pair->logged, psprintf("SELECT * FROM %s WHERE %s > %s%s", qualified_relname(pair->unlogged),
 									 quote_identifier(pair->batch_column), last,

@@ -654,18 +654,17 @@ join_tables(Compiled *c, int32 query_id)
 		}
 
 		/*
-		 * A checkpoint adds the rows of the batches since the last one and
-		 * deletes those out of reach (checkpoint_take).  The batch column has
-		 * no index: a checkpoint reads the UNLOGGED table once, which costs
-		 * less than an index insertion for every row of every batch.  A row
-		 * of the preserved side changes once, when it matches: the checkpoint
-		 * adds the rows that matched since the last one again, as a second
-		 * version of the row (its batch and number), which a restore prefers.
+		 * A checkpoint adds the rows of the batches since the last one, and
+		 * is written anew once those out of reach, which stay until then,
+		 * are most of it (checkpoint_take).  No index: a checkpoint reads the
+		 * UNLOGGED table once, which costs less than an index insertion for
+		 * every row of every batch.  A row of the preserved side changes
+		 * once, when it matches: the checkpoint adds the rows that matched
+		 * since the last one again, as a second version of the row (its
+		 * batch and number), which a restore prefers.
 		 */
 		j->checkpoint[s] = checkpoint_create_table(query_id, j->table[s],
 												   psprintf("checkpoint_%s", name), true);
-		if (j->plan.sides[s].evicted)
-			checkpoint_index_table(query_id, j->checkpoint[s], quote_identifier(j->event_time_col[s]));
 		j->plan.sides[s].time_column = j->event_time_col[s];
 		j->plan.sides[s].batch_column = j->batch_col[s];
 		j->plan.sides[s].row_column = j->row_col[s];

@@ -50,7 +50,7 @@ our @EXPORT = qw(
   query_json run_json psql_ok ts_text windows_sql values_sql diag_queries
   user_role_sql fails_like
   store_session sess sess_ok store_switches table_mode_sql table_mode
-  checkpoint_matches log_count worker_pid feed_until_sql crash_round
+  checkpoint_matches join_checkpoint_sides log_count worker_pid feed_until_sql crash_round
   crash_by_sigkill new_session_batch restore_after_crash
 );
 
@@ -507,6 +507,13 @@ took a checkpoint (at most 5); then the query's checkpoint table (of its
 state, or else of its dedup keys; of its dedup keys with 'dedup') must equal
 that table, row for row.
 
+join_checkpoint_sides(NODE, QUERY): for each side of a join query, a hash
+of its index (side), its join table (table), its checkpoint table (ckpt),
+whether its rows have versions (versions: a preserved side's), and a
+condition on the checkpoint's rows as v (in_reach) that holds of those in
+reach at the checkpoint's watermark: a join side's checkpoint keeps the
+rows out of reach until it is written anew.
+
 log_count(NODE, REGEX): matches in the server log.  worker_pid(NODE, QUERY,
 WHEN): waits until the query has a worker and returns its pid.
 
@@ -596,6 +603,29 @@ sub checkpoint_matches
 	results_match($node, "SELECT * FROM $ckpt", "SELECT * FROM $table",
 		"$q: its checkpoint table equals its state table $when");
 	return;
+}
+
+sub join_checkpoint_sides
+{
+	my ($node, $q) = @_;
+	my @sides;
+	for my $line (split /\n/, $node->safe_psql('postgres', qq{
+SELECT s.source_index || '|' || s.join_table::regclass || '|' || s.join_checkpoint::regclass || '|'
+       || EXISTS (SELECT FROM pg_attribute a WHERE a.attrelid = s.join_table AND a.attname = '__matched_batch') || '|'
+       || CASE WHEN q.checkpoint_watermark IS NULL OR q.plan->'join'->>('evict_after_us_' || s.source_index) IS NULL
+               THEN 'true'
+               ELSE format('v.%1\$I IS NULL OR v.%1\$I >= %2\$L::timestamptz - %3\$s * interval ''1 microsecond''',
+                           q.plan->'join'->>('time_column_' || s.source_index), q.checkpoint_watermark,
+                           q.plan->'join'->>('evict_after_us_' || s.source_index)) END
+  FROM streamwin.query_sources s JOIN streamwin.query_catalog q USING (query_id)
+ WHERE q.name = '$q' ORDER BY s.source_index}))
+	{
+		my %side;
+		@side{qw(side table ckpt versions in_reach)} = split /\|/, $line, 5;
+		$side{versions} = $side{versions} eq 'true';
+		push @sides, \%side;
+	}
+	return @sides;
 }
 
 sub worker_pid

@@ -605,31 +605,29 @@ my %lonely = (
 	d_left     => q{SELECT i.imp_time + interval '10 minutes' AS cutoff FROM d_imps i WHERE NOT EXISTS (SELECT FROM d_clks c WHERE c.ad_id = i.ad_id AND c.click_time BETWEEN i.imp_time AND i.imp_time + interval '10 minutes')},
 	d_right    => q{SELECT c.click_time AS cutoff FROM d_clks c WHERE NOT EXISTS (SELECT FROM d_imps i WHERE c.ad_id = i.ad_id AND c.click_time BETWEEN i.imp_time AND i.imp_time + interval '10 minutes')});
 $lonely{d_left_agg} = $lonely{d_left};
-# After a batch that took a checkpoint, each side's checkpoint table equals
-# its join table, row for row.  Every side writes its checkpoint by what
-# changed: rows of the batches since added, rows out of reach deleted.  A
-# row of the preserved side that matched since the last checkpoint is
-# added again, matched: the checkpoint then holds two versions of it (same
-# __batch_id and __row), and the row is the matched one.  Returns the rows
+# After a batch that took a checkpoint, each side's checkpoint table holds
+# its join table, row for row, besides rows out of reach at the
+# checkpoint's watermark (event time + the side's reach before it), which
+# stay in it until it is written anew.  Every side writes its checkpoint
+# by what changed: rows of the batches since added.  A row of the
+# preserved side that matched since the last checkpoint is added again,
+# matched: the checkpoint then holds two versions of it (same __batch_id
+# and __row), and the row is the matched one.  Returns the rows in reach
 # of the checkpoint tables beyond their join tables' (second versions).
 sub join_checkpoints_match
 {
 	my ($q, $when) = @_;
 	my $extra = 0;
-	for my $pair (split /\n/, $node->safe_psql('postgres', qq{
-SELECT s.source_index || ' ' || s.join_table::regclass || ' ' || s.join_checkpoint::regclass || ' '
-       || EXISTS (SELECT FROM pg_attribute a WHERE a.attrelid = s.join_table AND a.attname = '__matched_batch')
-  FROM streamwin.query_sources s JOIN streamwin.query_catalog q USING (query_id)
- WHERE q.name = '$q' ORDER BY s.source_index}))
+	for my $sd (join_checkpoint_sides($node, $q))
 	{
-		my ($side, $table, $ckpt, $versions) = split / /, $pair;
-		my $rows = $versions eq 'true'
-		  ? qq{SELECT * FROM $ckpt v WHERE v.__matched
-   OR NOT EXISTS (SELECT FROM $ckpt m WHERE m.__batch_id = v.__batch_id AND m.__row = v.__row AND m.__matched)}
-		  : "SELECT * FROM $ckpt";
-		results_match($node, $rows, "SELECT * FROM $table",
-			"$q: side ${side}'s checkpoint table equals its join table $when");
-		$extra += $node->safe_psql('postgres', "SELECT (SELECT count(*) FROM $ckpt) - (SELECT count(*) FROM $table)");
+		my ($ckpt, $in_reach) = @$sd{qw(ckpt in_reach)};
+		my $rows = $sd->{versions}
+		  ? qq{SELECT * FROM $ckpt v WHERE ($in_reach) AND (v.__matched
+   OR NOT EXISTS (SELECT FROM $ckpt m WHERE m.__batch_id = v.__batch_id AND m.__row = v.__row AND m.__matched))}
+		  : "SELECT * FROM $ckpt v WHERE $in_reach";
+		results_match($node, $rows, "SELECT * FROM $sd->{table}",
+			"$q: side $sd->{side}'s checkpoint table holds its join table besides rows out of reach, $when");
+		$extra += $node->safe_psql('postgres', "SELECT (SELECT count(*) FROM $ckpt v WHERE $in_reach) - (SELECT count(*) FROM $sd->{table})");
 	}
 	return $extra;
 }

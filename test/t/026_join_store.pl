@@ -102,6 +102,10 @@ sub create
 }
 create('j_pairs', 'pairs');
 create('j_ad', 'ad');
+# the files of their join checkpoints as they begin
+my %ckpt_file = map { split /\|/ } split /\n/, $node->safe_psql('postgres', q{
+SELECT s.join_checkpoint::regclass || '|' || pg_relation_filenode(s.join_checkpoint)
+  FROM streamwin.query_sources s JOIN streamwin.query_catalog q USING (query_id) WHERE q.name IN ('j_pairs', 'j_ad')});
 create('j_agg', 'agg');
 create('j_left', 'left');
 # part 3's, started then: a query over a table source reads from where the
@@ -218,24 +222,37 @@ like($err, qr/no_late/, 'j_pairs: a batch fails on the result table');
 psql_ok($node, 'ALTER TABLE j_pairs DROP CONSTRAINT no_late');
 catch_up($s1, @q12);
 check('after a failed batch', qw(j_pairs j_ad j_agg));
-# The checkpoint of the join tables is the join tables, row for row.
+# The checkpoint of the join tables is the join tables, row for row,
+# besides rows out of reach at its watermark, which it keeps until it has
+# grown past twice the join table's pages: then it is written anew (its
+# file changes), so that it stays bounded.  Compacting the join tables
+# (VACUUM FULL, which the store notices: their files change) makes the
+# next checkpoint find its checkpoint so.
 for my $q (qw(j_pairs j_ad))
 {
-	my $at = "SELECT checkpoint_batch_id = last_batch_id FROM streamwin.query_catalog WHERE name = '$q'";
+	my @sides = join_checkpoint_sides($node, $q);
+	my %before = map { $_->{ckpt} => $node->safe_psql('postgres', "SELECT count(*) FROM $_->{ckpt} v WHERE NOT ($_->{in_reach})") } @sides;
+	cmp_ok($before{ $_->{ckpt} }, '>', 0, "$q: checkpoint $_->{ckpt} keeps rows out of reach ($before{$_->{ckpt}})") for @sides;
+	psql_ok($node, "VACUUM FULL $_->{table}") for @sides;
+	my $c0 = $node->safe_psql('postgres', "SELECT checkpoint_batch_id FROM streamwin.query_catalog WHERE name = '$q'");
+	my $at = "SELECT checkpoint_batch_id = last_batch_id AND checkpoint_batch_id > $c0 FROM streamwin.query_catalog WHERE name = '$q'";
 	for (my $i = 0; $i < 5 && $node->safe_psql('postgres', $at) ne 't'; $i++)
 	{
 		psql_ok($node, 'CALL events(50)');
 		sess_ok($s1, "SELECT streamwin.run_batch('$q') IS NOT NULL");
 	}
-	is($node->safe_psql('postgres', $at), 't', "$q: its last batch took a checkpoint");
-	for my $pair (split /\n/, $node->safe_psql('postgres',
-		"SELECT join_checkpoint || ' ' || join_table FROM streamwin.query_sources JOIN streamwin.query_catalog USING (query_id) WHERE name = '$q'"))
+	is($node->safe_psql('postgres', $at), 't', "$q: its last batch took a checkpoint, after the compaction");
+	for my $sd (join_checkpoint_sides($node, $q))
 	{
-		my ($ckpt, $table) = split / /, $pair;
+		my ($ckpt, $table) = @$sd{qw(ckpt table)};
 		results_match($node, "SELECT * FROM $ckpt", "SELECT * FROM $table",
-			"$q: checkpoint $ckpt equals its join table");
+			"$q: checkpoint $ckpt, written anew, equals its join table");
+		isnt($node->safe_psql('postgres', "SELECT pg_relation_filenode('$ckpt')"), $ckpt_file{$ckpt},
+			"$q: checkpoint $ckpt was written anew since the query began");
 	}
 }
+catch_up($s1, @q12);
+check('after the join tables were compacted', qw(j_pairs j_ad j_agg));
 $s1->quit;
 
 # ==== 3. crashes right after a join checkpoint ==================================
