@@ -52,8 +52,13 @@ int			streamwin_checkpoint_interval = 10;
 bool		streamwin_table_checkpoint_every_batch = true;
 int			streamwin_checkpoint_min_interval = 10000;	/* ms */
 
-/* pages a join side's checkpoint may grow by before it is written anew */
+/*
+ * A join side's checkpoint is written anew past twice its join table's
+ * pages plus these; if it cannot be (its lock), its rows out of reach are
+ * deleted past CHECKPOINT_DELETE_FACTOR times.
+ */
 #define CHECKPOINT_SLACK_PAGES 8
+#define CHECKPOINT_DELETE_FACTOR 8
 
 /* A statement over the catalog and the query's tables, as the extension's owner */
 static void
@@ -238,9 +243,10 @@ checkpoint_create_table(int32 query_id, Oid unlogged_table, const char *name, bo
 	 * searched, and each index would cost an insertion per state row.  A
 	 * checkpoint written whole (TRUNCATE, then every row) leaves nothing to
 	 * vacuum, and autovacuum's ANALYZE of every new copy would take a lock
-	 * that makes the next checkpoint skip (checkpoint_take); one that a store
-	 * writes incrementally (incremental) updates and deletes rows, which
-	 * autovacuum then looks after as in any table.  Each column compresses
+	 * that makes the next checkpoint skip (checkpoint_take); one written
+	 * incrementally (incremental: a store's, which updates and deletes
+	 * rows; a join's, appended to and now and then written anew) gets
+	 * autovacuum's care as any table.  Each column compresses
 	 * as the table's says (create_state_table) but is stored as by default:
 	 * the checkpoint's rows are logged, compressed.
 	 */
@@ -347,14 +353,14 @@ checkpoint_restore(QueryRunner *r)
 	return ckpt;
 }
 
-/* Has a join side's checkpoint table grown past twice its join table? */
+/* Has a join side's checkpoint table grown past factor times its join table? */
 static bool
-checkpoint_outgrown(const StateTablePair *pair)
+checkpoint_outgrown(const StateTablePair *pair, int factor)
 {
 	Relation	logged = table_open(pair->logged, AccessShareLock);
 	Relation	unlogged = table_open(pair->unlogged, AccessShareLock);
 	bool		outgrown = RelationGetNumberOfBlocks(logged) >
-		2 * RelationGetNumberOfBlocks(unlogged) + CHECKPOINT_SLACK_PAGES;
+		factor * RelationGetNumberOfBlocks(unlogged) + CHECKPOINT_SLACK_PAGES;
 
 	table_close(unlogged, AccessShareLock);
 	table_close(logged, AccessShareLock);
@@ -374,7 +380,9 @@ checkpoint_outgrown(const StateTablePair *pair)
  * holds more than twice what the join table does, it is written anew from
  * the join table, whose rows are exactly those in reach.  That TRUNCATE
  * takes a lock that a dump's conflicts with: under a dump the checkpoint
- * is appended to, and written anew at a later one.
+ * is appended to, and written anew at a later one; grown much further
+ * (a dump that lasts, a session idle in a transaction that read it), its
+ * rows out of reach are deleted as a dedup table's are, by a scan.
  */
 static void
 checkpoint_rows(QueryRunner *r, const StateTablePair *pair, bool has_wm, TimestampTz wm)
@@ -382,8 +390,20 @@ checkpoint_rows(QueryRunner *r, const StateTablePair *pair, bool has_wm, Timesta
 	const char *last = psprintf(INT64_FORMAT, catalog_checkpoint_batch(r->query_id));
 	const JoinSidePlan *versioned = versioned_side(pair);
 	TimestampTz cutoff;
+	bool		has_cutoff = pair_cutoff(pair, has_wm, wm, &cutoff);
 
-	if (pair->join_side == NULL && pair_cutoff(pair, has_wm, wm, &cutoff))
+	if (pair->join_side != NULL)
+	{
+		if (checkpoint_outgrown(pair, 2) &&
+			ConditionalLockRelationOid(pair->logged, AccessExclusiveLock))
+		{
+			run_catalog(psprintf("TRUNCATE %s", qualified_relname(pair->logged)), r->query_id);
+			copy_rows(pair->logged, psprintf("SELECT * FROM %s", qualified_relname(pair->unlogged)));
+			return;
+		}
+		has_cutoff = has_cutoff && checkpoint_outgrown(pair, CHECKPOINT_DELETE_FACTOR);
+	}
+	if (has_cutoff)
 	{
 		Oid			types[1] = {TIMESTAMPTZOID};
 		Datum		args[1] = {TimestampTzGetDatum(cutoff)};
@@ -392,13 +412,6 @@ checkpoint_rows(QueryRunner *r, const StateTablePair *pair, bool has_wm, Timesta
 								  quote_identifier(pair->time_column)),
 						 1, types, args);
 	}
-	else if (pair->join_side != NULL && checkpoint_outgrown(pair) &&
-			 ConditionalLockRelationOid(pair->logged, AccessExclusiveLock))
-	{
-		run_catalog(psprintf("TRUNCATE %s", qualified_relname(pair->logged)), r->query_id);
-		copy_rows(pair->logged, psprintf("SELECT * FROM %s", qualified_relname(pair->unlogged)));
-		return;
-	}
 	copy_rows(pair->logged, psprintf("SELECT * FROM %s WHERE %s > %s%s", qualified_relname(pair->unlogged),
 									 quote_identifier(pair->batch_column), last,
 									 versioned == NULL ? "" :
@@ -406,9 +419,11 @@ checkpoint_rows(QueryRunner *r, const StateTablePair *pair, bool has_wm, Timesta
 }
 
 /*
- * Is the pair's checkpoint written by the rows that changed (no TRUNCATE)?
- * An operator that keeps the table's rows in memory writes it so in this
- * batch (operator.h), and so does CHECKPOINT_ROWS.
+ * Is the pair's checkpoint written by the rows that changed (no TRUNCATE
+ * of it in every checkpoint)?  An operator that keeps the table's rows in
+ * memory writes it so in this batch (operator.h), and so does
+ * CHECKPOINT_ROWS (a join side's is written anew now and then, when it
+ * can take the lock: checkpoint_rows).
  */
 static bool
 checkpoint_incremental(QueryRunner *r, const StateTablePair *pair)
@@ -422,9 +437,10 @@ checkpoint_incremental(QueryRunner *r, const StateTablePair *pair)
  *		Copy the state and the just-stored offsets as of batch_id.  Inside
  *		the batch, after offsets_store.
  *
- * The copy replaces the checkpoint tables' contents with TRUNCATE, which
- * needs an ACCESS EXCLUSIVE lock, and pg_dump holds ACCESS SHARE on every
- * table it dumps, checkpoint tables included, until the dump ends.  Unless
+ * A copy made whole replaces the checkpoint table's contents with
+ * TRUNCATE, which needs an ACCESS EXCLUSIVE lock, and pg_dump holds ACCESS
+ * SHARE on every table it dumps, checkpoint tables included, until the
+ * dump ends.  Unless
  * told to wait, a checkpoint whose tables are locked is not taken: the
  * previous one stays valid (recovery replays from it, a little longer), and
  * the next batch tries again, where waiting would stall the query for as
@@ -455,8 +471,9 @@ checkpoint_take(QueryRunner *r, int64 batch_id, bool has_wm, TimestampTz wm, boo
 
 	/*
 	 * Both tables or neither: a checkpoint is one state.  A store writes its
-	 * checkpoint rows by location (under a lock that does not conflict with a
-	 * dump's); copies made whole need TRUNCATE's.
+	 * checkpoint rows by location, and a join's are appended to (under a
+	 * lock that does not conflict with a dump's); copies made whole need
+	 * TRUNCATE's.
 	 */
 	for (int i = 0; i < npairs && !wait; i++)
 	{

@@ -16,8 +16,10 @@
  * batch's statements read the rows of each side's state that share a key
  * with the other side's new rows as join_batch_rows(-source_id), which this
  * operator adds to the batch's input, found in memory; the new rows go
- * into the join tables and memory together, and the rows out of reach
- * leave both by their location.  The store is held as every store is
+ * into memory and the join tables (in run_available, whose batches share
+ * a transaction, into the tables only if still held when something reads
+ * them or the run ends), and the rows out of reach leave both, the tables
+ * by their location.  The store is held as every store is
  * (op_store.h): when the state does not fit, the operator finds those
  * rows in the join tables by SQL instead (STMT_JOIN_STATE_ROWS_0), with
  * the indexes that needs ("table mode"), and every 100 batches tries

@@ -39,9 +39,12 @@ typedef struct QueryRunner
 	TimestampTz last_checkpoint_at; /* by this runner; 0: none yet */
 	bool		in_worker;		/* run by the query's background worker */
 	bool		one_transaction;	/* its batches share the caller's
-									 * transaction (run_available), which
-									 * operators_sync ends (run.c): they may
-									 * keep rows back from their tables */
+									 * transaction (run_available): they
+									 * may keep rows back from their tables
+									 * until operators_sync, which run.c
+									 * calls after the last (checkpoints,
+									 * and a store that stops fitting in
+									 * memory, before they read them) */
 } QueryRunner;
 
 /*

@@ -47,18 +47,29 @@
 #include "state_store_int.h"
 #include "table_indexes.h"
 
+/* Where a row stands with its join table */
+typedef enum EntryTable
+{
+	ENTRY_WRITING,				/* going in with its statement's rows */
+	ENTRY_WRITTEN,				/* in it, at in.tid */
+	ENTRY_KEPT_BACK				/* not yet: in its side's pending list */
+} EntryTable;
+
 typedef struct JoinEntry
 {
 	dlist_node	bucket_node;	/* in its bucket, if it has a key */
-	dlist_node	pending_node;	/* in its side's pending list, if not written */
-	ItemPointerData tid;		/* where it is in the join table (invalid:
-								 * not written yet) */
+	union
+	{
+		ItemPointerData tid;	/* ENTRY_WRITTEN */
+		dlist_node	pending_node;	/* ENTRY_KEPT_BACK */
+	}			in;
+	TimestampTz time;
+	uint32		hash;
+	uint32		probe;			/* the last candidate search that found it */
 	bool		has_key;
 	bool		in_times;
 	bool		time_null;		/* its event time is NULL */
-	uint32		hash;
-	uint32		probe;			/* the last candidate search that found it */
-	TimestampTz time;
+	uint8		table;			/* EntryTable */
 	/* then the row: its values, its null flags, its values' data */
 } JoinEntry;
 
@@ -368,7 +379,7 @@ entry_make(JoinStore *js, int side, Datum *values, bool *nulls, bool has_time, T
 	e->time = time;
 	e->time_null = !has_time;
 	e->in_times = has_time && js->spec.evicted[side];
-	ItemPointerSetInvalid(&e->tid);
+	e->table = ENTRY_WRITING;
 	return e;
 }
 
@@ -449,7 +460,8 @@ join_store_load(JoinStore *js)
 			isnull = slot->tts_isnull[js->spec.time_attno[s] - 1];
 			e = entry_make(js, s, slot->tts_values, slot->tts_isnull, !isnull,
 						   isnull ? 0 : DatumGetTimestampTz(time));
-			e->tid = slot->tts_tid;
+			e->in.tid = slot->tts_tid;
+			e->table = ENTRY_WRITTEN;
 			entry_link(js, s, e);
 			MemoryContextSwitchTo(old);
 			MemoryContextReset(js->temp_cxt);
@@ -611,7 +623,8 @@ join_store_evict(JoinStore *js, int side, TimestampTz cutoff)
 		JoinEntry  *e = sd->times[0].entry;
 
 		times_pop(sd);
-		if (ItemPointerIsValid(&e->tid))
+		Assert(e->table != ENTRY_WRITING);
+		if (e->table == ENTRY_WRITTEN)
 		{
 			if (rel == NULL)
 			{
@@ -619,12 +632,12 @@ join_store_evict(JoinStore *js, int side, TimestampTz cutoff)
 				/* the rows this batch wrote are visible to the deletions */
 				CommandCounterIncrement();
 			}
-			simple_heap_delete(rel, &e->tid);
+			simple_heap_delete(rel, &e->in.tid);
 		}
 		else
 		{
 			/* kept back, and now never written */
-			dlist_delete(&e->pending_node);
+			dlist_delete(&e->in.pending_node);
 			sd->dropped_pending++;
 		}
 		if (e->has_key)
@@ -699,7 +712,8 @@ table_rows_flush(TableRows *t)
 	{
 		if (t->indexes != NULL)
 			table_indexes_insert(t->indexes, t->slots[i]);
-		t->entries[i]->tid = t->slots[i]->tts_tid;
+		t->entries[i]->in.tid = t->slots[i]->tts_tid;
+		t->entries[i]->table = ENTRY_WRITTEN;
 		ExecClearTuple(t->slots[i]);
 	}
 	t->written += t->n;
@@ -784,7 +798,7 @@ sync_side(JoinStore *js, int side)
 	nulls = palloc(sizeof(bool) * td->natts);
 	dlist_foreach_modify(it, &sd->pending)
 	{
-		JoinEntry  *e = dlist_container(JoinEntry, pending_node, it.cur);
+		JoinEntry  *e = dlist_container(JoinEntry, in.pending_node, it.cur);
 		BatchRow	row = ENTRY_ROW(e);
 		TupleTableSlot *slot = table_rows_slot(&t);
 		MemoryContext old;
@@ -807,7 +821,8 @@ sync_side(JoinStore *js, int side)
 		old = MemoryContextSwitchTo(js->temp_cxt);
 		ExecStoreHeapTuple(heap_form_tuple(td, values, nulls), slot, false);
 		MemoryContextSwitchTo(old);
-		dlist_delete(&e->pending_node);
+		dlist_delete(&e->in.pending_node);
+		e->table = ENTRY_WRITING;
 		table_rows_add(&t, e);
 	}
 	table_rows_close(&t);
@@ -839,21 +854,25 @@ typedef struct JoinWriter
 	bool		keep_back;		/* rows wait for join_store_sync */
 	uint64		kept;
 	TableRows	out;			/* or go into the table now */
+	const char *table;			/* its name, for messages */
 } JoinWriter;
 
 static void
 writer_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
 {
 	JoinWriter *w = (JoinWriter *) self;
+	Relation	rel = table_open(w->js->spec.table[w->side], RowExclusiveLock);
 
-	table_rows_open(&w->out, w->js, w->side);
-	if (typeinfo->natts != RelationGetDescr(w->out.rel)->natts)
+	if (typeinfo->natts != RelationGetDescr(rel)->natts)
 		elog(ERROR, "streamwin: the rows of join table \"%s\" have %d columns, the table %d",
-			 RelationGetRelationName(w->out.rel), typeinfo->natts, RelationGetDescr(w->out.rel)->natts);
-	w->keep_back = w->keep_back &&
-		table_row_from_entry(w->js, w->side, RelationGetDescr(w->out.rel));
+			 RelationGetRelationName(rel), typeinfo->natts, RelationGetDescr(rel)->natts);
+	w->keep_back = w->keep_back && table_row_from_entry(w->js, w->side, RelationGetDescr(rel));
+	w->table = pstrdup(RelationGetRelationName(rel));
+	table_close(rel, NoLock);
 	if (w->keep_back)
 		w->js->sides[w->side].pending_batch = w->batch_id;
+	else
+		table_rows_open(&w->out, w->js, w->side);
 }
 
 static bool
@@ -888,7 +907,8 @@ writer_receive(TupleTableSlot *slot, DestReceiver *self)
 	w->kept++;
 	if (w->keep_back)
 	{
-		dlist_push_tail(&js->sides[w->side].pending, &e->pending_node);
+		dlist_push_tail(&js->sides[w->side].pending, &e->in.pending_node);
+		e->table = ENTRY_KEPT_BACK;
 		MemoryContextSwitchTo(old);
 		MemoryContextReset(js->temp_cxt);
 		return true;
@@ -904,14 +924,14 @@ static void
 writer_shutdown(DestReceiver *self)
 {
 	JoinWriter *w = (JoinWriter *) self;
-	const char *table = pstrdup(RelationGetRelationName(w->out.rel));
 
-	table_rows_close(&w->out);
 	if (w->keep_back)
 		elog(DEBUG1, "streamwin: " UINT64_FORMAT " rows kept back from \"%s\" until the transaction's batches end",
-			 w->kept, table);
+			 w->kept, w->table);
+	else
+		table_rows_close(&w->out);
 	elog(DEBUG1, "streamwin: " UINT64_FORMAT " rows out of the watermark's reach left out of \"%s\"",
-		 w->left_out, table);
+		 w->left_out, w->table);
 }
 
 static void

@@ -104,7 +104,10 @@ extern uint64 join_store_writer_kept(DestReceiver *dest);
 /* Write the rows kept back that the store still holds into their tables. */
 extern void join_store_sync(JoinStore *js);
 
-/* Delete side's rows whose event time is before cutoff; returns how many. */
+/*
+ * Take side's rows whose event time is before cutoff out of memory, and
+ * out of the table those written there; returns how many.
+ */
 extern uint64 join_store_evict(JoinStore *js, int side, TimestampTz cutoff);
 
 /* How many rows side holds. */
