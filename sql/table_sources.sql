@@ -516,8 +516,10 @@ DROP TABLE tallies;
 -- source: each fetch decodes from the slot's restart point, and the slot is
 -- confirmed no further than the last checkpoint (a crash replays from
 -- there), so a sparser checkpoint would make every batch decode the WAL of
--- the batches since it again.  The restart point follows the batches too
--- (a decoding pass logs the record it needs, at most every 100 ms).
+-- the batches since it again.  The restart point follows the batches too,
+-- a round or so behind: a decoding pass logs the record a later pass may
+-- start from (at most every 100 ms, and only after other WAL), which the
+-- slot takes up once a later confirmation passes it.
 CREATE TABLE steady (g int, v int);
 SELECT streamwin.create_table_source('steady_src', 'steady');
 SELECT streamwin.create_query('steady_counts', 'SELECT g, count(*) AS n FROM steady_src GROUP BY g',

@@ -349,13 +349,16 @@ parse_object(SchemaParse *ps, JsonbValue *obj, const char *ns)
 			return NULL;
 		}
 		/* (avro-c checks a name, not its namespace) */
-		if (ps->unchecked &&
-			(!valid_name(strrchr(t->name, '.') ? strrchr(t->name, '.') + 1 : t->name) ||
-			 find_named(ps, t->name) != NULL))
+		if (ps->unchecked)
 		{
-			ps->error = psprintf(find_named(ps, t->name) != NULL ? "type \"%s\" is defined twice" :
-								 "\"%s\" is not a valid name", t->name);
-			return NULL;
+			const char *dot = strrchr(t->name, '.');
+
+			if (find_named(ps, t->name) != NULL)
+				ps->error = psprintf("type \"%s\" is defined twice", t->name);
+			else if (!valid_name(dot != NULL ? dot + 1 : t->name))
+				ps->error = psprintf("\"%s\" is not a valid name", t->name);
+			if (ps->error != NULL)
+				return NULL;
 		}
 		/* named before its fields, so that they may refer to it */
 		ps->named = lappend(ps->named, t);

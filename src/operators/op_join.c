@@ -427,11 +427,13 @@ join_apply_store(JoinOp *j, BatchState *b, BatchInput *input, RowsFlow flow)
 			continue;
 		if (j->held.active)
 		{
-			TimestampTz before = 0;
-			bool		evicts = b->has_new_wm &&
-				join_side_cutoff(&j->plan->sides[s], b->new_wm, &before);
-			DestReceiver *dest = join_store_writer(j->held.join, s, evicts, before,
-												   b->batch_id, r->one_transaction);
+			TimestampTz before;
+			DestReceiver *dest;
+
+			/* no cutoff: DT_NOBEGIN, before which nothing is */
+			if (!b->has_new_wm || !join_side_cutoff(&j->plan->sides[s], b->new_wm, &before))
+				before = DT_NOBEGIN;
+			dest = join_store_writer(j->held.join, s, before, b->batch_id, r->one_transaction);
 
 			(void) runner_run_into(r, STMT_JOIN_INSERT_ROWS_0 + s, input, &batch, dest);
 			n = join_store_writer_kept(dest);

@@ -156,6 +156,14 @@ typedef struct KeptDecoding
 } KeptDecoding;
 
 static KeptDecoding *kept = NULL;
+
+/* Does the decoding context kept open go on from position at of the slot? */
+static bool
+kept_at(const char *slot_name, TablePosition at)
+{
+	return kept != NULL && strcmp(kept->slot_name, slot_name) == 0 &&
+		kept->resume.lsn == at.lsn && kept->resume.index == at.index;
+}
 static bool kept_callback_registered = false;
 
 /*
@@ -271,9 +279,7 @@ decode_pass(const char *slot_name, TablePosition start, FetchState *st,
 	XLogFlush(last_inserted_lsn());
 	*end_of_wal = GetFlushRecPtr(NULL);
 
-	reuse = kept != NULL && st != NULL && st->upto == NULL &&
-		strcmp(kept->slot_name, slot_name) == 0 &&
-		kept->resume.lsn == start.lsn && kept->resume.index == start.index;
+	reuse = st != NULL && st->upto == NULL && kept_at(slot_name, start);
 	if (!reuse)
 		table_fetch_release();
 	if (reuse)
@@ -501,7 +507,7 @@ table_fetch(const char *slot_name, Oid table, int32 query_id, TupleDesc desc,
  * rest of a transaction (if that fills it, or the decoding context kept
  * open goes on after it), or on the kept context?  (The context and the
  * spool are the process's, for one slot at a time: another source's fetch
- * takes them over.)
+ * takes them over.)  It asks what table_fetch does, in its order.
  */
 bool
 table_fetch_resumes(const char *slot_name, Oid table, int32 query_id, TablePosition next,
@@ -513,8 +519,7 @@ table_fetch_resumes(const char *slot_name, Oid table, int32 query_id, TablePosit
 			return true;
 		next = spool->after;
 	}
-	return kept != NULL && strcmp(kept->slot_name, slot_name) == 0 &&
-		kept->resume.lsn == next.lsn && kept->resume.index == next.index;
+	return kept_at(slot_name, next);
 }
 
 void

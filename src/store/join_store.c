@@ -847,8 +847,7 @@ typedef struct JoinWriter
 	DestReceiver pub;
 	JoinStore  *js;
 	int			side;
-	bool		has_cutoff;		/* rows before cutoff are not kept */
-	TimestampTz cutoff;
+	TimestampTz cutoff;			/* rows before it are not kept */
 	uint64		left_out;		/* rows before it */
 	int64		batch_id;
 	bool		keep_back;		/* rows wait for join_store_sync */
@@ -893,7 +892,7 @@ writer_receive(TupleTableSlot *slot, DestReceiver *self)
 	 * whose range reaches forward, most of a batch's rows of the later side
 	 * are such rows.
 	 */
-	if (w->has_cutoff && !slot->tts_isnull[ta - 1] &&
+	if (!slot->tts_isnull[ta - 1] &&
 		DatumGetTimestampTz(slot->tts_values[ta - 1]) < w->cutoff)
 	{
 		w->left_out++;
@@ -941,7 +940,7 @@ writer_destroy(DestReceiver *self)
 }
 
 DestReceiver *
-join_store_writer(JoinStore *js, int side, bool has_cutoff, TimestampTz cutoff, int64 batch_id,
+join_store_writer(JoinStore *js, int side, TimestampTz cutoff, int64 batch_id,
 				  bool keep_back)
 {
 	JoinWriter *w = palloc0(sizeof(JoinWriter));
@@ -954,7 +953,6 @@ join_store_writer(JoinStore *js, int side, bool has_cutoff, TimestampTz cutoff, 
 	w->pub.mydest = DestNone;
 	w->js = js;
 	w->side = side;
-	w->has_cutoff = has_cutoff;
 	w->cutoff = cutoff;
 	w->batch_id = batch_id;
 	w->keep_back = keep_back;

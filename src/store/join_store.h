@@ -90,15 +90,15 @@ extern BatchInput *join_store_candidates(JoinStore *js, int side, BatchInput *pr
  *		A receiver of rows of side's join table (the statement that makes
  *		them from the side's new rows of batch batch_id): each is kept in
  *		memory and written into the table, but for those the batch's
- *		eviction will take (has_cutoff: an event time before cutoff), which
- *		go nowhere.  With keep_back, the rows are written by
+ *		eviction will take (an event time before cutoff; DT_NOBEGIN: none),
+ *		which go nowhere.  With keep_back, the rows are written by
  *		join_store_sync instead, if they are still held then: the caller
  *		promises that it runs before anything reads the tables, and before
  *		the transaction commits.  join_store_writer_kept says how many were
  *		kept.  Destroy it after the statement.
  */
-extern DestReceiver *join_store_writer(JoinStore *js, int side, bool has_cutoff,
-									   TimestampTz cutoff, int64 batch_id, bool keep_back);
+extern DestReceiver *join_store_writer(JoinStore *js, int side, TimestampTz cutoff,
+									   int64 batch_id, bool keep_back);
 extern uint64 join_store_writer_kept(DestReceiver *dest);
 
 /* Write the rows kept back that the store still holds into their tables. */

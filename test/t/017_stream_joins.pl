@@ -539,7 +539,7 @@ for my $q (sort keys %shapes)
 	{
 		is(($many{left} // 0) + ($many{right} // 0) + ($left_out // 0) + ($never // 0), $r->{input_rows},
 			"$q: every row read goes into its join table many to a page, or out of reach nowhere, or went before the run ended");
-		cmp_ok($left_out // 0, '>', 0, "$q: rows out of reach when read are left out ($left_out)");
+		cmp_ok($left_out // 0, '>', 0, "$q: rows out of reach when read are left out (" . ($left_out // 0) . ")");
 		cmp_ok($r->{batches}, '>', 1, "$q: run_available ran several batches");
 		cmp_ok($never // 0, '>', 0, "$q: rows a later batch of the run took out were never written (" . ($never // 0) . ")");
 	}

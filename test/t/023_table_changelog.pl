@@ -379,7 +379,7 @@ cmp_ok($node->safe_psql('postgres', 'SELECT count(*) FROM ('
 	  . values_sql([ [ 'q', 'text' ], [ 'ckpt', 'bigint' ] ], \@replays)
 	  . ") r WHERE EXISTS (SELECT FROM streamwin.progress p WHERE p.query = r.q AND p.batch_id > r.ckpt
 	                        AND p.started_at < '$crash_at')"),
-	'>=', 1, 'and at least one of them replayed batches after its checkpoint');
+	'>=', 1, 'and at least one of them had batches after its checkpoint to replay');
 is( $node->safe_psql('postgres', q{
 SELECT count(*) FROM streamwin.queries
  WHERE name IN ('q_keys', 'q_win', 'q_hop', 'q_total', 'q_rows', 'q_changes', 'q_chain')
