@@ -134,11 +134,12 @@ _PG_init(void)
 							 "How a state store takes a batch: its groups or its rows.",
 							 "groups: the executor aggregates the batch's rows into groups, "
 							 "which the store merges; rows: the store folds the rows into its "
-							 "groups itself, for queries over one source with tumbling windows "
-							 "or none whose aggregates are counts, sums, and bool_and/bool_or "
-							 "or min/max of integers and times; auto: rows after a batch "
-							 "that changed a group for every two rows or more.  The results "
-							 "are the same.  For comparing the two.",
+							 "groups itself, for queries with tumbling windows or none whose "
+							 "aggregates are counts, sums (not of floats over a join), and "
+							 "bool_and/bool_or or min/max of integers and times; auto: rows "
+							 "after a batch that changed a group for every two rows or more, "
+							 "and always for the pairs of a join in a join store.  The results are the same.  For "
+							 "comparing the two.",
 							 &streamwin_store_merge,
 							 STORE_MERGE_AUTO, store_merge_options,
 							 PGC_USERSET, 0, NULL, NULL, NULL);

@@ -27,7 +27,7 @@
  *
  * With a join store (JoinPlan.nkeys, below), step 1 reads the other side's
  * join table as the rows of it that share a key with the new rows, found
- * in memory; step 2 writes the join tables by location and memory
+ * in memory, in two joins rather than three (JOIN_ROWS_AND_STATE); step 2 writes the join tables by location and memory
  * together, and step 3 takes the rows from memory in event-time order and
  * deletes them from their tables by location (op_join.c, join_store.h).
  *
@@ -74,6 +74,20 @@ typedef struct JoinSidePlan
  * the operator finds those rows in the join table by SQL instead.
  */
 #define JOIN_MAX_KEYS 8
+
+/*
+ * With a join store, a batch also gives the first side's new rows followed
+ * by its candidates as one set of rows, under the id
+ * JOIN_ROWS_AND_STATE(source_id): a join's pairs are then two joins, those
+ * rows with the second side's new rows, and the first side's new rows with
+ * the second side's candidates, so that the second side's new rows are
+ * hashed once.  Source ids come from a sequence, far below the bit; a join
+ * whose first source has an id that reaches it (a sequence set by hand)
+ * keeps no store.
+ */
+#define JOIN_ROWS_AND_STATE_BIT 0x40000000
+#define JOIN_ROWS_AND_STATE_FITS(source_id) ((source_id) > 0 && (source_id) < JOIN_ROWS_AND_STATE_BIT)
+#define JOIN_ROWS_AND_STATE(source_id) ((int32) ((source_id) | JOIN_ROWS_AND_STATE_BIT))
 
 typedef struct JoinKeyPlan
 {

@@ -30,6 +30,13 @@
  * side's rows that go without a match and an empty other side, gives their
  * NULL-extended rows.
  *
+ * A join kept in a join store (join.h) reads the store's candidates in
+ * place of the tables, and side 0's new rows and candidates as one input:
+ *
+ *		(new0 + state0) x new1  UNION ALL  new0 x state1
+ *
+ * the same pairs, with side 1's new rows hashed once (join_pairs_sql).
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -284,7 +291,8 @@ plan_store_keys(Compiled *c, CompiledJoin *j)
 	int			nkeys = list_length(j->key_ops);
 
 	jp->nkeys = 0;
-	if (j->preserved >= 0 || nkeys == 0 || nkeys > JOIN_MAX_KEYS)
+	if (j->preserved >= 0 || nkeys == 0 || nkeys > JOIN_MAX_KEYS ||
+		!JOIN_ROWS_AND_STATE_FITS(c->sources[0]->source_id))
 		return;
 	for (int k = 0; k < nkeys; k++)
 	{
@@ -768,17 +776,14 @@ read_batch_rows(Compiled *c, Query *v, int s)
 }
 
 /*
- * Read side s's state: with a join store, the rows of its join table that
- * share a key with the other side's new rows, which a batch gives as
- * join_batch_rows(-source_id) (join.h); else its join table.
+ * Read side s's state as a join store gives it: the rows of its join table
+ * that share a key with the other side's new rows, which a batch gives as
+ * join_batch_rows(-source_id) (join.h).
  */
 static void
 read_state_rows(Compiled *c, Query *v, int s)
 {
-	if (c->join->plan.nkeys > 0)
-		read_rows_of(c, v, s, -c->sources[s]->source_id);
-	else
-		read_join_table(c, v, s);
+	read_rows_of(c, v, s, -c->sources[s]->source_id);
 }
 
 /*
@@ -860,42 +865,49 @@ join_inner(Compiled *c, Query *v)
 /*
  * join_pairs_sql
  *		Query q (the user's query, or its partial aggregation) over the
- *		pairs this batch finds: new rows with new rows, and new rows of
- *		each side with the other side's join table, UNION ALL.  When
- *		compiling the statements of rows without a match, q as written.
+ *		pairs this batch finds, UNION ALL.  With a join store, two joins:
+ *		side 0's new rows and state candidates with side 1's new rows, and
+ *		side 0's new rows with side 1's candidates (JOIN_ROWS_AND_STATE).
+ *		The range is not restated there: both sides are the batch's rows,
+ *		hashed, never an index scan.  Without one, three: new rows with new
+ *		rows (the sources' views), and new rows of each side with the other
+ *		side's join table.  When compiling the statements of rows without a
+ *		match, q as written.
  */
 char *
 join_pairs_sql(Compiled *c, Query *q)
 {
 	StringInfoData sql;
+	bool		store = c->join->plan.nkeys > 0;
 
 	if (c->join->unmatched_pass)
 		return deparse_query_qualified(q);
 	initStringInfo(&sql);
-	for (int variant = 0; variant < 3; variant++)
+	for (int variant = 0; variant < (store ? 2 : 3); variant++)
 	{
 		Query	   *v = copyObject(q);
 
-		if (variant == 0 && c->join->plan.nkeys > 0)
+		if (store && variant == 0)
 		{
-			/*
-			 * New rows with new rows, as few as the others: the planner then
-			 * hashes one side rather than sorting both of a large batch.
-			 */
-			read_batch_rows(c, v, 0);
+			read_rows_of(c, v, 0, JOIN_ROWS_AND_STATE(c->sources[0]->source_id));
 			read_batch_rows(c, v, 1);
 		}
-		else if (variant == 1)
+		else if (store)
 		{
 			read_batch_rows(c, v, 0);
 			read_state_rows(c, v, 1);
 		}
+		else if (variant == 1)
+		{
+			read_batch_rows(c, v, 0);
+			read_join_table(c, v, 1);
+		}
 		else if (variant == 2)
 		{
-			read_state_rows(c, v, 0);
+			read_join_table(c, v, 0);
 			read_batch_rows(c, v, 1);
 		}
-		if (variant > 0)
+		if (!store && variant > 0)
 			add_range_quals(c, v);
 		join_inner(c, v);
 		appendStringInfo(&sql, "%s(%s)", variant ? " UNION ALL " : "", deparse_query_qualified(v));

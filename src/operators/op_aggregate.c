@@ -98,7 +98,7 @@ agg_apply(Operator *op, BatchState *b, BatchInput *input, RowsFlow flow)
 	}
 	if (b->ninput == 0)
 		return;
-	rows = r->plans[STMT_STORE_BATCH_ROWS] != NULL && store_merge_rows(s);
+	rows = r->plans[STMT_STORE_BATCH_ROWS] != NULL && store_merge_rows(s, r->query->join != NULL);
 	merge = store_merge_receiver(s, rows, b->ninput);
 	n = runner_run_into(r, rows ? STMT_STORE_BATCH_ROWS : STMT_STORE_GROUPS, input, NULL, merge);
 	merge->rDestroy(merge);

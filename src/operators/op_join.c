@@ -15,7 +15,8 @@
  * store (join_store.h) while it fits in streamwin.state_memory: the
  * batch's statements read the rows of each side's state that share a key
  * with the other side's new rows as join_batch_rows(-source_id), which this
- * operator adds to the batch's input, found in memory; the new rows go
+ * operator adds to the batch's input, found in memory (and the first
+ * side's new rows and those as one input, JOIN_ROWS_AND_STATE); the new rows go
  * into memory and the join tables (in run_available, whose batches share
  * a transaction, into the tables only if still held when something reads
  * them or the run ends), and the rows out of reach leave both, the tables
@@ -360,9 +361,37 @@ state_rows_from_table(JoinOp *j, int s, BatchInput *input, int32 id)
 }
 
 /*
+ * A side's new rows followed by its state's candidates, as one input of
+ * the batch (JOIN_ROWS_AND_STATE); NULL when it has neither.  The rows are
+ * shared, not copied.
+ */
+static BatchInput *
+rows_and_state(BatchInput *rows, BatchInput *state, int32 id)
+{
+	int			nrows = rows != NULL ? rows->nrows : 0;
+	int			nstate = state != NULL ? state->nrows : 0;
+	BatchInput *both;
+
+	if (nrows + nstate == 0)
+		return NULL;
+	Assert(rows == NULL || state == NULL || rows->natts == state->natts);
+	both = palloc0(sizeof(BatchInput));
+	both->source_id = id;
+	both->natts = nrows > 0 ? rows->natts : state->natts;
+	both->nrows = nrows + nstate;
+	both->rows = palloc(sizeof(BatchRow) * both->nrows);
+	if (nrows > 0)
+		memcpy(both->rows, rows->rows, sizeof(BatchRow) * nrows);
+	if (nstate > 0)
+		memcpy(both->rows + nrows, state->rows, sizeof(BatchRow) * nstate);
+	return both;
+}
+
+/*
  * The batch's input (a copy of the list) and, as source -id of each side,
  * the rows of its state that share a key with the other side's new rows:
- * what the batch's statements read as that side's state (join.h).
+ * what the batch's statements read as that side's state (join.h); and
+ * the first side's new rows and its state together (JOIN_ROWS_AND_STATE).
  */
 static BatchInput *
 input_with_state(JoinOp *j, BatchInput *input)
@@ -384,18 +413,26 @@ input_with_state(JoinOp *j, BatchInput *input)
 	{
 		int32		id = r->readers[s]->source->source_id;
 		BatchInput *probe = batch_input_find(input, r->readers[1 - s]->source->source_id);
-		BatchInput *state;
+		BatchInput *state = NULL;
+		BatchInput *both;
 
-		if (probe == NULL || probe->nrows == 0)
-			continue;
-		if (j->held.active)
-			state = join_store_candidates(j->held.join, s, probe, -id);
-		else
-			state = state_rows_from_table(j, s, input, -id);
+		if (probe != NULL && probe->nrows > 0)
+		{
+			if (j->held.active)
+				state = join_store_candidates(j->held.join, s, probe, -id);
+			else
+				state = state_rows_from_table(j, s, input, -id);
+		}
 		if (state != NULL)
 		{
 			*tail = state;
 			tail = &state->next;
+		}
+		if (s == 0 && JOIN_ROWS_AND_STATE_FITS(id) &&
+			(both = rows_and_state(batch_input_find(input, id), state, JOIN_ROWS_AND_STATE(id))) != NULL)
+		{
+			*tail = both;
+			tail = &both->next;
 		}
 	}
 	return head;

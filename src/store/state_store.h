@@ -182,8 +182,11 @@ extern void store_closed_through(StateStore *s, bool has, TimestampTz closed);
  */
 extern void store_late_changes(StateStore *s, int64 *added, int64 *retracted);
 
-/* Whether the next batch's rows go to the store as rows, not groups. */
-extern bool store_merge_rows(StateStore *s);
+/*
+ * Whether the next batch's rows go to the store as rows, not groups.
+ * pairs: they are a join's pairs (see store_merge_rows).
+ */
+extern bool store_merge_rows(StateStore *s, bool pairs);
 
 /*
  * A dedup store's batch: a DestReceiver of the rows (keys..., event time,

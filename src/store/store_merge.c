@@ -455,13 +455,16 @@ store_late_changes(StateStore *s, int64 *added, int64 *retracted)
 /*
  * Whether the store would take the next batch as rows (STMT_STORE_BATCH_ROWS)
  * rather than groups: streamwin.store_merge, or in "auto" what the last
- * batch was like (merge_shutdown).
+ * batch was like (merge_shutdown).  A join's pairs go as rows in "auto":
+ * their groups would come from a partial aggregation per join and a merge
+ * of those, each sorting (the planner takes a batch's rows for few), which
+ * costs more than the store's folding of the pairs (bench case JA).
  */
 bool
-store_merge_rows(StateStore *s)
+store_merge_rows(StateStore *s, bool pairs)
 {
 	if (streamwin_store_merge == STORE_MERGE_AUTO)
-		return s->merge_rows;
+		return pairs || s->merge_rows;
 	return streamwin_store_merge == STORE_MERGE_ROWS;
 }
 

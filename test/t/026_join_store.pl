@@ -15,8 +15,13 @@
 #   j_pairs  the pairs of an impression and its clicks (two keys)
 #   j_ad     clicks and impressions of the same ad up to a minute before
 #            (one key: many rows share it)
-#   j_agg    count per ad per 1-minute tumble of the impression's time
-#            over j_pairs' join, update mode
+#   j_agg    count, an integer sum, min, max and bool_or per ad per 1-minute
+#            tumble of the impression's time over j_pairs' join, update
+#            mode: the store folds the join's pairs itself (store_merge
+#            auto); g_agg, the same in a session with store_merge =
+#            groups (the executor's partial aggregation), gives the same
+#            rows to the bit; j_aggf, a float sum over the join, which
+#            the store takes as groups whatever the setting
 #   j_left   j_pairs' join as a LEFT JOIN (it runs on its join tables)
 #
 #   1. In one session with streamwin.state_memory = 1MB, j_pairs' state
@@ -75,26 +80,33 @@ END \$p\$;
 my $on = q{ON c.ad_id = i.ad_id AND c.imp_id = i.imp_id
    AND c.click_time BETWEEN i.imp_time AND i.imp_time + interval '10 minutes'};
 my $on_ad = q{ON c.ad_id = i.ad_id AND c.click_time BETWEEN i.imp_time AND i.imp_time + interval '1 minute'};
+my $AGGS = 'count(*) AS n, sum((c.click_id % 1000)::int) AS sc, min(c.click_time) AS first, '
+  . 'max(i.imp_id) AS hi, bool_or(c.click_id % 7 = 0) AS sevens';
 my %sql = (
 	pairs => "SELECT i.imp_id, c.click_id, c.click_time - i.imp_time AS delay FROM %s i JOIN %s c $on",
 	ad    => "SELECT i.imp_id, c.click_id FROM %s i JOIN %s c $on_ad",
-	agg   => "SELECT i.ad_id, count(*) AS n FROM %s i JOIN %s c $on GROUP BY streamwin.tumble(i.imp_time, '1 minute'), i.ad_id",
+	agg   => "SELECT i.ad_id, $AGGS FROM %s i JOIN %s c $on GROUP BY streamwin.tumble(i.imp_time, '1 minute'), i.ad_id",
+	aggf  => "SELECT i.ad_id, sum((c.click_id % 1000) / 8.0::float8) AS sf FROM %s i JOIN %s c $on"
+	  . " GROUP BY streamwin.tumble(i.imp_time, '1 minute'), i.ad_id",
 	left  => "SELECT i.imp_id, c.click_id FROM %s i LEFT JOIN %s c $on");
 my %want = (
 	pairs => "SELECT i.imp_id, c.click_id, c.click_time - i.imp_time FROM imps i JOIN clks c $on",
 	ad    => "SELECT i.imp_id, c.click_id FROM imps i JOIN clks c $on_ad",
-	agg   => "SELECT date_bin('1 minute', i.imp_time, $T0), i.ad_id, count(*) FROM imps i JOIN clks c $on GROUP BY 1, 2");
+	agg   => "SELECT date_bin('1 minute', i.imp_time, $T0), i.ad_id, $AGGS FROM imps i JOIN clks c $on GROUP BY 1, 2",
+	aggf  => "SELECT date_bin('1 minute', i.imp_time, $T0), i.ad_id, sum((c.click_id % 1000) / 8.0::float8)"
+	  . " FROM imps i JOIN clks c $on GROUP BY 1, 2");
 my %got = (
 	pairs => 'SELECT imp_id, click_id, delay FROM %s',
 	ad    => 'SELECT imp_id, click_id FROM %s',
-	agg   => 'SELECT window_start, ad_id, n FROM %s');
+	agg   => 'SELECT window_start, ad_id, n, sc, first, hi, sevens FROM %s',
+	aggf  => 'SELECT window_start, ad_id, sf FROM %s');
 
 # query name => its kind, in parts 1-2 (created stopped) and 3 (running)
 sub create
 {
 	my ($q, $kind, $running) = @_;
 	my $sql = sprintf($sql{$kind}, 'imp_s', 'clk_s');
-	my $mode = $kind eq 'agg' ? q{, output_mode => 'update'} : '';
+	my $mode = $kind =~ /^agg/ ? q{, output_mode => 'update'} : '';
 	my $how = $running ? q{trigger_interval => '100 ms', start => false} : 'start => false';
 	psql_ok($node, "SELECT streamwin.create_query('$q', \$q\$$sql\$q\$, watermark => '1 minute'$mode, $how)",
 		"$q: created");
@@ -107,6 +119,8 @@ my %ckpt_file = map { split /\|/ } split /\n/, $node->safe_psql('postgres', q{
 SELECT s.join_checkpoint::regclass || '|' || pg_relation_filenode(s.join_checkpoint)
   FROM streamwin.query_sources s JOIN streamwin.query_catalog q USING (query_id) WHERE q.name IN ('j_pairs', 'j_ad')});
 create('j_agg', 'agg');
+create('g_agg', 'agg');
+create('j_aggf', 'aggf');
 create('j_left', 'left');
 # part 3's, started then: a query over a table source reads from where the
 # source stood when the query was made
@@ -148,7 +162,7 @@ sub check
 	my ($when, @queries) = @_;
 	for my $q (@queries)
 	{
-		my ($kind) = $q =~ /^[jc]_(\w+)$/;
+		my ($kind) = $q =~ /^[jcg]_(\w+)$/;
 		results_match($node, sprintf($got{$kind}, $q), $want{$kind}, "$q: exact $when");
 	}
 	return;
@@ -165,12 +179,38 @@ sub catch_up
 	return;
 }
 my @q12 = qw(j_pairs j_ad j_agg j_left);
+my $sg = store_session($node);
+sess_ok($sg, 'SET streamwin.store_merge = groups');
 for my $round (1 .. 6)
 {
 	psql_ok($node, 'CALL events(1500)');
 	catch_up($s1, @q12);
+	catch_up($sg, qw(g_agg j_aggf));
 }
+# which way each store took a batch: in auto, the pairs as rows, but a
+# float sum's as groups
+psql_ok($node, 'CALL events(300)');
+my (undef, $said) = sess($sg, 'SET streamwin.store_merge = auto; SET client_min_messages = debug1; '
+	  . "SELECT streamwin.run_available('j_agg') IS NOT NULL; SELECT streamwin.run_available('j_aggf') IS NOT NULL; "
+	  . 'SET client_min_messages = warning; SET streamwin.store_merge = groups');
+like($said, qr/query "j_agg" merges \d+ rows into its store/, 'j_agg: in auto, the store folds the join\'s pairs');
+like($said, qr/query "j_aggf" merges \d+ groups into its store/, 'j_aggf: the store merges groups');
+unlike($said, qr/query "j_aggf" merges \d+ rows/, 'j_aggf: never rows');
+catch_up($s1, @q12);
+catch_up($sg, 'g_agg');
 check('past the cap', qw(j_pairs j_ad j_agg));
+check('in a session of its own', qw(g_agg j_aggf));
+results_match($node, 'SELECT * FROM j_agg', 'SELECT * FROM g_agg',
+	'j_agg: the pairs folded by the store give the groups of the partial aggregation, to the bit');
+is( $node->safe_psql('postgres', q{
+SELECT string_agg(name || ':' || (plan ? 'store_batch_rows_sql'), ' ' ORDER BY name)
+  FROM streamwin.query_catalog WHERE name IN ('j_agg', 'j_aggf')}),
+	'j_agg:true j_aggf:false', 'j_agg has the statement of its pairs as rows; j_aggf (a float sum) has not');
+psql_ok($node, sprintf(q{SELECT streamwin.create_query('l_agg', $q$%s$q$, watermark => '1 minute',
+	output_mode => 'update', start => false)}, sprintf($sql{agg}, 'imp_s', 'clk_s') =~ s/ JOIN / LEFT JOIN /r), 'l_agg: created');
+is( $node->safe_psql('postgres', q{SELECT plan ? 'store_batch_rows_sql' FROM streamwin.query_catalog WHERE name = 'l_agg'}),
+	'f', 'l_agg (an outer join, without a join store) has no statement of its pairs as rows');
+psql_ok($node, q{SELECT streamwin.drop_query('l_agg', true)}, 'l_agg: dropped');
 is(switches('j_pairs'), '1/0', 'j_pairs: its join state stopped fitting in streamwin.state_memory, once');
 is(join_table_mode('j_pairs'), 't', 'j_pairs: it runs on its join tables, with their indexes');
 is(switches('j_ad'), '0/0', 'j_ad: its join state (one minute of rows) fits throughout');
