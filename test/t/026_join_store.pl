@@ -22,6 +22,8 @@
 #            groups (the executor's partial aggregation), gives the same
 #            rows to the bit; j_aggf, a float sum over the join, which
 #            the store takes as groups whatever the setting
+#   j_run    a running count and max per ad_id % 7 over j_pairs' join,
+#            update mode (no window: the pairs folded into 7 groups)
 #   j_left   j_pairs' join as a LEFT JOIN (it runs on its join tables)
 #
 #   1. In one session with streamwin.state_memory = 1MB, j_pairs' state
@@ -88,25 +90,28 @@ my %sql = (
 	agg   => "SELECT i.ad_id, $AGGS FROM %s i JOIN %s c $on GROUP BY streamwin.tumble(i.imp_time, '1 minute'), i.ad_id",
 	aggf  => "SELECT i.ad_id, sum((c.click_id % 1000) / 8.0::float8) AS sf FROM %s i JOIN %s c $on"
 	  . " GROUP BY streamwin.tumble(i.imp_time, '1 minute'), i.ad_id",
+	run   => "SELECT i.ad_id % 7 AS a7, count(*) AS n, max(c.click_time) AS last FROM %s i JOIN %s c $on GROUP BY i.ad_id % 7",
 	left  => "SELECT i.imp_id, c.click_id FROM %s i LEFT JOIN %s c $on");
 my %want = (
 	pairs => "SELECT i.imp_id, c.click_id, c.click_time - i.imp_time FROM imps i JOIN clks c $on",
 	ad    => "SELECT i.imp_id, c.click_id FROM imps i JOIN clks c $on_ad",
 	agg   => "SELECT date_bin('1 minute', i.imp_time, $T0), i.ad_id, $AGGS FROM imps i JOIN clks c $on GROUP BY 1, 2",
 	aggf  => "SELECT date_bin('1 minute', i.imp_time, $T0), i.ad_id, sum((c.click_id % 1000) / 8.0::float8)"
-	  . " FROM imps i JOIN clks c $on GROUP BY 1, 2");
+	  . " FROM imps i JOIN clks c $on GROUP BY 1, 2",
+	run   => "SELECT i.ad_id % 7, count(*), max(c.click_time) FROM imps i JOIN clks c $on GROUP BY 1");
 my %got = (
 	pairs => 'SELECT imp_id, click_id, delay FROM %s',
 	ad    => 'SELECT imp_id, click_id FROM %s',
 	agg   => 'SELECT window_start, ad_id, n, sc, first, hi, sevens FROM %s',
-	aggf  => 'SELECT window_start, ad_id, sf FROM %s');
+	aggf  => 'SELECT window_start, ad_id, sf FROM %s',
+	run   => 'SELECT a7, n, last FROM %s');
 
 # query name => its kind, in parts 1-2 (created stopped) and 3 (running)
 sub create
 {
 	my ($q, $kind, $running) = @_;
 	my $sql = sprintf($sql{$kind}, 'imp_s', 'clk_s');
-	my $mode = $kind =~ /^agg/ ? q{, output_mode => 'update'} : '';
+	my $mode = $kind =~ /^(agg|run)/ ? q{, output_mode => 'update'} : '';
 	my $how = $running ? q{trigger_interval => '100 ms', start => false} : 'start => false';
 	psql_ok($node, "SELECT streamwin.create_query('$q', \$q\$$sql\$q\$, watermark => '1 minute'$mode, $how)",
 		"$q: created");
@@ -121,6 +126,7 @@ SELECT s.join_checkpoint::regclass || '|' || pg_relation_filenode(s.join_checkpo
 create('j_agg', 'agg');
 create('g_agg', 'agg');
 create('j_aggf', 'aggf');
+create('j_run', 'run');
 create('j_left', 'left');
 # part 3's, started then: a query over a table source reads from where the
 # source stood when the query was made
@@ -150,7 +156,7 @@ sub switches
 	return "$out/$in";
 }
 
-is(store_keys($_), 't', "$_: an inner join on columns keeps its state in a join store") for qw(j_pairs j_ad j_agg);
+is(store_keys($_), 't', "$_: an inner join on columns keeps its state in a join store") for qw(j_pairs j_ad j_agg j_run);
 is(store_keys('j_left'), 'f', 'j_left: an outer join keeps its state on its join tables');
 is(join_table_mode($_), 'f', "$_: its join tables have no index") for qw(j_pairs j_ad j_agg);
 is(join_table_mode('j_left'), 't', 'j_left: its join tables have their indexes');
@@ -178,7 +184,7 @@ sub catch_up
 	sess_ok($s, "SELECT streamwin.run_available('$_') IS NOT NULL") for @queries;
 	return;
 }
-my @q12 = qw(j_pairs j_ad j_agg j_left);
+my @q12 = qw(j_pairs j_ad j_agg j_run j_left);
 my $sg = store_session($node);
 sess_ok($sg, 'SET streamwin.store_merge = groups');
 for my $round (1 .. 6)
@@ -198,14 +204,14 @@ like($said, qr/query "j_aggf" merges \d+ groups into its store/, 'j_aggf: the st
 unlike($said, qr/query "j_aggf" merges \d+ rows/, 'j_aggf: never rows');
 catch_up($s1, @q12);
 catch_up($sg, 'g_agg');
-check('past the cap', qw(j_pairs j_ad j_agg));
+check('past the cap', qw(j_pairs j_ad j_agg j_run));
 check('in a session of its own', qw(g_agg j_aggf));
 results_match($node, 'SELECT * FROM j_agg', 'SELECT * FROM g_agg',
 	'j_agg: the pairs folded by the store give the groups of the partial aggregation, to the bit');
 is( $node->safe_psql('postgres', q{
 SELECT string_agg(name || ':' || (plan ? 'store_batch_rows_sql'), ' ' ORDER BY name)
-  FROM streamwin.query_catalog WHERE name IN ('j_agg', 'j_aggf')}),
-	'j_agg:true j_aggf:false', 'j_agg has the statement of its pairs as rows; j_aggf (a float sum) has not');
+  FROM streamwin.query_catalog WHERE name IN ('j_agg', 'j_aggf', 'j_run')}),
+	'j_agg:true j_aggf:false j_run:true', 'j_agg and j_run have the statement of their pairs as rows; j_aggf (a float sum) has not');
 psql_ok($node, sprintf(q{SELECT streamwin.create_query('l_agg', $q$%s$q$, watermark => '1 minute',
 	output_mode => 'update', start => false)}, sprintf($sql{agg}, 'imp_s', 'clk_s') =~ s/ JOIN / LEFT JOIN /r), 'l_agg: created');
 is( $node->safe_psql('postgres', q{SELECT plan ? 'store_batch_rows_sql' FROM streamwin.query_catalog WHERE name = 'l_agg'}),
@@ -228,7 +234,7 @@ is(switches('j_pairs'), '1/1', 'j_pairs: its join state fits in memory again');
 is(join_table_mode('j_pairs'), 'f', 'j_pairs: its join tables have no index again');
 psql_ok($node, 'CALL events(1500)');
 catch_up($s1, @q12);
-check('back in memory', qw(j_pairs j_ad j_agg));
+check('back in memory', qw(j_pairs j_ad j_agg j_run));
 
 # ==== 2. rolled back, another session's batches, a reset =======================
 
@@ -237,7 +243,7 @@ check('back in memory', qw(j_pairs j_ad j_agg));
 psql_ok($node, 'CALL events(700)');
 sess_ok($s1, "BEGIN; SELECT streamwin.run_batch('$_') IS NOT NULL; ROLLBACK") for @q12;
 catch_up($s1, @q12);
-check('after batches rolled back and run again', qw(j_pairs j_ad j_agg));
+check('after batches rolled back and run again', qw(j_pairs j_ad j_agg j_run));
 # two in one transaction, rolled back
 psql_ok($node, 'CALL events(700)');
 sess_ok($s1, "BEGIN; SELECT streamwin.run_batch('j_pairs') IS NOT NULL; SELECT streamwin.run_batch('j_pairs') IS NOT NULL; ROLLBACK");
@@ -251,7 +257,7 @@ catch_up($s1, @q12);
 catch_up($s2, @q12);
 psql_ok($node, 'CALL events(700)');
 catch_up($s1, @q12);
-check("after another session's batches", qw(j_pairs j_ad j_agg));
+check("after another session's batches", qw(j_pairs j_ad j_agg j_run));
 $s2->quit;
 # A failed batch: the result table refuses a row after the join store took
 # the batch's rows in.
@@ -261,7 +267,7 @@ my (undef, $err) = sess($s1, "SELECT streamwin.run_batch('j_pairs')");
 like($err, qr/no_late/, 'j_pairs: a batch fails on the result table');
 psql_ok($node, 'ALTER TABLE j_pairs DROP CONSTRAINT no_late');
 catch_up($s1, @q12);
-check('after a failed batch', qw(j_pairs j_ad j_agg));
+check('after a failed batch', qw(j_pairs j_ad j_agg j_run));
 # The checkpoint of the join tables is the join tables, row for row,
 # besides rows out of reach at its watermark, which it keeps until it has
 # grown past twice the join table's pages: then it is written anew (its
@@ -292,7 +298,7 @@ for my $q (qw(j_pairs j_ad))
 	}
 }
 catch_up($s1, @q12);
-check('after the join tables were compacted', qw(j_pairs j_ad j_agg));
+check('after the join tables were compacted', qw(j_pairs j_ad j_agg j_run));
 $s1->quit;
 
 # ==== 3. crashes right after a join checkpoint ==================================
@@ -327,7 +333,7 @@ INSERT INTO imps VALUES (1000000001, -1, $T0 + interval '1 day');
 INSERT INTO clks VALUES (1000000001, -1, -2, $T0 + interval '1 day')});
 my $s3 = store_session($node);
 catch_up($s3, @q12);
-check('at the end', qw(j_pairs j_ad j_agg));
+check('at the end', qw(j_pairs j_ad j_agg j_run));
 check3('at the end');
 results_match($node, 'SELECT imp_id, click_id FROM j_left',
 	"SELECT i.imp_id, c.click_id FROM imps i LEFT JOIN clks c $on WHERE i.imp_id < 1000000000",
