@@ -138,8 +138,8 @@ _PG_init(void)
 							 "aggregates are counts, sums (not of floats over a join), and "
 							 "bool_and/bool_or or min/max of integers and times; auto: rows "
 							 "after a batch that changed a group for every two rows or more, "
-							 "and always for the pairs of a join in a join store.  The results are the same.  For "
-							 "comparing the two.",
+							 "and always for the pairs of a join in a join store.  The results "
+							 "are the same.  For comparing the two.",
 							 &streamwin_store_merge,
 							 STORE_MERGE_AUTO, store_merge_options,
 							 PGC_USERSET, 0, NULL, NULL, NULL);

@@ -27,8 +27,8 @@
  *
  * With a join store (JoinPlan.nkeys, below), step 1 reads the other side's
  * join table as the rows of it that share a key with the new rows, found
- * in memory, in two joins rather than three (JOIN_ROWS_AND_STATE); step 2 writes the join tables by location and memory
- * together, and step 3 takes the rows from memory in event-time order and
+ * in memory, in two joins rather than three (JOIN_ROWS_AND_STATE); step 2
+ * writes the join tables by location and memory together, and step 3 takes the rows from memory in event-time order and
  * deletes them from their tables by location (op_join.c, join_store.h).
  *
  * What follows a join in the query (a windowed aggregate) is held back by

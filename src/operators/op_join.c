@@ -16,8 +16,8 @@
  * batch's statements read the rows of each side's state that share a key
  * with the other side's new rows as join_batch_rows(-source_id), which this
  * operator adds to the batch's input, found in memory (and the first
- * side's new rows and those as one input, JOIN_ROWS_AND_STATE); the new rows go
- * into memory and the join tables (in run_available, whose batches share
+ * side's new rows and those as one input, JOIN_ROWS_AND_STATE); the new
+ * rows go into memory and the join tables (in run_available, whose batches share
  * a transaction, into the tables only if still held when something reads
  * them or the run ends), and the rows out of reach leave both, the tables
  * by their location.  The store is held as every store is

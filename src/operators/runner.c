@@ -137,7 +137,8 @@ statement_plan_settings(QueryRunner *r, QueryStatement s)
 		return by_index;
 	if (r->query->join != NULL &&
 		(s == STMT_BATCH || s == STMT_BATCH_INSERT || s == STMT_BATCH_ROWS || s == STMT_STORE_GROUPS ||
-		 s == STMT_STORE_BATCH_ROWS || s == STMT_JOIN_MATCH || s == STMT_JOIN_STATE_ROWS_0 || s == STMT_JOIN_STATE_ROWS_1))
+		 s == STMT_STORE_BATCH_ROWS || s == STMT_JOIN_MATCH ||
+		 s == STMT_JOIN_STATE_ROWS_0 || s == STMT_JOIN_STATE_ROWS_1))
 		return by_index;
 	return NULL;
 }
