@@ -169,7 +169,7 @@ agg_emit(Operator *op, BatchState *b)
 	store_late_changes(s, &b->late_added, &b->late_retracted);
 	if (a->changed)
 	{
-		store_write_changed(s);
+		store_write_changed(s, r->one_transaction);
 		if (b->query->output_mode == OUTPUT_UPDATE)
 			write_results(a, b);
 	}
@@ -200,6 +200,13 @@ static void
 agg_checkpoint(Operator *op, Oid unlogged)
 {
 	store_checkpoint(AGG(op)->groups.store);
+}
+
+/* The state rows the store kept back go into its table. */
+static void
+agg_sync(Operator *op)
+{
+	held_store_sync(&AGG(op)->groups);
 }
 
 static int64
@@ -251,6 +258,7 @@ static const OperatorOps aggregate_ops = {
 	.writes_checkpoint = agg_writes_checkpoint,
 	.checkpoint = agg_checkpoint,
 	.defers_checkpoint = agg_defers_checkpoint,
+	.sync = agg_sync,
 	.state_rows = agg_state_rows,
 	.end = agg_end,
 	.invalidate = agg_invalidate,

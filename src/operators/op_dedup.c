@@ -54,7 +54,7 @@ mark_first_rows(DedupOp *d, BatchState *b, BatchInput *input, bool *keep)
 
 		(void) runner_run_into(r, STMT_DEDUP_ROWS, input, NULL, dest);
 		dest->rDestroy(dest);
-		store_write_changed(d->keys.store);
+		store_write_changed(d->keys.store, r->one_transaction);
 	}
 	else
 	{
@@ -138,6 +138,13 @@ dedup_defers_checkpoint(Operator *op)
 	return held_store_defers_checkpoint(&DEDUP(op)->keys);
 }
 
+/* The keys' rows the store kept back go into its table. */
+static void
+dedup_sync(Operator *op)
+{
+	held_store_sync(&DEDUP(op)->keys);
+}
+
 /* Dedup keys are not counted in a batch's state_rows. */
 static int64
 dedup_state_rows(Operator *op, BatchState *b)
@@ -172,6 +179,7 @@ static const OperatorOps dedup_ops = {
 	.writes_checkpoint = dedup_writes_checkpoint,
 	.checkpoint = dedup_checkpoint,
 	.defers_checkpoint = dedup_defers_checkpoint,
+	.sync = dedup_sync,
 	.state_rows = dedup_state_rows,
 	.end = dedup_end,
 	.invalidate = dedup_invalidate,

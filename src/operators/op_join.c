@@ -584,10 +584,7 @@ join_checkpoint(Operator *op, Oid unlogged)
 static void
 join_sync(Operator *op)
 {
-	JoinOp	   *j = JOIN(op);
-
-	if (j->held.join != NULL)
-		join_store_sync(j->held.join);
+	held_store_sync(&JOIN(op)->held);
 }
 
 /* A cold batch leaves its checkpoint, which reads the join tables, to later. */

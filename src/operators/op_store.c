@@ -340,6 +340,15 @@ held_store_cold_state_rows(HeldStore *h, BatchState *b, int64 *rows)
 }
 
 void
+held_store_sync(HeldStore *h)
+{
+	if (h->store != NULL)
+		store_sync(h->store);
+	else if (h->join != NULL)
+		join_store_sync(h->join);
+}
+
+void
 held_store_end(HeldStore *h, TransactionId catalog_xmin)
 {
 	if (h->active)

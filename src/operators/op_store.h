@@ -133,6 +133,14 @@ extern bool held_store_defers_checkpoint(HeldStore *h);
  */
 extern bool held_store_cold_state_rows(HeldStore *h, BatchState *b, int64 *rows);
 
+/*
+ * held_store_sync
+ *		The rows the store kept back from its tables (batches that share the
+ *		caller's transaction, QueryRunner.one_transaction) go into them: see
+ *		store_sync and join_store_sync.
+ */
+extern void held_store_sync(HeldStore *h);
+
 /* At end: a store that ran the batch ends it (see store_end). */
 extern void held_store_end(HeldStore *h, TransactionId catalog_xmin);
 

@@ -194,7 +194,7 @@ apply_in_store(UpsertOp *u, BatchInput *side, ChangesOut *out)
 			out_add(out, row);
 		count_change(u, had, adds);
 	}
-	store_write_changed(u->rows.store);
+	store_write_changed(u->rows.store, u->op.runner->one_transaction);
 }
 
 /*
@@ -345,6 +345,13 @@ upsert_checkpoint(Operator *op, Oid unlogged)
 	store_checkpoint(UPSERT(op)->rows.store);
 }
 
+/* The keys' rows the store kept back go into its table. */
+static void
+upsert_sync(Operator *op)
+{
+	held_store_sync(&UPSERT(op)->rows);
+}
+
 /* The keys that have a row are state rows of the batch's progress. */
 static int64
 upsert_state_rows(Operator *op, BatchState *b)
@@ -384,6 +391,7 @@ static const OperatorOps upsert_ops = {
 	.emit = upsert_emit,
 	.writes_checkpoint = upsert_writes_checkpoint,
 	.checkpoint = upsert_checkpoint,
+	.sync = upsert_sync,
 	.state_rows = upsert_state_rows,
 	.end = upsert_end,
 	.invalidate = upsert_invalidate,

@@ -142,7 +142,8 @@ typedef struct OperatorOps
 	/*
 	 * Write into the operator's tables what it keeps back in memory only
 	 * (NULL: never anything), before anything reads them: a checkpoint, or
-	 * the end of batches that share one transaction (runner.h).
+	 * the end of batches that share one transaction (runner.h).  (A store
+	 * that stops fitting in memory writes what it kept back itself.)
 	 */
 	void		(*sync) (Operator *op);
 

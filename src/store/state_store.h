@@ -30,7 +30,8 @@
  * closes when the watermark passes its end.
  *
  * The state table is the store's persisted form: at every commit it holds
- * exactly the open groups.  Each entry knows the location (TID) of its row
+ * exactly the open groups (batches that share one transaction write the
+ * rows they changed once, at store_sync).  Each entry knows the location (TID) of its row
  * there, of its row in the logged checkpoint table, and of its row in the
  * result table as last written; the store writes only the rows of changed
  * groups, by location, with no index probe and no ON CONFLICT.  So a batch
@@ -222,9 +223,20 @@ extern int64 store_upsert_truncate(StateStore *s, StoreUpsertVisit visit, void *
 
 /*
  * store_write_changed
- *		Write the rows of the groups the batch changed into the state table.
+ *		Write the rows of the groups the batch changed into the state table,
+ *		or, keep_back (batches that share one transaction), mark them for
+ *		store_sync: a group that changes again in the next batches is
+ *		written once, and one that leaves the store before is not written.
  */
-extern void store_write_changed(StateStore *s);
+extern void store_write_changed(StateStore *s, bool keep_back);
+
+/*
+ * store_sync
+ *		Write the state rows that store_write_changed kept back, before
+ *		anything reads the state table: a checkpoint, the query on its table
+ *		(the store no longer fits in memory), the end of the batches.
+ */
+extern void store_sync(StateStore *s);
 
 /*
  * The groups a result statement writes, chosen before it runs and returned

@@ -45,6 +45,7 @@
 #define GROUP_CKPT_SAME		0x10	/* loading: its checkpoint row matches */
 #define GROUP_NO_TIME		0x20	/* a dedup key without an event time */
 #define GROUP_FOLDING		0x40	/* its batch rows fold apart (fold_pos) */
+#define GROUP_STATE_KEPT	0x80	/* its state row waits for store_sync */
 
 /* Rows a result statement writes: a list of StoreRows kind per group. */
 #define NUM_STORE_ROWS (STORE_ROWS_CLOSED + 1)
@@ -249,6 +250,8 @@ struct StateStore
 
 	bool		loaded;
 	bool		in_batch;		/* a batch began and has not ended */
+	bool		kept_back;		/* groups of GROUP_STATE_KEPT (all in
+								 * ckpt_dirty) wait for store_sync */
 	TransactionId catalog_xmin; /* who last wrote the query's catalog row */
 	Oid			state_file;		/* the tables' relfilenodes as loaded: a */
 	Oid			ckpt_file;		/* rewrite (VACUUM FULL, CLUSTER) moves every

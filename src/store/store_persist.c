@@ -44,6 +44,7 @@ store_reset_groups(StateStore *s)
 	MemoryContextReset(s->groups_cxt);
 	groups_reset(s);
 	rows_reset(s);
+	s->kept_back = false;
 	if (s->plan.session)
 		sessions_reset(s);
 }
@@ -65,6 +66,8 @@ store_invalidate(StateStore *s)
 		rows_clear(s, i);
 	s->loaded = false;
 	s->in_batch = false;
+	/* rows kept back go with the groups: the tables roll back or are rewritten */
+	s->kept_back = false;
 	s->catalog_xmin = InvalidTransactionId;
 }
 
@@ -277,6 +280,8 @@ store_begin(StateStore *s, TransactionId catalog_xmin)
 	{
 		if (over_memory(s))
 		{
+			/* the query runs on the table: it gets what was kept back */
+			store_sync(s);
 			store_invalidate(s);
 			return false;
 		}
@@ -404,8 +409,16 @@ row_writer_end(RowWriter *w)
 	table_close(w->rel, NoLock);
 }
 
+/*
+ * The rows of groups gone are deleted at once (they are where the store
+ * put them), those of the changed groups written or, keep_back, marked.
+ * A group kept back is in ckpt_dirty (changed since the checkpoint, which
+ * syncs first), where store_sync finds it; a kept group that leaves the
+ * store leaves that list, and its row, if an earlier batch wrote one, goes
+ * as any group's row does.
+ */
 void
-store_write_changed(StateStore *s)
+store_write_changed(StateStore *s, bool keep_back)
 {
 	RowWriter	w;
 	MemoryContext old;
@@ -419,7 +432,16 @@ store_write_changed(StateStore *s)
 	{
 		StoreGroup *g = dlist_container(StoreGroup, changed_node, it.cur);
 
-		row_writer_put(&w, group_tuple(s, g), &g->state_tid);
+		if (keep_back)
+		{
+			g->flags |= GROUP_STATE_KEPT;
+			s->kept_back = true;
+		}
+		else
+		{
+			row_writer_put(&w, group_tuple(s, g), &g->state_tid);
+			g->flags &= ~GROUP_STATE_KEPT;
+		}
 		/* a dedup key is written once, by the batch that made it */
 		if (s->plan.dedup && !(g->flags & GROUP_NO_TIME))
 			key_times_push(s, g);
@@ -434,13 +456,39 @@ store_write_changed(StateStore *s)
 }
 
 void
+store_sync(StateStore *s)
+{
+	RowWriter	w;
+	MemoryContext old;
+	dlist_iter	it;
+
+	if (!s->kept_back)
+		return;
+	Assert(s->loaded);
+	row_writer_begin(&w, s, s->state_table);
+	old = MemoryContextSwitchTo(s->temp_cxt);
+	dlist_foreach(it, &s->ckpt_dirty)
+	{
+		StoreGroup *g = dlist_container(StoreGroup, ckpt_node, it.cur);
+
+		if (!(g->flags & GROUP_STATE_KEPT))
+			continue;
+		row_writer_put(&w, group_tuple(s, g), &g->state_tid);
+		g->flags &= ~GROUP_STATE_KEPT;
+	}
+	MemoryContextSwitchTo(old);
+	row_writer_end(&w);
+	s->kept_back = false;
+}
+
+void
 store_checkpoint(StateStore *s)
 {
 	RowWriter	w;
 	MemoryContext old;
 	dlist_mutable_iter it;
 
-	Assert(s->loaded && s->in_batch);
+	Assert(s->loaded && s->in_batch && !s->kept_back);
 	row_writer_begin(&w, s, s->checkpoint_table);
 	old = MemoryContextSwitchTo(s->temp_cxt);
 	tid_list_delete_rows(&s->ckpt_gone, w.rel);

@@ -37,6 +37,11 @@
 #      location, upsert), from the store's DEBUG1 message.
 #   5. In every part, after many batches: the checkpoint table equals the
 #      state table (or the table of dedup keys), row for row.
+#   6. run_available, whose batches share one transaction and keep their
+#      state rows back until a checkpoint, the cap or the run's end: fewer
+#      rows written than batch by batch, the state tables exact after it,
+#      a new session's batch, a crash after it, and the cap crossed in its
+#      middle.
 #
 # Exact at every step means: the result table equals plain SQL over the
 # events (update mode: every window; append mode: the windows closed by
@@ -841,6 +846,150 @@ catch_up4($sa);
 check_part4('at the end');
 $sa->quit;
 $sb->quit;
+
+# ==== 6. run_available: batches that share one transaction ====================
+
+# The batches of a run_available run in the caller's transaction, where
+# nobody else sees the state tables before the commit, and a failure rolls
+# back all the batches did: the stores keep their changed groups' state
+# rows back and write them once something reads the table (a checkpoint,
+# every 3 batches here; the query on its table, once its state outgrows
+# streamwin.state_memory) and at the end of the run.  Three queries over
+# one table source, 250 events a batch: r_win and r_run as c_win and c_run
+# in part 4, and r_dedup, a deduplicating transform of events sent twice;
+# r_each, r_win again, runs its batches with run_batch, each writing its
+# groups' state rows, for the comparison.  After each run_available: every
+# result as plain SQL computes it, and every state table holding exactly
+# the open groups (keys) as the events give them.
+psql_ok($node, q{
+CREATE TABLE ev6 (id bigserial, k int, v int, ts timestamptz);
+SELECT streamwin.create_table_source('s6', 'ev6', '{"max_records_per_batch": 250}');
+SELECT streamwin.create_query(name,
+    $q$SELECT k, count(*) AS n, sum(v) AS s, min(v) AS lo, max(v) AS hi, avg(v) AS a
+       FROM s6 GROUP BY streamwin.tumble(ts, '10 seconds'), k$q$,
+    watermark => '5 seconds', output_mode => 'update', start => false)
+  FROM (VALUES ('r_win'), ('r_each')) v (name);
+SELECT streamwin.create_query('r_run',
+    'SELECT k, count(*) AS n, sum(v) AS s, max(v) AS hi FROM s6 GROUP BY k',
+    output_mode => 'update', start => false);
+CREATE TABLE ev6d (id bigint, ts timestamptz);
+SELECT streamwin.create_table_source('s6d', 'ev6d', '{"max_records_per_batch": 250}');
+SELECT streamwin.create_query('r_dedup', 'SELECT id, ts FROM s6d',
+    dedup_keys => '{id}', watermark => '5 seconds', options => '{"event_time": "ts"}', start => false);
+}, 'part 6: a table source, three queries over it, and a deduplicating transform');
+my $t6 = 0;    # ms after T0 where the next events begin
+
+# n events from $t6 on, step_ms apart, to keys k (SQL over g); and n
+# events to ev6d, each twice, the second time 1 s later
+sub events6
+{
+	my ($n, $k, $step_ms) = @_;
+	insert_events('ev6', $n, $k, "(g * 7919 + $t6) % 1000", "$T0 + ($t6 + g * $step_ms) * interval '1 ms'");
+	$node->safe_psql('postgres', qq{
+INSERT INTO ev6d (id, ts)
+SELECT b / 2 + g, $T0 + ($t6 + g * $step_ms) * interval '1 ms' + d * interval '1 second'
+  FROM (SELECT count(*) AS b FROM ev6d) c, generate_series(1, $n) g, generate_series(0, 1) d
+ ORDER BY g, d});
+	$t6 += $n * $step_ms;
+	return;
+}
+
+# run_available of each query of @q in session s: the batches each ran,
+# which must be more than a checkpoint's 3, and a checkpoint among them
+sub run6
+{
+	my ($s, $when, @q) = @_;
+	for my $q (@q)
+	{
+		my $last = $node->safe_psql('postgres', "SELECT last_batch_id FROM streamwin.query_catalog WHERE name = '$q'");
+		my ($batches) = sess($s, "SELECT streamwin.run_available('$q')->>'batches'");
+		cmp_ok($batches // 0, '>', 3, "$q: run_available ran its batches $when");
+		cmp_ok($node->safe_psql('postgres', "SELECT checkpoint_batch_id FROM streamwin.query_catalog WHERE name = '$q'"),
+			'>', $last, "$q: a checkpoint among them $when");
+	}
+	return;
+}
+
+sub check_part6
+{
+	my ($when) = @_;
+	my $wm = watermark_of('ev6', 'r_win');
+	results_match($node, "SELECT $WCOLS FROM r_win", want_windows('ev6'), "r_win: every window $when");
+	windowed_state_matches('ev6', 'r_win', $wm, "r_win: its state table holds the open groups $when");
+	results_match($node, 'SELECT k, n, s, hi FROM r_run',
+		'SELECT k, count(*) AS n, sum(v) AS s, max(v) AS hi FROM ev6 GROUP BY k', "r_run: every key $when");
+	results_match($node, 'SELECT k, "n$count", "s$sum", "hi$max" FROM ' . state_table('r_run'),
+		'SELECT k, count(*), sum(v), max(v) FROM ev6 GROUP BY k', "r_run: its state table holds every key $when");
+	results_match($node, 'SELECT id, ts FROM r_dedup', 'SELECT id, min(ts) FROM ev6d GROUP BY id',
+		"r_dedup: every event once $when");
+	results_match($node, 'SELECT id, event_time FROM ' . dedup_table('r_dedup'),
+		"SELECT id, min(ts) FROM ev6d GROUP BY id HAVING min(ts) >= (SELECT max(ts) - interval '5 seconds' FROM ev6d)",
+		"r_dedup: its keys are the events the watermark has not passed $when");
+	return;
+}
+
+my $s6 = store_session($node);
+
+# (a) 4,000 events over 40 s, 100 keys, in 16 batches: windows close under
+# the watermark in the middle of the run, and groups change in batch after
+# batch.  r_each's batches, one run_batch each, in one transaction too,
+# write their changed groups' rows every batch; r_win's write those still
+# open at its checkpoints and its end: fewer.
+events6(4000, 'g % 100', 10);
+{
+	my $written = sub {
+		my ($q, $call) = @_;
+		my ($n) = sess($s6, qq{
+BEGIN;
+DO \$\$BEGIN $call; END\$\$;
+SELECT n_tup_ins + n_tup_upd FROM pg_stat_xact_all_tables WHERE relid = '@{[ state_table($q) ]}'::regclass;
+COMMIT});
+		return $n;
+	};
+	my $kept = $written->('r_win', "PERFORM streamwin.run_available('r_win')");
+	my $each = $written->('r_each', "FOR i IN 1 .. 20 LOOP PERFORM streamwin.run_batch('r_each'); END LOOP");
+	is($node->safe_psql('postgres', "SELECT string_agg(last_batch_id::text, ' ' ORDER BY name) FROM streamwin.query_catalog WHERE name IN ('r_win', 'r_each')"),
+		'16 16', 'r_each and r_win: 16 batches each');
+	cmp_ok($kept, '<', $each, "r_win: run_available wrote fewer state rows ($kept) than its batches one by one ($each)");
+	results_match($node, "SELECT $WCOLS FROM r_each", "SELECT $WCOLS FROM r_win", 'r_each: the same result as r_win');
+}
+run6($s6, 'in (a)', qw(r_run r_dedup));
+check_part6('after run_available');
+
+# (b) a new session's batches (its stores load the state tables, or the
+# first batches read them cold) find what the run kept back
+events6(500, 'g % 150', 10);
+psql_ok($node, "CALL streamwin.catch_up('$_')", "$_: a new session catches up") for qw(r_win r_run r_dedup);
+check_part6("after a new session's batches");
+
+# (c) a crash after a run whose checkpoints were taken in its middle: the
+# queries restore their last and replay the batches since, if any
+events6(3000, 'g % 300', 10);
+run6($s6, 'in (c)', qw(r_win r_run r_dedup));
+$s6->quit;
+crash_by_sigkill($node, 'a crash after run_available');
+events6(500, 'g % 300', 10);
+$s6 = store_session($node);
+for my $q (qw(r_win r_run r_dedup))
+{
+	my $restores = log_count($node, qr/query "$q" lost its state in a crash; restoring the checkpoint/);
+	sess_ok($s6, "SELECT streamwin.run_available('$q') IS NOT NULL");
+	cmp_ok(log_count($node, qr/query "$q" lost its state in a crash; restoring the checkpoint/), '>', $restores,
+		"$q: restored its checkpoint after the crash");
+}
+check_part6('after the crash');
+
+# (d) the cap lowered in the session: 16,000 events, half of them of new
+# keys, make r_win and r_run outgrow 1MB in the middle of a run, whose
+# stores write what they kept back before the queries go on on their
+# state tables, where the other half's groups change
+sess_ok($s6, "SET streamwin.state_memory = '1MB'");
+events6(16000, 'CASE WHEN g % 2 = 0 THEN 1000 + g ELSE g % 300 END', 1);
+run6($s6, 'in (d)', qw(r_win r_run r_dedup));
+is(join(' ', map { store_switches($node, $_) } qw(r_win r_run)), '1/0 1/0',
+	'r_win and r_run: their state no longer fits in streamwin.state_memory');
+check_part6('after the state outgrew the cap in the middle of run_available');
+$s6->quit;
 
 $node->stop;
 done_testing();
