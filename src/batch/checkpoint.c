@@ -487,8 +487,14 @@ checkpoint_take(QueryRunner *r, int64 batch_id, bool has_wm, TimestampTz wm, boo
 			return false;
 		}
 	}
-	/* the tables get what the operators kept back: the copies read them */
-	operators_sync(r->operators);
+	/* the tables the copies read get what their operators kept back */
+	{
+		Oid			unlogged[MAX_STATE_TABLES];
+
+		for (int i = 0; i < npairs; i++)
+			unlogged[i] = pairs[i].unlogged;
+		operators_sync_for_checkpoint(r->operators, unlogged, npairs);
+	}
 	for (int i = 0; i < npairs; i++)
 	{
 		/* the groups (keys) changed since the last checkpoint */

@@ -6,7 +6,8 @@
  * apply: the executor aggregates the batch's rows into its groups (the
  * compiled partial query), or hands over the rows themselves where the
  * store folds them (store_merge_rows), and the store merges them into its
- * groups in C.  emit: the changed groups' state rows are written, and in
+ * groups in C.  emit: the changed groups' state rows are written (or kept
+ * back, in batches that share a transaction, until agg_sync), and in
  * update mode their result rows; the windows the watermark closed are
  * written (append mode) and evicted; complete mode rewrites the result
  * from every group.

@@ -239,6 +239,15 @@ held_store_begin(HeldStore *h, BatchState *b)
 	h->state = HELD_TABLE;
 	if (h->store == NULL && h->join == NULL)
 		return;
+
+	/*
+	 * A store that cannot vouch for what it holds lets go of it at once: the
+	 * batch loads it again or runs without it, and rows it kept back in
+	 * batches rolled back since must not reach the tables, not even by the
+	 * sync that ends a run_available whose batches find nothing to read.
+	 */
+	if (!kept_vouches(h, b->catalog_xmin))
+		kept_invalidate(h);
 	if (h->table_mode && ++h->table_mode_batches % 100 != 0)
 	{
 		/*

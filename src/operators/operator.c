@@ -77,6 +77,22 @@ operators_sync(Operator *chain)
 			op->ops->sync(op);
 }
 
+void
+operators_sync_for_checkpoint(Operator *chain, const Oid *unlogged, int n)
+{
+	for (Operator *op = chain; op != NULL; op = op->next)
+	{
+		bool		from_memory = false;
+
+		if (op->ops->sync == NULL)
+			continue;
+		for (int i = 0; i < n && !from_memory; i++)
+			from_memory = op->ops->writes_checkpoint(op, unlogged[i]);
+		if (!from_memory)
+			op->ops->sync(op);
+	}
+}
+
 bool
 operators_writes_checkpoint(Operator *chain, Oid unlogged)
 {

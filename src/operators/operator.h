@@ -141,9 +141,10 @@ typedef struct OperatorOps
 
 	/*
 	 * Write into the operator's tables what it keeps back in memory only
-	 * (NULL: never anything), before anything reads them: a checkpoint, or
-	 * the end of batches that share one transaction (runner.h).  (A store
-	 * that stops fitting in memory writes what it kept back itself.)
+	 * (NULL: never anything), before anything reads them: a checkpoint
+	 * that copies them (not one the operator writes from memory), or the
+	 * end of batches that share one transaction (runner.h).  (A store that
+	 * stops fitting in memory writes what it kept back itself.)
 	 */
 	void		(*sync) (Operator *op);
 
@@ -200,6 +201,13 @@ extern int64 operators_state_rows(Operator *chain, BatchState *b);
 extern void operators_end(Operator *chain, TransactionId catalog_xmin);
 extern void operators_invalidate(Operator *chain);
 extern void operators_sync(Operator *chain);
+
+/*
+ * The sync of the operators whose tables (of unlogged[0..n)) a checkpoint
+ * reads: not of one that writes its checkpoint from memory
+ * (writes_checkpoint), which needs no row it keeps back.
+ */
+extern void operators_sync_for_checkpoint(Operator *chain, const Oid *unlogged, int n);
 
 /*
  * Checkpoints (checkpoint.c): does an operator of the chain write the

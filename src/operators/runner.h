@@ -42,9 +42,10 @@ typedef struct QueryRunner
 									 * transaction (run_available): they
 									 * may keep rows back from their tables
 									 * until operators_sync, which run.c
-									 * calls after the last (checkpoints,
-									 * and a store that stops fitting in
-									 * memory, before they read them) */
+									 * calls after the last (a checkpoint
+									 * that copies a table, and a store that
+									 * stops fitting in memory, before they
+									 * read them) */
 } QueryRunner;
 
 /*

@@ -30,10 +30,10 @@
  * closes when the watermark passes its end.
  *
  * The state table is the store's persisted form: at every commit it holds
- * exactly the open groups (batches that share one transaction write the
- * rows they changed once, at store_sync).  Each entry knows the location (TID) of its row
- * there, of its row in the logged checkpoint table, and of its row in the
- * result table as last written; the store writes only the rows of changed
+ * exactly the open groups (batches that share one transaction keep the
+ * rows they change back until store_sync).  Each entry knows the location
+ * (TID) of its row there, of its row in the logged checkpoint table, and
+ * of its row in the result table as last written; the store writes only the rows of changed
  * groups, by location, with no index probe and no ON CONFLICT.  So a batch
  * costs its rows plus the groups it changes, and a checkpoint the groups
  * changed since the one before.  Nothing in a batch scans the whole state.
@@ -233,8 +233,9 @@ extern void store_write_changed(StateStore *s, bool keep_back);
 /*
  * store_sync
  *		Write the state rows that store_write_changed kept back, before
- *		anything reads the state table: a checkpoint, the query on its table
- *		(the store no longer fits in memory), the end of the batches.
+ *		anything reads the state table: the query on its table (the store
+ *		no longer fits in memory), the end of the batches.  (Its checkpoint
+ *		is written from memory, kept rows or not.)
  */
 extern void store_sync(StateStore *s);
 

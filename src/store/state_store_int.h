@@ -46,6 +46,8 @@
 #define GROUP_NO_TIME		0x20	/* a dedup key without an event time */
 #define GROUP_FOLDING		0x40	/* its batch rows fold apart (fold_pos) */
 #define GROUP_STATE_KEPT	0x80	/* its state row waits for store_sync */
+/* in ckpt_dirty: for the next checkpoint, or for store_sync, or both */
+#define GROUP_IN_DIRTY		(GROUP_CKPT_DIRTY | GROUP_STATE_KEPT)
 
 /* Rows a result statement writes: a list of StoreRows kind per group. */
 #define NUM_STORE_ROWS (STORE_ROWS_CLOSED + 1)
@@ -74,7 +76,7 @@ typedef struct StoreGroup
 	int32		rows_pos;		/* its entry in that list */
 	int32		fold_pos;		/* GROUP_FOLDING: its entry in the folds */
 	dlist_node	changed_node;	/* in the batch's changed groups */
-	dlist_node	ckpt_node;		/* in the groups changed since the checkpoint */
+	dlist_node	ckpt_node;		/* in ckpt_dirty (GROUP_IN_DIRTY) */
 
 	/*
 	 * A window's group is in its window's groups; a session has its session
@@ -228,7 +230,8 @@ struct StateStore
 	int64		max_key_times;
 	dlist_head	changed;
 	int64		nchanged;		/* groups in changed */
-	dlist_head	ckpt_dirty;
+	dlist_head	ckpt_dirty;		/* groups changed since the checkpoint, and
+								 * groups whose state rows are kept back */
 
 	/*
 	 * Merging a batch's rows (merge_receive): the partials of the rows of
@@ -250,8 +253,8 @@ struct StateStore
 
 	bool		loaded;
 	bool		in_batch;		/* a batch began and has not ended */
-	bool		kept_back;		/* groups of GROUP_STATE_KEPT (all in
-								 * ckpt_dirty) wait for store_sync */
+	bool		kept_back;		/* groups of GROUP_STATE_KEPT (in ckpt_dirty)
+								 * wait for store_sync */
 	TransactionId catalog_xmin; /* who last wrote the query's catalog row */
 	Oid			state_file;		/* the tables' relfilenodes as loaded: a */
 	Oid			ckpt_file;		/* rewrite (VACUUM FULL, CLUSTER) moves every

@@ -66,7 +66,11 @@ store_invalidate(StateStore *s)
 		rows_clear(s, i);
 	s->loaded = false;
 	s->in_batch = false;
-	/* rows kept back go with the groups: the tables roll back or are rewritten */
+	/*
+	 * Rows kept back go with the groups: the store lets go of them only
+	 * where it no longer vouches for them (their transaction rolled back,
+	 * or the tables were rewritten), or after store_sync.
+	 */
 	s->kept_back = false;
 	s->catalog_xmin = InvalidTransactionId;
 }
@@ -411,27 +415,34 @@ row_writer_end(RowWriter *w)
 
 /*
  * The rows of groups gone are deleted at once (they are where the store
- * put them), those of the changed groups written or, keep_back, marked.
- * A group kept back is in ckpt_dirty (changed since the checkpoint, which
- * syncs first), where store_sync finds it; a kept group that leaves the
- * store leaves that list, and its row, if an earlier batch wrote one, goes
- * as any group's row does.
+ * put them), those of the changed groups written or, keep_back, marked.  A
+ * group kept back is in ckpt_dirty, where store_sync finds it (and a
+ * checkpoint, which writes its checkpoint row from memory, leaves it); a
+ * kept group that leaves the store leaves that list, and its row, if one
+ * was written before, goes as any group's row does.  Without rows to
+ * delete, a batch that keeps its rows back does not open the table.
  */
 void
 store_write_changed(StateStore *s, bool keep_back)
 {
 	RowWriter	w;
+	bool		writes = !keep_back || s->state_gone.n > 0;
 	MemoryContext old;
 	dlist_iter	it;
 
 	Assert(s->loaded && s->in_batch);
-	row_writer_begin(&w, s, s->state_table);
+	if (writes)
+		row_writer_begin(&w, s, s->state_table);
 	old = MemoryContextSwitchTo(s->temp_cxt);
-	tid_list_delete_rows(&s->state_gone, w.rel);
+	if (writes)
+		tid_list_delete_rows(&s->state_gone, w.rel);
 	dlist_foreach(it, &s->changed)
 	{
 		StoreGroup *g = dlist_container(StoreGroup, changed_node, it.cur);
 
+		if (!(g->flags & GROUP_IN_DIRTY))
+			dlist_push_tail(&s->ckpt_dirty, &g->ckpt_node);
+		g->flags |= GROUP_CKPT_DIRTY;
 		if (keep_back)
 		{
 			g->flags |= GROUP_STATE_KEPT;
@@ -445,14 +456,10 @@ store_write_changed(StateStore *s, bool keep_back)
 		/* a dedup key is written once, by the batch that made it */
 		if (s->plan.dedup && !(g->flags & GROUP_NO_TIME))
 			key_times_push(s, g);
-		if (!(g->flags & GROUP_CKPT_DIRTY))
-		{
-			g->flags |= GROUP_CKPT_DIRTY;
-			dlist_push_tail(&s->ckpt_dirty, &g->ckpt_node);
-		}
 	}
 	MemoryContextSwitchTo(old);
-	row_writer_end(&w);
+	if (writes)
+		row_writer_end(&w);
 }
 
 void
@@ -460,14 +467,15 @@ store_sync(StateStore *s)
 {
 	RowWriter	w;
 	MemoryContext old;
-	dlist_iter	it;
+	dlist_mutable_iter it;
 
 	if (!s->kept_back)
 		return;
-	Assert(s->loaded);
+	/* (a batch that failed left in_batch: held_store_begin lets go of it) */
+	Assert(s->loaded && !s->in_batch);
 	row_writer_begin(&w, s, s->state_table);
 	old = MemoryContextSwitchTo(s->temp_cxt);
-	dlist_foreach(it, &s->ckpt_dirty)
+	dlist_foreach_modify(it, &s->ckpt_dirty)
 	{
 		StoreGroup *g = dlist_container(StoreGroup, ckpt_node, it.cur);
 
@@ -475,6 +483,8 @@ store_sync(StateStore *s)
 			continue;
 		row_writer_put(&w, group_tuple(s, g), &g->state_tid);
 		g->flags &= ~GROUP_STATE_KEPT;
+		if (!(g->flags & GROUP_CKPT_DIRTY))
+			dlist_delete(&g->ckpt_node);
 	}
 	MemoryContextSwitchTo(old);
 	row_writer_end(&w);
@@ -488,7 +498,7 @@ store_checkpoint(StateStore *s)
 	MemoryContext old;
 	dlist_mutable_iter it;
 
-	Assert(s->loaded && s->in_batch && !s->kept_back);
+	Assert(s->loaded && s->in_batch);
 	row_writer_begin(&w, s, s->checkpoint_table);
 	old = MemoryContextSwitchTo(s->temp_cxt);
 	tid_list_delete_rows(&s->ckpt_gone, w.rel);
@@ -496,11 +506,14 @@ store_checkpoint(StateStore *s)
 	{
 		StoreGroup *g = dlist_container(StoreGroup, ckpt_node, it.cur);
 
+		if (!(g->flags & GROUP_CKPT_DIRTY))
+			continue;
 		row_writer_put(&w, group_tuple(s, g), &g->ckpt_tid);
 		g->flags &= ~GROUP_CKPT_DIRTY;
-		dlist_delete(&g->ckpt_node);
+		/* a group kept back stays for store_sync */
+		if (!(g->flags & GROUP_STATE_KEPT))
+			dlist_delete(&g->ckpt_node);
 	}
-	dlist_init(&s->ckpt_dirty);
 	MemoryContextSwitchTo(old);
 	row_writer_end(&w);
 }

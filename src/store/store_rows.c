@@ -135,7 +135,7 @@ group_unlink(StateStore *s, StoreGroup *g)
 {
 	if (ItemPointerIsValid(&g->ckpt_tid))
 		tid_list_add(&s->ckpt_gone, &g->ckpt_tid);
-	if (g->flags & GROUP_CKPT_DIRTY)
+	if (g->flags & GROUP_IN_DIRTY)
 		dlist_delete(&g->ckpt_node);
 	if (g->flags & GROUP_CHANGED)
 	{

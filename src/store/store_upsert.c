@@ -9,9 +9,9 @@
  * MERGE_LAST.  The upsert operator (op_upsert.c) takes a batch's rows in
  * order through store_upsert, which gives back the row each key had, for
  * the operator to retract.  The state table follows at
- * store_write_changed: the changed keys' rows written by location, the
- * deleted keys' rows deleted there (state_gone), and the checkpoint at
- * store_checkpoint as for any store.
+ * store_write_changed: the changed keys' rows written by location (or kept
+ * back until store_sync), the deleted keys' rows deleted there
+ * (state_gone), and the checkpoint at store_checkpoint as for any store.
  *
  *-------------------------------------------------------------------------
  */

@@ -38,9 +38,10 @@
 #   5. In every part, after many batches: the checkpoint table equals the
 #      state table (or the table of dedup keys), row for row.
 #   6. run_available, whose batches share one transaction and keep their
-#      state rows back until a checkpoint, the cap or the run's end: fewer
-#      rows written than batch by batch, the state tables exact after it,
-#      a new session's batch, a crash after it, and the cap crossed in its
+#      state rows back until the cap or the run's end (checkpoints are
+#      written from memory): fewer rows written than batch by batch, the
+#      state tables exact after it, a new session's batches, a crash after
+#      it, a run that fails in its middle, and the cap crossed in its
 #      middle.
 #
 # Exact at every step means: the result table equals plain SQL over the
@@ -852,9 +853,10 @@ $sb->quit;
 # The batches of a run_available run in the caller's transaction, where
 # nobody else sees the state tables before the commit, and a failure rolls
 # back all the batches did: the stores keep their changed groups' state
-# rows back and write them once something reads the table (a checkpoint,
-# every 3 batches here; the query on its table, once its state outgrows
-# streamwin.state_memory) and at the end of the run.  Three queries over
+# rows back and write them once something reads the table (the query on
+# its table, once its state outgrows streamwin.state_memory) and at the end
+# of the run; their checkpoints (every 3 batches here) are written from
+# memory, kept rows or not.  Three queries over
 # one table source, 250 events a batch: r_win and r_run as c_win and c_run
 # in part 4, and r_dedup, a deduplicating transform of events sent twice;
 # r_each, r_win again, runs its batches with run_batch, each writing its
@@ -934,7 +936,7 @@ my $s6 = store_session($node);
 # the watermark in the middle of the run, and groups change in batch after
 # batch.  r_each's batches, one run_batch each, in one transaction too,
 # write their changed groups' rows every batch; r_win's write those still
-# open at its checkpoints and its end: fewer.
+# open at its end: fewer.
 events6(4000, 'g % 100', 10);
 {
 	my $written = sub {
@@ -979,16 +981,37 @@ for my $q (qw(r_win r_run r_dedup))
 }
 check_part6('after the crash');
 
-# (d) the cap lowered in the session: 16,000 events, half of them of new
+# (d) a run that fails in its middle: a CHECK constraint on r_run's result
+# that the sixth of its batches breaks, after five kept their rows back.
+# Another session then catches up, and a run of the first session, which
+# finds nothing to read, must not write the rows its failed run kept back
+# into the state table the other session wrote.
+{
+	my $max = $node->safe_psql('postgres', 'SELECT max(n) FROM r_run');
+	psql_ok($node, "ALTER TABLE r_run ADD CONSTRAINT r_run_small CHECK (n <= $max + 5)",
+		'r_run: a constraint that its batches break after 1,500 events');
+	events6(3000, 'g % 300', 10);
+	my ($out, $err) = sess($s6, "SELECT streamwin.run_available('r_run') IS NOT NULL");
+	like($err, qr/violates check constraint "r_run_small"/, 'r_run: the run fails in its middle');
+	psql_ok($node, 'ALTER TABLE r_run DROP CONSTRAINT r_run_small', 'r_run: the constraint dropped');
+	psql_ok($node, "CALL streamwin.catch_up('$_')", "$_: another session catches up") for qw(r_win r_run r_dedup);
+	sess_ok($s6, "SELECT streamwin.run_available('$_') IS NOT NULL") for qw(r_win r_run r_dedup);
+	check_part6('after a failed run, another session\'s batches and an empty run');
+}
+
+# (e) the cap lowered in the session: 16,000 events, half of them of new
 # keys, make r_win and r_run outgrow 1MB in the middle of a run, whose
 # stores write what they kept back before the queries go on on their
-# state tables, where the other half's groups change
+# state tables, where the other half's groups change.
 sess_ok($s6, "SET streamwin.state_memory = '1MB'");
 events6(16000, 'CASE WHEN g % 2 = 0 THEN 1000 + g ELSE g % 300 END', 1);
-run6($s6, 'in (d)', qw(r_win r_run r_dedup));
+run6($s6, 'in (e)', qw(r_win r_run r_dedup));
 is(join(' ', map { store_switches($node, $_) } qw(r_win r_run)), '1/0 1/0',
 	'r_win and r_run: their state no longer fits in streamwin.state_memory');
 check_part6('after the state outgrew the cap in the middle of run_available');
+sess_ok($s6, 'RESET streamwin.state_memory');
+checkpoint_matches($node, $_, $s6, sub { events6(20, 'g % 300', 10) }, 'at the end of part 6') for qw(r_win r_run);
+checkpoint_matches($node, 'r_dedup', $s6, sub { events6(20, 'g % 300', 10) }, 'at the end of part 6', 'dedup');
 $s6->quit;
 
 $node->stop;

@@ -34,8 +34,11 @@
 #   4. Plain partials of one row: every plain kind over NULLs, FILTERs, row
 #      values and rows that share a key and a time, in update and append
 #      mode.
-#   In parts 1-3, after many batches: the checkpoint table equals the state
-#   table, row for row.
+#   5. run_available, whose batches share one transaction: the store keeps
+#      the state rows of the sessions they change back until the end of the
+#      run, while sessions merge, start earlier and close.
+#   In parts 1-3 and 5, after many batches: the checkpoint table equals the
+#   state table, row for row.
 use strict;
 use warnings;
 
@@ -410,6 +413,70 @@ $p4->quit;
 ok( $node->safe_psql('postgres',
 		q{SELECT count(*) FROM (SELECT k, ts FROM ev4 GROUP BY k, ts HAVING count(*) > 1) d}) > 20,
 	'part 4: many rows share their key and event time');
+
+# ==== 5. run_available: batches that share one transaction ===================
+
+# The batches of a run_available write their changed sessions' state rows
+# at the end of the run (their checkpoints, every 3 batches here, are
+# written from memory); a session merged into another or closed before is
+# not written, or its row (written before) is deleted.  Update
+# mode with a transition state (the executor builds a batch's sessions)
+# and append mode of plain values (each row a session), 40 keys whose
+# events arrive up to 30 s out of order, 250 a batch.
+psql_ok($node, q{
+CREATE TABLE ev5 (id bigserial, k int, v int, ts timestamptz, at_ms bigint);
+SELECT streamwin.create_table_source('s5', 'ev5', '{"max_records_per_batch": 250}');
+SELECT streamwin.create_query('r_update',
+    $q$SELECT k, count(*) AS n, sum(v) AS s, min(v) AS lo, max(v) AS hi, var_samp(v) AS var
+       FROM s5 GROUP BY streamwin.session(ts, '10 seconds'), k$q$,
+    watermark => '1 minute', output_mode => 'update', start => false);
+SELECT streamwin.create_query('r_append',
+    $q$SELECT k, count(*) AS n, sum(v) AS s, min(v) AS lo, max(v) AS hi
+       FROM s5 GROUP BY streamwin.session(ts, '10 seconds'), k$q$,
+    watermark => '1 minute', start => false);
+}, 'part 5: two session queries over a table source');
+
+sub check_part5
+{
+	my ($when) = @_;
+	my $wm = "(SELECT max(ts) - interval '1 minute' FROM ev5)";
+	results_match($node, "SELECT $VCOLS FROM r_update", want_sessions('ev5', undef, 1),
+		"r_update: every session $when");
+	state_matches('ev5', 'r_update', $wm, "r_update: its state table holds the open sessions $when");
+	results_match($node, "SELECT $COLS FROM r_append", want_sessions('ev5', "window_end <= $wm"),
+		"r_append: the closed sessions $when");
+	state_matches('ev5', 'r_append', $wm, "r_append: its state table holds the open sessions $when");
+	return;
+}
+
+my $s5 = store_session($node);
+for my $round (1 .. 3)
+{
+	psql_ok($node, "CALL events('ev5', 2500, 'abs(hashint4(b + g + $round)) % 40', 200)");
+	for my $q (qw(r_update r_append))
+	{
+		my ($batches) = sess($s5, "SELECT streamwin.run_available('$q')->>'batches'");
+		cmp_ok($batches // 0, '>', 3, "part 5, round $round: $q ran its batches in one run_available");
+	}
+	check_part5("after run_available, round $round");
+}
+$s5->quit;
+cmp_ok($node->safe_psql('postgres', q{
+SELECT count(*) FROM (
+  SELECT 1 FROM r_update u JOIN ev5 e ON e.k = u.k AND e.ts >= u.window_start AND e.ts < u.window_end
+   GROUP BY u.window_start, u.k HAVING min((e.id - 1) / 250) < max((e.id - 1) / 250)) x}), '>', 50,
+	'part 5: many sessions hold events of several batches');
+# a new session's batches find what the runs kept back
+psql_ok($node, "CALL events('ev5', 500, 'abs(hashint4(b + g)) % 40', 200)");
+psql_ok($node, "CALL streamwin.catch_up('$_')", "part 5: a new session catches $_ up") for qw(r_update r_append);
+check_part5("after a new session's batches");
+{
+	my $s = store_session($node);
+	checkpoint_matches($node, $_, $s, sub { $node->safe_psql('postgres', "CALL events('ev5', 20, '(b + g) % 40', 300)") },
+		'at the end of part 5')
+	  for qw(r_update r_append);
+	$s->quit;
+}
 
 $node->stop;
 done_testing();
