@@ -462,12 +462,36 @@ store_write_changed(StateStore *s, bool keep_back)
 		row_writer_end(&w);
 }
 
+/*
+ * Write the row of each group of ckpt_dirty marked `mark` (GROUP_STATE_KEPT:
+ * its state row; GROUP_CKPT_DIRTY: its checkpoint row) into w's table,
+ * clear the mark, and take the group off the list unless it has the
+ * other.  In the store's temp_cxt.
+ */
+static void
+write_marked(StateStore *s, RowWriter *w, uint8 mark)
+{
+	dlist_mutable_iter it;
+
+	dlist_foreach_modify(it, &s->ckpt_dirty)
+	{
+		StoreGroup *g = dlist_container(StoreGroup, ckpt_node, it.cur);
+
+		if (!(g->flags & mark))
+			continue;
+		row_writer_put(w, group_tuple(s, g),
+					   mark == GROUP_STATE_KEPT ? &g->state_tid : &g->ckpt_tid);
+		g->flags &= ~mark;
+		if (!(g->flags & GROUP_IN_DIRTY))
+			dlist_delete(&g->ckpt_node);
+	}
+}
+
 void
 store_sync(StateStore *s)
 {
 	RowWriter	w;
 	MemoryContext old;
-	dlist_mutable_iter it;
 
 	if (!s->kept_back)
 		return;
@@ -475,45 +499,27 @@ store_sync(StateStore *s)
 	Assert(s->loaded && !s->in_batch);
 	row_writer_begin(&w, s, s->state_table);
 	old = MemoryContextSwitchTo(s->temp_cxt);
-	dlist_foreach_modify(it, &s->ckpt_dirty)
-	{
-		StoreGroup *g = dlist_container(StoreGroup, ckpt_node, it.cur);
-
-		if (!(g->flags & GROUP_STATE_KEPT))
-			continue;
-		row_writer_put(&w, group_tuple(s, g), &g->state_tid);
-		g->flags &= ~GROUP_STATE_KEPT;
-		if (!(g->flags & GROUP_CKPT_DIRTY))
-			dlist_delete(&g->ckpt_node);
-	}
+	write_marked(s, &w, GROUP_STATE_KEPT);
 	MemoryContextSwitchTo(old);
 	row_writer_end(&w);
 	s->kept_back = false;
 }
 
+/*
+ * The checkpoint rows of the groups changed since the last checkpoint
+ * (groups kept back stay listed for store_sync).
+ */
 void
 store_checkpoint(StateStore *s)
 {
 	RowWriter	w;
 	MemoryContext old;
-	dlist_mutable_iter it;
 
 	Assert(s->loaded && s->in_batch);
 	row_writer_begin(&w, s, s->checkpoint_table);
 	old = MemoryContextSwitchTo(s->temp_cxt);
 	tid_list_delete_rows(&s->ckpt_gone, w.rel);
-	dlist_foreach_modify(it, &s->ckpt_dirty)
-	{
-		StoreGroup *g = dlist_container(StoreGroup, ckpt_node, it.cur);
-
-		if (!(g->flags & GROUP_CKPT_DIRTY))
-			continue;
-		row_writer_put(&w, group_tuple(s, g), &g->ckpt_tid);
-		g->flags &= ~GROUP_CKPT_DIRTY;
-		/* a group kept back stays for store_sync */
-		if (!(g->flags & GROUP_STATE_KEPT))
-			dlist_delete(&g->ckpt_node);
-	}
+	write_marked(s, &w, GROUP_CKPT_DIRTY);
 	MemoryContextSwitchTo(old);
 	row_writer_end(&w);
 }
