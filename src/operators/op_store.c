@@ -235,6 +235,8 @@ held_store_load(HeldStore *h, BatchState *b)
 void
 held_store_begin(HeldStore *h, BatchState *b)
 {
+	bool		vouches;
+
 	h->active = false;
 	h->state = HELD_TABLE;
 	if (h->store == NULL && h->join == NULL)
@@ -246,7 +248,8 @@ held_store_begin(HeldStore *h, BatchState *b)
 	 * batches rolled back since must not reach the tables, not even by the
 	 * sync that ends a run_available whose batches find nothing to read.
 	 */
-	if (!kept_vouches(h, b->catalog_xmin))
+	vouches = kept_vouches(h, b->catalog_xmin);
+	if (!vouches)
 		kept_invalidate(h);
 	if (h->table_mode && ++h->table_mode_batches % 100 != 0)
 	{
@@ -266,8 +269,7 @@ held_store_begin(HeldStore *h, BatchState *b)
 	 * would make them (a scan of each table, as a load), and the worker
 	 * would load before long all the same, dropping them.
 	 */
-	if (h->cold_allowed && !h->table_mode && !b->replay &&
-		!kept_vouches(h, b->catalog_xmin) &&
+	if (h->cold_allowed && !h->table_mode && !b->replay && !vouches &&
 		!(h->join != NULL && b->runner->in_worker && tables_unindexed(h, false)))
 	{
 		h->state = HELD_PENDING;

@@ -33,10 +33,11 @@
  * exactly the open groups (batches that share one transaction keep the
  * rows they change back until store_sync).  Each entry knows the location
  * (TID) of its row there, of its row in the logged checkpoint table, and
- * of its row in the result table as last written; the store writes only the rows of changed
- * groups, by location, with no index probe and no ON CONFLICT.  So a batch
- * costs its rows plus the groups it changes, and a checkpoint the groups
- * changed since the one before.  Nothing in a batch scans the whole state.
+ * of its row in the result table as last written; the store writes only
+ * the rows of changed groups, by location, with no index probe and no ON
+ * CONFLICT.  So a batch costs its rows plus the groups it changes, and a
+ * checkpoint the groups changed since the one before.  Nothing in a batch
+ * scans the whole state.
  *
  * Memory and tables stay consistent: the store remembers which transaction
  * last wrote the query's catalog row (every batch does, as do reset_query
