@@ -83,12 +83,9 @@ column_named(TupleDesc desc, Form_pg_attribute att)
 	return -1;
 }
 
-/*
- * Would INSERT INTO rel (the columns of desc) SELECT ... do anything for
- * a row but store it, check its constraints and insert its index entries?
- */
-static bool
-insert_is_plain(Relation rel, TupleDesc desc)
+/* See result_insert.h */
+bool
+result_insert_plain(Relation rel, TupleDesc desc)
 {
 	TupleDesc	td = RelationGetDescr(rel);
 	int			mapped = 0;
@@ -145,7 +142,7 @@ result_insert_possible(Oid relid, SPIPlanPtr plan)
 	rel = try_table_open(relid, RowExclusiveLock);
 	if (rel == NULL)
 		return false;
-	possible = insert_is_plain(rel, desc);
+	possible = result_insert_plain(rel, desc);
 	table_close(rel, NoLock);
 	return possible;
 }

@@ -11,6 +11,7 @@
 
 #include "executor/spi.h"
 #include "tcop/dest.h"
+#include "utils/relcache.h"
 
 /*
  * result_insert_possible
@@ -23,6 +24,15 @@
  *		Must be called inside a transaction.
  */
 extern bool result_insert_possible(Oid relid, SPIPlanPtr plan);
+
+/*
+ * result_insert_plain
+ *		Would INSERT INTO rel (the columns of desc, by name) SELECT ... do
+ *		anything for a row but store it, check its constraints and insert
+ *		its index entries?  (result_insert_possible, for rows that are not
+ *		a plan's.)
+ */
+extern bool result_insert_plain(Relation rel, TupleDesc desc);
 
 /*
  * result_insert_receiver

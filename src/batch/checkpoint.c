@@ -53,9 +53,10 @@ bool		streamwin_table_checkpoint_every_batch = true;
 int			streamwin_checkpoint_min_interval = 10000;	/* ms */
 
 /*
- * A join side's checkpoint is written anew past twice its join table's
- * pages plus these; if it cannot be (its lock), its rows out of reach are
- * deleted past CHECKPOINT_DELETE_FACTOR times.
+ * A join side's checkpoint is written anew past twice its state's pages
+ * (its join table's, and about those of the rows kept back from it) plus
+ * these; if it cannot be (its lock), its rows out of reach are deleted past
+ * CHECKPOINT_DELETE_FACTOR times.
  */
 #define CHECKPOINT_SLACK_PAGES 8
 #define CHECKPOINT_DELETE_FACTOR 8
@@ -353,14 +354,18 @@ checkpoint_restore(QueryRunner *r)
 	return ckpt;
 }
 
-/* Has a join side's checkpoint table grown past factor times its join table? */
+/*
+ * Has a join side's checkpoint table grown past factor times its state: its
+ * join table, and the rows its operator keeps back from that in memory?
+ */
 static bool
-checkpoint_outgrown(const StateTablePair *pair, int factor)
+checkpoint_outgrown(QueryRunner *r, const StateTablePair *pair, int factor)
 {
 	Relation	logged = table_open(pair->logged, AccessShareLock);
 	Relation	unlogged = table_open(pair->unlogged, AccessShareLock);
+	int64		kept_pages = operators_kept_bytes(r->operators, pair->unlogged) / BLCKSZ;
 	bool		outgrown = RelationGetNumberOfBlocks(logged) >
-		factor * RelationGetNumberOfBlocks(unlogged) + CHECKPOINT_SLACK_PAGES;
+		factor * (RelationGetNumberOfBlocks(unlogged) + kept_pages) + CHECKPOINT_SLACK_PAGES;
 
 	table_close(unlogged, AccessShareLock);
 	table_close(logged, AccessShareLock);
@@ -370,15 +375,19 @@ checkpoint_outgrown(const StateTablePair *pair, int factor)
 /*
  * A CHECKPOINT_ROWS pair's checkpoint: the rows of the batches since the
  * last checkpoint added, and those the batches since changed (the last
- * checkpoint's batch id is recorded after this).  A dedup table's rows out
+ * checkpoint's batch id is recorded after this).  Rows an operator keeps
+ * back from the table (a join store's, in batches that share a
+ * transaction) it adds itself, from memory, before the table's are copied
+ * (operators_checkpoint_kept).  A dedup table's rows out
  * of reach at this watermark are deleted first, as the batches deleted
  * them.  A join side's stay: a restore leaves them out (checkpoint_restore),
  * and they can match no row a later batch reads, which comes after the
  * watermark.  So the checkpoint of a join, whose rows wait minutes for a
  * match and most of which a checkpoint catches, is appended to, without an
  * index to find those rows again and a deletion of each; once the table
- * holds more than twice what the join table does, it is written anew from
- * the join table, whose rows are exactly those in reach.  That TRUNCATE
+ * holds more than twice what the join's state does, it is written anew
+ * from the join table and the rows kept back, which are exactly those in
+ * reach.  That TRUNCATE
  * takes a lock that a dump's conflicts with: under a dump the checkpoint
  * is appended to, and written anew at a later one; grown much further
  * (a dump that lasts, a session idle in a transaction that read it), its
@@ -387,21 +396,23 @@ checkpoint_outgrown(const StateTablePair *pair, int factor)
 static void
 checkpoint_rows(QueryRunner *r, const StateTablePair *pair, bool has_wm, TimestampTz wm)
 {
-	const char *last = psprintf(INT64_FORMAT, catalog_checkpoint_batch(r->query_id));
+	int64		last_batch = catalog_checkpoint_batch(r->query_id);
+	const char *last = psprintf(INT64_FORMAT, last_batch);
 	const JoinSidePlan *versioned = versioned_side(pair);
 	TimestampTz cutoff;
 	bool		has_cutoff = pair_cutoff(pair, has_wm, wm, &cutoff);
 
 	if (pair->join_side != NULL)
 	{
-		if (checkpoint_outgrown(pair, 2) &&
+		if (checkpoint_outgrown(r, pair, 2) &&
 			ConditionalLockRelationOid(pair->logged, AccessExclusiveLock))
 		{
 			run_catalog(psprintf("TRUNCATE %s", qualified_relname(pair->logged)), r->query_id);
+			operators_checkpoint_kept(r->operators, pair->unlogged, pair->logged, -1);
 			copy_rows(pair->logged, psprintf("SELECT * FROM %s", qualified_relname(pair->unlogged)));
 			return;
 		}
-		has_cutoff = has_cutoff && checkpoint_outgrown(pair, CHECKPOINT_DELETE_FACTOR);
+		has_cutoff = has_cutoff && checkpoint_outgrown(r, pair, CHECKPOINT_DELETE_FACTOR);
 	}
 	if (has_cutoff)
 	{
@@ -412,6 +423,7 @@ checkpoint_rows(QueryRunner *r, const StateTablePair *pair, bool has_wm, Timesta
 								  quote_identifier(pair->time_column)),
 						 1, types, args);
 	}
+	operators_checkpoint_kept(r->operators, pair->unlogged, pair->logged, last_batch);
 	copy_rows(pair->logged, psprintf("SELECT * FROM %s WHERE %s > %s%s", qualified_relname(pair->unlogged),
 									 quote_identifier(pair->batch_column), last,
 									 versioned == NULL ? "" :
@@ -487,7 +499,11 @@ checkpoint_take(QueryRunner *r, int64 batch_id, bool has_wm, TimestampTz wm, boo
 			return false;
 		}
 	}
-	/* the tables the copies read get what their operators kept back */
+	/*
+	 * The tables the copies read get what their operators kept back, but
+	 * from an operator that writes those rows into the checkpoint itself
+	 * (checkpoint_rows).
+	 */
 	{
 		Oid			unlogged[MAX_STATE_TABLES];
 
@@ -505,6 +521,10 @@ checkpoint_take(QueryRunner *r, int64 batch_id, bool has_wm, TimestampTz wm, boo
 			checkpoint_rows(r, &pairs[i], has_wm, wm);
 			continue;
 		}
+		/* rows kept back go only where the rows of batches are copied */
+		if (operators_kept_bytes(r->operators, pairs[i].unlogged) > 0)
+			elog(ERROR, "streamwin: query \"%s\" keeps rows back from a table whose checkpoint is copied whole",
+				 r->query->name);
 		/* TRUNCATE rather than DELETE: no dead tuples left behind each time */
 		run_catalog(psprintf("TRUNCATE %s", qualified_relname(pairs[i].logged)), r->query_id);
 		copy_rows(pairs[i].logged, psprintf("SELECT * FROM %s", qualified_relname(pairs[i].unlogged)));

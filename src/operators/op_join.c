@@ -17,10 +17,10 @@
  * with the other side's new rows as join_batch_rows(-source_id), which this
  * operator adds to the batch's input, found in memory (and the first
  * side's new rows and those as one input, JOIN_ROWS_AND_STATE); the new
- * rows go into memory and the join tables (in run_available, whose batches share
- * a transaction, into the tables only if still held when something reads
- * them or the run ends), and the rows out of reach leave both, the tables
- * by their location.  The store is held as every store is
+ * rows go into memory and the join tables (in run_available, whose batches
+ * share a transaction, into the tables only if still held when the run
+ * ends: a checkpoint among them gets them from memory), and the rows out
+ * of reach leave both, the tables by their location.  The store is held as every store is
  * (op_store.h): when the state does not fit, the operator finds those
  * rows in the join tables by SQL instead (STMT_JOIN_STATE_ROWS_0), with
  * the indexes that needs ("table mode"), and every 100 batches tries
@@ -580,6 +580,46 @@ join_checkpoint(Operator *op, Oid unlogged)
 {
 }
 
+/*
+ * The side whose join table is unlogged, if its store runs the batch in
+ * memory (and so may keep rows back), or -1.
+ */
+static int
+held_side(JoinOp *j, Oid unlogged)
+{
+	if (!j->held.active || j->held.join == NULL)
+		return -1;
+	for (int s = 0; s < 2; s++)
+		if (j->op.runner->query->sources[s].join_table == unlogged)
+			return s;
+	return -1;
+}
+
+/*
+ * A checkpoint copies a join table's rows of the batches since the last one
+ * (checkpoint.c): those the store keeps back it writes from memory, and
+ * keeps back, so that a checkpoint in the middle of run_available writes
+ * no row into the join tables (a row that goes before the run ends is
+ * never written there), unless the checkpoint table is not one it can
+ * write as the copy would (join_store_checkpoint_kept).
+ */
+static void
+join_checkpoint_kept(Operator *op, Oid unlogged, Oid logged, int64 since_batch)
+{
+	int			s = held_side(JOIN(op), unlogged);
+
+	if (s >= 0)
+		join_store_checkpoint_kept(JOIN(op)->held.join, s, logged, since_batch);
+}
+
+static int64
+join_kept_bytes(Operator *op, Oid unlogged)
+{
+	int			s = held_side(JOIN(op), unlogged);
+
+	return s >= 0 ? join_store_kept_bytes(JOIN(op)->held.join, s) : 0;
+}
+
 /* The rows the store kept back go into the join tables. */
 static void
 join_sync(Operator *op)
@@ -614,6 +654,8 @@ static const OperatorOps join_ops = {
 	.emit = join_emit,
 	.writes_checkpoint = join_writes_checkpoint,
 	.checkpoint = join_checkpoint,
+	.checkpoint_kept = join_checkpoint_kept,
+	.kept_bytes = join_kept_bytes,
 	.defers_checkpoint = join_defers_checkpoint,
 	.sync = join_sync,
 	.state_rows = join_state_rows,

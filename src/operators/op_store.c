@@ -206,7 +206,7 @@ held_store_load(HeldStore *h, BatchState *b)
 	 * them with its rows) for the next cold batch; the others do without.
 	 * So does a join store in a worker or in run_available/catch_up: a join
 	 * writes nearly every row of every batch into its tables (run_available
-	 * those still held at its checkpoints and its end), whose index entries
+	 * those still held at its end), whose index entries
 	 * would cost about what the store saves (a worker that starts after
 	 * cold batches would pay them for good); a cold batch after it makes
 	 * them again, once.  A store that loads in a single batch of a session

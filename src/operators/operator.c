@@ -84,13 +84,32 @@ operators_sync_for_checkpoint(Operator *chain, const Oid *unlogged, int n)
 	{
 		bool		from_memory = false;
 
-		if (op->ops->sync == NULL)
+		if (op->ops->sync == NULL || op->ops->checkpoint_kept != NULL)
 			continue;
 		for (int i = 0; i < n && !from_memory; i++)
 			from_memory = op->ops->writes_checkpoint(op, unlogged[i]);
 		if (!from_memory)
 			op->ops->sync(op);
 	}
+}
+
+void
+operators_checkpoint_kept(Operator *chain, Oid unlogged, Oid logged, int64 since_batch)
+{
+	for (Operator *op = chain; op != NULL; op = op->next)
+		if (op->ops->checkpoint_kept != NULL)
+			op->ops->checkpoint_kept(op, unlogged, logged, since_batch);
+}
+
+int64
+operators_kept_bytes(Operator *chain, Oid unlogged)
+{
+	int64		bytes = 0;
+
+	for (Operator *op = chain; op != NULL; op = op->next)
+		if (op->ops->kept_bytes != NULL)
+			bytes += op->ops->kept_bytes(op, unlogged);
+	return bytes;
 }
 
 bool

@@ -34,7 +34,9 @@
  *				reach) and what apply changed goes out
  *	 checkpoint	when the batch takes a checkpoint: an operator that keeps
  *				one of the query's state tables in memory writes its
- *				checkpoint itself; one that ran the batch on a state table
+ *				checkpoint itself, and one that keeps back rows of a table
+ *				whose checkpoint is copied by the rows of the batches
+ *				writes those; one that ran the batch on a state table
  *				it did not load may ask for the checkpoint to be left to a
  *				later batch (a checkpoint would read the whole table)
  *	 state_rows	for the batch's progress record
@@ -133,6 +135,18 @@ typedef struct OperatorOps
 	void		(*checkpoint) (Operator *op, Oid unlogged);
 
 	/*
+	 * The rows the operator keeps back from `unlogged` (sync would write
+	 * them there), where a checkpoint copies that table's rows of the
+	 * batches since the last one (CHECKPOINT_ROWS, checkpoint.h):
+	 * checkpoint_kept writes those of batches after since_batch into the
+	 * checkpoint table `logged` and keeps them back; kept_bytes says how
+	 * much of the table's state they are.  NULL: the operator syncs
+	 * before such a checkpoint instead.
+	 */
+	void		(*checkpoint_kept) (Operator *op, Oid unlogged, Oid logged, int64 since_batch);
+	int64		(*kept_bytes) (Operator *op, Oid unlogged);
+
+	/*
 	 * Would a checkpoint in this batch read a whole state table of the
 	 * operator's, which the batch itself read only a little of (it ran on
 	 * the table without loading it)?  NULL: never.
@@ -142,9 +156,10 @@ typedef struct OperatorOps
 	/*
 	 * Write into the operator's tables what it keeps back in memory only
 	 * (NULL: never anything), before anything reads them: a checkpoint
-	 * that copies them (not one the operator writes from memory), or the
-	 * end of batches that share one transaction (runner.h).  (A store that
-	 * stops fitting in memory writes what it kept back itself.)
+	 * that copies them (not one the operator writes from memory, nor one
+	 * that gets the rows kept back by checkpoint_kept), or the end of
+	 * batches that share one transaction (runner.h).  (A store that stops
+	 * fitting in memory writes what it kept back itself.)
 	 */
 	void		(*sync) (Operator *op);
 
@@ -205,9 +220,18 @@ extern void operators_sync(Operator *chain);
 /*
  * The sync of the operators whose tables (of unlogged[0..n)) a checkpoint
  * reads: not of one that writes its checkpoint from memory
- * (writes_checkpoint), which needs no row it keeps back.
+ * (writes_checkpoint), which needs no row it keeps back, nor of one that
+ * writes the rows it keeps back into the checkpoint (checkpoint_kept).
  */
 extern void operators_sync_for_checkpoint(Operator *chain, const Oid *unlogged, int n);
+
+/*
+ * A CHECKPOINT_ROWS table's rows that operators keep back: written into
+ * its checkpoint `logged` (those of batches after since_batch), and their
+ * bytes.
+ */
+extern void operators_checkpoint_kept(Operator *chain, Oid unlogged, Oid logged, int64 since_batch);
+extern int64 operators_kept_bytes(Operator *chain, Oid unlogged);
 
 /*
  * Checkpoints (checkpoint.c): does an operator of the chain write the

@@ -43,9 +43,10 @@ typedef struct QueryRunner
 									 * may keep rows back from their tables
 									 * until operators_sync, which run.c
 									 * calls after the last (a checkpoint
-									 * that copies a table, and a store that
-									 * stops fitting in memory, before they
-									 * read them) */
+									 * that copies a table without the rows
+									 * kept back, and a store that stops
+									 * fitting in memory, before they read
+									 * them) */
 } QueryRunner;
 
 /*

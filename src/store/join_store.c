@@ -21,7 +21,12 @@
  * A row the batches take out again before that is never written: in a join
  * whose rows wait minutes for their match, most rows of a backlog read in
  * one transaction come and go so.  The rows kept back are the side's
- * pending list; the others have their location in the table.
+ * pending list; the others have their location in the table.  A
+ * checkpoint in the middle of such batches writes the rows kept back
+ * since the last one into the checkpoint table from memory
+ * (join_store_checkpoint_kept) and leaves them kept back: each row knows
+ * the batch that added it, as its table row does, so that neither that
+ * checkpoint nor a later one copies it twice.
  *
  *-------------------------------------------------------------------------
  */
@@ -44,6 +49,7 @@
 #include "utils/timestamp.h"
 
 #include "join_store.h"
+#include "result_insert.h"
 #include "state_store_int.h"
 #include "table_indexes.h"
 
@@ -64,8 +70,10 @@ typedef struct JoinEntry
 		dlist_node	pending_node;	/* ENTRY_KEPT_BACK */
 	}			in;
 	TimestampTz time;
+	int64		batch;			/* the batch that added it (its table row's) */
 	uint32		hash;
 	uint32		probe;			/* the last candidate search that found it */
+	uint32		size;			/* about its bytes (entry_make's size) */
 	bool		has_key;
 	bool		in_times;
 	bool		time_null;		/* its event time is NULL */
@@ -100,7 +108,7 @@ typedef struct JoinSide
 	int64		ntimes;
 	int64		times_room;
 	dlist_head	pending;		/* rows kept back from the table, in order */
-	int64		pending_batch;	/* the last batch that kept rows back */
+	int64		pending_bytes;	/* their entries' bytes */
 	int64		dropped_pending;	/* rows taken out before they were written */
 } JoinSide;
 
@@ -187,7 +195,7 @@ sides_init(JoinStore *js)
 		sd->times = MemoryContextAlloc(js->cxt, sizeof(TimedEntry) * sd->times_room);
 		sd->ntimes = 0;
 		dlist_init(&sd->pending);
-		sd->pending_batch = 0;
+		sd->pending_bytes = 0;
 		sd->dropped_pending = 0;
 	}
 	js->probe = 0;
@@ -332,7 +340,8 @@ entry_keys_equal(JoinStore *js, int side, BatchRow mine, BatchRow theirs)
  * (a row read from the table may point into TOAST).
  */
 static JoinEntry *
-entry_make(JoinStore *js, int side, Datum *values, bool *nulls, bool has_time, TimestampTz time)
+entry_make(JoinStore *js, int side, Datum *values, bool *nulls, bool has_time, TimestampTz time,
+		   int64 batch)
 {
 	JoinSide   *sd = &js->sides[side];
 	int			natts = sd->natts;
@@ -377,10 +386,23 @@ entry_make(JoinStore *js, int side, Datum *values, bool *nulls, bool has_time, T
 	pfree(v);
 	e->has_key = row_hash(js, side, row, natts, &e->hash);
 	e->time = time;
+	e->batch = batch;
+	e->size = (uint32) Min(size, PG_UINT32_MAX);
 	e->time_null = !has_time;
 	e->in_times = has_time && js->spec.evicted[side];
 	e->table = ENTRY_WRITING;
 	return e;
+}
+
+/* The batch of a row of side's table in slot (its columns all read), or otherwise */
+static int64
+slot_batch(JoinStore *js, int side, TupleTableSlot *slot, int64 otherwise)
+{
+	AttrNumber	ba = js->spec.batch_attno[side];
+
+	if (ba <= 0 || ba > slot->tts_tupleDescriptor->natts || slot->tts_isnull[ba - 1])
+		return otherwise;
+	return DatumGetInt64(slot->tts_values[ba - 1]);
 }
 
 /* Twice the buckets, once a side has more keyed rows than buckets. */
@@ -459,7 +481,7 @@ join_store_load(JoinStore *js)
 			time = slot->tts_values[js->spec.time_attno[s] - 1];
 			isnull = slot->tts_isnull[js->spec.time_attno[s] - 1];
 			e = entry_make(js, s, slot->tts_values, slot->tts_isnull, !isnull,
-						   isnull ? 0 : DatumGetTimestampTz(time));
+						   isnull ? 0 : DatumGetTimestampTz(time), slot_batch(js, s, slot, 0));
 			e->in.tid = slot->tts_tid;
 			e->table = ENTRY_WRITTEN;
 			entry_link(js, s, e);
@@ -638,6 +660,7 @@ join_store_evict(JoinStore *js, int side, TimestampTz cutoff)
 		{
 			/* kept back, and now never written */
 			dlist_delete(&e->in.pending_node);
+			sd->pending_bytes -= e->size;
 			sd->dropped_pending++;
 		}
 		if (e->has_key)
@@ -659,6 +682,7 @@ join_store_evict(JoinStore *js, int side, TimestampTz cutoff)
  * as COPY writes them; each entry gets where its row went.  The store
  * drops the tables' indexes when it loads (op_store.h); a table that has
  * one all the same gets its rows' entries, so that no index misses a row.
+ * The same, without the locations, writes rows into a checkpoint table.
  */
 #define JOIN_WRITER_BATCH 100
 
@@ -667,6 +691,7 @@ typedef struct TableRows
 	JoinStore  *js;
 	Relation	rel;
 	TableIndexes *indexes;		/* or NULL: none */
+	bool		locate;			/* the entries get their rows' locations */
 	BulkInsertState bistate;
 	CommandId	cid;
 	MemoryContext slot_cxt;		/* of the slots: the caller's */
@@ -677,11 +702,12 @@ typedef struct TableRows
 } TableRows;
 
 static void
-table_rows_open(TableRows *t, JoinStore *js, int side)
+table_rows_open(TableRows *t, JoinStore *js, Oid relid, bool locate)
 {
 	memset(t, 0, sizeof(TableRows));
 	t->js = js;
-	t->rel = table_open(js->spec.table[side], RowExclusiveLock);
+	t->locate = locate;
+	t->rel = table_open(relid, RowExclusiveLock);
 	t->indexes = table_indexes_open(t->rel);
 	t->bistate = GetBulkInsertState();
 	t->cid = GetCurrentCommandId(true);
@@ -712,8 +738,11 @@ table_rows_flush(TableRows *t)
 	{
 		if (t->indexes != NULL)
 			table_indexes_insert(t->indexes, t->slots[i]);
-		t->entries[i]->in.tid = t->slots[i]->tts_tid;
-		t->entries[i]->table = ENTRY_WRITTEN;
+		if (t->locate)
+		{
+			t->entries[i]->in.tid = t->slots[i]->tts_tid;
+			t->entries[i]->table = ENTRY_WRITTEN;
+		}
 		ExecClearTuple(t->slots[i]);
 	}
 	t->written += t->n;
@@ -748,11 +777,15 @@ table_rows_close(TableRows *t)
  * the source's, then the event time, the batch that wrote it and the flag
  * that it matched, which is false on a side that is not preserved (the
  * only kind a store holds); a table with other columns (compiled by
- * another version) gets its rows as its batch's statement makes them.
+ * another version) gets its rows as its batch's statement makes them.  So
+ * does one without the batch column, whose checkpoint is copied whole
+ * (checkpoint.c), from the table alone.
  */
 static bool
 table_row_from_entry(JoinStore *js, int side, TupleDesc td)
 {
+	if (js->spec.batch_attno[side] <= 0)
+		return false;
 	for (int a = js->sides[side].natts; a < td->natts; a++)
 	{
 		Form_pg_attribute att = TupleDescAttr(td, a);
@@ -775,7 +808,40 @@ table_row_from_entry(JoinStore *js, int side, TupleDesc td)
 	return true;
 }
 
-/* Write side's rows kept back (see table_row_from_entry for their columns). */
+/*
+ * The row of side's table that entry e makes (see table_row_from_entry for
+ * its columns), in the store's temp_cxt, into slot; values and nulls have
+ * room for the table's columns.
+ */
+static void
+entry_table_row(JoinStore *js, int side, JoinEntry *e, TupleDesc td, Datum *values, bool *nulls,
+				TupleTableSlot *slot)
+{
+	JoinSide   *sd = &js->sides[side];
+	BatchRow	row = ENTRY_ROW(e);
+	MemoryContext old;
+
+	memcpy(values, row, sizeof(Datum) * sd->natts);
+	memcpy(nulls, BATCH_ROW_NULLS(row, sd->natts), sizeof(bool) * sd->natts);
+	for (int a = sd->natts; a < td->natts; a++)
+	{
+		nulls[a] = false;
+		if (a + 1 == js->spec.time_attno[side])
+		{
+			values[a] = TimestampTzGetDatum(e->time);
+			nulls[a] = e->time_null;
+		}
+		else if (a + 1 == js->spec.batch_attno[side])
+			values[a] = Int64GetDatum(e->batch);
+		else
+			values[a] = BoolGetDatum(false);
+	}
+	old = MemoryContextSwitchTo(js->temp_cxt);
+	ExecStoreHeapTuple(heap_form_tuple(td, values, nulls), slot, false);
+	MemoryContextSwitchTo(old);
+}
+
+/* Write side's rows kept back into its table. */
 static void
 sync_side(JoinStore *js, int side)
 {
@@ -792,39 +858,20 @@ sync_side(JoinStore *js, int side)
 	sd->dropped_pending = 0;
 	if (dlist_is_empty(&sd->pending))
 		return;
-	table_rows_open(&t, js, side);
+	table_rows_open(&t, js, js->spec.table[side], true);
 	td = RelationGetDescr(t.rel);
 	values = palloc(sizeof(Datum) * td->natts);
 	nulls = palloc(sizeof(bool) * td->natts);
 	dlist_foreach_modify(it, &sd->pending)
 	{
 		JoinEntry  *e = dlist_container(JoinEntry, in.pending_node, it.cur);
-		BatchRow	row = ENTRY_ROW(e);
-		TupleTableSlot *slot = table_rows_slot(&t);
-		MemoryContext old;
 
-		memcpy(values, row, sizeof(Datum) * sd->natts);
-		memcpy(nulls, BATCH_ROW_NULLS(row, sd->natts), sizeof(bool) * sd->natts);
-		for (int a = sd->natts; a < td->natts; a++)
-		{
-			nulls[a] = false;
-			if (a + 1 == js->spec.time_attno[side])
-			{
-				values[a] = TimestampTzGetDatum(e->time);
-				nulls[a] = e->time_null;
-			}
-			else if (a + 1 == js->spec.batch_attno[side])
-				values[a] = Int64GetDatum(sd->pending_batch);
-			else
-				values[a] = BoolGetDatum(false);
-		}
-		old = MemoryContextSwitchTo(js->temp_cxt);
-		ExecStoreHeapTuple(heap_form_tuple(td, values, nulls), slot, false);
-		MemoryContextSwitchTo(old);
+		entry_table_row(js, side, e, td, values, nulls, table_rows_slot(&t));
 		dlist_delete(&e->in.pending_node);
 		e->table = ENTRY_WRITING;
 		table_rows_add(&t, e);
 	}
+	sd->pending_bytes = 0;
 	table_rows_close(&t);
 	pfree(values);
 	pfree(nulls);
@@ -835,6 +882,75 @@ join_store_sync(JoinStore *js)
 {
 	for (int s = 0; s < 2; s++)
 		sync_side(js, s);
+}
+
+/* Do two tables have the same columns, by type? */
+static bool
+same_columns(TupleDesc a, TupleDesc b)
+{
+	if (a->natts != b->natts)
+		return false;
+	for (int i = 0; i < a->natts; i++)
+	{
+		Form_pg_attribute x = TupleDescAttr(a, i);
+		Form_pg_attribute y = TupleDescAttr(b, i);
+
+		if (x->attisdropped != y->attisdropped || x->atttypid != y->atttypid)
+			return false;
+	}
+	return true;
+}
+
+void
+join_store_checkpoint_kept(JoinStore *js, int side, Oid logged, int64 since_batch)
+{
+	JoinSide   *sd = &js->sides[side];
+	Relation	table;
+	TableRows	t;
+	TupleDesc	td;
+	Datum	   *values;
+	bool	   *nulls;
+	bool		same;
+	dlist_iter	it;
+
+	Assert(js->in_batch);
+	if (dlist_is_empty(&sd->pending))
+		return;
+	table = table_open(js->spec.table[side], AccessShareLock);
+	table_rows_open(&t, js, logged, false);
+	td = RelationGetDescr(t.rel);
+	/* as copy_rows would write them: a table changed since, by the INSERT */
+	same = same_columns(RelationGetDescr(table), td) &&
+		result_insert_plain(t.rel, RelationGetDescr(table));
+	table_close(table, NoLock);
+	if (!same)
+	{
+		/* the checkpoint copies them from the join table */
+		table_rows_close(&t);
+		sync_side(js, side);
+		return;
+	}
+	values = palloc(sizeof(Datum) * td->natts);
+	nulls = palloc(sizeof(bool) * td->natts);
+	/* the list is in the order the rows came: the newest batches last */
+	dlist_reverse_foreach(it, &sd->pending)
+	{
+		JoinEntry  *e = dlist_container(JoinEntry, in.pending_node, it.cur);
+
+		if (e->batch <= since_batch)
+			break;
+		entry_table_row(js, side, e, td, values, nulls, table_rows_slot(&t));
+		table_rows_add(&t, e);
+	}
+	table_rows_close(&t);
+	pfree(values);
+	pfree(nulls);
+}
+
+int64
+join_store_kept_bytes(JoinStore *js, int side)
+{
+	return js->sides[side].pending_bytes;
 }
 
 /*
@@ -868,10 +984,8 @@ writer_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
 	w->keep_back = w->keep_back && table_row_from_entry(w->js, w->side, RelationGetDescr(rel));
 	w->table = pstrdup(RelationGetRelationName(rel));
 	table_close(rel, NoLock);
-	if (w->keep_back)
-		w->js->sides[w->side].pending_batch = w->batch_id;
-	else
-		table_rows_open(&w->out, w->js, w->side);
+	if (!w->keep_back)
+		table_rows_open(&w->out, w->js, w->js->spec.table[w->side], true);
 }
 
 static bool
@@ -901,12 +1015,14 @@ writer_receive(TupleTableSlot *slot, DestReceiver *self)
 	old = MemoryContextSwitchTo(js->temp_cxt);
 	e = entry_make(js, w->side, slot->tts_values, slot->tts_isnull,
 				   !slot->tts_isnull[ta - 1],
-				   slot->tts_isnull[ta - 1] ? 0 : DatumGetTimestampTz(slot->tts_values[ta - 1]));
+				   slot->tts_isnull[ta - 1] ? 0 : DatumGetTimestampTz(slot->tts_values[ta - 1]),
+				   slot_batch(js, w->side, slot, w->batch_id));
 	entry_link(js, w->side, e);
 	w->kept++;
 	if (w->keep_back)
 	{
 		dlist_push_tail(&js->sides[w->side].pending, &e->in.pending_node);
+		js->sides[w->side].pending_bytes += e->size;
 		e->table = ENTRY_KEPT_BACK;
 		MemoryContextSwitchTo(old);
 		MemoryContextReset(js->temp_cxt);

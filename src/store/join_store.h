@@ -13,7 +13,8 @@
  * checkpoints (which read the tables) and for the next session.  Batches
  * that share a transaction may keep their rows back until it ends
  * (join_store_writer, join_store_sync): a row that comes and goes within
- * them is never written.  What memory holds is vouched for as an
+ * them is never written, and a checkpoint among them gets the rows kept
+ * back from memory (join_store_checkpoint_kept).  What memory holds is vouched for as an
  * aggregation store's is (state_store.h): only if this backend's last
  * batch of the query ended, wrote the query's catalog row last, and the
  * tables were not rewritten since; else the store loads both tables
@@ -93,8 +94,9 @@ extern BatchInput *join_store_candidates(JoinStore *js, int side, BatchInput *pr
  *		eviction will take (an event time before cutoff; DT_NOBEGIN: none),
  *		which go nowhere.  With keep_back, the rows are written by
  *		join_store_sync instead, if they are still held then: the caller
- *		promises that it runs before anything reads the tables, and before
- *		the transaction commits.  join_store_writer_kept says how many were
+ *		promises that it runs before anything but a checkpoint reads the
+ *		tables (join_store_checkpoint_kept), and before the transaction
+ *		commits.  join_store_writer_kept says how many were
  *		kept.  Destroy it after the statement.
  */
 extern DestReceiver *join_store_writer(JoinStore *js, int side, TimestampTz cutoff,
@@ -103,6 +105,21 @@ extern uint64 join_store_writer_kept(DestReceiver *dest);
 
 /* Write the rows kept back that the store still holds into their tables. */
 extern void join_store_sync(JoinStore *js);
+
+/*
+ * join_store_checkpoint_kept
+ *		Write side's rows kept back, of the batches after since_batch, into
+ *		its checkpoint table logged (the join table's columns), and keep them
+ *		back: a checkpoint taken between batches that share a transaction
+ *		needs no sync of the join tables.  Each row carries the batch that
+ *		added it, as join_store_sync writes it later, so that the rows of
+ *		batches after since_batch are each copied once, from memory or from
+ *		the table.  Inside a batch.
+ */
+extern void join_store_checkpoint_kept(JoinStore *js, int side, Oid logged, int64 since_batch);
+
+/* The bytes of side's rows kept back (what its table lacks of its state). */
+extern int64 join_store_kept_bytes(JoinStore *js, int side);
 
 /*
  * Take side's rows whose event time is before cutoff out of memory, and

@@ -759,14 +759,21 @@ results_match($node, 'SELECT imp_id, click_id FROM v_left',
 #
 # An inner join (a join store) read by run_available, one message per
 # source per batch: the batches share a transaction, so each keeps its
-# rows back from the join tables, which get those still held when a
-# checkpoint reads them and when the run ends.  Impression k (ad k) at
+# rows back from the join tables, which get those still held when the run
+# ends; a checkpoint among them writes the rows kept back since the last
+# one into the checkpoint tables from memory, and nothing into the join
+# tables.  Impression k (ad k) at
 # T0 + k minutes, its click 30 s later; the watermark (delay 0) takes the
 # older rows out during the run, most before they were ever written.
-# Then an immediate restart empties the join tables; the restore of the
-# last checkpoint (taken inside the run) and the replay of the batches
-# after it must bring back every impression the watermark still keeps,
-# which clicks produced after the restart then match, 10 minutes on.
+# Three more batches in a session (run_batch, its store loaded: each
+# writes its rows into the join tables) take a checkpoint at the first, which copies the
+# join tables' rows of the batches since the run's last checkpoint: the
+# rows the run wrote when it ended carry the batch that added each, so
+# that those the run's checkpoint had from memory are not copied again.
+# Then an immediate restart empties the join tables; the restore of that
+# checkpoint and the replay of the batches after it must bring back every
+# impression the watermark still keeps, once, which clicks produced after
+# the restart then match, 10 minutes on.
 my $KN = 21;
 my @kimps = map { [ $_, $_, $T0 + $_ * 60_000 ] } 0 .. $KN - 1;
 my @kclks = map { [ $_, $_, $T0 + $_ * 60_000 + 30_000 ] } 0 .. $KN - 1;
@@ -789,12 +796,18 @@ my ($k_imp_table, $k_clk_table) = split /\n/, $node->safe_psql('postgres', q{SEL
 	$node->psql('postgres', "SET client_min_messages = debug1; SELECT streamwin.run_available('k_inner')",
 		stdout => \$out, stderr => \$err, on_error_die => 1);
 	my $r = JSON::PP->new->decode($out);
-	my ($never, $kept) = (0, 0);
+	my ($never, $kept, $from_memory, %writes) = (0, 0, 0);
 	$never += $1 while $err =~ /(\d+) rows kept back from "join_(?:left|right)_\d+" went before they were written/g;
 	$kept += $1 while $err =~ /(\d+) rows kept back from "join_(?:left|right)_\d+" until the transaction's batches end/g;
+	$from_memory += $1 while $err =~ /(\d+) rows inserted into "checkpoint_join_(?:left|right)_\d+" many to a page/g;
+	$writes{$1}++ while $err =~ /\d+ rows inserted into "join_(left|right)_\d+" many to a page/g;
 	is($r->{input_rows}, 2 * $KN, "k_inner: run_available read every message, in $r->{batches} batches");
 	cmp_ok($kept, '>', 0, "k_inner: its batches kept $kept rows back from the join tables");
 	cmp_ok($never, '>', 0, "k_inner: $never of them went before the run wrote them");
+	cmp_ok($from_memory, '>', 0, "k_inner: its checkpoints wrote $from_memory rows kept back from memory");
+	ok(($writes{left} // 0) <= 1 && ($writes{right} // 0) <= 1,
+		'k_inner: each join table was written at most once, when the run ended, not for a checkpoint')
+	  or diag(explain \%writes);
 }
 my ($k_ckpt, $k_last) = split /\|/, $node->safe_psql('postgres',
 	q{SELECT checkpoint_batch_id, last_batch_id FROM streamwin.query_catalog WHERE name = 'k_inner'});
@@ -818,6 +831,25 @@ sub k_state_match
 k_state_match('after the run');
 results_match($node, 'SELECT imp_id, click_id FROM k_inner',
 	qq{SELECT i.imp_id, c.click_id FROM k_imps i JOIN k_clks c $on}, 'k_inner: every pair of the run once');
+{
+	my @more_imps = map { [ $_, $_, $T0 + $_ * 60_000 ] } $KN .. $KN + 2;
+	my @more_clks = map { [ $_, $_, $T0 + $_ * 60_000 + 30_000 ] } $KN .. $KN + 2;
+	k_produce('kimps', @more_imps);
+	k_produce('kclks', @more_clks);
+	push @kimps, @more_imps;
+	push @kclks, @more_clks;
+	$node->safe_psql('postgres', 'INSERT INTO k_imps VALUES ' . join(', ', map { "($_->[0], $_->[1], '" . ts_text($_->[2]) . "')" } @more_imps)
+		  . '; INSERT INTO k_clks VALUES ' . join(', ', map { "($_->[0], $_->[1], '" . ts_text($_->[2]) . "', 1)" } @more_clks));
+	my $k_session = store_session($node);
+	sess_ok($k_session, "SELECT streamwin.run_batch('k_inner')") for 1 .. 3;
+	my ($ckpt, $last) = split /\|/, $node->safe_psql('postgres',
+		q{SELECT checkpoint_batch_id, last_batch_id FROM streamwin.query_catalog WHERE name = 'k_inner'});
+	is("$ckpt|$last", ($k_last + 1) . '|' . ($k_last + 3),
+		'k_inner: three more batches in the session, the first taking a checkpoint');
+	($k_ckpt, $k_last) = ($ckpt, $last);
+	k_state_match('after three more batches');
+	$k_session->quit;
+}
 $node->stop('immediate');
 $node->start;
 # each impression the watermark keeps gets a second click, 10 minutes on
@@ -828,7 +860,7 @@ $node->safe_psql('postgres', 'INSERT INTO k_clks VALUES ' . join(', ', map { "($
 {
 	my $r = run_json($node, "run_available('k_inner')");
 	like(slurp_file($node->logfile), qr/LOG:  streamwin: query "k_inner" lost its state in a crash; restoring the checkpoint of batch $k_ckpt/,
-		'k_inner: after the restart it restored the checkpoint taken inside the run');
+		'k_inner: after the restart it restored the checkpoint taken after the run');
 	is($r->{input_rows}, scalar(@kclks2) + ($k_last - $k_ckpt) * 2, 'k_inner: it replayed the batches after its checkpoint, then read the new clicks');
 }
 results_match($node, 'SELECT imp_id, click_id FROM k_inner',
