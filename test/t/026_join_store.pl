@@ -30,7 +30,10 @@
 #      grows past the cap: it runs on its tables, exact, and comes back to
 #      memory when the cap is raised; j_ad's fits throughout.
 #   2. Batches rolled back, a batch of another session in between, a
-#      reset_query: each next batch finds out and reloads, exact.
+#      reset_query: each next batch finds out and reloads, exact.  The
+#      join checkpoints, compacted and written anew; then by one
+#      run_available, from the join tables and the rows it keeps back in
+#      memory, and a crash after it: exact.
 #   3. Running queries; SIGKILL of the worker or of a backend right after
 #      a join checkpoint and two batches after one: recovery restores the
 #      checkpoint, replays, and the results stay exact.
@@ -300,6 +303,56 @@ for my $q (qw(j_pairs j_ad))
 catch_up($s1, @q12);
 check('after the join tables were compacted', qw(j_pairs j_ad j_agg j_run));
 $s1->quit;
+$sg->quit;
+
+# The same while run_available keeps the rows of its batches back from the
+# join tables: the checkpoint tables hold more than twice the join's state
+# (the join tables' pages and about those of the rows kept back) as rows
+# out of reach pile up in them (here copies of their rows made ten years
+# older), and a run's first checkpoint writes them anew (TRUNCATE: their
+# files change) from the join tables and the rows kept back, its next one
+# adds the rows kept back since.  One more batch, then a crash: recovery
+# restores the last checkpoint and replays the batch after it, exact.
+{
+	my $s4 = store_session($node);
+	catch_up($s4, 'j_pairs');
+	my @sides = join_checkpoint_sides($node, 'j_pairs');
+	my %file = map { $_->{ckpt} => $node->safe_psql('postgres', "SELECT pg_relation_filenode('$_->{ckpt}')") } @sides;
+	psql_ok($node, q{
+DO $$
+DECLARE
+  r record;
+BEGIN
+  FOR r IN SELECT s.join_checkpoint::regclass AS ckpt, q.plan->'join'->>('time_column_' || s.source_index) AS t
+             FROM streamwin.query_sources s JOIN streamwin.query_catalog q USING (query_id) WHERE q.name = 'j_pairs' LOOP
+    EXECUTE format('CREATE TEMP TABLE pad AS SELECT * FROM %s', r.ckpt);
+    EXECUTE format('UPDATE pad SET %I = %I - interval ''10 years''', r.t, r.t);
+    FOR i IN 1 .. 4 LOOP
+      EXECUTE format('INSERT INTO %s SELECT * FROM pad', r.ckpt);
+    END LOOP;
+    DROP TABLE pad;
+  END LOOP;
+END $$}, 'j_pairs: its checkpoint tables padded with rows out of reach');
+	psql_ok($node, 'CALL events(3000)');
+	my $r = JSON::PP->new->decode(sess_ok($s4, "SELECT streamwin.run_available('j_pairs')"));
+	cmp_ok($r->{batches}, '>=', 6, "j_pairs: one run of $r->{batches} batches");
+	my $rewritten = grep { $node->safe_psql('postgres', "SELECT pg_relation_filenode('$_->{ckpt}')") ne $file{ $_->{ckpt} } } @sides;
+	is($rewritten, scalar(@sides), 'j_pairs: the run wrote its join checkpoints anew');
+	psql_ok($node, 'CALL events(300)');
+	sess_ok($s4, "SELECT streamwin.run_batch('j_pairs') IS NOT NULL");
+	my ($ckpt, $last) = split /\|/, $node->safe_psql('postgres',
+		q{SELECT checkpoint_batch_id, last_batch_id FROM streamwin.query_catalog WHERE name = 'j_pairs'});
+	note("j_pairs: last checkpoint at batch $ckpt of $last");
+	$s4->quit;
+	crash_by_sigkill($node, 'j_pairs: a crash after a run whose checkpoints were written anew');
+	my $s5 = store_session($node);
+	psql_ok($node, 'CALL events(700)');
+	catch_up($s5, 'j_pairs');
+	like(slurp_file($node->logfile), qr/query "j_pairs" lost its state in a crash; restoring the checkpoint of batch $ckpt /,
+		'j_pairs: it restored its last checkpoint');
+	check('after a crash, its checkpoints written anew in a run', 'j_pairs');
+	$s5->quit;
+}
 
 # ==== 3. crashes right after a join checkpoint ==================================
 
