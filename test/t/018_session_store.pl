@@ -119,24 +119,38 @@ BEGIN
 END $p$;
 }, 'a procedure that makes events');
 
+# The events table evN of a part, and its table source sN of batches of
+# `batch` rows.
+sub events_source_sql
+{
+	my ($n, $batch) = @_;
+	return qq{
+CREATE TABLE ev$n (id bigserial, k int, v int, ts timestamptz, at_ms bigint);
+SELECT streamwin.create_table_source('s$n', 'ev$n', '{"max_records_per_batch": $batch}');
+};
+}
+
+# A session query of several parts over source src (gap 10 s, per key):
+# with a transition state (var_samp) or ("plain") with plain values only;
+# args are create_query's other arguments.
+sub session_query_sql
+{
+	my ($q, $kind, $src, $args) = @_;
+	my $var = $kind eq 'plain' ? '' : ', var_samp(v) AS var';
+	return qq{SELECT streamwin.create_query('$q',
+    \$q\$SELECT k, count(*) AS n, sum(v) AS s, min(v) AS lo, max(v) AS hi$var
+       FROM $src GROUP BY streamwin.session(ts, '10 seconds'), k\$q\$,
+    $args);
+};
+}
+
 # ==== 1. the memory cap, in a session =========================================
 
-psql_ok($node, q{
-CREATE TABLE ev1 (id bigserial, k int, v int, ts timestamptz, at_ms bigint);
-SELECT streamwin.create_table_source('s1', 'ev1', '{"max_records_per_batch": 250}');
-SELECT streamwin.create_query('m_update',
-    $q$SELECT k, count(*) AS n, sum(v) AS s, min(v) AS lo, max(v) AS hi, var_samp(v) AS var
-       FROM s1 GROUP BY streamwin.session(ts, '10 seconds'), k$q$,
-    watermark => '1 minute', output_mode => 'update', start => false);
-SELECT streamwin.create_query('m_append',
-    $q$SELECT k, count(*) AS n, sum(v) AS s, min(v) AS lo, max(v) AS hi
-       FROM s1 GROUP BY streamwin.session(ts, '10 seconds'), k$q$,
-    watermark => '1 minute', start => false);
-SELECT streamwin.create_query('m_complete',
-    $q$SELECT k, count(*) AS n, sum(v) AS s, min(v) AS lo, max(v) AS hi
-       FROM s1 GROUP BY streamwin.session(ts, '10 seconds'), k$q$,
-    output_mode => 'complete', start => false);
-}, 'part 1: three session queries over a table source');
+psql_ok($node, events_source_sql(1, 250)
+	  . session_query_sql('m_update', 'var', 's1', q{watermark => '1 minute', output_mode => 'update', start => false})
+	  . session_query_sql('m_append', 'plain', 's1', q{watermark => '1 minute', start => false})
+	  . session_query_sql('m_complete', 'plain', 's1', q{output_mode => 'complete', start => false}),
+	'part 1: three session queries over a table source');
 my @m = qw(m_update m_append m_complete);
 
 my $s1 = store_session($node);
@@ -293,18 +307,9 @@ wait_until($node, "SELECT worker_pid IS NULL FROM streamwin.queries WHERE name =
 # batch two after one), and at once kills with SIGKILL its worker or a
 # backend that has nothing to do with streamwin: PostgreSQL restarts and
 # empties every UNLOGGED table.
-psql_ok($node, q{
-CREATE TABLE ev3 (id bigserial, k int, v int, ts timestamptz, at_ms bigint);
-SELECT streamwin.create_table_source('s3', 'ev3', '{"max_records_per_batch": 1000}');
-SELECT streamwin.create_query('c_upd',
-    $q$SELECT k, count(*) AS n, sum(v) AS s, min(v) AS lo, max(v) AS hi, var_samp(v) AS var
-       FROM s3 GROUP BY streamwin.session(ts, '10 seconds'), k$q$,
-    watermark => '1 minute', output_mode => 'update', trigger_interval => '100 ms');
-SELECT streamwin.create_query('c_app',
-    $q$SELECT k, count(*) AS n, sum(v) AS s, min(v) AS lo, max(v) AS hi
-       FROM s3 GROUP BY streamwin.session(ts, '10 seconds'), k$q$,
-    watermark => '1 minute', trigger_interval => '100 ms');
-}
+psql_ok($node, events_source_sql(3, 1000)
+	  . session_query_sql('c_upd', 'var', 's3', q{watermark => '1 minute', output_mode => 'update', trigger_interval => '100 ms'})
+	  . session_query_sql('c_app', 'plain', 's3', q{watermark => '1 minute', trigger_interval => '100 ms'})
 	  . feed_until_sql(q{CALL events('ev3', 30, 'abs(hashint4(b + g + 3)) % 50', 100)}),
 	'part 3: two running session queries with a watermark');
 
@@ -423,18 +428,10 @@ ok( $node->safe_psql('postgres',
 # mode with a transition state (the executor builds a batch's sessions)
 # and append mode of plain values (each row a session), 40 keys whose
 # events arrive up to 30 s out of order, 250 a batch.
-psql_ok($node, q{
-CREATE TABLE ev5 (id bigserial, k int, v int, ts timestamptz, at_ms bigint);
-SELECT streamwin.create_table_source('s5', 'ev5', '{"max_records_per_batch": 250}');
-SELECT streamwin.create_query('r_update',
-    $q$SELECT k, count(*) AS n, sum(v) AS s, min(v) AS lo, max(v) AS hi, var_samp(v) AS var
-       FROM s5 GROUP BY streamwin.session(ts, '10 seconds'), k$q$,
-    watermark => '1 minute', output_mode => 'update', start => false);
-SELECT streamwin.create_query('r_append',
-    $q$SELECT k, count(*) AS n, sum(v) AS s, min(v) AS lo, max(v) AS hi
-       FROM s5 GROUP BY streamwin.session(ts, '10 seconds'), k$q$,
-    watermark => '1 minute', start => false);
-}, 'part 5: two session queries over a table source');
+psql_ok($node, events_source_sql(5, 250)
+	  . session_query_sql('r_update', 'var', 's5', q{watermark => '1 minute', output_mode => 'update', start => false})
+	  . session_query_sql('r_append', 'plain', 's5', q{watermark => '1 minute', start => false}),
+	'part 5: two session queries over a table source');
 
 sub check_part5
 {
