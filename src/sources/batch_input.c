@@ -331,11 +331,8 @@ decode_one(RowDecoder *d, SourceRow *m, RowResult *res,
 	nulls = BATCH_ROW_NULLS(row, natts);
 	if (d->decoder == NULL)
 	{
-		HeapTupleData tuple;
-
 		/* a table source's row: its values point into the message */
-		tuple_from_body(&tuple, m->payload, m->len);
-		heap_deform_tuple(&tuple, desc, values, nulls);
+		source_row_deform(desc, d->change_attno, m, values, nulls);
 		err = d->metadata != NULL ? fill_metadata(d, m, values, nulls) : NULL;
 	}
 	else

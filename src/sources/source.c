@@ -17,6 +17,7 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
 #include "access/relation.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
@@ -281,6 +282,28 @@ source_change_attno(TupleDesc desc)
 		return 0;
 	Assert(last->atttypid == INT2OID);
 	return desc->natts;
+}
+
+/*
+ * source_row_deform
+ *		A table source's row (its payload a tuple) into values/nulls of desc.
+ *		A changelog row copied from the table as is stops before the change
+ *		column: its change is the SourceRow's.  Columns the tuple lacks are
+ *		NULL (metadata columns, which the caller fills).
+ */
+void
+source_row_deform(TupleDesc desc, AttrNumber change_attno, const SourceRow *row,
+				  Datum *values, bool *nulls)
+{
+	HeapTupleData tuple;
+
+	tuple_from_body(&tuple, row->payload, row->len);
+	heap_deform_tuple(&tuple, desc, values, nulls);
+	if (change_attno > 0 && HeapTupleHeaderGetNatts(tuple.t_data) < change_attno)
+	{
+		values[change_attno - 1] = Int16GetDatum(row->change);
+		nulls[change_attno - 1] = false;
+	}
 }
 
 /* --- the source interface ------------------------------------------------ */

@@ -110,6 +110,9 @@ typedef struct SourceRow
 	const char *key;
 	size_t		keylen;
 	bool		has_timestamp;
+	int8		change;			/* a table changelog row whose payload is the
+								 * table's tuple as is, without the change
+								 * column: +1 it adds, -1 it retracts */
 	TimestampTz timestamp;
 	const void *handle;			/* the reader's own, e.g. the librdkafka
 								 * message while it lives */
@@ -352,5 +355,9 @@ extern void source_check_new_name(const char *name);
 
 /* The attribute number of CHANGE_COLUMN in a source's row type, or 0. */
 extern AttrNumber source_change_attno(TupleDesc desc);
+
+/* A table source's row into values and nulls of its row type, desc. */
+extern void source_row_deform(TupleDesc desc, AttrNumber change_attno, const SourceRow *row,
+							  Datum *values, bool *nulls);
 
 #endif							/* STREAMWIN_SOURCE_H */

@@ -230,9 +230,10 @@ build_map(FetchState *st, TupleDesc from)
 	table_column_map(from, st->desc, st->table, st->map);
 	if (st->change_attno > 0)
 		table_changelog_columns_check(st->desc, st->map, st->nmetadata, st->table);
-	st->map_identity = from->natts == st->desc->natts;
+	/* (the change column and metadata columns come last, not from it) */
+	st->map_identity = from->natts <= st->desc->natts;
 	for (int i = 0; i < st->desc->natts; i++)
-		if (st->map[i] != i)
+		if (st->map[i] != (i < from->natts ? i : -1))
 			st->map_identity = false;
 	MemoryContextSwitchTo(old);
 }
@@ -275,6 +276,15 @@ unchanged_toast_from_old(FetchState *st, TupleDesc from, HeapTuple old)
  * context; a changelog source's change column set to change.  old: for the
  * new version of an updated row, its old version (else NULL).  rel NULL: a
  * snapshot row, already in the source's row type.
+ *
+ * Where the source's columns begin with the table's, as they are, the row
+ * is a copy of the table's tuple: the columns after the table's (metadata,
+ * the change column) are left out of it and filled in when the row is
+ * decoded, the change from the SourceRow (append_row).  That spares each
+ * row a deform and a form.  A tuple with fewer attributes than the table
+ * (written before a column was added; an old version REPLICA IDENTITY FULL
+ * logs as it lies on disk) takes the long way, which reads the added
+ * column's default from the table's row type.
  */
 static HeapTuple
 form_row(FetchState *st, Relation rel, HeapTuple tuple, HeapTuple old, int16 change)
@@ -287,7 +297,8 @@ form_row(FetchState *st, Relation rel, HeapTuple tuple, HeapTuple old, int16 cha
 	from = RelationGetDescr(rel);
 	if (from != st->map_from)
 		build_map(st, from);
-	if (st->map_identity && !HeapTupleHasExternal(tuple))
+	if (st->map_identity && !HeapTupleHasExternal(tuple) &&
+		HeapTupleHeaderGetNatts(tuple->t_data) == from->natts)
 		row = heap_copytuple(tuple);	/* same layout: one copy */
 	else
 	{
@@ -339,6 +350,8 @@ append_row(FetchState *st, HeapTuple row, XLogRecPtr lsn, int64 index, Timestamp
 	m->partition = (int32) Min(index, PG_INT32_MAX);
 	m->has_timestamp = true;
 	m->timestamp = commit_time;
+	if (kind != CHANGE_NONE)
+		m->change = kind == CHANGE_INSERT || kind == CHANGE_UPDATE ? 1 : -1;
 	if (kind < CHANGE_UPDATE_OLD)
 		out->changes[(int) kind]++;
 }

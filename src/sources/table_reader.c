@@ -454,11 +454,14 @@ table_moved_without_rows(SourceReader *rd, const SourcePosition *before)
 static bytea *
 table_row_text(SourceReader *rd, const SourceRow *row)
 {
-	HeapTupleData tuple;
+	Datum	   *values = palloc(sizeof(Datum) * Max(rd->desc->natts, 1));
+	bool	   *nulls = palloc(sizeof(bool) * Max(rd->desc->natts, 1));
+	HeapTuple	tuple;
 	char	   *record_text;
 
-	tuple_from_body(&tuple, row->payload, row->len);
-	record_text = OidOutputFunctionCall(F_RECORD_OUT, heap_copy_tuple_as_datum(&tuple, rd->desc));
+	source_row_deform(rd->desc, source_change_attno(rd->desc), row, values, nulls);
+	tuple = heap_form_tuple(rd->desc, values, nulls);
+	record_text = OidOutputFunctionCall(F_RECORD_OUT, heap_copy_tuple_as_datum(tuple, rd->desc));
 	return (bytea *) cstring_to_text(record_text);
 }
 

@@ -77,7 +77,8 @@ typedef struct FetchState
 	/* column map from the table's (historic) row type to desc */
 	TupleDesc	map_from;
 	int		   *map;			/* desc column i <- table attribute map[i], -1 */
-	bool		map_identity;
+	bool		map_identity;	/* desc's first columns are the table's, as
+								 * they are, and no other comes from it */
 	Datum	   *values;
 	bool	   *nulls;
 	Datum	   *src_values;
