@@ -400,6 +400,34 @@ SELECT count(*) AS differing FROM (
    EXCEPT SELECT kind, count(*), sum(weight), min(weight) FROM gadgets GROUP BY kind)) d;
 SELECT streamwin.drop_query('gadget_weights');
 SELECT streamwin.drop_source('gadget_changes');
+-- Counted values of a by-value type, each change of a group right after
+-- the last in one batch (a value counted up and down in place): 5 added
+-- and retracted, 7 added twice and retracted once; then 7 retracted.  min
+-- and max over what is left, against plain SQL.
+CREATE TABLE gauge_rows (id int PRIMARY KEY, g int, x int);
+ALTER TABLE gauge_rows REPLICA IDENTITY FULL;
+SELECT streamwin.create_table_source('gauge_changes', 'gauge_rows', '{"changes": "all"}');
+SELECT streamwin.create_query('gauge_range', $$
+  SELECT g, count(*) AS n, min(x) AS lo, max(x) AS hi FROM gauge_changes GROUP BY g$$,
+  output_mode => 'update', start => false);
+CREATE VIEW gauge_range_diffs AS
+  SELECT count(*) AS differing FROM (
+    (SELECT g, count(*) AS n, min(x) AS lo, max(x) AS hi FROM gauge_rows GROUP BY g
+     EXCEPT SELECT g, n, lo, hi FROM gauge_range)
+    UNION ALL (SELECT g, n, lo, hi FROM gauge_range
+     EXCEPT SELECT g, count(*), min(x), max(x) FROM gauge_rows GROUP BY g)) d;
+INSERT INTO gauge_rows VALUES (1, 1, 5);
+UPDATE gauge_rows SET x = 7 WHERE id = 1;
+INSERT INTO gauge_rows VALUES (2, 1, 7), (3, 2, 4);
+DELETE FROM gauge_rows WHERE id = 2;
+SELECT (streamwin.run_batch('gauge_range'))->>'input_rows' AS rows;
+SELECT * FROM gauge_range_diffs;
+UPDATE gauge_rows SET x = 3 WHERE id = 1;
+SELECT (streamwin.run_batch('gauge_range'))->>'input_rows' AS rows;
+SELECT * FROM gauge_range_diffs;
+DROP VIEW gauge_range_diffs;
+SELECT streamwin.drop_query('gauge_range');
+SELECT streamwin.drop_source('gauge_changes');
 -- Counted values as queries before the present layout wrote them (each
 -- value's count and send format, version 1), in their state and checkpoint
 -- rows still: read, and merged with a batch's set into the present layout.

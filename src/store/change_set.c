@@ -785,6 +785,17 @@ streamwin_change_set_accum(PG_FUNCTION_ARGS)
 			PG_RETURN_NULL();
 		PG_RETURN_POINTER(s);
 	}
+	/*
+	 * A by-value type's value the same, bit for bit, as the last one taken
+	 * (a numeric sum's scales, mostly one per column): counted there, so
+	 * that such runs cost neither an item nor a place in the sort.
+	 */
+	if (s != NULL && s->n > 0 && s->type->typbyval &&
+		s->items[s->n - 1].value == PG_GETARG_DATUM(1))
+	{
+		s->items[s->n - 1].count += PG_GETARG_INT16(2);
+		PG_RETURN_POINTER(s);
+	}
 	old = MemoryContextSwitchTo(aggcxt);
 	if (s == NULL)
 	{
