@@ -131,6 +131,21 @@ typedef enum ImageKind
 	IMAGE_SENT					/* the binary send format, as a bytea image */
 } ImageKind;
 
+/*
+ * How two items' keys compare where the key decides alone (see SetItem):
+ * as PostgreSQL's own sorts specialize (sortsupport.h), an abbreviated key
+ * or a by-value value compared as a signed or unsigned 64-bit or a signed
+ * 32-bit integer, which a batch's sort compares inline; KEY_CALL: by the
+ * comparator's function.
+ */
+typedef enum KeyOrder
+{
+	KEY_CALL,
+	KEY_SIGNED,
+	KEY_UNSIGNED,
+	KEY_INT32
+} KeyOrder;
+
 /* How values of one type are compared, laid out, sent and received. */
 typedef struct SetTypeInfo
 {
@@ -146,6 +161,7 @@ typedef struct SetTypeInfo
 	SortSupportData ssup;		/* the default btree order, in collid */
 	SortSupportData abbrev;		/* the same, abbreviated where the type can */
 	bool		abbreviated;	/* (abbrev has a converter) */
+	KeyOrder	key_order;		/* how the items' keys compare */
 	FmgrInfo	recv;			/* version 1 sets, and IMAGE_SENT's images */
 	Oid			recv_ioparam;
 } SetTypeInfo;
@@ -227,6 +243,19 @@ image_kind(Oid typid, bool typbyval)
  * The type's functions, kept in fn_extra (in fn_mcxt) between calls: for
  * the state store's merge, for as long as the store.
  */
+/* The KeyOrder of keys that comparator compares. */
+static KeyOrder
+key_order(int (*comparator) (Datum, Datum, SortSupport))
+{
+	if (comparator == ssup_datum_signed_cmp)
+		return KEY_SIGNED;
+	if (comparator == ssup_datum_unsigned_cmp)
+		return KEY_UNSIGNED;
+	if (comparator == ssup_datum_int32_cmp)
+		return KEY_INT32;
+	return KEY_CALL;
+}
+
 static SetTypeInfo *
 set_type_info(FunctionCallInfo fcinfo, Oid typid, Oid collid)
 {
@@ -272,6 +301,7 @@ set_type_info(FunctionCallInfo fcinfo, Oid typid, Oid collid)
 		t->abbrev.abbreviate = true;
 		PrepareSortSupportFromOrderingOp(tce->lt_opr, &t->abbrev);
 		t->abbreviated = t->abbrev.abbrev_converter != NULL;
+		t->key_order = key_order(t->abbreviated ? t->abbrev.comparator : t->ssup.comparator);
 		fcinfo->flinfo->fn_extra = t;
 	}
 	return t;
@@ -291,23 +321,6 @@ item_set(SetTypeInfo *t, SetItem *item, Datum value, int64 count, int32 seq)
 	item->value = value;
 	item->key = t->abbreviated ? t->abbrev.abbrev_converter(value, &t->abbrev) : value;
 	item->count = count;
-}
-
-/*
- * Items in order: by their keys, then where keys tie (abbreviated) by the
- * values.
- */
-static inline int
-compare_item_values(SetTypeInfo *t, const SetItem *a, const SetItem *b)
-{
-	int			c;
-
-	if (!t->abbreviated)
-		return compare_values(t, a->value, b->value);
-	c = t->abbrev.comparator(a->key, b->key, &t->abbrev);
-	if (c != 0)
-		return c;
-	return t->abbrev.abbrev_full_comparator(a->value, b->value, &t->abbrev);
 }
 
 /* --- images ---------------------------------------------------------------- */
@@ -724,20 +737,70 @@ set_open(FunctionCallInfo fcinfo, Datum d, SetTypeInfo **type)
 /* --- the aggregate ----------------------------------------------------------- */
 
 /*
+ * Items in order: by their keys, then where keys tie (abbreviated) by the
+ * values.  Keys that compare as integers (t->key_order) are compared here,
+ * the rest by the comparator's function.
+ */
+static inline int
+compare_item_values(SetTypeInfo *t, const SetItem *a, const SetItem *b)
+{
+	switch (t->key_order)
+	{
+		case KEY_SIGNED:
+			if (DatumGetInt64(a->key) != DatumGetInt64(b->key))
+				return DatumGetInt64(a->key) < DatumGetInt64(b->key) ? -1 : 1;
+			break;
+		case KEY_UNSIGNED:
+			if (a->key != b->key)
+				return a->key < b->key ? -1 : 1;
+			break;
+		case KEY_INT32:
+			if (DatumGetInt32(a->key) != DatumGetInt32(b->key))
+				return DatumGetInt32(a->key) < DatumGetInt32(b->key) ? -1 : 1;
+			break;
+		case KEY_CALL:
+			if (!t->abbreviated)
+				return t->ssup.comparator(a->value, b->value, &t->ssup);
+			{
+				int			c = t->abbrev.comparator(a->key, b->key, &t->abbrev);
+
+				if (c != 0)
+					return c;
+			}
+			break;
+	}
+	if (!t->abbreviated)
+		return 0;				/* the keys are the values */
+	return t->abbrev.abbrev_full_comparator(a->value, b->value, &t->abbrev);
+}
+
+/*
  * Equal values (numeric 1.5 and 1.50) in the order they came: the set
  * keeps the first one's image, as the sum of their counts, whatever order
  * the sort leaves the others in.
  */
-static int
-compare_items(const void *a, const void *b, void *arg)
+static inline int
+compare_items(const SetItem *a, const SetItem *b, SetTypeInfo *t)
 {
-	int			c = compare_item_values(arg, a, b);
+	int			c = compare_item_values(t, a, b);
 
 	if (c != 0)
 		return c;
-	c = ((const SetItem *) a)->seq - ((const SetItem *) b)->seq;
-	return c < 0 ? -1 : c > 0;
+	return a->seq < b->seq ? -1 : a->seq > b->seq;
 }
+
+/*
+ * The sort of a batch's items, the comparison compiled into it
+ * (PostgreSQL's sort_template.h): through qsort_arg, a comparison was two
+ * calls through function pointers before the type's own.
+ */
+#define ST_SORT sort_items
+#define ST_ELEMENT_TYPE SetItem
+#define ST_COMPARE(a, b, arg) compare_items(a, b, arg)
+#define ST_COMPARE_ARG_TYPE SetTypeInfo
+#define ST_SCOPE static
+#define ST_DEFINE
+#include "lib/sort_template.h"
 
 /*
  * Sort the items and add up the counts of equal values, in place: the set
@@ -750,7 +813,7 @@ set_sort(ChangeSet *s)
 
 	if (s->sorted)
 		return;
-	qsort_arg(s->items, s->n, sizeof(SetItem), compare_items, s->type);
+	sort_items(s->items, s->n, s->type);
 	for (int i = 0; i < s->n; i++)
 	{
 		if (kept > 0 && compare_item_values(s->type, &s->items[kept - 1], &s->items[i]) == 0)
