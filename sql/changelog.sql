@@ -483,6 +483,39 @@ SELECT (streamwin.change_set_values(streamwin.change_set_merge(a, b), NULL::nume
 FROM (SELECT streamwin.change_set(x, 1::smallint) AS a
         FROM (SELECT 1.5 UNION ALL SELECT 1.5 UNION ALL SELECT g FROM generate_series(2, 700) g) AS t(x)) AS big,
      (SELECT streamwin.change_set(1.50, 1::smallint) AS b) AS small;
+-- Numerics are compared where they lie in a set, in numeric's order: NaN
+-- and the infinities, zeros of any scale and sign, signs, weights far
+-- apart, scales (1.5 and 1.50 one value).  A group's set of them merged
+-- with a batch's, large (one pass) and small (by search), in both orders,
+-- against the same rows counted in SQL: the values left, in order, and
+-- min and max.
+SELECT setseed(0.42);
+CREATE TEMP TABLE numeric_rows AS
+SELECT row_number() OVER () AS g, v FROM (
+  SELECT v FROM unnest('{NaN,Infinity,-Infinity,0,0.000,-0.0,1.5,1.50,-1.5,10000,9999.9999,1e-20,-1e-20,
+                         123456789012345678901234567890,-123456789012345678901234567890,0.00010001,
+                         1e100,-1e100,1e-100,99999999,-99999999,0.5,-0.5}'::numeric[]) v
+  UNION ALL SELECT round(((random() - 0.5) * 10 ^ (g % 13 - 4))::numeric, g % 9) FROM generate_series(1, 3000) g
+  UNION ALL SELECT round(((random() - 0.5) * 100)::numeric, 1) FROM generate_series(1, 300) g) s;
+CREATE TEMP TABLE numeric_batches AS
+SELECT b, g, v, (CASE WHEN g % 3 = 0 THEN -1 ELSE 1 END)::smallint AS c
+FROM numeric_rows, (VALUES (5), (97)) AS d(b) WHERE g % b = 0 OR g % 7 = 0 AND b = 5;
+SELECT b.b AS every, count(*) FILTER (WHERE got IS DISTINCT FROM want) AS differing_values,
+       count(*) FILTER (WHERE got_swapped IS DISTINCT FROM want) AS differing_swapped,
+       count(*) FILTER (WHERE lo IS DISTINCT FROM want[1] OR hi IS DISTINCT FROM want[array_length(want, 1)]) AS differing_extremes,
+       min(array_length(want, 1)) AS values_left
+FROM (SELECT DISTINCT b FROM numeric_batches) b,
+LATERAL (SELECT streamwin.change_set(v, 1::smallint) AS s FROM numeric_rows) grp,
+LATERAL (SELECT streamwin.change_set(v, c) AS s FROM numeric_batches n WHERE n.b = b.b) bat,
+LATERAL (SELECT streamwin.change_set_values(streamwin.change_set_merge(grp.s, bat.s), NULL::numeric) AS got,
+                streamwin.change_set_values(streamwin.change_set_merge(bat.s, grp.s), NULL::numeric) AS got_swapped,
+                streamwin.change_set_min(streamwin.change_set_merge(grp.s, bat.s), NULL::numeric) AS lo,
+                streamwin.change_set_max(streamwin.change_set_merge(grp.s, bat.s), NULL::numeric) AS hi) m,
+LATERAL (SELECT array_agg(v ORDER BY v) AS want FROM (
+           SELECT v FROM (SELECT v, 1 AS c FROM numeric_rows
+                          UNION ALL SELECT v, c FROM numeric_batches n WHERE n.b = b.b) u
+           GROUP BY v HAVING sum(c) <> 0) w) e
+GROUP BY b.b ORDER BY b.b;
 -- a set of retractions only holds no value; a malformed one is refused
 SELECT streamwin.change_set_min(s, NULL::int4) AS lo, streamwin.change_set_max(s, NULL::int4) AS hi,
        streamwin.change_set_values(s, NULL::int4) AS vals

@@ -566,6 +566,166 @@ entry_datum(SetTypeInfo *t, const SetEntry *e, Scratch *sc)
 }
 
 /*
+ * A numeric image's value as numeric.c lays it out on disk, read where it
+ * lies (unaligned): so that a merge compares two values of a set without
+ * copying either into a buffer (entry_datum) and calling numeric's
+ * comparator.  The order is numeric's: -Infinity, the finite values, then
+ * Infinity, then NaN; the finite values by sign, then by their digits
+ * aligned on their weights (a digit past either end counts 0, so that a
+ * value written with zero digits at either end compares as the same value).
+ * The digits are not checked here (numeric_image_check): a wrong digit
+ * only misplaces its entry, whose value is checked when it is read out.
+ */
+typedef struct NumericImage
+{
+	int			order;			/* -1 -Infinity, 0 finite, 1 Infinity, 2 NaN */
+	bool		negative;
+	int			weight;			/* of the first digit, in base-10000 digits */
+	int			ndigits;
+	const char *digits;			/* int16s, maybe unaligned */
+} NumericImage;
+
+static inline void
+numeric_image_read(const char *img, Size img_len, NumericImage *v)
+{
+	Size		hdr = VARATT_IS_1B(img) ? 1 : VARHDRSZ;
+	const char *p = img + hdr;
+	Size		size = img_len - hdr;
+	uint16		header;
+
+	if (img_len < hdr + sizeof(uint16))
+		set_corrupt();
+	memcpy(&header, p, sizeof(uint16));
+	v->negative = false;
+	v->weight = 0;
+	v->ndigits = 0;
+	v->digits = NULL;
+	if ((header & NUMERIC_SIGN_BITS) == NUMERIC_SPECIAL_BITS)
+	{
+		switch (header & NUMERIC_SPECIAL_MASK)
+		{
+			case 0xC000:
+				v->order = 2;	/* NaN */
+				break;
+			case 0xD000:
+				v->order = 1;	/* Infinity */
+				break;
+			case 0xF000:
+				v->order = -1;	/* -Infinity */
+				break;
+			default:
+				set_corrupt();
+		}
+		return;
+	}
+	v->order = 0;
+	if (header & NUMERIC_SHORT_BIT)
+	{
+		/* sign 0x2000, weight in the low 7 bits, two's complement */
+		v->negative = (header & 0x2000) != 0;
+		v->weight = (header & 0x0040) ? (int) (header & 0x003F) - 64 : (int) (header & 0x003F);
+		p += sizeof(uint16);
+		size -= sizeof(uint16);
+	}
+	else
+	{
+		int16		weight;
+
+		if (size < 2 * sizeof(uint16))
+			set_corrupt();
+		v->negative = (header & NUMERIC_SIGN_BITS) == 0x4000;
+		memcpy(&weight, p + sizeof(uint16), sizeof(int16));
+		v->weight = weight;
+		p += 2 * sizeof(uint16);
+		size -= 2 * sizeof(uint16);
+	}
+	if (size % sizeof(int16) != 0)
+		set_corrupt();
+	v->ndigits = size / sizeof(int16);
+	v->digits = p;
+}
+
+/* v's digit of weight w (0 past either end). */
+static inline int
+numeric_image_digit(const NumericImage *v, int w)
+{
+	int			i = v->weight - w;
+	int16		d;
+
+	if (i < 0 || i >= v->ndigits)
+		return 0;
+	memcpy(&d, v->digits + i * sizeof(int16), sizeof(int16));
+	return d;
+}
+
+/* |x| against |y|, digit by digit from the highest weight either has. */
+static int
+numeric_image_compare_abs(const NumericImage *x, const NumericImage *y)
+{
+	int			top = Max(x->weight, y->weight);
+	int			bottom = Min(x->weight - x->ndigits + 1, y->weight - y->ndigits + 1);
+
+	for (int w = top; w >= bottom; w--)
+	{
+		int			dx = numeric_image_digit(x, w);
+		int			dy = numeric_image_digit(y, w);
+
+		if (dx != dy)
+			return dx < dy ? -1 : 1;
+	}
+	return 0;
+}
+
+static int
+numeric_image_compare(const NumericImage *x, const NumericImage *y)
+{
+	int			c;
+
+	if (x->order != 0 || y->order != 0)
+		return x->order == y->order ? 0 : (x->order < y->order ? -1 : 1);
+	/* no digits: zero, whatever its sign bit */
+	if (x->ndigits == 0 || y->ndigits == 0)
+	{
+		if (x->ndigits == y->ndigits)
+			return 0;
+		if (x->ndigits == 0)
+			return y->negative ? 1 : -1;
+		return x->negative ? -1 : 1;
+	}
+	if (x->negative != y->negative)
+		return x->negative ? -1 : 1;
+	c = numeric_image_compare_abs(x, y);
+	return x->negative ? -c : c;
+}
+
+/*
+ * An entry made comparable (compare_entries): a numeric's image read in
+ * place, any other type's value made by entry_datum in sc.
+ */
+typedef struct EntryKey
+{
+	Datum		value;
+	NumericImage num;
+} EntryKey;
+
+static inline void
+entry_key(SetTypeInfo *t, const SetEntry *e, Scratch *sc, EntryKey *k)
+{
+	if (t->kind == IMAGE_NUMERIC)
+		numeric_image_read(e->img, e->img_len, &k->num);
+	else
+		k->value = entry_datum(t, e, sc);
+}
+
+static inline int
+compare_entries(SetTypeInfo *t, const EntryKey *a, const EntryKey *b)
+{
+	if (t->kind == IMAGE_NUMERIC)
+		return numeric_image_compare(&a->num, &b->num);
+	return compare_values(t, a->value, b->value);
+}
+
+/*
  * An entry's value, a copy of its own (in CurrentMemoryContext), to go out
  * of the set: text checked against the database encoding.
  */
@@ -956,7 +1116,7 @@ set_merge_searched(SetTypeInfo *t, const SetHeader *a, const SetHeader *b, SetHe
 	out->last = 0;
 	for (int j = 0; j < b->n; j++)
 	{
-		Datum		db;
+		EntryKey	kb;
 		int			lo = next;
 		int			hi = a->n;
 		bool		equal = false;
@@ -964,15 +1124,17 @@ set_merge_searched(SetTypeInfo *t, const SetHeader *a, const SetHeader *b, SetHe
 
 		entry_read(t, b, boff, &eb);
 		boff += eb.len;
-		db = entry_datum(t, &eb, &sb);
+		entry_key(t, &eb, &sb, &kb);
 		/* lo: a's first entry from next on whose value is not below b's */
 		while (lo < hi)
 		{
 			int			mid = lo + (hi - lo) / 2;
 			int			c;
+			EntryKey	ka;
 
 			entry_read(t, a, offs[mid], &e);
-			c = compare_values(t, entry_datum(t, &e, &sa), db);
+			entry_key(t, &e, &sa, &ka);
+			c = compare_entries(t, &ka, &kb);
 			if (c < 0)
 				lo = mid + 1;
 			else
@@ -1047,8 +1209,8 @@ streamwin_change_set_merge(PG_FUNCTION_ARGS)
 	SetHeader  *out;
 	SetEntry	ea = {0};
 	SetEntry	eb = {0};
-	Datum		da = (Datum) 0;
-	Datum		db = (Datum) 0;
+	EntryKey	ka = {0};
+	EntryKey	kb = {0};
 	Scratch		sa = {NULL, 0};
 	Scratch		sb = {NULL, 0};
 	Size		off = sizeof(SetHeader);
@@ -1102,12 +1264,12 @@ streamwin_change_set_merge(PG_FUNCTION_ARGS)
 	if (a->n > 0)
 	{
 		entry_read(t, a, sizeof(SetHeader), &ea);
-		da = entry_datum(t, &ea, &sa);
+		entry_key(t, &ea, &sa, &ka);
 	}
 	if (b->n > 0)
 	{
 		entry_read(t, b, sizeof(SetHeader), &eb);
-		db = entry_datum(t, &eb, &sb);
+		entry_key(t, &eb, &sb, &kb);
 	}
 	while (na < a->n || nb < b->n)
 	{
@@ -1120,7 +1282,7 @@ streamwin_change_set_merge(PG_FUNCTION_ARGS)
 		else if (nb == b->n)
 			c = -1;
 		else
-			c = compare_values(t, da, db);
+			c = compare_entries(t, &ka, &kb);
 		/* counts of a stored set are checked, not trusted: no overflow */
 		if (c == 0 && pg_add_s64_overflow(ea.count, eb.count, &sum))
 			set_corrupt();
@@ -1152,12 +1314,12 @@ streamwin_change_set_merge(PG_FUNCTION_ARGS)
 		if (c <= 0 && ++na < a->n)
 		{
 			entry_read(t, a, ea.off + ea.len, &ea);
-			da = entry_datum(t, &ea, &sa);
+			entry_key(t, &ea, &sa, &ka);
 		}
 		if (c >= 0 && ++nb < b->n)
 		{
 			entry_read(t, b, eb.off + eb.len, &eb);
-			db = entry_datum(t, &eb, &sb);
+			entry_key(t, &eb, &sb, &kb);
 		}
 	}
 	out->n = n;
