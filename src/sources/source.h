@@ -153,7 +153,9 @@ typedef struct SourceReader
 	QuerySourceInfo *qsource;	/* = &query->sources[source_index] */
 	MemoryContext cxt;			/* lives as long as the reader */
 	TupleDesc	desc;			/* the source's row type */
-	bool		rows_are_tuples;	/* payloads are heap tuple bodies of desc */
+	bool		rows_are_tuples;	/* payloads are heap tuple bodies of desc,
+									 * or of its leading columns
+									 * (source_row_deform) */
 	SourceEnvelope envelope;	/* how messages are rows (set by open) */
 	SourceChanges changes;		/* a changelog's, in the batch's rows:
 								 * counted by batch_input.c (set to zero

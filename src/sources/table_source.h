@@ -140,12 +140,14 @@ extern XLogRecPtr source_slot_confirmed(const char *slot_name);
  * Each row is returned as a SourceRow (of part 0) whose payload is the row
  * as a heap tuple body (HeapTupleHeader, len = t_len) of row type `desc`
  * (the table's columns, then nmetadata metadata columns, then a changelog
- * source's change column), columns matched by name (a column the table no
- * longer has reads NULL; for a changelog source it is an error, since a
- * retraction without it would not be exact), offset is the commit LSN of
- * its transaction, partition its index in that
- * transaction, and timestamp the commit time.  Everything is allocated in
- * CurrentMemoryContext.
+ * source's change column), or of its leading columns alone where they are
+ * the table's as they are (the table's tuple copied; source_row_deform
+ * fills the rest, the change from SourceRow.change), columns matched by
+ * name (a column the table no longer has reads NULL; for a changelog
+ * source it is an error, since a retraction without it would not be
+ * exact), offset is the commit LSN of its transaction, partition its index
+ * in that transaction, and timestamp the commit time.  Everything is
+ * allocated in CurrentMemoryContext.
  *
  * confirm_upto: the slot may be confirmed up to there (InvalidXLogRecPtr:
  * leave it); never moves the slot backwards.

@@ -34,11 +34,12 @@
  * with a 1-byte header where it fits, never compressed or out of line; a
  * by-value type's typlen bytes), unaligned, as in a tuple.  A numeric of a
  * few digits takes about 8 bytes.  A merge is one pass over both sets that
- * copies entries whole where their count stays; to compare two values,
- * each is copied into an aligned buffer first (entry_datum), a 4-byte
- * header in place of its short one.  min is the first entry, max the last
- * (its offset is in the header).  The images are this machine's: a set
- * carries the byte order it was written in, and one of the other is
+ * copies entries whole where their count stays; to compare two values, a
+ * numeric's image is read where it lies (numeric_image_read), any other
+ * type's value is copied into an aligned buffer first (entry_datum), a
+ * 4-byte header in place of its short one.  min is the first entry, max
+ * the last (its offset is in the header).  The images are this machine's:
+ * a set carries the byte order it was written in, and one of the other is
  * refused (reset_query rebuilds the state from the source).
  *
  * The images are trusted only where no image can do harm: the functions
