@@ -475,10 +475,10 @@ entry_read(SetTypeInfo *t, const SetHeader *h, Size off, SetEntry *e)
 }
 
 /*
- * A numeric's image checked as numeric's functions read it (numeric.c's
- * layout, stable on disk): a header of 2 bytes (short or special) or 4
- * (long), whole digits, each below 10000, and a special value one of NaN,
- * Infinity and -Infinity.  p is a varlena with a 4-byte header.
+ * A numeric image as numeric.c lays it out on disk, read where it lies,
+ * unaligned: a header of 2 bytes (short or
+ * special) or 4 (long), then whole digits; a special value one of NaN,
+ * Infinity and -Infinity.  img is a varlena with a 1- or 4-byte header.
  */
 #define NUMERIC_SIGN_BITS 0xC000
 #define NUMERIC_SHORT_BIT 0x8000
@@ -486,97 +486,6 @@ entry_read(SetTypeInfo *t, const SetHeader *h, Size off, SetEntry *e)
 #define NUMERIC_SPECIAL_MASK 0xF000
 #define NUMERIC_DIGIT_LIMIT 10000
 
-static void
-numeric_image_check(const char *p)
-{
-	Size		size = VARSIZE(p) - VARHDRSZ;
-	uint16		header;
-	Size		hdr;
-	uint16		digit;
-
-	if (size < sizeof(uint16))
-		set_corrupt();
-	memcpy(&header, p + VARHDRSZ, sizeof(uint16));
-	if ((header & NUMERIC_SIGN_BITS) == NUMERIC_SPECIAL_BITS)
-	{
-		uint16		special = header & NUMERIC_SPECIAL_MASK;
-
-		if (special != 0xC000 && special != 0xD000 && special != 0xF000)
-			set_corrupt();
-		return;
-	}
-	hdr = (header & NUMERIC_SHORT_BIT) ? sizeof(uint16) : 2 * sizeof(uint16);
-	if (size < hdr || (size - hdr) % sizeof(uint16) != 0)
-		set_corrupt();
-	for (Size o = hdr; o < size; o += sizeof(uint16))
-	{
-		memcpy(&digit, p + VARHDRSZ + o, sizeof(uint16));
-		if (digit >= NUMERIC_DIGIT_LIMIT)
-			set_corrupt();
-	}
-}
-
-/*
- * An entry's value, to compare: in sc (by reference: a pointer into it,
- * which the next call for sc replaces), aligned, a varlena with a 4-byte
- * header; an IMAGE_SENT type's received, in CurrentMemoryContext.
- */
-static inline Datum
-entry_datum(SetTypeInfo *t, const SetEntry *e, Scratch *sc)
-{
-	bool		shorthdr = t->imglen == -1 && VARATT_IS_1B(e->img);
-	Size		need = shorthdr ? e->img_len - 1 + VARHDRSZ : e->img_len;
-
-	if (t->imglen == -2)
-		return PointerGetDatum(e->img);
-	if (need > sc->size)
-	{
-		if (sc->buf)
-			pfree(sc->buf);
-		sc->size = Max(need, 2 * sc->size);
-		sc->buf = palloc(sc->size);
-	}
-	if (shorthdr)
-	{
-		SET_VARSIZE(sc->buf, need);
-		memcpy(sc->buf + VARHDRSZ, e->img + 1, e->img_len - 1);
-	}
-	else
-		memcpy(sc->buf, e->img, e->img_len);
-	switch (t->kind)
-	{
-		case IMAGE_NUMERIC:
-			numeric_image_check(sc->buf);
-			break;
-		case IMAGE_SENT:
-			{
-				StringInfoData buf;
-
-				buf.data = VARDATA(sc->buf);
-				buf.len = VARSIZE(sc->buf) - VARHDRSZ;
-				buf.maxlen = buf.len;
-				buf.cursor = 0;
-				return ReceiveFunctionCall(&t->recv, &buf, t->recv_ioparam, -1);
-			}
-		default:
-			break;
-	}
-	if (t->typbyval)
-		return fetch_att(sc->buf, true, t->typlen);
-	return PointerGetDatum(sc->buf);
-}
-
-/*
- * A numeric image's value as numeric.c lays it out on disk, read where it
- * lies (unaligned): so that a merge compares two values of a set without
- * copying either into a buffer (entry_datum) and calling numeric's
- * comparator.  The order is numeric's: -Infinity, the finite values, then
- * Infinity, then NaN; the finite values by sign, then by their digits
- * aligned on their weights (a digit past either end counts 0, so that a
- * value written with zero digits at either end compares as the same value).
- * The digits are not checked here (numeric_image_check): a wrong digit
- * only misplaces its entry, whose value is checked when it is read out.
- */
 typedef struct NumericImage
 {
 	int			order;			/* -1 -Infinity, 0 finite, 1 Infinity, 2 NaN */
@@ -659,6 +568,87 @@ numeric_image_digit(const NumericImage *v, int w)
 	return d;
 }
 
+/*
+ * A numeric's image checked as numeric's functions read it: its layout
+ * (numeric_image_read), and each digit below 10000.  p is a varlena with a
+ * 4-byte header.
+ */
+static void
+numeric_image_check(const char *p)
+{
+	NumericImage v;
+
+	numeric_image_read(p, VARSIZE(p), &v);
+	for (int w = v.weight; w > v.weight - v.ndigits; w--)
+	{
+		int			d = numeric_image_digit(&v, w);
+
+		if (d < 0 || d >= NUMERIC_DIGIT_LIMIT)
+			set_corrupt();
+	}
+}
+
+/*
+ * An entry's value, to compare: in sc (by reference: a pointer into it,
+ * which the next call for sc replaces), aligned, a varlena with a 4-byte
+ * header; an IMAGE_SENT type's received, in CurrentMemoryContext.
+ */
+static inline Datum
+entry_datum(SetTypeInfo *t, const SetEntry *e, Scratch *sc)
+{
+	bool		shorthdr = t->imglen == -1 && VARATT_IS_1B(e->img);
+	Size		need = shorthdr ? e->img_len - 1 + VARHDRSZ : e->img_len;
+
+	if (t->imglen == -2)
+		return PointerGetDatum(e->img);
+	if (need > sc->size)
+	{
+		if (sc->buf)
+			pfree(sc->buf);
+		sc->size = Max(need, 2 * sc->size);
+		sc->buf = palloc(sc->size);
+	}
+	if (shorthdr)
+	{
+		SET_VARSIZE(sc->buf, need);
+		memcpy(sc->buf + VARHDRSZ, e->img + 1, e->img_len - 1);
+	}
+	else
+		memcpy(sc->buf, e->img, e->img_len);
+	switch (t->kind)
+	{
+		case IMAGE_NUMERIC:
+			numeric_image_check(sc->buf);
+			break;
+		case IMAGE_SENT:
+			{
+				StringInfoData buf;
+
+				buf.data = VARDATA(sc->buf);
+				buf.len = VARSIZE(sc->buf) - VARHDRSZ;
+				buf.maxlen = buf.len;
+				buf.cursor = 0;
+				return ReceiveFunctionCall(&t->recv, &buf, t->recv_ioparam, -1);
+			}
+		default:
+			break;
+	}
+	if (t->typbyval)
+		return fetch_att(sc->buf, true, t->typlen);
+	return PointerGetDatum(sc->buf);
+}
+
+/*
+ * Two numeric images compared where they lie (numeric_image_read): so that
+ * a merge compares two values of a set without copying either into a
+ * buffer (entry_datum) and calling numeric's comparator.  The order is
+ * numeric's: -Infinity, the finite values, then Infinity, then NaN; the
+ * finite values by sign, then by their digits aligned on their weights (a
+ * digit past either end counts 0, so that a value written with zero digits
+ * at either end compares as the same value).  The digits are not checked
+ * here (numeric_image_check): a wrong digit only misplaces its entry, whose
+ * value is checked when it is read out.
+ */
 /* |x| against |y|, digit by digit from the highest weight either has. */
 static int
 numeric_image_compare_abs(const NumericImage *x, const NumericImage *y)
