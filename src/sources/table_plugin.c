@@ -329,6 +329,13 @@ form_row(FetchState *st, Relation rel, HeapTuple tuple, HeapTuple old, int16 cha
 	return row;
 }
 
+/* A changelog row's change: +1 for a row it adds, -1 for one it retracts. */
+static inline int16
+change_sign(char kind)
+{
+	return kind == CHANGE_INSERT || kind == CHANGE_UPDATE ? 1 : -1;
+}
+
 /* Append a row (in st->cxt) to the fetch. */
 void
 append_row(FetchState *st, HeapTuple row, XLogRecPtr lsn, int64 index, TimestampTz commit_time,
@@ -351,7 +358,7 @@ append_row(FetchState *st, HeapTuple row, XLogRecPtr lsn, int64 index, Timestamp
 	m->has_timestamp = true;
 	m->timestamp = commit_time;
 	if (kind != CHANGE_NONE)
-		m->change = kind == CHANGE_INSERT || kind == CHANGE_UPDATE ? 1 : -1;
+		m->change = change_sign(kind);
 	if (kind < CHANGE_UPDATE_OLD)
 		out->changes[(int) kind]++;
 }
@@ -364,7 +371,7 @@ take_row(FetchState *st, ReorderBufferTXN *txn, Relation rel, HeapTuple tuple,
 	MemoryContext old = MemoryContextSwitchTo(st->cxt);
 
 	append_row(st, form_row(st, rel, tuple, old_version,
-							kind == CHANGE_INSERT || kind == CHANGE_UPDATE ? 1 : -1),
+							change_sign(kind)),
 			   txn->final_lsn, index, txn->xact_time.commit_time, kind);
 	MemoryContextSwitchTo(old);
 }
@@ -413,7 +420,7 @@ spool_row(FetchState *st, ReorderBufferTXN *txn, Relation rel, HeapTuple tuple,
 	}
 	old = MemoryContextSwitchTo(st->cxt);
 	row = form_row(st, rel, tuple, old_version,
-				   kind == CHANGE_INSERT || kind == CHANGE_UPDATE ? 1 : -1);
+				   change_sign(kind));
 	tuplestore_puttuple(spool->rows, row);
 	spool->left++;
 	spool_kind(kind);

@@ -22,6 +22,7 @@
 #include "access/xlog.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "funcapi.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
@@ -461,7 +462,7 @@ table_row_text(SourceReader *rd, const SourceRow *row)
 
 	source_row_deform(rd->desc, source_change_attno(rd->desc), row, values, nulls);
 	tuple = heap_form_tuple(rd->desc, values, nulls);
-	record_text = OidOutputFunctionCall(F_RECORD_OUT, heap_copy_tuple_as_datum(tuple, rd->desc));
+	record_text = OidOutputFunctionCall(F_RECORD_OUT, HeapTupleGetDatum(tuple));
 	return (bytea *) cstring_to_text(record_text);
 }
 
