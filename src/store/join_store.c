@@ -912,6 +912,7 @@ join_store_checkpoint_kept(JoinStore *js, int side, Oid logged, int64 since_batc
 	bool	   *nulls;
 	bool		same;
 	dlist_iter	it;
+	int64		n = 0;
 
 	Assert(js->in_batch);
 	if (dlist_is_empty(&sd->pending))
@@ -941,7 +942,10 @@ join_store_checkpoint_kept(JoinStore *js, int side, Oid logged, int64 since_batc
 			break;
 		entry_table_row(js, side, e, td, values, nulls, table_rows_slot(&t));
 		table_rows_add(&t, e);
+		n++;
 	}
+	elog(DEBUG1, "streamwin: " INT64_FORMAT " rows kept back from \"%s\" written into \"%s\" from memory",
+		 n, get_rel_name(js->spec.table[side]), RelationGetRelationName(t.rel));
 	table_rows_close(&t);
 	pfree(values);
 	pfree(nulls);

@@ -799,7 +799,7 @@ my ($k_imp_table, $k_clk_table) = split /\n/, $node->safe_psql('postgres', q{SEL
 	my ($never, $kept, $from_memory, %writes) = (0, 0, 0);
 	$never += $1 while $err =~ /(\d+) rows kept back from "join_(?:left|right)_\d+" went before they were written/g;
 	$kept += $1 while $err =~ /(\d+) rows kept back from "join_(?:left|right)_\d+" until the transaction's batches end/g;
-	$from_memory += $1 while $err =~ /(\d+) rows inserted into "checkpoint_join_(?:left|right)_\d+" many to a page/g;
+	$from_memory += $1 while $err =~ /(\d+) rows kept back from "join_(?:left|right)_\d+" written into "checkpoint_join_(?:left|right)_\d+" from memory/g;
 	$writes{$1}++ while $err =~ /\d+ rows inserted into "join_(left|right)_\d+" many to a page/g;
 	is($r->{input_rows}, 2 * $KN, "k_inner: run_available read every message, in $r->{batches} batches");
 	cmp_ok($kept, '>', 0, "k_inner: its batches kept $kept rows back from the join tables");
