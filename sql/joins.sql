@@ -133,6 +133,42 @@ SELECT streamwin.create_query('click_imps_hop', $$SELECT c.ad_id % 3 AS g, count
 SELECT streamwin.create_query('all_pairs', $$SELECT i.imp_id, c.click_id
     FROM impressions i JOIN clicks c ON c.ad_id = i.ad_id$$,
     options => '{"join_state_unbounded": true}', start => false);
+-- The same join in other shapes, whose statements read the batch's pairs
+-- as found in C (the plan's "pairs"), an ordinary table between the sides
+-- too; and in two shapes whose statements join the sides as SQL does: a
+-- side's whole row, and the join under an alias.  Each is compared with
+-- plain SQL below.
+SELECT streamwin.create_query('pairs_using', $$SELECT ad_id, i.imp_id, c.click_id
+    FROM impressions i JOIN clicks c USING (ad_id)
+    WHERE c.click_time BETWEEN i.imp_time AND i.imp_time + interval '10 minutes'$$,
+    watermark => '1 minute', start => false);
+SELECT streamwin.create_query('pairs_swapped', $$SELECT k.iid, c.click_id, c.cost
+    FROM clicks c JOIN impressions AS k(iid, aid, itime) ON k.aid = c.ad_id
+    AND c.click_time BETWEEN k.itime AND k.itime + interval '10 minutes'$$,
+    watermark => '1 minute', start => false);
+SELECT streamwin.create_query('pairs_listed', $$SELECT i.imp_id, c.click_id
+    FROM impressions i, clicks c WHERE c.ad_id = i.ad_id
+    AND c.click_time BETWEEN i.imp_time AND i.imp_time + interval '10 minutes' AND c.cost > 1$$,
+    watermark => '1 minute', start => false);
+SELECT streamwin.create_query('pairs_rows', $$SELECT i.imp_id, row_to_json(c)::jsonb AS click
+    FROM impressions i JOIN clicks c ON c.ad_id = i.ad_id
+    AND c.click_time BETWEEN i.imp_time AND i.imp_time + interval '10 minutes'$$,
+    watermark => '1 minute', start => false);
+SELECT streamwin.create_query('pairs_apart', $$SELECT i.imp_id, a.campaign, c.click_id
+    FROM impressions i, ads a, clicks c WHERE a.ad_id = i.ad_id AND c.ad_id = i.ad_id
+    AND c.click_time BETWEEN i.imp_time AND i.imp_time + interval '10 minutes'$$,
+    watermark => '1 minute', start => false);
+SELECT streamwin.create_query('pairs_aliased', $$SELECT j.click_id, j.ad_id, j.imp_time
+    FROM (impressions i JOIN clicks c USING (ad_id)) AS j
+    WHERE j.click_time BETWEEN j.imp_time AND j.imp_time + interval '10 minutes'$$,
+    watermark => '1 minute', start => false);
+-- the pairs read through the function (the scan off where it is planned)
+SELECT streamwin.create_query('pairs_fn', $$SELECT ad_id, i.imp_id, c.click_id
+    FROM impressions i JOIN clicks c USING (ad_id)
+    WHERE c.click_time BETWEEN i.imp_time AND i.imp_time + interval '10 minutes'$$,
+    watermark => '1 minute', start => false);
+SELECT name, plan->'join'->>'pairs' AS pairs FROM streamwin.query_catalog
+ WHERE plan ? 'join' ORDER BY name;
 SELECT name, source, state FROM streamwin.queries ORDER BY name;
 -- the sources stay while queries read them
 SELECT streamwin.drop_source('clicks');
@@ -143,20 +179,24 @@ SELECT streamwin.drop_source('clicks');
 INSERT INTO imp SELECT n, n % 10, '2026-01-01 00:00'::timestamptz + n * interval '1 minute',
        '2026-01-01 00:00'::timestamptz + n * interval '1 minute 10 seconds'
   FROM generate_series(0, 59) n;
--- one of an ad that has no clicks
-INSERT INTO imp VALUES (500, 42, '2026-01-01 00:40');
+-- one of an ad that has no clicks, and one without an ad (a NULL key,
+-- which equals nothing; a click below has none either)
+INSERT INTO imp VALUES (500, 42, '2026-01-01 00:40'), (502, NULL, '2026-01-01 00:30');
 CREATE FUNCTION run_all() RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
 	q text;
 BEGIN
 	FOREACH q IN ARRAY array['pairs', 'per_ad', 'imp_campaigns', 'pairs_once', 'imp_clicks', 'click_imps',
-                       'click_imps_hop', 'all_pairs'] LOOP
+                       'click_imps_hop', 'all_pairs', 'pairs_using', 'pairs_swapped', 'pairs_listed',
+                       'pairs_rows', 'pairs_apart', 'pairs_aliased', 'pairs_fn'] LOOP
+		PERFORM set_config('streamwin.enable_source_scan', (q <> 'pairs_fn')::text, true);
 		PERFORM streamwin.run_available(q);
 	END LOOP;
 END $$;
 SELECT run_all();
 INSERT INTO clk SELECT n, n % 10, '2026-01-01 00:00'::timestamptz + n * interval '47 seconds', n % 7
   FROM generate_series(0, 79) n;
+INSERT INTO clk VALUES (2000, NULL, '2026-01-01 00:31', 1);
 SELECT run_all();
 INSERT INTO clk SELECT 1000 + n, n % 10, '2026-01-01 01:00'::timestamptz + n * interval '53 seconds', n % 5
   FROM generate_series(0, 79) n
@@ -166,6 +206,9 @@ SELECT 1000 + n, n % 10, '2026-01-01 01:00'::timestamptz + n * interval '53 seco
 SELECT run_all();
 INSERT INTO imp SELECT 100 + n, n % 10, '2026-01-01 01:00'::timestamptz + n * interval '1 minute', NULL
   FROM generate_series(0, 59) n;
+-- and clicks that meet them in the same batch
+INSERT INTO clk SELECT 4000 + n, n % 10, '2026-01-01 01:30:30'::timestamptz + n * interval '61 seconds', 2
+  FROM generate_series(0, 9) n;
 -- an impression after the last click, which no click matches
 INSERT INTO imp VALUES (501, 9, '2026-01-01 03:00');
 SELECT run_all();
@@ -250,6 +293,75 @@ UNION ALL
 (SELECT i.imp_id, c.click_id FROM imp i JOIN clk c ON c.ad_id = i.ad_id
  EXCEPT ALL SELECT imp_id, click_id FROM all_pairs);
 
+-- The other shapes, as plain SQL finds their rows.
+CREATE VIEW want_pairs_using AS
+SELECT ad_id, i.imp_id, c.click_id FROM imp i JOIN clk c USING (ad_id)
+ WHERE c.click_time BETWEEN i.imp_time AND i.imp_time + interval '10 minutes';
+CREATE VIEW want_pairs_swapped AS
+SELECT i.imp_id AS iid, c.click_id, c.cost FROM clk c JOIN imp i ON i.ad_id = c.ad_id
+   AND c.click_time BETWEEN i.imp_time AND i.imp_time + interval '10 minutes';
+CREATE VIEW want_pairs_listed AS
+SELECT i.imp_id, c.click_id FROM imp i, clk c WHERE c.ad_id = i.ad_id
+   AND c.click_time BETWEEN i.imp_time AND i.imp_time + interval '10 minutes' AND c.cost > 1;
+CREATE VIEW want_pairs_rows AS
+SELECT i.imp_id, row_to_json(c)::jsonb AS click FROM imp i JOIN clk c ON c.ad_id = i.ad_id
+   AND c.click_time BETWEEN i.imp_time AND i.imp_time + interval '10 minutes';
+CREATE VIEW want_pairs_aliased AS
+SELECT c.click_id, ad_id, i.imp_time FROM imp i JOIN clk c USING (ad_id)
+ WHERE c.click_time BETWEEN i.imp_time AND i.imp_time + interval '10 minutes';
+CREATE VIEW want_pairs_apart AS
+SELECT i.imp_id, a.campaign, c.click_id FROM imp i, ads a, clk c WHERE a.ad_id = i.ad_id
+   AND c.ad_id = i.ad_id AND c.click_time BETWEEN i.imp_time AND i.imp_time + interval '10 minutes';
+SELECT (SELECT count(*) FROM want_pairs_using) AS using, (SELECT count(*) FROM want_pairs_swapped) AS swapped,
+       (SELECT count(*) FROM want_pairs_listed) AS listed, (SELECT count(*) FROM want_pairs_rows) AS rows,
+       (SELECT count(*) FROM want_pairs_apart) AS apart, (SELECT count(*) FROM want_pairs_aliased) AS aliased;
+(SELECT * FROM pairs_using EXCEPT ALL SELECT * FROM want_pairs_using)
+UNION ALL (SELECT * FROM want_pairs_using EXCEPT ALL SELECT * FROM pairs_using);
+(SELECT * FROM pairs_swapped EXCEPT ALL SELECT * FROM want_pairs_swapped)
+UNION ALL (SELECT * FROM want_pairs_swapped EXCEPT ALL SELECT * FROM pairs_swapped);
+(SELECT * FROM pairs_listed EXCEPT ALL SELECT * FROM want_pairs_listed)
+UNION ALL (SELECT * FROM want_pairs_listed EXCEPT ALL SELECT * FROM pairs_listed);
+(SELECT * FROM pairs_rows EXCEPT ALL SELECT * FROM want_pairs_rows)
+UNION ALL (SELECT * FROM want_pairs_rows EXCEPT ALL SELECT * FROM pairs_rows);
+(SELECT * FROM pairs_apart EXCEPT ALL SELECT * FROM want_pairs_apart)
+UNION ALL (SELECT * FROM want_pairs_apart EXCEPT ALL SELECT * FROM pairs_apart);
+(SELECT * FROM pairs_fn EXCEPT ALL SELECT * FROM want_pairs_using)
+UNION ALL (SELECT * FROM want_pairs_using EXCEPT ALL SELECT * FROM pairs_fn);
+(SELECT * FROM pairs_aliased EXCEPT ALL SELECT * FROM want_pairs_aliased)
+UNION ALL (SELECT * FROM want_pairs_aliased EXCEPT ALL SELECT * FROM pairs_aliased);
+
+-- Many rows of each side with one key among three, in one batch and then
+-- against the state: over a million pairs of equal keys a batch, made a
+-- chunk at a time, of which the range keeps a few.
+CREATE TABLE ba (id int, k int, t timestamptz);
+CREATE TABLE bb (id int, k int, t timestamptz);
+SELECT streamwin.create_table_source('bulk_a', 'ba');
+SELECT streamwin.create_table_source('bulk_b', 'bb');
+SELECT streamwin.create_query('pairs_bulk', $$SELECT a.id AS a_id, b.id AS b_id
+    FROM bulk_a a JOIN bulk_b b ON b.k = a.k AND b.t BETWEEN a.t AND a.t + interval '1 minute'$$,
+    watermark => '1 minute', start => false);
+SELECT plan->'join'->>'pairs' AS pairs FROM streamwin.query_catalog WHERE name = 'pairs_bulk';
+INSERT INTO ba SELECT n, n % 3, '2026-01-01 00:00'::timestamptz + n * interval '1.7 seconds'
+  FROM generate_series(0, 1999) n;
+INSERT INTO bb SELECT n, n % 3, '2026-01-01 00:00'::timestamptz + n * interval '1.9 seconds'
+  FROM generate_series(0, 1999) n;
+SELECT streamwin.run_available('pairs_bulk') -> 'input_rows' AS input_rows;
+INSERT INTO ba SELECT n, n % 3, '2026-01-01 01:00'::timestamptz + (n - 2000) * interval '1.3 seconds'
+  FROM generate_series(2000, 2999) n;
+INSERT INTO bb SELECT n, n % 3, '2026-01-01 01:03'::timestamptz + (n - 2000) * interval '1.1 seconds'
+  FROM generate_series(2000, 2999) n;
+SELECT streamwin.run_available('pairs_bulk') -> 'input_rows' AS input_rows;
+SELECT count(*) AS pairs FROM pairs_bulk;
+(SELECT * FROM pairs_bulk
+ EXCEPT ALL SELECT a.id, b.id FROM ba a JOIN bb b ON b.k = a.k AND b.t BETWEEN a.t AND a.t + interval '1 minute')
+UNION ALL
+(SELECT a.id, b.id FROM ba a JOIN bb b ON b.k = a.k AND b.t BETWEEN a.t AND a.t + interval '1 minute'
+ EXCEPT ALL SELECT * FROM pairs_bulk);
+SELECT streamwin.drop_query('pairs_bulk', drop_result => true);
+SELECT streamwin.drop_source('bulk_a');
+SELECT streamwin.drop_source('bulk_b');
+DROP TABLE ba, bb;
+
 -- Only the rows that can still match stay: the two far ahead.
 SELECT q, (SELECT state_rows FROM streamwin.progress p WHERE p.query = q ORDER BY batch_id DESC LIMIT 1)
   FROM unnest(array['pairs', 'imp_clicks']) q;
@@ -268,11 +380,13 @@ SELECT streamwin.run_batch('pairs') -> 'input_rows' AS input_rows;
 
 SELECT streamwin.drop_query(q, drop_result => true)
   FROM unnest(array['pairs', 'per_ad', 'imp_campaigns', 'pairs_once', 'imp_clicks', 'click_imps',
-                     'click_imps_hop', 'all_pairs']) q;
+                     'click_imps_hop', 'all_pairs', 'pairs_using', 'pairs_swapped', 'pairs_listed',
+                     'pairs_rows', 'pairs_apart', 'pairs_aliased', 'pairs_fn']) q;
 SELECT count(*) FROM pg_class WHERE relname ~ '^(checkpoint_)?join_';
 SELECT streamwin.drop_source('clicks');
 SELECT streamwin.drop_source('impressions');
 DROP FUNCTION run_all();
 DROP VIEW want_pairs, want_pairs_once, want_per_ad, want_imp_clicks, want_imp_campaigns, want_click_imps,
-     want_click_imps_hop;
+     want_click_imps_hop, want_pairs_using, want_pairs_swapped, want_pairs_listed, want_pairs_rows,
+     want_pairs_apart, want_pairs_aliased;
 DROP TABLE imp, imp2, clk, clk_tokyo, ads;

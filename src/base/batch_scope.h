@@ -57,6 +57,15 @@ typedef struct BatchInput
 	int			nrows;
 	BatchRow   *rows;
 	struct BatchInput *next;
+
+	/*
+	 * Rows made a chunk at a time as they are read (a join's pairs,
+	 * join_store_pairs): rows holds the current chunk, and refill replaces
+	 * it with the next one, or with the first when restart, returning false
+	 * when there is none.  A reader restarts when it begins.  NULL: rows
+	 * holds them all.
+	 */
+	bool		(*refill) (struct BatchInput *input, bool restart);
 } BatchInput;
 
 struct StateStore;

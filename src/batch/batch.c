@@ -267,6 +267,7 @@ batch_decode(BatchContext *b)
 		bs->input.source_id = rd->source->source_id;
 		bs->input.natts = rd->desc->natts;
 		bs->input.nrows = 0;
+		bs->input.refill = NULL;
 		/* a changelog's message may retract a row and add one */
 		bs->input.rows = palloc(sizeof(BatchRow) * Max(bs->nrows, 1) *
 								(bs->decoder->changes != NULL ? 2 : 1));

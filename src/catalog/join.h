@@ -27,7 +27,8 @@
  *
  * With a join store (JoinPlan.nkeys, below), step 1 reads the other side's
  * join table as the rows of it that share a key with the new rows, found
- * in memory, in two joins rather than three (JOIN_ROWS_AND_STATE); step 2
+ * in memory, in two joins rather than three (JOIN_ROWS_AND_STATE), or
+ * reads the pairs themselves, found in C (JOIN_PAIRS); step 2
  * writes the join tables by location and memory together, and step 3 takes the rows from memory in event-time order and
  * deletes them from their tables by location (op_join.c, join_store.h).
  *
@@ -89,6 +90,20 @@ typedef struct JoinSidePlan
 #define JOIN_ROWS_AND_STATE_FITS(source_id) ((source_id) > 0 && (source_id) < JOIN_ROWS_AND_STATE_BIT)
 #define JOIN_ROWS_AND_STATE(source_id) ((int32) ((source_id) | JOIN_ROWS_AND_STATE_BIT))
 
+/*
+ * A join compiled for pairs (JoinPlan.pairs) reads the batch's pairs
+ * instead, found in C (join_store_pairs): every pair of rows with equal
+ * keys among side 0's new rows and state and side 1's new rows and state
+ * but for state with state, each as one row of side 0's columns followed
+ * by side 1's, under the id JOIN_PAIRS(side 0's source id).  Its statement
+ * reads them in side 0's place, and side 1 as a LATERAL subquery of the
+ * pair's columns (compile_join.c), so that the join's condition is a
+ * filter on one scan and no join is planned.
+ */
+#define JOIN_PAIRS_BIT 0x20000000
+#define JOIN_PAIRS_FITS(source_id) ((source_id) > 0 && (source_id) < JOIN_PAIRS_BIT)
+#define JOIN_PAIRS(source_id) ((int32) ((source_id) | JOIN_PAIRS_BIT))
+
 typedef struct JoinKeyPlan
 {
 	AttrNumber	attno[QUERY_MAX_SOURCES];	/* each side's column */
@@ -104,6 +119,9 @@ typedef struct JoinPlan
 								 * the watermark passes their end */
 	int			nkeys;			/* 0: no join store (compiled before
 								 * stores, or a join it cannot keep) */
+	bool		pairs;			/* the statements read JOIN_PAIRS (false:
+								 * compiled before pairs, or a query they
+								 * cannot be read in) */
 	JoinKeyPlan keys[JOIN_MAX_KEYS];
 } JoinPlan;
 

@@ -45,6 +45,8 @@ join_plan_json(const JoinPlan *jp, StringInfo plan)
 							 jp->keys[k].collation, jp->keys[k].left);
 		appendStringInfoString(plan, ", \"store_keys\": ");
 		escape_json(plan, keys.data);
+		if (jp->pairs)
+			appendStringInfoString(plan, ", \"pairs\": true");
 	}
 	for (int s = 0; s < QUERY_MAX_SOURCES; s++)
 	{
@@ -81,6 +83,7 @@ join_plan_read(Jsonb *plan)
 	Jsonb	   *join;
 	JoinPlan   *jp;
 	char	   *keys;
+	char	   *pairs;
 
 	if (plan_json == NULL)
 		return NULL;
@@ -104,6 +107,8 @@ join_plan_read(Jsonb *plan)
 		if (*k == ';')
 			k++;
 	}
+	pairs = jsonb_get_text(join, "pairs");
+	jp->pairs = jp->nkeys > 0 && pairs != NULL && strcmp(pairs, "true") == 0;
 	for (int s = 0; s < QUERY_MAX_SOURCES; s++)
 	{
 		JoinSidePlan *side = &jp->sides[s];

@@ -36,6 +36,11 @@
  *		(new0 + state0) x new1  UNION ALL  new0 x state1
  *
  * the same pairs, with side 1's new rows hashed once (join_pairs_sql).
+ * Where the query allows (pairs_readable), it reads those pairs as the
+ * store finds them in C instead, one scan of rows of both sides' columns
+ * (JOIN_PAIRS), with side 1 a LATERAL subquery of the pair's columns
+ * (read_pairs): the planner pulls it up, and the condition between the
+ * sources filters the scan rather than a join of the two.
  *
  *-------------------------------------------------------------------------
  */
@@ -112,6 +117,26 @@ find_source_join(Compiled *c, Node *n)
 		return find_source_join(c, j->rarg);
 	}
 	return NULL;
+}
+
+/*
+ * Make each Var of node (in place) name its column as it is, not by the
+ * join alias it was written with (varnosyn): the condition's terms are
+ * deparsed apart from the query, where no join is, and a name through a
+ * join would lead the deparser astray.
+ */
+static bool
+forget_join_names(Node *node, void *context)
+{
+	if (node == NULL)
+		return false;
+	if (IsA(node, Var))
+	{
+		((Var *) node)->varnosyn = ((Var *) node)->varno;
+		((Var *) node)->varattnosyn = ((Var *) node)->varattno;
+		return false;
+	}
+	return expression_tree_walker(node, forget_join_names, context);
 }
 
 /* The conjuncts of qual, ANDs flattened (BETWEEN is one too). */
@@ -402,6 +427,118 @@ side_name(Compiled *c, int s)
 	return c->sources[s]->name;
 }
 
+/* The names a pair's columns of side 1 take in its scan (pair_column_name). */
+#define PAIR_COLUMN_PREFIX "__streamwin_pair_"
+
+static char *
+pair_column_name(int attno)
+{
+	return psprintf(PAIR_COLUMN_PREFIX "%d", attno);
+}
+
+typedef struct WholeRowContext
+{
+	Compiled   *c;
+	int			sublevels;
+} WholeRowContext;
+
+/* Does node refer to a whole row of either source (a Var of column 0)? */
+static bool
+whole_row_walker(Node *node, WholeRowContext *cx)
+{
+	if (node == NULL)
+		return false;
+	if (IsA(node, Var))
+	{
+		Var		   *v = (Var *) node;
+
+		return (int) v->varlevelsup == cx->sublevels && v->varattno == 0 &&
+			(v->varno == cx->c->source_rtindexes[0] || v->varno == cx->c->source_rtindexes[1]);
+	}
+	if (IsA(node, Query))
+	{
+		bool		found;
+
+		cx->sublevels++;
+		found = query_tree_walker((Query *) node, whole_row_walker, cx, 0);
+		cx->sublevels--;
+		return found;
+	}
+	return expression_tree_walker(node, whole_row_walker, cx);
+}
+
+/*
+ * Can jointree node n be written as a FROM list (joins_to_list)?  Only
+ * inner joins without an alias: an outer join's ON clause is not a WHERE
+ * condition, and an alias names the join's own row.  Fills refs with its
+ * range table entries in order.
+ */
+static bool
+joins_listable(Node *n, List **refs)
+{
+	if (IsA(n, RangeTblRef))
+	{
+		*refs = lappend_int(*refs, ((RangeTblRef *) n)->rtindex);
+		return true;
+	}
+	if (IsA(n, JoinExpr))
+	{
+		JoinExpr   *j = (JoinExpr *) n;
+
+		return j->jointype == JOIN_INNER && j->alias == NULL && j->join_using_alias == NULL &&
+			joins_listable(j->larg, refs) && joins_listable(j->rarg, refs);
+	}
+	if (IsA(n, FromExpr))
+	{
+		ListCell   *lc;
+
+		foreach(lc, ((FromExpr *) n)->fromlist)
+			if (!joins_listable(lfirst(lc), refs))
+				return false;
+		return true;
+	}
+	return false;
+}
+
+/*
+ * Can the batch statements read the join's pairs (JOIN_PAIRS) in q?  Side
+ * 0's entry becomes the scan of the pairs and side 1's a LATERAL subquery
+ * of the pair's columns (read_pairs), in a FROM list that the query's
+ * joins become (joins_to_list): side 1 must come after side 0 there, for
+ * a LATERAL subquery reads the entries before it.  A reference to either
+ * source's whole row would see another row type, the scan's column names
+ * must not meet side 0's own, and no other source's id may be the pairs'.
+ */
+static bool
+pairs_readable(Compiled *c, Query *q)
+{
+	TupleDesc	desc0 = source_tupdesc(c->sources[0]->relation);
+	WholeRowContext cx = {c, 0};
+	List	   *refs = NIL;
+
+	if (!JOIN_PAIRS_FITS(c->sources[0]->source_id) ||
+		c->sources[1]->source_id == JOIN_PAIRS(c->sources[0]->source_id))
+		return false;
+	if (!joins_listable((Node *) q->jointree, &refs) ||
+		list_member_int(refs, c->source_rtindexes[1]) == false ||
+		list_member_int(refs, c->source_rtindexes[0]) == false)
+		return false;
+	for (int i = 0; i < list_length(refs); i++)
+	{
+		int			r = list_nth_int(refs, i);
+
+		if (r == c->source_rtindexes[1])
+			return false;		/* side 1 before side 0 */
+		if (r == c->source_rtindexes[0])
+			break;
+	}
+	for (int a = 0; a < desc0->natts; a++)
+		if (strncmp(NameStr(TupleDescAttr(desc0, a)->attname), PAIR_COLUMN_PREFIX,
+					strlen(PAIR_COLUMN_PREFIX)) == 0)
+			return false;
+	return !query_tree_walker(q, whole_row_walker, &cx, 0);
+}
+
 /*
  * compile_join
  *		Check a query over two sources and find its join condition; fills
@@ -447,7 +584,9 @@ compile_join(Compiled *c, OutputMode mode, bool has_watermark, Jsonb *options)
 	}
 	else
 		filtering_conjuncts((Node *) q->jointree, &conds);
-	conds = (List *) flatten_join_alias_vars(q, (Node *) conds);
+	/* (a copy: the Vars the flattening leaves may be the query's own) */
+	conds = (List *) copyObject(flatten_join_alias_vars(q, (Node *) conds));
+	(void) forget_join_names((Node *) conds, NULL);
 
 	foreach(lc, conds)
 	{
@@ -459,6 +598,7 @@ compile_join(Compiled *c, OutputMode mode, bool has_watermark, Jsonb *options)
 	}
 
 	plan_store_keys(c, j);
+	j->plan.pairs = j->plan.nkeys > 0 && pairs_readable(c, q);
 
 	if (mode == OUTPUT_COMPLETE)
 		refuse("complete mode is not supported for a join of two sources",
@@ -733,7 +873,7 @@ read_join_table(Compiled *c, Query *v, int s)
  * than about a million rows makes a hash join look cheaper, and every
  * batch would then read the whole state.
  */
-static void
+static RangeTblFunction *
 read_rows_of(Compiled *c, Query *v, int s, int32 id)
 {
 	RangeTblEntry *rte = rt_fetch(c->source_rtindexes[s], v->rtable);
@@ -766,6 +906,7 @@ read_rows_of(Compiled *c, Query *v, int s, int32 id)
 	rte->inh = false;
 	rte->requiredPerms = 0;
 	rte->selectedCols = NULL;
+	return rtf;
 }
 
 /* Read side s's new rows (read_rows_of). */
@@ -784,6 +925,146 @@ static void
 read_state_rows(Compiled *c, Query *v, int s)
 {
 	read_rows_of(c, v, s, -c->sources[s]->source_id);
+}
+
+/*
+ * The query's joins, gone from its jointree, as entries of no columns that
+ * nothing refers to: the deparser expects every join of the range table in
+ * the jointree.
+ */
+static void
+joins_to_results(Query *v)
+{
+	ListCell   *lc;
+
+	foreach(lc, v->rtable)
+	{
+		RangeTblEntry *rte = lfirst(lc);
+
+		if (rte->rtekind == RTE_JOIN)
+		{
+			rte->rtekind = RTE_RESULT;
+			rte->joinaliasvars = NIL;
+			rte->joinleftcols = NIL;
+			rte->joinrightcols = NIL;
+			rte->eref = makeAlias(rte->eref->aliasname, NIL);
+			rte->alias = NULL;
+		}
+	}
+}
+
+/* Jointree node n's entries, in order, into refs, and its conditions into quals. */
+static void
+list_joined(Query *v, Node *n, List **refs, List **quals)
+{
+	if (IsA(n, RangeTblRef))
+		*refs = lappend(*refs, copyObject(n));
+	else if (IsA(n, JoinExpr))
+	{
+		JoinExpr   *j = (JoinExpr *) n;
+
+		list_joined(v, j->larg, refs, quals);
+		list_joined(v, j->rarg, refs, quals);
+		if (j->quals != NULL)
+			*quals = lappend(*quals, flatten_join_alias_vars(v, j->quals));
+	}
+	else
+	{
+		FromExpr   *f = castNode(FromExpr, n);
+		ListCell   *lc;
+
+		foreach(lc, f->fromlist)
+			list_joined(v, lfirst(lc), refs, quals);
+		if (f->quals != NULL)
+			*quals = lappend(*quals, flatten_join_alias_vars(v, f->quals));
+	}
+}
+
+/*
+ * The query's inner joins as one FROM list, their conditions ANDed into
+ * WHERE (joins_listable), and its references to the joins' own columns
+ * (USING's merged ones) as references to the columns they stand for.
+ */
+static void
+joins_to_list(Query *v)
+{
+	List	   *refs = NIL;
+	List	   *quals = NIL;
+	ListCell   *lc;
+
+	list_joined(v, (Node *) v->jointree, &refs, &quals);
+	v->targetList = (List *) flatten_join_alias_vars(v, (Node *) v->targetList);
+	v->havingQual = flatten_join_alias_vars(v, v->havingQual);
+	foreach(lc, v->rtable)
+	{
+		RangeTblEntry *rte = lfirst(lc);
+
+		/* a function after the sources (a hop's windows) may read them */
+		if (rte->rtekind == RTE_FUNCTION)
+			rte->functions = (List *) flatten_join_alias_vars(v, (Node *) rte->functions);
+	}
+	v->jointree = makeFromExpr(refs, quals == NIL ? NULL : (Node *) make_ands_explicit(quals));
+	joins_to_results(v);
+}
+
+/*
+ * Read the batch's pairs (JOIN_PAIRS, pairs_readable): the joins become a
+ * FROM list (joins_to_list), side 0's entry scans the pairs, side 1's
+ * columns appended to its own as PAIR_COLUMN_PREFIX and their number, and
+ * side 1's entry becomes LATERAL (SELECT those columns under side 1's
+ * names), which the planner pulls up into the scan: the query's
+ * references to side 1 read the pair's columns, and the condition between
+ * the sides is a filter of the pairs.
+ */
+static void
+read_pairs(Compiled *c, Query *v)
+{
+	RangeTblEntry *rte0 = rt_fetch(c->source_rtindexes[0], v->rtable);
+	RangeTblEntry *rte1 = rt_fetch(c->source_rtindexes[1], v->rtable);
+	TupleDesc	desc0 = source_tupdesc(c->sources[0]->relation);
+	TupleDesc	desc1 = source_tupdesc(c->sources[1]->relation);
+	RangeTblFunction *rtf;
+	Query	   *sub = makeNode(Query);
+
+	joins_to_list(v);
+	rtf = read_rows_of(c, v, 0, JOIN_PAIRS(c->sources[0]->source_id));
+
+	sub->commandType = CMD_SELECT;
+	sub->querySource = QSRC_ORIGINAL;
+	sub->canSetTag = true;
+	sub->jointree = makeFromExpr(NIL, NULL);
+	rte0->eref->colnames = list_copy(rte0->eref->colnames);
+	for (int a = 0; a < desc1->natts; a++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc1, a);
+		char	   *name = pair_column_name(a + 1);
+		Var		   *var;
+
+		rtf->funccolnames = lappend(rtf->funccolnames, makeString(name));
+		rtf->funccoltypes = lappend_oid(rtf->funccoltypes, att->atttypid);
+		rtf->funccoltypmods = lappend_int(rtf->funccoltypmods, att->atttypmod);
+		rtf->funccolcollations = lappend_oid(rtf->funccolcollations, att->attcollation);
+		rte0->eref->colnames = lappend(rte0->eref->colnames, makeString(pstrdup(name)));
+		var = makeVar(c->source_rtindexes[0], desc0->natts + a + 1, att->atttypid,
+					  att->atttypmod, att->attcollation, 1);
+		sub->targetList = lappend(sub->targetList,
+								  makeTargetEntry((Expr *) var, a + 1,
+												  pstrdup(NameStr(att->attname)), false));
+	}
+	rtf->funccolcount = desc0->natts + desc1->natts;
+
+	rte1->rtekind = RTE_SUBQUERY;
+	rte1->subquery = sub;
+	rte1->lateral = true;
+	rte1->security_barrier = false;
+	rte1->relid = InvalidOid;
+	rte1->relkind = 0;
+	rte1->inh = false;
+	rte1->requiredPerms = 0;
+	rte1->selectedCols = NULL;
+	/* SQL names every subquery in FROM */
+	if (rte1->alias == NULL)
+		rte1->alias = makeAlias(rte1->eref->aliasname, NIL);
 }
 
 /*
@@ -882,6 +1163,13 @@ join_pairs_sql(Compiled *c, Query *q)
 
 	if (c->join->unmatched_pass)
 		return deparse_query_qualified(q);
+	if (c->join->plan.pairs)
+	{
+		Query	   *v = copyObject(q);
+
+		read_pairs(c, v);
+		return deparse_query_qualified(v);
+	}
 	initStringInfo(&sql);
 	for (int variant = 0; variant < (store ? 2 : 3); variant++)
 	{
@@ -933,7 +1221,6 @@ match_query(Compiled *c, bool other_table)
 	JoinExpr   *je = find_join_expr((Node *) v->jointree, j->join_rtindex);
 	Var		   *ctid;
 	Node	   *where = copyObject(je->quals);
-	ListCell   *lc;
 
 	read_join_table(c, v, p);
 	if (other_table)
@@ -963,20 +1250,7 @@ match_query(Compiled *c, bool other_table)
 	((RangeTblRef *) linitial(v->jointree->fromlist))->rtindex = c->source_rtindexes[p];
 	((RangeTblRef *) lsecond(v->jointree->fromlist))->rtindex = c->source_rtindexes[1 - p];
 	add_range_quals(c, v);
-	foreach(lc, v->rtable)
-	{
-		RangeTblEntry *rte = lfirst(lc);
-
-		if (rte->rtekind == RTE_JOIN)
-		{
-			rte->rtekind = RTE_RESULT;
-			rte->joinaliasvars = NIL;
-			rte->joinleftcols = NIL;
-			rte->joinrightcols = NIL;
-			rte->eref = makeAlias(rte->eref->aliasname, NIL);
-			rte->alias = NULL;
-		}
-	}
+	joins_to_results(v);
 	v->targetList = list_make1(makeTargetEntry((Expr *) ctid, 1, "ctid", false));
 	v->groupClause = NIL;
 	v->hasAggs = false;

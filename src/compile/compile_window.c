@@ -299,9 +299,10 @@ window_store_groups_sql(Compiled *c)
  * rows in the batch's order, as the aggregation does.  min and max are
  * not where two values can compare equal and still differ (-0 and 0,
  * 1.0 and 1.00): which of them the transition keeps is its own choice.
- * Over a join (pairs) a float sum is not: the executor sums each join's
- * pairs apart and then the sums, in an order of its plan's, which the
- * store's folding of the pairs one by one would not repeat to the last bit.
+ * Over a join (pairs) a float sum is not: the executor sums a group's
+ * pairs in an order of its plan's (each join's apart and then the sums, or
+ * after a sort), which the store's folding of the pairs one by one would
+ * not repeat to the last bit.
  */
 static bool
 partial_folds_by_row(PartialCol *p, bool pairs)

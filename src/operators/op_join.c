@@ -16,8 +16,9 @@
  * batch's statements read the rows of each side's state that share a key
  * with the other side's new rows as join_batch_rows(-source_id), which this
  * operator adds to the batch's input, found in memory (and the first
- * side's new rows and those as one input, JOIN_ROWS_AND_STATE); the new
- * rows go into memory and the join tables (in run_available, whose batches
+ * side's new rows and those as one input, JOIN_ROWS_AND_STATE); or, where
+ * the plan says pairs, the pairs of rows with equal keys themselves, found
+ * in C (JOIN_PAIRS, batch_pairs).  The new rows go into memory and the join tables (in run_available, whose batches
  * share a transaction, into the tables only if still held when the run
  * ends: a checkpoint among them gets them from memory), and the rows out
  * of reach leave both, the tables by their location.  The store is held as every store is
@@ -388,6 +389,27 @@ rows_and_state(BatchInput *rows, BatchInput *state, int32 id)
 }
 
 /*
+ * The batch's pairs (JOIN_PAIRS), found in C: with the store's rows in store
+ * mode, else with each side's candidates, the rows of its join table that
+ * share a key with the other side's new rows (state_rows_from_table).
+ */
+static BatchInput *
+batch_pairs(JoinOp *j, BatchInput *input)
+{
+	QueryRunner *r = j->op.runner;
+	BatchInput *rows[2];
+	BatchInput *state[2] = {NULL, NULL};
+
+	for (int s = 0; s < 2; s++)
+		rows[s] = batch_input_find(input, r->readers[s]->source->source_id);
+	for (int s = 0; s < 2 && !j->held.active; s++)
+		if (rows[1 - s] != NULL && rows[1 - s]->nrows > 0)
+			state[s] = state_rows_from_table(j, s, input, -r->readers[s]->source->source_id);
+	return join_store_pairs(j->held.join, rows[0], rows[1], j->held.active, state[0], state[1],
+							JOIN_PAIRS(r->readers[0]->source->source_id));
+}
+
+/*
  * The batch's input (a copy of the list) and, as source -id of each side,
  * the rows of its state that share a key with the other side's new rows:
  * what the batch's statements read as that side's state (join.h); and
@@ -408,6 +430,11 @@ input_with_state(JoinOp *j, BatchInput *input)
 		copy->next = NULL;
 		*tail = copy;
 		tail = &copy->next;
+	}
+	if (j->plan->pairs)
+	{
+		*tail = batch_pairs(j, input);
+		return head;
 	}
 	for (int s = 0; s < r->nreaders; s++)
 	{

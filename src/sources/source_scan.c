@@ -80,6 +80,7 @@ typedef struct SourceScanState
 	bool		started;		/* input has been looked up */
 	BatchInput *input;			/* NULL: no rows for this source */
 	int			next;			/* index of the next row of input */
+	int32		position;		/* the next row's among all (numbered) */
 } SourceScanState;
 
 typedef struct StoreScanState
@@ -363,6 +364,16 @@ source_scan_begin(CustomScanState *node, EState *estate, int eflags)
 {
 }
 
+/* Read the rows from the first again. */
+static void
+source_scan_restart(SourceScanState *state)
+{
+	state->next = 0;
+	state->position = 0;
+	if (state->input != NULL && state->input->refill != NULL)
+		(void) state->input->refill(state->input, true);
+}
+
 /* The next row of the batch in the scan slot, or NULL after the last */
 static TupleTableSlot *
 source_scan_next(ScanState *ss)
@@ -383,18 +394,27 @@ source_scan_next(ScanState *ss)
 				 slot->tts_tupleDescriptor->natts - first);
 		state->input = input;
 		state->started = true;
+		source_scan_restart(state);
 	}
 	input = state->input;
 	ExecClearTuple(slot);
-	if (input == NULL || state->next >= input->nrows)
+	if (input == NULL)
 		return slot;
+	while (state->next >= input->nrows)
+	{
+		/* the next chunk of rows made as they are read (BatchInput.refill) */
+		if (input->refill == NULL || !input->refill(input, false))
+			return slot;
+		state->next = 0;
+	}
 
 	row = input->rows[state->next];
 	if (state->numbered)
 	{
-		slot->tts_values[0] = Int32GetDatum(state->next);
+		slot->tts_values[0] = Int32GetDatum(state->position);
 		slot->tts_isnull[0] = false;
 	}
+	state->position++;
 	memcpy(slot->tts_values + first, row, input->natts * sizeof(Datum));
 	memcpy(slot->tts_isnull + first, BATCH_ROW_NULLS(row, input->natts),
 		   input->natts * sizeof(bool));
@@ -426,7 +446,8 @@ source_scan_rescan(CustomScanState *node)
 {
 	SourceScanState *state = (SourceScanState *) node;
 
-	state->next = 0;
+	if (state->started)
+		source_scan_restart(state);
 	ExecScanReScan(&node->ss);
 }
 

@@ -431,6 +431,41 @@ grow_buckets(JoinStore *js, JoinSide *sd)
 	sd->nbuckets = n;
 }
 
+/*
+ * A walk over hashes (of rows found in or put into side's buckets) asks for
+ * the bucket of the row JOIN_PREFETCH_DISTANCE ahead of i to be fetched
+ * into the cache, and for the first entry of the bucket half as far ahead,
+ * whose head was asked for before: the buckets and entries of a large
+ * store lie all over memory, and without this each step waits for two
+ * fetches from memory, the head and the entry it points to.
+ */
+#define JOIN_PREFETCH_DISTANCE 16
+
+static inline void
+bucket_prefetch(JoinSide *sd, const uint32 *hashes, const bool *keyed, int n, int i)
+{
+#if defined(__GNUC__) || defined(__clang__)
+	int			far = i + JOIN_PREFETCH_DISTANCE;
+	int			near = i + JOIN_PREFETCH_DISTANCE / 2;
+
+	if (far < n && keyed[far])
+		__builtin_prefetch(&sd->buckets[hashes[far] & (sd->nbuckets - 1)]);
+	if (near < n && keyed[near])
+	{
+		dlist_head *b = &sd->buckets[hashes[near] & (sd->nbuckets - 1)];
+
+		if (b->head.next != NULL && b->head.next != &b->head)
+		{
+			/* the entry's hash, and its row's first values, the keys' */
+			__builtin_prefetch(b->head.next);
+			__builtin_prefetch((char *) b->head.next + 64);
+		}
+		if (b->head.prev != NULL && b->head.prev != &b->head)
+			__builtin_prefetch(b->head.prev);
+	}
+#endif
+}
+
 static void
 entry_link(JoinStore *js, int side, JoinEntry *e)
 {
@@ -445,6 +480,40 @@ entry_link(JoinStore *js, int side, JoinEntry *e)
 	if (e->in_times)
 		times_push(js, sd, e);
 	sd->nrows++;
+}
+
+/*
+ * Link the n entries a writer made into their side in one pass: the
+ * buckets grown first to hold them all, and each entry's bucket asked for
+ * ahead (bucket_prefetch).
+ */
+static void
+entries_link(JoinStore *js, int side, JoinEntry **entries, int n)
+{
+	JoinSide   *sd = &js->sides[side];
+	int64		nkeyed = sd->nkeyed;
+	uint32	   *hashes;
+	bool	   *keyed;
+
+	if (n == 0)
+		return;
+	hashes = palloc(sizeof(uint32) * n);
+	keyed = palloc(sizeof(bool) * n);
+	for (int i = 0; i < n; i++)
+	{
+		hashes[i] = entries[i]->hash;
+		keyed[i] = entries[i]->has_key;
+		nkeyed += keyed[i] ? 1 : 0;
+	}
+	while (nkeyed > (int64) sd->nbuckets && sd->nbuckets < (uint32) 1 << 30)
+		grow_buckets(js, sd);
+	for (int i = 0; i < n; i++)
+	{
+		bucket_prefetch(sd, hashes, keyed, n, i);
+		entry_link(js, side, entries[i]);
+	}
+	pfree(hashes);
+	pfree(keyed);
 }
 
 /* Both sides' rows from their tables; false (and empty) past the limit. */
@@ -630,6 +699,288 @@ join_store_candidates(JoinStore *js, int side, BatchInput *probe, int32 id)
 		}
 	}
 	return out->nrows > 0 ? out : NULL;
+}
+
+/* --- the batch's pairs --------------------------------------------------- */
+
+/*
+ * The pairs are made a chunk at a time as the statement reads them
+ * (BatchInput.refill): every pair of rows with equal keys is found, and
+ * only the statement's filter, the rest of the join's condition, tells
+ * which are kept, so that a key shared by many rows of both sides makes
+ * many more pairs than the join gives, which would not all fit in memory.
+ */
+#define PAIRS_CHUNK_ROWS 4096
+
+/*
+ * A step of the walk: each row of probe with its rows of equal keys,
+ * either those of side 1's rows build, hashed for the step (PAIRS_HASHED,
+ * probe side 0's), or those of side's rows in the store (PAIRS_STORED,
+ * probe the other side's).
+ */
+typedef enum PairsStepKind
+{
+	PAIRS_HASHED,
+	PAIRS_STORED,
+} PairsStepKind;
+
+typedef struct PairsStep
+{
+	PairsStepKind kind;
+	int			side;			/* PAIRS_STORED: the store's side */
+	BatchInput *build;			/* PAIRS_HASHED: side 1's rows */
+	BatchInput *probe;
+	bool		ready;			/* the hashes below are made */
+	uint32	   *probe_hashes;
+	bool	   *probe_keyed;	/* false: a key is NULL, and equals none */
+	uint32	   *build_hashes;
+	int		   *heads;			/* build's rows by hash: the first in a */
+	int		   *next;			/* bucket, the next after each, or -1 */
+	uint32		nbuckets;
+} PairsStep;
+
+typedef struct PairsCursor
+{
+	BatchInput	pub;			/* rows: the chunk */
+	JoinStore  *js;
+	int			natts0;
+	Size		row_size;
+	MemoryContext cxt;			/* the steps' hashes */
+	MemoryContext chunk_cxt;	/* the chunk's rows */
+	PairsStep	steps[3];
+	int			nsteps;
+	/* where the walk is */
+	int			step;
+	int			i;				/* the probe row */
+	bool		in_chain;		/* between its rows of equal keys: */
+	int			pos;			/* PAIRS_HASHED: the next build row, or -1 */
+	dlist_head *bucket;			/* PAIRS_STORED: the bucket, */
+	dlist_node *node;			/* and the next entry's node in it */
+	char	   *block;			/* space for the chunk's next rows, */
+	int			block_left;		/* this many */
+} PairsCursor;
+
+static void
+pair_add(PairsCursor *pc, BatchRow r0, BatchRow r1)
+{
+	int			n0 = pc->natts0;
+	int			n = pc->pub.natts;
+	BatchRow	row;
+
+	if (pc->block_left == 0)
+	{
+		int			nrows = Max(1, (int) (64 * 1024 / pc->row_size));
+
+		pc->block = MemoryContextAlloc(pc->chunk_cxt, pc->row_size * nrows);
+		pc->block_left = nrows;
+	}
+	row = (BatchRow) pc->block;
+	pc->block += pc->row_size;
+	pc->block_left--;
+	memcpy(row, r0, sizeof(Datum) * n0);
+	memcpy(row + n0, r1, sizeof(Datum) * (n - n0));
+	memcpy(BATCH_ROW_NULLS(row, n), BATCH_ROW_NULLS(r0, n0), sizeof(bool) * n0);
+	memcpy(BATCH_ROW_NULLS(row, n) + n0, BATCH_ROW_NULLS(r1, n - n0), sizeof(bool) * (n - n0));
+	pc->pub.rows[pc->pub.nrows++] = row;
+}
+
+/* The hashes a step needs, when it first runs. */
+static void
+step_prepare(PairsCursor *pc, PairsStep *st)
+{
+	JoinStore  *js = pc->js;
+	BatchInput *probe = st->probe;
+	int			probe_side = st->kind == PAIRS_HASHED ? 0 : 1 - st->side;
+	MemoryContext old = MemoryContextSwitchTo(pc->cxt);
+
+	st->probe_hashes = palloc(sizeof(uint32) * Max(probe->nrows, 1));
+	st->probe_keyed = palloc(sizeof(bool) * Max(probe->nrows, 1));
+	for (int i = 0; i < probe->nrows; i++)
+		st->probe_keyed[i] = row_hash(js, probe_side, probe->rows[i], probe->natts,
+									  &st->probe_hashes[i]);
+	if (st->kind == PAIRS_HASHED)
+	{
+		BatchInput *build = st->build;
+
+		st->nbuckets = 16;
+		while (st->nbuckets < (uint32) build->nrows && st->nbuckets < (uint32) 1 << 30)
+			st->nbuckets <<= 1;
+		st->heads = palloc_extended(sizeof(int) * (Size) st->nbuckets, MCXT_ALLOC_HUGE);
+		memset(st->heads, -1, sizeof(int) * (Size) st->nbuckets);
+		st->next = palloc(sizeof(int) * Max(build->nrows, 1));
+		st->build_hashes = palloc(sizeof(uint32) * Max(build->nrows, 1));
+		for (int b = build->nrows - 1; b >= 0; b--)
+		{
+			uint32		slot;
+
+			if (!row_hash(js, 1, build->rows[b], build->natts, &st->build_hashes[b]))
+				continue;
+			slot = st->build_hashes[b] & (st->nbuckets - 1);
+			st->next[b] = st->heads[slot];
+			st->heads[slot] = b;
+		}
+	}
+	st->ready = true;
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * Walk the rows of equal keys of the probe row the cursor is at, from where
+ * it stopped, into the chunk; false if the chunk filled first.
+ */
+static bool
+walk_chain(PairsCursor *pc, PairsStep *st)
+{
+	JoinStore  *js = pc->js;
+	BatchRow	p = st->probe->rows[pc->i];
+	uint32		h = st->probe_hashes[pc->i];
+
+	if (st->kind == PAIRS_HASHED)
+	{
+		while (pc->pos >= 0)
+		{
+			int			b = pc->pos;
+
+			pc->pos = st->next[b];
+			if (st->build_hashes[b] == h && entry_keys_equal(js, 0, p, st->build->rows[b]))
+			{
+				pair_add(pc, p, st->build->rows[b]);
+				if (pc->pub.nrows == PAIRS_CHUNK_ROWS)
+					return false;
+			}
+		}
+		return true;
+	}
+	while (pc->node != &pc->bucket->head)
+	{
+		JoinEntry  *e = dlist_container(JoinEntry, bucket_node, pc->node);
+
+		pc->node = pc->node->next;
+		if (e->hash != h || !entry_keys_equal(js, st->side, ENTRY_ROW(e), p))
+			continue;
+		if (st->side == 0)
+			pair_add(pc, ENTRY_ROW(e), p);
+		else
+			pair_add(pc, p, ENTRY_ROW(e));
+		if (pc->pub.nrows == PAIRS_CHUNK_ROWS)
+			return false;
+	}
+	return true;
+}
+
+/* BatchInput.refill of the pairs: the next chunk of them. */
+static bool
+pairs_refill(BatchInput *input, bool restart)
+{
+	PairsCursor *pc = (PairsCursor *) input;
+
+	MemoryContextReset(pc->chunk_cxt);
+	pc->block_left = 0;
+	pc->pub.nrows = 0;
+	if (restart)
+	{
+		pc->step = 0;
+		pc->i = 0;
+		pc->in_chain = false;
+	}
+	while (pc->pub.nrows < PAIRS_CHUNK_ROWS && pc->step < pc->nsteps)
+	{
+		PairsStep  *st = &pc->steps[pc->step];
+
+		if (!st->ready)
+			step_prepare(pc, st);
+		if (pc->i >= st->probe->nrows)
+		{
+			pc->step++;
+			pc->i = 0;
+			pc->in_chain = false;
+			continue;
+		}
+		if (!pc->in_chain)
+		{
+			uint32		h = st->probe_hashes[pc->i];
+
+			if (st->kind == PAIRS_STORED)
+				bucket_prefetch(&pc->js->sides[st->side], st->probe_hashes, st->probe_keyed,
+								st->probe->nrows, pc->i);
+			if (!st->probe_keyed[pc->i])
+			{
+				pc->i++;
+				continue;
+			}
+			if (st->kind == PAIRS_HASHED)
+				pc->pos = st->heads[h & (st->nbuckets - 1)];
+			else
+			{
+				JoinSide   *sd = &pc->js->sides[st->side];
+
+				pc->bucket = &sd->buckets[h & (sd->nbuckets - 1)];
+				pc->node = pc->bucket->head.next != NULL ? pc->bucket->head.next : &pc->bucket->head;
+			}
+			pc->in_chain = true;
+		}
+		if (walk_chain(pc, st))
+		{
+			pc->in_chain = false;
+			pc->i++;
+		}
+	}
+	return pc->pub.nrows > 0;
+}
+
+static void
+add_step(PairsCursor *pc, PairsStepKind kind, int side, BatchInput *build, BatchInput *probe)
+{
+	PairsStep  *st;
+
+	if (probe == NULL || probe->nrows == 0)
+		return;
+	if (kind == PAIRS_HASHED && (build == NULL || build->nrows == 0))
+		return;
+	if (kind == PAIRS_STORED && pc->js->sides[side].nkeyed == 0)
+		return;
+	st = &pc->steps[pc->nsteps++];
+	memset(st, 0, sizeof(PairsStep));
+	st->kind = kind;
+	st->side = side;
+	st->build = build;
+	st->probe = probe;
+	Assert(probe->natts == pc->js->sides[kind == PAIRS_HASHED ? 0 : 1 - side].natts);
+	Assert(build == NULL || build->natts == pc->js->sides[1].natts);
+}
+
+BatchInput *
+join_store_pairs(JoinStore *js, BatchInput *new0, BatchInput *new1, bool stored,
+				 BatchInput *state0, BatchInput *state1, int32 id)
+{
+	PairsCursor *pc = palloc0(sizeof(PairsCursor));
+
+	Assert(!stored || js->in_batch);
+	pc->js = js;
+	pc->natts0 = js->sides[0].natts;
+	pc->pub.source_id = id;
+	pc->pub.natts = js->sides[0].natts + js->sides[1].natts;
+	pc->row_size = MAXALIGN(pc->pub.natts * (sizeof(Datum) + sizeof(bool)));
+	pc->pub.refill = pairs_refill;
+	pc->cxt = AllocSetContextCreate(CurrentMemoryContext, "streamwin join pairs",
+									ALLOCSET_DEFAULT_SIZES);
+	pc->chunk_cxt = AllocSetContextCreate(pc->cxt, "streamwin join pairs chunk",
+										  ALLOCSET_DEFAULT_SIZES);
+	pc->pub.rows = MemoryContextAlloc(pc->cxt, sizeof(BatchRow) * PAIRS_CHUNK_ROWS);
+	/* new0 x new1, new0 x state1, state0 x new1 */
+	add_step(pc, PAIRS_HASHED, 1, new1, new0);
+	if (stored)
+	{
+		add_step(pc, PAIRS_STORED, 1, NULL, new0);
+		add_step(pc, PAIRS_STORED, 0, NULL, new1);
+	}
+	else
+	{
+		add_step(pc, PAIRS_HASHED, 1, state1, new0);
+		add_step(pc, PAIRS_HASHED, 1, new1, state0);
+	}
+	pc->step = pc->nsteps;		/* nothing until the first refill restarts */
+	return &pc->pub;
 }
 
 uint64
@@ -974,6 +1325,9 @@ typedef struct JoinWriter
 	uint64		kept;
 	TableRows	out;			/* or go into the table now */
 	const char *table;			/* its name, for messages */
+	JoinEntry **made;			/* the entries made, linked at the end */
+	int			nmade;
+	int			made_room;
 } JoinWriter;
 
 static void
@@ -1021,7 +1375,13 @@ writer_receive(TupleTableSlot *slot, DestReceiver *self)
 				   !slot->tts_isnull[ta - 1],
 				   slot->tts_isnull[ta - 1] ? 0 : DatumGetTimestampTz(slot->tts_values[ta - 1]),
 				   slot_batch(js, w->side, slot, w->batch_id));
-	entry_link(js, w->side, e);
+	/* linked when the statement ends: nothing reads the store before */
+	if (w->nmade == w->made_room)
+	{
+		w->made_room *= 2;
+		w->made = repalloc_huge(w->made, sizeof(JoinEntry *) * w->made_room);
+	}
+	w->made[w->nmade++] = e;
 	w->kept++;
 	if (w->keep_back)
 	{
@@ -1044,6 +1404,8 @@ writer_shutdown(DestReceiver *self)
 {
 	JoinWriter *w = (JoinWriter *) self;
 
+	entries_link(w->js, w->side, w->made, w->nmade);
+	w->nmade = 0;
 	if (w->keep_back)
 		elog(DEBUG1, "streamwin: " UINT64_FORMAT " rows kept back from \"%s\" until the transaction's batches end",
 			 w->kept, w->table);
@@ -1056,6 +1418,7 @@ writer_shutdown(DestReceiver *self)
 static void
 writer_destroy(DestReceiver *self)
 {
+	pfree(((JoinWriter *) self)->made);
 	pfree(self);
 }
 
@@ -1076,6 +1439,8 @@ join_store_writer(JoinStore *js, int side, TimestampTz cutoff, int64 batch_id,
 	w->cutoff = cutoff;
 	w->batch_id = batch_id;
 	w->keep_back = keep_back;
+	w->made_room = 1024;
+	w->made = palloc(sizeof(JoinEntry *) * w->made_room);
 	return &w->pub;
 }
 

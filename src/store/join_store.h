@@ -22,8 +22,9 @@
  *
  * The batch's statements join the new rows of a side with the rows of the
  * other side's state that share a key with them: the store finds those in
- * C (join_store_candidates), and the statements decide the rest of the
- * condition, so the pairs are those the tables would give.
+ * C (join_store_candidates), or the pairs themselves (join_store_pairs),
+ * and the statements decide the rest of the condition, so the pairs are
+ * those the tables would give.
  *
  *-------------------------------------------------------------------------
  */
@@ -85,6 +86,22 @@ extern void join_store_invalidate(JoinStore *js);
  *		NULL if none.
  */
 extern BatchInput *join_store_candidates(JoinStore *js, int side, BatchInput *probe, int32 id);
+
+/*
+ * join_store_pairs
+ *		The batch's pairs of rows with equal keys (join.h's JOIN_PAIRS): side
+ *		0's new rows with side 1's new rows and state, and side 0's state
+ *		with side 1's new rows, each pair as one row of side 0's columns
+ *		followed by side 1's (the values shared with the rows, by
+ *		reference), as rows of a batch of source id, made a chunk at a time
+ *		as they are read (BatchInput.refill), in CurrentMemoryContext.
+ *		The state is the store's own rows where stored (it runs the batch),
+ *		else the candidates state0 and state1 (from the join tables).  What
+ *		else the join's condition says of a pair the statements decide.
+ */
+extern BatchInput *join_store_pairs(JoinStore *js, BatchInput *new0, BatchInput *new1,
+									bool stored, BatchInput *state0, BatchInput *state1,
+									int32 id);
 
 /*
  * join_store_writer
