@@ -863,6 +863,17 @@ read_join_table(Compiled *c, Query *v, int s)
 	rte->relkind = RELKIND_RELATION;
 }
 
+/* What a source's entry said as a relation, gone from an entry that no longer is one. */
+static void
+forget_relation(RangeTblEntry *rte)
+{
+	rte->relid = InvalidOid;
+	rte->relkind = 0;
+	rte->inh = false;
+	rte->requiredPerms = 0;
+	rte->selectedCols = NULL;
+}
+
 /*
  * Read side s's rows that the batch gives as source id (its new rows, or a
  * join store's candidates) through streamwin.join_batch_rows() instead of
@@ -901,11 +912,7 @@ read_rows_of(Compiled *c, Query *v, int s, int32 id)
 	rte->rtekind = RTE_FUNCTION;
 	rte->functions = list_make1(rtf);
 	rte->funcordinality = false;
-	rte->relid = InvalidOid;
-	rte->relkind = 0;
-	rte->inh = false;
-	rte->requiredPerms = 0;
-	rte->selectedCols = NULL;
+	forget_relation(rte);
 	return rtf;
 }
 
@@ -1057,11 +1064,7 @@ read_pairs(Compiled *c, Query *v)
 	rte1->subquery = sub;
 	rte1->lateral = true;
 	rte1->security_barrier = false;
-	rte1->relid = InvalidOid;
-	rte1->relkind = 0;
-	rte1->inh = false;
-	rte1->requiredPerms = 0;
-	rte1->selectedCols = NULL;
+	forget_relation(rte1);
 	/* SQL names every subquery in FROM */
 	if (rte1->alias == NULL)
 		rte1->alias = makeAlias(rte1->eref->aliasname, NIL);
