@@ -162,6 +162,12 @@ SELECT streamwin.create_query('pairs_aliased', $$SELECT j.click_id, j.ad_id, j.i
     FROM (impressions i JOIN clicks c USING (ad_id)) AS j
     WHERE j.click_time BETWEEN j.imp_time AND j.imp_time + interval '10 minutes'$$,
     watermark => '1 minute', start => false);
+-- hop windows (from panes) over the pairs
+SELECT streamwin.create_query('pairs_hop', $$SELECT i.ad_id % 3 AS g, count(*) AS n, sum(c.cost) AS cost
+    FROM impressions i JOIN clicks c ON c.ad_id = i.ad_id
+    AND c.click_time BETWEEN i.imp_time AND i.imp_time + interval '10 minutes'
+    GROUP BY streamwin.hop(i.imp_time, '30 minutes', '10 minutes'), g$$,
+    watermark => '1 minute', output_mode => 'update', start => false);
 -- the pairs read through the function (the scan off where it is planned)
 SELECT streamwin.create_query('pairs_fn', $$SELECT ad_id, i.imp_id, c.click_id
     FROM impressions i JOIN clicks c USING (ad_id)
@@ -188,7 +194,7 @@ DECLARE
 BEGIN
 	FOREACH q IN ARRAY array['pairs', 'per_ad', 'imp_campaigns', 'pairs_once', 'imp_clicks', 'click_imps',
                        'click_imps_hop', 'all_pairs', 'pairs_using', 'pairs_swapped', 'pairs_listed',
-                       'pairs_rows', 'pairs_apart', 'pairs_aliased', 'pairs_fn'] LOOP
+                       'pairs_rows', 'pairs_apart', 'pairs_aliased', 'pairs_fn', 'pairs_hop'] LOOP
 		PERFORM set_config('streamwin.enable_source_scan', (q <> 'pairs_fn')::text, true);
 		PERFORM streamwin.run_available(q);
 	END LOOP;
@@ -309,12 +315,21 @@ SELECT i.imp_id, row_to_json(c)::jsonb AS click FROM imp i JOIN clk c ON c.ad_id
 CREATE VIEW want_pairs_aliased AS
 SELECT c.click_id, ad_id, i.imp_time FROM imp i JOIN clk c USING (ad_id)
  WHERE c.click_time BETWEEN i.imp_time AND i.imp_time + interval '10 minutes';
+CREATE VIEW want_pairs_hop AS
+SELECT w.start AS window_start, w.start + interval '30 minutes' AS window_end,
+       i.ad_id % 3 AS g, count(*) AS n, sum(c.cost) AS cost
+  FROM imp i JOIN clk c ON c.ad_id = i.ad_id
+   AND c.click_time BETWEEN i.imp_time AND i.imp_time + interval '10 minutes'
+  CROSS JOIN LATERAL (SELECT date_bin('10 minutes', i.imp_time, 'epoch') - k * interval '10 minutes'
+                        FROM generate_series(0, 2) k) AS w(start)
+ GROUP BY 1, 2, 3;
 CREATE VIEW want_pairs_apart AS
 SELECT i.imp_id, a.campaign, c.click_id FROM imp i, ads a, clk c WHERE a.ad_id = i.ad_id
    AND c.ad_id = i.ad_id AND c.click_time BETWEEN i.imp_time AND i.imp_time + interval '10 minutes';
 SELECT (SELECT count(*) FROM want_pairs_using) AS using, (SELECT count(*) FROM want_pairs_swapped) AS swapped,
        (SELECT count(*) FROM want_pairs_listed) AS listed, (SELECT count(*) FROM want_pairs_rows) AS rows,
-       (SELECT count(*) FROM want_pairs_apart) AS apart, (SELECT count(*) FROM want_pairs_aliased) AS aliased;
+       (SELECT count(*) FROM want_pairs_apart) AS apart, (SELECT count(*) FROM want_pairs_aliased) AS aliased,
+       (SELECT sum(n) FROM want_pairs_hop) AS hop_pairs;
 (SELECT * FROM pairs_using EXCEPT ALL SELECT * FROM want_pairs_using)
 UNION ALL (SELECT * FROM want_pairs_using EXCEPT ALL SELECT * FROM pairs_using);
 (SELECT * FROM pairs_swapped EXCEPT ALL SELECT * FROM want_pairs_swapped)
@@ -325,6 +340,8 @@ UNION ALL (SELECT * FROM want_pairs_listed EXCEPT ALL SELECT * FROM pairs_listed
 UNION ALL (SELECT * FROM want_pairs_rows EXCEPT ALL SELECT * FROM pairs_rows);
 (SELECT * FROM pairs_apart EXCEPT ALL SELECT * FROM want_pairs_apart)
 UNION ALL (SELECT * FROM want_pairs_apart EXCEPT ALL SELECT * FROM pairs_apart);
+(SELECT * FROM pairs_hop EXCEPT ALL SELECT * FROM want_pairs_hop)
+UNION ALL (SELECT * FROM want_pairs_hop EXCEPT ALL SELECT * FROM pairs_hop);
 (SELECT * FROM pairs_fn EXCEPT ALL SELECT * FROM want_pairs_using)
 UNION ALL (SELECT * FROM want_pairs_using EXCEPT ALL SELECT * FROM pairs_fn);
 (SELECT * FROM pairs_aliased EXCEPT ALL SELECT * FROM want_pairs_aliased)
@@ -381,12 +398,12 @@ SELECT streamwin.run_batch('pairs') -> 'input_rows' AS input_rows;
 SELECT streamwin.drop_query(q, drop_result => true)
   FROM unnest(array['pairs', 'per_ad', 'imp_campaigns', 'pairs_once', 'imp_clicks', 'click_imps',
                      'click_imps_hop', 'all_pairs', 'pairs_using', 'pairs_swapped', 'pairs_listed',
-                     'pairs_rows', 'pairs_apart', 'pairs_aliased', 'pairs_fn']) q;
+                     'pairs_rows', 'pairs_apart', 'pairs_aliased', 'pairs_fn', 'pairs_hop']) q;
 SELECT count(*) FROM pg_class WHERE relname ~ '^(checkpoint_)?join_';
 SELECT streamwin.drop_source('clicks');
 SELECT streamwin.drop_source('impressions');
 DROP FUNCTION run_all();
 DROP VIEW want_pairs, want_pairs_once, want_per_ad, want_imp_clicks, want_imp_campaigns, want_click_imps,
      want_click_imps_hop, want_pairs_using, want_pairs_swapped, want_pairs_listed, want_pairs_rows,
-     want_pairs_apart, want_pairs_aliased;
+     want_pairs_apart, want_pairs_aliased, want_pairs_hop;
 DROP TABLE imp, imp2, clk, clk_tokyo, ads;
