@@ -438,33 +438,38 @@ grow_buckets(JoinStore *js, JoinSide *sd)
  * whose head was asked for before: the buckets and entries of a large
  * store lie all over memory, and without this each step waits for two
  * fetches from memory, the head and the entry it points to.
+ *
+ * A macro, not a function: GCC takes a static function whose only effect
+ * is __builtin_prefetch for one without effects, and drops its calls.
  */
 #define JOIN_PREFETCH_DISTANCE 16
 
-static inline void
-bucket_prefetch(JoinSide *sd, const uint32 *hashes, const bool *keyed, int n, int i)
-{
 #if defined(__GNUC__) || defined(__clang__)
-	int			far = i + JOIN_PREFETCH_DISTANCE;
-	int			near = i + JOIN_PREFETCH_DISTANCE / 2;
-
-	if (far < n && keyed[far])
-		__builtin_prefetch(&sd->buckets[hashes[far] & (sd->nbuckets - 1)]);
-	if (near < n && keyed[near])
-	{
-		dlist_head *b = &sd->buckets[hashes[near] & (sd->nbuckets - 1)];
-
-		if (b->head.next != NULL && b->head.next != &b->head)
-		{
-			/* the entry's hash, and its row's first values, the keys' */
-			__builtin_prefetch(b->head.next);
-			__builtin_prefetch((char *) b->head.next + 64);
-		}
-		if (b->head.prev != NULL && b->head.prev != &b->head)
-			__builtin_prefetch(b->head.prev);
-	}
+#define BUCKET_PREFETCH(sd, hashes, keyed, n, i) \
+	do { \
+		int			far_ = (i) + JOIN_PREFETCH_DISTANCE; \
+		int			near_ = (i) + JOIN_PREFETCH_DISTANCE / 2; \
+		\
+		if (far_ < (n) && (keyed)[far_]) \
+			__builtin_prefetch(&(sd)->buckets[(hashes)[far_] & ((sd)->nbuckets - 1)]); \
+		if (near_ < (n) && (keyed)[near_]) \
+		{ \
+			dlist_head *b_ = &(sd)->buckets[(hashes)[near_] & ((sd)->nbuckets - 1)]; \
+			\
+			/* the entry's hash, and its row's first values, the keys' */ \
+			if (b_->head.next != NULL && b_->head.next != &b_->head) \
+			{ \
+				__builtin_prefetch(b_->head.next); \
+				__builtin_prefetch((char *) b_->head.next + 64); \
+			} \
+			/* the tail, which a new entry goes after */ \
+			if (b_->head.prev != NULL && b_->head.prev != &b_->head) \
+				__builtin_prefetch(b_->head.prev); \
+		} \
+	} while (0)
+#else
+#define BUCKET_PREFETCH(sd, hashes, keyed, n, i) ((void) 0)
 #endif
-}
 
 static void
 entry_link(JoinStore *js, int side, JoinEntry *e)
@@ -485,7 +490,7 @@ entry_link(JoinStore *js, int side, JoinEntry *e)
 /*
  * Link the n entries a writer made into their side in one pass: the
  * buckets grown first to hold them all, and each entry's bucket asked for
- * ahead (bucket_prefetch).
+ * ahead (BUCKET_PREFETCH).
  */
 static void
 entries_link(JoinStore *js, int side, JoinEntry **entries, int n)
@@ -509,7 +514,7 @@ entries_link(JoinStore *js, int side, JoinEntry **entries, int n)
 		grow_buckets(js, sd);
 	for (int i = 0; i < n; i++)
 	{
-		bucket_prefetch(sd, hashes, keyed, n, i);
+		BUCKET_PREFETCH(sd, hashes, keyed, n, i);
 		entry_link(js, side, entries[i]);
 	}
 	pfree(hashes);
@@ -724,6 +729,14 @@ typedef enum PairsStepKind
 	PAIRS_STORED,
 } PairsStepKind;
 
+/* A row of a hashed step's build side: its hash, the next in its bucket (or -1), itself. */
+typedef struct HashedRow
+{
+	uint32		hash;
+	int			next;
+	BatchRow	row;
+} HashedRow;
+
 typedef struct PairsStep
 {
 	PairsStepKind kind;
@@ -733,9 +746,8 @@ typedef struct PairsStep
 	bool		ready;			/* the hashes below are made */
 	uint32	   *probe_hashes;
 	bool	   *probe_keyed;	/* false: a key is NULL, and equals none */
-	uint32	   *build_hashes;
-	int		   *heads;			/* build's rows by hash: the first in a */
-	int		   *next;			/* bucket, the next after each, or -1 */
+	HashedRow  *hashed;			/* build's rows, and */
+	int		   *heads;			/* the first of them in each bucket, or -1 */
 	uint32		nbuckets;
 } PairsStep;
 
@@ -759,6 +771,40 @@ typedef struct PairsCursor
 	char	   *block;			/* space for the chunk's next rows, */
 	int			block_left;		/* this many */
 } PairsCursor;
+
+/*
+ * As BUCKET_PREFETCH, for a hashed step: the bucket's head, then the first
+ * row in it, then that row's values, each a few probe rows ahead of the
+ * last.
+ */
+#if defined(__GNUC__) || defined(__clang__)
+#define HASHED_PREFETCH(st, i) \
+	do { \
+		int			n_ = (st)->probe->nrows; \
+		int			far_ = (i) + JOIN_PREFETCH_DISTANCE; \
+		int			mid_ = (i) + JOIN_PREFETCH_DISTANCE / 2; \
+		int			near_ = (i) + JOIN_PREFETCH_DISTANCE / 4; \
+		\
+		if (far_ < n_ && (st)->probe_keyed[far_]) \
+			__builtin_prefetch(&(st)->heads[(st)->probe_hashes[far_] & ((st)->nbuckets - 1)]); \
+		if (mid_ < n_ && (st)->probe_keyed[mid_]) \
+		{ \
+			int			b_ = (st)->heads[(st)->probe_hashes[mid_] & ((st)->nbuckets - 1)]; \
+			\
+			if (b_ >= 0) \
+				__builtin_prefetch(&(st)->hashed[b_]); \
+		} \
+		if (near_ < n_ && (st)->probe_keyed[near_]) \
+		{ \
+			int			b_ = (st)->heads[(st)->probe_hashes[near_] & ((st)->nbuckets - 1)]; \
+			\
+			if (b_ >= 0) \
+				__builtin_prefetch((st)->hashed[b_].row); \
+		} \
+	} while (0)
+#else
+#define HASHED_PREFETCH(st, i) ((void) 0)
+#endif
 
 static void
 pair_add(PairsCursor *pc, BatchRow r0, BatchRow r1)
@@ -807,16 +853,19 @@ step_prepare(PairsCursor *pc, PairsStep *st)
 			st->nbuckets <<= 1;
 		st->heads = palloc_extended(sizeof(int) * (Size) st->nbuckets, MCXT_ALLOC_HUGE);
 		memset(st->heads, -1, sizeof(int) * (Size) st->nbuckets);
-		st->next = palloc(sizeof(int) * Max(build->nrows, 1));
-		st->build_hashes = palloc(sizeof(uint32) * Max(build->nrows, 1));
+		st->hashed = palloc_extended(sizeof(HashedRow) * (Size) Max(build->nrows, 1),
+									 MCXT_ALLOC_HUGE);
 		for (int b = build->nrows - 1; b >= 0; b--)
 		{
+			HashedRow  *hr = &st->hashed[b];
 			uint32		slot;
 
-			if (!row_hash(js, 1, build->rows[b], build->natts, &st->build_hashes[b]))
+			hr->row = build->rows[b];
+			hr->next = -1;
+			if (!row_hash(js, 1, hr->row, build->natts, &hr->hash))
 				continue;
-			slot = st->build_hashes[b] & (st->nbuckets - 1);
-			st->next[b] = st->heads[slot];
+			slot = hr->hash & (st->nbuckets - 1);
+			hr->next = st->heads[slot];
 			st->heads[slot] = b;
 		}
 	}
@@ -839,12 +888,12 @@ walk_chain(PairsCursor *pc, PairsStep *st)
 	{
 		while (pc->pos >= 0)
 		{
-			int			b = pc->pos;
+			HashedRow  *hr = &st->hashed[pc->pos];
 
-			pc->pos = st->next[b];
-			if (st->build_hashes[b] == h && entry_keys_equal(js, 0, p, st->build->rows[b]))
+			pc->pos = hr->next;
+			if (hr->hash == h && entry_keys_equal(js, 0, p, hr->row))
 			{
-				pair_add(pc, p, st->build->rows[b]);
+				pair_add(pc, p, hr->row);
 				if (pc->pub.nrows == PAIRS_CHUNK_ROWS)
 					return false;
 			}
@@ -901,8 +950,10 @@ pairs_refill(BatchInput *input, bool restart)
 			uint32		h = st->probe_hashes[pc->i];
 
 			if (st->kind == PAIRS_STORED)
-				bucket_prefetch(&pc->js->sides[st->side], st->probe_hashes, st->probe_keyed,
+				BUCKET_PREFETCH(&pc->js->sides[st->side], st->probe_hashes, st->probe_keyed,
 								st->probe->nrows, pc->i);
+			else
+				HASHED_PREFETCH(st, pc->i);
 			if (!st->probe_keyed[pc->i])
 			{
 				pc->i++;
