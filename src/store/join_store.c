@@ -9,9 +9,9 @@
  * row where it is, and a row goes with one pfree.  A side's rows with a
  * key are chained in buckets by the hash of their keys (computed with the
  * join's own equality operators' hash functions, so that rows equal by the
- * operator share a bucket); rows with an event time are in a binary heap
- * by that time (an array: sifting touches no row), from which eviction
- * takes the oldest while they are before the cutoff.  A row with a NULL key
+ * operator share a bucket); rows with an event time are in runs of
+ * ascending time, or a binary heap for those that fit no run (TimeRun),
+ * from which eviction takes every row before the cutoff.  A row with a NULL key
  * matches nothing (equality is strict) and one with a NULL time never goes,
  * as in the join table.
  *
@@ -86,14 +86,36 @@ typedef struct JoinEntry
 #define JOIN_STORE_FIRST_BUCKETS 1024
 
 /*
- * A row in its side's eviction order: a binary heap in an array, earliest
- * time first, its time beside it so that sifting reads the array alone.
+ * A row in its side's eviction order, its time beside it so that the
+ * order is read in its array alone.
  */
 typedef struct TimedEntry
 {
 	TimestampTz time;
 	struct JoinEntry *entry;
 } TimedEntry;
+
+/*
+ * Rows come mostly in the order of their event time, a partition's run
+ * after another's: each side keeps up to JOIN_TIME_RUNS runs of rows in
+ * ascending time, each an array that rows are appended to and evicted
+ * from the front of, in the order they lie in memory; a row that fits
+ * after no run's last goes into a binary heap.  Eviction takes every row
+ * before the cutoff, in no particular order, from the runs' fronts and the
+ * heap's top.  A binary heap of every row cost a sift down per row
+ * evicted, about seventeen reads across an array of megabytes (bench case
+ * J: 8% of the backend's work).
+ */
+#define JOIN_TIME_RUNS 32
+
+typedef struct TimeRun
+{
+	TimedEntry *items;
+	int64		first;			/* the first not evicted, */
+	int64		n;				/* of this many */
+	int64		room;
+	TimestampTz last;			/* the last one's time */
+} TimeRun;
 
 typedef struct JoinSide
 {
@@ -104,7 +126,10 @@ typedef struct JoinSide
 	uint32		nbuckets;		/* a power of 2 */
 	int64		nrows;
 	int64		nkeyed;
-	TimedEntry *times;
+	TimeRun		runs[JOIN_TIME_RUNS];	/* the rows in their time's order: */
+	int			nruns;
+	int			last_run;		/* the run the last row went into */
+	TimedEntry *times;			/* and those that fit no run, a heap */
 	int64		ntimes;
 	int64		times_room;
 	dlist_head	pending;		/* rows kept back from the table, in order */
@@ -128,9 +153,9 @@ struct JoinStore
 	Oid			table_file[2];
 };
 
-/* Add a row to side's eviction order. */
+/* Add a row to side's heap of rows that fit no run. */
 static void
-times_push(JoinStore *js, JoinSide *sd, JoinEntry *e)
+heap_push(JoinSide *sd, JoinEntry *e)
 {
 	TimedEntry *h;
 	int64		i;
@@ -151,9 +176,9 @@ times_push(JoinStore *js, JoinSide *sd, JoinEntry *e)
 	h[i].entry = e;
 }
 
-/* Take the earliest row out of side's eviction order. */
+/* Take the earliest row out of side's heap. */
 static void
-times_pop(JoinSide *sd)
+heap_pop(JoinSide *sd)
 {
 	TimedEntry *h = sd->times;
 	TimedEntry last = h[--sd->ntimes];
@@ -177,6 +202,78 @@ times_pop(JoinSide *sd)
 		h[i] = last;
 }
 
+/* Can row time t go at the end of run r? */
+static inline bool
+run_takes(TimeRun *r, TimestampTz t)
+{
+	return r->first == r->n || r->last <= t;
+}
+
+/*
+ * Add a row to side's eviction order: at the end of the run the last row
+ * went into, or of the run whose last row is the latest before it, or of
+ * a new run, or else into the heap.
+ */
+static void
+times_push(JoinStore *js, JoinSide *sd, JoinEntry *e)
+{
+	TimeRun    *r = NULL;
+
+	if (sd->nruns > 0 && run_takes(&sd->runs[sd->last_run], e->time))
+		r = &sd->runs[sd->last_run];
+	else
+	{
+		int			best = -1;
+
+		for (int i = 0; i < sd->nruns; i++)
+		{
+			TimeRun    *c = &sd->runs[i];
+
+			if (!run_takes(c, e->time))
+				continue;
+			/* an empty run takes any row: only if no other does */
+			if (best < 0 || (c->first < c->n &&
+							 (sd->runs[best].first == sd->runs[best].n || c->last > sd->runs[best].last)))
+				best = i;
+		}
+		if (best < 0 && sd->nruns < JOIN_TIME_RUNS)
+		{
+			best = sd->nruns++;
+			sd->runs[best].room = 1024;
+			sd->runs[best].items = MemoryContextAlloc(js->cxt, sizeof(TimedEntry) * 1024);
+			sd->runs[best].first = sd->runs[best].n = 0;
+		}
+		if (best < 0)
+		{
+			heap_push(sd, e);
+			return;
+		}
+		sd->last_run = best;
+		r = &sd->runs[best];
+	}
+	if (r->first == r->n)
+		r->first = r->n = 0;
+	if (r->n == r->room)
+	{
+		if (r->first > r->room / 2)
+		{
+			/* mostly evicted: move what is left to the front */
+			memmove(r->items, r->items + r->first, sizeof(TimedEntry) * (r->n - r->first));
+			r->n -= r->first;
+			r->first = 0;
+		}
+		else
+		{
+			r->room *= 2;
+			r->items = repalloc_huge(r->items, sizeof(TimedEntry) * r->room);
+		}
+	}
+	r->items[r->n].time = e->time;
+	r->items[r->n].entry = e;
+	r->n++;
+	r->last = e->time;
+}
+
 /* Empty sides, in the store's (just reset) memory. */
 static void
 sides_init(JoinStore *js)
@@ -194,6 +291,8 @@ sides_init(JoinStore *js)
 		sd->times_room = 1024;
 		sd->times = MemoryContextAlloc(js->cxt, sizeof(TimedEntry) * sd->times_room);
 		sd->ntimes = 0;
+		sd->nruns = 0;
+		sd->last_run = 0;
 		dlist_init(&sd->pending);
 		sd->pending_bytes = 0;
 		sd->dropped_pending = 0;
@@ -443,6 +542,12 @@ grow_buckets(JoinStore *js, JoinSide *sd)
  * is __builtin_prefetch for one without effects, and drops its calls.
  */
 #define JOIN_PREFETCH_DISTANCE 16
+
+#if defined(__GNUC__) || defined(__clang__)
+#define JOIN_PREFETCH(p) __builtin_prefetch(p)
+#else
+#define JOIN_PREFETCH(p) ((void) 0)
+#endif
 
 #if defined(__GNUC__) || defined(__clang__)
 #define BUCKET_PREFETCH(sd, hashes, keyed, n, i) \
@@ -1042,11 +1147,31 @@ join_store_evict(JoinStore *js, int side, TimestampTz cutoff)
 	uint64		n = 0;
 
 	Assert(js->in_batch);
-	while (sd->ntimes > 0 && sd->times[0].time < cutoff)
+	for (int i = 0;; i++)
 	{
-		JoinEntry  *e = sd->times[0].entry;
+		JoinEntry  *e;
 
-		times_pop(sd);
+		/* the runs' fronts, then the heap's top */
+		while (i < sd->nruns && (sd->runs[i].first == sd->runs[i].n ||
+								 sd->runs[i].items[sd->runs[i].first].time >= cutoff))
+			i++;
+		if (i < sd->nruns)
+		{
+			TimeRun    *r = &sd->runs[i];
+
+			e = r->items[r->first++].entry;
+			/* a run's rows lie in memory much as they came */
+			if (r->first + JOIN_PREFETCH_DISTANCE < r->n)
+				JOIN_PREFETCH(r->items[r->first + JOIN_PREFETCH_DISTANCE].entry);
+			i--;				/* this run again */
+		}
+		else if (sd->ntimes > 0 && sd->times[0].time < cutoff)
+		{
+			e = sd->times[0].entry;
+			heap_pop(sd);
+		}
+		else
+			break;
 		Assert(e->table != ENTRY_WRITING);
 		if (e->table == ENTRY_WRITTEN)
 		{
