@@ -515,23 +515,20 @@ pairs_readable(Compiled *c, Query *q)
 	TupleDesc	desc0 = source_tupdesc(c->sources[0]->relation);
 	WholeRowContext cx = {c, 0};
 	List	   *refs = NIL;
+	int			pos[2] = {-1, -1};
+	ListCell   *lc;
 
 	if (!JOIN_PAIRS_FITS(c->sources[0]->source_id) ||
 		c->sources[1]->source_id == JOIN_PAIRS(c->sources[0]->source_id))
 		return false;
-	if (!joins_listable((Node *) q->jointree, &refs) ||
-		list_member_int(refs, c->source_rtindexes[1]) == false ||
-		list_member_int(refs, c->source_rtindexes[0]) == false)
+	if (!joins_listable((Node *) q->jointree, &refs))
 		return false;
-	for (int i = 0; i < list_length(refs); i++)
-	{
-		int			r = list_nth_int(refs, i);
-
-		if (r == c->source_rtindexes[1])
-			return false;		/* side 1 before side 0 */
-		if (r == c->source_rtindexes[0])
-			break;
-	}
+	foreach(lc, refs)
+		for (int s = 0; s < 2; s++)
+			if (lfirst_int(lc) == c->source_rtindexes[s])
+				pos[s] = foreach_current_index(lc);
+	if (pos[0] < 0 || pos[1] < pos[0])
+		return false;
 	for (int a = 0; a < desc0->natts; a++)
 		if (strncmp(NameStr(TupleDescAttr(desc0, a)->attname), PAIR_COLUMN_PREFIX,
 					strlen(PAIR_COLUMN_PREFIX)) == 0)

@@ -18,8 +18,8 @@
  * operator adds to the batch's input, found in memory (and the first
  * side's new rows and those as one input, JOIN_ROWS_AND_STATE); or, where
  * the plan says pairs, the pairs of rows with equal keys themselves, found
- * in C (JOIN_PAIRS, batch_pairs).  The new rows go into memory and the join tables (in run_available, whose batches
- * share a transaction, into the tables only if still held when the run
+ * in C (JOIN_PAIRS, batch_pairs).  The new rows go into memory and the
+ * join tables (in run_available, whose batches share a transaction, into the tables only if still held when the run
  * ends: a checkpoint among them gets them from memory), and the rows out
  * of reach leave both, the tables by their location.  The store is held as every store is
  * (op_store.h): when the state does not fit, the operator finds those

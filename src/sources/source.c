@@ -75,6 +75,8 @@ streamwin_source_rows(PG_FUNCTION_ARGS)
 	bool		numbered = PG_NARGS() > 1 && PG_GETARG_BOOL(1);
 	BatchInput *input = batch_scope_input(source_id);
 	int32		position = 0;
+	Datum	   *values;
+	bool	   *nulls;
 
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	if (input == NULL)
@@ -82,6 +84,9 @@ streamwin_source_rows(PG_FUNCTION_ARGS)
 	if (rsinfo->setDesc->natts != input->natts + (numbered ? 1 : 0))
 		elog(ERROR, "streamwin: source %d has %d columns, its call expects %d",
 			 source_id, input->natts, rsinfo->setDesc->natts - (numbered ? 1 : 0));
+	/* (position, columns...): the expected row type has one more column */
+	values = palloc(sizeof(Datum) * (input->natts + 1));
+	nulls = palloc(sizeof(bool) * (input->natts + 1));
 	/* rows made a chunk at a time (BatchInput.refill) come chunk by chunk */
 	for (bool more = input->refill == NULL || input->refill(input, true); more;
 		 more = input->refill != NULL && input->refill(input, false))
@@ -94,10 +99,7 @@ streamwin_source_rows(PG_FUNCTION_ARGS)
 		}
 		else
 		{
-			/* (position, columns...): the expected row type has one more column */
 			int			natts = input->natts;
-			Datum	   *values = palloc(sizeof(Datum) * (natts + 1));
-			bool	   *nulls = palloc(sizeof(bool) * (natts + 1));
 
 			for (int i = 0; i < input->nrows; i++)
 			{

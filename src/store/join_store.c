@@ -114,7 +114,8 @@ typedef struct TimeRun
 	int64		first;			/* the first not evicted, */
 	int64		n;				/* of this many */
 	int64		room;
-	TimestampTz last;			/* the last one's time */
+	TimestampTz last;			/* the last one's time, here so that choosing
+								 * a run reads the runs alone */
 } TimeRun;
 
 typedef struct JoinSide
