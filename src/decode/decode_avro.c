@@ -736,47 +736,54 @@ truncated(AvroRead *r)
 }
 
 /*
- * A zigzag varint (Avro's int and long) that read_long does not read in
- * line: longer than a byte, or at the end of the body.  One of up to 8
- * bytes with 8 left is read in one load; the loop below reads the rest
- * (9 and 10 bytes long, or near the body's end), and says what is wrong
- * with a bad one.
+ * A varint of up to 8 bytes, with 8 bytes left at r->p: found in one load,
+ * where the first byte without its high bit ends it, and its 7-bit groups
+ * packed together in three steps, pairs, fours, eight.  False, with
+ * nothing read, for a longer one.
+ */
+static inline bool
+read_varint_word(AvroRead *r, uint64 *u)
+{
+#ifndef WORDS_BIGENDIAN
+	uint64		w;
+	uint64		stops;
+	int			nbits;
+
+	Assert(r->end - r->p >= 8);
+	memcpy(&w, r->p, 8);
+	stops = ~w & UINT64CONST(0x8080808080808080);
+	if (unlikely(stops == 0))
+		return false;
+	nbits = pg_rightmost_one_pos64(stops) + 1;
+	if (nbits < 64)
+		w &= (UINT64CONST(1) << nbits) - 1;
+	w &= UINT64CONST(0x7f7f7f7f7f7f7f7f);
+	w = ((w & UINT64CONST(0x7f007f007f007f00)) >> 1) | (w & UINT64CONST(0x007f007f007f007f));
+	w = ((w & UINT64CONST(0x3fff00003fff0000)) >> 2) | (w & UINT64CONST(0x00003fff00003fff));
+	w = ((w & UINT64CONST(0x0fffffff00000000)) >> 4) | (w & UINT64CONST(0x000000000fffffff));
+	r->p += nbits / 8;
+	*u = w;
+	return true;
+#else
+	return false;
+#endif
+}
+
+/*
+ * A zigzag varint (Avro's int and long) that the inline readers leave:
+ * 9 or 10 bytes long, or near the body's end; and says what is wrong with
+ * a bad one.
  */
 static pg_noinline bool
 read_long_bytes(AvroRead *r, int64 *v)
 {
 	uint64		u = 0;
 
-#ifndef WORDS_BIGENDIAN
-
-	/*
-	 * Up to 8 bytes (a timestamp's microseconds, an id) with 8 left: found
-	 * in one load, where the first byte without its high bit ends it, and
-	 * its 7-bit groups packed together in three steps, pairs, fours, eight.
-	 */
-	if (likely(r->end - r->p >= 8))
+	if (r->end - r->p >= 8 && read_varint_word(r, &u))
 	{
-		uint64		w;
-		uint64		stops;
-
-		memcpy(&w, r->p, 8);
-		stops = ~w & UINT64CONST(0x8080808080808080);
-		if (likely(stops != 0))
-		{
-			int			nbits = pg_rightmost_one_pos64(stops) + 1;
-
-			if (nbits < 64)
-				w &= (UINT64CONST(1) << nbits) - 1;
-			w &= UINT64CONST(0x7f7f7f7f7f7f7f7f);
-			w = ((w & UINT64CONST(0x7f007f007f007f00)) >> 1) | (w & UINT64CONST(0x007f007f007f007f));
-			w = ((w & UINT64CONST(0x3fff00003fff0000)) >> 2) | (w & UINT64CONST(0x00003fff00003fff));
-			w = ((w & UINT64CONST(0x0fffffff00000000)) >> 4) | (w & UINT64CONST(0x000000000fffffff));
-			r->p += nbits / 8;
-			*v = (int64) (w >> 1) ^ -(int64) (w & 1);
-			return true;
-		}
+		*v = (int64) (u >> 1) ^ -(int64) (u & 1);
+		return true;
 	}
-#endif
 	for (int shift = 0; r->p < r->end; shift += 7)
 	{
 		uint8		b = *r->p++;
@@ -806,6 +813,23 @@ read_long(AvroRead *r, int64 *v)
 	{
 		uint64		u = *r->p++;
 
+		*v = (int64) (u >> 1) ^ -(int64) (u & 1);
+		return true;
+	}
+	return read_long_bytes(r, v);
+}
+
+/*
+ * A zigzag varint that is often longer than a byte (an id, a timestamp's
+ * microseconds): up to 8 bytes read in line too.
+ */
+static inline bool
+read_wide_long(AvroRead *r, int64 *v)
+{
+	uint64		u;
+
+	if (likely(r->end - r->p >= 8) && likely(read_varint_word(r, &u)))
+	{
 		*v = (int64) (u >> 1) ^ -(int64) (u & 1);
 		return true;
 	}
@@ -929,7 +953,7 @@ check_text(AvroRead *r, const uint8 *p, int len)
 
 /* --- values --------------------------------------------------------------------- */
 
-static void
+static pg_noinline void pg_attribute_noreturn()
 out_of_range(const char *what, long long v, const DecodeColumn *c)
 {
 	ereport(ERROR,
@@ -1050,7 +1074,7 @@ numeric_from_float(float4 f, int32 typmod)
 }
 
 /* Microseconds since 1970 (or ms * 1000) as PostgreSQL's timestamp */
-static Datum
+static inline Datum
 timestamp_from_unix(int64 v, bool millis, const DecodeColumn *c, bool tz)
 {
 	int64		us;
@@ -1764,7 +1788,7 @@ read_record(AvroRead *r, AvroPlan *plan, Datum *values, bool *nulls)
 				*value = Int64GetDatum(v);
 				break;
 			case AOP_LONG_INT8:
-				if (!read_long(r, &v))
+				if (!read_wide_long(r, &v))
 					return false;
 				*value = Int64GetDatum(v);
 				break;
@@ -1786,7 +1810,7 @@ read_record(AvroRead *r, AvroPlan *plan, Datum *values, bool *nulls)
 				}
 				break;
 			case AOP_TIMESTAMP:
-				if (!read_long(r, &v))
+				if (!read_wide_long(r, &v))
 					return false;
 				/* out of range is an error, its context the column */
 				c = &state->columns[field->column];
