@@ -280,6 +280,14 @@ decoder_set_part(MessageDecoder *decoder, const char *part)
 	decoder->part_default = part;
 }
 
+void
+decoder_set_value_memory(MessageDecoder *decoder, MemoryContext cxt)
+{
+	decoder->state.text_cxt = cxt;
+	decoder->state.text_next = NULL;
+	decoder->state.text_left = 0;
+}
+
 /* Every column of values/nulls NULL. */
 static void
 decode_all_null(MessageDecoder *decoder, Datum *values, bool *nulls)

@@ -86,6 +86,17 @@ extern const char *decoder_decode(MessageDecoder *decoder,
 extern void decoder_set_part(MessageDecoder *decoder, const char *part);
 
 /*
+ * decoder_set_value_memory
+ *		Until called again, carve the text values the decoder makes from
+ *		blocks of cxt instead of a palloc each; NULL: palloc them again.
+ *		The values then live exactly as long as cxt, and one must never be
+ *		pfree'd alone.  The caller sets NULL before cxt is reset or
+ *		deleted (or before any other decoding): the decoder forgets the
+ *		rest of its block.
+ */
+extern void decoder_set_value_memory(MessageDecoder *decoder, MemoryContext cxt);
+
+/*
  * decoder_decode_debezium
  *		Decode a Debezium change event (JSON, with or without Kafka Connect's
  *		{"schema": ..., "payload": ...} wrapper): *op is 'c', 'r', 'u', 'd'

@@ -1803,8 +1803,7 @@ read_record(AvroRead *r, AvroPlan *plan, Datum *values, bool *nulls)
 
 					if (!read_span(r, &p, &len) || !check_text(r, p, len))
 						return false;
-					t = (text *) palloc(len + VARHDRSZ);
-					SET_VARSIZE(t, len + VARHDRSZ);
+					t = decode_text_alloc(state, len);
 					memcpy(VARDATA(t), p, len);
 					*value = PointerGetDatum(t);
 				}

@@ -228,10 +228,11 @@ parse_iso_timestamptz(const char *s, int len, TimestampTz *result)
  * decode_fast
  *		The value of column for its text chars/len (not NUL-terminated) in
  *		*value, if the column's fast path (column->fast) reads the text;
- *		else false.  Text values are allocated in CurrentMemoryContext.
+ *		else false.  Text values are allocated by decode_text_alloc.
  */
 static inline bool
-decode_fast(const DecodeColumn *column, const char *chars, int len, Datum *value)
+decode_fast(DecodeState *state, const DecodeColumn *column, const char *chars, int len,
+			Datum *value)
 {
 	TimestampTz ts;
 	int64		n;
@@ -285,9 +286,8 @@ decode_fast(const DecodeColumn *column, const char *chars, int len, Datum *value
 		case DECODE_FAST_TEXT:
 			{
 				/* what textin makes of it; the payload holds no NUL byte */
-				text	   *t = (text *) palloc(len + VARHDRSZ);
+				text	   *t = decode_text_alloc(state, len);
 
-				SET_VARSIZE(t, len + VARHDRSZ);
 				memcpy(VARDATA(t), chars, len);
 				*value = PointerGetDatum(t);
 				return true;

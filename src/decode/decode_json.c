@@ -560,7 +560,7 @@ decode_json_message(DecodeState *state, const char *payload, int len,
 				textlen = state->scratch.len;
 			}
 		}
-		if (!decode_fast(column, chars, textlen, &values[column->attindex]))
+		if (!decode_fast(state, column, chars, textlen, &values[column->attindex]))
 			values[column->attindex] = decode_input_function(state, column, chars, textlen);
 		nulls[column->attindex] = false;
 	}

@@ -543,6 +543,28 @@ decode_range(RowDecoder *d, SourceRow *msgs, RowResult *res, int lo, int hi,
 	}
 }
 
+/*
+ * decode_range over all n messages, the texts of their values carved from
+ * blocks of the batch's memory, where their rows are (row_space), rather
+ * than a palloc each; the decoder gives that memory back before anything
+ * else can decode with it, whatever happens here.
+ */
+static pg_noinline void
+decode_in_value_memory(RowDecoder *d, SourceRow *rows, RowResult *res, int n,
+					   bool drop_late, TimestampTz watermark)
+{
+	decoder_set_value_memory(d->decoder, CurrentMemoryContext);
+	PG_TRY();
+	{
+		decode_range(d, rows, res, 0, n, drop_late, watermark);
+	}
+	PG_FINALLY();
+	{
+		decoder_set_value_memory(d->decoder, NULL);
+	}
+	PG_END_TRY();
+}
+
 /* The inserts, updates and deletes of a Debezium batch's messages kept. */
 static void
 count_changes(SourceChanges *changes, const RowResult *res, int n)
@@ -589,7 +611,9 @@ rows_decode(RowDecoder *d, SourceRow *rows, int n, bool drop_late, TimestampTz w
 			if (d->key_avro[i] != NULL)
 				avro_input_prepare(d->avro, d->key_avro[i], rows, n, true);
 	}
-	if (n > 0)
+	if (n > 0 && d->decoder != NULL)
+		decode_in_value_memory(d, rows, res, n, drop_late, watermark);
+	else if (n > 0)
 		decode_range(d, rows, res, 0, n, drop_late, watermark);
 	memset(&d->reader->changes, 0, sizeof(SourceChanges));
 	/* (the upsert operator counts a keyed decoder's) */

@@ -22,7 +22,8 @@ srand(1001);
 my $T0 = 1_704_067_200_000;    # 2024-01-01 00:00:00 UTC, in ms
 
 my $broker = StreamwinTest::Broker->start(
-	topics => { fmt_json => 2, fmt_json1 => 1, fmt_csv => 2, fmt_text => 1, fmt_spell => 1 });
+	topics => { fmt_json => 2, fmt_json1 => 1, fmt_csv => 2, fmt_text => 1, fmt_spell => 1,
+		texts_json => 1, texts_csv => 1 });
 my $node = new_node('formats');
 my $brokers = $broker->bootstrap;
 
@@ -433,6 +434,44 @@ is( $node->safe_psql('postgres',
 		q{SELECT count(*) FILTER (WHERE error IS NULL) > 80 AND count(*) FILTER (WHERE error IS NOT NULL) > 15
 		    FROM spelled WHERE col IN ('r', 'd')}),
 	't', 'spellings: floating-point values both accepted and rejected');
+
+# ---- text values of every length, across the blocks they are carved from
+
+# A batch's text values are carved from blocks of 64 kB of its memory, and
+# one of more than 8 kB gets an allocation of its own.  Batches of 300
+# messages of short and long texts (up to 9,000 bytes: both ways, and many
+# blocks a batch), every 97th message a dead letter (its batch's messages
+# are then decoded again, in halves): every text must be the one produced,
+# which plain SQL writes again from the message's number.
+my $texts_n = 2500;
+sub text_len { my ($n) = @_; return $n % 10 ? ($n * 31) % 300 : ($n * 7919) % 9000 }
+sub text_of  { my ($n) = @_; return chr(97 + $n % 26) x text_len($n) . ":$n" }
+$broker->produce('texts_json',
+	[ map { $_ % 97 ? qq({"n": $_, "s": ") . text_of($_) . '"}' : qq({"n": $_, "s": ) } 1 .. $texts_n ]);
+$broker->produce('texts_csv', [ map { $_ % 97 ? "$_," . text_of($_) : "$_" } 1 .. $texts_n ]);
+# (compared by length and md5, which a failure lists more readably)
+my $texts_want = qq{
+SELECT n, length(s), md5(s)
+  FROM generate_series(1, $texts_n) AS n,
+       LATERAL (SELECT repeat(chr(97 + n % 26),
+                              CASE WHEN n % 10 <> 0 THEN (n * 31) % 300 ELSE (n * 7919) % 9000 END)
+                       || ':' || n AS s) AS t
+ WHERE n % 97 <> 0};
+for my $fmt ('json', 'csv')
+{
+	psql_ok($node, qq{
+SELECT streamwin.create_kafka_source('texts_$fmt', '$brokers', 'texts_$fmt', 'n int, s text', '$fmt',
+    '{"max_records_per_batch": 300}');
+SELECT streamwin.create_query('texts_${fmt}_rows', 'SELECT n, s FROM texts_$fmt', start => false);
+}, "texts ($fmt): a transform");
+	my $r = run_json($node, "run_available('texts_${fmt}_rows')");
+	cmp_ok($r->{batches}, '>=', int($texts_n / 300), "texts ($fmt): in batches of 300");
+	results_match($node, "SELECT n, length(s), md5(s) FROM texts_${fmt}_rows", $texts_want,
+		"texts ($fmt): every text of every length exact");
+	is( $node->safe_psql('postgres',
+			"SELECT count(*) FROM streamwin.dead_letters WHERE source = 'texts_$fmt'"),
+		int($texts_n / 97), "texts ($fmt): the broken messages are dead letters");
+}
 
 $node->stop;
 $broker->stop;

@@ -41,6 +41,9 @@
 #   8. key metadata columns of an Avro source: the key decoded by its own
 #      writer schema (a long, a record) into a jsonb column, its bytes in a
 #      bytea column; a key that is not Avro is a dead letter.
+#   9. strings of every length up to 9,000 bytes, in batches of 300 with
+#      truncated bodies among them, into text columns: exact (the blocks
+#      their values are carved from, and values allocated alone).
 use strict;
 use warnings;
 use utf8;
@@ -59,7 +62,7 @@ my $node = new_node('avro',
 	conf => "streamwin.schema_registry_timeout = 1000\n"
 	  . "streamwin.checkpoint_interval = 2\nstreamwin.checkpoint_min_interval = 0\n");
 my $broker = StreamwinTest::Broker->start(
-	topics => { types => 2, bad => 1, ref => 1, ops => 1, hostile => 1, down => 1, live => 1, plain => 1, ups => 1, dbz => 1, keyed => 1 });
+	topics => { types => 2, bad => 1, ref => 1, ops => 1, hostile => 1, down => 1, live => 1, plain => 1, ups => 1, dbz => 1, keyed => 1, texts => 1 });
 my $brokers = $broker->bootstrap;
 my $json = JSON::PP->new->canonical->allow_nonref;
 srand(25);
@@ -1050,5 +1053,41 @@ run_json($node, "run_available('avro_plain_rows')");
 results_match($node, 'SELECT k, v FROM avro_plain_rows',
 	'VALUES ' . join(', ', map { "('$_->[0]', " . ($_->[1] // 'NULL') . '::float8)' } @plain_rows),
 	'plain bodies: exact');
+
+# ==== 9. Strings of every length ===================================================
+
+# A batch's text values are carved from blocks of 64 kB of its memory, and
+# one of more than 8 kB gets an allocation of its own.  Batches of 300
+# messages of short and long strings (many blocks a batch, and both ways),
+# every 97th body cut short (a dead letter: its batch's messages are then
+# decoded again, in halves), a nullable string beside: every value must be
+# the one encoded, which plain SQL writes again from the message's number.
+my $texts_n = 2500;
+sub text_len { my ($n) = @_; return $n % 10 ? ($n * 31) % 300 : ($n * 7919) % 9000 }
+sub text_of  { my ($n) = @_; return chr(97 + $n % 26) x text_len($n) . ":$n" }
+my $texts_schema = $json->encode({ type => 'record', name => 't', fields => [
+	{ name => 'n', type => 'long' }, { name => 's', type => 'string' },
+	{ name => 'm', type => [ 'null', 'string' ] } ] });
+$broker->produce('texts', [ map {
+	my $body = zz($_) . av_string(text_of($_)) . ($_ % 3 ? zz(1) . av_string("m$_") : zz(0));
+	$_ % 97 ? $body : substr($body, 0, length($body) - 2) } 1 .. $texts_n ], hex => 1);
+psql_ok($node, qq{
+SELECT streamwin.create_kafka_source('avro_texts', '$brokers', 'texts', 'n int, s text, m text', 'avro',
+    jsonb_build_object('avro_schema', '$texts_schema'::jsonb, 'max_records_per_batch', 300));
+SELECT streamwin.create_query('avro_texts_rows', 'SELECT * FROM avro_texts', start => false);
+}, 'strings of every length: a transform');
+my $texts_run = run_json($node, "run_available('avro_texts_rows')");
+cmp_ok($texts_run->{batches}, '>=', int($texts_n / 300), 'strings of every length: in batches of 300');
+# (compared by length and md5, which a failure lists more readably)
+results_match($node, 'SELECT n, length(s), md5(s), m FROM avro_texts_rows', qq{
+SELECT n, length(s), md5(s), CASE WHEN n % 3 <> 0 THEN 'm' || n END
+  FROM generate_series(1, $texts_n) AS n,
+       LATERAL (SELECT repeat(chr(97 + n % 26),
+                              CASE WHEN n % 10 <> 0 THEN (n * 31) % 300 ELSE (n * 7919) % 9000 END)
+                       || ':' || n AS s) AS t
+ WHERE n % 97 <> 0}, 'strings of every length: exact');
+is( $node->safe_psql('postgres',
+		q{SELECT count(*) FROM streamwin.dead_letters WHERE source = 'avro_texts'}),
+	int($texts_n / 97), 'strings of every length: the bodies cut short are dead letters');
 
 done_testing();
