@@ -538,6 +538,20 @@ plain_ascii_prefix(const char *payload, int len)
 		if (((v | ((v - BYTES8(1)) & ~v) | w | ((w - BYTES8(1)) & ~w)) & BYTES8(0x80)) != 0)
 			return p - payload;
 	}
+
+	/*
+	 * The last few bytes of a payload of 16 or more: its last 16 bytes at
+	 * once, some checked again, rather than a loop over each; a flag among
+	 * them is left to the loop below, which says where.
+	 */
+	if (p > payload && p < end)
+	{
+		uint64		v = bytes_load8(end - 16);
+		uint64		w = bytes_load8(end - 8);
+
+		if (((v | ((v - BYTES8(1)) & ~v) | w | ((w - BYTES8(1)) & ~w)) & BYTES8(0x80)) == 0)
+			return len;
+	}
 #endif
 	for (; p < end; p++)
 		if ((uint8) *p >= 0x80 || *p == '\0')
