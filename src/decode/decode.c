@@ -283,9 +283,7 @@ decoder_set_part(MessageDecoder *decoder, const char *part)
 void
 decoder_set_value_memory(MessageDecoder *decoder, MemoryContext cxt)
 {
-	decoder->state.text_cxt = cxt;
-	decoder->state.text_next = NULL;
-	decoder->state.text_left = 0;
+	decode_text_space_set(&decoder->state.text, cxt);
 }
 
 /* Every column of values/nulls NULL. */

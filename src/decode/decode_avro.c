@@ -1803,7 +1803,7 @@ read_record(AvroRead *r, AvroPlan *plan, Datum *values, bool *nulls)
 
 					if (!read_span(r, &p, &len) || !check_text(r, p, len))
 						return false;
-					t = decode_text_alloc(state, len);
+					t = decode_text_alloc(&state->text, len);
 					memcpy(VARDATA(t), p, len);
 					*value = PointerGetDatum(t);
 				}

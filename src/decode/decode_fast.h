@@ -286,7 +286,7 @@ decode_fast(DecodeState *state, const DecodeColumn *column, const char *chars, i
 		case DECODE_FAST_TEXT:
 			{
 				/* what textin makes of it; the payload holds no NUL byte */
-				text	   *t = decode_text_alloc(state, len);
+				text	   *t = decode_text_alloc(&state->text, len);
 
 				memcpy(VARDATA(t), chars, len);
 				*value = PointerGetDatum(t);

@@ -89,32 +89,6 @@ decode_input(DecodeState *state, DecodeColumn *column,
 }
 
 /*
- * A text value's blocks: big enough that a block's palloc is rare, small
- * enough that the unused end of the last one wastes little.  A value of
- * more than an eighth of one gets a palloc of its own.
- */
-#define DECODE_TEXT_BLOCK	(64 * 1024)
-
-/*
- * decode_text_alloc_block
- *		decode_text_alloc's way when the block has no room: a new block, or
- *		a palloc of the value alone (in CurrentMemoryContext, where the
- *		decoder's other values go) when it is big or no memory was given.
- */
-text *
-decode_text_alloc_block(DecodeState *state, Size size)
-{
-	char	   *block;
-
-	if (state->text_cxt == NULL || size > DECODE_TEXT_BLOCK / 8)
-		return (text *) palloc(size);
-	block = MemoryContextAlloc(state->text_cxt, DECODE_TEXT_BLOCK);
-	state->text_next = block + size;
-	state->text_left = DECODE_TEXT_BLOCK - size;
-	return (text *) block;
-}
-
-/*
  * decode_input_function
  *		decode_input without the fast path: for a parser that tried
  *		decode_fast itself, in line, and was declined (the value is one the

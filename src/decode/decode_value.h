@@ -10,7 +10,8 @@
  * decoder and hands each message to its format, decode_json.c,
  * decode_csv.c or the text format; the formats find the values and
  * convert them with decode_input().  Each file calls only the ones below
- * it; this one calls none of them.
+ * it; this one calls none of them but decode_text.c, at the bottom, which
+ * gives the text values their memory.
  *
  *-------------------------------------------------------------------------
  */
@@ -20,6 +21,8 @@
 #include "access/tupdesc.h"
 #include "fmgr.h"
 #include "lib/stringinfo.h"
+
+#include "decode_text.h"
 
 /*
  * Column types whose common text forms decode_input converts itself,
@@ -115,43 +118,9 @@ typedef struct DecodeState
 	DecodeColumn *cur_column;
 	int			cur_field;		/* CSV field number (1-based), else 0 */
 
-	/*
-	 * Where text values are carved from while the decoder's user has given
-	 * it memory for them (decoder_set_value_memory): the rest of the
-	 * current block of text_cxt.  Else text_cxt is NULL, text_left 0, and
-	 * each value is a palloc of its own.
-	 */
-	MemoryContext text_cxt;
-	char	   *text_next;
-	Size		text_left;
+	/* where its text values go (decode_text.h) */
+	DecodeTextSpace text;
 } DecodeState;
-
-extern text *decode_text_alloc_block(DecodeState *state, Size size);
-
-/*
- * decode_text_alloc
- *		A text value of len bytes (its header set, its bytes the caller's to
- *		fill) in the memory the decoder's values go to.  Most are carved
- *		from a block: an AllocSet chunk's bookkeeping costs as much as a
- *		short string's copy.
- */
-static inline text *
-decode_text_alloc(DecodeState *state, int len)
-{
-	Size		size = MAXALIGN(VARHDRSZ + len);
-	text	   *t;
-
-	if (likely(size <= state->text_left))
-	{
-		t = (text *) state->text_next;
-		state->text_next += size;
-		state->text_left -= size;
-	}
-	else
-		t = decode_text_alloc_block(state, size);
-	SET_VARSIZE(t, VARHDRSZ + len);
-	return t;
-}
 
 extern void decode_column_init(DecodeColumn *column, int attindex, Form_pg_attribute attr,
 							   MemoryContext mcxt);

@@ -52,6 +52,7 @@ our @EXPORT = qw(
   store_session sess sess_ok store_switches table_mode_sql table_mode
   checkpoint_matches join_checkpoint_sides log_count worker_pid feed_until_sql crash_round
   crash_by_sigkill new_session_batch restore_after_crash
+  text_of_length texts_want_sql
 );
 
 our $bindir = $ENV{STREAMWIN_TEST_BINDIR}
@@ -191,6 +192,36 @@ sub windows_sql
            floor($e / $slide)::bigint * $slide, $slide) AS w(s)
  WHERE $e >= w.s AND $e < w.s + $size $where
  GROUP BY w.s$keygrp};
+}
+
+=pod
+
+text_of_length(N): the text of message N of a test of texts of every
+length: up to 9,000 bytes (one in ten longer than 300), a letter repeated,
+then ":N".
+
+texts_want_sql(COUNT, EVERY): plain SQL writing those texts again for
+messages 1 to COUNT but every EVERY-th (the tests' dead letters): rows
+(n, length, md5), which a failure lists more readably than the texts.
+
+=cut
+
+sub text_of_length
+{
+	my ($n) = @_;
+	my $len = $n % 10 ? ($n * 31) % 300 : ($n * 7919) % 9000;
+	return chr(97 + $n % 26) x $len . ":$n";
+}
+
+sub texts_want_sql
+{
+	my ($count, $every) = @_;
+	return qq{SELECT n, length(s), md5(s)
+  FROM generate_series(1, $count) AS n,
+       LATERAL (SELECT repeat(chr(97 + n % 26),
+                              CASE WHEN n % 10 <> 0 THEN (n * 31) % 300 ELSE (n * 7919) % 9000 END)
+                       || ':' || n AS s) AS t
+ WHERE n % $every <> 0};
 }
 
 sub values_sql
