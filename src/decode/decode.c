@@ -388,7 +388,8 @@ decode_payload(MessageDecoder *decoder, const char *part, const char *payload, i
  * NUL-terminated and may hold any bytes; it is only read, and only during
  * the call.  Datums of pass-by-reference types are allocated by the input
  * functions in CurrentMemoryContext, which the caller is expected to reset
- * per batch.
+ * per batch; text values are carved from blocks of the memory the caller
+ * gave, if it did (decoder_set_value_memory).
  *
  * Returns NULL on success.  If the message is malformed, returns an error
  * message (palloc'd in CurrentMemoryContext) for streamwin.dead_letters and

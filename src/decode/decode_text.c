@@ -33,17 +33,20 @@ decode_text_space_set(DecodeTextSpace *space, MemoryContext cxt)
 
 /*
  * decode_text_alloc_block
- *		decode_text_alloc's way when the block has no room: a new block, or
- *		a palloc of the value alone (in CurrentMemoryContext, where the
- *		decoder's other values go) when it is big or no memory was given.
+ *		decode_text_alloc's way when the block has no room for a value of
+ *		len bytes: a new block, or a palloc of the value alone (in
+ *		CurrentMemoryContext, where the decoder's other values go) when it
+ *		is big or no memory was given; of its exact size, which a value of
+ *		up to MaxAllocSize may need.
  */
 text *
-decode_text_alloc_block(DecodeTextSpace *space, Size size)
+decode_text_alloc_block(DecodeTextSpace *space, int len)
 {
+	Size		size = MAXALIGN(VARHDRSZ + len);
 	char	   *block;
 
 	if (space->cxt == NULL || size > DECODE_TEXT_BLOCK / 8)
-		return (text *) palloc(size);
+		return (text *) palloc(VARHDRSZ + len);
 	block = MemoryContextAlloc(space->cxt, DECODE_TEXT_BLOCK);
 	space->next = block + size;
 	space->left = DECODE_TEXT_BLOCK - size;

@@ -30,7 +30,7 @@ typedef struct DecodeTextSpace
 } DecodeTextSpace;
 
 extern void decode_text_space_set(DecodeTextSpace *space, MemoryContext cxt);
-extern text *decode_text_alloc_block(DecodeTextSpace *space, Size size);
+extern text *decode_text_alloc_block(DecodeTextSpace *space, int len);
 
 /*
  * decode_text_alloc
@@ -50,7 +50,7 @@ decode_text_alloc(DecodeTextSpace *space, int len)
 		space->left -= size;
 	}
 	else
-		t = decode_text_alloc_block(space, size);
+		t = decode_text_alloc_block(space, len);
 	SET_VARSIZE(t, VARHDRSZ + len);
 	return t;
 }

@@ -482,7 +482,8 @@ decode_messages(void *arg)
 	for (int i = dr->lo; i < dr->hi; i++)
 	{
 		if (i + DECODE_PREFETCH_DISTANCE < dr->hi &&
-			dr->msgs[i + DECODE_PREFETCH_DISTANCE].len > 0)
+			dr->msgs[i + DECODE_PREFETCH_DISTANCE].len > 0 &&
+			dr->msgs[i + DECODE_PREFETCH_DISTANCE].payload != NULL)
 		{
 			const SourceRow *ahead = &dr->msgs[i + DECODE_PREFETCH_DISTANCE];
 

@@ -200,9 +200,10 @@ text_of_length(N): the text of message N of a test of texts of every
 length: up to 9,000 bytes (one in ten longer than 300), a letter repeated,
 then ":N".
 
-texts_want_sql(COUNT, EVERY): plain SQL writing those texts again for
-messages 1 to COUNT but every EVERY-th (the tests' dead letters): rows
-(n, length, md5), which a failure lists more readably than the texts.
+texts_want_sql(COUNT, EVERY, ...): plain SQL writing those texts again for
+messages 1 to COUNT but every EVERY-th, for each EVERY given (the tests'
+dead letters): rows (n, length, md5), which a failure lists more readably
+than the texts.
 
 =cut
 
@@ -215,13 +216,14 @@ sub text_of_length
 
 sub texts_want_sql
 {
-	my ($count, $every) = @_;
+	my ($count, @every) = @_;
+	my $kept = join(' AND ', map { "n % $_ <> 0" } @every);
 	return qq{SELECT n, length(s), md5(s)
   FROM generate_series(1, $count) AS n,
        LATERAL (SELECT repeat(chr(97 + n % 26),
                               CASE WHEN n % 10 <> 0 THEN (n * 31) % 300 ELSE (n * 7919) % 9000 END)
                        || ':' || n AS s) AS t
- WHERE n % $every <> 0};
+ WHERE $kept};
 }
 
 sub values_sql
