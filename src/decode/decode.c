@@ -521,6 +521,19 @@ decoder_missing_counts(MessageDecoder *decoder, int *ncolumns, const char *const
  * stops at the start of the first flagged 16 bytes: those before are
  * whole ASCII characters, and the verifier goes on from there.
  */
+#ifdef DECODE_WORDWISE
+/* Are the 16 bytes at p plain ASCII without a NUL byte? */
+static inline bool
+ascii16(const char *p)
+{
+	uint64		v = bytes_load8(p);
+	uint64		w = bytes_load8(p + 8);
+
+	/* high bits: of bytes not ASCII, or of a zero byte (bytes_below 1) */
+	return (((v | w) & BYTES8(0x80)) | bytes_below(v, 1) | bytes_below(w, 1)) == 0;
+}
+#endif
+
 static inline int
 plain_ascii_prefix(const char *payload, int len)
 {
@@ -528,29 +541,17 @@ plain_ascii_prefix(const char *payload, int len)
 	const char *end = payload + len;
 
 #ifdef DECODE_WORDWISE
-	/* high bits: of bytes not ASCII, or (v - 1) & ~v of a zero byte */
 	for (; end - p >= 16; p += 16)
-	{
-		uint64		v = bytes_load8(p);
-		uint64		w = bytes_load8(p + 8);
-
-		if (((v | ((v - BYTES8(1)) & ~v) | w | ((w - BYTES8(1)) & ~w)) & BYTES8(0x80)) != 0)
+		if (!ascii16(p))
 			return p - payload;
-	}
 
 	/*
 	 * The last few bytes of a payload of 16 or more: its last 16 bytes at
 	 * once, some checked again, rather than a loop over each; a flag among
 	 * them is left to the loop below, which says where.
 	 */
-	if (p > payload && p < end)
-	{
-		uint64		v = bytes_load8(end - 16);
-		uint64		w = bytes_load8(end - 8);
-
-		if (((v | ((v - BYTES8(1)) & ~v) | w | ((w - BYTES8(1)) & ~w)) & BYTES8(0x80)) == 0)
-			return len;
-	}
+	if (p > payload && p < end && ascii16(end - 16))
+		return len;
 #endif
 	for (; p < end; p++)
 		if ((uint8) *p >= 0x80 || *p == '\0')

@@ -1798,15 +1798,9 @@ read_record(AvroRead *r, AvroPlan *plan, Datum *values, bool *nulls)
 				*value = Float8GetDatum(d);
 				break;
 			case AOP_STRING_TEXT:
-				{
-					text	   *t;
-
-					if (!read_span(r, &p, &len) || !check_text(r, p, len))
-						return false;
-					t = decode_text_alloc(&state->text, len);
-					memcpy(VARDATA(t), p, len);
-					*value = PointerGetDatum(t);
-				}
+				if (!read_span(r, &p, &len) || !check_text(r, p, len))
+					return false;
+				*value = decode_text_copy(&state->text, (const char *) p, len);
 				break;
 			case AOP_TIMESTAMP:
 				if (!read_wide_long(r, &v))

@@ -284,14 +284,9 @@ decode_fast(DecodeState *state, const DecodeColumn *column, const char *chars, i
 				return true;
 			}
 		case DECODE_FAST_TEXT:
-			{
-				/* what textin makes of it; the payload holds no NUL byte */
-				text	   *t = decode_text_alloc(&state->text, len);
-
-				memcpy(VARDATA(t), chars, len);
-				*value = PointerGetDatum(t);
-				return true;
-			}
+			/* the payload holds no NUL byte */
+			*value = decode_text_copy(&state->text, chars, len);
+			return true;
 	}
 	return false;
 }

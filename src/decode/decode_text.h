@@ -55,4 +55,14 @@ decode_text_alloc(DecodeTextSpace *space, int len)
 	return t;
 }
 
+/* A text value of the len bytes at chars, as textin makes it (no NUL among them) */
+static inline Datum
+decode_text_copy(DecodeTextSpace *space, const char *chars, int len)
+{
+	text	   *t = decode_text_alloc(space, len);
+
+	memcpy(VARDATA(t), chars, len);
+	return PointerGetDatum(t);
+}
+
 #endif							/* STREAMWIN_DECODE_TEXT_H */
