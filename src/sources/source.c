@@ -74,9 +74,6 @@ streamwin_source_rows(PG_FUNCTION_ARGS)
 
 	bool		numbered = PG_NARGS() > 1 && PG_GETARG_BOOL(1);
 	BatchInput *input = batch_scope_input(source_id);
-	int32		position = 0;
-	Datum	   *values;
-	bool	   *nulls;
 
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	if (input == NULL)
@@ -84,10 +81,11 @@ streamwin_source_rows(PG_FUNCTION_ARGS)
 	if (rsinfo->setDesc->natts != input->natts + (numbered ? 1 : 0))
 		elog(ERROR, "streamwin: source %d has %d columns, its call expects %d",
 			 source_id, input->natts, rsinfo->setDesc->natts - (numbered ? 1 : 0));
-	/* (position, columns...): the expected row type has one more column */
-	values = palloc(sizeof(Datum) * (input->natts + 1));
-	nulls = palloc(sizeof(bool) * (input->natts + 1));
-	/* rows made a chunk at a time (BatchInput.refill) come chunk by chunk */
+	/*
+	 * Rows made a chunk at a time (BatchInput.refill) come chunk by chunk:
+	 * only a join's pairs, which no statement numbers.
+	 */
+	Assert(!numbered || input->refill == NULL);
 	for (bool more = input->refill == NULL || input->refill(input, true); more;
 		 more = input->refill != NULL && input->refill(input, false))
 	{
@@ -99,11 +97,14 @@ streamwin_source_rows(PG_FUNCTION_ARGS)
 		}
 		else
 		{
+			/* (position, columns...): the expected row type has one more column */
 			int			natts = input->natts;
+			Datum	   *values = palloc(sizeof(Datum) * (natts + 1));
+			bool	   *nulls = palloc(sizeof(bool) * (natts + 1));
 
 			for (int i = 0; i < input->nrows; i++)
 			{
-				values[0] = Int32GetDatum(position++);
+				values[0] = Int32GetDatum(i);
 				nulls[0] = false;
 				memcpy(values + 1, input->rows[i], natts * sizeof(Datum));
 				memcpy(nulls + 1, BATCH_ROW_NULLS(input->rows[i], natts), natts * sizeof(bool));

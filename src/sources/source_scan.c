@@ -80,7 +80,6 @@ typedef struct SourceScanState
 	bool		started;		/* input has been looked up */
 	BatchInput *input;			/* NULL: no rows for this source */
 	int			next;			/* index of the next row of input */
-	int32		position;		/* the next row's among all (numbered) */
 } SourceScanState;
 
 typedef struct StoreScanState
@@ -369,7 +368,6 @@ static void
 source_scan_restart(SourceScanState *state)
 {
 	state->next = 0;
-	state->position = 0;
 	if (state->input != NULL && state->input->refill != NULL)
 		(void) state->input->refill(state->input, true);
 }
@@ -394,6 +392,8 @@ source_scan_next(ScanState *ss)
 				 slot->tts_tupleDescriptor->natts - first);
 		state->input = input;
 		state->started = true;
+		/* only a join's pairs are made in chunks, and none is numbered */
+		Assert(!state->numbered || input == NULL || input->refill == NULL);
 		source_scan_restart(state);
 	}
 	input = state->input;
@@ -411,10 +411,9 @@ source_scan_next(ScanState *ss)
 	row = input->rows[state->next];
 	if (state->numbered)
 	{
-		slot->tts_values[0] = Int32GetDatum(state->position);
+		slot->tts_values[0] = Int32GetDatum(state->next);
 		slot->tts_isnull[0] = false;
 	}
-	state->position++;
 	memcpy(slot->tts_values + first, row, input->natts * sizeof(Datum));
 	memcpy(slot->tts_isnull + first, BATCH_ROW_NULLS(row, input->natts),
 		   input->natts * sizeof(bool));

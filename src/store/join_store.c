@@ -505,12 +505,22 @@ slot_batch(JoinStore *js, int side, TupleTableSlot *slot, int64 otherwise)
 	return DatumGetInt64(slot->tts_values[ba - 1]);
 }
 
-/* Twice the buckets, once a side has more keyed rows than buckets. */
+/*
+ * Enough buckets, in one rehash, for nkeyed keyed rows (the buckets at
+ * least as many, a power of 2 up to 2^30): once a side has more keyed rows
+ * than buckets.
+ */
 static void
-grow_buckets(JoinStore *js, JoinSide *sd)
+grow_buckets(JoinStore *js, JoinSide *sd, int64 nkeyed)
 {
-	uint32		n = sd->nbuckets * 2;
-	dlist_head *buckets = MemoryContextAlloc(js->cxt, sizeof(dlist_head) * n);
+	uint32		n = sd->nbuckets;
+	dlist_head *buckets;
+
+	while ((int64) n < nkeyed && n < (uint32) 1 << 30)
+		n *= 2;
+	if (n == sd->nbuckets)
+		return;
+	buckets = MemoryContextAlloc(js->cxt, sizeof(dlist_head) * n);
 
 	for (uint32 b = 0; b < n; b++)
 		dlist_init(&buckets[b]);
@@ -550,32 +560,28 @@ grow_buckets(JoinStore *js, JoinSide *sd)
 #define JOIN_PREFETCH(p) ((void) 0)
 #endif
 
-#if defined(__GNUC__) || defined(__clang__)
 #define BUCKET_PREFETCH(sd, hashes, keyed, n, i) \
 	do { \
 		int			far_ = (i) + JOIN_PREFETCH_DISTANCE; \
 		int			near_ = (i) + JOIN_PREFETCH_DISTANCE / 2; \
 		\
 		if (far_ < (n) && (keyed)[far_]) \
-			__builtin_prefetch(&(sd)->buckets[(hashes)[far_] & ((sd)->nbuckets - 1)]); \
+			JOIN_PREFETCH(&(sd)->buckets[(hashes)[far_] & ((sd)->nbuckets - 1)]); \
 		if (near_ < (n) && (keyed)[near_]) \
 		{ \
 			dlist_head *b_ = &(sd)->buckets[(hashes)[near_] & ((sd)->nbuckets - 1)]; \
 			\
 			/* the entry's hash, and its row's first values, the keys' */ \
-			if (b_->head.next != NULL && b_->head.next != &b_->head) \
+			if (b_->head.next != &b_->head) \
 			{ \
-				__builtin_prefetch(b_->head.next); \
-				__builtin_prefetch((char *) b_->head.next + 64); \
+				JOIN_PREFETCH(b_->head.next); \
+				JOIN_PREFETCH((char *) b_->head.next + 64); \
 			} \
 			/* the tail, which a new entry goes after */ \
-			if (b_->head.prev != NULL && b_->head.prev != &b_->head) \
-				__builtin_prefetch(b_->head.prev); \
+			if (b_->head.prev != &b_->head) \
+				JOIN_PREFETCH(b_->head.prev); \
 		} \
 	} while (0)
-#else
-#define BUCKET_PREFETCH(sd, hashes, keyed, n, i) ((void) 0)
-#endif
 
 static void
 entry_link(JoinStore *js, int side, JoinEntry *e)
@@ -585,8 +591,8 @@ entry_link(JoinStore *js, int side, JoinEntry *e)
 	if (e->has_key)
 	{
 		dlist_push_tail(&sd->buckets[e->hash & (sd->nbuckets - 1)], &e->bucket_node);
-		if (++sd->nkeyed > (int64) sd->nbuckets && sd->nbuckets < (uint32) 1 << 30)
-			grow_buckets(js, sd);
+		if (++sd->nkeyed > (int64) sd->nbuckets)
+			grow_buckets(js, sd, sd->nkeyed);
 	}
 	if (e->in_times)
 		times_push(js, sd, e);
@@ -616,8 +622,7 @@ entries_link(JoinStore *js, int side, JoinEntry **entries, int n)
 		keyed[i] = entries[i]->has_key;
 		nkeyed += keyed[i] ? 1 : 0;
 	}
-	while (nkeyed > (int64) sd->nbuckets && sd->nbuckets < (uint32) 1 << 30)
-		grow_buckets(js, sd);
+	grow_buckets(js, sd, nkeyed);
 	for (int i = 0; i < n; i++)
 	{
 		BUCKET_PREFETCH(sd, hashes, keyed, n, i);
@@ -835,7 +840,7 @@ typedef enum PairsStepKind
 	PAIRS_STORED,
 } PairsStepKind;
 
-/* A row of a hashed step's build side: its hash, the next in its bucket (or -1), itself. */
+/* A row of a hashed build side: its hash, the next in its bucket (or -1), itself. */
 typedef struct HashedRow
 {
 	uint32		hash;
@@ -843,28 +848,40 @@ typedef struct HashedRow
 	BatchRow	row;
 } HashedRow;
 
+/*
+ * An input of the pairs (one of the batch's new rows or, in table mode, of
+ * the join tables' candidates) with what the steps need of it, made once
+ * however many steps read it: its rows' key hashes, and for a build side
+ * its rows hashed into buckets.
+ */
+typedef struct PairsInput
+{
+	BatchInput *rows;
+	int			side;			/* whose rows, whose key functions */
+	uint32	   *hashes;			/* NULL until first needed */
+	bool	   *keyed;			/* false: a key is NULL, and equals none */
+	HashedRow  *hashed;			/* a build side's rows, and */
+	int		   *heads;			/* the first of them in each bucket, or -1 */
+	uint32		nbuckets;
+} PairsInput;
+
 typedef struct PairsStep
 {
 	PairsStepKind kind;
 	int			side;			/* PAIRS_STORED: the store's side */
-	BatchInput *build;			/* PAIRS_HASHED: side 1's rows */
-	BatchInput *probe;
-	bool		ready;			/* the hashes below are made */
-	uint32	   *probe_hashes;
-	bool	   *probe_keyed;	/* false: a key is NULL, and equals none */
-	HashedRow  *hashed;			/* build's rows, and */
-	int		   *heads;			/* the first of them in each bucket, or -1 */
-	uint32		nbuckets;
+	PairsInput *build;			/* PAIRS_HASHED: side 1's rows */
+	PairsInput *probe;
 } PairsStep;
 
 typedef struct PairsCursor
 {
 	BatchInput	pub;			/* rows: the chunk */
 	JoinStore  *js;
-	int			natts0;
 	Size		row_size;
-	MemoryContext cxt;			/* the steps' hashes */
-	MemoryContext chunk_cxt;	/* the chunk's rows */
+	MemoryContext cxt;			/* the hashes, the chunk */
+	char	   *chunk;			/* PAIRS_CHUNK_ROWS rows' space, reused */
+	PairsInput	inputs[4];
+	int			ninputs;
 	PairsStep	steps[3];
 	int			nsteps;
 	/* where the walk is */
@@ -874,8 +891,6 @@ typedef struct PairsCursor
 	int			pos;			/* PAIRS_HASHED: the next build row, or -1 */
 	dlist_head *bucket;			/* PAIRS_STORED: the bucket, */
 	dlist_node *node;			/* and the next entry's node in it */
-	char	   *block;			/* space for the chunk's next rows, */
-	int			block_left;		/* this many */
 } PairsCursor;
 
 /*
@@ -883,52 +898,38 @@ typedef struct PairsCursor
  * row in it, then that row's values, each a few probe rows ahead of the
  * last.
  */
-#if defined(__GNUC__) || defined(__clang__)
-#define HASHED_PREFETCH(st, i) \
+#define HASHED_PREFETCH(b, p, i) \
 	do { \
-		int			n_ = (st)->probe->nrows; \
+		int			n_ = (p)->rows->nrows; \
 		int			far_ = (i) + JOIN_PREFETCH_DISTANCE; \
 		int			mid_ = (i) + JOIN_PREFETCH_DISTANCE / 2; \
 		int			near_ = (i) + JOIN_PREFETCH_DISTANCE / 4; \
 		\
-		if (far_ < n_ && (st)->probe_keyed[far_]) \
-			__builtin_prefetch(&(st)->heads[(st)->probe_hashes[far_] & ((st)->nbuckets - 1)]); \
-		if (mid_ < n_ && (st)->probe_keyed[mid_]) \
+		if (far_ < n_ && (p)->keyed[far_]) \
+			JOIN_PREFETCH(&(b)->heads[(p)->hashes[far_] & ((b)->nbuckets - 1)]); \
+		if (mid_ < n_ && (p)->keyed[mid_]) \
 		{ \
-			int			b_ = (st)->heads[(st)->probe_hashes[mid_] & ((st)->nbuckets - 1)]; \
+			int			h_ = (b)->heads[(p)->hashes[mid_] & ((b)->nbuckets - 1)]; \
 			\
-			if (b_ >= 0) \
-				__builtin_prefetch(&(st)->hashed[b_]); \
+			if (h_ >= 0) \
+				JOIN_PREFETCH(&(b)->hashed[h_]); \
 		} \
-		if (near_ < n_ && (st)->probe_keyed[near_]) \
+		if (near_ < n_ && (p)->keyed[near_]) \
 		{ \
-			int			b_ = (st)->heads[(st)->probe_hashes[near_] & ((st)->nbuckets - 1)]; \
+			int			h_ = (b)->heads[(p)->hashes[near_] & ((b)->nbuckets - 1)]; \
 			\
-			if (b_ >= 0) \
-				__builtin_prefetch((st)->hashed[b_].row); \
+			if (h_ >= 0) \
+				JOIN_PREFETCH((b)->hashed[h_].row); \
 		} \
 	} while (0)
-#else
-#define HASHED_PREFETCH(st, i) ((void) 0)
-#endif
 
 static void
 pair_add(PairsCursor *pc, BatchRow r0, BatchRow r1)
 {
-	int			n0 = pc->natts0;
+	int			n0 = pc->js->sides[0].natts;
 	int			n = pc->pub.natts;
-	BatchRow	row;
+	BatchRow	row = (BatchRow) (pc->chunk + pc->row_size * pc->pub.nrows);
 
-	if (pc->block_left == 0)
-	{
-		int			nrows = Max(1, (int) (64 * 1024 / pc->row_size));
-
-		pc->block = MemoryContextAlloc(pc->chunk_cxt, pc->row_size * nrows);
-		pc->block_left = nrows;
-	}
-	row = (BatchRow) pc->block;
-	pc->block += pc->row_size;
-	pc->block_left--;
 	memcpy(row, r0, sizeof(Datum) * n0);
 	memcpy(row + n0, r1, sizeof(Datum) * (n - n0));
 	memcpy(BATCH_ROW_NULLS(row, n), BATCH_ROW_NULLS(r0, n0), sizeof(bool) * n0);
@@ -936,46 +937,54 @@ pair_add(PairsCursor *pc, BatchRow r0, BatchRow r1)
 	pc->pub.rows[pc->pub.nrows++] = row;
 }
 
-/* The hashes a step needs, when it first runs. */
+/* The input's rows' key hashes, made the first time a step needs them. */
 static void
-step_prepare(PairsCursor *pc, PairsStep *st)
+input_hashes(PairsCursor *pc, PairsInput *in)
 {
-	JoinStore  *js = pc->js;
-	BatchInput *probe = st->probe;
-	int			probe_side = st->kind == PAIRS_HASHED ? 0 : 1 - st->side;
-	MemoryContext old = MemoryContextSwitchTo(pc->cxt);
+	BatchInput *rows = in->rows;
+	MemoryContext old;
 
-	st->probe_hashes = palloc(sizeof(uint32) * Max(probe->nrows, 1));
-	st->probe_keyed = palloc(sizeof(bool) * Max(probe->nrows, 1));
-	for (int i = 0; i < probe->nrows; i++)
-		st->probe_keyed[i] = row_hash(js, probe_side, probe->rows[i], probe->natts,
-									  &st->probe_hashes[i]);
-	if (st->kind == PAIRS_HASHED)
+	if (in->hashes != NULL)
+		return;
+	old = MemoryContextSwitchTo(pc->cxt);
+	in->hashes = palloc_extended(sizeof(uint32) * (Size) Max(rows->nrows, 1), MCXT_ALLOC_HUGE);
+	in->keyed = palloc_extended(sizeof(bool) * (Size) Max(rows->nrows, 1), MCXT_ALLOC_HUGE);
+	for (int i = 0; i < rows->nrows; i++)
+		in->keyed[i] = row_hash(pc->js, in->side, rows->rows[i], rows->natts, &in->hashes[i]);
+	MemoryContextSwitchTo(old);
+}
+
+/* A build input's rows in buckets by their hashes, the first time a step needs them. */
+static void
+input_buckets(PairsCursor *pc, PairsInput *in)
+{
+	BatchInput *rows = in->rows;
+	MemoryContext old;
+
+	if (in->heads != NULL)
+		return;
+	input_hashes(pc, in);
+	old = MemoryContextSwitchTo(pc->cxt);
+	in->nbuckets = 16;
+	while (in->nbuckets < (uint32) rows->nrows && in->nbuckets < (uint32) 1 << 30)
+		in->nbuckets <<= 1;
+	in->heads = palloc_extended(sizeof(int) * (Size) in->nbuckets, MCXT_ALLOC_HUGE);
+	memset(in->heads, -1, sizeof(int) * (Size) in->nbuckets);
+	in->hashed = palloc_extended(sizeof(HashedRow) * (Size) Max(rows->nrows, 1), MCXT_ALLOC_HUGE);
+	for (int b = rows->nrows - 1; b >= 0; b--)
 	{
-		BatchInput *build = st->build;
+		HashedRow  *hr = &in->hashed[b];
+		uint32		slot;
 
-		st->nbuckets = 16;
-		while (st->nbuckets < (uint32) build->nrows && st->nbuckets < (uint32) 1 << 30)
-			st->nbuckets <<= 1;
-		st->heads = palloc_extended(sizeof(int) * (Size) st->nbuckets, MCXT_ALLOC_HUGE);
-		memset(st->heads, -1, sizeof(int) * (Size) st->nbuckets);
-		st->hashed = palloc_extended(sizeof(HashedRow) * (Size) Max(build->nrows, 1),
-									 MCXT_ALLOC_HUGE);
-		for (int b = build->nrows - 1; b >= 0; b--)
-		{
-			HashedRow  *hr = &st->hashed[b];
-			uint32		slot;
-
-			hr->row = build->rows[b];
-			hr->next = -1;
-			if (!row_hash(js, 1, hr->row, build->natts, &hr->hash))
-				continue;
-			slot = hr->hash & (st->nbuckets - 1);
-			hr->next = st->heads[slot];
-			st->heads[slot] = b;
-		}
+		hr->row = rows->rows[b];
+		hr->hash = in->hashes[b];
+		hr->next = -1;
+		if (!in->keyed[b])
+			continue;
+		slot = hr->hash & (in->nbuckets - 1);
+		hr->next = in->heads[slot];
+		in->heads[slot] = b;
 	}
-	st->ready = true;
 	MemoryContextSwitchTo(old);
 }
 
@@ -987,14 +996,14 @@ static bool
 walk_chain(PairsCursor *pc, PairsStep *st)
 {
 	JoinStore  *js = pc->js;
-	BatchRow	p = st->probe->rows[pc->i];
-	uint32		h = st->probe_hashes[pc->i];
+	BatchRow	p = st->probe->rows->rows[pc->i];
+	uint32		h = st->probe->hashes[pc->i];
 
 	if (st->kind == PAIRS_HASHED)
 	{
 		while (pc->pos >= 0)
 		{
-			HashedRow  *hr = &st->hashed[pc->pos];
+			HashedRow  *hr = &st->build->hashed[pc->pos];
 
 			pc->pos = hr->next;
 			if (hr->hash == h && entry_keys_equal(js, 0, p, hr->row))
@@ -1029,8 +1038,6 @@ pairs_refill(BatchInput *input, bool restart)
 {
 	PairsCursor *pc = (PairsCursor *) input;
 
-	MemoryContextReset(pc->chunk_cxt);
-	pc->block_left = 0;
 	pc->pub.nrows = 0;
 	if (restart)
 	{
@@ -1041,10 +1048,12 @@ pairs_refill(BatchInput *input, bool restart)
 	while (pc->pub.nrows < PAIRS_CHUNK_ROWS && pc->step < pc->nsteps)
 	{
 		PairsStep  *st = &pc->steps[pc->step];
+		PairsInput *probe = st->probe;
 
-		if (!st->ready)
-			step_prepare(pc, st);
-		if (pc->i >= st->probe->nrows)
+		input_hashes(pc, probe);
+		if (st->kind == PAIRS_HASHED)
+			input_buckets(pc, st->build);
+		if (pc->i >= probe->rows->nrows)
 		{
 			pc->step++;
 			pc->i = 0;
@@ -1053,26 +1062,26 @@ pairs_refill(BatchInput *input, bool restart)
 		}
 		if (!pc->in_chain)
 		{
-			uint32		h = st->probe_hashes[pc->i];
+			uint32		h = probe->hashes[pc->i];
 
 			if (st->kind == PAIRS_STORED)
-				BUCKET_PREFETCH(&pc->js->sides[st->side], st->probe_hashes, st->probe_keyed,
-								st->probe->nrows, pc->i);
+				BUCKET_PREFETCH(&pc->js->sides[st->side], probe->hashes, probe->keyed,
+								probe->rows->nrows, pc->i);
 			else
-				HASHED_PREFETCH(st, pc->i);
-			if (!st->probe_keyed[pc->i])
+				HASHED_PREFETCH(st->build, probe, pc->i);
+			if (!probe->keyed[pc->i])
 			{
 				pc->i++;
 				continue;
 			}
 			if (st->kind == PAIRS_HASHED)
-				pc->pos = st->heads[h & (st->nbuckets - 1)];
+				pc->pos = st->build->heads[h & (st->build->nbuckets - 1)];
 			else
 			{
 				JoinSide   *sd = &pc->js->sides[st->side];
 
 				pc->bucket = &sd->buckets[h & (sd->nbuckets - 1)];
-				pc->node = pc->bucket->head.next != NULL ? pc->bucket->head.next : &pc->bucket->head;
+				pc->node = pc->bucket->head.next;
 			}
 			pc->in_chain = true;
 		}
@@ -1085,25 +1094,41 @@ pairs_refill(BatchInput *input, bool restart)
 	return pc->pub.nrows > 0;
 }
 
+/* The pairs' input of rows of side (NULL or empty: none), one per input however many steps read it */
+static PairsInput *
+pairs_input(PairsCursor *pc, BatchInput *rows, int side)
+{
+	PairsInput *in;
+
+	if (rows == NULL || rows->nrows == 0)
+		return NULL;
+	for (int i = 0; i < pc->ninputs; i++)
+		if (pc->inputs[i].rows == rows)
+			return &pc->inputs[i];
+	Assert(pc->ninputs < lengthof(pc->inputs) && rows->natts == pc->js->sides[side].natts);
+	in = &pc->inputs[pc->ninputs++];
+	memset(in, 0, sizeof(PairsInput));
+	in->rows = rows;
+	in->side = side;
+	return in;
+}
+
+/* A step: probe (rows of side 0, or of the other side than a stored one's) against build or the store */
 static void
 add_step(PairsCursor *pc, PairsStepKind kind, int side, BatchInput *build, BatchInput *probe)
 {
 	PairsStep  *st;
+	PairsInput *p = pairs_input(pc, probe, kind == PAIRS_HASHED ? 0 : 1 - side);
+	PairsInput *b = kind == PAIRS_HASHED ? pairs_input(pc, build, 1) : NULL;
 
-	if (probe == NULL || probe->nrows == 0)
-		return;
-	if (kind == PAIRS_HASHED && (build == NULL || build->nrows == 0))
-		return;
-	if (kind == PAIRS_STORED && pc->js->sides[side].nkeyed == 0)
+	if (p == NULL || (kind == PAIRS_HASHED && b == NULL) ||
+		(kind == PAIRS_STORED && pc->js->sides[side].nkeyed == 0))
 		return;
 	st = &pc->steps[pc->nsteps++];
-	memset(st, 0, sizeof(PairsStep));
 	st->kind = kind;
 	st->side = side;
-	st->build = build;
-	st->probe = probe;
-	Assert(probe->natts == pc->js->sides[kind == PAIRS_HASHED ? 0 : 1 - side].natts);
-	Assert(build == NULL || build->natts == pc->js->sides[1].natts);
+	st->build = b;
+	st->probe = p;
 }
 
 BatchInput *
@@ -1114,16 +1139,15 @@ join_store_pairs(JoinStore *js, BatchInput *new0, BatchInput *new1, bool stored,
 
 	Assert(!stored || js->in_batch);
 	pc->js = js;
-	pc->natts0 = js->sides[0].natts;
 	pc->pub.source_id = id;
 	pc->pub.natts = js->sides[0].natts + js->sides[1].natts;
 	pc->row_size = MAXALIGN(pc->pub.natts * (sizeof(Datum) + sizeof(bool)));
 	pc->pub.refill = pairs_refill;
 	pc->cxt = AllocSetContextCreate(CurrentMemoryContext, "streamwin join pairs",
 									ALLOCSET_DEFAULT_SIZES);
-	pc->chunk_cxt = AllocSetContextCreate(pc->cxt, "streamwin join pairs chunk",
-										  ALLOCSET_DEFAULT_SIZES);
 	pc->pub.rows = MemoryContextAlloc(pc->cxt, sizeof(BatchRow) * PAIRS_CHUNK_ROWS);
+	/* each refill writes its chunk over the last: its readers copy the values out */
+	pc->chunk = MemoryContextAllocHuge(pc->cxt, pc->row_size * PAIRS_CHUNK_ROWS);
 	/* new0 x new1, new0 x state1, state0 x new1 */
 	add_step(pc, PAIRS_HASHED, 1, new1, new0);
 	if (stored)
@@ -1140,6 +1164,39 @@ join_store_pairs(JoinStore *js, BatchInput *new0, BatchInput *new1, bool stored,
 	return &pc->pub;
 }
 
+/* Take entry e of side out of the store, and its row out of the side's join table (*rel, opened once) */
+static void
+evict_entry(JoinStore *js, int side, JoinEntry *e, Relation *rel)
+{
+	JoinSide   *sd = &js->sides[side];
+
+	Assert(e->table != ENTRY_WRITING);
+	if (e->table == ENTRY_WRITTEN)
+	{
+		if (*rel == NULL)
+		{
+			*rel = table_open(js->spec.table[side], RowExclusiveLock);
+			/* the rows this batch wrote are visible to the deletions */
+			CommandCounterIncrement();
+		}
+		simple_heap_delete(*rel, &e->in.tid);
+	}
+	else
+	{
+		/* kept back, and now never written */
+		dlist_delete(&e->in.pending_node);
+		sd->pending_bytes -= e->size;
+		sd->dropped_pending++;
+	}
+	if (e->has_key)
+	{
+		dlist_delete(&e->bucket_node);
+		sd->nkeyed--;
+	}
+	sd->nrows--;
+	pfree(e);
+}
+
 uint64
 join_store_evict(JoinStore *js, int side, TimestampTz cutoff)
 {
@@ -1148,56 +1205,28 @@ join_store_evict(JoinStore *js, int side, TimestampTz cutoff)
 	uint64		n = 0;
 
 	Assert(js->in_batch);
-	for (int i = 0;; i++)
+	/* each run from its front, then the heap from its top */
+	for (int i = 0; i < sd->nruns; i++)
 	{
-		JoinEntry  *e;
+		TimeRun    *r = &sd->runs[i];
 
-		/* the runs' fronts, then the heap's top */
-		while (i < sd->nruns && (sd->runs[i].first == sd->runs[i].n ||
-								 sd->runs[i].items[sd->runs[i].first].time >= cutoff))
-			i++;
-		if (i < sd->nruns)
+		while (r->first < r->n && r->items[r->first].time < cutoff)
 		{
-			TimeRun    *r = &sd->runs[i];
+			JoinEntry  *e = r->items[r->first++].entry;
 
-			e = r->items[r->first++].entry;
 			/* a run's rows lie in memory much as they came */
 			if (r->first + JOIN_PREFETCH_DISTANCE < r->n)
 				JOIN_PREFETCH(r->items[r->first + JOIN_PREFETCH_DISTANCE].entry);
-			i--;				/* this run again */
+			evict_entry(js, side, e, &rel);
+			n++;
 		}
-		else if (sd->ntimes > 0 && sd->times[0].time < cutoff)
-		{
-			e = sd->times[0].entry;
-			heap_pop(sd);
-		}
-		else
-			break;
-		Assert(e->table != ENTRY_WRITING);
-		if (e->table == ENTRY_WRITTEN)
-		{
-			if (rel == NULL)
-			{
-				rel = table_open(js->spec.table[side], RowExclusiveLock);
-				/* the rows this batch wrote are visible to the deletions */
-				CommandCounterIncrement();
-			}
-			simple_heap_delete(rel, &e->in.tid);
-		}
-		else
-		{
-			/* kept back, and now never written */
-			dlist_delete(&e->in.pending_node);
-			sd->pending_bytes -= e->size;
-			sd->dropped_pending++;
-		}
-		if (e->has_key)
-		{
-			dlist_delete(&e->bucket_node);
-			sd->nkeyed--;
-		}
-		sd->nrows--;
-		pfree(e);
+	}
+	while (sd->ntimes > 0 && sd->times[0].time < cutoff)
+	{
+		JoinEntry  *e = sd->times[0].entry;
+
+		heap_pop(sd);
+		evict_entry(js, side, e, &rel);
 		n++;
 	}
 	if (rel != NULL)
