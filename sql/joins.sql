@@ -348,7 +348,9 @@ SELECT got, rows_differ(got, want) AS differ
 
 -- Many rows of each side with one key among three, in one batch and then
 -- against the state: over a million pairs of equal keys a batch, made a
--- chunk at a time, of which the range keeps a few.
+-- chunk at a time, of which the range keeps a few; read by the custom
+-- scan (pairs_bulk) and by the source function (pairs_bulk_fn, source
+-- scan off), each refill resuming where the last chunk stopped.
 CREATE TABLE ba (id int, k int, t timestamptz);
 CREATE TABLE bb (id int, k int, t timestamptz);
 SELECT streamwin.create_table_source('bulk_a', 'ba');
@@ -356,24 +358,37 @@ SELECT streamwin.create_table_source('bulk_b', 'bb');
 SELECT streamwin.create_query('pairs_bulk', $$SELECT a.id AS a_id, b.id AS b_id
     FROM bulk_a a JOIN bulk_b b ON b.k = a.k AND b.t BETWEEN a.t AND a.t + interval '1 minute'$$,
     watermark => '1 minute', start => false);
-SELECT plan->'join'->>'pairs' AS pairs FROM streamwin.query_catalog WHERE name = 'pairs_bulk';
+SELECT streamwin.create_query('pairs_bulk_fn', $$SELECT a.id AS a_id, b.id AS b_id
+    FROM bulk_a a JOIN bulk_b b ON b.k = a.k AND b.t BETWEEN a.t AND a.t + interval '1 minute'$$,
+    watermark => '1 minute', start => false);
+SELECT name, plan->'join'->>'pairs' AS pairs FROM streamwin.query_catalog
+ WHERE name IN ('pairs_bulk', 'pairs_bulk_fn') ORDER BY 1;
+CREATE FUNCTION run_bulk() RETURNS TABLE (q text, input_rows jsonb) LANGUAGE plpgsql AS $$
+BEGIN
+	FOREACH q IN ARRAY ARRAY['pairs_bulk', 'pairs_bulk_fn'] LOOP
+		PERFORM set_config('streamwin.enable_source_scan', (q = 'pairs_bulk')::text, true);
+		input_rows := streamwin.run_available(q) -> 'input_rows';
+		RETURN NEXT;
+	END LOOP;
+END $$;
 INSERT INTO ba SELECT n, n % 3, '2026-01-01 00:00'::timestamptz + n * interval '1.7 seconds'
   FROM generate_series(0, 1999) n;
 INSERT INTO bb SELECT n, n % 3, '2026-01-01 00:00'::timestamptz + n * interval '1.9 seconds'
   FROM generate_series(0, 1999) n;
-SELECT streamwin.run_available('pairs_bulk') -> 'input_rows' AS input_rows;
+SELECT * FROM run_bulk();
 INSERT INTO ba SELECT n, n % 3, '2026-01-01 01:00'::timestamptz + (n - 2000) * interval '1.3 seconds'
   FROM generate_series(2000, 2999) n;
 INSERT INTO bb SELECT n, n % 3, '2026-01-01 01:03'::timestamptz + (n - 2000) * interval '1.1 seconds'
   FROM generate_series(2000, 2999) n;
-SELECT streamwin.run_available('pairs_bulk') -> 'input_rows' AS input_rows;
-SELECT count(*) AS pairs FROM pairs_bulk;
-(SELECT * FROM pairs_bulk
- EXCEPT ALL SELECT a.id, b.id FROM ba a JOIN bb b ON b.k = a.k AND b.t BETWEEN a.t AND a.t + interval '1 minute')
-UNION ALL
-(SELECT a.id, b.id FROM ba a JOIN bb b ON b.k = a.k AND b.t BETWEEN a.t AND a.t + interval '1 minute'
- EXCEPT ALL SELECT * FROM pairs_bulk);
+SELECT * FROM run_bulk();
+CREATE VIEW want_pairs_bulk AS
+SELECT a.id AS a_id, b.id AS b_id FROM ba a JOIN bb b ON b.k = a.k AND b.t BETWEEN a.t AND a.t + interval '1 minute';
+SELECT count(*) AS pairs FROM want_pairs_bulk;
+SELECT got, rows_differ(got, 'want_pairs_bulk') AS differ FROM unnest(ARRAY['pairs_bulk', 'pairs_bulk_fn']) got;
+DROP VIEW want_pairs_bulk;
+DROP FUNCTION run_bulk();
 SELECT streamwin.drop_query('pairs_bulk', drop_result => true);
+SELECT streamwin.drop_query('pairs_bulk_fn', drop_result => true);
 SELECT streamwin.drop_source('bulk_a');
 SELECT streamwin.drop_source('bulk_b');
 DROP TABLE ba, bb;

@@ -317,7 +317,8 @@ plan_store_keys(Compiled *c, CompiledJoin *j)
 
 	jp->nkeys = 0;
 	if (j->preserved >= 0 || nkeys == 0 || nkeys > JOIN_MAX_KEYS ||
-		!JOIN_ROWS_AND_STATE_FITS(c->sources[0]->source_id))
+		!JOIN_ROWS_AND_STATE_FITS(c->sources[0]->source_id) ||
+		!JOIN_ROWS_AND_STATE_FITS(c->sources[1]->source_id))
 		return;
 	for (int k = 0; k < nkeys; k++)
 	{
@@ -507,7 +508,8 @@ joins_listable(Node *n, List **refs)
  * joins become (joins_to_list): side 1 must come after side 0 there, for
  * a LATERAL subquery reads the entries before it.  A reference to either
  * source's whole row would see another row type, the scan's column names
- * must not meet side 0's own, and no other source's id may be the pairs'.
+ * must not meet side 0's own, and both sources' ids must lie below the
+ * pairs' bit, so that neither is the pairs' id.
  */
 static bool
 pairs_readable(Compiled *c, Query *q)
@@ -518,8 +520,7 @@ pairs_readable(Compiled *c, Query *q)
 	int			pos[2] = {-1, -1};
 	ListCell   *lc;
 
-	if (!JOIN_PAIRS_FITS(c->sources[0]->source_id) ||
-		c->sources[1]->source_id == JOIN_PAIRS(c->sources[0]->source_id))
+	if (!JOIN_PAIRS_FITS(c->sources[0]->source_id) || !JOIN_PAIRS_FITS(c->sources[1]->source_id))
 		return false;
 	if (!joins_listable((Node *) q->jointree, &refs))
 		return false;
@@ -957,33 +958,6 @@ joins_to_results(Query *v)
 	}
 }
 
-/* Jointree node n's entries, in order, into refs, and its conditions into quals. */
-static void
-list_joined(Query *v, Node *n, List **refs, List **quals)
-{
-	if (IsA(n, RangeTblRef))
-		*refs = lappend(*refs, copyObject(n));
-	else if (IsA(n, JoinExpr))
-	{
-		JoinExpr   *j = (JoinExpr *) n;
-
-		list_joined(v, j->larg, refs, quals);
-		list_joined(v, j->rarg, refs, quals);
-		if (j->quals != NULL)
-			*quals = lappend(*quals, flatten_join_alias_vars(v, j->quals));
-	}
-	else
-	{
-		FromExpr   *f = castNode(FromExpr, n);
-		ListCell   *lc;
-
-		foreach(lc, f->fromlist)
-			list_joined(v, lfirst(lc), refs, quals);
-		if (f->quals != NULL)
-			*quals = lappend(*quals, flatten_join_alias_vars(v, f->quals));
-	}
-}
-
 /*
  * The query's inner joins as one FROM list, their conditions ANDed into
  * WHERE (joins_listable), and its references to the joins' own columns
@@ -992,11 +966,22 @@ list_joined(Query *v, Node *n, List **refs, List **quals)
 static void
 joins_to_list(Query *v)
 {
+	List	   *indexes = NIL;
 	List	   *refs = NIL;
 	List	   *quals = NIL;
 	ListCell   *lc;
 
-	list_joined(v, (Node *) v->jointree, &refs, &quals);
+	/* (pairs_readable found it listable) */
+	(void) joins_listable((Node *) v->jointree, &indexes);
+	foreach(lc, indexes)
+	{
+		RangeTblRef *ref = makeNode(RangeTblRef);
+
+		ref->rtindex = lfirst_int(lc);
+		refs = lappend(refs, ref);
+	}
+	filtering_conjuncts((Node *) v->jointree, &quals);
+	quals = (List *) flatten_join_alias_vars(v, (Node *) quals);
 	v->targetList = (List *) flatten_join_alias_vars(v, (Node *) v->targetList);
 	v->havingQual = flatten_join_alias_vars(v, v->havingQual);
 	foreach(lc, v->rtable)
