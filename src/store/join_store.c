@@ -1105,7 +1105,7 @@ pairs_input(PairsCursor *pc, BatchInput *rows, int side)
 	for (int i = 0; i < pc->ninputs; i++)
 		if (pc->inputs[i].rows == rows)
 			return &pc->inputs[i];
-	Assert(pc->ninputs < lengthof(pc->inputs) && rows->natts == pc->js->sides[side].natts);
+	Assert(pc->ninputs < (int) lengthof(pc->inputs) && rows->natts == pc->js->sides[side].natts);
 	in = &pc->inputs[pc->ninputs++];
 	memset(in, 0, sizeof(PairsInput));
 	in->rows = rows;
