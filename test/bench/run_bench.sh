@@ -134,7 +134,10 @@
 #                  transaction, not timed; then run_available() of the query
 #                  over the inserts-only source (cl_append: the append-only
 #                  baseline's cost per insert) and over the changelog
-#                  (cl_inserts), each timed in its own session like 1-4
+#                  (cl_inserts), each timed in its own session like 1-4;
+#                  and the decoding floor: the same query with a filter that
+#                  keeps nothing (WHERE amount < 0) over the inserts-only
+#                  source (cl_floor_append)
 #     changes      the inserts-only source dropped, untimed empty passes
 #                  bring the changelog's slot to the end of the WAL as a
 #                  running worker's would (BENCH_CL_SETTLE=0: not, so the
@@ -143,7 +146,11 @@
 #                  updates of amount and/or region, 20% deletes, 30%
 #                  inserts, one statement each, BENCH_CL_TXN per transaction
 #                  (timed for reference: cl_apply), and run_available() of
-#                  the same query over them (cl_changes: its cost per change)
+#                  the same query over them (cl_changes: its cost per change),
+#                  and of the floor's query over the changelog
+#                  (cl_floor_changes: what reading and decoding a change
+#                  costs before any aggregation; its query reads the load
+#                  untimed first)
 #     trigger      a table of its own with an index on (region, amount) and
 #                  an AFTER INSERT OR UPDATE OR DELETE FOR EACH ROW trigger
 #                  keeping the summary (n and sum; min and max recomputed
@@ -2079,9 +2086,12 @@ fi
 #               not counted).
 # Each is checked like streamwin's result, and each table against
 # gen_changelog.pl's row count and sum.
+# cl_query SOURCE [floor]: the case's query over SOURCE; with floor, with a
+# filter that keeps no row (every amount is positive), so that its cost is
+# reading and decoding the rows alone
 cl_query() {
 	echo "SELECT region, count(*) AS n, sum(amount) AS s, avg(amount) AS a, min(amount) AS lo, max(amount) AS hi" \
-		"FROM $1 GROUP BY region"
+		"FROM $1 ${2:+WHERE amount < 0 }GROUP BY region"
 }
 
 cl_teardown() {
@@ -2200,13 +2210,13 @@ CREATE TRIGGER cl_trg AFTER INSERT OR UPDATE OR DELETE ON orders_trg FOR EACH RO
 EOF
 }
 
-# cl_check RESULT TABLE ROWS SUM: "ok" if RESULT (region, n, s, a, lo, hi)
-# is the query in plain SQL over TABLE, each column as text, and TABLE holds
-# ROWS rows whose amounts add up to SUM.
+# cl_check RESULT TABLE ROWS SUM [floor]: "ok" if RESULT (region, n, s, a,
+# lo, hi) is the query (the floor's, with floor) in plain SQL over TABLE,
+# each column as text, and TABLE holds ROWS rows whose amounts add up to SUM.
 cl_check() {
 	local got want="0 0 $3 $4"
 	got=$(sql -F ' ' -c "WITH r AS (SELECT region::text, n::text, s::text, a::text, lo::text, hi::text FROM $1),
-		e AS (SELECT region::text, n::text, s::text, a::text, lo::text, hi::text FROM ($(cl_query "$2")) AS x)
+		e AS (SELECT region::text, n::text, s::text, a::text, lo::text, hi::text FROM ($(cl_query "$2" "${5:-}")) AS x)
 		SELECT (SELECT count(*) FROM (TABLE e EXCEPT ALL TABLE r) AS m), (SELECT count(*) FROM (TABLE r EXCEPT ALL TABLE e) AS x),
 		       (SELECT count(*) FROM $2), (SELECT sum(amount) FROM $2)")
 	if [[ $got == "$want" ]]; then
@@ -2240,9 +2250,11 @@ cl_perf_stop() {
 # cl_run Q APPROACH REP PHASE [PROFILE]: run_available(Q) timed in a fresh
 # session, over PHASE (load: CL_ROWS inserts; changes: CL_CHANGES changes,
 # applied since cl_phase_lsn); the result checked against orders as it is
-# then; with PROFILE, under perf, its report in BENCH_OUT/profile-PROFILE.txt.
+# then (Q is the floor's query where APPROACH is cl_floor_*); with PROFILE,
+# under perf, its report in BENCH_OUT/profile-PROFILE.txt.
 cl_run() {
-	local q=$1 approach=$2 rep=$3 phase=$4 prof=${5:-} chk note input batches src restart_mb wal_mb
+	local q=$1 approach=$2 rep=$3 phase=$4 prof=${5:-} chk note input batches src restart_mb wal_mb floor=
+	[[ $approach == cl_floor_* ]] && floor=floor
 	local rows=$CL_ROWS events=$CL_ROWS want_sum=$CL_LOAD_SUM want_in=$CL_ROWS
 	if [[ $phase == changes ]]; then
 		# rows read: an update is the old row retracted and the new one added
@@ -2262,7 +2274,7 @@ EOF
 	measure "${approach}_r$rep" "$work/run_$q.sql" || { cl_perf_stop; record CL "$approach" "$rep" 0 0 0 0 0 FAILED "see log"; return; }
 	cl_perf_stop
 	read -r _ input batches < <(grep '^RUN ' "$M_OUT")
-	chk=$(cl_check "$q" orders "$rows" "$want_sum")
+	chk=$(cl_check "$q" orders "$rows" "$want_sum" "$floor")
 	[[ $chk == ok && $input != "$want_in" ]] && chk="WRONG(input_rows=$input;want=$want_in)"
 	note=$(sql -c "SELECT 'batches=$batches;input_rows=$input;changes=' || coalesce(sum((offsets->'changes'->>'inserts')::bigint), 0)
 			|| '/' || coalesce(sum((offsets->'changes'->>'updates')::bigint), 0)
@@ -2278,7 +2290,7 @@ EOF
 	record CL "$approach" "$rep" "$events" "$M_WALL" "$M_CPU" "$M_HWM" "$M_ANON" "$chk" "$note"
 	if [[ -n $prof ]]; then
 		perf_summary "$work/perf_$prof.data" "$BENCH_OUT/profile-$prof.txt" \
-			"case CL ($approach): run_available() over the $events $([[ $phase == load ]] && echo inserts || echo changes) of source $src: $(cl_query "$src")" \
+			"case CL ($approach): run_available() over the $events $([[ $phase == load ]] && echo inserts || echo changes) of source $src: $(cl_query "$src" "$floor")" \
 			"the run_available() backend, all its threads"
 	fi
 }
@@ -2292,8 +2304,9 @@ cl_measure() {
 	[[ $approach == - ]] || record CL "$approach" "$rep" "$events" "$M_WALL" "$M_CPU" "$M_HWM" "$M_ANON" "$chk" "$note"
 }
 
-# cl_settle Q SOURCE: bring the slot of SOURCE's to the end of the WAL, as
-# a running worker's idle passes would (not timed).  A new session's first
+# cl_settle SOURCE Q...: bring the slot of SOURCE's to the end of the WAL,
+# as the idle passes of running workers of its queries Q would (not timed;
+# the slot keeps what the query furthest behind needs).  A new session's first
 # batch decodes from the slot's restart point, which moves only past a
 # running-transactions record that the slot's confirmed position has
 # passed; after a catch-up in one run_available() call, that point is
@@ -2303,12 +2316,13 @@ cl_measure() {
 # whole load again before its first change (BENCH_CL_SETTLE=0 measures
 # that: see restart_mb_before in the note).
 cl_settle() {
-	local q=$1 src=$2 i behind
+	local src=$1 i behind q
+	shift
 	for ((i = 1; i <= 5; i++)); do
 		sql >/dev/null <<EOF
 CHECKPOINT;
 SELECT pg_sleep(1.1);
-SELECT streamwin.run_available('$q');
+$(for q; do echo "SELECT streamwin.run_available('$q');"; done)
 EOF
 		behind=$(sql -c "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), restart_lsn) > 1024 * 1024
 			FROM pg_replication_slots JOIN streamwin.sources USING (slot_name) WHERE name = '$src'")
@@ -2336,6 +2350,8 @@ EOF
 	sql >/dev/null <<EOF
 SELECT streamwin.create_query('cl_sw', \$q\$$(cl_query orders_cl)\$q\$, output_mode => 'update', start => false);
 SELECT streamwin.create_query('cl_app', \$q\$$(cl_query orders_ins)\$q\$, output_mode => 'update', start => false);
+SELECT streamwin.create_query('cl_sw_floor', \$q\$$(cl_query orders_cl floor)\$q\$, output_mode => 'update', start => false);
+SELECT streamwin.create_query('cl_app_floor', \$q\$$(cl_query orders_ins floor)\$q\$, output_mode => 'update', start => false);
 EOF
 	cl_phase_lsn=$(sql -c "SELECT pg_current_wal_insert_lsn()")
 	cl_measure "cl_load_r$rep" - "$rep" "$CL_ROWS" ok "" "CALL cl_load_orders();" || return
@@ -2346,9 +2362,14 @@ EOF
 	# (a profile's runs, rep p, are left out of the summary)
 	cl_run cl_app cl_append "$rep" load "${prof:+caseCLa}"
 	cl_run cl_sw cl_inserts "$rep" load "${prof:+caseCLi}"
-	sql -c "SELECT streamwin.drop_query('cl_app', true)" >/dev/null
+	[[ -n $prof ]] || cl_run cl_app_floor cl_floor_append "$rep" load
+	# the floor's query over the changelog reads the load too (untimed, and
+	# its batches left out of its run's note)
+	sql -c "SELECT streamwin.run_available('cl_sw_floor')" >/dev/null
+	sql -c "INSERT INTO cl_batches_seen SELECT 'cl_sw_floor', max(batch_id) FROM streamwin.progress WHERE query = 'cl_sw_floor'" >/dev/null
+	sql -c "SELECT streamwin.drop_query(q, true) FROM unnest(array['cl_app', 'cl_app_floor']) AS q" >/dev/null
 	sql -c "SELECT streamwin.drop_source('orders_ins')" >/dev/null
-	[[ $BENCH_CL_SETTLE == 1 ]] && cl_settle cl_sw orders_cl
+	[[ $BENCH_CL_SETTLE == 1 ]] && cl_settle orders_cl cl_sw cl_sw_floor
 
 	cl_phase_lsn=$(sql -c "SELECT pg_current_wal_insert_lsn()")
 	sql -c "CHECKPOINT" >/dev/null
@@ -2357,7 +2378,8 @@ EOF
 	echo "  applied $CL_CHANGES changes to orders in $M_WALL s," \
 		"$(sql -c "SELECT round(pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '$cl_phase_lsn') / 1e6)") MB of WAL"
 	cl_run cl_sw cl_changes "$rep" changes "${prof:+caseCLc}"
-	sql -c "SELECT streamwin.drop_query('cl_sw', true)" >/dev/null
+	[[ -n $prof ]] || cl_run cl_sw_floor cl_floor_changes "$rep" changes
+	sql -c "SELECT streamwin.drop_query(q, true) FROM unnest(array['cl_sw', 'cl_sw_floor']) AS q" >/dev/null
 	sql -c "SELECT streamwin.drop_source('orders_cl')" >/dev/null
 	if [[ -n $prof ]]; then
 		cl_teardown

@@ -17,7 +17,8 @@
 # join_sql_load, with the load before it), CL the changelog table source
 # (its streamwin runs cl_append, cl_inserts and cl_changes, its baselines
 # cl_trigger and cl_recompute, and cl_apply and cl_trigger_load for
-# reference; its figures are rows or changes, not events).  Repeated runs are summarised by their medians;
+# reference, cl_floor_append and cl_floor_changes its decoding floor; its
+# figures are rows or changes, not events).  Repeated runs are summarised by their medians;
 # the runs made for a profile (rep "p", slowed down by perf) are left out.
 use strict;
 use warnings;
@@ -48,13 +49,16 @@ my %label = (
 	cl_append       => 'streamwin: run_available() over the load, append-only source (inserts)',
 	cl_inserts      => 'streamwin: run_available() over the load, changelog source',
 	cl_changes      => 'streamwin: run_available() over the changes, changelog source',
+	cl_floor_append  => 'streamwin floor (a filter that keeps nothing): over the load, append-only source',
+	cl_floor_changes => 'streamwin floor (a filter that keeps nothing): over the changes, changelog source',
 	cl_apply        => 'the changes alone, applied to the source table (no trigger; not a baseline)',
 	cl_trigger_load => 'per-row trigger: the load into its table',
 	cl_trigger      => 'per-row trigger: the changes applied to its table',
 	cl_recompute    => 'plain SQL: the summary recomputed over the whole table, periodically (the recomputes summed)',
 );
 my @order = qw(raw floor streamwin worker one_txn copy_json copy_csv trigger trigger_insert pg_recvlogical plain_sql
-  join_sql join_sql_load nx_sql nx_sql_load cl_append cl_inserts cl_changes cl_apply cl_trigger_load cl_trigger cl_recompute);
+  join_sql join_sql_load nx_sql nx_sql_load cl_append cl_inserts cl_changes cl_floor_append
+  cl_floor_changes cl_apply cl_trigger_load cl_trigger cl_recompute);
 my %case_name = (
 	0 => 'all',
 	1 => '(1) tumble 1 min, 1,000 keys',
@@ -663,7 +667,8 @@ if ($sw5 && $sw5->{ok})
 }
 
 # --- changelog table source (case CL) ------------------------------------------------
-my %cl = map { $_ => summary('CL', $_) } qw(cl_append cl_inserts cl_changes cl_apply cl_trigger_load cl_trigger cl_recompute);
+my %cl = map { $_ => summary('CL', $_) }
+  qw(cl_append cl_inserts cl_changes cl_floor_append cl_floor_changes cl_apply cl_trigger_load cl_trigger cl_recompute);
 $cl{$_} = undef for grep { !$cl{$_} || !$cl{$_}{ok} } keys %cl;
 my %clr;    # issue 35's ratios: [wall, CPU]
 if ($cl{cl_changes})
@@ -687,7 +692,9 @@ if ($cl{cl_changes})
 		. 'slot\'s restart point. ' : '**BENCH_CL_SETTLE=0: the change phase starts decoding at the slot\'s restart '
 		. 'point, the start of the load.** ')
 	  . 'Its result is then compared with the same query in plain SQL over the table, every column as text, '
-	  . 'in both directions.';
+	  . 'in both directions. The floor is the same query with a filter that keeps no row (`WHERE amount < 0`): '
+	  . 'reading and decoding alone, over the load on the append-only source and over the changes on the '
+	  . 'changelog (whose floor query reads the load first, untimed).';
 	push @md, '';
 	push @md, 'Baselines over the same rows and changes, each on a table of its own loaded the same way: a per-row '
 	  . 'trigger (AFTER INSERT OR UPDATE OR DELETE FOR EACH ROW, plpgsql) keeping a summary table of n, sum, min and '
@@ -699,7 +706,8 @@ if ($cl{cl_changes})
 	push @md, '';
 	push @md, '| | rows or changes | wall s | CPU s | CPU us per row or change | VmHWM MB |';
 	push @md, '|---|---:|---:|---:|---:|---:|';
-	for my $a (qw(cl_append cl_inserts cl_changes cl_apply cl_trigger_load cl_trigger cl_recompute))
+	for my $a (qw(cl_append cl_inserts cl_changes cl_floor_append cl_floor_changes cl_apply cl_trigger_load cl_trigger
+		cl_recompute))
 	{
 		my $x = $cl{$a} or next;
 		push @md, sprintf('| %s | %s | %.2f | %.2f | %.2f | %s |', $label{$a}, fmt_int($x->{events}), $x->{wall},
@@ -709,6 +717,16 @@ if ($cl{cl_changes})
 	$clr{change} = [ $ch->{wall} / $ch->{events} / ($ap->{wall} / $ap->{events}), $ch->{cpum} / $ap->{cpum} ] if $ap;
 	$clr{insert} = [ $ins->{wall} / $ins->{events} / ($ap->{wall} / $ap->{events}), $ins->{cpum} / $ap->{cpum} ]
 	  if $ap && $ins;
+	my ($fa, $fc) = @cl{qw(cl_floor_append cl_floor_changes)};
+	my %cl_wal;    # MB of WAL each phase wrote (and its runs decoded), from a run's note
+	for my $x ([ load => 'cl_append' ], [ changes => 'cl_changes' ])
+	{
+		my ($r) = grep { $_->{check} eq 'ok' } @{ $runs{CL}{ $x->[1] } // [] };
+		my %n = note_kv($r ? $r->{note} : '');
+		$cl_wal{ $x->[0] } = $n{wal_mb};
+	}
+	$clr{floor} = [ $fc->{wall} / $fc->{events} / ($fa->{wall} / $fa->{events}), $fc->{cpum} / $fa->{cpum} ]
+	  if $fa && $fc;
 	$clr{trigger} = [ $ts->{wall} / $ch->{wall}, $ts->{cpu} / $ch->{cpu} ] if $ts;
 	$clr{trigger_added} = [ ($ts->{wall} - $apply->{wall}) / $ch->{wall}, ($ts->{cpu} - $apply->{cpu}) / $ch->{cpu} ]
 	  if $ts && $apply;
@@ -718,6 +736,11 @@ if ($cl{cl_changes})
 		  . '%.2f us), %.2fx in wall time', $clr{change}[1], $ch->{cpum}, $ap->{cpum}, $clr{change}[0]) if $clr{change};
 	push @lines, sprintf('- cost per insert on the changelog source / on the append-only source: %.2fx in CPU, '
 		  . '%.2fx in wall time', $clr{insert}[1], $clr{insert}[0]) if $clr{insert};
+	push @lines, sprintf('- the floors, reading and decoding alone: cost per change on the changelog / cost per '
+		  . 'insert on the append-only source: **%.2fx** in CPU (%.2f vs %.2f us), %.2fx in wall time; the WAL '
+		  . 'decoded: %s MB for the changes, %s MB for the load (%.2fx)', $clr{floor}[1], $fc->{cpum}, $fa->{cpum},
+		$clr{floor}[0], $cl_wal{changes} // '?', $cl_wal{load} // '?',
+		($cl_wal{changes} && $cl_wal{load}) ? $cl_wal{changes} / $cl_wal{load} : 0) if $clr{floor};
 	push @lines, sprintf('- per-row trigger time / streamwin time over the changes: **%.1fx** in wall time, %.1fx in '
 		  . 'CPU; counting only what the trigger adds to the changes (trigger - the changes alone on the source '
 		  . 'table, which has no index on (region, amount) and logs whole old rows): %.1fx, %.1fx',
@@ -728,7 +751,7 @@ if ($cl{cl_changes})
 	push @md, 'Per run: the batches of each streamwin run (changes read: inserts/updates/deletes; batch ms; state '
 	  . 'rows; MB of WAL the phase wrote; how far before the phase\'s first change the slot\'s restart point was).';
 	push @md, '';
-	for my $a (qw(cl_append cl_inserts cl_changes cl_recompute))
+	for my $a (qw(cl_append cl_inserts cl_changes cl_floor_append cl_floor_changes cl_recompute))
 	{
 		push @md, "- $a run $_->{rep}: $_->{note}" for grep { $_->{check} eq 'ok' } @{ $runs{CL}{$a} // [] };
 	}
