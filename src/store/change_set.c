@@ -601,11 +601,17 @@ entry_datum(SetTypeInfo *t, const SetEntry *e, Scratch *sc)
 
 	if (t->imglen == -2)
 		return PointerGetDatum(e->img);
-	if (need > sc->size)
+	/*
+	 * A sent image is received from a StringInfo, whose data ends in a NUL
+	 * past its length (stringinfo.h): array_recv and record_recv write one
+	 * there and back around each element, tsvectorrecv reads a string up
+	 * to it.  So there is room for it.
+	 */
+	if (need + 1 > sc->size)
 	{
 		if (sc->buf)
 			pfree(sc->buf);
-		sc->size = Max(need, 2 * sc->size);
+		sc->size = Max(need + 1, 2 * sc->size);
 		sc->buf = palloc(sc->size);
 	}
 	if (shorthdr)
@@ -626,7 +632,8 @@ entry_datum(SetTypeInfo *t, const SetEntry *e, Scratch *sc)
 
 				buf.data = VARDATA(sc->buf);
 				buf.len = VARSIZE(sc->buf) - VARHDRSZ;
-				buf.maxlen = buf.len;
+				buf.data[buf.len] = '\0';
+				buf.maxlen = buf.len + 1;
 				buf.cursor = 0;
 				return ReceiveFunctionCall(&t->recv, &buf, t->recv_ioparam, -1);
 			}
