@@ -400,6 +400,36 @@ SELECT count(*) AS differing FROM (
    EXCEPT SELECT kind, count(*), sum(weight), min(weight) FROM gadgets GROUP BY kind)) d;
 SELECT streamwin.drop_query('gadget_weights');
 SELECT streamwin.drop_source('gadget_changes');
+-- Columns added while changes are read, between the changes one batch
+-- reads (twice in a row, with no change between): each change is read
+-- with the table's row type as of that change.  Compared with plain SQL.
+CREATE TABLE widen (id int PRIMARY KEY, g int, v int);
+ALTER TABLE widen REPLICA IDENTITY FULL;
+SELECT streamwin.create_table_source('widen_changes', 'widen', '{"changes": "all"}');
+SELECT streamwin.create_query('widen_sums', $$
+  SELECT g, count(*) AS n, sum(v) AS s, min(v) AS lo, max(v) AS hi FROM widen_changes GROUP BY g$$,
+  output_mode => 'update', start => false);
+INSERT INTO widen SELECT i, i % 3, i FROM generate_series(1, 20) i;
+SELECT (streamwin.run_batch('widen_sums'))->>'input_rows' AS first_rows;
+INSERT INTO widen SELECT i, i % 3, i FROM generate_series(21, 30) i;
+UPDATE widen SET v = v + 100 WHERE id % 4 = 0;
+ALTER TABLE widen ADD COLUMN w int;
+ALTER TABLE widen ADD COLUMN w2 int;
+INSERT INTO widen SELECT i, i % 3, i, 99, 98 FROM generate_series(31, 40) i;
+UPDATE widen SET v = v + 1000, w = 5 WHERE id % 5 = 0;
+DELETE FROM widen WHERE id % 7 = 0;
+ALTER TABLE widen ADD COLUMN x text DEFAULT 'x';
+ALTER TABLE widen ADD COLUMN x2 text DEFAULT 'x';
+INSERT INTO widen SELECT i, i % 3, i, 7, 6, 'y', 'z' FROM generate_series(41, 45) i;
+UPDATE widen SET g = 2 WHERE id % 6 = 1;
+SELECT (streamwin.run_batch('widen_sums'))->>'input_rows' AS later_rows;
+SELECT count(*) AS differing FROM (
+  (SELECT g, count(*) AS n, sum(v) AS s, min(v) AS lo, max(v) AS hi FROM widen GROUP BY g
+   EXCEPT SELECT g, n, s, lo, hi FROM widen_sums)
+  UNION ALL (SELECT g, n, s, lo, hi FROM widen_sums
+   EXCEPT SELECT g, count(*), sum(v), min(v), max(v) FROM widen GROUP BY g)) d;
+SELECT streamwin.drop_query('widen_sums');
+SELECT streamwin.drop_source('widen_changes');
 -- Counted values of a by-value type, each change of a group right after
 -- the last in one batch (a value counted up and down in place): 5 added
 -- and retracted, 7 added twice and retracted once; then 7 retracted.  min

@@ -215,13 +215,43 @@ table_changelog_columns_check(TupleDesc to, const int *map, int nmetadata, Oid t
 					 errhint("Create a new source for the table, and queries over it.")));
 }
 
+/*
+ * Relcache invalidations seen by this backend: decoding runs those of the
+ * transactions it replays (an ALTER TABLE of the table among them).  The
+ * row type a map was built from is known by its address, and a row type
+ * rebuilt after an invalidation may well take the address of the one it
+ * replaces (a column added: the same size of allocation); so a map built
+ * before an invalidation is built again.
+ */
+static uint64 relcache_generation = 1;
+static bool relcache_watched = false;
+
+static void
+relcache_invalidated(Datum arg, Oid relid)
+{
+	relcache_generation++;
+}
+
 /* Build the map from the table's row type, as of this change, to the source's. */
 static void
 build_map(FetchState *st, TupleDesc from)
 {
 	MemoryContext old = MemoryContextSwitchTo(st->cxt);
 
+	if (!relcache_watched)
+	{
+		CacheRegisterRelcacheCallback(relcache_invalidated, (Datum) 0);
+		relcache_watched = true;
+	}
+	if (st->map_from != NULL)
+	{
+		pfree(st->src_values);
+		pfree(st->src_nulls);
+		pfree(st->old_values);
+		pfree(st->old_nulls);
+	}
 	st->map_from = from;
+	st->map_generation = relcache_generation;
 	st->src_natts = from->natts;
 	st->src_values = palloc(sizeof(Datum) * Max(from->natts, 1));
 	st->src_nulls = palloc(sizeof(bool) * Max(from->natts, 1));
@@ -295,13 +325,15 @@ form_row(FetchState *st, Relation rel, HeapTuple tuple, HeapTuple old, int16 cha
 	if (rel == NULL)
 		return heap_copytuple(tuple);
 	from = RelationGetDescr(rel);
-	if (from != st->map_from)
+	if (from != st->map_from || st->map_generation != relcache_generation)
 		build_map(st, from);
 	if (st->map_identity && !HeapTupleHasExternal(tuple) &&
 		HeapTupleHeaderGetNatts(tuple->t_data) == from->natts)
 		row = heap_copytuple(tuple);	/* same layout: one copy */
 	else
 	{
+		bool		detoasted = false;
+
 		heap_deform_tuple(tuple, from, st->src_values, st->src_nulls);
 		if (old != NULL && HeapTupleHasExternal(tuple))
 			unchanged_toast_from_old(st, from, old);
@@ -314,10 +346,24 @@ form_row(FetchState *st, Relation rel, HeapTuple tuple, HeapTuple old, int16 cha
 			if (st->nulls[i])
 				continue;
 			st->values[i] = st->src_values[a];
-			/* toasted values point into the reorder buffer: take copies */
+			/*
+			 * toasted values point into the reorder buffer: take copies, for
+			 * as long as the row is formed (a spooled transaction's rows may
+			 * be many more than a batch's)
+			 */
 			if (att->attlen == -1 && VARATT_IS_EXTERNAL(DatumGetPointer(st->values[i])))
+			{
+				MemoryContext old;
+
+				if (st->row_cxt == NULL)
+					st->row_cxt = AllocSetContextCreate(st->cxt, "streamwin detoasted row values",
+														ALLOCSET_DEFAULT_SIZES);
+				old = MemoryContextSwitchTo(st->row_cxt);
 				st->values[i] = PointerGetDatum(detoast_external_attr((struct varlena *)
 																	  DatumGetPointer(st->values[i])));
+				MemoryContextSwitchTo(old);
+				detoasted = true;
+			}
 		}
 		if (st->change_attno > 0)
 		{
@@ -325,6 +371,8 @@ form_row(FetchState *st, Relation rel, HeapTuple tuple, HeapTuple old, int16 cha
 			st->nulls[st->change_attno - 1] = false;
 		}
 		row = heap_form_tuple(st->desc, st->values, st->nulls);
+		if (detoasted)
+			MemoryContextReset(st->row_cxt);
 	}
 	return row;
 }

@@ -74,8 +74,12 @@ typedef struct FetchState
 								 * the source takes inserts alone */
 	int			nmetadata;		/* desc's metadata columns, after the
 								 * table's */
-	/* column map from the table's (historic) row type to desc */
+	/*
+	 * column map from the table's (historic) row type to desc, built from
+	 * map_from as of relcache generation map_generation (table_plugin.c)
+	 */
 	TupleDesc	map_from;
+	uint64		map_generation;
 	int		   *map;			/* desc column i <- table attribute map[i], -1 */
 	bool		map_identity;	/* desc's first columns are the table's, as
 								 * they are, and no other comes from it */
@@ -87,6 +91,8 @@ typedef struct FetchState
 								 * TOASTed values its new one left unchanged */
 	bool	   *old_nulls;
 	int			src_natts;
+	MemoryContext row_cxt;		/* a row's detoasted values, until it is
+								 * formed (form_row) */
 } FetchState;
 
 /*

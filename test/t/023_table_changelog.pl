@@ -70,6 +70,11 @@
 #      carry the value (taken from the old version, which REPLICA IDENTITY
 #      FULL writes whole): a keyed transform, an appended-changes transform
 #      and an aggregate over md5() and length() of it equal plain SQL.
+#      Then one transaction of 400 documents of 200 kB each, read 5 rows a
+#      batch: the first batch spools the other 395 rows (in the source's
+#      row type, spilled to disk past streamwin.batch_work_mem) and its
+#      backend's peak memory grows by much less than those documents;
+#      every row then equals plain SQL.
 #   6. Queries start from the rows already in their table: a table with
 #      rows and a history of changes before its queries; create_query
 #      waits for a transaction that wrote the table and is still open, then
@@ -703,6 +708,36 @@ VACUUM docs;
 check_docs('after updates that kept TOASTed values whose chunks VACUUM removed since');
 psql_ok($node, join('', map { "SELECT streamwin.drop_query('$_');\n" } @dq)
 	  . "SELECT streamwin.drop_source('dsrc');", 'part 5 dropped');
+
+# A transaction larger than a batch is decoded once: the batch that fills up
+# in it puts the rest of its rows into a spool.  Each TOASTed value is
+# copied out of the reorder buffer to form its row, and the copy goes with
+# the row formed: 395 documents of 200 kB stay out of the backend's memory
+# (the reorder buffer and the spool spill to disk past their limits, here
+# 64 kB and 4 MB).  Copies kept to the batch's end grew it by 95 MB.
+psql_ok($node, q{
+CREATE TABLE bigdocs (id int PRIMARY KEY, doc text);
+ALTER TABLE bigdocs ALTER doc SET STORAGE EXTERNAL;
+ALTER TABLE bigdocs REPLICA IDENTITY FULL;
+SELECT streamwin.create_table_source('bsrc', 'bigdocs', '{"changes": "all", "max_records_per_batch": 5}');
+SELECT streamwin.create_query('b_rows', 'SELECT id, md5(doc) AS h, length(doc) AS len FROM bsrc', start => false);
+INSERT INTO bigdocs SELECT g, repeat(md5(g::text), 6400) FROM generate_series(1, 400) g;
+}, 'part 5: one transaction of 400 documents of 200 kB');
+my $grown_line = $node->safe_psql('postgres', q{
+SET logical_decoding_work_mem = '64kB';
+SET streamwin.batch_work_mem = '4MB';
+SELECT (regexp_match(pg_read_file('/proc/self/status'), 'VmHWM:\s+(\d+)'))[1]::int AS before \gset
+SELECT (streamwin.run_available('b_rows'))->>'batches' AS batches \gset
+SELECT :batches, (regexp_match(pg_read_file('/proc/self/status'), 'VmHWM:\s+(\d+)'))[1]::int - :before;
+});
+my ($batches, $grown) = split /\|/, $grown_line;
+note("run_available took $batches batches; its backend's peak memory grew by $grown kB");
+cmp_ok($batches, '>=', 80, 'run_available took the transaction 5 rows a batch');
+cmp_ok($grown, '<', 50_000, '... its first batch spooled 395 documents (79 MB) and kept none of them in memory');
+results_match($node, 'SELECT id, h, len FROM b_rows', 'SELECT id, md5(doc), length(doc) FROM bigdocs',
+	'b_rows equals plain SQL');
+psql_ok($node, q{SELECT streamwin.drop_query('b_rows'); SELECT streamwin.drop_source('bsrc'); DROP TABLE bigdocs},
+	'the documents dropped');
 
 # ==== 6. queries start from the rows already in the table ===================
 
