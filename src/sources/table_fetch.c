@@ -437,7 +437,8 @@ spool_at(const char *slot_name, Oid table, int32 query_id, TablePosition at)
 
 void
 table_fetch(const char *slot_name, Oid table, int32 query_id, TupleDesc desc,
-			int nmetadata, TablePosition start, const TablePosition *upto, int max_records,
+			int nmetadata, const AttrNumber *attnums, int nattnums, TablePosition start,
+			const TablePosition *upto, int max_records,
 			XLogRecPtr confirm_upto, bool may_keep, TableFetch *out)
 {
 	FetchState	st;
@@ -460,6 +461,8 @@ table_fetch(const char *slot_name, Oid table, int32 query_id, TupleDesc desc,
 		strcmp(NameStr(TupleDescAttr(desc, desc->natts - 1)->attname), CHANGE_COLUMN) == 0)
 		st.change_attno = desc->natts;
 	st.nmetadata = nmetadata;
+	st.attnums = attnums;
+	st.nattnums = nattnums;
 	st.map = palloc(sizeof(int) * Max(desc->natts, 1));
 	st.values = palloc(sizeof(Datum) * Max(desc->natts, 1));
 	st.nulls = palloc(sizeof(bool) * Max(desc->natts, 1));

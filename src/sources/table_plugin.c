@@ -203,10 +203,14 @@ table_column_map(TupleDesc from, TupleDesc to, Oid table, int *map)
 }
 
 void
-table_changelog_columns_check(TupleDesc to, const int *map, int nmetadata, Oid table)
+table_changelog_columns_check(TupleDesc from, TupleDesc to, const int *map, int nmetadata,
+							  const AttrNumber *attnums, int nattnums, Oid table)
 {
+	if (attnums != NULL && nattnums != to->natts - nmetadata - 1)
+		elog(ERROR, "streamwin: a changelog source of table \"%s\" records %d columns for %d",
+			 get_rel_name(table), nattnums, to->natts - nmetadata - 1);
 	for (int i = 0; i < to->natts - nmetadata - 1; i++)
-		if (map[i] < 0)
+		if (map[i] < 0 || (attnums != NULL && TupleDescAttr(from, map[i])->attnum != attnums[i]))
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("column \"%s\" of table \"%s\" was dropped or renamed",
@@ -259,7 +263,8 @@ build_map(FetchState *st, TupleDesc from)
 	st->old_nulls = palloc(sizeof(bool) * Max(from->natts, 1));
 	table_column_map(from, st->desc, st->table, st->map);
 	if (st->change_attno > 0)
-		table_changelog_columns_check(st->desc, st->map, st->nmetadata, st->table);
+		table_changelog_columns_check(from, st->desc, st->map, st->nmetadata, st->attnums,
+									  st->nattnums, st->table);
 	/* (the change column and metadata columns come last, not from it) */
 	st->map_identity = from->natts <= st->desc->natts;
 	for (int i = 0; i < st->desc->natts; i++)

@@ -50,6 +50,8 @@ typedef struct TableReader
 	bool		changelog;		/* a changelog source (option "changes") */
 	int64		changes[3];		/* its inserts, updates, deletes read */
 	TimestampTz idle_stored_at; /* last store of a position moved without rows */
+	AttrNumber *attnums;		/* table_source_attnums' */
+	int			nattnums;
 } TableReader;
 
 #define TR(rd) ((TableReader *) (rd)->private)
@@ -66,6 +68,42 @@ table_check_query(SourceInfo *src)
 static bool table_changes_option(Jsonb *options);
 
 /*
+ * A changelog source knows the table's columns by name, as of its creation,
+ * and records which attribute of the table each was then (option
+ * "table_attnums", written by create_table_source): a column dropped and
+ * added again under the same name is another attribute, whose values the
+ * rows added before do not hold, and decoding refuses it
+ * (table_changelog_columns_check).  NULL, *n 0: not recorded (a source
+ * created before streamwin recorded them, or one of inserts alone).
+ */
+static AttrNumber *
+table_source_attnums(Jsonb *options, int *n)
+{
+	JsonbValue *v = option_value(options, "table_attnums");
+	JsonbIterator *it;
+	JsonbValue	item;
+	JsonbIteratorToken tok;
+	AttrNumber *attnums;
+
+	*n = 0;
+	if (v == NULL)
+		return NULL;
+	if (v->type != jbvBinary || !JsonContainerIsArray(v->val.binary.data))
+		elog(ERROR, "streamwin: option \"table_attnums\" of a table source is not an array");
+	attnums = palloc(sizeof(AttrNumber) * Max(JsonContainerSize(v->val.binary.data), 1));
+	it = JsonbIteratorInit(v->val.binary.data);
+	while ((tok = JsonbIteratorNext(&it, &item, true)) != WJB_DONE)
+	{
+		if (tok != WJB_ELEM)
+			continue;
+		if (item.type != jbvNumeric)
+			elog(ERROR, "streamwin: option \"table_attnums\" of a table source holds a value that is not a number");
+		attnums[(*n)++] = DatumGetInt16(DirectFunctionCall1(numeric_int2, NumericGetDatum(item.val.numeric)));
+	}
+	return attnums;
+}
+
+/*
  * A new query over an append-only table starts now ('latest') or at the
  * oldest change its slot holds ('earliest').  One over a changelog source
  * starts with the table's rows as they are now, then its changes
@@ -79,8 +117,13 @@ table_query_start(SourceInfo *src, int32 query_id, int64 *start)
 {
 	source_hold_start(src->source_id);
 	if (table_changes_option(src->options))
+	{
+		int			nattnums;
+		AttrNumber *attnums = table_source_attnums(src->options, &nattnums);
+
 		*start = (int64) table_snapshot_write(src->source_table, src->relation, src->nmetadata,
-											  query_id);
+											  attnums, nattnums, query_id);
+	}
 	else
 		*start = (int64) (src->starting_offset == START_LATEST ? GetXLogInsertRecPtr() :
 						  source_slot_confirmed(src->slot_name));
@@ -163,6 +206,7 @@ table_reader_open(SourceReader *rd)
 				 errhint("GRANT SELECT on the table to the query's owner.")));
 	rd->private = palloc0(sizeof(TableReader));
 	TR(rd)->changelog = source_change_attno(rd->desc) > 0;
+	TR(rd)->attnums = table_source_attnums(src->options, &TR(rd)->nattnums);
 	rd->rows_are_tuples = true;
 	rd->nparts = 1;				/* the table's commit order */
 	rd->parts = palloc0(sizeof(PartitionState));
@@ -259,7 +303,8 @@ table_fetch_rows(SourceReader *rd, int timeout_ms, int linger_ms, SourceRow **ro
 		/* a query whose creation has not committed may need the slot as is */
 		table_catalog_now(rd, may_confirm ? &retained : NULL);
 		table_fetch(rd->source->slot_name, rd->source->source_table, rd->query->query_id, rd->desc,
-					rd->source->nmetadata, table_position(&p->next), NULL, rd->source->max_records_per_batch,
+					rd->source->nmetadata, tr->attnums, tr->nattnums, table_position(&p->next), NULL,
+					rd->source->max_records_per_batch,
 					retained, rd->fetch_again || rd->in_worker, &f);
 	}
 	PG_FINALLY();
@@ -290,7 +335,8 @@ table_replay(SourceReader *rd, const SourcePosition *targets, SourceRow **rows)
 
 	table_catalog_now(rd, NULL);
 	table_fetch(rd->source->slot_name, rd->source->source_table, rd->query->query_id, rd->desc,
-				rd->source->nmetadata, table_position(&p->next), &upto, 0, InvalidXLogRecPtr, false, &f);
+				rd->source->nmetadata, TR(rd)->attnums, TR(rd)->nattnums, table_position(&p->next),
+				&upto, 0, InvalidXLogRecPtr, false, &f);
 	p->next.offset = (int64) f.end.lsn;
 	p->next.index = f.end.index;
 	*rows = f.rows;
@@ -398,7 +444,8 @@ table_reset(SourceReader *rd, const char *start, Jsonb *explicit)
 					 errdetail("A query over a changelog starts from the table's rows as they are when it starts, then the changes after them."),
 					 errhint("Use 'latest' (or 'earliest', the same): the query starts again from the table's rows now.")));
 		lsn = table_snapshot_write(rd->source->source_table, rd->source->relation,
-								   rd->source->nmetadata, rd->query->query_id);
+								   rd->source->nmetadata, TR(rd)->attnums, TR(rd)->nattnums,
+								   rd->query->query_id);
 	}
 	else if (explicit != NULL)
 	{
@@ -634,6 +681,7 @@ streamwin_create_table_source(PG_FUNCTION_ARGS)
 	List	   *typmods = NIL;
 	List	   *names = NIL;
 	StringInfoData columns;
+	StringInfoData attnums;
 	char	   *slot;
 	bool		changelog;
 
@@ -655,8 +703,9 @@ streamwin_create_table_source(PG_FUNCTION_ARGS)
 	if (changelog)
 		check_replica_identity_full(table);
 
-	/* the table's columns, as the source's */
+	/* the table's columns, as the source's, and which attribute each is */
 	initStringInfo(&columns);
+	initStringInfo(&attnums);
 	rel = relation_open(table, AccessShareLock);
 	desc = RelationGetDescr(rel);
 	for (int a = 0; a < desc->natts; a++)
@@ -671,6 +720,7 @@ streamwin_create_table_source(PG_FUNCTION_ARGS)
 		appendStringInfo(&columns, "%s%s %s", columns.len ? ", " : "",
 						 quote_identifier(NameStr(att->attname)),
 						 format_type_with_typemod(att->atttypid, att->atttypmod));
+		appendStringInfo(&attnums, "%s%d", attnums.len ? ", " : "", att->attnum);
 	}
 	relation_close(rel, AccessShareLock);
 	add_table_metadata_columns(&tmp, &columns, &types, &typmods, &names);
@@ -678,6 +728,12 @@ streamwin_create_table_source(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_TABLE_DEFINITION),
 				 errmsg("table \"%s\" has no columns", get_rel_name(table))));
+
+	if (changelog)
+		options = DatumGetJsonbP(DirectFunctionCall2(jsonb_concat, JsonbPGetDatum(options),
+													 DirectFunctionCall1(jsonb_in,
+																		 CStringGetDatum(psprintf("{\"table_attnums\": [%s]}",
+																								  attnums.data)))));
 
 	SPI_connect();
 	source_check_new_name(name);

@@ -79,7 +79,8 @@ refuse_own_writes(Oid table)
 }
 
 XLogRecPtr
-table_snapshot_write(Oid table, Oid source_relation, int nmetadata, int32 query_id)
+table_snapshot_write(Oid table, Oid source_relation, int nmetadata, const AttrNumber *attnums,
+					 int nattnums, int32 query_id)
 {
 	Relation	rel;
 	Relation	source;
@@ -105,7 +106,8 @@ table_snapshot_write(Oid table, Oid source_relation, int nmetadata, int32 query_
 	Assert(change_attno > 0);
 	map = palloc(sizeof(int) * Max(desc->natts, 1));
 	table_column_map(RelationGetDescr(rel), desc, table, map);
-	table_changelog_columns_check(desc, map, nmetadata, table);
+	table_changelog_columns_check(RelationGetDescr(rel), desc, map, nmetadata, attnums, nattnums,
+								  table);
 	values = palloc(sizeof(Datum) * Max(desc->natts, 1));
 	nulls = palloc(sizeof(bool) * Max(desc->natts, 1));
 	slot = table_slot_create(rel, NULL);

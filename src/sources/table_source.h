@@ -145,7 +145,9 @@ extern XLogRecPtr source_slot_confirmed(const char *slot_name);
  * fills the rest, the change from SourceRow.change), columns matched by
  * name (a column the table no longer has reads NULL; for a changelog
  * source it is an error, since a retraction without it would not be
- * exact), offset is the commit LSN of its transaction, partition its index
+ * exact, and so is one of that name that is another attribute of the
+ * table than attnums, where given, says it was: dropped and added again),
+ * offset is the commit LSN of its transaction, partition its index
  * in that transaction, and timestamp the commit time.  Everything is
  * allocated in CurrentMemoryContext.
  *
@@ -159,7 +161,8 @@ extern XLogRecPtr source_slot_confirmed(const char *slot_name);
  * transaction's rows for the next one (see Spool in table_source_int.h).
  */
 extern void table_fetch(const char *slot_name, Oid table, int32 query_id, TupleDesc desc,
-						int nmetadata, TablePosition start, const TablePosition *upto,
+						int nmetadata, const AttrNumber *attnums, int nattnums,
+						TablePosition start, const TablePosition *upto,
 						int max_records, XLogRecPtr confirm_upto,
 						bool may_keep, TableFetch *out);
 extern bool table_fetch_resumes(const char *slot_name, Oid table, int32 query_id,

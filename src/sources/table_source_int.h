@@ -74,6 +74,10 @@ typedef struct FetchState
 								 * the source takes inserts alone */
 	int			nmetadata;		/* desc's metadata columns, after the
 								 * table's */
+	const AttrNumber *attnums;	/* a changelog source's table attribute of
+								 * each of desc's table columns when it was
+								 * created, or NULL (not recorded) */
+	int			nattnums;
 	/*
 	 * column map from the table's (historic) row type to desc, built from
 	 * map_from as of relcache generation map_generation (table_plugin.c)
@@ -154,9 +158,13 @@ extern void table_column_map(TupleDesc from, TupleDesc to, Oid table, int *map);
  *		A changelog source's rows need every column of the table it was
  *		created with (those of its row type `to` before its nmetadata
  *		metadata columns and its change column): an error naming the first
- *		that map (table_column_map's) finds no longer there.
+ *		that map (table_column_map's, from the table's row type `from`)
+ *		finds no longer there, or, where attnums records the attribute each
+ *		was (table_source_attnums), finds in another attribute of the same
+ *		name (the column was dropped and added again).
  */
-extern void table_changelog_columns_check(TupleDesc to, const int *map, int nmetadata, Oid table);
+extern void table_changelog_columns_check(TupleDesc from, TupleDesc to, const int *map, int nmetadata,
+										  const AttrNumber *attnums, int nattnums, Oid table);
 extern void spool_discard(void);
 extern void append_row(FetchState *st, HeapTuple row, XLogRecPtr lsn, int64 index,
 					   TimestampTz commit_time, char kind);
@@ -204,7 +212,7 @@ typedef struct SnapshotMessageHeader
  *		before them, after every change of the table committed so far.
  */
 extern XLogRecPtr table_snapshot_write(Oid table, Oid source_relation, int nmetadata,
-										int32 query_id);
+										const AttrNumber *attnums, int nattnums, int32 query_id);
 
 /* table_fetch.c */
 extern void decode_pass(const char *slot_name, TablePosition start, FetchState *st,

@@ -858,6 +858,47 @@ SELECT streamwin.drop_query('ren_rows');
 SELECT streamwin.drop_source('ren_all');
 SELECT streamwin.drop_source('ren_ins');}, 'the rename part dropped');
 
+# A column dropped and added again under its name and type is another
+# attribute of the table: the rows read before hold the old column's
+# values, which a retraction through the new one would not take back.  The
+# source recorded which attribute each of its columns was: the batch that
+# meets a change after the new column fails as for a dropped column, with
+# nothing moved, and a new query is refused.
+psql_ok($node, q{
+CREATE TABLE readd (id int PRIMARY KEY, k text, v int);
+ALTER TABLE readd REPLICA IDENTITY FULL;
+SELECT streamwin.create_table_source('readd_all', 'readd', '{"changes": "all"}');
+SELECT streamwin.create_query('readd_sum', 'SELECT k, count(*) AS n, sum(v) AS s FROM readd_all GROUP BY k',
+    output_mode => 'update', start => false);
+INSERT INTO readd SELECT i, 'k' || i % 3, i FROM generate_series(1, 30) i;
+SELECT streamwin.run_batch('readd_sum');
+UPDATE readd SET v = v + 100 WHERE id <= 3;
+SELECT streamwin.run_batch('readd_sum');
+}, 'a changelog source read, then rows updated and read');
+results_match($node, 'SELECT k, n, s FROM readd_sum', 'SELECT k, count(*), sum(v) FROM readd GROUP BY k',
+	'readd_sum equals plain SQL before the column is dropped');
+like($node->safe_psql('postgres', q{SELECT options->>'table_attnums' FROM streamwin.sources WHERE name = 'readd_all'}),
+	qr/^\[1, 2, 3\]$/, 'the source recorded the attributes of its columns');
+psql_ok($node, q{
+ALTER TABLE readd DROP COLUMN v;
+ALTER TABLE readd ADD COLUMN v int;
+UPDATE readd SET v = id WHERE id > 3;
+DELETE FROM readd WHERE id = 10;
+}, 'the column dropped and added again, rows updated and deleted');
+my $readd_next = q{SELECT sum(o.next_offset) FROM streamwin.query_offsets o
+  JOIN streamwin.query_catalog q USING (query_id) WHERE q.name = 'readd_sum'};
+my $readd_before = $node->safe_psql('postgres', $readd_next);
+fails_like($node, q{SELECT streamwin.run_batch('readd_sum')},
+	qr/column "v" of table "readd" was dropped or renamed/,
+	'the changelog query fails at the first change after the column came back');
+is($node->safe_psql('postgres', $readd_next), $readd_before, '... and its offsets do not move');
+fails_like($node, q{SELECT streamwin.create_query('readd_new', 'SELECT k, sum(v) FROM readd_all GROUP BY k', output_mode => 'update', start => false)},
+	qr/column "v" of table "readd" was dropped or renamed/,
+	'a new query over the source is refused');
+psql_ok($node, q{
+SELECT streamwin.drop_query('readd_sum');
+SELECT streamwin.drop_source('readd_all');}, 'the drop-and-add part dropped');
+
 is($node->safe_psql('postgres', "SELECT count(*) FROM pg_replication_slots WHERE plugin = 'streamwin'"),
 	'0', 'no streamwin slot is left');
 note(sprintf('done after %.1f s', time - $t_start));
