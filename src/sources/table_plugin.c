@@ -358,15 +358,15 @@ form_row(FetchState *st, Relation rel, HeapTuple tuple, HeapTuple old, int16 cha
 			 */
 			if (att->attlen == -1 && VARATT_IS_EXTERNAL(DatumGetPointer(st->values[i])))
 			{
-				MemoryContext old;
+				MemoryContext oldcxt;
 
 				if (st->row_cxt == NULL)
 					st->row_cxt = AllocSetContextCreate(st->cxt, "streamwin detoasted row values",
 														ALLOCSET_DEFAULT_SIZES);
-				old = MemoryContextSwitchTo(st->row_cxt);
+				oldcxt = MemoryContextSwitchTo(st->row_cxt);
 				st->values[i] = PointerGetDatum(detoast_external_attr((struct varlena *)
 																	  DatumGetPointer(st->values[i])));
-				MemoryContextSwitchTo(old);
+				MemoryContextSwitchTo(oldcxt);
 				detoasted = true;
 			}
 		}

@@ -693,6 +693,13 @@ streamwin_create_table_source(PG_FUNCTION_ARGS)
 	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	table = PG_GETARG_OID(1);
 	options = PG_GETARG_JSONB_P(2);
+	/*
+	 * What a changelog source records of the table (table_source_attnums) is
+	 * recorded again below: options copied from another source's
+	 * streamwin.sources row are fine.
+	 */
+	options = DatumGetJsonbP(DirectFunctionCall2(jsonb_delete, JsonbPGetDatum(options),
+												 CStringGetTextDatum("table_attnums")));
 
 	/* first: a role that may not create the slot learns it first */
 	source_slot_check_privilege(name, false);

@@ -895,9 +895,25 @@ is($node->safe_psql('postgres', $readd_next), $readd_before, '... and its offset
 fails_like($node, q{SELECT streamwin.create_query('readd_new', 'SELECT k, sum(v) FROM readd_all GROUP BY k', output_mode => 'update', start => false)},
 	qr/column "v" of table "readd" was dropped or renamed/,
 	'a new query over the source is refused');
+# a new source, made with the old one's options as streamwin.sources shows
+# them, records the attributes as they are now, and its query is exact
+psql_ok($node, q{
+SELECT streamwin.create_table_source('readd_new', 'readd', options) FROM streamwin.sources WHERE name = 'readd_all';
+SELECT streamwin.create_query('readd_sum2', 'SELECT k, count(*) AS n, sum(v) AS s FROM readd_new GROUP BY k',
+    output_mode => 'update', start => false);
+UPDATE readd SET v = v + 1 WHERE id % 2 = 0;
+DELETE FROM readd WHERE id = 11;
+SELECT streamwin.run_batch('readd_sum2');
+}, 'a new source with the old one\'s options, and a query over it');
+like($node->safe_psql('postgres', q{SELECT options->>'table_attnums' FROM streamwin.sources WHERE name = 'readd_new'}),
+	qr/^\[1, 2, 4\]$/, '... which recorded the column added again');
+results_match($node, 'SELECT k, n, s FROM readd_sum2', 'SELECT k, count(*), sum(v) FROM readd GROUP BY k',
+	'readd_sum2 equals plain SQL');
 psql_ok($node, q{
 SELECT streamwin.drop_query('readd_sum');
-SELECT streamwin.drop_source('readd_all');}, 'the drop-and-add part dropped');
+SELECT streamwin.drop_query('readd_sum2');
+SELECT streamwin.drop_source('readd_all');
+SELECT streamwin.drop_source('readd_new');}, 'the drop-and-add part dropped');
 
 is($node->safe_psql('postgres', "SELECT count(*) FROM pg_replication_slots WHERE plugin = 'streamwin'"),
 	'0', 'no streamwin slot is left');
