@@ -1774,6 +1774,18 @@ kafka_partition_at_eof(KafkaConsumer *c, int32 partition)
 }
 
 /*
+ * kafka_partition_eof_offset
+ *		See kafka_consumer.h.
+ */
+int64
+kafka_partition_eof_offset(KafkaConsumer *c, int32 partition)
+{
+	if (!kafka_partition_at_eof(c, partition))
+		return -1;
+	return partition_state(c, partition)->next_offset;
+}
+
+/*
  * kafka_wakeup_fd
  *		See kafka_consumer.h.
  */

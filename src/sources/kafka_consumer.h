@@ -238,6 +238,17 @@ extern void kafka_limit_next_fetch(KafkaConsumer *c, int n, const int32 *partiti
 extern bool kafka_partition_at_eof(KafkaConsumer *c, int32 partition);
 
 /*
+ * kafka_partition_eof_offset
+ *		Where the consumer stands at the end of the partition (see
+ *		kafka_partition_at_eof), or -1 if it is not at its end.
+ *
+ * Past the last message delivered where the partition ends in offsets that
+ * hold no message for a consumer: a transaction's commit or abort marker,
+ * the messages of an aborted transaction.
+ */
+extern int64 kafka_partition_eof_offset(KafkaConsumer *c, int32 partition);
+
+/*
  * kafka_cached_high_watermark
  *		The partition's high watermark (offset after the last message) as
  *		librdkafka last learned it from a fetch (before any: as the broker

@@ -486,6 +486,24 @@ kafka_fetch_rows(SourceReader *rd, int timeout_ms, int linger_ms, SourceRow **ro
 		rd->parts[out[i].part].next.offset = msgs[i].offset + 1;
 		kr->consumer_next[out[i].part] = msgs[i].offset + 1;
 	}
+
+	/*
+	 * A partition that ends in offsets without messages (a transaction's
+	 * commit marker) is at its end past its last message: it stands where
+	 * the consumer stands, so that the batch's position reaches the end
+	 * that run_available() and the lag see.  Nothing is skipped: no
+	 * consumer is given those offsets.
+	 */
+	for (int i = 0; i < rd->nparts; i++)
+	{
+		int64		end = kafka_partition_eof_offset(kr->consumer, rd->parts[i].partition);
+
+		if (end > rd->parts[i].next.offset)
+		{
+			rd->parts[i].next.offset = end;
+			kr->consumer_next[i] = end;
+		}
+	}
 	*rows = out;
 	return n;
 }
@@ -510,20 +528,34 @@ kafka_row_headers_json(SourceReader *rd, const SourceRow *row, const char **erro
  * Fetches may return less than a replay needs or run past it, so messages
  * are copied into the batch's memory across fetches, and those past a
  * target are dropped (and the consumer re-positioned at the next batch).
+ *
+ * A partition's range holds fewer messages than its offsets: a
+ * transactional producer's commit and abort markers take offsets that no
+ * consumer is given, and so do the messages of aborted transactions and
+ * those compaction removed since.  So a partition is done when a message
+ * at or past the last offset of its range arrives, or when it is at its
+ * end, not when as many messages as offsets have come.  Its position is
+ * then its target, as the first run left it.
  */
 static int
 kafka_replay(SourceReader *rd, const SourcePosition *targets, SourceRow **rows)
 {
 	KafkaReader *kr = KR(rd);
 	int64		needed = 0;
+	int			ndone = 0;
+	bool	   *done = palloc(sizeof(bool) * rd->nparts);
 	int			n = 0;
 	SourceRow  *acc;
 	TimestampTz deadline = GetCurrentTimestamp() + 60 * USECS_PER_SEC;
 
 	for (int i = 0; i < rd->nparts; i++)
+	{
 		needed += Max(0, targets[i].offset - rd->parts[i].next.offset);
+		done[i] = rd->parts[i].next.offset >= targets[i].offset;
+		ndone += done[i];
+	}
 	acc = palloc(sizeof(SourceRow) * Max(needed, 1));
-	while (n < needed)
+	while (ndone < rd->nparts)
 	{
 		KafkaMessage *m;
 		int			got = kafka_fetch(kr->consumer, rd->source->max_records_per_batch, 1000,
@@ -538,8 +570,15 @@ kafka_replay(SourceReader *rd, const SourcePosition *targets, SourceRow **rows)
 			if (idx < 0 || m[j].offset >= targets[idx].offset)
 			{
 				kr->assigned = false;	/* the consumer went past the batch */
+				if (idx >= 0 && !done[idx])
+				{
+					done[idx] = true;
+					ndone++;
+				}
 				continue;
 			}
+			if (done[idx])
+				continue;		/* (not reached: offsets only grow) */
 			message_row(rd, &m[j], row);
 			copy = palloc(Max(m[j].len, 1));
 			if (m[j].len > 0)
@@ -559,16 +598,32 @@ kafka_replay(SourceReader *rd, const SourcePosition *targets, SourceRow **rows)
 			rd->parts[idx].next.offset = m[j].offset + 1;
 			kr->consumer_next[idx] = m[j].offset + 1;
 			n++;
+			if (m[j].offset + 1 >= targets[idx].offset)
+			{
+				done[idx] = true;
+				ndone++;
+			}
 		}
-		if (n < needed && GetCurrentTimestamp() > deadline)
+		/* the rest of a range at a partition's end is offsets without messages */
+		for (int i = 0; i < rd->nparts; i++)
+			if (!done[i] && kafka_partition_at_eof(kr->consumer, rd->parts[i].partition))
+			{
+				done[i] = true;
+				ndone++;
+			}
+		if (ndone < rd->nparts && GetCurrentTimestamp() > deadline)
 			ereport(ERROR,
 					(errcode(ERRCODE_CONNECTION_FAILURE),
 					 errmsg("could not re-read the messages of query \"%s\" needed to recover its state",
 							rd->query->name),
-					 errdetail("Read %d of " INT64_FORMAT " messages in 60 seconds.", n, needed),
+					 errdetail("Read %d messages in 60 seconds, and %d of %d partitions are not done.",
+							   n, rd->nparts - ndone, rd->nparts),
 					 kafka_last_error(kr->consumer) ?
 					 errhint("Last error from the source: %s", kafka_last_error(kr->consumer)) : 0));
 	}
+	for (int i = 0; i < rd->nparts; i++)
+		rd->parts[i].next.offset = Max(rd->parts[i].next.offset, targets[i].offset);
+	pfree(done);
 	*rows = acc;
 	return n;
 }

@@ -37,6 +37,7 @@ use Carp;
 use Exporter 'import';
 use File::Basename qw(dirname);
 use File::Spec;
+use IO::Socket::INET;
 use IPC::Run;
 use JSON::PP;
 use POSIX ();
@@ -1078,6 +1079,86 @@ sub produce_props
 {
 	my ($self, $topic, $messages, $props, %opts) = @_;
 	return $self->produce($topic, $messages, %opts, props => $props);
+}
+
+=pod
+
+$broker->commit_marker(TOPIC, PARTITION): appends a transaction's commit
+marker to a partition, as a broker writes one when a transactional
+producer commits: a control record that takes an offset and that no
+consumer is given, so the partition's offsets have a gap there.  The
+mock (librdkafka 2.0.2) never writes one itself, and a producer cannot,
+so this speaks Kafka's Produce request (version 3) to the partition's
+leader, broker 1, with a record batch of its own (format v2: the control
+and transactional attributes, one record whose key is the marker's
+version and type, COMMIT).  One test: passes if the broker took it.
+
+=cut
+
+# CRC-32C (Castagnoli), which a record batch carries over its bytes after the CRC
+my @crc32c_table;
+sub _crc32c
+{
+	my ($bytes) = @_;
+	if (!@crc32c_table)
+	{
+		for my $i (0 .. 255)
+		{
+			my $c = $i;
+			$c = ($c & 1) ? (($c >> 1) ^ 0x82F63B78) : ($c >> 1) for 1 .. 8;
+			push @crc32c_table, $c;
+		}
+	}
+	my $crc = 0xFFFFFFFF;
+	$crc = $crc32c_table[ ($crc ^ $_) & 0xFF ] ^ ($crc >> 8) for unpack('C*', $bytes);
+	return $crc ^ 0xFFFFFFFF;
+}
+
+sub commit_marker
+{
+	my ($self, $topic, $partition) = @_;
+	my ($host, $port) = (split /,/, $self->{bootstrap})[0] =~ /^(.*):(\d+)$/
+	  or croak "bad bootstrap $self->{bootstrap}";
+	my $now = int(Time::HiRes::time() * 1000);
+
+	# the record: its attributes, timestamp and offset deltas (varints, 0),
+	# key (version 0, type 1: COMMIT), value (version 0, coordinator epoch 0), no headers
+	my $key    = pack('s>s>', 0, 1);
+	my $value  = pack('s>l>', 0, 0);
+	my $record = pack('CCC', 0, 0, 0) . pack('C', 2 * length $key) . $key
+	  . pack('C', 2 * length $value) . $value . pack('C', 0);
+	$record = pack('C', 2 * length $record) . $record;
+
+	# the batch after its CRC: attributes (transactional | control), last
+	# offset delta, first and last timestamps, producer id and epoch, base
+	# sequence, one record
+	my $after_crc = pack('s>l>q>q>q>s>l>l>', 0x30, 0, $now, $now, 1, 0, -1, 1) . $record;
+	my $after_length = pack('l>CL>', 0, 2, _crc32c($after_crc)) . $after_crc;
+	my $batch = pack('q>l>', 0, length $after_length) . $after_length;
+
+	my $body = pack('s>s>l>', -1, -1, 10_000)    # no transactional id, acks all, timeout
+	  . pack('l>', 1) . pack('s>/a*', $topic)
+	  . pack('l>', 1) . pack('l>', $partition) . pack('l>/a*', $batch);
+	my $request = pack('s>s>l>', 0, 3, 1) . pack('s>/a*', 'streamwin-test') . $body;
+
+	my $sock = IO::Socket::INET->new(PeerAddr => $host, PeerPort => $port, Proto => 'tcp', Timeout => 10)
+	  or croak "could not connect to $host:$port: $!";
+	print $sock pack('l>/a*', $request);
+	my $got = '';
+	my $size;
+	while (!defined $size || length $got < $size + 4)
+	{
+		my $n = sysread($sock, $got, 65536, length $got);
+		croak "the broker closed the connection" unless $n;
+		$size = unpack('l>', $got) if !defined $size && length $got >= 4;
+	}
+	close $sock;
+
+	# correlation id, topics (1), name, partitions (1), index, error code, base offset
+	my (undef, undef, undef, undef, $p, $err, $offset) = unpack('l>l>s>/a*l>l>s>q>', substr($got, 4));
+	ok($p == $partition && $err == 0, "commit marker at offset $offset of $topic [$partition]")
+	  or diag("Produce response: partition $p, error $err");
+	return $offset;
 }
 
 1;
