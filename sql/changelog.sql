@@ -600,6 +600,43 @@ SELECT streamwin.drop_query('tag_sets');
 SELECT streamwin.drop_source('tagged_changes');
 DROP TABLE tagged CASCADE;
 
+-- A table source's columns keep the table's collations, and a DISTINCT
+-- aggregate runs over the values left in its own collation: here ICU's
+-- root locale, where 'B' follows 'a' (in the database's, C, it
+-- comes first); an interval's sum is exact past 2^53 microseconds (a
+-- retraction negates its value); and count(DISTINCT) over an array is
+-- refused, as over an append-only source.
+CREATE TABLE labels (id int PRIMARY KEY, g int, s text COLLATE "und-x-icu", span interval);
+ALTER TABLE labels REPLICA IDENTITY FULL;
+SELECT streamwin.create_table_source('label_changes', 'labels', '{"changes": "all"}');
+SELECT attname, attcollation::regcollation FROM pg_attribute
+WHERE attrelid = 'label_changes'::regclass AND attnum > 0 ORDER BY attnum;
+SELECT streamwin.create_query('label_tops', $$
+  SELECT g, max(DISTINCT s) AS top, min(DISTINCT s COLLATE "C") AS first_c, count(DISTINCT s) AS n,
+         sum(span) AS spans FROM label_changes GROUP BY g$$,
+  output_mode => 'update', start => false);
+CREATE VIEW label_diffs AS
+  SELECT count(*) AS diffs FROM (
+    (SELECT g, top, first_c, n, spans FROM label_tops
+     EXCEPT SELECT g, max(DISTINCT s), min(DISTINCT s COLLATE "C"), count(DISTINCT s), sum(span) FROM labels GROUP BY g)
+    UNION ALL
+    (SELECT g, max(DISTINCT s), min(DISTINCT s COLLATE "C"), count(DISTINCT s), sum(span) FROM labels GROUP BY g
+     EXCEPT SELECT g, top, first_c, n, spans FROM label_tops)) d;
+INSERT INTO labels VALUES (1, 1, 'a', '2600000 hours 0.000001 seconds'), (2, 1, 'B', '1 second'),
+                          (3, 2, 'b', '-2600000 hours'), (4, 2, 'A', '0.000003 seconds'), (5, 2, 'c', NULL);
+SELECT (streamwin.run_batch('label_tops')->>'input_rows')::int AS input_rows;
+SELECT * FROM label_diffs;
+SELECT g, top, first_c, n, spans FROM label_tops ORDER BY g;
+UPDATE labels SET s = 'C', span = span - '0.000002 seconds' WHERE id IN (1, 5);
+DELETE FROM labels WHERE id = 3;
+SELECT (streamwin.run_batch('label_tops')->>'input_rows')::int AS input_rows;
+SELECT * FROM label_diffs;
+SELECT g, top, first_c, n, spans FROM label_tops ORDER BY g;
+SELECT streamwin.create_query('label_sets', $$SELECT g, count(DISTINCT ARRAY[s]) FROM label_changes GROUP BY g$$);
+SELECT streamwin.drop_query('label_tops');
+SELECT streamwin.drop_source('label_changes');
+DROP TABLE labels CASCADE;
+
 -- Large counted sets (a thousand values in a group, 8 kB): in line
 -- compressed in the state table where lz4 is there, read back when a new
 -- backend loads the store from it, and merged on from there.

@@ -28,6 +28,15 @@ SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int', options =>
 SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int', options => '{"timezone": 9}');
 SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int', options => '{"timezone": ""}');
 
+-- A column's COLLATE clause is the view's: a query over the source orders
+-- and compares its text as the column says.
+SELECT streamwin.create_kafka_source('lines_c', :'brokers', 'regress_lines',
+    'id int, region text COLLATE "C", city text COLLATE "und-x-icu", at timestamptz', format => 'csv');
+SELECT attname, attcollation::regcollation FROM pg_attribute
+WHERE attrelid = 'lines_c'::regclass AND attnum > 0 ORDER BY attnum;
+SELECT streamwin.drop_source('lines_c');
+SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int COLLATE "C"');
+
 -- mistakes are refused with a hint
 SELECT streamwin.create_kafka_source('orders', :'brokers', 'x', 'a int');
 SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int', format => 'avro');

@@ -16,6 +16,7 @@
 #include "postgres.h"
 
 #include "catalog/pg_aggregate.h"
+#include "catalog/pg_collation.h"
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
@@ -30,6 +31,7 @@
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
+#include "utils/ruleutils.h"
 #include "utils/regproc.h"
 
 #include "aggregate_state.h"
@@ -379,7 +381,8 @@ changelog_signed_value(Compiled *c, Expr *x)
 		case NUMERICOID:
 			return changelog_negated_if_retracted(c, x);
 		case INTERVALOID:
-			return changelog_op("*", x, changelog_cast(change, FLOAT8OID));
+			/* negated, not multiplied by -1.0: a float8 product rounds past 2^53 us */
+			return changelog_negated_if_retracted(c, x);
 		case MONEYOID:
 			return changelog_op("*", x, change);
 	}
@@ -525,8 +528,23 @@ compile_changelog_aggregate(Compiled *c, AggCol *col, Aggref *a, const char *fna
 
 		if (list_length(a->args) != 1)
 			changelog_refuse(c, fname, "Only DISTINCT aggregates of one argument keep their values batch by batch.");
+		if (type_is_array(xtype) || !OidIsValid(get_array_type(xtype)))
+			refuse(psprintf("%s(DISTINCT ...) over type %s is not supported over changelog source \"%s\"",
+							fname, format_type_be(xtype), c->source->name),
+				   "The values left are read as an array, which cannot hold arrays of different sizes.",
+				   "Apply DISTINCT to a scalar form of the value, such as its text (value::text).");
 		set = changelog_set(c, a, col->name, "set", x, f);
-		values = psprintf("streamwin.change_set_values(%s, NULL::%s)", set, type);
+
+		/*
+		 * The values come out in the aggregate's collation, in which the
+		 * set is ordered, for the aggregate to run over as over its rows
+		 * (max(DISTINCT s COLLATE "C")).
+		 */
+		values = psprintf("streamwin.change_set_values(%s, NULL::%s%s%s)", set, type,
+						  OidIsValid(a->inputcollid) && a->inputcollid != DEFAULT_COLLATION_OID ?
+						  " COLLATE " : "",
+						  OidIsValid(a->inputcollid) && a->inputcollid != DEFAULT_COLLATION_OID ?
+						  generate_collation_name(a->inputcollid) : "");
 		if (a->aggfnoid == F_COUNT_ANY)
 			col->final_sql = psprintf("pg_catalog.cardinality(%s)", values);
 		else

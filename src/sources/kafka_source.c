@@ -1001,6 +1001,22 @@ notice_folded_name(const char *sql, ColumnDef *col)
 					 len, written)));
 }
 
+/* A column's COLLATE clause, as CREATE TABLE takes it; InvalidOid: none */
+static Oid
+column_collation(ColumnDef *col, Oid typid)
+{
+	Oid			collation;
+
+	if (col->collClause == NULL)
+		return InvalidOid;
+	collation = LookupCollation(NULL, col->collClause->collname, col->collClause->location);
+	if (!type_is_collatable(typid))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("collations are not supported by type %s", format_type_be(typid))));
+	return collation;
+}
+
 /*
  * Parse a column definition list ("a bigint, b text") with PostgreSQL's own
  * grammar, by parsing it as the body of a CREATE TABLE.  Everything but
@@ -1009,7 +1025,8 @@ notice_folded_name(const char *sql, ColumnDef *col)
  * the user's text.
  */
 static List *
-parse_column_list(const char *columns, bool names_are_keys, List **typmods_out, List **names_out)
+parse_column_list(const char *columns, bool names_are_keys, List **typmods_out,
+				  List **collations_out, List **names_out)
 {
 	StringInfoData sql;
 	List	   *raw;
@@ -1070,6 +1087,7 @@ parse_column_list(const char *columns, bool names_are_keys, List **typmods_out, 
 			notice_folded_name(sql.data, col);
 		types = lappend_oid(types, typid);
 		*typmods_out = lappend_int(*typmods_out, typmod);
+		*collations_out = lappend_oid(*collations_out, column_collation(col, typid));
 		*names_out = lappend(*names_out, makeString(col->colname));
 	}
 	return types;
@@ -1099,6 +1117,7 @@ streamwin_create_kafka_source(PG_FUNCTION_ARGS)
 	SourceFormat format;
 	List	   *types;
 	List	   *typmods = NIL;
+	List	   *collations = NIL;
 	List	   *names = NIL;
 	Oid			relid;
 	KafkaOptions *ko;
@@ -1126,13 +1145,13 @@ streamwin_create_kafka_source(PG_FUNCTION_ARGS)
 				 errmsg("topic must not be empty")));
 	format = source_format_from_name(format_name);
 	ko = source_options_validate(options, format);
-	types = parse_column_list(columns, format == SOURCE_FORMAT_JSON, &typmods, &names);
+	types = parse_column_list(columns, format == SOURCE_FORMAT_JSON, &typmods, &collations, &names);
 
 	SPI_connect();
 	source_check_new_name(name);
 	relid = source_register(name, "kafka", brokers, topic, InvalidOid, NULL,
-							source_format_name(format), columns, options, types, typmods, names,
-							ko->envelope != ENVELOPE_APPEND);
+							source_format_name(format), columns, options, types, typmods, collations,
+							names, ko->envelope != ENVELOPE_APPEND);
 	{
 		SourceInfo	parsed;
 		TupleDesc	desc = source_tupdesc(relid);

@@ -31,6 +31,7 @@
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
+#include "utils/ruleutils.h"
 #include "utils/rel.h"
 #include "utils/regproc.h"
 #include "utils/varlena.h"
@@ -184,13 +185,15 @@ source_metadata_map(const SourceInfo *src, TupleDesc desc)
 Oid
 source_register(const char *name, const char *kind, const char *brokers, const char *topic,
 				Oid table, const char *slot_name, const char *format, const char *columns,
-				Jsonb *options, List *types, List *typmods, List *names, bool changelog)
+				Jsonb *options, List *types, List *typmods, List *collations, List *names,
+				bool changelog)
 {
 	StringInfoData sql;
 	int32		source_id;
 	Oid			relid;
 	ListCell   *lt,
 			   *lm,
+			   *lc,
 			   *ln;
 	bool		first = true;
 	SourceInfo	parsed;
@@ -221,11 +224,16 @@ source_register(const char *name, const char *kind, const char *brokers, const c
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "CREATE VIEW %s AS SELECT * FROM streamwin.source_rows(%d) AS s(",
 					 quote_name_text(name), source_id);
-	forthree(lt, types, lm, typmods, ln, names)
+	forfour(lt, types, lm, typmods, lc, collations, ln, names)
 	{
+		Oid			collation = lfirst_oid(lc);
+
 		appendStringInfo(&sql, "%s%s %s", first ? "" : ", ",
 						 quote_identifier(strVal(lfirst(ln))),
 						 format_type_with_typemod(lfirst_oid(lt), lfirst_int(lm)));
+		/* a query over the source orders and compares as over the table */
+		if (OidIsValid(collation) && collation != get_typcollation(lfirst_oid(lt)))
+			appendStringInfo(&sql, " COLLATE %s", generate_collation_name(collation));
 		first = false;
 	}
 	if (changelog)

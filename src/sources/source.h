@@ -339,14 +339,16 @@ extern bool source_keys_are_avro(const SourceInfo *src);
  * source_register
  *		Record a new source in the catalog under its canonical name
  *		(catalog_new_name) and create its view, in the caller's current
- *		schema unless the name has one, with columns names/types/typmods (Lists),
- *		and for a changelog source (changelog) CHANGE_COLUMN after them;
- *		returns the view's oid.  For create_<kind>_source.  Inside SPI.
+ *		schema unless the name has one, with columns names/types/typmods/
+ *		collations (Lists; a collation InvalidOid: the type's), and for a
+ *		changelog source (changelog) CHANGE_COLUMN after them; returns the
+ *		view's oid.  For create_<kind>_source.  Inside SPI.
  */
 extern Oid	source_register(const char *name, const char *kind, const char *brokers,
 							const char *topic, Oid table, const char *slot_name,
 							const char *format, const char *columns, Jsonb *options,
-							List *types, List *typmods, List *names, bool changelog);
+							List *types, List *typmods, List *collations, List *names,
+							bool changelog);
 extern void source_check_new_name(const char *name);
 
 /*

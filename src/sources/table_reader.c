@@ -27,6 +27,7 @@
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
+#include "utils/ruleutils.h"
 #include "utils/pg_lsn.h"
 #include "utils/rel.h"
 #include "utils/relcache.h"
@@ -679,6 +680,7 @@ streamwin_create_table_source(PG_FUNCTION_ARGS)
 	TupleDesc	desc;
 	List	   *types = NIL;
 	List	   *typmods = NIL;
+	List	   *collations = NIL;
 	List	   *names = NIL;
 	StringInfoData columns;
 	StringInfoData attnums;
@@ -723,14 +725,19 @@ streamwin_create_table_source(PG_FUNCTION_ARGS)
 			continue;
 		types = lappend_oid(types, att->atttypid);
 		typmods = lappend_int(typmods, att->atttypmod);
+		collations = lappend_oid(collations, att->attcollation);
 		names = lappend(names, makeString(pstrdup(NameStr(att->attname))));
 		appendStringInfo(&columns, "%s%s %s", columns.len ? ", " : "",
 						 quote_identifier(NameStr(att->attname)),
 						 format_type_with_typemod(att->atttypid, att->atttypmod));
+		if (OidIsValid(att->attcollation) && att->attcollation != get_typcollation(att->atttypid))
+			appendStringInfo(&columns, " COLLATE %s", generate_collation_name(att->attcollation));
 		appendStringInfo(&attnums, "%s%d", attnums.len ? ", " : "", att->attnum);
 	}
 	relation_close(rel, AccessShareLock);
 	add_table_metadata_columns(&tmp, &columns, &types, &typmods, &names);
+	while (list_length(collations) < list_length(types))
+		collations = lappend_oid(collations, InvalidOid);
 	if (types == NIL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_TABLE_DEFINITION),
@@ -747,7 +754,7 @@ streamwin_create_table_source(PG_FUNCTION_ARGS)
 	/* before anything is written: PostgreSQL requires it of slot creation */
 	slot = source_slot_new(name, false);
 	source_register(name, "table", NULL, NULL, table, slot, "row", columns.data, options,
-					types, typmods, names, changelog);
+					types, typmods, collations, names, changelog);
 	SPI_finish();
 	PG_RETURN_VOID();
 }
