@@ -28,7 +28,7 @@
  * The extension version whose catalog this library reads and writes
  * (streamwin.control's default_version; see check_catalog_version).
  */
-#define STREAMWIN_CATALOG_VERSION "0.8"
+#define STREAMWIN_CATALOG_VERSION "0.9"
 
 typedef enum OutputMode
 {
@@ -81,6 +81,9 @@ typedef struct QuerySourceInfo
 {
 	int32		source_id;
 	XLogRecPtr	start_lsn;		/* table sources: where the query starts */
+	TransactionId snapshot_xid; /* the transaction that set start_lsn: a
+								 * changelog's start rows are its messages;
+								 * invalid for a query started before 0.9 */
 	char	   *event_time_expr;	/* nodeToString() of this source's event
 									 * time, or NULL */
 	Oid			join_table;		/* a join: this side's rows that can still

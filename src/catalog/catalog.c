@@ -32,6 +32,7 @@
 #include "utils/memutils.h"
 #include "utils/syscache.h"
 #include "utils/varlena.h"
+#include "utils/xid8.h"
 #include "access/table.h"
 #include "access/genam.h"
 
@@ -277,7 +278,7 @@ query_sources_read(QueryInfo *q, Jsonb *plan)
 	MemoryContext caller = CurrentMemoryContext;
 
 	SPI_connect();
-	catalog_exec("SELECT source_index, source_id, start_lsn, join_table, join_checkpoint "
+	catalog_exec("SELECT source_index, source_id, start_lsn, join_table, join_checkpoint, snapshot_xid "
 				 "FROM streamwin.query_sources WHERE query_id = $1 ORDER BY source_index",
 				 1, types, args, NULL, 0);
 	if (SPI_processed < 1 || SPI_processed > QUERY_MAX_SOURCES)
@@ -301,6 +302,9 @@ query_sources_read(QueryInfo *q, Jsonb *plan)
 		qs->join_table = isnull ? InvalidOid : DatumGetObjectId(d);
 		d = spi_datum(tup, desc, 5, &isnull);
 		qs->join_checkpoint = isnull ? InvalidOid : DatumGetObjectId(d);
+		d = spi_datum(tup, desc, 6, &isnull);
+		qs->snapshot_xid = isnull ? InvalidTransactionId :
+			XidFromFullTransactionId(DatumGetFullTransactionId(d));
 	}
 	SPI_finish();
 	MemoryContextSwitchTo(caller);
@@ -896,7 +900,9 @@ catalog_set_query_start(int32 query_id, int source_index, XLogRecPtr start_lsn)
 	Oid			types[2] = {INT8OID, INT4OID};
 	Datum		args[2] = {Int64GetDatum((int64) start_lsn), Int32GetDatum(source_index)};
 
-	query_update("UPDATE streamwin.query_sources SET start_lsn = $2 "
+	/* this transaction writes a changelog's start rows: see query_sources */
+	query_update("UPDATE streamwin.query_sources SET start_lsn = $2, "
+				 "snapshot_xid = pg_catalog.pg_current_xact_id() "
 				 "WHERE query_id = $1 AND source_index = $3",
 				 query_id, 2, types, args, NULL);
 }
@@ -1067,8 +1073,10 @@ catalog_insert_query_source(int32 query_id, int source_index, int32 source_id, b
 		OidIsValid(join_table) ? ' ' : 'n', OidIsValid(join_table) ? ' ' : 'n'};
 
 	SPI_connect();
+	/* this transaction writes a changelog's start rows: see query_sources */
 	catalog_exec("INSERT INTO streamwin.query_sources (query_id, source_index, source_id, "
-				 "start_lsn, join_table, join_checkpoint) VALUES ($1, $2, $3, $4, $5, $6)",
+				 "start_lsn, join_table, join_checkpoint, snapshot_xid) "
+				 "VALUES ($1, $2, $3, $4, $5, $6, CASE WHEN $4 IS NOT NULL THEN pg_catalog.pg_current_xact_id() END)",
 				 6, types, args, nulls, 0);
 	SPI_finish();
 }

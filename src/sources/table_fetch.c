@@ -305,7 +305,8 @@ decode_pass(const char *slot_name, TablePosition start, FetchState *st,
 							LSN_FORMAT_ARGS(start_lsn)),
 					 errdetail("Its replication slot \"%s\" starts at %X/%X.", slot_name,
 							   LSN_FORMAT_ARGS(MyReplicationSlot->data.confirmed_flush)),
-					 errhint("Start the query over with streamwin.reset_query(name, 'earliest').")));
+					 errhint("Start the query over with streamwin.reset_query(name, 'earliest'). "
+							 "A slot moves past what its queries read only by pg_replication_slot_advance() or a slot of that name made anew.")));
 		if (!reuse)
 		{
 			/* in memory of its own: the context may outlive this fetch */
@@ -436,8 +437,8 @@ spool_at(const char *slot_name, Oid table, int32 query_id, TablePosition at)
 }
 
 void
-table_fetch(const char *slot_name, Oid table, int32 query_id, TupleDesc desc,
-			int nmetadata, const AttrNumber *attnums, int nattnums, TablePosition start,
+table_fetch(const char *slot_name, Oid table, int32 query_id, TransactionId snapshot_xid,
+			TupleDesc desc, int nmetadata, const AttrNumber *attnums, int nattnums, TablePosition start,
 			const TablePosition *upto, int max_records,
 			XLogRecPtr confirm_upto, bool may_keep, TableFetch *out)
 {
@@ -448,6 +449,7 @@ table_fetch(const char *slot_name, Oid table, int32 query_id, TupleDesc desc,
 	memset(&st, 0, sizeof(st));
 	st.table = table;
 	st.query_id = query_id;
+	st.snapshot_xid = snapshot_xid;
 	st.desc = desc;
 	st.start = start;
 	st.upto = upto;

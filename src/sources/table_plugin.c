@@ -617,8 +617,10 @@ plugin_change(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, Relation rel,
  * TRUNCATE of a changelog source's table: its rows leave without a row
  * each to retract, so no query of the source can stay exact past it.  The
  * batch that reaches it fails, saying so, and so does every later one
- * until the queries are reset past it.  A batch already full stops before
- * it instead, so that the rows before the TRUNCATE are delivered.
+ * until the queries are reset past it.  A batch that was putting the rest
+ * of the TRUNCATE's transaction into the spool (it is full) stops before
+ * it instead, so that the rows before the TRUNCATE are delivered; one
+ * that fills up in that transaction without spooling fails the same way.
  */
 static void
 truncate_changelog(FetchState *st, ReorderBufferTXN *txn, int nrelations, Relation relations[])
@@ -733,6 +735,9 @@ plugin_message(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, XLogRecPtr me
 
 	if (st == NULL || st->change_attno == 0 || !transactional ||
 		strcmp(prefix, TABLE_SNAPSHOT_PREFIX) != 0)
+		return;
+	/* any role may write such a message: the query's are its start's transaction's */
+	if (TransactionIdIsValid(st->snapshot_xid) && txn->xid != st->snapshot_xid)
 		return;
 	if (snapshot_row(message, message_size, st->query_id, &tuple))
 		deliver_row(st, txn, NULL, &tuple, NULL, CHANGE_INSERT);

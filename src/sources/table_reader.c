@@ -303,8 +303,9 @@ table_fetch_rows(SourceReader *rd, int timeout_ms, int linger_ms, SourceRow **ro
 	{
 		/* a query whose creation has not committed may need the slot as is */
 		table_catalog_now(rd, may_confirm ? &retained : NULL);
-		table_fetch(rd->source->slot_name, rd->source->source_table, rd->query->query_id, rd->desc,
-					rd->source->nmetadata, tr->attnums, tr->nattnums, table_position(&p->next), NULL,
+		table_fetch(rd->source->slot_name, rd->source->source_table, rd->query->query_id,
+					rd->qsource->snapshot_xid, rd->desc, rd->source->nmetadata, tr->attnums,
+					tr->nattnums, table_position(&p->next), NULL,
 					rd->source->max_records_per_batch,
 					retained, rd->fetch_again || rd->in_worker, &f);
 	}
@@ -335,9 +336,9 @@ table_replay(SourceReader *rd, const SourcePosition *targets, SourceRow **rows)
 	TableFetch	f;
 
 	table_catalog_now(rd, NULL);
-	table_fetch(rd->source->slot_name, rd->source->source_table, rd->query->query_id, rd->desc,
-				rd->source->nmetadata, TR(rd)->attnums, TR(rd)->nattnums, table_position(&p->next),
-				&upto, 0, InvalidXLogRecPtr, false, &f);
+	table_fetch(rd->source->slot_name, rd->source->source_table, rd->query->query_id,
+				rd->qsource->snapshot_xid, rd->desc, rd->source->nmetadata, TR(rd)->attnums,
+				TR(rd)->nattnums, table_position(&p->next), &upto, 0, InvalidXLogRecPtr, false, &f);
 	p->next.offset = (int64) f.end.lsn;
 	p->next.index = f.end.index;
 	*rows = f.rows;
@@ -476,6 +477,7 @@ table_reset(SourceReader *rd, const char *start, Jsonb *explicit)
 
 	catalog_set_query_start(rd->query->query_id, rd->source_index, lsn);
 	rd->qsource->start_lsn = lsn;
+	rd->qsource->snapshot_xid = GetTopTransactionId();
 }
 
 /*

@@ -151,6 +151,11 @@ extern XLogRecPtr source_slot_confirmed(const char *slot_name);
  * in that transaction, and timestamp the commit time.  Everything is
  * allocated in CurrentMemoryContext.
  *
+ * A changelog query's start rows (table_snapshot.c) are the logical
+ * messages for query_id of transaction snapshot_xid, which set its start
+ * (InvalidTransactionId: of any transaction, for a query started before
+ * catalog 0.9); any role may write a message of that tag.
+ *
  * confirm_upto: the slot may be confirmed up to there (InvalidXLogRecPtr:
  * leave it); never moves the slot backwards.
  *
@@ -160,8 +165,8 @@ extern XLogRecPtr source_slot_confirmed(const char *slot_name);
  * fetch that fills up inside a transaction may keep the rest of that
  * transaction's rows for the next one (see Spool in table_source_int.h).
  */
-extern void table_fetch(const char *slot_name, Oid table, int32 query_id, TupleDesc desc,
-						int nmetadata, const AttrNumber *attnums, int nattnums,
+extern void table_fetch(const char *slot_name, Oid table, int32 query_id,
+						TransactionId snapshot_xid, TupleDesc desc, int nmetadata, const AttrNumber *attnums, int nattnums,
 						TablePosition start, const TablePosition *upto,
 						int max_records, XLogRecPtr confirm_upto,
 						bool may_keep, TableFetch *out);

@@ -26,8 +26,11 @@
  * them as the decoding context's output_plugin_private (decoding runs
  * synchronously on this backend's stack).  A walsender or
  * pg_logical_slot_get_changes() on a streamwin slot is refused (while no
- * fetch decodes, decoding_for_fetch is false), so the slot's position
- * cannot be moved behind streamwin's back.
+ * fetch decodes, decoding_for_fetch is false), so reading the slot cannot
+ * move its position behind streamwin's back.  pg_replication_slot_advance()
+ * loads no output plugin and can (a role with REPLICATION may run it): the
+ * next fetch then finds the changes it needs gone, and says so
+ * (ERRCODE_TABLE_POSITION_LOST).
  *
  * The files call one another one way: table_fetch.c calls down into
  * table_plugin.c (the callbacks it hands the decoding, the spool) and
@@ -55,6 +58,7 @@ typedef struct FetchState
 {
 	Oid			table;
 	int32		query_id;		/* whose snapshot rows to deliver */
+	TransactionId snapshot_xid; /* the transaction that wrote them, if known */
 	TupleDesc	desc;			/* the source's row type */
 	TablePosition start;
 	const TablePosition *upto;

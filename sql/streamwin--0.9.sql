@@ -1,4 +1,4 @@
-/* streamwin 0.8: catalog, observability views and the SQL interface.
+/* streamwin 0.9: catalog, observability views and the SQL interface.
  *
  * Everything is schema-qualified: the extension lives in schema streamwin
  * (relocatable = false).  Catalog tables are written only by streamwin's C
@@ -76,9 +76,12 @@ CREATE TABLE streamwin.query_catalog (
 
 -- The sources a query reads, numbered from 0 in the order its FROM clause
 -- names them: one, or the two sides of a stream-stream join.  start_lsn: for
--- a table source, the LSN the query starts from when it has no offsets.  A
--- join keeps each side's rows that can still match in join_table (UNLOGGED),
--- copied at checkpoints into join_checkpoint.
+-- a table source, the LSN the query starts from when it has no offsets, and
+-- snapshot_xid the transaction that set it: over a changelog, the one whose
+-- logical messages are the table's rows at the start (no other
+-- transaction's messages are taken for them).  A join keeps each side's
+-- rows that can still match in join_table (UNLOGGED), copied at
+-- checkpoints into join_checkpoint.
 CREATE TABLE streamwin.query_sources (
 	query_id	integer NOT NULL REFERENCES streamwin.query_catalog ON DELETE CASCADE,
 	source_index integer NOT NULL,
@@ -86,6 +89,7 @@ CREATE TABLE streamwin.query_sources (
 	start_lsn	bigint,
 	join_table	regclass,
 	join_checkpoint regclass,
+	snapshot_xid xid8,
 	PRIMARY KEY (query_id, source_index)
 );
 CREATE INDEX ON streamwin.query_sources (source_id);
@@ -714,6 +718,38 @@ WHERE pg_catalog.pg_has_role(q.owner, 'USAGE');
 
 GRANT SELECT ON streamwin.sources, streamwin.queries, streamwin.progress,
 	streamwin.dead_letters, streamwin.late_rows TO PUBLIC;
+
+-- A changelog table source retracts each row as the WAL last gave it.  An
+-- ALTER TABLE that rewrites the table's rows (ALTER COLUMN ... TYPE, SET
+-- UNLOGGED) changes them with nothing in the WAL for the source to decode,
+-- and its queries would later retract values they never added: refused
+-- while the table has such a source.  Rewrites that leave the values be
+-- (a column added with a volatile default, another access method) go on.
+CREATE FUNCTION streamwin.refuse_changelog_rewrite() RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+	tab regclass := pg_catalog.pg_event_trigger_table_rewrite_oid();
+	names text;
+BEGIN
+	-- 1: its persistence changes, 4: a column's values are rewritten
+	IF pg_catalog.pg_event_trigger_table_rewrite_reason() & 5 = 0 THEN
+		RETURN;
+	END IF;
+	SELECT pg_catalog.string_agg(pg_catalog.quote_ident(name), ', ' ORDER BY name) INTO names
+	  FROM streamwin.source_catalog
+	 WHERE source_table = tab AND options->>'changes' = 'all';
+	IF names IS NOT NULL THEN
+		RAISE EXCEPTION 'table % cannot be rewritten while changelog source % reads it', tab, names
+			USING ERRCODE = 'object_in_use',
+				  DETAIL = 'This ALTER TABLE changes the table''s rows without writing the changes into the WAL, '
+						   'so the source''s queries would later retract values they never added.',
+				  HINT = 'Drop the source''s queries and the source, alter the table, then create them again: '
+						 'they start from the table''s rows as they are then.';
+	END IF;
+END
+$$;
+CREATE EVENT TRIGGER streamwin_changelog_rewrite ON table_rewrite
+	EXECUTE FUNCTION streamwin.refuse_changelog_rewrite();
 
 -- The schema holds the interface functions and views every role may use;
 -- the catalog tables above keep their own, narrower privileges.
