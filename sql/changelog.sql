@@ -569,14 +569,58 @@ SELECT streamwin.change_set_max('\x00000002020157531900000064000000010000001c000
 -- refused (the receive function's buffer ends in a NUL past the image; a
 -- read past it, as before, shows only under valgrind)
 SELECT streamwin.change_set_max('\x00000002020157531e0e000000000000010000001c000000020f000000016162'::bytea, NULL::tsvector);
--- Of equal values (numeric 1.5 and 1.50) a set keeps the image of the
--- first to come, in a batch and in a merge, as one value.
+-- Equal values that differ (numeric 1.5 and 1.50) are counted apart, in a
+-- batch and in a merge: a retraction takes back its own form, and the
+-- values of a DISTINCT aggregate hold each value once.
 SELECT streamwin.change_set_values(streamwin.change_set(x, 1::smallint), NULL::numeric)
 FROM (VALUES (1.50), (1.5), (1.500), (2), (2.0)) AS t(x);
+SELECT streamwin.change_set_min(m, NULL::numeric) AS lo, streamwin.change_set_max(m, NULL::numeric) AS hi,
+       streamwin.change_set_values(m, NULL::numeric) AS vals
+FROM (SELECT streamwin.change_set_merge(
+               (SELECT streamwin.change_set(x, 1::smallint) FROM (VALUES (1.5), (1.50), (2.0)) AS t(x)),
+               (SELECT streamwin.change_set(x, c::smallint) FROM (VALUES (1.5, -1), (2.0, -1), (2, 1)) AS t(x, c))) AS m) AS r;
 SELECT streamwin.change_set_values(s, NULL::numeric) AS batch,
        streamwin.change_set_values(streamwin.change_set_merge(s, (SELECT streamwin.change_set(x, 1::smallint)
                                                               FROM (VALUES (2.000), (0), (7)) AS t(x))), NULL::numeric) AS merged
 FROM (SELECT streamwin.change_set(round(g % 3, g % 4), 1::smallint) AS s FROM generate_series(1, 200) g) AS r;
+-- Through a query: each row's form changed to another of the same value
+-- (numeric scale, float8 0 to -0, an interval's days to hours, text under
+-- a case-insensitive collation), then rows deleted.  min, max and DISTINCT
+-- equal plain SQL, compared as text.
+CREATE COLLATION changelog_ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false);
+CREATE TABLE forms (id int PRIMARY KEY, g int, n numeric, f float8, i interval, t text COLLATE changelog_ci);
+ALTER TABLE forms REPLICA IDENTITY FULL;
+SELECT streamwin.create_table_source('form_changes', 'forms', '{"changes": "all"}');
+SELECT streamwin.create_query('form_sets', $$
+  SELECT g, min(n) AS n_lo, max(n) AS n_hi, min(f) AS f_lo, max(i) AS i_hi, min(t) AS t_lo,
+         count(DISTINCT n) AS n_distinct, count(DISTINCT t) AS t_distinct FROM form_changes GROUP BY g$$,
+  output_mode => 'update', start => false);
+CREATE VIEW form_diffs AS
+  SELECT count(*) AS diffs FROM (
+    (SELECT g, n_lo::text, n_hi::text, f_lo::text, i_hi::text, t_lo::text, n_distinct, t_distinct FROM form_sets
+     EXCEPT SELECT g, min(n)::text, max(n)::text, min(f)::text, max(i)::text, min(t)::text,
+                   count(DISTINCT n), count(DISTINCT t) FROM forms GROUP BY g)
+    UNION ALL
+    (SELECT g, min(n)::text, max(n)::text, min(f)::text, max(i)::text, min(t)::text,
+            count(DISTINCT n), count(DISTINCT t) FROM forms GROUP BY g
+     EXCEPT SELECT g, n_lo::text, n_hi::text, f_lo::text, i_hi::text, t_lo::text, n_distinct, t_distinct FROM form_sets)) d;
+INSERT INTO forms VALUES (1, 1, 1.0, 0, '1 day', 'abc'), (2, 1, 3.5, 2, '2 days', 'zz'),
+                         (3, 2, 7, 5, '3 days', 'Mid'), (4, 2, 9.9, 6, '1 day', 'mid');
+SELECT (streamwin.run_batch('form_sets')->>'input_rows')::int AS input_rows;
+SELECT * FROM form_diffs;
+UPDATE forms SET n = 1.00, f = '-0', i = '24 hours', t = 'ABC' WHERE id = 1;
+UPDATE forms SET n = 7.000, t = 'MID', i = '72 hours' WHERE id = 3;
+SELECT (streamwin.run_batch('form_sets')->>'input_rows')::int AS input_rows;
+SELECT * FROM form_diffs;
+SELECT g, n_lo, f_lo, i_hi, t_lo, n_distinct, t_distinct FROM form_sets ORDER BY g;
+DELETE FROM forms WHERE id = 4;
+UPDATE forms SET n = 9.90 WHERE id = 2;
+SELECT (streamwin.run_batch('form_sets')->>'input_rows')::int AS input_rows;
+SELECT * FROM form_diffs;
+SELECT streamwin.drop_query('form_sets');
+SELECT streamwin.drop_source('form_changes');
+DROP TABLE forms CASCADE;
+DROP COLLATION changelog_ci;
 
 -- min, max and DISTINCT over containers (arrays, jsonb): their values
 -- counted in their send format, exact through updates and deletes.

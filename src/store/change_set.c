@@ -12,7 +12,10 @@
  * only the count of each value can tell.  So such a partial is a change
  * set: each distinct non-NULL value with the number of rows that hold it,
  * ascending by the value type's default ordering in the aggregate's
- * collation, values whose count is 0 left out.
+ * collation, values whose count is 0 left out.  Values the type calls
+ * equal but that differ (numeric 1.5 and 1.50) are counted apart, each
+ * form by its image (image_order): a retraction takes back the form its
+ * row held.
  *
  *	streamwin.change_set(x anyelement, change smallint): the aggregate of a
  *		batch's rows (change: +1 added, -1 retracted) into a set;
@@ -178,7 +181,8 @@ typedef struct SetItem
 	Datum		value;
 	Datum		key;
 	int64		count;
-	int32		seq;			/* which came first, of equal values */
+	bytea	   *sent;			/* IMAGE_SENT: the value's image, made by
+								 * set_sort for its sort only */
 } SetItem;
 
 /*
@@ -316,9 +320,9 @@ compare_values(SetTypeInfo *t, Datum a, Datum b)
 
 /* An item of value (a copy of it, value_copy's) and count. */
 static inline void
-item_set(SetTypeInfo *t, SetItem *item, Datum value, int64 count, int32 seq)
+item_set(SetTypeInfo *t, SetItem *item, Datum value, int64 count)
 {
-	item->seq = seq;
+	item->sent = NULL;
 	item->value = value;
 	item->key = t->abbreviated ? t->abbrev.abbrev_converter(value, &t->abbrev) : value;
 	item->count = count;
@@ -398,6 +402,94 @@ value_copy(SetTypeInfo *t, Datum value)
 	if (t->typlen == -1)
 		return PointerGetDatum(pg_detoast_datum_copy((struct varlena *) DatumGetPointer(value)));
 	return datumCopy(value, t->typbyval, t->typlen);
+}
+
+/* --- equal values, told apart ---------------------------------------------- */
+
+/*
+ * Values the type calls equal may differ (numeric 1.5 and 1.50, float8 0
+ * and -0, text under a case-insensitive collation), and a retraction must
+ * take back the very one its row held: plain SQL over the rows left shows
+ * 1.50 once the 1.5 is gone.  So a set keeps each form apart, ordered by
+ * the value, then by its image's bytes (imageorder); min, max and
+ * DISTINCT read the forms of one value as that value.
+ *
+ * The bytes compared are an image's without its varlena header (which is
+ * short or long by the value's size alone), so that an item's value, with
+ * a 4-byte header, orders as the entry written from it.
+ */
+static inline int
+image_order(const char *a, Size alen, const char *b, Size blen)
+{
+	int			c = memcmp(a, b, Min(alen, blen));
+
+	if (c != 0)
+		return c;
+	return alen < blen ? -1 : alen > blen;
+}
+
+/* An entry's image bytes, as image_order reads them */
+static inline void
+entry_image_bytes(SetTypeInfo *t, const SetEntry *e, const char **p, Size *len)
+{
+	if (t->imglen == -1)
+	{
+		Size		hdr = VARATT_IS_1B(e->img) ? VARHDRSZ_SHORT : VARHDRSZ;
+
+		*p = e->img + hdr;
+		*len = e->img_len - hdr;
+	}
+	else
+	{
+		*p = e->img;
+		*len = e->img_len;
+	}
+}
+
+/* Two entries of equal values (compare_entries), in image order */
+static inline int
+compare_entry_images(SetTypeInfo *t, const SetEntry *a, const SetEntry *b)
+{
+	const char *pa;
+	const char *pb;
+	Size		la;
+	Size		lb;
+
+	entry_image_bytes(t, a, &pa, &la);
+	entry_image_bytes(t, b, &pb, &lb);
+	return image_order(pa, la, pb, lb);
+}
+
+/*
+ * Two items of equal values, in the order of the images set_build writes
+ * of them: a by-value value's typlen bytes as stored, a fixed-length one's
+ * bytes, a varlena's data (value_copy leaves it a 4-byte header), a
+ * cstring with its NUL, and for IMAGE_SENT the image set_sort made.
+ */
+static inline int
+compare_item_images(SetTypeInfo *t, const SetItem *a, const SetItem *b)
+{
+	if (t->kind == IMAGE_SENT)
+		return image_order(VARDATA(a->sent), VARSIZE(a->sent) - VARHDRSZ,
+						   VARDATA(b->sent), VARSIZE(b->sent) - VARHDRSZ);
+	if (t->imgbyval)
+	{
+		union
+		{
+			int64		i;
+			char		c[sizeof(Datum)];
+		}			x, y;
+
+		store_att_byval(x.c, a->value, t->imglen);
+		store_att_byval(y.c, b->value, t->imglen);
+		return memcmp(x.c, y.c, t->imglen);
+	}
+	if (t->imglen > 0)
+		return memcmp(DatumGetPointer(a->value), DatumGetPointer(b->value), t->imglen);
+	if (t->imglen == -1)
+		return image_order(VARDATA(DatumGetPointer(a->value)), VARSIZE(DatumGetPointer(a->value)) - VARHDRSZ,
+						   VARDATA(DatumGetPointer(b->value)), VARSIZE(DatumGetPointer(b->value)) - VARHDRSZ);
+	return strcmp(DatumGetCString(a->value), DatumGetCString(b->value));
 }
 
 /* --- reading version 2 ----------------------------------------------------- */
@@ -833,7 +925,7 @@ set_read_v1(FunctionCallInfo fcinfo, bytea *b, SetTypeInfo **type, int *n)
 		resetStringInfo(&item);
 		appendBinaryStringInfo(&item, pq_getmsgbytes(&buf, len), len);
 		v = ReceiveFunctionCall(&(*type)->recv, &item, (*type)->recv_ioparam, -1);
-		item_set(*type, &items[i], value_copy(*type, v), c, i);
+		item_set(*type, &items[i], value_copy(*type, v), c);
 	}
 	pq_getmsgend(&buf);
 	pfree(item.data);
@@ -932,11 +1024,7 @@ compare_item_values(SetTypeInfo *t, const SetItem *a, const SetItem *b)
 	return t->abbrev.abbrev_full_comparator(a->value, b->value, &t->abbrev);
 }
 
-/*
- * Equal values (numeric 1.5 and 1.50) in the order they came: the set
- * keeps the first one's image, as the sum of their counts, whatever order
- * the sort leaves the others in.
- */
+/* Items in a set's order: by value, equal values by their images */
 static inline int
 compare_items(const SetItem *a, const SetItem *b, SetTypeInfo *t)
 {
@@ -944,7 +1032,7 @@ compare_items(const SetItem *a, const SetItem *b, SetTypeInfo *t)
 
 	if (c != 0)
 		return c;
-	return a->seq < b->seq ? -1 : a->seq > b->seq;
+	return compare_item_images(t, a, b);
 }
 
 /*
@@ -961,8 +1049,11 @@ compare_items(const SetItem *a, const SetItem *b, SetTypeInfo *t)
 #include "lib/sort_template.h"
 
 /*
- * Sort the items and add up the counts of equal values, in place: the set
- * holds the same values with the same counts after as before.
+ * Sort the items and add up the counts of the same values (equal, and the
+ * same image), in place: the set holds the same values with the same
+ * counts after as before.  An IMAGE_SENT type's images are made for the
+ * sort, in CurrentMemoryContext (a later call sorts again, or finds the
+ * items sorted and needs none).
  */
 static void
 set_sort(ChangeSet *s)
@@ -971,14 +1062,19 @@ set_sort(ChangeSet *s)
 
 	if (s->sorted)
 		return;
+	if (s->type->kind == IMAGE_SENT)
+		for (int i = 0; i < s->n; i++)
+			s->items[i].sent = SendFunctionCall(&s->type->send, s->items[i].value);
 	sort_items(s->items, s->n, s->type);
 	for (int i = 0; i < s->n; i++)
 	{
-		if (kept > 0 && compare_item_values(s->type, &s->items[kept - 1], &s->items[i]) == 0)
+		if (kept > 0 && compare_items(&s->items[kept - 1], &s->items[i], s->type) == 0)
 			s->items[kept - 1].count += s->items[i].count;
 		else
 			s->items[kept++] = s->items[i];
 	}
+	for (int i = 0; i < kept; i++)
+		s->items[i].sent = NULL;
 	s->n = kept;
 	s->sorted = true;
 }
@@ -1030,7 +1126,7 @@ streamwin_change_set_accum(PG_FUNCTION_ARGS)
 		s->max *= 2;
 		s->items = repalloc_huge(s->items, sizeof(SetItem) * s->max);
 	}
-	item_set(s->type, &s->items[s->n], value_copy(s->type, PG_GETARG_DATUM(1)), PG_GETARG_INT16(2), s->n);
+	item_set(s->type, &s->items[s->n], value_copy(s->type, PG_GETARG_DATUM(1)), PG_GETARG_INT16(2));
 	s->n++;
 	s->sorted = false;
 	MemoryContextSwitchTo(old);
@@ -1133,6 +1229,8 @@ set_merge_searched(SetTypeInfo *t, const SetHeader *a, const SetHeader *b, SetHe
 			entry_read(t, a, offs[mid], &e);
 			entry_key(t, &e, &sa, &ka);
 			c = compare_entries(t, &ka, &kb);
+			if (c == 0)
+				c = compare_entry_images(t, &e, &eb);
 			if (c < 0)
 				lo = mid + 1;
 			else
@@ -1244,7 +1342,7 @@ streamwin_change_set_merge(PG_FUNCTION_ARGS)
 
 			entry_read(t, b, o, &e);
 			o += e.len;
-			item_set(t, &bs.items[bs.n], entry_value(t, &e), e.count, bs.n);
+			item_set(t, &bs.items[bs.n], entry_value(t, &e), e.count);
 		}
 		set_sort(&bs);
 		b = set_build(t, bs.items, bs.n);
@@ -1280,7 +1378,11 @@ streamwin_change_set_merge(PG_FUNCTION_ARGS)
 		else if (nb == b->n)
 			c = -1;
 		else
+		{
 			c = compare_entries(t, &ka, &kb);
+			if (c == 0)
+				c = compare_entry_images(t, &ea, &eb);
+		}
 		/* counts of a stored set are checked, not trusted: no overflow */
 		if (c == 0 && pg_add_s64_overflow(ea.count, eb.count, &sum))
 			set_corrupt();
@@ -1397,7 +1499,8 @@ streamwin_change_set_max(PG_FUNCTION_ARGS)
 
 /*
  * streamwin.change_set_values(set bytea, type anyelement) RETURNS anyarray:
- * the values a set holds, count > 0 (none: a set of retractions only).
+ * the values a set holds, count > 0 (none: a set of retractions only),
+ * each once: of the forms of an equal value (see image_order), the first.
  */
 Datum
 streamwin_change_set_values(PG_FUNCTION_ARGS)
@@ -1408,6 +1511,9 @@ streamwin_change_set_values(PG_FUNCTION_ARGS)
 	Datum	   *values;
 	int			n = 0;
 	Size		off = sizeof(SetHeader);
+	Scratch		scratch[2] = {{NULL, 0}, {NULL, 0}};
+	EntryKey	keys[2];
+	int			last = -1;		/* keys[last]: the last value taken */
 
 	if (PG_ARGISNULL(0))
 		PG_RETURN_ARRAYTYPE_P(construct_empty_array(typid));
@@ -1416,11 +1522,17 @@ streamwin_change_set_values(PG_FUNCTION_ARGS)
 	for (int i = 0; i < h->n; i++)
 	{
 		SetEntry	e;
+		int			k = last == 0 ? 1 : 0;
 
 		entry_read(t, h, off, &e);
 		off += e.len;
-		if (e.count > 0)
-			values[n++] = entry_value(t, &e);
+		if (e.count <= 0)
+			continue;
+		entry_key(t, &e, &scratch[k], &keys[k]);
+		if (last >= 0 && compare_entries(t, &keys[last], &keys[k]) == 0)
+			continue;
+		values[n++] = entry_value(t, &e);
+		last = k;
 	}
 	if (n == 0)
 		PG_RETURN_ARRAYTYPE_P(construct_empty_array(typid));
