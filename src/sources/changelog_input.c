@@ -56,6 +56,7 @@ struct ChangeDecoder
 	MessageDecoder *values;		/* of the message's value */
 	TupleDesc	desc;			/* the source's row type */
 	const char *source;			/* its name */
+	SourceReader *reader;		/* its partitions: a truncate needs one */
 	int			natts;
 	int			change_index;	/* the change column's, 0-based */
 	Datum	   *row_values[2];	/* the rows of a message, natts each */
@@ -173,6 +174,7 @@ change_decoder_create(SourceReader *rd, MessageDecoder *values, bool keyed)
 	cd->values = values;
 	cd->desc = rd->desc;
 	cd->source = rd->source->name;
+	cd->reader = rd;
 	cd->natts = rd->desc->natts;
 	cd->change_index = source_change_attno(rd->desc) - 1;
 	if (cd->change_index < 0)
@@ -245,7 +247,8 @@ same_key(ChangeDecoder *cd)
  * A truncate event: with key columns, one row of the change column 0 and
  * every other column NULL, which the upsert operator turns into the
  * retraction of every key's row; without, no row kept can be retracted,
- * and the batch fails (the queries stop at the event until reset).
+ * and the batch fails (the queries stop at the event until reset); and so
+ * it does on a topic of several partitions.
  */
 static const char *
 truncate_rows(ChangeDecoder *cd, const SourceRow *m, ChangeRows *out)
@@ -262,6 +265,22 @@ truncate_rows(ChangeDecoder *cd, const SourceRow *m, ChangeRows *out)
 				 cd->nkeys == 0 ?
 				 errhint("Give the source key_columns and create its queries again, or reset them (streamwin.reset_query) to start after the event, from a new snapshot of the table.") :
 				 errhint("Create the query again, or reset it (streamwin.reset_query) to start after the event, from a new snapshot of the table.")));
+
+	/*
+	 * A truncate event has no key, so Kafka puts it in any partition, and
+	 * only within one is it in order with the table's other events: over
+	 * several, which rows it deleted is unknown (an insert after it may come
+	 * first from another partition, an update before it after).
+	 */
+	if (cd->reader->nparts > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("Debezium source \"%s\" has a truncate event at partition %d, offset " INT64_FORMAT,
+						cd->source, m->partition, m->offset),
+				 errdetail("The topic has %d partitions, and a truncate event is in order with the table's other events only within one, so which rows it deleted is not known.",
+						   cd->reader->nparts),
+				 errhint("Reset the source's queries (streamwin.reset_query) to start after the event, from a new snapshot of the table; "
+						 "a table that is truncated needs a topic of one partition.")));
 	for (int i = 0; i < cd->natts; i++)
 	{
 		cd->row_values[0][i] = (Datum) 0;

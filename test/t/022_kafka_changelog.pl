@@ -42,7 +42,7 @@ my $node = new_node('changelog',
 	conf => "streamwin.checkpoint_interval = 3\nstreamwin.checkpoint_min_interval = 0\n"
 	  . "restart_after_crash = on\n");
 my $broker = StreamwinTest::Broker->start(
-	topics => { dbz => 2, ups => 2, ups_csv => 1, ups_text => 1, dbz_late => 1, ups_late => 1, dbz_keyed => 1,
+	topics => { dbz => 2, dbz_multi => 2, ups => 2, ups_csv => 1, ups_text => 1, dbz_late => 1, ups_late => 1, dbz_keyed => 1,
 		dbz_late_k => 1 });
 my $brokers = $broker->bootstrap;
 my $json = JSON::PP->new->canonical->allow_nonref;
@@ -307,6 +307,28 @@ for my $try (1, 2)
 }
 is($node->safe_psql('postgres', q{SELECT last_batch_id FROM streamwin.queries WHERE name = 'dq_late'}), $late_offsets,
 	'... and the query stays before it');
+
+# With key columns too, a truncate on a topic of two partitions: it has no
+# key, so it is in order with the other events only in its own partition,
+# and the rows it deleted are not known.  The batch fails, at every try.
+psql_ok($node, qq{
+SELECT streamwin.create_kafka_source('dbz_multi', '$brokers', 'dbz_multi', 'id int, ts timestamptz',
+    options => '{"envelope": "debezium", "key_columns": ["id"]}');
+SELECT streamwin.create_query('dmq', 'SELECT id, ts FROM dbz_multi', start => false);
+}, 'a Debezium source with key columns over a topic of two partitions');
+$broker->produce('dbz_multi', [
+	(map { [ $_ % 2, $_, qq({"op": "c", "after": ) . row_json($_, '00') . '}' ] } 1 .. 4),
+	[ 1, undef, '{"op": "t", "before": null, "after": null}' ] ], keys => 1);
+for my $try (1, 2)
+{
+	fails_like($node, "SELECT streamwin.run_batch('dmq')",
+		qr/Debezium source "dbz_multi" has a truncate event at partition 1, offset 2\n.*DETAIL:  The topic has 2 partitions, and a truncate event is in order with the table's other events only within one/,
+		"a truncate event on a topic of two partitions fails the batch, loudly (try $try)");
+}
+is($node->safe_psql('postgres', q{SELECT last_batch_id FROM streamwin.queries WHERE name = 'dmq'}), '0',
+	'... and the query stays before it');
+psql_ok($node, "SELECT streamwin.drop_query('dmq'); SELECT streamwin.drop_source('dbz_multi');",
+	'the query and its source dropped');
 results_match($node, 'SELECT * FROM uq_late',
 	values_sql([ [ 'id', 'int' ], [ 'ts', 'timestamptz' ], [ 'c', 'smallint' ] ],
 		[ [ 1, $ts->('00'), 1 ], [ 2, $ts->('05'), 1 ], [ 2, $ts->('05'), -1 ], [ 1, $ts->('00'), -1 ],
