@@ -48,6 +48,21 @@ SELECT (streamwin.run_available('payments_all') - 'offsets' - 'watermark') AS to
 SELECT a.n, a.total, (a.n, a.total) = (SELECT count(*), sum(v) FROM unique_payments) AS as_the_transform
 FROM payments_all a;
 SELECT streamwin.drop_query('payments_all', drop_result => true);
+-- ... and keeps every window, also one the watermark has passed: the
+-- 10-second windows equal the transform's rows counted per window, after
+-- batches in which the watermark passed the first.
+SELECT streamwin.create_query('payments_all_10s',
+    'SELECT count(*) AS n, sum(v) AS total FROM payments GROUP BY streamwin.tumble(ts, ''10 seconds'')',
+    dedup_keys => '{id}', watermark => '10 seconds', output_mode => 'complete', start => false);
+SELECT (streamwin.run_available('payments_all_10s') - 'offsets' - 'watermark') AS totals;
+SELECT window_start, n, total FROM payments_all_10s ORDER BY window_start;
+SELECT count(*) AS diffs FROM (
+  (SELECT window_start, n, total FROM payments_all_10s
+   EXCEPT SELECT streamwin.tumble(ts, '10 seconds'), count(*), sum(v) FROM unique_payments GROUP BY 1)
+  UNION ALL
+  (SELECT streamwin.tumble(ts, '10 seconds'), count(*), sum(v) FROM unique_payments GROUP BY 1
+   EXCEPT SELECT window_start, n, total FROM payments_all_10s)) d;
+SELECT streamwin.drop_query('payments_all_10s', drop_result => true);
 
 -- Deduplication state grows without a watermark: refused unless asked for.
 SELECT streamwin.create_query('q', 'SELECT id FROM payments', dedup_keys => '{id}');

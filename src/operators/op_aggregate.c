@@ -174,7 +174,9 @@ agg_emit(Operator *op, BatchState *b)
 		if (b->query->output_mode == OUTPUT_UPDATE)
 			write_results(a, b);
 	}
-	closed = b->wm_moved && store_close_windows(s, b->close_wm) > 0;
+	/* complete mode keeps every window: the watermark closes none */
+	closed = b->wm_moved && b->query->output_mode != OUTPUT_COMPLETE &&
+		store_close_windows(s, b->close_wm) > 0;
 	if (closed && b->query->output_mode == OUTPUT_APPEND &&
 		!runner_try_insert(r, STMT_STORE_CLOSE, b->replay))
 		(void) runner_run(r, STMT_STORE_CLOSE_UPSERT, NULL, NULL);
