@@ -11,7 +11,7 @@ OBJS       = $(patsubst %.c,%.o,$(wildcard src/*.c $(addsuffix /*.c,$(addprefix 
 DATA       = $(wildcard sql/streamwin--*.sql)
 
 # pg_regress tests: the files in sql/ without "--" in their names, in order.
-REGRESS      = catalog sources decoding queries windows batches dedup table_sources results aggregates joins changelog resets
+REGRESS      = catalog sources decoding queries windows batches dedup table_sources results aggregates joins changelog resets security
 REGRESS_OPTS = --inputdir=. --temp-config=test/regress.conf \
                --temp-instance=$(or $(TESTDIR),.)/tmp_check_regress
 

@@ -80,6 +80,12 @@ SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int', options =>
 SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int', options => '{"max_records_per_batch": 0}');
 SELECT streamwin.create_kafka_source('bad', '', 'x', 'a int');
 SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int', options => '{"kafka": {"enable.auto.commit": "true"}}');
+-- properties librdkafka puts into its kinit shell command hold a
+-- principal or a file name, nothing a shell would run
+SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int',
+    options => '{"kafka": {"sasl.kerberos.principal": "x; id > /tmp/pwned #"}}');
+SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int',
+    options => '{"kafka": {"sasl.kerberos.kinit.cmd": "kinit"}}');
 -- the "metadata" option names columns filled from the message, not its payload
 SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int', options => '{"metadata": ["key"]}');
 SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int', options => '{"metadata": {"a": "topic"}}');

@@ -56,6 +56,7 @@ run_in_subtransaction(void (*fn) (void *arg), void *arg)
 void
 role_switch_enter(RoleSwitch *save, Oid role)
 {
+	save->guc_level = 0;
 	GetUserIdAndSecContext(&save->saved_userid, &save->saved_sec_context);
 	SetUserIdAndSecContext(role, save->saved_sec_context | SECURITY_LOCAL_USERID_CHANGE);
 }

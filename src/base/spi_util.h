@@ -36,6 +36,7 @@ typedef struct RoleSwitch
 {
 	Oid			saved_userid;
 	int			saved_sec_context;
+	int			guc_level;		/* catalog_enter's pinned search_path, or 0 */
 } RoleSwitch;
 
 extern void role_switch_enter(RoleSwitch *save, Oid role);

@@ -320,6 +320,8 @@ checkpoint_restore(QueryRunner *r)
 		Datum		args[1];
 		int			nargs = 0;
 
+		catalog_check_plain_table(p->unlogged, RowExclusiveLock);
+		catalog_check_plain_table(p->logged, AccessShareLock);
 		run_catalog(psprintf("DELETE FROM %s", qualified_relname(p->unlogged)), r->query_id);
 		if (ckpt == 0)
 			continue;
@@ -402,6 +404,8 @@ checkpoint_rows(QueryRunner *r, const StateTablePair *pair, bool has_wm, Timesta
 	TimestampTz cutoff;
 	bool		has_cutoff = pair_cutoff(pair, has_wm, wm, &cutoff);
 
+	catalog_check_plain_table(pair->unlogged, AccessShareLock);
+	catalog_check_plain_table(pair->logged, RowExclusiveLock);
 	if (pair->join_side != NULL)
 	{
 		if (checkpoint_outgrown(r, pair, 2) &&
@@ -526,6 +530,8 @@ checkpoint_take(QueryRunner *r, int64 batch_id, bool has_wm, TimestampTz wm, boo
 			elog(ERROR, "streamwin: query \"%s\" keeps rows back from a table whose checkpoint is copied whole",
 				 r->query->name);
 		/* TRUNCATE rather than DELETE: no dead tuples left behind each time */
+		catalog_check_plain_table(pairs[i].unlogged, AccessShareLock);
+		catalog_check_plain_table(pairs[i].logged, AccessExclusiveLock);
 		run_catalog(psprintf("TRUNCATE %s", qualified_relname(pairs[i].logged)), r->query_id);
 		copy_rows(pairs[i].logged, psprintf("SELECT * FROM %s", qualified_relname(pairs[i].unlogged)));
 	}

@@ -29,6 +29,7 @@
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
+#include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
 
@@ -143,20 +144,54 @@ catalog_version_mismatch(void)
 
 /*
  * catalog_enter / catalog_leave
- *		Run the statements between them as the extension owner.  An error in
- *		between needs no catalog_leave: transaction (and subtransaction)
- *		abort restores the user id.
+ *		Run the statements between them as the extension owner, with
+ *		search_path pinned to pg_catalog, pg_temp: they are parsed in the
+ *		caller's session, whose search_path the caller chooses, and an
+ *		operator or function of the caller's in a schema searched before
+ *		pg_catalog would otherwise run as the owner (a superuser).  An error
+ *		in between needs no catalog_leave: transaction (and subtransaction)
+ *		abort restores the user id and the setting.
  */
 void
 catalog_enter(RoleSwitch *save)
 {
 	role_switch_enter(save, extension_owner());
+	save->guc_level = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
 }
 
 void
 catalog_leave(RoleSwitch *save)
 {
+	AtEOXact_GUC(true, save->guc_level);
 	role_switch_leave(save);
+}
+
+/*
+ * catalog_check_plain_table
+ *		Lock a table of a query's (state, checkpoint, join or dedup table,
+ *		which its owner owns) in `mode` for a statement run on it as the
+ *		extension owner, and refuse it unless it is still a plain table
+ *		without triggers or rules: those would run the owner's code as the
+ *		extension owner.  The lock keeps new ones out until the transaction
+ *		ends.
+ */
+void
+catalog_check_plain_table(Oid relid, LOCKMODE mode)
+{
+	Relation	rel = table_open(relid, mode);
+	bool		plain = rel->rd_rel->relkind == RELKIND_RELATION && rel->trigdesc == NULL &&
+		rel->rd_rules == NULL;
+
+	if (!plain)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("streamwin's table \"%s\" has triggers or rules, or is no longer a table",
+						RelationGetRelationName(rel)),
+				 errdetail("streamwin writes and reads it as the extension's owner, and would run them so."),
+				 errhint("Drop the triggers and rules on it.")));
+	table_close(rel, NoLock);
 }
 
 /*
@@ -223,6 +258,7 @@ catalog_exec(const char *sql, int nargs, Oid *types, Datum *args, const char *nu
 	for (p = catalog_plans; p != NULL; p = p->next)
 		if (p->sql == sql || strcmp(p->sql, sql) == 0)
 			break;
+	catalog_enter(&role);
 	if (p == NULL)
 	{
 		SPIPlanPtr	plan = SPI_prepare(sql, nargs, types);
@@ -237,7 +273,6 @@ catalog_exec(const char *sql, int nargs, Oid *types, Datum *args, const char *nu
 		p->next = catalog_plans;
 		catalog_plans = p;
 	}
-	catalog_enter(&role);
 	rc = SPI_execute_plan(p->plan, args, nulls, false, count);
 	catalog_leave(&role);
 	if (rc < 0)

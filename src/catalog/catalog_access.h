@@ -8,6 +8,8 @@
 #ifndef STREAMWIN_CATALOG_ACCESS_H
 #define STREAMWIN_CATALOG_ACCESS_H
 
+#include "storage/lockdefs.h"
+
 #include "spi_util.h"
 
 /*
@@ -36,6 +38,7 @@ extern char *catalog_version_mismatch(void);
  */
 extern void catalog_enter(RoleSwitch *save);
 extern void catalog_leave(RoleSwitch *save);
+extern void catalog_check_plain_table(Oid relid, LOCKMODE mode);
 
 /*
  * catalog_exec

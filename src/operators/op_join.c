@@ -89,6 +89,7 @@ count_join_rows(JoinOp *j)
 	{
 		bool		isnull;
 
+		catalog_check_plain_table(q->sources[s].join_table, AccessShareLock);
 		if (SPI_execute(psprintf("SELECT pg_catalog.count(*) FROM %s",
 								 qualified_relname(q->sources[s].join_table)),
 						false, 1) != SPI_OK_SELECT || SPI_processed != 1)

@@ -40,6 +40,8 @@
  */
 #include "postgres.h"
 
+#include <ctype.h>
+
 #include <fcntl.h>
 #include <pthread.h>
 #include <time.h>
@@ -447,9 +449,31 @@ property_is_secret(const char *key)
 		strstr(key, "key") != NULL;
 }
 
-/* Refuse the properties users may not set at all. */
+/*
+ * librdkafka runs its kinit command (sasl.kerberos.kinit.cmd, which users
+ * may not set) through the shell, with these properties' values put into
+ * it as they are: a value with a quote, a semicolon or $( would run a
+ * command of its own, as the server's operating system user.  So they may
+ * hold only what a Kerberos principal or a file name needs.
+ */
+static const char *const kinit_properties[] = {
+	"sasl.kerberos.principal",
+	"sasl.kerberos.keytab",
+	NULL
+};
+
+static bool
+shell_safe(const char *value)
+{
+	for (const char *c = value; *c; c++)
+		if (!isalnum((unsigned char) *c) && strchr("._-/@+=:,", *c) == NULL)
+			return false;
+	return true;
+}
+
+/* Refuse the properties users may not set at all, or not to that value. */
 static void
-check_property_allowed(const char *key)
+check_property_allowed(const char *key, const char *value)
 {
 	if (in_list(reserved_properties, key))
 	{
@@ -473,6 +497,11 @@ check_property_allowed(const char *key)
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("kafka property \"%s\" is not allowed", key),
 				 errdetail("It would load code or run a command inside the database server.")));
+	if (in_list(kinit_properties, key) && !shell_safe(value))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("kafka property \"%s\" may hold only letters, digits and . _ - / @ + = : ,", key),
+				 errdetail("librdkafka puts it into the kinit command it runs through the shell.")));
 }
 
 /*
@@ -523,7 +552,7 @@ build_conf(const char *brokers, int fetch_wait_ms, int prefetch_messages,
 			ereport(ERROR,
 					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 					 errmsg("kafka property names and values must not be null")));
-		check_property_allowed(keys[i]);
+		check_property_allowed(keys[i], values[i]);
 	}
 
 	conf = rd_kafka_conf_new();

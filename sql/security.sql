@@ -1,0 +1,55 @@
+-- Security: a role that creates queries cannot make streamwin run its code
+-- as the extension's owner (a superuser), whose role streamwin takes to
+-- keep its catalog and the queries' state and checkpoints.
+SET timezone = 'UTC';
+CREATE ROLE security_user;
+CREATE SCHEMA security_own AUTHORIZATION security_user;
+CREATE TABLE security_rows (id int PRIMARY KEY, g int);
+SELECT streamwin.create_table_source('security_src', 'security_rows');
+GRANT SELECT ON security_rows, security_src TO security_user;
+GRANT CREATE ON SCHEMA public TO security_user;
+INSERT INTO security_rows VALUES (1, 1);
+SET ROLE security_user;
+CREATE TABLE security_own.ran (who text, how text);
+SELECT streamwin.create_query('security_q', 'SELECT g, count(*) AS n FROM security_src GROUP BY g',
+    output_mode => 'update', start => false);
+-- the role's own = for text, in a schema it searches before pg_catalog:
+-- streamwin's statements, parsed in this session, run as the owner
+CREATE FUNCTION security_own.eq(text, text) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO security_own.ran VALUES (current_user, 'operator');
+    RETURN $1 OPERATOR(pg_catalog.=) $2;
+END $$;
+CREATE OPERATOR security_own.= (LEFTARG = text, RIGHTARG = text, FUNCTION = security_own.eq);
+SET search_path = security_own, pg_catalog, public;
+SELECT (streamwin.run_batch('security_q')->>'input_rows')::int AS input_rows;
+SELECT streamwin.stop_query('security_q');
+RESET search_path;
+SELECT count(*) AS ran_as_others FROM security_own.ran WHERE who <> 'security_user';
+-- a trigger on the query's state table, which the role owns
+RESET ROLE;
+SELECT state_table AS security_state FROM streamwin.query_catalog WHERE name = 'security_q' \gset
+SET ROLE security_user;
+CREATE FUNCTION security_own.note() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO security_own.ran VALUES (current_user, 'trigger');
+    RETURN NULL;
+END $$;
+CREATE TRIGGER security_note AFTER INSERT OR DELETE OR TRUNCATE ON :security_state
+    FOR EACH STATEMENT EXECUTE FUNCTION security_own.note();
+DO $$
+BEGIN
+    PERFORM streamwin.reset_query('security_q', 'earliest');
+EXCEPTION WHEN insufficient_privilege THEN
+    RAISE NOTICE 'refused: %', regexp_replace(SQLERRM, 'state_[0-9]+', 'state_N');
+END $$;
+DROP TRIGGER security_note ON :security_state;
+SELECT streamwin.reset_query('security_q', 'earliest');
+SELECT count(*) AS ran_as_others FROM security_own.ran WHERE who <> 'security_user';
+SELECT streamwin.drop_query('security_q');
+RESET ROLE;
+REVOKE CREATE ON SCHEMA public FROM security_user;
+SELECT streamwin.drop_source('security_src');
+DROP TABLE security_rows;
+DROP SCHEMA security_own CASCADE;
+DROP ROLE security_user;
