@@ -85,6 +85,7 @@ typedef struct BatchSource
 typedef struct BatchContext
 {
 	BatchState	st;
+	bool		snapshot_pushed;	/* batch_begin's, as of the query's lock */
 	QueryRunner *r;
 	QueryInfo  *q;
 	int			nsources;
@@ -133,6 +134,19 @@ batch_begin(BatchContext *b)
 	 * rather than run on a stale position.
 	 */
 	catalog_lock_query(b->r->query_id);
+
+	/*
+	 * And what the batch reads without a statement of its own (a store
+	 * loading its state table) as of the lock too: the caller's snapshot
+	 * was taken before it waited, and would not see the groups the batch it
+	 * waited for added.  (Under REPEATABLE READ the row lock below fails
+	 * instead.)  Popped at the end of the stages.
+	 */
+	if (!IsolationUsesXactSnapshot())
+	{
+		PushActiveSnapshot(GetTransactionSnapshot());
+		b->snapshot_pushed = true;
+	}
 	if (!catalog_read_position(b->r->query_id, IsolationUsesXactSnapshot(), &pos))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
@@ -541,6 +555,8 @@ batch_run_stages(BatchContext *b)
 	}
 	else
 		batch_idle(b);
+	if (b->snapshot_pushed)
+		PopActiveSnapshot();
 	SPI_finish();
 }
 

@@ -1,0 +1,59 @@
+# 033_concurrent_batches.pl: two sessions run batches of one query.
+#
+# Batches of a query are serialised by a lock: a cron job's run_batch in a
+# new session, or a worker just started, waits for a batch in progress in
+# another session to commit.  The waiting batch must then start from what
+# that batch left: its positions, and its state, which a new session loads
+# from the state table.  Its statement's snapshot was taken before it
+# waited, and must not be what the state is read with: the groups the
+# other batch created would be missing, made again from the new rows alone,
+# and written twice.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Utils;
+use Test::More;
+use StreamwinTest;
+
+my $node = new_node('concurrent');
+psql_ok($node, q{
+CREATE TABLE pay (id int PRIMARY KEY, g int);
+SELECT streamwin.create_table_source('pay_src', 'pay');
+SELECT streamwin.create_query('per_g', 'SELECT g, count(*) AS n FROM pay_src GROUP BY g',
+    output_mode => 'update', start => false);
+INSERT INTO pay SELECT i, 1 FROM generate_series(1, 100) i;
+}, 'a table source and a running count per group');
+
+my $want = 'SELECT g, count(*) AS n FROM pay GROUP BY g';
+my $got  = 'SELECT g, n FROM per_g';
+
+# the first batch, in a transaction left open: it creates group 1
+my $first = $node->background_psql('postgres');
+$first->query_safe("BEGIN; SELECT streamwin.run_batch('per_g')");
+psql_ok($node, 'INSERT INTO pay SELECT i, 1 + i % 2 FROM generate_series(101, 160) i',
+	'more rows, of groups 1 and 2');
+
+# the second, in a new session: it waits for the first
+my $second = $node->background_psql('postgres');
+$second->query_until(qr/waiting/, q{
+\echo waiting
+SELECT (streamwin.run_batch('per_g')->>'input_rows')::int AS second_rows;
+\echo ran
+});
+wait_until($node, q{SELECT count(*) > 0 FROM pg_stat_activity
+  WHERE wait_event_type = 'Lock' AND query LIKE '%second_rows%'}, 't',
+	'the second batch waits for the first');
+$first->query_safe('COMMIT');
+my $out = $second->query_until(qr/ran/, '');
+like($out, qr/\b60\b/, 'the second batch read the 60 rows after the first');
+$first->quit;
+$second->quit;
+results_match($node, $got, $want, 'both batches counted, as plain SQL counts');
+
+# a third batch, in yet another session, loads the state as they left it
+psql_ok($node, 'INSERT INTO pay VALUES (1000, 1), (1001, 2)', 'one more row of each group');
+is($node->safe_psql('postgres', "SELECT (streamwin.run_batch('per_g')->>'input_rows')::int"), '2',
+	'a third batch, in a new session');
+results_match($node, $got, $want, 'the state held each group once: plain SQL');
+
+done_testing();
