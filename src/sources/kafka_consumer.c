@@ -1809,9 +1809,11 @@ kafka_partition_at_eof(KafkaConsumer *c, int32 partition)
 int64
 kafka_partition_eof_offset(KafkaConsumer *c, int32 partition)
 {
-	if (!kafka_partition_at_eof(c, partition))
+	KafkaPartitionState *ps = partition_state(c, partition);
+
+	if (ps == NULL || !ps->eof || ps->nheld > 0)
 		return -1;
-	return partition_state(c, partition)->next_offset;
+	return ps->next_offset;
 }
 
 /*

@@ -239,12 +239,16 @@ extern bool kafka_partition_at_eof(KafkaConsumer *c, int32 partition);
 
 /*
  * kafka_partition_eof_offset
- *		Where the consumer stands at the end of the partition (see
- *		kafka_partition_at_eof), or -1 if it is not at its end.
+ *		Where the consumer stood when librdkafka last reported the end of
+ *		the partition, if no message of it came since; else -1.
  *
  * Past the last message delivered where the partition ends in offsets that
  * hold no message for a consumer: a transaction's commit or abort marker,
- * the messages of an aborted transaction.
+ * the messages of an aborted transaction.  Unlike kafka_partition_at_eof,
+ * not compared with the high watermark: a consumer reading committed
+ * messages ends at the last stable offset, before an open transaction's
+ * messages, which the high watermark counts.  Every offset before it was
+ * delivered or holds no message, whatever came since.
  */
 extern int64 kafka_partition_eof_offset(KafkaConsumer *c, int32 partition);
 

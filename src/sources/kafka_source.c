@@ -533,9 +533,11 @@ kafka_row_headers_json(SourceReader *rd, const SourceRow *row, const char **erro
  * transactional producer's commit and abort markers take offsets that no
  * consumer is given, and so do the messages of aborted transactions and
  * those compaction removed since.  So a partition is done when a message
- * at or past the last offset of its range arrives, or when it is at its
- * end, not when as many messages as offsets have come.  Its position is
- * then its target, as the first run left it.
+ * at or past the last offset of its range arrives, or when the consumer
+ * stands at the partition's end at or past it, not when as many messages
+ * as offsets have come; an end before it (the topic made anew) is not
+ * done, and fails the replay loudly at the deadline.  Its position is then
+ * its target, as the first run left it.
  */
 static int
 kafka_replay(SourceReader *rd, const SourcePosition *targets, SourceRow **rows)
@@ -606,7 +608,8 @@ kafka_replay(SourceReader *rd, const SourcePosition *targets, SourceRow **rows)
 		}
 		/* the rest of a range at a partition's end is offsets without messages */
 		for (int i = 0; i < rd->nparts; i++)
-			if (!done[i] && kafka_partition_at_eof(kr->consumer, rd->parts[i].partition))
+			if (!done[i] &&
+				kafka_partition_eof_offset(kr->consumer, rd->parts[i].partition) >= targets[i].offset)
 			{
 				done[i] = true;
 				ndone++;
@@ -622,10 +625,31 @@ kafka_replay(SourceReader *rd, const SourcePosition *targets, SourceRow **rows)
 					 errhint("Last error from the source: %s", kafka_last_error(kr->consumer)) : 0));
 	}
 	for (int i = 0; i < rd->nparts; i++)
+	{
+		/* (where the consumer stands if it went no further) */
+		if (kr->consumer_next[i] == rd->parts[i].next.offset &&
+			kafka_partition_eof_offset(kr->consumer, rd->parts[i].partition) >= targets[i].offset)
+			kr->consumer_next[i] = targets[i].offset;
 		rd->parts[i].next.offset = Max(rd->parts[i].next.offset, targets[i].offset);
+	}
 	pfree(done);
 	*rows = acc;
 	return n;
+}
+
+/*
+ * A batch without rows may have moved a partition past offsets without
+ * messages at its end (a commit marker): stored, so that the stored
+ * position and the lag reach the end, and the next batch, which starts
+ * from the stored positions, finds the consumer where they say.
+ */
+static bool
+kafka_moved_without_rows(SourceReader *rd, const SourcePosition *before)
+{
+	for (int i = 0; i < rd->nparts; i++)
+		if (rd->parts[i].next.offset > before[i].offset)
+			return true;
+	return false;
 }
 
 static bool
@@ -878,6 +902,7 @@ const SourceOps kafka_source_ops = {
 	.fetch = kafka_fetch_rows,
 	.replay = kafka_replay,
 	.at_end = kafka_at_end,
+	.moved_without_rows = kafka_moved_without_rows,
 	.end_offset = kafka_end_offset,
 	.end_positions = kafka_end_positions,
 	.positions_json = kafka_positions_json,

@@ -34,7 +34,7 @@ my $node = new_node('gaps',
 	  . "restart_after_crash = on\n");
 
 # 12 transactions, each a few messages to each partition, then its markers
-my (@events, $id);
+my (@events, @ends, $id);
 my $markers = 0;
 for my $t (1 .. 12)
 {
@@ -46,7 +46,9 @@ for my $t (1 .. 12)
 			my $e = [ ++$id, 'k' . int(rand(5)), int(rand(1000)) ];
 			push @events, $e;
 			push @msgs, [ $p, sprintf('{"id": %d, "k": "%s", "v": %d}', @$e) ];
+			$ends[$p]++;
 		}
+		$ends[$p]++;    # its marker
 	}
 	$broker->produce('tx', \@msgs);
 	$broker->commit_marker('tx', $_) for 0 .. $NPART - 1;
@@ -76,7 +78,7 @@ is($node->safe_psql('postgres', $sql), 't', 'two batches past a checkpoint');
 cmp_ok($node->safe_psql('postgres', "SELECT sum(input_rows) FROM streamwin.progress WHERE query = 'tx_sum'"),
 	'<', scalar(@events), 'and messages left to read');
 
-# the crash empties the state; batches 9 and 10 are replayed from the topic
+# the crash empties the state; the two batches are replayed from the topic
 crash_by_sigkill($node, 'a crash two batches after a checkpoint');
 restore_after_crash($node, 'tx_sum');
 
@@ -86,8 +88,51 @@ results_match($node, $got, $want, 'after the crash and the replay: the result eq
 is($node->safe_psql('postgres', "SELECT sum(input_rows) FROM streamwin.progress WHERE query = 'tx_sum'"),
 	scalar(@events), 'every message read once');
 
-# every partition's position is past its last marker: nothing left to read
+# every partition's stored position is past its last marker, its end:
+# nothing left to read
+my $offsets = q{SELECT string_agg(o.next_offset::text, ' ' ORDER BY o.partition)
+  FROM streamwin.query_offsets o JOIN streamwin.query_catalog q USING (query_id) WHERE q.name = 'tx_sum'};
+is($node->safe_psql('postgres', $offsets), "@ends", 'the stored positions are the partitions\' ends, past their markers');
 my $r = query_json($node, "SELECT streamwin.run_available('tx_sum')");
+is($r->{input_rows} // 0, 0, 'run_available() after the end reads nothing');
+
+# More transactions, read one batch at a time until a batch ran after the
+# last checkpoint; then a crash: the batches replayed end at a marker, the
+# partitions' ends.
+for my $round (1 .. 4)
+{
+	my @msgs;
+	for my $p (0 .. $NPART - 1)
+	{
+		my $e = [ ++$id, 'k' . int(rand(5)), int(rand(1000)) ];
+		push @events, $e;
+		push @msgs, [ $p, sprintf('{"id": %d, "k": "%s", "v": %d}', @$e) ];
+		$ends[$p] += 2;
+	}
+	$broker->produce('tx', \@msgs);
+	$broker->commit_marker('tx', $_) for 0 .. $NPART - 1;
+	$node->safe_psql('postgres', "INSERT INTO tx_events VALUES " . join(', ', map { "($_->[0], '$_->[1]', $_->[2])" } @events[ -$NPART .. -1 ]));
+	$node->safe_psql('postgres', "SELECT streamwin.run_available('tx_sum')");
+	last if $node->safe_psql('postgres',
+		"SELECT last_batch_id > checkpoint_batch_id FROM streamwin.query_catalog WHERE name = 'tx_sum'") eq 't';
+}
+is($node->safe_psql('postgres',
+	"SELECT last_batch_id > checkpoint_batch_id FROM streamwin.query_catalog WHERE name = 'tx_sum'"), 't',
+	'a batch after the last checkpoint');
+is($node->safe_psql('postgres', $offsets), "@ends", 'the stored positions are the ends again');
+my $restored = qr/query "tx_sum" lost its state in a crash; restoring the checkpoint/;
+my $restores = log_count($node, $restored);
+crash_by_sigkill($node, 'a crash after batches that end at markers');
+for (my $i = 0; $i < 20; $i++)
+{
+	$node->safe_psql('postgres', "SELECT streamwin.run_batch('tx_sum')");
+	last if log_count($node, $restored) > $restores && $node->safe_psql('postgres',
+		"SELECT state_batch_id = last_batch_id FROM streamwin.query_catalog WHERE name = 'tx_sum'") eq 't';
+}
+cmp_ok(log_count($node, $restored), '>', $restores, 'tx_sum: restored its checkpoint after the second crash');
+results_match($node, $got, $want, 'after the replay to the ends: the result equals plain SQL');
+is($node->safe_psql('postgres', $offsets), "@ends", 'and the stored positions are the ends');
+$r = query_json($node, "SELECT streamwin.run_available('tx_sum')");
 is($r->{input_rows} // 0, 0, 'run_available() after the end reads nothing');
 
 done_testing();
