@@ -579,6 +579,16 @@ SELECT streamwin.change_set_min(m, NULL::numeric) AS lo, streamwin.change_set_ma
 FROM (SELECT streamwin.change_set_merge(
                (SELECT streamwin.change_set(x, 1::smallint) FROM (VALUES (1.5), (1.50), (2.0)) AS t(x)),
                (SELECT streamwin.change_set(x, c::smallint) FROM (VALUES (1.5, -1), (2.0, -1), (2, 1)) AS t(x, c))) AS m) AS r;
+-- A set written before (version 2) counts every form of a value under the
+-- first one's image: here rows 1.5 and 1.50 as 1.5 twice.  What merges into
+-- it is counted by value, as then: deleting the 1.50 row, then the 1.5 row,
+-- leaves 3 alone.
+SELECT streamwin.change_set_min(m2, NULL::numeric) AS lo, streamwin.change_set_values(m2, NULL::numeric) AS vals,
+       substr(m2, 1, 4) AS version
+FROM (SELECT streamwin.change_set_merge(m1, (SELECT streamwin.change_set(1.5, -1::smallint))) AS m2
+      FROM (SELECT streamwin.change_set_merge(overlay(s placing '\x00000002'::bytea from 1 for 4),
+                   (SELECT streamwin.change_set(x, c::smallint) FROM (VALUES (1.50, -1), (7, 1), (7.0, -1)) AS t(x, c))) AS m1
+            FROM (SELECT streamwin.change_set(x, 1::smallint) AS s FROM (VALUES (1.5), (1.5), (3)) AS t(x)) AS r) AS r1) AS r2;
 SELECT streamwin.change_set_values(s, NULL::numeric) AS batch,
        streamwin.change_set_values(streamwin.change_set_merge(s, (SELECT streamwin.change_set(x, 1::smallint)
                                                               FROM (VALUES (2.000), (0), (7)) AS t(x))), NULL::numeric) AS merged

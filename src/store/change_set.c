@@ -61,6 +61,13 @@
  * still (converted on reading), and what they merge into is written anew
  * as version 2.
  *
+ * Version 3 is version 2 with each form of an equal value apart (see
+ * image_order); in version 2, which queries wrote before, an entry counts
+ * every form of its value under the image of the first.  A group's set of
+ * version 2 stays one: what merges into it is counted by value alone (a
+ * retraction of 1.50 takes back from the 1.5 that counts it), as when it
+ * was written; reset_query starts such a query's groups as version 3.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -92,6 +99,7 @@ STREAMWIN_SQL_FUNCTION(streamwin_change_set_values);
 /* The first 4 bytes after the varlena header, in network order in both */
 #define CHANGE_SET_V1 1
 #define CHANGE_SET_V2 2
+#define CHANGE_SET_V3 3
 
 /*
  * The byte order of a version 2 set's images (and of its header): written
@@ -103,7 +111,7 @@ STREAMWIN_SQL_FUNCTION(streamwin_change_set_values);
 typedef struct SetHeader
 {
 	int32		vl_len_;
-	uint32		version;		/* CHANGE_SET_V2, in network order */
+	uint32		version;		/* CHANGE_SET_V2 or _V3, in network order */
 	uint32		arch;			/* SET_ARCH */
 	Oid			typid;
 	Oid			collid;
@@ -842,7 +850,7 @@ entry_value(SetTypeInfo *t, const SetEntry *e)
 
 /* A set built from items[0, n) (sorted, each value once), counts of 0 left out. */
 static SetHeader *
-set_build(SetTypeInfo *t, SetItem *items, int n)
+set_build(SetTypeInfo *t, SetItem *items, int n, uint32 version)
 {
 	Size		size = sizeof(SetHeader);
 	SetHeader  *h;
@@ -859,7 +867,7 @@ set_build(SetTypeInfo *t, SetItem *items, int n)
 		size += COUNT_MAX_LEN + image_len(t, images[i]);
 	}
 	h = palloc0(size);
-	h->version = pg_hton32(CHANGE_SET_V2);
+	h->version = pg_hton32(version);
 	h->arch = SET_ARCH;
 	h->typid = t->typid;
 	h->collid = t->collid;
@@ -954,9 +962,10 @@ set_open(FunctionCallInfo fcinfo, Datum d, SetTypeInfo **type)
 		int			n;
 		SetItem    *items = set_read_v1(fcinfo, b, type, &n);
 
-		return set_build(*type, items, n);
+		/* one entry per value, as version 2 */
+		return set_build(*type, items, n, CHANGE_SET_V2);
 	}
-	if (version != CHANGE_SET_V2)
+	if (version != CHANGE_SET_V2 && version != CHANGE_SET_V3)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_CORRUPTED),
 				 errmsg("streamwin: a change set of an unknown version")));
@@ -1147,7 +1156,7 @@ streamwin_change_set_final(PG_FUNCTION_ARGS)
 		PG_RETURN_NULL();
 	s = (ChangeSet *) PG_GETARG_POINTER(0);
 	set_sort(s);
-	PG_RETURN_BYTEA_P(set_build(s->type, s->items, s->n));
+	PG_RETURN_BYTEA_P(set_build(s->type, s->items, s->n, CHANGE_SET_V3));
 }
 
 /* --- merging and reading ----------------------------------------------------- */
@@ -1180,15 +1189,79 @@ out_append(SetHeader *out, Size *off, const char *src, Size len, int nentries, S
 	*off += len;
 }
 
+/* Is set h of version 3, its forms of a value apart? */
+static inline bool
+set_forms_apart(const SetHeader *h)
+{
+	return pg_ntoh32(h->version) == CHANGE_SET_V3;
+}
+
+/*
+ * b with the forms of each value counted as one, under the first one's
+ * image, as version 2 counts them: what merges into a set of version 2.
+ */
+static SetHeader *
+set_forms_together(SetTypeInfo *t, const SetHeader *b)
+{
+	SetHeader  *out = palloc(VARSIZE(b) + (Size) b->n * COUNT_MAX_LEN);
+	Scratch		sc[2] = {{NULL, 0}, {NULL, 0}};
+	EntryKey	keys[2];
+	SetEntry	e;
+	SetEntry	kept = {0};
+	int64		count = 0;
+	int			k = 0;
+	Size		off = sizeof(SetHeader);
+	Size		in = sizeof(SetHeader);
+
+	memcpy(out, b, sizeof(SetHeader));
+	out->version = pg_hton32(CHANGE_SET_V2);
+	out->n = 0;
+	out->last = 0;
+	for (int i = 0; i <= b->n; i++)
+	{
+		if (i < b->n)
+		{
+			entry_read(t, b, in, &e);
+			in += e.len;
+			entry_key(t, &e, &sc[k], &keys[k]);
+			if (kept.img != NULL && compare_entries(t, &keys[1 - k], &keys[k]) == 0)
+			{
+				if (pg_add_s64_overflow(count, e.count, &count))
+					set_corrupt();
+				continue;
+			}
+		}
+		if (kept.img != NULL && count != 0)
+		{
+			char	   *dst = (char *) out + off;
+			Size		len = count_write(dst, count);
+
+			memcpy(dst + len, kept.img, kept.img_len);
+			out->last = off;
+			out->n++;
+			off += len + kept.img_len;
+		}
+		if (i < b->n)
+		{
+			kept = e;
+			count = e.count;
+			k = 1 - k;
+		}
+	}
+	SET_VARSIZE(out, off);
+	return out;
+}
+
 /*
  * streamwin_change_set_merge's result, a's and b's counts added, into out
  * (room enough, its header a's) by merge_by_search's way.  Each value of b
  * as the linear merge takes it: a's entry kept if its count stays, b's
  * taken if a has none of the value (or counts it 0), the sum written with
- * a's image if it is not 0.
+ * a's image if it is not 0.  exact: the forms of a value are apart.
  */
 static void
-set_merge_searched(SetTypeInfo *t, const SetHeader *a, const SetHeader *b, SetHeader *out)
+set_merge_searched(SetTypeInfo *t, const SetHeader *a, const SetHeader *b, SetHeader *out,
+				   bool exact)
 {
 	Size	   *offs = palloc(sizeof(Size) * ((Size) a->n + 1));
 	Scratch		sa = {NULL, 0};
@@ -1229,7 +1302,7 @@ set_merge_searched(SetTypeInfo *t, const SetHeader *a, const SetHeader *b, SetHe
 			entry_read(t, a, offs[mid], &e);
 			entry_key(t, &e, &sa, &ka);
 			c = compare_entries(t, &ka, &kb);
-			if (c == 0)
+			if (c == 0 && exact)
 				c = compare_entry_images(t, &e, &eb);
 			if (c < 0)
 				lo = mid + 1;
@@ -1313,6 +1386,7 @@ streamwin_change_set_merge(PG_FUNCTION_ARGS)
 	int			na = 0;
 	int			nb = 0;
 	int			n = 0;
+	bool		exact;
 
 	if (PG_ARGISNULL(0) && PG_ARGISNULL(1))
 		PG_RETURN_NULL();
@@ -1345,8 +1419,11 @@ streamwin_change_set_merge(PG_FUNCTION_ARGS)
 			item_set(t, &bs.items[bs.n], entry_value(t, &e), e.count);
 		}
 		set_sort(&bs);
-		b = set_build(t, bs.items, bs.n);
+		b = set_build(t, bs.items, bs.n, CHANGE_SET_V3);
 	}
+	exact = set_forms_apart(a);
+	if (!exact && set_forms_apart(b))
+		b = set_forms_together(t, b);
 
 	/* an entry whose count changes may take a longer count: room for it */
 	out = palloc(VARSIZE(a) + VARSIZE(b) + COUNT_MAX_LEN);
@@ -1354,7 +1431,7 @@ streamwin_change_set_merge(PG_FUNCTION_ARGS)
 	out->last = 0;
 	if (merge_by_search(a, b))
 	{
-		set_merge_searched(t, a, b, out);
+		set_merge_searched(t, a, b, out, exact);
 		PG_RETURN_BYTEA_P(out);
 	}
 	if (a->n > 0)
@@ -1380,7 +1457,7 @@ streamwin_change_set_merge(PG_FUNCTION_ARGS)
 		else
 		{
 			c = compare_entries(t, &ka, &kb);
-			if (c == 0)
+			if (c == 0 && exact)
 				c = compare_entry_images(t, &ea, &eb);
 		}
 		/* counts of a stored set are checked, not trusted: no overflow */
