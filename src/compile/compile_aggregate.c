@@ -531,7 +531,7 @@ compile_changelog_aggregate(Compiled *c, AggCol *col, Aggref *a, const char *fna
 		if (type_is_array(xtype) || !OidIsValid(get_array_type(xtype)))
 			refuse(psprintf("%s(DISTINCT ...) over type %s is not supported over changelog source \"%s\"",
 							fname, format_type_be(xtype), c->source->name),
-				   "The values left are read as an array, which cannot hold arrays of different sizes.",
+				   "The values left are handed to the aggregate as an array, and PostgreSQL has no array of arrays.",
 				   "Apply DISTINCT to a scalar form of the value, such as its text (value::text).");
 		set = changelog_set(c, a, col->name, "set", x, f);
 

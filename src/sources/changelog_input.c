@@ -277,7 +277,7 @@ truncate_rows(ChangeDecoder *cd, const SourceRow *m, ChangeRows *out)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("Debezium source \"%s\" has a truncate event at partition %d, offset " INT64_FORMAT,
 						cd->source, m->partition, m->offset),
-				 errdetail("The topic has %d partitions, and a truncate event is in order with the table's other events only within one, so which rows it deleted is not known.",
+				 errdetail("The source reads %d partitions of the topic, and a truncate event is in order with the table's other events only within one, so which rows it deleted is not known.",
 						   cd->reader->nparts),
 				 errhint("Reset the source's queries (streamwin.reset_query) to start after the event, from a new snapshot of the table; "
 						 "a table that is truncated needs a topic of one partition.")));
