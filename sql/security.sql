@@ -25,6 +25,24 @@ SET search_path = security_own, pg_catalog, public;
 SELECT (streamwin.run_batch('security_q')->>'input_rows')::int AS input_rows;
 SELECT streamwin.stop_query('security_q');
 RESET search_path;
+-- The table's rows come from the WAL: a privilege revoked, or row-level
+-- security turned on, since the query's runner was made in this session,
+-- holds for its next batch.
+RESET ROLE;
+REVOKE SELECT ON security_rows FROM security_user;
+INSERT INTO security_rows VALUES (3, 1);
+SET ROLE security_user;
+SELECT streamwin.run_batch('security_q');
+RESET ROLE;
+GRANT SELECT ON security_rows TO security_user;
+ALTER TABLE security_rows ENABLE ROW LEVEL SECURITY;
+CREATE POLICY security_g1 ON security_rows FOR SELECT USING (g = 1);
+SET ROLE security_user;
+SELECT streamwin.run_batch('security_q');
+RESET ROLE;
+ALTER TABLE security_rows DISABLE ROW LEVEL SECURITY;
+SET ROLE security_user;
+SELECT (streamwin.run_batch('security_q')->>'input_rows')::int AS input_rows;
 SELECT count(*) AS ran_as_others FROM security_own.ran WHERE who <> 'security_user';
 -- a trigger on the query's state table, which the role owns
 RESET ROLE;
@@ -46,8 +64,45 @@ END $$;
 DROP TRIGGER security_note ON :security_state;
 SELECT streamwin.reset_query('security_q', 'earliest');
 SELECT count(*) AS ran_as_others FROM security_own.ran WHERE who <> 'security_user';
-SELECT streamwin.drop_query('security_q');
+-- A function of the role's, called in its query, reads the batch's rows
+-- of the source through streamwin.source_rows() with a column list of its
+-- own: a text column over the integers would read each as a pointer.
 RESET ROLE;
+DO $$
+BEGIN
+    EXECUTE format('CREATE FUNCTION security_own.peek() RETURNS boolean LANGUAGE sql STABLE AS %L',
+                   format('SELECT count(*) >= 0 FROM streamwin.source_rows(%s) AS s(id text, g int)',
+                          (SELECT source_id FROM streamwin.source_catalog WHERE name = 'security_src')));
+END $$;
+SET ROLE security_user;
+SELECT streamwin.create_query('security_peek', 'SELECT g, count(*) AS n FROM security_src WHERE security_own.peek() GROUP BY g',
+    output_mode => 'update', start => false);
+RESET ROLE;
+INSERT INTO security_rows VALUES (2, 2);
+SET ROLE security_user;
+CREATE FUNCTION security_own.try_peek() RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM streamwin.run_batch('security_peek');
+EXCEPTION WHEN datatype_mismatch THEN
+    RAISE NOTICE 'refused: %', regexp_replace(SQLERRM, 'source [0-9]+', 'source N');
+END $$;
+-- through streamwin's scan of the function, and through the function itself
+SELECT security_own.try_peek();
+SET streamwin.enable_source_scan = off;
+SELECT security_own.try_peek();
+RESET streamwin.enable_source_scan;
+SELECT streamwin.drop_query('security_peek', drop_result => true);
+SELECT streamwin.drop_query('security_q', drop_result => true);
+RESET ROLE;
+-- another role's source: its schema registry's login stays out of view,
+-- also where the URL holds it
+SELECT streamwin.create_kafka_source('security_avro', 'localhost:9092', 'x', 'n bigint', 'avro',
+    '{"schema_registry": "https://someone:secretpw@registry.example:8081/", "schema_registry_user": "u",
+      "schema_registry_password": "p"}');
+SET ROLE security_user;
+SELECT options FROM streamwin.sources WHERE name = 'security_avro';
+RESET ROLE;
+SELECT streamwin.drop_source('security_avro');
 REVOKE CREATE ON SCHEMA public FROM security_user;
 SELECT streamwin.drop_source('security_src');
 DROP TABLE security_rows;

@@ -15,6 +15,9 @@
 -- SET UNLOGGED) is refused by an event trigger: it changed the rows with
 -- nothing in the WAL for the source, and later retractions took back
 -- values no query had added.
+--
+-- streamwin.sources shows another role's schema registry URL without the
+-- login it may hold.
 
 \echo Use "ALTER EXTENSION streamwin UPDATE TO '0.9'" to load this file. \quit
 
@@ -51,3 +54,28 @@ END
 $$;
 CREATE EVENT TRIGGER streamwin_changelog_rewrite ON table_rewrite
 	EXECUTE FUNCTION streamwin.refuse_changelog_rewrite();
+
+CREATE OR REPLACE VIEW streamwin.sources AS
+SELECT s.name, s.kind, s.brokers, s.topic, s.format, s.columns,
+	   -- librdkafka properties and the schema registry's login may hold
+	   -- credentials: only the owner sees them (a login in the URL too)
+	   CASE WHEN pg_catalog.pg_has_role(s.owner, 'USAGE') THEN s.options
+			WHEN s.options ? 'schema_registry' THEN
+				pg_catalog.jsonb_set(s.options - ARRAY['kafka', 'schema_registry_user', 'schema_registry_password'],
+									 '{schema_registry}',
+									 pg_catalog.to_jsonb(pg_catalog.regexp_replace(s.options ->> 'schema_registry',
+																				   '://[^/?#]*@', '://')))
+			ELSE s.options - ARRAY['kafka', 'schema_registry_user', 'schema_registry_password']
+	   END AS options,
+	   s.relation,
+	   s.source_table,
+	   s.slot_name,
+	   -- bytes of WAL a table source's slot keeps from being removed
+	   CASE WHEN NOT pg_catalog.pg_is_in_recovery() THEN
+			pg_catalog.pg_wal_lsn_diff(pg_catalog.pg_current_wal_insert_lsn(), r.restart_lsn)::bigint
+	   END AS retained_wal,
+	   s.owner, s.created_at,
+	   -- the zone of the source's batches: of timestamps without an offset
+	   s.options ->> 'timezone' AS timezone
+FROM streamwin.source_catalog s
+LEFT JOIN pg_catalog.pg_replication_slots r ON r.slot_name = s.slot_name;

@@ -636,8 +636,13 @@ LANGUAGE C STRICT VOLATILE;
 CREATE VIEW streamwin.sources AS
 SELECT s.name, s.kind, s.brokers, s.topic, s.format, s.columns,
 	   -- librdkafka properties and the schema registry's login may hold
-	   -- credentials: only the owner sees them
+	   -- credentials: only the owner sees them (a login in the URL too)
 	   CASE WHEN pg_catalog.pg_has_role(s.owner, 'USAGE') THEN s.options
+			WHEN s.options ? 'schema_registry' THEN
+				pg_catalog.jsonb_set(s.options - ARRAY['kafka', 'schema_registry_user', 'schema_registry_password'],
+									 '{schema_registry}',
+									 pg_catalog.to_jsonb(pg_catalog.regexp_replace(s.options ->> 'schema_registry',
+																				   '://[^/?#]*@', '://')))
 			ELSE s.options - ARRAY['kafka', 'schema_registry_user', 'schema_registry_password']
 	   END AS options,
 	   s.relation,

@@ -10,6 +10,7 @@
 
 #include "access/xact.h"
 #include "fmgr.h"
+#include "utils/builtins.h"
 #include "utils/timestamp.h"
 
 #include "batch_scope.h"
@@ -51,6 +52,26 @@ batch_scope_input(int32 source_id)
 	while (input != NULL && input->source_id != source_id)
 		input = input->next;
 	return input;
+}
+
+void
+batch_rows_check_type(TupleDesc have, TupleDesc want, int first, const char *what)
+{
+	if (want->natts != have->natts + first)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("%s returns %d columns, not %d", what, have->natts, want->natts - first)));
+	for (int i = 0; i < have->natts; i++)
+	{
+		Oid			h = TupleDescAttr(have, i)->atttypid;
+		Oid			w = TupleDescAttr(want, i + first)->atttypid;
+
+		if (h != w)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("column %d of %s is of type %s, not %s", i + 1, what,
+							format_type_be(h), format_type_be(w))));
+	}
 }
 
 TimestampTz

@@ -27,6 +27,7 @@
 #ifndef STREAMWIN_BATCH_SCOPE_H
 #define STREAMWIN_BATCH_SCOPE_H
 
+#include "access/tupdesc.h"
 #include "datatype/timestamp.h"
 
 /*
@@ -54,6 +55,9 @@ typedef struct BatchInput
 {
 	int32		source_id;
 	int			natts;			/* of the source's row type */
+	TupleDesc	desc;			/* that row type: what a call of
+								 * source_rows() must expect (see
+								 * batch_input_check) */
 	int			nrows;
 	BatchRow   *rows;
 	struct BatchInput *next;
@@ -98,6 +102,16 @@ extern BatchScope *batch_scope_current(void);
  * a batch, between statements, or a source the statement does not read.
  */
 extern BatchInput *batch_scope_input(int32 source_id);
+
+/*
+ * Refuse a call (what) that reads input's rows as row type `want`, from
+ * its attribute first on: each column must be of the type the rows hold.
+ * The rows are Datums, which a column of another type would read as
+ * something else (an integer as a pointer): source_rows() and store_rows()
+ * are SQL-callable, and a role's function can call them inside a batch
+ * with a column list of its own.
+ */
+extern void batch_rows_check_type(TupleDesc have, TupleDesc want, int first, const char *what);
 
 /*
  * What now() stands for in a continuous query: the current batch's

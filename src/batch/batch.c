@@ -280,6 +280,7 @@ batch_decode(BatchContext *b)
 		bs->res = rows_decode(bs->decoder, bs->rows, bs->nrows, drop_late, b->st.old_wm);
 		bs->input.source_id = rd->source->source_id;
 		bs->input.natts = rd->desc->natts;
+		bs->input.desc = rd->desc;
 		bs->input.nrows = 0;
 		bs->input.refill = NULL;
 		/* a changelog's message may retract a row and add one */

@@ -232,6 +232,7 @@ unmatched_rows(QueryRunner *r, int side)
 
 	out->source_id = r->readers[side]->source->source_id;
 	out->natts = desc->natts;
+	out->desc = desc;
 	out->rows = palloc(sizeof(BatchRow) * Max(SPI_processed, 1));
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
@@ -348,6 +349,7 @@ state_rows_from_table(JoinOp *j, int s, BatchInput *input, int32 id)
 
 	out->source_id = id;
 	out->natts = j->op.runner->readers[s]->desc->natts;
+	out->desc = j->op.runner->readers[s]->desc;
 	c->room = 64;
 	out->rows = palloc(sizeof(BatchRow) * c->room);
 	c->out = out;
@@ -380,6 +382,7 @@ rows_and_state(BatchInput *rows, BatchInput *state, int32 id)
 	both = palloc0(sizeof(BatchInput));
 	both->source_id = id;
 	both->natts = nrows > 0 ? rows->natts : state->natts;
+	both->desc = nrows > 0 ? rows->desc : state->desc;
 	both->nrows = nrows + nstate;
 	both->rows = palloc(sizeof(BatchRow) * both->nrows);
 	if (nrows > 0)

@@ -159,6 +159,25 @@ answer_json(const char *body)
 }
 
 /*
+ * What an error may quote of an answer: a registry's own error message
+ * ({"error_code": ..., "message": ...}), and nothing of anything else.  The
+ * URL is a role's to choose, and an answer it points at may hold what the
+ * role may not read (another service on the server's network, a cloud's
+ * metadata): its length alone.
+ */
+static char *
+answer_quoted(const char *body)
+{
+	Jsonb	   *jb = answer_json(body);
+	char	   *message = jb != NULL && jsonb_get_text(jb, "error_code") != NULL ?
+		jsonb_get_text(jb, "message") : NULL;
+
+	if (message != NULL)
+		return psprintf("the registry's error \"%.200s\"", message);
+	return psprintf("%zu bytes that are not the registry's error", strlen(body));
+}
+
+/*
  * The schema in a registry's 200 answer (body), or an error.  A schema
  * that refers to types of other subjects' schemas ("references", for
  * Protobuf's and JSON Schema's imports and Avro's shared types) cannot be
@@ -172,8 +191,8 @@ schema_of_answer(const char *url, int32 id, const char *body, char **reason)
 	JsonbValue *refs = jb != NULL ? option_value(jb, "references") : NULL;
 
 	if (schema == NULL)
-		registry_failed(url, id, psprintf("The registry's answer is not a JSON object with a \"schema\": %.200s",
-										  body));
+		registry_failed(url, id, psprintf("The registry's answer is not a JSON object with a \"schema\": %s",
+										  answer_quoted(body)));
 	if (refs != NULL && !(refs->type == jbvBinary && JsonContainerIsArray(refs->val.binary.data) &&
 						  JsonContainerSize(refs->val.binary.data) == 0))
 	{
@@ -259,10 +278,10 @@ schema_registry_fetch(const char *url, const char *user, const char *password, i
 			*reason = psprintf("Avro writer schema %d is not in the schema registry", id);
 			return NULL;
 		}
-		registry_failed(url, id, psprintf("The registry answered HTTP 404 without its error code 40403 (schema not found): %.200s",
-										  body));
+		registry_failed(url, id, psprintf("The registry answered HTTP 404 without its error code 40403 (schema not found): %s",
+										  answer_quoted(body)));
 	}
 	if (status != 200)
-		registry_failed(url, id, psprintf("The registry answered HTTP %ld: %.200s", status, body));
+		registry_failed(url, id, psprintf("The registry answered HTTP %ld: %s", status, answer_quoted(body)));
 	return schema_of_answer(url, id, body, reason);
 }

@@ -79,9 +79,8 @@ streamwin_source_rows(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	if (input == NULL)
 		return (Datum) 0;
-	if (rsinfo->setDesc->natts != input->natts + (numbered ? 1 : 0))
-		elog(ERROR, "streamwin: source %d has %d columns, its call expects %d",
-			 source_id, input->natts, rsinfo->setDesc->natts - (numbered ? 1 : 0));
+	batch_rows_check_type(input->desc, rsinfo->setDesc, numbered ? 1 : 0,
+						  psprintf("source %d", source_id));
 	/*
 	 * Rows made a chunk at a time (BatchInput.refill) come chunk by chunk:
 	 * only a join's pairs, which no statement numbers.

@@ -385,11 +385,9 @@ source_scan_next(ScanState *ss)
 	if (!state->started)
 	{
 		input = batch_scope_input(state->source_id);
-		if (input != NULL &&
-			slot->tts_tupleDescriptor->natts != input->natts + first)
-			elog(ERROR, "streamwin: source %d has %d columns, its scan expects %d",
-				 state->source_id, input->natts,
-				 slot->tts_tupleDescriptor->natts - first);
+		if (input != NULL)
+			batch_rows_check_type(input->desc, slot->tts_tupleDescriptor, first,
+								  psprintf("source %d", state->source_id));
 		state->input = input;
 		state->started = true;
 		/* only a join's pairs are made in chunks, and none is numbered */
@@ -483,7 +481,7 @@ store_scan_next(ScanState *ss)
 
 	if (state->scan == NULL)
 		state->scan = store_rows_scan_begin(state->query_id, state->which,
-											slot->tts_tupleDescriptor->natts);
+											slot->tts_tupleDescriptor);
 	ExecClearTuple(slot);
 	if (!store_rows_scan_next(state->scan, slot->tts_values, slot->tts_isnull))
 		return slot;

@@ -23,10 +23,12 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "funcapi.h"
+#include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
+#include "utils/rls.h"
 #include "utils/ruleutils.h"
 #include "utils/pg_lsn.h"
 #include "utils/rel.h"
@@ -105,6 +107,34 @@ table_source_attnums(Jsonb *options, int *n)
 }
 
 /*
+ * May the query's owner (query: its name; NULL, one being created, by the
+ * current user) read the table's rows as a table source delivers them?
+ */
+static void
+table_check_access(SourceInfo *src, Oid owner, const char *query)
+{
+	if (pg_class_aclcheck(src->source_table, owner, ACL_SELECT) != ACLCHECK_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for table %s", get_rel_name(src->source_table)),
+				 query ? errdetail("Query \"%s\" reads it through table source \"%s\".", query, src->name) :
+				 errdetail("The query reads it through table source \"%s\".", src->name),
+				 errhint("GRANT SELECT on the table to the query's owner.")));
+
+	/*
+	 * The rows come from the WAL, past any row-level security policy: a
+	 * role the policies apply to would read every row.
+	 */
+	if (check_enable_rls(src->source_table, owner, false) == RLS_ENABLED)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("table %s has row-level security, which table source \"%s\" cannot apply",
+						get_rel_name(src->source_table), src->name),
+				 errdetail("The query would read every row of it, through the WAL."),
+				 errhint("Run the query as a role the policies do not apply to (the table's owner, or one with BYPASSRLS).")));
+}
+
+/*
  * A new query over an append-only table starts now ('latest') or at the
  * oldest change its slot holds ('earliest').  One over a changelog source
  * starts with the table's rows as they are now, then its changes
@@ -121,6 +151,8 @@ table_query_start(SourceInfo *src, int32 query_id, int64 *start)
 	{
 		int			nattnums;
 		AttrNumber *attnums = table_source_attnums(src->options, &nattnums);
+
+		table_check_access(src, GetUserId(), NULL);
 
 		*start = (int64) table_snapshot_write(src->source_table, src->relation, src->nmetadata,
 											  attnums, nattnums, query_id);
@@ -198,13 +230,7 @@ table_reader_open(SourceReader *rd)
 {
 	SourceInfo *src = rd->source;
 
-	if (pg_class_aclcheck(src->source_table, rd->query->owner, ACL_SELECT) != ACLCHECK_OK)
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("permission denied for table %s", get_rel_name(src->source_table)),
-				 errdetail("Query \"%s\" reads it through table source \"%s\".",
-						   rd->query->name, src->name),
-				 errhint("GRANT SELECT on the table to the query's owner.")));
+	table_check_access(src, rd->query->owner, rd->query->name);
 	rd->private = palloc0(sizeof(TableReader));
 	TR(rd)->changelog = source_change_attno(rd->desc) > 0;
 	TR(rd)->attnums = table_source_attnums(src->options, &TR(rd)->nattnums);
@@ -297,6 +323,8 @@ table_fetch_rows(SourceReader *rd, int timeout_ms, int linger_ms, SourceRow **ro
 	 * transaction) sees its own positions and checkpoints, which its rollback
 	 * takes back: it leaves the slot as it is.
 	 */
+	/* at every batch: a privilege revoked, or a policy added, since it began */
+	table_check_access(rd->source, rd->query->owner, rd->query->name);
 	may_confirm = !TransactionIdIsValid(GetTopTransactionIdIfAny()) &&
 		source_confirm_begin(rd->source->source_id);
 	PG_TRY();
@@ -335,6 +363,7 @@ table_replay(SourceReader *rd, const SourcePosition *targets, SourceRow **rows)
 	TablePosition upto = table_position(&targets[0]);
 	TableFetch	f;
 
+	table_check_access(rd->source, rd->query->owner, rd->query->name);
 	table_catalog_now(rd, NULL);
 	table_fetch(rd->source->slot_name, rd->source->source_table, rd->query->query_id,
 				rd->qsource->snapshot_xid, rd->desc, rd->source->nmetadata, TR(rd)->attnums,

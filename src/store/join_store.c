@@ -144,6 +144,7 @@ struct JoinStore
 	MemoryContext cxt;			/* the rows and buckets */
 	MemoryContext temp_cxt;
 	JoinSide	sides[2];
+	TupleDesc	pairs_desc;		/* a pair's row: side 0's columns, then 1's */
 	FmgrInfo	eq[JOIN_STORE_MAX_KEYS];
 	bool		by_value[JOIN_STORE_MAX_KEYS];	/* equal exactly when their
 												 * Datums are (key_by_value) */
@@ -349,6 +350,10 @@ join_store_create(const JoinStoreSpec *spec, MemoryContext parent)
 		js->sides[s].desc = js->spec.desc[s];
 		js->sides[s].natts = spec->desc[s]->natts;
 	}
+	js->pairs_desc = CreateTemplateTupleDesc(js->sides[0].natts + js->sides[1].natts);
+	for (int s = 0, a = 0; s < 2; s++)
+		for (int i = 0; i < js->sides[s].natts; i++)
+			TupleDescCopyEntry(js->pairs_desc, ++a, js->sides[s].desc, i + 1);
 	for (int k = 0; k < spec->nkeys; k++)
 	{
 		Oid			hash[2];
@@ -790,6 +795,7 @@ join_store_candidates(JoinStore *js, int side, BatchInput *probe, int32 id)
 	out = palloc0(sizeof(BatchInput));
 	out->source_id = id;
 	out->natts = sd->natts;
+	out->desc = sd->desc;
 	out->rows = palloc(sizeof(BatchRow) * room);
 	for (int i = 0; i < probe->nrows; i++)
 	{
@@ -1141,6 +1147,7 @@ join_store_pairs(JoinStore *js, BatchInput *new0, BatchInput *new1, bool stored,
 	pc->js = js;
 	pc->pub.source_id = id;
 	pc->pub.natts = js->sides[0].natts + js->sides[1].natts;
+	pc->pub.desc = js->pairs_desc;
 	pc->row_size = MAXALIGN(pc->pub.natts * (sizeof(Datum) + sizeof(bool)));
 	pc->pub.refill = pairs_refill;
 	pc->cxt = AllocSetContextCreate(CurrentMemoryContext, "streamwin join pairs",

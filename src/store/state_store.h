@@ -296,12 +296,12 @@ extern void store_rows_written(StateStore *s, StoreRows which, StoreRows unwritt
 /*
  * A reading of streamwin.store_rows(query_id, which): the rows of the
  * groups it names, of the store the batch's scope holds (batch_scope.h),
- * in natts columns (see streamwin_store_rows), read where they are.  The function and the custom scan that replaces its
+ * in the columns of want (see streamwin_store_rows), read where they are.  The function and the custom scan that replaces its
  * function scan (source_scan.c) read them so.
  */
 typedef struct StoreRowsScan StoreRowsScan;
 
-extern StoreRowsScan *store_rows_scan_begin(int32 query_id, const char *which, int natts);
+extern StoreRowsScan *store_rows_scan_begin(int32 query_id, const char *which, TupleDesc want);
 extern bool store_rows_scan_next(StoreRowsScan *scan, Datum *values, bool *nulls);
 extern void store_rows_scan_restart(StoreRowsScan *scan);
 extern void store_rows_scan_end(StoreRowsScan *scan);

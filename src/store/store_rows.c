@@ -499,8 +499,9 @@ rows_scan_rewind(StoreRowsScan *scan)
  * nothing may change the store until it ends.
  */
 StoreRowsScan *
-store_rows_scan_begin(int32 query_id, const char *which, int natts)
+store_rows_scan_begin(int32 query_id, const char *which, TupleDesc want)
 {
+	int			natts = want->natts;
 	StateStore *s = batch_scope_store(query_id);
 	StoreRowsScan *scan = palloc0(sizeof(StoreRowsScan));
 
@@ -521,9 +522,13 @@ store_rows_scan_begin(int32 query_id, const char *which, int natts)
 	if (s == NULL || !s->loaded)
 		return scan;			/* no store: no rows */
 	scan->with_tid = natts == s->state_desc->natts + 1;
-	if (!scan->with_tid && natts != s->state_desc->natts)
-		elog(ERROR, "streamwin: store_rows() of query %d gives %d columns, not %d",
-			 query_id, s->state_desc->natts, natts);
+	if (scan->with_tid && TupleDescAttr(want, 0)->atttypid != TIDOID)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("column 1 of store_rows() of query %d is of type tid, not %s", query_id,
+						format_type_be(TupleDescAttr(want, 0)->atttypid))));
+	batch_rows_check_type(s->state_desc, want, scan->with_tid ? 1 : 0,
+						  psprintf("store_rows() of query %d", query_id));
 	scan->store = s;
 	if (scan->rows == STORE_ROWS_ALL)
 		scan->in_hash = true;
@@ -633,7 +638,7 @@ streamwin_store_rows(PG_FUNCTION_ARGS)
 
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	desc = rsinfo->setDesc;
-	scan = store_rows_scan_begin(query_id, which, desc->natts);
+	scan = store_rows_scan_begin(query_id, which, desc);
 	values = palloc(sizeof(Datum) * desc->natts);
 	nulls = palloc(sizeof(bool) * desc->natts);
 	while (store_rows_scan_next(scan, values, nulls))

@@ -179,6 +179,11 @@ sub registry_serve
 		{
 			($status, $body) = ('500 Internal Server Error', '{"error_code": 50001, "message": "store unavailable"}');
 		}
+		elsif ($mode eq 'other')
+		{
+			# another service's answer, as a URL a role points elsewhere gets
+			($status, $body) = ('403 Forbidden', '{"AccessKeyId": "AKIDSECRET", "Token": "tok"}');
+		}
 		elsif ($path =~ m{^/schemas/ids/(\d+)$} && -f "$regdir/$1.json")
 		{
 			$status = '200 OK';
@@ -771,6 +776,12 @@ fails_like($node, "SELECT streamwin.run_batch('avro_down_rows')",
 	qr/could not fetch Avro schema 6 from the schema registry.*\n.*HTTP 500: .*store unavailable/,
 	'registry answering 500: the batch fails with the error');
 is($node->safe_psql('postgres', $nothing_moved), '0', '... no offset moved, nothing dead-lettered or kept');
+registry_mode('other');
+fails_like($node, "SELECT streamwin.run_batch('avro_down_rows')",
+	qr/could not fetch Avro schema 6 from the schema registry.*\n.*HTTP 403: 45 bytes that are not the registry's error/,
+	'another service answering: the error gives its length, not its answer');
+unlike($node->safe_psql('postgres', q{SELECT last_error FROM streamwin.queries WHERE name = 'avro_down_rows'}) // '',
+	qr/AKIDSECRET/, '... nor does the query\'s last error');
 registry_mode('hang');
 my $t0 = time;
 fails_like($node, "SELECT streamwin.run_batch('avro_down_rows')",
