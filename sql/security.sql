@@ -62,6 +62,19 @@ EXCEPTION WHEN insufficient_privilege THEN
     RAISE NOTICE 'refused: %', regexp_replace(SQLERRM, 'state_[0-9]+', 'state_N');
 END $$;
 DROP TRIGGER security_note ON :security_state;
+CREATE FUNCTION security_own.fine(int) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO security_own.ran VALUES (current_user, 'check');
+    RETURN true;
+END $$;
+ALTER TABLE :security_state ADD CONSTRAINT security_fine CHECK (security_own.fine(g));
+DO $$
+BEGIN
+    PERFORM streamwin.reset_query('security_q', 'earliest');
+EXCEPTION WHEN insufficient_privilege THEN
+    RAISE NOTICE 'refused: %', regexp_replace(SQLERRM, 'state_[0-9]+', 'state_N');
+END $$;
+ALTER TABLE :security_state DROP CONSTRAINT security_fine;
 SELECT streamwin.reset_query('security_q', 'earliest');
 SELECT count(*) AS ran_as_others FROM security_own.ran WHERE who <> 'security_user';
 -- A function of the role's, called in its query, reads the batch's rows
@@ -72,6 +85,9 @@ DO $$
 BEGIN
     EXECUTE format('CREATE FUNCTION security_own.peek() RETURNS boolean LANGUAGE sql STABLE AS %L',
                    format('SELECT count(*) >= 0 FROM streamwin.source_rows(%s) AS s(id text, g int)',
+                          (SELECT source_id FROM streamwin.source_catalog WHERE name = 'security_src')));
+    EXECUTE format('CREATE FUNCTION security_own.peek_numbered() RETURNS boolean LANGUAGE sql STABLE AS %L',
+                   format('SELECT count(*) >= 0 FROM streamwin.source_rows(%s, true) AS s(n text, id int, g int)',
                           (SELECT source_id FROM streamwin.source_catalog WHERE name = 'security_src')));
 END $$;
 SET ROLE security_user;
@@ -91,9 +107,36 @@ SELECT security_own.try_peek();
 SET streamwin.enable_source_scan = off;
 SELECT security_own.try_peek();
 RESET streamwin.enable_source_scan;
+-- and with its position first, which is an integer
+SELECT streamwin.drop_query('security_peek', drop_result => true);
+SELECT streamwin.create_query('security_peek',
+    'SELECT g, count(*) AS n FROM security_src WHERE security_own.peek_numbered() GROUP BY g',
+    output_mode => 'update', start => false);
+RESET ROLE;
+INSERT INTO security_rows VALUES (4, 2);
+SET ROLE security_user;
+SELECT security_own.try_peek();
+SET streamwin.enable_source_scan = off;
+SELECT security_own.try_peek();
+RESET streamwin.enable_source_scan;
 SELECT streamwin.drop_query('security_peek', drop_result => true);
 SELECT streamwin.drop_query('security_q', drop_result => true);
 RESET ROLE;
+-- A group key of a type the caller's search_path finds (public here):
+-- the state table is made with search_path pinned, its types qualified.
+CREATE TYPE security_mood AS ENUM ('sad', 'fine', 'glad');
+CREATE TABLE security_moods (id int PRIMARY KEY, mood security_mood, note text COLLATE "C");
+SELECT streamwin.create_table_source('security_mood_src', 'security_moods');
+SELECT streamwin.create_query('security_moods_q',
+    'SELECT mood, note, count(*) AS n FROM security_mood_src GROUP BY mood, note',
+    output_mode => 'update', start => false);
+INSERT INTO security_moods VALUES (1, 'glad', 'a'), (2, 'glad', 'a'), (3, 'sad', 'b');
+SELECT (streamwin.run_batch('security_moods_q')->>'input_rows')::int AS input_rows;
+SELECT mood, note, n FROM security_moods_q ORDER BY mood;
+SELECT streamwin.drop_query('security_moods_q', drop_result => true);
+SELECT streamwin.drop_source('security_mood_src');
+DROP TABLE security_moods;
+DROP TYPE security_mood;
 -- another role's source: its schema registry's login stays out of view,
 -- also where the URL holds it
 SELECT streamwin.create_kafka_source('security_avro', 'localhost:9092', 'x', 'n bigint', 'avro',

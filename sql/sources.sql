@@ -85,6 +85,8 @@ SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int', options =>
 SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int',
     options => '{"kafka": {"sasl.kerberos.principal": "x; id > /tmp/pwned #"}}');
 SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int',
+    options => '{"kafka": {"sasl.kerberos.principal": "-c/tmp/cache"}}');
+SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int',
     options => '{"kafka": {"sasl.kerberos.kinit.cmd": "kinit"}}');
 -- the "metadata" option names columns filled from the message, not its payload
 SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int', options => '{"metadata": ["key"]}');

@@ -55,12 +55,19 @@ batch_scope_input(int32 source_id)
 }
 
 void
-batch_rows_check_type(TupleDesc have, TupleDesc want, int first, const char *what)
+batch_rows_check_type(TupleDesc have, TupleDesc want, Oid first_type, const char *what)
 {
+	int			first = OidIsValid(first_type) ? 1 : 0;
+
 	if (want->natts != have->natts + first)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATATYPE_MISMATCH),
 				 errmsg("%s returns %d columns, not %d", what, have->natts, want->natts - first)));
+	if (first == 1 && TupleDescAttr(want, 0)->atttypid != first_type)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("column 0 of %s is of type %s, not %s", what, format_type_be(first_type),
+						format_type_be(TupleDescAttr(want, 0)->atttypid))));
 	for (int i = 0; i < have->natts; i++)
 	{
 		Oid			h = TupleDescAttr(have, i)->atttypid;

@@ -104,14 +104,16 @@ extern BatchScope *batch_scope_current(void);
 extern BatchInput *batch_scope_input(int32 source_id);
 
 /*
- * Refuse a call (what) that reads input's rows as row type `want`, from
- * its attribute first on: each column must be of the type the rows hold.
+ * Refuse a call (what) that reads rows of type `have` as row type `want`:
+ * each column must be of the type the rows hold, after a first column of
+ * type first_type when that is valid (a numbered source's position, a
+ * stored group's result row location).
  * The rows are Datums, which a column of another type would read as
  * something else (an integer as a pointer): source_rows() and store_rows()
  * are SQL-callable, and a role's function can call them inside a batch
  * with a column list of its own.
  */
-extern void batch_rows_check_type(TupleDesc have, TupleDesc want, int first, const char *what);
+extern void batch_rows_check_type(TupleDesc have, TupleDesc want, Oid first_type, const char *what);
 
 /*
  * What now() stands for in a continuous query: the current batch's

@@ -322,6 +322,7 @@ checkpoint_restore(QueryRunner *r)
 
 		catalog_check_plain_table(p->unlogged, RowExclusiveLock);
 		catalog_check_plain_table(p->logged, AccessShareLock);
+		catalog_check_same_columns(p->unlogged, p->logged);
 		run_catalog(psprintf("DELETE FROM %s", qualified_relname(p->unlogged)), r->query_id);
 		if (ckpt == 0)
 			continue;
@@ -406,6 +407,7 @@ checkpoint_rows(QueryRunner *r, const StateTablePair *pair, bool has_wm, Timesta
 
 	catalog_check_plain_table(pair->unlogged, AccessShareLock);
 	catalog_check_plain_table(pair->logged, RowExclusiveLock);
+	catalog_check_same_columns(pair->unlogged, pair->logged);
 	if (pair->join_side != NULL)
 	{
 		if (checkpoint_outgrown(r, pair, 2) &&
@@ -532,6 +534,7 @@ checkpoint_take(QueryRunner *r, int64 batch_id, bool has_wm, TimestampTz wm, boo
 		/* TRUNCATE rather than DELETE: no dead tuples left behind each time */
 		catalog_check_plain_table(pairs[i].unlogged, AccessShareLock);
 		catalog_check_plain_table(pairs[i].logged, AccessExclusiveLock);
+		catalog_check_same_columns(pairs[i].unlogged, pairs[i].logged);
 		run_catalog(psprintf("TRUNCATE %s", qualified_relname(pairs[i].logged)), r->query_id);
 		copy_rows(pairs[i].logged, psprintf("SELECT * FROM %s", qualified_relname(pairs[i].unlogged)));
 	}

@@ -172,26 +172,73 @@ catalog_leave(RoleSwitch *save)
  * catalog_check_plain_table
  *		Lock a table of a query's (state, checkpoint, join or dedup table,
  *		which its owner owns) in `mode` for a statement run on it as the
- *		extension owner, and refuse it unless it is still a plain table
- *		without triggers or rules: those would run the owner's code as the
- *		extension owner.  The lock keeps new ones out until the transaction
- *		ends.
+ *		extension owner, and refuse it unless it is still a plain table as
+ *		streamwin made it: without triggers, rules, CHECK constraints or
+ *		generated columns, each of which would run the owner's code as the
+ *		extension owner.  (An index on an expression would too, and is not
+ *		refused: streamwin makes some, on a join's key expressions.  Running
+ *		these statements as the query's owner is the whole answer.)
+ *		(Rows are copied between a query's tables of the same column types,
+ *		with no cast: catalog_check_same_columns.)  The lock keeps new ones
+ *		out until the transaction ends.
  */
 void
 catalog_check_plain_table(Oid relid, LOCKMODE mode)
 {
 	Relation	rel = table_open(relid, mode);
+	TupleConstr *constr = RelationGetDescr(rel)->constr;
 	bool		plain = rel->rd_rel->relkind == RELKIND_RELATION && rel->trigdesc == NULL &&
-		rel->rd_rules == NULL;
-
+		rel->rd_rules == NULL &&
+		(constr == NULL || (constr->num_check == 0 && !constr->has_generated_stored));
 	if (!plain)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("streamwin's table \"%s\" has triggers or rules, or is no longer a table",
+				 errmsg("streamwin's table \"%s\" has triggers, rules, constraints or generated columns, or is no longer a table",
 						RelationGetRelationName(rel)),
-				 errdetail("streamwin writes and reads it as the extension's owner, and would run them so."),
-				 errhint("Drop the triggers and rules on it.")));
+				 errdetail("streamwin writes and reads it as the extension's owner, and would run their code so."),
+				 errhint("Drop what was added to the table.")));
 	table_close(rel, NoLock);
+}
+
+/*
+ * catalog_check_same_columns
+ *		Refuse two of a query's tables that rows are copied between (a
+ *		state table and its checkpoint) unless their columns are of the same
+ *		types: a column whose type its owner changed would be cast, by a
+ *		function of its owner's perhaps, as the extension owner.
+ */
+void
+catalog_check_same_columns(Oid a, Oid b)
+{
+	Relation	ra = table_open(a, NoLock);
+	Relation	rb = table_open(b, NoLock);
+	TupleDesc	da = RelationGetDescr(ra);
+	TupleDesc	db = RelationGetDescr(rb);
+	int			i = 0;
+	int			j = 0;
+
+	for (;;)
+	{
+		while (i < da->natts && TupleDescAttr(da, i)->attisdropped)
+			i++;
+		while (j < db->natts && TupleDescAttr(db, j)->attisdropped)
+			j++;
+		if (i == da->natts || j == db->natts)
+			break;
+		if (TupleDescAttr(da, i)->atttypid != TupleDescAttr(db, j)->atttypid)
+			break;
+		i++;
+		j++;
+	}
+	if (i != da->natts || j != db->natts)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("streamwin's tables \"%s\" and \"%s\" no longer have the same columns",
+						RelationGetRelationName(ra), RelationGetRelationName(rb)),
+				 errdetail("streamwin copies rows between them as the extension's owner."),
+				 errhint("Drop the query and create it again.")));
+	table_close(ra, NoLock);
+	table_close(rb, NoLock);
 }
 
 /*

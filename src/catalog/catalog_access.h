@@ -39,6 +39,7 @@ extern char *catalog_version_mismatch(void);
 extern void catalog_enter(RoleSwitch *save);
 extern void catalog_leave(RoleSwitch *save);
 extern void catalog_check_plain_table(Oid relid, LOCKMODE mode);
+extern void catalog_check_same_columns(Oid a, Oid b);
 
 /*
  * catalog_exec

@@ -13,6 +13,7 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_collation.h"
 #include "mb/pg_wchar.h"
@@ -23,6 +24,7 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/ruleutils.h"
+#include "utils/syscache.h"
 
 #include "catalog_access.h"
 #include "compile_sql.h"
@@ -96,16 +98,33 @@ internal_name(List **taken, const char *base, const char *tail)
 	}
 }
 
-/* A column's type (schema-qualified if asked), with its collation if not the type's */
+/*
+ * A column's type, schema-qualified, with its collation if not the type's,
+ * qualified too: the statements that use it may run with search_path
+ * pinned to pg_catalog (catalog_enter), where a type or collation the
+ * caller's search_path finds is not found.
+ */
 static char *
-type_sql(Oid type, int32 typmod, Oid collation, bool qualified)
+type_sql(Oid type, int32 typmod, Oid collation)
 {
 	char	   *t = format_type_extended(type, typmod, FORMAT_TYPE_TYPEMOD_GIVEN |
-										 (qualified ? FORMAT_TYPE_FORCE_QUALIFY : 0));
+										 FORMAT_TYPE_FORCE_QUALIFY);
 
 	if (OidIsValid(collation) && collation != DEFAULT_COLLATION_OID &&
 		collation != get_typcollation(type))
-		return psprintf("%s COLLATE %s", t, generate_collation_name(collation));
+	{
+		HeapTuple	tup = SearchSysCache1(COLLOID, ObjectIdGetDatum(collation));
+		Form_pg_collation coll;
+		char	   *name;
+
+		if (!HeapTupleIsValid(tup))
+			elog(ERROR, "cache lookup failed for collation %u", collation);
+		coll = (Form_pg_collation) GETSTRUCT(tup);
+		name = quote_qualified_identifier(get_namespace_name(coll->collnamespace),
+										  NameStr(coll->collname));
+		ReleaseSysCache(tup);
+		return psprintf("%s COLLATE %s", t, name);
+	}
 	return t;
 }
 
@@ -117,7 +136,7 @@ type_sql(Oid type, int32 typmod, Oid collation, bool qualified)
 char *
 column_type_sql(Oid type, int32 typmod, Oid collation)
 {
-	return type_sql(type, typmod, collation, false);
+	return type_sql(type, typmod, collation);
 }
 
 /*
@@ -140,7 +159,7 @@ state_column_defs(Compiled *c)
 
 		appendStringInfo(&buf, "%s%s %s", buf.len ? ", " : "",
 						 quote_identifier(((KeyCol *) lfirst(lc))->name),
-						 type_sql(exprType((Node *) e), exprTypmod((Node *) e), exprCollation((Node *) e), true));
+						 type_sql(exprType((Node *) e), exprTypmod((Node *) e), exprCollation((Node *) e)));
 	}
 	foreach(lc, c->partials)
 	{
@@ -148,7 +167,7 @@ state_column_defs(Compiled *c)
 
 		appendStringInfo(&buf, "%s%s %s", buf.len ? ", " : "", quote_identifier(p->name),
 						 type_sql(exprType((Node *) p->expr), exprTypmod((Node *) p->expr),
-								  exprCollation((Node *) p->expr), true));
+								  exprCollation((Node *) p->expr)));
 	}
 	return buf.data;
 }

@@ -465,6 +465,9 @@ static const char *const kinit_properties[] = {
 static bool
 shell_safe(const char *value)
 {
+	/* nor an option of kinit's */
+	if (value[0] == '-')
+		return false;
 	for (const char *c = value; *c; c++)
 		if (!isalnum((unsigned char) *c) && strchr("._-/@+=:,", *c) == NULL)
 			return false;
@@ -500,7 +503,7 @@ check_property_allowed(const char *key, const char *value)
 	if (in_list(kinit_properties, key) && !shell_safe(value))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("kafka property \"%s\" may hold only letters, digits and . _ - / @ + = : ,", key),
+				 errmsg("kafka property \"%s\" may hold only letters, digits and . _ - / @ + = : , (not first: -)", key),
 				 errdetail("librdkafka puts it into the kinit command it runs through the shell.")));
 }
 

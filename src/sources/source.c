@@ -79,7 +79,7 @@ streamwin_source_rows(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	if (input == NULL)
 		return (Datum) 0;
-	batch_rows_check_type(input->desc, rsinfo->setDesc, numbered ? 1 : 0,
+	batch_rows_check_type(input->desc, rsinfo->setDesc, numbered ? INT4OID : InvalidOid,
 						  psprintf("source %d", source_id));
 	/*
 	 * Rows made a chunk at a time (BatchInput.refill) come chunk by chunk:

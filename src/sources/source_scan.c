@@ -386,7 +386,8 @@ source_scan_next(ScanState *ss)
 	{
 		input = batch_scope_input(state->source_id);
 		if (input != NULL)
-			batch_rows_check_type(input->desc, slot->tts_tupleDescriptor, first,
+			batch_rows_check_type(input->desc, slot->tts_tupleDescriptor,
+								  first ? INT4OID : InvalidOid,
 								  psprintf("source %d", state->source_id));
 		state->input = input;
 		state->started = true;

@@ -522,12 +522,7 @@ store_rows_scan_begin(int32 query_id, const char *which, TupleDesc want)
 	if (s == NULL || !s->loaded)
 		return scan;			/* no store: no rows */
 	scan->with_tid = natts == s->state_desc->natts + 1;
-	if (scan->with_tid && TupleDescAttr(want, 0)->atttypid != TIDOID)
-		ereport(ERROR,
-				(errcode(ERRCODE_DATATYPE_MISMATCH),
-				 errmsg("column 1 of store_rows() of query %d is of type tid, not %s", query_id,
-						format_type_be(TupleDescAttr(want, 0)->atttypid))));
-	batch_rows_check_type(s->state_desc, want, scan->with_tid ? 1 : 0,
+	batch_rows_check_type(s->state_desc, want, scan->with_tid ? TIDOID : InvalidOid,
 						  psprintf("store_rows() of query %d", query_id));
 	scan->store = s;
 	if (scan->rows == STORE_ROWS_ALL)
