@@ -66,7 +66,7 @@ batch_rows_check_type(TupleDesc have, TupleDesc want, Oid first_type, const char
 	if (first == 1 && TupleDescAttr(want, 0)->atttypid != first_type)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATATYPE_MISMATCH),
-				 errmsg("column 0 of %s is of type %s, not %s", what, format_type_be(first_type),
+				 errmsg("column 1 of %s is of type %s, not %s", what, format_type_be(first_type),
 						format_type_be(TupleDescAttr(want, 0)->atttypid))));
 	for (int i = 0; i < have->natts; i++)
 	{
@@ -76,7 +76,7 @@ batch_rows_check_type(TupleDesc have, TupleDesc want, Oid first_type, const char
 		if (h != w)
 			ereport(ERROR,
 					(errcode(ERRCODE_DATATYPE_MISMATCH),
-					 errmsg("column %d of %s is of type %s, not %s", i + 1, what,
+					 errmsg("column %d of %s is of type %s, not %s", i + 1 + first, what,
 							format_type_be(h), format_type_be(w))));
 	}
 }

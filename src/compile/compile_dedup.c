@@ -257,7 +257,8 @@ dedup_statements(Compiled *c, List *keys, int32 query_id, StringInfo plan,
 
 		source_names = lappend(source_names, NameStr(att->attname));
 		appendStringInfo(&cols, ", %s %s", quote_identifier(NameStr(att->attname)),
-						 format_type_with_typemod(att->atttypid, att->atttypmod));
+						 format_type_extended(att->atttypid, att->atttypmod,
+											  FORMAT_TYPE_TYPEMOD_GIVEN | FORMAT_TYPE_FORCE_QUALIFY));
 	}
 	ord = quote_identifier(internal_name(&source_names, "__ord", ""));
 	event_time_name = internal_name(&table_names, "event_time", "");

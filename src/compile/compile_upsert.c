@@ -98,7 +98,8 @@ upsert_columns(SourceInfo *src, UpsertColumns *u)
 
 		names = lappend(names, NameStr(att->attname));
 		appendStringInfo(&cols, ", %s %s", quote_identifier(NameStr(att->attname)),
-						 format_type_with_typemod(att->atttypid, att->atttypmod));
+						 format_type_extended(att->atttypid, att->atttypmod,
+											  FORMAT_TYPE_TYPEMOD_GIVEN | FORMAT_TYPE_FORCE_QUALIFY));
 		if (a != u->change && !list_member_int(u->keys, a))
 			u->values = lappend_int(u->values, a);
 	}

@@ -48,7 +48,6 @@ typedef struct KafkaReader
 	bool		ends_fresh;		/* assigned since the last fetch, its ends asked */
 	int64	   *consumer_next;	/* the next offset it delivers, per part */
 	bool		needs_headers;	/* a column holds the message's headers */
-	TimestampTz idle_stored_at; /* kafka_moved_without_rows said so last */
 } KafkaReader;
 
 #define KR(rd) ((KafkaReader *) (rd)->private)
@@ -642,24 +641,18 @@ kafka_replay(SourceReader *rd, const SourcePosition *targets, SourceRow **rows)
  * A batch without rows may have moved a partition past offsets without
  * messages at its end (a commit marker): stored, so that the stored
  * position and the lag reach the end, and the next batch, which starts
- * from the stored positions, finds the consumer where they say.  Not more
- * often than every ten seconds: storing them may take a checkpoint
- * (batch_idle), and a transactional producer leaves a marker after each
- * transaction; a batch with rows stores them anyway.
+ * from the stored positions, finds the consumer where they say.  (Storing
+ * them may take a checkpoint, batch_idle: one per transaction of a
+ * transactional producer that goes quiet after each.  Not storing them
+ * would leave the next batch assigning the consumer again, and
+ * run_available() short of the end.)
  */
 static bool
 kafka_moved_without_rows(SourceReader *rd, const SourcePosition *before)
 {
-	TimestampTz now = GetCurrentTimestamp();
-
-	if (now - KR(rd)->idle_stored_at < 10 * USECS_PER_SEC)
-		return false;
 	for (int i = 0; i < rd->nparts; i++)
 		if (rd->parts[i].next.offset > before[i].offset)
-		{
-			KR(rd)->idle_stored_at = now;
 			return true;
-		}
 	return false;
 }
 
