@@ -55,12 +55,13 @@ BEGIN
 END $$;
 CREATE TRIGGER security_note AFTER INSERT OR DELETE OR TRUNCATE ON :security_state
     FOR EACH STATEMENT EXECUTE FUNCTION security_own.note();
-DO $$
+CREATE FUNCTION security_own.try_reset() RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM streamwin.reset_query('security_q', 'earliest');
 EXCEPTION WHEN insufficient_privilege THEN
     RAISE NOTICE 'refused: %', regexp_replace(SQLERRM, 'state_[0-9]+', 'state_N');
 END $$;
+SELECT security_own.try_reset();
 DROP TRIGGER security_note ON :security_state;
 CREATE FUNCTION security_own.fine(int) RETURNS boolean LANGUAGE plpgsql AS $$
 BEGIN
@@ -68,12 +69,7 @@ BEGIN
     RETURN true;
 END $$;
 ALTER TABLE :security_state ADD CONSTRAINT security_fine CHECK (security_own.fine(g));
-DO $$
-BEGIN
-    PERFORM streamwin.reset_query('security_q', 'earliest');
-EXCEPTION WHEN insufficient_privilege THEN
-    RAISE NOTICE 'refused: %', regexp_replace(SQLERRM, 'state_[0-9]+', 'state_N');
-END $$;
+SELECT security_own.try_reset();
 ALTER TABLE :security_state DROP CONSTRAINT security_fine;
 SELECT streamwin.reset_query('security_q', 'earliest');
 SELECT count(*) AS ran_as_others FROM security_own.ran WHERE who <> 'security_user';

@@ -1189,6 +1189,19 @@ out_append(SetHeader *out, Size *off, const char *src, Size len, int nentries, S
 	*off += len;
 }
 
+/* Append entry e to out at *off with another count: the entry's image, that count. */
+static inline void
+out_recount(SetHeader *out, Size *off, int64 count, const SetEntry *e)
+{
+	char	   *dst = (char *) out + *off;
+	Size		len = count_write(dst, count);
+
+	memcpy(dst + len, e->img, e->img_len);
+	out->last = *off;
+	out->n++;
+	*off += len + e->img_len;
+}
+
 /* Is set h of version 3, its forms of a value apart? */
 static inline bool
 set_forms_apart(const SetHeader *h)
@@ -1232,15 +1245,7 @@ set_forms_together(SetTypeInfo *t, const SetHeader *b)
 			}
 		}
 		if (kept.img != NULL && count != 0)
-		{
-			char	   *dst = (char *) out + off;
-			Size		len = count_write(dst, count);
-
-			memcpy(dst + len, kept.img, kept.img_len);
-			out->last = off;
-			out->n++;
-			off += len + kept.img_len;
-		}
+			out_recount(out, &off, count, &kept);
 		if (i < b->n)
 		{
 			kept = e;
@@ -1335,15 +1340,7 @@ set_merge_searched(SetTypeInfo *t, const SetHeader *a, const SetHeader *b, SetHe
 		else if (e.count == 0)
 			out_append(out, &off, (const char *) b + eb.off, eb.len, 1, 0);
 		else if (sum != 0)
-		{
-			char	   *dst = (char *) out + off;
-			Size		len = count_write(dst, sum);
-
-			memcpy(dst + len, e.img, e.img_len);
-			out->last = off;
-			out->n++;
-			off += len + e.img_len;
-		}
+			out_recount(out, &off, sum, &e);
 		/* (counted 0: left out) */
 	}
 	/* the rest of a */
