@@ -41,6 +41,7 @@ runner_for_session(text *name_text)
 {
 	char	   *name = text_to_cstring(name_text);
 	QueryInfo  *q = catalog_get_query(name, false);
+	QueryRunner *r;
 
 	catalog_check_owner(q->owner, "query", name);
 	if (q->desired_running)
@@ -49,7 +50,19 @@ runner_for_session(text *name_text)
 				 errmsg("query \"%s\" is running in a background worker", name),
 				 errhint("Stop it first with streamwin.stop_query(%s).", quote_literal_cstr(q->name))));
 	(void) runner_settings_changed(q);
-	return runner_get(q->query_id, false);
+	r = runner_get(q->query_id, false);
+
+	/*
+	 * A runner kept for another query of that id: one dropped with the
+	 * extension, whose ids begin again when it is created anew.  Its
+	 * result table tells them apart.
+	 */
+	if (r->query->result_table != q->result_table)
+	{
+		runner_forget(q->query_id);
+		r = runner_get(q->query_id, false);
+	}
+	return r;
 }
 
 /*

@@ -56,4 +56,28 @@ is($node->safe_psql('postgres', "SELECT (streamwin.run_batch('per_g')->>'input_r
 	'a third batch, in a new session');
 results_match($node, $got, $want, 'the state held each group once: plain SQL');
 
+# A session keeps the runner of a query it ran.  After the extension is
+# dropped and created again, query ids begin again: the new query of the
+# first id must not run on the runner of the old one in that session.
+my $old_id = $node->safe_psql('postgres', "SELECT query_id FROM streamwin.query_catalog WHERE name = 'per_g'");
+my $session = $node->background_psql('postgres');
+$session->query_safe("SELECT streamwin.run_batch('per_g')");
+psql_ok($node, q{
+SELECT streamwin.drop_query('per_g', drop_result => true);
+SELECT streamwin.drop_source('pay_src');
+DROP EXTENSION streamwin CASCADE;
+CREATE EXTENSION streamwin;
+CREATE TABLE tag (id int PRIMARY KEY, k text);
+SELECT streamwin.create_table_source('tag_src', 'tag');
+SELECT streamwin.create_query('per_k', 'SELECT k, count(*) AS n FROM tag_src GROUP BY k',
+    output_mode => 'update', start => false);
+INSERT INTO tag SELECT i, 'k' || i % 3 FROM generate_series(1, 30) i;
+}, 'the extension dropped and created again, and a new query');
+is($node->safe_psql('postgres', "SELECT query_id FROM streamwin.query_catalog WHERE name = 'per_k'"), $old_id,
+	'the new query has the old one\'s id');
+$session->query_safe("SELECT streamwin.run_batch('per_k')");
+$session->quit;
+results_match($node, 'SELECT k, n FROM per_k', 'SELECT k, count(*) AS n FROM tag GROUP BY k',
+	'it ran on a runner of its own, in the session that ran the old one');
+
 done_testing();
