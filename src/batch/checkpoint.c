@@ -320,9 +320,7 @@ checkpoint_restore(QueryRunner *r)
 		Datum		args[1];
 		int			nargs = 0;
 
-		catalog_check_plain_table(p->unlogged, RowExclusiveLock);
-		catalog_check_plain_table(p->logged, AccessShareLock);
-		catalog_check_same_columns(p->unlogged, p->logged);
+		catalog_check_table_pair(p->unlogged, RowExclusiveLock, p->logged, AccessShareLock);
 		run_catalog(psprintf("DELETE FROM %s", qualified_relname(p->unlogged)), r->query_id);
 		if (ckpt == 0)
 			continue;
@@ -405,9 +403,7 @@ checkpoint_rows(QueryRunner *r, const StateTablePair *pair, bool has_wm, Timesta
 	TimestampTz cutoff;
 	bool		has_cutoff = pair_cutoff(pair, has_wm, wm, &cutoff);
 
-	catalog_check_plain_table(pair->unlogged, AccessShareLock);
-	catalog_check_plain_table(pair->logged, RowExclusiveLock);
-	catalog_check_same_columns(pair->unlogged, pair->logged);
+	catalog_check_table_pair(pair->unlogged, AccessShareLock, pair->logged, RowExclusiveLock);
 	if (pair->join_side != NULL)
 	{
 		if (checkpoint_outgrown(r, pair, 2) &&
@@ -532,9 +528,7 @@ checkpoint_take(QueryRunner *r, int64 batch_id, bool has_wm, TimestampTz wm, boo
 			elog(ERROR, "streamwin: query \"%s\" keeps rows back from a table whose checkpoint is copied whole",
 				 r->query->name);
 		/* TRUNCATE rather than DELETE: no dead tuples left behind each time */
-		catalog_check_plain_table(pairs[i].unlogged, AccessShareLock);
-		catalog_check_plain_table(pairs[i].logged, AccessExclusiveLock);
-		catalog_check_same_columns(pairs[i].unlogged, pairs[i].logged);
+		catalog_check_table_pair(pairs[i].unlogged, AccessShareLock, pairs[i].logged, AccessExclusiveLock);
 		run_catalog(psprintf("TRUNCATE %s", qualified_relname(pairs[i].logged)), r->query_id);
 		copy_rows(pairs[i].logged, psprintf("SELECT * FROM %s", qualified_relname(pairs[i].unlogged)));
 	}

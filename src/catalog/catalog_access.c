@@ -177,10 +177,8 @@ catalog_leave(RoleSwitch *save)
  *		generated columns, each of which would run the owner's code as the
  *		extension owner.  (An index on an expression would too, and is not
  *		refused: streamwin makes some, on a join's key expressions.  Running
- *		these statements as the query's owner is the whole answer.)
- *		(Rows are copied between a query's tables of the same column types,
- *		with no cast: catalog_check_same_columns.)  The lock keeps new ones
- *		out until the transaction ends.
+ *		these statements as the query's owner is the whole answer.)  The
+ *		lock keeps new ones out until the transaction ends.
  */
 void
 catalog_check_plain_table(Oid relid, LOCKMODE mode)
@@ -190,6 +188,7 @@ catalog_check_plain_table(Oid relid, LOCKMODE mode)
 	bool		plain = rel->rd_rel->relkind == RELKIND_RELATION && rel->trigdesc == NULL &&
 		rel->rd_rules == NULL &&
 		(constr == NULL || (constr->num_check == 0 && !constr->has_generated_stored));
+
 	if (!plain)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
@@ -201,22 +200,29 @@ catalog_check_plain_table(Oid relid, LOCKMODE mode)
 }
 
 /*
- * catalog_check_same_columns
- *		Refuse two of a query's tables that rows are copied between (a
- *		state table and its checkpoint) unless their columns are of the same
- *		types: a column whose type its owner changed would be cast, by a
- *		function of its owner's perhaps, as the extension owner.
+ * catalog_check_table_pair
+ *		catalog_check_plain_table of a query's UNLOGGED table and its logged
+ *		copy (a state table and its checkpoint), locked in their modes, and
+ *		refused unless their columns are still of the same types: rows are
+ *		copied between them as the extension owner, and a column whose type
+ *		its owner changed would be cast, by a function of its owner's perhaps.
  */
 void
-catalog_check_same_columns(Oid a, Oid b)
+catalog_check_table_pair(Oid a, LOCKMODE amode, Oid b, LOCKMODE bmode)
 {
-	Relation	ra = table_open(a, NoLock);
-	Relation	rb = table_open(b, NoLock);
-	TupleDesc	da = RelationGetDescr(ra);
-	TupleDesc	db = RelationGetDescr(rb);
+	Relation	ra;
+	Relation	rb;
+	TupleDesc	da;
+	TupleDesc	db;
 	int			i = 0;
 	int			j = 0;
 
+	catalog_check_plain_table(a, amode);
+	catalog_check_plain_table(b, bmode);
+	ra = table_open(a, NoLock);
+	rb = table_open(b, NoLock);
+	da = RelationGetDescr(ra);
+	db = RelationGetDescr(rb);
 	for (;;)
 	{
 		while (i < da->natts && TupleDescAttr(da, i)->attisdropped)

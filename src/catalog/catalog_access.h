@@ -39,7 +39,7 @@ extern char *catalog_version_mismatch(void);
 extern void catalog_enter(RoleSwitch *save);
 extern void catalog_leave(RoleSwitch *save);
 extern void catalog_check_plain_table(Oid relid, LOCKMODE mode);
-extern void catalog_check_same_columns(Oid a, Oid b);
+extern void catalog_check_table_pair(Oid a, LOCKMODE amode, Oid b, LOCKMODE bmode);
 
 /*
  * catalog_exec

@@ -378,8 +378,7 @@ streamwin_reset_query(PG_FUNCTION_ARGS)
 		/* the state is now (validly) empty, whatever a crash did to it */
 		for (int i = 0; i < npairs; i++)
 		{
-			catalog_check_plain_table(pairs[i].unlogged, RowExclusiveLock);
-			catalog_check_plain_table(pairs[i].logged, RowExclusiveLock);
+			catalog_check_table_pair(pairs[i].unlogged, RowExclusiveLock, pairs[i].logged, RowExclusiveLock);
 			SPI_execute(psprintf("DELETE FROM %s", qualified_relname(pairs[i].unlogged)), false, 0);
 			SPI_execute(psprintf("DELETE FROM %s", qualified_relname(pairs[i].logged)), false, 0);
 		}
