@@ -169,7 +169,8 @@ reap_orphan_slots(void)
 
 	if (wal_level < WAL_LEVEL_LOGICAL || max_replication_slots == 0)
 		return;
-	source_slots_lock();
+	if (!source_slots_try_lock())
+		return;
 	PushActiveSnapshot(GetTransactionSnapshot());
 	if (OidIsValid(get_extension_oid("streamwin", true)))
 	{
@@ -252,6 +253,12 @@ streamwin_starter_main(Datum main_arg)
 			 * process would not start (a WARNING there): say so on the
 			 * query instead, where users look.
 			 */
+			/*
+			 * One whose worker runs already is left alone: a worker that
+			 * connected keeps running when its owner loses LOGIN since.
+			 */
+			if (worker_pid(dboid, query_id) != 0)
+				continue;
 			if (role_cannot_run_worker(owner, &message, &hint))
 				why = psprintf("%s\nHINT: %s", message, hint);
 			else if (!worker_start_now(dboid, query_id, owner))

@@ -193,6 +193,30 @@ merge_missing_keys(RunTotals *t, const char *batch_json)
 }
 
 /*
+ * Between catch_up's transactions the query is not locked: refuse to go on
+ * once it was started (or dropped) meanwhile, rather than take turns with
+ * its worker, each failing on what the other holds (a table source's
+ * slot).
+ */
+static void
+check_still_stopped(QueryRunner *r)
+{
+	QueryInfo  *q = catalog_get_query_by_id(r->query_id, true);
+
+	if (q == NULL || q->result_table != r->query->result_table)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("query \"%s\" was dropped while its batches ran", r->query->name)));
+	if (q->desired_running)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("query \"%s\" was started in a background worker while its batches ran here", q->name),
+				 errdetail("The batches that ran here committed; its worker goes on from there."),
+				 errhint("Stop it first with streamwin.stop_query(%s) to run its batches here.",
+						 quote_literal_cstr(q->name))));
+}
+
+/*
  * Batches until every partition is at targets, adding them up into t.
  * With commit_each, each batch commits as it ends, as in a worker.
  */
@@ -208,7 +232,10 @@ run_batches(QueryRunner *r, SourcePosition **targets, bool commit_each, RunTotal
 
 		CHECK_FOR_INTERRUPTS();
 		if (commit_each)
+		{
 			PushActiveSnapshot(GetTransactionSnapshot());
+			check_still_stopped(r);
+		}
 		batch_execute(r, 1000, SESSION_FETCH_LINGER_MS, &stats);
 		if (commit_each)
 		{

@@ -51,6 +51,9 @@
 /* without new data, still look at the query (stop, idle watermark) this often */
 #define IDLE_CHECK_MS 1000L
 
+/* The extension when this worker first read its query */
+static Oid	worker_extension = InvalidOid;
+
 /* The query, or NULL once it is dropped (DROP EXTENSION drops them all). */
 static QueryInfo *
 query_if_exists(int32 query_id)
@@ -61,19 +64,42 @@ query_if_exists(int32 query_id)
 }
 
 /*
+ * Is q the query this worker runs, connected as owner?  Query ids begin
+ * again when the extension is dropped and created anew, and another query
+ * of its id may be another role's.
+ */
+static bool
+query_is_this_workers(QueryInfo *q, Oid owner)
+{
+	Oid			extension = get_extension_oid("streamwin", false);
+
+	if (!OidIsValid(worker_extension))
+		worker_extension = extension;
+	return extension == worker_extension && q->owner == owner;
+}
+
+/*
  * Start a transaction and read the query: whether it still wants to run,
  * and its settings as they are now.  Returns NULL (with no transaction
- * open) when the worker should exit.
+ * open) when the worker should exit.  Another query of its id, to run,
+ * gets a worker of its own when this one exits.
  */
 static QueryInfo *
-begin_batch_transaction(int32 query_id)
+begin_batch_transaction(int32 query_id, Oid owner)
 {
 	QueryInfo  *q;
 
+	/* a start from now on is one this reading may not see */
+	worker_clear_restart();
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	q = query_if_exists(query_id);
+	if (q != NULL && q->desired_running && !query_is_this_workers(q, owner))
+	{
+		worker_restart_at_exit(q->owner);
+		q = NULL;
+	}
 	if (q == NULL || !q->desired_running)
 	{
 		PopActiveSnapshot();
@@ -203,6 +229,9 @@ source_query_gone_in_transaction(void *arg)
 	int32		source_id = *(int32 *) arg;
 	SourceInfo *src;
 
+	/* the extension created anew: that id is another source's now */
+	if (get_extension_oid("streamwin", true) != worker_extension)
+		return;
 	SPI_connect();
 	/* drop_source after drop_query: nothing is kept for it any more */
 	src = catalog_get_source_by_id(source_id, true);
@@ -332,7 +361,7 @@ streamwin_worker_main(Datum main_arg)
 
 		PG_TRY();
 		{
-			QueryInfo  *q = begin_batch_transaction(query_id);
+			QueryInfo  *q = begin_batch_transaction(query_id, extra.owner);
 
 			if (q == NULL)
 				stop = true;	/* stopped or dropped; never leave PG_TRY by

@@ -10,6 +10,13 @@
  * and drop_query set the worker's latch at commit; the worker sees the
  * query's desired state and exits after its current batch.
  *
+ * A start that finds a live worker marks its slot instead: that worker may
+ * be on its way out (it read the query stopped just before the start
+ * committed, or it runs another query of the same id, the extension having
+ * been created anew), and one on its way out starts its successor as it
+ * releases the slot.  A worker clears the mark before each reading of its
+ * query, so a mark it finds at exit came from a start it has not seen.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -45,6 +52,8 @@ typedef struct WorkerSlot
 	int32		query_id;
 	pid_t		pid;			/* 0: free */
 	Latch	   *latch;
+	bool		restart;		/* a start came: at exit, start a worker */
+	Oid			restart_owner;	/* as this role */
 } WorkerSlot;
 
 typedef struct StreamwinShared
@@ -152,31 +161,105 @@ worker_claim_slot(Oid dboid, int32 query_id)
 	shared->slots[free_slot].query_id = query_id;
 	shared->slots[free_slot].pid = MyProcPid;
 	shared->slots[free_slot].latch = MyLatch;
+	shared->slots[free_slot].restart = false;
 	LWLockRelease(shared->lock);
 	return CLAIM_OK;
 }
 
-/* Release this process's slot; on_shmem_exit callback of a query worker. */
-void
-worker_release_slot(int code, Datum arg)
+/* This worker's slot; the lock held */
+static WorkerSlot *
+own_slot(void)
 {
-	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	for (int i = 0; i < shared->nslots; i++)
 		if (shared->slots[i].pid == MyProcPid)
-			shared->slots[i].pid = 0;
+			return &shared->slots[i];
+	return NULL;
+}
+
+/* See worker_registry.h */
+void
+worker_clear_restart(void)
+{
+	WorkerSlot *s;
+
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	if ((s = own_slot()) != NULL)
+		s->restart = false;
 	LWLockRelease(shared->lock);
 }
 
-/* Returns false if no background worker slot was free. */
+void
+worker_restart_at_exit(Oid owner)
+{
+	WorkerSlot *s;
+
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	if ((s = own_slot()) != NULL)
+	{
+		s->restart = true;
+		s->restart_owner = owner;
+	}
+	LWLockRelease(shared->lock);
+}
+
+static bool register_worker(Oid dboid, int32 query_id, Oid owner);
+
+/*
+ * Release this process's slot; on_shmem_exit callback of a query worker.
+ * A start that came while it was on its way out starts its successor,
+ * which reads the query again (and exits if it is not to run).
+ */
+void
+worker_release_slot(int code, Datum arg)
+{
+	WorkerSlot *s;
+	WorkerSlot	released = {0};
+
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	if ((s = own_slot()) != NULL)
+	{
+		released = *s;
+		s->pid = 0;
+		s->restart = false;
+	}
+	LWLockRelease(shared->lock);
+	if (released.restart)
+		(void) register_worker(released.dboid, released.query_id, released.restart_owner);
+}
+
+/*
+ * Start a worker for the query now, unless one runs: then mark its slot
+ * and wake it (see the top of this file).  Returns false if no background
+ * worker process was free.
+ */
 bool
 worker_start_now(Oid dboid, int32 query_id, Oid owner)
+{
+	bool		running = false;
+
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < shared->nslots; i++)
+	{
+		WorkerSlot *s = &shared->slots[i];
+
+		if (s->pid != 0 && s->dboid == dboid && s->query_id == query_id)
+		{
+			s->restart = true;
+			s->restart_owner = owner;
+			SetLatch(s->latch);
+			running = true;
+		}
+	}
+	LWLockRelease(shared->lock);
+	return running || register_worker(dboid, query_id, owner);
+}
+
+static bool
+register_worker(Oid dboid, int32 query_id, Oid owner)
 {
 	BackgroundWorker bgw;
 	BackgroundWorkerHandle *handle;
 	WorkerExtra extra;
-
-	if (worker_pid(dboid, query_id) != 0)
-		return true;
 
 	memset(&bgw, 0, sizeof(bgw));
 	bgw.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
@@ -273,6 +356,19 @@ workers_xact_callback(XactEvent event, void *arg)
 			}
 			pending = NIL;		/* the list lived in TopTransactionContext */
 			break;
+		case XACT_EVENT_PRE_PREPARE:
+
+			/*
+			 * A prepared transaction commits in another session, or none,
+			 * and this one would never act on its requests.
+			 */
+			if (pending != NIL)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("cannot PREPARE a transaction that started, stopped or changed a streamwin query"),
+						 errhint("Start, stop or change queries in transactions that commit.")));
+			break;
+		case XACT_EVENT_PREPARE:
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
 			pending = NIL;

@@ -47,8 +47,19 @@ extern WorkerClaim worker_claim_slot(Oid dboid, int32 query_id);
 extern void worker_release_slot(int code, Datum arg);
 
 /*
- * Start a worker for the query now, unless one runs (the launcher's
- * starter); false if no background worker process was free.
+ * worker_clear_restart / worker_restart_at_exit
+ *		A query worker clears its slot's mark (a start that found it
+ *		running) before it reads its query, so that a mark found at exit
+ *		is a start it has not seen, and starts its successor then
+ *		(worker_release_slot).  Or it marks its slot itself: it exits, and
+ *		its query is to run in a worker connected as owner.
+ */
+extern void worker_clear_restart(void);
+extern void worker_restart_at_exit(Oid owner);
+
+/*
+ * Start a worker for the query now, unless one runs (then mark its slot
+ * and wake it); false if no background worker process was free.
  */
 extern bool worker_start_now(Oid dboid, int32 query_id, Oid owner);
 

@@ -213,14 +213,14 @@ register_xact_callback(void)
  * hold it shared until their transaction ends (when the new source's
  * catalog row is visible), the reaper exclusively while it looks.
  */
-static void
-lock_slot_registry(LOCKMODE mode)
+static bool
+lock_slot_registry(LOCKMODE mode, bool dont_wait)
 {
 	LOCKTAG		tag;
 
 	/* see STREAMWIN_LOCK_SPACE in catalog_types.h */
 	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, STREAMWIN_LOCK_SPACE, 0, 3);
-	(void) LockAcquire(&tag, mode, false, false);
+	return LockAcquire(&tag, mode, false, dont_wait) != LOCKACQUIRE_NOT_AVAIL;
 }
 
 /*
@@ -258,7 +258,7 @@ source_slot_create(void)
 	int			level;
 
 	check_slot_creation(false);
-	lock_slot_registry(ShareLock);
+	(void) lock_slot_registry(ShareLock, false);
 
 	/* unique in the cluster: slots are shared by every database */
 	snprintf(name, sizeof(name), "streamwin_%u_%llx",
@@ -786,11 +786,18 @@ source_slots_check_retention(void)
 	AtEOXact_GUC(true, level);
 }
 
-/* Taken by the reaper's caller before it reads the sources' slot names. */
-void
-source_slots_lock(void)
+/*
+ * Taken by the reaper's caller before it reads the sources' slot names,
+ * if no creator holds it: false if one does.  A creator holds it until its
+ * transaction ends, which a session left idle in that transaction may put
+ * off for good, and the starter that waited would hold up the launcher,
+ * and every other database's starts with it.  The reaper tries again at
+ * the next round.
+ */
+bool
+source_slots_try_lock(void)
 {
-	lock_slot_registry(ExclusiveLock);
+	return lock_slot_registry(ExclusiveLock, true);
 }
 
 /*

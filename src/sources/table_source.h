@@ -234,13 +234,14 @@ extern int	streamwin_retained_wal_warning;
 extern void source_slots_check_retention(void);
 
 /*
- * source_slots_lock / source_slots_reap
+ * source_slots_try_lock / source_slots_reap
  *		For the launcher's starter: drop the slots of this database that no
  *		table source owns any more (known: the owned slot names, NIL if the
- *		extension is not installed).  Take the lock, then read the names,
- *		then reap, in one transaction.
+ *		extension is not installed).  Take the lock (false: a table source
+ *		is being created; reap at another time), then read the names, then
+ *		reap, in one transaction.
  */
-extern void source_slots_lock(void);
+extern bool source_slots_try_lock(void);
 extern void source_slots_reap(List *known);
 
 #endif							/* STREAMWIN_TABLE_SOURCE_H */

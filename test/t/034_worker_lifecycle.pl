@@ -1,0 +1,193 @@
+
+# 034_worker_lifecycle.pl: a query marked running has a worker, connected as
+# its owner, whatever came just before: a stop that its worker was still
+# acting on, the extension dropped and created anew under a worker, an
+# owner that lost LOGIN after its worker connected, a session idle in the
+# transaction that creates a table source.  And a transaction that starts
+# or stops a query cannot be prepared (it would never act on it).
+#
+# The launcher's rounds are an hour apart here (its first round at server
+# start aside), unless a step says otherwise: a worker that appears did not
+# come from a round.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(usleep);
+use StreamwinTest;
+
+my $node = new_node('lifecycle',
+	conf => "streamwin.launcher_naptime = 3600\nmax_prepared_transactions = 2\n");
+
+sub as_role { return (extra_params => [ '-U', $_[0] ]) }
+
+my $want = 'SELECT k, count(*)::bigint AS n, sum(v)::bigint AS s FROM ev GROUP BY k';
+my $got = 'SELECT k, n::bigint, s::bigint FROM %s';
+
+sub add_rows
+{
+	my ($n) = @_;
+	$node->safe_psql('postgres',
+		"INSERT INTO ev (k, v) SELECT 'k' || (i % 7), i FROM generate_series(1, $n) i");
+	return;
+}
+
+sub worker_of
+{
+	my ($q, $when, %opts) = @_;
+	wait_until($node,
+		"SELECT state, worker_pid IS NOT NULL FROM streamwin.queries WHERE name = '$q'",
+		'running|t', "$q is running with a worker $when", %opts);
+	return $node->safe_psql('postgres', "SELECT worker_pid FROM streamwin.queries WHERE name = '$q'");
+}
+
+sub worker_user
+{
+	my ($pid) = @_;
+	return $node->safe_psql('postgres', "SELECT usename FROM pg_stat_activity WHERE pid = $pid");
+}
+
+psql_ok($node, user_role_sql('alice') . user_role_sql('bob') . q{
+CREATE TABLE ev (id serial PRIMARY KEY, k text NOT NULL, v int NOT NULL);
+SELECT streamwin.create_table_source('ev_src', 'ev');
+GRANT SELECT ON ev, ev_src TO alice;
+}, 'roles, a table and its source');
+psql_ok($node, q{
+SELECT streamwin.create_query('lc', 'SELECT k, count(*) AS n, sum(v) AS s FROM ev_src GROUP BY k',
+                              output_mode => 'update', trigger_interval => '100 ms');
+}, 'alice creates a started query', as_role('alice'));
+add_rows(100);
+my $pid = worker_of('lc', 'at first');
+wait_results_match($node, sprintf($got, 'lc'), $want, 'lc equals plain SQL');
+
+# ---- a start right after a stop -------------------------------------------
+
+# The worker reads its query stopped and is on its way out when the start
+# commits: it leaves a successor.  The time between the two varies, so that
+# the start comes at some point of the worker's way out.
+for my $pause (0, 0.002, 0.005, 0.01, 0.02, 0.05, 0.2)
+{
+	add_rows(50);
+	psql_ok($node, qq{
+SELECT streamwin.stop_query('lc');
+SELECT pg_sleep($pause);
+SELECT streamwin.start_query('lc');
+}, "stop, $pause s, start", as_role('alice'));
+	my $p = worker_of('lc', "after a stop and a start $pause s apart", timeout => 20);
+	wait_results_match($node, sprintf($got, 'lc'), $want,
+		"lc equals plain SQL after a stop and a start $pause s apart", timeout => 20);
+	$pid = $p;
+}
+
+# ---- an owner that loses LOGIN while its worker runs ----------------------
+
+# The running worker goes on; a launcher round (one a second here) does not
+# mark its query failed.
+psql_ok($node, q{
+ALTER ROLE alice NOLOGIN;
+ALTER SYSTEM SET streamwin.launcher_naptime = 1;
+SELECT pg_reload_conf();
+}, 'alice loses LOGIN; launcher rounds every second');
+$pid = worker_of('lc', 'before the rounds');
+sleep(3);
+add_rows(30);
+wait_results_match($node, sprintf($got, 'lc'), $want, 'the worker goes on without LOGIN');
+is( $node->safe_psql('postgres',
+		"SELECT state, worker_pid = $pid, last_error IS NULL FROM streamwin.queries WHERE name = 'lc'"),
+	'running|t|t', 'the rounds leave a running query alone: not failed, the same worker');
+psql_ok($node, 'ALTER ROLE alice LOGIN', 'alice may log in again');
+
+# ---- a session idle in the transaction that creates a table source --------
+
+# It holds the lock the rounds take to drop orphan slots until it ends: the
+# rounds go on all the same, and start the worker of a query that has none.
+my $idle = $node->background_psql('postgres', on_error_stop => 0);
+$idle->query_safe(q{
+CREATE TABLE ev2 (id int);
+BEGIN;
+SELECT streamwin.create_table_source('ev2_src', 'ev2');
+});
+$node->safe_psql('postgres', "SELECT pg_terminate_backend($pid)");
+wait_until($node, "SELECT count(*) FROM pg_stat_activity WHERE pid = $pid", '0',
+	'the worker ended by SIGTERM is gone (the postmaster does not restart it)');
+add_rows(20);
+my $p = worker_of('lc', 'again, started by a round while the session is idle in its transaction',
+	timeout => 20);
+isnt($p, $pid, 'a new worker');
+wait_results_match($node, sprintf($got, 'lc'), $want, 'the new worker goes on where the old stopped');
+$pid = $p;
+$idle->query_safe('ROLLBACK');
+$idle->quit;
+psql_ok($node, q{
+ALTER SYSTEM SET streamwin.launcher_naptime = 3600;
+SELECT pg_reload_conf();
+}, 'launcher rounds an hour apart again');
+
+# ---- PREPARE TRANSACTION ----------------------------------------------------
+
+fails_like($node, q{
+BEGIN;
+SELECT streamwin.stop_query('lc');
+PREPARE TRANSACTION 'stop_lc';
+}, qr/ERROR:  cannot PREPARE a transaction that started, stopped or changed a streamwin query/,
+	'a transaction that stops a query cannot be prepared', as_role('alice'));
+is($node->safe_psql('postgres', 'SELECT count(*) FROM pg_prepared_xacts'), '0', 'nothing was prepared');
+is( $node->safe_psql('postgres', "SELECT state, worker_pid = $pid FROM streamwin.queries WHERE name = 'lc'"),
+	'running|t', 'the query runs on, in the same worker');
+
+# ---- the extension created anew under a running worker ---------------------
+
+# Query ids begin again: a query of bob's gets the id of alice's running
+# query over a Kafka topic, whose worker is still there when bob's starts
+# (it sleeps an hour between batches; and unlike a table source's worker,
+# nothing the drop does ends it).  Bob's query gets
+# a worker connected as bob, and alice's goes.
+my $broker = StreamwinTest::Broker->start(topics => { kt => 1 });
+my $brokers = $broker->bootstrap;
+my @msgs = map { [ 0, sprintf('{"k": "k%d", "v": %d}', $_ % 3, $_) ] } 1 .. 30;
+$broker->produce('kt', \@msgs);
+load_table($node, 'kev', 'k text, v int', [ map { [ "k" . ($_ % 3), $_ ] } 1 .. 30 ]);
+my $kwant = 'SELECT k, count(*)::bigint AS n, sum(v)::bigint AS s FROM kev GROUP BY k';
+my $kafka_sql = qq{
+SELECT streamwin.create_kafka_source('kq', '$brokers', 'kt', 'k text, v int', 'json');
+GRANT SELECT ON kq TO alice, bob;
+};
+psql_ok($node, $kafka_sql, 'a Kafka source');
+psql_ok($node, q{
+SELECT streamwin.drop_query('lc', drop_result => true);
+SELECT streamwin.create_query('lk', 'SELECT k, count(*) AS n, sum(v) AS s FROM kq GROUP BY k',
+                              output_mode => 'update');
+}, 'alice drops her query over the table, creates one over the topic', as_role('alice'));
+my $lk = worker_of('lk', 'at first');
+is($node->safe_psql('postgres', "SELECT query_id FROM streamwin.query_catalog WHERE name = 'lk'"),
+	'2', "alice's query over the topic has id 2");
+wait_results_match($node, sprintf($got, 'lk'), $kwant, 'lk equals plain SQL');
+# a batch an hour: its worker sleeps, and nothing but a start wakes it
+psql_ok($node, "SELECT streamwin.alter_query('lk', trigger_interval => '1 hour')",
+	'alice has lk run a batch an hour', as_role('alice'));
+sleep(2);
+psql_ok($node, q{
+DROP EXTENSION streamwin CASCADE;
+CREATE EXTENSION streamwin;
+GRANT USAGE ON SCHEMA streamwin TO alice, bob;
+GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA streamwin TO alice, bob;
+} . $kafka_sql . q{
+SET ROLE bob;
+SELECT streamwin.create_query('lk_idle', 'SELECT k, v FROM kq', start => false);
+SELECT streamwin.create_query('lk_bob', 'SELECT k, count(*) AS n, sum(v) AS s FROM kq GROUP BY k',
+                              output_mode => 'update');
+RESET ROLE;
+}, 'the extension dropped and created anew; bob creates a started query at once');
+is($node->safe_psql('postgres', "SELECT query_id FROM streamwin.query_catalog WHERE name = 'lk_bob'"),
+	'2', "bob's started query has the id of alice's");
+worker_of('lk_bob', 'after the extension was created anew', timeout => 20);
+wait_until($node, "SELECT usename FROM pg_stat_activity WHERE pid = (SELECT worker_pid FROM streamwin.queries WHERE name = 'lk_bob')",
+	'bob', "bob's query runs in a worker connected as bob", timeout => 20);
+wait_until($node, "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'streamwin worker' AND usename = 'alice'",
+	'0', "alice's worker is gone", timeout => 20);
+wait_results_match($node, sprintf($got, 'lk_bob'), $kwant, "bob's query equals plain SQL", timeout => 20);
+
+$node->stop;
+$broker->stop;
+done_testing();
