@@ -105,6 +105,19 @@ same_partials(StateStore *s, StoreGroup *g, TupleTableSlot *slot)
 			(!isnull && DatumGetTimestampTz(v) != g->window_start))
 			return false;
 	}
+	if (s->plan.session)
+	{
+		/*
+		 * A session's end is state too: an event may extend it and leave
+		 * every partial as it was (a max not beaten, a sum of 0).
+		 */
+		bool		isnull;
+		Datum		v = slot_getattr(slot, 2, &isnull);
+
+		if (isnull != (g->in.session == NULL) ||
+			(!isnull && DatumGetTimestampTz(v) != g->in.session->end))
+			return false;
+	}
 	return true;
 }
 

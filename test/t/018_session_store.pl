@@ -475,5 +475,39 @@ check_part5("after a new session's batches");
 	$s->quit;
 }
 
+# ==== 6. a session extended with its partials unchanged ========================
+
+# An event extends key 1's session and changes no partial (a max it does not
+# beat).  A new session loads the store: its group differs from its
+# checkpoint row by the end alone, and the next checkpoint must write it.
+psql_ok($node, events_source_sql(6, 1000) . q{
+SELECT streamwin.create_query('x_max', $q$SELECT k, max(v) AS hi FROM s6
+       GROUP BY streamwin.session(ts, '10 seconds'), k$q$,
+    watermark => '1 hour', output_mode => 'update', start => false);
+INSERT INTO ev6 (k, v, ts) VALUES (1, 5, timestamptz '2024-01-01 00:00:00+00');
+}, 'part 6: a session query of max alone');
+{
+	my $at = 0;
+	my $more = sub {
+		$at += 1;
+		$node->safe_psql('postgres',
+			"INSERT INTO ev6 (k, v, ts) VALUES (2, $at, timestamptz '2024-01-01 00:00:00+00' + interval '$at seconds')");
+	};
+	my $s = store_session($node);
+	sess_ok($s, "SELECT streamwin.run_batch('x_max')", 'part 6: a first batch');
+	checkpoint_matches($node, 'x_max', $s, $more, 'part 6, before the extension');
+	psql_ok($node, "INSERT INTO ev6 (k, v, ts) VALUES (1, 3, timestamptz '2024-01-01 00:00:05+00')",
+		'part 6: an event extends the session of key 1, under its max');
+	sess_ok($s, "SELECT streamwin.run_batch('x_max')", 'part 6: a batch reads it');
+	$s->quit;
+	is( $node->safe_psql('postgres', 'SELECT window_end, "hi$max" FROM ' . state_table('x_max') . ' WHERE k = 1'),
+		'2024-01-01 00:00:15+00|5', 'part 6: the state row of key 1 ends 10 s after its second event');
+	my $s2 = store_session($node);
+	checkpoint_matches($node, 'x_max', $s2, $more, 'part 6, in a new session (it loads the store)');
+	$s2->quit;
+}
+results_match($node, 'SELECT window_start, window_end, k, hi FROM x_max',
+	want_sessions('ev6', undef, 0, 'max(v) AS hi'), 'part 6: x_max equals plain SQL');
+
 $node->stop;
 done_testing();
