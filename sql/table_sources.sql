@@ -564,3 +564,31 @@ SELECT count(*) AS streamwin_slots FROM pg_replication_slots
 WHERE plugin = 'streamwin' AND database = current_database();
 DROP FUNCTION batch(text);
 DROP TABLE orders, inserted, orders_unlogged, orders_parted CASCADE;
+
+-- A hop whose size is not a multiple of its slide, read in a zone with
+-- daylight saving time: its windows are of a fixed length, as windows are
+-- everywhere else, not calendar days (2024-03-31 has 23 hours in Berlin).
+-- Plain SQL: the starts, whole days since the epoch, whose 36 hours cover
+-- each row.
+SET timezone = 'UTC';
+CREATE TABLE dst (id int, ts timestamptz);
+SELECT streamwin.create_table_source('dst_src', 'dst', '{"timezone": "Europe/Berlin"}');
+SELECT streamwin.create_query('dst_hops',
+    $$SELECT count(*) AS n, min(id) AS first FROM dst_src GROUP BY streamwin.hop(ts, '36 hours', '1 day')$$,
+    output_mode => 'update', start => false);
+INSERT INTO dst SELECT i, timestamptz '2024-03-29 00:00+00' + i * interval '1 hour' FROM generate_series(0, 95) i;
+SELECT (streamwin.run_available('dst_hops'))->>'input_rows' AS rows;
+SELECT window_start, window_end, n, first FROM dst_hops ORDER BY window_start;
+CREATE VIEW dst_plain AS
+  SELECT s AS window_start, s + interval '36 hours' AS window_end, count(*) AS n, min(id) AS first
+    FROM dst, LATERAL (SELECT to_timestamp(floor(extract(epoch FROM ts) / 86400) * 86400 - i * 86400) AS s
+                         FROM generate_series(0, 1) i) w
+   WHERE ts < s + interval '36 hours'
+   GROUP BY s;
+SELECT count(*) AS differing FROM (
+  (SELECT window_start, window_end, n, first FROM dst_hops EXCEPT SELECT * FROM dst_plain)
+  UNION ALL (SELECT * FROM dst_plain EXCEPT SELECT window_start, window_end, n, first FROM dst_hops)) d;
+SELECT streamwin.drop_query('dst_hops', drop_result => true);
+SELECT streamwin.drop_source('dst_src');
+DROP VIEW dst_plain;
+DROP TABLE dst;

@@ -61,6 +61,17 @@ replace_hop_var(Node *node, HopVarReplace *ctx)
  * keeping those whose window still covers ts (all of them when the size is
  * a multiple of the slide): the same starts hop_starts returns.
  */
+/* An interval constant of us microseconds (no days, no months) */
+static Expr *
+usec_interval_const(int64 us)
+{
+	Interval   *iv = palloc0(sizeof(Interval));
+
+	iv->time = us;
+	return (Expr *) makeConst(INTERVALOID, -1, InvalidOid, sizeof(Interval), PointerGetDatum(iv),
+							  false, false);
+}
+
 static Query *
 hop_without_srf(Compiled *c, Query *pq, int32 n)
 {
@@ -94,8 +105,15 @@ hop_without_srf(Compiled *c, Query *pq, int32 n)
 		elog(ERROR, "streamwin: hop window without its function");
 	starts = (FuncExpr *) linitial_node(RangeTblFunction, hop->functions)->funcexpr;
 	ts = linitial(starts->args);
-	size = lsecond(starts->args);
-	slide = lthird(starts->args);
+
+	/*
+	 * The size and the slide as microseconds: the user's '1 day' added to
+	 * or subtracted from a timestamptz is a calendar day in the batch's
+	 * time zone, 23 or 25 hours across a daylight saving change, where
+	 * windows are of a fixed length everywhere else.
+	 */
+	size = usec_interval_const(c->size_us);
+	slide = usec_interval_const(c->slide_us);
 
 	series = makeFuncExpr(F_GENERATE_SERIES_INT4_INT4, INT4OID,
 						  list_make2(makeConst(INT4OID, -1, InvalidOid, 4, Int32GetDatum(0), false, true),
