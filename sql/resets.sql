@@ -5,7 +5,8 @@
 -- aggregation); the others cannot be overwritten, so the reset deletes
 -- them and says so: session windows (a replay may merge them otherwise),
 -- queries over a changelog (their state starts over), transforms (they
--- would append the replayed rows again, unless reset to 'latest').
+-- would append the replayed rows again, unless reset to 'latest'), and
+-- aggregations reset to a later position than the earliest.
 SET timezone = 'UTC';
 SET datestyle = 'ISO, YMD';
 
@@ -83,6 +84,18 @@ SELECT streamwin.reset_query('copied', 'latest');
 INSERT INTO ev VALUES (6, 'c', 6, '2026-01-01 00:09:00');
 SELECT reset_run_all();
 SELECT * FROM reset_diffs();
+
+-- An aggregation reset to 'latest' starts over from there: its rows go (a
+-- group read again would hold what is read since alone, beside groups that
+-- keep their totals from before), and it holds what is read since.  Minute
+-- 00:05 of 'a' has a row before the reset and one after.
+SELECT streamwin.reset_query('per_minute', 'latest');
+INSERT INTO ev VALUES (7, 'a', 7, '2026-01-01 00:05:30'), (8, 'd', 8, '2026-01-01 00:09:10');
+SELECT reset_run_all();
+CREATE VIEW reset_since_expected AS
+  SELECT date_trunc('minute', ts) AS window_start, k, count(*) AS n, sum(v) AS s FROM ev WHERE id >= 7 GROUP BY 1, k;
+SELECT (SELECT count(*) FROM (TABLE reset_since_expected EXCEPT ALL SELECT window_start, k, n, s FROM per_minute) x) AS missing,
+       (SELECT count(*) FROM (SELECT window_start, k, n, s FROM per_minute EXCEPT ALL TABLE reset_since_expected) x) AS extra;
 
 SELECT streamwin.drop_query(q) FROM unnest(ARRAY['per_minute', 'visits', 'copied', 'current_totals']) q;
 SELECT streamwin.drop_source('evs');

@@ -302,9 +302,10 @@ split_starting_offsets(QueryInfo *q, SourceInfo **sources, Jsonb *explicit, cons
 }
 
 /*
- * May the result rows stay through a reset to start?  Where a replay writes
- * every row again under its key (windows and groups of an aggregation),
- * yes.  Not for session windows, whose sessions a replay may merge
+ * May the result rows stay through a reset to start?  Where a replay from
+ * the earliest position writes every row again under its key (windows and
+ * groups of an aggregation), yes; from a later one, a group's row would hold
+ * what is read from there on alone.  Not for session windows, whose sessions a replay may merge
  * differently (a row of a session merged away would stay); nor over a
  * changelog, whose state starts over empty (a group's row would be
  * overwritten with what is read since the reset alone, and one whose rows
@@ -322,6 +323,8 @@ result_stale_after_reset(QueryInfo *q, SourceInfo **sources, const char *start)
 			return "The state of a query over a changelog starts over empty: its result holds what it reads from the new positions on (over a table, the table's rows now, then its changes).";
 	if (!q->aggregate && strcmp(start, "latest") != 0)
 		return "A transform appends the rows it replays: its result holds the rows read from the new positions on.";
+	if (q->aggregate && strcmp(start, "earliest") != 0)
+		return "The state starts over at the new positions, after the earliest: a group's row would be overwritten with what is read from there on alone, beside rows that keep their totals from before.";
 	return NULL;
 }
 
