@@ -64,6 +64,8 @@ SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GRO
     watermark => '1 minute', output_mode => 'complete', dedup_keys => '{order_id}', start => false);
 SELECT streamwin.drop_query('q', drop_result => true);
 SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY streamwin.tumble(event_time, ''1 month''), region', output_mode => 'update');
+-- a size past what microseconds hold (it would wrap around to hours)
+SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY streamwin.tumble(event_time, ''213503983 days''), region', output_mode => 'update');
 SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY streamwin.tumble(event_time, interval ''1 minute'' * order_id), region', output_mode => 'update');
 -- the event time must be a timestamptz: epoch milliseconds and text are
 -- converted (the hint says how), not guessed

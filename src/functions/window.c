@@ -13,6 +13,8 @@
  */
 #include "postgres.h"
 
+#include "common/int.h"
+
 #include "fmgr.h"
 #include "funcapi.h"
 #include "utils/builtins.h"
@@ -46,7 +48,12 @@ window_size_usec(const Interval *iv, const char *argname)
 				 errmsg("window %s must not contain months or years", argname),
 				 errdetail("Months have no fixed length, so windows of months cannot be aligned."),
 				 errhint("Use days instead, for example interval '30 days'.")));
-	us = iv->time + (int64) iv->day * USECS_PER_DAY;
+	if (pg_mul_s64_overflow((int64) iv->day, USECS_PER_DAY, &us) ||
+		pg_add_s64_overflow(us, iv->time, &us))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+				 errmsg("window %s is out of range", argname),
+				 errhint("A window is at most about 292,000 years long.")));
 	if (us <= 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
