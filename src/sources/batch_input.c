@@ -427,6 +427,7 @@ decode_change(RowDecoder *d, SourceRow *m, RowResult *res,
 					late = true;
 				else
 					res->retraction = true;
+				res->late_time = ts;
 				continue;
 			}
 		}
@@ -690,8 +691,14 @@ rows_record_rejected(RowDecoder *d, SourceRow *rows, RowResult *res, int n,
 	Datum	   *details = palloc(sizeof(Datum) * count);
 
 	for (int i = 0; i < n && norder < count; i++)
-		if (res[i].status == status)
+	{
+		/* a message of two rows of which one alone was late: captured too */
+		bool		partly_late = status == 'l' && res[i].status == 'o' &&
+			(res[i].retraction || res[i].late_addition);
+
+		if (res[i].status == status || partly_late)
 			order[norder++] = i;
+	}
 	qsort_arg(order, norder, sizeof(int), compare_positions, rows);
 
 	for (int j = 0; j < norder; j++)
@@ -701,8 +708,9 @@ rows_record_rejected(RowDecoder *d, SourceRow *rows, RowResult *res, int n,
 		parts[j] = Int32GetDatum(rows[i].partition);
 		offs[j] = Int64GetDatum(rows[i].offset);
 		payloads[j] = PointerGetDatum(rd->ops->row_text(rd, &rows[i]));
+		/* (a message partly late: the time of its late row) */
 		details[j] = status == 'd' ? CStringGetTextDatum(res[i].error) :
-			TimestampTzGetDatum(res[i].event_time);
+			TimestampTzGetDatum(res[i].status == 'o' ? res[i].late_time : res[i].event_time);
 	}
 	catalog_log_rejected(status, d->query->name, rd->source->name,
 						 PointerGetDatum(construct_array(parts, norder, INT4OID, 4, true, TYPALIGN_INT)),

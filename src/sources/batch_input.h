@@ -69,6 +69,8 @@ typedef struct RowResult
 								 * late, its retraction kept */
 	bool		has_event_time;
 	TimestampTz event_time;
+	TimestampTz late_time;		/* a changelog's: the event time of its row
+								 * that was late */
 	BatchRow	row;			/* 'o': the row, of the source's columns (a
 								 * changelog's: the row added, or NULL) */
 	BatchRow	retracted;		/* 'o', a changelog's: the row it retracts

@@ -229,7 +229,7 @@ SELECT streamwin.create_kafka_source('dbz_late', '$brokers', 'dbz_late', 'id int
 SELECT streamwin.create_kafka_source('ups_late', '$brokers', 'ups_late', 'id int, ts timestamptz',
     options => '{"envelope": "upsert", "key_columns": ["id"]}');
 SELECT streamwin.create_query('dq_late', 'SELECT id, ts, __streamwin_change FROM dbz_late',
-    watermark => '1 minute', options => '{"event_time": "ts"}', start => false);
+    watermark => '1 minute', options => '{"event_time": "ts", "capture_late_rows": true}', start => false);
 SELECT streamwin.create_query('uq_late', 'SELECT id, ts, __streamwin_change FROM ups_late',
     watermark => '1 minute', options => '{"event_time": "ts"}', start => false);
 }, 'late rows: a Debezium and an upsert source, each with an event time and a watermark');
@@ -256,6 +256,8 @@ my $late_d = run_json($node, "run_batch('dq_late')");
 my $late_u = run_json($node, "run_batch('uq_late')");
 is("$late_d->{late_rows_dropped}/$late_d->{dead_letters}", '3/2',
 	'late rows: the Debezium update whose rows are late, the late delete and the late new row of an update are dropped; a delete without the event time and an update without "before" are dead letters');
+is($node->safe_psql('postgres', q{SELECT string_agg("offset"::text, ',' ORDER BY "offset") FROM streamwin.late_rows WHERE query = 'dq_late'}),
+	'3,4,7', 'late rows: each message with a row dropped as late is captured, the update whose new row alone was late too');
 like($node->safe_psql('postgres', q{SELECT error FROM streamwin.dead_letters WHERE source = 'dbz_late' AND "offset" = 8}),
 	qr/^Debezium event with op "u" has no "before" row: a source without key_columns retracts an update's old row from it$/,
 	'an update without "before" is a dead letter of a Debezium source without key_columns, which says why');
