@@ -329,6 +329,22 @@ decode_check_payload(MessageDecoder *decoder, const char **payload, size_t len)
  * as decoder_decode's contract says; part: what of the message it is, for
  * the error context (NULL: the whole payload).
  */
+/* A message's large value leaves no large buffer behind for the next */
+static void
+shrink_scratch(MessageDecoder *decoder)
+{
+	DecodeState *state = &decoder->state;
+
+	if (state->scratch.maxlen > DECODE_SCRATCH_KEEP)
+	{
+		MemoryContext oldcxt = MemoryContextSwitchTo(decoder->mcxt);
+
+		pfree(state->scratch.data);
+		initStringInfo(&state->scratch);
+		MemoryContextSwitchTo(oldcxt);
+	}
+}
+
 static const char *
 decode_payload(MessageDecoder *decoder, const char *part, const char *payload, int len,
 			   Datum *values, bool *nulls)
@@ -364,14 +380,7 @@ decode_payload(MessageDecoder *decoder, const char *part, const char *payload, i
 	error_context_stack = errcallback.previous;
 	state->cur_column = NULL;
 
-	if (state->scratch.maxlen > DECODE_SCRATCH_KEEP)
-	{
-		MemoryContext oldcxt = MemoryContextSwitchTo(decoder->mcxt);
-
-		pfree(state->scratch.data);
-		initStringInfo(&state->scratch);
-		MemoryContextSwitchTo(oldcxt);
-	}
+	shrink_scratch(decoder);
 
 	/* half-decoded values must not be mistaken for a tuple */
 	if (error != NULL)
@@ -453,6 +462,8 @@ decoder_decode_debezium(MessageDecoder *decoder, const char *payload, size_t len
 	const char *error;
 
 	Assert(decoder->format == SOURCE_FORMAT_JSON || decoder->format == SOURCE_FORMAT_AVRO);
+	/* (the last event's images, decoded into it: what they kept is copied) */
+	shrink_scratch(decoder);
 	*op = 0;
 	*has_before = false;
 	decode_all_null(decoder, before_values, before_nulls);

@@ -75,6 +75,9 @@
 /* Values nest deeper than this in a message: malformed (and the stack safe) */
 #define AVRO_MAX_DEPTH	200
 
+/* a json column's text buffer is kept for the next message up to this size */
+#define AVRO_JSON_KEEP	(64 * 1024)
+
 /* What kind of PostgreSQL value a column is, for the writer types it holds */
 typedef enum AvroTarget
 {
@@ -1203,6 +1206,15 @@ read_value(AvroRead *r, const AvroType *w, const AvroField *field, DecodeColumn 
 		if (!render_json(r, w, &ad->json))
 			return false;
 		*value = decode_input(state, c, ad->json.data, ad->json.len);
+		/* the value has its own copy: a large one leaves no buffer behind */
+		if (ad->json.maxlen > AVRO_JSON_KEEP)
+		{
+			MemoryContext old = MemoryContextSwitchTo(ad->mcxt);
+
+			pfree(ad->json.data);
+			initStringInfo(&ad->json);
+			MemoryContextSwitchTo(old);
+		}
 		return true;
 	}
 
@@ -1320,9 +1332,13 @@ enter(AvroRead *r, const AvroType *w)
  * of such fields only?  Worked out once per type and kept in it: a schema
  * may refer to one record many times over.  A record that holds itself
  * through its fields alone cannot be written at all: not one of them.
+ * Records nest through names to any depth, shallow as the schema's JSON
+ * may be (R1 a field of type R0, R2 of R1, ...): past AVRO_MAX_DEPTH, which
+ * no value can pass either, the answer is yes, which costs only that the
+ * array's items count against the message's items of no bytes.
  */
 static bool
-may_take_no_bytes(const AvroType *t)
+may_take_no_bytes(const AvroType *t, int depth)
 {
 	AvroType   *mt = (AvroType *) t;	/* the answer is kept in the type */
 
@@ -1333,6 +1349,8 @@ may_take_no_bytes(const AvroType *t)
 		case AVT_FIXED:
 			return t->size == 0;
 		case AVT_RECORD:
+			if (t->no_bytes == 0 && depth >= AVRO_MAX_DEPTH)
+				return true;
 			if (t->no_bytes == 0)
 			{
 				char		answer = 'y';
@@ -1343,7 +1361,7 @@ may_take_no_bytes(const AvroType *t)
 					const AvroType *ft = t->types[f];
 
 					/* a record still being worked out holds itself */
-					if (ft->no_bytes == 'w' || !may_take_no_bytes(ft))
+					if (ft->no_bytes == 'w' || !may_take_no_bytes(ft, depth + 1))
 						answer = 'n';
 				}
 				mt->no_bytes = answer;
@@ -1381,7 +1399,7 @@ read_block(AvroRead *r, const AvroType *w, int64 *count, int64 *bytes)
 	 * take none (nulls, records of nulls), whose items count against the
 	 * message's AVRO_MAX_EMPTY_ITEMS.
 	 */
-	if (w->kind == AVT_ARRAY && may_take_no_bytes(w->items))
+	if (w->kind == AVT_ARRAY && may_take_no_bytes(w->items, 0))
 	{
 		if (*count > r->empty_items)
 			return fail(r, psprintf("invalid Avro block count at byte %d: more than %d nulls or other items of no bytes in the message's arrays",
