@@ -73,6 +73,36 @@ SELECT security_own.try_reset();
 ALTER TABLE :security_state DROP CONSTRAINT security_fine;
 SELECT streamwin.reset_query('security_q', 'earliest');
 SELECT count(*) AS ran_as_others FROM security_own.ran WHERE who <> 'security_user';
+-- An index on an expression that calls the role's function, on its state
+-- table (which it owns, and may move to a schema of its own to index it):
+-- the rows a restore copies from the checkpoint (the state lost, as in a
+-- crash) are written, and indexed, as the role.
+CREATE FUNCTION security_own.noted(int) RETURNS int LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO security_own.ran VALUES (current_user, 'index');
+    RETURN $1;
+END $$;
+CREATE FUNCTION security_own.key(int) RETURNS int LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    RETURN security_own.noted($1);
+END $$;
+SELECT (streamwin.run_batch('security_q')->>'input_rows')::int AS input_rows;
+ALTER TABLE :security_state SET SCHEMA security_own;
+RESET ROLE;
+SELECT state_table AS security_state FROM streamwin.query_catalog WHERE name = 'security_q' \gset
+SET ROLE security_user;
+CREATE INDEX security_key ON :security_state (security_own.key(g));
+RESET ROLE;
+DELETE FROM streamwin.state_alive
+ WHERE query_id = (SELECT query_id FROM streamwin.query_catalog WHERE name = 'security_q');
+INSERT INTO security_rows VALUES (5, 1);
+SET ROLE security_user;
+SELECT (streamwin.run_batch('security_q')->>'input_rows')::int AS input_rows;
+SELECT count(*) AS ran_as_others FROM security_own.ran WHERE who <> 'security_user';
+SELECT count(*) > 0 AS restored_by_the_role FROM security_own.ran WHERE how = 'index';
+SELECT g, n FROM security_q ORDER BY g;
+SELECT format('DROP INDEX %s', indexrelid::regclass) FROM pg_index
+ WHERE indrelid = :'security_state'::regclass AND indexprs IS NOT NULL \gexec
 -- A function of the role's, called in its query, reads the batch's rows
 -- of the source through streamwin.source_rows() with a column list of its
 -- own: a text column over the integers would read each as a pointer.
@@ -116,6 +146,63 @@ SET streamwin.enable_source_scan = off;
 SELECT security_own.try_peek();
 RESET streamwin.enable_source_scan;
 SELECT streamwin.drop_query('security_peek', drop_result => true);
+-- A superuser runs the role's batches (run_batch): the role's code in them
+-- runs as the role, also where streamwin evaluates it itself, outside the
+-- batch's statements (an event time, for the watermark, here).
+RESET ROLE;
+CREATE TABLE security_times (id int, ts timestamptz);
+SELECT streamwin.create_table_source('security_times_src', 'security_times');
+GRANT SELECT ON security_times, security_times_src TO security_user;
+SET ROLE security_user;
+CREATE FUNCTION security_own.noted_at(timestamptz) RETURNS timestamptz LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO security_own.ran VALUES (current_user, 'event time');
+    RETURN $1;
+END $$;
+CREATE FUNCTION security_own.at(timestamptz) RETURNS timestamptz LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    RETURN security_own.noted_at($1);
+END $$;
+SELECT streamwin.create_query('security_minutes',
+    'SELECT count(*) AS n FROM security_times_src GROUP BY streamwin.tumble(security_own.at(ts), ''1 minute'')',
+    watermark => '1 minute', output_mode => 'update', start => false);
+RESET ROLE;
+INSERT INTO security_times VALUES (1, '2026-01-01 00:00:10'), (2, '2026-01-01 00:01:10');
+SELECT (streamwin.run_batch('security_minutes')->>'input_rows')::int AS input_rows;
+SELECT window_start, n FROM security_minutes ORDER BY window_start;
+SET ROLE security_user;
+SELECT count(*) > 0 AS evaluated_as_the_role FROM security_own.ran WHERE how = 'event time';
+SELECT count(*) AS ran_as_others FROM security_own.ran WHERE who <> 'security_user';
+SELECT streamwin.drop_query('security_minutes', drop_result => true);
+RESET ROLE;
+SELECT streamwin.drop_source('security_times_src');
+DROP TABLE security_times;
+SET ROLE security_user;
+-- A query of the role's whose group key is of a domain: its restore from
+-- the checkpoint, written as the role, stores the key's values as they are
+-- (a value of the column's own type, as an INSERT would).
+RESET ROLE;
+CREATE DOMAIN security_positive AS int CHECK (VALUE > 0);
+CREATE TABLE security_dom_rows (id int, g int);
+SELECT streamwin.create_table_source('security_dom_src', 'security_dom_rows');
+GRANT SELECT ON security_dom_rows, security_dom_src TO security_user;
+SET ROLE security_user;
+SELECT streamwin.create_query('security_dom',
+    'SELECT g::security_positive AS g, count(*) AS n FROM security_dom_src GROUP BY 1',
+    output_mode => 'update', start => false);
+RESET ROLE;
+INSERT INTO security_dom_rows VALUES (1, 1), (2, 2), (3, 1);
+SELECT (streamwin.run_batch('security_dom')->>'input_rows')::int AS input_rows;
+DELETE FROM streamwin.state_alive
+ WHERE query_id = (SELECT query_id FROM streamwin.query_catalog WHERE name = 'security_dom');
+INSERT INTO security_dom_rows VALUES (4, 2), (5, 3);
+SELECT (streamwin.run_batch('security_dom')->>'input_rows')::int AS input_rows;
+SELECT g, n, (SELECT count(*) FROM security_dom_rows r WHERE r.g = q.g) AS plain FROM security_dom q ORDER BY g;
+SELECT streamwin.drop_query('security_dom', drop_result => true);
+SELECT streamwin.drop_source('security_dom_src');
+DROP TABLE security_dom_rows;
+DROP DOMAIN security_positive;
+SET ROLE security_user;
 SELECT streamwin.drop_query('security_q', drop_result => true);
 RESET ROLE;
 -- A group key of a type the caller's search_path finds (public here):

@@ -27,9 +27,11 @@
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "executor/executor.h"
+#include "miscadmin.h"
 #include "nodes/parsenodes.h"
 #include "parser/parsetree.h"
 #include "storage/lmgr.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/plancache.h"
 #include "utils/rel.h"
@@ -54,6 +56,7 @@ typedef struct ResultInserter
 	int			nbuffered;
 	Size		buffered_bytes;
 	uint64		written;
+	Oid			as_role;		/* write as this role, or InvalidOid */
 } ResultInserter;
 
 /* The output columns of plan, a SELECT; NULL if it is not one statement. */
@@ -119,10 +122,13 @@ result_insert_plain(Relation rel, TupleDesc desc)
 				return false;
 			continue;
 		}
-		/* the INSERT would coerce it, or check a domain's constraints */
+		/*
+		 * the INSERT would coerce it (and so check a domain's constraints);
+		 * a value of the column's own type, a domain's too, it stores as
+		 * it is
+		 */
 		if (TupleDescAttr(desc, c)->atttypid != att->atttypid ||
-			(att->atttypmod >= 0 && TupleDescAttr(desc, c)->atttypmod != att->atttypmod) ||
-			get_typtype(att->atttypid) == TYPTYPE_DOMAIN)
+			(att->atttypmod >= 0 && TupleDescAttr(desc, c)->atttypmod != att->atttypmod))
 			return false;
 		mapped++;
 	}
@@ -198,16 +204,51 @@ inserter_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
 	ri->estate->es_output_cid = GetCurrentCommandId(true);
 }
 
-/* Write the buffered rows, then their index entries. */
+static void inserter_write(ResultInserter *ri);
+
+/*
+ * Write the buffered rows, then their index entries; as_role, if set, with
+ * the restrictions of a security-restricted operation, as REFRESH
+ * MATERIALIZED VIEW runs its view's owner's code: an index on an
+ * expression runs its functions, and a table's owner may make one.
+ */
 static void
 inserter_flush(ResultInserter *ri)
+{
+	Oid			save_userid;
+	int			save_sec_context;
+	int			save_nestlevel;
+
+	if (ri->nbuffered == 0)
+		return;
+	if (!OidIsValid(ri->as_role))
+	{
+		inserter_write(ri);
+		return;
+	}
+	GetUserIdAndSecContext(&save_userid, &save_sec_context);
+	SetUserIdAndSecContext(ri->as_role,
+						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
+	save_nestlevel = NewGUCNestLevel();
+	PG_TRY();
+	{
+		inserter_write(ri);
+	}
+	PG_FINALLY();
+	{
+		AtEOXact_GUC(false, save_nestlevel);
+		SetUserIdAndSecContext(save_userid, save_sec_context);
+	}
+	PG_END_TRY();
+}
+
+static void
+inserter_write(ResultInserter *ri)
 {
 	EState	   *estate = ri->estate;
 	ResultRelInfo *rri = ri->rri;
 	MemoryContext old;
 
-	if (ri->nbuffered == 0)
-		return;
 	old = MemoryContextSwitchTo(GetPerTupleMemoryContext(estate));
 	table_multi_insert(rri->ri_RelationDesc, ri->slots, ri->nbuffered,
 					   estate->es_output_cid, 0, NULL);
@@ -292,8 +333,15 @@ inserter_destroy(DestReceiver *self)
 DestReceiver *
 result_insert_receiver(Oid relid)
 {
+	return result_insert_receiver_as(relid, InvalidOid);
+}
+
+DestReceiver *
+result_insert_receiver_as(Oid relid, Oid role)
+{
 	ResultInserter *ri = palloc0(sizeof(ResultInserter));
 
+	ri->as_role = role;
 	ri->pub.receiveSlot = inserter_receive;
 	ri->pub.rStartup = inserter_startup;
 	ri->pub.rShutdown = inserter_shutdown;

@@ -43,4 +43,12 @@ extern bool result_insert_plain(Relation rel, TupleDesc desc);
  */
 extern DestReceiver *result_insert_receiver(Oid relid);
 
+/*
+ * result_insert_receiver_as
+ *		The same, writing the rows and their index entries as role (in a
+ *		security-restricted operation): into a table role owns, whose
+ *		indexes may run role's functions.
+ */
+extern DestReceiver *result_insert_receiver_as(Oid relid, Oid role);
+
 #endif							/* STREAMWIN_RESULT_INSERT_H */

@@ -62,6 +62,16 @@ role_switch_enter(RoleSwitch *save, Oid role)
 }
 
 void
+role_restricted_enter(RoleSwitch *save, Oid role)
+{
+	save->guc_level = 0;
+	GetUserIdAndSecContext(&save->saved_userid, &save->saved_sec_context);
+	if (role != save->saved_userid)
+		SetUserIdAndSecContext(role, save->saved_sec_context | SECURITY_LOCAL_USERID_CHANGE |
+							   SECURITY_RESTRICTED_OPERATION);
+}
+
+void
 role_switch_leave(RoleSwitch *save)
 {
 	SetUserIdAndSecContext(save->saved_userid, save->saved_sec_context);

@@ -42,6 +42,13 @@ typedef struct RoleSwitch
 extern void role_switch_enter(RoleSwitch *save, Oid role);
 extern void role_switch_leave(RoleSwitch *save);
 
+/*
+ * role_restricted_enter: role_switch_enter, in a security-restricted
+ * operation (as REFRESH MATERIALIZED VIEW runs its owner's code), unless
+ * role is the current user already.  Left by role_switch_leave.
+ */
+extern void role_restricted_enter(RoleSwitch *save, Oid role);
+
 /* Execute one SQL statement through SPI; any failure is an error. */
 extern void spi_run(const char *sql);
 

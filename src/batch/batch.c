@@ -609,7 +609,17 @@ batch_run(QueryRunner *r, int fetch_timeout_ms, int linger_ms, BatchStats *stats
 void
 batch_execute(QueryRunner *r, int fetch_timeout_ms, int linger_ms, BatchStats *stats)
 {
-	int			save_nestlevel = NewGUCNestLevel();
+	int			save_nestlevel;
+	RoleSwitch	owner;
+
+	/*
+	 * As the query's owner, whose code the batch runs also outside its
+	 * statements (combine functions, event times): in a worker it is the
+	 * user already; a superuser or a member of the owning role running
+	 * the batch (run_batch) must not lend the owner's code its privileges.
+	 */
+	role_restricted_enter(&owner, r->query->owner);
+	save_nestlevel = NewGUCNestLevel();
 
 	/*
 	 * A batch's statements group, sort and hold up to max_records_per_batch
@@ -652,6 +662,7 @@ batch_execute(QueryRunner *r, int fetch_timeout_ms, int linger_ms, BatchStats *s
 							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	batch_run(r, fetch_timeout_ms, linger_ms, stats);
 	AtEOXact_GUC(true, save_nestlevel);
+	role_switch_leave(&owner);
 }
 
 Jsonb *

@@ -27,8 +27,10 @@
 #include "postgres.h"
 
 #include "catalog/namespace.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "miscadmin.h"
 #include "nodes/params.h"
 #include "access/table.h"
 #include "storage/bufmgr.h"
@@ -36,6 +38,7 @@
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 
 #include "catalog.h"
@@ -85,12 +88,29 @@ run_catalog(const char *sql, int32 query_id)
 	run_catalog_args(sql, 1, types, args);
 }
 
+/* The owner of a table */
+static Oid
+table_owner(Oid relid)
+{
+	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	Oid			owner;
+
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "streamwin: relation with OID %u does not exist", relid);
+	owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
+	ReleaseSysCache(tup);
+	return owner;
+}
+
 /*
  * INSERT INTO table SELECT ..., as the extension's owner: the rows written
  * by the table AM's multi-insert (result_insert.c), a WAL record and a
  * buffer lock per page rather than per row, where the table is a plain
  * one, as the checkpoint and state tables are unless someone changed them;
- * else by the INSERT.
+ * else by the INSERT.  Into a table of the query's owner (its state, dedup
+ * or join table) the rows and their index entries are written as that
+ * owner, whose functions an index on an expression may call: always by
+ * the multi-insert, which catalog_check_table_pair lets through.
  */
 static void
 copy_rows_args(Oid table, const char *select, int nargs, Oid *types, Datum *args)
@@ -98,15 +118,24 @@ copy_rows_args(Oid table, const char *select, int nargs, Oid *types, Datum *args
 	RoleSwitch	role;
 	SPIPlanPtr	plan;
 	int			rc;
+	Oid			owner;
 
 	catalog_enter(&role);
+	owner = table_owner(table);
+	if (owner == GetUserId())
+		owner = InvalidOid;
 	plan = SPI_prepare(select, nargs, types);
 	if (plan == NULL)
 		elog(ERROR, "streamwin: could not prepare \"%s\": %s", select, SPI_result_code_string(SPI_result));
+	if (OidIsValid(owner) && !result_insert_possible(table, plan))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("streamwin's table \"%s\" can no longer be written as it was made", get_rel_name(table)),
+				 errhint("Drop the query and create it again.")));
 	if (result_insert_possible(table, plan))
 	{
 		SPIExecuteOptions options = {0};
-		DestReceiver *dest = result_insert_receiver(table);
+		DestReceiver *dest = result_insert_receiver_as(table, owner);
 
 		options.dest = dest;
 		if (nargs > 0)

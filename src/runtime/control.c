@@ -402,10 +402,15 @@ streamwin_reset_query(PG_FUNCTION_ARGS)
 	offsets_store(r);
 	if (QUERY_HAS_UNLOGGED_STATE(q))
 	{
+		RoleSwitch	owner;
+
 		/* a crash from here on resumes at the new positions */
 		SPI_connect();
+		/* as a batch takes it: the owner's tables written as the owner */
+		role_restricted_enter(&owner, q->owner);
 		/* must be taken: the old one is at positions before the reset */
 		checkpoint_take(r, catalog_query_last_batch(q->query_id), false, 0, true);
+		role_switch_leave(&owner);
 		SPI_finish();
 	}
 	/* the new positions are valid: the rows they cannot overwrite go */

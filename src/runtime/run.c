@@ -42,6 +42,7 @@ runner_for_session(text *name_text)
 	char	   *name = text_to_cstring(name_text);
 	QueryInfo  *q = catalog_get_query(name, false);
 	QueryRunner *r;
+	RoleSwitch	owner;
 
 	catalog_check_owner(q->owner, "query", name);
 	if (q->desired_running)
@@ -50,6 +51,8 @@ runner_for_session(text *name_text)
 				 errmsg("query \"%s\" is running in a background worker", name),
 				 errhint("Stop it first with streamwin.stop_query(%s).", quote_literal_cstr(q->name))));
 	(void) runner_settings_changed(q);
+	/* made as the owner (its plans may run the owner's functions), as batches run */
+	role_restricted_enter(&owner, q->owner);
 	r = runner_get(q->query_id, false);
 
 	/*
@@ -62,6 +65,7 @@ runner_for_session(text *name_text)
 		runner_forget(q->query_id);
 		r = runner_get(q->query_id, false);
 	}
+	role_switch_leave(&owner);
 	return r;
 }
 
@@ -322,7 +326,14 @@ run_to_end(QueryRunner *r, bool commit_each)
 	{
 		run_batches(r, targets, commit_each, &t);
 		if (r->one_transaction)
+		{
+			RoleSwitch	owner;
+
+			/* the owner's tables, and their indexes, written as batches write them */
+			role_restricted_enter(&owner, r->query->owner);
 			operators_sync(r->operators);
+			role_switch_leave(&owner);
+		}
 	}
 	PG_FINALLY();
 	{
