@@ -322,7 +322,8 @@ checkpoint_state_lost(QueryRunner *r)
  * checkpoint_restore
  *		Put the last checkpoint back: state rows, offsets, and the batch id
  *		the state now corresponds to.  Returns that batch id (0 if there was
- *		no checkpoint: then the state is empty and offsets start over).
+ *		no checkpoint, or only reset_query's before any batch: then the
+ *		state is empty, and offsets start over or where the reset put them).
  */
 int64
 checkpoint_restore(QueryRunner *r)
@@ -378,7 +379,7 @@ checkpoint_restore(QueryRunner *r)
 			copy_rows_args(p->unlogged, psprintf("SELECT * FROM %s%s", qualified_relname(p->logged), in_reach),
 						   nargs, types, args);
 	}
-	catalog_restore_offsets(r->query_id, ckpt > 0);
+	catalog_restore_offsets(r->query_id);
 	catalog_set_state_batch(r->query_id, ckpt);
 	catalog_mark_state_alive(r->query_id);
 	return ckpt;

@@ -124,14 +124,13 @@ catalog_store_offsets(int32 query_id, const StoredOffset *offsets, int n)
 }
 
 void
-catalog_restore_offsets(int32 query_id, bool from_checkpoint)
+catalog_restore_offsets(int32 query_id)
 {
 	run_for_query("DELETE FROM streamwin.query_offsets WHERE query_id = $1", query_id);
-	if (from_checkpoint)
-		run_for_query("INSERT INTO streamwin.query_offsets "
-					  "(query_id, source_index, partition, next_offset, next_index, max_event_time, last_data_at) "
-					  "SELECT query_id, source_index, partition, next_offset, next_index, max_event_time, last_data_at "
-					  "FROM streamwin.query_checkpoints WHERE query_id = $1", query_id);
+	run_for_query("INSERT INTO streamwin.query_offsets "
+				  "(query_id, source_index, partition, next_offset, next_index, max_event_time, last_data_at) "
+				  "SELECT query_id, source_index, partition, next_offset, next_index, max_event_time, last_data_at "
+				  "FROM streamwin.query_checkpoints WHERE query_id = $1", query_id);
 }
 
 void

@@ -41,8 +41,12 @@ extern StoredOffset *catalog_load_offsets(int32 query_id, int *n);
  */
 extern void catalog_store_offsets(int32 query_id, const StoredOffset *offsets, int n);
 
-/* The checkpoint's positions become the stored ones (none: no positions). */
-extern void catalog_restore_offsets(int32 query_id, bool from_checkpoint);
+/*
+ * The checkpoint's positions become the stored ones (none: no positions).
+ * A checkpoint of batch 0 has some: those reset_query set before the
+ * query's first batch.
+ */
+extern void catalog_restore_offsets(int32 query_id);
 
 /* The stored positions become the checkpoint's. */
 extern void catalog_checkpoint_offsets(int32 query_id);

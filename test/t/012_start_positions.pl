@@ -21,7 +21,7 @@ use Test::More;
 use StreamwinTest;
 
 my $broker = StreamwinTest::Broker->start(topics => { sp => 2 });
-my $node = new_node('positions');
+my $node = new_node('positions', conf => "restart_after_crash = on\n");
 my $brokers = $broker->bootstrap;
 
 # messages [partition, payload] with ids $from..$to, round robin
@@ -89,6 +89,21 @@ run_json($node, "run_available('q_all')");
 is( got('q_all'),
 	join(',', sort { $a <=> $b } ((grep { $_ % 2 == 0 } 1 .. 24), (grep { $_ % 2 == 1 } 7 .. 23))),
 	'then partition 1 is read again from offset 3 and partition 0 from its beginning');
+
+# A reset before a query's first batch, then a crash (which empties the
+# UNLOGGED state): the first batch restores the checkpoint the reset took,
+# and with it the reset's positions, not the source's starting_offsets.
+psql_ok($node, q{
+SELECT streamwin.create_query('q_sum', 'SELECT id % 2 AS odd, count(*) AS n, sum(id) AS s FROM sp_all GROUP BY 1',
+    output_mode => 'update', start => false);
+SELECT streamwin.reset_query('q_sum', 'latest');
+}, 'an aggregation reset to the latest positions before its first batch');
+crash_by_sigkill($node, 'after the reset');
+$broker->produce('sp', ids(25, 30));
+run_json($node, "run_available('q_sum')");
+is( $node->safe_psql('postgres', q{SELECT string_agg(odd || ':' || n || ':' || s, ',' ORDER BY odd) FROM q_sum}),
+	join(',', map { my $p = $_; my @i = grep { $_ % 2 == $p } 25 .. 30; my $t = 0; $t += $_ for @i; "$p:" . @i . ":$t" } 0, 1),
+	'after the crash it reads what was produced since the reset alone');
 
 $node->stop;
 $broker->stop;
