@@ -53,6 +53,15 @@ SELECT streamwin.create_query('q', 'SELECT region, string_agg(region, '','') AS 
 SELECT streamwin.create_query('q', 'SELECT region, sum(amount) / count(*) AS mean FROM orders GROUP BY region', output_mode => 'update');
 SELECT streamwin.create_query('q', 'SELECT r.region, r.continent, count(*) AS n FROM orders o JOIN regions r USING (region) GROUP BY r.region', output_mode => 'update');
 SELECT streamwin.create_query('q', 'SELECT region, random() AS r, count(*) AS n FROM orders GROUP BY region', output_mode => 'update');
+-- built-in volatile functions anywhere: a replay would give other rows
+SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders WHERE random() < 0.5 GROUP BY region', output_mode => 'update');
+SELECT streamwin.create_query('q', 'SELECT order_id, clock_timestamp() AS seen FROM orders');
+-- group keys whose type does not hash
+SELECT streamwin.create_query('q', 'SELECT amount::money AS m, count(*) AS n FROM orders GROUP BY 1', output_mode => 'update');
+-- a view over a source, joined with it: the batch joined with itself
+CREATE VIEW orders_over_100 AS SELECT * FROM orders WHERE amount > 100;
+SELECT streamwin.create_query('q', 'SELECT o.region, count(*) AS n FROM orders o JOIN orders_over_100 b USING (order_id) GROUP BY o.region', output_mode => 'update');
+DROP VIEW orders_over_100;
 SELECT streamwin.create_query('q', 'SELECT count(*) AS n FROM orders GROUP BY region', output_mode => 'update');
 SELECT streamwin.create_query('q', 'SELECT count(*) AS n FROM orders', output_mode => 'update');
 SELECT streamwin.create_query('q', 'SELECT region, count(*), count(amount) FROM orders GROUP BY region', output_mode => 'update');

@@ -592,3 +592,46 @@ SELECT streamwin.drop_query('dst_hops', drop_result => true);
 SELECT streamwin.drop_source('dst_src');
 DROP VIEW dst_plain;
 DROP TABLE dst;
+
+-- A hop whose size is a multiple of its slide, with the window start read
+-- in a FILTER: each row counts in each of its windows as that window's,
+-- not as its pane's (whose start is another).
+CREATE TABLE hopf (id int, k int, ts timestamptz);
+SELECT streamwin.create_table_source('hopf_src', 'hopf');
+SELECT streamwin.create_query('hopf_q',
+    $$SELECT k, count(*) AS n, count(*) FILTER (WHERE ts < window_start + interval '5 minutes') AS early
+        FROM hopf_src GROUP BY streamwin.hop(ts, '10 minutes', '5 minutes'), k$$,
+    output_mode => 'update', start => false);
+INSERT INTO hopf SELECT i, i % 3, timestamptz '2024-01-01 00:00+00' + i * interval '37 seconds'
+  FROM generate_series(0, 99) i;
+SELECT (streamwin.run_available('hopf_q'))->>'input_rows' AS rows;
+CREATE VIEW hopf_plain AS
+  SELECT w.window_start, k, count(*) AS n, count(*) FILTER (WHERE ts < w.window_start + interval '5 minutes') AS early
+    FROM hopf, LATERAL streamwin.hop_starts(ts, '10 minutes', '5 minutes') AS w(window_start)
+   GROUP BY w.window_start, k;
+SELECT count(*) AS differing FROM (
+  (SELECT window_start, k, n, early FROM hopf_q EXCEPT SELECT * FROM hopf_plain)
+  UNION ALL (SELECT * FROM hopf_plain EXCEPT SELECT window_start, k, n, early FROM hopf_q)) d;
+SELECT sum(early) < sum(n) AS some_rows_late_in_their_window FROM hopf_q;
+SELECT streamwin.drop_query('hopf_q', drop_result => true);
+SELECT streamwin.drop_source('hopf_src');
+DROP VIEW hopf_plain;
+DROP TABLE hopf;
+
+-- count(DISTINCT) under a case-insensitive collation: 'Alice' and 'ALICE'
+-- are one value, whether they come in one batch or in two.
+CREATE COLLATION ts_ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false);
+CREATE TABLE visitors (id int, g int, name text COLLATE ts_ci);
+SELECT streamwin.create_table_source('visitors_src', 'visitors');
+SELECT streamwin.create_query('visitors_q',
+    $$SELECT g, count(DISTINCT name) AS users FROM visitors_src GROUP BY g$$,
+    output_mode => 'update', start => false);
+INSERT INTO visitors VALUES (1, 1, 'Alice'), (2, 1, 'bob');
+SELECT (streamwin.run_batch('visitors_q'))->>'input_rows' AS rows;
+INSERT INTO visitors VALUES (3, 1, 'ALICE'), (4, 1, 'Bob'), (5, 1, 'carol');
+SELECT (streamwin.run_batch('visitors_q'))->>'input_rows' AS rows;
+SELECT g, users, (SELECT count(DISTINCT name) FROM visitors v WHERE v.g = q.g) AS plain FROM visitors_q q;
+SELECT streamwin.drop_query('visitors_q', drop_result => true);
+SELECT streamwin.drop_source('visitors_src');
+DROP TABLE visitors;
+DROP COLLATION ts_ci;

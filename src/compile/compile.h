@@ -127,6 +127,9 @@ typedef struct Compiled
 	const char *window;			/* "tumble", "hop", "session" or NULL */
 	int64		size_us;
 	int64		slide_us;		/* hop only */
+	bool		hop_start_in_rows;	/* hop: the window start is read by more
+									 * than the GROUP BY and the SELECT list's
+									 * window column (no panes, then) */
 	Expr	   *event_time;
 	List	   *keys;			/* KeyCol */
 	List	   *aggs;			/* AggCol */

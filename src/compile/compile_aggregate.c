@@ -206,6 +206,12 @@ compile_distinct_aggregate(Compiled *c, AggCol *col, Aggref *a, const char *fnam
 	set->aggargtypes = list_make1_oid(argtype);
 	set->aggstar = false;
 	set->aggdistinct = NIL;		/* the aggregate drops duplicates itself */
+	/*
+	 * The set's column takes the values' collation, in which the batches'
+	 * sets merge: 'Alice' and 'ALICE' under a case-insensitive one are one
+	 * value, whether they come in one batch or in two.
+	 */
+	set->aggcollid = a->inputcollid;
 	qset = add_partial_name(c, col->name, "distinct", MERGE_UNION, set);
 	if (a->aggfnoid == F_COUNT_ANY)
 	{

@@ -155,7 +155,7 @@ dedup_key_names(Compiled *c, ArrayType *arr)
 					   "Name the columns of one source, qualified with its alias, for example '{i.imp_id}'.");
 			c->dedup_side = side;
 		}
-		(void) source_column(c, name, "dedup key");
+		check_key_type("dedup key", quote_identifier(name), source_column(c, name, "dedup key")->vartype);
 		foreach(lc, names)
 		{
 			if (strcmp(lfirst(lc), name) == 0)

@@ -11,9 +11,13 @@
  */
 #include "postgres.h"
 
+#include "access/relation.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_namespace.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
+#include "miscadmin.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
 #include "optimizer/clauses.h"
@@ -22,6 +26,7 @@
 #include "parser/parse_coerce.h"
 #include "parser/parse_func.h"
 #include "parser/parsetree.h"
+#include "rewrite/rewriteHandler.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
@@ -455,6 +460,51 @@ check_joins(Compiled *c, Node *n, int source)
 	}
 }
 
+static bool view_reads_source(Oid relid);
+
+/*
+ * Does a range table entry of a view's query (or of its subqueries) read a
+ * source?  context: the view, whose query names it too (PostgreSQL 15's
+ * OLD and NEW entries).
+ */
+static bool
+view_rte_reads_source(Node *node, void *context)
+{
+	if (node == NULL)
+		return false;
+	if (IsA(node, RangeTblEntry))
+	{
+		RangeTblEntry *rte = (RangeTblEntry *) node;
+
+		return rte->rtekind == RTE_RELATION && rte->relid != *(Oid *) context &&
+			view_reads_source(rte->relid);
+	}
+	if (IsA(node, Query))
+		return query_tree_walker((Query *) node, view_rte_reads_source, context, QTW_EXAMINE_RTES_BEFORE);
+	return expression_tree_walker(node, view_rte_reads_source, context);
+}
+
+/*
+ * Is relid a source, or a view that reads one, through other views and
+ * subqueries too?
+ */
+static bool
+view_reads_source(Oid relid)
+{
+	Relation	rel;
+	bool		reads;
+
+	if (catalog_get_source_by_relation(relid) != NULL)
+		return true;
+	if (get_rel_relkind(relid) != RELKIND_VIEW)
+		return false;
+	check_stack_depth();
+	rel = relation_open(relid, AccessShareLock);
+	reads = query_tree_walker(get_view_query(rel), view_rte_reads_source, &relid, QTW_EXAMINE_RTES_BEFORE);
+	relation_close(rel, AccessShareLock);
+	return reads;
+}
+
 /*
  * Find the source among the FROM items, and check the other items.
  */
@@ -482,6 +532,10 @@ check_from(Compiled *c)
 		{
 			case RTE_RELATION:
 				src = catalog_get_source_by_relation(rte->relid);
+				if (src == NULL && view_reads_source(rte->relid))
+					refuse(psprintf("view \"%s\" reads a source", get_rel_name(rte->relid)),
+						   "A view over a source reads the batch's rows of it, not a table's: a join with it would join the batch with itself.",
+						   "Name the source itself in FROM, with the view's conditions in WHERE.");
 				if (src == NULL)
 					break;		/* an ordinary table, read as of each batch */
 				for (int i = 0; i < c->nsources; i++)
@@ -563,6 +617,52 @@ check_query_shape(Query *q)
 			   "Filter the result table instead, for example with a view.");
 	if (q->rowMarks != NIL)
 		refuse("FOR UPDATE and FOR SHARE are not supported in continuous queries", NULL, NULL);
+}
+
+/* A volatile built-in function: fn's context is where to say which */
+static bool
+volatile_builtin(Oid func, void *context)
+{
+	if (func_volatile(func) != PROVOLATILE_VOLATILE || get_func_namespace(func) != PG_CATALOG_NAMESPACE)
+		return false;
+	*(Oid *) context = func;
+	return true;
+}
+
+static bool
+volatile_builtin_walker(Node *node, Oid *found)
+{
+	if (node == NULL)
+		return false;
+	if (check_functions_in_node(node, volatile_builtin, found))
+		return true;
+	if (IsA(node, NextValueExpr))
+	{
+		*found = F_NEXTVAL;
+		return true;
+	}
+	return expression_tree_walker(node, volatile_builtin_walker, found);
+}
+
+/*
+ * A replay after a crash must see what the first run saw: a built-in
+ * volatile function (random(), clock_timestamp(), nextval(), ...) anywhere
+ * in the query would give the replayed batch other rows, groups or values
+ * than those committed.  now() and its kin are the batch's recorded time
+ * (rewrite_batch_time).  A function of the user's own is taken to depend
+ * on its arguments only, volatile or not (queries.md says so).
+ */
+void
+check_replayable(Query *q)
+{
+	Oid			found = InvalidOid;
+
+	if (volatile_builtin_walker((Node *) q->targetList, &found) ||
+		volatile_builtin_walker((Node *) q->jointree, &found))
+		refuse(psprintf("continuous queries must not call volatile function %s", format_procedure(found)),
+			   "A batch replayed after a crash must give what it gave the first time; this function would give other values.",
+			   "Use now() for the batch's processing time, a hash of a column for sampling "
+			   "(abs(hashtext(id::text)) % 10 = 0), or compute the value when reading the result table.");
 }
 
 /* Constant interval argument of a window function. */
@@ -930,6 +1030,57 @@ key_expressions_final(Compiled *c, Oid state)
 	}
 }
 
+/* Does node read a Var of range table entry rtindex? */
+static bool
+reads_rte_walker(Node *node, int *rtindex)
+{
+	if (node == NULL)
+		return false;
+	if (IsA(node, Var))
+		return ((Var *) node)->varno == *rtindex && ((Var *) node)->varlevelsup == 0;
+	return expression_tree_walker(node, reads_rte_walker, rtindex);
+}
+
+/*
+ * Does the query read a hop's window start (the LATERAL hop_starts() that
+ * rewrite_hop added) anywhere but as its window column: in WHERE, in an
+ * aggregate's argument or FILTER?  Then each row must be read once per
+ * window, not once per pane, whose start is another.
+ */
+static bool
+hop_start_in_rows(Compiled *c)
+{
+	Query	   *q = c->query;
+	int			rtindex = 0;
+	bool		found = false;
+	ListCell   *lc;
+
+	foreach(lc, q->rtable)
+	{
+		RangeTblEntry *rte = lfirst_node(RangeTblEntry, lc);
+
+		rtindex++;
+		if (rte->rtekind == RTE_FUNCTION && rte->alias &&
+			strcmp(rte->alias->aliasname, HOP_ALIAS) == 0)
+		{
+			found = true;
+			break;
+		}
+	}
+	if (!found)
+		return false;
+	if (reads_rte_walker((Node *) q->jointree, &rtindex))
+		return true;
+	foreach(lc, q->targetList)
+	{
+		TargetEntry *tle = lfirst_node(TargetEntry, lc);
+
+		if (tle != c->window_tle && reads_rte_walker((Node *) tle->expr, &rtindex))
+			return true;
+	}
+	return false;
+}
+
 /* Classify GROUP BY items and the SELECT list of an aggregation. */
 void
 compile_grouping(Compiled *c)
@@ -978,6 +1129,8 @@ compile_grouping(Compiled *c)
 			KeyCol	   *k = palloc(sizeof(KeyCol));
 
 			check_column_name(&names, tle->resname, c->window != NULL);
+			check_key_type("group key", tle->resname ? quote_identifier(tle->resname) : expr_label(q, tle->expr),
+						   exprType((Node *) tle->expr));
 			k->name = tle->resname;
 			k->tle = tle;
 			c->keys = lappend(c->keys, k);
@@ -1001,6 +1154,8 @@ compile_grouping(Compiled *c)
 			compile_key_expression(c, tle);
 	}
 
+	if (c->window != NULL && strcmp(c->window, "hop") == 0)
+		c->hop_start_in_rows = hop_start_in_rows(c);
 	if (c->window_tle == NULL && c->keys == NIL)
 		refuse("a continuous aggregation needs a window or a group key",
 			   NULL, "Add GROUP BY streamwin.tumble(event_time, '1 minute') or GROUP BY a key column.");

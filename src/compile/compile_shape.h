@@ -23,6 +23,7 @@ extern bool rewrite_hop(SelectStmt *stmt);
 extern Query *rewrite_batch_time(Query *q);
 extern Expr *event_time_for_plan(Expr *event_time);
 extern void check_query_shape(Query *q);
+extern void check_replayable(Query *q);
 extern void check_from(Compiled *c);
 extern int	expr_source_side(Compiled *c, Node *e);
 extern bool jointree_contains(Node *n, int rtindex);

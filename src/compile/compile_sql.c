@@ -25,6 +25,7 @@
 #include "utils/lsyscache.h"
 #include "utils/ruleutils.h"
 #include "utils/syscache.h"
+#include "utils/typcache.h"
 
 #include "catalog_access.h"
 #include "compile_sql.h"
@@ -288,4 +289,22 @@ keys_any_null(Compiled *c, const char *a)
 	}
 	appendStringInfoChar(&buf, ')');
 	return buf.data;
+}
+
+/*
+ * A key's type (what: "group key" or "dedup key", label: its name or
+ * expression) must hash, for the store's hash table, and sort, for its
+ * table's unique index.
+ */
+void
+check_key_type(const char *what, const char *label, Oid type)
+{
+	TypeCacheEntry *tc = lookup_type_cache(type, TYPECACHE_HASH_PROC | TYPECACHE_BTREE_OPFAMILY);
+
+	if (!OidIsValid(tc->hash_proc) || !OidIsValid(tc->btree_opf))
+		refuse(psprintf("%s %s of type %s cannot be kept batch by batch", what, label, format_type_be(type)),
+			   !OidIsValid(tc->hash_proc) ?
+			   "Keys are kept in a hash table, and the type has no hash function." :
+			   "Keys are kept in a table with a unique index on them, and the type has no ordering.",
+			   "Use a cast of it to a type that has both, such as numeric or text.");
 }

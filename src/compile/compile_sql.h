@@ -25,4 +25,7 @@ extern char *keys_equal_strict(Compiled *c, const char *a, const char *b);
 extern char *keys_any_null(Compiled *c, const char *a);
 extern Oid	create_query_table(const char *name, const char *create_sql, const char *index_sql);
 
+/* Refuse a key whose type does not both hash and sort (what, label: for the message). */
+extern void check_key_type(const char *what, const char *label, Oid type);
+
 #endif							/* STREAMWIN_COMPILE_SQL_H */

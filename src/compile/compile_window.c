@@ -176,7 +176,8 @@ hop_without_srf(Compiled *c, Query *pq, int32 n)
 bool
 window_uses_panes(Compiled *c)
 {
-	return c->window != NULL && strcmp(c->window, "hop") == 0 && c->size_us % c->slide_us == 0;
+	return c->window != NULL && strcmp(c->window, "hop") == 0 && c->size_us % c->slide_us == 0 &&
+		!c->hop_start_in_rows;
 }
 
 /*

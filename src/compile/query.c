@@ -146,6 +146,8 @@ compile_text(Compiled *c, const char *query_text, OutputMode mode)
 		refuse(psprintf("output mode \"%s\" needs an aggregation", mode == OUTPUT_UPDATE ? "update" : "complete"),
 			   "A query without GROUP BY appends each row to the result table.",
 			   "Use output_mode => 'append'.");
+	/* after the checks of the parts, which say more about theirs */
+	check_replayable(c->query);
 }
 
 /* The settings of create_query that depend on the query's shape. */
