@@ -14,8 +14,10 @@
  * be on its way out (it read the query stopped just before the start
  * committed, or it runs another query of the same id, the extension having
  * been created anew), and one on its way out starts its successor as it
- * releases the slot.  A worker clears the mark before each reading of its
- * query, so a mark it finds at exit came from a start it has not seen.
+ * releases the slot (or, with no background worker process free then,
+ * the launcher's next round does).  A worker clears the mark before each
+ * reading of its query, so a mark it finds at exit came from a start it
+ * has not seen.
  *
  *-------------------------------------------------------------------------
  */
