@@ -1051,23 +1051,10 @@ static bool
 hop_start_in_rows(Compiled *c)
 {
 	Query	   *q = c->query;
-	int			rtindex = 0;
-	bool		found = false;
+	int			rtindex = hop_rtindex(q);
 	ListCell   *lc;
 
-	foreach(lc, q->rtable)
-	{
-		RangeTblEntry *rte = lfirst_node(RangeTblEntry, lc);
-
-		rtindex++;
-		if (rte->rtekind == RTE_FUNCTION && rte->alias &&
-			strcmp(rte->alias->aliasname, HOP_ALIAS) == 0)
-		{
-			found = true;
-			break;
-		}
-	}
-	if (!found)
+	if (rtindex == 0)
 		return false;
 	if (reads_rte_walker((Node *) q->jointree, &rtindex))
 		return true;

@@ -308,3 +308,22 @@ check_key_type(const char *what, const char *label, Oid type)
 			   "Keys are kept in a table with a unique index on them, and the type has no ordering.",
 			   "Use a cast of it to a type that has both, such as numeric or text.");
 }
+
+/* The range table index of the LATERAL hop_starts() of rewrite_hop, or 0 */
+int
+hop_rtindex(Query *q)
+{
+	int			rtindex = 0;
+	ListCell   *lc;
+
+	foreach(lc, q->rtable)
+	{
+		RangeTblEntry *rte = lfirst_node(RangeTblEntry, lc);
+
+		rtindex++;
+		if (rte->rtekind == RTE_FUNCTION && rte->alias &&
+			strcmp(rte->alias->aliasname, HOP_ALIAS) == 0)
+			return rtindex;
+	}
+	return 0;
+}

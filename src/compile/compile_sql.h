@@ -28,4 +28,7 @@ extern Oid	create_query_table(const char *name, const char *create_sql, const ch
 /* Refuse a key whose type does not both hash and sort (what, label: for the message). */
 extern void check_key_type(const char *what, const char *label, Oid type);
 
+/* The range table index of a hop's LATERAL hop_starts() (HOP_ALIAS), or 0 */
+extern int	hop_rtindex(Query *q);
+
 #endif							/* STREAMWIN_COMPILE_SQL_H */

@@ -19,6 +19,7 @@
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
 #include "optimizer/optimizer.h"
+#include "parser/parsetree.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
@@ -77,9 +78,8 @@ hop_without_srf(Compiled *c, Query *pq, int32 n)
 {
 	Oid			targs[2] = {TIMESTAMPTZOID, INTERVALOID};
 	Oid			tumble = streamwin_func_oid("tumble", 2, targs);
-	int			rtindex = 0;
-	RangeTblEntry *hop = NULL;
-	ListCell   *lc;
+	int			rtindex;
+	RangeTblEntry *hop;
 	FuncExpr   *starts;
 	Expr	   *ts;
 	Expr	   *size;
@@ -89,20 +89,10 @@ hop_without_srf(Compiled *c, Query *pq, int32 n)
 	Expr	   *start;
 	HopVarReplace ctx;
 
-	foreach(lc, pq->rtable)
-	{
-		RangeTblEntry *rte = lfirst_node(RangeTblEntry, lc);
-
-		rtindex++;
-		if (rte->rtekind == RTE_FUNCTION && rte->alias &&
-			strcmp(rte->alias->aliasname, HOP_ALIAS) == 0)
-		{
-			hop = rte;
-			break;
-		}
-	}
-	if (hop == NULL)
+	rtindex = hop_rtindex(pq);
+	if (rtindex == 0)
 		elog(ERROR, "streamwin: hop window without its function");
+	hop = rt_fetch(rtindex, pq->rtable);
 	starts = (FuncExpr *) linitial_node(RangeTblFunction, hop->functions)->funcexpr;
 	ts = linitial(starts->args);
 
