@@ -421,3 +421,26 @@ DROP VIEW want_pairs, want_pairs_once, want_per_ad, want_imp_clicks, want_imp_ca
      want_click_imps_hop, want_pairs_using, want_pairs_swapped, want_pairs_listed, want_pairs_rows,
      want_pairs_apart, want_pairs_aliased, want_pairs_hop;
 DROP TABLE imp, imp2, clk, clk_tokyo, ads;
+
+-- Dedup of a join side whose time is a timestamp without zone, read in a
+-- zone west of UTC: a key is kept until the watermark passes its time read
+-- in that zone, so a repeat of click 7 in the next batch is dropped (its
+-- time had been read as UTC, five hours early, and the key forgotten).
+CREATE TABLE dj_imp (imp_id int, t timestamp);
+CREATE TABLE dj_clk (click_id int, imp_id int, t timestamp);
+SELECT streamwin.create_table_source('dj_imps', 'dj_imp', '{"timezone": "America/New_York"}');
+SELECT streamwin.create_table_source('dj_clks', 'dj_clk', '{"timezone": "America/New_York"}');
+SELECT streamwin.create_query('dj',
+    $$SELECT i.imp_id, c.click_id FROM dj_imps i JOIN dj_clks c
+        ON c.imp_id = i.imp_id AND c.t BETWEEN i.t AND i.t + interval '10 minutes'$$,
+    watermark => '1 hour', dedup_keys => '{c.click_id}', start => false);
+INSERT INTO dj_imp VALUES (1, '2024-01-01 10:00'), (2, '2024-01-01 10:05');
+INSERT INTO dj_clk VALUES (7, 1, '2024-01-01 10:01');
+SELECT streamwin.run_batch('dj') -> 'input_rows' AS input_rows;
+INSERT INTO dj_clk VALUES (7, 1, '2024-01-01 10:01'), (8, 2, '2024-01-01 10:06');
+SELECT streamwin.run_batch('dj') -> 'input_rows' AS input_rows;
+SELECT imp_id, click_id, count(*) AS times FROM dj GROUP BY 1, 2 ORDER BY 1, 2;
+SELECT streamwin.drop_query('dj', drop_result => true);
+SELECT streamwin.drop_source('dj_clks');
+SELECT streamwin.drop_source('dj_imps');
+DROP TABLE dj_imp, dj_clk;

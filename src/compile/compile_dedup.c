@@ -224,7 +224,8 @@ dedup_statements(Compiled *c, List *keys, int32 query_id, StringInfo plan,
 {
 	SourceInfo *src = c->sources[c->dedup_side];
 	int			rtindex = c->source_rtindexes[c->dedup_side];
-	Expr	   *row_time = c->join ? c->join->time[c->dedup_side] : c->event_time;
+	/* (a join side's time as written, which may be a timestamp without zone) */
+	Expr	   *row_time = c->join ? as_event_time(c->join->time[c->dedup_side]) : c->event_time;
 	TupleDesc	desc = source_tupdesc(src->relation);
 	StringInfoData cols;
 	StringInfoData keydefs;

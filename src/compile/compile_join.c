@@ -414,12 +414,7 @@ try_range(Compiled *c, CompiledJoin *j, Node *cond)
 static Expr *
 side_event_time(CompiledJoin *j, int s)
 {
-	Node	   *t = (Node *) j->time[s];
-
-	if (exprType(t) == TIMESTAMPOID)
-		t = coerce_to_target_type(NULL, t, TIMESTAMPOID, TIMESTAMPTZOID, -1,
-								  COERCION_IMPLICIT, COERCE_IMPLICIT_CAST, -1);
-	return (Expr *) t;
+	return as_event_time(j->time[s]);
 }
 
 static const char *

@@ -20,6 +20,7 @@
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
+#include "parser/parse_coerce.h"
 #include "parser/parse_func.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -326,4 +327,20 @@ hop_rtindex(Query *q)
 			return rtindex;
 	}
 	return 0;
+}
+
+/*
+ * A time as an event time: a timestamp (without zone) cast to timestamptz,
+ * in the batch's zone.  An explicit cast, which a deparsed statement
+ * writes out: an implicit one is left out of the text, and a statement
+ * whose rows a receiver reads as they are (a join side's new rows) would
+ * give the timestamp itself, taken for one in UTC.
+ */
+Expr *
+as_event_time(Expr *t)
+{
+	if (t != NULL && exprType((Node *) t) == TIMESTAMPOID)
+		t = (Expr *) coerce_to_target_type(NULL, (Node *) t, TIMESTAMPOID, TIMESTAMPTZOID, -1,
+										   COERCION_EXPLICIT, COERCE_EXPLICIT_CAST, -1);
+	return t;
 }

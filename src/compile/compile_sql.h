@@ -31,4 +31,7 @@ extern void check_key_type(const char *what, const char *label, Oid type);
 /* The range table index of a hop's LATERAL hop_starts() (HOP_ALIAS), or 0 */
 extern int	hop_rtindex(Query *q);
 
+/* A time as an event time: a timestamp (without zone) cast to timestamptz */
+extern Expr *as_event_time(Expr *t);
+
 #endif							/* STREAMWIN_COMPILE_SQL_H */
