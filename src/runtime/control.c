@@ -180,11 +180,10 @@ streamwin_drop_query(PG_FUNCTION_ARGS)
 		{
 			Oid			tables[2] = {pairs[i].unlogged, pairs[i].logged};
 
+			/* where they are: the owner may have moved its own */
 			for (int t = 0; t < 2; t++)
 				if (get_rel_name(tables[t]) != NULL)
-					SPI_execute(psprintf("DROP TABLE %s",
-										 quote_qualified_identifier("streamwin", get_rel_name(tables[t]))),
-								false, 0);
+					SPI_execute(psprintf("DROP TABLE %s", qualified_relname(tables[t])), false, 0);
 		}
 	}
 	catalog_leave(&role);
