@@ -502,6 +502,28 @@ decode_messages(void *arg)
 }
 
 /*
+ * Can an error of a type's input function (or a domain's check) be the
+ * message's own: its value refused?  Data exceptions and constraint
+ * violations, as most input functions raise; program limits (an array of
+ * seven dimensions, a JSON text nested past the stack); syntax errors and
+ * unknown names (hstore, tsquery, regclass) but a privilege refused.
+ * Anything else is the environment's (memory, cancel, I/O, an internal
+ * error), and would refuse every message alike: the batch fails, and its
+ * retry reads them again, rather than make each one a dead letter.
+ */
+static bool
+message_error(int sqlerrcode)
+{
+	int			category = ERRCODE_TO_CATEGORY(sqlerrcode);
+
+	return category == ERRCODE_DATA_EXCEPTION ||
+		category == ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION ||
+		category == ERRCODE_PROGRAM_LIMIT_EXCEEDED ||
+		(category == ERRCODE_SYNTAX_ERROR_OR_ACCESS_RULE_VIOLATION &&
+		 sqlerrcode != ERRCODE_INSUFFICIENT_PRIVILEGE);
+}
+
+/*
  * Decode msgs[lo, hi) in one subtransaction; split the range on error.  The
  * missing keys counted by a failed attempt are taken back: its messages are
  * decoded again.
@@ -525,8 +547,7 @@ decode_range(RowDecoder *d, SourceRow *msgs, RowResult *res, int lo, int hi,
 	if (missing_before != NULL)
 		memcpy(d->missing, missing_before, sizeof(int64) * d->nmissing);
 	ResetExprContext(d->econtext);
-	if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_DATA_EXCEPTION &&
-		ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION)
+	if (!message_error(edata->sqlerrcode))
 		ReThrowError(edata);
 	if (hi - lo == 1)
 	{

@@ -21,7 +21,7 @@ srand(4004);
 my $T0 = 1_704_067_200_000;    # 2024-01-01 00:00:00 UTC, in ms
 
 my $broker = StreamwinTest::Broker->start(
-	topics => { dl_json => 2, dl_csv => 1, dl_text => 1 });
+	topics => { dl_json => 2, dl_csv => 1, dl_text => 1, dl_kinds => 1 });
 my $node = new_node('deadletters');
 my $brokers = $broker->bootstrap;
 
@@ -164,6 +164,27 @@ results_match($node, 'SELECT line FROM text_rows',
 run_json($node, "run_available('json_rows')");
 is($node->safe_psql('postgres', 'SELECT count(*) FROM streamwin.dead_letters'),
 	scalar(@dead), 'running again adds no dead letters');
+
+# Values refused with errors of other classes than data exceptions: an array
+# of seven dimensions (a program limit), a regclass naming no table (an
+# undefined object).  Each is its message's dead letter; the stream goes
+# on (the batch failed at every retry before).
+my @kinds = (
+	[ 0, '{"n": 1, "a": "{1,2}", "r": "pg_class"}' ],
+	[ 0, '{"n": 2, "a": "{{{{{{{1}}}}}}}", "r": "pg_class"}' ],
+	[ 0, '{"n": 3, "a": "{3}", "r": "no_such_table"}' ],
+	[ 0, '{"n": 4, "a": "{4}", "r": "pg_proc"}' ]);
+$broker->produce('dl_kinds', \@kinds);
+psql_ok($node, qq{
+SELECT streamwin.create_kafka_source('dl_kinds', '$brokers', 'dl_kinds', 'n int, a int[], r regclass', 'json');
+SELECT streamwin.create_query('kinds_rows', 'SELECT n, a, r::text AS r FROM dl_kinds', start => false);
+}, 'a source of an array and a regclass column');
+run_json($node, "run_available('kinds_rows')");
+is($node->safe_psql('postgres', q{SELECT string_agg(n || ':' || a::text || ':' || r, ' ' ORDER BY n) FROM kinds_rows}),
+	'1:{1,2}:pg_class 4:{4}:pg_proc', 'the good messages around them are read');
+like($node->safe_psql('postgres', q{SELECT string_agg("offset" || ': ' || error, E'\n' ORDER BY "offset") FROM streamwin.dead_letters WHERE source = 'dl_kinds'}),
+	qr/^1: .*dimensions.*\n2: .*no_such_table.*$/s,
+	'the array of seven dimensions and the unknown table are dead letters');
 
 $node->stop;
 $broker->stop;
