@@ -184,6 +184,34 @@ batch_begin(BatchContext *b)
  * with.  A join's sources are read without waiting first: one may have
  * rows while the other has none, and a batch waits only when none has any.
  */
+/*
+ * A deduplicated source's rows in partition order, each partition's in
+ * offset order, as fetched: which of a key's copies in several partitions
+ * is kept (its first) is then the one a replay keeps too, whose fetches
+ * interleave the partitions' messages otherwise.  A counting sort: a pass
+ * and a copy.
+ */
+static void
+rows_in_partition_order(BatchSource *bs)
+{
+	int			nparts = bs->rd->nparts;
+	int		   *next;
+	SourceRow  *sorted;
+
+	if (nparts < 2 || bs->nrows < 2)
+		return;
+	next = palloc0(sizeof(int) * (nparts + 1));
+	for (int i = 0; i < bs->nrows; i++)
+		next[bs->rows[i].part + 1]++;
+	for (int p = 1; p <= nparts; p++)
+		next[p] += next[p - 1];
+	sorted = palloc(sizeof(SourceRow) * bs->nrows);
+	for (int i = 0; i < bs->nrows; i++)
+		sorted[next[bs->rows[i].part]++] = bs->rows[i];
+	pfree(next);
+	bs->rows = sorted;
+}
+
 static void
 batch_fetch(BatchContext *b)
 {
@@ -249,6 +277,8 @@ batch_fetch(BatchContext *b)
 				break;
 		}
 	}
+	if (OidIsValid(b->q->dedup_table))
+		rows_in_partition_order(&b->src[b->q->dedup_side]);
 	for (int s = 0; s < b->nsources; s++)
 	{
 		b->src[s].rd->fetched = true;
