@@ -506,21 +506,34 @@ decode_messages(void *arg)
  * message's own: its value refused?  Data exceptions and constraint
  * violations, as most input functions raise; program limits (an array of
  * seven dimensions, a JSON text nested past the stack); syntax errors and
- * unknown names (hstore, tsquery, regclass) but a privilege refused.
- * Anything else is the environment's (memory, cancel, I/O, an internal
- * error), and would refuse every message alike: the batch fails, and its
- * retry reads them again, rather than make each one a dead letter.
+ * unknown names (hstore, tsquery, regclass) but a privilege refused, and
+ * those two kinds only from the type's own input function, not from a
+ * function of the user's.  Anything else is the environment's (memory,
+ * cancel, I/O, an internal error), and would refuse every message alike:
+ * the batch fails, and its retry reads them again, rather than make each
+ * one a dead letter.
  */
 static bool
-message_error(int sqlerrcode)
+message_error(ErrorData *edata)
 {
-	int			category = ERRCODE_TO_CATEGORY(sqlerrcode);
+	int			category = ERRCODE_TO_CATEGORY(edata->sqlerrcode);
 
-	return category == ERRCODE_DATA_EXCEPTION ||
-		category == ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION ||
-		category == ERRCODE_PROGRAM_LIMIT_EXCEEDED ||
-		(category == ERRCODE_SYNTAX_ERROR_OR_ACCESS_RULE_VIOLATION &&
-		 sqlerrcode != ERRCODE_INSUFFICIENT_PRIVILEGE);
+	if (category == ERRCODE_DATA_EXCEPTION || category == ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION)
+		return true;
+	if (category != ERRCODE_PROGRAM_LIMIT_EXCEEDED &&
+		(category != ERRCODE_SYNTAX_ERROR_OR_ACCESS_RULE_VIOLATION ||
+		 edata->sqlerrcode == ERRCODE_INSUFFICIENT_PRIVILEGE))
+		return false;
+
+	/*
+	 * Raised in a function of SQL or PL/pgSQL (a domain's CHECK, an event
+	 * time calling one): a table it reads dropped, its own recursion, the
+	 * same for every message.
+	 */
+	return edata->context == NULL ||
+		(strstr(edata->context, "SQL function") == NULL &&
+		 strstr(edata->context, "PL/pgSQL function") == NULL &&
+		 strstr(edata->context, "SQL statement") == NULL);
 }
 
 /*
@@ -547,7 +560,7 @@ decode_range(RowDecoder *d, SourceRow *msgs, RowResult *res, int lo, int hi,
 	if (missing_before != NULL)
 		memcpy(d->missing, missing_before, sizeof(int64) * d->nmissing);
 	ResetExprContext(d->econtext);
-	if (!message_error(edata->sqlerrcode))
+	if (!message_error(edata))
 		ReThrowError(edata);
 	if (hi - lo == 1)
 	{

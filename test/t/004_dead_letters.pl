@@ -186,6 +186,30 @@ like($node->safe_psql('postgres', q{SELECT string_agg("offset" || ': ' || error,
 	qr/^1: .*dimensions.*\n2: .*no_such_table.*$/s,
 	'the array of seven dimensions and the unknown table are dead letters');
 
+# A domain whose CHECK calls a function of the user's that fails alike for
+# every message (a table it reads is gone): the batch fails, at every try,
+# and no message becomes a dead letter; with the table back, all are read.
+psql_ok($node, qq{
+CREATE TABLE valid_ids (id int);
+INSERT INTO valid_ids SELECT generate_series(1, 10);
+CREATE FUNCTION id_ok(int) RETURNS boolean LANGUAGE plpgsql AS \$f\$
+BEGIN
+    RETURN EXISTS (SELECT 1 FROM valid_ids WHERE id = \$1);
+END \$f\$;
+CREATE DOMAIN checked_id AS int CHECK (id_ok(VALUE));
+SELECT streamwin.create_kafka_source('dl_checked', '$brokers', 'dl_kinds', 'n checked_id', 'json');
+SELECT streamwin.create_query('checked_rows', 'SELECT n FROM dl_checked', start => false);
+ALTER TABLE valid_ids RENAME TO valid_ids_away;
+}, 'a source of a domain whose CHECK reads a table, which goes away');
+my ($rc, $out, $err) = $node->psql('postgres', "SELECT streamwin.run_batch('checked_rows')");
+like($err, qr/relation "valid_ids" does not exist/, 'the batch fails on the missing table');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM streamwin.dead_letters WHERE source = 'dl_checked'}),
+	'0', 'and no message is a dead letter');
+psql_ok($node, 'ALTER TABLE valid_ids_away RENAME TO valid_ids', 'the table is back');
+run_json($node, "run_available('checked_rows')");
+is($node->safe_psql('postgres', q{SELECT string_agg(n::text, ',' ORDER BY n) FROM checked_rows}),
+	'1,2,3,4', 'every message is read');
+
 $node->stop;
 $broker->stop;
 done_testing();
