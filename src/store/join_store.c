@@ -40,6 +40,7 @@
 #include "common/hashfn.h"
 #include "executor/tuptable.h"
 #include "lib/ilist.h"
+#include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
@@ -1541,6 +1542,7 @@ typedef struct JoinWriter
 	JoinEntry **made;			/* the entries made, linked at the end */
 	int			nmade;
 	int			made_room;
+	bool		local_time;		/* the time column comes as a timestamp */
 } JoinWriter;
 
 static void
@@ -1552,6 +1554,14 @@ writer_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
 	if (typeinfo->natts != RelationGetDescr(rel)->natts)
 		elog(ERROR, "streamwin: the rows of join table \"%s\" have %d columns, the table %d",
 			 RelationGetRelationName(rel), typeinfo->natts, RelationGetDescr(rel)->natts);
+
+	/*
+	 * A query made before its statements cast a timestamp side time
+	 * explicitly gives the timestamp itself (its implicit cast was left out
+	 * of the statement's text): cast here, in the batch's zone, as the
+	 * statement meant to.
+	 */
+	w->local_time = TupleDescAttr(typeinfo, w->js->spec.time_attno[w->side] - 1)->atttypid == TIMESTAMPOID;
 	w->keep_back = w->keep_back && table_row_from_entry(w->js, w->side, RelationGetDescr(rel));
 	w->table = pstrdup(RelationGetRelationName(rel));
 	table_close(rel, NoLock);
@@ -1569,6 +1579,8 @@ writer_receive(TupleTableSlot *slot, DestReceiver *self)
 	JoinEntry  *e;
 
 	slot_getallattrs(slot);
+	if (w->local_time && !slot->tts_isnull[ta - 1])
+		slot->tts_values[ta - 1] = DirectFunctionCall1(timestamp_timestamptz, slot->tts_values[ta - 1]);
 
 	/*
 	 * A row this batch's eviction takes (join_store_evict, with the same
