@@ -62,6 +62,10 @@ SELECT streamwin.create_query('q', 'SELECT amount::money AS m, count(*) AS n FRO
 CREATE VIEW orders_over_100 AS SELECT * FROM orders WHERE amount > 100;
 SELECT streamwin.create_query('q', 'SELECT o.region, count(*) AS n FROM orders o JOIN orders_over_100 b USING (order_id) GROUP BY o.region', output_mode => 'update');
 DROP VIEW orders_over_100;
+-- a view joined as a table that calls a volatile function
+CREATE VIEW regions_sample AS SELECT * FROM regions WHERE random() < 0.5;
+SELECT streamwin.create_query('q', 'SELECT r.region, count(*) AS n FROM orders o JOIN regions_sample r USING (region) GROUP BY r.region', output_mode => 'update');
+DROP VIEW regions_sample;
 SELECT streamwin.create_query('q', 'SELECT count(*) AS n FROM orders GROUP BY region', output_mode => 'update');
 SELECT streamwin.create_query('q', 'SELECT count(*) AS n FROM orders', output_mode => 'update');
 SELECT streamwin.create_query('q', 'SELECT region, count(*), count(amount) FROM orders GROUP BY region', output_mode => 'update');

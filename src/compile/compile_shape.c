@@ -460,38 +460,53 @@ check_joins(Compiled *c, Node *n, int source)
 	}
 }
 
-static bool view_reads_source(Oid relid);
+/* What a walk of the views under a relation in FROM finds */
+typedef struct ViewWalk
+{
+	Oid			view;			/* the view being read: its query names it too
+								 * (PostgreSQL 15's OLD and NEW entries) */
+	Oid			volatile_func;	/* a volatile built-in one of them calls */
+} ViewWalk;
+
+static bool view_reads_source(Oid relid, Oid *volatile_func);
+static bool volatile_builtin(Oid func, void *context);
 
 /*
  * Does a range table entry of a view's query (or of its subqueries) read a
- * source?  context: the view, whose query names it too (PostgreSQL 15's
- * OLD and NEW entries).
+ * source?  And does an expression of theirs call a volatile built-in?
  */
 static bool
 view_rte_reads_source(Node *node, void *context)
 {
+	ViewWalk   *walk = (ViewWalk *) context;
+
 	if (node == NULL)
 		return false;
 	if (IsA(node, RangeTblEntry))
 	{
 		RangeTblEntry *rte = (RangeTblEntry *) node;
 
-		return rte->rtekind == RTE_RELATION && rte->relid != *(Oid *) context &&
-			view_reads_source(rte->relid);
+		return rte->rtekind == RTE_RELATION && rte->relid != walk->view &&
+			view_reads_source(rte->relid, &walk->volatile_func);
 	}
 	if (IsA(node, Query))
 		return query_tree_walker((Query *) node, view_rte_reads_source, context, QTW_EXAMINE_RTES_BEFORE);
+	if (!OidIsValid(walk->volatile_func))
+		(void) check_functions_in_node(node, volatile_builtin, &walk->volatile_func);
 	return expression_tree_walker(node, view_rte_reads_source, context);
 }
 
 /*
  * Is relid a source, or a view that reads one, through other views and
- * subqueries too?
+ * subqueries too?  Sets *volatile_func to a volatile built-in function that
+ * one of those views calls, if it finds one first: a replay would read
+ * such a view otherwise (check_replayable).
  */
 static bool
-view_reads_source(Oid relid)
+view_reads_source(Oid relid, Oid *volatile_func)
 {
 	Relation	rel;
+	ViewWalk	walk = {relid, InvalidOid};
 	bool		reads;
 
 	if (catalog_get_source_by_relation(relid) != NULL)
@@ -500,8 +515,10 @@ view_reads_source(Oid relid)
 		return false;
 	check_stack_depth();
 	rel = relation_open(relid, AccessShareLock);
-	reads = query_tree_walker(get_view_query(rel), view_rte_reads_source, &relid, QTW_EXAMINE_RTES_BEFORE);
+	reads = query_tree_walker(get_view_query(rel), view_rte_reads_source, &walk, QTW_EXAMINE_RTES_BEFORE);
 	relation_close(rel, AccessShareLock);
+	if (!OidIsValid(*volatile_func))
+		*volatile_func = walk.volatile_func;
 	return reads;
 }
 
@@ -526,16 +543,22 @@ check_from(Compiled *c)
 	{
 		RangeTblEntry *rte = lfirst_node(RangeTblEntry, lc);
 		SourceInfo *src;
+		Oid			volatile_func = InvalidOid;
 
 		rtindex++;
 		switch (rte->rtekind)
 		{
 			case RTE_RELATION:
 				src = catalog_get_source_by_relation(rte->relid);
-				if (src == NULL && view_reads_source(rte->relid))
+				if (src == NULL && view_reads_source(rte->relid, &volatile_func))
 					refuse(psprintf("view \"%s\" reads a source", get_rel_name(rte->relid)),
 						   "A view over a source reads the batch's rows of it, not a table's: a join with it would join the batch with itself.",
 						   "Name the source itself in FROM, with the view's conditions in WHERE.");
+				if (src == NULL && OidIsValid(volatile_func))
+					refuse(psprintf("view \"%s\" calls volatile function %s", get_rel_name(rte->relid),
+									format_procedure(volatile_func)),
+						   "A batch replayed after a crash must give what it gave the first time; the view would give other rows.",
+						   "Join the table itself, or a view without that function.");
 				if (src == NULL)
 					break;		/* an ordinary table, read as of each batch */
 				for (int i = 0; i < c->nsources; i++)
