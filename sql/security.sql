@@ -77,15 +77,15 @@ SELECT count(*) AS ran_as_others FROM security_own.ran WHERE who <> 'security_us
 -- table (which it owns, and may move to a schema of its own to index it):
 -- the rows a restore copies from the checkpoint (the state lost, as in a
 -- crash) are written, and indexed, as the role.
-CREATE FUNCTION security_own.noted(int) RETURNS int LANGUAGE plpgsql AS $$
+-- (noted() records who ran it, and how; the IMMUTABLE functions that call
+-- it are what an index expression and an event time may use)
+CREATE FUNCTION security_own.noted(how text, v anyelement) RETURNS anyelement LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO security_own.ran VALUES (current_user, 'index');
-    RETURN $1;
+    INSERT INTO security_own.ran VALUES (current_user, how);
+    RETURN v;
 END $$;
-CREATE FUNCTION security_own.key(int) RETURNS int LANGUAGE plpgsql IMMUTABLE AS $$
-BEGIN
-    RETURN security_own.noted($1);
-END $$;
+CREATE FUNCTION security_own.key(int) RETURNS int LANGUAGE sql IMMUTABLE
+    RETURN security_own.noted('index', $1);
 SELECT (streamwin.run_batch('security_q')->>'input_rows')::int AS input_rows;
 ALTER TABLE :security_state SET SCHEMA security_own;
 RESET ROLE;
@@ -154,15 +154,8 @@ CREATE TABLE security_times (id int, ts timestamptz);
 SELECT streamwin.create_table_source('security_times_src', 'security_times');
 GRANT SELECT ON security_times, security_times_src TO security_user;
 SET ROLE security_user;
-CREATE FUNCTION security_own.noted_at(timestamptz) RETURNS timestamptz LANGUAGE plpgsql AS $$
-BEGIN
-    INSERT INTO security_own.ran VALUES (current_user, 'event time');
-    RETURN $1;
-END $$;
-CREATE FUNCTION security_own.at(timestamptz) RETURNS timestamptz LANGUAGE plpgsql IMMUTABLE AS $$
-BEGIN
-    RETURN security_own.noted_at($1);
-END $$;
+CREATE FUNCTION security_own.at(timestamptz) RETURNS timestamptz LANGUAGE sql IMMUTABLE
+    RETURN security_own.noted('event time', $1);
 SELECT streamwin.create_query('security_minutes',
     'SELECT count(*) AS n FROM security_times_src GROUP BY streamwin.tumble(security_own.at(ts), ''1 minute'')',
     watermark => '1 minute', output_mode => 'update', start => false);
