@@ -1657,6 +1657,7 @@ kafka_fetch(KafkaConsumer *c, int max_records, int timeout_ms, int linger_ms,
 	int64		deadline;
 	int64		linger_deadline = 0;
 	bool		limited;
+	bool		latch_was_set = false;
 
 	if (max_records <= 0)
 		ereport(ERROR,
@@ -1755,9 +1756,18 @@ kafka_fetch(KafkaConsumer *c, int max_records, int timeout_ms, int linger_ms,
 		if (rc & WL_LATCH_SET)
 		{
 			ResetLatch(MyLatch);
+			latch_was_set = true;
 			CHECK_FOR_INTERRUPTS();
 		}
 	}
+
+	/*
+	 * A latch set while the fetch waited was for the caller too (a worker
+	 * asked to stop or to reload its settings before its next wait): set it
+	 * again, or the worker would sleep through its trigger interval first.
+	 */
+	if (latch_was_set)
+		SetLatch(MyLatch);
 
 	/* the limits were for this fetch */
 	for (int p = 0; p < c->nparts; p++)

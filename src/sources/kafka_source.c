@@ -343,6 +343,7 @@ kafka_seek(SourceReader *rd)
 	if (!need)
 		return;
 	partitions = palloc(sizeof(int32) * rd->nparts);
+	kr->assigned = false;		/* until the assignment below is made */
 	for (int i = 0; i < rd->nparts; i++)
 	{
 		partitions[i] = rd->parts[i].partition;
@@ -477,6 +478,15 @@ kafka_fetch_rows(SourceReader *rd, int timeout_ms, int linger_ms, SourceRow **ro
 	if (rd->nparts > 1)
 		limit_by_lag(rd);
 	kr->ends_fresh = false;		/* the first fetch after the assignment */
+
+	/*
+	 * The consumer takes messages before kafka_fetch returns them, and an
+	 * error inside it (a cancel, statement_timeout, a broker's error) leaves
+	 * it past messages that no batch has: until consumer_next[] follows it
+	 * again below, the next batch must assign the stored positions again
+	 * (kafka_seek).
+	 */
+	kr->assigned = false;
 	n = kafka_fetch(kr->consumer, rd->source->max_records_per_batch, timeout_ms, linger_ms, &msgs);
 	out = palloc(sizeof(SourceRow) * Max(n, 1));
 
@@ -504,6 +514,7 @@ kafka_fetch_rows(SourceReader *rd, int timeout_ms, int linger_ms, SourceRow **ro
 			kr->consumer_next[i] = end;
 		}
 	}
+	kr->assigned = true;		/* consumer_next[] is where it stands */
 	*rows = out;
 	return n;
 }
@@ -547,6 +558,8 @@ kafka_replay(SourceReader *rd, const SourcePosition *targets, SourceRow **rows)
 	int			ndone = 0;
 	bool	   *done = palloc(sizeof(bool) * rd->nparts);
 	int			n = 0;
+	int64		capacity;
+	bool		past = false;
 	SourceRow  *acc;
 	TimestampTz deadline = GetCurrentTimestamp() + 60 * USECS_PER_SEC;
 
@@ -556,13 +569,30 @@ kafka_replay(SourceReader *rd, const SourcePosition *targets, SourceRow **rows)
 		done[i] = rd->parts[i].next.offset >= targets[i].offset;
 		ndone += done[i];
 	}
-	acc = palloc(sizeof(SourceRow) * Max(needed, 1));
+
+	/*
+	 * The ranges' offsets bound the messages, but a compacted topic or
+	 * transaction markers leave gaps: as many rows as a batch takes at
+	 * first, more as they come.
+	 */
+	capacity = Max(Min(needed, (int64) rd->source->max_records_per_batch), 1);
+	acc = palloc(sizeof(SourceRow) * capacity);
+	/* an error on the way leaves the consumer anywhere in the ranges */
+	kr->assigned = false;
 	while (ndone < rd->nparts)
 	{
 		KafkaMessage *m;
 		int			got = kafka_fetch(kr->consumer, rd->source->max_records_per_batch, 1000,
 									  SESSION_FETCH_LINGER_MS, &m);
 
+		int			n_before = n;
+		int			ndone_before = ndone;
+
+		if (n + (int64) got > capacity)
+		{
+			capacity = Min(Max(capacity * 2, n + (int64) got), Max(needed, n + (int64) got));
+			acc = repalloc_huge(acc, sizeof(SourceRow) * capacity);
+		}
 		for (int j = 0; j < got; j++)
 		{
 			int			idx = source_part_index(rd, m[j].partition);
@@ -571,7 +601,7 @@ kafka_replay(SourceReader *rd, const SourcePosition *targets, SourceRow **rows)
 
 			if (idx < 0 || m[j].offset >= targets[idx].offset)
 			{
-				kr->assigned = false;	/* the consumer went past the batch */
+				past = true;	/* the consumer went past the batch */
 				if (idx >= 0 && !done[idx])
 				{
 					done[idx] = true;
@@ -614,12 +644,19 @@ kafka_replay(SourceReader *rd, const SourcePosition *targets, SourceRow **rows)
 				done[i] = true;
 				ndone++;
 			}
+		/*
+		 * A replay gives up when its ranges stop coming, not when they come
+		 * slowly: messages past the ranges (other partitions' traffic) are
+		 * no progress.
+		 */
+		if (n > n_before || ndone > ndone_before)
+			deadline = GetCurrentTimestamp() + 60 * USECS_PER_SEC;
 		if (ndone < rd->nparts && GetCurrentTimestamp() > deadline)
 			ereport(ERROR,
 					(errcode(ERRCODE_CONNECTION_FAILURE),
 					 errmsg("could not re-read the messages of query \"%s\" needed to recover its state",
 							rd->query->name),
-					 errdetail("Read %d messages in 60 seconds, and %d of %d partitions are not done.",
+					 errdetail("No message came for 60 seconds; %d were read, and %d of %d partitions are not done.",
 							   n, rd->nparts - ndone, rd->nparts),
 					 kafka_last_error(kr->consumer) ?
 					 errhint("Last error from the source: %s", kafka_last_error(kr->consumer)) : 0));
@@ -632,6 +669,7 @@ kafka_replay(SourceReader *rd, const SourcePosition *targets, SourceRow **rows)
 			kr->consumer_next[i] = targets[i].offset;
 		rd->parts[i].next.offset = Max(rd->parts[i].next.offset, targets[i].offset);
 	}
+	kr->assigned = !past;
 	pfree(done);
 	*rows = acc;
 	return n;
