@@ -77,6 +77,9 @@ SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a text, b text', f
 SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int', options => '{"starting_offset": "earliest"}');
 SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int', options => '{"starting_offsets": "yesterday"}');
 SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int', options => '{"partitions": "all"}');
+-- each partition once, and a number a consumer can assign
+SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int', options => '{"partitions": [0, 1, 0]}');
+SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int', options => '{"partitions": [2000000]}');
 SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int', options => '{"max_records_per_batch": 0}');
 SELECT streamwin.create_kafka_source('bad', '', 'x', 'a int');
 SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int', options => '{"kafka": {"enable.auto.commit": "true"}}');

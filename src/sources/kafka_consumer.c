@@ -77,12 +77,6 @@
 #define KAFKA_VERIFY_AFTER_MS	5000
 
 
-/*
- * Partition numbers index an array of per-partition state; refuse absurd
- * ones rather than allocate for them.
- */
-#define KAFKA_MAX_PARTITION		1000000
-
 /* Default group.id and client.id; the group is never joined. */
 #define KAFKA_DEFAULT_GROUP_ID	"streamwin"
 #define KAFKA_DEFAULT_CLIENT_ID "streamwin"

@@ -53,6 +53,12 @@
 #define KAFKA_OFFSET_EARLIEST	(-2)	/* the partition's first offset */
 #define KAFKA_OFFSET_LATEST		(-1)	/* the partition's end offset */
 
+/*
+ * Partition numbers index an array of per-partition state; refuse absurd
+ * ones rather than allocate for them.
+ */
+#define KAFKA_MAX_PARTITION		1000000
+
 typedef struct KafkaConsumer KafkaConsumer;
 
 /*

@@ -198,10 +198,18 @@ kafka_options_parse(Jsonb *options)
 						 errmsg("option \"partitions\" must be an array of partition numbers")));
 			p = DatumGetInt64(DirectFunctionCall1(numeric_int8,
 												  NumericGetDatum(elem.val.numeric)));
-			if (p < 0 || p > PG_INT32_MAX)
+			if (p < 0 || p > KAFKA_MAX_PARTITION)
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("partition number %lld is out of range", (long long) p)));
+						 errmsg("partition number %lld is out of range", (long long) p),
+						 errdetail("Kafka partitions are numbered from 0; streamwin reads partitions up to %d.",
+								   KAFKA_MAX_PARTITION)));
+			for (int i = 0; i < ko->npartitions; i++)
+				if (ko->partitions[i] == p)
+					ereport(ERROR,
+							(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+							 errmsg("option \"partitions\" names partition %lld more than once", (long long) p),
+							 errhint("Name each partition once.")));
 			if (ko->npartitions == cap)
 			{
 				cap *= 2;
