@@ -114,7 +114,21 @@ runner_state_rewritten(QueryRunner *r)
 	operators_invalidate(r->operators);
 }
 
-/* A Kafka consumer's fetch wait follows trigger_interval: see kafka_source.c. */
+/* Whether a reader of r was opened with fewer partitions than its source has now */
+static bool
+runner_outgrown(QueryRunner *r)
+{
+	for (int i = 0; i < r->nreaders; i++)
+		if (r->readers[i]->outgrown)
+			return true;
+	return false;
+}
+
+/*
+ * A Kafka consumer's fetch wait follows trigger_interval: see
+ * kafka_source.c.  A runner whose source has gained partitions is made
+ * anew too, to read them.
+ */
 bool
 runner_settings_changed(const QueryInfo *q)
 {
@@ -127,7 +141,8 @@ runner_settings_changed(const QueryInfo *q)
 		if (r->query_id == q->query_id)
 		{
 			if (r->query->trigger_interval_us == q->trigger_interval_us &&
-				r->query->idle_timeout_us == q->idle_timeout_us)
+				r->query->idle_timeout_us == q->idle_timeout_us &&
+				!runner_outgrown(r))
 				return false;
 			runner_forget(q->query_id);
 			return true;

@@ -31,7 +31,8 @@ extern void runner_forget(int32 query_id);
 
 /*
  * If this backend's runner of q was built with other settings than q has
- * now (alter_query changed them), forget it; returns whether it did.
+ * now (alter_query changed them), or has a reader whose source has gained
+ * partitions since, forget it; returns whether it did.
  */
 extern bool runner_settings_changed(const QueryInfo *q);
 

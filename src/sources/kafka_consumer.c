@@ -873,28 +873,50 @@ report_request_error(KafkaConsumer *c, rd_kafka_resp_err_t err,
  * kafka_partition_count
  *		See kafka_consumer.h.
  */
-int
-kafka_partition_count(KafkaConsumer *c, int timeout_ms)
+/* The topic's partition count, or -1 with *err set */
+static int
+partition_count(KafkaConsumer *c, int timeout_ms, rd_kafka_resp_err_t *err)
 {
 	const struct rd_kafka_metadata *md;
-	rd_kafka_resp_err_t err;
 	int			count;
 
-	err = rd_kafka_metadata(c->rk, 0, c->rkt, &md, Max(timeout_ms, 1));
-	if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
-		report_request_error(c, err, "get metadata");
-
+	*err = rd_kafka_metadata(c->rk, 0, c->rkt, &md, Max(timeout_ms, 1));
+	if (*err != RD_KAFKA_RESP_ERR_NO_ERROR)
+		return -1;
 	if (md->topic_cnt != 1 || md->topics[0].err != RD_KAFKA_RESP_ERR_NO_ERROR)
 	{
-		err = md->topic_cnt != 1 ? RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC
+		*err = md->topic_cnt != 1 ? RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC
 			: md->topics[0].err;
 		rd_kafka_metadata_destroy(md);
-		report_request_error(c, err, "get metadata");
+		return -1;
 	}
 	count = md->topics[0].partition_cnt;
 	rd_kafka_metadata_destroy(md);
 	serve_events(c);
 	return count;
+}
+
+int
+kafka_partition_count(KafkaConsumer *c, int timeout_ms)
+{
+	rd_kafka_resp_err_t err;
+	int			count = partition_count(c, timeout_ms, &err);
+
+	if (count < 0)
+		report_request_error(c, err, "get metadata");
+	return count;
+}
+
+/*
+ * kafka_try_partition_count
+ *		See kafka_consumer.h.
+ */
+int
+kafka_try_partition_count(KafkaConsumer *c, int timeout_ms)
+{
+	rd_kafka_resp_err_t err;
+
+	return partition_count(c, timeout_ms, &err);
 }
 
 /*

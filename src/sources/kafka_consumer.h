@@ -161,6 +161,13 @@ extern KafkaConsumer *kafka_consumer_open(const char *brokers,
 extern int	kafka_partition_count(KafkaConsumer *c, int timeout_ms);
 
 /*
+ * kafka_try_partition_count
+ *		The same, or -1 if the cluster does not answer in time: for a check
+ *		that the next one may make.
+ */
+extern int	kafka_try_partition_count(KafkaConsumer *c, int timeout_ms);
+
+/*
  * kafka_assign
  *		Read exactly "partitions" from now on, each from offsets[i].
  *

@@ -45,6 +45,7 @@ typedef struct KafkaReader
 {
 	KafkaConsumer *consumer;
 	bool		assigned;		/* consumer_next[] is where it stands */
+	TimestampTz partitions_checked; /* when the topic's partitions were counted */
 	bool		ends_fresh;		/* assigned since the last fetch, its ends asked */
 	int64	   *consumer_next;	/* the next offset it delivers, per part */
 	bool		needs_headers;	/* a column holds the message's headers */
@@ -303,6 +304,7 @@ kafka_open(SourceReader *rd)
 									   ko->nprops, ko->prop_keys, ko->prop_values);
 	rd->nparts = ko->npartitions > 0 ? ko->npartitions :
 		kafka_partition_count(kr->consumer, 10000);
+	kr->partitions_checked = GetCurrentTimestamp();
 	rd->parts = palloc0(sizeof(PartitionState) * rd->nparts);
 	for (int i = 0; i < rd->nparts; i++)
 		rd->parts[i].partition = ko->npartitions > 0 ? ko->partitions[i] : i;
@@ -336,6 +338,40 @@ kafka_start_position(SourceReader *rd, PartitionState *p, bool query_started)
 /* How long kafka_seek waits for the partitions' ends */
 #define KAFKA_SEEK_ENDS_MS 1000
 
+/*
+ * How often a reader of every partition of a topic counts them again: a
+ * topic's partitions may be added to while its queries run, and producers
+ * write to the new ones at once.
+ */
+#define KAFKA_PARTITIONS_CHECK_MS 10000
+
+/*
+ * Partitions added to the topic since the reader was opened: it is marked
+ * outgrown, and its runner is made anew before the next batch, which reads
+ * them from their beginning (kafka_start_position).  Until then the
+ * watermark does not wait for them: rows in them that it has passed by then
+ * are late, so the check comes every few seconds, at a batch's start.
+ */
+static void
+check_partition_count(SourceReader *rd)
+{
+	KafkaReader *kr = KR(rd);
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (kafka_options(rd->source)->npartitions > 0 || rd->outgrown ||
+		!TimestampDifferenceExceeds(kr->partitions_checked, now, KAFKA_PARTITIONS_CHECK_MS))
+		return;
+	kr->partitions_checked = now;
+	if (kafka_try_partition_count(kr->consumer, 2000) > rd->nparts)
+	{
+		rd->outgrown = true;
+		ereport(LOG,
+				(errmsg("streamwin: topic \"%s\" of query \"%s\" has more partitions than the %d it reads; "
+						"its next batch reads them too",
+						rd->source->topic, rd->query->name, rd->nparts)));
+	}
+}
+
 /* Assign the stored positions, unless the consumer stands there already. */
 static void
 kafka_seek(SourceReader *rd)
@@ -344,6 +380,8 @@ kafka_seek(SourceReader *rd)
 	bool		need = !kr->assigned;
 	int32	   *partitions;
 	int64	   *ends;
+
+	check_partition_count(rd);
 
 	for (int i = 0; i < rd->nparts; i++)
 		if (kr->consumer_next[i] != rd->parts[i].next.offset)

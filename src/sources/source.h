@@ -163,6 +163,9 @@ typedef struct SourceReader
 	bool		in_worker;		/* read by the query's background worker */
 	bool		fetch_again;	/* the caller fetches again at once */
 	bool		fetched;		/* a batch has fetched from it (batch.c) */
+	bool		outgrown;		/* its source has more partitions than it
+								 * reads: its runner is made anew before the
+								 * next batch (runner_settings_changed) */
 	int			nparts;
 	PartitionState *parts;
 	void	   *private;		/* the kind's own state */
