@@ -186,6 +186,14 @@ SELECT (streamwin.run_available('headers_dup')) - 'offsets' - 'watermark' - 'bat
 SELECT * FROM headers_dup ORDER BY dup;
 SELECT streamwin.drop_query(q, drop_result => true) FROM unnest('{headers_rows, headers_dup}'::text[]) q;
 SELECT streamwin.drop_source('with_headers');
+-- a json column holds each name once too, the last one's value
+SELECT streamwin.create_kafka_source('with_headers_json', :'brokers', 'regress_headers', 'v int, h json', 'json',
+    '{"metadata": {"h": "headers"}}');
+SELECT streamwin.create_query('headers_json_rows', 'SELECT v, h FROM with_headers_json', start => false);
+SELECT (streamwin.run_available('headers_json_rows'))->'input_rows' AS input_rows;
+SELECT v, h::text AS h FROM headers_json_rows ORDER BY v;
+SELECT streamwin.drop_query('headers_json_rows', drop_result => true);
+SELECT streamwin.drop_source('with_headers_json');
 
 SELECT streamwin.create_kafka_source('keyed_raw', :'brokers', 'regress_keyed',
     'line text, k bytea, p bigint', 'text', '{"metadata": {"k": "key", "p": "partition"}}');

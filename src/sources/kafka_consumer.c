@@ -1892,6 +1892,25 @@ kafka_last_error(KafkaConsumer *c)
 
 /* --- Message headers ---------------------------------------------------- */
 
+/*
+ * Whether a header after the i'th has the same name: an object holds each
+ * name once, the last one's value, as jsonb keeps it (a json column would
+ * keep both).
+ */
+static bool
+header_repeated_later(rd_kafka_headers_t *headers, size_t i, const char *name)
+{
+	const char *other;
+	const void *value;
+	size_t		size;
+
+	for (size_t j = i + 1; rd_kafka_header_get_all(headers, j, &other, &value, &size) ==
+		 RD_KAFKA_RESP_ERR_NO_ERROR; j++)
+		if (strcmp(other, name) == 0)
+			return true;
+	return false;
+}
+
 char *
 kafka_message_headers_json(const KafkaMessage *m, const char **error)
 {
@@ -1926,7 +1945,9 @@ kafka_message_headers_json(const KafkaMessage *m, const char **error)
 				*error = psprintf("header \"%s\" is not valid %s", name, GetDatabaseEncodingName());
 				return NULL;
 			}
-			if (i > 0)
+			if (header_repeated_later(headers, i, name))
+				continue;		/* of repeated names the last one counts */
+			if (buf.len > 1)
 				appendStringInfoString(&buf, ", ");
 			escape_json(&buf, name);
 			appendStringInfoString(&buf, ": ");
