@@ -351,7 +351,22 @@ SELECT streamwin.combine_states('pg_catalog.stddev(integer)', '\x00'::bytea, '\x
 SELECT streamwin.combine_states('pg_catalog.stddev(double precision)', '\x00'::bytea, '\x0001'::bytea);
 SET ROLE aggregates_user;
 SELECT streamwin.partial_state('public.sumsq(integer)', flags) FROM m;
+-- A forged state of PostgreSQL's numeric accumulators is refused before
+-- their deserialization reads it: this one's weight (INT_MIN) would have
+-- the accumulator write far outside its buffer.
+SELECT streamwin.finish_state('pg_catalog.avg(numeric)',
+           '\x0000000000000001000000018000000000000000000000000001'::bytea, NULL::numeric);
+-- a digit past the numeric base (10000), as sum(bigint) keeps its sum
+SELECT streamwin.finish_state('pg_catalog.sum(bigint)', '\x0000000000000001000000010000000000000000000000002710'::bytea, NULL::numeric);
 RESET ROLE;
+-- the states these aggregates write are read as before
+SELECT streamwin.finish_state('pg_catalog.sum(bigint)',
+           streamwin.combine_states('pg_catalog.sum(bigint)', p, p), NULL::numeric)
+         = (SELECT 2 * sum(x::bigint) FROM m) AS sum_bigint_exact
+  FROM (SELECT streamwin.partial_state('pg_catalog.sum(bigint)', x::bigint) AS p FROM m) s;
+SELECT streamwin.finish_state('pg_catalog.avg(numeric)', p, NULL::numeric)
+         = (SELECT avg(amount) FROM m) AS avg_numeric_exact
+  FROM (SELECT streamwin.partial_state('pg_catalog.avg(numeric)', amount) AS p FROM m) s;
 -- and agree with the aggregate itself: partial states of three slices,
 -- merged two ways
 SELECT streamwin.finish_state('pg_catalog.stddev(numeric)',

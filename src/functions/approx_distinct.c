@@ -426,5 +426,6 @@ streamwin_approx_distinct_final(PG_FUNCTION_ARGS)
 	/* small cardinalities: count the empty registers instead */
 	if (estimate <= 2.5 * m && zeros > 0)
 		estimate = m * log(m / zeros);
-	PG_RETURN_INT64((int64) llround(estimate));
+	/* a forged state's registers can claim more than int64 counts */
+	PG_RETURN_INT64((int64) llround(Min(estimate, 9.0e18)));
 }

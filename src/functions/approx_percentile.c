@@ -41,6 +41,7 @@
 #include <math.h>
 
 #include "catalog/pg_type.h"
+#include "common/int.h"
 #include "fmgr.h"
 #include "libpq/pqformat.h"
 #include "utils/array.h"
@@ -127,6 +128,19 @@ sketch_new(MemoryContext cxt)
 	return s;
 }
 
+/* a + b, refused past int64: only a forged state holds such counts */
+static int64
+count_add(int64 a, int64 b)
+{
+	int64		r;
+
+	if (pg_add_s64_overflow(a, b, &r))
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("approx_percentile count out of range")));
+	return r;
+}
+
 /* Add count to bucket index of bs (sorted by index). */
 static void
 buckets_add(Sketch *s, Buckets *bs, int32 index, int64 count)
@@ -145,7 +159,7 @@ buckets_add(Sketch *s, Buckets *bs, int32 index, int64 count)
 	}
 	if (lo < bs->n && bs->b[lo].index == index)
 	{
-		bs->b[lo].count += count;
+		bs->b[lo].count = count_add(bs->b[lo].count, count);
 		return;
 	}
 	if (bs->n == bs->max)
@@ -324,10 +338,10 @@ streamwin_approx_percentile_combine(PG_FUNCTION_ARGS)
 	b = (Sketch *) PG_GETARG_POINTER(1);
 	if (b->nfractions > 0)
 		set_fractions(a, b->fractions, b->nfractions);
-	a->zero += b->zero;
-	a->neg_inf += b->neg_inf;
-	a->pos_inf += b->pos_inf;
-	a->nan += b->nan;
+	a->zero = count_add(a->zero, b->zero);
+	a->neg_inf = count_add(a->neg_inf, b->neg_inf);
+	a->pos_inf = count_add(a->pos_inf, b->pos_inf);
+	a->nan = count_add(a->nan, b->nan);
 	for (int i = 0; i < b->neg.n; i++)
 		buckets_add(a, &a->neg, b->neg.b[i].index, b->neg.b[i].count);
 	for (int i = 0; i < b->pos.n; i++)
@@ -473,12 +487,12 @@ value_at(const Sketch *s, int64 rank)
 static int64
 sketch_count(const Sketch *s)
 {
-	int64		n = s->zero + s->neg_inf + s->pos_inf + s->nan;
+	int64		n = count_add(count_add(s->zero, s->neg_inf), count_add(s->pos_inf, s->nan));
 
 	for (int i = 0; i < s->neg.n; i++)
-		n += s->neg.b[i].count;
+		n = count_add(n, s->neg.b[i].count);
 	for (int i = 0; i < s->pos.n; i++)
-		n += s->pos.b[i].count;
+		n = count_add(n, s->pos.b[i].count);
 	return n;
 }
 

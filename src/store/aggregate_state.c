@@ -44,6 +44,7 @@
 #include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "lib/stringinfo.h"
+#include "libpq/pqformat.h"
 #include "miscadmin.h"
 #include "nodes/execnodes.h"
 #include "parser/parse_agg.h"
@@ -51,6 +52,7 @@
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/expandeddatum.h"
+#include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/regproc.h"
@@ -383,6 +385,81 @@ serialize_state(AggSupport *a, Datum value, Node *context)
 	return DatumGetByteaPP(result);
 }
 
+/*
+ * The partial states of PostgreSQL's numeric accumulators (sum and avg of
+ * numeric and bigint, the variance family) are read by deserialization
+ * functions that trust their bytes: the executor only ever gives them what
+ * their own serialization wrote.  Here the bytes come from SQL arguments
+ * and from state tables their owner may write, so they are checked first
+ * against the layout those functions write: a count, then `nvars` numeric
+ * values (int32 ndigits, weight, sign and dscale, then the int16 digits),
+ * then for numeric's own states the scale and special-value counts.  A
+ * weight or digit out of range would make the accumulator write outside
+ * its buffer.  The values are sums, and sums of squares, which go past
+ * what a stored numeric holds: the bounds only keep the accumulator's
+ * sizes from overflowing.
+ */
+#define STATE_NUMERIC_MAX_DIGITS	(1 << 20)	/* past any sum of squares */
+#define STATE_NUMERIC_MAX_WEIGHT	(1 << 20)
+#define STATE_NUMERIC_MAX_DSCALE	(2 * 0x3FFF)	/* a square's: twice NUMERIC_DSCALE_MAX */
+
+static void
+check_numeric_state(AggSupport *a, bytea *data, int nvars, bool numeric_tail)
+{
+	StringInfoData buf;
+	bool		ok = true;
+
+	buf.data = VARDATA_ANY(data);
+	buf.len = VARSIZE_ANY_EXHDR(data);
+	buf.maxlen = buf.len;
+	buf.cursor = 0;
+
+#define STATE_NEED(n) do { if (buf.len - buf.cursor < (n)) { ok = false; goto done; } } while (0)
+	STATE_NEED(8);
+	(void) pq_getmsgint64(&buf);	/* N */
+	for (int v = 0; v < nvars; v++)
+	{
+		int32		ndigits,
+					weight,
+					sign,
+					dscale;
+
+		STATE_NEED(16);
+		ndigits = (int32) pq_getmsgint(&buf, 4);
+		weight = (int32) pq_getmsgint(&buf, 4);
+		sign = (int32) pq_getmsgint(&buf, 4);
+		dscale = (int32) pq_getmsgint(&buf, 4);
+		if (ndigits < 0 || ndigits > STATE_NUMERIC_MAX_DIGITS ||
+			weight < -STATE_NUMERIC_MAX_WEIGHT || weight > STATE_NUMERIC_MAX_WEIGHT ||
+			(sign != 0x0000 && sign != 0x4000) ||	/* NUMERIC_POS, NUMERIC_NEG */
+			dscale < 0 || dscale > STATE_NUMERIC_MAX_DSCALE)
+		{
+			ok = false;
+			goto done;
+		}
+		STATE_NEED(2 * ndigits);
+		for (int d = 0; d < ndigits; d++)
+		{
+			int16		digit = (int16) pq_getmsgint(&buf, 2);
+
+			if (digit < 0 || digit >= 10000)	/* NBASE */
+			{
+				ok = false;
+				goto done;
+			}
+		}
+	}
+	if (numeric_tail)
+		STATE_NEED(4 + 4 * 8);	/* maxScale, maxScaleCount, NaN, +inf, -inf counts */
+#undef STATE_NEED
+done:
+	if (!ok)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
+				 errmsg("invalid partial state of aggregate %s", format_procedure(a->aggfnoid)),
+				 errdetail("The bytes are not a state this aggregate writes.")));
+}
+
 /* bytea -> state, in the current memory context */
 static Datum
 deserialize_state(AggSupport *a, bytea *data, Node *context)
@@ -404,6 +481,23 @@ deserialize_state(AggSupport *a, bytea *data, Node *context)
 					 errmsg("incorrect binary data format in a partial state of aggregate %s",
 							format_procedure(a->aggfnoid))));
 		return result;
+	}
+	switch (a->deserialfn.fn_oid)
+	{
+		case F_INT8_AVG_DESERIALIZE:
+			check_numeric_state(a, data, 1, false);
+			break;
+		case F_NUMERIC_POLY_DESERIALIZE:
+			check_numeric_state(a, data, 2, false);
+			break;
+		case F_NUMERIC_AVG_DESERIALIZE:
+			check_numeric_state(a, data, 1, true);
+			break;
+		case F_NUMERIC_DESERIALIZE:
+			check_numeric_state(a, data, 2, true);
+			break;
+		default:
+			break;
 	}
 	a->call->args[0].value = PointerGetDatum(data);
 	a->call->args[0].isnull = false;
