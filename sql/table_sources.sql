@@ -635,3 +635,33 @@ SELECT streamwin.drop_query('visitors_q', drop_result => true);
 SELECT streamwin.drop_source('visitors_src');
 DROP TABLE visitors;
 DROP COLLATION ts_ci;
+
+-- drop_query of a source's last query lets its slot move to the end of the
+-- WAL when it commits: rolled back, the query reads on from where it stood,
+-- every row once.  The new connection holds no slot, as a batch would.
+CREATE TABLE rolled (id int);
+SELECT streamwin.create_table_source('rolled_src', 'rolled');
+SELECT streamwin.create_query('rolled_q', 'SELECT id FROM rolled_src', start => false);
+INSERT INTO rolled SELECT generate_series(1, 5);
+\c
+BEGIN;
+SELECT streamwin.drop_query('rolled_q');
+ROLLBACK;
+INSERT INTO rolled SELECT generate_series(6, 8);
+SELECT (streamwin.run_batch('rolled_q'))->>'input_rows' AS rows;
+SELECT (SELECT count(*) FROM rolled_q) AS read, (SELECT count(*) FROM rolled) AS inserted,
+       (SELECT sum(id) FROM rolled_q) = (SELECT sum(id) FROM rolled) AS same_sum;
+-- a table made unlogged writes no WAL for the source to read: its batches
+-- fail and say so, rather than find nothing
+ALTER TABLE rolled SET UNLOGGED;
+SELECT streamwin.run_batch('rolled_q');
+ALTER TABLE rolled SET LOGGED;
+-- committed, the slot moves on past what was there
+\c
+SELECT pg_current_wal_insert_lsn() AS before_drop \gset
+SELECT streamwin.drop_query('rolled_q', drop_result => true);
+SELECT r.confirmed_flush_lsn >= :'before_drop'::pg_lsn AS slot_moved_on
+  FROM streamwin.sources s JOIN pg_replication_slots r USING (slot_name)
+ WHERE s.name = 'rolled_src';
+SELECT streamwin.drop_source('rolled_src');
+DROP TABLE rolled;

@@ -21,18 +21,23 @@
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/pg_type.h"
+#include "commands/extension.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "replication/slot.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/rls.h"
 #include "utils/ruleutils.h"
 #include "utils/pg_lsn.h"
 #include "utils/rel.h"
 #include "utils/relcache.h"
+#include "utils/resowner.h"
+#include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
 #include "catalog.h"
@@ -122,6 +127,20 @@ table_check_access(SourceInfo *src, Oid owner, const char *query)
 				 errhint("GRANT SELECT on the table to the query's owner.")));
 
 	/*
+	 * ALTER TABLE ... SET UNLOGGED since the source was created: what is
+	 * inserted now is not in the WAL, so the source would read nothing and
+	 * say nothing.
+	 */
+	if (get_rel_persistence(src->source_table) != RELPERSISTENCE_PERMANENT)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("table %s of table source \"%s\" is no longer a logged table",
+						get_rel_name(src->source_table), src->name),
+				 errdetail("The rows written to it now are not in the WAL, which is what the source reads."),
+				 errhint("Make it logged again (ALTER TABLE ... SET LOGGED), then reset the source's queries "
+						 "(streamwin.reset_query) to read from a known point: rows written while it was unlogged are lost to them.")));
+
+	/*
 	 * The rows come from the WAL, past any row-level security policy: a
 	 * role the policies apply to would read every row.
 	 */
@@ -171,19 +190,108 @@ table_dropped(SourceInfo *src)
 }
 
 /*
+ * Sources whose slot may move to the end of the WAL when this transaction
+ * commits (table_query_gone), in TopMemoryContext.
+ */
+typedef struct PendingAdvance
+{
+	char		slot_name[NAMEDATALEN];
+	int32		source_id;
+} PendingAdvance;
+static List *advancing = NIL;
+static bool advance_callback_registered = false;
+
+/* One slot of advance_at_commit's, in a subtransaction of its own */
+static void
+advance_one(PendingAdvance *p)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+
+	BeginInternalSubTransaction(NULL);
+	PG_TRY();
+	{
+		if (catalog_source_unread(p->source_id) && !source_slot_in_use(p->slot_name))
+			source_slot_advance(p->slot_name, p->source_id);
+		ReleaseCurrentSubTransaction();
+	}
+	PG_CATCH();
+	{
+		ErrorData  *e;
+
+		MemoryContextSwitchTo(cxt);
+		e = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		ereport(WARNING,
+				(errmsg("streamwin: the replication slot \"%s\" of a source without queries keeps its WAL", p->slot_name),
+				 errdetail("Moving it to the end of the WAL failed: %s", e->message),
+				 errhint("The next query created on the source, or its drop_source, lets it go.")));
+		FreeErrorData(e);
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(cxt);
+	CurrentResourceOwner = owner;
+}
+
+/*
+ * At commit, still in the transaction: each slot whose source no query
+ * reads any more (as this transaction leaves the catalog), that no backend
+ * holds (nor this one: a slot it creates is still its own), and that the
+ * transaction does not drop; not if it drops the extension.  Releasing
+ * WAL is not worth failing the commit for: an error is a warning.
+ */
+static void
+advance_at_commit(XactEvent event, void *arg)
+{
+	List	   *pending = advancing;
+	ListCell   *lc;
+
+	if (pending == NIL)
+		return;
+	advancing = NIL;			/* whatever happens: an abort forgets them */
+	if (event == XACT_EVENT_PRE_COMMIT && MyReplicationSlot == NULL &&
+		OidIsValid(get_extension_oid("streamwin", true)))
+	{
+		/* the statements' snapshot is gone by now: the catalog as of now */
+		PushActiveSnapshot(GetTransactionSnapshot());
+		foreach(lc, pending)
+		{
+			PendingAdvance *p = lfirst(lc);
+
+			if (!source_slot_dropping(p->slot_name))
+				advance_one(p);
+		}
+		PopActiveSnapshot();
+	}
+	list_free_deep(pending);
+}
+
+/*
  * If no query reads the source any more, let its slot move to the end of
  * the WAL, so that nothing holds WAL for queries that are gone (the next
- * query created on the source then starts from there).  Not while a
- * backend holds the slot: drop_query's transaction holds the query's
- * batch lock, which the exiting worker's last batch may wait for, so
- * waiting here for the slot could deadlock; that worker does this itself
- * when it exits.
+ * query created on the source then starts from there).  When the
+ * transaction commits: a slot moved now would stay moved if it rolled
+ * back, past where the query it restores stands.  Not while a backend
+ * holds the slot: drop_query's transaction holds the query's batch lock,
+ * which the exiting worker's last batch may wait for, so waiting for the
+ * slot could deadlock; that worker does this itself when it exits.
  */
 static void
 table_query_gone(SourceInfo *src)
 {
-	if (catalog_source_unread(src->source_id) && !source_slot_in_use(src->slot_name))
-		source_slot_advance(src->slot_name, src->source_id);
+	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+	PendingAdvance *p = palloc0(sizeof(PendingAdvance));
+
+	if (!advance_callback_registered)
+	{
+		RegisterXactCallback(advance_at_commit, NULL);
+		advance_callback_registered = true;
+	}
+	strlcpy(p->slot_name, src->slot_name, NAMEDATALEN);
+	p->source_id = src->source_id;
+	advancing = lappend(advancing, p);
+	MemoryContextSwitchTo(old);
 }
 
 /*

@@ -397,6 +397,12 @@ source_slot_drop_at_commit(const char *slot_name)
 	dropping_slot = MemoryContextStrdup(TopMemoryContext, slot_name);
 }
 
+bool
+source_slot_dropping(const char *slot_name)
+{
+	return dropping_slot != NULL && strcmp(dropping_slot, slot_name) == 0;
+}
+
 static ReplicationSlot *
 find_slot(const char *slot_name)
 {

@@ -127,6 +127,9 @@ extern char *source_slot_create(void);
  */
 extern void source_slot_drop_at_commit(const char *slot_name);
 
+/* Whether this transaction drops the slot when it commits. */
+extern bool source_slot_dropping(const char *slot_name);
+
 /* The slot's confirmed position: the oldest change it still delivers. */
 extern XLogRecPtr source_slot_confirmed(const char *slot_name);
 
