@@ -15,6 +15,7 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
 #include "catalog/pg_aggregate.h"
 #include "catalog/pg_collation.h"
 #include "catalog/pg_namespace.h"
@@ -33,6 +34,7 @@
 #include "utils/lsyscache.h"
 #include "utils/ruleutils.h"
 #include "utils/regproc.h"
+#include "utils/syscache.h"
 
 #include "aggregate_state.h"
 #include "compile_aggregate.h"
@@ -500,10 +502,15 @@ changelog_variance(Compiled *c, Aggref *a, const char *name, const char *fname, 
 										 changelog_op("*", changelog_op("*", copyObject(x), copyObject(x)),
 													  copyObject(change)),
 										 changelog_and(copyObject(finite), f)));
-	quotient = psprintf("d.num / (d.n * %s)", sample ? "(d.n - 1)" : "d.n");
-	return psprintf("(SELECT CASE WHEN d.n <= %d THEN NULL "
+	/*
+	 * Numeric against numeric, never against an integer literal: no
+	 * operator of pg_catalog takes numeric and int4 as they are, so one of
+	 * that exact signature in a schema of the search path would be chosen.
+	 */
+	quotient = psprintf("d.num / (d.n * %s)", sample ? "(d.n - 1::pg_catalog.numeric)" : "d.n");
+	return psprintf("(SELECT CASE WHEN d.n <= %d::pg_catalog.numeric THEN NULL "
 					"WHEN %s THEN 'NaN'::pg_catalog.numeric "
-					"WHEN d.num <= 0 THEN 0::pg_catalog.numeric "
+					"WHEN d.num <= 0::pg_catalog.numeric THEN 0::pg_catalog.numeric "
 					"ELSE %s END "
 					"FROM (SELECT s.n, s.n * s.sx2 - s.sx * s.sx AS num "
 					"FROM (SELECT COALESCE(%s, 0)::pg_catalog.numeric AS n, "
@@ -512,6 +519,20 @@ changelog_variance(Compiled *c, Aggref *a, const char *name, const char *fname, 
 					sample ? 1 : 0, special,
 					root ? psprintf("streamwin.rounded_sqrt(%s)", quotient) : quotient,
 					n, sx, scale, sx2, scale);
+}
+
+/* Whether aggregate aggfnoid's transition function is strict: it never sees a NULL */
+static bool
+aggregate_skips_nulls(Oid aggfnoid)
+{
+	HeapTuple	tup = SearchSysCache1(AGGFNOID, ObjectIdGetDatum(aggfnoid));
+	bool		strict;
+
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for aggregate %u", aggfnoid);
+	strict = func_strict(((Form_pg_aggregate) GETSTRUCT(tup))->aggtransfn);
+	ReleaseSysCache(tup);
+	return strict;
 }
 
 /*
@@ -554,9 +575,24 @@ compile_changelog_aggregate(Compiled *c, AggCol *col, Aggref *a, const char *fna
 		if (a->aggfnoid == F_COUNT_ANY)
 			col->final_sql = psprintf("pg_catalog.cardinality(%s)", values);
 		else
+		{
+			/*
+			 * The set counts values, not NULLs; an aggregate that takes NULL
+			 * (array_agg, json_agg) is given it once, last, as DISTINCT
+			 * sorts it, while some row holds it.
+			 */
+			if (!aggregate_skips_nulls(a->aggfnoid))
+			{
+				const char *nulls = changelog_count(c, a, col->name, "nulls",
+													changelog_and(make_notclause(changelog_not_null(x)), f));
+
+				values = psprintf("CASE WHEN %s > 0 THEN pg_catalog.array_append(%s, NULL::%s) ELSE %s END",
+								  nulls, values, type, values);
+			}
 			col->final_sql = psprintf("(SELECT %s(v) FROM pg_catalog.unnest(%s) AS u(v))",
 									  quote_qualified_identifier(get_namespace_name(get_func_namespace(a->aggfnoid)),
 																 fname), values);
+		}
 	}
 	else if (strcmp(builtin, "count") == 0)
 		col->final_sql = psprintf("COALESCE(%s, 0)",

@@ -848,6 +848,13 @@ streamwin_create_table_source(PG_FUNCTION_ARGS)
 	jsonb_check_keys(options, valid, "table source");
 	parse_source_options(&tmp, options);
 	changelog = table_changes_option(options);
+	if (changelog && jsonb_get_text(options, "starting_offsets") != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("option \"starting_offsets\" is not for a table source with \"changes\": \"all\""),
+				 errdetail("Each query of a changelog starts from the table's rows as they are when it is created, "
+						   "then reads the changes committed after: it retracts only rows it has seen."),
+				 errhint("Leave starting_offsets out, or use \"changes\": \"inserts\" to read the inserted rows from a position.")));
 	if (changelog)
 		check_replica_identity_full(table);
 

@@ -61,15 +61,31 @@
  * The snapshot is the table as other transactions committed it: changes of
  * this transaction itself would be delivered twice, as its changes and in
  * the snapshot, or retracted before they are added.  A transaction that
- * wrote the table holds ROW EXCLUSIVE on it.
+ * wrote the table holds ROW EXCLUSIVE on it; one that truncated or rewrote
+ * it gave it a new relfilenode.
  */
+/* Whether this transaction gave the table a new relfilenode (TRUNCATE, a rewrite) */
+static bool
+rewritten_here(Oid table)
+{
+	Relation	rel = RelationIdGetRelation(table);
+	bool		rewritten;
+
+	if (!RelationIsValid(rel))
+		return false;
+	rewritten = rel->rd_newRelfilenodeSubid != InvalidSubTransactionId ||
+		rel->rd_firstRelfilenodeSubid != InvalidSubTransactionId;
+	RelationClose(rel);
+	return rewritten;
+}
+
 static void
 refuse_own_writes(Oid table)
 {
 	LOCKTAG		tag;
 
 	SET_LOCKTAG_RELATION(tag, MyDatabaseId, table);
-	if (LockHeldByMe(&tag, RowExclusiveLock))
+	if (LockHeldByMe(&tag, RowExclusiveLock) || rewritten_here(table))
 		ereport(ERROR,
 				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
 				 errmsg("a query over changelog table \"%s\" cannot start in a transaction that wrote the table",
