@@ -170,19 +170,21 @@ count_ignored(FetchState *st, ReorderBufferTXN *txn)
 
 /*
  * For each column of the source's row type `to`, the attribute of the
- * table's row type `from` of the same name into map[] (-1: none, e.g. the
- * change column, metadata columns, a column dropped since).  A column whose
+ * table's row type `from` of the same name into map[] (-1: none, e.g. a
+ * column dropped since).  Only its first ntable columns are the table's:
+ * the metadata columns and the change column after them are not, also when
+ * the table has gained a column of the same name since.  A column whose
  * type changed cannot be delivered in the type the source was created with.
  */
 void
-table_column_map(TupleDesc from, TupleDesc to, Oid table, int *map)
+table_column_map(TupleDesc from, TupleDesc to, int ntable, Oid table, int *map)
 {
 	for (int i = 0; i < to->natts; i++)
 	{
 		Form_pg_attribute want = TupleDescAttr(to, i);
 
 		map[i] = -1;
-		for (int a = 0; a < from->natts; a++)
+		for (int a = 0; i < ntable && a < from->natts; a++)
 		{
 			Form_pg_attribute have = TupleDescAttr(from, a);
 
@@ -261,7 +263,9 @@ build_map(FetchState *st, TupleDesc from)
 	st->src_nulls = palloc(sizeof(bool) * Max(from->natts, 1));
 	st->old_values = palloc(sizeof(Datum) * Max(from->natts, 1));
 	st->old_nulls = palloc(sizeof(bool) * Max(from->natts, 1));
-	table_column_map(from, st->desc, st->table, st->map);
+	table_column_map(from, st->desc,
+					 st->desc->natts - st->nmetadata - (st->change_attno > 0 ? 1 : 0),
+					 st->table, st->map);
 	if (st->change_attno > 0)
 		table_changelog_columns_check(from, st->desc, st->map, st->nmetadata, st->attnums,
 									  st->nattnums, st->table);

@@ -121,7 +121,7 @@ table_snapshot_write(Oid table, Oid source_relation, int nmetadata, const AttrNu
 	change_attno = source_change_attno(desc);
 	Assert(change_attno > 0);
 	map = palloc(sizeof(int) * Max(desc->natts, 1));
-	table_column_map(RelationGetDescr(rel), desc, table, map);
+	table_column_map(RelationGetDescr(rel), desc, desc->natts - nmetadata - 1, table, map);
 	table_changelog_columns_check(RelationGetDescr(rel), desc, map, nmetadata, attnums, nattnums,
 								  table);
 	values = palloc(sizeof(Datum) * Max(desc->natts, 1));

@@ -155,7 +155,7 @@ extern Spool *spool;
 
 /* table_plugin.c */
 extern bool decoding_for_fetch;
-extern void table_column_map(TupleDesc from, TupleDesc to, Oid table, int *map);
+extern void table_column_map(TupleDesc from, TupleDesc to, int ntable, Oid table, int *map);
 
 /*
  * table_changelog_columns_check
