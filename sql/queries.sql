@@ -98,6 +98,7 @@ SELECT streamwin.create_query('q', 'SELECT * FROM orders', output_mode => 'updat
 SELECT streamwin.create_query('q', 'SELECT * FROM orders', output_mode => 'sometimes');
 SELECT streamwin.create_query('q', 'SELECT * FROM orders', options => '{"idle": "1s"}');
 SELECT streamwin.create_query('q', 'SELECT * FROM orders', options => '{"capture_late_rows": "yes"}');
+SELECT streamwin.create_query('q', 'SELECT * FROM orders', options => '{"idle_timeout": "a while"}');
 SELECT streamwin.create_query('q', 'SELECT * FROM orders', trigger_interval => '-1 second');
 SELECT streamwin.create_query('sales', 'SELECT * FROM orders');
 SELECT streamwin.create_query('regions', 'SELECT * FROM orders', start => false);

@@ -231,6 +231,14 @@ SELECT name, relation FROM streamwin.sources WHERE name ILIKE '%lines%' ORDER BY
 SELECT streamwin.create_query('lines_copy', 'SELECT line FROM "Lines"', start => false);
 SELECT name, source FROM streamwin.queries WHERE name = 'lines_copy';
 SELECT streamwin.drop_query('lines_copy', drop_result => true);
+-- a query of another role reads a source through its view, which needs SELECT
+CREATE ROLE sources_other;
+GRANT CREATE ON SCHEMA public TO sources_other;
+SET ROLE sources_other;
+SELECT streamwin.create_query('lines_denied', 'SELECT line FROM lines_upper', start => false);
+RESET ROLE;
+REVOKE CREATE ON SCHEMA public FROM sources_other;
+DROP ROLE sources_other;
 SELECT streamwin.drop_source('lines_upper');
 SELECT streamwin.drop_source('"Lines"');
 SELECT name FROM streamwin.sources ORDER BY name;

@@ -204,7 +204,8 @@ check_idle_timeout(const Interval *iv)
 	if (interval_to_usec(iv, "idle_timeout") <= 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("idle_timeout must be positive")));
+				 errmsg("idle_timeout must be positive"),
+				 errhint("For example: {\"idle_timeout\": \"30 seconds\"}.")));
 }
 
 /*
@@ -229,13 +230,40 @@ validate_query_options(Jsonb *options)
 			if (v != NULL && strcmp(v, "true") != 0 && strcmp(v, "false") != 0)
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("option \"%s\" must be true or false", bools[i])));
+						 errmsg("option \"%s\" must be true or false", bools[i]),
+						 errhint("For example: {\"%s\": true}.", bools[i])));
 		}
 	}
 	idle = jsonb_get_text(options, "idle_timeout");
 	if (idle != NULL)
-		check_idle_timeout(DatumGetIntervalP(DirectFunctionCall3(interval_in,
-																 CStringGetDatum(idle),
-																 ObjectIdGetDatum(InvalidOid),
-																 Int32GetDatum(-1))));
+	{
+		MemoryContext cxt = CurrentMemoryContext;
+		Datum		value = (Datum) 0;
+
+		/*
+		 * A malformed value is named as the option's.  The error caught is
+		 * replaced by another at once, which aborts the transaction as the
+		 * first would have.
+		 */
+		PG_TRY();
+		{
+			value = DirectFunctionCall3(interval_in, CStringGetDatum(idle),
+										ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1));
+		}
+		PG_CATCH();
+		{
+			ErrorData  *e;
+
+			MemoryContextSwitchTo(cxt);
+			e = CopyErrorData();
+			FlushErrorState();
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("option \"idle_timeout\" is not an interval: \"%s\"", idle),
+					 errdetail("%s", e->message),
+					 errhint("For example: {\"idle_timeout\": \"30 seconds\"}.")));
+		}
+		PG_END_TRY();
+		check_idle_timeout(DatumGetIntervalP(value));
+	}
 }

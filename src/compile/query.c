@@ -327,7 +327,8 @@ streamwin_create_query(PG_FUNCTION_ARGS)
 	if (catalog_get_query(name, true) != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_DUPLICATE_OBJECT),
-				 errmsg("query \"%s\" already exists", name)));
+				 errmsg("query \"%s\" already exists", name),
+				 errhint("Choose another name, or drop the query first with streamwin.drop_query().")));
 
 	compile_text(&c, query_text, mode);
 	if (c.nsources > 1)
@@ -345,7 +346,11 @@ streamwin_create_query(PG_FUNCTION_ARGS)
 			pg_class_aclcheck(src->relation, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
 			ereport(ERROR,
 					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-					 errmsg("permission denied for source \"%s\"", src->name)));
+					 errmsg("permission denied for source \"%s\"", src->name),
+					 errdetail("A query reads a source of another role through the source's view."),
+					 errhint("The source's owner can GRANT SELECT ON %s to the query's owner.",
+							 get_rel_name(src->relation) ? quote_qualified_identifier(get_namespace_name(get_rel_namespace(src->relation)),
+																				  get_rel_name(src->relation)) : src->name)));
 	}
 	if (OidIsValid(RangeVarGetRelid(makeRangeVarFromNameList(stringToQualifiedNameList(name)),
 									NoLock, true)))

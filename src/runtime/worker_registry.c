@@ -436,5 +436,6 @@ check_preloaded(void)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("streamwin background workers need streamwin in shared_preload_libraries"),
-				 errhint("Add streamwin to shared_preload_libraries and restart the server, or run batches with streamwin.run_batch().")));
+				 errhint("Add streamwin to shared_preload_libraries and restart the server. "
+						 "Without workers a query runs in sessions: create it with start => false and run its batches with streamwin.run_batch().")));
 }

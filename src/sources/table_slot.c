@@ -135,7 +135,8 @@ table_source_check_relation(Oid relid)
 				 errdetail("Its rows are not written to the WAL, which is what a table source reads."),
 				 get_rel_persistence(relid) == RELPERSISTENCE_TEMP ?
 				 errhint("Use a permanent table.") :
-				 errhint("Use a permanent table (ALTER TABLE %s SET LOGGED).", quote_identifier(name))));
+				 errhint("Use a permanent table (ALTER TABLE %s SET LOGGED).",
+						 quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)), name))));
 	acl = pg_class_aclcheck(relid, GetUserId(), ACL_SELECT);
 	if (acl != ACLCHECK_OK)
 		aclcheck_error(acl, OBJECT_TABLE, name);
