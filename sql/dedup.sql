@@ -63,6 +63,23 @@ SELECT count(*) AS diffs FROM (
   (SELECT streamwin.tumble(ts, '10 seconds'), count(*), sum(v) FROM unique_payments GROUP BY 1
    EXCEPT SELECT window_start, n, total FROM payments_all_10s)) d;
 SELECT streamwin.drop_query('payments_all_10s', drop_result => true);
+-- Without dedup_keys, complete mode takes a watermark with a notice that it
+-- does nothing there: every event counts, duplicates too, against the
+-- fixture's events listed here (v is each event's second).
+SELECT streamwin.create_query('payments_every_10s',
+    'SELECT count(*) AS n, sum(v) AS total FROM payments GROUP BY streamwin.tumble(ts, ''10 seconds'')',
+    watermark => '10 seconds', output_mode => 'complete', start => false);
+SELECT (streamwin.run_available('payments_every_10s') - 'offsets' - 'watermark') AS totals;
+CREATE VIEW fixture_windows AS
+  SELECT streamwin.tumble('2026-01-01'::timestamptz + s * interval '1 second', '10 seconds') AS window_start,
+         count(*) AS n, sum(s) AS total
+  FROM (VALUES (1), (2), (3), (4), (5), (20), (21), (22), (23), (40)) AS f(s) GROUP BY 1;
+SELECT count(*) AS diffs FROM (
+  (SELECT window_start, n, total FROM payments_every_10s EXCEPT TABLE fixture_windows)
+  UNION ALL
+  (TABLE fixture_windows EXCEPT SELECT window_start, n, total FROM payments_every_10s)) d;
+DROP VIEW fixture_windows;
+SELECT streamwin.drop_query('payments_every_10s', drop_result => true);
 
 -- Deduplication state grows without a watermark: refused unless asked for.
 SELECT streamwin.create_query('q', 'SELECT id FROM payments', dedup_keys => '{id}');

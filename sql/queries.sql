@@ -71,8 +71,10 @@ SELECT streamwin.create_query('q', 'SELECT count(*) AS n FROM orders', output_mo
 SELECT streamwin.create_query('q', 'SELECT region, count(*), count(amount) FROM orders GROUP BY region', output_mode => 'update');
 SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY streamwin.tumble(event_time, ''1 minute''), region');
 SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY region', watermark => '1 minute', output_mode => 'update');
-SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY streamwin.tumble(event_time, ''1 minute''), region', watermark => '1 minute', output_mode => 'complete');
--- (with dedup_keys, the watermark is what forgets the keys: accepted)
+-- complete mode with a watermark: accepted, as in Spark, with a notice that it does nothing there
+SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY streamwin.tumble(event_time, ''1 minute''), region', watermark => '1 minute', output_mode => 'complete', start => false);
+SELECT streamwin.drop_query('q', drop_result => true);
+-- (with dedup_keys, the watermark is what forgets the keys: no notice)
 SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY streamwin.tumble(event_time, ''1 minute''), region',
     watermark => '1 minute', output_mode => 'complete', dedup_keys => '{order_id}', start => false);
 SELECT streamwin.drop_query('q', drop_result => true);

@@ -169,13 +169,15 @@ check_settings(Compiled *c, OutputMode mode, bool has_watermark, Jsonb *options,
 
 	/*
 	 * Complete mode keeps every window and rewrites the whole result each
-	 * batch, so the watermark would close nothing and drop nothing (as in
+	 * batch, so the watermark closes nothing and drops nothing (as in
 	 * Spark, which ignores it there); it only serves to forget dedup keys.
+	 * Accepted, as Spark accepts it, with a word that it does nothing here.
 	 */
 	if (mode == OUTPUT_COMPLETE && has_watermark && dedup_keys == NULL)
-		refuse("a watermark has no effect in complete mode",
-			   "Complete mode keeps every window and rewrites the whole result each batch: the watermark would close no window and drop no row as late.",
-			   "Leave the watermark out, or use output_mode => 'update' (closed windows leave the state) or 'append' (each window is written once, when the watermark closes it).");
+		ereport(NOTICE,
+				(errmsg("the watermark closes no window and drops no row in complete mode"),
+				 errdetail("Complete mode keeps every window and rewrites the whole result each batch."),
+				 errhint("Use output_mode => 'update' (closed windows leave the state) or 'append' (each window is written once, when the watermark closes it) for the watermark to act.")));
 	if (has_watermark && c->event_time == NULL)
 		refuse("a watermark needs an event time",
 			   "The watermark is computed from the event time of a window in GROUP BY, or of the column named by the event_time option.",
