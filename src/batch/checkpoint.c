@@ -499,6 +499,14 @@ checkpoint_take(QueryRunner *r, int64 batch_id, bool has_wm, TimestampTz wm, boo
 	Assert(npairs <= MAX_STATE_TABLES);
 
 	/*
+	 * The first checkpoint holds where the query started, a "latest"
+	 * resolved: without it, recovery would resolve it again, past what
+	 * came since, and skip that.  Its state is small: never put off.
+	 */
+	if (catalog_checkpoint_batch(r->query_id) == 0)
+		wait = true;
+
+	/*
 	 * A batch that ran on a state table without loading it read only a
 	 * little of it, where its checkpoint would read all of it: the
 	 * checkpoint waits for a batch that has its state in memory (recovery

@@ -11,7 +11,9 @@
 #     the query first looked is lost;
 #   - reset_query with explicit offsets: only partitions the source reads
 #     may be named (an unknown one is refused, saying which it reads, and
-#     moves nothing); the ones not named start at the earliest.
+#     moves nothing); the ones not named start at the earliest;
+#   - a crash after a first batch that read nothing: the query reads on
+#     from where that batch resolved "latest".
 # Each result is compared with the exact set of ids produced.
 use strict;
 use warnings;
@@ -104,6 +106,23 @@ run_json($node, "run_available('q_sum')");
 is( $node->safe_psql('postgres', q{SELECT string_agg(odd || ':' || n || ':' || s, ',' ORDER BY odd) FROM q_sum}),
 	join(',', map { my $p = $_; my @i = grep { $_ % 2 == $p } 25 .. 30; my $t = 0; $t += $_ for @i; "$p:" . @i . ":$t" } 0, 1),
 	'after the crash it reads what was produced since the reset alone');
+
+# A deduplicating query over "latest" whose first batch reads nothing: its
+# store is not loaded then, and its checkpoint waits for one that is, but
+# not the first, which holds where the query started.  A crash before a
+# second batch must not resolve "latest" again, past what came since.
+psql_ok($node, qq{
+SELECT streamwin.create_kafka_source('sp_latest_ts', '$brokers', 'sp', 'id int, ts timestamptz', 'json',
+    '{"starting_offsets": "latest"}');
+SELECT streamwin.create_query('q_once', 'SELECT id FROM sp_latest_ts', dedup_keys => '{id}',
+    watermark => '1 hour', options => '{"event_time": "ts"}', start => false);
+}, 'a deduplicating query over "latest"');
+run_json($node, "run_batch('q_once')");
+is(got('q_once'), '', 'dedup over latest: the first batch reads nothing the topic held');
+$broker->produce('sp', [ map { [ $_ % 2, qq({"id": $_, "ts": "2026-01-01T00:00:${_}Z"}) ] } 31 .. 40 ]);
+crash_by_sigkill($node, 'after a first batch without rows');
+run_json($node, "run_available('q_once')");
+is(got('q_once'), want(31, 40), 'after the crash it reads what was produced since its first batch');
 
 $node->stop;
 $broker->stop;
