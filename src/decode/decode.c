@@ -425,6 +425,31 @@ decoder_decode(MessageDecoder *decoder, const char *payload, size_t len,
 	return decode_payload(decoder, decoder->part_default, payload, (int) len, values, nulls);
 }
 
+const char *
+decoder_decode_key(MessageDecoder *decoder, const char *key, size_t len, Datum *values,
+				   bool *nulls)
+{
+	static const char *const wrapper[2] = {"schema", "payload"};
+	DecodeSpan	m[2];
+	const char *error;
+
+	if (decoder->format != SOURCE_FORMAT_JSON)
+		return decoder_decode(decoder, key, len, values, nulls);
+	if (!decoder->fills_all)
+		decode_all_null(decoder, values, nulls);
+	error = decode_check_payload(decoder, &key, len);
+	if (error == NULL)
+		error = decode_json_members(&decoder->state, key, (int) len, 2, wrapper, m);
+	if (error != NULL)
+	{
+		decode_all_null(decoder, values, nulls);
+		return error;
+	}
+	if (m[0].kind != DJ_MISSING && m[1].kind == DJ_OBJECT)
+		return decode_payload(decoder, decoder->part_default, m[1].start, m[1].len, values, nulls);
+	return decode_payload(decoder, decoder->part_default, key, (int) len, values, nulls);
+}
+
 /* One row image of a Debezium event (its name quoted), decoded as a message. */
 static const char *
 decode_image(MessageDecoder *decoder, const char *name, const DecodeSpan *image,

@@ -117,6 +117,15 @@ extern const char *decoder_decode_debezium(MessageDecoder *decoder, const char *
 										   Datum *after_values, bool *after_nulls);
 
 /*
+ * decoder_decode_key
+ *		A message key, as decoder_decode decodes a message; a JSON key in
+ *		Kafka Connect's {"schema": ..., "payload": {...}} wrapper (Debezium's
+ *		keys with the JSON converter's schemas) is its payload's object.
+ */
+extern const char *decoder_decode_key(MessageDecoder *decoder, const char *key, size_t len,
+									  Datum *values, bool *nulls);
+
+/*
  * decoder_missing_counts
  *		Per column read from the payload (*ncolumns of them, named by
  *		(*names)[i]), how many messages decoder_decode() has decoded without

@@ -19,10 +19,11 @@
  *				c, r and u make their "after" row, the key's new version
  *				(+1), after a deletion of the "before" row's key when an
  *				update changed the key; d a deletion of the "before" row's
- *				key (-1).  So an update needs no "before" row, a delete's
- *				may hold the key alone (Debezium without REPLICA IDENTITY
- *				FULL), and an event delivered twice changes nothing the
- *				second time.  Op t (a truncate) deletes every key: one row
+ *				key (-1); a tombstone a deletion of its message key's.  So
+ *				an update needs no "before" row, a delete's may hold the
+ *				key alone (Debezium without REPLICA IDENTITY FULL), a
+ *				compacted topic's tombstone deletes its key, and an event
+ *				delivered twice changes nothing the second time.  Op t (a truncate) deletes every key: one row
  *				of the change column 0, all others NULL (without key
  *				columns the batch fails: nothing kept can be retracted).
  *	 upsert		the value, decoded in the source's format, is the new row of
@@ -188,7 +189,8 @@ change_decoder_create(SourceReader *rd, MessageDecoder *values, bool keyed)
 	key_columns_find(cd, rd);
 	if (cd->keyed && cd->nkeys == 0)
 		elog(ERROR, "streamwin: changelog source \"%s\" has no key columns", rd->source->name);
-	if (cd->envelope == ENVELOPE_UPSERT)
+	/* a keyed Debezium source reads a tombstone's key too */
+	if (cd->envelope == ENVELOPE_UPSERT || cd->keyed)
 		key_decoders_create(cd, rd);
 	return cd;
 }
@@ -291,6 +293,32 @@ truncate_rows(ChangeDecoder *cd, const SourceRow *m, ChangeRows *out)
 	return NULL;
 }
 
+static const char *decode_key(ChangeDecoder *cd, const SourceRow *m, Datum *values, bool *nulls);
+
+/*
+ * The tombstone Debezium sends after a delete, with the deleted row's key:
+ * a keyed source deletes that key's row, if it has one.  Once compacted, a
+ * topic may hold a key's tombstone alone, its delete event gone: without
+ * this, a query reading it then kept the row.  After the delete event, the
+ * key has no row, and this changes nothing.  A key that does not hold the
+ * key columns (an Avro key without a registry to read it by) leaves the
+ * tombstone skipped, as any tombstone was before.
+ */
+static const char *
+tombstone_rows(ChangeDecoder *cd, const SourceRow *m, ChangeRows *out)
+{
+	for (int i = 0; i < cd->natts; i++)
+	{
+		cd->row_values[0][i] = (Datum) 0;
+		cd->row_nulls[0][i] = true;
+	}
+	if (decode_key(cd, m, cd->row_values[0], cd->row_nulls[0]) != NULL)
+		return NULL;
+	out->kind = 'd';
+	add_row(cd, out, 0, -1);
+	return NULL;
+}
+
 static const char *
 decode_debezium(ChangeDecoder *cd, const SourceRow *m, ChangeRows *out)
 {
@@ -301,6 +329,8 @@ decode_debezium(ChangeDecoder *cd, const SourceRow *m, ChangeRows *out)
 	error = decoder_decode_debezium(cd->values, m->payload, m->len, &op, &has_before,
 									cd->row_values[0], cd->row_nulls[0],
 									cd->row_values[1], cd->row_nulls[1]);
+	if (error == NULL && op == 0 && cd->keyed && m->payload == NULL && m->key != NULL)
+		return tombstone_rows(cd, m, out);
 	if (error != NULL || op == 0)
 		return error;
 	if (op == 't')
@@ -371,7 +401,7 @@ decode_key(ChangeDecoder *cd, const SourceRow *m, Datum *values, bool *nulls)
 	if (cd->key_avro != NULL)
 		error = decoder_decode(cd->key_avro, m->key, m->keylen, cd->key_values, cd->key_nulls);
 	else if (key_is_object(m->key, m->keylen))
-		error = decoder_decode(cd->key_json, m->key, m->keylen, cd->key_values, cd->key_nulls);
+		error = decoder_decode_key(cd->key_json, m->key, m->keylen, cd->key_values, cd->key_nulls);
 	else if (cd->key_text != NULL)
 		error = decoder_decode(cd->key_text, m->key, m->keylen, cd->key_values, cd->key_nulls);
 	else
