@@ -57,6 +57,9 @@ typedef struct UpsertOp
 	bool	   *old_nulls;
 	Datum	   *row_values;		/* a row of the source being made */
 	bool	   *row_nulls;
+	/* on the table: how many keys it held after batch counted_batch */
+	int64		counted;
+	int64		counted_batch;	/* 0: not counted */
 } UpsertOp;
 
 #define UPSERT(op) ((UpsertOp *) (op))
@@ -352,7 +355,13 @@ upsert_sync(Operator *op)
 	held_store_sync(&UPSERT(op)->rows);
 }
 
-/* The keys that have a row are state rows of the batch's progress. */
+/*
+ * The keys that have a row are state rows of the batch's progress.  On the
+ * table, the keys after the last batch, when this runner counted them and
+ * that batch committed, and the batch's new keys less the keys it deleted:
+ * a count of the whole table at every batch would cost what the state
+ * weighs, when its rows did not fit in memory.
+ */
 static int64
 upsert_state_rows(Operator *op, BatchState *b)
 {
@@ -361,8 +370,16 @@ upsert_state_rows(Operator *op, BatchState *b)
 
 	if (u->rows.active)
 		return store_groups(u->rows.store);
-	(void) runner_run(op->runner, STMT_UPSERT_COUNT, NULL, NULL);
-	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	if (u->counted_batch != 0 && u->counted_batch == b->last_batch_id && !b->replay)
+		u->counted += u->reader->changes.inserts - u->reader->changes.deletes;
+	else
+	{
+		(void) runner_run(op->runner, STMT_UPSERT_COUNT, NULL, NULL);
+		u->counted = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
+												 &isnull));
+	}
+	u->counted_batch = b->batch_id;
+	return u->counted;
 }
 
 static void
@@ -375,6 +392,7 @@ static void
 upsert_invalidate(Operator *op)
 {
 	held_store_invalidate(&UPSERT(op)->rows);
+	UPSERT(op)->counted_batch = 0;	/* the table was rewritten (reset_query) */
 }
 
 static void

@@ -667,6 +667,9 @@ sub ups_check
 			"upsert $q $when: its state table holds each key's last row");
 		is(changes_of($q), "$ups_count{i}/$ups_count{u}/$ups_count{d}",
 			"upsert $q $when: progress counts inserts, updates (known keys) and deletes");
+		is($node->safe_psql('postgres',
+				"SELECT state_rows FROM streamwin.progress WHERE query = '$q' ORDER BY batch_id DESC LIMIT 1"),
+			scalar(keys %ups_table), "upsert $q $when: the last batch's state rows are the keys kept");
 	}
 	return;
 }
