@@ -432,6 +432,9 @@ batch_idle(BatchContext *b)
 	}
 	/* nothing changed the operators' state */
 	operators_end(b->r->operators, catalog_xmin);
+	/* the record of a batch that did not run says the query's watermark */
+	b->stats->has_watermark = b->st.has_old_wm && b->q->has_watermark;
+	b->stats->watermark = b->st.old_wm;
 }
 
 /*
