@@ -499,20 +499,18 @@ checkpoint_take(QueryRunner *r, int64 batch_id, bool has_wm, TimestampTz wm, boo
 	Assert(npairs <= MAX_STATE_TABLES);
 
 	/*
-	 * The first checkpoint holds where the query started, a "latest"
-	 * resolved: without it, recovery would resolve it again, past what
-	 * came since, and skip that.  Its state is small: never put off.
-	 */
-	if (catalog_checkpoint_batch(r->query_id) == 0)
-		wait = true;
-
-	/*
 	 * A batch that ran on a state table without loading it read only a
 	 * little of it, where its checkpoint would read all of it: the
 	 * checkpoint waits for a batch that has its state in memory (recovery
 	 * replays from the one before, a little longer), but not for ever.
+	 * Not the first, which holds where the query started, a "latest"
+	 * resolved: without it, recovery would resolve it again, past what
+	 * came since, and skip that; its state is small.  (A lock on its table,
+	 * a dump's, still puts it off to the next batch: waiting would hold
+	 * the query, and the dump's own locks, for as long.)
 	 */
-	if (!wait && operators_defer_checkpoint(r->operators) &&
+	if (!wait && catalog_checkpoint_batch(r->query_id) != 0 &&
+		operators_defer_checkpoint(r->operators) &&
 		batch_id - catalog_checkpoint_batch(r->query_id) < 10 * (int64) streamwin_checkpoint_interval)
 	{
 		ereport(DEBUG1,

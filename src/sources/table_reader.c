@@ -253,8 +253,14 @@ advance_at_commit(XactEvent event, void *arg)
 	if (event == XACT_EVENT_PRE_COMMIT && MyReplicationSlot == NULL &&
 		OidIsValid(get_extension_oid("streamwin", true)))
 	{
-		/* the statements' snapshot is gone by now: the catalog as of now */
-		PushActiveSnapshot(GetTransactionSnapshot());
+		/*
+		 * The statements' snapshot is gone by now: the catalog as of now,
+		 * also in a repeatable-read transaction, whose own snapshot would
+		 * miss a query created on the source since.  (A serialization
+		 * failure at the commit, which comes after this, leaves the slot
+		 * moved all the same: a window this narrows, not closes.)
+		 */
+		PushActiveSnapshot(GetLatestSnapshot());
 		foreach(lc, pending)
 		{
 			PendingAdvance *p = lfirst(lc);
