@@ -445,7 +445,8 @@ decoder_decode_key(MessageDecoder *decoder, const char *key, size_t len, Datum *
 		decode_all_null(decoder, values, nulls);
 		return error;
 	}
-	if (m[0].kind != DJ_MISSING && m[1].kind == DJ_OBJECT)
+	/* Connect's wrapper: a schema object (or null) and the key's object */
+	if ((m[0].kind == DJ_OBJECT || m[0].kind == DJ_NULL) && m[1].kind == DJ_OBJECT)
 		return decode_payload(decoder, decoder->part_default, m[1].start, m[1].len, values, nulls);
 	return decode_payload(decoder, decoder->part_default, key, (int) len, values, nulls);
 }

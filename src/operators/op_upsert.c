@@ -31,6 +31,7 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "access/xact.h"
 #include "executor/spi.h"
 #include "utils/datum.h"
 
@@ -60,6 +61,7 @@ typedef struct UpsertOp
 	/* on the table: how many keys it held after batch counted_batch */
 	int64		counted;
 	int64		counted_batch;	/* 0: not counted */
+	TransactionId counted_xid;	/* the transaction of that batch */
 } UpsertOp;
 
 #define UPSERT(op) ((UpsertOp *) (op))
@@ -370,7 +372,9 @@ upsert_state_rows(Operator *op, BatchState *b)
 
 	if (u->rows.active)
 		return store_groups(u->rows.store);
-	if (u->counted_batch != 0 && u->counted_batch == b->last_batch_id && !b->replay)
+	/* that batch committed, and no other has run since (its transaction wrote the catalog last) */
+	if (u->counted_batch != 0 && u->counted_batch == b->last_batch_id && !b->replay &&
+		TransactionIdEquals(u->counted_xid, b->catalog_xmin))
 		u->counted += u->reader->changes.inserts - u->reader->changes.deletes;
 	else
 	{
@@ -379,6 +383,7 @@ upsert_state_rows(Operator *op, BatchState *b)
 												 &isnull));
 	}
 	u->counted_batch = b->batch_id;
+	u->counted_xid = GetCurrentTransactionId();
 	return u->counted;
 }
 
