@@ -672,3 +672,23 @@ SELECT r.confirmed_flush_lsn >= :'before_drop'::pg_lsn AS slot_moved_on
  WHERE s.name = 'rolled_src';
 SELECT streamwin.drop_source('rolled_src');
 DROP TABLE rolled;
+
+-- A column renamed in the table stops an append-only source's batches
+-- rather than read NULL under its old name; a column dropped reads NULL.
+CREATE TABLE renamed (id int, amount int, note text);
+SELECT streamwin.create_table_source('renamed_src', 'renamed');
+SELECT streamwin.create_query('renamed_q', 'SELECT id, amount, note FROM renamed_src', start => false);
+INSERT INTO renamed VALUES (1, 10, 'a');
+ALTER TABLE renamed DROP COLUMN note;
+INSERT INTO renamed VALUES (2, 20);
+SELECT (streamwin.run_batch('renamed_q'))->>'input_rows' AS rows;
+SELECT * FROM renamed_q ORDER BY id;
+ALTER TABLE renamed RENAME amount TO amt;
+INSERT INTO renamed VALUES (3, 30);
+-- (terse: the error's context names the slot and an LSN, which vary)
+\set VERBOSITY terse
+SELECT streamwin.run_batch('renamed_q');
+\set VERBOSITY default
+SELECT streamwin.drop_query('renamed_q', drop_result => true);
+SELECT streamwin.drop_source('renamed_src');
+DROP TABLE renamed;

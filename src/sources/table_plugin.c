@@ -222,6 +222,36 @@ table_changelog_columns_check(TupleDesc from, TupleDesc to, const int *map, int 
 }
 
 /*
+ * An append-only source's column renamed in the table since the source was
+ * created (attnums: the attribute each column was, table_source_attnums;
+ * NULL for a source created before they were recorded): it would read NULL
+ * under its old name, silently, where a dropped column reads NULL as the
+ * docs say.  A column dropped and added again under its name is read.
+ */
+static void
+table_append_columns_check(TupleDesc from, TupleDesc to, int ntable, const AttrNumber *attnums,
+						   int nattnums, Oid table)
+{
+	for (int i = 0; attnums != NULL && i < ntable && i < nattnums; i++)
+	{
+		Form_pg_attribute was;
+
+		if (attnums[i] < 1 || attnums[i] > from->natts)
+			continue;
+		was = TupleDescAttr(from, attnums[i] - 1);
+		if (!was->attisdropped &&
+			strcmp(NameStr(was->attname), NameStr(TupleDescAttr(to, i)->attname)) != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("column \"%s\" of table \"%s\" was renamed to \"%s\"",
+							NameStr(TupleDescAttr(to, i)->attname), get_rel_name(table),
+							NameStr(was->attname)),
+					 errdetail("A table source reads the table's columns by the names it was created with: this one would read NULL."),
+					 errhint("Create a new source for the table, and queries over it.")));
+	}
+}
+
+/*
  * Relcache invalidations seen by this backend: decoding runs those of the
  * transactions it replays (an ALTER TABLE of the table among them).  The
  * row type a map was built from is known by its address, and a row type
@@ -269,6 +299,9 @@ build_map(FetchState *st, TupleDesc from)
 	if (st->change_attno > 0)
 		table_changelog_columns_check(from, st->desc, st->map, st->nmetadata, st->attnums,
 									  st->nattnums, st->table);
+	else
+		table_append_columns_check(from, st->desc, st->desc->natts - st->nmetadata, st->attnums,
+								   st->nattnums, st->table);
 	/* (the change column and metadata columns come last, not from it) */
 	st->map_identity = from->natts <= st->desc->natts;
 	for (int i = 0; i < st->desc->natts; i++)

@@ -76,13 +76,14 @@ table_check_query(SourceInfo *src)
 static bool table_changes_option(Jsonb *options);
 
 /*
- * A changelog source knows the table's columns by name, as of its creation,
+ * A table source knows the table's columns by name, as of its creation,
  * and records which attribute of the table each was then (option
- * "table_attnums", written by create_table_source): a column dropped and
- * added again under the same name is another attribute, whose values the
- * rows added before do not hold, and decoding refuses it
- * (table_changelog_columns_check).  NULL, *n 0: not recorded (a source
- * created before streamwin recorded them, or one of inserts alone).
+ * "table_attnums", written by create_table_source).  For a changelog, a
+ * column dropped and added again under the same name is another
+ * attribute, whose values the rows added before do not hold, and decoding
+ * refuses it (table_changelog_columns_check); for either kind, a column
+ * renamed is refused rather than read as NULL (table_append_columns_check).
+ * NULL, *n 0: not recorded (a source created by an earlier streamwin).
  */
 static AttrNumber *
 table_source_attnums(Jsonb *options, int *n)
@@ -895,11 +896,11 @@ streamwin_create_table_source(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_TABLE_DEFINITION),
 				 errmsg("table \"%s\" has no columns", get_rel_name(table))));
 
-	if (changelog)
-		options = DatumGetJsonbP(DirectFunctionCall2(jsonb_concat, JsonbPGetDatum(options),
-													 DirectFunctionCall1(jsonb_in,
-																		 CStringGetDatum(psprintf("{\"table_attnums\": [%s]}",
-																								  attnums.data)))));
+	/* which attribute each column is: a column renamed or dropped later is told apart */
+	options = DatumGetJsonbP(DirectFunctionCall2(jsonb_concat, JsonbPGetDatum(options),
+												 DirectFunctionCall1(jsonb_in,
+																	 CStringGetDatum(psprintf("{\"table_attnums\": [%s]}",
+																							  attnums.data)))));
 
 	SPI_connect();
 	source_check_new_name(name);
