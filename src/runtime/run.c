@@ -246,6 +246,13 @@ run_batches(QueryRunner *r, SourcePosition **targets, bool commit_each, RunTotal
 			PopActiveSnapshot();
 			SPI_commit();
 		}
+		/*
+		 * A batch replayed after a crash was counted when it first ran (its
+		 * progress row): the totals are of the batches this run adds, and
+		 * the run goes on while it replays, also past the targets.
+		 */
+		if (stats.replayed)
+			continue;
 		if (stats.batch_id != 0)
 		{
 			t->batches++;

@@ -778,7 +778,11 @@ ups_chunk(50, 5100);
 ups_send();
 $small = store_session($node);
 sess_ok($small, "SET streamwin.state_memory = '1MB'");
-run_json($node, "run_available('uq')");
+my $uq_last = q{SELECT last_batch_id FROM streamwin.query_catalog WHERE name = 'uq'};
+my $uq_before = $node->safe_psql('postgres', $uq_last);
+my $uq_run = run_json($node, "run_available('uq')");
+is($uq_run->{batches}, $node->safe_psql('postgres', $uq_last) - $uq_before,
+	'crash: run_available counts the batches it added, not those it replayed');
 sess_ok($small, "SELECT streamwin.run_available('uq_table') IS NOT NULL");
 for my $q (qw(uq uq_table))
 {
