@@ -861,7 +861,8 @@ $node->safe_psql('postgres', 'INSERT INTO k_clks VALUES ' . join(', ', map { "($
 	my $r = run_json($node, "run_available('k_inner')");
 	like(slurp_file($node->logfile), qr/LOG:  streamwin: query "k_inner" lost its state in a crash; restoring the checkpoint of batch $k_ckpt/,
 		'k_inner: after the restart it restored the checkpoint taken after the run');
-	is($r->{input_rows}, scalar(@kclks2) + ($k_last - $k_ckpt) * 2, 'k_inner: it replayed the batches after its checkpoint, then read the new clicks');
+	is($r->{input_rows}, scalar(@kclks2),
+		'k_inner: it replayed the batches after its checkpoint (counted when they first ran), then read the new clicks');
 }
 results_match($node, 'SELECT imp_id, click_id FROM k_inner',
 	qq{SELECT i.imp_id, c.click_id FROM k_imps i JOIN k_clks c $on},
