@@ -460,6 +460,20 @@ done:
 				 errdetail("The bytes are not a state this aggregate writes.")));
 }
 
+/* The numeric accumulators' deserialization functions, and their layouts */
+static const struct
+{
+	Oid			deserialfn;
+	int			nvars;			/* numeric values after the count */
+	bool		tail;			/* then numeric's scale and special counts */
+}			numeric_states[] =
+{
+	{F_INT8_AVG_DESERIALIZE, 1, false},
+	{F_NUMERIC_POLY_DESERIALIZE, 2, false},
+	{F_NUMERIC_AVG_DESERIALIZE, 1, true},
+	{F_NUMERIC_DESERIALIZE, 2, true},
+};
+
 /* bytea -> state, in the current memory context */
 static Datum
 deserialize_state(AggSupport *a, bytea *data, Node *context)
@@ -482,23 +496,9 @@ deserialize_state(AggSupport *a, bytea *data, Node *context)
 							format_procedure(a->aggfnoid))));
 		return result;
 	}
-	switch (a->deserialfn.fn_oid)
-	{
-		case F_INT8_AVG_DESERIALIZE:
-			check_numeric_state(a, data, 1, false);
-			break;
-		case F_NUMERIC_POLY_DESERIALIZE:
-			check_numeric_state(a, data, 2, false);
-			break;
-		case F_NUMERIC_AVG_DESERIALIZE:
-			check_numeric_state(a, data, 1, true);
-			break;
-		case F_NUMERIC_DESERIALIZE:
-			check_numeric_state(a, data, 2, true);
-			break;
-		default:
-			break;
-	}
+	for (int i = 0; i < (int) lengthof(numeric_states); i++)
+		if (a->deserialfn.fn_oid == numeric_states[i].deserialfn)
+			check_numeric_state(a, data, numeric_states[i].nvars, numeric_states[i].tail);
 	a->call->args[0].value = PointerGetDatum(data);
 	a->call->args[0].isnull = false;
 	a->call->args[1].value = (Datum) 0;
