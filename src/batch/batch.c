@@ -370,14 +370,8 @@ batch_watermark(BatchContext *b)
 {
 	BatchState *st = &b->st;
 
-	/*
-	 * A replay's partitions heard their rows when the batch first ran: the
-	 * idle timeouts they keep run from then, as in the first run, not from
-	 * the recovery.
-	 */
 	st->has_new_wm = offsets_compute_watermark(b->r, st->has_old_wm, st->old_wm,
-											   st->replay ? st->scope.timestamp : GetCurrentTimestamp(),
-											   &st->new_wm) &&
+											   GetCurrentTimestamp(), &st->new_wm) &&
 		b->q->has_watermark;
 	if (st->replay)
 	{
