@@ -15,6 +15,9 @@
  * Logical types follow the specification: one that does not fit its
  * underlying type (a "date" on a string, a decimal whose scale exceeds its
  * precision) is ignored, and the value is read as the underlying type.
+ * Debezium's times, which Kafka Connect's Avro converter names only by
+ * "connect.name" (io.debezium.time.MicroTimestamp on a long), are read as
+ * the Avro logical types they are.
  *
  * src/decode/decode_avro_schema.c
  *
@@ -235,14 +238,44 @@ valid_name(const char *name)
 	return name[0] != '\0';
 }
 
-/* A logical type on t, if it fits (else, as the specification says, none) */
+/*
+ * Debezium's time types, which Kafka Connect's Avro converter writes as
+ * plain ints and longs named by "connect.name", and the Avro logical type
+ * each is exactly: Debezium's timestamps are of a time zone's wall clock,
+ * as Avro's local timestamps.
+ */
+static const struct
+{
+	const char *connect_name;
+	AvroLogical logical;
+}			debezium_times[] =
+{
+	{"io.debezium.time.Date", AVRO_LOGICAL_DATE},
+	{"io.debezium.time.Time", AVRO_LOGICAL_TIME_MILLIS},
+	{"io.debezium.time.MicroTime", AVRO_LOGICAL_TIME_MICROS},
+	{"io.debezium.time.Timestamp", AVRO_LOGICAL_LOCAL_TIMESTAMP_MILLIS},
+	{"io.debezium.time.MicroTimestamp", AVRO_LOGICAL_LOCAL_TIMESTAMP_MICROS},
+};
+
+/*
+ * A logical type on t, if it fits (else, as the specification says, none):
+ * its "logicalType", or the one its Debezium "connect.name" stands for.
+ */
 static void
 apply_logical(AvroType *t, JsonbValue *obj)
 {
 	char	   *logical = json_string(member(obj, "logicalType"));
 
 	if (logical == NULL)
+	{
+		char	   *connect_name = json_string(member(obj, "connect.name"));
+
+		for (int d = 0; connect_name != NULL && d < (int) lengthof(debezium_times); d++)
+			if (strcmp(connect_name, debezium_times[d].connect_name) == 0 &&
+				t->kind == logical_kinds[debezium_times[d].logical])
+				t->logical = debezium_times[d].logical;
 		return;
+	}
 	for (int l = 1; l < (int) lengthof(logical_names); l++)
 	{
 		if (strcmp(logical, logical_names[l]) != 0)

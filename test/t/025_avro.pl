@@ -37,7 +37,9 @@
 #      the row's record named again by reference, tombstones skipped, an
 #      unknown op a dead letter, an update without "before" the key's new
 #      row, a truncate); the result table against a Perl simulation of the
-#      changes.
+#      changes.  Debezium's time types, which Kafka Connect's Avro
+#      converter names only by "connect.name" (a MicroTimestamp on a long),
+#      read as the Avro logical types they are.
 #   8. key metadata columns of an Avro source: the key decoded by its own
 #      writer schema (a long, a record) into a jsonb column, its bytes in a
 #      bytea column; a key that is not Avro is a dead letter.
@@ -62,7 +64,8 @@ my $node = new_node('avro',
 	conf => "streamwin.schema_registry_timeout = 1000\n"
 	  . "streamwin.checkpoint_interval = 2\nstreamwin.checkpoint_min_interval = 0\n");
 my $broker = StreamwinTest::Broker->start(
-	topics => { types => 2, bad => 1, ref => 1, ops => 1, hostile => 1, down => 1, live => 1, plain => 1, ups => 1, dbz => 1, keyed => 1, texts => 1 });
+	topics => { types => 2, bad => 1, ref => 1, ops => 1, hostile => 1, down => 1, live => 1, plain => 1, ups => 1, dbz => 1, dbz_times => 1, keyed => 1,
+		texts => 1 });
 my $brokers = $broker->bootstrap;
 my $json = JSON::PP->new->canonical->allow_nonref;
 srand(25);
@@ -983,6 +986,45 @@ like($node->safe_psql('postgres', qq{SELECT string_agg("offset" || ': ' || error
  WHERE source = 'avro_dbz_nokey' AND "offset" = $dbz_update_offset}),
 	qr/^$dbz_update_offset: Debezium event with op "u" has no "before" row: a source without key_columns retracts an update's old row from it$/,
 	'without key columns an update without "before" in Avro is a dead letter');
+
+# ==== 7b. Debezium's times in Avro ================================================
+
+# Kafka Connect's Avro converter writes Debezium's time types as plain ints
+# and longs named only by "connect.name"; they read as the Avro logical
+# types they are (a MicroTimestamp as a local-timestamp-micros), and a
+# column of the underlying type still takes the number as it is.
+my $dbz_times_value = { type => 'record', name => 'Value', fields => [
+	{ name => 'id', type => 'long' },
+	map({ { name => $_->[0], type => { type => $_->[1], 'connect.version' => 1, 'connect.name' => "io.debezium.time.$_->[2]" } } }
+		[ 'ts', 'long', 'MicroTimestamp' ], [ 'ms', 'long', 'Timestamp' ], [ 'd', 'int', 'Date' ],
+		[ 't', 'int', 'Time' ], [ 'mt', 'long', 'MicroTime' ], [ 'raw', 'long', 'MicroTimestamp' ]) ] };
+registry_schema(21, { type => 'record', name => 'Envelope', namespace => 'dbz.shop.times', fields => [
+	{ name => 'before', type => [ 'null', $dbz_times_value ] },
+	{ name => 'after', type => [ 'null', 'Value' ] },
+	{ name => 'op', type => 'string' } ] });
+my (@dbz_times, @dbz_times_want);
+for my $id (1 .. 40)
+{
+	my @v = (rand_int(-2**50, 2**50), rand_int(-2**40, 2**40), rand_int(-700_000, 2_900_000),
+		rand_int(0, 86_399_999), rand_int(0, 86_399_999_999), rand_int(-2**52, 2**52));
+	push @dbz_times, [ 0, undef, confluent(21, zz(0) . zz(1) . zz($id) . join('', map { zz($_) } @v) . av_string('c')) ];
+	push @dbz_times_want, sprintf('(%d, %s, %s, %s, %s, %s, %d)', $id, since_epoch('timestamp', $v[0]),
+		since_epoch('timestamp', $v[1] * 1000), "('1970-01-01'::date + $v[2])",
+		"('00:00'::time + " . us_interval($v[3] * 1000) . ')', "('00:00'::time + " . us_interval($v[4]) . ')', $v[5]);
+}
+$broker->produce('dbz_times', \@dbz_times, keys => 1, hex => 1);
+psql_ok($node, qq{
+SELECT streamwin.create_kafka_source('avro_dbz_times', '$brokers', 'dbz_times',
+    'id bigint, ts timestamp, ms timestamp, d date, t time, mt time, raw bigint',
+    'avro', '{"schema_registry": "$registry", "envelope": "debezium", "key_columns": ["id"]}');
+SELECT streamwin.create_query('avro_dbz_times_rows', 'SELECT id, ts, ms, d, t, mt, raw FROM avro_dbz_times', start => false);
+}, 'a Debezium source of Avro events with Debezium time types');
+run_json($node, "run_available('avro_dbz_times_rows')");
+results_match($node, 'SELECT id, ts, ms, d, t, mt, raw FROM avro_dbz_times_rows',
+	'VALUES ' . join(', ', @dbz_times_want),
+	"Debezium's times in Avro: microsecond and millisecond timestamps, dates, times, and a long kept as it is");
+is($node->safe_psql('postgres', q{SELECT count(*) FROM streamwin.dead_letters WHERE source = 'avro_dbz_times'}),
+	'0', "Debezium's times in Avro: no dead letter");
 
 # ==== 8. Key metadata columns =====================================================
 
