@@ -31,6 +31,7 @@
 #include "decode.h"
 #include "decode_avro.h"
 #include "decode_bytes.h"
+#include "decode_connect.h"
 #include "decode_csv.h"
 #include "decode_envelope.h"
 #include "decode_json.h"
@@ -58,6 +59,7 @@ struct MessageDecoder
 								 * "key", "\"after\"", ... */
 	const char *part_default;	/* decoder_set_part's */
 	DecodeState state;			/* the columns, per-message spans, scratch */
+	ConnectSchema *connect;		/* the last Kafka Connect schema read, or NULL */
 
 	/*
 	 * A decoded message sets every attribute: the format sets each column
@@ -72,6 +74,8 @@ struct MessageDecoder
 static const char *decode_verify_encoding(MessageDecoder *decoder,
 										  const char *payload, int len);
 static void decode_column_errcontext(void *arg);
+static const char *decode_connect_value(MessageDecoder *decoder, const char *payload, int len,
+										Datum *values, bool *nulls);
 static const char *decode_text_message(DecodeState *state,
 									   const char *payload, int len,
 									   Datum *values, bool *nulls);
@@ -324,30 +328,35 @@ decode_check_payload(MessageDecoder *decoder, const char **payload, size_t len)
 	return decode_verify_encoding(decoder, *payload, (int) len);
 }
 
-/*
- * The decoding of a payload that passed decode_check_payload by its format,
- * as decoder_decode's contract says; part: what of the message it is, for
- * the error context (NULL: the whole payload).
- */
 /* A message's large value leaves no large buffer behind for the next */
 static void
 shrink_scratch(MessageDecoder *decoder)
 {
 	DecodeState *state = &decoder->state;
+	StringInfo	buffers[2] = {&state->scratch, &state->logical_text};
 
-	if (state->scratch.maxlen > DECODE_SCRATCH_KEEP)
-	{
-		MemoryContext oldcxt = MemoryContextSwitchTo(decoder->mcxt);
+	for (int i = 0; i < (int) lengthof(buffers); i++)
+		if (buffers[i]->data != NULL && buffers[i]->maxlen > DECODE_SCRATCH_KEEP)
+		{
+			MemoryContext oldcxt = MemoryContextSwitchTo(decoder->mcxt);
 
-		pfree(state->scratch.data);
-		initStringInfo(&state->scratch);
-		MemoryContextSwitchTo(oldcxt);
-	}
+			pfree(buffers[i]->data);
+			initStringInfo(buffers[i]);
+			MemoryContextSwitchTo(oldcxt);
+		}
 }
+
+/*
+ * The decoding of a payload that passed decode_check_payload by its format,
+ * as decoder_decode's contract says; part: what of the message it is, for
+ * the error context (NULL: the whole payload); logical: the logical types a
+ * Kafka Connect schema gives its columns (NULL: none); unwrap: whether a
+ * JSON message that names no column is returned as decode_json_wrapped.
+ */
 
 static const char *
 decode_payload(MessageDecoder *decoder, const char *part, const char *payload, int len,
-			   Datum *values, bool *nulls)
+			   const LogicalField *logical, bool unwrap, Datum *values, bool *nulls)
 {
 	DecodeState *state = &decoder->state;
 	ErrorContextCallback errcallback;
@@ -360,6 +369,8 @@ decode_payload(MessageDecoder *decoder, const char *part, const char *payload, i
 	decoder->part = part;
 	state->cur_column = NULL;
 	state->cur_field = 0;
+	state->logical = logical;
+	state->unwrap = unwrap;
 
 	switch (decoder->format)
 	{
@@ -422,7 +433,44 @@ decoder_decode(MessageDecoder *decoder, const char *payload, size_t len,
 		decode_all_null(decoder, values, nulls);
 		return error;
 	}
-	return decode_payload(decoder, decoder->part_default, payload, (int) len, values, nulls);
+	error = decode_payload(decoder, decoder->part_default, payload, (int) len, NULL, true, values,
+						   nulls);
+	if (error == decode_json_wrapped)
+		error = decode_connect_value(decoder, payload, (int) len, values, nulls);
+	return error;
+}
+
+/*
+ * A JSON message that names none of the columns, which may be a value in
+ * Kafka Connect's wrapper (decode_json_wrapped): {"schema": {...},
+ * "payload": {...}} is its payload's row, whose values are read by the
+ * schema's logical types (a Kafka Connect source connector's rows, or
+ * Debezium's after its ExtractNewRecordState transform); anything else is
+ * what it is, a message without the columns' keys.
+ */
+static const char *
+decode_connect_value(MessageDecoder *decoder, const char *payload, int len, Datum *values,
+					 bool *nulls)
+{
+	static const char *const wrapper[2] = {"schema", "payload"};
+	DecodeSpan	m[2];
+	const LogicalField *logical = NULL;
+
+	/* scanned once already: this finds its members, it cannot fail */
+	if (decode_json_members(&decoder->state, payload, len, 2, wrapper, m) != NULL)
+		elog(ERROR, "streamwin: a scanned JSON message fails a second scan");
+	if ((m[0].kind != DJ_OBJECT && m[0].kind != DJ_NULL) || m[1].kind != DJ_OBJECT)
+		return decode_payload(decoder, decoder->part_default, payload, len, NULL, false, values,
+							  nulls);
+	if (m[0].kind == DJ_OBJECT)
+	{
+		if (decoder->connect == NULL)
+			decoder->connect = connect_schema_create(decoder->mcxt);
+		connect_schema_read(&decoder->state, decoder->connect, &m[0]);
+		logical = decoder->connect->row;
+	}
+	return decode_payload(decoder, decoder->part_default, m[1].start, m[1].len, logical, false,
+						  values, nulls);
 }
 
 const char *
@@ -447,16 +495,23 @@ decoder_decode_key(MessageDecoder *decoder, const char *key, size_t len, Datum *
 	}
 	/* Connect's wrapper: a schema object (or null) and the key's object */
 	if ((m[0].kind == DJ_OBJECT || m[0].kind == DJ_NULL) && m[1].kind == DJ_OBJECT)
-		return decode_payload(decoder, decoder->part_default, m[1].start, m[1].len, values, nulls);
-	return decode_payload(decoder, decoder->part_default, key, (int) len, values, nulls);
+		return decode_payload(decoder, decoder->part_default, m[1].start, m[1].len, NULL, false,
+							  values, nulls);
+	return decode_payload(decoder, decoder->part_default, key, (int) len, NULL, false, values,
+						  nulls);
 }
 
-/* One row image of a Debezium event (its name quoted), decoded as a message. */
+/*
+ * One row image of a Debezium event (its name quoted), decoded as a
+ * message, its values of the logical types its schema gives them
+ * converted (logical: per column, or NULL).
+ */
 static const char *
 decode_image(MessageDecoder *decoder, const char *name, const DecodeSpan *image,
-			 Datum *values, bool *nulls)
+			 const LogicalField *logical, Datum *values, bool *nulls)
 {
-	const char *error = decode_payload(decoder, name, image->start, image->len, values, nulls);
+	const char *error = decode_payload(decoder, name, image->start, image->len, logical, false,
+									   values, nulls);
 
 	return error ? psprintf("%s: %s", name, error) : NULL;
 }
@@ -485,6 +540,9 @@ decoder_decode_debezium(MessageDecoder *decoder, const char *payload, size_t len
 {
 	DecodeSpan	before;
 	DecodeSpan	after;
+	DecodeSpan	schema;
+	const LogicalField *before_logical = NULL;
+	const LogicalField *after_logical = NULL;
 	const char *error;
 
 	Assert(decoder->format == SOURCE_FORMAT_JSON || decoder->format == SOURCE_FORMAT_AVRO);
@@ -523,14 +581,26 @@ decoder_decode_debezium(MessageDecoder *decoder, const char *payload, size_t len
 		return error;
 	}
 	if (error == NULL)
-		error = decode_debezium_event(&decoder->state, payload, (int) len, op, &before, &after);
+		error = decode_debezium_event(&decoder->state, payload, (int) len, op, &before, &after,
+									  &schema);
+	if (error == NULL && *op != 0 && schema.kind == DJ_OBJECT)
+	{
+		/* the logical types of the images' fields (a timestamp's integer) */
+		if (decoder->connect == NULL)
+			decoder->connect = connect_schema_create(decoder->mcxt);
+		connect_schema_read(&decoder->state, decoder->connect, &schema);
+		before_logical = decoder->connect->before;
+		after_logical = decoder->connect->after;
+	}
 	if (error == NULL && (*op == 'd' || (*op == 'u' && before.kind == DJ_OBJECT)))
 	{
 		*has_before = true;
-		error = decode_image(decoder, "\"before\"", &before, before_values, before_nulls);
+		error = decode_image(decoder, "\"before\"", &before, before_logical, before_values,
+							 before_nulls);
 	}
 	if (error == NULL && *op != 0 && *op != 'd' && *op != 't')
-		error = decode_image(decoder, "\"after\"", &after, after_values, after_nulls);
+		error = decode_image(decoder, "\"after\"", &after, after_logical, after_values,
+							 after_nulls);
 	if (error != NULL)
 	{
 		*op = 0;

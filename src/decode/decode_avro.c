@@ -71,6 +71,7 @@
 #include "utils/uuid.h"
 
 #include "decode_avro.h"
+#include "decode_logical.h"
 
 /* Values nest deeper than this in a message: malformed (and the stack safe) */
 #define AVRO_MAX_DEPTH	200
@@ -971,8 +972,6 @@ out_of_range(const char *what, long long v, const DecodeColumn *c)
  * precision * log256(10) + 1 bytes.  The conversion takes time in the
  * square of the bytes, so a message of a megabyte of them is not tried.
  */
-static void decimal_text(const uint8 *p, int n, int scale, StringInfo buf);
-
 static bool
 read_decimal_text(AvroRead *r, const uint8 *p, int len, const AvroType *w, StringInfo buf)
 {
@@ -985,69 +984,8 @@ read_decimal_text(AvroRead *r, const uint8 *p, int len, const AvroType *w, Strin
 	if (len - skip > max)
 		return fail(r, psprintf("Avro decimal at byte %d has more bytes than its precision %d allows",
 								(int) (p - r->start), w->precision));
-	decimal_text(p + skip, len - skip, w->scale, buf);
+	decimal_bytes_text(p + skip, len - skip, w->scale, buf);
 	return true;
-}
-
-/*
- * The decimal text of the unscaled two's complement big-endian integer at
- * p (n bytes) with scale digits after the point, into buf.
- */
-static void
-decimal_text(const uint8 *p, int n, int scale, StringInfo buf)
-{
-	uint8	   *mag = palloc(Max(n, 1));
-	bool		negative = n > 0 && (p[0] & 0x80);
-	/* at most 3 digits a byte, and zeros up to the point: 0.000...1 */
-	char	   *digits = palloc(n * 3 + Max(scale, 0) + 2);
-	int			ndigits = 0;
-	int			len = n;
-
-	memcpy(mag, p, n);
-	if (negative)
-	{
-		/* the magnitude: invert and add one */
-		int			carry = 1;
-
-		for (int i = n - 1; i >= 0; i--)
-		{
-			int			v = (uint8) ~mag[i] + carry;
-
-			mag[i] = (uint8) v;
-			carry = v >> 8;
-		}
-	}
-	/* repeated division by ten, least significant digit first */
-	while (len > 0)
-	{
-		int			rem = 0;
-		int			lead = 0;
-
-		for (int i = 0; i < len; i++)
-		{
-			int			cur = rem * 256 + mag[i];
-
-			mag[i] = (uint8) (cur / 10);
-			rem = cur % 10;
-		}
-		digits[ndigits++] = '0' + rem;
-		while (lead < len && mag[lead] == 0)
-			lead++;
-		memmove(mag, mag + lead, len - lead);
-		len -= lead;
-	}
-	while (ndigits <= scale)
-		digits[ndigits++] = '0';
-	if (negative)
-		appendStringInfoChar(buf, '-');
-	for (int i = ndigits - 1; i >= 0; i--)
-	{
-		appendStringInfoChar(buf, digits[i]);
-		if (i == scale && scale > 0)
-			appendStringInfoChar(buf, '.');
-	}
-	pfree(mag);
-	pfree(digits);
 }
 
 static Datum

@@ -7,11 +7,12 @@
  * A Debezium event is a JSON object such as
  *		{"before": {...}, "after": {...}, "op": "u", "source": {...}, "ts_ms": 1}
  * or the same object as the "payload" of Kafka Connect's JSON converter
- * with schemas, {"schema": {...}, "payload": {...}}.  This finds the op and
- * the spans of the "before" and "after" objects with the JSON format's own
- * scanner (decode_json.c), so there is no second JSON parser, and converts
- * nothing: decode.c decodes each image as a message of the source's
- * columns.
+ * with schemas, {"schema": {...}, "payload": {...}}.  This finds the op,
+ * the spans of the "before" and "after" objects and of the wrapper's
+ * schema with the JSON format's own scanner (decode_json.c), so there is
+ * no second JSON parser, and converts nothing: decode.c decodes each image
+ * as a message of the source's columns, with the logical types the schema
+ * gives them (decode_connect.c).
  *
  * src/decode/decode_envelope.c
  *
@@ -24,43 +25,17 @@
 #include "decode_envelope.h"
 #include "decode_json.h"
 
-/* The members of an event that matter; "payload" only at the top. */
+/* The members of an event that matter; "payload" and "schema" only at the top. */
 enum
 {
 	MEMBER_OP,
 	MEMBER_BEFORE,
 	MEMBER_AFTER,
 	MEMBER_PAYLOAD,
+	MEMBER_SCHEMA,
 	NMEMBERS
 };
-static const char *const event_members[NMEMBERS] = {"op", "before", "after", "payload"};
-
-/* What a JSON value is, for messages. */
-static const char *
-kind_name(uint8 kind)
-{
-	switch ((DecodeJsonKind) kind)
-	{
-		case DJ_MISSING:
-			return "nothing";
-		case DJ_NULL:
-			return "null";
-		case DJ_STRING:
-		case DJ_STRING_ESCAPED:
-			return "a string";
-		case DJ_NUMBER:
-			return "a number";
-		case DJ_TRUE:
-			return "true";
-		case DJ_FALSE:
-			return "false";
-		case DJ_OBJECT:
-			return "an object";
-		case DJ_ARRAY:
-			return "an array";
-	}
-	return "a value";
-}
+static const char *const event_members[NMEMBERS] = {"op", "before", "after", "payload", "schema"};
 
 /* Why an image the op needs is not there, or NULL if it is an object. */
 static const char *
@@ -71,7 +46,7 @@ image_error(const char *name, char op, const DecodeSpan *image)
 	if (image->kind == DJ_MISSING || image->kind == DJ_NULL)
 		return psprintf("Debezium event with op \"%c\" has no \"%s\" row", op, name);
 	return psprintf("\"%s\" of a Debezium event must be an object, found %s", name,
-					kind_name(image->kind));
+					decode_json_kind_name(image->kind));
 }
 
 /*
@@ -82,13 +57,15 @@ image_error(const char *name, char op, const DecodeSpan *image)
  *		one after, 't' (a truncate) none; 'u' may have a "before" object, or none (missing or null: what
  *		Debezium sends without REPLICA IDENTITY FULL), which its caller
  *		judges.  A wrapper whose "payload" is null is a tombstone: *op is 0.
+ *		*schema: the wrapper's "schema" (kind DJ_MISSING without one), which
+ *		describes the images' fields (decode_connect.c).
  *		Returns NULL, or why the event is malformed (not JSON, no op, an op of
  *		another kind, an image the op needs missing or not an object).  The
  *		payload has passed the encoding check; state is a JSON decoder's.
  */
 const char *
 decode_debezium_event(DecodeState *state, const char *payload, int len, char *op,
-					  DecodeSpan *before, DecodeSpan *after)
+					  DecodeSpan *before, DecodeSpan *after, DecodeSpan *schema)
 {
 	DecodeSpan	m[NMEMBERS];
 	const char *error;
@@ -96,6 +73,7 @@ decode_debezium_event(DecodeState *state, const char *payload, int len, char *op
 	char	   *text;
 
 	*op = 0;
+	schema->kind = DJ_MISSING;
 	error = decode_json_members(state, payload, len, NMEMBERS, event_members, m);
 	if (error != NULL)
 		return error;
@@ -108,18 +86,19 @@ decode_debezium_event(DecodeState *state, const char *payload, int len, char *op
 			return NULL;
 		if (wrapped.kind != DJ_OBJECT)
 			return psprintf("\"payload\" of a Debezium event must be an object, found %s",
-							kind_name(wrapped.kind));
+							decode_json_kind_name(wrapped.kind));
 		/* scanned once already: this finds its members, it cannot fail */
 		error = decode_json_members(state, wrapped.start, wrapped.len, MEMBER_PAYLOAD,
 									event_members, m);
 		if (error != NULL)
 			return error;
+		*schema = m[MEMBER_SCHEMA];
 	}
 	if (op_span->kind == DJ_MISSING || op_span->kind == DJ_NULL)
 		return pstrdup("Debezium event without \"op\"");
 	if (op_span->kind != DJ_STRING && op_span->kind != DJ_STRING_ESCAPED)
 		return psprintf("\"op\" of a Debezium event must be a string, found %s",
-						kind_name(op_span->kind));
+						decode_json_kind_name(op_span->kind));
 	text = decode_json_string(state, op_span);
 	if (text == NULL || strlen(text) != 1 || strchr("crudt", text[0]) == NULL)
 		return psprintf("unknown Debezium op \"%.*s\": only \"c\", \"r\", \"u\", \"d\" and \"t\" change rows",

@@ -12,6 +12,7 @@
 #include "decode_value.h"
 
 extern const char *decode_debezium_event(DecodeState *state, const char *payload, int len,
-										 char *op, DecodeSpan *before, DecodeSpan *after);
+										 char *op, DecodeSpan *before, DecodeSpan *after,
+										 DecodeSpan *schema);
 
 #endif							/* STREAMWIN_DECODE_ENVELOPE_H */

@@ -24,7 +24,13 @@
  * for json/jsonb columns.  json/jsonb columns get the raw JSON text of any
  * value, so a string stays a JSON string.  Missing keys are NULL (and
  * counted per column, so that a batch can report them), unknown keys are
- * ignored, and when a key repeats, the last one wins (as in jsonb).
+ * ignored, and when a key repeats, the last one wins (as in jsonb).  A
+ * message whose schema gives a column a logical type (state->logical: a
+ * row in Kafka Connect's wrapper, or a Debezium event's) has that column's
+ * value converted first (decode_logical.c): a timestamp's integer, a
+ * decimal's base64, a VariableScaleDecimal's object, a Json string's
+ * document.  A message that names no column at all is left to its caller,
+ * which may find the wrapper in it (state->unwrap).
  *
  * src/decode/decode_json.c
  *
@@ -37,6 +43,7 @@
 #include "decode_bytes.h"
 #include "decode_fast.h"
 #include "decode_json.h"
+#include "decode_logical.h"
 
 /* JSON nesting deeper than this is rejected (never recursed into) */
 #define DECODE_JSON_MAX_DEPTH	1000
@@ -77,6 +84,8 @@ static int	match_key(DecodeState *state, const char *key, int keylen,
 					  int *next);
 static int	match_name(const char *const *names, int nnames, const char *key,
 					   int keylen);
+static const char *logical_text(DecodeState *state, const LogicalField *f,
+								const DecodeSpan *span, StringInfo out);
 
 
 static inline uint32
@@ -171,6 +180,9 @@ decode_json_init(DecodeState *state)
 			json_cc[c] |= CC_WORD;
 		json_cc_ready = true;
 	}
+
+	/* (used only for values a message's schema gives a logical type) */
+	initStringInfo(&state->logical_text);
 
 	/* at most half full, so that probe sequences stay short */
 	while (size < (uint32) state->ncolumns * 2)
@@ -486,6 +498,13 @@ scan_object(DecodeState *state, const char *payload, int len, int nnames,
 }
 
 /*
+ * What decode_json_message returns, with state->unwrap, for a message that
+ * names none of the columns and converts nothing: its caller may find a
+ * Kafka Connect wrapper in it (decode.c).
+ */
+const char	decode_json_wrapped[] = "a message that names no column";
+
+/*
  * decode_json_message
  *		Decode one JSON object into values/nulls (see decoder_decode for the
  *		contract).  The payload has passed decode_verify_encoding().
@@ -503,11 +522,22 @@ decode_json_message(DecodeState *state, const char *payload, int len,
 	error = scan_object(state, payload, len, 0, NULL, NULL, &containers);
 	if (error != NULL)
 		return error;
+	/* (the first column is nearly always there: the rest need not be looked at) */
+	if (unlikely(state->unwrap) && state->ncolumns > 0 && state->spans[0].kind == DJ_MISSING)
+	{
+		bool		none = true;
+
+		for (int i = 1; i < state->ncolumns && none; i++)
+			none = state->spans[i].kind == DJ_MISSING;
+		if (none)
+			return decode_json_wrapped;
+	}
 
 	/*
 	 * The message is well-formed.  Reject containers for scalar columns
 	 * before running any input function, so that the error is ours rather
-	 * than whatever an earlier column's input function thought.
+	 * than whatever an earlier column's input function thought.  A column
+	 * of a logical type says what it needs itself (logical_text).
 	 */
 	if (containers)
 	{
@@ -516,7 +546,8 @@ decode_json_message(DecodeState *state, const char *payload, int len,
 			DecodeSpan *span = &state->spans[i];
 
 			if ((span->kind == DJ_OBJECT || span->kind == DJ_ARRAY) &&
-				!state->columns[i].is_json)
+				!state->columns[i].is_json &&
+				!(state->logical != NULL && state->logical[i].kind != LOGICAL_NONE))
 				return psprintf("key \"%s\": expected a scalar value for column of type %s, found %s",
 								state->columns[i].name,
 								state->columns[i].typname,
@@ -539,7 +570,15 @@ decode_json_message(DecodeState *state, const char *payload, int len,
 			nulls[column->attindex] = true;
 			continue;
 		}
-		if (!column->is_json)
+		if (unlikely(state->logical != NULL) && state->logical[i].kind != LOGICAL_NONE)
+		{
+			error = logical_text(state, &state->logical[i], span, &state->logical_text);
+			if (error != NULL)
+				return psprintf("key \"%s\": %s", column->name, error);
+			chars = state->logical_text.data;
+			textlen = state->logical_text.len;
+		}
+		else if (!column->is_json)
 		{
 			if (span->kind == DJ_STRING)
 			{
@@ -612,6 +651,189 @@ decode_json_string(DecodeState *state, const DecodeSpan *span)
 	if (json_unescape(state, span->start + 1, span->start + span->len - 1, &out) != NULL)
 		return NULL;
 	return out.data;
+}
+
+/*
+ * decode_json_kind_name
+ *		What a JSON value of kind is (DecodeJsonKind), for messages: "a
+ *		string", "null", ...
+ */
+const char *
+decode_json_kind_name(uint8 kind)
+{
+	switch ((DecodeJsonKind) kind)
+	{
+		case DJ_MISSING:
+			return "nothing";
+		case DJ_NULL:
+			return "null";
+		case DJ_STRING:
+		case DJ_STRING_ESCAPED:
+			return "a string";
+		case DJ_NUMBER:
+			return "a number";
+		case DJ_TRUE:
+			return "true";
+		case DJ_FALSE:
+			return "false";
+		case DJ_OBJECT:
+			return "an object";
+		case DJ_ARRAY:
+			return "an array";
+	}
+	return "a value";
+}
+
+/*
+ * decode_json_elements
+ *		The elements of an array found by decode_json_members (kind
+ *		DJ_ARRAY), in a palloc'd array *elements; returns how many.  The
+ *		array was scanned whole already, so this cannot fail.
+ */
+int
+decode_json_elements(DecodeState *state, const DecodeSpan *array, DecodeSpan **elements)
+{
+	JsonScan	scan;
+	const char *p = array->start + 1;
+	const char *end = array->start + array->len;
+	int			n = 0;
+	int			max = 8;
+
+	Assert(array->kind == DJ_ARRAY);
+	scan.start = array->start;
+	scan.end = end;
+	scan.encoding = state->encoding;
+	scan.error = NULL;
+	*elements = palloc(sizeof(DecodeSpan) * max);
+	for (p = skip_space(p, end); p < end && *p != ']'; p = skip_space(p, end))
+	{
+		DecodeSpan *e;
+
+		if (n == max)
+		{
+			max *= 2;
+			*elements = repalloc(*elements, sizeof(DecodeSpan) * max);
+		}
+		e = &(*elements)[n++];
+		e->start = p;
+		p = scan_value(&scan, p, &e->kind);
+		if (p == NULL)
+			elog(ERROR, "streamwin: a scanned JSON array fails a second scan: %s", scan.error);
+		e->len = p - e->start;
+		p = skip_space(p, end);
+		if (p < end && *p == ',')
+			p++;
+	}
+	return n;
+}
+
+/*
+ * The characters of a string value (kind DJ_STRING or DJ_STRING_ESCAPED),
+ * unescaped into the state's scratch if it has escapes: *chars, *len.
+ * Returns NULL, or what it holds that no text can (\u0000).
+ */
+static const char *
+string_chars(DecodeState *state, const DecodeSpan *span, const char **chars, int *len)
+{
+	const char *bad;
+
+	if (span->kind == DJ_STRING)
+	{
+		*chars = span->start + 1;
+		*len = span->len - 2;
+		return NULL;
+	}
+	resetStringInfo(&state->scratch);
+	bad = json_unescape(state, span->start + 1, span->start + span->len - 1, &state->scratch);
+	*chars = state->scratch.data;
+	*len = state->scratch.len;
+	return bad;
+}
+
+/* The value of a number of at most 5 digits and no fraction: false if not one */
+static bool
+small_integer(const DecodeSpan *span, int32 *v)
+{
+	const char *p = span->start;
+	const char *end = p + span->len;
+	bool		negative = p < end && *p == '-';
+
+	*v = 0;
+	if (span->kind != DJ_NUMBER || span->len - negative < 1 || span->len - negative > 5)
+		return false;
+	for (p += negative; p < end; p++)
+	{
+		if (*p < '0' || *p > '9')
+			return false;
+		*v = *v * 10 + (*p - '0');
+	}
+	if (negative)
+		*v = -*v;
+	return true;
+}
+
+/*
+ * The text of a value that the message's schema gives logical type f, for
+ * its column's input function, into out (see decode_logical.c).  Returns
+ * NULL, or why the value is not one of f.
+ */
+static const char *
+logical_text(DecodeState *state, const LogicalField *f, const DecodeSpan *span, StringInfo out)
+{
+	static const char *const decimal_members[] = {"scale", "value"};
+	DecodeSpan	m[2];
+	const char *chars;
+	int			len;
+	const char *bad;
+	int32		scale = f->scale;
+
+	resetStringInfo(out);
+	switch ((LogicalKind) f->kind)
+	{
+		case LOGICAL_TIMESTAMP:
+		case LOGICAL_DATE:
+		case LOGICAL_TIME:
+		case LOGICAL_DURATION:
+			if (span->kind != DJ_NUMBER)
+				return psprintf("%s needs an integer, found %s", f->name,
+								decode_json_kind_name(span->kind));
+			return logical_integer_text(f, span->start, span->len, out);
+		case LOGICAL_VARIABLE_DECIMAL:
+			if (span->kind != DJ_OBJECT)
+				return psprintf("%s needs an object of \"scale\" and \"value\", found %s", f->name,
+								decode_json_kind_name(span->kind));
+			/* scanned once already: this finds its members, it cannot fail */
+			if (decode_json_members(state, span->start, span->len, 2, decimal_members, m) != NULL)
+				elog(ERROR, "streamwin: a scanned JSON object fails a second scan");
+			if (!small_integer(&m[0], &scale))
+				return psprintf("%s needs an integer \"scale\" of at most 5 digits", f->name);
+			if (m[1].kind != DJ_STRING && m[1].kind != DJ_STRING_ESCAPED)
+				return psprintf("%s needs a string \"value\", found %s", f->name,
+								decode_json_kind_name(m[1].kind));
+			span = &m[1];
+			/* FALLTHROUGH */
+		case LOGICAL_DECIMAL:
+		case LOGICAL_BYTES:
+		case LOGICAL_JSON:
+			if (span->kind != DJ_STRING && span->kind != DJ_STRING_ESCAPED)
+				return psprintf("%s needs a string, found %s", f->name,
+								decode_json_kind_name(span->kind));
+			bad = string_chars(state, span, &chars, &len);
+			if (bad != NULL)
+				return psprintf("%s: the string contains %s", f->name, bad);
+			if (f->kind == LOGICAL_BYTES)
+				return logical_bytes_text(f, chars, len, out);
+			if (f->kind == LOGICAL_JSON)
+			{
+				appendBinaryStringInfo(out, chars, len);
+				return NULL;
+			}
+			return logical_decimal_text(f, chars, len, scale, out);
+		case LOGICAL_NONE:
+			break;
+	}
+	elog(ERROR, "streamwin: no text for logical type %d", f->kind);
+	return NULL;
 }
 
 /* The index of the name that key is in names[0..nnames), or -1. */

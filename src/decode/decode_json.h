@@ -11,6 +11,8 @@
 
 #include "decode_value.h"
 
+extern const char decode_json_wrapped[];
+
 extern void decode_json_init(DecodeState *state);
 extern const char *decode_json_message(DecodeState *state,
 									   const char *payload, int len,
@@ -19,5 +21,8 @@ extern const char *decode_json_members(DecodeState *state, const char *payload, 
 									   int nnames, const char *const *names,
 									   DecodeSpan *spans);
 extern char *decode_json_string(DecodeState *state, const DecodeSpan *span);
+extern int	decode_json_elements(DecodeState *state, const DecodeSpan *array,
+								 DecodeSpan **elements);
+extern const char *decode_json_kind_name(uint8 kind);
 
 #endif							/* STREAMWIN_DECODE_JSON_H */

@@ -58,6 +58,7 @@ decode_column_init(DecodeColumn *column, int attindex, Form_pg_attribute attr,
 	 * (domain_in) checks the constraints.
 	 */
 	basetype = getBaseType(attr->atttypid);
+	column->basetype = basetype;
 	column->is_json = (basetype == JSONOID || basetype == JSONBOID);
 	column->fast = fast_path_for(attr->atttypid, attr->atttypmod);
 }

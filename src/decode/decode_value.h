@@ -9,9 +9,12 @@
  * The layers of decoding: decode.c (decode.h, the interface) builds a
  * decoder and hands each message to its format, decode_json.c,
  * decode_csv.c or the text format; the formats find the values and
- * convert them with decode_input().  Each file calls only the ones below
- * it; this one calls none of them but decode_text.c, at the bottom, which
- * gives the text values their memory.
+ * convert them with decode_input().  A Debezium event's parts
+ * (decode_envelope.c) and a Kafka Connect schema (decode_connect.c) are
+ * read with the JSON format's scanner, and values the schema gives a
+ * logical type get their text from decode_logical.c, beside this file.
+ * Each file calls only the ones below it; this one calls none of them but
+ * decode_text.c, at the bottom, which gives the text values their memory.
  *
  *-------------------------------------------------------------------------
  */
@@ -48,6 +51,7 @@ typedef struct DecodeColumn
 	int			namelen;		/* strlen(name) */
 	const char *typname;		/* type name, for error strings */
 	Oid			typid;			/* the column's type */
+	Oid			basetype;		/* its base type, if it is a domain */
 	Oid			typioparam;
 	int32		typmod;
 	bool		is_json;		/* json, jsonb, or a domain over them */
@@ -108,6 +112,21 @@ typedef struct DecodeState
 
 	/* the Avro format's schemas and plans (decode_avro.c), else NULL */
 	struct AvroDecoder *avro;
+
+	/*
+	 * JSON: per column, how the message's schema says its value is encoded
+	 * (decode_logical.h), or NULL: every value as it is.  Set for each
+	 * message by the one who decodes it.
+	 */
+	const struct LogicalField *logical;
+	StringInfoData logical_text;	/* the text of a value converted so */
+
+	/*
+	 * JSON: a message that names no column may be a value in Kafka
+	 * Connect's wrapper; the format then says so (decode_json_wrapped)
+	 * instead of decoding it.  Set for each message too.
+	 */
+	bool		unwrap;
 
 	/* JSON key lookup: open-addressing table of column indexes, -1 = free */
 	int		   *keyhash;
