@@ -60,6 +60,7 @@ struct MessageDecoder
 	const char *part_default;	/* decoder_set_part's */
 	DecodeState state;			/* the columns, per-message spans, scratch */
 	ConnectSchema *connect;		/* the last Kafka Connect schema read, or NULL */
+	bool		null_payload;	/* decoder_null_payload */
 
 	/*
 	 * A decoded message sets every attribute: the format sets each column
@@ -76,6 +77,7 @@ static const char *decode_verify_encoding(MessageDecoder *decoder,
 static void decode_column_errcontext(void *arg);
 static const char *decode_connect_value(MessageDecoder *decoder, const char *payload, int len,
 										Datum *values, bool *nulls);
+static const LogicalField *connect_row_fields(MessageDecoder *decoder, const DecodeSpan *schema);
 static const char *decode_text_message(DecodeState *state,
 									   const char *payload, int len,
 									   Datum *values, bool *nulls);
@@ -424,6 +426,7 @@ decoder_decode(MessageDecoder *decoder, const char *payload, size_t len,
 {
 	const char *error;
 
+	decoder->null_payload = false;
 	/* a failed message gets them all NULL below */
 	if (!decoder->fills_all)
 		decode_all_null(decoder, values, nulls);
@@ -454,23 +457,43 @@ decode_connect_value(MessageDecoder *decoder, const char *payload, int len, Datu
 {
 	static const char *const wrapper[2] = {"schema", "payload"};
 	DecodeSpan	m[2];
-	const LogicalField *logical = NULL;
 
 	/* scanned once already: this finds its members, it cannot fail */
 	if (decode_json_members(&decoder->state, payload, len, 2, wrapper, m) != NULL)
 		elog(ERROR, "streamwin: a scanned JSON message fails a second scan");
 	if ((m[0].kind != DJ_OBJECT && m[0].kind != DJ_NULL) || m[1].kind != DJ_OBJECT)
+	{
+		/* a null value with its schema: what a tombstone is to an upsert */
+		decoder->null_payload = (m[0].kind == DJ_OBJECT || m[0].kind == DJ_NULL) &&
+			m[1].kind == DJ_NULL;
 		return decode_payload(decoder, decoder->part_default, payload, len, NULL, false, values,
 							  nulls);
-	if (m[0].kind == DJ_OBJECT)
-	{
-		if (decoder->connect == NULL)
-			decoder->connect = connect_schema_create(decoder->mcxt);
-		connect_schema_read(&decoder->state, decoder->connect, &m[0]);
-		logical = decoder->connect->row;
 	}
-	return decode_payload(decoder, decoder->part_default, m[1].start, m[1].len, logical, false,
-						  values, nulls);
+	return decode_payload(decoder, decoder->part_default, m[1].start, m[1].len,
+						  connect_row_fields(decoder, &m[0]), false, values, nulls);
+}
+
+/* What the wrapper's schema (an object, or not: none) gives a row's columns */
+static const LogicalField *
+connect_row_fields(MessageDecoder *decoder, const DecodeSpan *schema)
+{
+	if (schema->kind != DJ_OBJECT)
+		return NULL;
+	if (decoder->connect == NULL)
+		decoder->connect = connect_schema_create(decoder->mcxt);
+	connect_schema_read(&decoder->state, decoder->connect, schema);
+	return decoder->connect->row;
+}
+
+/*
+ * decoder_null_payload (see decode.h): a null value with its schema, which
+ * an upsert source reads as a tombstone, others as the message it is,
+ * without the columns' keys
+ */
+bool
+decoder_null_payload(MessageDecoder *decoder)
+{
+	return decoder->null_payload;
 }
 
 const char *
@@ -493,10 +516,13 @@ decoder_decode_key(MessageDecoder *decoder, const char *key, size_t len, Datum *
 		decode_all_null(decoder, values, nulls);
 		return error;
 	}
-	/* Connect's wrapper: a schema object (or null) and the key's object */
+	/*
+	 * Connect's wrapper: a schema object (or null) and the key's object,
+	 * whose values the schema gives their logical types as a row's
+	 */
 	if ((m[0].kind == DJ_OBJECT || m[0].kind == DJ_NULL) && m[1].kind == DJ_OBJECT)
-		return decode_payload(decoder, decoder->part_default, m[1].start, m[1].len, NULL, false,
-							  values, nulls);
+		return decode_payload(decoder, decoder->part_default, m[1].start, m[1].len,
+							  connect_row_fields(decoder, &m[0]), false, values, nulls);
 	return decode_payload(decoder, decoder->part_default, key, (int) len, NULL, false, values,
 						  nulls);
 }

@@ -79,6 +79,13 @@ extern const char *decoder_decode(MessageDecoder *decoder,
 								  Datum *values, bool *nulls);
 
 /*
+ * decoder_null_payload
+ *		Whether the message decoder_decode last read was Kafka Connect's
+ *		wrapper of a null payload ({"schema": ..., "payload": null}).
+ */
+extern bool decoder_null_payload(MessageDecoder *decoder);
+
+/*
  * decoder_set_part
  *		Name the part of a message the decoder reads ("key"), for the error
  *		context of values the column types refuse; NULL: its payload.

@@ -754,12 +754,18 @@ string_chars(DecodeState *state, const DecodeSpan *span, const char **chars, int
 static bool
 small_integer(const DecodeSpan *span, int32 *v)
 {
-	const char *p = span->start;
-	const char *end = p + span->len;
-	bool		negative = p < end && *p == '-';
+	const char *p;
+	const char *end;
+	bool		negative;
 
 	*v = 0;
-	if (span->kind != DJ_NUMBER || span->len - negative < 1 || span->len - negative > 5)
+	/* (a member that is missing has no text) */
+	if (span->kind != DJ_NUMBER)
+		return false;
+	p = span->start;
+	end = p + span->len;
+	negative = p < end && *p == '-';
+	if (span->len - negative < 1 || span->len - negative > 5)
 		return false;
 	for (p += negative; p < end; p++)
 	{

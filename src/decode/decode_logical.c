@@ -33,6 +33,7 @@
 #include "common/base64.h"
 #include "common/int.h"
 #include "datatype/timestamp.h"
+#include "mb/pg_wchar.h"
 #include "utils/datetime.h"
 
 #include "decode_logical.h"
@@ -70,8 +71,22 @@ static const struct
 /* and a scale at most this far from 0 (numeric's largest display scale) */
 #define LOGICAL_SCALE_MAX 1000
 
+/*
+ * What Debezium's PostgreSQL connector writes for a timestamp of
+ * 'infinity' and of '-infinity' (the second negated here)
+ */
+#define DEBEZIUM_INFINITY INT64CONST(9223372036825200000)
+#define DEBEZIUM_MINUS_INFINITY INT64CONST(9223372036832400000)
+
 static const int64 ten_to[] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000,
 100000000, 1000000000};
+
+/* How much of text (len bytes) an error quotes: 64 bytes at most, whole characters */
+static int
+clip(const char *text, int len)
+{
+	return len <= 64 ? len : pg_mbcliplen(text, len, 64);
+}
 
 /*
  * logical_kind_for
@@ -162,14 +177,14 @@ floor_div(int64 a, int64 b, int64 *rem)
 static bool
 append_date(StringInfo out, int64 days, bool *bc)
 {
-	int64		jd = days + UNIX_EPOCH_JDATE;
 	int			year;
 	int			month;
 	int			day;
 
-	if (days < -UNIX_EPOCH_JDATE || jd > TIMESTAMP_END_JULIAN)
+	/* (the range first: days may be any int64) */
+	if (days < -UNIX_EPOCH_JDATE || days > TIMESTAMP_END_JULIAN - UNIX_EPOCH_JDATE)
 		return false;
-	j2date((int) jd, &year, &month, &day);
+	j2date((int) (days + UNIX_EPOCH_JDATE), &year, &month, &day);
 	/* year 0 is 1 BC */
 	*bc = year <= 0;
 	appendStringInfo(out, "%04d-%02d-%02d", *bc ? 1 - year : year, month, day);
@@ -213,17 +228,23 @@ logical_integer_text(const LogicalField *f, const char *number, int len, StringI
 	for (; p < end; p++)
 	{
 		if (*p < '0' || *p > '9')
-			return psprintf("%s needs an integer, found %.*s", f->name, Min(len, 64), number);
+			return psprintf("%s needs an integer, found %.*s", f->name, clip(number, len), number);
 		/* accumulated negative, so that the smallest int64 fits */
 		if (pg_mul_s64_overflow(v, 10, &v) || pg_sub_s64_overflow(v, *p - '0', &v))
-			return psprintf("%s %.*s is out of range", f->name, Min(len, 64), number);
+			return psprintf("%s %.*s is out of range", f->name, clip(number, len), number);
 	}
 	if (!negative && pg_sub_s64_overflow(0, v, &v))
-		return psprintf("%s %.*s is out of range", f->name, Min(len, 64), number);
+		return psprintf("%s %.*s is out of range", f->name, clip(number, len), number);
 
 	switch ((LogicalKind) f->kind)
 	{
 		case LOGICAL_TIMESTAMP:
+			/* Debezium's PostgreSQL connector writes infinity so, in any unit */
+			if (v == DEBEZIUM_INFINITY || v == -DEBEZIUM_MINUS_INFINITY)
+			{
+				appendStringInfoString(out, v > 0 ? "infinity" : "-infinity");
+				return NULL;
+			}
 			seconds = floor_div(v, unit, &fraction);
 			days = floor_div(seconds, SECS_PER_DAY, &seconds);
 			if (!append_date(out, days, &bc))
@@ -288,7 +309,7 @@ logical_decimal_text(const LogicalField *f, const char *base64, int len, int32 s
 	int			skip = 0;
 
 	if (n < 0)
-		return psprintf("%s needs base64 text, found \"%.*s\"", f->name, Min(len, 64), base64);
+		return psprintf("%s needs base64 text, found \"%.*s\"", f->name, clip(base64, len), base64);
 	if (n == 0)
 		return psprintf("%s needs at least one byte", f->name);
 	/* bytes of sign extension only repeat the sign */
@@ -321,7 +342,7 @@ logical_bytes_text(const LogicalField *f, const char *base64, int len, StringInf
 	int			n = base64_bytes(base64, len, &bytes);
 
 	if (n < 0)
-		return psprintf("bytes need base64 text, found \"%.*s\"", Min(len, 64), base64);
+		return psprintf("bytes need base64 text, found \"%.*s\"", clip(base64, len), base64);
 	enlargeStringInfo(out, 2 * n + 2);
 	appendStringInfoString(out, "\\x");
 	for (int i = 0; i < n; i++)

@@ -424,10 +424,15 @@ decode_upsert(ChangeDecoder *cd, const SourceRow *m, ChangeRows *out)
 	Datum	   *values = cd->row_values[0];
 	bool	   *nulls = cd->row_nulls[0];
 	const char *error = NULL;
+	bool		tombstone = m->payload == NULL;
 
-	if (m->payload != NULL)
+	if (!tombstone)
+	{
 		error = decoder_decode(cd->values, m->payload, m->len, values, nulls);
-	else
+		/* Kafka Connect's null value with its schema deletes, as a null value */
+		tombstone = error == NULL && decoder_null_payload(cd->values);
+	}
+	if (tombstone)
 	{
 		for (int i = 0; i < cd->natts; i++)
 		{
@@ -439,8 +444,8 @@ decode_upsert(ChangeDecoder *cd, const SourceRow *m, ChangeRows *out)
 		error = decode_key(cd, m, values, nulls);
 	if (error != NULL)
 		return error;
-	out->kind = m->payload != NULL ? 'v' : 't';
-	add_row(cd, out, 0, m->payload != NULL ? 1 : -1);
+	out->kind = tombstone ? 't' : 'v';
+	add_row(cd, out, 0, tombstone ? -1 : 1);
 	return NULL;
 }
 

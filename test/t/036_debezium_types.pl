@@ -24,6 +24,11 @@
 #      numeric with its scale kept, and into integer and float columns),
 #      VariableScaleDecimal, Json (into jsonb and json), bytes (into bytea),
 #      a domain over timestamptz and one over numeric; JSON nulls.
+#      Debezium's infinities (9223372036825200000 and -9223372036832400000
+#      in milli-, micro- and nanoseconds) into timestamp, timestamptz and
+#      the domain, as 'infinity' and '-infinity' (into bigint as they are),
+#      and the integers next to them as the instants they are (in years
+#      294247, 2262 and 1677).
 #   2. what is read as before: a column whose type the schema name does not
 #      convert (bigint for a MicroTimestamp, text for a Decimal, bytes or
 #      Json), a field the schema does not describe or describes without a
@@ -33,10 +38,14 @@
 #      same source runs its batches under America/Sao_Paulo (whose offset
 #      before 1914 is -03:06:28) and must equal the same expected table.
 #   4. malformed values (the wrong JSON kind for the schema name, bad
-#      base64, a VariableScaleDecimal without an integer scale or a string
-#      value, an integer beyond int64, a decimal with a fraction into an
-#      integer column, in "after" or "before"): dead letters at their
+#      base64, a VariableScaleDecimal without an integer scale (or {}) or a
+#      string value, an integer beyond int64, a decimal with a fraction into
+#      an integer column, in "after" or "before"; timestamps next to the
+#      infinities that PostgreSQL cannot hold, -infinity into a domain that
+#      refuses it, the int64 extremes as days): dead letters at their
 #      partition and offset that say why, and the events around them read.
+#      A Decimal of long non-ASCII text is quoted in its error in whole
+#      UTF-8 characters.
 #   5. rows in the wrapper, without an event around them ({"schema": the
 #      row's struct, "payload": the row}, as Debezium's ExtractNewRecordState
 #      and Kafka Connect's source connectors write them), in sources of
@@ -48,21 +57,29 @@
 #      column are read as they are, rows of NULLs counted in missing_keys;
 #      a source with a column named "payload" or "schema" takes that member
 #      as JSON and unwraps nothing; an upsert's keyed transform holds each
-#      key's last wrapped row (tombstones delete it); malformed values are
-#      dead letters that say why.
+#      key's last wrapped row (tombstones, and wrappers of a null payload,
+#      delete it; in the append source such a wrapper is a row of NULLs);
+#      malformed values are dead letters that say why.
+#   6. keys in the wrapper: an upsert source whose message keys are
+#      {"schema": the key's struct, "payload": the key} reads its key
+#      columns (an int64, a MicroTimestamp, infinity among them, and a
+#      Decimal) by their logical types; each key's versions replace each
+#      other, a tombstone or the wrapper of a null payload deletes it, a
+#      later version adds it again, against SQL over the raw values.
 use strict;
 use warnings;
 
 use JSON::PP;
 use List::Util qw(shuffle);
 use Math::BigInt;
+use Encode ();
 use MIME::Base64 qw(encode_base64);
 use PostgreSQL::Test::Utils;
 use Test::More;
 use StreamwinTest;
 
 my $node = new_node('dbztypes');
-my $broker = StreamwinTest::Broker->start(topics => { dbt => 1, dbt_rows => 1, dbt_ups => 1, dbt_pay => 1, dbt_sch => 1 });
+my $broker = StreamwinTest::Broker->start(topics => { dbt => 1, dbt_rows => 1, dbt_ups => 1, dbt_pay => 1, dbt_sch => 1, dbt_keys => 1 });
 my $brokers = $broker->bootstrap;
 my $json = JSON::PP->new->allow_nonref;
 srand(36);
@@ -238,6 +255,12 @@ use constant {
 
 my $EPOCH = q{'1970-01-01 00:00:00+00'::timestamptz};
 
+# What Debezium's PostgreSQL connector writes for a timestamp 'infinity'
+# and '-infinity', in every unit; any other integer is an instant.
+my $INF = Math::BigInt->new('9223372036825200000');
+my $MINUS_INF = Math::BigInt->new('-9223372036832400000');
+sub infinite { my ($v) = @_; return ref $v eq 'Math::BigInt' && ($v == $INF || $v == $MINUS_INF) }
+
 # A column's schema entry but "field": Debezium's members in its order.
 sub logical
 {
@@ -257,7 +280,8 @@ my @cols;
 
 # An instant in unit (ms, us, ns) since the epoch, into timestamp or
 # timestamptz: as a timestamptz the instant, as a timestamp its wall clock
-# in UTC, whatever the session's TimeZone.
+# in UTC, whatever the session's TimeZone; Debezium's infinities (under
+# Debezium's name, in milliseconds) are 'infinity' and '-infinity'.
 sub ts_col
 {
 	my ($name, $type, $unit, %o) = @_;
@@ -274,9 +298,11 @@ sub ts_col
 			$v += pick(0, 1, -1, 123, 456_789) if $unit eq 'ns' && rand() < 0.5;
 			return $unit eq 'ns' ? no_tie($v) : $v;
 		},
-		schema  => sub { logical('int64', pick(@names)) },
+		schema  => sub { logical('int64', infinite($_[0]) ? $names[-1] : pick(@names)) },
 		payload => sub { num($_[0]) },
 		want    => $o{want} // sub {
+			return "'infinity'::$base" if infinite($_[0]) && $_[0] > 0;
+			return "'-infinity'::$base" if infinite($_[0]);
 			my $at = $unit eq 'ns'
 			  ? "$EPOCH + interval '" . ns_seconds($_[0]) . " seconds'"
 			  : "$EPOCH + interval '$_[0] " . ($unit eq 'ms' ? 'milliseconds' : 'microseconds') . "'";
@@ -702,6 +728,7 @@ sub change
 
 # Malformed values: [column, its JSON, its schema entry's members when not
 # the column's own, a regex of the dead letter's reason].
+my $LONG_NOT_BASE64 = 'x' . "\x{e9}" x 40;
 sub decimal_entry
 {
 	my ($scale) = @_;
@@ -719,7 +746,8 @@ my @malformed = (
 	[ 'price',  num('"not base64!"'),          undef, qr/base64/ ],
 	[ 'big',    num('"QUJD*"'),                undef, qr/base64/ ],
 	[ 'raw',    num('"%%%%"'),                 undef, qr/base64/ ],
-	[ 'vsd',    num('{"value": "AQ=="}'),      undef, qr/VariableScaleDecimal/ ],
+	[ 'vsd',    num('{"value": "AQ=="}'),      undef, qr/VariableScaleDecimal needs an integer "scale"/ ],
+	[ 'vsd',    num('{}'),                     undef, qr/VariableScaleDecimal needs an integer "scale"/ ],
 	[ 'vsd',    num('{"scale": "2", "value": "AQ=="}'), undef, qr/VariableScaleDecimal/ ],
 	[ 'vsd',    num('{"scale": 2, "value": 1}'), undef, qr/VariableScaleDecimal/ ],
 	[ 'vsd_f8', num('"AQ=="'),                 undef, qr/VariableScaleDecimal/ ],
@@ -729,6 +757,21 @@ my @malformed = (
 		qr/out of range for type smallint/ ],
 	[ 'doc',    '{oops',                       [ logical('string', DBZ_JSON) ], qr/invalid input syntax for type json/ ],
 	[ 'doc',    num('{"a": 1}'),               [ logical('string', DBZ_JSON) ], qr/io\.debezium\.data\.Json needs/ ],
+	# next to Debezium's infinities, instants PostgreSQL has no timestamp
+	# for (before 4714 BC, after 294276 AD), and -infinity, which the
+	# domain instant refuses
+	[ 'ts',     num($MINUS_INF - 1),           undef, qr/out of range/ ],
+	[ 'tsz',    num($MINUS_INF - 1),           undef, qr/out of range/ ],
+	[ 'tsz',    num($MINUS_INF + 1),           undef, qr/out of range/ ],
+	[ 'ms_tsz', num($INF - 1),                 [ logical('int64', DBZ_TS) ], qr/out of range/ ],
+	[ 'ms_ts',  num($MINUS_INF - 1),           [ logical('int64', DBZ_TS) ], qr/out of range/ ],
+	[ 'inst',   num($MINUS_INF),               undef, qr/domain instant|instant_check/ ],
+	# the int64 extremes as days: no date, not some date of 1969
+	[ 'd',      num('9223372036854775807'),    [ logical('int32', DBZ_DATE) ], qr/out of range for a date/ ],
+	[ 'd',      num('-9223372036854775808'),   [ logical('int32', DBZ_DATE) ], qr/out of range for a date/ ],
+	[ 'd_tsz',  num('-9223372036854775808'),   [ logical('int32', DBZ_DATE) ], qr/out of range for a date/ ],
+	# long non-ASCII text for base64: its error quotes whole characters
+	[ 'price',  $LONG_NOT_BASE64,              undef, qr/Decimal needs base64 text/ ],
 );
 
 # A malformed event, one value of it m: in the "after" of a create or an
@@ -818,6 +861,25 @@ my $first = new_row($next_id++, 'wrapped',
 	dec_txt => { n => Math::BigInt->new(-1), scale => 2, bytes => "\xff" });
 $live{ $first->{id} } = $first;
 event('r', undef, $first);
+
+# Rows of Debezium's infinities in every unit (into bigint the integer
+# itself), and of the integers next to them, which are instants: in
+# microseconds in year 294247 (the other side is out of range: in
+# @malformed), in nanoseconds in 2262 and 1677.  Later changes update and
+# delete them as any row.
+my @inf_fixed = (
+	{ map { ($_ => $INF) } qw(ts tsz ms_tsz ms_ts ns_tsz ns_ts inst us_big) },
+	{ map { ($_ => $MINUS_INF) } qw(ts tsz ms_tsz ms_ts ns_tsz ns_ts us_big) },
+	{ map { ($_ => $INF - 1) } qw(ts tsz ns_tsz ns_ts inst us_big) },
+	{ (map { ($_ => $INF + 1) } qw(ts tsz inst)), ns_tsz => $MINUS_INF - 1, ns_ts => $MINUS_INF + 1,
+		us_big => $MINUS_INF - 1 },
+);
+my @inf_rows = map { new_row($next_id++, 'wrapped', %$_) } @inf_fixed;
+for my $row (@inf_rows)
+{
+	$live{ $row->{id} } = $row;
+	event('r', undef, $row);
+}
 change('r') for 1 .. 9;    # the snapshot
 chunk(100);
 malformed($_, 'c') for @malformed;    # each kind at least once
@@ -846,6 +908,15 @@ $broker->produce('dbt', [ @msgs[ $sent .. $#msgs ] ], keys => 1);
 run_json($node, "run_available('q_utc')");
 psql_ok($node, q{SET timezone = 'America/Sao_Paulo';
 SELECT streamwin.run_available('q_sp') IS NOT NULL}, 'q_sp reads the rest, under America/Sao_Paulo');
+is($node->safe_psql('postgres', qq{
+SELECT string_agg(concat_ws('|', ts, tsz, ms_tsz, ms_ts, ns_tsz, ns_ts, us_big), E'\\n' ORDER BY id)
+  FROM q_utc
+ WHERE (id, v) IN (($inf_rows[0]{id}, $inf_rows[0]{v}), ($inf_rows[1]{id}, $inf_rows[1]{v}))
+   AND __streamwin_change = 1}),
+	join('|', ('infinity') x 6, '9223372036825200000') . "\n"
+	  . join('|', ('-infinity') x 6, '-9223372036832400000'),
+	'Debezium\'s infinities, by hand: infinity and -infinity in milli-, micro- and nanoseconds, into timestamp '
+	  . 'and timestamptz; a bigint keeps the integer');
 
 my $want_cols = join(', ', 'id int', 'v int', map({ "$_->{name} $_->{want_type}" } @cols), 'change smallint');
 psql_ok($node, "CREATE TABLE want ($want_cols);\nINSERT INTO want VALUES\n" . join(",\n", @want_rows),
@@ -989,6 +1060,16 @@ sub append_row
 	return;
 }
 
+# A wrapped row of the raw values fixed (and others random).
+sub append_fixed
+{
+	my (%fixed) = @_;
+	my $row = new_row(++$row_id, 'wrapped', %fixed);
+	my ($value) = row_value($row, 'wrapped');
+	append_message($value, row => $row);
+	return;
+}
+
 # A message read as it is, not as a wrapper's row: the JSON members of its
 # top level, which name the columns of named (integers) and no others.
 sub append_as_is
@@ -1011,6 +1092,8 @@ my @plan = (
 	(sub { append_row('wrapped') }) x 70,
 	(sub { append_row('bare') }) x 12,
 	(sub { append_row('null_schema') }) x 12,
+	# Debezium's infinities, and the integers next to them
+	(map { my $f = $_; sub { append_fixed(%$f) } } @inf_fixed),
 	# malformed values of wrapped rows
 	(map {
 		my ($col, $value, $entry, $re) = @$_;
@@ -1029,6 +1112,9 @@ my @plan = (
 	sub { my ($s) = some_wrapped(); append_as_is([ schema => $s, payload => num(5) ]) },
 	sub { my ($s, $p) = some_wrapped(); append_as_is([ schema => $s, payload => [$p] ]) },
 	sub { append_as_is([ other => num(1) ]) },
+	# the wrapper of a null payload, which an upsert reads as a tombstone,
+	# is a row of NULLs here too
+	sub { my ($s) = some_wrapped(); append_as_is([ schema => $s, payload => undef ]) },
 	# a top level that names a column (the second one, the last one) is the row
 	sub { my ($s, $p) = some_wrapped(); append_as_is([ schema => $s, payload => $p, v => num(424242) ], v => 424242) },
 	sub {
@@ -1051,8 +1137,8 @@ results_match($node, "SELECT $got5, part, off FROM q_rows", 'SELECT * FROM want_
 	  . 'or with a null schema read as before; messages that are no wrapper\'s row read as they are');
 is($node->safe_psql('postgres', "SELECT string_agg(off::text, ',' ORDER BY off) FROM q_rows WHERE num_nonnulls($names) = 0"),
 	join(',', @null_offsets),
-	'append: a wrapper whose payload is a number or an array, and a message of no column, are rows of NULLs '
-	  . 'but their metadata');
+	'append: a wrapper whose payload is a number, an array or null, and a message of no column, are rows of '
+	  . 'NULLs but their metadata');
 is($node->safe_psql('postgres', q{
 SELECT string_agg(key || '=' || n, ',' ORDER BY key)
   FROM (SELECT key, sum(value::bigint) AS n
@@ -1068,7 +1154,8 @@ dead_letters_ok('dbt_rows', \@row_dead, 'append: malformed values of wrapped row
 my (%ups_last, @ups_msgs5, @ups_dead5);    # id => its last row; messages; dead letters
 
 # A message of key id: a value (undef: a tombstone) that is the key's row
-# (row) or a dead letter (dead).
+# (row), a dead letter (dead) or deletes the key as a tombstone does
+# (delete).
 sub ups_put
 {
 	my ($id, $value, %o) = @_;
@@ -1077,7 +1164,7 @@ sub ups_put
 	{
 		push @ups_dead5, [ 0, $#ups_msgs5, $o{dead} ];
 	}
-	elsif (defined $value)
+	elsif (defined $value && !$o{delete})
 	{
 		$ups_last{$id} = $o{row};
 	}
@@ -1113,6 +1200,14 @@ sub ups_chunk5
 			utf8::upgrade($value);
 			ups_put($id, $value, row => { kind => 'none', id => $id });
 		}
+		elsif ($r < 0.3)
+		{
+			# the wrapper of a null payload: a tombstone, of a key with a
+			# row or not
+			my (undef, $schema) = row_value(new_row($id, 'wrapped'), 'wrapped');
+			my $value = json_text(obj(schema => $schema, payload => undef));
+			ups_put($id, $value, delete => 1);
+		}
 		else
 		{
 			my $how = $r < 0.8 ? 'wrapped' : pick('bare', 'null_schema');
@@ -1140,9 +1235,40 @@ psql_ok($node, "CREATE TABLE want_ups ($want_cols5);\n"
 	'upsert: the expected table, each key\'s last row computed in SQL from its raw values');
 results_match($node, "SELECT $got5 FROM q_ups", 'SELECT * FROM want_ups',
 	'upsert: the keyed transform holds each key\'s last row, a wrapped one read by its schema; tombstones '
-	  . 'deleted keys, dead letters left them as they were');
+	  . 'and wrappers of a null payload deleted keys, dead letters left them as they were');
 dead_letters_ok('dbt_ups', \@ups_dead5, 'upsert: malformed values of wrapped rows are dead letters at their '
 	  . 'offsets that say why');
+
+# ---- a long non-ASCII quote in an error ----------------------------------------
+
+# A Decimal whose text is no base64 but 'x' and 40 letters of two bytes:
+# the error that quotes it (in part or whole) is valid UTF-8 (psql reads it
+# back in the database's encoding, UTF8), without a replacement character,
+# and its quote a prefix of the text, in whole characters.
+{
+	my (%seen, @bad);
+	for my $line (split /\n/, $node->safe_psql('postgres', q{
+SELECT source || E'\t' || replace(error, E'\n', ' ') FROM streamwin.dead_letters
+ WHERE error LIKE '%Decimal needs base64 text, found "x%' ORDER BY source, "offset"}))
+	{
+		my $text = eval { Encode::decode('UTF-8', my $bytes = $line, Encode::FB_CROAK) };
+		if (!defined $text)
+		{
+			push @bad, "not UTF-8: $line";
+			next;
+		}
+		my ($source, $error) = split /\t/, $text, 2;
+		$seen{$source}++;
+		my ($quote) = $error =~ /found "([^"]*)"/;
+		push @bad, "$source: $error"
+		  unless defined $quote && length $quote > 1 && index($LONG_NOT_BASE64, $quote) == 0
+		  && $error !~ /\x{fffd}/;
+	}
+	push @bad, "no such dead letter of $_" for grep { !$seen{$_} } qw(dbt dbt_rows);
+	ok(!@bad, 'a Decimal of long non-ASCII text: its dead letters (of events and of wrapped rows) quote it in '
+		  . 'valid UTF-8, whole characters of it, no replacement character')
+	  or diag(join("\n", @bad));
+}
 
 # ---- a column named "payload" or "schema" --------------------------------------
 
@@ -1178,5 +1304,161 @@ for my $member (qw(payload schema))
 			$member eq 'payload' ? \@pay_want : \@sch_want),
 		"a source with a column \"$member\": the member is that column's JSON, the wrapper's row not read");
 }
+
+# ==== 6. keys in the wrapper ====================================================
+
+# An upsert source whose message keys are in Kafka Connect's wrapper too,
+# as Debezium writes a table's key with schemas: {"schema": the key's
+# struct, "payload": the key}.  Its key columns take their fields' logical
+# types as a row's columns do: id an int64 (no name), at a MicroTimestamp
+# (Debezium's infinity among them), k a Decimal of scale 2.  Each key
+# keeps its text (the same bytes) from version to version, and keys that
+# differ only in at or in k are other keys.  The values are wrapped rows
+# of all the columns (the key's too, the same values); a tombstone (with
+# the wrapped key) and the wrapper of a null payload delete the key.
+my @kcols6 = (
+	ts_col('at', 'timestamptz', 'us'),
+	decimal_col('k', 'numeric', as => 'text', bytes => [ 1, 9 ], scales => [2]),
+);
+my @vcols6 = (
+	ts_col('tsz', 'timestamptz', 'us'),
+	ts_col('ms_ts', 'timestamp', 'ms'),
+	date_col('d', 'date'),
+	decimal_col('price', 'numeric', as => 'text', bytes => [ 1, 9 ], scales => [ 2, 0, 4 ]),
+);
+
+sub dec2
+{
+	my ($n, $pad) = @_;
+	$n = Math::BigInt->new($n);
+	return { n => $n, scale => 2, bytes => twos_complement($n, $pad) };
+}
+
+# The fields of a key's columns, and their payload's members.
+sub key_fields6
+{
+	my ($key) = @_;
+	return (obj(type => 'int64', optional => $F, field => 'id'),
+		map { obj($_->{schema}->($key->{ $_->{name} }), field => $_->{name}) } @kcols6);
+}
+
+sub key_members6
+{
+	my ($key) = @_;
+	return (id => num($key->{id}), map { ($_->{name} => $_->{payload}->($key->{ $_->{name} })) } @kcols6);
+}
+
+my @keys6 = map {
+	my ($id, $at, $k) = @$_;
+	my %key = (id => Math::BigInt->new($id), at => Math::BigInt->new($at), k => $k);
+	$key{text} = json_text(obj(
+			schema => obj(type => 'struct', fields => [ key_fields6(\%key) ], optional => $F,
+				name => 'shop.public.orders.Key'),
+			payload => obj(key_members6(\%key))));
+	\%key;
+} (
+	[ 1, '1700000000000000', dec2(1250) ],
+	[ 1, '1700000000000001', dec2(1250) ],     # another at, by a microsecond
+	[ 1, '1700000000000000', dec2(-1250) ],    # another k
+	[ 2, '-2208988800000001', dec2(0) ],
+	[ 3, $INF, dec2(1) ],
+	[ '-9223372036854775808', $MINUS_INF, dec2(1250, 1) ],    # sign bytes in front
+	map { [ rand_big(@$int64), $kcols6[0]{gen}->(), $kcols6[1]{gen}->() ] } 1 .. 4,
+);
+
+my (@key_msgs, %key_row);    # messages [0, key, value]; key index => its row
+
+# A message of key i: a new row ('row'), a tombstone ('tombstone') or the
+# wrapper of a null payload ('null_payload').
+sub key_put
+{
+	my ($i, $what) = @_;
+	my $key = $keys6[$i];
+	my $row = $what eq 'row'
+	  ? { v => ++$version, map { ($_->{name} => rand() < 0.1 ? undef : $_->{gen}->()) } @vcols6 } : undef;
+	my $schema = row_schema([ key_fields6($key), obj(type => 'int32', optional => $T, field => 'v'),
+			map { obj($_->{schema}->($row ? $row->{ $_->{name} } : undef), field => $_->{name}) } @vcols6 ]);
+	my $value = $what eq 'tombstone' ? undef
+	  : $what eq 'null_payload' ? json_text(obj(schema => $schema, payload => undef))
+	  : json_text(obj(schema => $schema, payload => obj(key_members6($key), v => num($row->{v}),
+				map { ($_->{name} => defined $row->{ $_->{name} } ? $_->{payload}->($row->{ $_->{name} }) : undef) }
+				  @vcols6)));
+	push @key_msgs, [ 0, $key->{text}, $value ];
+	if ($row)
+	{
+		$key_row{$i} = $row;
+	}
+	else
+	{
+		delete $key_row{$i};
+	}
+	return;
+}
+
+# One test: q_keys holds each key's last row, computed in SQL from the raw
+# values, and no other.
+sub keys_match
+{
+	my ($name) = @_;
+	my @rows;
+	for my $i (sort { $a <=> $b } keys %key_row)
+	{
+		my ($key, $row) = ($keys6[$i], $key_row{$i});
+		push @rows, '(' . join(', ', $key->{id}, map({ $_->{want}->($key->{ $_->{name} }) } @kcols6), $row->{v},
+				map { defined $row->{ $_->{name} } ? $_->{want}->($row->{ $_->{name} }) : 'NULL' } @vcols6) . ')';
+	}
+	psql_ok($node, "TRUNCATE want_keys;\n" . (@rows ? "INSERT INTO want_keys VALUES\n" . join(",\n", @rows) : ''),
+		"$name: the expected rows, each key's last, computed in SQL from the raw values");
+	results_match($node, 'SELECT id, at, k::text, v, tsz, ms_ts, d, price::text FROM q_keys',
+		'SELECT * FROM want_keys', "$name: the keyed transform holds each key's last row, its key columns read "
+		  . 'by the key\'s schema (a MicroTimestamp, a Decimal), the rest by the value\'s');
+	return;
+}
+
+psql_ok($node, qq{
+SELECT streamwin.create_kafka_source('dbt_keys', '$brokers', 'dbt_keys',
+    'id bigint, at timestamptz, k numeric, v int, tsz timestamptz, ms_ts timestamp, d date, price numeric',
+    options => '{"envelope": "upsert", "key_columns": ["id", "at", "k"]}');
+SELECT streamwin.create_query('q_keys', 'SELECT id, at, k, v, tsz, ms_ts, d, price FROM dbt_keys', start => false);
+CREATE TABLE want_keys (id bigint, at timestamptz, k text, v int, tsz timestamptz, ms_ts timestamp, d date,
+    price text);
+}, 'an upsert source keyed by id, a MicroTimestamp and a Decimal of its wrapped keys, and a transform');
+
+# A batch of known changes: every key a row; then of key 0 a wrapper of a
+# null payload and a new row, of key 1 a tombstone and a new row (both
+# there again), of key 2 a wrapper of a null payload, of key 3 a tombstone
+# (both gone), of key 4 a second version, of key 5 (gone) a wrapper of a
+# null payload and a tombstone, which change nothing.
+key_put($_, 'row') for 0 .. $#keys6;
+key_put(0, 'null_payload');
+key_put(0, 'row');
+key_put(1, 'tombstone');
+key_put(1, 'row');
+key_put(2, 'null_payload');
+key_put(3, 'tombstone');
+key_put(4, 'row');
+key_put(5, 'tombstone');
+key_put(5, 'null_payload');
+key_put(5, 'tombstone');
+$broker->produce('dbt_keys', \@key_msgs, keys => 1);
+my $keys_sent = @key_msgs;
+run_json($node, "run_available('q_keys')");
+keys_match('wrapped keys, a first batch');
+is($node->safe_psql('postgres', q{
+SELECT string_agg(concat_ws(' ', id, at, k), ',' ORDER BY id, at, k) FROM q_keys WHERE id IN (1, 3)}),
+	'1 2023-11-14 22:13:20+00 12.50,1 2023-11-14 22:13:20.000001+00 12.50,3 infinity 0.01',
+	'wrapped keys, by hand: id 1 at 1700000000000000 and 1700000000000001 microseconds, k 12.50 (that of k '
+	  . '-12.50 deleted); id 3 at Debezium\'s infinity, k 0.01');
+
+# Random changes, over two batches.
+for my $round (1 .. 2)
+{
+	key_put(int(rand(@keys6)), pick('row', 'row', 'row', 'tombstone', 'null_payload')) for 1 .. 25;
+	$broker->produce('dbt_keys', [ @key_msgs[ $keys_sent .. $#key_msgs ] ], keys => 1);
+	$keys_sent = @key_msgs;
+	run_json($node, "run_available('q_keys')");
+}
+keys_match('wrapped keys, random changes');
+dead_letters_ok('dbt_keys', [], 'wrapped keys: no dead letters');
 
 done_testing();
