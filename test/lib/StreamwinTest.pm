@@ -53,7 +53,7 @@ our @EXPORT = qw(
   store_session sess sess_ok store_switches table_mode_sql table_mode
   checkpoint_matches join_checkpoint_sides log_count worker_pid feed_until_sql crash_round
   crash_by_sigkill new_session_batch restore_after_crash
-  text_of_length texts_want_sql
+  text_of_length texts_want_sql dead_letters_match
 );
 
 our $bindir = $ENV{STREAMWIN_TEST_BINDIR}
@@ -422,6 +422,27 @@ UNION ALL
 (SELECT 'missing', m::text, '', '', '' FROM missing m ORDER BY 2 LIMIT 25)
 UNION ALL
 (SELECT 'unexpected', u::text, '', '', '' FROM unexpected u ORDER BY 2 LIMIT 25)};
+}
+
+# One test: a source's dead letters are exactly want's ([partition, offset,
+# a regex of the reason]), each at its place and saying why, and no others.
+sub dead_letters_match
+{
+	my ($node, $source, $want, $name) = @_;
+	my %got = map { my ($p, $o, $e) = split /\t/; ("$p/$o" => $e) } split /\n/,
+	  $node->safe_psql('postgres', qq{
+SELECT partition, "offset", replace(error, E'\\n', ' ') FROM streamwin.dead_letters
+ WHERE source = '$source'}, extra_params => [ '-F', "\t" ]);
+	my @bad;
+	for my $w (@$want)
+	{
+		my $e = delete $got{"$w->[0]/$w->[1]"};
+		push @bad, "missing $w->[0]/$w->[1] ($w->[2])" unless defined $e;
+		push @bad, "$w->[0]/$w->[1]: \"$e\" !~ $w->[2]" if defined $e && $e !~ $w->[2];
+	}
+	push @bad, map { "unexpected $_: $got{$_}" } sort keys %got;
+	ok(!@bad, $name) or diag(join("\n", @bad));
+	return;
 }
 
 sub results_match

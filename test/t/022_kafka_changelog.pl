@@ -62,26 +62,6 @@ SELECT coalesce(sum((offsets->'changes'->>'inserts')::bigint), 0) || '/' ||
   FROM streamwin.progress WHERE query = '$q'});
 }
 
-# Dead letters of a source against [partition, offset, regex] triples.
-sub dead_letters_match
-{
-	my ($source, $want, $name) = @_;
-	my %got = map { my ($p, $o, $e) = split /\t/; ("$p/$o" => $e) } split /\n/,
-	  $node->safe_psql('postgres', qq{
-SELECT partition, "offset", replace(error, E'\\n', ' ') FROM streamwin.dead_letters
- WHERE source = '$source'}, extra_params => [ '-F', "\t" ]);
-	my @bad;
-	for my $w (@$want)
-	{
-		my $e = delete $got{"$w->[0]/$w->[1]"};
-		push @bad, "missing $w->[0]/$w->[1] ($w->[2])" unless defined $e;
-		push @bad, "$w->[0]/$w->[1]: \"$e\" !~ $w->[2]" if defined $e && $e !~ $w->[2];
-	}
-	push @bad, map { "unexpected $_: $got{$_}" } sort keys %got;
-	ok(!@bad, $name) or diag(join("\n", @bad));
-	return;
-}
-
 # ==== 1. Debezium ================================================================
 
 my @dbz_cols = ([ 'id', 'int' ], [ 'amount', 'numeric' ], [ 'region', 'text' ],
@@ -216,7 +196,7 @@ results_match($node,
 	'debezium: the changes net to the table the events describe');
 is(changes_of('dq'), "$dbz_count{i}/$dbz_count{u}/$dbz_count{d}",
 	'debezium: progress counts the inserts, updates and deletes');
-dead_letters_match('dbz', \@dbz_dead, 'debezium: malformed events are dead letters that say why; tombstones are not');
+dead_letters_match($node, 'dbz', \@dbz_dead, 'debezium: malformed events are dead letters that say why; tombstones are not');
 is($node->safe_psql('postgres', "SELECT sum(dead_letters) FROM streamwin.progress WHERE query = 'dq'"),
 	scalar(@dbz_dead), 'debezium: progress counts the dead letters, not the tombstones');
 
@@ -683,7 +663,7 @@ for my $chunk (1 .. 6)
 	sess_ok($small, "SELECT streamwin.run_batch('uq_table') IS NOT NULL");
 }
 ups_check('after small batches', 'uq', 'uq_table');
-dead_letters_match('ups', \@ups_dead, 'upsert: bad keys and values are dead letters that say why');
+dead_letters_match($node, 'ups', \@ups_dead, 'upsert: bad keys and values are dead letters that say why');
 
 # Many keys with large rows: uq_table's no longer fit in 1MB.
 ups_version(100 + $_, 'x' x 400) for 1 .. 5000;
