@@ -335,6 +335,10 @@ can_hold(const AvroType *w, AvroTarget t)
 			if (w->logical == AVRO_LOGICAL_DECIMAL && t == TARGET_NUMERIC)
 				return true;
 			return t == TARGET_BYTEA || (t == TARGET_UUID && w->size == 16);
+		case AVT_RECORD:
+			/* Debezium's VariableScaleDecimal is a number */
+			return w->logical == AVRO_LOGICAL_VARIABLE_DECIMAL &&
+				(t == TARGET_NUMERIC || t == TARGET_FLOAT4 || t == TARGET_FLOAT8);
 		default:
 			return false;		/* records, arrays, maps: json only */
 	}
@@ -988,6 +992,28 @@ read_decimal_text(AvroRead *r, const uint8 *p, int len, const AvroType *w, Strin
 	return true;
 }
 
+/*
+ * A Debezium VariableScaleDecimal, record w of an int "scale" and bytes
+ * "value" in either order, as text into buf (decode_logical.c's text of a
+ * Kafka Connect decimal), or false (r->error).
+ */
+static bool
+read_variable_decimal_text(AvroRead *r, const AvroType *w, StringInfo buf)
+{
+	static const LogicalField f = {.kind = LOGICAL_DECIMAL,
+	.name = "io.debezium.data.VariableScaleDecimal"};
+	int64		scale = 0;
+	const uint8 *p = NULL;
+	int			len = 0;
+	const char *error;
+
+	for (int i = 0; i < w->nfields; i++)
+		if (w->types[i]->kind == AVT_INT ? !read_int(r, &scale) : !read_span(r, &p, &len))
+			return false;
+	error = logical_decimal_bytes_text(&f, p, len, scale, buf);
+	return error == NULL || fail(r, psprintf("%s at byte %d", error, at_byte(r)));
+}
+
 static Datum
 numeric_from_text(const char *text, int32 typmod)
 {
@@ -1136,6 +1162,14 @@ read_value(AvroRead *r, const AvroType *w, const AvroField *field, DecodeColumn 
 		*isnull = true;
 		return true;
 	}
+	if (t == TARGET_JSON && w->logical == AVRO_LOGICAL_JSON_TEXT)
+	{
+		/* Debezium's Json: the string is the document's text */
+		if (!read_span(r, &p, &len) || !check_text(r, p, len))
+			return false;
+		*value = decode_input(state, c, (const char *) p, len);
+		return true;
+	}
 	if (t == TARGET_JSON)
 	{
 		AvroDecoder *ad = state->avro;
@@ -1232,6 +1266,23 @@ read_value(AvroRead *r, const AvroType *w, const AvroField *field, DecodeColumn 
 											(long long) v, at));
 				*value = decode_input(state, c, w->names[v], strlen(w->names[v]));
 				return true;
+			}
+		case AVT_RECORD:
+			{
+				/* a VariableScaleDecimal (can_hold): its text, then the column's */
+				StringInfo	buf = &((AvroDecoder *) state->avro)->json;
+
+				Assert(w->logical == AVRO_LOGICAL_VARIABLE_DECIMAL);
+				resetStringInfo(buf);
+				if (!read_variable_decimal_text(r, w, buf))
+					return false;
+				if (t == TARGET_NUMERIC)
+				{
+					*value = numeric_from_text(buf->data, c->typmod);
+					break;
+				}
+				*value = decode_input(state, c, buf->data, buf->len);
+				return true;	/* the input function checked a domain */
 			}
 		default:
 			elog(ERROR, "unexpected Avro type %d for a column", (int) w->kind);

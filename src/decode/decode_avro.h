@@ -46,7 +46,10 @@ typedef enum AvroLogical
 	AVRO_LOGICAL_LOCAL_TIMESTAMP_MICROS,
 	AVRO_LOGICAL_DECIMAL,		/* bytes or fixed: unscaled two's
 								 * complement, big-endian */
-	AVRO_LOGICAL_UUID			/* string */
+	AVRO_LOGICAL_UUID,			/* string */
+	/* Debezium's, named by "connect.name" (see decode_avro_schema.c) */
+	AVRO_LOGICAL_VARIABLE_DECIMAL,	/* record of int "scale", bytes "value" */
+	AVRO_LOGICAL_JSON_TEXT		/* string: a JSON document's text */
 } AvroLogical;
 
 /*

@@ -15,9 +15,10 @@
  * Logical types follow the specification: one that does not fit its
  * underlying type (a "date" on a string, a decimal whose scale exceeds its
  * precision) is ignored, and the value is read as the underlying type.
- * Debezium's times, which Kafka Connect's Avro converter names only by
+ * Debezium's types, which Kafka Connect's Avro converter names only by
  * "connect.name" (io.debezium.time.MicroTimestamp on a long), are read as
- * the Avro logical types they are.
+ * the Avro logical types they are, a VariableScaleDecimal record as a
+ * decimal and a Json string as the document it holds.
  *
  * src/decode/decode_avro_schema.c
  *
@@ -73,6 +74,8 @@ static const char *const logical_names[] = {
 	[AVRO_LOGICAL_LOCAL_TIMESTAMP_MICROS] = "local-timestamp-micros",
 	[AVRO_LOGICAL_DECIMAL] = "decimal",
 	[AVRO_LOGICAL_UUID] = "uuid",
+	[AVRO_LOGICAL_VARIABLE_DECIMAL] = "io.debezium.data.VariableScaleDecimal",
+	[AVRO_LOGICAL_JSON_TEXT] = "io.debezium.data.Json",
 };
 
 /* The underlying type each logical type needs (decimal: bytes or fixed) */
@@ -87,6 +90,8 @@ static const AvroKind logical_kinds[] = {
 	[AVRO_LOGICAL_LOCAL_TIMESTAMP_MICROS] = AVT_LONG,
 	[AVRO_LOGICAL_DECIMAL] = AVT_BYTES,
 	[AVRO_LOGICAL_UUID] = AVT_STRING,
+	[AVRO_LOGICAL_VARIABLE_DECIMAL] = AVT_RECORD,
+	[AVRO_LOGICAL_JSON_TEXT] = AVT_STRING,
 };
 
 const char *
@@ -239,23 +244,44 @@ valid_name(const char *name)
 }
 
 /*
- * Debezium's time types, which Kafka Connect's Avro converter writes as
- * plain ints and longs named by "connect.name", and the Avro logical type
- * each is exactly: Debezium's timestamps are of a time zone's wall clock,
- * as Avro's local timestamps.
+ * Debezium's types that Kafka Connect's Avro converter writes as plain
+ * Avro types named by "connect.name", and the logical type each is
+ * exactly: its times as Avro's (Debezium's timestamps are of a time zone's
+ * wall clock, as Avro's local timestamps), a VariableScaleDecimal (a
+ * record of its scale and unscaled bytes) and a Json string as
+ * streamwin's own.
  */
 static const struct
 {
 	const char *connect_name;
 	AvroLogical logical;
-}			debezium_times[] =
+}			debezium_names[] =
 {
 	{"io.debezium.time.Date", AVRO_LOGICAL_DATE},
 	{"io.debezium.time.Time", AVRO_LOGICAL_TIME_MILLIS},
 	{"io.debezium.time.MicroTime", AVRO_LOGICAL_TIME_MICROS},
 	{"io.debezium.time.Timestamp", AVRO_LOGICAL_LOCAL_TIMESTAMP_MILLIS},
 	{"io.debezium.time.MicroTimestamp", AVRO_LOGICAL_LOCAL_TIMESTAMP_MICROS},
+	{"io.debezium.data.VariableScaleDecimal", AVRO_LOGICAL_VARIABLE_DECIMAL},
+	{"io.debezium.data.Json", AVRO_LOGICAL_JSON_TEXT},
 };
+
+/* Is record t a VariableScaleDecimal's: an int "scale" and bytes "value"? */
+static bool
+variable_decimal_record(const AvroType *t)
+{
+	bool		scale = false;
+	bool		value = false;
+
+	if (t->nfields != 2)
+		return false;
+	for (int i = 0; i < 2; i++)
+	{
+		scale |= strcmp(t->names[i], "scale") == 0 && t->types[i]->kind == AVT_INT;
+		value |= strcmp(t->names[i], "value") == 0 && t->types[i]->kind == AVT_BYTES;
+	}
+	return scale && value;
+}
 
 /*
  * A logical type on t, if it fits (else, as the specification says, none):
@@ -270,13 +296,15 @@ apply_logical(AvroType *t, JsonbValue *obj)
 	{
 		char	   *connect_name = json_string(member(obj, "connect.name"));
 
-		for (int d = 0; connect_name != NULL && d < (int) lengthof(debezium_times); d++)
-			if (strcmp(connect_name, debezium_times[d].connect_name) == 0 &&
-				t->kind == logical_kinds[debezium_times[d].logical])
-				t->logical = debezium_times[d].logical;
+		for (int d = 0; connect_name != NULL && d < (int) lengthof(debezium_names); d++)
+			if (strcmp(connect_name, debezium_names[d].connect_name) == 0 &&
+				t->kind == logical_kinds[debezium_names[d].logical] &&
+				(t->kind != AVT_RECORD || variable_decimal_record(t)))
+				t->logical = debezium_names[d].logical;
 		return;
 	}
-	for (int l = 1; l < (int) lengthof(logical_names); l++)
+	/* (the specification's logical types only) */
+	for (int l = 1; l <= (int) AVRO_LOGICAL_UUID; l++)
 	{
 		if (strcmp(logical, logical_names[l]) != 0)
 			continue;

@@ -306,10 +306,25 @@ logical_decimal_text(const LogicalField *f, const char *base64, int len, int32 s
 {
 	uint8	   *bytes;
 	int			n = base64_bytes(base64, len, &bytes);
-	int			skip = 0;
+	const char *error;
 
 	if (n < 0)
 		return psprintf("%s needs base64 text, found \"%.*s\"", f->name, clip(base64, len), base64);
+	error = logical_decimal_bytes_text(f, bytes, n, scale, out);
+	pfree(bytes);
+	return error;
+}
+
+/*
+ * logical_decimal_bytes_text
+ *		logical_decimal_text of the unscaled value's n bytes at bytes.
+ */
+const char *
+logical_decimal_bytes_text(const LogicalField *f, const uint8 *bytes, int n, int64 scale,
+						   StringInfo out)
+{
+	int			skip = 0;
+
 	if (n == 0)
 		return psprintf("%s needs at least one byte", f->name);
 	/* bytes of sign extension only repeat the sign */
@@ -320,12 +335,11 @@ logical_decimal_text(const LogicalField *f, const char *base64, int len, int32 s
 		return psprintf("%s has %d bytes, more than the %d streamwin reads", f->name, n - skip,
 						LOGICAL_DECIMAL_MAX_BYTES);
 	if (scale < -LOGICAL_SCALE_MAX || scale > LOGICAL_SCALE_MAX)
-		return psprintf("%s has scale %d, beyond the %d numeric allows", f->name, scale,
-						LOGICAL_SCALE_MAX);
-	decimal_bytes_text(bytes + skip, n - skip, Max(scale, 0), out);
-	for (int i = scale; i < 0; i++)
+		return psprintf("%s has scale %lld, beyond the %d numeric allows", f->name,
+						(long long) scale, LOGICAL_SCALE_MAX);
+	decimal_bytes_text(bytes + skip, n - skip, Max((int) scale, 0), out);
+	for (int64 i = scale; i < 0; i++)
 		appendStringInfoChar(out, '0');
-	pfree(bytes);
 	return NULL;
 }
 

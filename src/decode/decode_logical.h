@@ -45,6 +45,8 @@ extern const char *logical_integer_text(const LogicalField *f, const char *numbe
 										StringInfo out);
 extern const char *logical_decimal_text(const LogicalField *f, const char *base64, int len,
 										int32 scale, StringInfo out);
+extern const char *logical_decimal_bytes_text(const LogicalField *f, const uint8 *bytes, int n,
+											  int64 scale, StringInfo out);
 extern const char *logical_bytes_text(const LogicalField *f, const char *base64, int len,
 									  StringInfo out);
 extern void decimal_bytes_text(const uint8 *p, int n, int scale, StringInfo buf);

@@ -37,9 +37,9 @@
 #      the row's record named again by reference, tombstones skipped, an
 #      unknown op a dead letter, an update without "before" the key's new
 #      row, a truncate); the result table against a Perl simulation of the
-#      changes.  Debezium's time types, which Kafka Connect's Avro
-#      converter names only by "connect.name" (a MicroTimestamp on a long),
-#      read as the Avro logical types they are.
+#      changes.  Debezium's types, which Kafka Connect's Avro converter
+#      names only by "connect.name" (a MicroTimestamp on a long, a
+#      VariableScaleDecimal record, a Json string), read as what they are.
 #   8. key metadata columns of an Avro source: the key decoded by its own
 #      writer schema (a long, a record) into a jsonb column, its bytes in a
 #      bytea column; a key that is not Avro is a dead letter.
@@ -118,6 +118,17 @@ sub av_decimal
 	my $hex = substr($n->as_hex, 2);
 	$hex = ('0' x (2 * $nbytes - length $hex)) . $hex;
 	return pack('H*', $hex);
+}
+
+# The text of the decimal of unscaled digits (a string, maybe signed) and
+# scale, by placing the point among the digits
+sub decimal_text
+{
+	my ($unscaled, $scale) = @_;
+	my $neg = $unscaled =~ s/^-//;
+	$unscaled = ('0' x ($scale + 1 - length $unscaled)) . $unscaled if length $unscaled <= $scale;
+	my $text = $scale > 0 ? substr($unscaled, 0, -$scale) . '.' . substr($unscaled, -$scale) : $unscaled;
+	return ($neg ? '-' : '') . $text;
 }
 
 # Confluent's wire format: magic byte 0, the schema id, the body
@@ -992,12 +1003,19 @@ like($node->safe_psql('postgres', qq{SELECT string_agg("offset" || ': ' || error
 # Kafka Connect's Avro converter writes Debezium's time types as plain ints
 # and longs named only by "connect.name"; they read as the Avro logical
 # types they are (a MicroTimestamp as a local-timestamp-micros), and a
-# column of the underlying type still takes the number as it is.
+# column of the underlying type still takes the number as it is.  So are a
+# VariableScaleDecimal (a record of its scale and unscaled bytes, for a
+# numeric column without a typmod) and a Json string (the document, for
+# a jsonb column).
 my $dbz_times_value = { type => 'record', name => 'Value', fields => [
 	{ name => 'id', type => 'long' },
 	map({ { name => $_->[0], type => { type => $_->[1], 'connect.version' => 1, 'connect.name' => "io.debezium.time.$_->[2]" } } }
 		[ 'ts', 'long', 'MicroTimestamp' ], [ 'ms', 'long', 'Timestamp' ], [ 'd', 'int', 'Date' ],
-		[ 't', 'int', 'Time' ], [ 'mt', 'long', 'MicroTime' ], [ 'raw', 'long', 'MicroTimestamp' ]) ] };
+		[ 't', 'int', 'Time' ], [ 'mt', 'long', 'MicroTime' ], [ 'raw', 'long', 'MicroTimestamp' ]),
+	{ name => 'amount', type => [ 'null', { type => 'record', name => 'VariableScaleDecimal', namespace => 'io.debezium.data',
+		fields => [ { name => 'scale', type => 'int' }, { name => 'value', type => 'bytes' } ],
+		'connect.version' => 1, 'connect.name' => 'io.debezium.data.VariableScaleDecimal' } ] },
+	{ name => 'doc', type => { type => 'string', 'connect.version' => 1, 'connect.name' => 'io.debezium.data.Json' } } ] };
 registry_schema(21, { type => 'record', name => 'Envelope', namespace => 'dbz.shop.times', fields => [
 	{ name => 'before', type => [ 'null', $dbz_times_value ] },
 	{ name => 'after', type => [ 'null', 'Value' ] },
@@ -1007,24 +1025,36 @@ for my $id (1 .. 40)
 {
 	my @v = (rand_int(-2**50, 2**50), rand_int(-2**40, 2**40), rand_int(-700_000, 2_900_000),
 		rand_int(0, 86_399_999), rand_int(0, 86_399_999_999), rand_int(-2**52, 2**52));
-	push @dbz_times, [ 0, undef, confluent(21, zz(0) . zz(1) . zz($id) . join('', map { zz($_) } @v) . av_string('c')) ];
-	push @dbz_times_want, sprintf('(%d, %s, %s, %s, %s, %s, %d)', $id, since_epoch('timestamp', $v[0]),
+	# a numeric of any scale (a VariableScaleDecimal; every 5th NULL) and
+	# a jsonb column's document (a Json string)
+	my ($unscaled, $scale) = (join('', map { int(rand(10)) } 1 .. rand_int(1, 30)), rand_int(0, 12));
+	$unscaled = "-$unscaled" if rand() < 0.4;
+	my $amount = $id % 5 == 0 ? undef : [ $unscaled, $scale ];
+	my $doc = $json->encode({ id => $id, tags => [ rand_ascii(), rand_text() ], n => rand_int(-99, 99) });
+	push @dbz_times, [ 0, undef, confluent(21, zz(0) . zz(1) . zz($id) . join('', map { zz($_) } @v)
+		  . (defined $amount ? zz(1) . zz($scale) . av_bytes(av_decimal($unscaled)) : zz(0)) . av_string($doc)
+		  . av_string('c')) ];
+	push @dbz_times_want, sprintf('(%d, %s, %s, %s, %s, %s, %d, %s, %s)', $id, since_epoch('timestamp', $v[0]),
 		since_epoch('timestamp', $v[1] * 1000), "('1970-01-01'::date + $v[2])",
-		"('00:00'::time + " . us_interval($v[3] * 1000) . ')', "('00:00'::time + " . us_interval($v[4]) . ')', $v[5]);
+		"('00:00'::time + " . us_interval($v[3] * 1000) . ')', "('00:00'::time + " . us_interval($v[4]) . ')', $v[5],
+		defined $amount ? "'" . decimal_text($unscaled, $scale) . "'::numeric" : 'NULL::numeric', lit($doc) . '::jsonb');
 }
 $broker->produce('dbz_times', \@dbz_times, keys => 1, hex => 1);
 psql_ok($node, qq{
 SELECT streamwin.create_kafka_source('avro_dbz_times', '$brokers', 'dbz_times',
-    'id bigint, ts timestamp, ms timestamp, d date, t time, mt time, raw bigint',
+    'id bigint, ts timestamp, ms timestamp, d date, t time, mt time, raw bigint, amount numeric, doc jsonb',
     'avro', '{"schema_registry": "$registry", "envelope": "debezium", "key_columns": ["id"]}');
-SELECT streamwin.create_query('avro_dbz_times_rows', 'SELECT id, ts, ms, d, t, mt, raw FROM avro_dbz_times', start => false);
+SELECT streamwin.create_query('avro_dbz_times_rows', 'SELECT id, ts, ms, d, t, mt, raw, amount, doc FROM avro_dbz_times',
+    start => false);
 }, 'a Debezium source of Avro events with Debezium time types');
 run_json($node, "run_available('avro_dbz_times_rows')");
-results_match($node, 'SELECT id, ts, ms, d, t, mt, raw FROM avro_dbz_times_rows',
-	'VALUES ' . join(', ', @dbz_times_want),
-	"Debezium's times in Avro: microsecond and millisecond timestamps, dates, times, and a long kept as it is");
+results_match($node, 'SELECT id, ts, ms, d, t, mt, raw, amount::text, doc FROM avro_dbz_times_rows',
+	'SELECT id, ts, ms, d, t, mt, raw, amount::text, doc FROM (VALUES ' . join(', ', @dbz_times_want)
+	  . ') AS w(id, ts, ms, d, t, mt, raw, amount, doc)',
+	"Debezium's types in Avro: microsecond and millisecond timestamps, dates, times, a long kept as it is, "
+	  . 'VariableScaleDecimals with their scales, Json documents');
 is($node->safe_psql('postgres', q{SELECT count(*) FROM streamwin.dead_letters WHERE source = 'avro_dbz_times'}),
-	'0', "Debezium's times in Avro: no dead letter");
+	'0', "Debezium's types in Avro: no dead letter");
 
 # ==== 8. Key metadata columns =====================================================
 
