@@ -105,21 +105,36 @@ quote_name_text(const char *name)
 		: pstrdup(quote_identifier(rv->relname));
 }
 
-/* Pin search_path to pg_catalog until pop_search_path(level). */
+/*
+ * Until AtEOXact_GUC(true, level): search_path pinned to pg_catalog, so
+ * that every name is written qualified, and constants written as batches
+ * read them back whatever the session that creates a query has set: dates
+ * in SQL_DATESTYLE (a DMY or German style would turn 01/03 into 3 January),
+ * intervals in SQL_INTERVALSTYLE, timestamptz in UTC (a zone abbreviation
+ * can mean another zone where it is read), floats with every digit.
+ */
 static int
-push_catalog_search_path(void)
+push_deparse_settings(void)
 {
 	int			level = NewGUCNestLevel();
+	static const char *const settings[][2] = {
+		{"search_path", "pg_catalog"},
+		{"DateStyle", SQL_DATESTYLE},
+		{"IntervalStyle", SQL_INTERVALSTYLE},
+		{"TimeZone", "UTC"},
+		{"extra_float_digits", "3"},
+	};
 
-	(void) set_config_option("search_path", "pg_catalog", PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
+	for (int i = 0; i < (int) lengthof(settings); i++)
+		(void) set_config_option(settings[i][0], settings[i][1], PGC_USERSET, PGC_S_SESSION,
+								 GUC_ACTION_SAVE, true, 0, false);
 	return level;
 }
 
 char *
 deparse_query_qualified(Query *query)
 {
-	int			level = push_catalog_search_path();
+	int			level = push_deparse_settings();
 	char	   *sql = pg_get_querydef(query, false);
 
 	AtEOXact_GUC(true, level);
@@ -129,7 +144,7 @@ deparse_query_qualified(Query *query)
 char *
 deparse_expr_qualified(Node *expr, List *dpcontext)
 {
-	int			level = push_catalog_search_path();
+	int			level = push_deparse_settings();
 	char	   *sql = deparse_expression(expr, dpcontext, false, false);
 
 	AtEOXact_GUC(true, level);

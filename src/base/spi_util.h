@@ -63,11 +63,21 @@ extern char *quote_name_text(const char *name);
 
 /*
  * Deparse a query or an expression with only pg_catalog in search_path, so
- * that every other name comes out schema-qualified and the text means the
- * same in any session.  dpcontext as from deparse_context_for().
+ * that every other name comes out schema-qualified, and constants in fixed
+ * styles, so that the text means the same in any session.  dpcontext as
+ * from deparse_context_for().
  */
 extern char *deparse_query_qualified(Query *query);
 extern char *deparse_expr_qualified(Node *expr, List *dpcontext);
+
+/*
+ * The date and interval styles batches parse and run their statements in,
+ * whatever the session's (batch_execute), and the ones the deparse_
+ * functions write constants in, with extra_float_digits 3 and the zone
+ * UTC: a date constant reads back as the date it was.
+ */
+#define SQL_DATESTYLE		"ISO, MDY"
+#define SQL_INTERVALSTYLE	"postgres"
 
 /*
  * A heap tuple header of `len` bytes (a table source's row, as the output

@@ -689,9 +689,9 @@ batch_execute(QueryRunner *r, int fetch_timeout_ms, int linger_ms, BatchStats *s
 	 */
 	(void) set_config_option("TimeZone", r->readers[0]->source->timezone,
 							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
-	(void) set_config_option("DateStyle", SOURCE_DATESTYLE,
+	(void) set_config_option("DateStyle", SQL_DATESTYLE,
 							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
-	(void) set_config_option("IntervalStyle", SOURCE_INTERVALSTYLE,
+	(void) set_config_option("IntervalStyle", SQL_INTERVALSTYLE,
 							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	batch_run(r, fetch_timeout_ms, linger_ms, stats);
 	AtEOXact_GUC(true, save_nestlevel);

@@ -34,12 +34,11 @@ extern void parse_source_options(SourceInfo *src, Jsonb *options);
 extern const char *source_timezone_name(const char *name);
 
 /*
- * The zone a source's batches run in when its options name none, and the
- * settings they run with whatever the session's (see batch_execute).
+ * The zone a source's batches run in when its options name none (see
+ * batch_execute; their date and interval styles are SQL_DATESTYLE and
+ * SQL_INTERVALSTYLE).
  */
 #define SOURCE_DEFAULT_TIMEZONE	"UTC"
-#define SOURCE_DATESTYLE		"ISO, MDY"
-#define SOURCE_INTERVALSTYLE	"postgres"
 
 extern void check_trigger_interval(const Interval *iv);
 extern void check_idle_timeout(const Interval *iv);
