@@ -291,8 +291,9 @@ batch_fetch(BatchContext *b)
 /*
  * decode: the rows as tuples of their source, each partition's rows and
  * newest event time counted for the watermark.  Late rows are dropped
- * against the watermark of the previous batch (complete mode rewrites
- * everything, so none is late there).
+ * against the watermark of the previous batch.  Complete mode rewrites
+ * everything, so none is late there, but for a query with dedup keys,
+ * which the watermark forgets: a row it passed may repeat a key forgotten.
  */
 static void
 batch_decode(BatchContext *b)
@@ -300,7 +301,7 @@ batch_decode(BatchContext *b)
 	bool		drop_late;
 
 	drop_late = b->q->has_watermark && b->st.has_old_wm &&
-		b->q->output_mode != OUTPUT_COMPLETE;
+		(b->q->output_mode != OUTPUT_COMPLETE || OidIsValid(b->q->dedup_table));
 	b->st.input = NULL;
 	for (int s = b->nsources - 1; s >= 0; s--)
 	{

@@ -257,9 +257,9 @@ dedup_statements(Compiled *c, List *keys, int32 query_id, StringInfo plan,
 		Form_pg_attribute att = TupleDescAttr(desc, a);
 
 		source_names = lappend(source_names, NameStr(att->attname));
+		/* with its collation: DISTINCT ON compares keys as the store does */
 		appendStringInfo(&cols, ", %s %s", quote_identifier(NameStr(att->attname)),
-						 format_type_extended(att->atttypid, att->atttypmod,
-											  FORMAT_TYPE_TYPEMOD_GIVEN | FORMAT_TYPE_FORCE_QUALIFY));
+						 column_type_sql(att->atttypid, att->atttypmod, att->attcollation));
 	}
 	ord = quote_identifier(internal_name(&source_names, "__ord", ""));
 	event_time_name = internal_name(&table_names, "event_time", "");
@@ -282,7 +282,14 @@ dedup_statements(Compiled *c, List *keys, int32 query_id, StringInfo plan,
 		Node	   *ts = copyObject((Node *) row_time);
 
 		ChangeVarNodes(ts, rtindex, 1, 0);
-		ts_sql = deparse_expr_qualified(ts, deparse_context_for("s", src->relation));
+
+		/*
+		 * As a timestamptz, explicitly: the parser's implicit cast of a
+		 * timestamp or date column is left out of the text, and the store
+		 * reads the value as a timestamptz
+		 */
+		ts_sql = psprintf("(%s)::pg_catalog.timestamptz",
+						  deparse_expr_qualified(ts, deparse_context_for("s", src->relation)));
 	}
 
 	/*
