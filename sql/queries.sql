@@ -89,6 +89,8 @@ SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GRO
 SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY streamwin.session(event_time, 60), region', output_mode => 'update');
 SELECT streamwin.create_query('q', 'WITH o AS (SELECT * FROM orders) SELECT region, count(*) AS n FROM o GROUP BY streamwin.tumble(event_time, ''1 minute''), region', output_mode => 'update');
 SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY streamwin.hop(event_time, ''1 minute'', ''5 minutes''), region', output_mode => 'update');
+-- a row in every one of 2.6 billion windows
+SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY streamwin.hop(event_time, ''30 days'', ''1 millisecond''), region', output_mode => 'update');
 SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY streamwin.session(event_time, ''1 month''), region', output_mode => 'update');
 SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY streamwin.session(event_time, ''1 minute''), streamwin.tumble(event_time, ''1 hour''), region', output_mode => 'update');
 SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY streamwin.tumble(clock_timestamp(), ''1 minute''), region', output_mode => 'update');

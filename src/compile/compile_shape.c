@@ -41,6 +41,13 @@
 #include "spi_util.h"
 #include "window.h"
 
+/*
+ * The most hop windows a row may fall in (size / slide): a day by the
+ * second.  More would hold a row in millions of groups, and the counts of
+ * windows are ints.
+ */
+#define HOP_MAX_WINDOWS 100000
+
 /* --- the raw tree --------------------------------------------------------- */
 
 /* Is this raw node a call of streamwin.<name>() (or unqualified <name>())? */
@@ -900,6 +907,15 @@ find_window(Compiled *c, TargetEntry *tle, bool *is_window)
 						 errmsg("hop slide must not be larger than the window size"),
 						 errdetail("Rows falling between windows would be dropped."),
 						 errhint("Use a slide no larger than the size, or streamwin.tumble() when they are equal.")));
+			/* each row is state in each of its windows, and written to each */
+			if (slide > 0 && c->size_us / slide > HOP_MAX_WINDOWS)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("hop windows of this size and slide hold each row in %lld windows",
+								(long long) ((c->size_us + slide - 1) / slide)),
+						 errdetail("A row is counted in each window that covers it; streamwin takes at most %d.",
+								   HOP_MAX_WINDOWS),
+						 errhint("Use a larger slide, or a smaller size.")));
 			check_event_time(c, linitial(f->args));
 			*is_window = true;
 		}
