@@ -1,0 +1,507 @@
+# 037_session_settings.pl: what a query means does not depend on the
+# session that made it or runs it, and dedup keys compare as their
+# columns do.
+#
+# A query's text is parsed in its creator's session and written back as
+# SQL that batches parse again, in the source's zone with DateStyle ISO,
+# MDY and IntervalStyle postgres.  Constants must come back as they were
+# read, and dedup must compare keys and event times as the columns do.
+# Every expectation is plain SQL over the same events in an ordinary table,
+# or a Perl simulation of dedup and the watermark (one partition: the
+# watermark is the largest event time seen minus the delay, applied from the
+# next batch; a row strictly older than it is late; a key is kept with the
+# event time of its first row and forgotten once the watermark passes it).
+#
+#   1. Constants, from a session with DateStyle 'SQL, DMY', IntervalStyle
+#      'sql_standard', TimeZone 'Asia/Kolkata' and extra_float_digits -15:
+#      a date literal in a filter on a timestamptz and on a date column
+#      ('01/03/2024' is 1 March there: events around 3 January and
+#      1 March, and around midnight in Kolkata, where an 'IST' read back
+#      is Israel's), a timestamptz literal with an offset, intervals (one
+#      in a window's event time, one negative, which sql_standard writes
+#      as '-1 2:00:00' and postgres reads as -1 day +2 hours), floats of
+#      17 digits.  Run by run_available in a session of default settings,
+#      and compared with the same SELECT over a table, run in a session
+#      with the creator's settings.
+#   2. Dedup over an event time of type timestamp in a source in
+#      America/New_York: repeats of keys whose first rows are within the
+#      watermark are dropped as duplicates (none late), in a session's
+#      store in memory and in a batch from a new connection that runs on
+#      the dedup table ("cold"); and a count per day over a date column
+#      with dedup keys.
+#   3. Dedup keys of a nondeterministic ICU collation (case-insensitive):
+#      'abc', 'ABC', 'Abc' in one batch keep 'abc' alone, and repeats of
+#      an earlier batch's keys in another case are dropped, in memory and
+#      in a cold batch.  Skipped where ICU collations cannot be created.
+#   4. Complete mode with dedup keys: a row older than the watermark,
+#      whose key the watermark has forgotten, is dropped as late (not
+#      counted again), as a repeat within the watermark is as a duplicate.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Utils;
+use Test::More;
+use JSON::PP;
+use POSIX ();
+use Time::Local qw(timegm);
+use StreamwinTest;
+
+my $broker = StreamwinTest::Broker->start(topics => { t1 => 1, t2 => 1, t3 => 1, t4 => 1 });
+my $brokers = $broker->bootstrap;
+my $node = new_node('session_settings');
+my $json = JSON::PP->new->utf8->canonical;
+
+# ---- helpers ----------------------------------------------------------------
+
+# A dedup simulation: delay in ms, no watermark yet, no keys.
+sub new_sim
+{
+	my ($delay_ms) = @_;
+	return { delay => $delay_ms, wm => undef, keys => {}, kept => [] };
+}
+
+# One batch of rows (hashes with key and t, epoch ms) through the
+# simulation: keeps the rows neither late nor duplicates; returns
+# "input/late/duplicates" as streamwin.progress counts them.
+sub sim_batch
+{
+	my ($sim, $rows) = @_;
+	my ($late, $dup, $max) = (0, 0, undef);
+	for my $r (@$rows)
+	{
+		$max = $r->{t} if !defined $max || $r->{t} > $max;
+		if (defined $sim->{wm} && $r->{t} < $sim->{wm})
+		{
+			$late++;
+		}
+		elsif (exists $sim->{keys}{ $r->{key} })
+		{
+			$dup++;
+		}
+		else
+		{
+			$sim->{keys}{ $r->{key} } = $r->{t};
+			push @{ $sim->{kept} }, $r;
+		}
+	}
+	if (defined $max)
+	{
+		my $wm = $max - $sim->{delay};
+		$sim->{wm} = $wm if !defined $sim->{wm} || $wm > $sim->{wm};
+	}
+	for my $k (keys %{ $sim->{keys} })
+	{
+		delete $sim->{keys}{$k} if $sim->{keys}{$k} < $sim->{wm};
+	}
+	return scalar(@$rows) . "/$late/$dup";
+}
+
+# The last batch of q in streamwin.progress: "input/late/duplicates".
+sub last_batch_is
+{
+	my ($q, $want, $what) = @_;
+	is( $node->safe_psql('postgres', qq{
+SELECT input_rows || '/' || late_rows_dropped || '/' || duplicates_dropped
+  FROM streamwin.progress WHERE query = '$q' ORDER BY batch_id DESC LIMIT 1}),
+		$want, "$q: $what: input rows / late rows dropped / duplicates dropped");
+	return;
+}
+
+# q's watermark in streamwin.queries, as epoch milliseconds.
+sub watermark_is
+{
+	my ($q, $want_ms, $what) = @_;
+	is( $node->safe_psql('postgres',
+			"SELECT round(extract(epoch FROM watermark) * 1000) FROM streamwin.queries WHERE name = '$q'"),
+		$want_ms, "$q: the watermark $what");
+	return;
+}
+
+# One batch of q in a new connection that loads its store (psql per call).
+sub batch_in_new_session
+{
+	my ($q) = @_;
+	return $node->safe_psql('postgres', "SELECT (streamwin.run_batch('$q'))->>'input_rows'");
+}
+
+# The pages of q's dedup table.
+sub dedup_pages
+{
+	my ($q) = @_;
+	return $node->safe_psql('postgres', qq{
+SELECT pg_relation_size(dedup_table) / current_setting('block_size')::int
+  FROM streamwin.query_catalog WHERE name = '$q'});
+}
+
+# ==== 1. constants, from a session of other settings ===========================
+
+my $CREATOR = q{SET DateStyle = 'SQL, DMY';
+SET IntervalStyle = 'sql_standard';
+SET TimeZone = 'Asia/Kolkata';
+SET extra_float_digits = -15;
+};
+
+# Events every 30 minutes over 14 hours either side of 3 January 00:00 UTC,
+# 1 March 00:00 UTC and 1 March 06:30 UTC (12:00 in Kolkata): so around
+# 29 February 18:30 UTC (1 March 00:00 in Kolkata) and 22:00 UTC (00:00
+# in Israel), the dates 2 to 4 January and 29 February to 1 March.
+my (@rows1, @msgs1);
+{
+	my $id = 0;
+	for my $anchor (timegm(0, 0, 0, 3, 0, 2024), timegm(0, 0, 0, 1, 2, 2024), timegm(0, 30, 6, 1, 2, 2024))
+	{
+		for my $step (-28 .. 28)
+		{
+			my $ms = ($anchor + $step * 1800) * 1000;
+			$id++;
+			my $d = POSIX::strftime('%Y-%m-%d', gmtime($ms / 1000));
+			my $v = ($id * 7) % 23 - 5;
+			push @rows1, [ $id, ts_text($ms), $d, $v ];
+			push @msgs1, $json->encode({ id => $id, ts => ts_text($ms), d => $d, v => $v });
+		}
+	}
+}
+my $N1 = scalar @rows1;
+load_table($node, 'ev1', 'id int, ts timestamptz, d date, v int', \@rows1);
+$broker->produce('t1', \@msgs1, partition => 0);
+psql_ok($node, qq{
+SELECT streamwin.create_kafka_source('s1', '$brokers', 't1', 'id int, ts timestamptz, d date, v int');
+}, 'part 1: a Kafka source in UTC');
+
+# The queries: name => [the SELECT over s1, the same SELECT over ev1 with
+# the result table's columns, the result's columns, create_query's other
+# arguments].
+my $NOON_FILTER  = q{count(*) FILTER (WHERE ts < '2024-03-01 12:00:00+05:30')};
+my %p1 = (
+	p1_date => [
+		q{SELECT id, ts FROM s1 WHERE ts >= '01/03/2024'},
+		q{SELECT id, ts FROM ev1 WHERE ts >= '01/03/2024'},
+		'id, ts', ''
+	],
+	p1_dcol => [
+		q{SELECT id, d FROM s1 WHERE d >= '01/03/2024'},
+		q{SELECT id, d FROM ev1 WHERE d >= '01/03/2024'},
+		'id, d', ''
+	],
+	p1_tstz => [
+		qq{SELECT count(*) AS n, $NOON_FILTER AS before_noon FROM s1 GROUP BY streamwin.tumble(ts, '1 day')},
+		qq{SELECT streamwin.tumble(ts, '1 day') AS window_start,
+                  streamwin.tumble(ts, '1 day') + interval '1 day' AS window_end,
+                  count(*) AS n, $NOON_FILTER AS before_noon
+             FROM ev1 GROUP BY 1, 2},
+		'window_start, window_end, n, before_noon', ", output_mode => 'update'"
+	],
+	p1_interval => [
+		q{SELECT count(*) AS n, sum(v) AS s FROM s1 GROUP BY streamwin.tumble(ts + interval '1 day 2 hours', '1 day')},
+		q{SELECT streamwin.tumble(ts + interval '1 day 2 hours', '1 day') AS window_start,
+                  streamwin.tumble(ts + interval '1 day 2 hours', '1 day') + interval '1 day' AS window_end,
+                  count(*) AS n, sum(v) AS s
+             FROM ev1 GROUP BY 1, 2},
+		'window_start, window_end, n, s', ", output_mode => 'update'"
+	],
+	p1_negative => [
+		q{SELECT id, ts + interval '-1 day -2 hours' AS earlier FROM s1},
+		q{SELECT id, ts + interval '-1 day -2 hours' AS earlier FROM ev1},
+		'id, earlier', ''
+	],
+	p1_float => [
+		q{SELECT id, v * float8 '0.1234567890123456789' AS w1, v * 0.1234567890123456789::float8 AS w2,
+                  v / float8 '3.0000000000000004' AS w3 FROM s1},
+		q{SELECT id, v * float8 '0.1234567890123456789' AS w1, v * 0.1234567890123456789::float8 AS w2,
+                  v / float8 '3.0000000000000004' AS w3 FROM ev1},
+		'id, w1, w2, w3', ''
+	],
+);
+my @p1 = sort keys %p1;
+
+psql_ok($node,
+	$CREATOR
+	  . join('',
+		map { "SELECT streamwin.create_query('$_', \$q\$$p1{$_}[0]\$q\$, start => false$p1{$_}[3]);\n" } @p1)
+	  . join('', map { "CREATE TABLE want_$_ AS $p1{$_}[1];\n" } @p1),
+	'part 1: queries created, and their expected results computed, in a session in Kolkata, DMY');
+
+# The data tells the readings apart: the creator's and a default session's
+# (ISO, MDY, UTC; and 'IST' as Israel's +02).
+for my $c (
+	[ q{ts >= '01/03/2024'},   q{ts >= '2024-01-03 00:00+00'} ],
+	[ q{ts >= '01/03/2024'},   q{ts >= '2024-02-29 22:00+00'} ],
+	[ q{d >= '01/03/2024'},    q{d >= '2024-01-03'} ],
+	[ q{ts < '2024-03-01 12:00:00+05:30'}, q{ts < '2024-03-01 10:00+00'} ])
+{
+	isnt(
+		$node->safe_psql('postgres', "$CREATOR SELECT count(*) FROM ev1 WHERE $c->[0]"),
+		$node->safe_psql('postgres', "SELECT count(*) FROM ev1 WHERE $c->[1]"),
+		"the events tell $c->[0] in Kolkata, DMY from $c->[1]");
+}
+
+for my $q (@p1)
+{
+	my $r = run_json($node, "run_available('$q')");
+	is($r && $r->{input_rows}, $N1, "$q: run_available in a session of default settings reads every event");
+	results_match($node, "SELECT $p1{$q}[2] FROM $q", "SELECT * FROM want_$q",
+		"$q: the result is what the creator's session reads in the query");
+}
+is($node->safe_psql('postgres', "SELECT count(*) FROM streamwin.dead_letters WHERE source = 's1'"), '0',
+	'part 1: no dead letters');
+
+# ==== 2. dedup over a timestamp in America/New_York ============================
+
+# Local times of 15 and 16 January 2024 in New York: EST, UTC-5.
+sub ny_ms
+{
+	my ($day, $ms_of_day) = @_;
+	return (timegm(0, 0, 0, $day, 0, 2024) + 5 * 3600) * 1000 + $ms_of_day;
+}
+sub ny_text
+{
+	my ($day, $ms_of_day) = @_;
+	my $s = int($ms_of_day / 1000);
+	return sprintf('2024-01-%02d %02d:%02d:%02d.%03d', $day, int($s / 3600), int($s / 60) % 60, $s % 60,
+		$ms_of_day % 1000);
+}
+sub hms { my ($h, $m, $s) = @_; return (($h * 60 + $m) * 60 + $s) * 1000 }
+
+psql_ok($node, qq{
+CREATE TABLE ev2 (seq int, id bigint, ts timestamp, d date, v int);
+SELECT streamwin.create_kafka_source('s2', '$brokers', 't2', 'id bigint, ts timestamp, d date, v int',
+    'json', '{"timezone": "America/New_York"}');
+SELECT streamwin.create_query('p2_mem', 'SELECT id, ts, v FROM s2',
+    dedup_keys => '{id}', watermark => '10 minutes', options => '{"event_time": "ts"}', start => false);
+SELECT streamwin.create_query('p2_cold', 'SELECT id, ts, v FROM s2',
+    dedup_keys => '{id}', watermark => '10 minutes', options => '{"event_time": "ts"}', start => false);
+SELECT streamwin.create_query('p2_days',
+    \$q\$SELECT count(*) AS n, sum(v) AS s FROM s2 GROUP BY streamwin.tumble(d, '1 day')\$q\$,
+    dedup_keys => '{id}', watermark => '10 minutes', output_mode => 'update', start => false);
+}, 'part 2: a source in America/New_York, dedup over a timestamp and over a date');
+
+my %sim2 = (p2_mem => new_sim(600_000), p2_cold => new_sim(600_000), p2_days => new_sim(600_000));
+my $seq2 = 0;
+
+# One batch of part 2: rows [id, day, ms of day, v] into ev2 and the topic,
+# and through the simulations (p2_days: the event time is the date's
+# midnight in New York).  Returns each query's "input/late/duplicates".
+sub batch2
+{
+	my (@rows) = @_;
+	my (@load, @msgs, @ts_rows, @d_rows);
+	for my $r (@rows)
+	{
+		my ($id, $day, $ms, $v) = @$r;
+		my $d = sprintf('2024-01-%02d', $day);
+		push @load, [ ++$seq2, $id, ny_text($day, $ms), $d, $v ];
+		push @msgs, $json->encode({ id => $id, ts => ny_text($day, $ms), d => $d, v => $v });
+		push @ts_rows, { key => $id, t => ny_ms($day, $ms), id => $id, ts => ny_text($day, $ms), v => $v };
+		push @d_rows, { key => $id, t => ny_ms($day, 0), v => $v };
+	}
+	my $file = PostgreSQL::Test::Utils::tempdir() . '/ev2.csv';
+	open my $fh, '>', $file or die "could not write $file: $!";
+	print $fh join(',', @$_), "\n" for @load;
+	close $fh;
+	$node->safe_psql('postgres', "\\copy ev2 FROM '$file' WITH (FORMAT csv)");
+	$broker->produce('t2', \@msgs, partition => 0);
+	return (
+		p2_mem  => sim_batch($sim2{p2_mem}, \@ts_rows),
+		p2_cold => sim_batch($sim2{p2_cold}, \@ts_rows),
+		p2_days => sim_batch($sim2{p2_days}, \@d_rows));
+}
+
+# Batch 1: ids 1 to 20 from 12:20:30 every 20 seconds, 8,000 other keys
+# (so that the dedup table has more pages than batch 2 has rows) from 12:21
+# every 60 ms, and a row at 12:30 that moves the watermark to 12:20.
+my @b1 = map { [ $_, 15, hms(12, 20, 30) + ($_ - 1) * 20_000, 1000 + $_ ] } 1 .. 20;
+push @b1, map { [ 100_000 + $_, 15, hms(12, 21, 0) + $_ * 60, $_ % 100 ] } 1 .. 8000;
+push @b1, [ 1000, 15, hms(12, 30, 0), 7 ];
+# Batch 2: ids 1 to 20 again at the same times (after the watermark, 12:20:
+# duplicates, not late), new ids 21 to 25 at 12:40 and 26 to 28 the next
+# day just after midnight.
+my @b2 = map { [ $_, 15, hms(12, 20, 30) + ($_ - 1) * 20_000, 2000 + $_ ] } 1 .. 20;
+push @b2, map { [ $_, 15, hms(12, 40, 0) + $_ * 1000, 2000 + $_ ] } 21 .. 25;
+push @b2, map { [ $_, 16, hms(0, 5, 0) + $_ * 60_000, 2000 + $_ ] } 26 .. 28;
+
+my $s2 = store_session($node);
+
+my %want = batch2(@b1);
+sess_ok($s2, "SELECT streamwin.run_batch('$_') IS NOT NULL") for qw(p2_mem p2_days);
+is(batch_in_new_session('p2_cold'), scalar @b1, 'p2_cold: batch 1 from a new connection reads its rows');
+last_batch_is($_, $want{$_}, 'batch 1') for qw(p2_mem p2_cold p2_days);
+watermark_is($_, $sim2{p2_mem}{wm}, 'is 12:20 in New York after batch 1') for qw(p2_mem p2_cold);
+watermark_is('p2_days', $sim2{p2_days}{wm}, "is 15 January's midnight in New York less 10 minutes");
+
+%want = batch2(@b2);
+is($want{p2_mem}, scalar(@b2) . '/0/20', 'batch 2 holds 20 duplicates, none late');
+sess_ok($s2, "SELECT streamwin.run_batch('$_') IS NOT NULL") for qw(p2_mem p2_days);
+{
+	my $pages = dedup_pages('p2_cold');
+	my ($cold, $input) = new_session_batch($node, 'p2_cold', 1000);
+	is($input, scalar @b2, 'p2_cold: batch 2 from a new connection reads its rows');
+	ok($cold, "p2_cold: batch 2 runs on the dedup table ($pages pages), without loading it");
+}
+last_batch_is($_, $want{$_}, 'batch 2') for qw(p2_mem p2_cold p2_days);
+$s2->quit;
+
+for my $q (qw(p2_mem p2_cold))
+{
+	results_match($node, "SELECT id, ts, v FROM $q",
+		values_sql([ [ id => 'bigint' ], [ ts => 'timestamp' ], [ v => 'int' ] ],
+			[ map { [ $_->{id}, $_->{ts}, $_->{v} ] } @{ $sim2{$q}{kept} } ]),
+		"$q: each id once, its first row (simulation)");
+	results_match($node, "SELECT id, ts, v FROM $q",
+		'SELECT DISTINCT ON (id) id, ts, v FROM ev2 ORDER BY id, seq',
+		"$q: each id once, its first row (plain SQL)");
+}
+{
+	my %win;
+	for my $r (@{ $sim2{p2_days}{kept} })
+	{
+		my $ws = POSIX::floor($r->{t} / 86_400_000) * 86_400_000;
+		$win{$ws}[0]++;
+		$win{$ws}[1] += $r->{v};
+	}
+	results_match($node, 'SELECT window_start, window_end, n, s FROM p2_days',
+		values_sql([ [ window_start => 'timestamptz' ], [ window_end => 'timestamptz' ], [ n => 'bigint' ],
+				[ s => 'bigint' ] ],
+			[ map { [ ts_text($_), ts_text($_ + 86_400_000), @{ $win{$_} } ] } sort keys %win ]),
+		'p2_days: a count per day of the first rows of the ids');
+}
+
+# ==== 3. dedup keys of a nondeterministic collation =============================
+
+my $icu_err = '';
+if ($node->psql('postgres',
+		q{CREATE COLLATION ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false)},
+		stderr => \$icu_err) != 0)
+{
+	diag("part 3 skipped: this server cannot create an ICU collation: $icu_err");
+}
+else
+{
+	# 'und-u-ks-level2' ignores case (as Perl's lc does, for these keys)
+	# but not accents: 'eclair' is not '\x{e9}clair'.
+	my $T3 = timegm(0, 0, 12, 1, 1, 2024) * 1000;
+	my %sim3 = (p3_mem => new_sim(600_000), p3_cold => new_sim(600_000));
+	my $seq3 = 0;
+	my @all3;
+
+	psql_ok($node, qq{
+SELECT streamwin.create_kafka_source('s3', '$brokers', 't3', 'seq int, k text COLLATE ci, ts timestamptz');
+SELECT streamwin.create_query('p3_mem', 'SELECT seq, k, ts FROM s3',
+    dedup_keys => '{k}', watermark => '10 minutes', options => '{"event_time": "ts"}', start => false);
+SELECT streamwin.create_query('p3_cold', 'SELECT seq, k, ts FROM s3',
+    dedup_keys => '{k}', watermark => '10 minutes', options => '{"event_time": "ts"}', start => false);
+}, 'part 3: a source whose key column is case-insensitive, two deduplicating queries');
+
+	# The simulation's key: lower case by Unicode's rules (an upgraded
+	# string; a byte string lowers ASCII alone).
+	my $key3 = sub { my ($k) = @_; utf8::upgrade($k); return lc $k };
+
+	# One batch: keys in order, from $from ms after T3, $step ms apart.
+	my $batch3 = sub {
+		my ($from, $step, @keys) = @_;
+		my (@msgs, @rows);
+		for my $i (0 .. $#keys)
+		{
+			my $t = $T3 + $from + $i * $step;
+			my $r = { seq => ++$seq3, k => $keys[$i], ts => ts_text($t), key => $key3->($keys[$i]), t => $t };
+			push @rows, $r;
+			push @msgs, $json->encode({ seq => $r->{seq}, k => $r->{k}, ts => $r->{ts} });
+		}
+		push @all3, @rows;
+		$broker->produce('t3', \@msgs, partition => 0);
+		return (p3_mem => sim_batch($sim3{p3_mem}, \@rows), p3_cold => sim_batch($sim3{p3_cold}, \@rows));
+	};
+
+	my $s3 = store_session($node);
+
+	# Batch A: two keys the next batch repeats in another case, and 8,000
+	# others, so that the dedup table has more pages than batch B has rows;
+	# 50 ms apart (400 s in all: the watermark forgets none of them).
+	my @a = ('Dup', "\x{c9}clair", map { sprintf('f%05d', $_) } 1 .. 8000);
+	my %want3 = $batch3->(0, 50, @a);
+	sess_ok($s3, "SELECT streamwin.run_batch('p3_mem') IS NOT NULL");
+	is(batch_in_new_session('p3_cold'), scalar @a, 'p3_cold: batch A from a new connection reads its rows');
+	last_batch_is($_, $want3{$_}, 'batch A') for qw(p3_mem p3_cold);
+
+	# Batch B: 'abc' first, then the same key in other cases; repeats of
+	# batch A's keys; 'eclair' (another key: the accent counts); a new key
+	# twice.
+	my @b = ('abc', 'ABC', 'Abc', 'DUP', 'dUp', "\x{e9}CLAIR", 'eclair', 'New', 'nEW');
+	%want3 = $batch3->(500_000, 1000, @b);
+	is($want3{p3_mem}, scalar(@b) . '/0/6', 'batch B holds 6 duplicates, none late');
+	sess_ok($s3, "SELECT streamwin.run_batch('p3_mem') IS NOT NULL");
+	{
+		my $pages = dedup_pages('p3_cold');
+		my ($cold, $input) = new_session_batch($node, 'p3_cold', 1000);
+		is($input, scalar @b, 'p3_cold: batch B from a new connection reads its rows');
+		ok($cold, "p3_cold: batch B runs on the dedup table ($pages pages), without loading it");
+	}
+	last_batch_is($_, $want3{$_}, 'batch B') for qw(p3_mem p3_cold);
+	$s3->quit;
+
+	load_table($node, 'ev3', 'seq int, k text COLLATE ci, ts timestamptz',
+		[ map { [ $_->{seq}, $_->{k}, $_->{ts} ] } @all3 ]);
+	for my $q (qw(p3_mem p3_cold))
+	{
+		is( $node->safe_psql('postgres',
+				qq{SELECT string_agg(k COLLATE "C", ' ' ORDER BY seq) FROM $q WHERE lower(k COLLATE "C") = 'abc'}),
+			'abc', "$q: of 'abc', 'ABC' and 'Abc' only the first is kept");
+		# compared as bytes ("C"): under ci, 'ABC' would equal 'abc'
+		results_match($node, qq{SELECT seq, k COLLATE "C", ts FROM $q},
+			values_sql([ [ seq => 'int' ], [ k => 'text' ], [ ts => 'timestamptz' ] ],
+				[ map { [ $_->{seq}, $_->{k}, $_->{ts} ] } @{ $sim3{$q}{kept} } ]),
+			"$q: the first row of each case-insensitive key (simulation)");
+		results_match($node, qq{SELECT seq, k COLLATE "C", ts FROM $q},
+			qq{SELECT seq, k COLLATE "C", ts FROM (SELECT DISTINCT ON (k) seq, k, ts FROM ev3 ORDER BY k, seq) f},
+			"$q: the first row of each key under the collation (plain SQL)");
+	}
+}
+
+# ==== 4. complete mode with dedup keys ==========================================
+
+psql_ok($node, qq{
+SELECT streamwin.create_kafka_source('s4', '$brokers', 't4', 'id bigint, k text, ts timestamptz');
+SELECT streamwin.create_query('p4',
+    \$q\$SELECT k, count(*) AS n FROM s4 GROUP BY streamwin.tumble(ts, '5 minutes'), k\$q\$,
+    dedup_keys => '{id}', watermark => '1 minute', output_mode => 'complete', start => false);
+}, 'part 4: a count per key and window in complete mode, with dedup keys');
+
+my $T4 = timegm(0, 0, 12, 1, 0, 2024) * 1000;    # 2024-01-01 12:00 UTC
+my $sim4 = new_sim(60_000);
+
+# One batch of [id, k, minutes after 12:00]: to the topic, run_batch,
+# then its counts in streamwin.progress and the watermark.
+sub batch4
+{
+	my ($what, @rows) = @_;
+	my @r = map { +{ key => $_->[0], k => $_->[1], t => $T4 + $_->[2] * 60_000 } } @rows;
+	$broker->produce('t4', [ map { $json->encode({ id => $_->{key}, k => $_->{k}, ts => ts_text($_->{t}) }) } @r ],
+		partition => 0);
+	my $want = sim_batch($sim4, \@r);
+	my $got = run_json($node, "run_batch('p4')");
+	is($got && $got->{input_rows}, scalar @r, "p4: $what reads its rows");
+	last_batch_is('p4', $want, $what);
+	is($got && $got->{watermark_ms}, $sim4->{wm}, "p4: the watermark after $what");
+	return $want;
+}
+
+batch4('batch 1 (id 1 at 12:00)', [ 1, 'a', 0 ]);
+batch4('batch 2 (id 2 at 12:05: the watermark passes id 1 at 12:00)', [ 2, 'a', 5 ]);
+is(batch4('batch 3 (id 1 again at 12:00, id 2 again at 12:05, id 3 at 12:06)',
+		[ 1, 'a', 0 ], [ 2, 'a', 5 ], [ 3, 'a', 6 ]),
+	'3/1/1', 'p4: batch 3 drops id 1 as late and id 2 as a duplicate');
+{
+	my %win;
+	$win{ POSIX::floor($_->{t} / 300_000) * 300_000 . "\t$_->{k}" }++ for @{ $sim4->{kept} };
+	results_match($node, 'SELECT window_start, window_end, k, n FROM p4',
+		values_sql([ [ window_start => 'timestamptz' ], [ window_end => 'timestamptz' ], [ k => 'text' ],
+				[ n => 'bigint' ] ],
+			[ map { my ($ws, $k) = split /\t/; [ ts_text($ws), ts_text($ws + 300_000), $k, $win{$_} ] }
+				  sort keys %win ]),
+		"p4: the 12:00 window's count stays 1, the 12:05 window's counts ids 2 and 3");
+}
+is( $node->safe_psql('postgres',
+		"SELECT string_agg(late_rows_dropped::text, ' ' ORDER BY batch_id) FROM streamwin.progress WHERE query = 'p4'"),
+	'0 0 1', 'p4: streamwin.progress counts the late row in batch 3 alone');
+
+$broker->stop;
+done_testing();
