@@ -1292,9 +1292,9 @@ join_store_statements(Compiled *c, StringInfo plan)
 		{
 			Form_pg_attribute att = TupleDescAttr(odesc, a);
 
+			/* with its collation: the keys compare as the join's do */
 			appendStringInfo(&ocols, "%s%s %s", a ? ", " : "", quote_identifier(NameStr(att->attname)),
-							 format_type_extended(att->atttypid, att->atttypmod,
-												  FORMAT_TYPE_TYPEMOD_GIVEN | FORMAT_TYPE_FORCE_QUALIFY));
+							 column_type_sql(att->atttypid, att->atttypmod, att->attcollation));
 		}
 		for (int k = 0; k < j->plan.nkeys; k++)
 		{

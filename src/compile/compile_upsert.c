@@ -97,9 +97,9 @@ upsert_columns(SourceInfo *src, UpsertColumns *u)
 		Form_pg_attribute att = TupleDescAttr(u->desc, a - 1);
 
 		names = lappend(names, NameStr(att->attname));
+		/* with its collation: keys compare on the table as in the store */
 		appendStringInfo(&cols, ", %s %s", quote_identifier(NameStr(att->attname)),
-						 format_type_extended(att->atttypid, att->atttypmod,
-											  FORMAT_TYPE_TYPEMOD_GIVEN | FORMAT_TYPE_FORCE_QUALIFY));
+						 column_type_sql(att->atttypid, att->atttypmod, att->attcollation));
 		if (a != u->change && !list_member_int(u->keys, a))
 			u->values = lappend_int(u->values, a);
 	}

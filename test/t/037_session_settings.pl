@@ -36,17 +36,37 @@
 #   4. Complete mode with dedup keys: a row older than the watermark,
 #      whose key the watermark has forgotten, is dropped as late (not
 #      counted again), as a repeat within the watermark is as a duplicate.
+#   5. An upsert source (envelope upsert) whose key column is of that
+#      collation, and a keyed transform of it: one result row per
+#      case-insensitive key, its last version ('ABC' a new version of
+#      'abc', a tombstone of 'Abc' deleting it, a key deleted and added
+#      again in one batch, tombstones of keys without a row), first in
+#      memory, then on its upsert table (streamwin.state_memory 1MB and
+#      12,000 keys; the server log and the table's index say so), against
+#      a Perl simulation: the result, the upsert table, the changes and
+#      keys counted, and no batch fails.
+#   6. A stream-stream join (inner, a range of 10 minutes, a watermark) of
+#      two Kafka sources on a key of that collation on one side and the
+#      default on the other (the join compares in the collation): 'abc'
+#      pairs with 'ABC' and 'aBc', each pair once, in a first batch in
+#      memory and in batches from new connections that run on the join
+#      tables without loading them; the pairs equal plain SQL over the
+#      same rows in two tables of that collation, and a Perl simulation.
+#   Parts 5 and 6 are skipped, as part 3 is, where ICU collations cannot
+#   be created.
 use strict;
 use warnings;
 
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes ();
 use JSON::PP;
 use POSIX ();
 use Time::Local qw(timegm);
 use StreamwinTest;
 
-my $broker = StreamwinTest::Broker->start(topics => { t1 => 1, t2 => 1, t3 => 1, t4 => 1 });
+my $broker = StreamwinTest::Broker->start(
+	topics => { t1 => 1, t2 => 1, t3 => 1, t4 => 1, t5 => 1, t6a => 1, t6b => 1 });
 my $brokers = $broker->bootstrap;
 my $node = new_node('session_settings');
 my $json = JSON::PP->new->utf8->canonical;
@@ -319,10 +339,27 @@ my @b2 = map { [ $_, 15, hms(12, 20, 30) + ($_ - 1) * 20_000, 2000 + $_ ] } 1 ..
 push @b2, map { [ $_, 15, hms(12, 40, 0) + $_ * 1000, 2000 + $_ ] } 21 .. 25;
 push @b2, map { [ $_, 16, hms(0, 5, 0) + $_ * 60_000, 2000 + $_ ] } 26 .. 28;
 
+# run_batch of query $q in the long-lived session $s, again until it reads
+# rows: right after a produce, a consumer that has waited on its partitions
+# may take a moment to fetch the new messages, and an empty run records no
+# batch.
+sub sess_batch
+{
+	my ($s, $q) = @_;
+	for (1 .. 100)
+	{
+		my $n = sess_ok($s, "SELECT coalesce((streamwin.run_batch('$q'))->>'input_rows', '0')");
+		return $n if defined $n && $n =~ /^\d+$/ && $n > 0;
+		Time::HiRes::usleep(100_000);
+	}
+	fail("$q: run_batch in a session reads the rows produced");
+	return 0;
+}
+
 my $s2 = store_session($node);
 
 my %want = batch2(@b1);
-sess_ok($s2, "SELECT streamwin.run_batch('$_') IS NOT NULL") for qw(p2_mem p2_days);
+sess_batch($s2, $_) for qw(p2_mem p2_days);
 is(batch_in_new_session('p2_cold'), scalar @b1, 'p2_cold: batch 1 from a new connection reads its rows');
 last_batch_is($_, $want{$_}, 'batch 1') for qw(p2_mem p2_cold p2_days);
 watermark_is($_, $sim2{p2_mem}{wm}, 'is 12:20 in New York after batch 1') for qw(p2_mem p2_cold);
@@ -330,7 +367,7 @@ watermark_is('p2_days', $sim2{p2_days}{wm}, "is 15 January's midnight in New Yor
 
 %want = batch2(@b2);
 is($want{p2_mem}, scalar(@b2) . '/0/20', 'batch 2 holds 20 duplicates, none late');
-sess_ok($s2, "SELECT streamwin.run_batch('$_') IS NOT NULL") for qw(p2_mem p2_days);
+sess_batch($s2, $_) for qw(p2_mem p2_days);
 {
 	my $pages = dedup_pages('p2_cold');
 	my ($cold, $input) = new_session_batch($node, 'p2_cold', 1000);
@@ -368,6 +405,7 @@ for my $q (qw(p2_mem p2_cold))
 # ==== 3. dedup keys of a nondeterministic collation =============================
 
 my $icu_err = '';
+my $have_icu = 0;    # parts 5 and 6 need the collation too
 if ($node->psql('postgres',
 		q{CREATE COLLATION ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false)},
 		stderr => \$icu_err) != 0)
@@ -376,6 +414,8 @@ if ($node->psql('postgres',
 }
 else
 {
+	$have_icu = 1;
+
 	# 'und-u-ks-level2' ignores case (as Perl's lc does, for these keys)
 	# but not accents: 'eclair' is not '\x{e9}clair'.
 	my $T3 = timegm(0, 0, 12, 1, 1, 2024) * 1000;
@@ -418,7 +458,7 @@ SELECT streamwin.create_query('p3_cold', 'SELECT seq, k, ts FROM s3',
 	# 50 ms apart (400 s in all: the watermark forgets none of them).
 	my @a = ('Dup', "\x{c9}clair", map { sprintf('f%05d', $_) } 1 .. 8000);
 	my %want3 = $batch3->(0, 50, @a);
-	sess_ok($s3, "SELECT streamwin.run_batch('p3_mem') IS NOT NULL");
+	sess_batch($s3, 'p3_mem');
 	is(batch_in_new_session('p3_cold'), scalar @a, 'p3_cold: batch A from a new connection reads its rows');
 	last_batch_is($_, $want3{$_}, 'batch A') for qw(p3_mem p3_cold);
 
@@ -428,7 +468,7 @@ SELECT streamwin.create_query('p3_cold', 'SELECT seq, k, ts FROM s3',
 	my @b = ('abc', 'ABC', 'Abc', 'DUP', 'dUp', "\x{e9}CLAIR", 'eclair', 'New', 'nEW');
 	%want3 = $batch3->(500_000, 1000, @b);
 	is($want3{p3_mem}, scalar(@b) . '/0/6', 'batch B holds 6 duplicates, none late');
-	sess_ok($s3, "SELECT streamwin.run_batch('p3_mem') IS NOT NULL");
+	sess_batch($s3, 'p3_mem');
 	{
 		my $pages = dedup_pages('p3_cold');
 		my ($cold, $input) = new_session_batch($node, 'p3_cold', 1000);
@@ -502,6 +542,293 @@ is(batch4('batch 3 (id 1 again at 12:00, id 2 again at 12:05, id 3 at 12:06)',
 is( $node->safe_psql('postgres',
 		"SELECT string_agg(late_rows_dropped::text, ' ' ORDER BY batch_id) FROM streamwin.progress WHERE query = 'p4'"),
 	'0 0 1', 'p4: streamwin.progress counts the late row in batch 3 alone');
+
+# ==== 5. an upsert source keyed by a case-insensitive column ====================
+
+# A key as the collation ci compares it: lower case by Unicode's rules (an
+# upgraded string; a byte string lowers ASCII alone).
+sub ci_key
+{
+	my ($k) = @_;
+	utf8::upgrade($k);
+	return lc $k;
+}
+
+if (!$have_icu)
+{
+	diag('parts 5 and 6 skipped: this server cannot create an ICU collation');
+}
+else
+{
+	psql_ok($node, qq{
+SELECT streamwin.create_kafka_source('s5', '$brokers', 't5', 'code text COLLATE ci, qty int',
+    options => '{"envelope": "upsert", "key_columns": ["code"]}');
+SELECT streamwin.create_query('p5', 'SELECT code, qty FROM s5', start => false);
+}, 'part 5: an upsert source keyed by a case-insensitive column, and a keyed transform of it');
+
+	# The simulation: case-insensitive key => [the key as last sent, qty],
+	# and the changes as the upsert operator counts them.
+	my (%kept5, @msgs5);
+	my %count5 = (i => 0, u => 0, d => 0);
+	my $sent5 = 0;
+
+	# A message of key {"code": code}: a value {"qty": qty}, or a tombstone
+	# (qty undef).
+	my $up5 = sub {
+		my ($code, $qty) = @_;
+		push @msgs5,
+		  [ 0, $json->encode({ code => $code }), defined $qty ? $json->encode({ qty => $qty }) : undef ];
+		my $k = ci_key($code);
+		my $had = exists $kept5{$k};
+		if (defined $qty)
+		{
+			$kept5{$k} = [ $code, $qty ];
+			$count5{ $had ? 'u' : 'i' }++;
+		}
+		elsif ($had)
+		{
+			delete $kept5{$k};
+			$count5{d}++;
+		}
+		return;
+	};
+
+	# A session with state_memory 1MB: its store of p5's keys, and then the
+	# upsert table.
+	my $s5 = store_session($node);
+	sess_ok($s5, "SET streamwin.state_memory = '1MB'");
+	my $table5 = $node->safe_psql('postgres',
+		"SELECT plan->>'upsert_table' FROM streamwin.query_catalog WHERE name = 'p5'");
+
+	# The messages simulated since the last batch to the topic, run_available
+	# in that session, then its results against the simulation.
+	my $batch5 = sub {
+		my ($what) = @_;
+		$broker->produce('t5', [ @msgs5[ $sent5 .. $#msgs5 ] ], keys => 1);
+		$sent5 = @msgs5;
+		sess_ok($s5, "SELECT streamwin.run_available('p5') IS NOT NULL", "p5: $what runs without an error");
+		is($node->safe_psql('postgres', "SELECT last_error IS NULL FROM streamwin.queries WHERE name = 'p5'"),
+			't', "p5: $what: no last_error");
+		# compared as bytes ("C"): the key as its last version sent it
+		results_match($node, 'SELECT code COLLATE "C", qty FROM p5',
+			values_sql([ [ code => 'text' ], [ qty => 'int' ] ], [ map { $kept5{$_} } sort keys %kept5 ]),
+			"p5: $what: one row per case-insensitive key, its last version; deleted keys gone");
+
+		# the upsert table: one row per key (whichever case it keeps), its last qty
+		my $rows = $node->safe_psql('postgres', "SELECT code, qty FROM streamwin.$table5",
+			extra_params => [ '-F', "\t" ]);
+		utf8::decode($rows);
+		my (%got, $n);
+		$n = 0;
+		for my $line (split /\n/, $rows)
+		{
+			my ($code, $qty) = split /\t/, $line;
+			$n++;
+			$got{ ci_key($code) } = $qty;
+		}
+		is($n, scalar(keys %kept5), "p5: $what: its upsert table holds one row per case-insensitive key");
+		is_deeply(\%got, { map { $_ => $kept5{$_}[1] } keys %kept5 },
+			"p5: $what: its upsert table holds each key's last qty");
+
+		is( $node->safe_psql('postgres', q{
+SELECT coalesce(sum((offsets->'changes'->>'inserts')::bigint), 0) || '/' ||
+       coalesce(sum((offsets->'changes'->>'updates')::bigint), 0) || '/' ||
+       coalesce(sum((offsets->'changes'->>'deletes')::bigint), 0)
+  FROM streamwin.progress WHERE query = 'p5'}),
+			"$count5{i}/$count5{u}/$count5{d}",
+			"p5: $what: progress counts inserts, updates and deletes of case-insensitive keys");
+		is( $node->safe_psql('postgres',
+				"SELECT state_rows FROM streamwin.progress WHERE query = 'p5' ORDER BY batch_id DESC LIMIT 1"),
+			scalar(keys %kept5), "p5: $what: the last batch's state rows are the keys kept");
+		return;
+	};
+
+	# Batch A, in memory: new keys (two that differ by an accent alone), a
+	# new version of one in another case, and 12,000 others, which do not
+	# fit in 1MB.
+	$up5->('abc', 1);
+	$up5->('Dup', 2);
+	$up5->('xyz', 3);
+	$up5->("\x{e9}clair", 4);
+	$up5->('eclair', 5);
+	$up5->('Keep', 6);
+	$up5->(sprintf('f%05d', $_), $_) for 1 .. 12_000;
+	$up5->('DUP', 20);
+	$batch5->('batch A (in memory)');
+
+	# Batch B, on the upsert table: 'ABC' a new version of 'abc', a
+	# tombstone of 'XYZ' deletes 'xyz', a new key and its new version in
+	# another case, a key deleted and added again in other cases, a new
+	# version of "\x{e9}clair" in capitals ('eclair' is another key), a key
+	# added and deleted, a tombstone of no key, new versions and tombstones
+	# of others in capitals.
+	$up5->('ABC', 10);
+	$up5->('XYZ', undef);
+	$up5->('NEW', 11);
+	$up5->('new', 12);
+	$up5->('dup', undef);
+	$up5->('dUp', 13);
+	$up5->("\x{c9}CLAIR", 14);
+	$up5->('tmp', 15);
+	$up5->('TMP', undef);
+	$up5->('ghost', undef);
+	$up5->(sprintf('F%05d', $_), 100_000 + $_) for 1 .. 20;
+	$up5->(sprintf('F%05d', $_), undef) for 21 .. 30;
+	$batch5->('batch B (on its upsert table)');
+	cmp_ok(log_count($node, qr/the upsert keys of query "p5" do not fit in streamwin\.state_memory/),
+		'>', 0, 'p5: its keys do not fit in 1MB');
+	is( $node->safe_psql('postgres', qq{
+SELECT count(*) > 0 FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid
+ WHERE c.relnamespace = 'streamwin'::regnamespace AND c.relname = '$table5'}),
+		't', 'p5: it runs on its upsert table (indexed)');
+
+	# Batch C, on the table: a tombstone of 'Abc' deletes 'ABC', whose key
+	# a tombstone of 'ABC' then finds gone; keys deleted in batch B added
+	# again in other cases ('xYz', 'f00021'); new versions in other cases.
+	$up5->('Abc', undef);
+	$up5->('ABC', undef);
+	$up5->('xYz', 21);
+	$up5->('NEW', 22);
+	$up5->('keep', 23);
+	$up5->('f00021', 30);
+	$up5->('eClAiR', 24);
+	$batch5->('batch C (on its upsert table)');
+	is(log_count($node, qr/the upsert keys of query "p5" fit in memory again/), 0,
+		'p5: batch C ran on its upsert table too');
+	is( $node->safe_psql('postgres', q{SELECT count(*) FROM p5 WHERE code = 'abc' OR code = 'tmp' OR code = 'ghost'}),
+		'0', "p5: 'abc' (deleted by the tombstone of 'Abc'), 'tmp' and 'ghost' have no row");
+	is($node->safe_psql('postgres', "SELECT count(*) FROM streamwin.dead_letters WHERE source = 's5'"), '0',
+		'part 5: no dead letters');
+	$s5->quit;
+}
+
+# ==== 6. a stream-stream join on a case-insensitive key ==========================
+
+if ($have_icu)
+{
+	my $T6 = timegm(0, 0, 12, 1, 1, 2024) * 1000;    # 2024-02-01 12:00 UTC
+	my $on6 = q{ON b.k = a.k AND b.tb BETWEEN a.ta AND a.ta + interval '10 minutes'};
+	psql_ok($node, qq{
+SELECT streamwin.create_kafka_source('s6a', '$brokers', 't6a', 'a_id int, k text COLLATE ci, ta timestamptz');
+SELECT streamwin.create_kafka_source('s6b', '$brokers', 't6b', 'b_id int, k text, tb timestamptz');
+SELECT streamwin.create_query('p6',
+    \$q\$SELECT a.a_id, b.b_id, a.k AS ak, b.k AS bk, b.tb - a.ta AS delay FROM s6a a JOIN s6b b $on6\$q\$,
+    watermark => '1 minute', start => false);
+}, 'part 6: two sources joined on a key column case-insensitive on one side (the join compares in its collation)');
+
+	# Rows [id, k, ms after T6] of each side, as sent.
+	my (@a6, @b6);
+	my $send6 = sub {
+		my ($side_a, $side_b) = @_;
+		push @a6, @$side_a;
+		push @b6, @$side_b;
+		$broker->produce('t6a',
+			[ map { $json->encode({ a_id => $_->[0], k => $_->[1], ta => ts_text($T6 + $_->[2]) }) } @$side_a ],
+			partition => 0)
+		  if @$side_a;
+		$broker->produce('t6b',
+			[ map { $json->encode({ b_id => $_->[0], k => $_->[1], tb => ts_text($T6 + $_->[2]) }) } @$side_b ],
+			partition => 0)
+		  if @$side_b;
+		return scalar(@$side_a) + scalar(@$side_b);
+	};
+
+	# The result against plain SQL over the rows sent, in two tables of the
+	# collation, and the test rows' pairs (ids below 10,000) against a Perl
+	# simulation.
+	my $check6 = sub {
+		my ($what) = @_;
+		$node->safe_psql('postgres', 'SET client_min_messages = warning; DROP TABLE IF EXISTS ev6a, ev6b');
+		load_table($node, 'ev6a', 'a_id int, k text COLLATE ci, ta timestamptz',
+			[ map { [ $_->[0], $_->[1], ts_text($T6 + $_->[2]) ] } @a6 ]);
+		load_table($node, 'ev6b', 'b_id int, k text, tb timestamptz',
+			[ map { [ $_->[0], $_->[1], ts_text($T6 + $_->[2]) ] } @b6 ]);
+		# compared as bytes ("C"): each side's key as it came
+		results_match($node, 'SELECT a_id, b_id, ak COLLATE "C" AS ak, bk COLLATE "C" AS bk, delay FROM p6',
+			qq{SELECT a.a_id, b.b_id, a.k COLLATE "C" AS ak, b.k COLLATE "C" AS bk, b.tb - a.ta AS delay
+                 FROM ev6a a JOIN ev6b b $on6},
+			"p6: $what: the pairs, each once, equal plain SQL under the collation");
+		my @want;
+		for my $x (grep { $_->[0] < 10_000 } @a6)
+		{
+			for my $y (grep { $_->[0] < 10_000 } @b6)
+			{
+				push @want, [ $x->[0], $y->[0] ]
+				  if ci_key($x->[1]) eq ci_key($y->[1]) && $y->[2] >= $x->[2] && $y->[2] <= $x->[2] + 600_000;
+			}
+		}
+		is( $node->safe_psql('postgres',
+				q{SELECT string_agg(a_id || '-' || b_id, ' ' ORDER BY a_id, b_id) FROM p6 WHERE a_id < 10000}),
+			join(' ', map { "$_->[0]-$_->[1]" } sort { $a->[0] <=> $b->[0] || $a->[1] <=> $b->[1] } @want),
+			"p6: $what: the test rows' pairs (simulation)");
+		return;
+	};
+
+	my $join_pages6 = sub {
+		return $node->safe_psql('postgres', q{
+SELECT sum(pg_relation_size(s.join_table) / current_setting('block_size')::int)
+  FROM streamwin.query_sources s JOIN streamwin.query_catalog q USING (query_id) WHERE q.name = 'p6'});
+	};
+
+	# Batch 1, in memory (its join tables are empty): 8,000 rows of side a
+	# (keys 'f00001'...) every 20 ms, which keep the join tables larger than
+	# the later batches, 4,000 of side b, each 5 s after the side a row of
+	# its key in capitals ('F00002'...); the test rows.  The watermark is
+	# then 12:01:40 (the earliest side's largest time, 12:02:40, less
+	# 1 minute): no later row is late.
+	my @a1 = map { [ 10_000 + $_, sprintf('f%05d', $_), $_ * 20 ] } 1 .. 8000;
+	my @b1 = map { [ 20_000 + $_, sprintf('F%05d', $_), $_ * 20 + 5000 ] } grep { $_ % 2 == 0 } 1 .. 8000;
+	push @a1, [ 1, 'abc', 100_000 ], [ 2, 'Dup', 100_000 ], [ 3, "\x{e9}clair", 100_000 ];
+	push @b1, [ 101, 'xYz', 170_000 ];
+	my $n1 = $send6->(\@a1, \@b1);
+	my $r6 = run_json($node, "run_batch('p6')");
+	is($r6 && $r6->{input_rows}, $n1, 'p6: batch 1 reads both sides');
+	$check6->('batch 1 (in memory)');
+
+	# Batch 2, from a new connection, on the join tables: 'XYZ' of side a
+	# pairs with 'xYz' of batch 1; 'ABC' and 'aBc' of side b with 'abc' of
+	# batch 1 and with 'ABC' of side a in this batch; 'dup' with 'Dup';
+	# "\x{c9}CLAIR" with "\x{e9}clair", and 'eclair' with none (the accent
+	# counts); 'abc' 15 minutes later with none (out of range).
+	my $n2 = $send6->(
+		[ [ 4, 'XYZ', 165_000 ], [ 5, 'ABC', 180_000 ] ],
+		[
+			[ 102, 'ABC', 200_000 ], [ 103, 'aBc', 300_000 ], [ 104, 'dup', 150_000 ],
+			[ 105, "\x{c9}CLAIR", 200_000 ], [ 106, 'eclair', 200_000 ], [ 107, 'abc', 900_000 ]
+		]);
+	{
+		my $pages = $join_pages6->();
+		cmp_ok($pages, '>', $n2, 'p6: its join tables have more pages than batch 2 has rows');
+		my ($cold, $input) = new_session_batch($node, 'p6', 1000);
+		is($input, $n2, 'p6: batch 2 from a new connection reads both sides');
+		ok($cold, "p6: batch 2 runs on its join tables ($pages pages), without loading them");
+	}
+	is( $node->safe_psql('postgres', q{
+SELECT count(*) > 0 FROM pg_index x JOIN streamwin.query_sources s ON x.indrelid = s.join_table
+  JOIN streamwin.query_catalog q USING (query_id) WHERE q.name = 'p6'}),
+		't', 'p6: its join tables have the indexes a batch on them uses');
+	$check6->('batch 2 (on the join tables)');
+
+	# Batch 3, from a new connection: 'XYZ' of side b pairs with 'XYZ' of
+	# side a in batch 2 and 'xyz' in this batch, which does not pair with
+	# 'xYz' of side b in batch 1 (before its range).
+	my $n3 = $send6->([ [ 6, 'xyz', 350_000 ] ], [ [ 108, 'XYZ', 400_000 ] ]);
+	{
+		my ($cold, $input) = new_session_batch($node, 'p6', 1000);
+		is($input, $n3, 'p6: batch 3 from a new connection reads both sides');
+		ok($cold, 'p6: batch 3 runs on its join tables too');
+	}
+	$check6->('batch 3 (on the join tables)');
+
+	is( $node->safe_psql('postgres',
+			"SELECT count(*) || ' batches, ' || sum(late_rows_dropped) || ' late' FROM streamwin.progress WHERE query = 'p6'"),
+		'3 batches, 0 late', 'p6: three batches, no row late');
+	is($node->safe_psql('postgres', "SELECT last_error IS NULL FROM streamwin.queries WHERE name = 'p6'"),
+		't', 'p6: no last_error');
+	is( $node->safe_psql('postgres',
+			"SELECT count(*) FROM streamwin.dead_letters WHERE source IN ('s6a', 's6b')"),
+		'0', 'part 6: no dead letters');
+}
 
 $broker->stop;
 done_testing();
