@@ -29,6 +29,11 @@ SELECT streamwin.create_query('q', $$SELECT i.imp_id, c.click_id FROM impression
 SELECT streamwin.create_query('q', $$SELECT i.imp_id, c.click_id FROM impressions i LEFT JOIN clicks c
     ON c.ad_id = i.ad_id AND c.click_time BETWEEN i.imp_time AND i.imp_time + interval '10 minutes'$$,
     options => '{"join_state_unbounded": true}');
+-- a window over a side whose range has no end, closed by a watermark
+SELECT streamwin.create_query('q', $$SELECT count(*) AS n FROM impressions i JOIN clicks c
+    ON c.ad_id = i.ad_id AND c.click_time >= i.imp_time
+    GROUP BY streamwin.tumble(i.imp_time, '1 minute')$$, watermark => '1 minute', output_mode => 'update',
+    options => '{"join_state_unbounded": true}');
 -- an outer join whose preserved rows have no end to wait for
 SELECT streamwin.create_query('q', $$SELECT i.imp_id, c.click_id FROM impressions i LEFT JOIN clicks c
     ON c.ad_id = i.ad_id AND c.click_time >= i.imp_time$$, watermark => '1 minute',

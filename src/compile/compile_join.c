@@ -681,6 +681,15 @@ compile_join(Compiled *c, OutputMode mode, bool has_watermark, Jsonb *options)
 			refuse("a window over this join would never close",
 				   "The range does not bound how long a row of the window's side can find a match, so a pair may land in any window at any time.",
 				   "Bound the range on both ends and set a watermark, or use output_mode => 'update'.");
+		/*
+		 * In update mode the watermark closes a window and lets go of its
+		 * state: a pair that comes for it later would write its row anew
+		 * from nothing
+		 */
+		if (!w->evicted && mode == OUTPUT_UPDATE && has_watermark)
+			refuse("a window over this join would close while pairs for it can still come",
+				   "The range does not bound how long a row of the window's side can find a match, and the watermark closes windows, whose state then goes.",
+				   "Bound the range on both ends, or leave the watermark out (then no window closes).");
 		j->plan.hold_us = w->evicted ? Max(w->evict_after_us, 0) : 0;
 	}
 	if (c->event_time == NULL)
