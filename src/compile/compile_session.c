@@ -9,7 +9,9 @@
  */
 #include "postgres.h"
 
+#include "catalog/pg_type.h"
 #include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
 #include "utils/builtins.h"
 #include "utils/json.h"
 #include "utils/lsyscache.h"
@@ -18,6 +20,7 @@
 #include "compile_result.h"
 #include "compile_session.h"
 #include "compile_sql.h"
+#include "compile_window.h"
 #include "spi_util.h"
 #include "statements.h"
 
@@ -178,12 +181,37 @@ session_store_groups_sql(Compiled *c)
 	StringInfoData cols;
 	ListCell   *lc;
 
+	/*
+	 * One row per session only where merging those rows in any order gives
+	 * the partials the islands give: sessions that merge in memory combine
+	 * their rows in another order than the table's islands do, and a float
+	 * sum would differ in its last bits, or a min keep 1.0 rather than
+	 * 1.00, so a replay on the other path would write another value.
+	 */
 	foreach(lc, c->partials)
 	{
-		MergeKind	m = ((PartialCol *) lfirst(lc))->merge;
+		PartialCol *p = lfirst(lc);
+		Oid			type = exprType((Node *) p->expr);
 
-		if (m == MERGE_STATE || m == MERGE_UNION)
-			per_row = false;
+		switch (p->merge)
+		{
+			case MERGE_STATE:
+			case MERGE_UNION:
+				per_row = false;
+				break;
+			case MERGE_ADD:
+			case MERGE_SUM:
+				if (type == FLOAT4OID || type == FLOAT8OID)
+					per_row = false;
+				break;
+			case MERGE_MIN:
+			case MERGE_MAX:
+				if (!partial_folds_by_row(p, false))
+					per_row = false;
+				break;
+			default:
+				break;
+		}
 	}
 	if (per_row)
 		return batch_sessions_sql(c, &brk, &isl, true);

@@ -313,7 +313,7 @@ window_store_groups_sql(Compiled *c)
  * after a sort), which the store's folding of the pairs one by one would
  * not repeat to the last bit.
  */
-static bool
+bool
 partial_folds_by_row(PartialCol *p, bool pairs)
 {
 	Oid			type = exprType((Node *) p->expr);

@@ -16,6 +16,7 @@
 extern void aggregate_statements(Compiled *c, Oid result, Oid state, OutputMode mode,
 								 StringInfo plan);
 extern bool window_uses_panes(Compiled *c);
+extern bool partial_folds_by_row(PartialCol *p, bool pairs);
 extern char *window_store_groups_sql(Compiled *c);
 extern char *window_store_rows_sql(Compiled *c);
 
