@@ -495,6 +495,7 @@ checkpoint_take(QueryRunner *r, int64 batch_id, bool has_wm, TimestampTz wm, boo
 {
 	StateTablePair pairs[MAX_STATE_TABLES];
 	int			npairs = query_state_tables(r->query, pairs);
+	bool		defer = false;
 
 	Assert(npairs <= MAX_STATE_TABLES);
 
@@ -509,9 +510,13 @@ checkpoint_take(QueryRunner *r, int64 batch_id, bool has_wm, TimestampTz wm, boo
 	 * a dump's, still puts it off to the next batch: waiting would hold
 	 * the query, and the dump's own locks, for as long.)
 	 */
-	if (!wait && catalog_checkpoint_batch(r->query_id) != 0 &&
-		operators_defer_checkpoint(r->operators) &&
-		batch_id - catalog_checkpoint_batch(r->query_id) < 10 * (int64) streamwin_checkpoint_interval)
+	if (!wait && operators_defer_checkpoint(r->operators))
+	{
+		int64		last = catalog_checkpoint_batch(r->query_id);
+
+		defer = last != 0 && batch_id - last < 10 * (int64) streamwin_checkpoint_interval;
+	}
+	if (defer)
 	{
 		ereport(DEBUG1,
 				(errmsg("streamwin: query \"%s\" leaves its checkpoint to a batch with its state in memory",
