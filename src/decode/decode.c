@@ -77,6 +77,7 @@ static const char *decode_verify_encoding(MessageDecoder *decoder,
 static void decode_column_errcontext(void *arg);
 static const char *decode_connect_value(MessageDecoder *decoder, const char *payload, int len,
 										Datum *values, bool *nulls);
+static const ConnectSchema *connect_schema(MessageDecoder *decoder, const DecodeSpan *schema);
 static const LogicalField *connect_row_fields(MessageDecoder *decoder, const DecodeSpan *schema);
 static const char *decode_text_message(DecodeState *state,
 									   const char *payload, int len,
@@ -473,16 +474,28 @@ decode_connect_value(MessageDecoder *decoder, const char *payload, int len, Datu
 						  connect_row_fields(decoder, &m[0]), false, values, nulls);
 }
 
-/* What the wrapper's schema (an object, or not: none) gives a row's columns */
-static const LogicalField *
-connect_row_fields(MessageDecoder *decoder, const DecodeSpan *schema)
+/*
+ * What the wrapper's schema (an object, or not: none) gives the columns:
+ * the decoder's schema cache, read, or NULL
+ */
+static const ConnectSchema *
+connect_schema(MessageDecoder *decoder, const DecodeSpan *schema)
 {
 	if (schema->kind != DJ_OBJECT)
 		return NULL;
 	if (decoder->connect == NULL)
 		decoder->connect = connect_schema_create(decoder->mcxt);
 	connect_schema_read(&decoder->state, decoder->connect, schema);
-	return decoder->connect->row;
+	return decoder->connect;
+}
+
+/* ... to a row's columns */
+static const LogicalField *
+connect_row_fields(MessageDecoder *decoder, const DecodeSpan *schema)
+{
+	const ConnectSchema *cs = connect_schema(decoder, schema);
+
+	return cs ? cs->row : NULL;
 }
 
 /*
@@ -567,6 +580,7 @@ decoder_decode_debezium(MessageDecoder *decoder, const char *payload, size_t len
 	DecodeSpan	before;
 	DecodeSpan	after;
 	DecodeSpan	schema;
+	const ConnectSchema *cs;
 	const LogicalField *before_logical = NULL;
 	const LogicalField *after_logical = NULL;
 	const char *error;
@@ -609,14 +623,11 @@ decoder_decode_debezium(MessageDecoder *decoder, const char *payload, size_t len
 	if (error == NULL)
 		error = decode_debezium_event(&decoder->state, payload, (int) len, op, &before, &after,
 									  &schema);
-	if (error == NULL && *op != 0 && schema.kind == DJ_OBJECT)
+	if (error == NULL && *op != 0 && (cs = connect_schema(decoder, &schema)) != NULL)
 	{
 		/* the logical types of the images' fields (a timestamp's integer) */
-		if (decoder->connect == NULL)
-			decoder->connect = connect_schema_create(decoder->mcxt);
-		connect_schema_read(&decoder->state, decoder->connect, &schema);
-		before_logical = decoder->connect->before;
-		after_logical = decoder->connect->after;
+		before_logical = cs->before;
+		after_logical = cs->after;
 	}
 	if (error == NULL && (*op == 'd' || (*op == 'u' && before.kind == DJ_OBJECT)))
 	{

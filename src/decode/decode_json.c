@@ -498,6 +498,29 @@ scan_object(DecodeState *state, const char *payload, int len, int nnames,
 }
 
 /*
+ * The characters of a string value (kind DJ_STRING or DJ_STRING_ESCAPED),
+ * unescaped into the state's scratch if it has escapes: *chars, *len.
+ * Returns NULL, or what it holds that no text can (\u0000).
+ */
+static inline const char *
+string_chars(DecodeState *state, const DecodeSpan *span, const char **chars, int *len)
+{
+	const char *bad;
+
+	if (span->kind == DJ_STRING)
+	{
+		*chars = span->start + 1;
+		*len = span->len - 2;
+		return NULL;
+	}
+	resetStringInfo(&state->scratch);
+	bad = json_unescape(state, span->start + 1, span->start + span->len - 1, &state->scratch);
+	*chars = state->scratch.data;
+	*len = state->scratch.len;
+	return bad;
+}
+
+/*
  * What decode_json_message returns, with state->unwrap, for a message that
  * names none of the columns and converts nothing: its caller may find a
  * Kafka Connect wrapper in it (decode.c).
@@ -578,26 +601,14 @@ decode_json_message(DecodeState *state, const char *payload, int len,
 			chars = state->logical_text.data;
 			textlen = state->logical_text.len;
 		}
-		else if (!column->is_json)
+		else if (!column->is_json &&
+				 (span->kind == DJ_STRING || span->kind == DJ_STRING_ESCAPED))
 		{
-			if (span->kind == DJ_STRING)
-			{
-				chars++;
-				textlen -= 2;
-			}
-			else if (span->kind == DJ_STRING_ESCAPED)
-			{
-				const char *bad;
+			const char *bad = string_chars(state, span, &chars, &textlen);
 
-				resetStringInfo(&state->scratch);
-				bad = json_unescape(state, chars + 1, chars + textlen - 1,
-									&state->scratch);
-				if (bad != NULL)
-					return psprintf("key \"%s\": the string contains %s, which cannot be converted to type %s",
-									column->name, bad, column->typname);
-				chars = state->scratch.data;
-				textlen = state->scratch.len;
-			}
+			if (bad != NULL)
+				return psprintf("key \"%s\": the string contains %s, which cannot be converted to type %s",
+								column->name, bad, column->typname);
 		}
 		if (!decode_fast(state, column, chars, textlen, &values[column->attindex]))
 			values[column->attindex] = decode_input_function(state, column, chars, textlen);
@@ -725,29 +736,6 @@ decode_json_elements(DecodeState *state, const DecodeSpan *array, DecodeSpan **e
 			p++;
 	}
 	return n;
-}
-
-/*
- * The characters of a string value (kind DJ_STRING or DJ_STRING_ESCAPED),
- * unescaped into the state's scratch if it has escapes: *chars, *len.
- * Returns NULL, or what it holds that no text can (\u0000).
- */
-static const char *
-string_chars(DecodeState *state, const DecodeSpan *span, const char **chars, int *len)
-{
-	const char *bad;
-
-	if (span->kind == DJ_STRING)
-	{
-		*chars = span->start + 1;
-		*len = span->len - 2;
-		return NULL;
-	}
-	resetStringInfo(&state->scratch);
-	bad = json_unescape(state, span->start + 1, span->start + span->len - 1, &state->scratch);
-	*chars = state->scratch.data;
-	*len = state->scratch.len;
-	return bad;
 }
 
 /* The value of a number of at most 5 digits and no fraction: false if not one */

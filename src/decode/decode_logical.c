@@ -99,57 +99,38 @@ LogicalKind
 logical_kind_for(const char *name, const char *type, Oid column_type, uint8 *digits,
 				 bool *at_midnight)
 {
+	/* the column types each kind converts to (ended by InvalidOid) */
+	static const Oid column_types[][7] = {
+		[LOGICAL_TIMESTAMP] = {TIMESTAMPOID, TIMESTAMPTZOID},
+		[LOGICAL_DATE] = {DATEOID, TIMESTAMPOID, TIMESTAMPTZOID},
+		[LOGICAL_TIME] = {TIMEOID},
+		[LOGICAL_DURATION] = {INTERVALOID},
+		[LOGICAL_DECIMAL] = {NUMERICOID, FLOAT4OID, FLOAT8OID, INT2OID, INT4OID, INT8OID},
+		[LOGICAL_VARIABLE_DECIMAL] = {NUMERICOID, FLOAT4OID, FLOAT8OID},
+		[LOGICAL_JSON] = {JSONOID, JSONBOID},
+		[LOGICAL_BYTES] = {BYTEAOID},
+	};
 	LogicalKind kind = LOGICAL_NONE;
 
 	*digits = 0;
 	*at_midnight = false;
 	if (name == NULL)
-		return type != NULL && strcmp(type, "bytes") == 0 && column_type == BYTEAOID ?
-			LOGICAL_BYTES : LOGICAL_NONE;
-	for (int i = 0; i < (int) lengthof(logical_names); i++)
+		kind = type != NULL && strcmp(type, "bytes") == 0 ? LOGICAL_BYTES : LOGICAL_NONE;
+	for (int i = 0; name != NULL && i < (int) lengthof(logical_names); i++)
 		if (strcmp(name, logical_names[i].name) == 0)
 		{
 			kind = logical_names[i].kind;
 			*digits = logical_names[i].digits;
 			break;
 		}
-	switch (kind)
-	{
-		case LOGICAL_NONE:
-			break;
-		case LOGICAL_TIMESTAMP:
-			if (column_type == TIMESTAMPOID || column_type == TIMESTAMPTZOID)
-				return kind;
-			break;
-		case LOGICAL_DATE:
-			*at_midnight = column_type == TIMESTAMPOID || column_type == TIMESTAMPTZOID;
-			if (column_type == DATEOID || *at_midnight)
-				return kind;
-			break;
-		case LOGICAL_TIME:
-			if (column_type == TIMEOID)
-				return kind;
-			break;
-		case LOGICAL_DURATION:
-			if (column_type == INTERVALOID)
-				return kind;
-			break;
-		case LOGICAL_DECIMAL:
-			if (column_type == INT2OID || column_type == INT4OID || column_type == INT8OID)
-				return kind;
-			/* FALLTHROUGH */
-		case LOGICAL_VARIABLE_DECIMAL:
-			if (column_type == NUMERICOID || column_type == FLOAT4OID || column_type == FLOAT8OID)
-				return kind;
-			break;
-		case LOGICAL_JSON:
-			if (column_type == JSONOID || column_type == JSONBOID)
-				return kind;
-			break;
-		case LOGICAL_BYTES:
-			break;
-	}
-	*at_midnight = false;
+	for (int t = 0; kind != LOGICAL_NONE && t < (int) lengthof(column_types[0]) &&
+		 OidIsValid(column_types[kind][t]); t++)
+		if (column_types[kind][t] == column_type)
+		{
+			*at_midnight = kind == LOGICAL_DATE && column_type != DATEOID;
+			return kind;
+		}
+	*digits = 0;
 	return LOGICAL_NONE;
 }
 
