@@ -77,9 +77,13 @@ SELECT name, state, last_batch_id, watermark, lag, last_error FROM streamwin.que
 -- Where each batch's time went (stage_ms): every stage, together within
 -- the batch's duration.
 SELECT count(*) AS batches,
-       bool_and(stage_ms ?& ARRAY['begin', 'fetch', 'decode', 'apply', 'emit', 'finish']) AS every_stage,
+       bool_and(stage_ms ?& ARRAY['begin', 'fetch', 'decode', 'apply', 'emit', 'finish', 'checkpoint']) AS every_stage,
        bool_and((SELECT sum(value::float8) FROM jsonb_each_text(stage_ms)) <= duration_ms + 1) AS within_duration
 FROM streamwin.progress WHERE query IN ('revenue', 'revenue_now');
+-- The checkpoint's time is the batch's too: each query's first batch took
+-- one (its state's first), the three after it none (checkpoint_interval).
+SELECT query, batch_id, (stage_ms->>'checkpoint')::float8 > 0 AS took_checkpoint
+FROM streamwin.progress WHERE query IN ('revenue', 'revenue_now') ORDER BY query, batch_id;
 -- A stage's time goes to that stage: a function that sleeps 250 ms a row
 -- runs in the statement that aggregates the batch's 4 rows (apply), which
 -- then takes more than the rest (a new consumer's first fetch included).

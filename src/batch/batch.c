@@ -531,6 +531,15 @@ batch_finish(BatchContext *b)
 		MemoryContextSwitchTo(spi_cxt);
 	}
 	stage_end(b, BATCH_STAGE_FINISH);
+	/* a checkpoint is part of the batch's time: the progress row says so */
+	if (!b->st.replay && BATCH_HAS_STATE(b))
+	{
+		bool		taken = checkpoint_after_batch(r, stats->batch_id, b->checkpoint_batch,
+												   b->st.has_new_wm, b->st.new_wm,
+												   GetCurrentTimestamp());
+
+		stage_end(b, taken ? BATCH_STAGE_CHECKPOINT : BATCH_STAGE_FINISH);
+	}
 	now = GetCurrentTimestamp();
 	stats->duration_ms = (now - stats->started_at) / 1000.0;
 	stats->processed_rows_per_second = stats->duration_ms > 0 ?
@@ -542,9 +551,6 @@ batch_finish(BatchContext *b)
 		checkpoint_note_replayed(r, stats->batch_id);
 	else
 	{
-		if (BATCH_HAS_STATE(b))
-			checkpoint_after_batch(r, stats->batch_id, b->checkpoint_batch, b->st.has_new_wm,
-								   b->st.new_wm, now);
 		catalog_log_progress(r->query->name, stats, streamwin_progress_retention);
 		catalog_record_batch(r->query_id, stats->batch_id, stats->has_watermark, stats->watermark);
 	}
@@ -567,7 +573,7 @@ stage_end(BatchContext *b, BatchStage s)
 /*
  * The stages of a batch, in its scope (b->st.scope, entered by the caller),
  * each timed for streamwin.progress (the watermark's with apply's; finish
- * times itself up to the progress row).
+ * times itself and a checkpoint it takes, up to the progress row).
  */
 static void
 batch_run_stages(BatchContext *b)

@@ -744,9 +744,10 @@ checkpoint_all_from_memory(QueryRunner *r)
  *		one stopped: there a checkpoint per batch would only cost (case CL
  *		of make bench, whose min and max keep large sets: +35% CPU).
  *		checkpoint_batch: the batch of the last checkpoint (0: none).
- *		Inside the batch, after its positions are stored.
+ *		Inside the batch, after its positions are stored.  Returns whether
+ *		it took one.
  */
-void
+bool
 checkpoint_after_batch(QueryRunner *r, int64 batch_id, int64 checkpoint_batch,
 					   bool has_wm, TimestampTz wm, TimestampTz now)
 {
@@ -758,10 +759,13 @@ checkpoint_after_batch(QueryRunner *r, int64 batch_id, int64 checkpoint_batch,
 	if (checkpoint_batch != 0 &&
 		(behind < interval ||
 		 (!follows && now - r->last_checkpoint_at < (int64) streamwin_checkpoint_min_interval * 1000)))
-		return;
+		return false;
 	if (checkpoint_take(r, batch_id, has_wm, wm, false))
+	{
 		r->last_checkpoint_at = now;
-	else if (checkpoint_batch > 0 && behind % (10 * (int64) streamwin_checkpoint_interval) == 0)
+		return true;
+	}
+	if (checkpoint_batch > 0 && behind % (10 * (int64) streamwin_checkpoint_interval) == 0)
 	{
 		/*
 		 * A dump's lock goes away; one that stays (a session idle in a
@@ -777,4 +781,5 @@ checkpoint_after_batch(QueryRunner *r, int64 batch_id, int64 checkpoint_batch,
 				 errhint("A long pg_dump does this, and so does any session holding a lock on that table; "
 						 "until a checkpoint is taken, recovery after a crash replays every batch since.")));
 	}
+	return false;
 }

@@ -69,7 +69,7 @@ extern void checkpoint_replay_bounds(QueryRunner *r, int64 batch_id, SourcePosit
 									 bool *has_wm, TimestampTz *wm);
 extern TimestampTz checkpoint_replay_timestamp(QueryRunner *r, int64 batch_id);
 extern void checkpoint_note_replayed(QueryRunner *r, int64 batch_id);
-extern void checkpoint_after_batch(QueryRunner *r, int64 batch_id, int64 checkpoint_batch,
+extern bool checkpoint_after_batch(QueryRunner *r, int64 batch_id, int64 checkpoint_batch,
 								   bool has_wm, TimestampTz wm, TimestampTz now);
 
 #endif

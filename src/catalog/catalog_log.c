@@ -19,7 +19,7 @@
 
 /* stage_ms's keys, in BatchStage's order */
 static const char *const stage_names[NUM_BATCH_STAGES] = {
-	"begin", "fetch", "decode", "apply", "emit", "finish"
+	"begin", "fetch", "decode", "apply", "emit", "finish", "checkpoint"
 };
 
 /* A batch's stage times as a JSON object of milliseconds. */

@@ -19,7 +19,8 @@
  * stage_ms: the query's lock and where it stood (begin), positioning and
  * reading the sources (fetch), turning messages into rows (decode), the
  * watermark and the operators' statements (apply), writing results and
- * state (emit), and the bookkeeping up to the progress row (finish).
+ * state (emit), the bookkeeping up to the progress row (finish), and the
+ * checkpoint of the state when one is taken (checkpoint).
  */
 typedef enum BatchStage
 {
@@ -29,6 +30,7 @@ typedef enum BatchStage
 	BATCH_STAGE_APPLY,
 	BATCH_STAGE_EMIT,
 	BATCH_STAGE_FINISH,
+	BATCH_STAGE_CHECKPOINT,
 	NUM_BATCH_STAGES
 } BatchStage;
 
