@@ -646,6 +646,11 @@ batch_run(QueryRunner *r, int fetch_timeout_ms, int linger_ms, BatchStats *stats
 	MemoryContextSwitchTo(old);
 }
 
+/* Settings a batch takes at their reset values (batch_execute) */
+static const char *const decode_settings[] = {
+	"timezone_abbreviations", "lc_monetary", "xmloption", "array_nulls"
+};
+
 void
 batch_execute(QueryRunner *r, int fetch_timeout_ms, int linger_ms, BatchStats *stats)
 {
@@ -700,6 +705,16 @@ batch_execute(QueryRunner *r, int fetch_timeout_ms, int linger_ms, BatchStats *s
 							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	(void) set_config_option("IntervalStyle", SQL_INTERVALSTYLE,
 							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+
+	/*
+	 * The other settings that the input functions of message values read
+	 * (zone abbreviations, money, xml, arrays' NULL): as the server and the
+	 * database give them, not as a session running the batch has SET them.
+	 */
+	for (int i = 0; i < (int) lengthof(decode_settings); i++)
+		(void) set_config_option(decode_settings[i],
+								 GetConfigOptionResetString(decode_settings[i]),
+								 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	batch_run(r, fetch_timeout_ms, linger_ms, stats);
 	AtEOXact_GUC(true, save_nestlevel);
 	role_switch_leave(&owner);

@@ -15,16 +15,21 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
 #include "catalog/pg_type.h"
+#include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/datetime.h"
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
+#include "utils/typcache.h"
 
 #include "decode_fast.h"
 #include "decode_value.h"
 
 static DecodeFastPath fast_path_for(Oid type, int32 typmod);
+static bool type_reads_clock(Oid type);
+static bool names_clock(const char *text);
 
 /*
  * decode_column_init
@@ -61,6 +66,81 @@ decode_column_init(DecodeColumn *column, int attindex, Form_pg_attribute attr,
 	column->basetype = basetype;
 	column->is_json = (basetype == JSONOID || basetype == JSONBOID);
 	column->fast = fast_path_for(attr->atttypid, attr->atttypmod);
+	column->reads_clock = type_reads_clock(attr->atttypid);
+}
+
+/*
+ * Does the input function of a value of this type read the clock?  Those
+ * of date, time and timestamp read 'now', 'today', 'tomorrow' and
+ * 'yesterday' as of the transaction's start; so do those of the arrays,
+ * ranges, multiranges, domains and row types that hold them.
+ */
+static bool
+type_reads_clock(Oid type)
+{
+	Oid			inner;
+
+	check_stack_depth();
+	type = getBaseType(type);
+	switch (type)
+	{
+		case DATEOID:
+		case TIMEOID:
+		case TIMETZOID:
+		case TIMESTAMPOID:
+		case TIMESTAMPTZOID:
+			return true;
+		default:
+			break;
+	}
+	if (OidIsValid(inner = get_element_type(type)) ||
+		OidIsValid(inner = get_range_subtype(type)) ||
+		OidIsValid(inner = get_multirange_range(type)))
+		return type_reads_clock(inner);
+	if (type_is_rowtype(type) && type != RECORDOID)
+	{
+		TupleDesc	desc = lookup_rowtype_tupdesc(type, -1);
+		bool		reads = false;
+
+		for (int i = 0; i < desc->natts && !reads; i++)
+			if (!TupleDescAttr(desc, i)->attisdropped)
+				reads = type_reads_clock(TupleDescAttr(desc, i)->atttypid);
+		ReleaseTupleDesc(desc);
+		return reads;
+	}
+	return false;
+}
+
+/*
+ * Does the text hold one of the words date and time input reads off the
+ * clock, as a word of its own, in any case?  A conservative test: a word
+ * that only a text field of a row type holds counts too.
+ */
+static bool
+names_clock(const char *text)
+{
+	static const char *const words[] = {"now", "today", "tomorrow", "yesterday"};
+	const char *p = text;
+
+	while (*p != '\0')
+	{
+		const char *start;
+		size_t		len;
+
+		if (!isalpha((unsigned char) *p))
+		{
+			p++;
+			continue;
+		}
+		start = p;
+		while (isalpha((unsigned char) *p))
+			p++;
+		len = p - start;
+		for (int i = 0; i < (int) lengthof(words); i++)
+			if (len == strlen(words[i]) && pg_strncasecmp(start, words[i], len) == 0)
+				return true;
+	}
+	return false;
 }
 
 /*
@@ -106,6 +186,17 @@ decode_input_function(DecodeState *state, DecodeColumn *column,
 		resetStringInfo(buf);
 		appendBinaryStringInfo(buf, chars, len);
 	}
+
+	/*
+	 * A value that means the time it is decoded would be another in a
+	 * replay, or in a run_batch of the same messages later: a dead letter.
+	 */
+	if (chars != NULL && column->reads_clock && names_clock(buf->data))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_DATETIME_FORMAT),
+				 errmsg("value \"%s\" of type %s reads the clock", buf->data, column->typname),
+				 errdetail("'now', 'today', 'tomorrow' and 'yesterday' mean another time each time a message is decoded, "
+						   "and a batch decodes the same messages again after a crash.")));
 	return InputFunctionCall(&column->inproc,
 							 chars != NULL ? buf->data : NULL,
 							 column->typioparam, column->typmod);

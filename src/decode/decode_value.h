@@ -63,6 +63,8 @@ typedef struct DecodeColumn
 	uint64		key_masks[2];	/* which bytes of them it has */
 	DecodeFastPath fast;		/* how decode_input may skip the input
 								 * function */
+	bool		reads_clock;	/* its input function reads 'now', 'today',
+								 * 'tomorrow' and 'yesterday' off the clock */
 	FmgrInfo	inproc;			/* the type's input function */
 } DecodeColumn;
 

@@ -60,6 +60,13 @@
 #      numerics the one time order gives, compared as text with each other
 #      and with plain SQL (gaps and islands); on the state table, bridges
 #      across two batches too.
+#   8. Decoding: a batch run from a session with timezone_abbreviations
+#      'India', array_nulls off and xmloption document reads a message's
+#      '10:00 IST' as Israel's time (the server's Default), '{NULL,a}' with
+#      a NULL element and 'a<b/>' as XML content, as plain SQL under the
+#      server's settings reads the same texts; and a date or time that says
+#      'now', 'Today', 'tomorrow' (in an array) or 'yesterday' (in a range)
+#      is a dead letter, while 'epoch' and 'infinity' are read as they are.
 #   Parts 5 and 6 are skipped, as part 3 is, where ICU collations cannot
 #   be created.
 use strict;
@@ -74,7 +81,7 @@ use Time::Local qw(timegm);
 use StreamwinTest;
 
 my $broker = StreamwinTest::Broker->start(
-	topics => { t1 => 1, t2 => 1, t3 => 1, t4 => 1, t5 => 1, t6a => 1, t6b => 1, t7 => 1 });
+	topics => { t1 => 1, t2 => 1, t3 => 1, t4 => 1, t5 => 1, t6a => 1, t6b => 1, t7 => 1, t8 => 1 });
 my $brokers = $broker->bootstrap;
 my $node = new_node('session_settings');
 my $json = JSON::PP->new->utf8->canonical;
@@ -986,6 +993,58 @@ SELECT count(*) || ' batches, ' || sum(late_rows_dropped) || ' late'
 		'2', 'part 7: no last_error');
 	is($node->safe_psql('postgres', "SELECT count(*) FROM streamwin.dead_letters WHERE source = 's7'"), '0',
 		'part 7: no dead letters');
+}
+
+# ==== 8. decoding does not depend on the session's settings ====================
+
+{
+	# [id, the message's other members]; the texts as they are sent
+	my @msgs8 = (
+		[ 1, { ts => '2024-03-01 10:00:00 IST' } ],
+		[ 2, { arr => '{NULL,a}' } ],
+		[ 3, { x => 'a<b/>' } ],
+		[ 4, { ts => 'now' } ],
+		[ 5, { d => 'Today' } ],
+		[ 6, { tsa => '{2024-01-01,tomorrow}' } ],
+		[ 7, { tr => '[yesterday,infinity)' } ],
+		[ 8, { ts => 'epoch', d => 'infinity', tsa => '{epoch,infinity}' } ],
+		[ 9, { ts => '2024-03-01 10:00:00+05:30', tr => '[2024-01-01,infinity)' } ]);
+	$broker->produce('t8', [ map { $json->encode({ id => $_->[0], %{ $_->[1] } }) } @msgs8 ],
+		partition => 0);
+	psql_ok($node, qq{
+SELECT streamwin.create_kafka_source('s8', '$brokers', 't8',
+    'id int, ts timestamptz, d date, tsa timestamptz[], tr tstzrange, arr text[], x xml');
+SELECT streamwin.create_query('q8', 'SELECT id, ts, d, tsa, tr, arr, x::text AS x FROM s8', start => false);
+}, 'part 8: a source of date, time, array, range and xml columns');
+	is( $node->safe_psql('postgres', q{
+SET timezone_abbreviations = 'India';
+SET array_nulls = off;
+SET xmloption = document;
+SELECT (streamwin.run_available('q8'))->>'input_rows'}),
+		'9', 'part 8: 9 messages read in a session of other settings');
+	is($node->safe_psql('postgres', 'SELECT count(*) FROM q8'), '5', 'q8: 5 of them decoded');
+
+	# the same texts read by plain SQL in a session of the server's settings
+	my @kept = grep { $_->[0] !~ /^[4567]$/ } @msgs8;
+	my $want = join(' UNION ALL ', map {
+		my ($id, $m) = @$_;
+		"SELECT $id AS id, "
+		  . join(', ', map {
+				my ($col, $typ) = @$_;
+				(defined $m->{$col} ? StreamwinTest::sql_literal($m->{$col}) : 'NULL') . "::$typ AS $col"
+			} ([ 'ts', 'timestamptz' ], [ 'd', 'date' ], [ 'tsa', 'timestamptz[]' ],
+				[ 'tr', 'tstzrange' ], [ 'arr', 'text[]' ], [ 'x', 'xml' ]))
+	} @kept);
+	$want = "SELECT id, ts, d, tsa, tr, arr, x::text AS x FROM ($want) w";
+	results_match($node, 'SELECT * FROM q8', $want,
+		'q8: every value as the server\'s settings read its text: IST as Israel\'s, NULL in an array, XML content');
+	is( $node->safe_psql('postgres',
+			q{SET TimeZone = 'UTC'; SELECT ts, arr IS NOT NULL AND arr[1] IS NULL, x FROM q8 WHERE id IN (1, 2, 3) ORDER BY id}),
+		"2024-03-01 08:00:00+00|f|\n|t|\n|f|a<b/>",
+		'q8: 10:00 IST is 08:00 UTC, the array\'s first element is NULL, the XML is kept');
+	dead_letters_match($node, 's8',
+		[ map { [ 0, $_, qr/reads the clock/ ] } 3 .. 6 ],
+		'part 8: now, Today, tomorrow in an array and yesterday in a range are dead letters, saying why');
 }
 
 $broker->stop;
