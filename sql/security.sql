@@ -195,6 +195,33 @@ SELECT streamwin.drop_query('security_dom', drop_result => true);
 SELECT streamwin.drop_source('security_dom_src');
 DROP TABLE security_dom_rows;
 DROP DOMAIN security_positive;
+-- The role's code that a batch or a reset runs (a function of its query,
+-- a trigger on its result table) cannot change the settings of the session
+-- that runs it: a superuser's search_path stays as it was.
+CREATE TABLE security_leak_rows (id int, g int);
+SELECT streamwin.create_table_source('security_leak_src', 'security_leak_rows');
+GRANT SELECT ON security_leak_rows, security_leak_src TO security_user;
+SET ROLE security_user;
+CREATE FUNCTION security_own.leak(int) RETURNS int LANGUAGE plpgsql IMMUTABLE
+    AS $$BEGIN PERFORM pg_catalog.set_config('search_path', 'security_own', false); RETURN $1; END$$;
+CREATE FUNCTION security_own.leak_trigger() RETURNS trigger LANGUAGE plpgsql
+    AS $$BEGIN PERFORM pg_catalog.set_config('search_path', 'security_own', false); RETURN NULL; END$$;
+SELECT streamwin.create_query('security_leak',
+    'SELECT security_own.leak(g) AS g, count(*) AS n FROM security_leak_src GROUP BY 1',
+    output_mode => 'update', start => false);
+CREATE TRIGGER security_leak_delete BEFORE DELETE ON security_leak
+    FOR EACH STATEMENT EXECUTE FUNCTION security_own.leak_trigger();
+RESET ROLE;
+INSERT INTO security_leak_rows VALUES (1, 1), (2, 2), (3, 1);
+SELECT (streamwin.run_batch('security_leak')->>'input_rows')::int AS input_rows;
+SELECT g, n FROM security_leak ORDER BY g;
+SELECT current_setting('search_path') AS after_batch;
+SELECT streamwin.reset_query('security_leak', 'latest');
+SELECT count(*) AS result_rows FROM security_leak;
+SELECT current_setting('search_path') AS after_reset;
+SELECT streamwin.drop_query('security_leak', drop_result => true);
+SELECT streamwin.drop_source('security_leak_src');
+DROP TABLE security_leak_rows;
 SET ROLE security_user;
 SELECT streamwin.drop_query('security_q', drop_result => true);
 RESET ROLE;

@@ -57,6 +57,7 @@ void
 role_switch_enter(RoleSwitch *save, Oid role)
 {
 	save->guc_level = 0;
+	save->owner_guc_level = 0;
 	GetUserIdAndSecContext(&save->saved_userid, &save->saved_sec_context);
 	SetUserIdAndSecContext(role, save->saved_sec_context | SECURITY_LOCAL_USERID_CHANGE);
 }
@@ -65,6 +66,7 @@ void
 role_restricted_enter(RoleSwitch *save, Oid role)
 {
 	save->guc_level = 0;
+	save->owner_guc_level = NewGUCNestLevel();
 	GetUserIdAndSecContext(&save->saved_userid, &save->saved_sec_context);
 	if (role != save->saved_userid)
 		SetUserIdAndSecContext(role, save->saved_sec_context | SECURITY_LOCAL_USERID_CHANGE |
@@ -74,6 +76,8 @@ role_restricted_enter(RoleSwitch *save, Oid role)
 void
 role_switch_leave(RoleSwitch *save)
 {
+	if (save->owner_guc_level > 0)
+		AtEOXact_GUC(false, save->owner_guc_level);
 	SetUserIdAndSecContext(save->saved_userid, save->saved_sec_context);
 }
 

@@ -37,6 +37,7 @@ typedef struct RoleSwitch
 	Oid			saved_userid;
 	int			saved_sec_context;
 	int			guc_level;		/* catalog_enter's pinned search_path, or 0 */
+	int			owner_guc_level;	/* role_restricted_enter's, or 0 */
 } RoleSwitch;
 
 extern void role_switch_enter(RoleSwitch *save, Oid role);
@@ -45,7 +46,10 @@ extern void role_switch_leave(RoleSwitch *save);
 /*
  * role_restricted_enter: role_switch_enter, in a security-restricted
  * operation (as REFRESH MATERIALIZED VIEW runs its owner's code), unless
- * role is the current user already.  Left by role_switch_leave.
+ * role is the current user already.  Left by role_switch_leave, which
+ * rolls back every setting changed in between, also by a plain SET in the
+ * owner's code: it neither reaches the session that runs the code (a
+ * superuser's run_batch or reset_query) nor the worker's next batch.
  */
 extern void role_restricted_enter(RoleSwitch *save, Oid role);
 

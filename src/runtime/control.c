@@ -418,8 +418,8 @@ streamwin_reset_query(PG_FUNCTION_ARGS)
 		RoleSwitch	owner;
 
 		SPI_connect();
-		/* as the query's owner, who owns the result table */
-		role_switch_enter(&owner, q->owner);
+		/* as the query's owner, who owns the result table (and its triggers) */
+		role_restricted_enter(&owner, q->owner);
 		spi_run(psprintf("DELETE FROM %s", qualified_relname(q->result_table)));
 		role_switch_leave(&owner);
 		SPI_finish();
