@@ -551,7 +551,8 @@ batch_finish(BatchContext *b)
 		checkpoint_note_replayed(r, stats->batch_id);
 	else
 	{
-		catalog_log_progress(r->query->name, stats, streamwin_progress_retention);
+		catalog_log_progress(r->query->name, stats, streamwin_progress_retention,
+							 BATCH_HAS_STATE(b));
 		catalog_record_batch(r->query_id, stats->batch_id, stats->has_watermark, stats->watermark);
 	}
 	/* this transaction wrote the catalog row last: the operators' is its state */

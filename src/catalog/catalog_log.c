@@ -36,7 +36,8 @@ stage_ms_json(const BatchStats *row)
 }
 
 void
-catalog_log_progress(const char *query, const BatchStats *row, int retention)
+catalog_log_progress(const char *query, const BatchStats *row, int retention,
+					 bool replayed_after_crash)
 {
 	Oid			types[17] = {TEXTOID, INT8OID, TIMESTAMPTZOID, FLOAT8OID, INT8OID, FLOAT8OID,
 		FLOAT8OID, INT8OID, INT8OID, INT8OID, TIMESTAMPTZOID, TEXTOID, INT4OID, INT8OID, TEXTOID, INT8OID,
@@ -75,11 +76,17 @@ catalog_log_progress(const char *query, const BatchStats *row, int retention)
 				 17, types, args, nulls, 0);
 	types[2] = INT4OID;
 	args[2] = args[12];
-	/* batches after the checkpoint stay: crash recovery replays them */
+	types[3] = BOOLOID;
+	args[3] = BoolGetDatum(replayed_after_crash);
+
+	/*
+	 * Batches after the checkpoint stay: crash recovery replays them.  A
+	 * query without state has no checkpoint and replays nothing.
+	 */
 	catalog_exec("DELETE FROM streamwin.progress_log WHERE query = $1 AND batch_id <= $2 - $3 "
-				 "AND batch_id < (SELECT coalesce(checkpoint_batch_id, 0) "
-				 "FROM streamwin.query_catalog WHERE name = $1)",
-				 3, types, args, NULL, 0);
+				 "AND (NOT $4 OR batch_id < (SELECT coalesce(checkpoint_batch_id, 0) "
+				 "FROM streamwin.query_catalog WHERE name = $1))",
+				 4, types, args, NULL, 0);
 	SPI_finish();
 }
 

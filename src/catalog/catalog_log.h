@@ -62,10 +62,11 @@ typedef struct BatchStats
 
 /*
  * Insert the progress row of a batch of query `query`, and delete the
- * query's rows more than retention batches old, but none after its last
- * checkpoint (recovery replays those).
+ * query's rows more than retention batches old, but, for a query whose
+ * batches a crash makes it replay, none after its last checkpoint.
  */
-extern void catalog_log_progress(const char *query, const BatchStats *row, int retention);
+extern void catalog_log_progress(const char *query, const BatchStats *row, int retention,
+								 bool replayed_after_crash);
 
 /*
  * The watermark of a query at the end of batch_id: the checkpoint's, if

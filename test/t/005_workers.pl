@@ -294,6 +294,35 @@ psql_ok($node, "SELECT streamwin.start_query('w_closed')", 'start_query',
 wait_until($node, "SELECT state FROM streamwin.queries WHERE name = 'w_closed' AND worker_pid IS NOT NULL",
 	'running', 'w_closed runs again');
 
+# ---- streamwin.progress_retention --------------------------------------------
+
+# A transform keeps no state, takes no checkpoint and replays nothing after
+# a crash: only its last progress_retention batches stay in
+# streamwin.progress, as with every other query.
+psql_ok($node, 'ALTER SYSTEM SET streamwin.progress_retention = 3', 'progress_retention = 3');
+$node->reload;
+psql_ok($node, q{
+CREATE TABLE trim_rows (id int);
+SELECT streamwin.create_table_source('trim_src', 'trim_rows');
+SELECT streamwin.create_query('w_trim', 'SELECT id FROM trim_src', start => false);
+}, 'a transform over a table source');
+for my $b (1 .. 6)
+{
+	$node->safe_psql('postgres', "INSERT INTO trim_rows VALUES ($b)");
+	$node->safe_psql('postgres', "SELECT streamwin.run_batch('w_trim')");
+}
+is( $node->safe_psql('postgres', q{
+SELECT count(*) || ' batches, ' || min(batch_id) || '-' || max(batch_id) || ', ' || sum(input_rows) || ' rows'
+  FROM streamwin.progress WHERE query = 'w_trim'}),
+	'3 batches, 4-6, 3 rows', 'w_trim: of its 6 batches, the last 3 stay in streamwin.progress');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM w_trim'), '6', 'w_trim: all 6 rows in its result');
+psql_ok($node, q{
+SELECT streamwin.drop_query('w_trim', drop_result => true);
+SELECT streamwin.drop_source('trim_src');
+}, 'w_trim dropped');
+psql_ok($node, 'ALTER SYSTEM RESET streamwin.progress_retention', 'progress_retention back to its default');
+$node->reload;
+
 # ---- DROP EXTENSION ends the workers ---------------------------------------
 
 # Dropping the extension drops the catalog under running workers: they must
