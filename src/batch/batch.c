@@ -160,6 +160,17 @@ batch_begin(BatchContext *b)
 	b->checkpoint_batch = pos.checkpoint_batch_id;
 	b->st.catalog_xmin = pos.xmin;
 
+	/*
+	 * Another transaction wrote the query's row since this runner's last
+	 * batch: a reset_query there (or one here that rolled back) may have
+	 * moved where its sources start, which a table source's fetch reads.
+	 */
+	if (!TransactionIdEquals(pos.xmin, b->r->catalog_xmin))
+	{
+		catalog_reread_query_starts(b->r->query);
+		b->r->catalog_xmin = pos.xmin;
+	}
+
 	if (BATCH_HAS_STATE(b) && checkpoint_state_lost(b->r))
 	{
 		b->state_batch_id = checkpoint_restore(b->r);
@@ -427,6 +438,7 @@ batch_idle(BatchContext *b)
 	}
 	/* nothing changed the operators' state */
 	operators_end(b->r->operators, catalog_xmin);
+	b->r->catalog_xmin = catalog_xmin;
 	/* the record of a batch that did not run says the query's watermark */
 	b->stats->has_watermark = b->st.has_old_wm && b->q->has_watermark;
 	b->stats->watermark = b->st.old_wm;
@@ -557,6 +569,7 @@ batch_finish(BatchContext *b)
 	}
 	/* this transaction wrote the catalog row last: the operators' is its state */
 	operators_end(r->operators, GetCurrentTransactionId());
+	r->catalog_xmin = GetCurrentTransactionId();
 }
 
 /* The time since the running stage began goes to stage s; the next begins. */
@@ -714,7 +727,17 @@ batch_execute(QueryRunner *r, int fetch_timeout_ms, int linger_ms, BatchStats *s
 		(void) set_config_option(decode_settings[i],
 								 GetConfigOptionResetString(decode_settings[i]),
 								 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
-	batch_run(r, fetch_timeout_ms, linger_ms, stats);
+	/* the owner's code may not change or free the runner under the batch */
+	r->in_batch = true;
+	PG_TRY();
+	{
+		batch_run(r, fetch_timeout_ms, linger_ms, stats);
+	}
+	PG_FINALLY();
+	{
+		r->in_batch = false;
+	}
+	PG_END_TRY();
 	/* the settings above, and any the owner's code changed, roll back */
 	role_switch_leave(&owner);
 }

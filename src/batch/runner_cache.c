@@ -32,6 +32,24 @@ runner_free(QueryRunner *r)
 	MemoryContextDelete(r->cxt);
 }
 
+/*
+ * A runner whose batch is running in this backend may be neither run nor
+ * changed nor freed: the batch's own code (a function of its query, a
+ * trigger on its result table) calling run_batch, reset_query, start_query
+ * or drop_query of that query would pull the batch's memory from under it.
+ */
+static void
+runner_check_idle(QueryRunner *r)
+{
+	if (r->in_batch)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("query \"%s\" is running a batch in this session", r->query->name),
+				 errdetail("Its own batch called a function of streamwin on it: run_batch, run_available, "
+						   "reset_query, start_query or drop_query."),
+				 errhint("Call these functions outside the query's batches.")));
+}
+
 /* Open the query's readers, decoders, statements and operators into r. */
 static void
 runner_open(QueryRunner *r, bool in_worker)
@@ -62,8 +80,12 @@ runner_get(int32 query_id, bool in_worker)
 
 	foreach(lc, runners)
 	{
-		if (((QueryRunner *) lfirst(lc))->query_id == query_id)
-			return lfirst(lc);
+		r = lfirst(lc);
+		if (r->query_id == query_id)
+		{
+			runner_check_idle(r);
+			return r;
+		}
 	}
 
 	cxt = AllocSetContextCreate(TopMemoryContext, "streamwin query runner",
@@ -101,6 +123,7 @@ runner_forget(int32 query_id)
 
 		if (r->query_id == query_id)
 		{
+			runner_check_idle(r);
 			runners = foreach_delete_current(runners, lc);
 			runner_free(r);
 			return;

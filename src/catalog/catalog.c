@@ -907,6 +907,35 @@ catalog_set_query_start(int32 query_id, int source_index, XLogRecPtr start_lsn)
 				 query_id, 2, types, args, NULL);
 }
 
+void
+catalog_reread_query_starts(QueryInfo *q)
+{
+	Oid			types[1] = {INT4OID};
+	Datum		args[1] = {Int32GetDatum(q->query_id)};
+
+	SPI_connect();
+	catalog_exec("SELECT source_index, start_lsn, snapshot_xid "
+				 "FROM streamwin.query_sources WHERE query_id = $1",
+				 1, types, args, NULL, 0);
+	for (uint64 r = 0; r < SPI_processed; r++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[r];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
+		int			i = DatumGetInt32(spi_datum(tup, desc, 1, &isnull));
+		Datum		d;
+
+		if (i < 0 || i >= q->nsources)
+			continue;
+		d = spi_datum(tup, desc, 2, &isnull);
+		q->sources[i].start_lsn = isnull ? InvalidXLogRecPtr : (XLogRecPtr) DatumGetInt64(d);
+		d = spi_datum(tup, desc, 3, &isnull);
+		q->sources[i].snapshot_xid = isnull ? InvalidTransactionId :
+			XidFromFullTransactionId(DatumGetFullTransactionId(d));
+	}
+	SPI_finish();
+}
+
 char *
 catalog_source_slot(int32 source_id)
 {

@@ -212,6 +212,12 @@ extern bool catalog_source_furthest_behind(int32 source_id, char **query, char *
 /* Where a table source's query starts (reset_query). */
 extern void catalog_set_query_start(int32 query_id, int source_index, XLogRecPtr start_lsn);
 
+/*
+ * Read the sources' starts (start_lsn, snapshot_xid) of q again: another
+ * transaction's reset_query may have moved them.
+ */
+extern void catalog_reread_query_starts(QueryInfo *q);
+
 /* A table source's replication slot (NULL: no such source), and a new one. */
 extern char *catalog_source_slot(int32 source_id);
 extern void catalog_set_source_slot(int32 source_id, const char *slot_name);

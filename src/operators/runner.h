@@ -38,6 +38,11 @@ typedef struct QueryRunner
 	int			insert_variants_paused; /* batches left without them */
 	TimestampTz last_checkpoint_at; /* by this runner; 0: none yet */
 	bool		in_worker;		/* run by the query's background worker */
+	bool		in_batch;		/* a batch of it is running in this backend */
+	TransactionId catalog_xmin; /* the transaction that wrote the query's
+								 * catalog row as far as this runner knows:
+								 * another one's (a reset_query) may have
+								 * moved its sources' starts */
 	bool		one_transaction;	/* its batches share the caller's
 									 * transaction (run_available): they
 									 * may keep rows back from their tables

@@ -399,6 +399,8 @@ streamwin_reset_query(PG_FUNCTION_ARGS)
 								  explicit != NULL && per_source[i] == NULL ? "earliest" : start,
 								  per_source[i]);
 	offsets_store(r);
+	/* the next batch reads the starts again, should this transaction roll back */
+	r->catalog_xmin = InvalidTransactionId;
 	if (QUERY_HAS_UNLOGGED_STATE(q))
 	{
 		RoleSwitch	owner;

@@ -438,7 +438,7 @@ spool_at(const char *slot_name, Oid table, int32 query_id, TablePosition at)
 
 void
 table_fetch(const char *slot_name, Oid table, int32 query_id, TransactionId snapshot_xid,
-			TupleDesc desc, int nmetadata, const AttrNumber *attnums, int nattnums, TablePosition start,
+			XLogRecPtr snapshot_lsn, TupleDesc desc, int nmetadata, const AttrNumber *attnums, int nattnums, TablePosition start,
 			const TablePosition *upto, int max_records,
 			XLogRecPtr confirm_upto, bool may_keep, TableFetch *out)
 {
@@ -450,6 +450,7 @@ table_fetch(const char *slot_name, Oid table, int32 query_id, TransactionId snap
 	st.table = table;
 	st.query_id = query_id;
 	st.snapshot_xid = snapshot_xid;
+	st.snapshot_lsn = snapshot_lsn;
 	st.desc = desc;
 	st.start = start;
 	st.upto = upto;

@@ -776,6 +776,9 @@ plugin_message(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, XLogRecPtr me
 	/* any role may write such a message: the query's are its start's transaction's */
 	if (TransactionIdIsValid(st->snapshot_xid) && txn->xid != st->snapshot_xid)
 		return;
+	/* a start that the same transaction made again replaces this one */
+	if (message_lsn < st->snapshot_lsn)
+		return;
 	if (snapshot_row(message, message_size, st->query_id, &tuple))
 		deliver_row(st, txn, NULL, &tuple, NULL, CHANGE_INSERT);
 }

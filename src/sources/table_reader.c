@@ -447,7 +447,7 @@ table_fetch_rows(SourceReader *rd, int timeout_ms, int linger_ms, SourceRow **ro
 		/* a query whose creation has not committed may need the slot as is */
 		table_catalog_now(rd, may_confirm ? &retained : NULL);
 		table_fetch(rd->source->slot_name, rd->source->source_table, rd->query->query_id,
-					rd->qsource->snapshot_xid, rd->desc, rd->source->nmetadata, tr->attnums,
+					rd->qsource->snapshot_xid, rd->qsource->start_lsn, rd->desc, rd->source->nmetadata, tr->attnums,
 					tr->nattnums, table_position(&p->next), NULL,
 					rd->source->max_records_per_batch,
 					retained, rd->fetch_again || rd->in_worker, &f);
@@ -481,7 +481,7 @@ table_replay(SourceReader *rd, const SourcePosition *targets, SourceRow **rows)
 	table_check_access(rd->source, rd->query->owner, rd->query->name);
 	table_catalog_now(rd, NULL);
 	table_fetch(rd->source->slot_name, rd->source->source_table, rd->query->query_id,
-				rd->qsource->snapshot_xid, rd->desc, rd->source->nmetadata, TR(rd)->attnums,
+				rd->qsource->snapshot_xid, rd->qsource->start_lsn, rd->desc, rd->source->nmetadata, TR(rd)->attnums,
 				TR(rd)->nattnums, table_position(&p->next), &upto, 0, InvalidXLogRecPtr, false, &f);
 	p->next.offset = (int64) f.end.lsn;
 	p->next.index = f.end.index;

@@ -157,7 +157,9 @@ extern XLogRecPtr source_slot_confirmed(const char *slot_name);
  * A changelog query's start rows (table_snapshot.c) are the logical
  * messages for query_id of transaction snapshot_xid, which set its start
  * (InvalidTransactionId: of any transaction, for a query started before
- * catalog 0.9); any role may write a message of that tag.
+ * catalog 0.9); any role may write a message of that tag.  Of them, those
+ * from snapshot_lsn on, the start: a transaction that started the query
+ * twice (reset_query again) wrote the table's rows twice.
  *
  * confirm_upto: the slot may be confirmed up to there (InvalidXLogRecPtr:
  * leave it); never moves the slot backwards.
@@ -169,7 +171,7 @@ extern XLogRecPtr source_slot_confirmed(const char *slot_name);
  * transaction's rows for the next one (see Spool in table_source_int.h).
  */
 extern void table_fetch(const char *slot_name, Oid table, int32 query_id,
-						TransactionId snapshot_xid, TupleDesc desc, int nmetadata, const AttrNumber *attnums, int nattnums,
+						TransactionId snapshot_xid, XLogRecPtr snapshot_lsn, TupleDesc desc, int nmetadata, const AttrNumber *attnums, int nattnums,
 						TablePosition start, const TablePosition *upto,
 						int max_records, XLogRecPtr confirm_upto,
 						bool may_keep, TableFetch *out);

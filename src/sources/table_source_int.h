@@ -59,6 +59,8 @@ typedef struct FetchState
 	Oid			table;
 	int32		query_id;		/* whose snapshot rows to deliver */
 	TransactionId snapshot_xid; /* the transaction that wrote them, if known */
+	XLogRecPtr	snapshot_lsn;	/* where the last of them starts: the query's
+								 * start */
 	TupleDesc	desc;			/* the source's row type */
 	TablePosition start;
 	const TablePosition *upto;

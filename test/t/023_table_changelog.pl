@@ -83,6 +83,15 @@
 #      writer changes the table; an immediate restart empties the state
 #      before the first checkpoint.  An aggregate and a keyed transform
 #      equal plain SQL over the table.
+#   7. Starts moved by reset_query: a session that ran a changelog query
+#      (and keeps its runner) runs it again after another session reset it
+#      (the table's rows at the reset are its new start); a transaction
+#      that resets it twice starts it once; a reset rolled back in a
+#      session leaves the query's start as its creation made it.  Each
+#      result equals plain SQL over the table.  A query's own function
+#      that calls run_batch, reset_query or drop_query on the query fails
+#      its batch with the reason (it would free the batch's memory under
+#      it), and the query runs once that function is gone.
 #
 # One node, streamwin.checkpoint_interval = 3.  About 25 s on an idle
 # machine of 2 CPUs.
@@ -916,6 +925,92 @@ SELECT streamwin.drop_query('readd_sum');
 SELECT streamwin.drop_query('readd_sum2');
 SELECT streamwin.drop_source('readd_all');
 SELECT streamwin.drop_source('readd_new');}, 'the drop-and-add part dropped');
+
+# ==== 7. starts moved by reset_query ===========================================
+
+psql_ok($node, q{
+CREATE TABLE rs (id int PRIMARY KEY, k int NOT NULL, v int NOT NULL);
+ALTER TABLE rs REPLICA IDENTITY FULL;
+INSERT INTO rs SELECT g, g % 5, g FROM generate_series(1, 200) g;
+SELECT streamwin.create_table_source('rs_src', 'rs', '{"changes": "all"}');
+SELECT streamwin.create_query('rs_sum', 'SELECT k, count(*) AS n, sum(v) AS s FROM rs_src GROUP BY k',
+    output_mode => 'update', start => false);
+}, 'part 7: a changelog query over a table of 200 rows, stopped');
+my $RS_WANT = 'SELECT k, count(*) AS n, sum(v) AS s FROM rs GROUP BY k';
+my $rs_a = store_session($node);
+sess_ok($rs_a, "SELECT streamwin.run_available('rs_sum')", 'session A runs rs_sum');
+results_match($node, 'SELECT k, n, s FROM rs_sum', $RS_WANT, 'rs_sum equals the table');
+
+psql_ok($node, q{
+UPDATE rs SET v = v + 1 WHERE id <= 50;
+DELETE FROM rs WHERE id > 190;
+SELECT streamwin.reset_query('rs_sum', 'latest');
+INSERT INTO rs VALUES (500, 1, 500);
+}, 'another session changes the table, resets rs_sum, and inserts a row');
+sess_ok($rs_a, "SELECT streamwin.run_available('rs_sum')", 'session A runs rs_sum again');
+results_match($node, 'SELECT k, n, s FROM rs_sum', $RS_WANT,
+	'rs_sum equals the table: its rows at the reset, then the insert');
+
+psql_ok($node, q{
+UPDATE rs SET v = v * 2 WHERE id % 7 = 0;
+BEGIN;
+SELECT streamwin.reset_query('rs_sum', 'latest');
+SELECT streamwin.reset_query('rs_sum', 'latest');
+COMMIT;
+}, 'after a change, one transaction resets rs_sum twice');
+sess_ok($rs_a, "SELECT streamwin.run_available('rs_sum')", 'session A runs rs_sum again');
+results_match($node, 'SELECT k, n, s FROM rs_sum', $RS_WANT,
+	'rs_sum equals the table: the rows of the second start, once');
+
+psql_ok($node, q{SELECT streamwin.create_query('rs_new', 'SELECT k, count(*) AS n, sum(v) AS s FROM rs_src GROUP BY k',
+    output_mode => 'update', start => false)}, 'rs_new: created, never run');
+sess_ok($rs_a, q{BEGIN;
+SELECT streamwin.reset_query('rs_new', 'latest');
+ROLLBACK;}, 'session A resets rs_new and rolls back');
+psql_ok($node, 'UPDATE rs SET k = k + 1 WHERE id % 11 = 0', 'a change after it');
+sess_ok($rs_a, "SELECT streamwin.run_available('rs_new')", 'session A runs rs_new');
+results_match($node, 'SELECT k, n, s FROM rs_new', $RS_WANT,
+	'rs_new equals the table: its start is its creation\'s, not the rolled-back reset\'s');
+$rs_a->quit;
+
+# A query's own function calling streamwin on the query, within its batch.
+psql_ok($node, q{
+SELECT streamwin.create_table_source('rs_ins', 'rs');
+CREATE TABLE rs_call (call text);
+INSERT INTO rs_call VALUES ('run_batch');
+CREATE FUNCTION rs_meddle(v int) RETURNS int LANGUAGE plpgsql AS $$
+DECLARE call text := (SELECT c.call FROM rs_call c);
+BEGIN
+  IF call = 'reset_query' THEN
+    PERFORM streamwin.reset_query('rs_self', 'latest');
+  ELSIF call = 'drop_query' THEN
+    PERFORM streamwin.drop_query('rs_self');
+  ELSE
+    PERFORM streamwin.run_batch('rs_self');
+  END IF;
+  RETURN v;
+END $$;
+SELECT streamwin.create_query('rs_self', 'SELECT id, v FROM rs_ins WHERE rs_meddle(v) >= 0', start => false);
+INSERT INTO rs VALUES (501, 2, 501);
+}, 'rs_self: a transform whose function calls streamwin on rs_self');
+for my $call (qw(run_batch reset_query drop_query))
+{
+	psql_ok($node, "UPDATE rs_call SET call = '$call'");
+	fails_like($node, q{SELECT streamwin.run_batch('rs_self')},
+		qr/query "rs_self" is running a batch in this session/,
+		"rs_self: its function's $call fails the batch with the reason");
+}
+psql_ok($node, q{
+CREATE OR REPLACE FUNCTION rs_meddle(v int) RETURNS int LANGUAGE plpgsql AS 'BEGIN RETURN v; END';
+SELECT streamwin.run_batch('rs_self');
+}, 'rs_self runs once its function leaves streamwin alone');
+is($node->safe_psql('postgres', 'SELECT id, v FROM rs_self'), '501|501', 'rs_self: the row inserted after its creation');
+psql_ok($node, q{
+SELECT streamwin.drop_query('rs_self', drop_result => true);
+SELECT streamwin.drop_query('rs_sum');
+SELECT streamwin.drop_query('rs_new');
+SELECT streamwin.drop_source('rs_ins');
+SELECT streamwin.drop_source('rs_src');}, 'part 7 dropped');
 
 is($node->safe_psql('postgres', "SELECT count(*) FROM pg_replication_slots WHERE plugin = 'streamwin'"),
 	'0', 'no streamwin slot is left');
