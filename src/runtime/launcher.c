@@ -11,9 +11,9 @@
  *	- at server start, and every streamwin.launcher_naptime afterwards, the
  *	  launcher: it cannot read another database's catalog itself, so for
  *	  each database it runs a short-lived "starter" worker there, which
- *	  starts workers for the queries marked running that have none;
- *	- the postmaster, which restarts a worker that exited on an error
- *	  (bgw_restart_time).
+ *	  starts workers for the queries marked running that have none (also
+ *	  one whose worker exited on an error: the postmaster never restarts
+ *	  a query worker).
  * Duplicates are harmless: a worker claims its (database, query) slot in
  * shared memory first and exits if another live worker holds it.
  *

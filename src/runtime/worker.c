@@ -54,6 +54,26 @@
 /* The extension when this worker first read its query */
 static Oid	worker_extension = InvalidOid;
 
+/* Set while a batch's transaction is open (see worker_sigterm) */
+static volatile sig_atomic_t batch_open = false;
+
+/*
+ * SIGTERM (a fast shutdown, pg_terminate_backend): between batches the
+ * loop ends and the worker exits cleanly; inside a batch it ends the batch
+ * at once, as it would a backend's query, and the process with it: a batch
+ * waits on locks without ever seeing a shutdown request (a prepared
+ * transaction holding a row of its result table would hold the shutdown
+ * for good), and a batch rolled back loses nothing.
+ */
+static void
+worker_sigterm(SIGNAL_ARGS)
+{
+	if (batch_open)
+		die(postgres_signal_arg);
+	else
+		SignalHandlerForShutdownRequest(postgres_signal_arg);
+}
+
 /* The query, or NULL once it is dropped (DROP EXTENSION drops them all). */
 static QueryInfo *
 query_if_exists(int32 query_id)
@@ -308,7 +328,7 @@ streamwin_worker_main(Datum main_arg)
 
 	memcpy(&extra, MyBgworkerEntry->bgw_extra, sizeof(extra));
 	batch_memory_keep();
-	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+	pqsignal(SIGTERM, worker_sigterm);
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnectionByOid(extra.dboid, extra.owner, 0);
@@ -350,7 +370,6 @@ streamwin_worker_main(Datum main_arg)
 		int			rc;
 		volatile bool stop = false;
 
-		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
 		{
 			ConfigReloadPending = false;
@@ -361,11 +380,23 @@ streamwin_worker_main(Datum main_arg)
 
 		PG_TRY();
 		{
-			QueryInfo  *q = begin_batch_transaction(query_id, extra.owner);
+			QueryInfo  *q;
+
+			/* a cancel is a failed batch, as one inside the batch is */
+			CHECK_FOR_INTERRUPTS();
+			batch_open = true;
+			/* asked to stop just before: the batch is not begun */
+			if (ShutdownRequestPending)
+				q = NULL;
+			else
+				q = begin_batch_transaction(query_id, extra.owner);
 
 			if (q == NULL)
+			{
+				batch_open = false;
 				stop = true;	/* stopped or dropped; never leave PG_TRY by
 								 * break */
+			}
 			else
 			{
 				/* alter_query changed its settings: a runner built with them */
@@ -390,6 +421,7 @@ streamwin_worker_main(Datum main_arg)
 				full = stats.full || stats.replayed;
 				PopActiveSnapshot();
 				CommitTransactionCommand();
+				batch_open = false;
 				pgstat_report_activity(STATE_IDLE, NULL);
 				backoff_ms = 0;
 				known_ok = true;
@@ -403,6 +435,7 @@ streamwin_worker_main(Datum main_arg)
 			edata = CopyErrorData();
 			FlushErrorState();
 			AbortCurrentTransaction();
+			batch_open = false;
 			pgstat_report_activity(STATE_IDLE, NULL);
 
 			/*

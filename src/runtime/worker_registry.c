@@ -266,8 +266,14 @@ register_worker(Oid dboid, int32 query_id, Oid owner)
 	memset(&bgw, 0, sizeof(bgw));
 	bgw.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
 	bgw.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	/* an error that escapes the batch loop: let the postmaster restart it */
-	bgw.bgw_restart_time = 5;
+	/*
+	 * A worker that exits on an error (or is ended inside a batch) is
+	 * started again by the launcher's next round, which first checks that
+	 * its query still runs and its owner may log in: the postmaster would
+	 * restart one whose owner lost LOGIN, or was dropped, every few
+	 * seconds for good, and keep doing so across a crash restart.
+	 */
+	bgw.bgw_restart_time = BGW_NEVER_RESTART;
 	snprintf(bgw.bgw_library_name, BGW_MAXLEN, "streamwin");
 	snprintf(bgw.bgw_function_name, BGW_MAXLEN, "streamwin_worker_main");
 	snprintf(bgw.bgw_name, BGW_MAXLEN, "streamwin worker for query %d", query_id);

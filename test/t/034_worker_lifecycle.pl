@@ -4,7 +4,8 @@
 # acting on, the extension dropped and created anew under a worker, an
 # owner that lost LOGIN after its worker connected, a session idle in the
 # transaction that creates a table source.  And a transaction that starts
-# or stops a query cannot be prepared (it would never act on it).
+# or stops a query cannot be prepared (it would never act on it); a fast
+# shutdown ends a batch that waits on a prepared transaction's lock.
 #
 # The launcher's rounds are an hour apart here (its first round at server
 # start aside), unless a step says otherwise: a worker that appears did not
@@ -135,6 +136,28 @@ PREPARE TRANSACTION 'stop_lc';
 is($node->safe_psql('postgres', 'SELECT count(*) FROM pg_prepared_xacts'), '0', 'nothing was prepared');
 is( $node->safe_psql('postgres', "SELECT state, worker_pid = $pid FROM streamwin.queries WHERE name = 'lc'"),
 	'running|t', 'the query runs on, in the same worker');
+
+# ---- a fast shutdown while a batch waits on a lock --------------------------
+
+# A prepared transaction holds a row of lc's result table, so the worker's
+# next batch waits on it.  A fast shutdown ends that batch (rolled back)
+# and the worker with it, rather than wait for a transaction that nothing
+# ends; the launcher's first round after the start runs the query again.
+psql_ok($node, q{
+BEGIN;
+UPDATE lc SET n = n WHERE k = 'k1';
+PREPARE TRANSACTION 'hold_lc';
+}, 'a prepared transaction locks the row of k1 in lc');
+add_rows(14);
+wait_until($node, "SELECT wait_event_type FROM pg_stat_activity WHERE pid = $pid", 'Lock',
+	"lc's worker waits on that row in its batch", timeout => 20);
+my $stop_started = time;
+$node->stop('fast');
+ok(time - $stop_started < 30, 'a fast shutdown ends the waiting batch and its worker');
+$node->start;
+psql_ok($node, "ROLLBACK PREPARED 'hold_lc'", 'the prepared transaction rolled back');
+$pid = worker_of('lc', 'after the start, from the first round', timeout => 20);
+wait_results_match($node, sprintf($got, 'lc'), $want, 'lc equals plain SQL: the rolled-back batch lost nothing');
 
 # ---- the extension created anew under a running worker ---------------------
 
