@@ -218,6 +218,14 @@ streamwin_starter_main(Datum main_arg)
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
 
+	/*
+	 * The launcher waits for each starter in turn: a query's row locked by
+	 * a transaction left open (an alter_query not committed) must not hold
+	 * the starts of every database.  What a starter could not record, the
+	 * next round records.
+	 */
+	SetConfigOption("lock_timeout", "1s", PGC_USERSET, PGC_S_SESSION);
+
 	StartTransactionCommand();
 	if (catalog_awaits_update())
 	{
