@@ -57,8 +57,11 @@ SET ROLE streamwin_ts_replication;
 SELECT streamwin.create_table_source('replication_src', 'orders');
 RESET ROLE;
 SELECT name, owner FROM streamwin.sources ORDER BY name;
+-- both dropped in one transaction: both slots go when it commits
+BEGIN;
 SELECT streamwin.drop_source('user_src');
 SELECT streamwin.drop_source('replication_src');
+COMMIT;
 SELECT count(*) AS streamwin_slots FROM pg_replication_slots
 WHERE plugin = 'streamwin' AND database = current_database();
 DROP OWNED BY streamwin_ts_user, streamwin_ts_replication;

@@ -54,7 +54,7 @@ int			streamwin_retained_wal_warning = 1024;
 
 /* A slot being created, held by this backend until its transaction ends. */
 static char *creating_slot = NULL;
-static char *dropping_slot = NULL;
+static List *dropping_slots = NIL;	/* of names, in TopMemoryContext */
 static bool xact_callback_registered = false;
 
 /*
@@ -155,6 +155,25 @@ slot_is_ours(const char *slot_name)
 	return slot != NULL && slot->data.database == MyDatabaseId;
 }
 
+/* Does a process hold the slot now (a worker's kept decoding context)? */
+static bool
+slot_in_use(const char *slot_name)
+{
+	ReplicationSlot *slot;
+	pid_t		active = 0;
+
+	LWLockAcquire(ReplicationSlotControlLock, LW_SHARED);
+	slot = SearchNamedReplicationSlot(slot_name, false);
+	if (slot != NULL)
+	{
+		SpinLockAcquire(&slot->mutex);
+		active = slot->active_pid;
+		SpinLockRelease(&slot->mutex);
+	}
+	LWLockRelease(ReplicationSlotControlLock);
+	return active != 0;
+}
+
 /* Make the slot created by this transaction persistent at commit; drop others. */
 static void
 slot_xact_callback(XactEvent event, void *arg)
@@ -171,15 +190,26 @@ slot_xact_callback(XactEvent event, void *arg)
 			if (creating_slot != NULL)
 				pfree(creating_slot);
 			creating_slot = NULL;
-			if (dropping_slot != NULL)
+			if (dropping_slots != NIL)
 			{
-				char	   *name = dropping_slot;
+				List	   *names = dropping_slots;
+				ListCell   *lc;
 
-				dropping_slot = NULL;
-				/* waits for a worker of a dropped query to let go of it */
-				if (slot_is_ours(name))
-					ReplicationSlotDrop(name, false);
-				pfree(name);
+				dropping_slots = NIL;
+				foreach(lc, names)
+				{
+					const char *name = lfirst(lc);
+
+					/*
+					 * One a process still holds (the worker of a query this
+					 * transaction dropped, which waits for it to end) is
+					 * left to the launcher's reaper: waiting here for it to
+					 * let go would wait for good.
+					 */
+					if (slot_is_ours(name) && !slot_in_use(name))
+						ReplicationSlotDrop(name, true);
+				}
+				list_free_deep(names);
 			}
 			break;
 		case XACT_EVENT_ABORT:
@@ -190,9 +220,8 @@ slot_xact_callback(XactEvent event, void *arg)
 			if (creating_slot != NULL)
 				pfree(creating_slot);
 			creating_slot = NULL;
-			if (dropping_slot != NULL)
-				pfree(dropping_slot);
-			dropping_slot = NULL;
+			list_free_deep(dropping_slots);
+			dropping_slots = NIL;
 			break;
 		default:
 			break;
@@ -392,16 +421,25 @@ streamwin_create_table_source_slot(PG_FUNCTION_ARGS)
 void
 source_slot_drop_at_commit(const char *slot_name)
 {
+	MemoryContext old;
+
 	register_xact_callback();
-	if (dropping_slot != NULL)
-		pfree(dropping_slot);
-	dropping_slot = MemoryContextStrdup(TopMemoryContext, slot_name);
+	if (source_slot_dropping(slot_name))
+		return;
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	dropping_slots = lappend(dropping_slots, pstrdup(slot_name));
+	MemoryContextSwitchTo(old);
 }
 
 bool
 source_slot_dropping(const char *slot_name)
 {
-	return dropping_slot != NULL && strcmp(dropping_slot, slot_name) == 0;
+	ListCell   *lc;
+
+	foreach(lc, dropping_slots)
+		if (strcmp(lfirst(lc), slot_name) == 0)
+			return true;
+	return false;
 }
 
 static ReplicationSlot *

@@ -5,7 +5,9 @@
 # owner that lost LOGIN after its worker connected, a session idle in the
 # transaction that creates a table source.  And a transaction that starts
 # or stops a query cannot be prepared (it would never act on it); a fast
-# shutdown ends a batch that waits on a prepared transaction's lock.
+# shutdown ends a batch that waits on a prepared transaction's lock; a
+# transaction that drops a query and its source while the query's worker
+# works through a backlog commits.
 #
 # The launcher's rounds are an hour apart here (its first round at server
 # start aside), unless a step says otherwise: a worker that appears did not
@@ -210,6 +212,47 @@ wait_until($node, "SELECT usename FROM pg_stat_activity WHERE pid = (SELECT work
 wait_until($node, "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'streamwin worker' AND usename = 'alice'",
 	'0', "alice's worker is gone", timeout => 20);
 wait_results_match($node, sprintf($got, 'lk_bob'), $kwant, "bob's query equals plain SQL", timeout => 20);
+
+# ---- drop_query and drop_source in one transaction, through a backlog ------
+
+# A worker working through a backlog keeps its source's slot between
+# batches.  A transaction that drops its query and then the source: the
+# worker's next batch waits for the drop to commit, holding the slot, so the
+# commit cannot wait for the slot in turn.  It commits; the launcher's next
+# round drops the slot once the worker has let it go.
+psql_ok($node, q{
+CREATE TABLE bk (id int, v int);
+SELECT streamwin.create_table_source('bk_src', 'bk', '{"max_records_per_batch": 200}');
+SELECT streamwin.create_query('bk_sum', 'SELECT v % 10 AS g, count(*) AS n, sum(v) AS s FROM bk_src GROUP BY 1',
+                              output_mode => 'update', trigger_interval => '10 ms');
+}, 'a query over a table source, with batches of 200 rows');
+worker_of('bk_sum', 'at first', timeout => 20);
+psql_ok($node, 'INSERT INTO bk SELECT i, i FROM generate_series(1, 200000) i', 'a backlog of 200,000 rows');
+wait_until($node, q{SELECT count(*) > 2 FROM streamwin.progress WHERE query = 'bk_sum' AND input_rows = 200},
+	't', 'its worker runs full batches');
+my $drop_started = time;
+psql_ok($node, q{
+SET statement_timeout = '30s';
+BEGIN;
+SELECT streamwin.drop_query('bk_sum', drop_result => true);
+SELECT streamwin.drop_source('bk_src');
+COMMIT;
+}, 'drop_query and drop_source in one transaction commit');
+ok(time - $drop_started < 30, '... without waiting for the worker');
+wait_until($node, q{SELECT count(*) FROM pg_stat_activity WHERE application_name = 'streamwin: bk_sum'},
+	'0', 'the worker of bk_sum is gone', timeout => 20);
+psql_ok($node, q{
+ALTER SYSTEM SET streamwin.launcher_naptime = 1;
+SELECT pg_reload_conf();
+}, 'launcher rounds a second apart');
+wait_until($node, q{SELECT count(*) FROM pg_replication_slots WHERE plugin = 'streamwin'
+  AND slot_name NOT IN (SELECT slot_name FROM streamwin.sources WHERE slot_name IS NOT NULL)},
+	'0', "a round drops bk_src's slot", timeout => 20);
+psql_ok($node, q{
+ALTER SYSTEM SET streamwin.launcher_naptime = 3600;
+SELECT pg_reload_conf();
+DROP TABLE bk;
+}, 'launcher rounds an hour apart again');
 
 $node->stop;
 $broker->stop;
