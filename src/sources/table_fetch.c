@@ -48,8 +48,8 @@
  * page boundary, is past the next page's header: WAL that does not exist
  * yet, and XLogFlush() refuses to flush it.
  */
-static XLogRecPtr
-last_inserted_lsn(void)
+XLogRecPtr
+table_wal_inserted_end(void)
 {
 	XLogRecPtr	lsn = GetXLogInsertRecPtr();
 	int			offset = lsn % XLOG_BLCKSZ;
@@ -276,7 +276,7 @@ decode_pass(const char *slot_name, TablePosition start, FetchState *st,
 	 * before it started.
 	 */
 	log_restart_point();
-	XLogFlush(last_inserted_lsn());
+	XLogFlush(table_wal_inserted_end());
 	*end_of_wal = GetFlushRecPtr(NULL);
 
 	reuse = st != NULL && st->upto == NULL && kept_at(slot_name, start);

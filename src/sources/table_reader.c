@@ -502,11 +502,15 @@ table_end_offset(SourceReader *rd, PartitionState *p)
 	return XLogRecPtrIsInvalid(TR(rd)->end_of_wal) ? -1 : (int64) TR(rd)->end_of_wal;
 }
 
-/* Everything committed now. */
+/*
+ * Everything committed now: up to the end of the WAL a fetch can read (an
+ * idle server's insert position can be past a page header that no record
+ * follows, which no fetch would reach).
+ */
 static void
 table_end_positions(SourceReader *rd, SourcePosition *targets)
 {
-	targets[0].offset = (int64) GetXLogInsertRecPtr();
+	targets[0].offset = (int64) table_wal_inserted_end();
 	targets[0].index = 0;
 }
 

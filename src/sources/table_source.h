@@ -170,6 +170,13 @@ extern XLogRecPtr source_slot_confirmed(const char *slot_name);
  * fetch that fills up inside a transaction may keep the rest of that
  * transaction's rows for the next one (see Spool in table_source_int.h).
  */
+/*
+ * The end of the WAL inserted so far: where a fetch can read up to, which
+ * the insert position is not when the last record ended at a page boundary
+ * (it is then past the next page's header).
+ */
+extern XLogRecPtr table_wal_inserted_end(void);
+
 extern void table_fetch(const char *slot_name, Oid table, int32 query_id,
 						TransactionId snapshot_xid, XLogRecPtr snapshot_lsn, TupleDesc desc, int nmetadata, const AttrNumber *attnums, int nattnums,
 						TablePosition start, const TablePosition *upto,
