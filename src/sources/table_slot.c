@@ -24,6 +24,7 @@
 #include "replication/logical.h"
 #include "replication/output_plugin.h"
 #include "replication/slot.h"
+#include "storage/condition_variable.h"
 #include "storage/lmgr.h"
 #include "storage/lock.h"
 #include "storage/standby.h"
@@ -38,6 +39,7 @@
 #include "utils/rel.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
+#include "utils/wait_event.h"
 #include "executor/spi.h"
 #include "executor/tuptable.h"
 
@@ -155,23 +157,40 @@ slot_is_ours(const char *slot_name)
 	return slot != NULL && slot->data.database == MyDatabaseId;
 }
 
-/* Does a process hold the slot now (a worker's kept decoding context)? */
-static bool
-slot_in_use(const char *slot_name)
-{
-	ReplicationSlot *slot;
-	pid_t		active = 0;
+/* How long a commit that drops a slot waits for its holder to let go */
+#define SLOT_DROP_WAIT_MS 5000
 
-	LWLockAcquire(ReplicationSlotControlLock, LW_SHARED);
-	slot = SearchNamedReplicationSlot(slot_name, false);
-	if (slot != NULL)
+/*
+ * Is the slot free, or does it become free within SLOT_DROP_WAIT_MS?  A
+ * worker of a query dropped in the same transaction lets it go when its
+ * batch ends; one that waits for this transaction (a batch that began
+ * after the drop and waits for the query's lock) never does before it
+ * commits.
+ */
+static bool
+slot_free_soon(const char *slot_name)
+{
+	ReplicationSlot *slot = SearchNamedReplicationSlot(slot_name, true);
+	TimestampTz until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), SLOT_DROP_WAIT_MS);
+	bool		released = false;
+
+	if (slot == NULL)
+		return false;
+	ConditionVariablePrepareToSleep(&slot->active_cv);
+	for (;;)
 	{
+		long		left;
+
 		SpinLockAcquire(&slot->mutex);
-		active = slot->active_pid;
+		released = slot->active_pid == 0;
 		SpinLockRelease(&slot->mutex);
+		left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), until);
+		if (released || left <= 0)
+			break;
+		(void) ConditionVariableTimedSleep(&slot->active_cv, left, WAIT_EVENT_REPLICATION_SLOT_DROP);
 	}
-	LWLockRelease(ReplicationSlotControlLock);
-	return active != 0;
+	ConditionVariableCancelSleep();
+	return released;
 }
 
 /* Make the slot created by this transaction persistent at commit; drop others. */
@@ -201,12 +220,12 @@ slot_xact_callback(XactEvent event, void *arg)
 					const char *name = lfirst(lc);
 
 					/*
-					 * One a process still holds (the worker of a query this
-					 * transaction dropped, which waits for it to end) is
-					 * left to the launcher's reaper: waiting here for it to
-					 * let go would wait for good.
+					 * One a process still holds after a while (the worker
+					 * of a query this transaction dropped, waiting for it
+					 * to end) is left to the launcher's reaper: waiting
+					 * here for it to let go would wait for good.
 					 */
-					if (slot_is_ours(name) && !slot_in_use(name))
+					if (slot_is_ours(name) && slot_free_soon(name))
 						ReplicationSlotDrop(name, true);
 				}
 				list_free_deep(names);
