@@ -247,6 +247,24 @@ SELECT streamwin.drop_query('bulk_copy', drop_result => true);
 SELECT streamwin.drop_source('bulk_src');
 DROP TABLE bulk;
 
+-- A source without its own max_records_per_batch takes the setting as it
+-- is where each batch runs: a SET in the session that keeps the query's
+-- runner applies to its next batch.
+CREATE TABLE capped (id int);
+SELECT streamwin.create_table_source('capped_src', 'capped');
+SELECT streamwin.create_query('capped_copy', 'SELECT id FROM capped_src', start => false);
+INSERT INTO capped SELECT g FROM generate_series(1, 10) g;
+SET streamwin.max_records_per_batch = 2;
+SELECT (streamwin.run_batch('capped_copy'))->>'input_rows' AS input_rows;
+SET streamwin.max_records_per_batch = 3;
+SELECT (streamwin.run_batch('capped_copy'))->>'input_rows' AS input_rows;
+RESET streamwin.max_records_per_batch;
+SELECT (streamwin.run_batch('capped_copy'))->>'input_rows' AS input_rows;
+SELECT count(*) AS rows, count(DISTINCT id) AS ids FROM capped_copy;
+SELECT streamwin.drop_query('capped_copy', drop_result => true);
+SELECT streamwin.drop_source('capped_src');
+DROP TABLE capped;
+
 -- Columns of a row's transaction, after the table's (the "metadata" option):
 -- its commit time, its commit LSN, and the row's number within it.
 CREATE TABLE notes (id int, body text);

@@ -65,7 +65,8 @@ typedef struct SourceInfo
 								 * by the kind on first use */
 	/* the options every kind has (options.c) */
 	int64		starting_offset;	/* START_EARLIEST or START_LATEST */
-	int32		max_records_per_batch;
+	int32		max_records_option; /* option max_records_per_batch, 0:
+									 * none (see source_max_records) */
 	const char *timezone;		/* the zone of batches (option "timezone") */
 	/* option "metadata": columns filled from the message, not its payload */
 	int			nmetadata;

@@ -294,7 +294,7 @@ batch_fetch(BatchContext *b)
 	{
 		b->src[s].rd->fetched = true;
 		b->nrows += b->src[s].nrows;
-		if (b->src[s].nrows >= b->src[s].rd->source->max_records_per_batch)
+		if (b->src[s].nrows >= source_max_records(b->src[s].rd->source))
 			b->stats->full = true;
 	}
 }

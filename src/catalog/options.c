@@ -162,7 +162,7 @@ parse_source_options(SourceInfo *src, Jsonb *options)
 					 errhint("Use \"earliest\" or \"latest\".")));
 	}
 
-	src->max_records_per_batch = streamwin_default_max_records;
+	src->max_records_option = 0;
 	if (maxrec != NULL)
 	{
 		char	   *end;
@@ -173,7 +173,7 @@ parse_source_options(SourceInfo *src, Jsonb *options)
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("invalid value for option \"max_records_per_batch\": \"%s\"", maxrec),
 					 errhint("Use an integer between 1 and 10000000.")));
-		src->max_records_per_batch = (int32) n;
+		src->max_records_option = (int32) n;
 	}
 
 	src->timezone = timezone != NULL ? parse_timezone_option(timezone) : SOURCE_DEFAULT_TIMEZONE;

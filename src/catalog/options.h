@@ -25,6 +25,16 @@ extern int64 interval_to_usec(const Interval *iv, const char *what);
 extern int	streamwin_default_max_records;
 
 /*
+ * A batch's most rows from src: its option max_records_per_batch, or the
+ * setting as it is where the batch runs (a session's SET, a reload).
+ */
+static inline int32
+source_max_records(const SourceInfo *src)
+{
+	return src->max_records_option > 0 ? src->max_records_option : streamwin_default_max_records;
+}
+
+/*
  * The options every kind of source has into src: starting_offsets,
  * max_records_per_batch, timezone, metadata.  A kind parses its own.
  */

@@ -300,7 +300,7 @@ kafka_open(SourceReader *rd)
 
 	rd->private = kr;
 	kr->consumer = kafka_consumer_open(src->brokers, src->topic, fetch_wait_ms(rd),
-									   PREFETCH_BATCHES * src->max_records_per_batch,
+									   PREFETCH_BATCHES * source_max_records(src),
 									   ko->nprops, ko->prop_keys, ko->prop_values);
 	rd->nparts = ko->npartitions > 0 ? ko->npartitions :
 		kafka_partition_count(kr->consumer, 10000);
@@ -457,7 +457,7 @@ static void
 limit_by_lag(SourceReader *rd)
 {
 	KafkaReader *kr = KR(rd);
-	int			max = rd->source->max_records_per_batch;
+	int			max = source_max_records(rd->source);
 	int64		total = 0;
 	int64	   *lag = palloc(sizeof(int64) * rd->nparts);
 	int32	   *partitions = palloc(sizeof(int32) * rd->nparts);
@@ -533,7 +533,7 @@ kafka_fetch_rows(SourceReader *rd, int timeout_ms, int linger_ms, SourceRow **ro
 	 * (kafka_seek).
 	 */
 	kr->assigned = false;
-	n = kafka_fetch(kr->consumer, rd->source->max_records_per_batch, timeout_ms, linger_ms, &msgs);
+	n = kafka_fetch(kr->consumer, source_max_records(rd->source), timeout_ms, linger_ms, &msgs);
 	out = palloc(sizeof(SourceRow) * Max(n, 1));
 
 	for (int i = 0; i < n; i++)
@@ -621,14 +621,14 @@ kafka_replay(SourceReader *rd, const SourcePosition *targets, SourceRow **rows)
 	 * transaction markers leave gaps: as many rows as a batch takes at
 	 * first, more as they come.
 	 */
-	capacity = Max(Min(needed, (int64) rd->source->max_records_per_batch), 1);
+	capacity = Max(Min(needed, (int64) source_max_records(rd->source)), 1);
 	acc = palloc(sizeof(SourceRow) * capacity);
 	/* an error on the way leaves the consumer anywhere in the ranges */
 	kr->assigned = false;
 	while (ndone < rd->nparts)
 	{
 		KafkaMessage *m;
-		int			got = kafka_fetch(kr->consumer, rd->source->max_records_per_batch, 1000,
+		int			got = kafka_fetch(kr->consumer, source_max_records(rd->source), 1000,
 									  SESSION_FETCH_LINGER_MS, &m);
 
 		int			n_before = n;

@@ -449,7 +449,7 @@ table_fetch_rows(SourceReader *rd, int timeout_ms, int linger_ms, SourceRow **ro
 		table_fetch(rd->source->slot_name, rd->source->source_table, rd->query->query_id,
 					rd->qsource->snapshot_xid, rd->qsource->start_lsn, rd->desc, rd->source->nmetadata, tr->attnums,
 					tr->nattnums, table_position(&p->next), NULL,
-					rd->source->max_records_per_batch,
+					source_max_records(rd->source),
 					retained, rd->fetch_again || rd->in_worker, &f);
 	}
 	PG_FINALLY();
@@ -680,7 +680,7 @@ table_fetch_rereads(SourceReader *rd)
 {
 	return !table_fetch_resumes(rd->source->slot_name, rd->source->source_table,
 								rd->query->query_id, table_position(&rd->parts[0].next),
-								rd->source->max_records_per_batch);
+								source_max_records(rd->source));
 }
 
 static void
