@@ -228,7 +228,8 @@ query_state_tables(const QueryInfo *q, StateTablePair *pairs)
 		n = add_pair(pairs, n, q->dedup_table, q->dedup_checkpoint,
 					 q->dedup_batch_column != NULL ? CHECKPOINT_ROWS : CHECKPOINT_COPY,
 					 q->dedup_batch_column, q->dedup_time_column, NULL);
-	if (OidIsValid(q->upsert_table))
+	/* one of them dropped by hand: drop_query drops the other */
+	if (OidIsValid(q->upsert_table) || OidIsValid(q->upsert_checkpoint))
 		n = add_pair(pairs, n, q->upsert_table, q->upsert_checkpoint, CHECKPOINT_COPY, NULL, NULL,
 					 NULL);
 	for (int i = 0; i < q->nsources; i++)

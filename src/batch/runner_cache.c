@@ -55,6 +55,7 @@ static void
 runner_open(QueryRunner *r, bool in_worker)
 {
 	r->query = catalog_get_query_by_id(r->query_id, false);
+	catalog_require_query_tables(r->query);
 	r->batch_cxt = AllocSetContextCreate(r->cxt, "streamwin batch", ALLOCSET_DEFAULT_SIZES);
 	for (int i = 0; i < r->query->nsources; i++)
 	{

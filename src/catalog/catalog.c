@@ -317,21 +317,27 @@ query_sources_read(QueryInfo *q, Jsonb *plan)
 
 /*
  * A table of the query that its plan names (in schema streamwin, by name:
- * a dump and restore keeps names, not oids).
+ * a dump and restore keeps names, not oids); InvalidOid if it is gone (see
+ * upsert_operator_make), so that the query can still be dropped.
  */
 static Oid
-plan_table(QueryInfo *q, Jsonb *plan, const char *member)
+plan_table(Jsonb *plan, const char *member)
 {
-	char	   *name = jsonb_get_text(plan, member);
-	Oid			relid;
+	return get_relname_relid(jsonb_get_text(plan, member),
+							 get_namespace_oid("streamwin", false));
+}
 
-	relid = get_relname_relid(name, get_namespace_oid("streamwin", false));
-	if (!OidIsValid(relid))
+/* See catalog.h */
+void
+catalog_require_query_tables(const QueryInfo *q)
+{
+	if (q->upsert_store != NULL &&
+		(!OidIsValid(q->upsert_table) || !OidIsValid(q->upsert_checkpoint)))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("table streamwin.%s of query \"%s\" does not exist", name, q->name),
+				 errmsg("the upsert table of query \"%s\" or its checkpoint table does not exist", q->name),
+				 errdetail("The upsert table keeps the last row of each key of its source; it was dropped or moved out of schema streamwin."),
 				 errhint("Drop the query and create it again.")));
-	return relid;
 }
 
 /* The state of a query of an upsert source, if it has one. */
@@ -342,8 +348,8 @@ query_upsert_read(QueryInfo *q, Jsonb *plan)
 	if (q->upsert_store == NULL)
 		return;
 	q->upsert_side = atoi(jsonb_get_text(plan, "upsert_side"));
-	q->upsert_table = plan_table(q, plan, "upsert_table");
-	q->upsert_checkpoint = plan_table(q, plan, "upsert_checkpoint");
+	q->upsert_table = plan_table(plan, "upsert_table");
+	q->upsert_checkpoint = plan_table(plan, "upsert_checkpoint");
 }
 
 static QueryInfo *

@@ -51,6 +51,13 @@ extern SourceInfo *catalog_get_source_by_relation(Oid relid);
 extern QueryInfo *catalog_get_query(const char *name, bool missing_ok);
 extern QueryInfo *catalog_get_query_by_id(int32 query_id, bool missing_ok);
 
+/*
+ * Raise an error if a table the query's plan names is gone (its upsert
+ * table, dropped by hand): reading the query does not, so that it can be
+ * dropped; running or resetting it does.
+ */
+extern void catalog_require_query_tables(const QueryInfo *q);
+
 
 /* --- sources --------------------------------------------------------------- */
 

@@ -363,6 +363,7 @@ streamwin_reset_query(PG_FUNCTION_ARGS)
 	explicit = parse_starting_offsets(sources[0], q->nsources, start);
 	split_starting_offsets(q, sources, explicit, start, per_source);
 
+	catalog_require_query_tables(q);
 	/* wait for a batch in progress (a stopping worker's last) to finish */
 	catalog_lock_query(q->query_id);
 	/* before anything is written: a table source may need a new slot */

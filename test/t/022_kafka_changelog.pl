@@ -30,7 +30,9 @@
 #      checkpoint: both upsert queries and both aggregations of the keyed
 #      Debezium source restore their checkpoint, replay, and go on exactly;
 #      a checkpoint table equals its state table.
-#   4. creation refusals.
+#   4. creation refusals; a query whose upsert table was dropped by hand
+#      fails its batches and reset_query saying so, and drop_query drops
+#      it.
 use strict;
 use warnings;
 
@@ -893,5 +895,22 @@ results_match($node, 'SELECT part, n FROM dbz_parts',
 	values_sql([ [ 'part', 'int' ], [ 'n', 'bigint' ] ], [ map { [ $_, $dbz_parts{$_} ] } keys %dbz_parts ]),
 	'an aggregation by metadata over a Debezium source with key columns: each row counted where it was added');
 psql_ok($node, "SELECT streamwin.drop_query('dbz_parts')", 'dropped');
+
+# A query whose upsert table was dropped by hand: its batches and
+# reset_query fail saying so, and drop_query drops it and what is left.
+psql_ok($node, q{SELECT streamwin.create_query('ups_gone', 'SELECT part, count(*) AS n FROM ups GROUP BY part',
+    output_mode => 'update', start => false)}, 'ups_gone: a query over the upsert source');
+my $gone = $node->safe_psql('postgres', "SELECT plan->>'upsert_table' FROM streamwin.query_catalog WHERE name = 'ups_gone'");
+psql_ok($node, "DROP TABLE streamwin.$gone", 'its upsert table dropped by hand');
+fails_like($node, "SELECT streamwin.run_batch('ups_gone')",
+	qr/the upsert table of query "ups_gone" or its checkpoint table does not exist.*HINT:  Drop the query and create it again/s,
+	'ups_gone: a batch fails, saying what is gone and what to do');
+fails_like($node, "SELECT streamwin.reset_query('ups_gone', 'earliest')",
+	qr/the upsert table of query "ups_gone" or its checkpoint table does not exist/,
+	'ups_gone: so does reset_query');
+psql_ok($node, "SELECT streamwin.drop_query('ups_gone', drop_result => true)", 'ups_gone: drop_query drops it');
+is($node->safe_psql('postgres', qq{SELECT count(*) FROM pg_class WHERE relnamespace = 'streamwin'::regnamespace
+  AND relname IN ('$gone', 'checkpoint_$gone')} . q{ UNION ALL SELECT count(*) FROM streamwin.query_catalog WHERE name = 'ups_gone'}),
+	"0\n0", 'ups_gone: the query and its checkpoint table are gone');
 
 done_testing();
