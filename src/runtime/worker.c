@@ -477,6 +477,14 @@ streamwin_worker_main(Datum main_arg)
 		if (full && backoff_ms == 0)
 			continue;
 
+		/*
+		 * A stop, a start or an alter_query since the query was read: read
+		 * it again now.  Its latch alone does not say so, when a wait inside
+		 * the batch (a lock, a synchronous commit) reset it.
+		 */
+		if (worker_woken())
+			continue;
+
 		events = WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH;
 		if (backoff_ms > 0)
 			wait_ms = backoff_ms;

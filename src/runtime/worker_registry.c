@@ -55,6 +55,7 @@ typedef struct WorkerSlot
 	pid_t		pid;			/* 0: free */
 	Latch	   *latch;
 	bool		restart;		/* a start came: at exit, start a worker */
+	bool		woken;			/* a start or a wake came (worker_woken) */
 	Oid			restart_owner;	/* as this role */
 } WorkerSlot;
 
@@ -164,6 +165,7 @@ worker_claim_slot(Oid dboid, int32 query_id)
 	shared->slots[free_slot].pid = MyProcPid;
 	shared->slots[free_slot].latch = MyLatch;
 	shared->slots[free_slot].restart = false;
+	shared->slots[free_slot].woken = false;
 	LWLockRelease(shared->lock);
 	return CLAIM_OK;
 }
@@ -186,8 +188,24 @@ worker_clear_restart(void)
 
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	if ((s = own_slot()) != NULL)
+	{
 		s->restart = false;
+		s->woken = false;
+	}
 	LWLockRelease(shared->lock);
+}
+
+bool
+worker_woken(void)
+{
+	WorkerSlot *s;
+	bool		woken = false;
+
+	LWLockAcquire(shared->lock, LW_SHARED);
+	if ((s = own_slot()) != NULL)
+		woken = s->woken;
+	LWLockRelease(shared->lock);
+	return woken;
 }
 
 void
@@ -248,6 +266,7 @@ worker_start_now(Oid dboid, int32 query_id, Oid owner)
 		{
 			s->restart = true;
 			s->restart_owner = owner;
+			s->woken = true;
 			SetLatch(s->latch);
 			running = true;
 		}
@@ -300,13 +319,16 @@ wake_worker_now(Oid dboid, int32 query_id)
 {
 	if (shared == NULL)
 		return;
-	LWLockAcquire(shared->lock, LW_SHARED);
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	for (int i = 0; i < shared->nslots; i++)
 	{
 		WorkerSlot *s = &shared->slots[i];
 
 		if (s->pid != 0 && s->dboid == dboid && s->query_id == query_id)
+		{
+			s->woken = true;
 			SetLatch(s->latch);
+		}
 	}
 	LWLockRelease(shared->lock);
 }

@@ -48,14 +48,20 @@ extern void worker_release_slot(int code, Datum arg);
 
 /*
  * worker_clear_restart / worker_restart_at_exit
- *		A query worker clears its slot's mark (a start that found it
- *		running) before it reads its query, so that a mark found at exit
- *		is a start it has not seen, and starts its successor then
+ *		A query worker clears its slot's marks (a start that found it
+ *		running, a wake) before it reads its query, so that a mark found at
+ *		exit is a start it has not seen, and starts its successor then
  *		(worker_release_slot).  Or it marks its slot itself: it exits, and
  *		its query is to run in a worker connected as owner.
+ *
+ * worker_woken
+ *		Whether a start or a wake came since the worker last read its
+ *		query: its latch may have been reset by a wait inside the batch (a
+ *		lock, a synchronous commit), so the latch alone does not tell.
  */
 extern void worker_clear_restart(void);
 extern void worker_restart_at_exit(Oid owner);
+extern bool worker_woken(void);
 
 /*
  * Start a worker for the query now, unless one runs (then mark its slot

@@ -5,7 +5,8 @@
 # owner that lost LOGIN after its worker connected, a session idle in the
 # transaction that creates a table source.  And a transaction that starts
 # or stops a query cannot be prepared (it would never act on it); a fast
-# shutdown ends a batch that waits on a prepared transaction's lock; a
+# shutdown ends a batch that waits on a prepared transaction's lock, and a
+# stop that comes while it waits is seen once the batch ends; a
 # transaction that drops a query and its source while the query's worker
 # works through a backlog commits.
 #
@@ -160,6 +161,37 @@ $node->start;
 psql_ok($node, "ROLLBACK PREPARED 'hold_lc'", 'the prepared transaction rolled back');
 $pid = worker_of('lc', 'after the start, from the first round', timeout => 20);
 wait_results_match($node, sprintf($got, 'lc'), $want, 'lc equals plain SQL: the rolled-back batch lost nothing');
+
+# ---- a stop while the worker's batch waits on a lock -------------------------
+
+# lc runs a batch an hour.  Its batch waits on a row that a prepared
+# transaction holds when stop_query commits: the lock wait takes the wake
+# from the worker's latch.  Once the row is free and the batch done, the
+# worker still sees that it was woken, reads its query and exits, rather
+# than sleep until its next batch.
+psql_ok($node, "SELECT streamwin.alter_query('lc', trigger_interval => '1 hour')",
+	'lc runs a batch an hour', as_role('alice'));
+usleep(1_000_000);	# the alter wakes it: it reads its new trigger
+psql_ok($node, q{
+BEGIN;
+UPDATE lc SET n = n WHERE k = 'k1';
+PREPARE TRANSACTION 'hold_lc2';
+}, 'a prepared transaction locks the row of k1 in lc again');
+add_rows(14);
+psql_ok($node, "SELECT streamwin.start_query('lc')", 'start_query of the running lc wakes it for a batch now',
+	as_role('alice'));
+wait_until($node, "SELECT wait_event_type FROM pg_stat_activity WHERE pid = $pid", 'Lock',
+	"lc's worker waits on that row in its batch", timeout => 20);
+psql_ok($node, "SELECT streamwin.stop_query('lc')", 'stop_query while it waits', as_role('alice'));
+psql_ok($node, "ROLLBACK PREPARED 'hold_lc2'", 'the prepared transaction rolled back');
+wait_until($node, "SELECT count(*) FROM pg_stat_activity WHERE pid = $pid", '0',
+	'the worker exits after that batch, not an hour later', timeout => 20);
+wait_results_match($node, sprintf($got, 'lc'), $want, 'lc equals plain SQL: its last batch committed');
+psql_ok($node, q{
+SELECT streamwin.alter_query('lc', trigger_interval => '100 ms');
+SELECT streamwin.start_query('lc');
+}, 'lc runs every 100 ms again', as_role('alice'));
+$pid = worker_of('lc', 'again', timeout => 20);
 
 # ---- the extension created anew under a running worker ---------------------
 
