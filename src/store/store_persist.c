@@ -45,6 +45,7 @@ store_reset_groups(StateStore *s)
 	groups_reset(s);
 	rows_reset(s);
 	s->kept_back = false;
+	s->late_added = s->late_retracted = 0;
 	if (s->plan.session)
 		sessions_reset(s);
 }
@@ -73,6 +74,8 @@ store_invalidate(StateStore *s)
 	 */
 	s->kept_back = false;
 	s->catalog_xmin = InvalidTransactionId;
+	/* a failed batch's late changes are counted again by its retry */
+	s->late_added = s->late_retracted = 0;
 }
 
 static bool
@@ -306,7 +309,8 @@ store_begin(StateStore *s, TransactionId catalog_xmin)
 		return true;
 	}
 	s->catalog_xmin = catalog_xmin;
-	s->in_batch = false;
+	/* a load cut short (a cancel, an error) leaves a store that does not vouch */
+	s->in_batch = true;
 	if (!store_load(s))
 		return false;
 	s->state_file = state_file;

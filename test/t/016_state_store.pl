@@ -34,7 +34,8 @@
 #      table (the cap set in the session), a rolled-back batch that made its
 #      index, and another session's store that writes it.  Which
 #      statement writes each changed group's result row (INSERT, UPDATE by
-#      location, upsert), from the store's DEBUG1 message.
+#      location, upsert), from the store's DEBUG1 message.  A store whose
+#      load failed half way loads again at the next batch.
 #   5. In every part, after many batches: the checkpoint table equals the
 #      state table (or the table of dedup keys), row for row.
 #   6. run_available, whose batches share one transaction and keep their
@@ -838,6 +839,52 @@ checkpoint_matches($node, $_, $sa, sub { events4(20, 'g % 700', 10) }, 'at the e
   for qw(c_run c_win);
 catch_up4($sa);
 check_part4('at the end');
+
+# (j) a load cut short: session A's store of 300,000 keys, loaded; then
+# another session's batch (A's store no longer vouches for its state) and a
+# key's row written twice into the state table by hand (its index dropped
+# first, as a store in memory leaves it), at its end: A's
+# next batch fails in its load ("holds a group twice"), which read every
+# other group but none of the checkpoint table's rows.  With the row gone
+# again, A's next batch must load the state again rather than take the
+# half-done load for a whole one: its checkpoints, which write only what
+# changed, would not know where the groups' checkpoint rows are.
+psql_ok($node, q{
+CREATE TABLE ev4j (id bigserial, k int, v int);
+SELECT streamwin.create_table_source('s4j', 'ev4j');
+SELECT streamwin.create_query('c_big', 'SELECT k, count(*) AS n, sum(v) AS s FROM s4j GROUP BY k',
+    output_mode => 'update', start => false);
+INSERT INTO ev4j (k, v) SELECT g, g % 1000 FROM generate_series(1, 300000) g;
+}, 'part 4 (j): a query of 300,000 keys');
+my $WANT4J = 'SELECT k, count(*)::bigint AS n, sum(v)::bigint AS s FROM ev4j GROUP BY k';
+my $STATE4J = state_table('c_big');
+sess_ok($sa, "CALL streamwin.catch_up('c_big')");
+results_match($node, 'SELECT k, n, s FROM c_big', $WANT4J, 'c_big: every key, session A\'s store loaded');
+$node->safe_psql('postgres', 'INSERT INTO ev4j (k, v) VALUES (1, 1)');
+sess_ok($sb, "SELECT streamwin.run_batch('c_big') IS NOT NULL");
+$node->safe_psql('postgres', qq{
+DO \$\$DECLARE i regclass;
+BEGIN
+  FOR i IN SELECT indexrelid::regclass FROM pg_index WHERE indrelid = '$STATE4J'::regclass
+  LOOP EXECUTE 'DROP INDEX ' || i; END LOOP;
+END\$\$;
+INSERT INTO $STATE4J SELECT * FROM $STATE4J WHERE k = 7;});
+$node->safe_psql('postgres', 'INSERT INTO ev4j (k, v) SELECT g * 97 % 300000 + 1, 5 FROM generate_series(1, 3000) g');
+my ($j_out, $j_err) = sess($sa, "SELECT streamwin.run_batch('c_big') IS NOT NULL");
+like($j_err, qr/holds a group twice/, 'c_big: session A\'s batch fails in its load');
+$node->safe_psql('postgres', "DELETE FROM $STATE4J WHERE ctid = (SELECT max(ctid) FROM $STATE4J WHERE k = 7)");
+sess_ok($sa, "SELECT streamwin.run_batch('c_big') IS NOT NULL");
+results_match($node, 'SELECT k, n, s FROM c_big', $WANT4J, 'c_big: every key after the failed load');
+results_match($node, qq{SELECT k, "n\$count", "s\$sum" FROM $STATE4J}, $WANT4J,
+	'c_big: its state table holds every key once');
+checkpoint_matches($node, 'c_big', $sa,
+	sub { $node->safe_psql('postgres', 'INSERT INTO ev4j (k, v) SELECT g * 89 % 300000 + 1, 3 FROM generate_series(1, 500) g') },
+	'after the failed load');
+psql_ok($node, q{
+SELECT streamwin.drop_query('c_big', drop_result => true);
+SELECT streamwin.drop_source('s4j');
+DROP TABLE ev4j;
+}, 'part 4 (j) dropped');
 $sa->quit;
 $sb->quit;
 
