@@ -64,8 +64,13 @@ agg_ready(AggregateOp *a, BatchState *b)
 	if (active)
 	{
 		b->scope.store = a->groups.store;
-		/* what the batches before closed (close_wm was their watermark) */
-		store_closed_through(a->groups.store, b->has_old_wm, b->old_wm);
+		/*
+		 * What the batches before closed (close_wm was their watermark):
+		 * none in complete mode, whose watermark closes no window.
+		 */
+		store_closed_through(a->groups.store,
+							 b->has_old_wm && b->query->output_mode != OUTPUT_COMPLETE,
+							 b->old_wm);
 	}
 	return active;
 }
