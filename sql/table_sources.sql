@@ -265,6 +265,22 @@ SELECT streamwin.drop_query('capped_copy', drop_result => true);
 SELECT streamwin.drop_source('capped_src');
 DROP TABLE capped;
 
+-- hop() in a transform (no GROUP BY) is the function it is: the start of
+-- each row's latest window, a row each, NULL for a NULL time, as plain SQL.
+CREATE TABLE hopped (id int, ts timestamptz);
+SELECT streamwin.create_table_source('hopped_src', 'hopped');
+SELECT streamwin.create_query('hopped_rows',
+    $$SELECT id, streamwin.hop(ts, '10 minutes', '5 minutes') AS w FROM hopped_src$$, start => false);
+INSERT INTO hopped VALUES (1, '2026-01-01 12:07:00+00'), (2, NULL), (3, '2026-01-01 12:10:00+00');
+SELECT (streamwin.run_batch('hopped_rows'))->>'input_rows' AS input_rows;
+SELECT count(*) AS rows FROM hopped_rows;
+(SELECT id, w FROM hopped_rows EXCEPT ALL SELECT id, streamwin.hop(ts, '10 minutes', '5 minutes') FROM hopped)
+UNION ALL
+(SELECT id, streamwin.hop(ts, '10 minutes', '5 minutes') FROM hopped EXCEPT ALL SELECT id, w FROM hopped_rows);
+SELECT streamwin.drop_query('hopped_rows', drop_result => true);
+SELECT streamwin.drop_source('hopped_src');
+DROP TABLE hopped;
+
 -- Columns of a row's transaction, after the table's (the "metadata" option):
 -- its commit time, its commit LSN, and the row's number within it.
 CREATE TABLE notes (id int, body text);

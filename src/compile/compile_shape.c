@@ -68,8 +68,11 @@ is_raw_call(Node *node, const char *name)
 
 /*
  * Rewrite hop(ts, size, slide) found at the top of a select item or GROUP BY
- * item into a column of LATERAL hop_starts(ts, size, slide).  Returns true
- * if the query uses hop().
+ * item of an aggregation into a column of LATERAL hop_starts(ts, size,
+ * slide): each row goes to every window that covers it.  Returns true if
+ * the query groups by hop().  A query without GROUP BY (a transform) keeps
+ * hop() as the function it is, the start of the latest window of each row,
+ * as plain SQL reads it: a row each, not a row per window.
  */
 bool
 rewrite_hop(SelectStmt *stmt)
@@ -80,6 +83,8 @@ rewrite_hop(SelectStmt *stmt)
 	RangeFunction *rf;
 	FuncCall   *starts;
 
+	if (stmt->groupClause == NIL)
+		return false;
 	foreach(lc, stmt->groupClause)
 	{
 		if (is_raw_call(lfirst(lc), "hop"))
