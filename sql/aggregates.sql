@@ -503,3 +503,22 @@ SELECT streamwin.drop_query(q, drop_result => true)
   FROM unnest(array['shared', 'shared_hops', 'shared_visits']) q;
 SELECT streamwin.drop_source('mps');
 DROP TABLE mp;
+-- count(DISTINCT) of a row value whose fields are all NULL counts it: such
+-- a value IS NULL in SQL, but is a value, not a NULL.
+CREATE TYPE agg_pair AS (a int, b int);
+CREATE TABLE pairs (id int, a int, b int);
+SELECT streamwin.create_table_source('pairs_src', 'pairs');
+SELECT streamwin.create_query('pair_counts',
+    'SELECT id % 2 AS g, count(DISTINCT ROW(a, b)::agg_pair) AS d FROM pairs_src GROUP BY 1',
+    output_mode => 'update', start => false);
+INSERT INTO pairs VALUES (1, 1, 2), (2, NULL, 4), (3, NULL, NULL), (4, NULL, NULL), (5, 1, 2), (6, 3, 3);
+SELECT (streamwin.run_batch('pair_counts'))->>'input_rows' AS input_rows;
+INSERT INTO pairs VALUES (7, NULL, NULL), (8, 5, NULL), (9, 9, 9);
+SELECT (streamwin.run_batch('pair_counts'))->>'input_rows' AS input_rows;
+SELECT q.g, q.d, p.d AS plain FROM pair_counts q
+  FULL JOIN (SELECT id % 2 AS g, count(DISTINCT ROW(a, b)::agg_pair) AS d FROM pairs GROUP BY 1) p USING (g)
+ ORDER BY 1;
+SELECT streamwin.drop_query('pair_counts', drop_result => true);
+SELECT streamwin.drop_source('pairs_src');
+DROP TABLE pairs;
+DROP TYPE agg_pair;

@@ -217,8 +217,11 @@ compile_distinct_aggregate(Compiled *c, AggCol *col, Aggref *a, const char *fnam
 	qset = add_partial_name(c, col->name, "distinct", MERGE_UNION, set);
 	if (a->aggfnoid == F_COUNT_ANY)
 	{
-		/* the set's size, less its NULL (sorted last), without a subquery */
-		col->final_sql = psprintf("CASE WHEN %s[pg_catalog.cardinality(%s)] IS NULL "
+		/*
+		 * The set's size, less its NULL (sorted last), without a subquery:
+		 * num_nulls, as a row value of NULL fields IS NULL too but counts.
+		 */
+		col->final_sql = psprintf("CASE WHEN pg_catalog.num_nulls(%s[pg_catalog.cardinality(%s)]) = 1 "
 								  "THEN GREATEST(pg_catalog.cardinality(%s) - 1, 0) "
 								  "ELSE pg_catalog.cardinality(%s) END",
 								  qset, qset, qset, qset);
