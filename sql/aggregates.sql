@@ -522,3 +522,19 @@ SELECT streamwin.drop_query('pair_counts', drop_result => true);
 SELECT streamwin.drop_source('pairs_src');
 DROP TABLE pairs;
 DROP TYPE agg_pair;
+-- An aggregate's result column has the aggregate's collation, as CREATE
+-- TABLE AS over the same SELECT gives it.
+CREATE TABLE named (id int, k int, name text COLLATE "C", note text);
+SELECT streamwin.create_table_source('named_src', 'named');
+SELECT streamwin.create_query('named_max',
+    'SELECT k, max(name) AS m, min(note COLLATE "C") AS n, max(note) AS d FROM named_src GROUP BY k',
+    output_mode => 'update', start => false);
+CREATE TABLE named_ctas AS
+  SELECT k, max(name) AS m, min(note COLLATE "C") AS n, max(note) AS d FROM named GROUP BY k WITH NO DATA;
+SELECT a.attname, a.attcollation = c.attcollation AS same_collation
+  FROM pg_attribute a JOIN pg_attribute c ON c.attrelid = 'named_ctas'::regclass AND c.attname = a.attname
+ WHERE a.attrelid = 'named_max'::regclass AND a.attname IN ('m', 'n', 'd')
+ ORDER BY a.attname;
+SELECT streamwin.drop_query('named_max', drop_result => true);
+SELECT streamwin.drop_source('named_src');
+DROP TABLE named, named_ctas;

@@ -638,6 +638,10 @@ SELECT * FROM form_diffs;
 SELECT streamwin.drop_query('form_sets');
 SELECT streamwin.drop_source('form_changes');
 DROP TABLE forms CASCADE;
+-- its result's t_lo is of the collation, as min(t) is
+SELECT collname FROM pg_attribute JOIN pg_collation c ON c.oid = attcollation
+ WHERE attrelid = 'form_sets'::regclass AND attname = 't_lo';
+DROP TABLE form_sets;
 DROP COLLATION changelog_ci;
 
 -- min, max and DISTINCT over containers (arrays, jsonb): their values

@@ -77,7 +77,7 @@ typedef struct AggCol
 	char	   *name;			/* result column */
 	Oid			type;
 	int32		typmod;
-	Oid			collation;		/* an expression over keys: its collation */
+	Oid			collation;		/* the result column's */
 	Expr	   *key_expr;		/* an expression over keys, else NULL */
 	char	   *final_sql;		/* final value from the state columns */
 } AggCol;

@@ -694,6 +694,8 @@ compile_aggregate(Compiled *c, TargetEntry *tle)
 	col->name = tle->resname;
 	col->type = a->aggtype;
 	col->typmod = -1;
+	/* max(name COLLATE "C"): the column's, as CREATE TABLE AS gives it */
+	col->collation = exprCollation((Node *) a);
 
 	/* DISTINCT ones; built-ins that merge in plain SQL; any other */
 	builtin = get_func_namespace(a->aggfnoid) == PG_CATALOG_NAMESPACE ? fname : "";
