@@ -149,6 +149,13 @@ streamwin_launcher_main(Datum main_arg)
 		}
 		list_free(dbs);
 
+		/*
+		 * A shutdown that came while a starter ran: the wait for the starter
+		 * took the latch that the request set, so the wait below would not
+		 * end before the naptime (a fast shutdown waited that long for us).
+		 */
+		if (ShutdownRequestPending)
+			break;
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 streamwin_launcher_naptime * 1000L, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);

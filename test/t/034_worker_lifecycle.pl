@@ -146,14 +146,30 @@ is( $node->safe_psql('postgres', "SELECT state, worker_pid = $pid FROM streamwin
 # next batch waits on it.  A fast shutdown ends that batch (rolled back)
 # and the worker with it, rather than wait for a transaction that nothing
 # ends; the launcher's first round after the start runs the query again.
-psql_ok($node, q{
+
+# A prepared transaction that holds the row of k1 in lc, and 14 new rows,
+# k1's among them.
+sub hold_k1
+{
+	my ($gid) = @_;
+	psql_ok($node, qq{
 BEGIN;
 UPDATE lc SET n = n WHERE k = 'k1';
-PREPARE TRANSACTION 'hold_lc';
-}, 'a prepared transaction locks the row of k1 in lc');
-add_rows(14);
-wait_until($node, "SELECT wait_event_type FROM pg_stat_activity WHERE pid = $pid", 'Lock',
-	"lc's worker waits on that row in its batch", timeout => 20);
+PREPARE TRANSACTION '$gid';
+}, "a prepared transaction ($gid) locks the row of k1 in lc");
+	add_rows(14);
+	return;
+}
+
+sub worker_waits_on_lock
+{
+	wait_until($node, "SELECT wait_event_type FROM pg_stat_activity WHERE pid = $pid", 'Lock',
+		"lc's worker waits on that row in its batch", timeout => 20);
+	return;
+}
+
+hold_k1('hold_lc');
+worker_waits_on_lock();
 my $stop_started = time;
 $node->stop('fast');
 ok(time - $stop_started < 30, 'a fast shutdown ends the waiting batch and its worker');
@@ -172,16 +188,10 @@ wait_results_match($node, sprintf($got, 'lc'), $want, 'lc equals plain SQL: the 
 psql_ok($node, "SELECT streamwin.alter_query('lc', trigger_interval => '1 hour')",
 	'lc runs a batch an hour', as_role('alice'));
 usleep(1_000_000);	# the alter wakes it: it reads its new trigger
-psql_ok($node, q{
-BEGIN;
-UPDATE lc SET n = n WHERE k = 'k1';
-PREPARE TRANSACTION 'hold_lc2';
-}, 'a prepared transaction locks the row of k1 in lc again');
-add_rows(14);
+hold_k1('hold_lc2');
 psql_ok($node, "SELECT streamwin.start_query('lc')", 'start_query of the running lc wakes it for a batch now',
 	as_role('alice'));
-wait_until($node, "SELECT wait_event_type FROM pg_stat_activity WHERE pid = $pid", 'Lock',
-	"lc's worker waits on that row in its batch", timeout => 20);
+worker_waits_on_lock();
 psql_ok($node, "SELECT streamwin.stop_query('lc')", 'stop_query while it waits', as_role('alice'));
 psql_ok($node, "ROLLBACK PREPARED 'hold_lc2'", 'the prepared transaction rolled back');
 wait_until($node, "SELECT count(*) FROM pg_stat_activity WHERE pid = $pid", '0',
@@ -285,6 +295,30 @@ ALTER SYSTEM SET streamwin.launcher_naptime = 3600;
 SELECT pg_reload_conf();
 DROP TABLE bk;
 }, 'launcher rounds an hour apart again');
+
+# ---- a fast shutdown while the launcher waits for a starter -----------------
+
+# bob loses LOGIN while lk_idle is marked running without a worker: a
+# starter records why on lk_idle's row, which a session holds locked, so
+# the starter waits (up to its lock timeout).  A reload wakes the launcher
+# for a round; a fast shutdown then comes while it waits for that starter.
+# Its wait took the latch the shutdown set, and the launcher slept for its
+# naptime, an hour here, before it exited.
+psql_ok($node, q{
+ALTER ROLE bob NOLOGIN;
+UPDATE streamwin.query_catalog SET desired_state = 'running' WHERE name = 'lk_idle';
+}, 'lk_idle marked running, its owner without LOGIN');
+my $holder = $node->background_psql('postgres');
+$holder->query_safe(q{BEGIN; SELECT 1 FROM streamwin.query_catalog WHERE name = 'lk_idle' FOR UPDATE});
+psql_ok($node, 'SELECT pg_reload_conf()', 'a reload wakes the launcher for a round');
+wait_until($node, q{SELECT count(*) > 0 FROM pg_stat_activity
+  WHERE backend_type = 'streamwin starter' AND wait_event_type = 'Lock'},
+	't', 'its starter waits for the locked row', timeout => 20);
+my $stop2_started = time;
+$node->stop('fast');
+ok(time - $stop2_started < 30, 'a fast shutdown does not wait for the launcher\'s naptime');
+eval { $holder->quit };
+$node->start;
 
 $node->stop;
 $broker->stop;
