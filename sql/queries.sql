@@ -98,6 +98,9 @@ SELECT streamwin.create_query('q', 'SELECT r.region, count(*) AS n FROM regions 
 SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM (SELECT * FROM orders) s GROUP BY region', output_mode => 'update');
 SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders WHERE order_id IN (SELECT 1) GROUP BY region', output_mode => 'update');
 SELECT streamwin.create_query('q', 'SELECT region, no_such_column FROM orders');
+-- an aggregate's ORDER BY, and a sample that a replay would draw again
+SELECT streamwin.create_query('q', 'SELECT region, string_agg(region, '','' ORDER BY order_id) AS ids FROM orders GROUP BY region', output_mode => 'update');
+SELECT streamwin.create_query('q', 'SELECT o.region, count(*) AS n FROM orders o JOIN regions r TABLESAMPLE BERNOULLI (50) USING (region) GROUP BY o.region', output_mode => 'update');
 SELECT streamwin.create_query('q', 'SELECT * FROM orders', output_mode => 'update');
 SELECT streamwin.create_query('q', 'SELECT * FROM orders', output_mode => 'sometimes');
 SELECT streamwin.create_query('q', 'SELECT * FROM orders', options => '{"idle": "1s"}');

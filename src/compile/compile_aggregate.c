@@ -689,7 +689,9 @@ compile_aggregate(Compiled *c, TargetEntry *tle)
 			   "Their results cannot be merged batch by batch from partial results.",
 			   "For percentiles use streamwin.approx_percentile(value, fraction), which merges batch by batch.");
 	if (a->aggorder != NIL)
-		refuse("aggregates with ORDER BY are not supported in continuous queries", NULL, NULL);
+		refuse(psprintf("aggregate %s() with ORDER BY is not supported in continuous queries", fname),
+			   "Its value depends on the order of all its rows, which batches do not keep: each merges partial results.",
+			   "Aggregate without ORDER BY (array_agg(DISTINCT x) keeps its values sorted), or order the values when reading the result table.");
 
 	col->name = tle->resname;
 	col->type = a->aggtype;

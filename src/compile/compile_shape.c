@@ -561,6 +561,11 @@ check_from(Compiled *c)
 		switch (rte->rtekind)
 		{
 			case RTE_RELATION:
+				if (rte->tablesample != NULL && rte->tablesample->repeatable == NULL)
+					refuse(psprintf("TABLESAMPLE of \"%s\" without REPEATABLE is not supported in continuous queries",
+									get_rel_name(rte->relid)),
+						   "A batch replayed after a crash must give what it gave the first time; the sample would be another.",
+						   "Add REPEATABLE (seed), or sample by a hash of a column in WHERE.");
 				src = catalog_get_source_by_relation(rte->relid);
 				if (src == NULL && view_reads_source(rte->relid, &volatile_func))
 					refuse(psprintf("view \"%s\" reads a source", get_rel_name(rte->relid)),
