@@ -346,6 +346,13 @@ extern void session_merge(StateStore *s, TupleTableSlot *slot);
 extern int64 sessions_close(StateStore *s, TimestampTz watermark);
 extern void group_drop(StateStore *s, StoreGroup *g);
 
+/*
+ * The window starting at start leaves the store if no group is left in it
+ * (a changelog's retractions emptied it before the watermark closed it, or
+ * with no watermark to close it): the windows would grow for good.
+ */
+extern void window_forget_if_empty(StateStore *s, TimestampTz start);
+
 /* --- store_persist.c ------------------------------------------------------- */
 
 extern void store_reset_groups(StateStore *s);

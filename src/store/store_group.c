@@ -447,6 +447,20 @@ store_window(StateStore *s, TimestampTz start)
 	return w;
 }
 
+/* See state_store_int.h */
+void
+window_forget_if_empty(StateStore *s, TimestampTz start)
+{
+	int			pos = window_position(s, start);
+
+	if (pos == s->nwindows || s->windows[pos]->start != start ||
+		!dlist_is_empty(&s->windows[pos]->groups))
+		return;
+	pfree(s->windows[pos]);
+	memmove(&s->windows[pos], &s->windows[pos + 1], sizeof(StoreWindow *) * (s->nwindows - pos - 1));
+	s->nwindows--;
+}
+
 /* Put the first nkeys columns of slot into the key slot. */
 void
 fill_key_slot(StateStore *s, TupleTableSlot *slot, const AttrNumber *attnos)

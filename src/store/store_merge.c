@@ -365,8 +365,15 @@ drop_emptied(StateStore *s)
 		}
 		group_unlink(s, g);
 		if (s->plan.windowed)
+		{
+			TimestampTz start = g->window_start;
+
 			dlist_delete(&g->in.window_node);
-		group_drop(s, g);
+			group_drop(s, g);
+			window_forget_if_empty(s, start);
+		}
+		else
+			group_drop(s, g);
 	}
 }
 
