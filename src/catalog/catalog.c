@@ -318,7 +318,7 @@ query_sources_read(QueryInfo *q, Jsonb *plan)
 /*
  * A table of the query that its plan names (in schema streamwin, by name:
  * a dump and restore keeps names, not oids); InvalidOid if it is gone (see
- * upsert_operator_make), so that the query can still be dropped.
+ * catalog_require_query_tables), so that the query can still be dropped.
  */
 static Oid
 plan_table(Jsonb *plan, const char *member)
