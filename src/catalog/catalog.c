@@ -266,6 +266,23 @@ numeric_usec(HeapTuple tup, TupleDesc desc, int col, bool *isnull)
 }
 
 /*
+ * A source's start (start_lsn, snapshot_xid) from columns lsn_col and
+ * xid_col of a row of streamwin.query_sources.
+ */
+static void
+source_start_read(QuerySourceInfo *qs, HeapTuple tup, TupleDesc desc, int lsn_col, int xid_col)
+{
+	bool		isnull;
+	Datum		d;
+
+	d = spi_datum(tup, desc, lsn_col, &isnull);
+	qs->start_lsn = isnull ? InvalidXLogRecPtr : (XLogRecPtr) DatumGetInt64(d);
+	d = spi_datum(tup, desc, xid_col, &isnull);
+	qs->snapshot_xid = isnull ? InvalidTransactionId :
+		XidFromFullTransactionId(DatumGetFullTransactionId(d));
+}
+
+/*
  * The query's sources (streamwin.query_sources), with each one's event
  * time from the plan: source 0's is the plan's "event_time", a join's
  * sides' are in its join plan.
@@ -296,15 +313,11 @@ query_sources_read(QueryInfo *q, Jsonb *plan)
 		if (DatumGetInt32(spi_datum(tup, desc, 1, &isnull)) != i)
 			elog(ERROR, "streamwin: the sources of query \"%s\" are not numbered from 0", q->name);
 		qs->source_id = DatumGetInt32(spi_datum(tup, desc, 2, &isnull));
-		d = spi_datum(tup, desc, 3, &isnull);
-		qs->start_lsn = isnull ? InvalidXLogRecPtr : (XLogRecPtr) DatumGetInt64(d);
+		source_start_read(qs, tup, desc, 3, 6);
 		d = spi_datum(tup, desc, 4, &isnull);
 		qs->join_table = isnull ? InvalidOid : DatumGetObjectId(d);
 		d = spi_datum(tup, desc, 5, &isnull);
 		qs->join_checkpoint = isnull ? InvalidOid : DatumGetObjectId(d);
-		d = spi_datum(tup, desc, 6, &isnull);
-		qs->snapshot_xid = isnull ? InvalidTransactionId :
-			XidFromFullTransactionId(DatumGetFullTransactionId(d));
 	}
 	SPI_finish();
 	MemoryContextSwitchTo(caller);
@@ -926,18 +939,11 @@ catalog_reread_query_starts(QueryInfo *q)
 	for (uint64 r = 0; r < SPI_processed; r++)
 	{
 		HeapTuple	tup = SPI_tuptable->vals[r];
-		TupleDesc	desc = SPI_tuptable->tupdesc;
 		bool		isnull;
-		int			i = DatumGetInt32(spi_datum(tup, desc, 1, &isnull));
-		Datum		d;
+		int			i = DatumGetInt32(spi_datum(tup, SPI_tuptable->tupdesc, 1, &isnull));
 
-		if (i < 0 || i >= q->nsources)
-			continue;
-		d = spi_datum(tup, desc, 2, &isnull);
-		q->sources[i].start_lsn = isnull ? InvalidXLogRecPtr : (XLogRecPtr) DatumGetInt64(d);
-		d = spi_datum(tup, desc, 3, &isnull);
-		q->sources[i].snapshot_xid = isnull ? InvalidTransactionId :
-			XidFromFullTransactionId(DatumGetFullTransactionId(d));
+		if (i >= 0 && i < q->nsources)
+			source_start_read(&q->sources[i], tup, SPI_tuptable->tupdesc, 2, 3);
 	}
 	SPI_finish();
 }
