@@ -14,8 +14,8 @@
  * types to PostgreSQL's date, time, timestamp, timestamptz, numeric and
  * uuid, enums to text, fixed to bytea, a union's null branch to NULL, and
  * any type to a json or jsonb column, as JSON.  A string also fills a
- * column of any other type through the type's input function, as in the
- * JSON format.  A field whose type the column cannot hold makes every
+ * column of any other type but the integers, floats and boolean through
+ * the type's input function, as in the JSON format.  A field whose type the column cannot hold makes every
  * message of that schema a dead letter, naming the field and both types.
  * A writer schema that is not a record fills a decoder of one column (a
  * message key of type long, for the key column of an upsert source), as
@@ -197,17 +197,30 @@ typedef struct AvroRead
 								 * message may still hold */
 	int64		empty_items;	/* items of no bytes (nulls in arrays) the
 								 * message may still hold */
+	int64		max_empty_items;	/* what it could hold at its start */
+	int64		max_json;		/* bytes of JSON a column's value may take */
 	DecodeState *state;
 } AvroRead;
 
 /*
  * The items of no bytes a message may hold: every other item takes a byte
  * at least, so its count is bounded by the message's length, but a few
- * bytes can declare 2^63 nulls in an array, block after block.
+ * bytes can declare 2^63 nulls in an array, block after block.  So many
+ * per byte of the message, and a few more, up to a limit: a batch of tiny
+ * messages declaring a million nulls each would walk (and render as JSON)
+ * millions of values per message.
  */
+#define AVRO_EMPTY_ITEMS_PER_BYTE 32
+#define AVRO_EMPTY_ITEMS_MIN 1024
 #define AVRO_MAX_EMPTY_ITEMS 1000000
 
-/* A json or jsonb column's value made from one message: at most this */
+/*
+ * A json or jsonb column's value made from one message: at most so many
+ * bytes per byte of the message (field names and nulls render as more
+ * bytes than they take), and a few more, up to a limit.
+ */
+#define AVRO_JSON_BYTES_PER_BYTE 128
+#define AVRO_JSON_BYTES_MIN (16 * 1024)
 #define AVRO_MAX_JSON_BYTES (256 * 1024 * 1024)
 
 static bool render_json(AvroRead *r, const AvroType *w, StringInfo buf);
@@ -328,7 +341,14 @@ can_hold(const AvroType *w, AvroTarget t)
 				return t == TARGET_NUMERIC || t == TARGET_BYTEA;
 			return t == TARGET_BYTEA || t == TARGET_TEXT;
 		case AVT_STRING:
-			return t == TARGET_TEXT || t == TARGET_BYTEA || t == TARGET_UUID;
+			/*
+			 * and the types Debezium writes as strings (a timestamptz as a
+			 * ZonedTimestamp, a numeric with decimal.handling.mode
+			 * "string"), through their input functions as in JSON
+			 */
+			return t == TARGET_TEXT || t == TARGET_BYTEA || t == TARGET_UUID ||
+				t == TARGET_TIMESTAMPTZ || t == TARGET_TIMESTAMP || t == TARGET_DATE ||
+				t == TARGET_TIME || t == TARGET_NUMERIC;
 		case AVT_ENUM:
 			return t == TARGET_TEXT;
 		case AVT_FIXED:
@@ -1046,6 +1066,20 @@ timestamp_from_unix(int64 v, bool millis, const DecodeColumn *c, bool tz)
 {
 	int64		us;
 
+	/*
+	 * Debezium's PostgreSQL connector writes a timestamp of 'infinity' and
+	 * of '-infinity' as these two numbers, in any unit, as in JSON
+	 * (decode_logical.c): in microseconds the first is a date in the year
+	 * 294247 otherwise.
+	 */
+	if (v == DEBEZIUM_TIMESTAMP_INFINITY || v == DEBEZIUM_TIMESTAMP_MINUS_INFINITY)
+	{
+		if (v > 0)
+			TIMESTAMP_NOEND(us);
+		else
+			TIMESTAMP_NOBEGIN(us);
+		return Int64GetDatum(us);
+	}
 	if (millis)
 	{
 		if (v > PG_INT64_MAX / 1000 || v < PG_INT64_MIN / 1000)
@@ -1160,6 +1194,9 @@ read_value(AvroRead *r, const AvroType *w, const AvroField *field, DecodeColumn 
 	{
 		*value = (Datum) 0;
 		*isnull = true;
+		/* a domain's NOT NULL and CHECKs judge a NULL too, as its input function does */
+		if (ac->domain)
+			domain_check((Datum) 0, true, ac->typid, &ac->domain_extra, state->avro->mcxt);
 		return true;
 	}
 	if (t == TARGET_JSON && w->logical == AVRO_LOGICAL_JSON_TEXT)
@@ -1230,7 +1267,7 @@ read_value(AvroRead *r, const AvroType *w, const AvroField *field, DecodeColumn 
 				len = w->size;
 			if (t == TARGET_BYTEA)
 				*value = bytea_datum(p, len);
-			else if (t == TARGET_NUMERIC)
+			else if (t == TARGET_NUMERIC && w->kind != AVT_STRING)
 			{
 				/* the scratch buffer, as the json target's: no buffer a value */
 				StringInfo	buf = &((AvroDecoder *) state->avro)->json;
@@ -1386,13 +1423,13 @@ read_block(AvroRead *r, const AvroType *w, int64 *count, int64 *bytes)
 	/*
 	 * Every item takes a byte at least, but in an array of items that may
 	 * take none (nulls, records of nulls), whose items count against the
-	 * message's AVRO_MAX_EMPTY_ITEMS.
+	 * message's budget of them (read_start).
 	 */
 	if (w->kind == AVT_ARRAY && may_take_no_bytes(w->items, 0))
 	{
 		if (*count > r->empty_items)
-			return fail(r, psprintf("invalid Avro block count at byte %d: more than %d nulls or other items of no bytes in the message's arrays",
-									at, AVRO_MAX_EMPTY_ITEMS));
+			return fail(r, psprintf("invalid Avro block count at byte %d: more than %lld nulls or other items of no bytes in the arrays of a message of %d bytes",
+									at, (long long) r->max_empty_items, (int) (r->end - r->start)));
 		r->empty_items -= *count;
 	}
 	else if (*count > r->end - r->p)
@@ -1535,9 +1572,9 @@ render_json(AvroRead *r, const AvroType *w, StringInfo buf)
 	bool		ok = true;
 
 	/* long field names over many values of no bytes: bounded JSON */
-	if (buf->len > AVRO_MAX_JSON_BYTES)
-		return fail(r, psprintf("Avro value at byte %d makes more than %d bytes of JSON",
-								at_byte(r), AVRO_MAX_JSON_BYTES));
+	if (buf->len > r->max_json)
+		return fail(r, psprintf("Avro value at byte %d makes more than %lld bytes of JSON from a message of %d bytes",
+								at_byte(r), (long long) r->max_json, (int) (r->end - r->start)));
 	if (!enter(r, w))
 		return false;
 	switch (w->kind)
@@ -1822,11 +1859,19 @@ read_record(AvroRead *r, AvroPlan *plan, Datum *values, bool *nulls)
 	state->cur_column = NULL;
 	for (int i = 0; i < plan->nabsent; i++)
 	{
-		int			att = state->columns[plan->absent[i]].attindex;
+		int			col = plan->absent[i];
+		AvroColumn *ac = &state->avro->columns[col];
 
-		values[att] = (Datum) 0;
-		nulls[att] = true;
-		state->missing[plan->absent[i]]++;
+		values[state->columns[col].attindex] = (Datum) 0;
+		nulls[state->columns[col].attindex] = true;
+		state->missing[col]++;
+		/* a column the schema lacks is NULL: its domain may refuse that */
+		if (ac->domain)
+		{
+			state->cur_column = &state->columns[col];
+			domain_check((Datum) 0, true, ac->typid, &ac->domain_extra, state->avro->mcxt);
+			state->cur_column = NULL;
+		}
 	}
 	return true;
 }
@@ -1838,8 +1883,12 @@ read_start(AvroRead *r, DecodeState *state, const char *payload, int len)
 	r->end = r->start + len;
 	r->error = NULL;
 	r->depth = 0;
-	r->empty_items = AVRO_MAX_EMPTY_ITEMS;
-	r->values_left = (int64) len * 2 + (int64) AVRO_MAX_EMPTY_ITEMS * 4 + 64;
+	r->max_empty_items = Min((int64) len * AVRO_EMPTY_ITEMS_PER_BYTE + AVRO_EMPTY_ITEMS_MIN,
+							 AVRO_MAX_EMPTY_ITEMS);
+	r->empty_items = r->max_empty_items;
+	r->values_left = (int64) len * 2 + r->max_empty_items * 4 + 64;
+	r->max_json = Min((int64) len * AVRO_JSON_BYTES_PER_BYTE + AVRO_JSON_BYTES_MIN,
+					  AVRO_MAX_JSON_BYTES);
 	r->state = state;
 }
 

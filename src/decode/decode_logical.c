@@ -71,13 +71,6 @@ static const struct
 /* and a scale at most this far from 0 (numeric's largest display scale) */
 #define LOGICAL_SCALE_MAX 1000
 
-/*
- * What Debezium's PostgreSQL connector writes for a timestamp of
- * 'infinity' and of '-infinity' (the second negated here)
- */
-#define DEBEZIUM_INFINITY INT64CONST(9223372036825200000)
-#define DEBEZIUM_MINUS_INFINITY INT64CONST(9223372036832400000)
-
 static const int64 ten_to[] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000,
 100000000, 1000000000};
 
@@ -221,7 +214,7 @@ logical_integer_text(const LogicalField *f, const char *number, int len, StringI
 	{
 		case LOGICAL_TIMESTAMP:
 			/* Debezium's PostgreSQL connector writes infinity so, in any unit */
-			if (v == DEBEZIUM_INFINITY || v == -DEBEZIUM_MINUS_INFINITY)
+			if (v == DEBEZIUM_TIMESTAMP_INFINITY || v == DEBEZIUM_TIMESTAMP_MINUS_INFINITY)
 			{
 				appendStringInfoString(out, v > 0 ? "infinity" : "-infinity");
 				return NULL;

@@ -29,6 +29,13 @@ typedef enum LogicalKind
 	LOGICAL_BYTES				/* base64 of the bytes */
 } LogicalKind;
 
+/*
+ * What Debezium's PostgreSQL connector writes for a timestamp of
+ * 'infinity' and of '-infinity', in any unit (JSON and Avro alike)
+ */
+#define DEBEZIUM_TIMESTAMP_INFINITY INT64CONST(9223372036825200000)
+#define DEBEZIUM_TIMESTAMP_MINUS_INFINITY (-INT64CONST(9223372036832400000))
+
 /* One column's logical type, from the schema of the message it is in */
 typedef struct LogicalField
 {

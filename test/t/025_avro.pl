@@ -65,7 +65,7 @@ my $node = new_node('avro',
 	  . "streamwin.checkpoint_interval = 2\nstreamwin.checkpoint_min_interval = 0\n");
 my $broker = StreamwinTest::Broker->start(
 	topics => { types => 2, bad => 1, ref => 1, ops => 1, hostile => 1, down => 1, live => 1, plain => 1, ups => 1, dbz => 1, dbz_times => 1, keyed => 1,
-		texts => 1 });
+		texts => 1, dom => 1, strs => 1 });
 my $brokers = $broker->bootstrap;
 my $json = JSON::PP->new->canonical->allow_nonref;
 srand(25);
@@ -493,7 +493,10 @@ my @bad = (
 	[ confluent(4, av_string('x')),             qr/field "i" of type string cannot be read into column "i" of type integer \(writer schema 4\)/ ],
 	[ $good5->(6, 'six') . "\x00",              qr/1 bytes after the end of the Avro record/ ],
 	[ confluent(5, zz(2**31) . zz(0)),          qr/Avro int out of range/ ],
-	[ confluent(30, zz(9) . zz(400000) x 3 . zz(0)), qr/more than 1000000 nulls or other items of no bytes in the message's arrays/ ],
+	# (so many per byte of the message: 32, and 1,024 more)
+	[ confluent(30, zz(9) . zz(400000) x 3 . zz(0)), qr/more than 1536 nulls or other items of no bytes in the arrays of a message of 16 bytes/ ],
+	[ confluent(30, zz(12) . zz(1000) . zz(0)), undef ],
+	[ confluent(30, zz(13) . zz(600) x 3 . zz(0)), qr/block count at byte 10: more than 1440 nulls or other items of no bytes in the arrays of a message of 13 bytes/ ],
 	# varints read where the longest's 10 bytes are left, a 10-byte one
 	# (INT64_MAX: its tenth byte 0x01) included, and strings that are ASCII,
 	# or not
@@ -521,9 +524,9 @@ SELECT streamwin.create_kafka_source('avro_bad', '$brokers', 'bad', 'i int, s te
 SELECT streamwin.create_query('avro_bad_rows', 'SELECT * FROM avro_bad', start => false);
 }, 'a source for bad messages');
 $r = run_json($node, "run_batch('avro_bad_rows')");
-is($r->{dead_letters}, 19, 'nineteen dead letters');
+is($r->{dead_letters}, 20, 'twenty dead letters');
 results_match($node, 'SELECT i, s FROM avro_bad_rows',
-	q{VALUES (1, 'one'), (2147483647, 'a string long enough'), (-2147483648, U&'\00FCn\00EFc\00F6d\00E9 \2713'),
+	q{VALUES (1, 'one'), (12, NULL), (2147483647, 'a string long enough'), (-2147483648, U&'\00FCn\00EFc\00F6d\00E9 \2713'),
 	  (10, U&'abcdefgh\00E9t\00E9'), (8, 'eight')},
 	'the good messages around them arrive');
 my %dead = dead_letters_by_offset('avro_bad');
@@ -535,6 +538,63 @@ for my $o (0 .. $#bad)
 is(registry_requests(99), 1, 'the id the registry lacks is asked for once in the batch');
 is($node->safe_psql('postgres', q{SELECT payload = '\x000005'::bytea FROM streamwin.dead_letters
  WHERE source = 'avro_bad' AND "offset" = 2}), 't', 'a dead letter keeps the binary payload');
+
+# A NULL meets a domain's NOT NULL as in the text formats: a null union
+# branch into such a column, or a column the writer schema lacks, is a dead
+# letter; a domain whose CHECK passes NULL takes it.
+$broker->produce('dom', [ $good5->(1, 'one'), confluent(5, zz(2) . zz(0)), $good5->(3, 'three') ], hex => 1);
+psql_ok($node, qq{
+CREATE DOMAIN avro_nn_text AS text NOT NULL;
+CREATE DOMAIN avro_pos_int AS int CHECK (VALUE > 0);
+SELECT streamwin.create_kafka_source('avro_dom', '$brokers', 'dom', 'i int, s avro_nn_text, z avro_pos_int', 'avro',
+    '{"schema_registry": "$registry"}');
+SELECT streamwin.create_query('avro_dom_rows', 'SELECT i, s, z FROM avro_dom', start => false);
+SELECT streamwin.create_kafka_source('avro_dom_absent', '$brokers', 'dom', 'i int, w avro_nn_text', 'avro',
+    '{"schema_registry": "$registry"}');
+SELECT streamwin.create_query('avro_dom_absent_rows', 'SELECT i, w FROM avro_dom_absent', start => false);
+}, 'sources with domain columns');
+$r = run_json($node, "run_batch('avro_dom_rows')");
+results_match($node, 'SELECT i, s, z FROM avro_dom_rows', q{VALUES (1, 'one', NULL::int), (3, 'three', NULL)},
+	'a domain column: a NULL its CHECK passes is taken, one its NOT NULL refuses is not');
+%dead = dead_letters_by_offset('avro_dom');
+is(join(',', sort keys %dead), '1', 'the message with a NULL for a NOT NULL domain is a dead letter');
+like($dead{1} // '(none)', qr/domain avro_nn_text does not allow null values/, 'its dead letter says why');
+$r = run_json($node, "run_batch('avro_dom_absent_rows')");
+is($node->safe_psql('postgres', 'SELECT count(*) FROM avro_dom_absent_rows'), '0',
+	'a NOT NULL domain column that the writer schema lacks takes no row');
+%dead = dead_letters_by_offset('avro_dom_absent');
+is(scalar(keys %dead), 3, 'each message is a dead letter');
+like($dead{0} // '(none)', qr/domain avro_nn_text does not allow null values/, 'saying why');
+
+# Strings fill date, time and numeric columns through their input functions
+# (Debezium's ZonedTimestamp for a timestamptz, numbers in its "string"
+# decimal mode), as in JSON; a clock word or text the type refuses is a
+# dead letter
+registry_schema(52, { type => 'record', name => 'strs', fields => [
+	{ name => 'id', type => 'int' },
+	{ name => 'at', type => { type => 'string', 'connect.version' => 1, 'connect.name' => 'io.debezium.time.ZonedTimestamp' } },
+	map({ { name => $_, type => 'string' } } qw(amt d t lt)) ] });
+my @strs = ([ 1, '2026-03-08T02:30:00.123456Z', '12345.678', '2024-02-29', '23:59:59.999999', '1999-12-31 23:59:59' ],
+	[ 2, '1999-12-31T23:59:59-05:00', '-0.005', '0001-01-01 BC', '00:00', '2038-01-19T03:14:08' ],
+	[ 3, 'infinity', 'NaN', 'epoch', 'allballs', '-infinity' ],
+	[ 4, 'now', '1', '2024-01-01', '00:00', '2024-01-01' ],
+	[ 5, '2024-01-01Z', 'one', '2024-01-01', '00:00', '2024-01-01' ]);
+$broker->produce('strs', [ map { my ($id, @v) = @$_; confluent(52, zz($id) . join('', map { av_string($_) } @v)) } @strs ],
+	hex => 1);
+psql_ok($node, qq{
+SELECT streamwin.create_kafka_source('avro_strs', '$brokers', 'strs',
+    'id int, at timestamptz, amt numeric(10,2), d date, t time, lt timestamp', 'avro', '{"schema_registry": "$registry"}');
+SELECT streamwin.create_query('avro_strs_rows', 'SELECT id, at, amt, d, t, lt FROM avro_strs', start => false);
+}, 'a source of strings for date, time and numeric columns');
+$r = run_json($node, "run_batch('avro_strs_rows')");
+results_match($node, 'SELECT id, at, amt, d, t, lt FROM avro_strs_rows',
+	'SELECT id, at::timestamptz, amt::numeric(10,2), d::date, t::time, lt::timestamp FROM (VALUES '
+	  . join(', ', map { '(' . join(', ', $_->[0], map { lit($_) } @$_[1 .. 5]) . ')' } @strs[0 .. 2])
+	  . ') AS w(id, at, amt, d, t, lt)',
+	'strings read into timestamptz, numeric, date, time and timestamp as their input functions read them');
+%dead = dead_letters_by_offset('avro_strs');
+like($dead{3} // '(none)', qr/now/, 'a clock word is a dead letter');
+like($dead{4} // '(none)', qr/invalid input syntax for type numeric: "one"/, 'a string the type refuses is a dead letter');
 
 # A logical type written on a reference to a named type is ignored: the
 # named type is shared by every reference, and its definition says what it is.
@@ -727,10 +787,16 @@ registry_schema(41, { type => 'record', name => 'empties', fields => [
 registry_schema(42, { type => 'record', name => 'loops', fields => [
 	{ name => 'y', type => { type => 'array', items => { type => 'record', name => 'R',
 		fields => [ { name => 'a', type => 'R' }, { name => 'b', type => 'R' } ] } } } ] });
-# ... and 300,000 records of two nulls: no more values than a message may hold
+# ... and records of two nulls: no more values than a message may hold,
+# nor more items of no bytes than its length allows (32 a byte, and 1,024
+# more), nor more JSON (128 bytes a byte, and 16 kB more): 500 records, but
+# not 300,000; nor 500 whose fields' long names make 200 kB of JSON
 registry_schema(43, { type => 'record', name => 'nulls2', fields => [
 	{ name => 'y', type => { type => 'array', items => { type => 'record', name => 'N',
 		fields => [ { name => 'a', type => 'null' }, { name => 'b', type => 'null' } ] } } } ] });
+registry_schema(51, { type => 'record', name => 'nulls_named', fields => [
+	{ name => 'y', type => { type => 'array', items => { type => 'record', name => 'L',
+		fields => [ { name => 'a' x 200, type => 'null' }, { name => 'b' x 200, type => 'null' } ] } } } ] });
 my @hostile = (
 	[ confluent(37, av_bytes(av_decimal(12345))), undef ],
 	[ confluent(37, av_bytes("\x01" x 64)), qr/Avro decimal at byte 7 has more bytes than its precision 10 allows/ ],
@@ -740,7 +806,10 @@ my @hostile = (
 	[ confluent(40, zz(5) . av_string('a') . av_string('b')), undef ],
 	[ confluent(41, zz(10) . zz(0)), undef ],
 	[ confluent(42, zz(10) . zz(0)), qr/invalid Avro block count at byte 5/ ],
-	[ confluent(43, zz(300000) . zz(0)), undef ],
+	[ confluent(43, zz(500) . zz(0)), undef ],
+	[ confluent(43, zz(300000) . zz(0)),
+	  qr/invalid Avro block count at byte 5: more than 1312 nulls or other items of no bytes in the arrays of a message of 9 bytes/ ],
+	[ confluent(51, zz(500) . zz(0)), qr/Avro value at byte \d+ makes more than 17408 bytes of JSON from a message of 8 bytes/ ],
 	[ confluent(44, zz(5) . zz(7)), undef ],
 	[ confluent(45, zz(5)), qr/writer schema 45 is not a valid Avro schema: Unknown Avro "type": Nowhere/ ],
 	[ confluent(46, zz(5)), qr/writer schema 46 is not a valid Avro schema: unknown type "Nowhere"/ ],
@@ -757,10 +826,10 @@ SELECT streamwin.create_query('avro_hostile_rows', 'SELECT d, y FROM avro_hostil
 $r = run_json($node, "run_batch('avro_hostile_rows')");
 is($r->{dead_letters}, scalar(grep { $_->[1] } @hostile), 'hostile and unsupported messages are dead letters');
 is($node->safe_psql('postgres', q{SELECT count(*) FROM avro_hostile_rows
- WHERE jsonb_typeof(y) = 'array' AND jsonb_array_length(y) = 300000 AND y->0 = '{"a": null, "b": null}'
-   AND y->299999 = '{"a": null, "b": null}'}), '1', 'an array of 300,000 records of nulls is read');
+ WHERE jsonb_typeof(y) = 'array' AND jsonb_array_length(y) = 500 AND y->0 = '{"a": null, "b": null}'
+   AND y->499 = '{"a": null, "b": null}'}), '1', 'an array of 500 records of nulls is read');
 results_match($node, q{SELECT d, y FROM avro_hostile_rows
- WHERE y IS NULL OR jsonb_typeof(y) <> 'array' OR jsonb_array_length(y) <> 300000},
+ WHERE y IS NULL OR jsonb_typeof(y) <> 'array' OR jsonb_array_length(y) <> 500},
 	q{VALUES (123.45, NULL::jsonb), (-0.05, NULL), (NULL, '{"x2": {"s": "a"}, "x3": {"s": "b"}}'),
 	  (NULL, '[{}, {}, {}, {}, {}, {}, {}, {}, {}, {}]'), (NULL, '{"v": 7}')},
 	'decimals with sign extension, a short name in its namespace or in none, an array of empty records: exact');
@@ -1039,6 +1108,17 @@ for my $id (1 .. 40)
 		"('00:00'::time + " . us_interval($v[3] * 1000) . ')', "('00:00'::time + " . us_interval($v[4]) . ')', $v[5],
 		defined $amount ? "'" . decimal_text($unscaled, $scale) . "'::numeric" : 'NULL::numeric', lit($doc) . '::jsonb');
 }
+# Debezium's PostgreSQL connector writes a timestamp of 'infinity' and of
+# '-infinity' as two numbers, whatever the unit: a microsecond timestamp
+# of the first would be a date in the year 294247
+for my $inf ([ 41, 9223372036825200000, 'infinity' ], [ 42, -9223372036832400000, '-infinity' ])
+{
+	my ($id, $v, $word) = @$inf;
+	push @dbz_times, [ 0, undef, confluent(21, zz(0) . zz(1) . zz($id) . zz($v) . zz($v) . zz(0) x 3 . zz($id)
+		  . zz(0) . av_string('{}') . av_string('c')) ];
+	push @dbz_times_want, "($id, '$word'::timestamp, '$word'::timestamp, '1970-01-01'::date, '00:00'::time, "
+	  . "'00:00'::time, $id, NULL::numeric, '{}'::jsonb)";
+}
 $broker->produce('dbz_times', \@dbz_times, keys => 1, hex => 1);
 psql_ok($node, qq{
 SELECT streamwin.create_kafka_source('avro_dbz_times', '$brokers', 'dbz_times',
@@ -1052,7 +1132,7 @@ results_match($node, 'SELECT id, ts, ms, d, t, mt, raw, amount::text, doc FROM a
 	'SELECT id, ts, ms, d, t, mt, raw, amount::text, doc FROM (VALUES ' . join(', ', @dbz_times_want)
 	  . ') AS w(id, ts, ms, d, t, mt, raw, amount, doc)',
 	"Debezium's types in Avro: microsecond and millisecond timestamps, dates, times, a long kept as it is, "
-	  . 'VariableScaleDecimals with their scales, Json documents');
+	  . "VariableScaleDecimals with their scales, Json documents, Debezium's infinities");
 is($node->safe_psql('postgres', q{SELECT count(*) FROM streamwin.dead_letters WHERE source = 'avro_dbz_times'}),
 	'0', "Debezium's types in Avro: no dead letter");
 
