@@ -91,6 +91,13 @@ SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int',
     options => '{"kafka": {"sasl.kerberos.principal": "-c/tmp/cache"}}');
 SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int',
     options => '{"kafka": {"sasl.kerberos.kinit.cmd": "kinit"}}');
+-- nor one that makes librdkafka take over a signal of the server process
+SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int',
+    options => '{"kafka": {"internal.termination.signal": "15"}}');
+-- an empty group would make a consumer with nothing to read from
+SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int', options => '{"kafka": {"group.id": ""}}');
+-- partitions are whole numbers
+SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int', options => '{"partitions": [0.5]}');
 -- the "metadata" option names columns filled from the message, not its payload
 SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int', options => '{"metadata": ["key"]}');
 SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int', options => '{"metadata": {"a": "topic"}}');

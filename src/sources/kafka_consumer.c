@@ -408,6 +408,16 @@ static const char *const unsafe_properties[] = {
 	NULL
 };
 
+/*
+ * Properties that would change the server process itself: librdkafka
+ * installs a handler of its own for internal.termination.signal, for the
+ * whole process, and never gives back PostgreSQL's.
+ */
+static const char *const process_properties[] = {
+	"internal.termination.signal",
+	NULL
+};
+
 static bool
 in_list(const char *const *list, const char *key)
 {
@@ -494,6 +504,19 @@ check_property_allowed(const char *key, const char *value)
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("kafka property \"%s\" is not allowed", key),
 				 errdetail("It would load code or run a command inside the database server.")));
+	if (in_list(process_properties, key))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("kafka property \"%s\" is not allowed", key),
+				 errdetail("librdkafka would replace the server process's handler of that signal with its own: "
+						   "a shutdown, a cancel or a timeout that PostgreSQL signals would be lost.")));
+	/* an empty group makes a consumer without a queue to read from */
+	if (strcmp(key, "group.id") == 0 && value[0] == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("kafka property \"group.id\" must not be empty"),
+				 errdetail("streamwin assigns partitions itself and commits no offsets to Kafka: the group only names the client to the brokers."),
+				 errhint("Leave it out, or give it a name.")));
 	if (in_list(kinit_properties, key) && !shell_safe(value))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),

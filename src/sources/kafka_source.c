@@ -193,10 +193,16 @@ kafka_options_parse(Jsonb *options)
 
 			if (tok != WJB_ELEM)
 				continue;
-			if (elem.type != jbvNumeric)
+			/* whole numbers: numeric_int8 would round 0.5 to partition 1 */
+			if (elem.type != jbvNumeric ||
+				!DatumGetBool(DirectFunctionCall2(numeric_eq, NumericGetDatum(elem.val.numeric),
+												  DirectFunctionCall2(numeric_trunc,
+																	  NumericGetDatum(elem.val.numeric),
+																	  Int32GetDatum(0)))))
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("option \"partitions\" must be an array of partition numbers")));
+						 errmsg("option \"partitions\" must be an array of partition numbers"),
+						 errhint("For example: {\"partitions\": [0, 1, 2]}.")));
 			p = DatumGetInt64(DirectFunctionCall1(numeric_int8,
 												  NumericGetDatum(elem.val.numeric)));
 			if (p < 0 || p > KAFKA_MAX_PARTITION)
