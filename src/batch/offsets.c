@@ -195,11 +195,17 @@ offsets_store(QueryRunner *r)
 	{
 		SourceReader *rd = r->readers[s];
 
-		for (int i = 0; i < rd->nparts; i++, n++)
+		for (int i = 0; i < rd->nparts; i++)
 		{
 			PartitionState *p = &rd->parts[i];
 			StoredOffset *o = &offsets[n];
-			int64		hw = rd->ops->end_offset(rd, p);
+			int64		hw;
+
+			/* (a source's start not resolved yet: offsets_resolve_starts) */
+			if (!p->has_position)
+				continue;
+			hw = rd->ops->end_offset(rd, p);
+			n++;
 
 			o->source_index = s;
 			o->partition = p->partition;
@@ -212,8 +218,45 @@ offsets_store(QueryRunner *r)
 			o->high_watermark = hw;
 		}
 	}
-	Assert(n == nparts);
+	Assert(n <= nparts);
 	catalog_store_offsets(r->query_id, offsets, n);
+}
+
+/*
+ * A source whose queries start at its "latest" positions, and that does not
+ * record a start of its own when a query is created (a Kafka topic's
+ * ends): resolved at create_query, as reset_query resolves them, so that
+ * "latest" is where each partition ended when the query was created.
+ * Resolved at the first batch instead, it moved on with every retry of a
+ * first batch that failed (a registry down, a result table refusing a
+ * row), skipping what came between; and what was produced between the
+ * creation and the first batch was never read.
+ */
+bool
+offsets_start_resolved_at_creation(SourceInfo *src)
+{
+	return src->starting_offset == START_LATEST && source_ops(src)->query_start == NULL;
+}
+
+void
+offsets_resolve_starts(QueryRunner *r)
+{
+	offsets_load(r);
+	for (int s = 0; s < r->nreaders; s++)
+	{
+		SourceReader *rd = r->readers[s];
+
+		if (!offsets_start_resolved_at_creation(rd->source))
+			continue;
+		for (int i = 0; i < rd->nparts; i++)
+		{
+			rd->parts[i].next = rd->ops->start_position(rd, &rd->parts[i], false);
+			rd->parts[i].has_position = true;
+		}
+	}
+	offsets_store(r);
+	/* what a first batch finding its state lost restores (checkpoint_restore) */
+	catalog_checkpoint_offsets(r->query_id);
 }
 
 /*

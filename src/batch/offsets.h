@@ -38,6 +38,15 @@ extern bool offsets_compute_watermark(QueryRunner *r, bool has_old, TimestampTz 
 /* Write every partition's position in the current transaction. */
 extern void offsets_store(QueryRunner *r);
 
+/*
+ * offsets_start_resolved_at_creation / offsets_resolve_starts
+ *		Whether a query of source src has its start resolved when it is
+ *		created ("latest" of a source that records no start itself); and
+ *		resolving and storing those of the new query r, at create_query.
+ */
+extern bool offsets_start_resolved_at_creation(SourceInfo *src);
+extern void offsets_resolve_starts(QueryRunner *r);
+
 /* The positions as JSON, for the progress record (palloc'd). */
 extern char *offsets_json(QueryRunner *r);
 

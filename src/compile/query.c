@@ -65,6 +65,8 @@
 #include "compile_tables.h"
 #include "compile_upsert.h"
 #include "compile_window.h"
+#include "offsets.h"
+#include "runner_cache.h"
 #include "sql_function.h"
 #include "worker_registry.h"
 #include "options.h"
@@ -387,6 +389,16 @@ streamwin_create_query(PG_FUNCTION_ARGS)
 	catalog_insert_query(&nq);
 	insert_query_sources(&c, o.query_id);
 	SPI_finish();
+
+	/* "latest" is where the sources end now (see offsets_resolve_starts) */
+	for (int i = 0; i < c.nsources; i++)
+		if (offsets_start_resolved_at_creation(c.sources[i]))
+		{
+			offsets_resolve_starts(runner_get(o.query_id, false));
+			/* made in a transaction that may yet roll back: not kept */
+			runner_forget(o.query_id);
+			break;
+		}
 
 	if (start)
 		worker_request_start(o.query_id, GetUserId());

@@ -2,7 +2,8 @@
 # 012_start_positions.pl: where a query starts reading a Kafka topic.
 #
 #   - starting_offsets "latest": the first batch reads nothing of what the
-#     topic held before; everything produced after it is read, once;
+#     topic held before the query was created; everything produced after
+#     that is read, once, also when its first batches fail;
 #   - "earliest" (the default): everything;
 #   - a partition for which a started query has no position (one added to
 #     the topic since the query started; simulated here by deleting the
@@ -22,7 +23,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use StreamwinTest;
 
-my $broker = StreamwinTest::Broker->start(topics => { sp => 2 });
+my $broker = StreamwinTest::Broker->start(topics => { sp => 2, sp2 => 2 });
 my $node = new_node('positions', conf => "restart_after_crash = on\n");
 my $brokers = $broker->bootstrap;
 
@@ -55,6 +56,29 @@ run_json($node, "run_available('q_latest')");
 run_json($node, "run_available('q_all')");
 is(got('q_latest'), want(11, 20), 'latest: then everything produced after it, once');
 is(got('q_all'), want(1, 20), 'earliest: everything');
+
+# "latest" is where each partition ended when the query was created: what
+# is produced before its first batch is read, and a first batch that fails
+# (here its function refuses rows until a gate opens) moves nothing, so its
+# retries read what came in the meantime too.
+$broker->produce('sp2', ids(1, 10));
+psql_ok($node, qq{
+SELECT streamwin.create_kafka_source('sp_latest2', '$brokers', 'sp2', 'id int', 'json',
+    '{"starting_offsets": "latest"}');
+CREATE TABLE sp_gate (open boolean);
+INSERT INTO sp_gate VALUES (false);
+CREATE FUNCTION sp_gated(i int) RETURNS int LANGUAGE plpgsql AS
+\$f\$ BEGIN IF NOT (SELECT open FROM sp_gate) THEN RAISE EXCEPTION 'the gate is closed'; END IF; RETURN i; END \$f\$;
+SELECT streamwin.create_query('q_latest2', 'SELECT sp_gated(id) AS id FROM sp_latest2', start => false);
+}, 'a "latest" query created over a topic holding ids 1-10');
+$broker->produce('sp2', ids(11, 20));
+fails_like($node, "SELECT streamwin.run_batch('q_latest2')", qr/the gate is closed/, 'its first batch fails');
+$broker->produce('sp2', ids(21, 30));
+fails_like($node, "SELECT streamwin.run_batch('q_latest2')", qr/the gate is closed/, 'and its retry');
+$broker->produce('sp2', ids(31, 40));
+psql_ok($node, 'UPDATE sp_gate SET open = true', 'the gate opens');
+run_json($node, "run_available('q_latest2')");
+is(got('q_latest2'), want(11, 40), 'latest: everything produced since the query was created, once');
 
 # Partition 1 "appears": the query has no position for it, but has started.
 psql_ok($node, q{
