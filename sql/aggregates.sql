@@ -332,6 +332,15 @@ CREATE AGGREGATE first_of(anyelement) (SFUNC = keep_first, STYPE = anyelement, C
 SELECT streamwin.create_query('bad', 'SELECT sensor, first_of(flags) AS a FROM ms GROUP BY sensor');
 -- ordered-set
 SELECT streamwin.create_query('bad', 'SELECT sensor, percentile_cont(0.5) WITHIN GROUP (ORDER BY x) AS p FROM ms GROUP BY sensor');
+-- an internal state whose deserialization function streamwin does not
+-- check: another extension's may trust a length in the bytes it is given
+-- (here numeric_avg_deserialize under another name)
+CREATE FUNCTION other_avg_deserialize(bytea, internal) RETURNS internal
+    LANGUAGE internal STRICT AS 'numeric_avg_deserialize';
+CREATE AGGREGATE other_avg(numeric) (SFUNC = numeric_avg_accum, STYPE = internal,
+    COMBINEFUNC = numeric_avg_combine, SERIALFUNC = numeric_avg_serialize,
+    DESERIALFUNC = other_avg_deserialize, FINALFUNC = numeric_avg);
+SELECT streamwin.create_query('bad', 'SELECT sensor, other_avg(amount) AS a FROM ms GROUP BY sensor');
 -- an aggregate the query's owner may not execute
 CREATE ROLE aggregates_user LOGIN;
 GRANT CREATE ON SCHEMA public TO aggregates_user;
@@ -349,6 +358,7 @@ SELECT streamwin.partial_state('pg_catalog.array_agg(anynonarray)', flags) FROM 
 SELECT streamwin.partial_state('pg_catalog.int4larger(integer, integer)', flags) FROM m;
 SELECT streamwin.combine_states('pg_catalog.stddev(integer)', '\x00'::bytea, '\x0001'::bytea);
 SELECT streamwin.combine_states('pg_catalog.stddev(double precision)', '\x00'::bytea, '\x0001'::bytea);
+SELECT streamwin.finish_state('public.other_avg(numeric)', '\x00'::bytea, NULL::numeric);
 SET ROLE aggregates_user;
 SELECT streamwin.partial_state('public.sumsq(integer)', flags) FROM m;
 -- A forged state of PostgreSQL's numeric accumulators is refused before
@@ -356,6 +366,15 @@ SELECT streamwin.partial_state('public.sumsq(integer)', flags) FROM m;
 -- the accumulator write far outside its buffer.
 SELECT streamwin.finish_state('pg_catalog.avg(numeric)',
            '\x0000000000000001000000018000000000000000000000000001'::bytea, NULL::numeric);
+-- a sum of more digits than any numeric's square has (2 x 36,864 base-10000
+-- digits, and 8): a state of megabytes would multiply for minutes
+SELECT streamwin.finish_state('pg_catalog.avg(numeric)',
+           '\x0000000000000002'::bytea || int4send(73737) || int4send(0) || int4send(0) || int4send(0)
+           || decode(repeat('0001', 73737), 'hex') || decode(repeat('00', 36), 'hex'), NULL::numeric);
+SELECT streamwin.finish_state('pg_catalog.avg(numeric)',
+           '\x0000000000000002'::bytea || int4send(73736) || int4send(0) || int4send(0) || int4send(0)
+           || decode(repeat('0001', 73736), 'hex') || decode(repeat('00', 36), 'hex'), NULL::numeric)
+         IS NOT NULL AS largest_sum_read;
 -- a digit past the numeric base (10000), as sum(bigint) keeps its sum
 SELECT streamwin.finish_state('pg_catalog.sum(bigint)', '\x0000000000000001000000010000000000000000000000002710'::bytea, NULL::numeric);
 RESET ROLE;

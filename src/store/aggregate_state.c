@@ -39,6 +39,7 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_aggregate.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
@@ -150,6 +151,8 @@ support_functions(AggSupport *a, Form_pg_aggregate agg, Oid *inputtypes, Oid col
  *		See aggregate_state.h.  create_query refuses what this refuses, with
  *		its detail; the functions here, called with any regprocedure, too.
  */
+static bool deserializer_checked(Oid deserialfn);
+
 bool
 partial_state_supported(Oid aggfnoid, const char **detail, const char **hint)
 {
@@ -184,6 +187,14 @@ partial_state_supported(Oid aggfnoid, const char **detail, const char **hint)
 			 (!OidIsValid(agg->aggserialfn) || !OidIsValid(agg->aggdeserialfn)))
 		*detail = "Its state is of type internal and it has no serialization functions, "
 			"so its partial results cannot be stored between batches.";
+	else if (agg->aggtranstype == INTERNALOID && !deserializer_checked(agg->aggdeserialfn))
+	{
+		*detail = "Its state is of type internal, kept as bytes that its deserialization function "
+			"trusts (PostgreSQL only ever hands it what its serialization wrote); streamwin's "
+			"functions take such bytes from SQL and from state tables, and check those of "
+			"PostgreSQL's numeric aggregates and of its own only.";
+		*hint = "Use one of PostgreSQL's aggregates, or one whose state has a type of its own rather than internal.";
+	}
 	else if (polymorphic || OidIsValid(proc->provariadic))
 	{
 		*detail = "Polymorphic and variadic aggregates other than min and max cannot keep partial "
@@ -399,8 +410,14 @@ serialize_state(AggSupport *a, Datum value, Node *context)
  * what a stored numeric holds: the bounds only keep the accumulator's
  * sizes from overflowing.
  */
-#define STATE_NUMERIC_MAX_DIGITS	(1 << 20)	/* past any sum of squares */
-#define STATE_NUMERIC_MAX_WEIGHT	(1 << 20)
+/*
+ * A numeric holds up to 131,072 digits before its point and 16,383 after
+ * (32,768 and 4,096 base-10000 digits), a square twice as many; and a sum
+ * of them a few more.  Larger bounds let a state of megabytes make its
+ * accumulator multiply for minutes, in loops no cancel interrupts.
+ */
+#define STATE_NUMERIC_MAX_DIGITS	(2 * (32768 + 4096) + 8)
+#define STATE_NUMERIC_MAX_WEIGHT	(2 * 32768 + 8)
 #define STATE_NUMERIC_MAX_DSCALE	(2 * 0x3FFF)	/* a square's: twice NUMERIC_DSCALE_MAX */
 
 static void
@@ -473,6 +490,24 @@ static const struct
 	{F_NUMERIC_AVG_DESERIALIZE, 1, true},
 	{F_NUMERIC_DESERIALIZE, 2, true},
 };
+
+/*
+ * Does streamwin check the bytes that deserialization function deserialfn
+ * reads (of an aggregate whose state is internal), before it reads them:
+ * PostgreSQL's numeric accumulators' (check_numeric_state), and streamwin's
+ * own, which check every length and range themselves?  Another extension's
+ * may read a length from the bytes and copy that much (PostGIS's ST_Union
+ * does): SQL-callable as combine_states and finish_state are, that would
+ * let any role crash the server.
+ */
+static bool
+deserializer_checked(Oid deserialfn)
+{
+	for (int i = 0; i < (int) lengthof(numeric_states); i++)
+		if (deserialfn == numeric_states[i].deserialfn)
+			return true;
+	return get_func_namespace(deserialfn) == get_namespace_oid("streamwin", false);
+}
 
 /* bytea -> state, in the current memory context */
 static Datum
