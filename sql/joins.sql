@@ -87,6 +87,11 @@ SELECT streamwin.create_query('q', $$SELECT i.ad_id, count(*) AS n FROM impressi
 SELECT streamwin.create_query('q', $$SELECT i.ad_id, count(*) AS n FROM impressions i JOIN clicks c
     ON c.ad_id = i.ad_id AND c.click_time BETWEEN i.imp_time AND i.imp_time + interval '10 minutes'
     GROUP BY streamwin.tumble(i.seen_at, '5 minutes'), i.ad_id$$, watermark => '1 minute');
+-- a window over the time of an outer join's nullable side: an impression
+-- without a click has no click time to be in a window of
+SELECT streamwin.create_query('q', $$SELECT count(*) AS n FROM impressions i LEFT JOIN clicks c
+    ON c.ad_id = i.ad_id AND c.click_time BETWEEN i.imp_time AND i.imp_time + interval '10 minutes'
+    GROUP BY streamwin.tumble(c.click_time, '5 minutes')$$, watermark => '1 minute');
 -- sources that read timestamps in different zones
 CREATE TABLE clk_tokyo (LIKE clk);
 SELECT streamwin.create_table_source('clicks_tokyo', 'clk_tokyo', '{"timezone": "Asia/Tokyo"}');

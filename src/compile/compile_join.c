@@ -658,6 +658,12 @@ compile_join(Compiled *c, OutputMode mode, bool has_watermark, Jsonb *options)
 			refuse("a window over a join of two sources must use one side's event time",
 				   "A window closes when the watermark, held back by the join's range, passes its end: its time must be the time of a side that the range bounds.",
 				   "Group by a window over the time that the range condition uses for one of the sources, for example streamwin.tumble(i.imp_time, '1 minute').");
+		if (j->preserved >= 0 && w != j->preserved)
+			refuse("a window over an outer join must use the preserved source's event time",
+				   psprintf("A row of source \"%s\" without a match joins no row of source \"%s\": its window over that source's time would be NULL, a group no watermark closes.",
+							side_name(c, j->preserved), side_name(c, w)),
+				   psprintf("Group by a window over the time of source \"%s\" in the range condition.",
+							side_name(c, j->preserved)));
 	}
 
 	/* what the plan keeps */
