@@ -137,7 +137,7 @@ struct KafkaConsumer
 	char		pending_errstr[1024];
 
 	uint64		stale_dropped;	/* messages dropped as already delivered */
-	int64		held_bytes;		/* payloads held back, over all partitions */
+	int64		held_bytes;		/* held back, over all partitions (held_size) */
 
 	KafkaConsumer *next;		/* in the list of open consumers */
 };
@@ -186,6 +186,24 @@ set_pending_error(KafkaConsumer *c, rd_kafka_resp_err_t err, const char *errtext
 	strlcpy(c->pending_errstr, errtext, sizeof(c->pending_errstr));
 }
 
+/*
+ * A fetch cut across partitions holds back at most this many bytes of
+ * other partitions' messages while it waits for its shares (librdkafka's
+ * own default bound on its queue, queued.max.messages.kbytes), so that
+ * partitions whose messages come first cannot fill memory.  A message
+ * counts its payload, its key and what librdkafka keeps for it besides
+ * (its message and op structures, about 400 bytes): a topic of tombstones
+ * or tiny messages would otherwise hold millions.
+ */
+#define KAFKA_MAX_HELD_BYTES	((int64) 64 * 1024 * 1024)
+#define KAFKA_HELD_MESSAGE_OVERHEAD 400
+
+static inline int64
+held_size(const rd_kafka_message_t *m)
+{
+	return (int64) m->len + (int64) m->key_len + KAFKA_HELD_MESSAGE_OVERHEAD;
+}
+
 /* Keep a message of a partition beyond this fetch's limit, in order. */
 static void
 hold_message(KafkaConsumer *c, KafkaPartitionState *ps, rd_kafka_message_t *m)
@@ -211,16 +229,8 @@ hold_message(KafkaConsumer *c, KafkaPartitionState *ps, rd_kafka_message_t *m)
 	}
 	ps->held[(ps->held_first + ps->nheld) % ps->held_cap] = m;
 	ps->nheld++;
-	c->held_bytes += m->len;
+	c->held_bytes += held_size(m);
 }
-
-/*
- * A fetch cut across partitions holds back at most this many bytes of
- * other partitions' messages while it waits for its shares (librdkafka's
- * own default bound on its queue, queued.max.messages.kbytes), so that
- * partitions whose messages come first cannot fill memory.
- */
-#define KAFKA_MAX_HELD_BYTES	((int64) 64 * 1024 * 1024)
 
 static rd_kafka_message_t *
 unhold_message(KafkaConsumer *c, KafkaPartitionState *ps)
@@ -229,7 +239,7 @@ unhold_message(KafkaConsumer *c, KafkaPartitionState *ps)
 
 	ps->held_first = (ps->held_first + 1) % ps->held_cap;
 	ps->nheld--;
-	c->held_bytes -= m->len;
+	c->held_bytes -= held_size(m);
 	return m;
 }
 
