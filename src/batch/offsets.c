@@ -24,6 +24,7 @@
 
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "miscadmin.h"
 #include "lib/stringinfo.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -99,6 +100,8 @@ offsets_position(QueryRunner *r)
 
 			if (p->has_position)
 				continue;
+			/* (a request to the source each, maybe: a cancel between) */
+			CHECK_FOR_INTERRUPTS();
 			p->next = rd->ops->start_position(rd, p, started);
 			p->has_position = true;
 		}

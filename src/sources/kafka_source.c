@@ -21,15 +21,18 @@
 
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "miscadmin.h"
 #include "nodes/parsenodes.h"
 #include "parser/parse_type.h"
 #include "parser/parser.h"
+#include "storage/latch.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 #include "utils/typcache.h"
+#include "utils/wait_event.h"
 
 #include "avro_input.h"
 #include "catalog_access.h"
@@ -703,6 +706,18 @@ kafka_replay(SourceReader *rd, const SourcePosition *targets, SourceRow **rows)
 		 */
 		if (n > n_before || ndone > ndone_before)
 			deadline = GetCurrentTimestamp() + 60 * USECS_PER_SEC;
+		else if (got == 0)
+		{
+			/*
+			 * Nothing came, and a fetch at every partition's end returns at
+			 * once: wait a little rather than spin, and serve a cancel or a
+			 * shutdown meanwhile.
+			 */
+			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							 100, PG_WAIT_EXTENSION);
+			ResetLatch(MyLatch);
+		}
+		CHECK_FOR_INTERRUPTS();
 		if (ndone < rd->nparts && GetCurrentTimestamp() > deadline)
 			ereport(ERROR,
 					(errcode(ERRCODE_CONNECTION_FAILURE),
@@ -901,6 +916,8 @@ kafka_reset(SourceReader *rd, const char *start, Jsonb *explicit)
 		char		key[16];
 		char	   *given = NULL;
 
+		/* a request per partition, each waiting up to 10 s: a cancel between */
+		CHECK_FOR_INTERRUPTS();
 		snprintf(key, sizeof(key), "%d", p->partition);
 		if (explicit)
 			given = jsonb_get_text(explicit, key);
