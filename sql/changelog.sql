@@ -601,6 +601,17 @@ SELECT streamwin.change_set_values(s, NULL::numeric) AS batch,
        streamwin.change_set_values(streamwin.change_set_merge(s, (SELECT streamwin.change_set(x, 1::smallint)
                                                               FROM (VALUES (2.000), (0), (7)) AS t(x))), NULL::numeric) AS merged
 FROM (SELECT streamwin.change_set(round(g % 3, g % 4), 1::smallint) AS s FROM generate_series(1, 200) g) AS r;
+-- A set is any bytea a role hands the functions: a value of a domain leaves
+-- it checked by the domain (here 3 forged into -1), and a numeric's special
+-- header must be one numeric writes (NaN's 0xC000 forged into 0xC123, which
+-- numeric's functions would take for -Infinity).
+CREATE DOMAIN changelog_posint AS int CHECK (VALUE > 0);
+SELECT streamwin.change_set_min(streamwin.change_set(3::changelog_posint, 1::smallint), NULL::changelog_posint) AS lo;
+SELECT streamwin.change_set_min(overlay(s placing '\xffffffff'::bytea from 26 for 4), NULL::changelog_posint) AS forged
+FROM (SELECT streamwin.change_set(3::changelog_posint, 1::smallint) AS s) r;
+SELECT streamwin.change_set_min(overlay(s placing '\x23c1'::bytea from 27 for 2), NULL::numeric) AS forged
+FROM (SELECT streamwin.change_set('NaN'::numeric, 1::smallint) AS s) r;
+DROP DOMAIN changelog_posint;
 -- Through a query: each row's form changed to another of the same value
 -- (numeric scale, float8 0 to -0, an interval's days to hours, text under
 -- a case-insensitive collation), then rows deleted.  min, max and DISTINCT

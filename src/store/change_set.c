@@ -84,6 +84,7 @@
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/sortsupport.h"
 #include "utils/typcache.h"
 
@@ -176,6 +177,11 @@ typedef struct SetTypeInfo
 	KeyOrder	key_order;		/* how the items' keys compare */
 	FmgrInfo	recv;			/* version 1 sets, and IMAGE_SENT's images */
 	Oid			recv_ioparam;
+	bool		domain;			/* typid is a domain: its values are checked
+								 * as they leave a set (entry_value) */
+	void	   *domain_extra;	/* domain_check's cache */
+	MemoryContext cxt;			/* what is prepared for the type, deleted when
+								 * a call brings another */
 } SetTypeInfo;
 
 /*
@@ -276,7 +282,7 @@ set_type_info(FunctionCallInfo fcinfo, Oid typid, Oid collid)
 
 	if (t == NULL || t->typid != typid || t->collid != collid)
 	{
-		MemoryContext cxt = fcinfo->flinfo->fn_mcxt;
+		MemoryContext cxt;
 		TypeCacheEntry *tce = lookup_type_cache(typid, TYPECACHE_LT_OPR);
 
 		if (!OidIsValid(tce->lt_opr))
@@ -285,10 +291,17 @@ set_type_info(FunctionCallInfo fcinfo, Oid typid, Oid collid)
 					 errmsg("could not identify a comparison function for type %s",
 							format_type_be(typid))));
 		if (t == NULL)
-			t = MemoryContextAllocZero(cxt, sizeof(SetTypeInfo));
+			t = MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt, sizeof(SetTypeInfo));
 		else
+		{
+			/* sets of another type or collation, row after row: no leak */
+			MemoryContextDelete(t->cxt);
 			memset(t, 0, sizeof(SetTypeInfo));
+		}
+		cxt = t->cxt = AllocSetContextCreate(fcinfo->flinfo->fn_mcxt, "streamwin change set type",
+											 ALLOCSET_SMALL_SIZES);
 		t->typid = typid;
+		t->domain = getBaseType(typid) != typid;
 		t->collid = collid;
 		get_typlenbyvalalign(typid, &t->typlen, &t->typbyval, &t->typalign);
 		t->kind = image_kind(typid, t->typbyval);
@@ -583,7 +596,6 @@ entry_read(SetTypeInfo *t, const SetHeader *h, Size off, SetEntry *e)
 #define NUMERIC_SIGN_BITS 0xC000
 #define NUMERIC_SHORT_BIT 0x8000
 #define NUMERIC_SPECIAL_BITS 0xC000
-#define NUMERIC_SPECIAL_MASK 0xF000
 #define NUMERIC_DIGIT_LIMIT 10000
 
 typedef struct NumericImage
@@ -612,7 +624,10 @@ numeric_image_read(const char *img, Size img_len, NumericImage *v)
 	v->digits = NULL;
 	if ((header & NUMERIC_SIGN_BITS) == NUMERIC_SPECIAL_BITS)
 	{
-		switch (header & NUMERIC_SPECIAL_MASK)
+		/* exactly as numeric writes them: numeric's own tests compare the whole header */
+		if (size != sizeof(uint16))
+			set_corrupt();
+		switch (header)
 		{
 			case 0xC000:
 				v->order = 2;	/* NaN */
@@ -843,6 +858,9 @@ entry_value(SetTypeInfo *t, const SetEntry *e)
 	}
 	if (t->kind == IMAGE_TEXT)
 		pg_verifymbstr(VARDATA(sc.buf), VARSIZE(sc.buf) - VARHDRSZ, false);
+	/* a set handed in by hand may hold any image: the domain says if it is one of its values */
+	if (t->domain)
+		domain_check(v, false, t->typid, &t->domain_extra, t->cxt);
 	if (t->typbyval)
 		pfree(sc.buf);
 	return v;
