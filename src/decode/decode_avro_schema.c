@@ -588,6 +588,14 @@ avro_schema_parse(const char *json, int len, char **error)
 		MemoryContextSwitchTo(cxt);
 		edata = CopyErrorData();
 
+		/*
+		 * The schema's verdict is kept for as long as the query runs: only
+		 * what the text is (an encoding error) may decide it, not out of
+		 * memory or a cancel, which another try would not meet.
+		 */
+		if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_DATA_EXCEPTION &&
+			ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_SYNTAX_ERROR_OR_ACCESS_RULE_VIOLATION)
+			PG_RE_THROW();
 		FlushErrorState();
 		*error = edata->message;
 	}
