@@ -1843,6 +1843,15 @@ kafka_fetch(KafkaConsumer *c, int max_records, int timeout_ms, int linger_ms,
 		 monotonic_ms() - c->assigned_at >= KAFKA_VERIFY_AFTER_MS))
 		check_cluster(c, true);
 
+	/*
+	 * Messages held back for the next fetch are data waiting as much as
+	 * those in librdkafka's queues: the wakeup descriptor says so, or a
+	 * worker would wait its trigger interval (or a second) for them.
+	 */
+	if (c->held_bytes > 0 && write(c->wakeup_wfd, "h", 1) < 0)
+	{
+		/* The pipe is non-blocking; a full pipe is readable already. */
+	}
 	return c->nmsgs;
 }
 
@@ -1904,7 +1913,7 @@ kafka_drain_wakeup(KafkaConsumer *c)
 {
 	drain_pipe(c);
 	if (rd_kafka_queue_length(c->queue) > 0 ||
-		rd_kafka_queue_length(c->mainq) > 0)
+		rd_kafka_queue_length(c->mainq) > 0 || c->held_bytes > 0)
 	{
 		if (write(c->wakeup_wfd, "r", 1) < 0)
 		{
