@@ -122,7 +122,7 @@ static void stage_end(BatchContext *b, BatchStage s);
  * state, put its checkpoint back: the batches since are then replayed,
  * one per batch, each reading and deciding exactly as the first time.
  */
-static void
+static bool
 batch_begin(BatchContext *b)
 {
 	QueryPosition pos;
@@ -151,6 +151,14 @@ batch_begin(BatchContext *b)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("query \"%s\" no longer exists", b->q->name)));
+
+	/*
+	 * A worker read that its query runs before it waited for the lock: a
+	 * stop_query committed meanwhile (with a reset_query, say, in the
+	 * transaction it waited for) ends the worker before another batch.
+	 */
+	if (b->r->in_worker && !pos.desired_running)
+		return false;
 	b->st.last_batch_id = pos.last_batch_id;
 	b->st.has_old_wm = pos.has_watermark;
 	b->st.old_wm = pos.watermark;
@@ -186,6 +194,7 @@ batch_begin(BatchContext *b)
 	if (b->st.replay)
 		b->st.scope.timestamp = checkpoint_replay_timestamp(b->r, b->st.batch_id);
 	operators_begin(b->r->operators, &b->st);
+	return true;
 }
 
 /*
@@ -594,7 +603,14 @@ batch_run_stages(BatchContext *b)
 {
 	SPI_connect();
 	INSTR_TIME_SET_CURRENT(b->stage_start);
-	batch_begin(b);
+	if (!batch_begin(b))
+	{
+		/* stopped: no batch (the worker reads its query again, and exits) */
+		if (b->snapshot_pushed)
+			PopActiveSnapshot();
+		SPI_finish();
+		return;
+	}
 	stage_end(b, BATCH_STAGE_BEGIN);
 	batch_fetch(b);
 	stage_end(b, BATCH_STAGE_FETCH);

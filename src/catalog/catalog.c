@@ -566,7 +566,8 @@ catalog_source_slots(void)
  */
 #define QUERY_POSITION_SQL \
 	"SELECT last_batch_id, watermark, last_batch_at, state_batch_id, " \
-	"coalesce(checkpoint_batch_id, 0), xmin FROM streamwin.query_catalog WHERE query_id = $1"
+	"coalesce(checkpoint_batch_id, 0), xmin, desired_state = 'running' " \
+	"FROM streamwin.query_catalog WHERE query_id = $1"
 
 bool
 catalog_read_position(int32 query_id, bool lock_row, QueryPosition *pos)
@@ -594,6 +595,7 @@ catalog_read_position(int32 query_id, bool lock_row, QueryPosition *pos)
 	pos->state_batch_id = DatumGetInt64(SPI_getbinval(tup, desc, 4, &isnull));
 	pos->checkpoint_batch_id = DatumGetInt64(SPI_getbinval(tup, desc, 5, &isnull));
 	pos->xmin = DatumGetTransactionId(SPI_getbinval(tup, desc, 6, &isnull));
+	pos->desired_running = DatumGetBool(SPI_getbinval(tup, desc, 7, &isnull));
 	return true;
 }
 

@@ -95,6 +95,7 @@ typedef struct QueryPosition
 	int64		state_batch_id; /* the batch the state reflects */
 	int64		checkpoint_batch_id;	/* of the last checkpoint, or 0 */
 	TransactionId xmin;			/* who wrote the row last */
+	bool		desired_running;	/* not stopped (stop_query) */
 } QueryPosition;
 
 /*

@@ -8,7 +8,8 @@
 # shutdown ends a batch that waits on a prepared transaction's lock, and a
 # stop that comes while it waits is seen once the batch ends; a
 # transaction that drops a query and its source while the query's worker
-# works through a backlog commits.
+# works through a backlog commits; a transaction that stops and resets a
+# query while its worker waits for it leaves no batch after it.
 #
 # The launcher's rounds are an hour apart here (its first round at server
 # start aside), unless a step says otherwise: a worker that appears did not
@@ -202,6 +203,32 @@ SELECT streamwin.alter_query('lc', trigger_interval => '100 ms');
 SELECT streamwin.start_query('lc');
 }, 'lc runs every 100 ms again', as_role('alice'));
 $pid = worker_of('lc', 'again', timeout => 20);
+
+# ---- a stop and a reset in one transaction, while the worker waits on it ------
+
+# The worker read that lc runs, then waits for lc's lock, which the
+# transaction that stops and resets lc holds (and which adds rows of kz).
+# Once it commits, the worker sees the stop and exits without a batch: no
+# batch reads kz's rows until lc starts again.
+my $stopper = $node->background_psql('postgres');
+$stopper->query_safe(q{
+SET client_min_messages = warning;
+BEGIN;
+SELECT streamwin.stop_query('lc');
+SELECT streamwin.reset_query('lc', 'latest');
+INSERT INTO ev (k, v) SELECT 'kz', i FROM generate_series(1, 5) i;
+});
+worker_waits_on_lock();
+$stopper->query_safe('COMMIT');
+$stopper->quit;
+wait_until($node, "SELECT count(*) FROM pg_stat_activity WHERE pid = $pid", '0',
+	'the worker exits once the stop and reset commit', timeout => 20);
+is($node->safe_psql('postgres', "SELECT count(*) FROM lc WHERE k = 'kz'"), '0',
+	'no batch of the stopped query read the rows of that transaction');
+psql_ok($node, "SELECT streamwin.start_query('lc')", 'lc starts again', as_role('alice'));
+$pid = worker_of('lc', 'after the stop and reset', timeout => 20);
+wait_until($node, "SELECT n || ':' || s FROM lc WHERE k = 'kz'", '5:15', 'then its worker reads them, once',
+	timeout => 20);
 
 # ---- the extension created anew under a running worker ---------------------
 
