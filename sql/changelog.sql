@@ -34,6 +34,8 @@ SELECT streamwin.create_query('bad', $$SELECT region, sum(__streamwin_change) FR
 SELECT streamwin.create_query('bad', $$SELECT id, region FROM chg$$, dedup_keys => ARRAY['id'],
                               options => '{"dedup_without_watermark": true}');
 SELECT streamwin.create_query('bad', $$SELECT region, amount FROM chg$$);
+-- a whole-row reference is not the key column (nor any column)
+SELECT streamwin.create_query('bad', $$SELECT c FROM chg c$$);
 -- a query starts from the committed table: not in a transaction that truncated it
 BEGIN;
 TRUNCATE orders;

@@ -297,7 +297,9 @@ key_result_column(Compiled *c, const char *key)
 		TargetEntry *tle = lfirst_node(TargetEntry, lc);
 		Var		   *v = (Var *) tle->expr;
 
-		if (tle->resjunk || !IsA(v, Var) || v->varno != c->source_rtindex || v->varlevelsup != 0)
+		/* (a whole-row reference, varattno 0, is no column) */
+		if (tle->resjunk || !IsA(v, Var) || v->varno != c->source_rtindex || v->varlevelsup != 0 ||
+			v->varattno <= 0)
 			continue;
 		if (strcmp(NameStr(TupleDescAttr(desc, v->varattno - 1)->attname), key) == 0)
 			return tle->resname;
