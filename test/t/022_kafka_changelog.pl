@@ -153,6 +153,12 @@ my @dbz_malformed = (
 	[ '{"op": "c", "after": {"amount": 3}}',           qr/"after" row has no value for key column "id"/ ],
 	[ '{"op": "d", "before": {"id": null, "amount": 3}}', qr/"before" row has no value for key column "id"/ ],
 	[ '{"op": "u", "before": {"amount": 3}, "after": {"id": 1, "amount": 2}}', qr/"before" row has no value for key column "id"/ ],
+	# Debezium's placeholder for a large value an update left unchanged (the
+	# table's REPLICA IDENTITY not FULL), as text and as base64 bytes
+	[ '{"op": "u", "before": {"id": 1, "amount": 1, "region": "eu"}, "after": {"id": 1, "amount": 2, "region": "__debezium_unavailable_value"}}',
+	  qr/the "after" row of a Debezium event holds Debezium's placeholder for a value it did not have.*REPLICA IDENTITY FULL/ ],
+	[ '{"op": "c", "after": {"id": 1, "amount": 2, "region": "X19kZWJleml1bV91bmF2YWlsYWJsZV92YWx1ZQ=="}}',
+	  qr/the "after" row of a Debezium event holds Debezium's placeholder/ ],
 );
 
 sub dbz_chunk
