@@ -208,8 +208,10 @@ batch_begin(BatchContext *b)
  * A deduplicated source's rows in partition order, each partition's in
  * offset order, as fetched: which of a key's copies in several partitions
  * is kept (its first) is then the one a replay keeps too, whose fetches
- * interleave the partitions' messages otherwise.  A counting sort: a pass
- * and a copy.
+ * interleave the partitions' messages otherwise.  So too a changelog's
+ * (an upsert or Debezium topic): which of a key's versions is its last in
+ * the batch, kept and retracted later, must not depend on the order a
+ * fetch met its partitions.  A counting sort: a pass and a copy.
  */
 static void
 rows_in_partition_order(BatchSource *bs)
@@ -297,8 +299,10 @@ batch_fetch(BatchContext *b)
 				break;
 		}
 	}
-	if (OidIsValid(b->q->dedup_table))
-		rows_in_partition_order(&b->src[b->q->dedup_side]);
+	for (int s = 0; s < b->nsources; s++)
+		if ((OidIsValid(b->q->dedup_table) && s == b->q->dedup_side) ||
+			b->src[s].rd->envelope != ENVELOPE_APPEND)
+			rows_in_partition_order(&b->src[s]);
 	for (int s = 0; s < b->nsources; s++)
 	{
 		b->src[s].rd->fetched = true;
