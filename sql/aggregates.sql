@@ -399,6 +399,32 @@ SELECT streamwin.finish_state('pg_catalog.stddev(numeric)',
           FROM (SELECT g % 3 AS k, streamwin.partial_state('pg_catalog.stddev(numeric)', amount) AS s
                   FROM (SELECT row_number() OVER () AS g, amount FROM m) r GROUP BY 1) t) parts;
 
+-- min and max of values that are equal but differ (1.0 and 1.00; 'abc' and
+-- 'ABC' under a case-insensitive collation) are the later row's, as
+-- PostgreSQL's min and max keep them: within a batch, across batches in
+-- memory, and in a new session's small batch, which merges on the state
+-- table.
+CREATE COLLATION agg_ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false);
+CREATE TABLE ties (g int, n numeric, t text COLLATE agg_ci);
+SELECT streamwin.create_table_source('tie_src', 'ties');
+SELECT streamwin.create_query('tie_mm', $$SELECT g, min(n) AS lo, max(n) AS hi, min(t) AS tlo, max(t) AS thi
+    FROM tie_src GROUP BY g$$, output_mode => 'update', start => false);
+INSERT INTO ties VALUES (1, 1.0, 'abc'), (2, 2.0, 'xyz');
+SELECT (streamwin.run_batch('tie_mm')->>'input_rows')::int AS input_rows;
+INSERT INTO ties VALUES (1, 1.00, 'ABC'), (1, 1.000, 'Abc');
+SELECT (streamwin.run_batch('tie_mm')->>'input_rows')::int AS input_rows;
+\c
+INSERT INTO ties VALUES (2, 2.00, 'XYZ');
+SELECT (streamwin.run_batch('tie_mm')->>'input_rows')::int AS input_rows;
+SELECT g, lo, hi, tlo, thi FROM tie_mm ORDER BY g;
+SELECT count(*) AS diffs FROM (
+  SELECT g, lo::text, hi::text, tlo::text COLLATE "C", thi::text COLLATE "C" FROM tie_mm
+  EXCEPT
+  SELECT g, min(n)::text, max(n)::text, min(t)::text COLLATE "C", max(t)::text COLLATE "C" FROM ties GROUP BY g) d;
+SELECT streamwin.drop_query('tie_mm', drop_result => true);
+SELECT streamwin.drop_source('tie_src');
+DROP TABLE ties;
+
 SELECT streamwin.drop_query(q, drop_result => true) FROM unnest(array['stats', 'hops', 'visits', 'totals', 'uniques']) q;
 SELECT streamwin.drop_source('ms');
 REVOKE CREATE ON SCHEMA public FROM aggregates_user;

@@ -785,10 +785,11 @@ merge_sql(PartialCol *p)
 			return psprintf("s.%s + EXCLUDED.%s", n, n);
 		case MERGE_SUM:
 			return psprintf("COALESCE(s.%s + EXCLUDED.%s, s.%s, EXCLUDED.%s)", n, n, n, n);
+		/* the batch's first: of two equal values LEAST keeps its first, min the later */
 		case MERGE_MIN:
-			return psprintf("LEAST(s.%s, EXCLUDED.%s)", n, n);
+			return psprintf("LEAST(EXCLUDED.%s, s.%s)", n, n);
 		case MERGE_MAX:
-			return psprintf("GREATEST(s.%s, EXCLUDED.%s)", n, n);
+			return psprintf("GREATEST(EXCLUDED.%s, s.%s)", n, n);
 		case MERGE_AND:
 			return psprintf("COALESCE(s.%s AND EXCLUDED.%s, s.%s, EXCLUDED.%s)", n, n, n, n);
 		case MERGE_OR:

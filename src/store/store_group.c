@@ -618,7 +618,12 @@ combine_partial(StateStore *s, int i, Datum a, Datum v, Datum *result, bool *res
 				bool		cmp_null;
 				int32		c = DatumGetInt32(call2(&p->fn, p->collation, v, a, &cmp_null));
 
-				if (p->merge == MERGE_MIN ? c >= 0 : c <= 0)
+				/*
+				 * Of two equal values (1.0 and 1.00) the later, v, as
+				 * PostgreSQL's min and max keep it (numeric_smaller returns
+				 * its second argument on a tie)
+				 */
+				if (p->merge == MERGE_MIN ? c > 0 : c < 0)
 					return false;
 				*result = v;
 			}
