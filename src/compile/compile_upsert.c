@@ -15,9 +15,10 @@
  *
  *	 rows		the batch's rows as changes, in the batch's order: for each
  *				row, the retraction of its key's row before it (the
- *				batch's row of the key before it, else the table's), then
- *				the row if it is a new version
- *	 write		the table brought to each key's last row in the batch
+ *				batch's row of the key before it, else the table's), as it
+ *				was added, key included, then the row if it is a new version
+ *	 write		the table brought to each key's last row in the batch, its
+ *				key as that row gives it (1.00 after 1.0)
  *	 truncate	every key's row deleted, returned as its retraction (a
  *				Debezium source's truncate event)
  *
@@ -182,13 +183,19 @@ upsert_statements(UpsertColumns *u, const char *qname, int32 query_id, StringInf
 								"ORDER BY %d, %d",
 								u->ord, keys, u->ord, prev, u->rows_sql,
 								source_row(u, "p", "p", "'-1'::pg_catalog.int2"), u->ord, u->ord, prev, change,
-								source_row(u, "b", "t", "'-1'::pg_catalog.int2"), u->ord, qname,
+								source_row(u, "t", "t", "'-1'::pg_catalog.int2"), u->ord, qname,
 								upsert_keys_equal(u, "t", "b"), prev,
 								source_row(u, "b", "b", change), u->ord, change,
 								u->desc->natts + 1, u->desc->natts + 2));
 
+	/*
+	 * The key columns too: a new row whose key is another form of the
+	 * stored one (1.00 for 1.0) keeps its key as it gives it, which its
+	 * retraction then takes back (the rows above), as in memory
+	 * (store_upsert).
+	 */
 	initStringInfo(&set);
-	foreach(lc, u->values)
+	foreach(lc, list_concat_copy(u->keys, u->values))
 		appendStringInfo(&set, "%s%s = EXCLUDED.%s", set.len ? ", " : "",
 						 att_name(u, lfirst_int(lc)), att_name(u, lfirst_int(lc)));
 	plan_add_statement(plan, STMT_UPSERT_WRITE,
@@ -199,8 +206,7 @@ upsert_statements(UpsertColumns *u, const char *qname, int32 query_id, StringInf
 								keys, u->rows_sql, keys, u->ord,
 								qname, upsert_keys_equal(u, "t", "last"), change,
 								qname, stored, stored, change,
-								column_list(u, u->keys, ""),
-								u->values != NIL ? psprintf("UPDATE SET %s", set.data) : "NOTHING"));
+								column_list(u, u->keys, ""), psprintf("UPDATE SET %s", set.data)));
 	plan_add_statement(plan, STMT_UPSERT_COUNT, psprintf("SELECT count(*) FROM %s", qname));
 	plan_add_statement(plan, STMT_UPSERT_TRUNCATE,
 					   psprintf("DELETE FROM %s AS t RETURNING %s", qname,

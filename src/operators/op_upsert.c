@@ -56,6 +56,8 @@ typedef struct UpsertOp
 	bool	   *new_nulls;
 	Datum	   *old_values;
 	bool	   *old_nulls;
+	Datum	   *old_keys;		/* the key as the row the store had gave it */
+	bool	   *old_key_nulls;
 	Datum	   *row_values;		/* a row of the source being made */
 	bool	   *row_nulls;
 	/* on the table: how many keys it held after batch counted_batch */
@@ -192,9 +194,10 @@ apply_in_store(UpsertOp *u, BatchInput *side, ChangesOut *out)
 		}
 		had = store_upsert(u->rows.store, u->key_values, u->key_nulls,
 						   adds ? u->new_values : NULL, u->new_nulls,
-						   u->old_values, u->old_nulls);
+						   u->old_values, u->old_nulls, u->old_keys, u->old_key_nulls);
+		/* the row as it was added: its key too, as that row gave it */
 		if (had)
-			out_add(out, retraction(u, row, NULL, NULL));
+			out_add(out, retraction(u, row, u->old_keys, u->old_key_nulls));
 		if (adds)
 			out_add(out, row);
 		count_change(u, had, adds);
@@ -477,6 +480,8 @@ upsert_operator_make(QueryRunner *r)
 	u->new_nulls = palloc(sizeof(bool) * Max(u->nvalues, 1));
 	u->old_values = palloc(sizeof(Datum) * Max(u->nvalues, 1));
 	u->old_nulls = palloc(sizeof(bool) * Max(u->nvalues, 1));
+	u->old_keys = palloc(sizeof(Datum) * Max(u->nkeys, 1));
+	u->old_key_nulls = palloc(sizeof(bool) * Max(u->nkeys, 1));
 	u->row_values = palloc(sizeof(Datum) * natts);
 	u->row_nulls = palloc(sizeof(bool) * natts);
 	held_store_init(&u->rows, r, q->upsert_store, q->upsert_table, q->upsert_checkpoint,

@@ -203,13 +203,16 @@ extern struct _DestReceiver *store_dedup_receiver(StateStore *s, int64 batch_id,
  * store_upsert
  *		An upsert store's key (keys, nkeys values) takes a new row (values,
  *		npartials), or with values NULL loses its row.  Returns whether the
- *		key had a row, whose values it copies into old_values/old_nulls (in
- *		CurrentMemoryContext) first.  In a batch of the store; the state
- *		table follows at store_write_changed.
+ *		key had a row, whose values it copies into old_values/old_nulls and
+ *		whose key, as that row gave it, into old_keys/old_key_nulls (in
+ *		CurrentMemoryContext) first.  A new row keeps its key as it gives it
+ *		(1.00 after 1.0).  In a batch of the store; the state table follows
+ *		at store_write_changed.
  */
 extern bool store_upsert(StateStore *s, const Datum *keys, const bool *key_nulls,
 						 const Datum *values, const bool *nulls,
-						 Datum *old_values, bool *old_nulls);
+						 Datum *old_values, bool *old_nulls,
+						 Datum *old_keys, bool *old_key_nulls);
 
 /*
  * store_upsert_truncate

@@ -46,29 +46,99 @@ row_copy(StateStore *s, StoreGroup *g, Datum *values, bool *nulls)
 	}
 }
 
+/* The store's key slot holding keys, to look a group up by */
+static void
+key_slot_set(StateStore *s, const Datum *keys, const bool *key_nulls)
+{
+	TupleTableSlot *key = s->key_slot;
+
+	ExecClearTuple(key);
+	memcpy(key->tts_values, keys, sizeof(Datum) * s->nkeys);
+	memcpy(key->tts_isnull, key_nulls, sizeof(bool) * s->nkeys);
+	ExecStoreVirtualTuple(key);
+}
+
+/*
+ * Are a and b the same image of attribute att's type, whatever their
+ * varlena headers (a stored key's is short, a decoded one's not)?
+ */
+static bool
+same_image(Datum a, Datum b, Form_pg_attribute att)
+{
+	if (att->attlen == -1)
+	{
+		struct varlena *x = pg_detoast_datum_packed((struct varlena *) DatumGetPointer(a));
+		struct varlena *y = pg_detoast_datum_packed((struct varlena *) DatumGetPointer(b));
+
+		return VARSIZE_ANY_EXHDR(x) == VARSIZE_ANY_EXHDR(y) &&
+			memcmp(VARDATA_ANY(x), VARDATA_ANY(y), VARSIZE_ANY_EXHDR(x)) == 0;
+	}
+	return datumIsEqual(a, b, att->attbyval, att->attlen);
+}
+
+/* Does group g hold its key as keys give it, byte for byte? */
+static bool
+same_key_images(StateStore *s, StoreGroup *g, const Datum *keys, const bool *key_nulls)
+{
+	for (int k = 0; k < s->nkeys; k++)
+	{
+		bool		isnull;
+		Datum		stored = group_key(s, g, k, &isnull);
+
+		if (isnull != key_nulls[k] ||
+			(!isnull && !same_image(stored, keys[k], TupleDescAttr(s->key_desc, k))))
+			return false;
+	}
+	return true;
+}
+
 bool
 store_upsert(StateStore *s, const Datum *keys, const bool *key_nulls,
-			 const Datum *values, const bool *nulls, Datum *old_values, bool *old_nulls)
+			 const Datum *values, const bool *nulls, Datum *old_values, bool *old_nulls,
+			 Datum *old_keys, bool *old_key_nulls)
 {
 	MemoryContext caller = CurrentMemoryContext;
-	TupleTableSlot *key = s->key_slot;
 	StoreGroup *g;
 	bool		created = false;
 	bool		had;
 
 	Assert(s->loaded && s->in_batch && !s->plan.windowed && !s->plan.dedup);
 	MemoryContextSwitchTo(s->temp_cxt);
-	ExecClearTuple(key);
-	memcpy(key->tts_values, keys, sizeof(Datum) * s->nkeys);
-	memcpy(key->tts_isnull, key_nulls, sizeof(bool) * s->nkeys);
-	ExecStoreVirtualTuple(key);
+	key_slot_set(s, keys, key_nulls);
 	g = store_group(s, values != NULL ? &created : NULL);
 	had = g != NULL && !created;
 
-	/* the row the key had, in the caller's memory: the group's may go now */
+	/* the row the key had, and its key, in the caller's memory: the group's may go now */
 	MemoryContextSwitchTo(caller);
 	if (had)
+	{
 		row_copy(s, g, old_values, old_nulls);
+		for (int k = 0; k < s->nkeys; k++)
+		{
+			Form_pg_attribute att = TupleDescAttr(s->key_desc, k);
+
+			old_keys[k] = group_key(s, g, k, &old_key_nulls[k]);
+			if (!old_key_nulls[k])
+				old_keys[k] = datumCopy(old_keys[k], att->attbyval, att->attlen);
+		}
+	}
+
+	/*
+	 * A new row whose key is another form of the stored one (1.00 for 1.0,
+	 * equal and found by it): the key goes as the new row gives it, so that
+	 * its retraction later takes back the key that row added, as the table
+	 * path does (STMT_UPSERT_WRITE).  The group is made anew under it.
+	 */
+	if (values != NULL && had && !same_key_images(s, g, keys, key_nulls))
+	{
+		upsert_delete(s, g);
+		MemoryContextSwitchTo(s->temp_cxt);
+		/* (the deletion used the key slot for the old key) */
+		key_slot_set(s, keys, key_nulls);
+		g = store_group(s, &created);
+		MemoryContextSwitchTo(caller);
+		Assert(created);
+	}
 
 	if (values != NULL)
 	{

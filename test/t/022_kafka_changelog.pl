@@ -46,7 +46,7 @@ my $node = new_node('changelog',
 	  . "restart_after_crash = on\n");
 my $broker = StreamwinTest::Broker->start(
 	topics => { dbz => 2, dbz_multi => 2, ups => 2, ups_csv => 1, ups_text => 1, dbz_late => 1, ups_late => 1, dbz_keyed => 1,
-		dbz_late_k => 1 });
+		dbz_late_k => 1, ups_forms => 1 });
 my $brokers = $broker->bootstrap;
 my $json = JSON::PP->new->canonical->allow_nonref;
 srand(22);
@@ -725,6 +725,42 @@ results_match($node, 'SELECT * FROM uq_text',
 		[ [ 'a', 'hello', 1 ], [ 'b', 'world', 1 ], [ 'a', 'hello', -1 ], [ 'a', 'again', 1 ],
 		  [ 'b', 'world', -1 ] ]),
 	'upsert in text: a key that is a JSON object or its text, the payload the other column');
+
+# Keys equal but different (numeric 1.0 and 1.00): a new version keeps its
+# key as it gives it, and a retraction takes back the key its row was added
+# with, in memory (uf, uf_mem) and on the state table (uf_table, whose 3,000
+# keys of 400 bytes do not fit in its session's 1MB of streamwin.state_memory).
+# Plain SQL over the upsert table groups by the key's text.
+my $pad = 'x' x 400;
+$broker->produce('ups_forms', [ [ 0, '{"id": 1.0}', '{"qty": 5}' ],
+	map { [ 0, qq({"id": $_}), qq({"qty": 1, "note": "$pad"}) ] } 1000 .. 2999 ], keys => 1);
+psql_ok($node, qq{
+SELECT streamwin.create_kafka_source('uf_src', '$brokers', 'ups_forms', 'id numeric, qty int, note text',
+    options => '{"envelope": "upsert", "key_columns": ["id"]}');
+SELECT streamwin.create_query('uf', 'SELECT id::text AS k, count(*) AS n, sum(qty) AS s FROM uf_src GROUP BY 1',
+    output_mode => 'update', start => false);
+SELECT streamwin.create_query('uf_mem', 'SELECT id::text AS k, count(*) AS n, sum(qty) AS s FROM uf_src GROUP BY 1',
+    output_mode => 'update', start => false);
+SELECT streamwin.create_query('uf_table', 'SELECT id::text AS k, count(*) AS n, sum(qty) AS s FROM uf_src GROUP BY 1',
+    output_mode => 'update', start => false);
+}, 'an upsert source with a numeric key');
+my $uf_mem = store_session($node);
+for my $step ([], [ [ 0, '{"id": 1.00}', '{"qty": 7}' ] ], [ [ 0, '{"id": 1.000}', undef ] ],
+	[ [ 0, '{"id": 5.0}', '{"qty": 2}' ], [ 0, '{"id": 5.00}', '{"qty": 4}' ] ])
+{
+	$broker->produce('ups_forms', $step, keys => 1) if @$step;
+	run_json($node, "run_available('uf')");
+	sess_ok($uf_mem, "SELECT streamwin.run_available('uf_mem') IS NOT NULL");
+	sess_ok($small, "SELECT streamwin.run_available('uf_table') IS NOT NULL");
+}
+ok(table_mode_sql_upsert('uf_table'), 'upsert: uf_table runs on its state table');
+for my $q ('uf', 'uf_mem', 'uf_table')
+{
+	results_match($node, "SELECT k, n, s FROM $q",
+		q{SELECT g::text, 1::bigint, 1::bigint FROM generate_series(1000, 2999) g UNION ALL VALUES ('5.00', 1, 4)},
+		"upsert $q: a key's new form replaces its old one, and a retraction takes back the form its row was added with");
+}
+$uf_mem->quit;
 
 # ==== 3. a crash after the last checkpoint =======================================
 
