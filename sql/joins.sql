@@ -454,3 +454,38 @@ SELECT streamwin.drop_query('dj', drop_result => true);
 SELECT streamwin.drop_source('dj_clks');
 SELECT streamwin.drop_source('dj_imps');
 DROP TABLE dj_imp, dj_clk;
+
+-- A range over times without zone in a zone that changes its offset: on
+-- 2023-11-05 New York's clocks go back from 02:00 EDT to 01:00 EST.
+-- Impression 1 at 00:55 EDT and click 10 at 01:05 EST are ten minutes apart
+-- on the clock, as the range compares them, but seventy as instants: the
+-- impression waits for the click past the ten minutes, though the rows of
+-- the first batch moved the watermark to 01:01 EST.
+CREATE TABLE dst_imp (imp_id int, t timestamp);
+CREATE TABLE dst_clk (click_id int, imp_id int, t timestamp);
+SELECT streamwin.create_table_source('dst_imps', 'dst_imp', '{"timezone": "America/New_York"}');
+SELECT streamwin.create_table_source('dst_clks', 'dst_clk', '{"timezone": "America/New_York"}');
+SELECT streamwin.create_query('dst_pairs',
+    $$SELECT i.imp_id, c.click_id FROM dst_imps i JOIN dst_clks c
+        ON c.imp_id = i.imp_id AND c.t BETWEEN i.t AND i.t + interval '10 minutes'$$,
+    watermark => '1 minute', start => false);
+INSERT INTO dst_imp VALUES (1, '2023-11-05 00:55'), (2, '2023-11-05 01:02');
+INSERT INTO dst_clk VALUES (20, 2, '2023-11-05 01:02');
+SELECT streamwin.run_batch('dst_pairs') -> 'input_rows' AS input_rows;
+INSERT INTO dst_clk VALUES (10, 1, '2023-11-05 01:05');
+SELECT streamwin.run_batch('dst_pairs') -> 'input_rows' AS input_rows;
+SELECT imp_id, click_id FROM dst_pairs ORDER BY 1, 2;
+SELECT count(*) AS diffs FROM (
+  (SELECT imp_id, click_id FROM dst_pairs
+   EXCEPT ALL
+   SELECT i.imp_id, c.click_id FROM dst_imp i JOIN dst_clk c
+     ON c.imp_id = i.imp_id AND c.t BETWEEN i.t AND i.t + interval '10 minutes')
+  UNION ALL
+  (SELECT i.imp_id, c.click_id FROM dst_imp i JOIN dst_clk c
+     ON c.imp_id = i.imp_id AND c.t BETWEEN i.t AND i.t + interval '10 minutes'
+   EXCEPT ALL
+   SELECT imp_id, click_id FROM dst_pairs)) d;
+SELECT streamwin.drop_query('dst_pairs', drop_result => true);
+SELECT streamwin.drop_source('dst_clks');
+SELECT streamwin.drop_source('dst_imps');
+DROP TABLE dst_imp, dst_clk;

@@ -102,6 +102,7 @@ typedef struct CompiledJoin
 	bool		has_hi;
 	int64		lo_us;			/* time[1] - time[0] lies in [lo_us, hi_us] */
 	int64		hi_us;
+	bool		uses_days;		/* the range adds or takes intervals of days */
 	List	   *keys[QUERY_MAX_SOURCES];	/* the equalities' operands */
 	List	   *key_ops;		/* the equalities' operators, */
 	List	   *key_colls;		/* their collations, */

@@ -64,6 +64,7 @@
 #include "utils/ruleutils.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
+#include "pgtime.h"
 
 #include "catalog_access.h"
 #include "checkpoint.h"
@@ -83,7 +84,54 @@ typedef struct TimeTerm
 	int			side;
 	int64		lo;
 	int64		hi;
+	bool		days;			/* an interval of days among them */
 } TimeTerm;
+
+/*
+ * How far apart zone tzname's offsets from UTC have been since 1970 (its
+ * largest less its smallest), in microseconds.  A range over times
+ * without a zone compares wall-clock times, while the rows leave the join
+ * by their event times, those wall-clock times read in the source's zone:
+ * ten minutes on the clock across the autumn's change are seventy as
+ * instants.  A day of timestamptz arithmetic lasts 24 hours, give or take
+ * such a change, which the 23 to 25 hours of a day counted below cover for
+ * a change of an hour only (Antarctica/Troll's are of two).
+ */
+static int64
+zone_offset_span_us(const char *tzname)
+{
+	pg_tz	   *tz = pg_tzset(tzname);
+	pg_time_t	t = 0;
+	long int	lo = 0;
+	long int	hi = 0;
+
+	if (tz == NULL)
+		return 0;
+	for (int i = 0; i < 10000; i++)
+	{
+		pg_time_t	boundary;
+		long int	before;
+		long int	after;
+		int			before_dst;
+		int			after_dst;
+		int			found = pg_next_dst_boundary(&t, &before, &before_dst, &boundary, &after,
+												 &after_dst, tz);
+
+		if (found < 0)
+			break;
+		if (i == 0)
+			lo = hi = before;
+		lo = Min(lo, before);
+		hi = Max(hi, before);
+		/* up to 2100: the rules then repeat what came before */
+		if (found == 0 || boundary > (pg_time_t) INT64CONST(4102444800))
+			break;
+		lo = Min(lo, after);
+		hi = Max(hi, after);
+		t = boundary;
+	}
+	return (int64) (hi - lo) * USECS_PER_SEC;
+}
 
 /* --- the condition --------------------------------------------------------- */
 
@@ -213,6 +261,7 @@ static bool
 time_term(Compiled *c, Node *e, TimeTerm *t)
 {
 	t->lo = t->hi = 0;
+	t->days = false;
 	for (;;)
 	{
 		OpExpr	   *op;
@@ -254,6 +303,7 @@ time_term(Compiled *c, Node *e, TimeTerm *t)
 		if (in->day > 36500 || in->day < -36500)
 			refuse("the time range of a join must be shorter than a century", NULL, NULL);
 		/* a day across a change of zone offset lasts 23 or 25 hours */
+		t->days = t->days || in->day != 0;
 		lo = in->time + in->day * (in->day >= 0 ? USECS_PER_23H : USECS_PER_25H);
 		hi = in->time + in->day * (in->day >= 0 ? USECS_PER_25H : USECS_PER_23H);
 		if (strcmp(name, "-") == 0)
@@ -367,6 +417,7 @@ add_bound(CompiledJoin *j, TimeTerm *lhs, TimeTerm *rhs)
 	/* t_rhs - t_lhs >= c_lhs - c_rhs >= lhs->lo - rhs->hi */
 	int64		bound = lhs->lo - rhs->hi;
 
+	j->uses_days = j->uses_days || lhs->days || rhs->days;
 	if (rhs->side == 1)
 	{
 		j->lo_us = j->has_lo ? Max(j->lo_us, bound) : bound;
@@ -549,6 +600,7 @@ compile_join(Compiled *c, OutputMode mode, bool has_watermark, Jsonb *options)
 	List	   *conds = NIL;
 	ListCell   *lc;
 	bool		has_key = false;
+	int64		zone_span = 0;
 
 	c->join = j;
 	j->preserved = -1;
@@ -666,6 +718,16 @@ compile_join(Compiled *c, OutputMode mode, bool has_watermark, Jsonb *options)
 							side_name(c, j->preserved)));
 	}
 
+	/*
+	 * A row leaves once no row of the other side that is not late can meet
+	 * it: by the range, widened by the zone's changes of offset where they
+	 * make instants differ from what the range computes (wall-clock times,
+	 * or days longer or shorter than an hour's change allows); none in UTC.
+	 */
+	if ((j->time[0] != NULL && exprType((Node *) j->time[0]) == TIMESTAMPOID) ||
+		(j->time[1] != NULL && exprType((Node *) j->time[1]) == TIMESTAMPOID) || j->uses_days)
+		zone_span = zone_offset_span_us(c->sources[0]->timezone);
+
 	/* what the plan keeps */
 	for (int s = 0; s < 2; s++)
 	{
@@ -677,7 +739,7 @@ compile_join(Compiled *c, OutputMode mode, bool has_watermark, Jsonb *options)
 		side->evicted = has_watermark && (s == 0 ? j->has_hi : j->has_lo);
 
 		/* side 0 at t meets side 1 up to t + hi, side 1 side 0 from t - lo */
-		side->evict_after_us = s == 0 ? j->hi_us : -j->lo_us;
+		side->evict_after_us = (s == 0 ? j->hi_us : -j->lo_us) + zone_span;
 	}
 	if (c->window != NULL)
 	{
