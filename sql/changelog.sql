@@ -27,7 +27,6 @@ CREATE TABLE regions (region text PRIMARY KEY, zone text);
 SELECT streamwin.create_query('bad', $$SELECT c.region, count(*) FROM chg c JOIN regions r USING (region) GROUP BY c.region$$);
 SELECT streamwin.create_query('bad', $$SELECT streamwin.tumble(now(), '1 minute'), count(*) FROM chg GROUP BY 1$$);
 SELECT streamwin.create_query('bad', $$SELECT region, count(*) FROM chg GROUP BY region, streamwin.session(ts, '1 minute')$$, output_mode => 'update');
-SELECT streamwin.create_query('bad', $$SELECT region, stddev(qty::float8) FROM chg GROUP BY region$$, output_mode => 'update');
 SELECT streamwin.create_query('bad', $$SELECT region, string_agg(note, ',') FROM chg GROUP BY region$$, output_mode => 'update');
 SELECT streamwin.create_query('bad', $$SELECT region, count(*) FROM chg WHERE __streamwin_change > 0 GROUP BY region$$);
 SELECT streamwin.create_query('bad', $$SELECT region, sum(__streamwin_change) FROM chg GROUP BY region$$);
@@ -80,6 +79,12 @@ SELECT streamwin.create_query('paid_totals', $$
 -- naming the change column appends every change instead.
 SELECT streamwin.create_query('big_orders', $$SELECT id, region, amount * 2 AS doubled FROM chg WHERE amount > 50$$, start => false);
 SELECT streamwin.create_query('order_changes', $$SELECT id, amount, __streamwin_change FROM chg$$, start => false);
+-- Floating-point sums retract exactly: each value is summed as the decimal
+-- its text is (the shortest that reads back as the same float), and the
+-- result rounded to a float at the end.
+SELECT streamwin.create_query('float_sums', $$
+  SELECT region, sum(amount::float8) AS s, avg(amount::float8) AS a, stddev(qty::float8) AS sd,
+         sum(qty::float4) AS s4 FROM chg GROUP BY region$$, output_mode => 'update', start => false);
 
 -- The same comparisons after every round.
 CREATE VIEW by_region_expected AS
@@ -101,6 +106,9 @@ CREATE VIEW paid_totals_expected AS
   SELECT paid, count(*) AS n, sum(amount) AS total, count(ROW(note, paid)) AS row_values,
          sum(9223372036854775807 - id) AS big_sum, avg(qty::bigint) AS avg_qty
   FROM orders GROUP BY paid;
+CREATE VIEW float_sums_expected AS
+  SELECT region, sum(amount)::float8 AS s, avg(amount)::float8 AS a, stddev(qty::numeric)::float8 AS sd,
+         sum(qty)::float4 AS s4 FROM orders GROUP BY region;
 CREATE VIEW big_orders_expected AS
   SELECT id, region, amount * 2 AS doubled FROM orders WHERE amount > 50;
 CREATE TABLE changes_expected (id int, amount numeric, change int);
@@ -117,6 +125,9 @@ CREATE FUNCTION diffs() RETURNS TABLE (query text, missing bigint, extra bigint)
   UNION ALL SELECT 'paid_totals',
          (SELECT count(*) FROM (TABLE paid_totals_expected EXCEPT ALL SELECT paid, n, total, row_values, big_sum, avg_qty FROM paid_totals) x),
          (SELECT count(*) FROM (SELECT paid, n, total, row_values, big_sum, avg_qty FROM paid_totals EXCEPT ALL TABLE paid_totals_expected) x)
+  UNION ALL SELECT 'float_sums',
+         (SELECT count(*) FROM (TABLE float_sums_expected EXCEPT ALL SELECT region, s, a, sd, s4 FROM float_sums) x),
+         (SELECT count(*) FROM (SELECT region, s, a, sd, s4 FROM float_sums EXCEPT ALL TABLE float_sums_expected) x)
   UNION ALL SELECT 'big_orders',
          (SELECT count(*) FROM (TABLE big_orders_expected EXCEPT ALL SELECT id, region, doubled FROM big_orders) x),
          (SELECT count(*) FROM (SELECT id, region, doubled FROM big_orders EXCEPT ALL TABLE big_orders_expected) x)
@@ -140,7 +151,7 @@ CREATE TRIGGER log_change AFTER INSERT OR UPDATE OR DELETE ON orders
 CREATE FUNCTION run_all() RETURNS void LANGUAGE plpgsql AS $$
 DECLARE q text;
 BEGIN
-  FOREACH q IN ARRAY ARRAY['by_region', 'hourly', 'sliding', 'paid_totals', 'big_orders', 'order_changes'] LOOP
+  FOREACH q IN ARRAY ARRAY['by_region', 'hourly', 'sliding', 'paid_totals', 'float_sums', 'big_orders', 'order_changes'] LOOP
     -- every batch until the source has nothing more
     WHILE (streamwin.run_batch(q)->>'input_rows')::bigint > 0 LOOP END LOOP;
   END LOOP;
@@ -217,7 +228,7 @@ INSERT INTO orders VALUES (3, 'ap', 1, 5, '2026-01-03', true, NULL);
 SELECT (streamwin.run_batch('by_region')->>'input_rows')::int AS input_rows;
 SELECT region, n, units FROM by_region ORDER BY region;
 
-SELECT streamwin.drop_query(q) FROM unnest(ARRAY['by_region', 'hourly', 'sliding', 'paid_totals', 'big_orders', 'order_changes']) q;
+SELECT streamwin.drop_query(q) FROM unnest(ARRAY['by_region', 'hourly', 'sliding', 'paid_totals', 'float_sums', 'big_orders', 'order_changes']) q;
 SELECT streamwin.drop_source('chg');
 
 -- Numeric sums, averages and the variance family retract exactly to the
@@ -231,6 +242,16 @@ SELECT streamwin.create_query('reading_sums', $$
   SELECT k, sum(x) AS s, avg(x) AS a, stddev(x) AS sd, var_pop(x) AS vp, variance(i) AS vi,
          stddev_pop(i) AS sdi
   FROM reading_changes GROUP BY k$$, output_mode => 'update', start => false);
+-- and the same values as floats: each summed as the decimal its text is,
+-- NaN and the infinities counted apart, the result rounded to a float
+SELECT streamwin.create_query('reading_floats', $$
+  SELECT k, sum(x::float8) AS s, avg(x::float8) AS a, stddev(x::float8) AS sd, sum(x::float4) AS s4
+  FROM reading_changes GROUP BY k$$, output_mode => 'update', start => false);
+SET extra_float_digits = 1;
+CREATE VIEW reading_float_expected AS
+  SELECT k, sum(x::float8::text::numeric)::float8::text AS s, avg(x::float8::text::numeric)::float8::text AS a,
+         stddev(x::float8::text::numeric)::float8::text AS sd, sum(x::float4::text::numeric)::float4::text AS s4
+  FROM readings GROUP BY k;
 CREATE VIEW reading_expected AS
   SELECT k, sum(x)::text AS s, avg(x)::text AS a, stddev(x)::text AS sd, var_pop(x)::text AS vp,
          variance(i)::text AS vi, stddev_pop(i)::text AS sdi
@@ -241,24 +262,35 @@ CREATE VIEW reading_diffs AS
      EXCEPT TABLE reading_expected)
     UNION ALL
     (TABLE reading_expected
-     EXCEPT SELECT k, s::text, a::text, sd::text, vp::text, vi::text, sdi::text FROM reading_sums)) d;
+     EXCEPT SELECT k, s::text, a::text, sd::text, vp::text, vi::text, sdi::text FROM reading_sums)
+    UNION ALL
+    (SELECT k, s::text, a::text, sd::text, s4::text, NULL, NULL FROM reading_floats
+     EXCEPT SELECT *, NULL, NULL FROM reading_float_expected)
+    UNION ALL
+    (SELECT *, NULL, NULL FROM reading_float_expected
+     EXCEPT SELECT k, s::text, a::text, sd::text, s4::text, NULL, NULL FROM reading_floats)) d;
 INSERT INTO readings VALUES (1, 'a', 1.50), (2, 'a', 2), (3, 'b', 'NaN'), (4, 'b', 1.123456789012345678901),
                             (5, 'c', 'Infinity'), (6, 'c', '-Infinity'), (7, 'c', 1), (8, 'd', NULL),
                             (9, 'e', 'Infinity');
 INSERT INTO readings SELECT 100 + g, 'f' || g % 3, round(g * 7.31 % 97, g % 5), g * g % 1013
 FROM generate_series(1, 300) g;
 SELECT (streamwin.run_batch('reading_sums')->>'input_rows')::int AS input_rows;
+SELECT (streamwin.run_batch('reading_floats')->>'input_rows')::int AS float_input_rows;
 SELECT * FROM reading_diffs;
 DELETE FROM readings WHERE id IN (1, 3, 6) OR id % 7 = 0;
 UPDATE readings SET x = x * 1.5, i = i + 3 WHERE id % 4 = 0;
 SELECT (streamwin.run_batch('reading_sums')->>'input_rows')::int AS input_rows;
+SELECT (streamwin.run_batch('reading_floats')->>'input_rows')::int AS float_input_rows;
 SELECT * FROM reading_diffs;
 DELETE FROM readings WHERE id = 5;
 UPDATE readings SET x = 3.25 WHERE id = 9;
 SELECT (streamwin.run_batch('reading_sums')->>'input_rows')::int AS input_rows;
+SELECT (streamwin.run_batch('reading_floats')->>'input_rows')::int AS float_input_rows;
 SELECT * FROM reading_diffs;
 SELECT k, s, a, sd, vp FROM reading_sums WHERE k NOT LIKE 'f%' ORDER BY k;
+SELECT k, s, a, sd, s4 FROM reading_floats WHERE k NOT LIKE 'f%' ORDER BY k;
 SELECT streamwin.drop_query('reading_sums');
+SELECT streamwin.drop_query('reading_floats');
 SELECT streamwin.drop_source('reading_changes');
 
 -- Late changes: a changelog's row, added or retracted, is late when its

@@ -737,6 +737,13 @@ batch_execute(QueryRunner *r, int fetch_timeout_ms, int linger_ms, BatchStats *s
 							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	(void) set_config_option("IntervalStyle", SQL_INTERVALSTYLE,
 							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	/*
+	 * Floats as text in their shortest exact form, whatever the session
+	 * says: a float summed over a changelog goes through its text
+	 * (compile_aggregate.c), and so may a query's own expressions.
+	 */
+	(void) set_config_option("extra_float_digits", "1",
+							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 
 	/*
 	 * The other settings that the input functions of message values read

@@ -400,15 +400,28 @@ changelog_signed_value(Compiled *c, Expr *x)
 	return NULL;
 }
 
+/*
+ * A floating-point value as the numeric its text is: the shortest decimal
+ * that reads back as the same float (batches run with extra_float_digits
+ * 1), NaN and the infinities as numeric's own.  Its sums retract exactly,
+ * and the result rounds to the nearest float at the end; a float sum would
+ * be off after a retraction by what each addition rounded (PostgreSQL's
+ * float aggregates have no inverse for that reason).
+ */
+static Expr *
+changelog_float_as_numeric(Expr *x)
+{
+	return changelog_cast(changelog_cast(x, TEXTOID), NUMERICOID);
+}
+
 /* Refuse an aggregate a changelog's retractions cannot undo exactly. */
 static void
 changelog_refuse(Compiled *c, const char *fname, const char *detail)
 {
 	refuse(psprintf("aggregate %s() is not supported over changelog source \"%s\"", fname, c->source->name),
 		   detail,
-		   "Over a changelog, use count, sum, avg (of integers, numeric, interval or money), the stddev and variance family "
-		   "(of integers or numeric), min, max, bool_and, bool_or, every, or a DISTINCT aggregate of one argument; "
-		   "cast a floating-point value to numeric to sum it exactly.");
+		   "Over a changelog, use count, sum, avg (of numbers, interval or money), the stddev and variance family "
+		   "(of numbers), min, max, bool_and, bool_or, every, or a DISTINCT aggregate of one argument.");
 }
 
 /*
@@ -476,6 +489,11 @@ changelog_variance(Compiled *c, Aggref *a, const char *name, const char *fname, 
 	const char *special = "false";
 	const char *quotient;
 
+	if (xtype == FLOAT4OID || xtype == FLOAT8OID)
+	{
+		x = changelog_float_as_numeric(x);
+		xtype = NUMERICOID;
+	}
 	if (xtype != INT2OID && xtype != INT4OID && xtype != INT8OID && xtype != NUMERICOID)
 		changelog_refuse(c, fname, psprintf("A retraction cannot take a value back exactly from the sums of %s it keeps.",
 											format_type_be(xtype)));
@@ -603,9 +621,16 @@ compile_changelog_aggregate(Compiled *c, AggCol *col, Aggref *a, const char *fna
 												  x ? changelog_and(changelog_not_null(x), f) : f));
 	else if (strcmp(builtin, "sum") == 0 || strcmp(builtin, "avg") == 0)
 	{
-		Expr	   *signed_x = changelog_signed_value(c, x);
+		Expr	   *signed_x;
 		const char *sum;
 		const char *n;
+
+		if (xtype == FLOAT4OID || xtype == FLOAT8OID)
+		{
+			x = changelog_float_as_numeric(x);
+			xtype = NUMERICOID;
+		}
+		signed_x = changelog_signed_value(c, x);
 
 		if (signed_x == NULL)
 			changelog_refuse(c, fname, psprintf("A retraction cannot take a value back exactly from a sum of %s.",
