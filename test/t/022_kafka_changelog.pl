@@ -737,13 +737,9 @@ $broker->produce('ups_forms', [ [ 0, '{"id": 1.0}', '{"qty": 5}' ],
 psql_ok($node, qq{
 SELECT streamwin.create_kafka_source('uf_src', '$brokers', 'ups_forms', 'id numeric, qty int, note text',
     options => '{"envelope": "upsert", "key_columns": ["id"]}');
-SELECT streamwin.create_query('uf', 'SELECT id::text AS k, count(*) AS n, sum(qty) AS s FROM uf_src GROUP BY 1',
-    output_mode => 'update', start => false);
-SELECT streamwin.create_query('uf_mem', 'SELECT id::text AS k, count(*) AS n, sum(qty) AS s FROM uf_src GROUP BY 1',
-    output_mode => 'update', start => false);
-SELECT streamwin.create_query('uf_table', 'SELECT id::text AS k, count(*) AS n, sum(qty) AS s FROM uf_src GROUP BY 1',
-    output_mode => 'update', start => false);
-}, 'an upsert source with a numeric key');
+} . join('', map { qq{SELECT streamwin.create_query('$_', 'SELECT id::text AS k, count(*) AS n, sum(qty) AS s }
+	  . qq{FROM uf_src GROUP BY 1', output_mode => 'update', start => false);\n} } qw(uf uf_mem uf_table)),
+	'an upsert source with a numeric key, and three queries over it');
 my $uf_mem = store_session($node);
 for my $step ([], [ [ 0, '{"id": 1.00}', '{"qty": 7}' ] ], [ [ 0, '{"id": 1.000}', undef ] ],
 	[ [ 0, '{"id": 5.0}', '{"qty": 2}' ], [ 0, '{"id": 5.00}', '{"qty": 4}' ] ])
