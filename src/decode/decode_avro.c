@@ -1175,6 +1175,20 @@ bytea_datum(const uint8 *p, int len)
 	return PointerGetDatum(b);
 }
 
+/* The JSON scratch buffer back to a small one, if a value made it large */
+static void
+json_scratch_shrink(AvroDecoder *ad)
+{
+	if (ad->json.maxlen > AVRO_JSON_KEEP)
+	{
+		MemoryContext old = MemoryContextSwitchTo(ad->mcxt);
+
+		pfree(ad->json.data);
+		initStringInfo(&ad->json);
+		MemoryContextSwitchTo(old);
+	}
+}
+
 /*
  * Read one value of writer type w (a union's branch resolved) into column
  * c: *value, *isnull.  False on a malformed body (r->error).  Values that
@@ -1225,19 +1239,14 @@ read_value(AvroRead *r, const AvroType *w, const AvroField *field, DecodeColumn 
 	{
 		AvroDecoder *ad = state->avro;
 
+		/* a large buffer left by a render that failed goes first */
+		json_scratch_shrink(ad);
 		resetStringInfo(&ad->json);
 		if (!render_json(r, w, &ad->json))
 			return false;
 		*value = decode_input(state, c, ad->json.data, ad->json.len);
 		/* the value has its own copy: a large one leaves no buffer behind */
-		if (ad->json.maxlen > AVRO_JSON_KEEP)
-		{
-			MemoryContext old = MemoryContextSwitchTo(ad->mcxt);
-
-			pfree(ad->json.data);
-			initStringInfo(&ad->json);
-			MemoryContextSwitchTo(old);
-		}
+		json_scratch_shrink(ad);
 		return true;
 	}
 
