@@ -91,6 +91,7 @@ typedef struct AggSupport
 	/* aggregate call context outside an Agg node (see file header) */
 	WindowAggState *scratch;
 	FunctionCallInfo call;		/* room for the largest call made */
+	MemoryContext cxt;			/* all of the above */
 } AggSupport;
 
 /* The transition state of partial_state() and combined_state(). */
@@ -217,10 +218,11 @@ partial_state_supported(Oid aggfnoid, const char **detail, const char **hint)
  *		argument types here, once per call site rather than once per row.
  */
 static AggSupport *
-agg_support(FunctionCallInfo fcinfo, Oid aggfnoid, int first_input)
+agg_support(FunctionCallInfo fcinfo, Oid aggfnoid, int first_input, bool free_replaced)
 {
 	AggSupport *a = (AggSupport *) fcinfo->flinfo->fn_extra;
-	MemoryContext cxt = fcinfo->flinfo->fn_mcxt;
+	AggSupport *replaced = a;
+	MemoryContext cxt;
 	HeapTuple	aggtup;
 	HeapTuple	proctup;
 	Form_pg_aggregate agg;
@@ -288,7 +290,10 @@ agg_support(FunctionCallInfo fcinfo, Oid aggfnoid, int first_input)
 		memcpy(inputtypes, proc->proargtypes.values, sizeof(Oid) * proc->pronargs);
 
 	/* a new one if the aggregate changed: never a half-filled one in fn_extra */
+	cxt = AllocSetContextCreate(fcinfo->flinfo->fn_mcxt, "streamwin aggregate support",
+								ALLOCSET_SMALL_SIZES);
 	a = MemoryContextAllocZero(cxt, sizeof(AggSupport));
+	a->cxt = cxt;
 	a->aggfnoid = aggfnoid;
 	a->numargs = proc->pronargs;
 	a->resulttype = proc->prorettype;
@@ -343,6 +348,14 @@ agg_support(FunctionCallInfo fcinfo, Oid aggfnoid, int first_input)
 	ReleaseSysCache(proctup);
 	ReleaseSysCache(aggtup);
 	fcinfo->flinfo->fn_extra = a;
+
+	/*
+	 * A call given another aggregate row after row (combine_states of a
+	 * column of regprocedures) keeps one support, not one per row; an
+	 * aggregate's groups keep theirs (partial_state's StateValue).
+	 */
+	if (free_replaced && replaced != NULL)
+		MemoryContextDelete(replaced->cxt);
 	return a;
 }
 
@@ -611,7 +624,7 @@ state_value(FunctionCallInfo fcinfo, MemoryContext *aggcxt, const char *name, in
 	if (!PG_ARGISNULL(0))
 		return (StateValue *) PG_GETARG_POINTER(0);
 	s = MemoryContextAllocZero(*aggcxt, sizeof(StateValue));
-	s->agg = agg_support(fcinfo, aggfnoid, first_input);
+	s->agg = agg_support(fcinfo, aggfnoid, first_input, false);
 	start_value(s, *aggcxt);
 	return s;
 }
@@ -730,7 +743,7 @@ streamwin_combine_states(PG_FUNCTION_ARGS)
 
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
-	a = agg_support(fcinfo, PG_GETARG_OID(0), -1);
+	a = agg_support(fcinfo, PG_GETARG_OID(0), -1, true);
 	if (PG_ARGISNULL(1) || PG_ARGISNULL(2))
 	{
 		if (PG_ARGISNULL(1) && PG_ARGISNULL(2))
@@ -767,7 +780,7 @@ streamwin_finish_state(PG_FUNCTION_ARGS)
 
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
-	a = agg_support(fcinfo, PG_GETARG_OID(0), -1);
+	a = agg_support(fcinfo, PG_GETARG_OID(0), -1, true);
 	if (wanted != a->resulttype)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATATYPE_MISMATCH),
