@@ -961,24 +961,10 @@ read_branch(AvroRead *r, const AvroType *u, int *branch)
  * ASCII without NUL is valid in every server encoding: most strings are
  * that, and are known so by one pass over their bytes, in line.
  */
-/*
- * What Debezium writes for a value it did not have (a large value an update
- * left unchanged, the table's REPLICA IDENTITY not FULL): as in JSON
- * (decode_envelope.c), a dead letter, not a value
- */
-#define DEBEZIUM_UNAVAILABLE "__debezium_unavailable_value"
-
 static inline bool
 check_text(AvroRead *r, const uint8 *p, int len)
 {
 	int			i = 0;
-
-	if (unlikely(len == sizeof(DEBEZIUM_UNAVAILABLE) - 1 && r->state->avro->debezium &&
-				 memcmp(p, DEBEZIUM_UNAVAILABLE, len) == 0))
-		return fail(r, psprintf("Avro string at byte %d is Debezium's placeholder for a value it did not have "
-								"(" DEBEZIUM_UNAVAILABLE "): a large value an update left unchanged, in a table whose "
-								"REPLICA IDENTITY is not FULL; ALTER TABLE ... REPLICA IDENTITY FULL on the captured "
-								"table makes Debezium send it", (int) (p - r->start)));
 
 	/* whole eight-byte chunks at once (PostgreSQL's check), the rest by byte */
 	if (len >= 8 && is_valid_ascii(p, len & ~7))

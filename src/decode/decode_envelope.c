@@ -37,34 +37,6 @@ enum
 };
 static const char *const event_members[NMEMBERS] = {"op", "before", "after", "payload", "schema"};
 
-/*
- * What Debezium writes for a value it did not have: a TOASTed column that an
- * update left unchanged, in a table whose REPLICA IDENTITY is not FULL (its
- * option unavailable.value.placeholder, this by default; base64 for bytes)
- */
-#define DEBEZIUM_UNAVAILABLE "__debezium_unavailable_value"
-#define DEBEZIUM_UNAVAILABLE_BASE64 "X19kZWJleml1bV91bmF2YWlsYWJsZV92YWx1ZQ"
-
-/*
- * Does image hold Debezium's placeholder?  Read as a value it would put
- * that text into a result, or retract a row never added: the event is a
- * dead letter instead, saying what to change.
- */
-static const char *
-unavailable_error(const char *name, const DecodeSpan *image)
-{
-	if (image->kind != DJ_OBJECT)
-		return NULL;
-	if (memmem(image->start, image->len, DEBEZIUM_UNAVAILABLE, strlen(DEBEZIUM_UNAVAILABLE)) == NULL &&
-		memmem(image->start, image->len, DEBEZIUM_UNAVAILABLE_BASE64,
-			   strlen(DEBEZIUM_UNAVAILABLE_BASE64)) == NULL)
-		return NULL;
-	return psprintf("the \"%s\" row of a Debezium event holds Debezium's placeholder for a value it did not have "
-					"(" DEBEZIUM_UNAVAILABLE "): a large value an update left unchanged, in a table whose "
-					"REPLICA IDENTITY is not FULL; ALTER TABLE ... REPLICA IDENTITY FULL on the captured table "
-					"makes Debezium send it", name);
-}
-
 /* Why an image the op needs is not there, or NULL if it is an object. */
 static const char *
 image_error(const char *name, char op, const DecodeSpan *image)
@@ -138,10 +110,6 @@ decode_debezium_event(DecodeState *state, const char *payload, int len, char *op
 		error = image_error("before", text[0], before);
 	if (error == NULL && text[0] != 'd' && text[0] != 't')
 		error = image_error("after", text[0], after);
-	if (error == NULL)
-		error = unavailable_error("before", before);
-	if (error == NULL)
-		error = unavailable_error("after", after);
 	if (error == NULL)
 		*op = text[0];
 	return error;

@@ -45,7 +45,9 @@
 #include "postgres.h"
 
 #include "access/tupdesc.h"
+#include "catalog/pg_type.h"
 #include "utils/datum.h"
+#include "utils/lsyscache.h"
 
 #include "changelog_input.h"
 #include "jsonb_util.h"
@@ -68,6 +70,7 @@ struct ChangeDecoder
 	const char **key_names;
 	MessageDecoder *key_json;	/* a JSON object of the key columns */
 	MessageDecoder *key_text;	/* one key column: the key's text, or NULL */
+	bool	   *text_like;		/* per column: text, varchar or bytea */
 	MessageDecoder *key_avro;	/* Avro keys (schema registry), or NULL */
 	Datum	   *key_values;
 	bool	   *key_nulls;
@@ -185,6 +188,16 @@ change_decoder_create(SourceReader *rd, MessageDecoder *values, bool keyed)
 	{
 		cd->row_values[r] = palloc(sizeof(Datum) * cd->natts);
 		cd->row_nulls[r] = palloc(sizeof(bool) * cd->natts);
+	}
+	/* the columns Debezium's placeholder can be read into (unavailable_value) */
+	cd->text_like = palloc0(sizeof(bool) * cd->natts);
+	for (int i = 0; i < cd->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(cd->desc, i);
+		Oid			type = att->attisdropped ? InvalidOid : getBaseType(att->atttypid);
+
+		cd->text_like[i] = i != cd->change_index &&
+			(type == TEXTOID || type == VARCHAROID || type == BYTEAOID);
 	}
 	key_columns_find(cd, rd);
 	if (cd->keyed && cd->nkeys == 0)
@@ -327,6 +340,46 @@ tombstone_rows(ChangeDecoder *cd, const SourceRow *m, ChangeRows *out)
 	return NULL;
 }
 
+/*
+ * What Debezium writes for a value it did not have: a large (TOASTed) value
+ * an update left unchanged, in a table whose REPLICA IDENTITY is not FULL
+ * (its option unavailable.value.placeholder, this by default; these bytes
+ * for a bytea, base64 in JSON)
+ */
+#define DEBEZIUM_UNAVAILABLE "__debezium_unavailable_value"
+
+/*
+ * Why image r's row (0 before, 1 after) cannot be read: a column of the
+ * source holding Debezium's placeholder, which would go into results as
+ * the column's value (or retract a row never added), or NULL.  Text and
+ * bytea columns only: in a column of another type the placeholder is no
+ * value at all, refused by its input function.  Columns the source does
+ * not declare are not read, whatever they hold.
+ */
+static const char *
+unavailable_value(ChangeDecoder *cd, int r, const char *image)
+{
+	for (int i = 0; i < cd->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(cd->desc, i);
+		struct varlena *v;
+
+		if (!cd->text_like[i] || cd->row_nulls[r][i])
+			continue;
+		v = (struct varlena *) DatumGetPointer(cd->row_values[r][i]);
+		if (VARATT_IS_EXTENDED(v) && !VARATT_IS_SHORT(v))
+			continue;			/* (decoded values are plain) */
+		if (VARSIZE_ANY_EXHDR(v) == strlen(DEBEZIUM_UNAVAILABLE) &&
+			memcmp(VARDATA_ANY(v), DEBEZIUM_UNAVAILABLE, strlen(DEBEZIUM_UNAVAILABLE)) == 0)
+			return psprintf("column \"%s\" of the \"%s\" row of a Debezium event holds Debezium's placeholder "
+							"for a value it did not have (" DEBEZIUM_UNAVAILABLE "): a large value an update "
+							"left unchanged, in a table whose REPLICA IDENTITY is not FULL; ALTER TABLE ... "
+							"REPLICA IDENTITY FULL on the captured table makes Debezium send it",
+							NameStr(att->attname), image);
+	}
+	return NULL;
+}
+
 static const char *
 decode_debezium(ChangeDecoder *cd, const SourceRow *m, ChangeRows *out)
 {
@@ -350,6 +403,11 @@ decode_debezium(ChangeDecoder *cd, const SourceRow *m, ChangeRows *out)
 					   "Debezium event with op \"u\" has no \"before\" row: a query created before streamwin "
 					   "kept the rows of a Debezium source's keys retracts an update's old row from it "
 					   "(create the query again)");
+
+	if (has_before && (error = unavailable_value(cd, 0, "before")) != NULL)
+		return error;
+	if (op != 'd' && (error = unavailable_value(cd, 1, "after")) != NULL)
+		return error;
 
 	/*
 	 * The key columns name a row: a keyed transform writes and deletes its

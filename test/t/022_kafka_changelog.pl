@@ -88,7 +88,8 @@ sub image
 {
 	my ($id) = @_;
 	my ($amount, $region) = @{ $dbz_table{$id} };
-	return qq({"id": $id, "amount": $amount, "region": ) . $json->encode($region) . '}';
+	return qq({"id": $id, "amount": $amount, "region": ) . $json->encode($region)
+	  . ', "description": "__debezium_unavailable_value"}';
 }
 
 # One message: to the partition of its key, expecting rows (id, amount,
@@ -154,11 +155,10 @@ my @dbz_malformed = (
 	[ '{"op": "d", "before": {"id": null, "amount": 3}}', qr/"before" row has no value for key column "id"/ ],
 	[ '{"op": "u", "before": {"amount": 3}, "after": {"id": 1, "amount": 2}}', qr/"before" row has no value for key column "id"/ ],
 	# Debezium's placeholder for a large value an update left unchanged (the
-	# table's REPLICA IDENTITY not FULL), as text and as base64 bytes
+	# table's REPLICA IDENTITY not FULL) in a column of the source; in one it
+	# does not read (every image below has one) it is nothing
 	[ '{"op": "u", "before": {"id": 1, "amount": 1, "region": "eu"}, "after": {"id": 1, "amount": 2, "region": "__debezium_unavailable_value"}}',
-	  qr/the "after" row of a Debezium event holds Debezium's placeholder for a value it did not have.*REPLICA IDENTITY FULL/ ],
-	[ '{"op": "c", "after": {"id": 1, "amount": 2, "region": "X19kZWJleml1bV91bmF2YWlsYWJsZV92YWx1ZQ=="}}',
-	  qr/the "after" row of a Debezium event holds Debezium's placeholder/ ],
+	  qr/column "region" of the "after" row of a Debezium event holds Debezium's placeholder for a value it did not have.*REPLICA IDENTITY FULL/ ],
 );
 
 sub dbz_chunk
