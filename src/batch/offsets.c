@@ -253,6 +253,8 @@ offsets_resolve_starts(QueryRunner *r)
 			continue;
 		for (int i = 0; i < rd->nparts; i++)
 		{
+			/* (a request to the source each: a cancel between) */
+			CHECK_FOR_INTERRUPTS();
 			rd->parts[i].next = rd->ops->start_position(rd, &rd->parts[i], false);
 			rd->parts[i].has_position = true;
 		}

@@ -284,6 +284,27 @@ insert_query_sources(Compiled *c, int32 query_id)
 }
 
 /*
+ * The new query's starts that are resolved at its creation, by a runner
+ * made for that alone: made in a transaction that may yet roll back, it is
+ * not kept, error or not.
+ */
+static void
+resolve_starts(int32 query_id)
+{
+	QueryRunner *r = runner_get(query_id, false);
+
+	PG_TRY();
+	{
+		offsets_resolve_starts(r);
+	}
+	PG_FINALLY();
+	{
+		runner_forget(query_id);
+	}
+	PG_END_TRY();
+}
+
+/*
  * streamwin.create_query(name, query, watermark, output_mode,
  *						  trigger_interval, dedup_keys, options, start)
  */
@@ -394,9 +415,7 @@ streamwin_create_query(PG_FUNCTION_ARGS)
 	for (int i = 0; i < c.nsources; i++)
 		if (offsets_start_resolved_at_creation(c.sources[i]))
 		{
-			offsets_resolve_starts(runner_get(o.query_id, false));
-			/* made in a transaction that may yet roll back: not kept */
-			runner_forget(o.query_id);
+			resolve_starts(o.query_id);
 			break;
 		}
 
