@@ -293,6 +293,12 @@ extern void group_values(StateStore *s, StoreGroup *g, Datum *values, bool *null
 extern HeapTuple group_tuple(StateStore *s, StoreGroup *g);
 extern Datum group_key(StateStore *s, StoreGroup *g, int k, bool *isnull);
 
+/*
+ * Does group g hold its key as keys give it, byte for byte (numeric 1.0 is
+ * not 1.00, though equal)?
+ */
+extern bool same_key_images(StateStore *s, StoreGroup *g, const Datum *keys, const bool *key_nulls);
+
 /* --- store_rows.c ---------------------------------------------------------- */
 
 /*

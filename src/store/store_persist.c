@@ -221,7 +221,9 @@ store_load(StateStore *s)
 		else
 		{
 			g->ckpt_tid = slot->tts_tid;
-			if (same_partials(s, g, slot))
+			/* (the key too: an upsert's may have taken another form since) */
+			if (same_partials(s, g, slot) &&
+				same_key_images(s, g, s->key_slot->tts_values, s->key_slot->tts_isnull))
 				g->flags |= GROUP_CKPT_SAME;
 		}
 		MemoryContextSwitchTo(old);

@@ -58,39 +58,6 @@ key_slot_set(StateStore *s, const Datum *keys, const bool *key_nulls)
 	ExecStoreVirtualTuple(key);
 }
 
-/*
- * Are a and b the same image of attribute att's type, whatever their
- * varlena headers (a stored key's is short, a decoded one's not)?
- */
-static bool
-same_image(Datum a, Datum b, Form_pg_attribute att)
-{
-	if (att->attlen == -1)
-	{
-		struct varlena *x = pg_detoast_datum_packed((struct varlena *) DatumGetPointer(a));
-		struct varlena *y = pg_detoast_datum_packed((struct varlena *) DatumGetPointer(b));
-
-		return VARSIZE_ANY_EXHDR(x) == VARSIZE_ANY_EXHDR(y) &&
-			memcmp(VARDATA_ANY(x), VARDATA_ANY(y), VARSIZE_ANY_EXHDR(x)) == 0;
-	}
-	return datumIsEqual(a, b, att->attbyval, att->attlen);
-}
-
-/* Does group g hold its key as keys give it, byte for byte? */
-static bool
-same_key_images(StateStore *s, StoreGroup *g, const Datum *keys, const bool *key_nulls)
-{
-	for (int k = 0; k < s->nkeys; k++)
-	{
-		bool		isnull;
-		Datum		stored = group_key(s, g, k, &isnull);
-
-		if (isnull != key_nulls[k] ||
-			(!isnull && !same_image(stored, keys[k], TupleDescAttr(s->key_desc, k))))
-			return false;
-	}
-	return true;
-}
 
 bool
 store_upsert(StateStore *s, const Datum *keys, const bool *key_nulls,
