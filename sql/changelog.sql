@@ -292,6 +292,21 @@ SELECT k, s, a, sd, s4 FROM reading_floats WHERE k NOT LIKE 'f%' ORDER BY k;
 SELECT streamwin.drop_query('reading_sums');
 SELECT streamwin.drop_query('reading_floats');
 SELECT streamwin.drop_source('reading_changes');
+-- A float result too small for its type is 0, as the float aggregates'
+-- own arithmetic makes it (the variance of 1e-200 and 2e-200), not an
+-- error at every batch.
+CREATE TABLE tiny (id int PRIMARY KEY, f float8);
+ALTER TABLE tiny REPLICA IDENTITY FULL;
+SELECT streamwin.create_table_source('tiny_changes', 'tiny', '{"changes": "all"}');
+SELECT streamwin.create_query('tiny_var', $$SELECT id > 0 AS g, var_pop(f) AS v, sum(f) AS s FROM tiny_changes GROUP BY 1$$,
+  output_mode => 'update', start => false);
+INSERT INTO tiny VALUES (1, 1e-200), (2, 2e-200);
+SELECT (streamwin.run_batch('tiny_var')->>'input_rows')::int AS input_rows;
+SELECT t.v, t.s, t.v = p.v AS same_var, t.s = p.s AS same_sum
+  FROM tiny_var t, (SELECT var_pop(f) AS v, sum(f) AS s FROM tiny) p;
+SELECT streamwin.drop_query('tiny_var');
+SELECT streamwin.drop_source('tiny_changes');
+DROP TABLE tiny;
 
 -- Late changes: a changelog's row, added or retracted, is late when its
 -- window is closed, not when it is behind the watermark; so a row added on

@@ -567,6 +567,7 @@ compile_changelog_aggregate(Compiled *c, AggCol *col, Aggref *a, const char *fna
 	Expr	   *x = a->args != NIL ? linitial_node(TargetEntry, a->args)->expr : NULL;
 	Expr	   *f = a->aggfilter;
 	Oid			xtype = x ? exprType((Node *) x) : InvalidOid;
+	Oid			arg_type = xtype;	/* (xtype: the argument as summed) */
 	const char *type = x ? format_type_be_qualified(xtype) : NULL;
 
 	if (a->aggdistinct != NIL)
@@ -693,6 +694,19 @@ compile_changelog_aggregate(Compiled *c, AggCol *col, Aggref *a, const char *fna
 	}
 	else
 		changelog_refuse(c, fname, "Its partial state has no exact inverse that streamwin applies.");
+
+	/*
+	 * A float's sums, computed in numeric, to the float they are: a value
+	 * too small for the float type is 0, as the float aggregate's own
+	 * arithmetic makes it, rather than an error of the float's input
+	 * function that would fail every batch.
+	 */
+	if (a->aggdistinct == NIL && (arg_type == FLOAT4OID || arg_type == FLOAT8OID) &&
+		(col->type == FLOAT4OID || col->type == FLOAT8OID) &&
+		strcmp(builtin, "min") != 0 && strcmp(builtin, "max") != 0)
+		col->final_sql = psprintf("(SELECT CASE WHEN v <> 0 AND abs(v) < %s::pg_catalog.numeric THEN 0 ELSE v END "
+								  "FROM (SELECT (%s)::pg_catalog.numeric AS v) AS z)",
+								  col->type == FLOAT4OID ? "1e-45" : "1e-323", col->final_sql);
 }
 
 /*
