@@ -67,6 +67,9 @@ FROM streamwin.dead_letters ORDER BY "offset";
 -- window as it stands; the dead letters are not recorded twice.
 SELECT streamwin.run_available('revenue_now') - 'offsets';
 SELECT * FROM revenue_now ORDER BY window_start, region;
+-- caught up, a run of no batch says the query's watermark all the same
+SELECT r->'batches' AS batches, (r->>'watermark')::timestamptz = q.watermark AS watermark_shown
+FROM streamwin.run_available('revenue_now') AS r, streamwin.queries q WHERE q.name = 'revenue_now';
 SELECT count(*) AS dead_letters FROM streamwin.dead_letters;
 
 -- What users monitor.

@@ -224,21 +224,50 @@ check_still_stopped(QueryRunner *r)
  * Batches until every partition is at targets, adding them up into t.
  * With commit_each, each batch commits as it ends, as in a worker.
  */
+/* Has any partition that was behind its target before the batch (before) moved on? */
+static bool
+behind_moved(QueryRunner *r, SourcePosition **targets, SourcePosition **before)
+{
+	for (int s = 0; s < r->nreaders; s++)
+	{
+		SourceReader *rd = r->readers[s];
+
+		for (int i = 0; i < rd->nparts; i++)
+			if (SOURCE_POSITION_BEFORE(before[s][i], targets[s][i]) &&
+				SOURCE_POSITION_BEFORE(before[s][i], rd->parts[i].next))
+				return true;
+	}
+	return false;
+}
+
 static void
 run_batches(QueryRunner *r, SourcePosition **targets, bool commit_each, RunTotals *t)
 {
-	int			idle_rounds = 0;
+	TimestampTz progress_at = GetCurrentTimestamp();
 	BatchStats	stats;
+	SourcePosition *before[QUERY_MAX_SOURCES];
+	MemoryContext round_cxt = AllocSetContextCreate(t->missing_cxt, "streamwin run round",
+													ALLOCSET_SMALL_SIZES);
 
+	for (int s = 0; s < r->nreaders; s++)
+		before[s] = MemoryContextAlloc(t->missing_cxt, sizeof(SourcePosition) * Max(r->readers[s]->nparts, 1));
 	for (;;)
 	{
 		SourceReader *behind = NULL;
 
 		CHECK_FOR_INTERRUPTS();
+		for (int s = 0; s < r->nreaders; s++)
+			for (int i = 0; i < r->readers[s]->nparts; i++)
+				before[s][i] = r->readers[s]->parts[i].next;
 		if (commit_each)
 		{
+			/* (its reading of the catalog goes with the round: a procedure's memory lasts) */
+			MemoryContext old = MemoryContextSwitchTo(round_cxt);
+
+			MemoryContextReset(round_cxt);
 			PushActiveSnapshot(GetTransactionSnapshot());
 			check_still_stopped(r);
+			MemoryContextSwitchTo(old);
 		}
 		batch_execute(r, 1000, SESSION_FETCH_LINGER_MS, &stats);
 		if (commit_each)
@@ -254,11 +283,10 @@ run_batches(QueryRunner *r, SourcePosition **targets, bool commit_each, RunTotal
 		if (stats.replayed)
 			continue;
 		if (stats.batch_id != 0)
-		{
 			t->batches++;
-			t->has_wm = stats.has_watermark;
-			t->wm = stats.watermark;
-		}
+		/* (a batch that did not run says the query's watermark too) */
+		t->has_wm = stats.has_watermark;
+		t->wm = stats.watermark;
 		t->input += stats.input_rows;
 		t->late += stats.late_rows;
 		t->dups += stats.duplicates;
@@ -275,18 +303,26 @@ run_batches(QueryRunner *r, SourcePosition **targets, bool commit_each, RunTotal
 		}
 		if (behind == NULL)
 			return;
-		/* the source reported more than it delivers (e.g. compacted away) */
-		idle_rounds = stats.input_rows == 0 ? idle_rounds + 1 : 0;
-		if (idle_rounds >= 10)
+
+		/*
+		 * The source reported more than it delivers (compacted away), or a
+		 * partition behind cannot be read (its leader down) while others
+		 * deliver: rows of partitions past their targets are no progress.
+		 */
+		if (behind_moved(r, targets, before))
+			progress_at = GetCurrentTimestamp();
+		if (TimestampDifferenceExceeds(progress_at, GetCurrentTimestamp(), 10000))
 			ereport(ERROR,
 					(errcode(ERRCODE_CONNECTION_FAILURE),
-					 errmsg("source \"%s\" of query \"%s\" delivered no messages for 10 seconds before reaching the end it reported",
+					 errmsg("source \"%s\" of query \"%s\" delivered no messages of the partitions behind for 10 seconds before reaching the end it reported",
 							behind->source->name, r->query->name),
 					 behind->ops->last_error && behind->ops->last_error(behind) ?
 					 errdetail("Last error from the source: %s", behind->ops->last_error(behind)) : 0,
 					 errhint("Check that the brokers are reachable, then try again.")));
 	}
 }
+
+static Jsonb *run_to_end_in(QueryRunner *r, bool commit_each, MemoryContext run_cxt);
 
 /*
  * Run batches until the query has processed everything its source held when
@@ -298,18 +334,40 @@ run_batches(QueryRunner *r, SourcePosition **targets, bool commit_each, RunTotal
 static Jsonb *
 run_to_end(QueryRunner *r, bool commit_each)
 {
+	/*
+	 * What the run keeps across its batches (the targets, the totals), in a
+	 * context of its own under the runner's (the caller's may not outlive a
+	 * commit), gone with the run, error or not
+	 */
+	MemoryContext run_cxt = AllocSetContextCreate(r->cxt, "streamwin run", ALLOCSET_DEFAULT_SIZES);
+	Jsonb	   *result = NULL;
+
+	PG_TRY();
+	{
+		result = run_to_end_in(r, commit_each, run_cxt);
+	}
+	PG_FINALLY();
+	{
+		MemoryContextDelete(run_cxt);
+	}
+	PG_END_TRY();
+	return result;
+}
+
+static Jsonb *
+run_to_end_in(QueryRunner *r, bool commit_each, MemoryContext run_cxt)
+{
 	SourcePosition *targets[QUERY_MAX_SOURCES];
 	RunTotals	t;
 	StringInfoData buf;
 
 	memset(&t, 0, sizeof(t));
-	/* in the runner's context: the caller's may not outlive a commit */
-	t.missing_cxt = r->cxt;
+	t.missing_cxt = run_cxt;
 	for (int s = 0; s < r->nreaders; s++)
 	{
 		SourceReader *rd = r->readers[s];
 
-		targets[s] = MemoryContextAlloc(r->cxt, sizeof(SourcePosition) * Max(rd->nparts, 1));
+		targets[s] = MemoryContextAlloc(run_cxt, sizeof(SourcePosition) * Max(rd->nparts, 1));
 		rd->ops->end_positions(rd, targets[s]);
 	}
 
@@ -347,10 +405,7 @@ run_to_end(QueryRunner *r, bool commit_each)
 		r->one_transaction = false;
 		batch_memory_release();
 		for (int s = 0; s < r->nreaders; s++)
-		{
 			r->readers[s]->fetch_again = false;
-			pfree(targets[s]);
-		}
 	}
 	PG_END_TRY();
 	for (int s = 0; s < r->nreaders; s++)
