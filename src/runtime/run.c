@@ -220,10 +220,6 @@ check_still_stopped(QueryRunner *r)
 						 quote_literal_cstr(q->name))));
 }
 
-/*
- * Batches until every partition is at targets, adding them up into t.
- * With commit_each, each batch commits as it ends, as in a worker.
- */
 /* Has any partition that was behind its target before the batch (before) moved on? */
 static bool
 behind_moved(QueryRunner *r, SourcePosition **targets, SourcePosition **before)
@@ -240,6 +236,10 @@ behind_moved(QueryRunner *r, SourcePosition **targets, SourcePosition **before)
 	return false;
 }
 
+/*
+ * Batches until every partition is at targets, adding them up into t.
+ * With commit_each, each batch commits as it ends, as in a worker.
+ */
 static void
 run_batches(QueryRunner *r, SourcePosition **targets, bool commit_each, RunTotals *t)
 {
@@ -281,7 +281,11 @@ run_batches(QueryRunner *r, SourcePosition **targets, bool commit_each, RunTotal
 		 * the run goes on while it replays, also past the targets.
 		 */
 		if (stats.replayed)
+		{
+			/* (a replay is progress, however long it takes) */
+			progress_at = GetCurrentTimestamp();
 			continue;
+		}
 		if (stats.batch_id != 0)
 			t->batches++;
 		/* (a batch that did not run says the query's watermark too) */
