@@ -378,9 +378,10 @@ sub dk_changes
 	my ($n) = @_;
 	for (1 .. $n)
 	{
-		my @ids = keys %dk_table;
+		# (sorted: the same changes every run; none left: an insert)
+		my @ids = sort { $a <=> $b } keys %dk_table;
 		my $id = $ids[ int(rand(@ids)) ];
-		my $r = rand();
+		my $r = @ids ? rand() : 0;
 		if ($r < 0.2)
 		{
 			my $new = 1 + max_id();
