@@ -45,9 +45,11 @@
 #include "postgres.h"
 
 #include "access/tupdesc.h"
+#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "utils/datum.h"
 #include "utils/lsyscache.h"
+#include "utils/resowner.h"
 
 #include "changelog_input.h"
 #include "jsonb_util.h"
@@ -70,7 +72,9 @@ struct ChangeDecoder
 	const char **key_names;
 	MessageDecoder *key_json;	/* a JSON object of the key columns */
 	MessageDecoder *key_text;	/* one key column: the key's text, or NULL */
-	bool	   *text_like;		/* per column: text, varchar or bytea */
+	int			nplaceholders;	/* what Debezium's placeholder reads as, per */
+	int		   *placeholder_col;	/* column whose type takes it */
+	Datum	   *placeholder;
 	MessageDecoder *key_avro;	/* Avro keys (schema registry), or NULL */
 	Datum	   *key_values;
 	bool	   *key_nulls;
@@ -166,6 +170,125 @@ key_decoders_create(ChangeDecoder *cd, SourceReader *rd)
 	cd->key_nulls = palloc(sizeof(bool) * cd->nkeys);
 }
 
+/*
+ * What Debezium writes for a value it did not have: a large (TOASTed) value
+ * an update left unchanged, in a table whose REPLICA IDENTITY is not FULL
+ * (its option unavailable.value.placeholder, this by default): this text,
+ * these bytes for a bytea (base64 in JSON, which a bytea column without the
+ * schema's logical type takes as its text).
+ */
+#define DEBEZIUM_UNAVAILABLE "__debezium_unavailable_value"
+#define DEBEZIUM_UNAVAILABLE_BASE64 "X19kZWJleml1bV91bmF2YWlsYWJsZV92YWx1ZQ=="
+
+/*
+ * Column att's value read from text, as its input function reads it with
+ * its typmod (a char(n) pads it), if it takes the text: in a subtransaction,
+ * once per decoder.
+ */
+static bool
+input_value(Form_pg_attribute att, const char *text, Datum *value)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	Oid			func;
+	Oid			ioparam;
+	volatile bool ok = false;
+
+	getTypeInputInfo(att->atttypid, &func, &ioparam);
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		*value = OidInputFunctionCall(func, (char *) text, ioparam, att->atttypmod);
+		ok = true;
+		ReleaseCurrentSubTransaction();
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(cxt);
+	CurrentResourceOwner = owner;
+	return ok;
+}
+
+/*
+ * The values Debezium's placeholder reads as in the source's columns:
+ * each column whose type takes its text (text, char(n), name, xml,
+ * tsvector, a domain of them...), a json or jsonb column as a JSON string,
+ * a bytea column as its bytes and as its base64 text.  A column whose type
+ * refuses the text makes the event a dead letter by itself.
+ */
+static void
+placeholders_find(ChangeDecoder *cd)
+{
+	cd->placeholder_col = palloc(sizeof(int) * cd->natts * 2);
+	cd->placeholder = palloc(sizeof(Datum) * cd->natts * 2);
+	for (int i = 0; i < cd->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(cd->desc, i);
+		Oid			base;
+		Datum		v;
+
+		if (att->attisdropped || i == cd->change_index)
+			continue;
+		base = getBaseType(att->atttypid);
+		if (base == JSONOID || base == JSONBOID)
+		{
+			if (input_value(att, "\"" DEBEZIUM_UNAVAILABLE "\"", &v))
+			{
+				cd->placeholder_col[cd->nplaceholders] = i;
+				cd->placeholder[cd->nplaceholders++] = v;
+			}
+			continue;
+		}
+		if (base == BYTEAOID)
+		{
+			bytea	   *b = palloc(VARHDRSZ + strlen(DEBEZIUM_UNAVAILABLE));
+
+			SET_VARSIZE(b, VARHDRSZ + strlen(DEBEZIUM_UNAVAILABLE));
+			memcpy(VARDATA(b), DEBEZIUM_UNAVAILABLE, strlen(DEBEZIUM_UNAVAILABLE));
+			cd->placeholder_col[cd->nplaceholders] = i;
+			cd->placeholder[cd->nplaceholders++] = PointerGetDatum(b);
+			b = palloc(VARHDRSZ + strlen(DEBEZIUM_UNAVAILABLE_BASE64));
+			SET_VARSIZE(b, VARHDRSZ + strlen(DEBEZIUM_UNAVAILABLE_BASE64));
+			memcpy(VARDATA(b), DEBEZIUM_UNAVAILABLE_BASE64, strlen(DEBEZIUM_UNAVAILABLE_BASE64));
+			cd->placeholder_col[cd->nplaceholders] = i;
+			cd->placeholder[cd->nplaceholders++] = PointerGetDatum(b);
+			continue;
+		}
+		if (input_value(att, DEBEZIUM_UNAVAILABLE, &v))
+		{
+			cd->placeholder_col[cd->nplaceholders] = i;
+			cd->placeholder[cd->nplaceholders++] = v;
+		}
+	}
+}
+
+/*
+ * Are a and b the same image of attribute att's type, whatever their
+ * varlena headers?
+ */
+static bool
+same_image(Datum a, Datum b, Form_pg_attribute att)
+{
+	if (att->attlen == -1)
+	{
+		struct varlena *x = (struct varlena *) DatumGetPointer(a);
+		struct varlena *y = (struct varlena *) DatumGetPointer(b);
+
+		/* (compressed or out of line: no placeholder of 28 bytes is) */
+		if ((VARATT_IS_EXTENDED(x) && !VARATT_IS_SHORT(x)) || (VARATT_IS_EXTENDED(y) && !VARATT_IS_SHORT(y)))
+			return false;
+		return VARSIZE_ANY_EXHDR(x) == VARSIZE_ANY_EXHDR(y) &&
+			memcmp(VARDATA_ANY(x), VARDATA_ANY(y), VARSIZE_ANY_EXHDR(x)) == 0;
+	}
+	return datumIsEqual(a, b, att->attbyval, att->attlen);
+}
+
 ChangeDecoder *
 change_decoder_create(SourceReader *rd, MessageDecoder *values, bool keyed)
 {
@@ -189,16 +312,7 @@ change_decoder_create(SourceReader *rd, MessageDecoder *values, bool keyed)
 		cd->row_values[r] = palloc(sizeof(Datum) * cd->natts);
 		cd->row_nulls[r] = palloc(sizeof(bool) * cd->natts);
 	}
-	/* the columns Debezium's placeholder can be read into (unavailable_value) */
-	cd->text_like = palloc0(sizeof(bool) * cd->natts);
-	for (int i = 0; i < cd->natts; i++)
-	{
-		Form_pg_attribute att = TupleDescAttr(cd->desc, i);
-		Oid			type = att->attisdropped ? InvalidOid : getBaseType(att->atttypid);
-
-		cd->text_like[i] = i != cd->change_index &&
-			(type == TEXTOID || type == VARCHAROID || type == BYTEAOID);
-	}
+	placeholders_find(cd);
 	key_columns_find(cd, rd);
 	if (cd->keyed && cd->nkeys == 0)
 		elog(ERROR, "streamwin: changelog source \"%s\" has no key columns", rd->source->name);
@@ -341,41 +455,27 @@ tombstone_rows(ChangeDecoder *cd, const SourceRow *m, ChangeRows *out)
 }
 
 /*
- * What Debezium writes for a value it did not have: a large (TOASTed) value
- * an update left unchanged, in a table whose REPLICA IDENTITY is not FULL
- * (its option unavailable.value.placeholder, this by default; these bytes
- * for a bytea, base64 in JSON)
- */
-#define DEBEZIUM_UNAVAILABLE "__debezium_unavailable_value"
-
-/*
  * Why image r's row (0 before, 1 after) cannot be read: a column of the
- * source holding Debezium's placeholder, which would go into results as
- * the column's value (or retract a row never added), or NULL.  Text and
- * bytea columns only: in a column of another type the placeholder is no
- * value at all, refused by its input function.  Columns the source does
- * not declare are not read, whatever they hold.
+ * source holding Debezium's placeholder (placeholders_find), which would go
+ * into results as the column's value (or retract a row never added), or
+ * NULL.  Columns the source does not declare are not read, whatever they
+ * hold.
  */
 static const char *
 unavailable_value(ChangeDecoder *cd, int r, const char *image)
 {
-	for (int i = 0; i < cd->natts; i++)
+	for (int p = 0; p < cd->nplaceholders; p++)
 	{
+		int			i = cd->placeholder_col[p];
 		Form_pg_attribute att = TupleDescAttr(cd->desc, i);
-		struct varlena *v;
 
-		if (!cd->text_like[i] || cd->row_nulls[r][i])
+		if (cd->row_nulls[r][i] || !same_image(cd->row_values[r][i], cd->placeholder[p], att))
 			continue;
-		v = (struct varlena *) DatumGetPointer(cd->row_values[r][i]);
-		if (VARATT_IS_EXTENDED(v) && !VARATT_IS_SHORT(v))
-			continue;			/* (decoded values are plain) */
-		if (VARSIZE_ANY_EXHDR(v) == strlen(DEBEZIUM_UNAVAILABLE) &&
-			memcmp(VARDATA_ANY(v), DEBEZIUM_UNAVAILABLE, strlen(DEBEZIUM_UNAVAILABLE)) == 0)
-			return psprintf("column \"%s\" of the \"%s\" row of a Debezium event holds Debezium's placeholder "
-							"for a value it did not have (" DEBEZIUM_UNAVAILABLE "): a large value an update "
-							"left unchanged, in a table whose REPLICA IDENTITY is not FULL; ALTER TABLE ... "
-							"REPLICA IDENTITY FULL on the captured table makes Debezium send it",
-							NameStr(att->attname), image);
+		return psprintf("column \"%s\" of the \"%s\" row of a Debezium event holds Debezium's placeholder "
+						"for a value it did not have (" DEBEZIUM_UNAVAILABLE "): a large value an update "
+						"left unchanged, in a table whose REPLICA IDENTITY is not FULL; ALTER TABLE ... "
+						"REPLICA IDENTITY FULL on the captured table makes Debezium send it",
+						NameStr(att->attname), image);
 	}
 	return NULL;
 }

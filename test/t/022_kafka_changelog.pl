@@ -46,7 +46,7 @@ my $node = new_node('changelog',
 	  . "restart_after_crash = on\n");
 my $broker = StreamwinTest::Broker->start(
 	topics => { dbz => 2, dbz_multi => 2, ups => 2, ups_csv => 1, ups_text => 1, dbz_late => 1, ups_late => 1, dbz_keyed => 1,
-		dbz_late_k => 1, ups_forms => 1 });
+		dbz_late_k => 1, ups_forms => 1, dbz_types => 1 });
 my $brokers = $broker->bootstrap;
 my $json = JSON::PP->new->canonical->allow_nonref;
 srand(22);
@@ -758,6 +758,29 @@ for my $q ('uf', 'uf_mem', 'uf_table')
 		"upsert $q: a key's new form replaces its old one, and a retraction takes back the form its row was added with");
 }
 $uf_mem->quit;
+
+# Debezium's placeholder in a column of any type that takes its text: a
+# char(30) (padded), a jsonb (as a JSON string), an xml, a tsvector; each
+# such event is a dead letter naming the column, and the key keeps its row.
+my $ph = '"__debezium_unavailable_value"';
+my @dbz_types = (
+	'{"op": "c", "after": {"id": 1, "c": "a", "j": {"k": 1}, "x": "<a/>", "t": "cat"}}',
+	map({ my $col = $_; my %v = (c => '"b"', j => '{"k": 2}', x => '"<b/>"', t => '"dog"'); $v{$col} = $ph;
+		'{"op": "u", "before": {"id": 1, "c": "a", "j": {"k": 1}, "x": "<a/>", "t": "cat"}, "after": {"id": 1, '
+		  . join(', ', map { qq("$_": $v{$_}) } qw(c j x t)) . '}}' } qw(c j x t)),
+	'{"op": "u", "before": {"id": 1, "c": "a", "j": {"k": 1}, "x": "<a/>", "t": "cat"}, "after": {"id": 1, "c": "e", "j": {"k": 5}, "x": "<e/>", "t": "eel"}}');
+$broker->produce('dbz_types', [ map { [ 0, '{"id": 1}', $_ ] } @dbz_types ], keys => 1);
+psql_ok($node, qq{
+SELECT streamwin.create_kafka_source('dbz_types_src', '$brokers', 'dbz_types', 'id int, c char(30), j jsonb, x xml, t tsvector',
+    options => '{"envelope": "debezium", "key_columns": ["id"]}');
+SELECT streamwin.create_query('dbz_types_rows', 'SELECT id, c, j, x::text AS x, t FROM dbz_types_src', start => false);
+SELECT streamwin.run_available('dbz_types_rows') IS NOT NULL;
+}, 'a Debezium source of columns of several types');
+results_match($node, 'SELECT id, c::text, j::text, x, t::text FROM dbz_types_rows',
+	q{VALUES (1, 'e', '{"k": 5}', '<e/>', '''eel''')}, "the placeholder's events change no row");
+is($node->safe_psql('postgres', q{SELECT string_agg(substring(error from '^column "(\w+)"'), ',' ORDER BY "offset")
+ FROM streamwin.dead_letters WHERE source = 'dbz_types_src'}), 'c,j,x,t',
+	'each event holding the placeholder is a dead letter naming its column');
 
 # ==== 3. a crash after the last checkpoint =======================================
 
