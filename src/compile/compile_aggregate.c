@@ -414,6 +414,14 @@ changelog_float_as_numeric(Expr *x)
 	return changelog_cast(changelog_cast(x, TEXTOID), NUMERICOID);
 }
 
+/*
+ * Half the smallest subnormal float8 and float4 (2^-1075 and 2^-150),
+ * rounded up to 17 digits: what is no larger rounds to 0 (a tie to even),
+ * and the float input function refuses it
+ */
+#define FLOAT8_ROUNDS_TO_ZERO "2.4703282292062328e-324"
+#define FLOAT4_ROUNDS_TO_ZERO "7.0064923216240854e-46"
+
 /* Refuse an aggregate a changelog's retractions cannot undo exactly. */
 static void
 changelog_refuse(Compiled *c, const char *fname, const char *detail)
@@ -697,16 +705,19 @@ compile_changelog_aggregate(Compiled *c, AggCol *col, Aggref *a, const char *fna
 
 	/*
 	 * A float's sums, computed in numeric, to the float they are: a value
-	 * too small for the float type is 0, as the float aggregate's own
+	 * that rounds to 0 in the float type is 0, as the float aggregate's own
 	 * arithmetic makes it, rather than an error of the float's input
-	 * function that would fail every batch.
+	 * function that would fail every batch.  (The smallest subnormals are
+	 * values like any other.)
 	 */
 	if (a->aggdistinct == NIL && (arg_type == FLOAT4OID || arg_type == FLOAT8OID) &&
 		(col->type == FLOAT4OID || col->type == FLOAT8OID) &&
 		strcmp(builtin, "min") != 0 && strcmp(builtin, "max") != 0)
-		col->final_sql = psprintf("(SELECT CASE WHEN v <> 0 AND abs(v) < %s::pg_catalog.numeric THEN 0 ELSE v END "
+		col->final_sql = psprintf("(SELECT CASE WHEN pg_catalog.abs(v) OPERATOR(pg_catalog.<=) %s::pg_catalog.numeric "
+								  "THEN 0::pg_catalog.numeric ELSE v END "
 								  "FROM (SELECT (%s)::pg_catalog.numeric AS v) AS z)",
-								  col->type == FLOAT4OID ? "1e-45" : "1e-323", col->final_sql);
+								  col->type == FLOAT4OID ? FLOAT4_ROUNDS_TO_ZERO : FLOAT8_ROUNDS_TO_ZERO,
+								  col->final_sql);
 }
 
 /*

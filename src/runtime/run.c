@@ -352,6 +352,13 @@ run_to_end(QueryRunner *r, bool commit_each)
 	}
 	PG_FINALLY();
 	{
+		/* an error may have left the run's memory current: not for long */
+		for (MemoryContext c = CurrentMemoryContext; c != NULL; c = c->parent)
+			if (c == run_cxt)
+			{
+				MemoryContextSwitchTo(r->cxt);
+				break;
+			}
 		MemoryContextDelete(run_cxt);
 	}
 	PG_END_TRY();
