@@ -45,14 +45,13 @@
 #include "postgres.h"
 
 #include "access/tupdesc.h"
-#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "utils/datum.h"
 #include "utils/lsyscache.h"
-#include "utils/resowner.h"
 
 #include "changelog_input.h"
 #include "jsonb_util.h"
+#include "spi_util.h"
 
 struct ChangeDecoder
 {
@@ -180,6 +179,25 @@ key_decoders_create(ChangeDecoder *cd, SourceReader *rd)
 #define DEBEZIUM_UNAVAILABLE "__debezium_unavailable_value"
 #define DEBEZIUM_UNAVAILABLE_BASE64 "X19kZWJleml1bV91bmF2YWlsYWJsZV92YWx1ZQ=="
 
+/* An input function's call: its arguments, and the value it gives */
+typedef struct InputCall
+{
+	Form_pg_attribute att;
+	const char *text;
+	Datum		value;
+} InputCall;
+
+static void
+input_call(void *arg)
+{
+	InputCall  *in = arg;
+	Oid			func;
+	Oid			ioparam;
+
+	getTypeInputInfo(in->att->atttypid, &func, &ioparam);
+	in->value = OidInputFunctionCall(func, (char *) in->text, ioparam, in->att->atttypmod);
+}
+
 /*
  * Column att's value read from text, as its input function reads it with
  * its typmod (a char(n) pads it), if it takes the text: in a subtransaction,
@@ -188,31 +206,12 @@ key_decoders_create(ChangeDecoder *cd, SourceReader *rd)
 static bool
 input_value(Form_pg_attribute att, const char *text, Datum *value)
 {
-	MemoryContext cxt = CurrentMemoryContext;
-	ResourceOwner owner = CurrentResourceOwner;
-	Oid			func;
-	Oid			ioparam;
-	volatile bool ok = false;
+	InputCall	in = {att, text, (Datum) 0};
 
-	getTypeInputInfo(att->atttypid, &func, &ioparam);
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(cxt);
-	PG_TRY();
-	{
-		*value = OidInputFunctionCall(func, (char *) text, ioparam, att->atttypmod);
-		ok = true;
-		ReleaseCurrentSubTransaction();
-	}
-	PG_CATCH();
-	{
-		MemoryContextSwitchTo(cxt);
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-	}
-	PG_END_TRY();
-	MemoryContextSwitchTo(cxt);
-	CurrentResourceOwner = owner;
-	return ok;
+	if (run_in_subtransaction(input_call, &in) != NULL)
+		return false;
+	*value = in.value;
+	return true;
 }
 
 /*
