@@ -50,6 +50,7 @@
 #include "utils/lsyscache.h"
 
 #include "changelog_input.h"
+#include "datum_image.h"
 #include "jsonb_util.h"
 #include "spi_util.h"
 
@@ -267,27 +268,6 @@ placeholders_find(ChangeDecoder *cd)
 	}
 }
 
-/*
- * Are a and b the same image of attribute att's type, whatever their
- * varlena headers?
- */
-static bool
-same_image(Datum a, Datum b, Form_pg_attribute att)
-{
-	if (att->attlen == -1)
-	{
-		struct varlena *x = (struct varlena *) DatumGetPointer(a);
-		struct varlena *y = (struct varlena *) DatumGetPointer(b);
-
-		/* (compressed or out of line: no placeholder of 28 bytes is) */
-		if ((VARATT_IS_EXTENDED(x) && !VARATT_IS_SHORT(x)) || (VARATT_IS_EXTENDED(y) && !VARATT_IS_SHORT(y)))
-			return false;
-		return VARSIZE_ANY_EXHDR(x) == VARSIZE_ANY_EXHDR(y) &&
-			memcmp(VARDATA_ANY(x), VARDATA_ANY(y), VARSIZE_ANY_EXHDR(x)) == 0;
-	}
-	return datumIsEqual(a, b, att->attbyval, att->attlen);
-}
-
 ChangeDecoder *
 change_decoder_create(SourceReader *rd, MessageDecoder *values, bool keyed)
 {
@@ -311,7 +291,9 @@ change_decoder_create(SourceReader *rd, MessageDecoder *values, bool keyed)
 		cd->row_values[r] = palloc(sizeof(Datum) * cd->natts);
 		cd->row_nulls[r] = palloc(sizeof(bool) * cd->natts);
 	}
-	placeholders_find(cd);
+	/* (only Debezium writes the placeholder) */
+	if (cd->envelope == ENVELOPE_DEBEZIUM)
+		placeholders_find(cd);
 	key_columns_find(cd, rd);
 	if (cd->keyed && cd->nkeys == 0)
 		elog(ERROR, "streamwin: changelog source \"%s\" has no key columns", rd->source->name);
@@ -468,7 +450,7 @@ unavailable_value(ChangeDecoder *cd, int r, const char *image)
 		int			i = cd->placeholder_col[p];
 		Form_pg_attribute att = TupleDescAttr(cd->desc, i);
 
-		if (cd->row_nulls[r][i] || !same_image(cd->row_values[r][i], cd->placeholder[p], att))
+		if (cd->row_nulls[r][i] || !datum_images_equal(cd->row_values[r][i], cd->placeholder[p], att))
 			continue;
 		return psprintf("column \"%s\" of the \"%s\" row of a Debezium event holds Debezium's placeholder "
 						"for a value it did not have (" DEBEZIUM_UNAVAILABLE "): a large value an update "

@@ -31,6 +31,7 @@
 #include "utils/regproc.h"
 #include "utils/typcache.h"
 
+#include "datum_image.h"
 #include "state_store_int.h"
 
 /* The function that merges two partials of this kind and type. */
@@ -746,24 +747,6 @@ group_tuple(StateStore *s, StoreGroup *g)
 	return heap_form_tuple(s->state_desc, s->row_values, s->row_nulls);
 }
 
-/*
- * Are a and b the same image of attribute att's type, whatever their
- * varlena headers (a stored key's is short, a decoded one's not)?
- */
-static bool
-same_image(Datum a, Datum b, Form_pg_attribute att)
-{
-	if (att->attlen == -1)
-	{
-		struct varlena *x = pg_detoast_datum_packed((struct varlena *) DatumGetPointer(a));
-		struct varlena *y = pg_detoast_datum_packed((struct varlena *) DatumGetPointer(b));
-
-		return VARSIZE_ANY_EXHDR(x) == VARSIZE_ANY_EXHDR(y) &&
-			memcmp(VARDATA_ANY(x), VARDATA_ANY(y), VARSIZE_ANY_EXHDR(x)) == 0;
-	}
-	return datumIsEqual(a, b, att->attbyval, att->attlen);
-}
-
 bool
 same_key_images(StateStore *s, StoreGroup *g, const Datum *keys, const bool *key_nulls)
 {
@@ -773,7 +756,7 @@ same_key_images(StateStore *s, StoreGroup *g, const Datum *keys, const bool *key
 		Datum		stored = group_key(s, g, k, &isnull);
 
 		if (isnull != key_nulls[k] ||
-			(!isnull && !same_image(stored, keys[k], TupleDescAttr(s->key_desc, k))))
+			(!isnull && !datum_images_equal(stored, keys[k], TupleDescAttr(s->key_desc, k))))
 			return false;
 	}
 	return true;
