@@ -188,14 +188,16 @@ set_pending_error(KafkaConsumer *c, rd_kafka_resp_err_t err, const char *errtext
 
 /*
  * A fetch cut across partitions holds back at most this many bytes of
- * other partitions' messages while it waits for its shares (librdkafka's
- * own default bound on its queue, queued.max.messages.kbytes), so that
+ * other partitions' messages while it waits for its shares, so that
  * partitions whose messages come first cannot fill memory.  A message
  * counts its payload, its key and what librdkafka keeps for it besides
  * (its message and op structures, about 400 bytes): a topic of tombstones
- * or tiny messages would otherwise hold millions.
+ * or tiny messages would otherwise hold millions.  256 MB so counted is
+ * about what 64 MB of payloads was for messages of a hundred bytes (some
+ * 500,000): a smaller bound cut a backlog's batches short, one batch more
+ * over bench case 6 and half again its CPU.
  */
-#define KAFKA_MAX_HELD_BYTES	((int64) 64 * 1024 * 1024)
+#define KAFKA_MAX_HELD_BYTES	((int64) 256 * 1024 * 1024)
 #define KAFKA_HELD_MESSAGE_OVERHEAD 400
 
 static inline int64
