@@ -489,3 +489,55 @@ SELECT streamwin.drop_query('dst_pairs', drop_result => true);
 SELECT streamwin.drop_source('dst_clks');
 SELECT streamwin.drop_source('dst_imps');
 DROP TABLE dst_imp, dst_clk;
+
+-- A table the query joins changes a column's type.  PostgreSQL parses the
+-- query's statements again: an aggregation whose state keeps the old type
+-- is refused at its next batch (its store took the new values for the old
+-- type's), until the column is changed back; a transform's result takes
+-- the new values as an INSERT would, coerced to its columns' types.
+CREATE TABLE lk_evt (id int, cust int, amount float8);
+CREATE TABLE lk_cust (id int PRIMARY KEY, segment text, rate float8);
+INSERT INTO lk_cust VALUES (1, 'gold', 1.5), (2, 'silver', 2.25);
+SELECT streamwin.create_table_source('lk_events', 'lk_evt');
+SELECT streamwin.create_query('lk_by_segment',
+    $$SELECT c.segment, count(*) AS n, sum(e.amount * c.rate) AS total
+      FROM lk_events e JOIN lk_cust c ON c.id = e.cust GROUP BY c.segment$$,
+    output_mode => 'update', start => false);
+SELECT streamwin.create_query('lk_rows',
+    $$SELECT e.id, c.segment, c.rate FROM lk_events e JOIN lk_cust c ON c.id = e.cust$$,
+    start => false);
+INSERT INTO lk_evt VALUES (1, 1, 10), (2, 2, 20), (3, 1, 30);
+SELECT streamwin.run_batch('lk_by_segment') -> 'input_rows' AS input_rows;
+SELECT streamwin.run_batch('lk_rows') -> 'input_rows' AS input_rows;
+CREATE TYPE lk_segment AS ENUM ('gold', 'silver');
+ALTER TABLE lk_cust ALTER segment TYPE lk_segment USING segment::lk_segment;
+INSERT INTO lk_evt VALUES (4, 2, 40), (5, 1, 50);
+SELECT streamwin.run_batch('lk_by_segment') -> 'input_rows' AS input_rows;
+SELECT streamwin.run_batch('lk_rows') -> 'input_rows' AS input_rows;
+ALTER TABLE lk_cust ALTER segment TYPE text, ALTER rate TYPE numeric;
+SELECT streamwin.run_batch('lk_by_segment') -> 'input_rows' AS input_rows;
+ALTER TABLE lk_cust ALTER rate TYPE float8;
+SELECT streamwin.run_batch('lk_by_segment') -> 'input_rows' AS input_rows;
+SELECT * FROM lk_by_segment ORDER BY segment;
+SELECT * FROM lk_rows ORDER BY id;
+SELECT count(*) AS diffs FROM (
+  (SELECT segment, n, total FROM lk_by_segment
+   EXCEPT ALL
+   SELECT c.segment, count(*), sum(e.amount * c.rate) FROM lk_evt e JOIN lk_cust c ON c.id = e.cust GROUP BY c.segment)
+  UNION ALL
+  (SELECT c.segment, count(*), sum(e.amount * c.rate) FROM lk_evt e JOIN lk_cust c ON c.id = e.cust GROUP BY c.segment
+   EXCEPT ALL
+   SELECT segment, n, total FROM lk_by_segment)) d;
+SELECT count(*) AS diffs FROM (
+  (SELECT id, segment, rate FROM lk_rows
+   EXCEPT ALL
+   SELECT e.id, c.segment, c.rate FROM lk_evt e JOIN lk_cust c ON c.id = e.cust)
+  UNION ALL
+  (SELECT e.id, c.segment, c.rate FROM lk_evt e JOIN lk_cust c ON c.id = e.cust
+   EXCEPT ALL
+   SELECT id, segment, rate FROM lk_rows)) d;
+SELECT streamwin.drop_query('lk_by_segment', drop_result => true);
+SELECT streamwin.drop_query('lk_rows', drop_result => true);
+SELECT streamwin.drop_source('lk_events');
+DROP TABLE lk_evt, lk_cust;
+DROP TYPE lk_segment;

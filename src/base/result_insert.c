@@ -59,7 +59,12 @@ typedef struct ResultInserter
 	Oid			as_role;		/* write as this role, or InvalidOid */
 } ResultInserter;
 
-/* The output columns of plan, a SELECT; NULL if it is not one statement. */
+/*
+ * The output columns of plan, a SELECT; NULL if it is not one statement.  A
+ * plan that a change of a table it reads has invalidated (an ALTER TABLE
+ * ... TYPE of a joined table's column) is parsed again first, as running it
+ * would: its old description may name other types than it now gives.
+ */
 static TupleDesc
 plan_result_desc(SPIPlanPtr plan)
 {
@@ -69,6 +74,8 @@ plan_result_desc(SPIPlanPtr plan)
 	if (list_length(sources) != 1)
 		return NULL;
 	ps = linitial(sources);
+	if (!ps->is_valid)
+		ReleaseCachedPlan(GetCachedPlan(ps, NULL, NULL, NULL), NULL);
 	return ps->resultDesc;
 }
 
@@ -174,6 +181,19 @@ inserter_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
 	rte->requiredPerms = ACL_INSERT;
 	rel = table_open(ri->relid, NoLock);
 	td = RelationGetDescr(rel);
+
+	/*
+	 * The rows are the ones result_insert_possible() judged by: a change of
+	 * their types since would have invalidated the plan, which it checks.
+	 * Copied as they come, values of another type would be read as the
+	 * column's.
+	 */
+	if (!result_insert_plain(rel, typeinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("the rows for table \"%s\" no longer match its columns",
+						RelationGetRelationName(rel)),
+				 errdetail("A table or view the query reads has changed since the batch began.")));
 	ri->natts = td->natts;
 	ri->source = palloc(sizeof(int) * td->natts);
 	for (int a = 0; a < td->natts; a++)

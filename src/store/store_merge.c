@@ -11,6 +11,8 @@
 #include "postgres.h"
 
 #include "executor/tuptable.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
 #include "tcop/dest.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
@@ -318,6 +320,30 @@ dedup_receive(TupleTableSlot *slot, DestReceiver *self)
 	return true;
 }
 
+/*
+ * Column col of the batch's rows holds values of the type that state table
+ * column attno keeps, as the store reads them.  The compiled statements are
+ * SQL, which PostgreSQL parses again when a table they read changes: an
+ * ALTER TABLE ... TYPE of a joined table's column gives the statement
+ * another type, whose values the store would take for the old type's (a
+ * text read from an enum's bits).  A domain's values are its base type's.
+ */
+static void
+check_batch_column(StateStore *s, TupleDesc typeinfo, int col, AttrNumber attno)
+{
+	Oid			got = TupleDescAttr(typeinfo, col)->atttypid;
+	Form_pg_attribute want = TupleDescAttr(s->state_desc, attno - 1);
+
+	if (got == want->atttypid || getBaseType(got) == getBaseType(want->atttypid))
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_DATATYPE_MISMATCH),
+			 errmsg("a batch gives column \"%s\" of the query's state values of type %s, where the state keeps type %s",
+					NameStr(want->attname), format_type_be(got), format_type_be(want->atttypid)),
+			 errdetail("A table or view the query reads has changed the type of a column since the query was created."),
+			 errhint("Change the column back, or drop the query and create it again.")));
+}
+
 static void
 merge_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
 {
@@ -330,6 +356,11 @@ merge_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
 	if (typeinfo->natts != natts)
 		elog(ERROR, "streamwin: a batch's groups have %d columns, its store %d",
 			 typeinfo->natts, natts);
+	for (int k = 0; k < s->nkeys; k++)
+		check_batch_column(s, typeinfo, k, s->key_state_attno[k]);
+	if (!s->plan.dedup)
+		for (int i = 0; i < s->npartials; i++)
+			check_batch_column(s, typeinfo, s->nkeys + i, s->partials[i].state_attno);
 	if (r->rows)
 		for (int i = 0; i < FOLD_AHEAD; i++)
 			r->ahead[i] = MakeSingleTupleTableSlot(typeinfo, &TTSOpsVirtual);
