@@ -66,6 +66,22 @@ DROP VIEW orders_over_100;
 CREATE VIEW regions_sample AS SELECT * FROM regions WHERE random() < 0.5;
 SELECT streamwin.create_query('q', 'SELECT r.region, count(*) AS n FROM orders o JOIN regions_sample r USING (region) GROUP BY r.region', output_mode => 'update');
 DROP VIEW regions_sample;
+-- a temporary table: the worker and other sessions would not see it, or
+-- would read another table of its name
+CREATE TEMP TABLE regions_here (region text, continent text);
+SELECT streamwin.create_query('q', 'SELECT r.continent, count(*) AS n FROM orders o JOIN regions_here r USING (region) GROUP BY r.continent', output_mode => 'update');
+DROP TABLE regions_here;
+-- a table the creating role (the query's owner) may not read: refused at
+-- creation rather than at every batch
+CREATE ROLE queries_reader;
+GRANT CREATE ON SCHEMA public TO queries_reader;
+GRANT SELECT ON orders TO queries_reader;
+SET ROLE queries_reader;
+SELECT streamwin.create_query('q', 'SELECT r.continent, count(*) AS n FROM orders o JOIN regions r USING (region) GROUP BY r.continent', output_mode => 'update', start => false);
+RESET ROLE;
+REVOKE ALL ON orders FROM queries_reader;
+REVOKE CREATE ON SCHEMA public FROM queries_reader;
+DROP ROLE queries_reader;
 SELECT streamwin.create_query('q', 'SELECT count(*) AS n FROM orders GROUP BY region', output_mode => 'update');
 SELECT streamwin.create_query('q', 'SELECT count(*) AS n FROM orders', output_mode => 'update');
 SELECT streamwin.create_query('q', 'SELECT region, count(*), count(amount) FROM orders GROUP BY region', output_mode => 'update');

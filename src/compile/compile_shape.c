@@ -17,6 +17,7 @@
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
+#include "executor/executor.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
@@ -535,6 +536,28 @@ view_reads_source(Oid relid, Oid *volatile_func)
 }
 
 /*
+ * A table (or view) the query joins: its batches read it in their worker
+ * and in other sessions, as the query's owner, who creates it now.
+ */
+static void
+check_joined_table(RangeTblEntry *rte)
+{
+	const char *name = get_rel_name(rte->relid);
+
+	if (get_rel_persistence(rte->relid) == RELPERSISTENCE_TEMP)
+		refuse(psprintf("temporary table \"%s\" cannot be joined in a continuous query", name),
+			   "The query's batches run in its worker and in other sessions, which do not see this session's temporary tables, and would read another table of the same name.",
+			   "Join a permanent table (an UNLOGGED table will do).");
+	if (!ExecCheckRTPerms(list_make1(rte), false))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for table \"%s\"", name),
+				 errdetail("The query's batches read it as the query's owner, the role creating it."),
+				 errhint("Have the table's owner GRANT SELECT ON %s to the query's owner.",
+						 quote_qualified_identifier(get_namespace_name(get_rel_namespace(rte->relid)), name))));
+}
+
+/*
  * Find the source among the FROM items, and check the other items.
  */
 void
@@ -577,7 +600,10 @@ check_from(Compiled *c)
 						   "A batch replayed after a crash must give what it gave the first time; the view would give other rows.",
 						   "Join the table itself, or a view without that function.");
 				if (src == NULL)
+				{
+					check_joined_table(rte);
 					break;		/* an ordinary table, read as of each batch */
+				}
 				for (int i = 0; i < c->nsources; i++)
 					if (c->sources[i]->source_id == src->source_id)
 						refuse(psprintf("source \"%s\" is read twice: a stream cannot be joined with itself", src->name),
