@@ -25,6 +25,13 @@ WHERE attrelid = 'chg'::regclass AND attnum > 0 ORDER BY attnum DESC LIMIT 1;
 -- What cannot retract exactly is refused.
 CREATE TABLE regions (region text PRIMARY KEY, zone text);
 SELECT streamwin.create_query('bad', $$SELECT c.region, count(*) FROM chg c JOIN regions r USING (region) GROUP BY c.region$$);
+-- nor through a function that reads the table, in a group key or WHERE;
+-- a keyed transform may show its value (its retraction deletes by key)
+CREATE FUNCTION zone_of(text) RETURNS text STABLE LANGUAGE sql AS 'SELECT zone FROM regions WHERE region = $1';
+SELECT streamwin.create_query('bad', $$SELECT zone_of(region) AS zone, count(*) FROM chg GROUP BY 1$$, output_mode => 'update');
+SELECT streamwin.create_query('bad', $$SELECT id, region FROM chg WHERE zone_of(region) = 'east'$$);
+SELECT streamwin.create_query('zoned', $$SELECT id, zone_of(region) AS zone FROM chg$$, start => false);
+SELECT streamwin.drop_query('zoned', drop_result => true);
 SELECT streamwin.create_query('bad', $$SELECT streamwin.tumble(now(), '1 minute'), count(*) FROM chg GROUP BY 1$$);
 SELECT streamwin.create_query('bad', $$SELECT region, count(*) FROM chg GROUP BY region, streamwin.session(ts, '1 minute')$$, output_mode => 'update');
 SELECT streamwin.create_query('bad', $$SELECT region, string_agg(note, ',') FROM chg GROUP BY region$$, output_mode => 'update');

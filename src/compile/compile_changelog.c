@@ -25,11 +25,15 @@
  */
 #include "postgres.h"
 
+#include "access/transam.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_proc.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
 #include "parser/parsetree.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/regproc.h"
 
 #include "compile_changelog.h"
 #include "compile_sql.h"
@@ -140,6 +144,65 @@ drop_change_column(Compiled *c)
 	c->query->targetList = kept;
 }
 
+/* What user_mutable_walker looks for, and what it found */
+typedef struct MutableSearch
+{
+	Oid			streamwin_ns;
+	Oid			found;
+} MutableSearch;
+
+/*
+ * check_functions_in_node's test: a function of the user's (not built in,
+ * not streamwin's own) that is not immutable.
+ */
+static bool
+user_mutable_function(Oid funcid, void *context)
+{
+	MutableSearch *search = context;
+
+	if (funcid < FirstNormalObjectId || func_volatile(funcid) == PROVOLATILE_IMMUTABLE ||
+		get_func_namespace(funcid) == search->streamwin_ns)
+		return false;
+	search->found = funcid;
+	return true;
+}
+
+/* Walker: does the expression call such a function? */
+static bool
+user_mutable_walker(Node *node, void *context)
+{
+	if (node == NULL)
+		return false;
+	if (check_functions_in_node(node, user_mutable_function, context))
+		return true;
+	return expression_tree_walker(node, user_mutable_walker, context);
+}
+
+/*
+ * Over a changelog a row's retraction must compute what its addition did,
+ * in a later batch: a function of the user's that is not immutable (one
+ * that reads a table, say) may give it another value, so that it leaves
+ * another group than it joined, or is filtered out and never leaves.  A
+ * keyed transform's retraction deletes its key's result row, whatever its
+ * columns held, so there only WHERE counts.  PostgreSQL's own functions are
+ * replayed as batches pin what they read (the time, the zone, the
+ * settings).
+ */
+static void
+check_changelog_functions(Compiled *c)
+{
+	MutableSearch search = {get_namespace_oid("streamwin", false), InvalidOid};
+	bool		columns_count = c->query->hasAggs || c->query->groupClause != NIL || c->append_changes;
+
+	if (!user_mutable_walker(c->query->jointree->quals, &search) &&
+		!(columns_count && user_mutable_walker((Node *) c->query->targetList, &search)))
+		return;
+	refuse(psprintf("function %s is not immutable, which a query over changelog source \"%s\" cannot call",
+					format_procedure(search.found), c->source->name),
+		   "A retracted row must retract exactly what it added, in a later batch, where the function may give another value (one that reads a table gives what the table holds then).",
+		   "Mark the function IMMUTABLE if its result depends on its arguments alone; otherwise aggregate or transform the changelog alone, and apply the function to the result table in ordinary SQL.");
+}
+
 void
 check_changelog(Compiled *c, SelectStmt *raw)
 {
@@ -182,6 +245,7 @@ check_changelog(Compiled *c, SelectStmt *raw)
 			   "A row's retraction comes in a later batch, whose time differs: it would retract from another window than the row added to.",
 			   "Use the rows' own event time.");
 	c->append_changes = selects_change_column(raw);
+	check_changelog_functions(c);
 	check_change_column_use(c);
 	if (!c->append_changes)
 		drop_change_column(c);
