@@ -113,6 +113,9 @@ SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int, b int', opt
 SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int, b int', options => '{"envelope": "upsert", "key_columns": ["A"]}');
 SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int, b int', 'csv', '{"envelope": "debezium"}');
 SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int, b int', options => '{"envelope": "upsert", "key_columns": ["a"], "metadata": {"a": "partition"}}');
+-- key columns must hash and sort (xid hashes, but has no ordering)
+SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a point, b int', options => '{"envelope": "upsert", "key_columns": ["a"]}');
+SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a xid, b int', options => '{"envelope": "upsert", "key_columns": ["a"]}');
 SELECT count(*) AS no_leftovers FROM pg_class WHERE relname = 'bad';
 -- a changelog's view ends with the change column
 SELECT streamwin.create_kafka_source('cdc', :'brokers', 'x', 'id int, amount numeric',

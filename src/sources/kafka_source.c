@@ -1111,6 +1111,14 @@ check_key_columns(KafkaOptions *ko, const char *source, TupleDesc desc, const So
 							format_type_be(TupleDescAttr(desc, attno)->atttypid)),
 					 errdetail("The source's queries keep the last row of each key in a hash table."),
 					 errhint("Declare the column with a type that has a hash function, such as text or jsonb.")));
+		if (!OidIsValid(lookup_type_cache(TupleDescAttr(desc, attno)->atttypid,
+										  TYPECACHE_LT_OPR)->lt_opr))
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("key column \"%s\" of type %s has no ordering", name,
+							format_type_be(TupleDescAttr(desc, attno)->atttypid)),
+					 errdetail("The source's queries keep the last row of each key in a table with a unique index on the key."),
+					 errhint("Declare the column with a type such as text, bigint or uuid.")));
 	}
 }
 
