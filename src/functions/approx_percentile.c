@@ -174,6 +174,42 @@ buckets_add(Sketch *s, Buckets *bs, int32 index, int64 count)
 	bs->n++;
 }
 
+/*
+ * Add the counts of from (sorted by index) to bs: one pass over both, so
+ * that merging sketches of many buckets each costs their sizes, not their
+ * product.
+ */
+static void
+buckets_merge(Sketch *s, Buckets *bs, const Buckets *from)
+{
+	Bucket	   *out;
+	int			room = bs->n + from->n;
+	int			i = 0;
+	int			j = 0;
+	int			n = 0;
+
+	if (from->n == 0)
+		return;
+	out = MemoryContextAlloc(s->cxt, sizeof(Bucket) * room);
+	while (i < bs->n || j < from->n)
+	{
+		if (j >= from->n || (i < bs->n && bs->b[i].index < from->b[j].index))
+			out[n++] = bs->b[i++];
+		else if (i >= bs->n || from->b[j].index < bs->b[i].index)
+			out[n++] = from->b[j++];
+		else
+		{
+			out[n].index = bs->b[i].index;
+			out[n++].count = count_add(bs->b[i++].count, from->b[j++].count);
+		}
+	}
+	if (bs->b != NULL)
+		pfree(bs->b);
+	bs->b = out;
+	bs->n = n;
+	bs->max = room;
+}
+
 static void
 add_value(Sketch *s, double v)
 {
@@ -203,7 +239,11 @@ check_fraction(double f)
 				 errmsg("percentile value %g is not between 0 and 1", f)));
 }
 
-/* The fractions of a row: the same as those already in s. */
+/*
+ * The fractions of a row: the same as those already in s, compared as
+ * numbers (-0 is 0).  Kept with -0 as 0, so that the rows' fractions
+ * compare with them bit by bit where they are the same.
+ */
 static void
 set_fractions(Sketch *s, const double *f, int n)
 {
@@ -212,15 +252,23 @@ set_fractions(Sketch *s, const double *f, int n)
 		for (int i = 0; i < n; i++)
 		{
 			check_fraction(f[i]);
-			s->fractions[i] = f[i];
+			s->fractions[i] = f[i] == 0 ? 0 : f[i];
 		}
 		s->nfractions = n;
 		return;
 	}
-	if (n != s->nfractions || memcmp(f, s->fractions, sizeof(double) * n) != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("approx_percentile must be given the same fractions for every row of a group")));
+	if (n == s->nfractions)
+	{
+		int			i;
+
+		for (i = 0; i < n && f[i] == s->fractions[i]; i++)
+			;
+		if (i == n)
+			return;
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("approx_percentile must be given the same fractions for every row of a group")));
 }
 
 /*
@@ -331,7 +379,11 @@ streamwin_approx_percentile_combine(PG_FUNCTION_ARGS)
 	if (!AggCheckCallContext(fcinfo, &aggcxt))
 		elog(ERROR, "streamwin.approx_percentile called in non-aggregate context");
 	if (PG_ARGISNULL(1))
-		PG_RETURN_POINTER(PG_ARGISNULL(0) ? NULL : PG_GETARG_POINTER(0));
+	{
+		if (PG_ARGISNULL(0))
+			PG_RETURN_NULL();
+		PG_RETURN_POINTER(PG_GETARG_POINTER(0));
+	}
 
 	/* the first state lives in the aggregate's context: copy the second */
 	a = PG_ARGISNULL(0) ? sketch_new(aggcxt) : (Sketch *) PG_GETARG_POINTER(0);
@@ -342,10 +394,8 @@ streamwin_approx_percentile_combine(PG_FUNCTION_ARGS)
 	a->neg_inf = count_add(a->neg_inf, b->neg_inf);
 	a->pos_inf = count_add(a->pos_inf, b->pos_inf);
 	a->nan = count_add(a->nan, b->nan);
-	for (int i = 0; i < b->neg.n; i++)
-		buckets_add(a, &a->neg, b->neg.b[i].index, b->neg.b[i].count);
-	for (int i = 0; i < b->pos.n; i++)
-		buckets_add(a, &a->pos, b->pos.b[i].index, b->pos.b[i].count);
+	buckets_merge(a, &a->neg, &b->neg);
+	buckets_merge(a, &a->pos, &b->pos);
 	PG_RETURN_POINTER(a);
 }
 
@@ -382,6 +432,8 @@ streamwin_approx_percentile_serialize(PG_FUNCTION_ARGS)
 	send_buckets(&buf, &s->pos);
 	PG_RETURN_BYTEA_P(pq_endtypsend(&buf));
 }
+
+static int64 sketch_count(const Sketch *s);
 
 static void
 bad_sketch(const char *why)
@@ -444,6 +496,8 @@ streamwin_approx_percentile_deserialize(PG_FUNCTION_ARGS)
 		s->fractions[i] = pq_getmsgfloat8(&buf);
 		if (isnan(s->fractions[i]) || s->fractions[i] < 0 || s->fractions[i] > 1)
 			bad_sketch("fraction out of range");
+		if (s->fractions[i] == 0)
+			s->fractions[i] = 0;	/* not -0 (set_fractions) */
 	}
 	s->zero = get_count(&buf);
 	s->neg_inf = get_count(&buf);
@@ -453,6 +507,9 @@ streamwin_approx_percentile_deserialize(PG_FUNCTION_ARGS)
 	receive_buckets(&buf, s, &s->pos);
 	if (buf.cursor != buf.len)
 		bad_sketch("trailing bytes");
+	/* every value came with its row's fractions (and counts add up) */
+	if (s->nfractions == 0 && sketch_count(s) > 0)
+		bad_sketch("values without fractions");
 	PG_RETURN_POINTER(s);
 }
 
@@ -496,13 +553,21 @@ sketch_count(const Sketch *s)
 	return n;
 }
 
-/* percentile_disc's position for fraction f of n values (0-based) */
+/*
+ * percentile_disc's position for fraction f of n values (0-based).  n - 1
+ * as a double may round up past the largest int64 (a forged state's count):
+ * compared before any cast.
+ */
 static int64
 rank_of(double f, int64 n)
 {
 	double		r = ceil(f * (double) n) - 1;
 
-	return r < 0 ? 0 : (int64) Min(r, (double) (n - 1));
+	if (r < 0)
+		return 0;
+	if (r >= (double) (n - 1))
+		return n - 1;
+	return (int64) r;
 }
 
 /* The sketch a final function is given, and its count; NULL if it has no values. */
