@@ -4,9 +4,9 @@
 EXTENSION  = streamwin
 MODULE_big = streamwin
 # src/ is one folder per layer, each calling only those below it:
-# decode, base, functions, catalog, store, sources, operators, batch,
+# decode, base, functions, store, catalog, sources, operators, batch,
 # runtime, compile; streamwin.c (_PG_init) on top.  See docs/development.md.
-SRC_DIRS   = decode base functions catalog store sources operators batch runtime compile
+SRC_DIRS   = decode base functions store catalog sources operators batch runtime compile
 OBJS       = $(patsubst %.c,%.o,$(wildcard src/*.c $(addsuffix /*.c,$(addprefix src/,$(SRC_DIRS)))))
 DATA       = $(wildcard sql/streamwin--*.sql)
 

@@ -195,7 +195,7 @@ check_trigger_interval(const Interval *iv)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("trigger_interval must not be negative"),
-				 errhint("Use '0' to start each batch as soon as the previous one ends.")));
+				 errhint("Use '0' to run a batch as soon as data arrives.")));
 }
 
 void

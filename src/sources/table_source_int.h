@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * table_source_int.h
- *	  What the three files of table sources share, and only they:
+ *	  What the files of table sources share, and only they:
  *
  *	table_plugin.c	streamwin's logical decoding output plugin: its
  *					callbacks copy each inserted row of the table straight
