@@ -66,6 +66,10 @@ DROP VIEW orders_over_100;
 CREATE VIEW regions_sample AS SELECT * FROM regions WHERE random() < 0.5;
 SELECT streamwin.create_query('q', 'SELECT r.region, count(*) AS n FROM orders o JOIN regions_sample r USING (region) GROUP BY r.region', output_mode => 'update');
 DROP VIEW regions_sample;
+-- or that reads the clock: there now() is when a batch runs, not its time
+CREATE VIEW regions_now AS SELECT *, current_date AS today FROM regions;
+SELECT streamwin.create_query('q', 'SELECT r.region, count(*) AS n FROM orders o JOIN regions_now r USING (region) GROUP BY r.region', output_mode => 'update');
+DROP VIEW regions_now;
 -- a temporary table: the worker and other sessions would not see it, or
 -- would read another table of its name
 CREATE TEMP TABLE regions_here (region text, continent text);
@@ -107,6 +111,18 @@ SELECT streamwin.create_query('q', 'WITH o AS (SELECT * FROM orders) SELECT regi
 SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY streamwin.hop(event_time, ''1 minute'', ''5 minutes''), region', output_mode => 'update');
 -- a row in every one of 2.6 billion windows
 SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY streamwin.hop(event_time, ''30 days'', ''1 millisecond''), region', output_mode => 'update');
+-- one window more than 100,000 (the size rounded up)
+SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY streamwin.hop(event_time, ''100000 seconds 1 microsecond'', ''1 second''), region', output_mode => 'update');
+-- hop_starts() written in FROM is a function in FROM, not a window
+SELECT streamwin.create_query('q', 'SELECT w, count(*) AS n FROM orders, streamwin.hop_starts(event_time, ''3650 days'', ''1 second'') AS w GROUP BY w', output_mode => 'update');
+-- a hop() of your own, found first, is yours, as plain SQL reads it
+CREATE FUNCTION public.hop(ts timestamptz, size interval, slide interval) RETURNS timestamptz
+    IMMUTABLE LANGUAGE sql AS 'SELECT date_bin(size, ts, ''2000-01-01'')';
+SELECT streamwin.create_query('own_hop', 'SELECT hop(event_time, ''10 minutes'', ''5 minutes'') AS h, count(*) AS n FROM orders GROUP BY 1',
+                              output_mode => 'update', start => false);
+\d own_hop
+SELECT streamwin.drop_query('own_hop', drop_result => true);
+DROP FUNCTION public.hop(timestamptz, interval, interval);
 SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY streamwin.session(event_time, ''1 month''), region', output_mode => 'update');
 SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY streamwin.session(event_time, ''1 minute''), streamwin.tumble(event_time, ''1 hour''), region', output_mode => 'update');
 SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY streamwin.tumble(clock_timestamp(), ''1 minute''), region', output_mode => 'update');

@@ -22,6 +22,17 @@ SELECT streamwin.hop_starts('2026-11-30 10:15:00+00', '10 minutes', '5 minutes')
 SELECT streamwin.hop_starts('2026-11-30 10:17:00+00', '1 hour', '15 minutes');
 -- the scalar form gives the latest of them
 SELECT streamwin.hop('2026-11-30 10:17:00+00', '1 hour', '15 minutes');
+-- a slide larger than the size leaves gaps: a time in one is in no window,
+-- far in the future as now (the arithmetic does not run past the range)
+SELECT streamwin.hop_starts('2026-11-30 10:17:00+00', '5 minutes', '15 minutes') AS in_a_window;
+SELECT streamwin.hop_starts('2026-11-30 10:22:00+00', '5 minutes', '15 minutes') AS in_a_gap;
+SELECT streamwin.hop_starts('200000-01-01 00:00:00+00', '1 day', '60000000 days') AS far_gap;
+SELECT count(*) = 0 AS none_far FROM streamwin.hop_starts('250000-01-01 00:00:00+00', '1 day', '30000000 days');
+-- at most 100,000 windows a row, as create_query allows, rather than a
+-- result of any size, written for as long as it takes
+SELECT count(*) AS most FROM streamwin.hop_starts('2026-11-30 10:17:00+00', '100000 seconds', '1 second');
+SELECT count(*) FROM streamwin.hop_starts('2026-11-30 10:17:00+00', '100000 seconds 1 microsecond', '1 second');
+SELECT count(*) FROM streamwin.hop_starts(now(), '36500 days', '1 microsecond');
 
 -- Sizes must be fixed durations.
 SELECT streamwin.tumble(now(), '1 month');

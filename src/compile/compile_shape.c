@@ -47,8 +47,6 @@
  * second.  More would hold a row in millions of groups, and the counts of
  * windows are ints.
  */
-#define HOP_MAX_WINDOWS 100000
-
 /* --- the raw tree --------------------------------------------------------- */
 
 /* Is this raw node a call of streamwin.<name>() (or unqualified <name>())? */
@@ -65,6 +63,25 @@ is_raw_call(Node *node, const char *name)
 	DeconstructQualifiedName(fc->funcname, &schema, &fname);
 	return strcmp(fname, name) == 0 &&
 		(schema == NULL || strcmp(schema, "streamwin") == 0);
+}
+
+/*
+ * Is this raw call of tumble(), hop() or session() streamwin's?  One that
+ * names streamwin, or names no schema while no function of another schema
+ * by that name is visible (a user's own hop() is none of ours).
+ */
+static bool
+raw_call_is_ours(FuncCall *fc)
+{
+	FuncCandidateList fcl;
+
+	if (list_length(fc->funcname) != 1)
+		return true;
+	fcl = FuncnameGetCandidates(fc->funcname, list_length(fc->args), NIL, false, false, false, true);
+	for (; fcl != NULL; fcl = fcl->next)
+		if (get_func_namespace(fcl->oid) != get_namespace_oid("streamwin", false))
+			return false;
+	return true;
 }
 
 /*
@@ -88,14 +105,14 @@ rewrite_hop(SelectStmt *stmt)
 		return false;
 	foreach(lc, stmt->groupClause)
 	{
-		if (is_raw_call(lfirst(lc), "hop"))
+		if (is_raw_call(lfirst(lc), "hop") && raw_call_is_ours(lfirst(lc)))
 			hop = hop ? hop : (FuncCall *) lfirst(lc);
 	}
 	foreach(lc, stmt->targetList)
 	{
 		ResTarget  *rt = lfirst_node(ResTarget, lc);
 
-		if (is_raw_call(rt->val, "hop"))
+		if (is_raw_call(rt->val, "hop") && raw_call_is_ours((FuncCall *) rt->val))
 			hop = hop ? hop : (FuncCall *) rt->val;
 	}
 	if (hop == NULL)
@@ -145,23 +162,9 @@ find_window_calls(Node *node, List **calls)
 {
 	if (node == NULL)
 		return false;
-	if (is_raw_call(node, "tumble") || is_raw_call(node, "session") || is_raw_call(node, "hop"))
-	{
-		FuncCall   *fc = (FuncCall *) node;
-		bool		ours = true;
-
-		if (list_length(fc->funcname) == 1)
-		{
-			FuncCandidateList fcl = FuncnameGetCandidates(fc->funcname, list_length(fc->args), NIL,
-														  false, false, false, true);
-
-			for (; fcl != NULL; fcl = fcl->next)
-				if (get_func_namespace(fcl->oid) != get_namespace_oid("streamwin", false))
-					ours = false;
-		}
-		if (ours)
-			*calls = lappend(*calls, node);
-	}
+	if ((is_raw_call(node, "tumble") || is_raw_call(node, "session") || is_raw_call(node, "hop")) &&
+		raw_call_is_ours((FuncCall *) node))
+		*calls = lappend(*calls, node);
 	return raw_expression_tree_walker(node, find_window_calls, (void *) calls);
 }
 
@@ -479,10 +482,46 @@ typedef struct ViewWalk
 	Oid			view;			/* the view being read: its query names it too
 								 * (PostgreSQL 15's OLD and NEW entries) */
 	Oid			volatile_func;	/* a volatile built-in one of them calls */
+	bool		reads_clock;	/* now() and its kin, in one of them */
 } ViewWalk;
 
-static bool view_reads_source(Oid relid, Oid *volatile_func);
+static bool view_reads_source(Oid relid, ViewWalk *found);
 static bool volatile_builtin(Oid func, void *context);
+
+/*
+ * Is node now() or one of its kin (CURRENT_DATE, ...)?  In the query itself
+ * they are the batch's recorded time (rewrite_batch_time); in a view they
+ * would be the time the batch runs, which a replay reads anew.
+ */
+static bool
+is_clock(Node *node)
+{
+	if (IsA(node, FuncExpr))
+	{
+		Oid			f = ((FuncExpr *) node)->funcid;
+
+		return f == F_NOW || f == F_TRANSACTION_TIMESTAMP || f == F_STATEMENT_TIMESTAMP;
+	}
+	if (IsA(node, SQLValueFunction))
+	{
+		switch (((SQLValueFunction *) node)->op)
+		{
+			case SVFOP_CURRENT_DATE:
+			case SVFOP_CURRENT_TIME:
+			case SVFOP_CURRENT_TIME_N:
+			case SVFOP_CURRENT_TIMESTAMP:
+			case SVFOP_CURRENT_TIMESTAMP_N:
+			case SVFOP_LOCALTIME:
+			case SVFOP_LOCALTIME_N:
+			case SVFOP_LOCALTIMESTAMP:
+			case SVFOP_LOCALTIMESTAMP_N:
+				return true;
+			default:
+				return false;
+		}
+	}
+	return false;
+}
 
 /*
  * Does a range table entry of a view's query (or of its subqueries) read a
@@ -500,26 +539,28 @@ view_rte_reads_source(Node *node, void *context)
 		RangeTblEntry *rte = (RangeTblEntry *) node;
 
 		return rte->rtekind == RTE_RELATION && rte->relid != walk->view &&
-			view_reads_source(rte->relid, &walk->volatile_func);
+			view_reads_source(rte->relid, walk);
 	}
 	if (IsA(node, Query))
 		return query_tree_walker((Query *) node, view_rte_reads_source, context, QTW_EXAMINE_RTES_BEFORE);
 	if (!OidIsValid(walk->volatile_func))
 		(void) check_functions_in_node(node, volatile_builtin, &walk->volatile_func);
+	walk->reads_clock |= is_clock(node);
 	return expression_tree_walker(node, view_rte_reads_source, context);
 }
 
 /*
  * Is relid a source, or a view that reads one, through other views and
- * subqueries too?  Sets *volatile_func to a volatile built-in function that
- * one of those views calls, if it finds one first: a replay would read
+ * subqueries too?  Sets found->volatile_func to a volatile built-in
+ * function that one of those views calls, if it finds one first, and
+ * found->reads_clock if one reads the current time: a replay would read
  * such a view otherwise (check_replayable).
  */
 static bool
-view_reads_source(Oid relid, Oid *volatile_func)
+view_reads_source(Oid relid, ViewWalk *found)
 {
 	Relation	rel;
-	ViewWalk	walk = {relid, InvalidOid};
+	ViewWalk	walk = {relid, InvalidOid, false};
 	bool		reads;
 
 	if (catalog_get_source_by_relation(relid) != NULL)
@@ -530,8 +571,9 @@ view_reads_source(Oid relid, Oid *volatile_func)
 	rel = relation_open(relid, AccessShareLock);
 	reads = query_tree_walker(get_view_query(rel), view_rte_reads_source, &walk, QTW_EXAMINE_RTES_BEFORE);
 	relation_close(rel, AccessShareLock);
-	if (!OidIsValid(*volatile_func))
-		*volatile_func = walk.volatile_func;
+	if (!OidIsValid(found->volatile_func))
+		found->volatile_func = walk.volatile_func;
+	found->reads_clock |= walk.reads_clock;
 	return reads;
 }
 
@@ -578,7 +620,7 @@ check_from(Compiled *c)
 	{
 		RangeTblEntry *rte = lfirst_node(RangeTblEntry, lc);
 		SourceInfo *src;
-		Oid			volatile_func = InvalidOid;
+		ViewWalk	view = {InvalidOid, InvalidOid, false};
 
 		rtindex++;
 		switch (rte->rtekind)
@@ -590,15 +632,19 @@ check_from(Compiled *c)
 						   "A batch replayed after a crash must give what it gave the first time; the sample would be another.",
 						   "Add REPEATABLE (seed), or sample by a hash of a column in WHERE.");
 				src = catalog_get_source_by_relation(rte->relid);
-				if (src == NULL && view_reads_source(rte->relid, &volatile_func))
+				if (src == NULL && view_reads_source(rte->relid, &view))
 					refuse(psprintf("view \"%s\" reads a source", get_rel_name(rte->relid)),
 						   "A view over a source reads the batch's rows of it, not a table's: a join with it would join the batch with itself.",
 						   "Name the source itself in FROM, with the view's conditions in WHERE.");
-				if (src == NULL && OidIsValid(volatile_func))
+				if (src == NULL && OidIsValid(view.volatile_func))
 					refuse(psprintf("view \"%s\" calls volatile function %s", get_rel_name(rte->relid),
-									format_procedure(volatile_func)),
+									format_procedure(view.volatile_func)),
 						   "A batch replayed after a crash must give what it gave the first time; the view would give other rows.",
 						   "Join the table itself, or a view without that function.");
+				if (src == NULL && view.reads_clock)
+					refuse(psprintf("view \"%s\" reads the current time", get_rel_name(rte->relid)),
+						   "In a view, now() and its kin are the time a batch runs, which a batch replayed after a crash reads anew; in the query itself they are the batch's recorded time.",
+						   "Compare with now() in the query itself (in WHERE or ON), or join a view without it.");
 				if (src == NULL)
 				{
 					check_joined_table(rte);
@@ -620,9 +666,11 @@ check_from(Compiled *c)
 			case RTE_JOIN:
 				break;
 			case RTE_FUNCTION:
+				/* the hop windows rewrite_hop made, checked as windows */
 				if (list_length(rte->functions) == 1 &&
 					IsA(linitial_node(RangeTblFunction, rte->functions)->funcexpr, FuncExpr) &&
-					((FuncExpr *) linitial_node(RangeTblFunction, rte->functions)->funcexpr)->funcid == hop_starts)
+					((FuncExpr *) linitial_node(RangeTblFunction, rte->functions)->funcexpr)->funcid == hop_starts &&
+					rte->alias != NULL && strcmp(rte->alias->aliasname, HOP_ALIAS) == 0)
 					break;
 				refuse("functions in FROM are not supported in continuous queries",
 					   NULL, "Read one source and join it with ordinary tables.");
@@ -944,11 +992,11 @@ find_window(Compiled *c, TargetEntry *tle, bool *is_window)
 						 errdetail("Rows falling between windows would be dropped."),
 						 errhint("Use a slide no larger than the size, or streamwin.tumble() when they are equal.")));
 			/* each row is state in each of its windows, and written to each */
-			if (slide > 0 && c->size_us / slide > HOP_MAX_WINDOWS)
+			if (slide > 0 && hop_windows_per_row(c->size_us, slide) > HOP_MAX_WINDOWS)
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 						 errmsg("hop windows of this size and slide hold each row in %lld windows",
-								(long long) ((c->size_us + slide - 1) / slide)),
+								(long long) hop_windows_per_row(c->size_us, slide)),
 						 errdetail("A row is counted in each window that covers it; streamwin takes at most %d.",
 								   HOP_MAX_WINDOWS),
 						 errhint("Use a larger slide, or a smaller size.")));

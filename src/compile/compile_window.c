@@ -31,6 +31,7 @@
 #include "compile_window.h"
 #include "spi_util.h"
 #include "statements.h"
+#include "window.h"
 
 /* Mutator context of hop_without_srf: the Var of a window start, and what replaces it. */
 typedef struct HopVarReplace
@@ -263,7 +264,7 @@ partial_query_sql(Compiled *c, bool panes_only)
 	if (!window_uses_panes(c))
 	{
 		if (c->window && strcmp(c->window, "hop") == 0)
-			pq = hop_without_srf(c, pq, (int32) ((c->size_us + c->slide_us - 1) / c->slide_us));
+			pq = hop_without_srf(c, pq, (int32) hop_windows_per_row(c->size_us, c->slide_us));
 		return partial_rows_sql(c, pq, true);
 	}
 

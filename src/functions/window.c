@@ -17,6 +17,7 @@
 
 #include "fmgr.h"
 #include "funcapi.h"
+#include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
@@ -199,9 +200,22 @@ streamwin_session(PG_FUNCTION_ARGS)
 }
 
 /*
+ * The number of hopping windows of size and slide that cover a row, at
+ * most: size / slide rounded up (without the overflow of size + slide).
+ */
+int64
+hop_windows_per_row(int64 size_us, int64 slide_us)
+{
+	return size_us / slide_us + (size_us % slide_us != 0);
+}
+
+/*
  * streamwin.hop_starts(ts, size, slide) RETURNS SETOF timestamptz: the start
  * of every hopping window [start, start + size) that covers ts, ascending.
- * Window starts are multiples of slide from the Unix epoch.
+ * Window starts are multiples of slide from the Unix epoch.  Any role may
+ * call it: a row in more than HOP_MAX_WINDOWS windows is refused, as
+ * create_query refuses such windows, rather than written out for as long
+ * as it takes.
  */
 Datum
 streamwin_hop_starts(PG_FUNCTION_ARGS)
@@ -212,22 +226,33 @@ streamwin_hop_starts(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	TimestampTz latest;
 	TimestampTz first;
+	int64		n;
 
 	check_finite(ts);
 	check_fits(ts, size, slide);
+	if (hop_windows_per_row(size, slide) > HOP_MAX_WINDOWS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("hop windows of this size and slide hold each row in " INT64_FORMAT " windows",
+						hop_windows_per_row(size, slide)),
+				 errdetail("streamwin puts a row in at most %d windows.", HOP_MAX_WINDOWS),
+				 errhint("Use a larger slide, or a smaller size.")));
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 
 	latest = window_floor(ts, slide);
-	/* earliest start s = latest - k*slide with s + size > ts */
-	first = latest - ((size - 1 - (ts - latest)) / slide) * slide;
+	/* in a gap between windows (a slide larger than the size): none */
 	if (ts - latest >= size)
-		first = latest + slide; /* in a gap: no window covers ts */
+		return (Datum) 0;
+	/* earliest start s = latest - k*slide with s + size > ts */
+	n = (size - 1 - (ts - latest)) / slide;
+	first = latest - n * slide;
 
-	for (TimestampTz s = first; s <= latest; s += slide)
+	for (int64 i = 0; i <= n; i++)
 	{
-		Datum		value = TimestampTzGetDatum(s);
+		Datum		value = TimestampTzGetDatum(first + i * slide);
 		bool		isnull = false;
 
+		CHECK_FOR_INTERRUPTS();
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, &value, &isnull);
 	}
 	return (Datum) 0;
