@@ -141,6 +141,11 @@ CREATE DATABASE streamwin_update;
 CREATE EXTENSION streamwin VERSION '0.1';
 -- Before the update the library refuses the old catalog, saying what to do.
 SELECT streamwin.run_batch('any');
+-- A catalog updated past the library this server loaded (updated before a
+-- restart): the hint says to restart.
+UPDATE pg_extension SET extversion = '0.99' WHERE extname = 'streamwin';
+SELECT streamwin.run_batch('any');
+UPDATE pg_extension SET extversion = '0.1' WHERE extname = 'streamwin';
 ALTER EXTENSION streamwin UPDATE TO '0.2';
 -- A query as the 0.2 library left it: tables and owner by oid, its dedup
 -- tables' oids in the compiled plan, checkpoint tables under autovacuum.

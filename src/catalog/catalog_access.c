@@ -92,10 +92,32 @@ extension_owner(void)
 /* What a catalog at another version than the library's says, and does. */
 #define VERSION_MISMATCH_MESSAGE \
 	"streamwin's catalog in this database is at version %s, but its library needs version %s"
-#define VERSION_MISMATCH_DETAIL \
+#define VERSION_OLDER_DETAIL \
 	"The streamwin library was upgraded; the extension's catalog was not."
-#define VERSION_MISMATCH_HINT \
+#define VERSION_OLDER_HINT \
 	"Run ALTER EXTENSION streamwin UPDATE in this database."
+#define VERSION_NEWER_DETAIL \
+	"The extension's catalog was updated, but this server still runs the streamwin library it loaded when it started."
+#define VERSION_NEWER_HINT \
+	"Restart the server, which loads the library installed now."
+
+/* version as major * 1000 + minor ("0.9": 9) */
+static int
+version_number(const char *version)
+{
+	int			major = 0;
+	int			minor = 0;
+
+	(void) sscanf(version, "%d.%d", &major, &minor);
+	return major * 1000 + minor;
+}
+
+/* Is the catalog at a later version than the library (not yet restarted)? */
+static bool
+catalog_is_newer(const char *version)
+{
+	return version_number(version) > version_number(STREAMWIN_CATALOG_VERSION);
+}
 
 /*
  * The library reads and writes the catalog of one extension version.  A
@@ -117,8 +139,8 @@ catalog_check_version(void)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg(VERSION_MISMATCH_MESSAGE, version, STREAMWIN_CATALOG_VERSION),
-				 errdetail(VERSION_MISMATCH_DETAIL),
-				 errhint(VERSION_MISMATCH_HINT)));
+				 errdetail(catalog_is_newer(version) ? VERSION_NEWER_DETAIL : VERSION_OLDER_DETAIL),
+				 errhint(catalog_is_newer(version) ? VERSION_NEWER_HINT : VERSION_OLDER_HINT)));
 	catalog_version_checked = true;
 }
 
@@ -138,8 +160,9 @@ catalog_version_mismatch(void)
 	(void) read_extension(&version);
 	if (strcmp(version, STREAMWIN_CATALOG_VERSION) == 0)
 		return NULL;
-	return psprintf(VERSION_MISMATCH_MESSAGE "\nHINT: " VERSION_MISMATCH_HINT,
-					version, STREAMWIN_CATALOG_VERSION);
+	return psprintf(VERSION_MISMATCH_MESSAGE "\nHINT: %s",
+					version, STREAMWIN_CATALOG_VERSION,
+					catalog_is_newer(version) ? VERSION_NEWER_HINT : VERSION_OLDER_HINT);
 }
 
 /*
