@@ -214,7 +214,7 @@ SELECT pg_catalog.setval('streamwin.query_catalog_query_id_seq', n)
   FROM (SELECT max((pg_catalog.regexp_match(relname, '_([0-9]+)$'))[1]::integer) AS n
           FROM pg_catalog.pg_class
          WHERE relnamespace = 'streamwin'::regnamespace
-           AND relname ~ '^(checkpoint_)?(state|checkpoint|dedup|join_left|join_right)_[0-9]+$') AS left_behind
+           AND relname ~ '^(checkpoint_)?(state|checkpoint|dedup|join_left|join_right|upsert)_[0-9]+$') AS left_behind
  WHERE n IS NOT NULL;
 SELECT pg_catalog.pg_extension_config_dump('streamwin.query_sources', '');
 SELECT pg_catalog.pg_extension_config_dump('streamwin.query_offsets', '');

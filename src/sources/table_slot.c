@@ -470,7 +470,7 @@ find_slot(const char *slot_name)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("replication slot \"%s\" of a streamwin table source does not exist", slot_name),
-				 errdetail("It was dropped by hand, or its creation was never committed, or this database was restored from a dump, which does not carry replication slots, or this server was a standby, where PostgreSQL 15 keeps no logical slots."),
+				 errdetail("It was dropped by hand, or its creation was never committed, or this database was restored from a dump, which does not carry replication slots, or this server was a standby, where PostgreSQL 15 keeps no logical slots, or pg_upgrade moved this cluster to a later major version without them."),
 				 errhint("Drop the source and its queries, and create them again.")));
 
 	/* a restore into another database of this cluster finds the original's */
