@@ -249,6 +249,22 @@ SET ROLE security_user;
 SELECT options FROM streamwin.sources WHERE name = 'security_avro';
 RESET ROLE;
 SELECT streamwin.drop_source('security_avro');
+-- Kafka properties that use the server's own files or credentials are for
+-- roles with the privileges of pg_read_server_files: a key file, and
+-- Kerberos (GSSAPI, librdkafka's default SASL mechanism), which
+-- authenticates as the server's operating system user
+SET ROLE security_user;
+SELECT streamwin.create_kafka_source('security_krb', 'localhost:9092', 'x', 'a int',
+    options => '{"kafka": {"security.protocol": "sasl_plaintext"}}');
+SELECT streamwin.create_kafka_source('security_krb', 'localhost:9092', 'x', 'a int',
+    options => '{"kafka": {"security.protocol": "SASL_SSL", "sasl.mechanisms": "GSSAPI"}}');
+SELECT streamwin.create_kafka_source('security_key', 'localhost:9092', 'x', 'a int',
+    options => '{"kafka": {"ssl.key.location": "/etc/ssl/private/server.key"}}');
+SELECT streamwin.create_kafka_source('security_plain', 'localhost:9092', 'x', 'a int',
+    options => '{"kafka": {"security.protocol": "sasl_plaintext", "sasl.mechanisms": "PLAIN",
+                           "sasl.username": "u", "sasl.password": "p"}}');
+SELECT streamwin.drop_source('security_plain');
+RESET ROLE;
 REVOKE CREATE ON SCHEMA public FROM security_user;
 SELECT streamwin.drop_source('security_src');
 DROP TABLE security_rows;

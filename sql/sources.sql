@@ -94,6 +94,9 @@ SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int',
 -- nor one that makes librdkafka take over a signal of the server process
 SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int',
     options => '{"kafka": {"internal.termination.signal": "15"}}');
+-- nor statistics that nothing would read
+SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int',
+    options => '{"kafka": {"statistics.interval.ms": "1000"}}');
 -- an empty group would make a consumer with nothing to read from
 SELECT streamwin.create_kafka_source('bad', :'brokers', 'x', 'a int', options => '{"kafka": {"group.id": ""}}');
 -- partitions are whole numbers

@@ -206,8 +206,13 @@ held_size(const rd_kafka_message_t *m)
 	return (int64) m->len + (int64) m->key_len + KAFKA_HELD_MESSAGE_OVERHEAD;
 }
 
-/* Keep a message of a partition beyond this fetch's limit, in order. */
-static void
+/*
+ * Keep a message of a partition beyond this fetch's limit, in order.  False
+ * if there is no memory for it (m is destroyed): the caller destroys the
+ * messages it has not handled yet, since librdkafka's destroy of the
+ * consumer waits for every message it handed out, then raises the error.
+ */
+static bool
 hold_message(KafkaConsumer *c, KafkaPartitionState *ps, rd_kafka_message_t *m)
 {
 	if (ps->nheld == ps->held_cap)
@@ -218,9 +223,7 @@ hold_message(KafkaConsumer *c, KafkaPartitionState *ps, rd_kafka_message_t *m)
 		if (ring == NULL)
 		{
 			rd_kafka_message_destroy(m);
-			ereport(ERROR,
-					(errcode(ERRCODE_OUT_OF_MEMORY),
-					 errmsg("out of memory")));
+			return false;
 		}
 		for (int i = 0; i < ps->nheld; i++)
 			ring[i] = ps->held[(ps->held_first + i) % ps->held_cap];
@@ -232,6 +235,7 @@ hold_message(KafkaConsumer *c, KafkaPartitionState *ps, rd_kafka_message_t *m)
 	ps->held[(ps->held_first + ps->nheld) % ps->held_cap] = m;
 	ps->nheld++;
 	c->held_bytes += held_size(m);
+	return true;
 }
 
 static rd_kafka_message_t *
@@ -430,6 +434,16 @@ static const char *const process_properties[] = {
 	NULL
 };
 
+/*
+ * Properties that make librdkafka queue, at each interval, a document for a
+ * callback streamwin does not install: nothing would read them, in a
+ * consumer a session keeps between its batches.
+ */
+static const char *const unread_properties[] = {
+	"statistics.interval.ms",
+	NULL
+};
+
 static bool
 in_list(const char *const *list, const char *key)
 {
@@ -522,6 +536,12 @@ check_property_allowed(const char *key, const char *value)
 				 errmsg("kafka property \"%s\" is not allowed", key),
 				 errdetail("librdkafka would replace the server process's handler of that signal with its own: "
 						   "a shutdown, a cancel or a timeout that PostgreSQL signals would be lost.")));
+	if (in_list(unread_properties, key) && strcmp(value, "0") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("kafka property \"%s\" cannot be set", key),
+				 errdetail("librdkafka would queue a statistics document at every interval for a callback that streamwin does not install; nothing would read them."),
+				 errhint("Read librdkafka's statistics in a client outside the database.")));
 	/* an empty group makes a consumer without a queue to read from */
 	if (strcmp(key, "group.id") == 0 && value[0] == '\0')
 		ereport(ERROR,
@@ -654,14 +674,47 @@ build_conf(const char *brokers, int fetch_wait_ms, int prefetch_messages,
  * kafka_validate_properties
  *		See kafka_consumer.h.
  */
+/* Would a consumer of conf authenticate with Kerberos (SASL's GSSAPI)? */
+static bool
+uses_kerberos(rd_kafka_conf_t *conf)
+{
+	char		protocol[64];
+	char		mechanisms[256];
+	size_t		size = sizeof(protocol);
+
+	if (rd_kafka_conf_get(conf, "security.protocol", protocol, &size) != RD_KAFKA_CONF_OK ||
+		pg_strncasecmp(protocol, "sasl", 4) != 0)
+		return false;
+	size = sizeof(mechanisms);
+	if (rd_kafka_conf_get(conf, "sasl.mechanisms", mechanisms, &size) != RD_KAFKA_CONF_OK)
+		return true;			/* (too long to be one we know) */
+	return pg_strcasecmp(mechanisms, "GSSAPI") == 0;
+}
+
 void
 kafka_validate_properties(int nprops, const char **keys, const char **values)
 {
 	rd_kafka_conf_t *conf;
+	bool		kerberos;
 	int			i;
 
 	conf = build_conf(NULL, KAFKA_DEFAULT_FETCH_WAIT_MS, 0, nprops, keys, values);
+	kerberos = uses_kerberos(conf);
 	rd_kafka_conf_destroy(conf);
+
+	/*
+	 * GSSAPI, librdkafka's default SASL mechanism, authenticates with the
+	 * Kerberos credentials of the server's operating system user (its
+	 * ticket cache, its default keytab), not with any the role gives: like
+	 * reading the server's files.
+	 */
+	if (kerberos && !has_privs_of_role(GetUserId(), ROLE_PG_READ_SERVER_FILES))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to authenticate to Kafka with Kerberos (SASL mechanism GSSAPI)"),
+				 errdetail("GSSAPI authenticates with the Kerberos credentials of the server's operating system user; only roles with privileges of the \"%s\" role may use them.",
+						   "pg_read_server_files"),
+				 errhint("Set \"sasl.mechanisms\" to one that takes the role's own credentials (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER), or have such a role create the source.")));
 
 	for (i = 0; i < nprops; i++)
 	{
@@ -1515,7 +1568,14 @@ take_available(KafkaConsumer *c, int max_records)
 		{
 			/* past this fetch's share of the partition: a later one's */
 			ps->next_offset = m->offset + 1;
-			hold_message(c, ps, m);
+			if (!hold_message(c, ps, m))
+			{
+				for (int j = i + 1; j < start + got; j++)
+					rd_kafka_message_destroy(c->rkmsgs[j]);
+				ereport(ERROR,
+						(errcode(ERRCODE_OUT_OF_MEMORY),
+						 errmsg("out of memory")));
+			}
 			continue;
 		}
 		if (ps->eof)

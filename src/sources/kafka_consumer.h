@@ -231,7 +231,8 @@ extern int	kafka_fetch(KafkaConsumer *c, int max_records, int timeout_ms,
  *		each batch across partitions as it likes, whatever order the
  *		brokers' responses come in.  That fetch waits (up to its timeout,
  *		not just its linger) until each limited partition gave its share or
- *		reached its end, or until 64 MB of messages are held back.
+ *		reached its end, or until 256 MB of messages (counted with their
+ *		overhead) are held back.
  */
 extern void kafka_limit_next_fetch(KafkaConsumer *c, int n, const int32 *partitions,
 								   const int *limits);

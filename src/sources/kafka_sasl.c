@@ -29,6 +29,7 @@
 #include "postgres.h"
 
 #include <dlfcn.h>
+#include <limits.h>
 
 #include "kafka_sasl.h"
 
@@ -109,16 +110,13 @@ kafka_sasl_prepare(rd_kafka_conf_t *conf)
 
 	/*
 	 * A SASL consumer after plugin-less ones: each sasl_client_done takes
-	 * one user away (this file's start, librdkafka's) until the last stops
-	 * Cyrus; then a start as librdkafka's, which loads the plugins.
+	 * one user away (this file's start, librdkafka's: one for each time its
+	 * count of clients went from none to one, which has no bound in a long
+	 * session) until the last stops Cyrus; then a start as librdkafka's,
+	 * which loads the plugins.
 	 */
-	for (int users = 0; users < 16; users++)
-	{
-		int			rc = client_done();
-
-		if (rc != CYRUS_SASL_CONTINUE)
-			break;
-	}
+	for (int users = 0; users < INT_MAX && client_done() == CYRUS_SASL_CONTINUE; users++)
+		;
 	if (client_init(NULL) != CYRUS_SASL_OK)
 		elog(LOG, "streamwin: could not start Cyrus SASL with its plugins");
 	cyrus_state = CYRUS_WITH_PLUGINS;
