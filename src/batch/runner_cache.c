@@ -71,23 +71,39 @@ runner_open(QueryRunner *r, bool in_worker)
 	r->operators = operators_make(r);
 }
 
-QueryRunner *
-runner_get(int32 query_id, bool in_worker)
+/*
+ * A session keeps the runners of the queries it ran, each with its readers
+ * (a Kafka consumer's threads, sockets and prefetched messages), until it
+ * runs them again; a query dropped, or started in a worker, since then
+ * never is.  So a session that makes a runner lets go of those first.
+ */
+static void
+runners_forget_stale(void)
 {
 	ListCell   *lc;
-	MemoryContext cxt;
-	MemoryContext old;
-	QueryRunner *r;
 
 	foreach(lc, runners)
 	{
-		r = lfirst(lc);
-		if (r->query_id == query_id)
-		{
-			runner_check_idle(r);
-			return r;
-		}
+		QueryRunner *r = lfirst(lc);
+		QueryInfo  *q;
+
+		if (r->in_worker || r->in_batch)
+			continue;
+		q = catalog_get_query_by_id(r->query_id, true);
+		if (q != NULL && !q->desired_running && q->result_table == r->query->result_table)
+			continue;
+		runners = foreach_delete_current(runners, lc);
+		runner_free(r);
 	}
+}
+
+/* A new runner of the query, opened, or an error with nothing left behind. */
+static QueryRunner *
+runner_make(int32 query_id, bool in_worker)
+{
+	MemoryContext cxt;
+	MemoryContext old;
+	QueryRunner *r;
 
 	cxt = AllocSetContextCreate(TopMemoryContext, "streamwin query runner",
 								ALLOCSET_DEFAULT_SIZES);
@@ -107,7 +123,30 @@ runner_get(int32 query_id, bool in_worker)
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
-	MemoryContextSwitchTo(TopMemoryContext);
+	MemoryContextSwitchTo(old);
+	return r;
+}
+
+QueryRunner *
+runner_get(int32 query_id, bool in_worker)
+{
+	ListCell   *lc;
+	MemoryContext old;
+	QueryRunner *r;
+
+	foreach(lc, runners)
+	{
+		r = lfirst(lc);
+		if (r->query_id == query_id)
+		{
+			runner_check_idle(r);
+			return r;
+		}
+	}
+	if (!in_worker)
+		runners_forget_stale();
+	r = runner_make(query_id, in_worker);
+	old = MemoryContextSwitchTo(TopMemoryContext);
 	runners = lappend(runners, r);
 	MemoryContextSwitchTo(old);
 	return r;

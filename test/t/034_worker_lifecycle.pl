@@ -9,7 +9,8 @@
 # stop that comes while it waits is seen once the batch ends; a
 # transaction that drops a query and its source while the query's worker
 # works through a backlog commits; a transaction that stops and resets a
-# query while its worker waits for it leaves no batch after it.
+# query while its worker waits for it leaves no batch after it.  A session
+# lets go of the runners of queries dropped or started elsewhere.
 #
 # The launcher's rounds are an hour apart here (its first round at server
 # start aside), unless a step says otherwise: a worker that appears did not
@@ -346,6 +347,40 @@ $node->stop('fast');
 ok(time - $stop2_started < 30, 'a fast shutdown does not wait for the launcher\'s naptime');
 eval { $holder->quit };
 $node->start;
+
+# ---- a session lets go of the runners of queries gone elsewhere -------------
+
+# A session keeps a runner (statements, readers, for a Kafka source a
+# consumer's threads and prefetched messages) for each query it ran, until
+# it runs the query again.  Another session drops one of them and starts
+# the other in a worker: neither is run in this session again, and its
+# next new runner lets go of both.
+psql_ok($node, q{
+CREATE TABLE rk_ev (id serial PRIMARY KEY, k text NOT NULL, v int NOT NULL);
+SELECT streamwin.create_table_source('rk_src', 'rk_ev');
+INSERT INTO rk_ev (k, v) SELECT 'k' || (i % 3), i FROM generate_series(1, 30) i;
+SELECT streamwin.create_query('rk_a', 'SELECT k, count(*) AS n FROM rk_src GROUP BY k', output_mode => 'update', start => false);
+SELECT streamwin.create_query('rk_b', 'SELECT k, sum(v) AS s FROM rk_src GROUP BY k', output_mode => 'update', start => false);
+SELECT streamwin.create_query('rk_c', 'SELECT k, max(v) AS m FROM rk_src GROUP BY k', output_mode => 'update', start => false);
+}, 'three queries');
+my $keeper = store_session($node);
+my $runners = q{SELECT count(*) FROM pg_backend_memory_contexts WHERE name = 'streamwin query runner'};
+sess_ok($keeper, q{SELECT streamwin.run_batch('rk_a') IS NOT NULL});
+sess_ok($keeper, q{SELECT streamwin.run_batch('rk_b') IS NOT NULL});
+is(sess_ok($keeper, $runners), '2', 'a session keeps a runner for each query it ran');
+psql_ok($node, q{
+SELECT streamwin.drop_query('rk_a', drop_result => true);
+SELECT streamwin.start_query('rk_b');
+}, 'another session drops one and starts the other');
+sess_ok($keeper, q{SELECT streamwin.run_batch('rk_c') IS NOT NULL});
+is(sess_ok($keeper, $runners), '1', 'its next new runner let go of the two');
+$keeper->quit;
+psql_ok($node, q{
+SELECT streamwin.drop_query('rk_b', drop_result => true);
+SELECT streamwin.drop_query('rk_c', drop_result => true);
+SELECT streamwin.drop_source('rk_src');
+DROP TABLE rk_ev;
+}, 'the queries dropped');
 
 $node->stop;
 $broker->stop;
