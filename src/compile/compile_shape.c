@@ -283,6 +283,41 @@ check_window_arguments(SelectStmt *stmt, const char *query_text)
 /* --- processing time -------------------------------------------------------- */
 
 /*
+ * Is node now() or one of its kin (CURRENT_DATE, ...)?  In the query itself
+ * they are the batch's recorded time (rewrite_batch_time); in a view they
+ * would be the time the batch runs, which a replay reads anew.
+ */
+static bool
+is_clock(Node *node)
+{
+	if (IsA(node, FuncExpr))
+	{
+		Oid			f = ((FuncExpr *) node)->funcid;
+
+		return f == F_NOW || f == F_TRANSACTION_TIMESTAMP || f == F_STATEMENT_TIMESTAMP;
+	}
+	if (IsA(node, SQLValueFunction))
+	{
+		switch (((SQLValueFunction *) node)->op)
+		{
+			case SVFOP_CURRENT_DATE:
+			case SVFOP_CURRENT_TIME:
+			case SVFOP_CURRENT_TIME_N:
+			case SVFOP_CURRENT_TIMESTAMP:
+			case SVFOP_CURRENT_TIMESTAMP_N:
+			case SVFOP_LOCALTIME:
+			case SVFOP_LOCALTIME_N:
+			case SVFOP_LOCALTIMESTAMP:
+			case SVFOP_LOCALTIMESTAMP_N:
+				return true;
+			default:
+				return false;
+		}
+	}
+	return false;
+}
+
+/*
  * now(), current_timestamp and the other clocks of the transaction would
  * give a replayed batch another time than the first run, and so put its rows
  * in other processing-time windows: they become the batch's own timestamp,
@@ -296,47 +331,24 @@ batch_time_mutator(Node *node, Oid *batch_timestamp)
 {
 	if (node == NULL)
 		return NULL;
-	if (IsA(node, FuncExpr))
+	if (is_clock(node))
 	{
-		FuncExpr   *f = (FuncExpr *) node;
+		FuncExpr   *ts = makeFuncExpr(*batch_timestamp, TIMESTAMPTZOID, NIL, InvalidOid,
+									  InvalidOid, COERCE_EXPLICIT_CALL);
+		SQLValueFunction *svf;
 
-		if (f->funcid == F_NOW || f->funcid == F_TRANSACTION_TIMESTAMP ||
-			f->funcid == F_STATEMENT_TIMESTAMP)
+		if (IsA(node, FuncExpr))
 		{
-			FuncExpr   *ts = makeFuncExpr(*batch_timestamp, TIMESTAMPTZOID, NIL, InvalidOid,
-										  InvalidOid, COERCE_EXPLICIT_CALL);
-
-			ts->location = f->location;
+			ts->location = ((FuncExpr *) node)->location;
 			return (Node *) ts;
 		}
+		svf = (SQLValueFunction *) node;
+		ts->location = svf->location;
+		return coerce_to_target_type(NULL, (Node *) ts, TIMESTAMPTZOID,
+									 svf->type, svf->typmod, COERCION_EXPLICIT,
+									 COERCE_EXPLICIT_CAST, svf->location);
 	}
-	else if (IsA(node, SQLValueFunction))
-	{
-		SQLValueFunction *svf = (SQLValueFunction *) node;
-		FuncExpr   *ts;
-
-		switch (svf->op)
-		{
-			case SVFOP_CURRENT_DATE:
-			case SVFOP_CURRENT_TIME:
-			case SVFOP_CURRENT_TIME_N:
-			case SVFOP_CURRENT_TIMESTAMP:
-			case SVFOP_CURRENT_TIMESTAMP_N:
-			case SVFOP_LOCALTIME:
-			case SVFOP_LOCALTIME_N:
-			case SVFOP_LOCALTIMESTAMP:
-			case SVFOP_LOCALTIMESTAMP_N:
-				ts = makeFuncExpr(*batch_timestamp, TIMESTAMPTZOID, NIL, InvalidOid,
-								  InvalidOid, COERCE_EXPLICIT_CALL);
-				ts->location = svf->location;
-				return coerce_to_target_type(NULL, (Node *) ts, TIMESTAMPTZOID,
-											 svf->type, svf->typmod, COERCION_EXPLICIT,
-											 COERCE_EXPLICIT_CAST, svf->location);
-			default:
-				break;			/* current_user and the like */
-		}
-	}
-	else if (IsA(node, Query))
+	if (IsA(node, Query))
 		return (Node *) query_tree_mutator((Query *) node, batch_time_mutator, batch_timestamp, 0);
 	return expression_tree_mutator(node, batch_time_mutator, batch_timestamp);
 }
@@ -488,40 +500,6 @@ typedef struct ViewWalk
 static bool view_reads_source(Oid relid, ViewWalk *found);
 static bool volatile_builtin(Oid func, void *context);
 
-/*
- * Is node now() or one of its kin (CURRENT_DATE, ...)?  In the query itself
- * they are the batch's recorded time (rewrite_batch_time); in a view they
- * would be the time the batch runs, which a replay reads anew.
- */
-static bool
-is_clock(Node *node)
-{
-	if (IsA(node, FuncExpr))
-	{
-		Oid			f = ((FuncExpr *) node)->funcid;
-
-		return f == F_NOW || f == F_TRANSACTION_TIMESTAMP || f == F_STATEMENT_TIMESTAMP;
-	}
-	if (IsA(node, SQLValueFunction))
-	{
-		switch (((SQLValueFunction *) node)->op)
-		{
-			case SVFOP_CURRENT_DATE:
-			case SVFOP_CURRENT_TIME:
-			case SVFOP_CURRENT_TIME_N:
-			case SVFOP_CURRENT_TIMESTAMP:
-			case SVFOP_CURRENT_TIMESTAMP_N:
-			case SVFOP_LOCALTIME:
-			case SVFOP_LOCALTIME_N:
-			case SVFOP_LOCALTIMESTAMP:
-			case SVFOP_LOCALTIMESTAMP_N:
-				return true;
-			default:
-				return false;
-		}
-	}
-	return false;
-}
 
 /*
  * Does a range table entry of a view's query (or of its subqueries) read a

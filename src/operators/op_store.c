@@ -11,6 +11,7 @@
 #include "access/table.h"
 #include "pgstat.h"
 #include "storage/bufmgr.h"
+#include "storage/lmgr.h"
 #include "utils/builtins.h"
 #include "utils/rel.h"
 #include "utils/relcache.h"
@@ -82,6 +83,30 @@ tables_unindexed(HeldStore *h, bool all)
 		table_close(rel, AccessShareLock);
 	}
 	return all ? unindexed == n : unindexed > 0;
+}
+
+/*
+ * Can the tables' indexes be dropped without waiting?  DROP INDEX takes an
+ * ACCESS EXCLUSIVE lock on each table, which waits for any lock another
+ * transaction holds on it, such as pg_dump's ACCESS SHARE for the whole of
+ * a dump: the batch would stall until the dump ends.  Kept, the indexes are
+ * written with the rows (the store keeps them up to date) until a later
+ * batch can drop them.
+ */
+static bool
+tables_lock_now(HeldStore *h)
+{
+	Oid			tables[2];
+	int			n = held_tables(h, tables);
+
+	for (int i = 0; i < n; i++)
+		if (!ConditionalLockRelationOid(tables[i], AccessExclusiveLock))
+		{
+			while (--i >= 0)
+				UnlockRelationOid(tables[i], AccessExclusiveLock);
+			return false;
+		}
+	return true;
 }
 
 /* Their pages, together */
@@ -217,7 +242,7 @@ held_store_load(HeldStore *h, BatchState *b)
 	 */
 	if (!h->cold_allowed || (h->join != NULL && !single))
 	{
-		if (!tables_unindexed(h, true))
+		if (!tables_unindexed(h, true) && tables_lock_now(h))
 			runner_run_indexes(b->runner, h->unindex);
 	}
 	else if (single && loads)
