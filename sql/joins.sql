@@ -518,6 +518,11 @@ ALTER TABLE lk_cust ALTER segment TYPE text, ALTER rate TYPE numeric;
 SELECT streamwin.run_batch('lk_by_segment') -> 'input_rows' AS input_rows;
 ALTER TABLE lk_cust ALTER rate TYPE float8;
 SELECT streamwin.run_batch('lk_by_segment') -> 'input_rows' AS input_rows;
+-- a type of the same values (varchar for text) goes on
+ALTER TABLE lk_cust ALTER segment TYPE varchar(20);
+INSERT INTO lk_evt VALUES (6, 2, 60);
+SELECT streamwin.run_batch('lk_by_segment') -> 'input_rows' AS input_rows;
+SELECT streamwin.run_batch('lk_rows') -> 'input_rows' AS input_rows;
 SELECT * FROM lk_by_segment ORDER BY segment;
 SELECT * FROM lk_rows ORDER BY id;
 SELECT count(*) AS diffs FROM (

@@ -60,10 +60,12 @@ typedef struct ResultInserter
 } ResultInserter;
 
 /*
- * The output columns of plan, a SELECT; NULL if it is not one statement.  A
- * plan that a change of a table it reads has invalidated (an ALTER TABLE
- * ... TYPE of a joined table's column) is parsed again first, as running it
- * would: its old description may name other types than it now gives.
+ * The output columns of plan, a SELECT; NULL if it is not one statement.
+ * The statement is checked first, locking the tables it reads, and parsed
+ * again if a change of one of them (an ALTER TABLE ... TYPE of a joined
+ * table's column) has invalidated it, as running it would: its old
+ * description may name other types than it now gives.  Only parsed: its
+ * plan is made where it runs, with the planner settings it runs with.
  */
 static TupleDesc
 plan_result_desc(SPIPlanPtr plan)
@@ -74,8 +76,7 @@ plan_result_desc(SPIPlanPtr plan)
 	if (list_length(sources) != 1)
 		return NULL;
 	ps = linitial(sources);
-	if (!ps->is_valid)
-		ReleaseCachedPlan(GetCachedPlan(ps, NULL, NULL, NULL), NULL);
+	(void) CachedPlanGetTargetList(ps, NULL);
 	return ps->resultDesc;
 }
 

@@ -200,7 +200,7 @@ check_changelog_functions(Compiled *c)
 	refuse(psprintf("function %s is not immutable, which a query over changelog source \"%s\" cannot call",
 					format_procedure(search.found), c->source->name),
 		   "A retracted row must retract exactly what it added, in a later batch, where the function may give another value (one that reads a table gives what the table holds then).",
-		   "Mark the function IMMUTABLE if its result depends on its arguments alone; otherwise aggregate or transform the changelog alone, and apply the function to the result table in ordinary SQL.");
+		   "If its result depends on its arguments alone, declare it IMMUTABLE (ALTER FUNCTION, or for another extension's function a function of your own that calls it); otherwise aggregate or transform the changelog alone, and apply the function to the result table in ordinary SQL.");
 }
 
 void

@@ -565,7 +565,8 @@ check_joined_table(RangeTblEntry *rte)
 	const char *name = get_rel_name(rte->relid);
 
 	if (get_rel_persistence(rte->relid) == RELPERSISTENCE_TEMP)
-		refuse(psprintf("temporary table \"%s\" cannot be joined in a continuous query", name),
+		refuse(psprintf("temporary %s \"%s\" cannot be joined in a continuous query",
+						get_rel_relkind(rte->relid) == RELKIND_VIEW ? "view" : "table", name),
 			   "The query's batches run in its worker and in other sessions, which do not see this session's temporary tables, and would read another table of the same name.",
 			   "Join a permanent table (an UNLOGGED table will do).");
 	if (!ExecCheckRTPerms(list_make1(rte), false))
@@ -944,8 +945,13 @@ find_window(Compiled *c, TargetEntry *tle, bool *is_window)
 	}
 	else if (IsA(e, FuncExpr) && ((FuncExpr *) e)->funcid == hop)
 	{
-		/* hop() not at the top of a GROUP BY item: rewrite_hop missed it */
-		refuse("hop() must be used directly as a GROUP BY item", NULL,
+		/*
+		 * streamwin's hop() at the top of a GROUP BY item, which rewrite_hop
+		 * left: written unqualified, while a function of that name in
+		 * another schema is visible (raw_call_is_ours)
+		 */
+		refuse("hop() in GROUP BY may be another schema's function of that name",
+			   "A function named hop outside schema streamwin is visible; streamwin takes an unqualified hop() for its windows only where none is.",
 			   "Write GROUP BY streamwin.hop(event_time, size, slide), key.");
 	}
 	else if (IsA(e, Var))

@@ -230,7 +230,11 @@ streamwin_hop_starts(PG_FUNCTION_ARGS)
 
 	check_finite(ts);
 	check_fits(ts, size, slide);
-	if (hop_windows_per_row(size, slide) > HOP_MAX_WINDOWS)
+	/*
+	 * (size / slide rounded down, as create_query counted windows before it
+	 * rounded up: a query it accepted then runs still)
+	 */
+	if (size / slide > HOP_MAX_WINDOWS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("hop windows of this size and slide hold each row in " INT64_FORMAT " windows",

@@ -536,12 +536,6 @@ check_property_allowed(const char *key, const char *value)
 				 errmsg("kafka property \"%s\" is not allowed", key),
 				 errdetail("librdkafka would replace the server process's handler of that signal with its own: "
 						   "a shutdown, a cancel or a timeout that PostgreSQL signals would be lost.")));
-	if (in_list(unread_properties, key) && strcmp(value, "0") != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("kafka property \"%s\" cannot be set", key),
-				 errdetail("librdkafka would queue a statistics document at every interval for a callback that streamwin does not install; nothing would read them."),
-				 errhint("Read librdkafka's statistics in a client outside the database.")));
 	/* an empty group makes a consumer without a queue to read from */
 	if (strcmp(key, "group.id") == 0 && value[0] == '\0')
 		ereport(ERROR,
@@ -666,6 +660,9 @@ build_conf(const char *brokers, int fetch_wait_ms, int prefetch_messages,
 
 	for (i = 0; i < nprops; i++)
 		conf_set_or_error(conf, keys[i], values[i]);
+	/* (a source made before they were refused at its creation) */
+	for (const char *const *key = unread_properties; *key; key++)
+		conf_set_or_error(conf, *key, "0");
 
 	return conf;
 }
@@ -718,6 +715,12 @@ kafka_validate_properties(int nprops, const char **keys, const char **values)
 
 	for (i = 0; i < nprops; i++)
 	{
+		if (in_list(unread_properties, keys[i]) && strcmp(values[i], "0") != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("kafka property \"%s\" cannot be set", keys[i]),
+					 errdetail("librdkafka would queue a statistics document at every interval for a callback that streamwin does not install; nothing would read them."),
+					 errhint("Read librdkafka's statistics in a client outside the database.")));
 		if (property_reads_file(keys[i], values[i]) &&
 			!has_privs_of_role(GetUserId(), ROLE_PG_READ_SERVER_FILES))
 			ereport(ERROR,

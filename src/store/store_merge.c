@@ -11,9 +11,10 @@
 #include "postgres.h"
 
 #include "executor/tuptable.h"
+#include "parser/parse_coerce.h"
+#include "tcop/dest.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
-#include "tcop/dest.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
@@ -335,6 +336,10 @@ check_batch_column(StateStore *s, TupleDesc typeinfo, int col, AttrNumber attno)
 	Form_pg_attribute want = TupleDescAttr(s->state_desc, attno - 1);
 
 	if (got == want->atttypid || getBaseType(got) == getBaseType(want->atttypid))
+		return;
+	/* the same values either way (varchar and text) */
+	if (IsBinaryCoercible(got, want->atttypid) && IsBinaryCoercible(want->atttypid, got) &&
+		get_typlen(got) == want->attlen && get_typbyval(got) == want->attbyval)
 		return;
 	ereport(ERROR,
 			(errcode(ERRCODE_DATATYPE_MISMATCH),
