@@ -43,6 +43,7 @@
 #include <ctype.h>
 
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <time.h>
 #include <unistd.h>
@@ -161,6 +162,60 @@ monotonic_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * librdkafka's metadata and watermark requests block their caller up to
+ * their timeout and serve no interrupts: a broker that does not answer
+ * would hold a stop, a cancel or a shutdown for the whole timeout (ten
+ * seconds when a consumer opens).  They are made in slices that grow from
+ * half a second, doubling, up to the timeout, with interrupts served
+ * between: a request that timed out is made again, and one that a broker
+ * answers slowly gets the longer slices.
+ */
+#define KAFKA_FIRST_SLICE_MS	500
+
+typedef struct RequestSlices
+{
+	int64		deadline;
+	int			next;
+} RequestSlices;
+
+static void
+slices_begin(RequestSlices *sl, int timeout_ms)
+{
+	sl->deadline = monotonic_ms() + Max(timeout_ms, 1);
+	sl->next = KAFKA_FIRST_SLICE_MS;
+}
+
+/* The next slice's timeout, or 0 once the deadline has passed. */
+static int
+slices_next(RequestSlices *sl, bool first)
+{
+	int64		left = sl->deadline - monotonic_ms();
+	int			slice;
+
+	if (!first)
+	{
+		if (left <= 0)
+			return 0;
+		CHECK_FOR_INTERRUPTS();
+	}
+	slice = (int) Min((int64) sl->next, Max(left, 1));
+	sl->next = sl->next < INT_MAX / 2 ? sl->next * 2 : INT_MAX;
+	return slice;
+}
+
+/*
+ * Did a request end with its slice, to be made again?  It timed out, or
+ * found no broker up within it (__TRANSPORT: librdkafka waits the timeout
+ * for one, which a broker still connecting, or one that never answers,
+ * does not become).
+ */
+static bool
+request_waits(rd_kafka_resp_err_t err)
+{
+	return err == RD_KAFKA_RESP_ERR__TIMED_OUT || err == RD_KAFKA_RESP_ERR__TRANSPORT;
 }
 
 static inline bool
@@ -970,8 +1025,16 @@ partition_count(KafkaConsumer *c, int timeout_ms, rd_kafka_resp_err_t *err)
 {
 	const struct rd_kafka_metadata *md;
 	int			count;
+	RequestSlices sl;
+	int			slice;
 
-	*err = rd_kafka_metadata(c->rk, 0, c->rkt, &md, Max(timeout_ms, 1));
+	slices_begin(&sl, timeout_ms);
+	for (bool first = true; (slice = slices_next(&sl, first)) > 0; first = false)
+	{
+		*err = rd_kafka_metadata(c->rk, 0, c->rkt, &md, slice);
+		if (!request_waits(*err))
+			break;
+	}
 	if (*err != RD_KAFKA_RESP_ERR_NO_ERROR)
 		return -1;
 	if (md->topic_cnt != 1 || md->topics[0].err != RD_KAFKA_RESP_ERR_NO_ERROR)
@@ -1119,10 +1182,17 @@ kafka_query_watermarks(KafkaConsumer *c, int32 partition, int64 *low,
 {
 	int64_t		lo;
 	int64_t		hi;
-	rd_kafka_resp_err_t err;
+	rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR__TIMED_OUT;
+	RequestSlices sl;
+	int			slice;
 
-	err = rd_kafka_query_watermark_offsets(c->rk, c->topic, partition,
-										   &lo, &hi, Max(timeout_ms, 1));
+	slices_begin(&sl, timeout_ms);
+	for (bool first = true; (slice = slices_next(&sl, first)) > 0; first = false)
+	{
+		err = rd_kafka_query_watermark_offsets(c->rk, c->topic, partition, &lo, &hi, slice);
+		if (!request_waits(err))
+			break;
+	}
 	if (err == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),

@@ -9,7 +9,8 @@
 #    events (no loss, no duplicates), and the query is running again with
 #    the error superseded.  A second started query, whose topic gets no
 #    data after the outage, must also leave the failed state once its
-#    (empty) batches succeed again.
+#    (empty) batches succeed again.  A new session's batch over a broker
+#    that never answers serves a cancel while its requests wait.
 # 2. Requested offsets no longer in Kafka: a query that stopped at offset
 #    100 of a partition whose old messages the broker then dropped (the
 #    test broker keeps about 5 MB per partition) must fail loudly, with
@@ -23,6 +24,7 @@ use warnings;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time usleep);
+use IO::Socket::INET;
 use StreamwinTest;
 
 srand(7007);
@@ -125,6 +127,31 @@ my $first_err = $node->safe_psql('postgres',
 	note(sprintf('run_available failed after %.1f s: %s', time - $t, $err));
 	is($node->safe_psql('postgres', 'SELECT count(*) FROM bf_manual'), '0',
 		'while the broker is down: the failed run_available wrote nothing');
+}
+
+# A broker that takes connections and never answers (a down broker refuses
+# them, and librdkafka gives up at once): a new session's first batch asks
+# it for the topic's partitions, and a cancel (here its statement_timeout)
+# is served while the request waits, not after the request's ten seconds.
+{
+	my $mute = IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => 0,
+		Listen => 16, ReuseAddr => 1) or die "listen: $!";
+	my $port = $mute->sockport;
+	psql_ok($node, qq{
+SELECT streamwin.create_kafka_source('mute', '127.0.0.1:$port', 'bf', 'k text');
+SELECT streamwin.create_query('mute_q', 'SELECT k FROM mute', start => false);
+}, 'a source on a broker that never answers, and a query over it');
+	my $t = time;
+	my ($rc, $out, $err) = $node->psql('postgres',
+		"SET statement_timeout = '1s'; SELECT streamwin.run_batch('mute_q')");
+	my $took = time - $t;
+	like($err, qr/statement timeout/, 'a new session\'s batch ends at its statement_timeout');
+	ok($took < 5, sprintf('... within seconds, not after the request\'s ten (%.1f s)', $took));
+	psql_ok($node, q{
+SELECT streamwin.drop_query('mute_q', drop_result => true);
+SELECT streamwin.drop_source('mute');
+}, 'the mute source dropped');
+	close $mute;
 }
 
 # The worker retries (a later failure is recorded) and is the same process.
