@@ -169,11 +169,11 @@ monotonic_ms(void)
  * their timeout and serve no interrupts: a broker that does not answer
  * would hold a stop, a cancel or a shutdown for the whole timeout (ten
  * seconds when a consumer opens).  They are made in slices that grow from
- * half a second, doubling, up to the timeout, with interrupts served
- * between: a request that timed out is made again, and one that a broker
- * answers slowly gets the longer slices.
+ * two seconds, doubling, up to the timeout, with interrupts served between:
+ * a request that timed out is made again, and one that a broker answers
+ * slowly gets the longer slices (a timeout of two seconds or less is one).
  */
-#define KAFKA_FIRST_SLICE_MS	500
+#define KAFKA_FIRST_SLICE_MS	2000
 
 typedef struct RequestSlices
 {
@@ -1103,18 +1103,29 @@ static bool
 query_ends(KafkaConsumer *c, int n, const int32 *partitions, int64 *ends, int timeout_ms,
 		   bool raise_errors)
 {
-	rd_kafka_topic_partition_list_t *list;
-	rd_kafka_resp_err_t err;
+	rd_kafka_topic_partition_list_t *list = NULL;
+	rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR__TIMED_OUT;
 	int32		missing = -1;
+	RequestSlices sl;
+	int			slice;
 
 	for (int i = 0; i < n; i++)
 		ends[i] = -1;
 	if (n == 0)
 		return true;
-	list = rd_kafka_topic_partition_list_new(n);
-	for (int i = 0; i < n; i++)
-		rd_kafka_topic_partition_list_add(list, c->topic, partitions[i])->offset = RD_KAFKA_OFFSET_END;
-	err = rd_kafka_offsets_for_times(c->rk, list, Max(timeout_ms, 1));
+	/* in slices (request_waits), each with the list anew: a request writes its answers into it */
+	slices_begin(&sl, timeout_ms);
+	for (bool first = true; (slice = slices_next(&sl, first)) > 0; first = false)
+	{
+		list = rd_kafka_topic_partition_list_new(n);
+		for (int i = 0; i < n; i++)
+			rd_kafka_topic_partition_list_add(list, c->topic, partitions[i])->offset = RD_KAFKA_OFFSET_END;
+		err = rd_kafka_offsets_for_times(c->rk, list, slice);
+		if (!request_waits(err))
+			break;
+		rd_kafka_topic_partition_list_destroy(list);
+		list = NULL;
+	}
 	for (int i = 0; err == RD_KAFKA_RESP_ERR_NO_ERROR && i < n; i++)
 	{
 		rd_kafka_topic_partition_t *tp = &list->elems[i];
@@ -1128,7 +1139,8 @@ query_ends(KafkaConsumer *c, int n, const int32 *partitions, int64 *ends, int ti
 		else
 			ends[i] = tp->offset;
 	}
-	rd_kafka_topic_partition_list_destroy(list);
+	if (list != NULL)
+		rd_kafka_topic_partition_list_destroy(list);
 	if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
 	{
 		for (int i = 0; i < n; i++)

@@ -26,9 +26,11 @@
  *
  * Blocking: kafka_fetch() waits on the process latch and serves interrupts
  * (it may therefore reset MyLatch: callers re-check their own wake-up
- * conditions after it returns, as usual).  kafka_partition_count() and
- * kafka_query_watermarks() block in librdkafka for up to their timeout
- * without serving interrupts; keep those timeouts to a few seconds.
+ * conditions after it returns, as usual).  kafka_partition_count(),
+ * kafka_query_watermarks() and the end offsets block in librdkafka up to
+ * their timeout, serving interrupts every two to four seconds between
+ * the slices they make their requests in (a timeout of two seconds or
+ * less is one slice).
  *
  * Never create a consumer in the postmaster: librdkafka threads do not
  * survive fork().
