@@ -81,7 +81,7 @@ typedef struct Buckets
 typedef struct Sketch
 {
 	int			nfractions;
-	double		fractions[MAX_FRACTIONS];
+	double	   *fractions;		/* nfractions of them, in cxt; NULL: none yet */
 	int64		zero;
 	int64		neg_inf;
 	int64		pos_inf;
@@ -250,10 +250,11 @@ set_fractions(Sketch *s, const double *f, int n)
 	if (s->nfractions == 0)
 	{
 		for (int i = 0; i < n; i++)
-		{
 			check_fraction(f[i]);
+		/* as many as there are: a sketch of a small group stays small */
+		s->fractions = MemoryContextAlloc(s->cxt, sizeof(double) * n);
+		for (int i = 0; i < n; i++)
 			s->fractions[i] = f[i] == 0 ? 0 : f[i];
-		}
 		s->nfractions = n;
 		return;
 	}
@@ -491,6 +492,7 @@ streamwin_approx_percentile_deserialize(PG_FUNCTION_ARGS)
 	s->nfractions = pq_getmsgint(&buf, 4);
 	if (s->nfractions < 0 || s->nfractions > MAX_FRACTIONS)
 		bad_sketch("wrong number of fractions");
+	s->fractions = MemoryContextAlloc(s->cxt, sizeof(double) * Max(s->nfractions, 1));
 	for (int i = 0; i < s->nfractions; i++)
 	{
 		s->fractions[i] = pq_getmsgfloat8(&buf);
