@@ -224,7 +224,59 @@ SELECT streamwin.drop_source('security_leak_src');
 DROP TABLE security_leak_rows;
 SET ROLE security_user;
 SELECT streamwin.drop_query('security_q', drop_result => true);
+-- A cursor over the source's view that the query's own code opens and
+-- reads from during a batch, then read after it: refused, rather than read
+-- where the batch's rows were (the server crashed)
+CREATE FUNCTION security_own.hold_cursor() RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+    cur refcursor := 'security_peek';
+    r record;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_cursors WHERE name = 'security_peek') THEN
+        OPEN cur FOR SELECT * FROM public.security_src;
+        FETCH cur INTO r;
+    END IF;
+    RETURN true;
+END $$;
+SELECT streamwin.create_query('security_peek_q',
+    'SELECT g, count(*) AS n FROM security_src WHERE security_own.hold_cursor() GROUP BY g',
+    output_mode => 'update', start => false);
 RESET ROLE;
+INSERT INTO security_rows SELECT i, i % 3 FROM generate_series(100, 199) i;
+SET ROLE security_user;
+BEGIN;
+SELECT (streamwin.run_batch('security_peek_q')->>'input_rows')::int AS input_rows;
+FETCH ALL FROM security_peek;
+ROLLBACK;
+SELECT streamwin.drop_query('security_peek_q', drop_result => true);
+RESET ROLE;
+-- Another role's code that runs in the middle of a batch (a SECURITY
+-- DEFINER function of its own, here called by the query) reads nothing of
+-- the owner's stream through streamwin.source_rows()
+CREATE ROLE security_other;
+CREATE TABLE security_seen (rows bigint);
+GRANT INSERT ON security_seen TO security_other;
+SELECT format('CREATE FUNCTION public.security_other_sees() RETURNS boolean LANGUAGE sql SECURITY DEFINER AS %L',
+              format('INSERT INTO public.security_seen SELECT count(*) FROM streamwin.source_rows(%s) AS s(id int, g int); SELECT true',
+                     source_id)) AS other_fn
+  FROM streamwin.source_catalog WHERE name = 'security_src' \gset
+:other_fn;
+ALTER FUNCTION public.security_other_sees() OWNER TO security_other;
+GRANT EXECUTE ON FUNCTION public.security_other_sees() TO security_user;
+SET ROLE security_user;
+SELECT streamwin.create_query('security_other_q',
+    'SELECT g, count(*) AS n FROM security_src WHERE public.security_other_sees() GROUP BY g',
+    output_mode => 'update', start => false);
+RESET ROLE;
+INSERT INTO security_rows SELECT i, i % 3 FROM generate_series(200, 249) i;
+SET ROLE security_user;
+SELECT (streamwin.run_batch('security_other_q')->>'input_rows')::int AS input_rows;
+SELECT streamwin.drop_query('security_other_q', drop_result => true);
+RESET ROLE;
+SELECT max(rows) AS other_role_saw FROM security_seen;
+DROP FUNCTION public.security_other_sees();
+DROP TABLE security_seen;
+DROP ROLE security_other;
 -- A group key of a type the caller's search_path finds (public here):
 -- the state table is made with search_path pinned, its types qualified.
 CREATE TYPE security_mood AS ENUM ('sad', 'fine', 'glad');

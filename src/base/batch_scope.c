@@ -10,6 +10,8 @@
 
 #include "access/xact.h"
 #include "fmgr.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
@@ -21,12 +23,16 @@ STREAMWIN_SQL_FUNCTION(streamwin_batch_timestamp);
 /* The one pointer to the batch in progress; see batch_scope.h. */
 static BatchScope *current_batch = NULL;
 
+/* Changed whenever what a scan could read changes (batch_scope_generation) */
+static uint64 generation = 0;
+
 void
 batch_scope_enter(BatchScope *scope)
 {
 	Assert(scope != current_batch);
 	scope->outer = current_batch;
 	current_batch = scope;
+	generation++;
 }
 
 void
@@ -36,6 +42,33 @@ batch_scope_leave(BatchScope *scope)
 	Assert(current_batch == scope);
 	current_batch = scope->outer;
 	scope->outer = NULL;
+	generation++;
+}
+
+void
+batch_scope_set_reading(BatchScope *scope, BatchInput *input)
+{
+	scope->reading = input;
+	generation++;
+}
+
+void
+batch_scope_set_store(BatchScope *scope, struct StateStore *store)
+{
+	scope->store = store;
+	generation++;
+}
+
+void
+batch_scope_next_statement(void)
+{
+	generation++;
+}
+
+uint64
+batch_scope_generation(void)
+{
+	return generation;
 }
 
 BatchScope *
@@ -44,10 +77,25 @@ batch_scope_current(void)
 	return current_batch;
 }
 
+/*
+ * May the role running now read the batch's rows and groups?  The batch's
+ * statements, and the query's own code they call, run as the query's
+ * owner; other code that runs in the middle of them (a SECURITY DEFINER
+ * function of another role, in a row security policy of a table the query
+ * joins, say) calls streamwin.source_rows() and store_rows() as that role,
+ * which may not read the owner's stream.
+ */
+static bool
+scope_readable(void)
+{
+	return current_batch != NULL &&
+		(!OidIsValid(current_batch->owner) || has_privs_of_role(GetUserId(), current_batch->owner));
+}
+
 BatchInput *
 batch_scope_input(int32 source_id)
 {
-	BatchInput *input = current_batch != NULL ? current_batch->reading : NULL;
+	BatchInput *input = scope_readable() ? current_batch->reading : NULL;
 
 	while (input != NULL && input->source_id != source_id)
 		input = input->next;
@@ -92,7 +140,7 @@ batch_scope_timestamp(void)
 struct StateStore *
 batch_scope_store(int32 query_id)
 {
-	if (current_batch == NULL || current_batch->query_id != query_id)
+	if (current_batch == NULL || current_batch->query_id != query_id || !scope_readable())
 		return NULL;
 	return current_batch->store;
 }

@@ -77,6 +77,7 @@ struct StateStore;
 typedef struct BatchScope
 {
 	int32		query_id;
+	Oid			owner;			/* the query's: whose rows these are */
 	TimestampTz timestamp;		/* the batch's processing time: its own, or
 								 * a replayed batch's recorded one */
 	BatchInput *reading;		/* what the sources' views return now */
@@ -96,6 +97,23 @@ extern void batch_scope_leave(BatchScope *scope);
 
 /* The current scope, or NULL outside a batch. */
 extern BatchScope *batch_scope_current(void);
+
+/*
+ * batch_scope_set_reading, batch_scope_set_store, batch_scope_next_statement
+ *		Change what the current statement reads, or begin the next one.
+ *
+ * batch_scope_generation
+ *		A number that changes with each of those, and with each scope
+ *		entered or left.  A scan that reads the batch's rows in place (the
+ *		custom scans of source_scan.c) takes it when it begins and reads no
+ *		more once it changed: a cursor that a function of the query opened
+ *		in one statement and fetches from in another, or after the batch,
+ *		would read rows that are gone.
+ */
+extern void batch_scope_set_reading(BatchScope *scope, BatchInput *input);
+extern void batch_scope_set_store(BatchScope *scope, struct StateStore *store);
+extern void batch_scope_next_statement(void);
+extern uint64 batch_scope_generation(void);
 
 /*
  * The rows of source_id that the current statement reads, or NULL: outside

@@ -656,6 +656,7 @@ batch_run(QueryRunner *r, int fetch_timeout_ms, int linger_ms, BatchStats *stats
 	b.st.runner = r;
 	b.st.query = r->query;
 	b.st.scope.query_id = r->query_id;
+	b.st.scope.owner = r->query->owner;
 	b.st.scope.timestamp = stats->started_at;
 	b.nsources = r->nreaders;
 	for (int s = 0; s < b.nsources; s++)

@@ -63,7 +63,7 @@ agg_ready(AggregateOp *a, BatchState *b)
 	a->decided = true;
 	if (active)
 	{
-		b->scope.store = a->groups.store;
+		batch_scope_set_store(&b->scope, a->groups.store);
 		/*
 		 * What the batches before closed (close_wm was their watermark):
 		 * none in complete mode, whose watermark closes no window.

@@ -89,17 +89,18 @@ run_plan_with_input(QueryRunner *r, SPIPlanPtr plan, BatchInput *input, Datum *a
 	BatchScope *scope = batch_scope_current();
 	volatile uint64 n = 0;
 
+	batch_scope_next_statement();
 	if (input == NULL)
 		return run_plan_into(r, plan, args, dest);
 	Assert(scope != NULL && scope->query_id == r->query_id && scope->reading == NULL);
-	scope->reading = input;
+	batch_scope_set_reading(scope, input);
 	PG_TRY();
 	{
 		n = run_plan_into(r, plan, args, dest);
 	}
 	PG_FINALLY();
 	{
-		scope->reading = NULL;
+		batch_scope_set_reading(scope, NULL);
 	}
 	PG_END_TRY();
 	return n;

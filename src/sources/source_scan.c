@@ -78,6 +78,7 @@ typedef struct SourceScanState
 	int32		source_id;
 	bool		numbered;		/* a position column comes first */
 	bool		started;		/* input has been looked up */
+	uint64		generation;		/* batch_scope_generation() then */
 	BatchInput *input;			/* NULL: no rows for this source */
 	int			next;			/* index of the next row of input */
 } SourceScanState;
@@ -87,8 +88,28 @@ typedef struct StoreScanState
 	CustomScanState css;
 	int32		query_id;
 	char	   *which;
+	uint64		generation;		/* batch_scope_generation() at its start */
 	StoreRowsScan *scan;		/* NULL until the scan first runs */
 } StoreScanState;
+
+/*
+ * A scan reads a batch's rows, or a store's groups, where they lie, as long
+ * as the statement that began it runs.  A cursor over a source's view that
+ * the query's own code opened in one statement (a function of the query)
+ * and fetches from in another, or after the batch, would read what is gone
+ * by then: refused.  (The function a scan replaces copies the rows when it
+ * begins, and goes on giving that copy.)
+ */
+static void
+check_same_statement(uint64 generation)
+{
+	if (batch_scope_generation() != generation)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("a batch's rows can be read only by the statement that began reading them"),
+				 errdetail("A cursor over a source's view, or over streamwin.store_rows(), was read after its statement or its batch ended."),
+				 errhint("Read the rows within the statement, or copy them into a table of your own.")));
+}
 
 /* streamwin.enable_source_scan: off leaves every source to the function */
 bool		streamwin_enable_source_scan = true;
@@ -391,10 +412,13 @@ source_scan_next(ScanState *ss)
 								  psprintf("source %d", state->source_id));
 		state->input = input;
 		state->started = true;
+		state->generation = batch_scope_generation();
 		/* only a join's pairs are made in chunks, and none is numbered */
 		Assert(!state->numbered || input == NULL || input->refill == NULL);
 		source_scan_restart(state);
 	}
+	else
+		check_same_statement(state->generation);
 	input = state->input;
 	ExecClearTuple(slot);
 	if (input == NULL)
@@ -445,7 +469,10 @@ source_scan_rescan(CustomScanState *node)
 	SourceScanState *state = (SourceScanState *) node;
 
 	if (state->started)
+	{
+		check_same_statement(state->generation);
 		source_scan_restart(state);
+	}
 	ExecScanReScan(&node->ss);
 }
 
@@ -481,8 +508,13 @@ store_scan_next(ScanState *ss)
 	TupleTableSlot *slot = ss->ss_ScanTupleSlot;
 
 	if (state->scan == NULL)
+	{
 		state->scan = store_rows_scan_begin(state->query_id, state->which,
 											slot->tts_tupleDescriptor);
+		state->generation = batch_scope_generation();
+	}
+	else
+		check_same_statement(state->generation);
 	ExecClearTuple(slot);
 	if (!store_rows_scan_next(state->scan, slot->tts_values, slot->tts_isnull))
 		return slot;
@@ -512,7 +544,10 @@ store_scan_rescan(CustomScanState *node)
 	StoreScanState *state = (StoreScanState *) node;
 
 	if (state->scan != NULL)
+	{
+		check_same_statement(state->generation);
 		store_rows_scan_restart(state->scan);
+	}
 	ExecScanReScan(&node->ss);
 }
 
