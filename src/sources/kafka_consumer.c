@@ -178,7 +178,8 @@ monotonic_ms(void)
 typedef struct RequestSlices
 {
 	int64		deadline;
-	int			next;
+	int			next;			/* the next slice's length */
+	bool		begun;			/* a slice was given */
 } RequestSlices;
 
 static void
@@ -186,21 +187,26 @@ slices_begin(RequestSlices *sl, int timeout_ms)
 {
 	sl->deadline = monotonic_ms() + Max(timeout_ms, 1);
 	sl->next = KAFKA_FIRST_SLICE_MS;
+	sl->begun = false;
 }
 
-/* The next slice's timeout, or 0 once the deadline has passed. */
+/*
+ * The next slice's timeout, or 0 once the deadline has passed; interrupts
+ * are served before every slice but the first.
+ */
 static int
-slices_next(RequestSlices *sl, bool first)
+slices_next(RequestSlices *sl)
 {
 	int64		left = sl->deadline - monotonic_ms();
 	int			slice;
 
-	if (!first)
+	if (sl->begun)
 	{
 		if (left <= 0)
 			return 0;
 		CHECK_FOR_INTERRUPTS();
 	}
+	sl->begun = true;
 	slice = (int) Min((int64) sl->next, Max(left, 1));
 	sl->next = sl->next < INT_MAX / 2 ? sl->next * 2 : INT_MAX;
 	return slice;
@@ -1029,7 +1035,7 @@ partition_count(KafkaConsumer *c, int timeout_ms, rd_kafka_resp_err_t *err)
 	int			slice;
 
 	slices_begin(&sl, timeout_ms);
-	for (bool first = true; (slice = slices_next(&sl, first)) > 0; first = false)
+	while ((slice = slices_next(&sl)) > 0)
 	{
 		*err = rd_kafka_metadata(c->rk, 0, c->rkt, &md, slice);
 		if (!request_waits(*err))
@@ -1115,7 +1121,7 @@ query_ends(KafkaConsumer *c, int n, const int32 *partitions, int64 *ends, int ti
 		return true;
 	/* in slices (request_waits), each with the list anew: a request writes its answers into it */
 	slices_begin(&sl, timeout_ms);
-	for (bool first = true; (slice = slices_next(&sl, first)) > 0; first = false)
+	while ((slice = slices_next(&sl)) > 0)
 	{
 		list = rd_kafka_topic_partition_list_new(n);
 		for (int i = 0; i < n; i++)
@@ -1199,7 +1205,7 @@ kafka_query_watermarks(KafkaConsumer *c, int32 partition, int64 *low,
 	int			slice;
 
 	slices_begin(&sl, timeout_ms);
-	for (bool first = true; (slice = slices_next(&sl, first)) > 0; first = false)
+	while ((slice = slices_next(&sl)) > 0)
 	{
 		err = rd_kafka_query_watermark_offsets(c->rk, c->topic, partition, &lo, &hi, slice);
 		if (!request_waits(err))

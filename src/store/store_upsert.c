@@ -58,7 +58,6 @@ key_slot_set(StateStore *s, const Datum *keys, const bool *key_nulls)
 	ExecStoreVirtualTuple(key);
 }
 
-
 bool
 store_upsert(StateStore *s, const Datum *keys, const bool *key_nulls,
 			 const Datum *values, const bool *nulls, Datum *old_values, bool *old_nulls,
