@@ -811,12 +811,22 @@ sub crash_round
 			"SELECT 1 FROM streamwin.queries WHERE name = '$r' AND worker_pid IS NOT NULL", '1',
 			"$what: $r has a worker again");
 	}
-	$check->("after $what");
+	# A worker restores its checkpoint at its first batch, some time after
+	# it has its pid; the results, logged, may already be whole while the
+	# state tables are still empty.  The checks run once each query's
+	# restore has committed (its mark in streamwin.state_alive, an UNLOGGED
+	# table the crash emptied) and it has replayed what followed.
 	for my $r (@$queries)
 	{
+		wait_until($node, qq{
+SELECT state_batch_id = last_batch_id
+       AND EXISTS (SELECT FROM streamwin.state_alive a WHERE a.query_id = q.query_id)
+  FROM streamwin.query_catalog q WHERE name = '$r'}, 't',
+			"$what: $r restored its state and replayed the batches after its checkpoint");
 		cmp_ok(log_count($node, qr/query "$r" lost its state in a crash; restoring the checkpoint/), '>',
 			$restores{$r}, "$what: $r restored its checkpoint");
 	}
+	$check->("after $what");
 	my ($ckpt) = slurp_file($node->logfile)
 	  =~ /.*query "$q" lost its state in a crash; restoring the checkpoint of batch (\d+)/s;
 	note("$what: $q restored the checkpoint of batch " . ($ckpt // '?') . ", at $c0 when the round began");

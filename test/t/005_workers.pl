@@ -173,13 +173,22 @@ SELECT r.n_tup_ins = n.groups, st.n_tup_ins = n.groups
 # Both workers are caught up.  A batch with nothing to read locks its query
 # with an advisory lock, not a row lock, and writes nothing, so their empty
 # batches (about 40 in these 2 s, on 100 ms triggers) take no transaction
-# id and write no WAL.  With a row lock each took one.  The margin is for
-# autovacuum, whose ANALYZE may take one.
-my $xid0 = $node->safe_psql('postgres', 'SELECT txid_current()');
-sleep 2;
-my $xid1 = $node->safe_psql('postgres', 'SELECT txid_current()');
-cmp_ok($xid1 - $xid0, '<=', 3, 'idle workers take no transaction ids')
-  or diag("transaction ids taken in 2 s: " . ($xid1 - $xid0));
+# id and write no WAL.  With a row lock each took one.  autovacuum's
+# ANALYZE of a table takes one too, and may fall in any 2 s: of three
+# spans of 2 s the fewest taken counts, and one is let pass (an empty batch
+# that took one would take about 40).
+my $fewest;
+for (1 .. 3)
+{
+	my $xid0 = $node->safe_psql('postgres', 'SELECT txid_current()');
+	sleep 2;
+	my $xid1 = $node->safe_psql('postgres', 'SELECT txid_current()');
+	# (the second txid_current() took one of its own)
+	my $taken = $xid1 - $xid0 - 1;
+	$fewest = $taken if !defined $fewest || $taken < $fewest;
+}
+cmp_ok($fewest, '<=', 1, 'idle workers take no transaction ids')
+  or diag("transaction ids taken in 2 s, the fewest of three spans: $fewest");
 
 # ---- an idle worker still closes windows ----------------------------------
 

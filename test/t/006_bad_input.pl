@@ -628,7 +628,7 @@ SELECT streamwin.create_query('edge1_worker',
 	wait_until($node, q{
 SELECT sum(n) FILTER (WHERE k = 'a'), bool_and(state = 'running' AND last_error IS NULL)
   FROM streamwin.queries q LEFT JOIN edge1_worker ON true WHERE q.name = 'edge1_worker'},
-		'2|t', 'edge: the worker counts the good messages and keeps no error', timeout => 15);
+		'2|t', 'edge: the worker counts the good messages and keeps no error');
 }
 
 $node->stop;

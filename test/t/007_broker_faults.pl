@@ -110,8 +110,7 @@ note('broker down');
 wait_until($node, qq{
 SELECT state <> 'stopped', last_error ~* 'broker|connect|transport'
   FROM streamwin.queries WHERE name = 'bf_counts' AND last_error_at > '$down_at'},
-	"t|t", 'while the broker is down: streamwin.queries shows an error about the broker',
-	timeout => 30);
+	"t|t", 'while the broker is down: streamwin.queries shows an error about the broker');
 note('bf_counts while down: ' . $node->safe_psql('postgres',
 	q{SELECT state || ' / ' || last_error FROM streamwin.queries WHERE name = 'bf_counts'}));
 my $first_err = $node->safe_psql('postgres',
@@ -146,7 +145,7 @@ SELECT streamwin.create_query('mute_q', 'SELECT k FROM mute', start => false);
 		"SET statement_timeout = '1s'; SELECT streamwin.run_batch('mute_q')");
 	my $took = time - $t;
 	like($err, qr/statement timeout/, 'a new session\'s batch ends at its statement_timeout');
-	ok($took < 5, sprintf('... within seconds, not after the request\'s ten (%.1f s)', $took));
+	ok($took < 8, sprintf('... within seconds, not after the request\'s ten (%.1f s)', $took));
 	psql_ok($node, q{
 SELECT streamwin.drop_query('mute_q', drop_result => true);
 SELECT streamwin.drop_source('mute');
@@ -158,13 +157,13 @@ SELECT streamwin.drop_source('mute');
 wait_until($node, qq{
 SELECT last_error_at > '$first_err', worker_pid = $pid
   FROM streamwin.queries WHERE name = 'bf_counts'},
-	't|t', 'while the broker is down: the same worker retries', timeout => 30);
+	't|t', 'while the broker is down: the same worker retries');
 results_match($node, sprintf($got, 'bf_counts'), want_counts(1),
 	'while the broker is down: the results are unchanged');
 wait_until($node, qq{
 SELECT last_error ~* 'broker|connect|transport' FROM streamwin.queries
  WHERE name = 'idle_counts' AND last_error_at > '$down_at'},
-	't', 'while the broker is down: the idle query shows the error too', timeout => 30);
+	't', 'while the broker is down: the idle query shows the error too');
 
 $broker->up;
 note(sprintf('broker up again after %.1f s', time - $t_down));
@@ -184,8 +183,7 @@ SELECT state, worker_pid IS NOT NULL, last_error IS NULL OR last_batch_at > last
 wait_until($node, q{
 SELECT state, last_error IS NULL OR last_batch_at > last_error_at
   FROM streamwin.queries WHERE name = 'idle_counts'},
-	'running|t', 'after the outage: the idle query is back to running without new data',
-	timeout => 30);
+	'running|t', 'after the outage: the idle query is back to running without new data');
 is($node->safe_psql('postgres', 'SELECT sum(n) FROM idle_counts'), '100',
 	'after the outage: the idle query lost nothing and repeated nothing');
 

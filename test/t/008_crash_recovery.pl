@@ -109,12 +109,19 @@ sub consumed
 	return $node->safe_psql('postgres', 'SELECT coalesce(sum(n), 0) FROM c_total');
 }
 
-# Wait until the queries have workers again and have made progress.
+# Wait until the queries have workers again and each has its state back: a
+# crash empties streamwin.state_alive (UNLOGGED) with the state, and a
+# worker's restore of its checkpoint marks its query there as it commits.
+# A worker has its pid before its first batch: the next crash must not
+# come before the restore, each of which is counted below.
 sub wait_alive
 {
 	my ($what) = @_;
-	wait_until($node, "SELECT count(*) FROM streamwin.queries WHERE worker_pid IS NOT NULL",
-		'4', "all four queries have workers again $what");
+	wait_until($node, q{
+SELECT count(*) FROM streamwin.queries q JOIN streamwin.query_catalog c USING (name)
+ WHERE q.worker_pid IS NOT NULL
+   AND EXISTS (SELECT FROM streamwin.state_alive a WHERE a.query_id = c.query_id)},
+		'4', "all four queries have workers and their state again $what");
 }
 
 my $crashes = 0;

@@ -379,8 +379,7 @@ cmp_ok($restores, '>=', 2,
 wait_until($node, qq{
 SELECT confirmed_flush_lsn >= '$lsn_ckpt' AND restart_lsn > '$restart2'
   FROM pg_replication_slots WHERE slot_name = '$slot2'},
-	't', 's2: the workers confirmed the slot past the CHECKPOINT, and its restart_lsn moved',
-	timeout => 30);
+	't', 's2: the workers confirmed the slot past the CHECKPOINT, and its restart_lsn moved');
 
 # The source table now receives nothing while other tables are written: the
 # slot must not hold that WAL (nor make every idle batch decode it again).
@@ -397,7 +396,7 @@ $idle_from = (split /\n/, $idle_from)[-1];
 psql_ok($node, 'CHECKPOINT', 'unrelated WAL written, then a CHECKPOINT');
 wait_until($node, qq{
 SELECT restart_lsn >= '$idle_from' FROM pg_replication_slots WHERE slot_name = '$slot2'},
-	't', 's2 is idle: its slot does not hold the WAL written since', timeout => 15)
+	't', 's2 is idle: its slot does not hold the WAL written since')
   or diag('slot of s2: ' . $node->safe_psql('postgres', qq{
 SELECT format('restart_lsn %s, confirmed_flush_lsn %s, end of WAL %s: %s held',
               restart_lsn, confirmed_flush_lsn, pg_current_wal_lsn(),
@@ -471,7 +470,7 @@ cmp_ok(time - $t_drop, '<', 10, 'drop_query did not wait for the slot');
 wait_until($node, qq{
 SELECT active_pid IS NULL AND confirmed_flush_lsn >= '$end3'
   FROM pg_replication_slots WHERE slot_name = '$slot3'},
-	't', 'the stopped worker let the slot go, moved past the WAL written before the drop', timeout => 30)
+	't', 'the stopped worker let the slot go, moved past the WAL written before the drop')
   or diag($node->safe_psql('postgres', qq{
 SELECT format('slot: active_pid %s, confirmed_flush_lsn %s, restart_lsn %s; WAL before the drop ended at $end3; now %s',
               active_pid, confirmed_flush_lsn, restart_lsn, pg_current_wal_lsn())

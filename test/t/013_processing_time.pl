@@ -113,6 +113,9 @@ kill 'KILL', $victim;
 sleep 1;
 wait_until($node, "SELECT count(*) FROM streamwin.queries WHERE worker_pid IS NOT NULL",
 	'3', 'workers again after the SIGKILL');
+wait_until($node, q{SELECT count(*) FROM streamwin.state_alive a
+  JOIN streamwin.query_catalog c USING (query_id) WHERE c.name = 'pt_count'},
+	'1', 'pt_count has restored its state after the SIGKILL');
 
 # (b) immediate shutdown while the stream goes on
 usleep(1_500_000);
@@ -121,6 +124,9 @@ $node->stop('immediate');
 $node->start;
 wait_until($node, "SELECT count(*) FROM streamwin.queries WHERE worker_pid IS NOT NULL",
 	'3', 'workers again after the immediate restart');
+wait_until($node, q{SELECT count(*) FROM streamwin.state_alive a
+  JOIN streamwin.query_catalog c USING (query_id) WHERE c.name = 'pt_count'},
+	'1', 'pt_count has restored its state after the immediate restart');
 $bg->finish;
 
 for my $q (qw(pt_count pt_closed pt_seen))

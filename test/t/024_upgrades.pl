@@ -572,8 +572,7 @@ SELECT string_agg(lower(name) || ' ' || state || ' ' || (worker_pid IS NULL) || 
                   ', ' ORDER BY lower(name))
   FROM streamwin.queries WHERE name <> 'q_paused'},
 		join(', ', map { "$_ failed true the versions and the hint" } @running),
-		"$v: with the $target library every running query shows failed, no worker, the versions and the hint",
-		timeout => 30);
+		"$v: with the $target library every running query shows failed, no worker, the versions and the hint");
 	note(sprintf('%s: the queries said so %.1f s after the start', $v, time - $t2));
 	is($node->safe_psql('postgres',
 			"SELECT state, worker_pid IS NULL, last_error IS NULL FROM streamwin.queries WHERE name = 'q_paused'"),
@@ -596,8 +595,7 @@ SELECT string_agg(lower(name) || ' ' || state || ' ' || (worker_pid IS NULL) || 
 SELECT string_agg(name || ' ' || state || ' ' || (worker_pid IS NOT NULL), ', ' ORDER BY name)
   FROM streamwin.queries WHERE name <> 'q_paused'},
 		join(', ', map { "$_ running true" } @running),
-		"$v: after the update, every running query runs again, with a worker, without start_query",
-		timeout => 30);
+		"$v: after the update, every running query runs again, with a worker, without start_query");
 	check_results($node, $v, 2, $tables, "after the update from $v", stopped => 1);
 	psql_ok($node, "SELECT streamwin.start_query('q_paused')", "$v: start_query of the stopped query");
 	check_results($node, $v, 2, $tables, "after the update from $v and start_query");

@@ -80,9 +80,9 @@ SELECT streamwin.stop_query('lc');
 SELECT pg_sleep($pause);
 SELECT streamwin.start_query('lc');
 }, "stop, $pause s, start", as_role('alice'));
-	my $p = worker_of('lc', "after a stop and a start $pause s apart", timeout => 20);
+	my $p = worker_of('lc', "after a stop and a start $pause s apart");
 	wait_results_match($node, sprintf($got, 'lc'), $want,
-		"lc equals plain SQL after a stop and a start $pause s apart", timeout => 20);
+		"lc equals plain SQL after a stop and a start $pause s apart");
 	$pid = $p;
 }
 
@@ -118,8 +118,7 @@ $node->safe_psql('postgres', "SELECT pg_terminate_backend($pid)");
 wait_until($node, "SELECT count(*) FROM pg_stat_activity WHERE pid = $pid", '0',
 	'the worker ended by SIGTERM is gone (the postmaster does not restart it)');
 add_rows(20);
-my $p = worker_of('lc', 'again, started by a round while the session is idle in its transaction',
-	timeout => 20);
+my $p = worker_of('lc', 'again, started by a round while the session is idle in its transaction');
 isnt($p, $pid, 'a new worker');
 wait_results_match($node, sprintf($got, 'lc'), $want, 'the new worker goes on where the old stopped');
 $pid = $p;
@@ -166,7 +165,7 @@ PREPARE TRANSACTION '$gid';
 sub worker_waits_on_lock
 {
 	wait_until($node, "SELECT wait_event_type FROM pg_stat_activity WHERE pid = $pid", 'Lock',
-		"lc's worker waits on that row in its batch", timeout => 20);
+		"lc's worker waits on that row in its batch");
 	return;
 }
 
@@ -177,7 +176,7 @@ $node->stop('fast');
 ok(time - $stop_started < 30, 'a fast shutdown ends the waiting batch and its worker');
 $node->start;
 psql_ok($node, "ROLLBACK PREPARED 'hold_lc'", 'the prepared transaction rolled back');
-$pid = worker_of('lc', 'after the start, from the first round', timeout => 20);
+$pid = worker_of('lc', 'after the start, from the first round');
 wait_results_match($node, sprintf($got, 'lc'), $want, 'lc equals plain SQL: the rolled-back batch lost nothing');
 
 # ---- a stop while the worker's batch waits on a lock -------------------------
@@ -197,13 +196,13 @@ worker_waits_on_lock();
 psql_ok($node, "SELECT streamwin.stop_query('lc')", 'stop_query while it waits', as_role('alice'));
 psql_ok($node, "ROLLBACK PREPARED 'hold_lc2'", 'the prepared transaction rolled back');
 wait_until($node, "SELECT count(*) FROM pg_stat_activity WHERE pid = $pid", '0',
-	'the worker exits after that batch, not an hour later', timeout => 20);
+	'the worker exits after that batch, not an hour later');
 wait_results_match($node, sprintf($got, 'lc'), $want, 'lc equals plain SQL: its last batch committed');
 psql_ok($node, q{
 SELECT streamwin.alter_query('lc', trigger_interval => '100 ms');
 SELECT streamwin.start_query('lc');
 }, 'lc runs every 100 ms again', as_role('alice'));
-$pid = worker_of('lc', 'again', timeout => 20);
+$pid = worker_of('lc', 'again');
 
 # ---- a stop and a reset in one transaction, while the worker waits on it ------
 
@@ -223,13 +222,12 @@ worker_waits_on_lock();
 $stopper->query_safe('COMMIT');
 $stopper->quit;
 wait_until($node, "SELECT count(*) FROM pg_stat_activity WHERE pid = $pid", '0',
-	'the worker exits once the stop and reset commit', timeout => 20);
+	'the worker exits once the stop and reset commit');
 is($node->safe_psql('postgres', "SELECT count(*) FROM lc WHERE k = 'kz'"), '0',
 	'no batch of the stopped query read the rows of that transaction');
 psql_ok($node, "SELECT streamwin.start_query('lc')", 'lc starts again', as_role('alice'));
-$pid = worker_of('lc', 'after the stop and reset', timeout => 20);
-wait_until($node, "SELECT n || ':' || s FROM lc WHERE k = 'kz'", '5:15', 'then its worker reads them, once',
-	timeout => 20);
+$pid = worker_of('lc', 'after the stop and reset');
+wait_until($node, "SELECT n || ':' || s FROM lc WHERE k = 'kz'", '5:15', 'then its worker reads them, once');
 
 # ---- the extension created anew under a running worker ---------------------
 
@@ -276,12 +274,12 @@ RESET ROLE;
 }, 'the extension dropped and created anew; bob creates a started query at once');
 is($node->safe_psql('postgres', "SELECT query_id FROM streamwin.query_catalog WHERE name = 'lk_bob'"),
 	'2', "bob's started query has the id of alice's");
-worker_of('lk_bob', 'after the extension was created anew', timeout => 20);
+worker_of('lk_bob', 'after the extension was created anew');
 wait_until($node, "SELECT usename FROM pg_stat_activity WHERE pid = (SELECT worker_pid FROM streamwin.queries WHERE name = 'lk_bob')",
-	'bob', "bob's query runs in a worker connected as bob", timeout => 20);
+	'bob', "bob's query runs in a worker connected as bob");
 wait_until($node, "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'streamwin worker' AND usename = 'alice'",
-	'0', "alice's worker is gone", timeout => 20);
-wait_results_match($node, sprintf($got, 'lk_bob'), $kwant, "bob's query equals plain SQL", timeout => 20);
+	'0', "alice's worker is gone");
+wait_results_match($node, sprintf($got, 'lk_bob'), $kwant, "bob's query equals plain SQL");
 
 # ---- drop_query and drop_source in one transaction, through a backlog ------
 
@@ -296,7 +294,7 @@ SELECT streamwin.create_table_source('bk_src', 'bk', '{"max_records_per_batch": 
 SELECT streamwin.create_query('bk_sum', 'SELECT v % 10 AS g, count(*) AS n, sum(v) AS s FROM bk_src GROUP BY 1',
                               output_mode => 'update', trigger_interval => '10 ms');
 }, 'a query over a table source, with batches of 200 rows');
-worker_of('bk_sum', 'at first', timeout => 20);
+worker_of('bk_sum', 'at first');
 psql_ok($node, 'INSERT INTO bk SELECT i, i FROM generate_series(1, 200000) i', 'a backlog of 200,000 rows');
 wait_until($node, q{SELECT count(*) > 2 FROM streamwin.progress WHERE query = 'bk_sum' AND input_rows = 200},
 	't', 'its worker runs full batches');
@@ -310,14 +308,14 @@ COMMIT;
 }, 'drop_query and drop_source in one transaction commit');
 ok(time - $drop_started < 30, '... without waiting for the worker');
 wait_until($node, q{SELECT count(*) FROM pg_stat_activity WHERE application_name = 'streamwin: bk_sum'},
-	'0', 'the worker of bk_sum is gone', timeout => 20);
+	'0', 'the worker of bk_sum is gone');
 psql_ok($node, q{
 ALTER SYSTEM SET streamwin.launcher_naptime = 1;
 SELECT pg_reload_conf();
 }, 'launcher rounds a second apart');
 wait_until($node, q{SELECT count(*) FROM pg_replication_slots WHERE plugin = 'streamwin'
   AND slot_name NOT IN (SELECT slot_name FROM streamwin.sources WHERE slot_name IS NOT NULL)},
-	'0', "a round drops bk_src's slot", timeout => 20);
+	'0', "a round drops bk_src's slot");
 psql_ok($node, q{
 ALTER SYSTEM SET streamwin.launcher_naptime = 3600;
 SELECT pg_reload_conf();
@@ -338,10 +336,30 @@ UPDATE streamwin.query_catalog SET desired_state = 'running' WHERE name = 'lk_id
 }, 'lk_idle marked running, its owner without LOGIN');
 my $holder = $node->background_psql('postgres');
 $holder->query_safe(q{BEGIN; SELECT 1 FROM streamwin.query_catalog WHERE name = 'lk_idle' FOR UPDATE});
-psql_ok($node, 'SELECT pg_reload_conf()', 'a reload wakes the launcher for a round');
-wait_until($node, q{SELECT count(*) > 0 FROM pg_stat_activity
-  WHERE backend_type = 'streamwin starter' AND wait_event_type = 'Lock'},
-	't', 'its starter waits for the locked row', timeout => 20);
+# The starter waits one second (its lock timeout), and the next round is an
+# hour away: each try reloads, then watches for the wait from one session
+# (pg_stat_activity is read anew after pg_stat_clear_snapshot()).
+psql_ok($node, q{
+CREATE FUNCTION starter_waits_for_lock() RETURNS bool LANGUAGE plpgsql AS $$
+BEGIN
+  FOR i IN 1 .. 300 LOOP
+    PERFORM pg_stat_clear_snapshot();
+    IF EXISTS (SELECT FROM pg_stat_activity
+                WHERE backend_type = 'streamwin starter' AND wait_event_type = 'Lock') THEN
+      RETURN true;
+    END IF;
+    PERFORM pg_sleep(0.01);
+  END LOOP;
+  RETURN false;
+END $$;
+}, 'a function that watches for the starter\'s lock wait');
+my $starter_waits = 'f';
+for (my $try = 0; $try < 10 && $starter_waits ne 't'; $try++)
+{
+	$node->safe_psql('postgres', 'SELECT pg_reload_conf()');
+	$starter_waits = $node->safe_psql('postgres', 'SELECT starter_waits_for_lock()');
+}
+is($starter_waits, 't', 'a reload wakes the launcher for a round, whose starter waits for the locked row');
 my $stop2_started = time;
 $node->stop('fast');
 ok(time - $stop2_started < 30, 'a fast shutdown does not wait for the launcher\'s naptime');
