@@ -144,7 +144,10 @@ plugin_begin(LogicalDecodingContext *ctx, ReorderBufferTXN *txn)
 	FetchState *st = fetch_of(ctx);
 
 	if (st != NULL)
+	{
 		st->txn_index = 0;
+		st->snapshot_ended = false;
+	}
 }
 
 /* Is this transaction's first part already processed (a restart inside it)? */
@@ -770,14 +773,30 @@ plugin_message(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, XLogRecPtr me
 	FetchState *st = fetch_of(ctx);
 	HeapTupleData tuple;
 
-	if (st == NULL || st->change_attno == 0 || !transactional ||
-		strcmp(prefix, TABLE_SNAPSHOT_PREFIX) != 0)
+	if (st == NULL || st->change_attno == 0 || !transactional || st->snapshot_ended)
 		return;
 	/* any role may write such a message: the query's are its start's transaction's */
 	if (TransactionIdIsValid(st->snapshot_xid) && txn->xid != st->snapshot_xid)
 		return;
 	/* a start that the same transaction made again replaces this one */
 	if (message_lsn < st->snapshot_lsn)
+		return;
+	/*
+	 * and they end with their end message (a start written before it had
+	 * none: its transaction, long committed, holds streamwin's alone)
+	 */
+	if (strcmp(prefix, TABLE_SNAPSHOT_END_PREFIX) == 0)
+	{
+		SnapshotMessageHeader header;
+
+		if (message_size == sizeof(header))
+		{
+			memcpy(&header, message, sizeof(header));
+			st->snapshot_ended = header.query_id == st->query_id;
+		}
+		return;
+	}
+	if (strcmp(prefix, TABLE_SNAPSHOT_PREFIX) != 0)
 		return;
 	if (snapshot_row(message, message_size, st->query_id, &tuple))
 		deliver_row(st, txn, NULL, &tuple, NULL, CHANGE_INSERT);

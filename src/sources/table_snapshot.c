@@ -165,6 +165,12 @@ table_snapshot_write(Oid table, Oid source_relation, int nmetadata, const AttrNu
 		CHECK_FOR_INTERRUPTS();
 	}
 	table_endscan(scan);
+	/* the end: what the transaction writes under the tag from here on is not ours */
+	{
+		SnapshotMessageHeader header = {query_id};
+
+		LogLogicalMessage(TABLE_SNAPSHOT_END_PREFIX, (const char *) &header, sizeof(header), true);
+	}
 	ExecDropSingleTupleTableSlot(slot);
 	UnregisterSnapshot(snapshot);
 	MemoryContextDelete(row_cxt);

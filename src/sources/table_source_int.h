@@ -61,6 +61,7 @@ typedef struct FetchState
 	TransactionId snapshot_xid; /* the transaction that wrote them, if known */
 	XLogRecPtr	snapshot_lsn;	/* where the last of them starts: the query's
 								 * start */
+	bool		snapshot_ended; /* this transaction's snapshot rows ended */
 	TupleDesc	desc;			/* the source's row type */
 	TablePosition start;
 	const TablePosition *upto;
@@ -201,9 +202,16 @@ extern void slot_confirm(XLogRecPtr lsn);
 /*
  * A snapshot row's logical message: the prefix, then its query's id, then
  * the row's heap tuple body in the source's row type.  table_snapshot.c
- * writes them, table_plugin.c reads them.
+ * writes them, table_plugin.c reads them.  After the last row, a message
+ * of TABLE_SNAPSHOT_END_PREFIX (its query's id alone) ends them: the
+ * transaction that writes them is the user's (create_query, reset_query),
+ * which may write messages of that tag of its own after streamwin's, of
+ * any bytes (the rows are taken as they are: a forged one could point into
+ * another table's TOAST, or past its own end).  Nothing the user runs can
+ * come between the query's start and that end.
  */
 #define TABLE_SNAPSHOT_PREFIX "streamwin.snapshot"
+#define TABLE_SNAPSHOT_END_PREFIX "streamwin.snapshot_end"
 typedef struct SnapshotMessageHeader
 {
 	int32		query_id;
