@@ -537,6 +537,14 @@ checkpoint_take(QueryRunner *r, int64 batch_id, bool has_wm, TimestampTz wm, boo
 			continue;
 		if (!ConditionalLockRelationOid(pairs[i].logged, AccessExclusiveLock))
 		{
+			/*
+			 * and lets go of those it locked: in a transaction of many
+			 * batches (run_available) they would keep a dump waiting on
+			 * them, holding the lock that failed this one, to the end
+			 */
+			for (int j = 0; j < i; j++)
+				if (!checkpoint_incremental(r, &pairs[j]))
+					UnlockRelationOid(pairs[j].logged, AccessExclusiveLock);
 			ereport(DEBUG1,
 					(errmsg("streamwin: query \"%s\" skips a checkpoint: its table is locked by another session",
 							r->query->name)));
