@@ -246,9 +246,9 @@ decode_pass(const char *slot_name, TablePosition start, FetchState *st,
 			XLogRecPtr confirm_upto, XLogRecPtr *end_of_wal, XLogRecPtr *end_read)
 {
 	XLogRecPtr	start_lsn = start.lsn;
-	bool		acquired;
 
 	/* volatile: assigned inside PG_TRY and read in PG_CATCH */
+	volatile bool acquired;
 	LogicalDecodingContext *volatile ctx = NULL;
 	volatile MemoryContext dcxt = NULL;
 	int			level;
@@ -378,7 +378,10 @@ decode_pass(const char *slot_name, TablePosition start, FetchState *st,
 			MemoryContextSwitchTo(cxt);
 			discard_decoding(NULL, dcxt, acquired);
 		}
+		/* kept or gone: not this fetch's to discard, should the rest fail */
 		ctx = NULL;
+		dcxt = NULL;
+		acquired = false;
 		MemoryContextSwitchTo(cxt);
 		InvalidateSystemCaches();
 	}

@@ -57,10 +57,11 @@ spool_count(FetchState *st, int kind)
 	{
 		if (spool->nchanges == spool->maxchanges)
 		{
+			/* (a transaction of tens of millions of changes passes 1 GB) */
 			spool->maxchanges = Max(spool->maxchanges * 2, 16);
 			spool->changes = spool->changes == NULL ?
-				MemoryContextAlloc(spool->cxt, sizeof(*spool->changes) * spool->maxchanges) :
-				repalloc(spool->changes, sizeof(*spool->changes) * spool->maxchanges);
+				MemoryContextAllocHuge(spool->cxt, sizeof(*spool->changes) * spool->maxchanges) :
+				repalloc_huge(spool->changes, sizeof(*spool->changes) * spool->maxchanges);
 		}
 		memset(&spool->changes[spool->nchanges], 0, sizeof(*spool->changes));
 		spool->changes[spool->nchanges++].after = after;
