@@ -71,6 +71,19 @@ END $$;
 ALTER TABLE :security_state ADD CONSTRAINT security_fine CHECK (security_own.fine(g));
 SELECT security_own.try_reset();
 ALTER TABLE :security_state DROP CONSTRAINT security_fine;
+-- a table of the role's that inherits from its state table: a statement
+-- on the state table without ONLY reaches its rows, and runs its triggers
+CREATE TABLE security_own.heir () INHERITS (:security_state);
+INSERT INTO security_own.heir SELECT * FROM :security_state;
+CREATE FUNCTION security_own.note_row() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO security_own.ran VALUES (current_user, 'heir');
+    RETURN OLD;
+END $$;
+CREATE TRIGGER security_heir BEFORE DELETE ON security_own.heir
+    FOR EACH ROW EXECUTE FUNCTION security_own.note_row();
+SELECT security_own.try_reset();
+DROP TABLE security_own.heir;
 SELECT streamwin.reset_query('security_q', 'earliest');
 SELECT count(*) AS ran_as_others FROM security_own.ran WHERE who <> 'security_user';
 -- An index on an expression that calls the role's function, on its state

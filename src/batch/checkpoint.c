@@ -352,7 +352,7 @@ checkpoint_restore(QueryRunner *r)
 		int			nargs = 0;
 
 		catalog_check_table_pair(p->unlogged, RowExclusiveLock, p->logged, AccessShareLock);
-		run_catalog(psprintf("DELETE FROM %s", qualified_relname(p->unlogged)), r->query_id);
+		run_catalog(psprintf("DELETE FROM ONLY %s", qualified_relname(p->unlogged)), r->query_id);
 		if (ckpt == 0)
 			continue;
 
@@ -371,13 +371,13 @@ checkpoint_restore(QueryRunner *r)
 
 			/* a row's last version: the one its last change wrote */
 			copy_rows_args(p->unlogged,
-						   psprintf("SELECT DISTINCT ON (%s, %s) * FROM %s%s ORDER BY %s, %s, %s DESC NULLS LAST",
+						   psprintf("SELECT DISTINCT ON (%s, %s) * FROM ONLY %s%s ORDER BY %s, %s, %s DESC NULLS LAST",
 									batch, row, qualified_relname(p->logged), in_reach, batch, row,
 									quote_identifier(versioned->matched_batch_column)),
 						   nargs, types, args);
 		}
 		else
-			copy_rows_args(p->unlogged, psprintf("SELECT * FROM %s%s", qualified_relname(p->logged), in_reach),
+			copy_rows_args(p->unlogged, psprintf("SELECT * FROM ONLY %s%s", qualified_relname(p->logged), in_reach),
 						   nargs, types, args);
 	}
 	catalog_restore_offsets(r->query_id);
@@ -440,9 +440,9 @@ checkpoint_rows(QueryRunner *r, const StateTablePair *pair, bool has_wm, Timesta
 		if (checkpoint_outgrown(r, pair, 2) &&
 			ConditionalLockRelationOid(pair->logged, AccessExclusiveLock))
 		{
-			run_catalog(psprintf("TRUNCATE %s", qualified_relname(pair->logged)), r->query_id);
+			run_catalog(psprintf("TRUNCATE ONLY %s", qualified_relname(pair->logged)), r->query_id);
 			operators_checkpoint_kept(r->operators, pair->unlogged, pair->logged, -1);
-			copy_rows(pair->logged, psprintf("SELECT * FROM %s", qualified_relname(pair->unlogged)));
+			copy_rows(pair->logged, psprintf("SELECT * FROM ONLY %s", qualified_relname(pair->unlogged)));
 			return;
 		}
 		has_cutoff = has_cutoff && checkpoint_outgrown(r, pair, CHECKPOINT_DELETE_FACTOR);
@@ -452,12 +452,12 @@ checkpoint_rows(QueryRunner *r, const StateTablePair *pair, bool has_wm, Timesta
 		Oid			types[1] = {TIMESTAMPTZOID};
 		Datum		args[1] = {TimestampTzGetDatum(cutoff)};
 
-		run_catalog_args(psprintf("DELETE FROM %s WHERE %s < $1", qualified_relname(pair->logged),
+		run_catalog_args(psprintf("DELETE FROM ONLY %s WHERE %s < $1", qualified_relname(pair->logged),
 								  quote_identifier(pair->time_column)),
 						 1, types, args);
 	}
 	operators_checkpoint_kept(r->operators, pair->unlogged, pair->logged, last_batch);
-	copy_rows(pair->logged, psprintf("SELECT * FROM %s WHERE %s > %s%s", qualified_relname(pair->unlogged),
+	copy_rows(pair->logged, psprintf("SELECT * FROM ONLY %s WHERE %s > %s%s", qualified_relname(pair->unlogged),
 									 quote_identifier(pair->batch_column), last,
 									 versioned == NULL ? "" :
 									 psprintf(" OR %s > %s", quote_identifier(versioned->matched_batch_column), last)));
@@ -579,8 +579,8 @@ checkpoint_take(QueryRunner *r, int64 batch_id, bool has_wm, TimestampTz wm, boo
 				 r->query->name);
 		/* TRUNCATE rather than DELETE: no dead tuples left behind each time */
 		catalog_check_table_pair(pairs[i].unlogged, AccessShareLock, pairs[i].logged, AccessExclusiveLock);
-		run_catalog(psprintf("TRUNCATE %s", qualified_relname(pairs[i].logged)), r->query_id);
-		copy_rows(pairs[i].logged, psprintf("SELECT * FROM %s", qualified_relname(pairs[i].unlogged)));
+		run_catalog(psprintf("TRUNCATE ONLY %s", qualified_relname(pairs[i].logged)), r->query_id);
+		copy_rows(pairs[i].logged, psprintf("SELECT * FROM ONLY %s", qualified_relname(pairs[i].unlogged)));
 	}
 	catalog_checkpoint_offsets(r->query_id);
 	catalog_record_checkpoint(r->query_id, batch_id, has_wm, wm);

@@ -22,6 +22,7 @@
 #include "catalog/dependency.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_extension.h"
+#include "catalog/pg_inherits.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
@@ -208,14 +209,23 @@ catalog_check_plain_table(Oid relid, LOCKMODE mode)
 {
 	Relation	rel = table_open(relid, mode);
 	TupleConstr *constr = RelationGetDescr(rel)->constr;
+
+	/*
+	 * Nor tables of the owner's that inherit from it (a statement on the
+	 * table reaches theirs, and their triggers), or a parent it was made a
+	 * partition of (whose partition bound may call the owner's function).
+	 * streamwin's statements name the table with ONLY as well: a table that
+	 * inherits from it may come after this check.
+	 */
 	bool		plain = rel->rd_rel->relkind == RELKIND_RELATION && rel->trigdesc == NULL &&
 		rel->rd_rules == NULL &&
-		(constr == NULL || (constr->num_check == 0 && !constr->has_generated_stored));
+		(constr == NULL || (constr->num_check == 0 && !constr->has_generated_stored)) &&
+		!rel->rd_rel->relispartition && find_inheritance_children(relid, NoLock) == NIL;
 
 	if (!plain)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("streamwin's table \"%s\" has triggers, rules, constraints or generated columns, or is no longer a table",
+				 errmsg("streamwin's table \"%s\" has triggers, rules, constraints, generated columns or tables that inherit from it, or is no longer a table",
 						RelationGetRelationName(rel)),
 				 errdetail("streamwin writes and reads it as the extension's owner, and would run their code so."),
 				 errhint("Drop what was added to the table.")));

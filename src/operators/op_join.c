@@ -90,7 +90,7 @@ count_join_rows(JoinOp *j)
 		bool		isnull;
 
 		catalog_check_plain_table(q->sources[s].join_table, AccessShareLock);
-		if (SPI_execute(psprintf("SELECT pg_catalog.count(*) FROM %s",
+		if (SPI_execute(psprintf("SELECT pg_catalog.count(*) FROM ONLY %s",
 								 qualified_relname(q->sources[s].join_table)),
 						false, 1) != SPI_OK_SELECT || SPI_processed != 1)
 			elog(ERROR, "streamwin: could not count the join rows of query \"%s\"", q->name);

@@ -382,8 +382,8 @@ streamwin_reset_query(PG_FUNCTION_ARGS)
 		for (int i = 0; i < npairs; i++)
 		{
 			catalog_check_table_pair(pairs[i].unlogged, RowExclusiveLock, pairs[i].logged, RowExclusiveLock);
-			SPI_execute(psprintf("DELETE FROM %s", qualified_relname(pairs[i].unlogged)), false, 0);
-			SPI_execute(psprintf("DELETE FROM %s", qualified_relname(pairs[i].logged)), false, 0);
+			SPI_execute(psprintf("DELETE FROM ONLY %s", qualified_relname(pairs[i].unlogged)), false, 0);
+			SPI_execute(psprintf("DELETE FROM ONLY %s", qualified_relname(pairs[i].logged)), false, 0);
 		}
 	}
 	catalog_leave(&role);
