@@ -56,6 +56,9 @@ SELECT streamwin.create_query('q', 'SELECT region, random() AS r, count(*) AS n 
 -- built-in volatile functions anywhere: a replay would give other rows
 SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders WHERE random() < 0.5 GROUP BY region', output_mode => 'update');
 SELECT streamwin.create_query('q', 'SELECT order_id, clock_timestamp() AS seen FROM orders');
+-- and the stable ones that read the current date, a setting or the session
+SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders WHERE age(event_time) < interval ''1 day'' GROUP BY region', output_mode => 'update');
+SELECT streamwin.create_query('q', 'SELECT order_id, current_setting(''application_name'') AS app FROM orders');
 -- group keys whose type does not hash
 SELECT streamwin.create_query('q', 'SELECT amount::money AS m, count(*) AS n FROM orders GROUP BY 1', output_mode => 'update');
 -- a view over a source, joined with it: the batch joined with itself

@@ -316,10 +316,14 @@ DROP TABLE notes;
 -- A batch's statements run with work_mem = streamwin.batch_work_mem (a batch
 -- groups and sorts up to max_records_per_batch rows at once), or with the
 -- session's work_mem when it is -1; the session's setting is back after.
+-- (current_setting() itself is refused in a query: a function of one's own
+-- that calls it is taken to depend on its argument alone)
 CREATE TABLE probes (id int);
 SELECT streamwin.create_table_source('probe_src', 'probes');
+CREATE FUNCTION probe_setting(text) RETURNS text LANGUAGE sql STABLE
+  AS $$SELECT current_setting($1)$$;
 SELECT streamwin.create_query('probe_mem',
-  $$SELECT current_setting('work_mem') AS mem, count(*) AS n FROM probe_src GROUP BY 1$$,
+  $$SELECT probe_setting('work_mem') AS mem, count(*) AS n FROM probe_src GROUP BY 1$$,
   output_mode => 'update', start => false);
 SET work_mem = '1MB';
 INSERT INTO probes VALUES (1);
@@ -340,6 +344,7 @@ SELECT streamwin.run_batch('probe_mem')->>'input_rows' AS input_rows;
 COMMIT;
 SELECT mem, n FROM probe_mem ORDER BY mem;
 SELECT streamwin.drop_query('probe_mem', drop_result => true);
+DROP FUNCTION probe_setting(text);
 SELECT streamwin.drop_source('probe_src');
 DROP TABLE probes;
 

@@ -499,6 +499,7 @@ typedef struct ViewWalk
 
 static bool view_reads_source(Oid relid, ViewWalk *found);
 static bool volatile_builtin(Oid func, void *context);
+static char *unreplayable_function(Oid func);
 
 
 /*
@@ -616,8 +617,8 @@ check_from(Compiled *c)
 						   "A view over a source reads the batch's rows of it, not a table's: a join with it would join the batch with itself.",
 						   "Name the source itself in FROM, with the view's conditions in WHERE.");
 				if (src == NULL && OidIsValid(view.volatile_func))
-					refuse(psprintf("view \"%s\" calls volatile function %s", get_rel_name(rte->relid),
-									format_procedure(view.volatile_func)),
+					refuse(psprintf("view \"%s\" calls %s", get_rel_name(rte->relid),
+									unreplayable_function(view.volatile_func)),
 						   "A batch replayed after a crash must give what it gave the first time; the view would give other rows.",
 						   "Join the table itself, or a view without that function.");
 				if (src == NULL && view.reads_clock)
@@ -712,14 +713,52 @@ check_query_shape(Query *q)
 		refuse("FOR UPDATE and FOR SHARE are not supported in continuous queries", NULL, NULL);
 }
 
-/* A volatile built-in function: fn's context is where to say which */
+/*
+ * Built-in functions that are only stable, yet read more than their
+ * arguments and the settings a batch fixes: the current date (age() of one
+ * argument), any setting, the search path, the transaction, the session's
+ * process or connection.  A replay after a crash, or a batch run in another
+ * session than the worker, would see other values.
+ */
+static const Oid session_state_functions[] = {
+	F_AGE_TIMESTAMPTZ, F_AGE_TIMESTAMP, F_AGE_XID, F_MXID_AGE,
+	F_CURRENT_SETTING_TEXT, F_CURRENT_SETTING_TEXT_BOOL, F_CURRENT_SCHEMA, F_CURRENT_SCHEMAS,
+	F_TXID_CURRENT, F_PG_CURRENT_XACT_ID, F_TXID_CURRENT_IF_ASSIGNED,
+	F_PG_CURRENT_XACT_ID_IF_ASSIGNED, F_PG_BACKEND_PID, F_PG_TRIGGER_DEPTH,
+	F_INET_CLIENT_ADDR, F_INET_CLIENT_PORT, F_INET_SERVER_ADDR, F_INET_SERVER_PORT,
+	F_PG_POSTMASTER_START_TIME, F_PG_CONF_LOAD_TIME,
+};
+
+static bool
+reads_session_state(Oid func)
+{
+	for (int i = 0; i < (int) lengthof(session_state_functions); i++)
+		if (session_state_functions[i] == func)
+			return true;
+	return false;
+}
+
+/*
+ * A built-in function whose value a replay may not see again: volatile, or
+ * reading the session (reads_session_state).  fn's context is where to say
+ * which.
+ */
 static bool
 volatile_builtin(Oid func, void *context)
 {
-	if (func_volatile(func) != PROVOLATILE_VOLATILE || get_func_namespace(func) != PG_CATALOG_NAMESPACE)
+	if (get_func_namespace(func) != PG_CATALOG_NAMESPACE ||
+		(func_volatile(func) != PROVOLATILE_VOLATILE && !reads_session_state(func)))
 		return false;
 	*(Oid *) context = func;
 	return true;
+}
+
+/* "volatile function f", or "function f" of reads_session_state */
+static char *
+unreplayable_function(Oid func)
+{
+	return psprintf("%sfunction %s", reads_session_state(func) ? "" : "volatile ",
+					format_procedure(func));
 }
 
 static bool
@@ -752,7 +791,10 @@ check_replayable(Query *q)
 
 	if (volatile_builtin_walker((Node *) q->targetList, &found) ||
 		volatile_builtin_walker((Node *) q->jointree, &found))
-		refuse(psprintf("continuous queries must not call volatile function %s", format_procedure(found)),
+		refuse(psprintf("continuous queries must not call %s", unreplayable_function(found)),
+			   reads_session_state(found) ?
+			   "A batch replayed after a crash, or run in another session, must give what it gave the first time; "
+			   "this function reads the current date, a setting, the transaction or the session, and would give other values." :
 			   "A batch replayed after a crash must give what it gave the first time; this function would give other values.",
 			   "Use now() for the batch's processing time, a hash of a column for sampling "
 			   "(abs(hashtext(id::text)) % 10 = 0), or compute the value when reading the result table.");

@@ -176,7 +176,7 @@ upsert_statements(UpsertColumns *u, const char *qname, int32 query_id, StringInf
 	prev = quote_identifier(internal_name(&taken, "__prev", ""));
 
 	plan_add_statement(plan, STMT_UPSERT_ROWS,
-					   psprintf("WITH b AS (SELECT s.*, lag(s.%s) OVER (PARTITION BY %s ORDER BY s.%s) AS %s FROM %s) "
+					   psprintf("WITH b AS (SELECT s.*, pg_catalog.lag(s.%s) OVER (PARTITION BY %s ORDER BY s.%s) AS %s FROM %s) "
 								"SELECT %s, b.%s, 0 FROM b JOIN b AS p ON p.%s = b.%s WHERE p.%s > 0 "
 								"UNION ALL SELECT %s, b.%s, 0 FROM b JOIN %s AS t ON %s WHERE b.%s IS NULL "
 								"UNION ALL SELECT %s, b.%s, 1 FROM b WHERE b.%s > 0 "
@@ -207,7 +207,7 @@ upsert_statements(UpsertColumns *u, const char *qname, int32 query_id, StringInf
 								qname, upsert_keys_equal(u, "t", "last"), change,
 								qname, stored, stored, change,
 								column_list(u, u->keys, ""), psprintf("UPDATE SET %s", set.data)));
-	plan_add_statement(plan, STMT_UPSERT_COUNT, psprintf("SELECT count(*) FROM %s", qname));
+	plan_add_statement(plan, STMT_UPSERT_COUNT, psprintf("SELECT pg_catalog.count(*) FROM %s", qname));
 	plan_add_statement(plan, STMT_UPSERT_TRUNCATE,
 					   psprintf("DELETE FROM %s AS t RETURNING %s", qname,
 								source_row(u, "t", "t", "'-1'::pg_catalog.int2")));
