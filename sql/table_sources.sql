@@ -734,3 +734,19 @@ SELECT streamwin.run_batch('renamed_q');
 SELECT streamwin.drop_query('renamed_q', drop_result => true);
 SELECT streamwin.drop_source('renamed_src');
 DROP TABLE renamed;
+
+-- A source's table dropped: its queries' batches fail, saying so (they
+-- read it by its oid, which names nothing any more), and the source and
+-- its queries drop as any others.
+CREATE TABLE gone (id int, amount int);
+SELECT streamwin.create_table_source('gone_src', 'gone');
+SELECT streamwin.create_query('gone_q', 'SELECT id, amount FROM gone_src', start => false);
+INSERT INTO gone VALUES (1, 10);
+SELECT (streamwin.run_batch('gone_q'))->>'input_rows' AS rows;
+INSERT INTO gone VALUES (2, 20);
+DROP TABLE gone;
+SELECT streamwin.run_batch('gone_q');
+SELECT streamwin.create_query('gone_q2', 'SELECT id FROM gone_src', start => false);
+SELECT * FROM gone_q ORDER BY id;
+SELECT streamwin.drop_query('gone_q', drop_result => true);
+SELECT streamwin.drop_source('gone_src');

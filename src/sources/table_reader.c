@@ -38,6 +38,7 @@
 #include "utils/relcache.h"
 #include "utils/resowner.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 
 #include "catalog.h"
@@ -66,10 +67,28 @@ typedef struct TableReader
 
 /* --- at the catalog's pace ---------------------------------------------- */
 
+/*
+ * The source's table is still there: no dependency keeps it, and it may be
+ * dropped under the source.
+ */
+static void
+table_check_exists(SourceInfo *src)
+{
+	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(src->source_table)))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("the table of table source \"%s\" no longer exists", src->name),
+				 errdetail("It was dropped; its changes that the source's queries had not read are not read."),
+				 errhint("Drop the source's queries and the source (streamwin.drop_source(%s)); "
+						 "a table of that name created again needs a source of its own.",
+						 quote_literal_cstr(src->name))));
+}
+
 /* Its rows come from the WAL: the query's owner must be able to read the table. */
 static void
 table_check_query(SourceInfo *src)
 {
+	table_check_exists(src);
 	table_source_check_relation(src->source_table);
 }
 
@@ -119,6 +138,7 @@ table_source_attnums(Jsonb *options, int *n)
 static void
 table_check_access(SourceInfo *src, Oid owner, const char *query)
 {
+	table_check_exists(src);
 	if (pg_class_aclcheck(src->source_table, owner, ACL_SELECT) != ACLCHECK_OK)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
