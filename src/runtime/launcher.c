@@ -141,7 +141,20 @@ streamwin_launcher_main(Datum main_arg)
 			bgw.bgw_main_arg = ObjectIdGetDatum(lfirst_oid(lc));
 			bgw.bgw_notify_pid = MyProcPid;
 			if (!RegisterDynamicBackgroundWorker(&bgw, &handle))
-				break;			/* no free worker slot now: retry next round */
+			{
+				/*
+				 * No free worker process now: retry next round.  The
+				 * starter would have recorded why on each query; nobody
+				 * else can, so say it here.
+				 */
+				ereport(WARNING,
+						(errmsg("streamwin launcher could not start a starter: every background worker process is taken"),
+						 errdetail("Queries meant to run in this or later databases get no worker until one is free (max_worker_processes = %d).",
+								   max_worker_processes),
+						 errhint("Raise max_worker_processes and restart the server, or stop queries; the launcher tries again every %d seconds.",
+								 streamwin_launcher_naptime)));
+				break;
+			}
 			if (WaitForBackgroundWorkerStartup(handle, &pid) == BGWH_STARTED)
 				WaitForBackgroundWorkerShutdown(handle);
 			if (ShutdownRequestPending)
@@ -161,7 +174,13 @@ streamwin_launcher_main(Datum main_arg)
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}
-	proc_exit(0);
+
+	/*
+	 * Exit code 1: the postmaster unregisters a background worker that
+	 * exits with 0, and a launcher ended by pg_terminate_backend() would
+	 * never come back (in a shutdown it is not started again anyway).
+	 */
+	proc_exit(1);
 }
 
 /*

@@ -366,6 +366,18 @@ ok(time - $stop2_started < 30, 'a fast shutdown does not wait for the launcher\'
 eval { $holder->quit };
 $node->start;
 
+# ---- the launcher ended by pg_terminate_backend() comes back ----------------
+
+# The postmaster unregisters a background worker that exits with code 0:
+# a launcher that did so on SIGTERM never came back, and no query's worker
+# was started again until the server restarted.
+my $launcher_sql = q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'streamwin launcher'};
+wait_until($node, "SELECT count(*) FROM ($launcher_sql) l", '1', 'the launcher runs');
+my $launcher = $node->safe_psql('postgres', $launcher_sql);
+$node->safe_psql('postgres', "SELECT pg_terminate_backend($launcher)");
+wait_until($node, "SELECT count(*) FROM ($launcher_sql) l WHERE pid <> $launcher", '1',
+	'the launcher ended by pg_terminate_backend() is started again');
+
 # ---- a session lets go of the runners of queries gone elsewhere -------------
 
 # A session keeps a runner (statements, readers, for a Kafka source a
