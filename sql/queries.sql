@@ -158,6 +158,15 @@ SELECT streamwin.stop_query('sales');
 SELECT streamwin.drop_query('sales');
 SELECT streamwin.alter_query('sales', trigger_interval => '1 minute');
 RESET ROLE;
+-- nor for one that may not connect to the database (its worker would fail
+-- to connect at every launcher round, in the server log alone)
+ALTER ROLE streamwin_nologin LOGIN;
+SELECT current_database() AS regress_db \gset
+REVOKE CONNECT ON DATABASE :"regress_db" FROM PUBLIC;
+SET ROLE streamwin_nologin;
+SELECT streamwin.create_query('noconnect_q', 'SELECT order_id FROM orders');
+RESET ROLE;
+GRANT CONNECT ON DATABASE :"regress_db" TO PUBLIC;
 REVOKE ALL ON orders FROM streamwin_nologin;
 REVOKE CREATE ON SCHEMA public FROM streamwin_nologin;
 DROP ROLE streamwin_nologin;

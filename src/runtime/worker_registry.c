@@ -26,6 +26,7 @@
 #include "access/htup_details.h"
 #include "access/xact.h"
 #include "catalog/pg_authid.h"
+#include "commands/dbcommands.h"
 #include "miscadmin.h"
 #include "postmaster/bgworker.h"
 #include "storage/ipc.h"
@@ -33,6 +34,7 @@
 #include "storage/lwlock.h"
 #include "storage/proc.h"
 #include "storage/shmem.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 #include "utils/syscache.h"
@@ -430,16 +432,28 @@ role_cannot_run_worker(Oid roleid, char **message, char **hint)
 		return true;
 	}
 	name = pstrdup(NameStr(((Form_pg_authid) GETSTRUCT(tup))->rolname));
-	if (((Form_pg_authid) GETSTRUCT(tup))->rolcanlogin)
+	if (!((Form_pg_authid) GETSTRUCT(tup))->rolcanlogin)
 	{
 		ReleaseSysCache(tup);
-		return false;
+		*message = psprintf("role \"%s\" cannot run a query worker because it cannot log in", name);
+		*hint = psprintf("Grant it with ALTER ROLE %s LOGIN, or run batches with streamwin.run_batch().",
+						 quote_identifier(name));
+		return true;
 	}
 	ReleaseSysCache(tup);
-	*message = psprintf("role \"%s\" cannot run a query worker because it cannot log in", name);
-	*hint = psprintf("Grant it with ALTER ROLE %s LOGIN, or run batches with streamwin.run_batch().",
-					 quote_identifier(name));
-	return true;
+	/* (and PostgreSQL checks CONNECT for a worker as for a client) */
+	if (!superuser_arg(roleid) &&
+		pg_database_aclcheck(MyDatabaseId, roleid, ACL_CONNECT) != ACLCHECK_OK)
+	{
+		char	   *db = get_database_name(MyDatabaseId);
+
+		*message = psprintf("role \"%s\" cannot run a query worker because it may not connect to database \"%s\"",
+							name, db);
+		*hint = psprintf("Grant it with GRANT CONNECT ON DATABASE %s TO %s, or run batches with streamwin.run_batch().",
+						 quote_identifier(db), quote_identifier(name));
+		return true;
+	}
+	return false;
 }
 
 /* Refuse, with an error, to start a worker that could not connect. */
