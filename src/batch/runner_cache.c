@@ -137,11 +137,28 @@ runner_get(int32 query_id, bool in_worker)
 	foreach(lc, runners)
 	{
 		r = lfirst(lc);
-		if (r->query_id == query_id)
+		if (r->query_id != query_id)
+			continue;
+		runner_check_idle(r);
+
+		/*
+		 * A session's runner kept for another query of that id: one dropped
+		 * with the extension, whose ids begin again when it is created anew
+		 * (its readers would resolve and store another source's positions).
+		 * Its result table tells them apart.
+		 */
+		if (!in_worker)
 		{
-			runner_check_idle(r);
-			return r;
+			QueryInfo  *q = catalog_get_query_by_id(query_id, true);
+
+			if (q == NULL || q->result_table != r->query->result_table)
+			{
+				runners = foreach_delete_current(runners, lc);
+				runner_free(r);
+				break;
+			}
 		}
+		return r;
 	}
 	if (!in_worker)
 		runners_forget_stale();

@@ -54,17 +54,6 @@ runner_for_session(text *name_text)
 	/* made as the owner (its plans may run the owner's functions), as batches run */
 	role_restricted_enter(&owner, q->owner);
 	r = runner_get(q->query_id, false);
-
-	/*
-	 * A runner kept for another query of that id: one dropped with the
-	 * extension, whose ids begin again when it is created anew.  Its
-	 * result table tells them apart.
-	 */
-	if (r->query->result_table != q->result_table)
-	{
-		runner_forget(q->query_id);
-		r = runner_get(q->query_id, false);
-	}
 	role_switch_leave(&owner);
 	return r;
 }

@@ -236,6 +236,8 @@ record_failure(int32 query_id, ErrorData *edata)
 	if (edata->hint)
 		appendStringInfo(&message, "\nHINT: %s", edata->hint);
 	record_failure_message(query_id, message.data);
+	/* (in the memory the abort left current, which nothing resets) */
+	pfree(message.data);
 }
 
 /*
@@ -404,6 +406,13 @@ streamwin_worker_main(Datum main_arg)
 					r = NULL;
 				if (r == NULL)
 				{
+					/*
+					 * The query's batch lock before its tables' locks, which
+					 * making a runner takes (its statements): drop_query
+					 * takes them in that order, and the other deadlocked
+					 * with it.  The batch takes the lock again.
+					 */
+					catalog_lock_query(query_id);
 					r = runner_get(query_id, true);
 					for (int i = 0; i < r->nreaders; i++)
 						source_ids[i] = r->readers[i]->source->source_id;
@@ -461,6 +470,15 @@ streamwin_worker_main(Datum main_arg)
 		}
 		PG_END_TRY();
 		if (stop)
+			break;
+
+		/*
+		 * A SIGTERM outside a batch sets the flag and the latch; a wait
+		 * since (recording a failure: a row lock, a synchronous commit)
+		 * may have reset the latch, and the wait below would last the
+		 * failure's backoff, up to a minute, before the loop saw the flag.
+		 */
+		if (ShutdownRequestPending)
 			break;
 
 		/*
