@@ -59,6 +59,7 @@ SELECT streamwin.create_query('q', 'SELECT order_id, clock_timestamp() AS seen F
 -- and the stable ones that read the current date, a setting or the session
 SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders WHERE age(event_time) < interval ''1 day'' GROUP BY region', output_mode => 'update');
 SELECT streamwin.create_query('q', 'SELECT order_id, current_setting(''application_name'') AS app FROM orders');
+SELECT streamwin.create_query('q', 'SELECT order_id, current_schema AS s FROM orders');
 -- group keys whose type does not hash
 SELECT streamwin.create_query('q', 'SELECT amount::money AS m, count(*) AS n FROM orders GROUP BY 1', output_mode => 'update');
 -- a view over a source, joined with it: the batch joined with itself

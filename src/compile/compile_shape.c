@@ -500,6 +500,7 @@ typedef struct ViewWalk
 static bool view_reads_source(Oid relid, ViewWalk *found);
 static bool volatile_builtin(Oid func, void *context);
 static char *unreplayable_function(Oid func);
+static Oid	session_state_keyword(Node *node);
 
 
 /*
@@ -522,8 +523,9 @@ view_rte_reads_source(Node *node, void *context)
 	}
 	if (IsA(node, Query))
 		return query_tree_walker((Query *) node, view_rte_reads_source, context, QTW_EXAMINE_RTES_BEFORE);
-	if (!OidIsValid(walk->volatile_func))
-		(void) check_functions_in_node(node, volatile_builtin, &walk->volatile_func);
+	if (!OidIsValid(walk->volatile_func) &&
+		!check_functions_in_node(node, volatile_builtin, &walk->volatile_func))
+		walk->volatile_func = session_state_keyword(node);
 	walk->reads_clock |= is_clock(node);
 	return expression_tree_walker(node, view_rte_reads_source, context);
 }
@@ -726,8 +728,31 @@ static const Oid session_state_functions[] = {
 	F_TXID_CURRENT, F_PG_CURRENT_XACT_ID, F_TXID_CURRENT_IF_ASSIGNED,
 	F_PG_CURRENT_XACT_ID_IF_ASSIGNED, F_PG_BACKEND_PID, F_PG_TRIGGER_DEPTH,
 	F_INET_CLIENT_ADDR, F_INET_CLIENT_PORT, F_INET_SERVER_ADDR, F_INET_SERVER_PORT,
-	F_PG_POSTMASTER_START_TIME, F_PG_CONF_LOAD_TIME,
+	F_PG_POSTMASTER_START_TIME, F_PG_CONF_LOAD_TIME, F_SESSION_USER, F_PG_CURRENT_SNAPSHOT,
+	F_TXID_CURRENT_SNAPSHOT, F_PG_MY_TEMP_SCHEMA,
 };
+
+/*
+ * The same as keywords: CURRENT_SCHEMA (the search path) and SESSION_USER
+ * (the caller of run_batch, the owner in a worker), as the function each
+ * stands for.  (CURRENT_USER and USER are the query's owner in both; the
+ * clocks are the batch's recorded time.)
+ */
+static Oid
+session_state_keyword(Node *node)
+{
+	if (!IsA(node, SQLValueFunction))
+		return InvalidOid;
+	switch (((SQLValueFunction *) node)->op)
+	{
+		case SVFOP_CURRENT_SCHEMA:
+			return F_CURRENT_SCHEMA;
+		case SVFOP_SESSION_USER:
+			return F_SESSION_USER;
+		default:
+			return InvalidOid;
+	}
+}
 
 static bool
 reads_session_state(Oid func)
@@ -773,6 +798,8 @@ volatile_builtin_walker(Node *node, Oid *found)
 		*found = F_NEXTVAL;
 		return true;
 	}
+	if (OidIsValid(*found = session_state_keyword(node)))
+		return true;
 	return expression_tree_walker(node, volatile_builtin_walker, found);
 }
 
