@@ -143,6 +143,13 @@ SELECT streamwin.create_query('q', 'SELECT * FROM orders', options => '{"idle": 
 SELECT streamwin.create_query('q', 'SELECT * FROM orders', options => '{"capture_late_rows": "yes"}');
 SELECT streamwin.create_query('q', 'SELECT * FROM orders', options => '{"idle_timeout": "a while"}');
 SELECT streamwin.create_query('q', 'SELECT * FROM orders', trigger_interval => '-1 second');
+-- durations a worker cannot wait for, or that move a watermark out of the
+-- timestamps' range, or that overflow
+SELECT streamwin.create_query('q', 'SELECT * FROM orders', trigger_interval => '30 days');
+SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY streamwin.tumble(event_time, ''1 minute''), region',
+    watermark => '40000 days');
+SELECT streamwin.create_query('q', 'SELECT * FROM orders', trigger_interval => '213503984 days');
+SELECT streamwin.create_query('q', 'SELECT * FROM orders', options => '{"idle_timeout": "100000 days"}');
 SELECT streamwin.create_query('sales', 'SELECT * FROM orders');
 SELECT streamwin.create_query('regions', 'SELECT * FROM orders', start => false);
 -- nothing was left behind by the refused definitions

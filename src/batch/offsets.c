@@ -172,8 +172,9 @@ offsets_compute_watermark(QueryRunner *r, bool has_old, TimestampTz old,
 		has_candidate = has_max;
 		candidate = max_all;
 	}
+	/* (an event time near the start of the timestamps' range stays in it) */
 	if (has_candidate)
-		candidate -= delay;
+		candidate = candidate < MIN_TIMESTAMP + delay ? MIN_TIMESTAMP : candidate - delay;
 
 	if (has_old && (!has_candidate || candidate < old))
 	{

@@ -9,6 +9,7 @@
  */
 #include "postgres.h"
 
+#include "common/int.h"
 #include "pgtime.h"
 #include "utils/builtins.h"
 #include "utils/date.h"
@@ -26,12 +27,35 @@
 int64
 interval_to_usec(const Interval *iv, const char *what)
 {
+	int64		usec;
+
 	if (iv->month != 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s must not contain months or years", what),
 				 errhint("Use days instead, for example interval '30 days'.")));
-	return iv->time + (int64) iv->day * USECS_PER_DAY;
+	if (pg_mul_s64_overflow((int64) iv->day, USECS_PER_DAY, &usec) ||
+		pg_add_s64_overflow(usec, iv->time, &usec))
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERVAL_FIELD_OVERFLOW),
+				 errmsg("%s is out of range", what),
+				 errhint("Durations of streamwin's settings are microseconds in a bigint, about 292,000 years.")));
+	return usec;
+}
+
+/*
+ * A duration setting at most max_days long: the watermark and idle
+ * timeout, which are taken from event times, and a larger one would move
+ * a time out of the timestamps' range.
+ */
+void
+check_duration_at_most(const Interval *iv, const char *what, int max_days, const char *hint)
+{
+	if (interval_to_usec(iv, what) > (int64) max_days * USECS_PER_DAY)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be at most %d days", what, max_days),
+				 errhint("%s", hint)));
 }
 
 /* Option "metadata": {"column": "partition" | "offset" | "timestamp" | "key" | "headers", ...} */
@@ -196,6 +220,10 @@ check_trigger_interval(const Interval *iv)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("trigger_interval must not be negative"),
 				 errhint("Use '0' to run a batch as soon as data arrives.")));
+	/* (a worker waits for it in milliseconds, an int) */
+	check_duration_at_most(iv, "trigger_interval", MAX_TRIGGER_DAYS,
+						   "A query run less often than that: create it with start => false and run its "
+						   "batches from a scheduler (pg_cron, say) with streamwin.run_available().");
 }
 
 void
@@ -205,7 +233,9 @@ check_idle_timeout(const Interval *iv)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("idle_timeout must be positive"),
-				 errhint("For example: {\"idle_timeout\": \"30 seconds\"}.")));
+				 errhint("For example, interval '30 seconds'.")));
+	check_duration_at_most(iv, "idle_timeout", MAX_EVENT_TIME_DAYS,
+						   "For example, interval '30 seconds'.");
 }
 
 /*

@@ -17,6 +17,17 @@
 /* A duration (interval) as microseconds; months and years are refused. */
 extern int64 interval_to_usec(const Interval *iv, const char *what);
 
+/*
+ * The longest trigger_interval (a worker waits in milliseconds, an int:
+ * 24 days is below 2^31 ms), and the longest watermark and idle timeout
+ * (taken from event times: 100 years keeps a time in the timestamps' range
+ * for any event after 4614 BC).
+ */
+#define MAX_TRIGGER_DAYS	24
+#define MAX_EVENT_TIME_DAYS	36525
+extern void check_duration_at_most(const Interval *iv, const char *what, int max_days,
+								   const char *hint);
+
 
 
 

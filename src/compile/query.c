@@ -341,6 +341,9 @@ streamwin_create_query(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("watermark must not be negative"),
 				 errhint("The watermark is how far behind the newest event time a row may arrive, for example interval '10 seconds'.")));
+	if (has_watermark)
+		check_duration_at_most(PG_GETARG_INTERVAL_P(2), "watermark", MAX_EVENT_TIME_DAYS,
+							   "The watermark is how far behind the newest event time a row may arrive, for example interval '10 seconds'.");
 
 	if (start)
 	{

@@ -286,6 +286,8 @@ wait_for_data(QueryRunner *r, int events, long wait_ms)
 	WaitEvent	event;
 	int			rc = 0;
 
+	/* (a catalog of an earlier version may hold a longer trigger_interval) */
+	wait_ms = Min(wait_ms, INT_MAX);
 	if (!(events & WL_SOCKET_READABLE))
 		return WaitLatch(MyLatch, events, wait_ms, PG_WAIT_EXTENSION);
 	if (r->nreaders == 1)
