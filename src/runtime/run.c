@@ -51,6 +51,12 @@ runner_for_session(text *name_text)
 				 errmsg("query \"%s\" is running in a background worker", name),
 				 errhint("Stop it first with streamwin.stop_query(%s).", quote_literal_cstr(q->name))));
 	(void) runner_settings_changed(q);
+	/*
+	 * The query's batch lock before its tables' locks, which making a runner
+	 * takes (preparing its statements): drop_query takes them in that order.
+	 * The batch takes the lock again.
+	 */
+	catalog_lock_query(q->query_id);
 	/* made as the owner (its plans may run the owner's functions), as batches run */
 	role_restricted_enter(&owner, q->owner);
 	r = runner_get(q->query_id, false);
