@@ -84,6 +84,9 @@ launcher_register(void)
 void
 streamwin_launcher_main(Datum main_arg)
 {
+	/* the last starter could not be started (said once) */
+	bool		starters_failed = false;
+
 	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	BackgroundWorkerUnblockSignals();
@@ -145,18 +148,24 @@ streamwin_launcher_main(Datum main_arg)
 				/*
 				 * No free worker process now: retry next round.  The
 				 * starter would have recorded why on each query; nobody
-				 * else can, so say it here.
+				 * else can, so say it here, once until a round starts its
+				 * starters again (a full server would say it every round).
 				 */
-				ereport(WARNING,
-						(errmsg("streamwin launcher could not start a starter: every background worker process is taken"),
-						 errdetail("Queries meant to run in this or later databases get no worker until one is free (max_worker_processes = %d).",
-								   max_worker_processes),
-						 errhint("Raise max_worker_processes and restart the server, or stop queries; the launcher tries again every %d seconds.",
-								 streamwin_launcher_naptime)));
+				if (!starters_failed)
+					ereport(WARNING,
+							(errmsg("streamwin launcher could not start a starter: every background worker process is taken"),
+							 errdetail("Queries meant to run in this or later databases get no worker until one is free (max_worker_processes = %d).",
+									   max_worker_processes),
+							 errhint("Raise max_worker_processes and restart the server, or stop queries; the launcher tries again every %d seconds.",
+									 streamwin_launcher_naptime)));
+				starters_failed = true;
 				break;
 			}
 			if (WaitForBackgroundWorkerStartup(handle, &pid) == BGWH_STARTED)
+			{
 				WaitForBackgroundWorkerShutdown(handle);
+				starters_failed = false;
+			}
 			if (ShutdownRequestPending)
 				break;
 		}
