@@ -27,8 +27,11 @@
 #include "storage/condition_variable.h"
 #include "storage/lmgr.h"
 #include "storage/lock.h"
+#include "storage/proc.h"
+#include "storage/spin.h"
 #include "storage/standby.h"
 #include "utils/acl.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/elog.h"
 #include "utils/guc.h"
@@ -579,7 +582,33 @@ source_slot_replace_invalidated(int32 source_id, const char *source_name, const 
 			 errhint("Reset the other queries of the source too: until then they fail, their positions being before the new slot's start.")));
 }
 
-/* Acquire the slot unless this backend holds it already (it is creating it). */
+/* Is process pid waiting for a lock that this backend holds? */
+static bool
+waits_for_us(int pid)
+{
+	ArrayType  *blockers = DatumGetArrayTypeP(DirectFunctionCall1(pg_blocking_pids, Int32GetDatum(pid)));
+	Datum	   *pids;
+	int			n;
+	bool		found = false;
+
+	deconstruct_array(blockers, INT4OID, sizeof(int32), true, TYPALIGN_INT, &pids, NULL, &n);
+	for (int i = 0; i < n && !found; i++)
+		found = DatumGetInt32(pids[i]) == MyProcPid;
+	return found;
+}
+
+/*
+ * Acquire the slot unless this backend holds it already (it is creating it).
+ *
+ * Another query of the source may hold it: while it decodes, and a worker
+ * in a backlog between its batches too (table_fetch.c keeps its decoding
+ * context).  PostgreSQL waits for a slot on a condition variable, which its
+ * deadlock detector does not see: a holder whose next batch waits for a
+ * lock this transaction holds (a user's alter_query of that query, then a
+ * run_batch of another in the same transaction) and this wait would hang
+ * both.  So the wait looks, every deadlock_timeout, whether the holder
+ * waits for this backend, and fails as a deadlock if it does.
+ */
 bool
 slot_acquire(const char *slot_name)
 {
@@ -590,8 +619,31 @@ slot_acquire(const char *slot_name)
 		elog(ERROR, "streamwin: backend already holds replication slot \"%s\"",
 			 NameStr(MyReplicationSlot->data.name));
 	}
-	find_slot(slot_name);
-	/* waits while another query of the source is decoding */
+	for (;;)
+	{
+		ReplicationSlot *slot = find_slot(slot_name);
+		int			holder;
+
+		SpinLockAcquire(&slot->mutex);
+		holder = slot->active_pid;
+		SpinLockRelease(&slot->mutex);
+		if (holder == 0 || holder == MyProcPid)
+			break;
+		if (waits_for_us(holder))
+		{
+			ConditionVariableCancelSleep();
+			ereport(ERROR,
+					(errcode(ERRCODE_T_R_DEADLOCK_DETECTED),
+					 errmsg("deadlock detected"),
+					 errdetail("The replication slot \"%s\" of the table source is held by process %d, "
+							   "which waits for a lock this transaction holds.", slot_name, holder),
+					 errhint("Run the batch in a transaction that has not changed the source's other queries.")));
+		}
+		(void) ConditionVariableTimedSleep(&slot->active_cv, DeadlockTimeout,
+										   WAIT_EVENT_REPLICATION_SLOT_DROP);
+	}
+	ConditionVariableCancelSleep();
+	/* (one that took it meanwhile is waited for as PostgreSQL waits) */
 	ReplicationSlotAcquire(slot_name, false);
 	return true;
 }

@@ -412,6 +412,51 @@ SELECT streamwin.drop_source('rk_src');
 DROP TABLE rk_ev;
 }, 'the queries dropped');
 
+# ---- a slot held by a worker in a backlog, and a lock it waits for ---------
+
+# A worker reading a table source's backlog keeps its slot between batches.
+# A transaction that changed that query's row (alter_query) and then runs a
+# batch of another query of the source waits for the slot, while the
+# worker's next batch waits for that row: PostgreSQL's deadlock detector
+# sees only the worker's wait.  The session's wait looks every
+# deadlock_timeout whether the holder waits for it, and fails as a
+# deadlock; the previous build waited until the statement timed out.
+psql_ok($node, q{
+CREATE TABLE dl_ev (id int);
+SELECT streamwin.create_table_source('dl_src', 'dl_ev', '{"max_records_per_batch": 200}');
+SELECT streamwin.create_query('dl_w', 'SELECT id % 10 AS g, count(*) AS n FROM dl_src GROUP BY 1', output_mode => 'update', start => false);
+SELECT streamwin.create_query('dl_s', 'SELECT id FROM dl_src', start => false);
+CREATE PROCEDURE dl_fill() LANGUAGE plpgsql AS $$
+BEGIN
+  FOR t IN 0 .. 399 LOOP
+    INSERT INTO dl_ev SELECT t * 1000 + i FROM generate_series(1, 1000) i;
+    COMMIT;
+  END LOOP;
+END $$;
+CALL dl_fill();
+SELECT streamwin.start_query('dl_w');
+}, 'a backlog of 400,000 rows in 400 transactions, read 200 rows a batch by a worker');
+wait_until($node, q{SELECT last_batch_id > 20 FROM streamwin.query_catalog WHERE name = 'dl_w'}, 't',
+	'the worker is in the backlog');
+my ($rc, $out, $err) = $node->psql('postgres', q{
+BEGIN;
+SET LOCAL statement_timeout = '60s';
+SELECT streamwin.alter_query('dl_w', trigger_interval => '1 second');
+SELECT streamwin.run_batch('dl_s');
+COMMIT;});
+like($err, qr/deadlock detected.*held by process \d+, which waits for a lock this transaction holds/s,
+	'the session fails as a deadlock, not waiting for good')
+  or diag("worker at batch " . $node->safe_psql('postgres',
+	q{SELECT last_batch_id FROM streamwin.query_catalog WHERE name = 'dl_w'}) . ": $err");
+wait_until($node, 'SELECT sum(n) FROM dl_w', '400000', 'the worker goes on, and reads the backlog once');
+psql_ok($node, q{
+SELECT streamwin.drop_query('dl_w', drop_result => true);
+SELECT streamwin.drop_query('dl_s', drop_result => true);
+SELECT streamwin.drop_source('dl_src');
+DROP TABLE dl_ev;
+DROP PROCEDURE dl_fill();
+}, 'the backlog\'s queries dropped');
+
 $node->stop;
 $broker->stop;
 done_testing();
