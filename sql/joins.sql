@@ -546,3 +546,26 @@ SELECT streamwin.drop_query('lk_rows', drop_result => true);
 SELECT streamwin.drop_source('lk_events');
 DROP TABLE lk_evt, lk_cust;
 DROP TYPE lk_segment;
+
+-- A group key and a min() from a joined table's value stored out of line
+-- (TOAST): the store keeps the value, not a pointer into the joined
+-- table's TOAST, which an update and a vacuum of that row take away.
+CREATE TABLE tx_evt (id int, pid int);
+CREATE TABLE tx_prod (id int PRIMARY KEY, description text);
+ALTER TABLE tx_prod ALTER COLUMN description SET STORAGE EXTERNAL;
+INSERT INTO tx_prod VALUES (1, repeat('x', 5000));
+SELECT streamwin.create_table_source('tx_events', 'tx_evt');
+SELECT streamwin.create_query('tx_by_desc',
+  $$SELECT d.description, count(*) AS n, min(d.description) AS lo
+      FROM tx_events e JOIN tx_prod d ON d.id = e.pid GROUP BY d.description$$,
+  output_mode => 'update', start => false);
+INSERT INTO tx_evt VALUES (1, 1);
+SELECT (streamwin.run_batch('tx_by_desc')->>'input_rows')::int AS input_rows;
+UPDATE tx_prod SET description = repeat('x', 5000) WHERE id = 1;
+VACUUM tx_prod;
+INSERT INTO tx_evt VALUES (2, 1);
+SELECT (streamwin.run_batch('tx_by_desc')->>'input_rows')::int AS input_rows;
+SELECT length(description) AS len, n, length(lo) AS lo_len FROM tx_by_desc;
+SELECT streamwin.drop_query('tx_by_desc', drop_result => true);
+SELECT streamwin.drop_source('tx_events');
+DROP TABLE tx_evt, tx_prod;

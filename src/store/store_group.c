@@ -17,6 +17,7 @@
  */
 #include "postgres.h"
 
+#include "access/detoast.h"
 #include "access/heapam.h"
 #include "access/htup_details.h"
 #include "access/table.h"
@@ -462,6 +463,21 @@ window_forget_if_empty(StateStore *s, TimestampTz start)
 	s->nwindows--;
 }
 
+/*
+ * A value as the store keeps it: one stored out of line (in a joined
+ * table's TOAST, or in the state table's own, when the store loaded it) is
+ * fetched, in the current memory, since the row that holds it may be
+ * updated or deleted and vacuumed while the group lives.  An expanded
+ * object is flattened.
+ */
+static Datum
+value_in_line(Datum value, int16 typlen)
+{
+	if (typlen != -1 || !VARATT_IS_EXTERNAL(DatumGetPointer(value)))
+		return value;
+	return PointerGetDatum(detoast_external_attr((struct varlena *) DatumGetPointer(value)));
+}
+
 /* Put the first nkeys columns of slot into the key slot. */
 void
 fill_key_slot(StateStore *s, TupleTableSlot *slot, const AttrNumber *attnos)
@@ -470,7 +486,12 @@ fill_key_slot(StateStore *s, TupleTableSlot *slot, const AttrNumber *attnos)
 
 	ExecClearTuple(key);
 	for (int k = 0; k < s->nkeys; k++)
+	{
 		key->tts_values[k] = slot_getattr(slot, attnos ? attnos[k] : k + 1, &key->tts_isnull[k]);
+		if (!key->tts_isnull[k])
+			key->tts_values[k] = value_in_line(key->tts_values[k],
+											   TupleDescAttr(key->tts_tupleDescriptor, k)->attlen);
+	}
 	ExecStoreVirtualTuple(key);
 }
 
@@ -553,7 +574,8 @@ set_partial(StateStore *s, StoreGroup *g, int i, Datum value, bool isnull)
 	else
 	{
 		cxt = MemoryContextSwitchTo(s->groups_cxt);
-		g->values[i] = datumCopy(value, false, p->typlen);
+		g->values[i] = p->typlen == -1 && VARATT_IS_EXTERNAL(DatumGetPointer(value)) ?
+			value_in_line(value, -1) : datumCopy(value, false, p->typlen);
 		MemoryContextSwitchTo(cxt);
 	}
 	GROUP_NULLS(s, g)[i] = isnull;
