@@ -49,9 +49,25 @@ table_indexes_insert(TableIndexes *ti, TupleTableSlot *slot)
 	GetPerTupleExprContext(ti->estate)->ecxt_scantuple = slot;
 	for (int i = 0; i < rri->ri_NumIndices; i++)
 	{
-		FormIndexDatum(rri->ri_IndexRelationInfo[i], slot, ti->estate, values, isnull);
+		IndexInfo  *info = rri->ri_IndexRelationInfo[i];
+
+		/*
+		 * As the executor inserts: not into an index being built (REINDEX
+		 * CONCURRENTLY's new one, whose build takes the rows), nor a row
+		 * outside a partial index's predicate.
+		 */
+		if (!info->ii_ReadyForInserts)
+			continue;
+		if (info->ii_Predicate != NIL)
+		{
+			if (info->ii_PredicateState == NULL)
+				info->ii_PredicateState = ExecPrepareQual(info->ii_Predicate, ti->estate);
+			if (!ExecQual(info->ii_PredicateState, GetPerTupleExprContext(ti->estate)))
+				continue;
+		}
+		FormIndexDatum(info, slot, ti->estate, values, isnull);
 		(void) index_insert(rri->ri_IndexRelationDescs[i], values, isnull, &slot->tts_tid,
-							ti->rel, UNIQUE_CHECK_NO, false, rri->ri_IndexRelationInfo[i]);
+							ti->rel, UNIQUE_CHECK_NO, false, info);
 	}
 	ResetPerTupleExprContext(ti->estate);
 }
