@@ -765,8 +765,8 @@ results_match($node, 'SELECT imp_id, click_id FROM v_left',
 # tables.  Impression k (ad k) at
 # T0 + k minutes, its click 30 s later; the watermark (delay 0) takes the
 # older rows out during the run, most before they were ever written.
-# Three more batches in a session (run_batch, its store loaded: each
-# writes its rows into the join tables) take a checkpoint at the first, which copies the
+# Three or four more batches in a session (run_batch, its store loaded:
+# each writes its rows into the join tables) take a checkpoint, which copies the
 # join tables' rows of the batches since the run's last checkpoint: the
 # rows the run wrote when it ended carry the batch that added each, so
 # that those the run's checkpoint had from memory are not copied again.
@@ -837,8 +837,11 @@ k_state_match('after the run');
 results_match($node, 'SELECT imp_id, click_id FROM k_inner',
 	qq{SELECT i.imp_id, c.click_id FROM k_imps i JOIN k_clks c $on}, 'k_inner: every pair of the run once');
 {
-	my @more_imps = map { [ $_, $_, $T0 + $_ * 60_000 ] } $KN .. $KN + 2;
-	my @more_clks = map { [ $_, $_, $T0 + $_ * 60_000 + 30_000 ] } $KN .. $KN + 2;
+	# three more batches, four when the third would take the checkpoint:
+	# the restart below must find batches after it to replay
+	my $more = k_last_checkpoint($k_last + 3) == $k_last + 3 ? 4 : 3;
+	my @more_imps = map { [ $_, $_, $T0 + $_ * 60_000 ] } $KN .. $KN + $more - 1;
+	my @more_clks = map { [ $_, $_, $T0 + $_ * 60_000 + 30_000 ] } $KN .. $KN + $more - 1;
 	k_produce('kimps', @more_imps);
 	k_produce('kclks', @more_clks);
 	push @kimps, @more_imps;
@@ -846,13 +849,14 @@ results_match($node, 'SELECT imp_id, click_id FROM k_inner',
 	$node->safe_psql('postgres', 'INSERT INTO k_imps VALUES ' . join(', ', map { "($_->[0], $_->[1], '" . ts_text($_->[2]) . "')" } @more_imps)
 		  . '; INSERT INTO k_clks VALUES ' . join(', ', map { "($_->[0], $_->[1], '" . ts_text($_->[2]) . "', 1)" } @more_clks));
 	my $k_session = store_session($node);
-	sess_ok($k_session, "SELECT streamwin.run_batch('k_inner')") for 1 .. 3;
+	sess_ok($k_session, "SELECT streamwin.run_batch('k_inner')") for 1 .. $more;
 	my ($ckpt, $last) = split /\|/, $node->safe_psql('postgres',
 		q{SELECT checkpoint_batch_id, last_batch_id FROM streamwin.query_catalog WHERE name = 'k_inner'});
-	is("$ckpt|$last", k_last_checkpoint($k_last + 3) . '|' . ($k_last + 3),
-		'k_inner: three more batches in the session, one taking a checkpoint');
+	is("$ckpt|$last", k_last_checkpoint($k_last + $more) . '|' . ($k_last + $more),
+		"k_inner: $more more batches in the session, one taking a checkpoint");
+	cmp_ok($ckpt, '<', $last, 'k_inner: with batches after it to replay');
 	($k_ckpt, $k_last) = ($ckpt, $last);
-	k_state_match('after three more batches');
+	k_state_match('after more batches');
 	$k_session->quit;
 }
 $node->stop('immediate');
