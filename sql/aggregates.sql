@@ -359,6 +359,9 @@ SELECT streamwin.distinct_set(x) IS NULL AS no_rows FROM (SELECT 1 WHERE false) 
 SELECT streamwin.create_query('bad', 'SELECT sensor, count(DISTINCT (flags, sensor)) AS d FROM ms GROUP BY sensor');
 SELECT streamwin.create_query('bad', 'SELECT sensor, string_agg(DISTINCT sensor, '','') AS d FROM ms GROUP BY sensor');
 SELECT streamwin.create_query('bad', 'SELECT sensor, count(DISTINCT array[flags]) AS d FROM ms GROUP BY sensor');
+CREATE DOMAIN flag_list AS int[];
+SELECT streamwin.create_query('bad', 'SELECT sensor, count(DISTINCT array[flags]::flag_list) AS d FROM ms GROUP BY sensor');
+DROP DOMAIN flag_list;
 -- no combine function (array_agg and string_agg have none in PostgreSQL 15)
 SELECT streamwin.create_query('bad', 'SELECT sensor, array_agg(flags) AS a FROM ms GROUP BY sensor');
 SELECT streamwin.create_query('bad', $$SELECT sensor, string_agg(sensor, ',') AS a FROM ms GROUP BY sensor$$);

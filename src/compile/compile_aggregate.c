@@ -197,7 +197,7 @@ compile_distinct_aggregate(Compiled *c, AggCol *col, Aggref *a, const char *fnam
 						fname, format_type_be(argtype)),
 			   "The distinct values are kept in a column of the state table, which cannot have that type.",
 			   "Apply DISTINCT to a value of a named type, such as the row's text (ROW(a, b)::text).");
-	if (type_is_array(argtype) || !OidIsValid(arraytype))
+	if (type_is_array_domain(argtype) || !OidIsValid(arraytype))
 		refuse(psprintf("%s(DISTINCT ...) over type %s is not supported in continuous queries",
 						fname, format_type_be(argtype)),
 			   "The distinct values are kept in an array, which cannot hold arrays of different sizes.",
@@ -585,7 +585,7 @@ compile_changelog_aggregate(Compiled *c, AggCol *col, Aggref *a, const char *fna
 
 		if (list_length(a->args) != 1)
 			changelog_refuse(c, fname, "Only DISTINCT aggregates of one argument keep their values batch by batch.");
-		if (type_is_array(xtype) || !OidIsValid(get_array_type(xtype)))
+		if (type_is_array_domain(xtype) || !OidIsValid(get_array_type(xtype)))
 			refuse(psprintf("%s(DISTINCT ...) over type %s is not supported over changelog source \"%s\"",
 							fname, format_type_be(xtype), c->source->name),
 				   "The values left are handed to the aggregate as an array, and PostgreSQL has no array of arrays.",
