@@ -278,6 +278,18 @@ SELECT count(*) AS rows FROM hopped_rows;
 UNION ALL
 (SELECT id, streamwin.hop(ts, '10 minutes', '5 minutes') FROM hopped EXCEPT ALL SELECT id, w FROM hopped_rows);
 SELECT streamwin.drop_query('hopped_rows', drop_result => true);
+-- hop() grouped, and in an expression of the SELECT list: the group's
+-- window there too, as a tumble() is (with the previous build: "column
+-- hopped_src.ts must appear in the GROUP BY clause")
+SELECT streamwin.create_query('hop_closes',
+    $$SELECT streamwin.hop(ts, '10 minutes', '5 minutes') + interval '10 minutes' AS closes, count(*) AS n
+        FROM hopped_src GROUP BY streamwin.hop(ts, '10 minutes', '5 minutes')$$,
+    output_mode => 'update', start => false);
+TRUNCATE hopped;
+INSERT INTO hopped VALUES (4, '2026-01-01 12:07:00+00'), (5, '2026-01-01 12:12:00+00');
+SELECT (streamwin.run_batch('hop_closes'))->>'input_rows' AS input_rows;
+SELECT window_start, window_end, closes, n FROM hop_closes ORDER BY 1;
+SELECT streamwin.drop_query('hop_closes', drop_result => true);
 SELECT streamwin.drop_source('hopped_src');
 DROP TABLE hopped;
 

@@ -92,6 +92,91 @@ raw_call_is_ours(FuncCall *fc)
  * hop() as the function it is, the start of the latest window of each row,
  * as plain SQL reads it: a row each, not a row per window.
  */
+/* The hop() call a query groups by, and what takes its place */
+typedef struct HopReplace
+{
+	FuncCall   *hop;
+	ColumnRef  *ref;
+} HopReplace;
+
+static void
+replace_hop_at(Node **at, HopReplace *r)
+{
+	if (*at != NULL && equal(*at, r->hop))
+		*at = (Node *) copyObject(r->ref);
+}
+
+static void
+replace_hop_in(List *list, HopReplace *r)
+{
+	ListCell   *lc;
+
+	foreach(lc, list)
+		replace_hop_at((Node **) &lfirst(lc), r);
+}
+
+/*
+ * The grouped hop() inside an expression of the SELECT list (window_start
+ * + interval '10 minutes', date_trunc('hour', hop(...))), as a tumble()
+ * there is the group's window: the expressions a SELECT list holds.
+ */
+static bool
+replace_hop_walker(Node *node, void *context)
+{
+	HopReplace *r = context;
+
+	if (node == NULL)
+		return false;
+	switch (nodeTag(node))
+	{
+		case T_A_Expr:
+			replace_hop_at(&((A_Expr *) node)->lexpr, r);
+			replace_hop_at(&((A_Expr *) node)->rexpr, r);
+			break;
+		case T_TypeCast:
+			replace_hop_at(&((TypeCast *) node)->arg, r);
+			break;
+		case T_CollateClause:
+			replace_hop_at(&((CollateClause *) node)->arg, r);
+			break;
+		case T_FuncCall:
+			replace_hop_in(((FuncCall *) node)->args, r);
+			break;
+		case T_BoolExpr:
+			replace_hop_in(((BoolExpr *) node)->args, r);
+			break;
+		case T_CoalesceExpr:
+			replace_hop_in(((CoalesceExpr *) node)->args, r);
+			break;
+		case T_MinMaxExpr:
+			replace_hop_in(((MinMaxExpr *) node)->args, r);
+			break;
+		case T_RowExpr:
+			replace_hop_in(((RowExpr *) node)->args, r);
+			break;
+		case T_A_ArrayExpr:
+			replace_hop_in(((A_ArrayExpr *) node)->elements, r);
+			break;
+		case T_CaseExpr:
+			replace_hop_at((Node **) &((CaseExpr *) node)->arg, r);
+			replace_hop_at((Node **) &((CaseExpr *) node)->defresult, r);
+			break;
+		case T_CaseWhen:
+			replace_hop_at((Node **) &((CaseWhen *) node)->expr, r);
+			replace_hop_at((Node **) &((CaseWhen *) node)->result, r);
+			break;
+		case T_NullTest:
+			replace_hop_at((Node **) &((NullTest *) node)->arg, r);
+			break;
+		case T_BooleanTest:
+			replace_hop_at((Node **) &((BooleanTest *) node)->arg, r);
+			break;
+		default:
+			break;
+	}
+	return raw_expression_tree_walker(node, replace_hop_walker, context);
+}
+
 bool
 rewrite_hop(SelectStmt *stmt)
 {
@@ -139,6 +224,12 @@ rewrite_hop(SelectStmt *stmt)
 			rt->val = (Node *) copyObject(ref);
 			if (rt->name == NULL)
 				rt->name = pstrdup("window_start");
+		}
+		else
+		{
+			HopReplace	r = {hop, ref};
+
+			(void) replace_hop_walker(rt->val, &r);
 		}
 	}
 
