@@ -299,6 +299,8 @@ CREATE TABLE notes (id int, body text);
 SELECT streamwin.create_table_source('notes_meta', 'notes', '{"metadata": {"key": "key"}}');
 SELECT streamwin.create_table_source('notes_meta', 'notes', '{"metadata": {"id": "offset"}}');
 SELECT streamwin.create_table_source('notes_meta', 'notes',
+  '{"metadata": {"committed_at_according_to_the_logical_replication_stream_of_postgres": "timestamp"}}');
+SELECT streamwin.create_table_source('notes_meta', 'notes',
   '{"metadata": {"committed_at": "timestamp", "commit_lsn": "offset", "n": "partition"}}');
 \d notes_meta
 SELECT streamwin.create_query('notes_copy', 'SELECT * FROM notes_meta', start => false);

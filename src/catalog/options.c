@@ -44,9 +44,8 @@ interval_to_usec(const Interval *iv, const char *what)
 }
 
 /*
- * A duration setting at most max_days long: the watermark and idle
- * timeout, which are taken from event times, and a larger one would move
- * a time out of the timestamps' range.
+ * A duration setting at most max_days long (see MAX_TRIGGER_DAYS and
+ * MAX_EVENT_TIME_DAYS).
  */
 void
 check_duration_at_most(const Interval *iv, const char *what, int max_days, const char *hint)
@@ -87,6 +86,13 @@ parse_metadata_option(SourceInfo *src, Jsonb *options)
 		if (tok == WJB_KEY)
 		{
 			column = pnstrdup(item.val.string.val, item.val.string.len);
+			/* (a longer name would be cut in the source's view, and not found) */
+			if (item.val.string.len >= NAMEDATALEN)
+				ereport(ERROR,
+						(errcode(ERRCODE_NAME_TOO_LONG),
+						 errmsg("option \"metadata\" names column \"%s\", longer than %d bytes",
+								column, NAMEDATALEN - 1),
+						 errhint("Give the column a shorter name.")));
 			continue;
 		}
 		if (tok != WJB_VALUE)
