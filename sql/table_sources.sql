@@ -764,3 +764,21 @@ SELECT streamwin.create_query('gone_q2', 'SELECT id FROM gone_src', start => fal
 SELECT * FROM gone_q ORDER BY id;
 SELECT streamwin.drop_query('gone_q', drop_result => true);
 SELECT streamwin.drop_source('gone_src');
+
+-- min and max of character types: the values whole (a char(4) or bpchar
+-- result was cast to character, which is character(1): 'abcd' came out
+-- 'a'), and of two equal values ('ab ' and 'ab') the first, as
+-- PostgreSQL's min and max of bpchar keep it, across batches too
+CREATE TABLE ties (id int, g int, c bpchar, d char(4));
+SELECT streamwin.create_table_source('ties_src', 'ties');
+SELECT streamwin.create_query('ties_q', 'SELECT g, min(c) AS lo, max(c) AS hi, min(d) AS dlo FROM ties_src GROUP BY g',
+    output_mode => 'update', start => false);
+INSERT INTO ties VALUES (1, 1, 'ab ', 'abcd');
+SELECT (streamwin.run_batch('ties_q'))->>'input_rows' AS input_rows;
+INSERT INTO ties VALUES (2, 1, 'ab', 'wxyz');
+SELECT (streamwin.run_batch('ties_q'))->>'input_rows' AS input_rows;
+SELECT octet_length(lo) AS lo_bytes, octet_length(hi) AS hi_bytes, dlo FROM ties_q;
+SELECT octet_length(min(c)) AS lo_bytes, octet_length(max(c)) AS hi_bytes, min(d) AS dlo FROM ties;
+SELECT streamwin.drop_query('ties_q', drop_result => true);
+SELECT streamwin.drop_source('ties_src');
+DROP TABLE ties;

@@ -576,7 +576,7 @@ compile_changelog_aggregate(Compiled *c, AggCol *col, Aggref *a, const char *fna
 	Expr	   *f = a->aggfilter;
 	Oid			xtype = x ? exprType((Node *) x) : InvalidOid;
 	Oid			arg_type = xtype;	/* (xtype: the argument as summed) */
-	const char *type = x ? format_type_be_qualified(xtype) : NULL;
+	const char *type = x ? cast_type_sql(xtype) : NULL;
 
 	if (a->aggdistinct != NIL)
 	{
@@ -816,13 +816,20 @@ compile_aggregate(Compiled *c, TargetEntry *tle)
 		p->aggfnoid = a->aggfnoid;
 		col->final_sql = psprintf("streamwin.finish_state(%s, %s, NULL::%s)",
 								  aggregate_literal(a->aggfnoid),
-								  quote_identifier(p->name), format_type_be_qualified(col->type));
+								  quote_identifier(p->name), cast_type_sql(col->type));
 	}
 
-	col->final_sql = psprintf("%s::%s", col->final_sql, format_type_be_qualified(col->type));
+	col->final_sql = psprintf("%s::%s", col->final_sql, cast_type_sql(col->type));
 	c->aggs = lappend(c->aggs, col);
 }
 
+
+/* Do this min or max's transition functions keep the first of two equal values? */
+static bool
+min_max_tie_keeps_first(PartialCol *p)
+{
+	return getBaseType(exprType((Node *) p->expr)) == BPCHAROID;
+}
 
 const char *
 merge_sql(PartialCol *p)
@@ -835,11 +842,16 @@ merge_sql(PartialCol *p)
 			return psprintf("s.%s + EXCLUDED.%s", n, n);
 		case MERGE_SUM:
 			return psprintf("COALESCE(s.%s + EXCLUDED.%s, s.%s, EXCLUDED.%s)", n, n, n, n);
-		/* the batch's first: of two equal values LEAST keeps its first, min the later */
+		/*
+		 * the batch's first: of two equal values LEAST keeps its first, min
+		 * the later; but bpchar's min and max keep the earlier
+		 */
 		case MERGE_MIN:
-			return psprintf("LEAST(EXCLUDED.%s, s.%s)", n, n);
+			return min_max_tie_keeps_first(p) ? psprintf("LEAST(s.%s, EXCLUDED.%s)", n, n) :
+				psprintf("LEAST(EXCLUDED.%s, s.%s)", n, n);
 		case MERGE_MAX:
-			return psprintf("GREATEST(EXCLUDED.%s, s.%s)", n, n);
+			return min_max_tie_keeps_first(p) ? psprintf("GREATEST(s.%s, EXCLUDED.%s)", n, n) :
+				psprintf("GREATEST(EXCLUDED.%s, s.%s)", n, n);
 		case MERGE_AND:
 			return psprintf("COALESCE(s.%s AND EXCLUDED.%s, s.%s, EXCLUDED.%s)", n, n, n, n);
 		case MERGE_OR:
@@ -873,7 +885,7 @@ merge_sql(PartialCol *p)
 const char *
 row_partial_sql(PartialCol *p, const char *arg, const char *filter)
 {
-	char	   *type = format_type_be_qualified(exprType((Node *) p->expr));
+	char	   *type = cast_type_sql(exprType((Node *) p->expr));
 
 	Assert(p->merge != MERGE_STATE && p->merge != MERGE_UNION && p->merge != MERGE_FIRST &&
 		   p->merge != MERGE_COUNTED);
@@ -951,7 +963,7 @@ const char *
 merge_agg_sql(PartialCol *p)
 {
 	const char *n = quote_identifier(p->name);
-	char	   *type = format_type_be_qualified(exprType((Node *) p->expr));
+	char	   *type = cast_type_sql(exprType((Node *) p->expr));
 
 	switch (p->merge)
 	{

@@ -17,6 +17,7 @@ extern void refuse(const char *msg, const char *detail, const char *hint) pg_att
 extern Oid	streamwin_func_oid(const char *name, int nargs, Oid *argtypes);
 extern char *internal_name(List **taken, const char *base, const char *tail);
 extern char *column_type_sql(Oid type, int32 typmod, Oid collation);
+extern char *cast_type_sql(Oid type);
 extern char *state_column_defs(Compiled *c);
 extern char *group_columns(Compiled *c, const char *prefix);
 extern char *keys_list(Compiled *c, const char *prefix);

@@ -175,6 +175,7 @@ typedef struct StorePartial
 	int16		typlen;
 	bool		typbyval;
 	Oid			collation;
+	bool		tie_keeps_first;	/* MERGE_MIN/MAX: of equal values, the first */
 	Oid			aggfnoid;		/* MERGE_STATE */
 	FmgrInfo	fn;				/* +, cmp, combine_states, distinct_union */
 } StorePartial;

@@ -204,6 +204,8 @@ store_create(const StorePlan *plan, Oid state_table, Oid checkpoint_table,
 		p->typlen = att->attlen;
 		p->typbyval = att->attbyval;
 		p->collation = att->attcollation;
+		/* bpchar's min and max keep the first of two equal values */
+		p->tie_keeps_first = getBaseType(p->type) == BPCHAROID;
 		partial_function(s, p, plan->aggregate[i]);
 	}
 
@@ -644,9 +646,12 @@ combine_partial(StateStore *s, int i, Datum a, Datum v, Datum *result, bool *res
 				/*
 				 * Of two equal values (1.0 and 1.00) the later, v, as
 				 * PostgreSQL's min and max keep it (numeric_smaller returns
-				 * its second argument on a tie)
+				 * its second argument on a tie); but bpchar's keep the first
+				 * ('ab' and 'ab ', or two forms a collation calls equal)
 				 */
 				if (p->merge == MERGE_MIN ? c > 0 : c < 0)
+					return false;
+				if (c == 0 && p->tie_keeps_first)
 					return false;
 				*result = v;
 			}
