@@ -150,6 +150,11 @@ SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GRO
     watermark => '40000 days');
 SELECT streamwin.create_query('q', 'SELECT * FROM orders', trigger_interval => '213503984 days');
 SELECT streamwin.create_query('q', 'SELECT * FROM orders', options => '{"idle_timeout": "100000 days"}');
+-- options with nothing to act on in the query
+SELECT streamwin.create_query('q', 'SELECT * FROM orders', options => '{"idle_timeout": "1 hour"}');
+SELECT streamwin.create_query('q', 'SELECT * FROM orders', options => '{"capture_late_rows": true}');
+SELECT streamwin.create_query('q', 'SELECT * FROM orders', options => '{"dedup_without_watermark": true}');
+SELECT streamwin.create_query('q', 'SELECT * FROM orders', options => '{"join_state_unbounded": true}');
 SELECT streamwin.create_query('sales', 'SELECT * FROM orders');
 SELECT streamwin.create_query('regions', 'SELECT * FROM orders', start => false);
 -- nothing was left behind by the refused definitions

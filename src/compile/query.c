@@ -152,6 +152,15 @@ compile_text(Compiled *c, const char *query_text, OutputMode mode)
 	check_replayable(c->query);
 }
 
+/* Is boolean option name of options true? */
+static bool
+option_is_true(Jsonb *options, const char *name)
+{
+	char	   *v = jsonb_get_text(options, name);
+
+	return v != NULL && strcmp(v, "true") == 0;
+}
+
 /* The settings of create_query that depend on the query's shape. */
 static void
 check_settings(Compiled *c, OutputMode mode, bool has_watermark, Jsonb *options,
@@ -192,6 +201,20 @@ check_settings(Compiled *c, OutputMode mode, bool has_watermark, Jsonb *options,
 				   "Without a watermark no key is ever forgotten, so the deduplication state grows forever.",
 				   "Set a watermark, or accept unbounded state with options => '{\"dedup_without_watermark\": true}'.");
 	}
+	/* options with nothing to act on: refused, as unknown ones are */
+	if (option_is_true(options, "join_state_unbounded") && c->join == NULL)
+		refuse("option \"join_state_unbounded\" is only for a join of two sources",
+			   "A query of one source keeps no join state.", "Leave the option out.");
+	if (without_watermark != NULL && strcmp(without_watermark, "true") == 0 && dedup_keys == NULL)
+		refuse("option \"dedup_without_watermark\" is only for a query with dedup_keys",
+			   NULL, "Leave the option out, or give the query its dedup_keys.");
+	if (option_is_true(options, "capture_late_rows") && !has_watermark)
+		refuse("option \"capture_late_rows\" needs a watermark",
+			   "Without a watermark no row is late.", "Set a watermark, or leave the option out.");
+	if (jsonb_get_text(options, "idle_timeout") != NULL && !has_watermark)
+		refuse("option \"idle_timeout\" needs a watermark",
+			   "It is how long a partition that delivers nothing holds the watermark back.",
+			   "Set a watermark, or leave the option out.");
 	if (c->aggregate && mode == OUTPUT_APPEND && (c->window == NULL || !has_watermark))
 		refuse("append mode needs an event-time window and a watermark",
 			   "In append mode a window's row is written once, when the watermark closes it; without a watermark no window ever closes.",
