@@ -190,6 +190,12 @@ DROP ROLE streamwin_nologin;
 SELECT streamwin.alter_query('sales', trigger_interval => '-1 second');
 SELECT streamwin.alter_query('sales', idle_timeout => '0');
 SELECT streamwin.alter_query('no_such_query', trigger_interval => '1 second');
+-- a NULL argument of a control function is refused, not taken as nothing to do
+SELECT streamwin.stop_query(NULL);
+SELECT streamwin.drop_query('sales', drop_result => NULL);
+SELECT streamwin.reset_query('sales', NULL);
+SELECT streamwin.run_batch(NULL);
+SELECT streamwin.drop_source(NULL);
 SELECT streamwin.alter_query('sales', trigger_interval => '5 seconds');
 SELECT streamwin.alter_query('sales', idle_timeout => '2 minutes');
 SELECT streamwin.alter_query('sales');

@@ -18,6 +18,10 @@
 --
 -- streamwin.sources shows another role's schema registry URL without the
 -- login it may hold.
+--
+-- The control functions (start_query, stop_query, drop_query, reset_query,
+-- run_batch, run_available, drop_source) refuse a NULL argument, saying so,
+-- where they did nothing and returned NULL.
 
 \echo Use "ALTER EXTENSION streamwin UPDATE TO '0.9'" to load this file. \quit
 
@@ -79,3 +83,13 @@ SELECT s.name, s.kind, s.brokers, s.topic, s.format, s.columns,
 	   s.options ->> 'timezone' AS timezone
 FROM streamwin.source_catalog s
 LEFT JOIN pg_catalog.pg_replication_slots r ON r.slot_name = s.slot_name;
+
+-- The control functions say that a NULL argument is not allowed, instead of
+-- doing nothing and returning NULL (STRICT).
+ALTER FUNCTION streamwin.drop_source(text) CALLED ON NULL INPUT;
+ALTER FUNCTION streamwin.start_query(text) CALLED ON NULL INPUT;
+ALTER FUNCTION streamwin.stop_query(text) CALLED ON NULL INPUT;
+ALTER FUNCTION streamwin.drop_query(text, boolean) CALLED ON NULL INPUT;
+ALTER FUNCTION streamwin.reset_query(text, text) CALLED ON NULL INPUT;
+ALTER FUNCTION streamwin.run_batch(text) CALLED ON NULL INPUT;
+ALTER FUNCTION streamwin.run_available(text) CALLED ON NULL INPUT;

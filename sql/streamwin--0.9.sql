@@ -562,7 +562,7 @@ REVOKE EXECUTE ON FUNCTION streamwin.create_table_source_slot() FROM PUBLIC;
 CREATE FUNCTION streamwin.drop_source(name text)
 RETURNS void
 AS 'MODULE_PATHNAME', 'streamwin_drop_source'
-LANGUAGE C STRICT VOLATILE;
+LANGUAGE C VOLATILE;
 
 -- Queries
 CREATE FUNCTION streamwin.create_query(name text, query text,
@@ -576,12 +576,12 @@ LANGUAGE C VOLATILE;
 CREATE FUNCTION streamwin.start_query(name text)
 RETURNS void
 AS 'MODULE_PATHNAME', 'streamwin_start_query'
-LANGUAGE C STRICT VOLATILE;
+LANGUAGE C VOLATILE;
 
 CREATE FUNCTION streamwin.stop_query(name text)
 RETURNS void
 AS 'MODULE_PATHNAME', 'streamwin_stop_query'
-LANGUAGE C STRICT VOLATILE;
+LANGUAGE C VOLATILE;
 
 -- Change how often a query runs and how long an idle partition holds its
 -- watermark back, keeping its state and positions; NULL keeps a setting.
@@ -594,22 +594,22 @@ LANGUAGE C VOLATILE;
 CREATE FUNCTION streamwin.drop_query(name text, drop_result boolean DEFAULT false)
 RETURNS void
 AS 'MODULE_PATHNAME', 'streamwin_drop_query'
-LANGUAGE C STRICT VOLATILE;
+LANGUAGE C VOLATILE;
 
 CREATE FUNCTION streamwin.reset_query(name text, starting_offsets text)
 RETURNS void
 AS 'MODULE_PATHNAME', 'streamwin_reset_query'
-LANGUAGE C STRICT VOLATILE;
+LANGUAGE C VOLATILE;
 
 CREATE FUNCTION streamwin.run_batch(name text)
 RETURNS jsonb
 AS 'MODULE_PATHNAME', 'streamwin_run_batch'
-LANGUAGE C STRICT VOLATILE;
+LANGUAGE C VOLATILE;
 
 CREATE FUNCTION streamwin.run_available(name text)
 RETURNS jsonb
 AS 'MODULE_PATHNAME', 'streamwin_run_available'
-LANGUAGE C STRICT VOLATILE;
+LANGUAGE C VOLATILE;
 
 -- The batch's own timestamp, its processing time: what now(),
 -- current_timestamp and their kin in a continuous query stand for

@@ -174,3 +174,13 @@ json_append_timestamp(StringInfo buf, const char *key, bool has, TimestampTz ts)
 		escape_json(buf, DatumGetCString(DirectFunctionCall1(timestamptz_out,
 															 TimestampTzGetDatum(ts))));
 }
+
+void
+check_args_not_null(FunctionCallInfo fcinfo, int nargs, const char *const *names)
+{
+	for (int i = 0; i < nargs; i++)
+		if (PG_ARGISNULL(i))
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("%s must not be NULL", names[i])));
+}

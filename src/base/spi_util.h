@@ -11,6 +11,7 @@
 
 #include "access/htup.h"
 #include "datatype/timestamp.h"
+#include "fmgr.h"
 #include "lib/stringinfo.h"
 #include "nodes/parsenodes.h"
 #include "utils/elog.h"
@@ -91,5 +92,12 @@ extern void tuple_from_body(HeapTuple tuple, const char *body, size_t len);
 
 /* Append ', "key": "timestamp"' (or null unless has) to a JSON object. */
 extern void json_append_timestamp(StringInfo buf, const char *key, bool has, TimestampTz ts);
+
+/*
+ * Refuse a NULL among the first nargs arguments of a function SQL calls
+ * (names: what each is, for the message).  The control functions take
+ * NULLs in, to say so rather than do nothing and return NULL.
+ */
+extern void check_args_not_null(FunctionCallInfo fcinfo, int nargs, const char *const *names);
 
 #endif							/* STREAMWIN_SPI_UTIL_H */

@@ -59,9 +59,13 @@ source_query_gone(QueryInfo *q)
 Datum
 streamwin_start_query(PG_FUNCTION_ARGS)
 {
-	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	QueryInfo  *q = catalog_get_query(name, false);
+	static const char *const args[] = {"the query name"};
+	char	   *name;
+	QueryInfo  *q;
 
+	check_args_not_null(fcinfo, 1, args);
+	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	q = catalog_get_query(name, false);
 	catalog_check_owner(q->owner, "query", name);
 	check_preloaded();
 	check_role_can_login(q->owner);
@@ -109,9 +113,13 @@ streamwin_alter_query(PG_FUNCTION_ARGS)
 Datum
 streamwin_stop_query(PG_FUNCTION_ARGS)
 {
-	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	QueryInfo  *q = catalog_get_query(name, false);
+	static const char *const args[] = {"the query name"};
+	char	   *name;
+	QueryInfo  *q;
 
+	check_args_not_null(fcinfo, 1, args);
+	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	q = catalog_get_query(name, false);
 	catalog_check_owner(q->owner, "query", name);
 	catalog_set_desired_state(q->query_id, "stopped");
 	worker_request_wake(q->query_id);
@@ -161,11 +169,16 @@ drop_result_table(QueryInfo *q)
 Datum
 streamwin_drop_query(PG_FUNCTION_ARGS)
 {
-	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	bool		drop_result = PG_GETARG_BOOL(1);
-	QueryInfo  *q = catalog_get_query(name, false);
+	static const char *const args[] = {"the query name", "drop_result"};
+	char	   *name;
+	bool		drop_result;
+	QueryInfo  *q;
 	RoleSwitch	role;
 
+	check_args_not_null(fcinfo, 2, args);
+	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	drop_result = PG_GETARG_BOOL(1);
+	q = catalog_get_query(name, false);
 	catalog_check_owner(q->owner, "query", name);
 	/* wait for a batch in progress to finish */
 	catalog_lock_query(q->query_id);
@@ -342,9 +355,10 @@ result_stale_after_reset(QueryInfo *q, SourceInfo **sources, const char *start)
 Datum
 streamwin_reset_query(PG_FUNCTION_ARGS)
 {
-	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	char	   *start = text_to_cstring(PG_GETARG_TEXT_PP(1));
-	QueryInfo  *q = catalog_get_query(name, false);
+	static const char *const args[] = {"the query name", "starting_offsets"};
+	char	   *name;
+	char	   *start;
+	QueryInfo  *q;
 	SourceInfo *sources[QUERY_MAX_SOURCES];
 	QueryRunner *r;
 	Jsonb	   *explicit;
@@ -352,6 +366,10 @@ streamwin_reset_query(PG_FUNCTION_ARGS)
 	RoleSwitch	role;
 	const char *stale;
 
+	check_args_not_null(fcinfo, 2, args);
+	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	start = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	q = catalog_get_query(name, false);
 	catalog_check_owner(q->owner, "query", name);
 	if (q->desired_running)
 		ereport(ERROR,

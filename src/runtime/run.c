@@ -71,9 +71,12 @@ runner_for_session(text *name_text)
 Datum
 streamwin_run_batch(PG_FUNCTION_ARGS)
 {
-	QueryRunner *r = runner_for_session(PG_GETARG_TEXT_PP(0));
+	static const char *const args[] = {"the query name"};
+	QueryRunner *r;
 	BatchStats	stats;
 
+	check_args_not_null(fcinfo, 1, args);
+	r = runner_for_session(PG_GETARG_TEXT_PP(0));
 	batch_execute(r, 5000, SESSION_FETCH_LINGER_MS, &stats);
 	PG_RETURN_JSONB_P(batch_stats_jsonb(r, &stats));
 }
@@ -437,7 +440,11 @@ run_to_end_in(QueryRunner *r, bool commit_each, MemoryContext run_cxt)
 Datum
 streamwin_run_available(PG_FUNCTION_ARGS)
 {
-	QueryRunner *r = runner_for_session(PG_GETARG_TEXT_PP(0));
+	static const char *const args[] = {"the query name"};
+	QueryRunner *r;
+
+	check_args_not_null(fcinfo, 1, args);
+	r = runner_for_session(PG_GETARG_TEXT_PP(0));
 
 	PG_RETURN_JSONB_P(run_to_end(r, false));
 }

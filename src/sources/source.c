@@ -255,10 +255,13 @@ source_register(const char *name, const char *kind, const char *brokers, const c
 Datum
 streamwin_drop_source(PG_FUNCTION_ARGS)
 {
-	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	static const char *const args[] = {"the source name"};
+	char	   *name;
 	SourceInfo *src;
 	char	   *readers;
 
+	check_args_not_null(fcinfo, 1, args);
+	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	SPI_connect();
 	src = catalog_get_source(name, false);
 	catalog_check_owner(src->owner, "source", name);
