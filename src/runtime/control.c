@@ -55,18 +55,31 @@ source_query_gone(QueryInfo *q)
 	SPI_finish();
 }
 
+/*
+ * The query its first argument names, which the caller must own; nargs
+ * arguments, named in args, must not be NULL.
+ */
+static QueryInfo *
+owned_query(FunctionCallInfo fcinfo, int nargs, const char *const *args)
+{
+	char	   *name;
+	QueryInfo  *q;
+
+	check_args_not_null(fcinfo, nargs, args);
+	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	q = catalog_get_query(name, false);
+	catalog_check_owner(q->owner, "query", name);
+	return q;
+}
+
+static const char *const query_name_arg[] = {"the query name"};
+
 /* streamwin.start_query(name): run the query in a background worker */
 Datum
 streamwin_start_query(PG_FUNCTION_ARGS)
 {
-	static const char *const args[] = {"the query name"};
-	char	   *name;
-	QueryInfo  *q;
+	QueryInfo  *q = owned_query(fcinfo, 1, query_name_arg);
 
-	check_args_not_null(fcinfo, 1, args);
-	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	q = catalog_get_query(name, false);
-	catalog_check_owner(q->owner, "query", name);
 	check_preloaded();
 	check_role_can_login(q->owner);
 	catalog_set_desired_state(q->query_id, "running");
@@ -113,14 +126,8 @@ streamwin_alter_query(PG_FUNCTION_ARGS)
 Datum
 streamwin_stop_query(PG_FUNCTION_ARGS)
 {
-	static const char *const args[] = {"the query name"};
-	char	   *name;
-	QueryInfo  *q;
+	QueryInfo  *q = owned_query(fcinfo, 1, query_name_arg);
 
-	check_args_not_null(fcinfo, 1, args);
-	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	q = catalog_get_query(name, false);
-	catalog_check_owner(q->owner, "query", name);
 	catalog_set_desired_state(q->query_id, "stopped");
 	worker_request_wake(q->query_id);
 	PG_RETURN_VOID();
@@ -170,16 +177,10 @@ Datum
 streamwin_drop_query(PG_FUNCTION_ARGS)
 {
 	static const char *const args[] = {"the query name", "drop_result"};
-	char	   *name;
-	bool		drop_result;
-	QueryInfo  *q;
+	QueryInfo  *q = owned_query(fcinfo, 2, args);
+	bool		drop_result = PG_GETARG_BOOL(1);
 	RoleSwitch	role;
 
-	check_args_not_null(fcinfo, 2, args);
-	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	drop_result = PG_GETARG_BOOL(1);
-	q = catalog_get_query(name, false);
-	catalog_check_owner(q->owner, "query", name);
 	/* wait for a batch in progress to finish */
 	catalog_lock_query(q->query_id);
 	catalog_delete_query(q->query_id, q->name);
@@ -356,9 +357,9 @@ Datum
 streamwin_reset_query(PG_FUNCTION_ARGS)
 {
 	static const char *const args[] = {"the query name", "starting_offsets"};
-	char	   *name;
-	char	   *start;
-	QueryInfo  *q;
+	QueryInfo  *q = owned_query(fcinfo, 2, args);
+	char	   *name = q->name;
+	char	   *start = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	SourceInfo *sources[QUERY_MAX_SOURCES];
 	QueryRunner *r;
 	Jsonb	   *explicit;
@@ -366,11 +367,6 @@ streamwin_reset_query(PG_FUNCTION_ARGS)
 	RoleSwitch	role;
 	const char *stale;
 
-	check_args_not_null(fcinfo, 2, args);
-	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	start = text_to_cstring(PG_GETARG_TEXT_PP(1));
-	q = catalog_get_query(name, false);
-	catalog_check_owner(q->owner, "query", name);
 	if (q->desired_running)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
