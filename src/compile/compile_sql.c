@@ -135,22 +135,22 @@ type_sql(Oid type, int32 typmod, Oid collation)
  *		A column's type as a column definition of CREATE TABLE writes it:
  *		with its typmod, and its collation if not the type's.
  */
-/*
- * A type's name for a cast to it (or a NULL of it) in the statements,
- * schema-qualified, without a type modifier: bpchar and bit, not character
- * and bit, which SQL reads as character(1) and bit(1) and which would cut
- * every value to one character or bit.
- */
-char *
-cast_type_sql(Oid type)
-{
-	return format_type_extended(type, -1, FORMAT_TYPE_TYPEMOD_GIVEN | FORMAT_TYPE_FORCE_QUALIFY);
-}
-
 char *
 column_type_sql(Oid type, int32 typmod, Oid collation)
 {
 	return type_sql(type, typmod, collation);
+}
+
+/*
+ * A type's name for a cast to it (or a NULL of it) in the statements,
+ * without a type modifier: bpchar and bit, not character and bit, which SQL
+ * reads as character(1) and bit(1) and which would cut every value to one
+ * character or bit.
+ */
+char *
+cast_type_sql(Oid type)
+{
+	return type_sql(type, -1, InvalidOid);
 }
 
 /*

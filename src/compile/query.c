@@ -167,7 +167,6 @@ check_settings(Compiled *c, OutputMode mode, bool has_watermark, Jsonb *options,
 			   ArrayType *dedup_keys, List **dedup_names)
 {
 	char	   *option_event_time = jsonb_get_text(options, "event_time");
-	char	   *without_watermark = jsonb_get_text(options, "dedup_without_watermark");
 
 	if (option_event_time != NULL)
 	{
@@ -196,7 +195,7 @@ check_settings(Compiled *c, OutputMode mode, bool has_watermark, Jsonb *options,
 	if (dedup_keys != NULL)
 	{
 		*dedup_names = dedup_key_names(c, dedup_keys);
-		if (!has_watermark && !(without_watermark != NULL && strcmp(without_watermark, "true") == 0))
+		if (!has_watermark && !option_is_true(options, "dedup_without_watermark"))
 			refuse("dedup_keys need a watermark",
 				   "Without a watermark no key is ever forgotten, so the deduplication state grows forever.",
 				   "Set a watermark, or accept unbounded state with options => '{\"dedup_without_watermark\": true}'.");
@@ -205,7 +204,7 @@ check_settings(Compiled *c, OutputMode mode, bool has_watermark, Jsonb *options,
 	if (option_is_true(options, "join_state_unbounded") && c->join == NULL)
 		refuse("option \"join_state_unbounded\" is only for a join of two sources",
 			   "A query of one source keeps no join state.", "Leave the option out.");
-	if (without_watermark != NULL && strcmp(without_watermark, "true") == 0 && dedup_keys == NULL)
+	if (option_is_true(options, "dedup_without_watermark") && dedup_keys == NULL)
 		refuse("option \"dedup_without_watermark\" is only for a query with dedup_keys",
 			   NULL, "Leave the option out, or give the query its dedup_keys.");
 	if (option_is_true(options, "capture_late_rows") && !has_watermark)

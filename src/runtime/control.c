@@ -98,17 +98,9 @@ streamwin_start_query(PG_FUNCTION_ARGS)
 Datum
 streamwin_alter_query(PG_FUNCTION_ARGS)
 {
-	char	   *name;
-	QueryInfo  *q;
+	QueryInfo  *q = owned_query(fcinfo, 1, query_name_arg);
 	char	   *idle_timeout = NULL;
 
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("the query name must not be NULL")));
-	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	q = catalog_get_query(name, false);
-	catalog_check_owner(q->owner, "query", name);
 	if (!PG_ARGISNULL(1))
 		check_trigger_interval(PG_GETARG_INTERVAL_P(1));
 	if (!PG_ARGISNULL(2))

@@ -35,14 +35,23 @@ STREAMWIN_SQL_FUNCTION(streamwin_run_batch);
 STREAMWIN_SQL_FUNCTION(streamwin_run_available);
 STREAMWIN_SQL_FUNCTION(streamwin_catch_up);
 
-/* The runner of a stopped query that the caller may run by hand. */
+static const char *const query_name_arg[] = {"the query name"};
+
+/*
+ * The runner of the stopped query the function's first argument names (not
+ * NULL), which the caller may run by hand.
+ */
 static QueryRunner *
-runner_for_session(text *name_text)
+runner_for_session(FunctionCallInfo fcinfo)
 {
-	char	   *name = text_to_cstring(name_text);
-	QueryInfo  *q = catalog_get_query(name, false);
+	char	   *name;
+	QueryInfo  *q;
 	QueryRunner *r;
 	RoleSwitch	owner;
+
+	check_args_not_null(fcinfo, 1, query_name_arg);
+	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	q = catalog_get_query(name, false);
 
 	catalog_check_owner(q->owner, "query", name);
 	if (q->desired_running)
@@ -71,12 +80,10 @@ runner_for_session(text *name_text)
 Datum
 streamwin_run_batch(PG_FUNCTION_ARGS)
 {
-	static const char *const args[] = {"the query name"};
 	QueryRunner *r;
 	BatchStats	stats;
 
-	check_args_not_null(fcinfo, 1, args);
-	r = runner_for_session(PG_GETARG_TEXT_PP(0));
+	r = runner_for_session(fcinfo);
 	batch_execute(r, 5000, SESSION_FETCH_LINGER_MS, &stats);
 	PG_RETURN_JSONB_P(batch_stats_jsonb(r, &stats));
 }
@@ -440,11 +447,9 @@ run_to_end_in(QueryRunner *r, bool commit_each, MemoryContext run_cxt)
 Datum
 streamwin_run_available(PG_FUNCTION_ARGS)
 {
-	static const char *const args[] = {"the query name"};
 	QueryRunner *r;
 
-	check_args_not_null(fcinfo, 1, args);
-	r = runner_for_session(PG_GETARG_TEXT_PP(0));
+	r = runner_for_session(fcinfo);
 
 	PG_RETURN_JSONB_P(run_to_end(r, false));
 }
@@ -466,10 +471,8 @@ streamwin_catch_up(PG_FUNCTION_ARGS)
 	Datum		value;
 	bool		isnull = false;
 
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("the query name must not be NULL")));
+	/* (first: the hint below names the query) */
+	check_args_not_null(fcinfo, 1, query_name_arg);
 	if (fcinfo->context == NULL || !IsA(fcinfo->context, CallContext) ||
 		castNode(CallContext, fcinfo->context)->atomic)
 		ereport(ERROR,
@@ -477,7 +480,7 @@ streamwin_catch_up(PG_FUNCTION_ARGS)
 				 errmsg("streamwin.catch_up() commits each batch, so it must be called with CALL outside a transaction block"),
 				 errhint("To run every batch in your transaction, use SELECT streamwin.run_available(%s).",
 						 quote_literal_cstr(text_to_cstring(PG_GETARG_TEXT_PP(0))))));
-	r = runner_for_session(PG_GETARG_TEXT_PP(0));
+	r = runner_for_session(fcinfo);
 	if (SPI_connect_ext(SPI_OPT_NONATOMIC) != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect_ext failed");
 	totals = run_to_end(r, true);

@@ -575,9 +575,12 @@ set_partial(StateStore *s, StoreGroup *g, int i, Datum value, bool isnull)
 		g->values[i] = value;
 	else
 	{
+		Datum		in_line;
+
 		cxt = MemoryContextSwitchTo(s->groups_cxt);
-		g->values[i] = p->typlen == -1 && VARATT_IS_EXTERNAL(DatumGetPointer(value)) ?
-			value_in_line(value, -1) : datumCopy(value, false, p->typlen);
+		/* (a value fetched from TOAST is a copy already) */
+		in_line = value_in_line(value, p->typlen);
+		g->values[i] = in_line != value ? in_line : datumCopy(value, false, p->typlen);
 		MemoryContextSwitchTo(cxt);
 	}
 	GROUP_NULLS(s, g)[i] = isnull;
