@@ -190,6 +190,8 @@ DROP ROLE streamwin_nologin;
 SELECT streamwin.alter_query('sales', trigger_interval => '-1 second');
 SELECT streamwin.alter_query('sales', idle_timeout => '0');
 SELECT streamwin.alter_query('no_such_query', trigger_interval => '1 second');
+-- idle_timeout is refused where there is no watermark to hold back
+SELECT streamwin.alter_query('big_orders', idle_timeout => '1 minute');
 -- a NULL argument of a control function is refused, not taken as nothing to do
 SELECT streamwin.stop_query(NULL);
 SELECT streamwin.drop_query('sales', drop_result => NULL);

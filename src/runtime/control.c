@@ -105,6 +105,13 @@ streamwin_alter_query(PG_FUNCTION_ARGS)
 		check_trigger_interval(PG_GETARG_INTERVAL_P(1));
 	if (!PG_ARGISNULL(2))
 	{
+		/* as create_query refuses it: it would have nothing to act on */
+		if (!q->has_watermark)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("query \"%s\" has no watermark for idle_timeout to act on", q->name),
+					 errdetail("idle_timeout is how long a partition that delivers nothing holds the watermark back."),
+					 errhint("Leave idle_timeout out, or drop the query and create it again with a watermark.")));
 		check_idle_timeout(PG_GETARG_INTERVAL_P(2));
 		idle_timeout = DatumGetCString(DirectFunctionCall1(interval_out, PG_GETARG_DATUM(2)));
 	}
