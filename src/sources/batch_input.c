@@ -507,7 +507,9 @@ decode_messages(void *arg)
  * violations, as most input functions raise; program limits (an array of
  * seven dimensions, a JSON text nested past the stack); syntax errors and
  * unknown names (hstore, tsquery, regclass) but a privilege refused, and
- * those two kinds only from the type's own input function, not from a
+ * features a value asks for that its type does not have (a regclass of
+ * another database, a JSON escape the database encoding cannot convert),
+ * those three kinds only from the type's own input function, not from a
  * function of the user's.  Anything else is the environment's (memory,
  * cancel, I/O, an internal error), and would refuse every message alike:
  * the batch fails, and its retry reads them again, rather than make each
@@ -521,6 +523,7 @@ message_error(ErrorData *edata)
 	if (category == ERRCODE_DATA_EXCEPTION || category == ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION)
 		return true;
 	if (category != ERRCODE_PROGRAM_LIMIT_EXCEEDED &&
+		category != ERRCODE_FEATURE_NOT_SUPPORTED &&
 		(category != ERRCODE_SYNTAX_ERROR_OR_ACCESS_RULE_VIOLATION ||
 		 edata->sqlerrcode == ERRCODE_INSUFFICIENT_PRIVILEGE))
 		return false;

@@ -167,13 +167,16 @@ is($node->safe_psql('postgres', 'SELECT count(*) FROM streamwin.dead_letters'),
 
 # Values refused with errors of other classes than data exceptions: an array
 # of seven dimensions (a program limit), a regclass naming no table (an
-# undefined object).  Each is its message's dead letter; the stream goes
-# on (the batch failed at every retry before).
+# undefined object), one naming another database's table (a feature not
+# supported).  Each is its message's dead letter; the stream goes on (the
+# batch failed at every retry before).
 my @kinds = (
 	[ 0, '{"n": 1, "a": "{1,2}", "r": "pg_class"}' ],
 	[ 0, '{"n": 2, "a": "{{{{{{{1}}}}}}}", "r": "pg_class"}' ],
 	[ 0, '{"n": 3, "a": "{3}", "r": "no_such_table"}' ],
-	[ 0, '{"n": 4, "a": "{4}", "r": "pg_proc"}' ]);
+	[ 0, '{"n": 4, "a": "{4}", "r": "pg_proc"}' ],
+	[ 0, '{"n": 5, "a": "{5}", "r": "otherdb.public.t"}' ],
+	[ 0, '{"n": 6, "a": "{6}", "r": "pg_type"}' ]);
 $broker->produce('dl_kinds', \@kinds);
 psql_ok($node, qq{
 SELECT streamwin.create_kafka_source('dl_kinds', '$brokers', 'dl_kinds', 'n int, a int[], r regclass', 'json');
@@ -181,10 +184,10 @@ SELECT streamwin.create_query('kinds_rows', 'SELECT n, a, r::text AS r FROM dl_k
 }, 'a source of an array and a regclass column');
 run_json($node, "run_available('kinds_rows')");
 is($node->safe_psql('postgres', q{SELECT string_agg(n || ':' || a::text || ':' || r, ' ' ORDER BY n) FROM kinds_rows}),
-	'1:{1,2}:pg_class 4:{4}:pg_proc', 'the good messages around them are read');
+	'1:{1,2}:pg_class 4:{4}:pg_proc 6:{6}:pg_type', 'the good messages around them are read');
 like($node->safe_psql('postgres', q{SELECT string_agg("offset" || ': ' || error, E'\n' ORDER BY "offset") FROM streamwin.dead_letters WHERE source = 'dl_kinds'}),
-	qr/^1: .*dimensions.*\n2: .*no_such_table.*$/s,
-	'the array of seven dimensions and the unknown table are dead letters');
+	qr/^1: .*dimensions.*\n2: .*no_such_table.*\n4: .*cross-database.*$/s,
+	'the array of seven dimensions, the unknown table and the other database\'s are dead letters');
 
 # A domain whose CHECK calls a function of the user's that fails alike for
 # every message (a table it reads is gone): the batch fails, at every try,
@@ -208,7 +211,7 @@ is($node->safe_psql('postgres', q{SELECT count(*) FROM streamwin.dead_letters WH
 psql_ok($node, 'ALTER TABLE valid_ids_away RENAME TO valid_ids', 'the table is back');
 run_json($node, "run_available('checked_rows')");
 is($node->safe_psql('postgres', q{SELECT string_agg(n::text, ',' ORDER BY n) FROM checked_rows}),
-	'1,2,3,4', 'every message is read');
+	'1,2,3,4,5,6', 'every message is read');
 
 $node->stop;
 $broker->stop;
