@@ -510,8 +510,8 @@ decoder_null_payload(MessageDecoder *decoder)
 }
 
 const char *
-decoder_decode_key(MessageDecoder *decoder, const char *key, size_t len, Datum *values,
-				   bool *nulls)
+decoder_decode_key(MessageDecoder *decoder, MessageDecoder *scalar, const char *key, size_t len,
+				   Datum *values, bool *nulls)
 {
 	static const char *const wrapper[2] = {"schema", "payload"};
 	DecodeSpan	m[2];
@@ -536,6 +536,23 @@ decoder_decode_key(MessageDecoder *decoder, const char *key, size_t len, Datum *
 	if ((m[0].kind == DJ_OBJECT || m[0].kind == DJ_NULL) && m[1].kind == DJ_OBJECT)
 		return decode_payload(decoder, decoder->part_default, m[1].start, m[1].len,
 							  connect_row_fields(decoder, &m[0]), false, values, nulls);
+
+	/*
+	 * ... or around one plain value (Connect's ExtractField on the key), the
+	 * text of a key of one column: a string's unescaped, a number's as
+	 * written
+	 */
+	if ((m[0].kind == DJ_OBJECT || m[0].kind == DJ_NULL) && scalar != NULL &&
+		(m[1].kind == DJ_STRING || m[1].kind == DJ_STRING_ESCAPED || m[1].kind == DJ_NUMBER ||
+		 m[1].kind == DJ_TRUE || m[1].kind == DJ_FALSE))
+	{
+		char	   *text = m[1].kind == DJ_STRING || m[1].kind == DJ_STRING_ESCAPED ?
+			decode_json_string(&decoder->state, &m[1]) : pnstrdup(m[1].start, m[1].len);
+
+		if (text == NULL)
+			return "the key's payload string has no text form";
+		return decoder_decode(scalar, text, strlen(text), values, nulls);
+	}
 	return decode_payload(decoder, decoder->part_default, key, (int) len, NULL, false, values,
 						  nulls);
 }

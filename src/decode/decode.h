@@ -127,9 +127,13 @@ extern const char *decoder_decode_debezium(MessageDecoder *decoder, const char *
  * decoder_decode_key
  *		A message key, as decoder_decode decodes a message; a JSON key in
  *		Kafka Connect's {"schema": ..., "payload": {...}} wrapper (Debezium's
- *		keys with the JSON converter's schemas) is its payload's object.
+ *		keys with the JSON converter's schemas) is its payload's object.  A
+ *		wrapper around a plain value is that value's text, decoded by scalar
+ *		(a text decoder of the one key column; without one, NULL, it is the
+ *		object it is).
  */
-extern const char *decoder_decode_key(MessageDecoder *decoder, const char *key, size_t len,
+extern const char *decoder_decode_key(MessageDecoder *decoder, MessageDecoder *scalar,
+									  const char *key, size_t len,
 									  Datum *values, bool *nulls);
 
 /*

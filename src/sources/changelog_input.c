@@ -548,7 +548,8 @@ decode_key(ChangeDecoder *cd, const SourceRow *m, Datum *values, bool *nulls)
 	if (cd->key_avro != NULL)
 		error = decoder_decode(cd->key_avro, m->key, m->keylen, cd->key_values, cd->key_nulls);
 	else if (key_is_object(m->key, m->keylen))
-		error = decoder_decode_key(cd->key_json, m->key, m->keylen, cd->key_values, cd->key_nulls);
+		error = decoder_decode_key(cd->key_json, cd->key_text, m->key, m->keylen, cd->key_values,
+								   cd->key_nulls);
 	else if (cd->key_text != NULL)
 		error = decoder_decode(cd->key_text, m->key, m->keylen, cd->key_values, cd->key_nulls);
 	else

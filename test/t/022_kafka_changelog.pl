@@ -561,8 +561,13 @@ sub ups_message
 	my ($id, $value, %o) = @_;
 	my $p = defined $id ? $id % 2 : 0;
 	my $off = $ups_next[$p]++;
-	my $key = exists $o{key} ? $o{key}
-	  : rand() < 0.5 ? qq({"id": $id}) : rand() < 0.5 ? "$id" : qq( { "id" : $id } );
+	# the key as an object, as its text, or in Kafka Connect's wrapper around
+	# the object or (ExtractField) around the plain value, a number or a string
+	my @forms = (qq({"id": $id}), "$id", qq( { "id" : $id } ),
+		qq({"schema": {"type": "struct"}, "payload": {"id": $id}}),
+		qq({"schema": {"type": "int32", "optional": false}, "payload": $id}),
+		qq({"schema": null, "payload": "$id"}));
+	my $key = exists $o{key} ? $o{key} : $forms[ int(rand(@forms)) ];
 	push @ups_msgs, [ $p, $key, $value ];
 	if ($o{dead})
 	{
