@@ -33,6 +33,10 @@ SELECT streamwin.create_query('bad', $$SELECT id, region FROM chg WHERE zone_of(
 SELECT streamwin.create_query('zoned', $$SELECT id, zone_of(region) AS zone FROM chg$$, start => false);
 SELECT streamwin.drop_query('zoned', drop_result => true);
 SELECT streamwin.create_query('bad', $$SELECT streamwin.tumble(now(), '1 minute'), count(*) FROM chg GROUP BY 1$$);
+-- nor in hop()'s arguments
+SELECT streamwin.create_query('bad', $$SELECT region, count(*) FROM chg GROUP BY region, streamwin.hop(now(), '10 minutes', '5 minutes')$$, output_mode => 'update');
+SELECT streamwin.create_query('bad', $$SELECT region, count(*) FROM chg GROUP BY region, streamwin.hop(ts + length(zone_of(region)) * interval '1 minute', '10 minutes', '5 minutes')$$, output_mode => 'update');
+SELECT streamwin.create_query('bad', $$SELECT region, count(*) FROM chg GROUP BY region, streamwin.hop(ts + __streamwin_change * interval '1 minute', '10 minutes', '5 minutes')$$, output_mode => 'update');
 SELECT streamwin.create_query('bad', $$SELECT region, count(*) FROM chg GROUP BY region, streamwin.session(ts, '1 minute')$$, output_mode => 'update');
 SELECT streamwin.create_query('bad', $$SELECT region, string_agg(note, ',') FROM chg GROUP BY region$$, output_mode => 'update');
 SELECT streamwin.create_query('bad', $$SELECT region, count(*) FROM chg WHERE __streamwin_change > 0 GROUP BY region$$);

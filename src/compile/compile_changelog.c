@@ -97,6 +97,26 @@ reads_batch_time_walker(Node *node, Oid *batch_timestamp)
  * group key, an aggregate's argument) it would let a query treat a
  * retraction as a row, and undo what the compiler does with it.
  */
+/*
+ * The functions of FROM: a grouped hop()'s arguments are there, in the
+ * LATERAL streamwin.hop_starts() rewrite_hop put in its place.
+ */
+static Node *
+from_functions(Query *q)
+{
+	List	   *functions = NIL;
+	ListCell   *lc;
+
+	foreach(lc, q->rtable)
+	{
+		RangeTblEntry *rte = lfirst_node(RangeTblEntry, lc);
+
+		if (rte->rtekind == RTE_FUNCTION)
+			functions = list_concat(functions, rte->functions);
+	}
+	return (Node *) functions;
+}
+
 static void
 check_change_column_use(Compiled *c)
 {
@@ -120,6 +140,10 @@ check_change_column_use(Compiled *c)
 		refuse(psprintf("column \"%s\" may not be used in WHERE or HAVING", CHANGE_COLUMN),
 			   "It says whether a row is added or retracted, which streamwin applies itself.",
 			   "Filter on the rows' own columns.");
+	if (reads_change_walker(from_functions(q), c))
+		refuse(psprintf("column \"%s\" may not be used in a window's arguments", CHANGE_COLUMN),
+			   "It says whether a row is added or retracted, which streamwin applies itself: a retraction would land in another window than its row.",
+			   "Window the rows by their own event time.");
 }
 
 /*
@@ -195,7 +219,8 @@ check_changelog_functions(Compiled *c)
 	bool		columns_count = c->query->hasAggs || c->query->groupClause != NIL || c->append_changes;
 
 	if (!user_mutable_walker(c->query->jointree->quals, &search) &&
-		!(columns_count && user_mutable_walker((Node *) c->query->targetList, &search)))
+		!(columns_count && user_mutable_walker((Node *) c->query->targetList, &search)) &&
+		!user_mutable_walker(from_functions(c->query), &search))
 		return;
 	refuse(psprintf("function %s is not immutable, which a query over changelog source \"%s\" cannot call",
 					format_procedure(search.found), c->source->name),
@@ -240,7 +265,8 @@ check_changelog(Compiled *c, SelectStmt *raw)
 	}
 	if (reads_batch_time_walker((Node *) c->query->targetList, &batch_timestamp) ||
 		reads_batch_time_walker(c->query->jointree->quals, &batch_timestamp) ||
-		reads_batch_time_walker((Node *) c->query->groupClause, &batch_timestamp))
+		reads_batch_time_walker((Node *) c->query->groupClause, &batch_timestamp) ||
+		reads_batch_time_walker(from_functions(c->query), &batch_timestamp))
 		refuse("processing time (now()) is not supported over a changelog source",
 			   "A row's retraction comes in a later batch, whose time differs: it would retract from another window than the row added to.",
 			   "Use the rows' own event time.");
