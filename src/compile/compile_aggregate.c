@@ -576,7 +576,12 @@ compile_changelog_aggregate(Compiled *c, AggCol *col, Aggref *a, const char *fna
 	Expr	   *f = a->aggfilter;
 	Oid			xtype = x ? exprType((Node *) x) : InvalidOid;
 	Oid			arg_type = xtype;	/* (xtype: the argument as summed) */
-	const char *type = x ? cast_type_sql(xtype) : NULL;
+
+	/*
+	 * The type the set functions are told their values have: a domain's
+	 * base type, as NULL::d fails for a NOT NULL domain d
+	 */
+	const char *set_type = x ? cast_type_sql(getBaseType(xtype)) : NULL;
 
 	if (a->aggdistinct != NIL)
 	{
@@ -597,7 +602,7 @@ compile_changelog_aggregate(Compiled *c, AggCol *col, Aggref *a, const char *fna
 		 * set is ordered, for the aggregate to run over as over its rows
 		 * (max(DISTINCT s COLLATE "C")).
 		 */
-		values = psprintf("streamwin.change_set_values(%s, NULL::%s%s%s)", set, type,
+		values = psprintf("streamwin.change_set_values(%s, NULL::%s%s%s)", set, set_type,
 						  OidIsValid(a->inputcollid) && a->inputcollid != DEFAULT_COLLATION_OID ?
 						  " COLLATE " : "",
 						  OidIsValid(a->inputcollid) && a->inputcollid != DEFAULT_COLLATION_OID ?
@@ -617,7 +622,7 @@ compile_changelog_aggregate(Compiled *c, AggCol *col, Aggref *a, const char *fna
 													changelog_and(make_notclause(changelog_not_null(x)), f));
 
 				values = psprintf("CASE WHEN %s > 0 THEN pg_catalog.array_append(%s, NULL::%s) ELSE %s END",
-								  nulls, values, type, values);
+								  nulls, values, set_type, values);
 			}
 			col->final_sql = psprintf("(SELECT %s(v) FROM pg_catalog.unnest(%s) AS u(v))",
 									  quote_qualified_identifier(get_namespace_name(get_func_namespace(a->aggfnoid)),
@@ -689,7 +694,7 @@ compile_changelog_aggregate(Compiled *c, AggCol *col, Aggref *a, const char *fna
 													strncmp(builtin, "stddev", 6) == 0));
 	else if (strcmp(builtin, "min") == 0 || strcmp(builtin, "max") == 0)
 		col->final_sql = psprintf("streamwin.change_set_%s(%s, NULL::%s)", builtin,
-								  changelog_set(c, a, col->name, "set", x, f), type);
+								  changelog_set(c, a, col->name, "set", x, f), set_type);
 	else if (strcmp(builtin, "bool_and") == 0 || strcmp(builtin, "every") == 0 ||
 			 strcmp(builtin, "bool_or") == 0)
 	{
