@@ -683,7 +683,8 @@ batch_run(QueryRunner *r, int fetch_timeout_ms, int linger_ms, BatchStats *stats
 
 /* Settings a batch takes at their reset values (batch_execute) */
 static const char *const decode_settings[] = {
-	"timezone_abbreviations", "lc_monetary", "xmloption", "array_nulls"
+	"timezone_abbreviations", "lc_monetary", "xmloption", "array_nulls",
+	"lc_time", "lc_numeric", "default_text_search_config", "bytea_output"
 };
 
 void
@@ -748,8 +749,11 @@ batch_execute(QueryRunner *r, int fetch_timeout_ms, int linger_ms, BatchStats *s
 
 	/*
 	 * The other settings that the input functions of message values read
-	 * (zone abbreviations, money, xml, arrays' NULL): as the server and the
-	 * database give them, not as a session running the batch has SET them.
+	 * (zone abbreviations, money, xml, arrays' NULL), and those that the
+	 * functions of its statements read (to_char's month names and
+	 * separators, to_tsvector of one argument, bytea as text): as the
+	 * server and the database give them, not as a session running the
+	 * batch has SET them.
 	 */
 	for (int i = 0; i < (int) lengthof(decode_settings); i++)
 		(void) set_config_option(decode_settings[i],

@@ -66,7 +66,10 @@
 #      a NULL element and 'a<b/>' as XML content, as plain SQL under the
 #      server's settings reads the same texts; and a date or time that says
 #      'now', 'Today', 'tomorrow' (in an array) or 'yesterday' (in a range)
-#      is a dead letter, while 'epoch' and 'infinity' are read as they are.
+#      is a dead letter, while 'epoch' and 'infinity' are read as they are;
+#      and to_tsvector of one argument, bytea as text and to_char read the
+#      server's default_text_search_config, bytea_output, lc_time and
+#      lc_numeric, not the session's.
 #   Parts 5 and 6 are skipped, as part 3 is, where ICU collations cannot
 #   be created.
 use strict;
@@ -1016,13 +1019,24 @@ SELECT streamwin.create_kafka_source('s8', '$brokers', 't8',
     'id int, ts timestamptz, d date, tsa timestamptz[], tr tstzrange, arr text[], x xml');
 SELECT streamwin.create_query('q8', 'SELECT id, ts, d, tsa, tr, arr, x::text AS x FROM s8', start => false);
 }, 'part 8: a source of date, time, array, range and xml columns');
+	# and functions of the statements that read settings
+	my $fns = q{to_tsvector('The cats ' || id || ' running')::text AS tv, convert_to('x' || id, 'UTF8')::text AS b,
+       to_char(id * 1000.5, 'FM9G999D9') AS n, to_char(date '2024-03-01' + id * 40, 'TMMonth') AS m};
+	psql_ok($node, qq{SELECT streamwin.create_query('q8f', \$q\$SELECT id, $fns FROM s8\$q\$, start => false)},
+		'part 8: a transform calling to_tsvector, to_char and bytea to text');
 	is( $node->safe_psql('postgres', q{
 SET timezone_abbreviations = 'India';
 SET array_nulls = off;
 SET xmloption = document;
-SELECT (streamwin.run_available('q8'))->>'input_rows'}),
-		'9', 'part 8: 9 messages read in a session of other settings');
+SET default_text_search_config = 'simple';
+SET bytea_output = 'escape';
+SET lc_time = 'C.utf8';
+SET lc_numeric = 'C.utf8';
+SELECT (streamwin.run_available('q8'))->>'input_rows', (streamwin.run_available('q8f'))->>'input_rows'}),
+		'9|9', 'part 8: 9 messages read in a session of other settings');
 	is($node->safe_psql('postgres', 'SELECT count(*) FROM q8'), '5', 'q8: 5 of them decoded');
+	results_match($node, 'SELECT * FROM q8f', "SELECT id, $fns FROM q8",
+		'q8f: the functions read the server\'s settings: the English text search configuration, bytea in hex');
 
 	# the same texts read by plain SQL in a session of the server's settings
 	my @kept = grep { $_->[0] !~ /^[4567]$/ } @msgs8;
