@@ -302,9 +302,13 @@ reads_metadata_walker(Node *node, void *context)
  * a Debezium event), not the row: the version an update retracts carries
  * the update's metadata, not that of the change that added it.  An
  * aggregation that windowed, grouped, filtered or aggregated by one would
- * retract from another group than the row was added to.  An upsert
- * source, or a Debezium source with key columns (SourceOps.upsert), keeps
- * each key's row with its metadata, and retracts that.
+ * retract from another group than the row was added to; a keyed
+ * transform that filtered by one would keep a row whose update its filter
+ * let through neither as the old version nor as the new.  A transform may
+ * select them (a keyed one shows its row's last change's), and one that
+ * appends the changes read them as they come.  An upsert source, or a
+ * Debezium source with key columns (SourceOps.upsert), keeps each key's
+ * row with its metadata, and retracts that.
  */
 static void
 check_changelog_metadata(Compiled *c)
@@ -314,7 +318,7 @@ check_changelog_metadata(Compiled *c)
 	void	   *args[2];
 	Query	   *q = c->query;
 
-	if (!c->aggregate || (ops->upsert != NULL && ops->upsert(c->source)))
+	if (c->append_changes || (ops->upsert != NULL && ops->upsert(c->source)))
 		return;
 	for (int m = 0; m < c->source->nmetadata; m++)
 	{
@@ -327,6 +331,15 @@ check_changelog_metadata(Compiled *c)
 		return;
 	args[0] = c;
 	args[1] = attnos;
+	if (!c->aggregate)
+	{
+		if (reads_metadata_walker(q->jointree->quals, args))
+			refuse(psprintf("a transform over changelog source \"%s\" cannot filter by its metadata columns",
+							c->source->name),
+				   "A metadata column tells of the change that delivered a row: the old version an update retracts carries the update's metadata, so the filter would judge it by another value than the one it was added with, and the row could stay in the result.",
+				   "Filter by the rows' own columns, or select the metadata and filter the result table.");
+		return;
+	}
 	/* anywhere: select list, WHERE, JOIN ... ON, HAVING, functions in FROM */
 	if (query_tree_walker(q, reads_metadata_walker, args, 0) ||
 		reads_metadata_walker((Node *) c->event_time, args))

@@ -860,6 +860,10 @@ fails_like($node, q{SELECT streamwin.create_query('bad', 'SELECT count(*) FROM r
     output_mode => 'update', start => false)},
 	qr/an aggregation over changelog source "ren_meta" cannot read its metadata columns.*\n.*DETAIL:  A metadata column tells of the change that delivered a row/,
 	'refused: an aggregation windowed by the commit time of a changelog');
+fails_like($node, q{SELECT streamwin.create_query('bad', 'SELECT id, v FROM ren_meta WHERE committed_at < ''2100-01-01''',
+    start => false)},
+	qr/a transform over changelog source "ren_meta" cannot filter by its metadata columns/,
+	'refused: a keyed transform filtered by the commit time (an update\'s old version would be judged by the update\'s)');
 psql_ok($node, q{
 SELECT streamwin.create_query('ren_meta_rows', 'SELECT id, v, committed_at FROM ren_meta', start => false);
 UPDATE ren SET v = v * 10 WHERE id > 25;
