@@ -200,6 +200,21 @@ SELECT count(*) AS batches, count(DISTINCT xmin::text) AS transactions, sum(inpu
 FROM streamwin.progress_log WHERE query = 'ticks_sum';
 SELECT * FROM ticks_sum EXCEPT ALL SELECT id % 3, count(*), sum(v) FROM ticks GROUP BY 1;
 SELECT id % 3, count(*), sum(v) FROM ticks GROUP BY 1 EXCEPT ALL SELECT * FROM ticks_sum;
+-- run_available failing (row 23 divides by zero) in a savepoint that is
+-- rolled back, as psql's ON_ERROR_ROLLBACK or a PL/pgSQL exception block
+-- rolls it back: the decoding context its batches kept, and the slot, go
+-- with the savepoint, before the transaction ends.
+BEGIN;
+SAVEPOINT before_run;
+SELECT streamwin.run_available('ticks_fail');
+ROLLBACK TO before_run;
+SELECT count(*) AS slots_in_use FROM pg_replication_slots
+WHERE active AND database = current_database();
+DO $$ BEGIN PERFORM streamwin.run_available('ticks_fail');
+EXCEPTION WHEN division_by_zero THEN RAISE NOTICE 'run_available failed: %', SQLERRM; END $$;
+SELECT count(*) AS slots_in_use FROM pg_replication_slots
+WHERE active AND database = current_database();
+COMMIT;
 -- A batch that fails (row 23 divides by zero) is rolled back alone: the
 -- four before it stay committed, with their rows and positions.
 CALL streamwin.catch_up('ticks_fail');

@@ -116,7 +116,8 @@ process_record(LogicalDecodingContext *ctx, FetchState *st)
 	}
 	PG_CATCH();
 	{
-		if (st == NULL || !st->stopping)
+		/* the plugin's stop alone: any other error is the caller's */
+		if (st == NULL || !st->stopping || geterrcode() != ERRCODE_TABLE_BATCH_FULL)
 			PG_RE_THROW();
 		CurrentResourceOwner = owner;
 		MemoryContextSwitchTo(cxt);
@@ -153,6 +154,7 @@ typedef struct KeptDecoding
 	bool		acquired;		/* by us, not held since slot creation */
 	TablePosition resume;		/* where the next fetch must start */
 	int			fetches;		/* fetches in a row on this context */
+	SubTransactionId subid;		/* the (sub)transaction it belongs to */
 } KeptDecoding;
 
 static KeptDecoding *kept = NULL;
@@ -218,9 +220,29 @@ kept_decoding_xact_callback(XactEvent event, void *arg)
 }
 
 /*
+ * A subtransaction's abort (ROLLBACK TO SAVEPOINT, a PL/pgSQL exception
+ * block, psql's ON_ERROR_ROLLBACK) abandons a context kept in it, as a
+ * transaction's abort does: else the session, idle after its error, would
+ * hold the slot for good, and every other query of the source wait for it.
+ * A subtransaction that commits hands it to its parent.
+ */
+static void
+kept_decoding_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+							   SubTransactionId parentSubid, void *arg)
+{
+	if (kept == NULL || kept->subid != mySubid)
+		return;
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		kept_decoding_abort();
+	else if (event == SUBXACT_EVENT_COMMIT_SUB)
+		kept->subid = parentSubid;
+}
+
+/*
  * Keep ctx, read in memory context cxt, for the next fetch, which must
- * start at resume; an abort before then abandons it
- * (kept_decoding_xact_callback, registered once per process).
+ * start at resume; an abort before then, of its transaction or of the
+ * subtransaction it was kept in, abandons it (kept_decoding_xact_callback,
+ * kept_decoding_subxact_callback, registered once per process).
  */
 static void
 keep_decoding(const char *slot_name, LogicalDecodingContext *ctx, MemoryContext cxt,
@@ -233,9 +255,11 @@ keep_decoding(const char *slot_name, LogicalDecodingContext *ctx, MemoryContext 
 	kept->acquired = acquired;
 	kept->resume = resume;
 	kept->fetches = fetches;
+	kept->subid = GetCurrentSubTransactionId();
 	if (!kept_callback_registered)
 	{
 		RegisterXactCallback(kept_decoding_xact_callback, NULL);
+		RegisterSubXactCallback(kept_decoding_subxact_callback, NULL);
 		kept_callback_registered = true;
 	}
 }
@@ -354,17 +378,20 @@ decode_pass(const char *slot_name, TablePosition start, FetchState *st,
 		MemoryContextSwitchTo(cxt);
 		*end_read = ctx->reader->EndRecPtr;
 		if (st == NULL)
-			confirm_upto = *end_read;
-		slot_confirm(confirm_upto);
+			slot_confirm(*end_read);
+		else
+			slot_confirm(confirm_upto);
 		ctx->output_plugin_private = NULL;
 		decoding_for_fetch = false;
 
 		/*
 		 * Keep the context if the batch filled up at a transaction boundary
 		 * (a backlog: the next fetch follows at once); not after the plugin
-		 * stopped it inside a transaction, which leaves it unusable.
+		 * stopped it inside a transaction, which leaves it unusable, nor on
+		 * the slot this transaction creates, which its commit releases
+		 * (catch_up commits between batches).
 		 */
-		if (st != NULL && st->may_keep && st->upto == NULL && st->done && !st->stopping &&
+		if (acquired && st != NULL && st->may_keep && st->upto == NULL && st->done && !st->stopping &&
 			(!reuse || fetches_in_row < KEEP_MAX_FETCHES))
 		{
 			/* the context goes on after the spooled transaction */
@@ -390,10 +417,11 @@ decode_pass(const char *slot_name, TablePosition start, FetchState *st,
 		CurrentResourceOwner = owner;
 		MemoryContextSwitchTo(cxt);
 		decoding_for_fetch = false;
-		InvalidateSystemCaches();
+		/* the slot let go first: the invalidation may fail too */
 		discard_decoding(ctx, dcxt, acquired);
 		if (st != NULL && st->spooling)
 			spool_discard();	/* cut short: it would lack rows */
+		InvalidateSystemCaches();
 		PG_RE_THROW();
 	}
 	PG_END_TRY();

@@ -628,6 +628,12 @@ plugin_change(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, Relation rel,
 {
 	FetchState *st = fetch_of(ctx);
 
+	/*
+	 * A replay or a resumed transaction passes over millions of changes
+	 * before its first row, in a loop of the reorder buffer's that serves
+	 * no interrupts: a cancel, a statement_timeout or a stop waits for none
+	 */
+	CHECK_FOR_INTERRUPTS();
 	if (st == NULL || RelationGetRelid(rel) != st->table)
 		return;
 	if (st->change_attno > 0)
