@@ -397,6 +397,25 @@ SELECT streamwin.drop_query('clicks_10s', drop_result => true);
 SELECT streamwin.drop_source('clicks_src');
 DROP TABLE clicks;
 
+-- A column's type modifier changed without a rewrite (varchar(10) to
+-- varchar(100)) is a change of its type: the source's column is still
+-- varchar(10), and a longer value would land in a result column that says
+-- so.  The batch fails, saying what changed; the rows before it were read.
+CREATE TABLE labels (id int, name varchar(10));
+SELECT streamwin.create_table_source('labels_src', 'labels');
+SELECT streamwin.create_query('label_rows', 'SELECT id, name FROM labels_src', start => false);
+INSERT INTO labels VALUES (1, 'short');
+SELECT (streamwin.run_batch('label_rows'))->>'input_rows' AS input_rows;
+ALTER TABLE labels ALTER name TYPE varchar(100);
+INSERT INTO labels VALUES (2, repeat('x', 50));
+\set SHOW_CONTEXT never
+SELECT streamwin.run_batch('label_rows');
+\set SHOW_CONTEXT errors
+SELECT id, name FROM label_rows;
+SELECT streamwin.drop_query('label_rows', drop_result => true);
+SELECT streamwin.drop_source('labels_src');
+DROP TABLE labels;
+
 -- Column names that streamwin also uses for columns of its own, in state
 -- tables and batch statements: a key named like a partial aggregate
 -- ("n$count" next to count(*) AS n), an alias too long to take a suffix,

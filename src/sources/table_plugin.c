@@ -194,12 +194,17 @@ table_column_map(TupleDesc from, TupleDesc to, int ntable, Oid table, int *map)
 
 			if (have->attisdropped || strcmp(NameStr(have->attname), NameStr(want->attname)) != 0)
 				continue;
-			if (have->atttypid != want->atttypid)
+			/*
+			 * its modifier too: varchar(10) to varchar(100) rewrites no row,
+			 * and would deliver values longer than the source's column says
+			 */
+			if (have->atttypid != want->atttypid || have->atttypmod != want->atttypmod)
 				ereport(ERROR,
 						(errcode(ERRCODE_DATATYPE_MISMATCH),
 						 errmsg("column \"%s\" of table \"%s\" changed type from %s to %s",
 								NameStr(want->attname), get_rel_name(table),
-								format_type_be(want->atttypid), format_type_be(have->atttypid)),
+								format_type_with_typemod(want->atttypid, want->atttypmod),
+								format_type_with_typemod(have->atttypid, have->atttypmod)),
 						 errdetail("A table source delivers rows in the column types it was created with."),
 						 errhint("Create a new source for the table, and queries over it.")));
 			map[i] = a;
