@@ -273,7 +273,8 @@ partial_query_sql(Compiled *c, bool panes_only)
 	if (panes_only)
 		return partial_rows_sql(c, pq, true);
 	initStringInfo(&sql);
-	appendStringInfo(&sql, "SELECT p.window_start - __streamwin_pane.i * '%lld microseconds'::pg_catalog.interval",
+	/* (float8 * interval: pg_catalog's own, which an int4 * interval of a schema on the path would beat) */
+	appendStringInfo(&sql, "SELECT p.window_start - __streamwin_pane.i::pg_catalog.float8 * '%lld microseconds'::pg_catalog.interval",
 					 (long long) c->slide_us);
 	foreach(lc, c->keys)
 		appendStringInfo(&sql, ", p.%s", quote_identifier(((KeyCol *) lfirst(lc))->name));
