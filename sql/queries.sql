@@ -49,6 +49,7 @@ SELECT streamwin.create_query('q', 'SELECT a.region, count(*) AS n FROM orders a
 SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY region HAVING count(*) > 1', output_mode => 'update');
 SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY region ORDER BY region', output_mode => 'update');
 SELECT streamwin.create_query('q', 'SELECT region, count(DISTINCT (order_id, region)) AS n FROM orders GROUP BY region', output_mode => 'update');
+SELECT streamwin.create_query('q', 'SELECT ROW(region, order_id > 10) AS k, count(*) AS n FROM orders GROUP BY 1', output_mode => 'update');
 SELECT streamwin.create_query('q', 'SELECT region, string_agg(region, '','') AS s FROM orders GROUP BY region', output_mode => 'update');
 SELECT streamwin.create_query('q', 'SELECT region, sum(amount) / count(*) AS mean FROM orders GROUP BY region', output_mode => 'update');
 SELECT streamwin.create_query('q', 'SELECT r.region, r.continent, count(*) AS n FROM orders o JOIN regions r USING (region) GROUP BY r.region', output_mode => 'update');

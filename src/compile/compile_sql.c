@@ -312,8 +312,14 @@ keys_any_null(Compiled *c, const char *a)
 void
 check_key_type(const char *what, const char *label, Oid type)
 {
-	TypeCacheEntry *tc = lookup_type_cache(type, TYPECACHE_HASH_PROC | TYPECACHE_BTREE_OPFAMILY);
+	TypeCacheEntry *tc;
 
+	/* an anonymous row (ROW(a, b)) can be no table's column */
+	if (get_typtype(type) == TYPTYPE_PSEUDO)
+		refuse(psprintf("%s %s of type %s cannot be kept batch by batch", what, label, format_type_be(type)),
+			   "Keys are kept in columns of the query's tables, which cannot have that type.",
+			   "Group by each of its fields, or by a value of a named type, such as the row's text (ROW(a, b)::text).");
+	tc = lookup_type_cache(type, TYPECACHE_HASH_PROC | TYPECACHE_BTREE_OPFAMILY);
 	if (!OidIsValid(tc->hash_proc) || !OidIsValid(tc->btree_opf))
 		refuse(psprintf("%s %s of type %s cannot be kept batch by batch", what, label, format_type_be(type)),
 			   !OidIsValid(tc->hash_proc) ?
