@@ -118,6 +118,11 @@ SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GRO
 SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY streamwin.hop(event_time, ''30 days'', ''1 millisecond''), region', output_mode => 'update');
 -- one window more than 100,000 (the size rounded up)
 SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY streamwin.hop(event_time, ''100000 seconds 1 microsecond'', ''1 second''), region', output_mode => 'update');
+-- a hop() in the SELECT list is a GROUP BY key, itself or by its position or name
+SELECT streamwin.create_query('q', 'SELECT streamwin.hop(event_time, ''10 minutes'', ''5 minutes'') AS w, count(*) AS n FROM orders GROUP BY region', output_mode => 'update');
+SELECT streamwin.create_query('hop_by_name', 'SELECT streamwin.hop(event_time, ''10 minutes'', ''5 minutes'') AS w, region, count(*) AS n FROM orders GROUP BY w, region', output_mode => 'update', start => false);
+SELECT streamwin.create_query('hop_by_position', 'SELECT region, streamwin.hop(event_time, ''10 minutes'', ''5 minutes''), count(*) AS n FROM orders GROUP BY 2, 1', output_mode => 'update', start => false);
+SELECT streamwin.drop_query(q, drop_result => true) FROM unnest(ARRAY['hop_by_name', 'hop_by_position']) AS q;
 -- hop_starts() written in FROM is a function in FROM, not a window
 SELECT streamwin.create_query('q', 'SELECT w, count(*) AS n FROM orders, streamwin.hop_starts(event_time, ''3650 days'', ''1 second'') AS w GROUP BY w', output_mode => 'update');
 -- a hop() of your own, found first, is yours, as plain SQL reads it

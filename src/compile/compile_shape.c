@@ -177,6 +177,46 @@ replace_hop_walker(Node *node, void *context)
 	return raw_expression_tree_walker(node, replace_hop_walker, context);
 }
 
+/*
+ * Is the hop() call grouped: in GROUP BY itself, or by the position or the
+ * name of the SELECT list item it is?
+ */
+static bool
+hop_grouped(SelectStmt *stmt, FuncCall *hop)
+{
+	ListCell   *lc;
+	int			position = 0;
+
+	foreach(lc, stmt->groupClause)
+	{
+		if (equal(lfirst(lc), hop))
+			return true;
+	}
+	foreach(lc, stmt->targetList)
+	{
+		ResTarget  *rt = lfirst_node(ResTarget, lc);
+		ListCell   *g;
+
+		position++;
+		if (!equal(rt->val, hop))
+			continue;
+		foreach(g, stmt->groupClause)
+		{
+			Node	   *key = lfirst(g);
+
+			if (IsA(key, A_Const) && IsA(&((A_Const *) key)->val, Integer) &&
+				intVal(&((A_Const *) key)->val) == position)
+				return true;
+			if (IsA(key, ColumnRef) && list_length(((ColumnRef *) key)->fields) == 1 &&
+				IsA(linitial(((ColumnRef *) key)->fields), String) &&
+				strcmp(strVal(linitial(((ColumnRef *) key)->fields)),
+					   rt->name ? rt->name : "hop") == 0)
+				return true;
+		}
+	}
+	return false;
+}
+
 bool
 rewrite_hop(SelectStmt *stmt)
 {
@@ -205,6 +245,10 @@ rewrite_hop(SelectStmt *stmt)
 	if (list_length(hop->args) != 3)
 		refuse("hop() takes three arguments: event time, window size and slide",
 			   NULL, "For example: GROUP BY streamwin.hop(event_time, '10 minutes', '1 minute').");
+	if (!hop_grouped(stmt, hop))
+		refuse("hop() in the SELECT list must be a GROUP BY key too",
+			   "A row falls in several hopping windows, so the query must group by the window to count it in each.",
+			   "Add it to GROUP BY, for example GROUP BY streamwin.hop(event_time, '10 minutes', '1 minute'), or by its position or name in the SELECT list.");
 
 	ref = makeNode(ColumnRef);
 	ref->fields = list_make2(makeString(HOP_ALIAS), makeString("window_start"));
