@@ -116,6 +116,26 @@ SELECT count(*) > 0 AS restored_by_the_role FROM security_own.ran WHERE how = 'i
 SELECT g, n FROM security_q ORDER BY g;
 SELECT format('DROP INDEX %s', indexrelid::regclass) FROM pg_index
  WHERE indrelid = :'security_state'::regclass AND indexprs IS NOT NULL \gexec
+-- An index calling the role's function with constant arguments, which the
+-- planner evaluates where it reads the index's definition: a statement
+-- streamwin runs on the table as the extension owner, in a session that
+-- has not read the index yet, would run it so.  The table is refused.
+-- (a NOTICE too: the reset of the previous build failed later, and its
+-- rollback took noted()'s row with it)
+CREATE FUNCTION security_own.konst(int) RETURNS int LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    IF current_user <> 'security_user' THEN
+        RAISE NOTICE 'konst() ran as another role';
+    END IF;
+    RETURN security_own.noted('constant', $1);
+END $$;
+CREATE INDEX security_konst ON :security_state ((g + security_own.konst(1)));
+\c -
+SET timezone = 'UTC';
+SELECT security_own.try_reset();
+SELECT count(*) AS ran_as_others FROM security_own.ran WHERE who <> 'security_user';
+DROP INDEX security_own.security_konst;
+SET ROLE security_user;
 -- A function of the role's, called in its query, reads the batch's rows
 -- of the source through streamwin.source_rows() with a column list of its
 -- own: a text column over the integers would read each as a pointer.
@@ -329,7 +349,27 @@ SELECT streamwin.create_kafka_source('security_plain', 'localhost:9092', 'x', 'a
     options => '{"kafka": {"security.protocol": "sasl_plaintext", "sasl.mechanisms": "PLAIN",
                            "sasl.username": "u", "sasl.password": "p"}}');
 SELECT streamwin.drop_source('security_plain');
-RESET ROLE;
+-- reset_query makes the query's runner as its owner, whoever calls it:
+-- making it tries a Debezium source's text-like columns with Debezium's
+-- placeholder text, a domain's CHECK included, which may call the owner's
+-- function.  Called by a superuser in a new session (no runner kept).
+\getenv brokers KAFKA_BROKERS
+CREATE FUNCTION security_own.watch(text) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    RETURN security_own.noted('domain', true);
+END $$;
+CREATE DOMAIN security_own.watched AS text CHECK (security_own.watch(VALUE));
+SELECT streamwin.create_kafka_source('security_dbz', :'brokers', 'regress_values', 'id int, w security_own.watched',
+    options => '{"envelope": "debezium"}');
+SELECT streamwin.create_query('security_dbz_q', 'SELECT w, count(*) AS n FROM security_dbz GROUP BY w',
+    output_mode => 'update', start => false);
+\c -
+SET timezone = 'UTC';
+SELECT streamwin.reset_query('security_dbz_q', 'earliest');
+SELECT count(*) AS ran_as_others FROM security_own.ran WHERE who <> 'security_user';
+SELECT count(*) > 0 AS checked_by_the_role FROM security_own.ran WHERE how = 'domain';
+SELECT streamwin.drop_query('security_dbz_q', drop_result => true);
+SELECT streamwin.drop_source('security_dbz');
 REVOKE CREATE ON SCHEMA public FROM security_user;
 SELECT streamwin.drop_source('security_src');
 DROP TABLE security_rows;

@@ -22,10 +22,13 @@
 #include "catalog/dependency.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_extension.h"
+#include "catalog/pg_index.h"
 #include "catalog/pg_inherits.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "nodes/nodeFuncs.h"
+#include "optimizer/optimizer.h"
 #include "storage/lmgr.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
@@ -33,6 +36,7 @@
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/syscache.h"
 
 #include "catalog_access.h"
 #include "catalog_types.h"
@@ -192,17 +196,76 @@ catalog_leave(RoleSwitch *save)
 	role_switch_leave(save);
 }
 
+static bool
+is_user_function(Oid funcid, void *context)
+{
+	return funcid >= FirstNormalObjectId;
+}
+
+/*
+ * Walker: a call of a function not built in whose arguments hold no column,
+ * which the planner evaluates where it reads the index's definition
+ * (eval_const_expressions of the expressions and predicate of every index
+ * of a table a statement reads or writes)
+ */
+static bool
+user_constant_call_walker(Node *node, void *context)
+{
+	if (node == NULL)
+		return false;
+	if (check_functions_in_node(node, is_user_function, NULL) && !contain_var_clause(node))
+		return true;
+	return expression_tree_walker(node, user_constant_call_walker, context);
+}
+
+/*
+ * Does an index of the table have an expression or predicate that calls a
+ * function of a user's with constant arguments?  Read from pg_index as
+ * text, which evaluates nothing.
+ */
+static bool
+has_index_calling_user_constant(Relation rel)
+{
+	List	   *indexes = RelationGetIndexList(rel);
+	ListCell   *lc;
+	bool		found = false;
+
+	foreach(lc, indexes)
+	{
+		HeapTuple	tup = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(lfirst_oid(lc)));
+		AttrNumber	parts[2] = {Anum_pg_index_indexprs, Anum_pg_index_indpred};
+
+		if (!HeapTupleIsValid(tup))
+			continue;
+		for (int i = 0; i < 2 && !found; i++)
+		{
+			bool		isnull;
+			Datum		d = SysCacheGetAttr(INDEXRELID, tup, parts[i], &isnull);
+
+			if (!isnull)
+				found = user_constant_call_walker(stringToNode(TextDatumGetCString(d)), NULL);
+		}
+		ReleaseSysCache(tup);
+		if (found)
+			break;
+	}
+	list_free(indexes);
+	return found;
+}
+
 /*
  * catalog_check_plain_table
  *		Lock a table of a query's (state, checkpoint, join or dedup table,
  *		which its owner owns) in `mode` for a statement run on it as the
  *		extension owner, and refuse it unless it is still a plain table as
- *		streamwin made it: without triggers, rules, CHECK constraints or
- *		generated columns, each of which would run the owner's code as the
- *		extension owner.  (An index on an expression would too, and is not
- *		refused: streamwin makes some, on a join's key expressions.  Running
- *		these statements as the query's owner is the whole answer.)  The
- *		lock keeps new ones out until the transaction ends.
+ *		streamwin made it: without triggers, rules, CHECK constraints,
+ *		generated columns, or an index whose expression or predicate calls
+ *		a function of the owner's with constant arguments, each of which
+ *		would run the owner's code as the extension owner.  (An index on an
+ *		expression of columns may call the owner's functions: streamwin
+ *		makes some, on a join's key expressions, and only writing the rows
+ *		evaluates them, as the owner: see copy_rows_args.)  The lock keeps
+ *		new ones out until the transaction ends.
  */
 void
 catalog_check_plain_table(Oid relid, LOCKMODE mode)
@@ -220,12 +283,13 @@ catalog_check_plain_table(Oid relid, LOCKMODE mode)
 	bool		plain = rel->rd_rel->relkind == RELKIND_RELATION && rel->trigdesc == NULL &&
 		rel->rd_rules == NULL &&
 		(constr == NULL || (constr->num_check == 0 && !constr->has_generated_stored)) &&
-		!rel->rd_rel->relispartition && find_inheritance_children(relid, NoLock) == NIL;
+		!rel->rd_rel->relispartition && find_inheritance_children(relid, NoLock) == NIL &&
+		!has_index_calling_user_constant(rel);
 
 	if (!plain)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("streamwin's table \"%s\" has triggers, rules, constraints, generated columns or tables that inherit from it, or is no longer a table",
+				 errmsg("streamwin's table \"%s\" has triggers, rules, constraints, generated columns, indexes calling functions with constants or tables that inherit from it, or is no longer a table",
 						RelationGetRelationName(rel)),
 				 errdetail("streamwin writes and reads it as the extension's owner, and would run their code so."),
 				 errhint("Drop what was added to the table.")));

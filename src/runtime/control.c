@@ -404,8 +404,14 @@ streamwin_reset_query(PG_FUNCTION_ARGS)
 	if (QUERY_HAS_UNLOGGED_STATE(q))
 		catalog_mark_state_alive(q->query_id);
 
-	/* resolve the new positions now, so that they do not drift */
+	/*
+	 * Resolve the new positions now, so that they do not drift, on the
+	 * query's runner: made as the owner (making it may run the owner's
+	 * functions, a domain's CHECK), as batches run, whoever calls.
+	 */
+	role_restricted_enter(&role, q->owner);
 	r = runner_get(q->query_id, false);
+	role_switch_leave(&role);
 	runner_state_rewritten(r);
 	offsets_load(r);
 	for (int i = 0; i < r->nreaders; i++)
