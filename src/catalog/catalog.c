@@ -631,11 +631,31 @@ catalog_checkpoint_batch(int32 query_id)
 					  query_id);
 }
 
-/* A constant statement on the query's catalog row ($1: its id), with args from $2 on. */
+/*
+ * A control function's write found no row of its query: another session
+ * dropped it while the function waited for the row (READ COMMITTED reads
+ * the row's last version).  Said, rather than reported as done.
+ */
 static void
+query_row_gone(uint64 processed)
+{
+	if (processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("the query was dropped by another session meanwhile"),
+				 errhint("See streamwin.queries for the queries of this database.")));
+}
+
+/*
+ * A constant statement on the query's catalog row ($1: its id), with args
+ * from $2 on; returns the number of rows it processed.
+ */
+static uint64
 query_update(const char *sql, int32 query_id, int nargs, Oid *types, Datum *args,
 			 const char *nulls)
 {
+	uint64		processed;
+
 	Oid			all_types[4] = {INT4OID};
 	Datum		all_args[4] = {Int32GetDatum(query_id)};
 	char		all_nulls[4] = {' ', ' ', ' ', ' '};
@@ -649,7 +669,9 @@ query_update(const char *sql, int32 query_id, int nargs, Oid *types, Datum *args
 	}
 	SPI_connect();
 	catalog_exec(sql, nargs + 1, all_types, all_args, all_nulls, 0);
+	processed = SPI_processed;
 	SPI_finish();
+	return processed;
 }
 
 void
@@ -658,9 +680,28 @@ catalog_set_desired_state(int32 query_id, const char *state)
 	Oid			types[1] = {TEXTOID};
 	Datum		args[1] = {CStringGetTextDatum(state)};
 
-	query_update("UPDATE streamwin.query_catalog SET desired_state = $2, "
-				 "status = CASE WHEN $2 = 'running' THEN 'ok' ELSE status END "
-				 "WHERE query_id = $1", query_id, 1, types, args, NULL);
+	query_row_gone(query_update("UPDATE streamwin.query_catalog SET desired_state = $2, "
+								"status = CASE WHEN $2 = 'running' THEN 'ok' ELSE status END "
+								"WHERE query_id = $1", query_id, 1, types, args, NULL));
+}
+
+/* See catalog.h */
+bool
+catalog_lock_query_row(int32 query_id, bool *running)
+{
+	Oid			types[1] = {INT4OID};
+	Datum		args[1] = {Int32GetDatum(query_id)};
+	bool		found;
+	bool		isnull;
+
+	SPI_connect();
+	catalog_exec("SELECT desired_state = 'running' FROM streamwin.query_catalog "
+				 "WHERE query_id = $1 FOR UPDATE", 1, types, args, NULL, 0);
+	found = SPI_processed == 1;
+	if (found)
+		*running = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	SPI_finish();
+	return found;
 }
 
 void
@@ -672,11 +713,11 @@ catalog_alter_query(int32 query_id, bool has_trigger, Datum trigger_interval,
 	idle_timeout ? CStringGetTextDatum(idle_timeout) : (Datum) 0};
 	char		nulls[2] = {has_trigger ? ' ' : 'n', idle_timeout ? ' ' : 'n'};
 
-	query_update("UPDATE streamwin.query_catalog "
-				 "SET trigger_interval = coalesce($2, trigger_interval), "
-				 "options = CASE WHEN $3 IS NULL THEN options "
-				 "ELSE options || jsonb_build_object('idle_timeout', $3) END "
-				 "WHERE query_id = $1", query_id, 2, types, args, nulls);
+	query_row_gone(query_update("UPDATE streamwin.query_catalog "
+								"SET trigger_interval = coalesce($2, trigger_interval), "
+								"options = CASE WHEN $3 IS NULL THEN options "
+								"ELSE options || jsonb_build_object('idle_timeout', $3) END "
+								"WHERE query_id = $1", query_id, 2, types, args, nulls));
 }
 
 void
@@ -685,8 +726,8 @@ catalog_delete_query(int32 query_id, const char *name)
 	Oid			types[1] = {TEXTOID};
 	Datum		args[1] = {CStringGetTextDatum(name)};
 
-	query_update("DELETE FROM streamwin.query_catalog WHERE query_id = $1",
-				 query_id, 0, NULL, NULL, NULL);
+	query_row_gone(query_update("DELETE FROM streamwin.query_catalog WHERE query_id = $1",
+								query_id, 0, NULL, NULL, NULL));
 	query_update("DELETE FROM streamwin.progress_log WHERE query = $2",
 				 query_id, 1, types, args, NULL);
 	query_update("DELETE FROM streamwin.late_row_log WHERE query = $2",

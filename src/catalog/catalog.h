@@ -110,8 +110,19 @@ extern bool catalog_read_position(int32 query_id, bool lock_row, QueryPosition *
 /* A query's last batch id (0: none). */
 extern int64 catalog_query_last_batch(int32 query_id);
 
-/* start_query / stop_query: the state the query should be in. */
+/*
+ * start_query / stop_query: the state the query should be in.  This and
+ * the other writes of a control function below fail saying so if another
+ * session dropped the query meanwhile.
+ */
 extern void catalog_set_desired_state(int32 query_id, const char *state);
+
+/*
+ * Lock the query's catalog row (FOR UPDATE: a start_query waits until the
+ * caller's transaction ends) and say whether the query is to run, as it is
+ * now (*running).  False: no such query any more.
+ */
+extern bool catalog_lock_query_row(int32 query_id, bool *running);
 
 /*
  * alter_query: a new trigger interval (has_trigger) and idle timeout (NULL:

@@ -340,6 +340,15 @@ result_stale_after_reset(QueryInfo *q, SourceInfo **sources, const char *start)
 	return NULL;
 }
 
+static void
+reset_refused_running(QueryInfo *q)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("query \"%s\" is running", q->name),
+			 errhint("Stop it first with streamwin.stop_query(%s).", quote_literal_cstr(q->name))));
+}
+
 /*
  * streamwin.reset_query(name, starting_offsets): start the query over from
  * 'earliest', 'latest', or explicit offsets given as a JSON object
@@ -365,12 +374,10 @@ streamwin_reset_query(PG_FUNCTION_ARGS)
 	Jsonb	   *per_source[QUERY_MAX_SOURCES];
 	RoleSwitch	role;
 	const char *stale;
+	bool		running;
 
 	if (q->desired_running)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("query \"%s\" is running", name),
-				 errhint("Stop it first with streamwin.stop_query(%s).", quote_literal_cstr(q->name))));
+		reset_refused_running(q);
 	for (int i = 0; i < q->nsources; i++)
 		sources[i] = catalog_get_source_by_id(q->sources[i].source_id, false);
 	explicit = parse_starting_offsets(sources[0], q->nsources, start);
@@ -379,6 +386,18 @@ streamwin_reset_query(PG_FUNCTION_ARGS)
 	catalog_require_query_tables(q);
 	/* wait for a batch in progress (a stopping worker's last) to finish */
 	catalog_lock_query(q->query_id);
+
+	/*
+	 * and, the wait over, the query as it is now, its row held until the
+	 * reset commits: meanwhile another session may have dropped it, or
+	 * started it
+	 */
+	if (!catalog_lock_query_row(q->query_id, &running))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("query \"%s\" was dropped by another session meanwhile", name)));
+	if (running)
+		reset_refused_running(q);
 	/* before anything is written: a table source may need a new slot */
 	for (int i = 0; i < q->nsources; i++)
 		if (source_ops(sources[i])->prepare_reset != NULL)

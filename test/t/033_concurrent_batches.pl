@@ -80,4 +80,33 @@ $session->quit;
 results_match($node, 'SELECT k, n FROM per_k', 'SELECT k, count(*) AS n FROM tag GROUP BY k',
 	'it ran on a runner of its own, in the session that ran the old one');
 
+# A control function that waits for a query another session drops says so
+# when the drop commits, rather than do nothing and report success (a stop,
+# which waits for the query's row) or go on with a query gone (a reset,
+# which waits for the query's batch lock).
+psql_ok($node, q{
+SELECT streamwin.create_query('gone_stop', 'SELECT k, count(*) AS n FROM tag_src GROUP BY k',
+    output_mode => 'update', start => false);
+SELECT streamwin.create_query('gone_reset', 'SELECT k, count(*) AS n FROM tag_src GROUP BY k',
+    output_mode => 'update', start => false);
+}, 'two queries, to be dropped under a stop and a reset');
+for my $case ([ 'gone_stop', "SELECT streamwin.stop_query('gone_stop')" ],
+	[ 'gone_reset', "SELECT streamwin.reset_query('gone_reset', 'earliest')" ])
+{
+	my ($q, $call) = @$case;
+	my $dropper = $node->background_psql('postgres');
+	$dropper->query_safe("BEGIN; SELECT streamwin.drop_query('$q', drop_result => true)");
+	my $waiter = $node->background_psql('postgres', on_error_stop => 0);
+	$waiter->query_until(qr/waiting/, "\\echo waiting\n$call;\n\\echo done\n");
+	wait_until($node, qq{SELECT count(*) > 0 FROM pg_stat_activity
+  WHERE wait_event_type = 'Lock' AND query LIKE '%$q''%' AND query NOT LIKE '%pg_stat_activity%'}, 't',
+		"$q: the call waits for the session that drops the query");
+	$dropper->query_safe('COMMIT');
+	$dropper->quit;
+	$waiter->query_until(qr/done/, '');
+	$waiter->quit;
+	like($waiter->{stderr}, qr/dropped by another session meanwhile/,
+		"$q: once the drop commits, the call fails saying the query was dropped");
+}
+
 done_testing();
