@@ -208,9 +208,24 @@ static bool
 input_value(Form_pg_attribute att, const char *text, Datum *value)
 {
 	InputCall	in = {att, text, (Datum) 0};
+	ErrorData  *edata = run_in_subtransaction(input_call, &in);
 
-	if (run_in_subtransaction(input_call, &in) != NULL)
+	if (edata != NULL)
+	{
+		int			category = ERRCODE_TO_CATEGORY(edata->sqlerrcode);
+
+		/*
+		 * Not the type's answer but the environment's: a cancel, a
+		 * timeout, a shutdown, memory or I/O.  Taken for a refusal, the
+		 * decoder, kept with the runner, would let the placeholder through
+		 * as a value for good.
+		 */
+		if (category == ERRCODE_OPERATOR_INTERVENTION || category == ERRCODE_INSUFFICIENT_RESOURCES ||
+			category == ERRCODE_SYSTEM_ERROR || category == ERRCODE_INTERNAL_ERROR)
+			ReThrowError(edata);
+		FreeErrorData(edata);
 		return false;
+	}
 	*value = in.value;
 	return true;
 }
