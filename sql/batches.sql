@@ -291,6 +291,12 @@ SELECT streamwin.drop_query('lines', drop_result => true);
 SELECT streamwin.drop_source('shop_camel');
 SELECT streamwin.drop_source('shop_lines');
 
+-- the times a batch reports are ISO 8601 whatever the session's DateStyle
+SET datestyle = 'SQL, DMY';
+SELECT r->>'watermark' AS watermark, r->>'started_at' ~ '^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d' AS started_at_iso
+  FROM streamwin.run_batch('revenue') r;
+SET datestyle = 'ISO, YMD';
+
 DROP FUNCTION batch(text);
 DROP TABLE before_reset, revenue_before;
 SELECT streamwin.drop_query('revenue', drop_result => true);

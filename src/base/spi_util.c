@@ -14,6 +14,7 @@
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
 #include "utils/builtins.h"
+#include "utils/datetime.h"
 #include "utils/json.h"
 #include "utils/timestamp.h"
 #include "utils/guc.h"
@@ -164,15 +165,31 @@ tuple_from_body(HeapTuple tuple, const char *body, size_t len)
 	tuple->t_tableOid = InvalidOid;
 }
 
+/*
+ * In ISO form whatever the session's DateStyle ('SQL, DMY' would write
+ * 01/03/2024 ... CET, which JSON readers take for another date or none), in
+ * the session's zone.
+ */
 void
 json_append_timestamp(StringInfo buf, const char *key, bool has, TimestampTz ts)
 {
+	struct pg_tm tm;
+	fsec_t		fsec;
+	int			tz;
+	const char *tzn;
+	char		text[MAXDATELEN + 1];
+
 	appendStringInfo(buf, ", \"%s\": ", key);
 	if (!has)
 		appendStringInfoString(buf, "null");
-	else
+	else if (TIMESTAMP_NOT_FINITE(ts) || timestamp2tm(ts, &tz, &tm, &fsec, &tzn, NULL) != 0)
 		escape_json(buf, DatumGetCString(DirectFunctionCall1(timestamptz_out,
 															 TimestampTzGetDatum(ts))));
+	else
+	{
+		EncodeDateTime(&tm, fsec, true, tz, tzn, USE_ISO_DATES, text);
+		escape_json(buf, text);
+	}
 }
 
 void
