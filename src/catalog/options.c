@@ -129,20 +129,6 @@ invalid_timezone(const char *name)
 			 errhint("Use a name from pg_timezone_names, for example \"UTC\" or \"Europe/Berlin\".")));
 }
 
-/*
- * Option "timezone" as recorded: a zone that TimeZone accepts, without its
- * offsets in hours (source_timezone_name checks the name at creation; an
- * update may have recorded the zone of a session, whatever it was).
- */
-static const char *
-parse_timezone_option(const char *name)
-{
-	pg_tz	   *tz = name[0] != '\0' ? pg_tzset(name) : NULL;
-
-	if (tz == NULL || !pg_tz_acceptable(tz))
-		invalid_timezone(name);
-	return name;
-}
 
 /*
  * source_timezone_name
@@ -206,7 +192,14 @@ parse_source_options(SourceInfo *src, Jsonb *options)
 		src->max_records_option = (int32) n;
 	}
 
-	src->timezone = timezone != NULL ? parse_timezone_option(timezone) : SOURCE_DEFAULT_TIMEZONE;
+	/*
+	 * As recorded: source_timezone_name checked it at creation (an update
+	 * may have recorded the zone of a session, whatever it was).  Not
+	 * checked again here: a zone the server's time zone data no longer
+	 * has would make the source impossible even to drop; a batch, whose
+	 * TimeZone it becomes, fails saying which.
+	 */
+	src->timezone = timezone != NULL ? timezone : SOURCE_DEFAULT_TIMEZONE;
 
 	src->nmetadata = 0;
 	if (options == NULL || !JB_ROOT_IS_OBJECT(options))
