@@ -416,6 +416,7 @@ SELECT jsonb_object_keys(offsets) FROM streamwin.progress WHERE query = 'pairs' 
 -- reset_query takes each source's offsets under its name
 SELECT streamwin.reset_query('pairs', '{"nosuch": {"lsn": "0/0"}}');
 SELECT streamwin.reset_query('pairs', '{"clicks": 5}');
+SELECT streamwin.reset_query('pairs', '{"CLICKS": 5}');
 SELECT streamwin.reset_query('pairs', 'latest');
 SELECT streamwin.run_batch('pairs') -> 'input_rows' AS input_rows;
 

@@ -288,12 +288,14 @@ split_starting_offsets(QueryInfo *q, SourceInfo **sources, Jsonb *explicit, cons
 	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
 	{
 		int			found = -1;
+		char	   *key;
 
 		if (tok != WJB_KEY)
 			continue;
+		/* a source by any spelling of its name, as the functions take it */
+		key = catalog_canonical_name(pnstrdup(v.val.string.val, v.val.string.len));
 		for (int i = 0; i < q->nsources; i++)
-			if (strlen(sources[i]->name) == (size_t) v.val.string.len &&
-				strncmp(sources[i]->name, v.val.string.val, v.val.string.len) == 0)
+			if (key != NULL && strcmp(sources[i]->name, key) == 0)
 				found = i;
 		if (found < 0)
 			ereport(ERROR,
