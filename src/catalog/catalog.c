@@ -606,15 +606,16 @@ query_int8(const char *sql, int32 query_id)
 	Oid			types[1] = {INT4OID};
 	Datum		args[1] = {Int32GetDatum(query_id)};
 	bool		isnull = true;
-	Datum		d = (Datum) 0;
+	int64		v;
 
 	SPI_connect();
 	catalog_exec(sql, 1, types, args, NULL, 1);
 	if (SPI_processed != 1)
 		elog(ERROR, "streamwin: query %d is not in the catalog", query_id);
-	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	/* read before SPI_finish frees the row (int8 is by reference on 32 bits) */
+	v = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	SPI_finish();
-	return isnull ? 0 : DatumGetInt64(d);
+	return isnull ? 0 : v;
 }
 
 int64

@@ -106,9 +106,10 @@ catalog_recorded_watermark(int32 query_id, int64 batch_id, TimestampTz *wm)
 				 2, types, args, NULL, 1);
 	if (SPI_processed == 1)
 		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-	SPI_finish();
+	/* read before SPI_finish frees the row (by reference on 32 bits) */
 	if (!isnull)
 		*wm = DatumGetTimestampTz(d);
+	SPI_finish();
 	return !isnull;
 }
 
