@@ -582,19 +582,45 @@ source_slot_replace_invalidated(int32 source_id, const char *source_name, const 
 			 errhint("Reset the other queries of the source too: until then they fail, their positions being before the new slot's start.")));
 }
 
-/* Is process pid waiting for a lock that this backend holds? */
+/* at most this many processes are followed from the slot's holder */
+#define WAIT_CHAIN_MAX	64
+
+/*
+ * Is process pid waiting for a lock that this backend holds, itself or
+ * through processes that wait in turn (it waits for one that waits for
+ * one ... that waits for us)?  Breadth first over pg_blocking_pids, each
+ * process once, up to WAIT_CHAIN_MAX of them.
+ */
 static bool
 waits_for_us(int pid)
 {
-	ArrayType  *blockers = DatumGetArrayTypeP(DirectFunctionCall1(pg_blocking_pids, Int32GetDatum(pid)));
-	Datum	   *pids;
-	int			n;
-	bool		found = false;
+	int			seen[WAIT_CHAIN_MAX];
+	int			nseen = 1;
 
-	deconstruct_array(blockers, INT4OID, sizeof(int32), true, TYPALIGN_INT, &pids, NULL, &n);
-	for (int i = 0; i < n && !found; i++)
-		found = DatumGetInt32(pids[i]) == MyProcPid;
-	return found;
+	seen[0] = pid;
+	for (int next = 0; next < nseen; next++)
+	{
+		ArrayType  *blockers = DatumGetArrayTypeP(DirectFunctionCall1(pg_blocking_pids,
+																	  Int32GetDatum(seen[next])));
+		Datum	   *pids;
+		int			n;
+
+		deconstruct_array(blockers, INT4OID, sizeof(int32), true, TYPALIGN_INT, &pids, NULL, &n);
+		for (int i = 0; i < n; i++)
+		{
+			int			blocker = DatumGetInt32(pids[i]);
+			bool		known = false;
+
+			if (blocker == MyProcPid)
+				return true;
+			for (int k = 0; k < nseen && !known; k++)
+				known = seen[k] == blocker;
+			if (!known && nseen < WAIT_CHAIN_MAX)
+				seen[nseen++] = blocker;
+		}
+		pfree(pids);
+	}
+	return false;
 }
 
 /*
@@ -607,7 +633,8 @@ waits_for_us(int pid)
  * lock this transaction holds (a user's alter_query of that query, then a
  * run_batch of another in the same transaction) and this wait would hang
  * both.  So the wait looks, every deadlock_timeout, whether the holder
- * waits for this backend, and fails as a deadlock if it does.
+ * waits for this backend (or for one that waits for it, and so on), and
+ * fails as a deadlock if it does.
  */
 bool
 slot_acquire(const char *slot_name)
@@ -636,7 +663,8 @@ slot_acquire(const char *slot_name)
 					(errcode(ERRCODE_T_R_DEADLOCK_DETECTED),
 					 errmsg("deadlock detected"),
 					 errdetail("The replication slot \"%s\" of the table source is held by process %d, "
-							   "which waits for a lock this transaction holds.", slot_name, holder),
+							   "which waits for a lock this transaction holds, or for a process that waits for one.",
+							   slot_name, holder),
 					 errhint("Run the batch in a transaction that has not changed the source's other queries.")));
 		}
 		(void) ConditionVariableTimedSleep(&slot->active_cv, DeadlockTimeout,

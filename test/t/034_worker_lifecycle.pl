@@ -449,11 +449,49 @@ like($err, qr/deadlock detected.*held by process \d+, which waits for a lock thi
   or diag("worker at batch " . $node->safe_psql('postgres',
 	q{SELECT last_batch_id FROM streamwin.query_catalog WHERE name = 'dl_w'}) . ": $err");
 wait_until($node, 'SELECT sum(n) FROM dl_w', '400000', 'the worker goes on, and reads the backlog once');
+
+# The same through a third session: the worker's next batch waits for the
+# row of its query that a session altering it holds, which waits for a row
+# the batch's own transaction holds.  The holder waits for us only through
+# the third: the previous build's wait looked at the holder alone, and
+# waited until the statement timed out.
+psql_ok($node, q{
+CREATE TABLE dl_lock (v int);
+INSERT INTO dl_lock VALUES (0);
+CALL dl_fill();
+}, 'a second backlog of 400,000 rows');
+wait_until($node, q{SELECT sum(n) > 420000 FROM dl_w}, 't', 'the worker is in the second backlog');
+my $third = $node->background_psql('postgres');
+my $batcher = $node->background_psql('postgres', on_error_stop => 0);
+$batcher->query_safe(q{BEGIN; SET LOCAL statement_timeout = '60s'; UPDATE dl_lock SET v = v + 1;});
+$third->query_until(qr/waiting/, q{
+BEGIN;
+SELECT streamwin.alter_query('dl_w', trigger_interval => '1 second');
+\echo waiting
+UPDATE dl_lock SET v = v + 1;
+\echo updated
+});
+wait_until($node, q{SELECT count(*) > 0 FROM pg_stat_activity
+  WHERE wait_event_type = 'Lock' AND query LIKE 'UPDATE dl_lock%'}, 't',
+	'the third session waits for the batch\'s transaction');
+$batcher->query_until(qr/ran/, q{
+SELECT streamwin.run_batch('dl_s');
+\echo ran
+});
+# (query, not query_safe: the batch's error is on stderr already)
+$batcher->query('ROLLBACK');
+$batcher->quit;
+like($batcher->{stderr}, qr/deadlock detected.*held by process \d+, which waits for a lock this transaction holds, or for a process that waits for one/s,
+	'through a third session, the batch fails as a deadlock, not waiting for good');
+$third->query_until(qr/updated/, '');
+$third->query_safe('COMMIT');
+$third->quit;
+wait_until($node, 'SELECT sum(n) FROM dl_w', '800000', 'the worker goes on, and reads the second backlog once');
 psql_ok($node, q{
 SELECT streamwin.drop_query('dl_w', drop_result => true);
 SELECT streamwin.drop_query('dl_s', drop_result => true);
 SELECT streamwin.drop_source('dl_src');
-DROP TABLE dl_ev;
+DROP TABLE dl_ev, dl_lock;
 DROP PROCEDURE dl_fill();
 }, 'the backlog\'s queries dropped');
 
