@@ -88,8 +88,10 @@ SELECT streamwin.reset_query('security_q', 'earliest');
 SELECT count(*) AS ran_as_others FROM security_own.ran WHERE who <> 'security_user';
 -- An index on an expression that calls the role's function, on its state
 -- table (which it owns, and may move to a schema of its own to index it):
--- the rows a restore copies from the checkpoint (the state lost, as in a
--- crash) are written, and indexed, as the role.
+-- a restore from the checkpoint (the state lost, as in a crash) refuses
+-- the table, whose index's definition the extension owner would read
+-- (and, with constants, evaluate); without the index, the rows it copies
+-- are written as the role.
 -- (noted() records who ran it, and how; the IMMUTABLE functions that call
 -- it are what an index expression and an event time may use)
 CREATE FUNCTION security_own.noted(how text, v anyelement) RETURNS anyelement LANGUAGE plpgsql AS $$
@@ -110,16 +112,22 @@ DELETE FROM streamwin.state_alive
  WHERE query_id = (SELECT query_id FROM streamwin.query_catalog WHERE name = 'security_q');
 INSERT INTO security_rows VALUES (5, 1);
 SET ROLE security_user;
-SELECT (streamwin.run_batch('security_q')->>'input_rows')::int AS input_rows;
-SELECT count(*) AS ran_as_others FROM security_own.ran WHERE who <> 'security_user';
-SELECT count(*) > 0 AS restored_by_the_role FROM security_own.ran WHERE how = 'index';
-SELECT g, n FROM security_q ORDER BY g;
+DO $$
+BEGIN
+    PERFORM streamwin.run_batch('security_q');
+EXCEPTION WHEN insufficient_privilege THEN
+    RAISE NOTICE 'refused: %', regexp_replace(SQLERRM, 'state_[0-9]+', 'state_N');
+END $$;
 SELECT format('DROP INDEX %s', indexrelid::regclass) FROM pg_index
  WHERE indrelid = :'security_state'::regclass AND indexprs IS NOT NULL \gexec
+SELECT (streamwin.run_batch('security_q')->>'input_rows')::int AS input_rows;
+SELECT count(*) AS ran_as_others FROM security_own.ran WHERE who <> 'security_user';
+SELECT g, n FROM security_q ORDER BY g;
 -- An index calling the role's function with constant arguments, which the
 -- planner evaluates where it reads the index's definition: a statement
 -- streamwin runs on the table as the extension owner, in a session that
--- has not read the index yet, would run it so.  The table is refused.
+-- has not read the index yet, would run it so, also inside a SQL function
+-- of columns that the planner inlines.  The table is refused.
 -- (a NOTICE too: the reset of the previous build failed later, and its
 -- rollback took noted()'s row with it)
 CREATE FUNCTION security_own.konst(int) RETURNS int LANGUAGE plpgsql IMMUTABLE AS $$
@@ -129,7 +137,9 @@ BEGIN
     END IF;
     RETURN security_own.noted('constant', $1);
 END $$;
-CREATE INDEX security_konst ON :security_state ((g + security_own.konst(1)));
+CREATE FUNCTION security_own.wrap(int) RETURNS int LANGUAGE sql IMMUTABLE
+    AS 'SELECT $1 + security_own.konst(1)';
+CREATE INDEX security_konst ON :security_state (security_own.wrap(g));
 \c -
 SET timezone = 'UTC';
 SELECT security_own.try_reset();

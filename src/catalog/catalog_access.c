@@ -28,7 +28,6 @@
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "nodes/nodeFuncs.h"
-#include "optimizer/optimizer.h"
 #include "storage/lmgr.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
@@ -202,29 +201,28 @@ is_user_function(Oid funcid, void *context)
 	return funcid >= FirstNormalObjectId;
 }
 
-/*
- * Walker: a call of a function not built in whose arguments hold no column,
- * which the planner evaluates where it reads the index's definition
- * (eval_const_expressions of the expressions and predicate of every index
- * of a table a statement reads or writes)
- */
+/* Walker: a call of a function not built in */
 static bool
-user_constant_call_walker(Node *node, void *context)
+user_call_walker(Node *node, void *context)
 {
 	if (node == NULL)
 		return false;
-	if (check_functions_in_node(node, is_user_function, NULL) && !contain_var_clause(node))
+	if (check_functions_in_node(node, is_user_function, NULL))
 		return true;
-	return expression_tree_walker(node, user_constant_call_walker, context);
+	return expression_tree_walker(node, user_call_walker, context);
 }
 
 /*
  * Does an index of the table have an expression or predicate that calls a
- * function of a user's with constant arguments?  Read from pg_index as
- * text, which evaluates nothing.
+ * function not built in?  The planner evaluates such a call where it reads
+ * the index's definition (eval_const_expressions of the expressions and
+ * predicate of every index of a table a statement reads or writes) if its
+ * arguments are constants, also inside a SQL function it inlines: any call
+ * of the owner's may be one.  Read from pg_index as text, which evaluates
+ * nothing.
  */
 static bool
-has_index_calling_user_constant(Relation rel)
+has_index_calling_user_function(Relation rel)
 {
 	List	   *indexes = RelationGetIndexList(rel);
 	ListCell   *lc;
@@ -243,7 +241,7 @@ has_index_calling_user_constant(Relation rel)
 			Datum		d = SysCacheGetAttr(INDEXRELID, tup, parts[i], &isnull);
 
 			if (!isnull)
-				found = user_constant_call_walker(stringToNode(TextDatumGetCString(d)), NULL);
+				found = user_call_walker(stringToNode(TextDatumGetCString(d)), NULL);
 		}
 		ReleaseSysCache(tup);
 		if (found)
@@ -260,12 +258,10 @@ has_index_calling_user_constant(Relation rel)
  *		extension owner, and refuse it unless it is still a plain table as
  *		streamwin made it: without triggers, rules, CHECK constraints,
  *		generated columns, or an index whose expression or predicate calls
- *		a function of the owner's with constant arguments, each of which
- *		would run the owner's code as the extension owner.  (An index on an
- *		expression of columns may call the owner's functions: streamwin
- *		makes some, on a join's key expressions, and only writing the rows
- *		evaluates them, as the owner: see copy_rows_args.)  The lock keeps
- *		new ones out until the transaction ends.
+ *		a function not built in, each of which would run the owner's code
+ *		as the extension owner.  (streamwin indexes a join's key
+ *		expressions only where they are built of PostgreSQL's functions.)
+ *		The lock keeps new ones out until the transaction ends.
  */
 void
 catalog_check_plain_table(Oid relid, LOCKMODE mode)
@@ -284,12 +280,12 @@ catalog_check_plain_table(Oid relid, LOCKMODE mode)
 		rel->rd_rules == NULL &&
 		(constr == NULL || (constr->num_check == 0 && !constr->has_generated_stored)) &&
 		!rel->rd_rel->relispartition && find_inheritance_children(relid, NoLock) == NIL &&
-		!has_index_calling_user_constant(rel);
+		!has_index_calling_user_function(rel);
 
 	if (!plain)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("streamwin's table \"%s\" has triggers, rules, constraints, generated columns, indexes calling functions with constants or tables that inherit from it, or is no longer a table",
+				 errmsg("streamwin's table \"%s\" has triggers, rules, constraints, generated columns, indexes calling functions not built in or tables that inherit from it, or is no longer a table",
 						RelationGetRelationName(rel)),
 				 errdetail("streamwin writes and reads it as the extension's owner, and would run their code so."),
 				 errhint("Drop what was added to the table.")));
