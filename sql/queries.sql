@@ -50,6 +50,7 @@ SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GRO
 SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY region ORDER BY region', output_mode => 'update');
 SELECT streamwin.create_query('q', 'SELECT region, count(DISTINCT (order_id, region)) AS n FROM orders GROUP BY region', output_mode => 'update');
 SELECT streamwin.create_query('q', 'SELECT ROW(region, order_id > 10) AS k, count(*) AS n FROM orders GROUP BY 1', output_mode => 'update');
+SELECT streamwin.create_query('q', 'SELECT order_id, ROW(region, amount) AS r FROM orders');
 SELECT streamwin.create_query('q', 'SELECT region, string_agg(region, '','') AS s FROM orders GROUP BY region', output_mode => 'update');
 SELECT streamwin.create_query('q', 'SELECT region, sum(amount) / count(*) AS mean FROM orders GROUP BY region', output_mode => 'update');
 SELECT streamwin.create_query('q', 'SELECT r.region, r.continent, count(*) AS n FROM orders o JOIN regions r USING (region) GROUP BY r.region', output_mode => 'update');
@@ -122,7 +123,8 @@ SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GRO
 SELECT streamwin.create_query('q', 'SELECT streamwin.hop(event_time, ''10 minutes'', ''5 minutes'') AS w, count(*) AS n FROM orders GROUP BY region', output_mode => 'update');
 SELECT streamwin.create_query('hop_by_name', 'SELECT streamwin.hop(event_time, ''10 minutes'', ''5 minutes'') AS w, region, count(*) AS n FROM orders GROUP BY w, region', output_mode => 'update', start => false);
 SELECT streamwin.create_query('hop_by_position', 'SELECT region, streamwin.hop(event_time, ''10 minutes'', ''5 minutes''), count(*) AS n FROM orders GROUP BY 2, 1', output_mode => 'update', start => false);
-SELECT streamwin.drop_query(q, drop_result => true) FROM unnest(ARRAY['hop_by_name', 'hop_by_position']) AS q;
+SELECT streamwin.create_query('hop_by_start', 'SELECT streamwin.hop(event_time, ''10 minutes'', ''5 minutes''), region, count(*) AS n FROM orders GROUP BY window_start, region', output_mode => 'update', start => false);
+SELECT streamwin.drop_query(q, drop_result => true) FROM unnest(ARRAY['hop_by_name', 'hop_by_position', 'hop_by_start']) AS q;
 -- hop_starts() written in FROM is a function in FROM, not a window
 SELECT streamwin.create_query('q', 'SELECT w, count(*) AS n FROM orders, streamwin.hop_starts(event_time, ''3650 days'', ''1 second'') AS w GROUP BY w', output_mode => 'update');
 -- a hop() of your own, found first, is yours, as plain SQL reads it

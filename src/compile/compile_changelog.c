@@ -92,12 +92,6 @@ reads_batch_time_walker(Node *node, Oid *batch_timestamp)
 }
 
 /*
- * The change column may appear in a transform's select list, by itself:
- * that appends the changes.  Anywhere else (a filter, an expression, a
- * group key, an aggregate's argument) it would let a query treat a
- * retraction as a row, and undo what the compiler does with it.
- */
-/*
  * The functions of FROM: a grouped hop()'s arguments are there, in the
  * LATERAL streamwin.hop_starts() rewrite_hop put in its place.
  */
@@ -117,6 +111,12 @@ from_functions(Query *q)
 	return (Node *) functions;
 }
 
+/*
+ * The change column may appear in a transform's select list, by itself:
+ * that appends the changes.  Anywhere else (a filter, an expression, a
+ * group key, an aggregate's argument) it would let a query treat a
+ * retraction as a row, and undo what the compiler does with it.
+ */
 static void
 check_change_column_use(Compiled *c)
 {

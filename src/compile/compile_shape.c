@@ -179,7 +179,8 @@ replace_hop_walker(Node *node, void *context)
 
 /*
  * Is the hop() call grouped: in GROUP BY itself, or by the position or the
- * name of the SELECT list item it is?
+ * name of the SELECT list item it is (its alias, or window_start, which
+ * the rewrite names it)?
  */
 static bool
 hop_grouped(SelectStmt *stmt, FuncCall *hop)
@@ -208,10 +209,13 @@ hop_grouped(SelectStmt *stmt, FuncCall *hop)
 				intVal(&((A_Const *) key)->val) == position)
 				return true;
 			if (IsA(key, ColumnRef) && list_length(((ColumnRef *) key)->fields) == 1 &&
-				IsA(linitial(((ColumnRef *) key)->fields), String) &&
-				strcmp(strVal(linitial(((ColumnRef *) key)->fields)),
-					   rt->name ? rt->name : "hop") == 0)
-				return true;
+				IsA(linitial(((ColumnRef *) key)->fields), String))
+			{
+				const char *n = strVal(linitial(((ColumnRef *) key)->fields));
+
+				if (strcmp(n, "window_start") == 0 || (rt->name && strcmp(n, rt->name) == 0))
+					return true;
+			}
 		}
 	}
 	return false;

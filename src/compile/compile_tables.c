@@ -67,6 +67,21 @@ append_group_column_defs(StringInfo sql, Compiled *c)
 #define UPDATE_RESULT_FILLFACTOR 50
 #define UPDATE_WINDOW_RESULT_FILLFACTOR 80
 
+/*
+ * A result column of an anonymous row type (ROW(a, b)) or another pseudo
+ * type, which no table's column can have: refused saying what works,
+ * rather than by CREATE TABLE's bare error.
+ */
+static void
+check_result_column_type(const char *name, Oid type)
+{
+	if (get_typtype(type) == TYPTYPE_PSEUDO)
+		refuse(psprintf("SELECT list item \"%s\" is of type %s, which the result table's column cannot have",
+						name, format_type_be(type)),
+			   NULL,
+			   "Select its fields each as a column, or a value of a named type, such as the row's text (ROW(a, b)::text).");
+}
+
 /* Create the result table of an aggregation, as the calling role. */
 Oid
 create_result_table(Compiled *c, const char *name, OutputMode mode)
@@ -81,6 +96,7 @@ create_result_table(Compiled *c, const char *name, OutputMode mode)
 	{
 		AggCol	   *a = lfirst(lc);
 
+		check_result_column_type(a->name, a->type);
 		appendStringInfo(&sql, "%s %s, ", quote_identifier(a->name),
 						 column_type_sql(a->type, a->typmod, a->collation));
 	}
@@ -188,6 +204,7 @@ create_transform_table(Compiled *c, const char *name, StringInfo plan)
 		if (tle->resjunk)
 			continue;
 		check_column_name(&names, tle->resname, false);
+		check_result_column_type(tle->resname, exprType((Node *) tle->expr));
 		appendStringInfo(&sql, "%s%s %s", cols.len ? ", " : "", quote_identifier(tle->resname),
 						 column_type_sql(exprType((Node *) tle->expr), exprTypmod((Node *) tle->expr),
 										 exprCollation((Node *) tle->expr)));

@@ -273,8 +273,12 @@ partial_query_sql(Compiled *c, bool panes_only)
 	if (panes_only)
 		return partial_rows_sql(c, pq, true);
 	initStringInfo(&sql);
-	/* (float8 * interval: pg_catalog's own, which an int4 * interval of a schema on the path would beat) */
-	appendStringInfo(&sql, "SELECT p.window_start - __streamwin_pane.i::pg_catalog.float8 * '%lld microseconds'::pg_catalog.interval",
+	/*
+	 * (pg_catalog's float8 * interval, by name: an int4 * interval, or any
+	 * *, of a schema on the path is not taken; OPERATOR() binds as any
+	 * operator, hence the parentheses)
+	 */
+	appendStringInfo(&sql, "SELECT p.window_start OPERATOR(pg_catalog.-) (__streamwin_pane.i::pg_catalog.float8 OPERATOR(pg_catalog.*) '%lld microseconds'::pg_catalog.interval)",
 					 (long long) c->slide_us);
 	foreach(lc, c->keys)
 		appendStringInfo(&sql, ", p.%s", quote_identifier(((KeyCol *) lfirst(lc))->name));
