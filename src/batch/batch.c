@@ -37,6 +37,8 @@
  */
 #include "postgres.h"
 
+#include "pgtime.h"
+
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
@@ -733,6 +735,13 @@ batch_execute(QueryRunner *r, int fetch_timeout_ms, int linger_ms, BatchStats *s
 	 * time functions of its statements use the source's zone (option
 	 * "timezone"), and dates are read and written in one style.
 	 */
+	if (pg_tzset(r->readers[0]->source->timezone) == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("source \"%s\" reads its times in zone \"%s\", which the server's time zone data does not have",
+						r->readers[0]->source->name, r->readers[0]->source->timezone),
+				 errdetail("A time zone data update may have removed it."),
+				 errhint("Create the source again with a zone of pg_timezone_names, and its queries over it.")));
 	(void) set_config_option("TimeZone", r->readers[0]->source->timezone,
 							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	(void) set_config_option("DateStyle", SQL_DATESTYLE,
