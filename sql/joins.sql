@@ -417,6 +417,7 @@ SELECT jsonb_object_keys(offsets) FROM streamwin.progress WHERE query = 'pairs' 
 SELECT streamwin.reset_query('pairs', '{"nosuch": {"lsn": "0/0"}}');
 SELECT streamwin.reset_query('pairs', '{"clicks": 5}');
 SELECT streamwin.reset_query('pairs', '{"CLICKS": 5}');
+SELECT streamwin.reset_query('pairs', '{"clicks": {"lsn": "0/0"}, "CLICKS": {"lsn": "0/0"}}');
 SELECT streamwin.reset_query('pairs', 'latest');
 SELECT streamwin.run_batch('pairs') -> 'input_rows' AS input_rows;
 

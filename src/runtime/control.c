@@ -304,6 +304,11 @@ split_starting_offsets(QueryInfo *q, SourceInfo **sources, Jsonb *explicit, cons
 					 errdetail("Query \"%s\" reads no source named \"%.*s\".", q->name,
 							   v.val.string.len, v.val.string.val),
 					 starting_offsets_hint(sources[0], q->nsources)));
+		if (per_source[found] != NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid starting_offsets \"%s\"", start),
+					 errdetail("Source \"%s\" is named twice.", sources[found]->name)));
 		tok = JsonbIteratorNext(&it, &v, true);
 		if (tok != WJB_VALUE || v.type != jbvBinary)
 			ereport(ERROR,
