@@ -216,12 +216,13 @@ input_value(Form_pg_attribute att, const char *text, Datum *value)
 
 		/*
 		 * Not the type's answer but the environment's: a cancel, a
-		 * timeout, a shutdown, memory or I/O.  Taken for a refusal, the
-		 * decoder, kept with the runner, would let the placeholder through
-		 * as a value for good.
+		 * timeout, a shutdown, a lock not had, a deadlock, memory or I/O.
+		 * Taken for a refusal, the decoder, kept with the runner, would let
+		 * the placeholder through as a value for good.
 		 */
 		if (category == ERRCODE_OPERATOR_INTERVENTION || category == ERRCODE_INSUFFICIENT_RESOURCES ||
-			category == ERRCODE_SYSTEM_ERROR || category == ERRCODE_INTERNAL_ERROR)
+			category == ERRCODE_SYSTEM_ERROR || category == ERRCODE_INTERNAL_ERROR ||
+			category == ERRCODE_TRANSACTION_ROLLBACK || category == ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE)
 			ReThrowError(edata);
 		FreeErrorData(edata);
 		return false;

@@ -612,13 +612,14 @@ waits_for_us(int pid)
 			bool		known = false;
 
 			if (blocker == MyProcPid)
-				return true;
+				return true;	/* (the arrays go with the error's memory) */
 			for (int k = 0; k < nseen && !known; k++)
 				known = seen[k] == blocker;
 			if (!known && nseen < WAIT_CHAIN_MAX)
 				seen[nseen++] = blocker;
 		}
 		pfree(pids);
+		pfree(blockers);
 	}
 	return false;
 }
