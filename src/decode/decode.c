@@ -509,6 +509,35 @@ decoder_null_payload(MessageDecoder *decoder)
 	return decoder->null_payload;
 }
 
+/*
+ * NULL if a Connect schema of a plain key value is one whose JSON is the
+ * value's text (a number, a boolean, a string); else why not: bytes are
+ * base64, and a logical type (a name: Decimal, Timestamp, ...) has a
+ * text of its own, neither read here.
+ */
+static const char *
+plain_connect_schema(MessageDecoder *decoder, const DecodeSpan *schema)
+{
+	static const char *const members[2] = {"type", "name"};
+	static const char *const plain[] = {"int8", "int16", "int32", "int64", "float32", "float64",
+	"boolean", "string"};
+	DecodeSpan	m[2];
+	const char *error = decode_json_members(&decoder->state, schema->start, schema->len, 2, members, m);
+	char	   *type;
+
+	if (error != NULL)
+		return error;
+	if (m[1].kind != DJ_MISSING && m[1].kind != DJ_NULL)
+		return "the key's Kafka Connect schema has a logical type (a \"name\"), which a key that is a plain value is not read by";
+	if ((m[0].kind != DJ_STRING && m[0].kind != DJ_STRING_ESCAPED) ||
+		(type = decode_json_string(&decoder->state, &m[0])) == NULL)
+		return "the key's Kafka Connect schema has no \"type\" string";
+	for (int i = 0; i < (int) lengthof(plain); i++)
+		if (strcmp(type, plain[i]) == 0)
+			return NULL;
+	return psprintf("the key's Kafka Connect schema is of type \"%s\", which a key that is a plain value is not read as", type);
+}
+
 const char *
 decoder_decode_key(MessageDecoder *decoder, MessageDecoder *scalar, const char *key, size_t len,
 				   Datum *values, bool *nulls)
@@ -546,9 +575,12 @@ decoder_decode_key(MessageDecoder *decoder, MessageDecoder *scalar, const char *
 		(m[1].kind == DJ_STRING || m[1].kind == DJ_STRING_ESCAPED || m[1].kind == DJ_NUMBER ||
 		 m[1].kind == DJ_TRUE || m[1].kind == DJ_FALSE))
 	{
-		char	   *text = m[1].kind == DJ_STRING || m[1].kind == DJ_STRING_ESCAPED ?
-			decode_json_string(&decoder->state, &m[1]) : pnstrdup(m[1].start, m[1].len);
+		char	   *text;
 
+		if (m[0].kind == DJ_OBJECT && (error = plain_connect_schema(decoder, &m[0])) != NULL)
+			return error;
+		text = m[1].kind == DJ_STRING || m[1].kind == DJ_STRING_ESCAPED ?
+			decode_json_string(&decoder->state, &m[1]) : pnstrdup(m[1].start, m[1].len);
 		if (text == NULL)
 			return "the key's payload string has no text form";
 		return decoder_decode(scalar, text, strlen(text), values, nulls);

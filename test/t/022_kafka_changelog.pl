@@ -611,12 +611,16 @@ sub ups_chunk
 		my $id = 1 + int(rand($keys));
 		if ($r < 0.04)
 		{
-			my $bad = (
+			my @bad = (
 				[ undef,        qr/message has no key/ ],
 				[ '{"x": 1}',   qr/message key has no value for key column "id"/ ],
 				[ 'abc',        qr/invalid input syntax for type integer.*the message's key, for column "id"/ ],
 				[ '{"id": "x"}', qr/invalid input syntax for type integer.*JSON key "id" of the message's key/ ],
-			)[ int(rand(4)) ];
+				# Connect's bytes are base64, its logical types texts of their own
+				[ '{"schema": {"type": "bytes"}, "payload": "AQI="}', qr/Kafka Connect schema is of type "bytes"/ ],
+				[ '{"schema": {"type": "int32", "name": "org.apache.kafka.connect.data.Date"}, "payload": 7}',
+					qr/Kafka Connect schema has a logical type/ ]);
+			my $bad = $bad[ int(rand(@bad)) ];
 			ups_message(undef, '{"amount": 1}', key => $bad->[0], dead => $bad->[1]);
 		}
 		elsif ($r < 0.07)
