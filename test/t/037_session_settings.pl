@@ -67,9 +67,10 @@
 #      server's settings reads the same texts; and a date or time that says
 #      'now', 'Today', 'tomorrow' (in an array) or 'yesterday' (in a range)
 #      is a dead letter, while 'epoch' and 'infinity' are read as they are;
-#      and to_tsvector of one argument, bytea as text and to_char read the
-#      server's default_text_search_config, bytea_output, lc_time and
-#      lc_numeric, not the session's.
+#      and to_tsvector of one argument and bytea as text read the server's
+#      default_text_search_config and bytea_output, not the session's.
+#      (lc_time and lc_numeric are taken the same way, and set here too,
+#      but this machine has no second locale that would tell them apart.)
 #   Parts 5 and 6 are skipped, as part 3 is, where ICU collations cannot
 #   be created.
 use strict;
