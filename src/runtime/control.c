@@ -356,6 +356,20 @@ reset_refused_running(QueryInfo *q)
 			 errhint("Stop it first with streamwin.stop_query(%s).", quote_literal_cstr(q->name))));
 }
 
+/* The query, read again (lock_row: and its row locked), must be there, stopped. */
+static void
+reset_check_query_now(QueryInfo *q, bool lock_row)
+{
+	bool		running;
+
+	if (!catalog_lock_query_row(q->query_id, lock_row, &running))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("query \"%s\" was dropped by another session meanwhile", q->name)));
+	if (running)
+		reset_refused_running(q);
+}
+
 /*
  * streamwin.reset_query(name, starting_offsets): start the query over from
  * 'earliest', 'latest', or explicit offsets given as a JSON object
@@ -381,7 +395,6 @@ streamwin_reset_query(PG_FUNCTION_ARGS)
 	Jsonb	   *per_source[QUERY_MAX_SOURCES];
 	RoleSwitch	role;
 	const char *stale;
-	bool		running;
 
 	if (q->desired_running)
 		reset_refused_running(q);
@@ -395,20 +408,16 @@ streamwin_reset_query(PG_FUNCTION_ARGS)
 	catalog_lock_query(q->query_id);
 
 	/*
-	 * and, the wait over, the query as it is now, its row held until the
-	 * reset commits: meanwhile another session may have dropped it, or
-	 * started it
+	 * and, the wait over, the query as it is now: meanwhile another session
+	 * may have dropped it, or started it
 	 */
-	if (!catalog_lock_query_row(q->query_id, &running))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("query \"%s\" was dropped by another session meanwhile", name)));
-	if (running)
-		reset_refused_running(q);
+	reset_check_query_now(q, false);
 	/* before anything is written: a table source may need a new slot */
 	for (int i = 0; i < q->nsources; i++)
 		if (source_ops(sources[i])->prepare_reset != NULL)
 			source_ops(sources[i])->prepare_reset(sources[i]);
+	/* and its row held until the reset commits (a write: after the slot) */
+	reset_check_query_now(q, true);
 	catalog_reset_query(q->query_id);
 	SPI_connect();
 	catalog_enter(&role);
