@@ -686,29 +686,6 @@ catalog_set_desired_state(int32 query_id, const char *state)
 								"WHERE query_id = $1", query_id, 1, types, args, NULL));
 }
 
-/* See catalog.h */
-bool
-catalog_lock_query_row(int32 query_id, bool lock_row, bool *running)
-{
-	Oid			types[1] = {INT4OID};
-	Datum		args[1] = {Int32GetDatum(query_id)};
-	bool		found;
-	bool		isnull;
-
-	SPI_connect();
-	if (lock_row)
-		catalog_exec("SELECT desired_state = 'running' FROM streamwin.query_catalog "
-					 "WHERE query_id = $1 FOR UPDATE", 1, types, args, NULL, 0);
-	else
-		catalog_exec("SELECT desired_state = 'running' FROM streamwin.query_catalog "
-					 "WHERE query_id = $1", 1, types, args, NULL, 0);
-	found = SPI_processed == 1;
-	if (found)
-		*running = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	SPI_finish();
-	return found;
-}
-
 void
 catalog_alter_query(int32 query_id, bool has_trigger, Datum trigger_interval,
 					const char *idle_timeout)

@@ -118,14 +118,6 @@ extern int64 catalog_query_last_batch(int32 query_id);
 extern void catalog_set_desired_state(int32 query_id, const char *state);
 
 /*
- * Whether the query is to run, as it is now (*running), and, lock_row, its
- * catalog row locked (FOR UPDATE: a start_query waits until the caller's
- * transaction ends; the lock is a write, after which the transaction can
- * create no replication slot).  False: no such query any more.
- */
-extern bool catalog_lock_query_row(int32 query_id, bool lock_row, bool *running);
-
-/*
  * alter_query: a new trigger interval (has_trigger) and idle timeout (NULL:
  * unchanged, else as interval text).
  */

@@ -201,15 +201,15 @@ is_user_function(Oid funcid, void *context)
 	return funcid >= FirstNormalObjectId;
 }
 
-/* Walker: a call of a function not built in */
-static bool
-user_call_walker(Node *node, void *context)
+/* See catalog_access.h */
+bool
+expr_calls_user_function(Node *node, void *context)
 {
 	if (node == NULL)
 		return false;
 	if (check_functions_in_node(node, is_user_function, NULL))
 		return true;
-	return expression_tree_walker(node, user_call_walker, context);
+	return expression_tree_walker(node, expr_calls_user_function, context);
 }
 
 /*
@@ -241,7 +241,7 @@ has_index_calling_user_function(Relation rel)
 			Datum		d = SysCacheGetAttr(INDEXRELID, tup, parts[i], &isnull);
 
 			if (!isnull)
-				found = user_call_walker(stringToNode(TextDatumGetCString(d)), NULL);
+				found = expr_calls_user_function(stringToNode(TextDatumGetCString(d)), NULL);
 		}
 		ReleaseSysCache(tup);
 		if (found)

@@ -39,6 +39,12 @@ extern char *catalog_version_mismatch(void);
 extern void catalog_enter(RoleSwitch *save);
 extern void catalog_leave(RoleSwitch *save);
 extern void catalog_check_plain_table(Oid relid, LOCKMODE mode);
+
+/*
+ * Does the expression call a function that is not PostgreSQL's own (an
+ * expression_tree_walker: context unused)?
+ */
+extern bool expr_calls_user_function(Node *node, void *context);
 extern void catalog_check_table_pair(Oid a, LOCKMODE amode, Oid b, LOCKMODE bmode);
 
 /*

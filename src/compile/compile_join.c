@@ -773,23 +773,6 @@ source_column_name(Compiled *c, int s, AttrNumber attno)
 	return get_attname(c->sources[s]->relation, attno, false);
 }
 
-static bool
-is_user_function(Oid funcid, void *context)
-{
-	return funcid >= FirstNormalObjectId;
-}
-
-/* Walker: does the expression call a function not built in? */
-static bool
-calls_user_function(Node *node, void *context)
-{
-	if (node == NULL)
-		return false;
-	if (check_functions_in_node(node, is_user_function, NULL))
-		return true;
-	return expression_tree_walker(node, calls_user_function, context);
-}
-
 /*
  * The index of a side's join table that its lookups use: its keys that are
  * columns, then its time if it is one (the range then narrows the scan);
@@ -813,7 +796,7 @@ join_index_columns(Compiled *c, int s, const char *qtable)
 		if (IsA(k, Var))
 			appendStringInfo(&cols, "%s%s", cols.len ? ", " : "",
 							 quote_identifier(source_column_name(c, s, ((Var *) k)->varattno)));
-		else if (!contain_mutable_functions(k) && !calls_user_function(k, NULL))
+		else if (!contain_mutable_functions(k) && !expr_calls_user_function(k, NULL))
 		{
 			Node	   *e = copyObject(k);
 

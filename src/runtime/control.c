@@ -356,17 +356,25 @@ reset_refused_running(QueryInfo *q)
 			 errhint("Stop it first with streamwin.stop_query(%s).", quote_literal_cstr(q->name))));
 }
 
-/* The query, read again (lock_row: and its row locked), must be there, stopped. */
+/*
+ * The query, read again, must be there, stopped; lock_row: its row is
+ * locked too (FOR UPDATE: a start_query waits until the reset ends; a
+ * write, after which the transaction may create no replication slot).
+ */
 static void
 reset_check_query_now(QueryInfo *q, bool lock_row)
 {
-	bool		running;
+	QueryPosition pos;
+	bool		found;
 
-	if (!catalog_lock_query_row(q->query_id, lock_row, &running))
+	SPI_connect();
+	found = catalog_read_position(q->query_id, lock_row, &pos);
+	SPI_finish();
+	if (!found)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("query \"%s\" was dropped by another session meanwhile", q->name)));
-	if (running)
+	if (pos.desired_running)
 		reset_refused_running(q);
 }
 
