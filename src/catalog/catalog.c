@@ -513,6 +513,15 @@ catalog_source_readers(int32 source_id)
 	char	   *names;
 
 	SPI_connect();
+
+	/*
+	 * The source's row first, locked: a create_query over it that has not
+	 * committed holds its key (the foreign key of query_sources), and is
+	 * waited for, so that its query is among the readers (else the drop
+	 * would fail on the foreign key, saying nothing of the query)
+	 */
+	catalog_exec("SELECT FROM streamwin.source_catalog WHERE source_id = $1 FOR UPDATE",
+				 1, types, args, NULL, 0);
 	catalog_exec("SELECT pg_catalog.string_agg(q.name, ', ' ORDER BY q.name) "
 				 "FROM streamwin.query_catalog q WHERE q.query_id IN "
 				 "(SELECT query_id FROM streamwin.query_sources WHERE source_id = $1)",

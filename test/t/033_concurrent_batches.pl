@@ -109,4 +109,25 @@ for my $case ([ 'gone_stop', "SELECT streamwin.stop_query('gone_stop')" ],
 		"$q: once the drop commits, the call fails saying the query was dropped");
 }
 
+# drop_source while a create_query over the source has not committed: it
+# waits for it, and then refuses naming the query, rather than fail on a
+# foreign key of streamwin's catalog.
+psql_ok($node, q{
+CREATE TABLE race (id int, k text);
+SELECT streamwin.create_table_source('race_src', 'race');
+}, 'a source no query reads');
+my $creator = $node->background_psql('postgres');
+$creator->query_safe(q{BEGIN; SELECT streamwin.create_query('late_reader', 'SELECT k FROM race_src', start => false)});
+my $dropper = $node->background_psql('postgres', on_error_stop => 0);
+$dropper->query_until(qr/waiting/, "\\echo waiting\nSELECT streamwin.drop_source('race_src');\n\\echo done\n");
+wait_until($node, q{SELECT count(*) > 0 FROM pg_stat_activity
+  WHERE wait_event_type = 'Lock' AND query LIKE '%drop_source(''race_src'')%' AND query NOT LIKE '%pg_stat_activity%'}, 't',
+	'drop_source waits for the create_query');
+$creator->query_safe('COMMIT');
+$creator->quit;
+$dropper->query_until(qr/done/, '');
+$dropper->quit;
+like($dropper->{stderr}, qr/cannot drop source "race_src" because queries read it\nDETAIL:  Queries reading the source: late_reader\./,
+	'then refuses, naming the query');
+
 done_testing();
