@@ -116,7 +116,8 @@ quote_name_text(const char *name)
  * read them back whatever the session that creates a query has set: dates
  * in SQL_DATESTYLE (a DMY or German style would turn 01/03 into 3 January),
  * intervals in SQL_INTERVALSTYLE, timestamptz in UTC (a zone abbreviation
- * can mean another zone where it is read), floats with every digit.
+ * can mean another zone where it is read), floats with every digit, money
+ * in the server's lc_monetary.
  */
 static int
 push_deparse_settings(void)
@@ -133,6 +134,9 @@ push_deparse_settings(void)
 	for (int i = 0; i < (int) lengthof(settings); i++)
 		(void) set_config_option(settings[i][0], settings[i][1], PGC_USERSET, PGC_S_SESSION,
 								 GUC_ACTION_SAVE, true, 0, false);
+	/* money as batches read it: in the server's lc_monetary (batch.c) */
+	(void) set_config_option("lc_monetary", GetConfigOptionResetString("lc_monetary"), PGC_USERSET,
+							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	return level;
 }
 
