@@ -18,6 +18,11 @@ CREATE FUNCTION sumsq_step(int8, int) RETURNS int8 LANGUAGE sql IMMUTABLE STRICT
     AS 'SELECT $1 + $2::int8 * $2';
 CREATE AGGREGATE sumsq(int) (SFUNC = sumsq_step, STYPE = int8, COMBINEFUNC = int8pl, INITCOND = '0');
 CREATE AGGREGATE smallest(int) (SFUNC = int4smaller, STYPE = int4, COMBINEFUNC = int4smaller);
+-- and one whose result is of a NOT NULL domain (a NULL of it named the
+-- result's type: every batch failed)
+CREATE DOMAIN agg_total AS int8 NOT NULL;
+CREATE FUNCTION to_agg_total(int8) RETURNS agg_total LANGUAGE sql IMMUTABLE AS 'SELECT coalesce($1, 0)::agg_total';
+CREATE AGGREGATE total(int) (SFUNC = int4_sum, STYPE = int8, COMBINEFUNC = int8pl, FINALFUNC = to_agg_total);
 
 -- floating-point results agree to 1e-9 relative (or are both NULL)
 CREATE FUNCTION close(a float8, b float8) RETURNS boolean LANGUAGE sql IMMUTABLE
@@ -33,7 +38,7 @@ SELECT streamwin.create_query('stats', $$
            regr_slope(y, x) AS slope, regr_intercept(y, x) AS icpt, regr_count(y, x) AS rc,
            bit_and(flags) AS band, bit_or(flags) AS bor, bit_xor(flags) AS bxor,
            stddev(flags) FILTER (WHERE flags > 1000) AS never, sumsq(flags) AS sq,
-           smallest(flags) AS least_flags, streamwin.approx_count_distinct(flags) AS dflags,
+           smallest(flags) AS least_flags, total(flags) AS tot, streamwin.approx_count_distinct(flags) AS dflags,
            streamwin.approx_percentile(reading, 0.9) AS p90,
            streamwin.approx_percentile(amount, array[0, 0.5, 0.99]) AS pcts
       FROM ms GROUP BY streamwin.tumble(ts, '2 minutes'), sensor$$,
@@ -114,7 +119,7 @@ SELECT streamwin.tumble(ts, '2 minutes') AS window_start, sensor, count(*) AS n,
        regr_slope(y, x) AS slope, regr_intercept(y, x) AS icpt, regr_count(y, x) AS rc,
        bit_and(flags) AS band, bit_or(flags) AS bor, bit_xor(flags) AS bxor,
        stddev(flags) FILTER (WHERE flags > 1000) AS never, sumsq(flags) AS sq,
-       smallest(flags) AS least_flags, streamwin.approx_count_distinct(flags) AS dflags,
+       smallest(flags) AS least_flags, total(flags) AS tot, streamwin.approx_count_distinct(flags) AS dflags,
        count(DISTINCT flags) AS exact_dflags,
        streamwin.approx_percentile(reading, 0.9) AS p90,
        percentile_disc(0.9) WITHIN GROUP (ORDER BY reading) AS exact_p90,
@@ -130,7 +135,7 @@ SELECT count(e.*) AS expected_groups, count(s.*) AS result_groups,
                         OR s.band IS DISTINCT FROM e.band OR s.bor IS DISTINCT FROM e.bor
                         OR s.bxor IS DISTINCT FROM e.bxor OR s.never IS DISTINCT FROM e.never
                         OR s.sq IS DISTINCT FROM e.sq
-                        OR s.least_flags IS DISTINCT FROM e.least_flags
+                        OR s.least_flags IS DISTINCT FROM e.least_flags OR s.tot IS DISTINCT FROM e.tot
                         OR s.dflags IS DISTINCT FROM e.dflags OR s.p90 IS DISTINCT FROM e.p90
                         OR s.pcts IS DISTINCT FROM e.pcts) AS differing,
        count(*) FILTER (WHERE e.sensor IS NULL AND e.n IS NOT NULL) AS null_sensor_groups,

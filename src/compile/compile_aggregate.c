@@ -819,9 +819,10 @@ compile_aggregate(Compiled *c, TargetEntry *tle)
 		check_partial_state(a, fname);
 		p = add_partial(c, col->name, "state", MERGE_STATE, partial_state_agg(a));
 		p->aggfnoid = a->aggfnoid;
+		/* (a NULL of the base type: NULL::d fails for a NOT NULL domain d) */
 		col->final_sql = psprintf("streamwin.finish_state(%s, %s, NULL::%s)",
 								  aggregate_literal(a->aggfnoid),
-								  quote_identifier(p->name), cast_type_sql(col->type));
+								  quote_identifier(p->name), cast_type_sql(getBaseType(col->type)));
 	}
 
 	col->final_sql = psprintf("%s::%s", col->final_sql, cast_type_sql(col->type));

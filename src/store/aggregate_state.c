@@ -766,7 +766,9 @@ streamwin_combine_states(PG_FUNCTION_ARGS)
 /*
  * streamwin.finish_state(agg regprocedure, state bytea, result_type anyelement)
  *		The aggregate's value from a stored state.  result_type (a NULL of
- *		the aggregate's result type) only gives the result its type.
+ *		the aggregate's result type, or of a domain's base type: the caller
+ *		casts to the domain, which checks the value) only gives the result
+ *		its type.
  */
 Datum
 streamwin_finish_state(PG_FUNCTION_ARGS)
@@ -781,7 +783,7 @@ streamwin_finish_state(PG_FUNCTION_ARGS)
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
 	a = agg_support(fcinfo, PG_GETARG_OID(0), -1, true);
-	if (wanted != a->resulttype)
+	if (wanted != a->resulttype && wanted != getBaseType(a->resulttype))
 		ereport(ERROR,
 				(errcode(ERRCODE_DATATYPE_MISMATCH),
 				 errmsg("aggregate %s returns %s, not %s", format_procedure(a->aggfnoid),
