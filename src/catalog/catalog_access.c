@@ -201,15 +201,36 @@ is_user_function(Oid funcid, void *context)
 	return funcid >= FirstNormalObjectId;
 }
 
-/* See catalog_access.h */
-bool
-expr_calls_user_function(Node *node, void *context)
+typedef struct CallSearch
+{
+	check_function_callback checker;
+	void	   *context;
+} CallSearch;
+
+static bool
+call_search_walker(Node *node, CallSearch *search)
 {
 	if (node == NULL)
 		return false;
-	if (check_functions_in_node(node, is_user_function, NULL))
+	if (check_functions_in_node(node, search->checker, search->context))
 		return true;
-	return expression_tree_walker(node, expr_calls_user_function, context);
+	return expression_tree_walker(node, call_search_walker, search);
+}
+
+/* See catalog_access.h */
+bool
+expr_calls_function(Node *node, check_function_callback checker, void *context)
+{
+	CallSearch	search = {checker, context};
+
+	return call_search_walker(node, &search);
+}
+
+/* See catalog_access.h */
+bool
+expr_calls_user_function(Node *node)
+{
+	return expr_calls_function(node, is_user_function, NULL);
 }
 
 /*
@@ -241,7 +262,7 @@ has_index_calling_user_function(Relation rel)
 			Datum		d = SysCacheGetAttr(INDEXRELID, tup, parts[i], &isnull);
 
 			if (!isnull)
-				found = expr_calls_user_function(stringToNode(TextDatumGetCString(d)), NULL);
+				found = expr_calls_user_function(stringToNode(TextDatumGetCString(d)));
 		}
 		ReleaseSysCache(tup);
 		if (found)

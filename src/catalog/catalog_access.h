@@ -8,6 +8,7 @@
 #ifndef STREAMWIN_CATALOG_ACCESS_H
 #define STREAMWIN_CATALOG_ACCESS_H
 
+#include "nodes/nodeFuncs.h"
 #include "storage/lockdefs.h"
 
 #include "spi_util.h"
@@ -41,10 +42,11 @@ extern void catalog_leave(RoleSwitch *save);
 extern void catalog_check_plain_table(Oid relid, LOCKMODE mode);
 
 /*
- * Does the expression call a function that is not PostgreSQL's own (an
- * expression_tree_walker: context unused)?
+ * Does the expression call a function for which checker (see
+ * check_functions_in_node) says true?  One that is not PostgreSQL's own?
  */
-extern bool expr_calls_user_function(Node *node, void *context);
+extern bool expr_calls_function(Node *node, check_function_callback checker, void *context);
+extern bool expr_calls_user_function(Node *node);
 extern void catalog_check_table_pair(Oid a, LOCKMODE amode, Oid b, LOCKMODE bmode);
 
 /*

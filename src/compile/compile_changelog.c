@@ -35,6 +35,7 @@
 #include "utils/lsyscache.h"
 #include "utils/regproc.h"
 
+#include "catalog_access.h"
 #include "compile_changelog.h"
 #include "compile_sql.h"
 #include "source.h"
@@ -168,7 +169,7 @@ drop_change_column(Compiled *c)
 	c->query->targetList = kept;
 }
 
-/* What user_mutable_walker looks for, and what it found */
+/* What calls_user_mutable looks for, and what it found */
 typedef struct MutableSearch
 {
 	Oid			streamwin_ns;
@@ -191,15 +192,11 @@ user_mutable_function(Oid funcid, void *context)
 	return true;
 }
 
-/* Walker: does the expression call such a function? */
+/* Does the expression call such a function? */
 static bool
-user_mutable_walker(Node *node, void *context)
+calls_user_mutable(Node *node, MutableSearch *search)
 {
-	if (node == NULL)
-		return false;
-	if (check_functions_in_node(node, user_mutable_function, context))
-		return true;
-	return expression_tree_walker(node, user_mutable_walker, context);
+	return expr_calls_function(node, user_mutable_function, search);
 }
 
 /*
@@ -218,9 +215,9 @@ check_changelog_functions(Compiled *c)
 	MutableSearch search = {get_namespace_oid("streamwin", false), InvalidOid};
 	bool		columns_count = c->query->hasAggs || c->query->groupClause != NIL || c->append_changes;
 
-	if (!user_mutable_walker(c->query->jointree->quals, &search) &&
-		!(columns_count && user_mutable_walker((Node *) c->query->targetList, &search)) &&
-		!user_mutable_walker(from_functions(c->query), &search))
+	if (!calls_user_mutable(c->query->jointree->quals, &search) &&
+		!(columns_count && calls_user_mutable((Node *) c->query->targetList, &search)) &&
+		!calls_user_mutable(from_functions(c->query), &search))
 		return;
 	refuse(psprintf("function %s is not immutable, which a query over changelog source \"%s\" cannot call",
 					format_procedure(search.found), c->source->name),

@@ -796,7 +796,7 @@ join_index_columns(Compiled *c, int s, const char *qtable)
 		if (IsA(k, Var))
 			appendStringInfo(&cols, "%s%s", cols.len ? ", " : "",
 							 quote_identifier(source_column_name(c, s, ((Var *) k)->varattno)));
-		else if (!contain_mutable_functions(k) && !expr_calls_user_function(k, NULL))
+		else if (!contain_mutable_functions(k) && !expr_calls_user_function(k))
 		{
 			Node	   *e = copyObject(k);
 
