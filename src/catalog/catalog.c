@@ -420,6 +420,20 @@ query_from_row(HeapTuple tup, TupleDesc desc)
 	return q;
 }
 
+/* See catalog.h */
+QueryInfo *
+catalog_get_owned_query(FunctionCallInfo fcinfo, int nargs, const char *const *args)
+{
+	char	   *name;
+	QueryInfo  *q;
+
+	check_args_not_null(fcinfo, nargs, args);
+	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	q = catalog_get_query(name, false);
+	catalog_check_owner(q->owner, "query", name);
+	return q;
+}
+
 QueryInfo *
 catalog_get_query(const char *name, bool missing_ok)
 {

@@ -52,6 +52,14 @@ extern QueryInfo *catalog_get_query(const char *name, bool missing_ok);
 extern QueryInfo *catalog_get_query_by_id(int32 query_id, bool missing_ok);
 
 /*
+ * The query that the first argument of a SQL-called function names, which
+ * the caller must own; the first nargs arguments, named in args, must not
+ * be NULL (check_args_not_null).
+ */
+extern QueryInfo *catalog_get_owned_query(FunctionCallInfo fcinfo, int nargs,
+										  const char *const *args);
+
+/*
  * Raise an error if a table the query's plan names is gone (its upsert
  * table, dropped by hand): reading the query does not, so that it can be
  * dropped; running or resetting it does.

@@ -55,30 +55,13 @@ source_query_gone(QueryInfo *q)
 	SPI_finish();
 }
 
-/*
- * The query its first argument names, which the caller must own; nargs
- * arguments, named in args, must not be NULL.
- */
-static QueryInfo *
-owned_query(FunctionCallInfo fcinfo, int nargs, const char *const *args)
-{
-	char	   *name;
-	QueryInfo  *q;
-
-	check_args_not_null(fcinfo, nargs, args);
-	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	q = catalog_get_query(name, false);
-	catalog_check_owner(q->owner, "query", name);
-	return q;
-}
-
 static const char *const query_name_arg[] = {"the query name"};
 
 /* streamwin.start_query(name): run the query in a background worker */
 Datum
 streamwin_start_query(PG_FUNCTION_ARGS)
 {
-	QueryInfo  *q = owned_query(fcinfo, 1, query_name_arg);
+	QueryInfo  *q = catalog_get_owned_query(fcinfo, 1, query_name_arg);
 
 	check_preloaded();
 	check_role_can_login(q->owner);
@@ -98,7 +81,7 @@ streamwin_start_query(PG_FUNCTION_ARGS)
 Datum
 streamwin_alter_query(PG_FUNCTION_ARGS)
 {
-	QueryInfo  *q = owned_query(fcinfo, 1, query_name_arg);
+	QueryInfo  *q = catalog_get_owned_query(fcinfo, 1, query_name_arg);
 	char	   *idle_timeout = NULL;
 
 	if (!PG_ARGISNULL(1))
@@ -125,7 +108,7 @@ streamwin_alter_query(PG_FUNCTION_ARGS)
 Datum
 streamwin_stop_query(PG_FUNCTION_ARGS)
 {
-	QueryInfo  *q = owned_query(fcinfo, 1, query_name_arg);
+	QueryInfo  *q = catalog_get_owned_query(fcinfo, 1, query_name_arg);
 
 	catalog_set_desired_state(q->query_id, "stopped");
 	worker_request_wake(q->query_id);
@@ -176,7 +159,7 @@ Datum
 streamwin_drop_query(PG_FUNCTION_ARGS)
 {
 	static const char *const args[] = {"the query name", "drop_result"};
-	QueryInfo  *q = owned_query(fcinfo, 2, args);
+	QueryInfo  *q = catalog_get_owned_query(fcinfo, 2, args);
 	bool		drop_result = PG_GETARG_BOOL(1);
 	RoleSwitch	role;
 
@@ -394,7 +377,7 @@ Datum
 streamwin_reset_query(PG_FUNCTION_ARGS)
 {
 	static const char *const args[] = {"the query name", "starting_offsets"};
-	QueryInfo  *q = owned_query(fcinfo, 2, args);
+	QueryInfo  *q = catalog_get_owned_query(fcinfo, 2, args);
 	char	   *name = q->name;
 	char	   *start = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	SourceInfo *sources[QUERY_MAX_SOURCES];

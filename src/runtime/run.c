@@ -44,16 +44,11 @@ static const char *const query_name_arg[] = {"the query name"};
 static QueryRunner *
 runner_for_session(FunctionCallInfo fcinfo)
 {
-	char	   *name;
-	QueryInfo  *q;
+	QueryInfo  *q = catalog_get_owned_query(fcinfo, 1, query_name_arg);
+	char	   *name = q->name;
 	QueryRunner *r;
 	RoleSwitch	owner;
 
-	check_args_not_null(fcinfo, 1, query_name_arg);
-	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	q = catalog_get_query(name, false);
-
-	catalog_check_owner(q->owner, "query", name);
 	if (q->desired_running)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
