@@ -765,9 +765,18 @@ batch_execute(QueryRunner *r, int fetch_timeout_ms, int linger_ms, BatchStats *s
 	 * batch has SET them.
 	 */
 	for (int i = 0; i < (int) lengthof(decode_settings); i++)
-		(void) set_config_option(decode_settings[i],
-								 GetConfigOptionResetString(decode_settings[i]),
-								 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	{
+		const char *reset = GetConfigOptionResetString(decode_settings[i]);
+
+		/*
+		 * Only where the session changed it: setting one runs its check
+		 * (lc_time and lc_numeric try the locale with setlocale()) at every
+		 * batch, for the value it has already in a worker
+		 */
+		if (strcmp(GetConfigOption(decode_settings[i], false, false), reset) != 0)
+			(void) set_config_option(decode_settings[i], reset,
+									 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	}
 	/* the owner's code may not change or free the runner under the batch */
 	r->in_batch = true;
 	PG_TRY();
