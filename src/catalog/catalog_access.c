@@ -29,6 +29,7 @@
 #include "miscadmin.h"
 #include "nodes/nodeFuncs.h"
 #include "storage/lmgr.h"
+#include "storage/proc.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
@@ -40,6 +41,15 @@
 #include "catalog_access.h"
 #include "catalog_types.h"
 
+/*
+ * What the streamwin row of pg_extension said, read at most once per
+ * transaction: in the transaction whose local id is extension_read_lxid.
+ * Not once per backend, because a worker lives on while the row changes
+ * under it: REASSIGN OWNED hands the extension to another role (the old
+ * one may then lose superuser or be dropped), and ALTER EXTENSION UPDATE
+ * moves the catalog past the library this backend loaded.
+ */
+static LocalTransactionId extension_read_lxid = InvalidLocalTransactionId;
 static Oid	extension_owner_cache = InvalidOid;
 static bool catalog_version_checked = false;
 
@@ -80,14 +90,22 @@ read_extension(char **version)
 	return owner;
 }
 
-/*
- * The owner of the streamwin extension in this database.  Cached per
- * backend: an extension's owner changes only through ALTER EXTENSION ...
- * OWNER, which streamwin does not support.
- */
+/* Forget what the row said in an earlier transaction. */
+static void
+extension_cache_refresh(void)
+{
+	if (extension_read_lxid == MyProc->lxid)
+		return;
+	extension_owner_cache = InvalidOid;
+	catalog_version_checked = false;
+	extension_read_lxid = MyProc->lxid;
+}
+
+/* The owner of the streamwin extension in this database. */
 static Oid
 extension_owner(void)
 {
+	extension_cache_refresh();
 	if (!OidIsValid(extension_owner_cache))
 		extension_owner_cache = read_extension(NULL);
 	return extension_owner_cache;
@@ -128,14 +146,17 @@ catalog_is_newer(const char *version)
  * package upgrade replaces the library at once, while each database's
  * catalog stays at its old version until ALTER EXTENSION streamwin UPDATE:
  * until then, say so, instead of failing on a column that is not there.
- * Once it matches it stays so for the life of the backend (a downgrade is
- * not possible).
+ * And the other way round: a worker that loaded the library before the
+ * package upgrade runs on after ALTER EXTENSION UPDATE, and must stop
+ * rather than write a catalog it does not know.  Checked once per
+ * transaction.
  */
 void
 catalog_check_version(void)
 {
 	char	   *version;
 
+	extension_cache_refresh();
 	if (catalog_version_checked)
 		return;
 	(void) read_extension(&version);
@@ -159,6 +180,7 @@ catalog_version_mismatch(void)
 {
 	char	   *version;
 
+	extension_cache_refresh();
 	if (catalog_version_checked)
 		return NULL;
 	(void) read_extension(&version);

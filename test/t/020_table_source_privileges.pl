@@ -163,6 +163,35 @@ GRANT CREATE ON SCHEMA public TO carol;
 		"$version updated: carol, without the GRANT there, is refused");
 }
 
+# ==== 2b. the extension handed to another role ==============================
+# REASSIGN OWNED hands the extension to another role, and the old owner may
+# then go.  A session that has used streamwin before reads the new owner:
+# before, it kept the old one for its life, and its statements on the
+# catalog ran as a dropped role ("permission denied for table
+# source_catalog").
+
+psql_ok($node, q{
+CREATE ROLE ext_admin SUPERUSER LOGIN;
+CREATE DATABASE handed OWNER ext_admin;
+}, 'a database whose extension ext_admin creates');
+psql_ok($node, q{
+CREATE EXTENSION streamwin;
+}, 'ext_admin creates the extension', dbname => 'handed', as_role('ext_admin'));
+my $before_handover = $node->background_psql('handed');
+$before_handover->query_safe(
+	q{SELECT streamwin.create_kafka_source('before_handover', 'localhost:9', 't', 'id int')});
+psql_ok($node, q{
+REASSIGN OWNED BY ext_admin TO CURRENT_USER;
+DROP OWNED BY ext_admin;
+}, 'the extension is handed over', dbname => 'handed');
+psql_ok($node, 'DROP ROLE ext_admin', 'its old owner is dropped');
+$before_handover->query_safe(
+	q{SELECT streamwin.create_kafka_source('after_handover', 'localhost:9', 't', 'id int')});
+is($before_handover->query_safe(q{SELECT string_agg(name, ',' ORDER BY name) FROM streamwin.sources}),
+	'after_handover,before_handover',
+	'a session that used streamwin before the handover goes on under the new owner');
+$before_handover->quit;
+
 # ==== 3. a slot invalidated by max_slot_wal_keep_size ========================
 
 psql_ok($node, q{
