@@ -28,6 +28,7 @@
 #include "nodes/parsenodes.h"
 #include "parser/parser.h"
 #include "parser/parse_type.h"
+#include "storage/lmgr.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
@@ -265,6 +266,15 @@ streamwin_drop_source(PG_FUNCTION_ARGS)
 	SPI_connect();
 	src = catalog_get_source(name, false);
 	catalog_check_owner(src->owner, "source", name);
+
+	/*
+	 * The source's view before its row: a create_query over the source
+	 * holds the view from its parse on, and its row of query_sources takes
+	 * the row's key.  Taking the row first, the drop would wait for the
+	 * view while the create_query waits for the row (a deadlock); so it
+	 * waits for the create_query, and then counts its query a reader.
+	 */
+	LockRelationOid(src->relation, AccessExclusiveLock);
 	readers = catalog_source_readers(src->source_id);
 	if (readers != NULL)
 		ereport(ERROR,

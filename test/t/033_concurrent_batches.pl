@@ -130,4 +130,27 @@ $dropper->quit;
 like($dropper->{stderr}, qr/cannot drop source "race_src" because queries read it\nDETAIL:  Queries reading the source: late_reader\./,
 	'then refuses, naming the query');
 
+# And a drop_source that comes while a transaction that has read the
+# source's view creates a query over it: it waits for that transaction, and
+# then refuses naming the query.  It took the source's row first, then
+# waited for the view; the create_query's foreign key waited for the row:
+# a deadlock, and one of them failed.
+psql_ok($node, q{
+SELECT streamwin.create_table_source('race2_src', 'race');
+}, 'another source, no query reading it');
+$creator = $node->background_psql('postgres');
+$creator->query_safe(q{BEGIN; SELECT count(*) FROM race2_src});
+$dropper = $node->background_psql('postgres', on_error_stop => 0);
+$dropper->query_until(qr/waiting/, "\\echo waiting\nSELECT streamwin.drop_source('race2_src');\n\\echo done\n");
+wait_until($node, q{SELECT count(*) > 0 FROM pg_stat_activity
+  WHERE wait_event_type = 'Lock' AND query LIKE '%drop_source(''race2_src'')%' AND query NOT LIKE '%pg_stat_activity%'}, 't',
+	'drop_source waits for the transaction that read the view');
+$creator->query_safe(q{SELECT streamwin.create_query('early_reader', 'SELECT k FROM race2_src', start => false)});
+$creator->query_safe('COMMIT');
+$creator->quit;
+$dropper->query_until(qr/done/, '');
+$dropper->quit;
+like($dropper->{stderr}, qr/cannot drop source "race2_src" because queries read it\nDETAIL:  Queries reading the source: early_reader\./,
+	'then refuses, naming the query created meanwhile');
+
 done_testing();
