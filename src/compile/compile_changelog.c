@@ -411,6 +411,20 @@ key_result_column(Compiled *c, const char *key)
 	return NULL;
 }
 
+/* The type of the source's key column key */
+static Oid
+key_column_type(Compiled *c, const char *key)
+{
+	TupleDesc	desc = source_tupdesc(c->source->relation);
+
+	for (int a = 0; a < desc->natts; a++)
+		if (!TupleDescAttr(desc, a)->attisdropped &&
+			strcmp(NameStr(TupleDescAttr(desc, a)->attname), key) == 0)
+			return TupleDescAttr(desc, a)->atttypid;
+	elog(ERROR, "streamwin: source \"%s\" has no column \"%s\"", c->source->name, key);
+	return InvalidOid;
+}
+
 char *
 keyed_transform_key_list(Compiled *c, const char *prefix)
 {
@@ -461,7 +475,9 @@ keyed_transform_sql(Compiled *c, Oid result, const char *cols, List *colnames)
 	{
 		const char *k = quote_identifier(key_result_column(c, strVal(lfirst(lc))));
 
-		appendStringInfo(&match, " AND r.%s = l.%s", k, k);
+		appendStringInfo(&match, " AND %s",
+						 equality_sql(key_column_type(c, strVal(lfirst(lc))),
+									  psprintf("r.%s", k), psprintf("l.%s", k), false));
 	}
 	initStringInfo(&set);
 	foreach(lc, colnames)

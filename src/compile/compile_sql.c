@@ -16,6 +16,7 @@
 #include "access/htup_details.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_collation.h"
+#include "catalog/pg_operator.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
@@ -251,9 +252,40 @@ create_query_table(const char *name, const char *create_sql, const char *index_s
 	return relid;
 }
 
-/* "a.k1 <op> b.k1 AND a.k2 <op> b.k2 ...", or "" without keys */
+/*
+ * "l OPERATOR(schema.=) r": are two values of type equal, by the equality
+ * its hash table and its table's unique index use (its default operator
+ * class's), named with its schema.  A batch's statements are parsed with
+ * pg_catalog alone in search_path, where a bare = between two values of an
+ * extension's type finds pg_catalog's = of a type it casts to: citext's
+ * values compared as text, telling apart keys the type calls one.  With
+ * nulls_match, NULL equals NULL too, as IS NOT DISTINCT FROM (whose = no
+ * schema can name) has it.
+ */
+char *
+equality_sql(Oid type, const char *l, const char *r, bool nulls_match)
+{
+	Oid			eq = lookup_type_cache(type, TYPECACHE_EQ_OPR)->eq_opr;
+	HeapTuple	tup;
+	char	   *op;
+
+	if (!OidIsValid(eq))
+		elog(ERROR, "streamwin: type %s has no equality operator", format_type_be(type));
+	tup = SearchSysCache1(OPEROID, ObjectIdGetDatum(eq));
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for operator %u", eq);
+	op = psprintf("OPERATOR(%s.%s)",
+				  quote_identifier(get_namespace_name(((Form_pg_operator) GETSTRUCT(tup))->oprnamespace)),
+				  NameStr(((Form_pg_operator) GETSTRUCT(tup))->oprname));
+	ReleaseSysCache(tup);
+	if (nulls_match)
+		return psprintf("(%s %s %s OR (%s IS NULL AND %s IS NULL))", l, op, r, l, r);
+	return psprintf("%s %s %s", l, op, r);
+}
+
+/* "a.k1 = b.k1 AND a.k2 = b.k2 ...", or "" without keys (equality_sql) */
 static char *
-keys_compare(Compiled *c, const char *a, const char *op, const char *b)
+keys_compare(Compiled *c, const char *a, const char *b, bool nulls_match)
 {
 	StringInfoData buf;
 	ListCell   *lc;
@@ -261,18 +293,24 @@ keys_compare(Compiled *c, const char *a, const char *op, const char *b)
 	initStringInfo(&buf);
 	foreach(lc, c->keys)
 	{
-		const char *n = quote_identifier(((KeyCol *) lfirst(lc))->name);
+		KeyCol	   *k = lfirst(lc);
+		const char *n = quote_identifier(k->name);
 
-		appendStringInfo(&buf, "%s%s.%s %s %s.%s", buf.len ? " AND " : "", a, n, op, b, n);
+		appendStringInfo(&buf, "%s%s", buf.len ? " AND " : "",
+						 equality_sql(exprType((Node *) k->tle->expr), psprintf("%s.%s", a, n),
+									  psprintf("%s.%s", b, n), nulls_match));
 	}
 	return buf.data;
 }
 
-/* "a.k1 IS NOT DISTINCT FROM b.k1 AND ...", or "true" without keys */
+/*
+ * "a.k1 IS NOT DISTINCT FROM b.k1 AND ...", by each key type's own
+ * equality (equality_sql), or "true" without keys
+ */
 char *
 keys_equal(Compiled *c, const char *a, const char *b)
 {
-	return c->keys ? keys_compare(c, a, "IS NOT DISTINCT FROM", b) : "true";
+	return c->keys ? keys_compare(c, a, b, true) : "true";
 }
 
 /*
@@ -283,7 +321,7 @@ keys_equal(Compiled *c, const char *a, const char *b)
 char *
 keys_equal_strict(Compiled *c, const char *a, const char *b)
 {
-	return keys_compare(c, a, "=", b);
+	return keys_compare(c, a, b, false);
 }
 
 /* "(a.k1 IS NULL OR a.k2 IS NULL)": a key is NULL.  Only with keys. */

@@ -21,6 +21,7 @@ extern char *cast_type_sql(Oid type);
 extern char *state_column_defs(Compiled *c);
 extern char *group_columns(Compiled *c, const char *prefix);
 extern char *keys_list(Compiled *c, const char *prefix);
+extern char *equality_sql(Oid type, const char *l, const char *r, bool nulls_match);
 extern char *keys_equal(Compiled *c, const char *a, const char *b);
 extern char *keys_equal_strict(Compiled *c, const char *a, const char *b);
 extern char *keys_any_null(Compiled *c, const char *a);

@@ -191,12 +191,8 @@ compile_store_statements(Compiled *c, Oid result, Oid state, int32 query_id, Out
 						 tid);
 		if (c->window)
 			appendStringInfoString(&update, " AND r.window_start = f.window_start");
-		foreach(lc, c->keys)
-		{
-			const char *n = quote_identifier(((KeyCol *) lfirst(lc))->name);
-
-			appendStringInfo(&update, " AND r.%s IS NOT DISTINCT FROM f.%s", n, n);
-		}
+		if (c->keys)
+			appendStringInfo(&update, " AND %s", keys_equal(c, "r", "f"));
 		appendStringInfoString(&update, returning_locations(c));
 		plan_add_statement(plan, STMT_STORE_UPDATE, update.data);
 		if (session || c->change_attno != 0)

@@ -109,7 +109,7 @@ upsert_columns(SourceInfo *src, UpsertColumns *u)
 						   src->source_id, u->ord, cols.data);
 }
 
-/* "a.k1 = b.k1 AND a.k2 = b.k2" over the key columns */
+/* "a.k1 = b.k1 AND a.k2 = b.k2" over the key columns (equality_sql) */
 static char *
 upsert_keys_equal(UpsertColumns *u, const char *a, const char *b)
 {
@@ -118,8 +118,14 @@ upsert_keys_equal(UpsertColumns *u, const char *a, const char *b)
 
 	initStringInfo(&buf);
 	foreach(lc, u->keys)
-		appendStringInfo(&buf, "%s%s.%s = %s.%s", buf.len ? " AND " : "", a,
-						 att_name(u, lfirst_int(lc)), b, att_name(u, lfirst_int(lc)));
+	{
+		int			attno = lfirst_int(lc);
+
+		appendStringInfo(&buf, "%s%s", buf.len ? " AND " : "",
+						 equality_sql(TupleDescAttr(u->desc, attno - 1)->atttypid,
+									  psprintf("%s.%s", a, att_name(u, attno)),
+									  psprintf("%s.%s", b, att_name(u, attno)), false));
+	}
 	return buf.data;
 }
 

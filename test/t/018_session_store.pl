@@ -509,5 +509,37 @@ INSERT INTO ev6 (k, v, ts) VALUES (1, 5, timestamptz '2024-01-01 00:00:00+00');
 results_match($node, 'SELECT window_start, window_end, k, hi FROM x_max',
 	want_sessions('ev6', undef, 0, 'max(v) AS hi'), 'part 6: x_max equals plain SQL');
 
+# Part 7: keys of an extension's type, in a schema of their own, past the
+# memory cap.  The statements compare keys by the type's equality (citext:
+# 'user1' is 'USER1'), as the store and the result's unique index do; a
+# bare = there found pg_catalog's text = through the batch's search_path,
+# and on the state table every key of the second batch opened sessions of
+# its own beside the first batch's.
+psql_ok($node, q{
+CREATE SCHEMA ext;
+CREATE EXTENSION citext SCHEMA ext;
+CREATE TABLE ev7 (id bigserial, k ext.citext, v int, ts timestamptz);
+SELECT streamwin.create_table_source('s7', 'ev7');
+SELECT streamwin.create_query('ci_sess', $q$SELECT k, count(*) AS n, sum(v) AS s
+       FROM s7 GROUP BY streamwin.session(ts, '10 seconds'), k$q$,
+    output_mode => 'update', start => false);
+INSERT INTO ev7 (k, v, ts)
+SELECT 'user' || i, 1, timestamptz '2024-01-01 00:00:00+00' FROM generate_series(1, 20000) i;
+}, 'part 7: citext keys, 20,000 of them');
+{
+	my $s = store_session($node);
+	sess_ok($s, "SET streamwin.state_memory = '1MB'");
+	sess_ok($s, "SELECT streamwin.run_available('ci_sess')", 'part 7: a first batch, past the cap');
+	psql_ok($node, q{
+INSERT INTO ev7 (k, v, ts)
+SELECT 'USER' || i, 2, timestamptz '2024-01-01 00:00:05+00' FROM generate_series(1, 20000) i;
+}, 'part 7: each key again, in capitals, within its session');
+	sess_ok($s, "SELECT streamwin.run_available('ci_sess')", 'part 7: a second batch');
+	$s->quit;
+}
+results_match($node, 'SELECT window_start, window_end, lower(k::text), n, s FROM ci_sess',
+	q{SELECT min(ts), max(ts) + interval '10 seconds', lower(k::text), count(*), sum(v) FROM ev7 GROUP BY k},
+	'part 7: one session per key, as citext has them');
+
 $node->stop;
 done_testing();
