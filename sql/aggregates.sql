@@ -66,6 +66,12 @@ SELECT streamwin.create_query('visits', $$
       FROM ms GROUP BY streamwin.session(ts, '20 seconds'), sensor$$,
     output_mode => 'update', start => false);
 
+-- A window's call given an alias is a result column too: the window's start.
+SELECT streamwin.create_query('named_hops', $$
+    SELECT streamwin.hop(ts, '4 minutes', '2 minutes') AS w, sensor, count(*) AS n
+      FROM ms GROUP BY 1, sensor$$,
+    output_mode => 'update', start => false);
+
 -- No window, complete mode: every group's final values rewritten each batch.
 SELECT streamwin.create_query('totals', $$
     SELECT sensor, count(*) AS n, var_samp(amount) AS var, streamwin.approx_count_distinct(flags) AS dflags,
@@ -171,6 +177,15 @@ SELECT count(e.*) AS expected_windows, count(h.*) AS result_windows,
   FULL JOIN (SELECT * FROM hops_expected
               WHERE window_end <= (SELECT watermark FROM streamwin.queries WHERE name = 'hops')) e
     ON h.window_start = e.window_start AND h.sensor IS NOT DISTINCT FROM e.sensor;
+
+-- named_hops: every window, its start under the alias w too
+SELECT (streamwin.run_available('named_hops'))->>'input_rows' AS input_rows;
+SELECT (SELECT count(*) FROM named_hops) AS result_windows,
+       (SELECT count(*) FROM hops_expected) AS expected_windows,
+       (SELECT count(*) FROM (SELECT w, window_start, window_end, sensor, n FROM named_hops
+                              EXCEPT SELECT window_start, window_start, window_end, sensor, n FROM hops_expected) d) AS unexpected,
+       (SELECT count(*) FROM (SELECT window_start, window_start, window_end, sensor, n FROM hops_expected
+                              EXCEPT SELECT w, window_start, window_end, sensor, n FROM named_hops) d) AS missing;
 
 -- visits: sessions by gaps and islands in plain SQL (a row 20 seconds or
 -- more after the previous one of its sensor starts a new session)
@@ -472,7 +487,7 @@ SELECT streamwin.drop_query('tie_mm', drop_result => true);
 SELECT streamwin.drop_source('tie_src');
 DROP TABLE ties;
 
-SELECT streamwin.drop_query(q, drop_result => true) FROM unnest(array['stats', 'hops', 'visits', 'totals', 'uniques']) q;
+SELECT streamwin.drop_query(q, drop_result => true) FROM unnest(array['stats', 'hops', 'named_hops', 'visits', 'totals', 'uniques']) q;
 SELECT streamwin.drop_source('ms');
 REVOKE CREATE ON SCHEMA public FROM aggregates_user;
 REVOKE SELECT ON m FROM aggregates_user;

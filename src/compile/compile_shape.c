@@ -1446,8 +1446,24 @@ compile_grouping(Compiled *c)
 	{
 		TargetEntry *tle = lfirst_node(TargetEntry, lc);
 
-		if (tle->resjunk || tle == c->window_tle ||
-			(tle->ressortgroupref != 0 && get_sortgroupref_clause_noerr(tle->ressortgroupref, q->groupClause)))
+		if (tle->resjunk)
+			continue;
+
+		/*
+		 * The window's call is the result's window_start and window_end; as
+		 * an expression its value is the window's start, and given an alias
+		 * (tumble(ts, '1 minute') AS minute) it is a column of that name too
+		 */
+		if (tle == c->window_tle)
+		{
+			if (strcmp(tle->resname, c->window) != 0 && strcmp(tle->resname, "window_start") != 0)
+			{
+				check_column_name(&names, tle->resname, true);
+				compile_key_expression(c, tle);
+			}
+			continue;
+		}
+		if (tle->ressortgroupref != 0 && get_sortgroupref_clause_noerr(tle->ressortgroupref, q->groupClause))
 			continue;
 		check_column_name(&names, tle->resname, c->window != NULL);
 		if (IsA(tle->expr, Aggref))
