@@ -116,19 +116,29 @@ psql_ok($node, q{
 CREATE TABLE race (id int, k text);
 SELECT streamwin.create_table_source('race_src', 'race');
 }, 'a source no query reads');
+# drop_source($src) in a session of its own while $creator has a
+# transaction open: it waits for it; once the statements @then and a COMMIT
+# have run there, it refuses, naming $reader.
+sub drop_waits_for
+{
+	my ($creator, $src, $reader, $what, @then) = @_;
+	my $dropper = $node->background_psql('postgres', on_error_stop => 0);
+	$dropper->query_until(qr/waiting/, "\\echo waiting\nSELECT streamwin.drop_source('$src');\n\\echo done\n");
+	wait_until($node, qq{SELECT count(*) > 0 FROM pg_stat_activity
+  WHERE wait_event_type = 'Lock' AND query LIKE '%drop_source(''$src'')%' AND query NOT LIKE '%pg_stat_activity%'}, 't',
+		"drop_source waits for $what");
+	$creator->query_safe($_) for (@then, 'COMMIT');
+	$creator->quit;
+	$dropper->query_until(qr/done/, '');
+	$dropper->quit;
+	like($dropper->{stderr}, qr/cannot drop source "$src" because queries read it\nDETAIL:  Queries reading the source: $reader\./,
+		"then refuses, naming $reader");
+	return;
+}
+
 my $creator = $node->background_psql('postgres');
 $creator->query_safe(q{BEGIN; SELECT streamwin.create_query('late_reader', 'SELECT k FROM race_src', start => false)});
-my $dropper = $node->background_psql('postgres', on_error_stop => 0);
-$dropper->query_until(qr/waiting/, "\\echo waiting\nSELECT streamwin.drop_source('race_src');\n\\echo done\n");
-wait_until($node, q{SELECT count(*) > 0 FROM pg_stat_activity
-  WHERE wait_event_type = 'Lock' AND query LIKE '%drop_source(''race_src'')%' AND query NOT LIKE '%pg_stat_activity%'}, 't',
-	'drop_source waits for the create_query');
-$creator->query_safe('COMMIT');
-$creator->quit;
-$dropper->query_until(qr/done/, '');
-$dropper->quit;
-like($dropper->{stderr}, qr/cannot drop source "race_src" because queries read it\nDETAIL:  Queries reading the source: late_reader\./,
-	'then refuses, naming the query');
+drop_waits_for($creator, 'race_src', 'late_reader', 'the create_query');
 
 # And a drop_source that comes while a transaction that has read the
 # source's view creates a query over it: it waits for that transaction, and
@@ -140,17 +150,7 @@ SELECT streamwin.create_table_source('race2_src', 'race');
 }, 'another source, no query reading it');
 $creator = $node->background_psql('postgres');
 $creator->query_safe(q{BEGIN; SELECT count(*) FROM race2_src});
-$dropper = $node->background_psql('postgres', on_error_stop => 0);
-$dropper->query_until(qr/waiting/, "\\echo waiting\nSELECT streamwin.drop_source('race2_src');\n\\echo done\n");
-wait_until($node, q{SELECT count(*) > 0 FROM pg_stat_activity
-  WHERE wait_event_type = 'Lock' AND query LIKE '%drop_source(''race2_src'')%' AND query NOT LIKE '%pg_stat_activity%'}, 't',
-	'drop_source waits for the transaction that read the view');
-$creator->query_safe(q{SELECT streamwin.create_query('early_reader', 'SELECT k FROM race2_src', start => false)});
-$creator->query_safe('COMMIT');
-$creator->quit;
-$dropper->query_until(qr/done/, '');
-$dropper->quit;
-like($dropper->{stderr}, qr/cannot drop source "race2_src" because queries read it\nDETAIL:  Queries reading the source: early_reader\./,
-	'then refuses, naming the query created meanwhile');
+drop_waits_for($creator, 'race2_src', 'early_reader', 'the transaction that read the view',
+	q{SELECT streamwin.create_query('early_reader', 'SELECT k FROM race2_src', start => false)});
 
 done_testing();
