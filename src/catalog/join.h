@@ -138,4 +138,7 @@ extern bool join_side_cutoff(const JoinSidePlan *side, TimestampTz wm, Timestamp
 /* The watermark that closes windows over the join. */
 extern TimestampTz join_held_watermark(const JoinPlan *jp, TimestampTz watermark);
 
+/* Can a row of event time ts be joined, its time shifted by the range? */
+extern bool join_time_fits(const JoinPlan *jp, TimestampTz ts);
+
 #endif							/* STREAMWIN_JOIN_H */

@@ -11,6 +11,8 @@
  */
 #include "postgres.h"
 
+#include "common/int.h"
+
 #include "utils/builtins.h"
 #include "utils/json.h"
 #include "utils/jsonb.h"
@@ -147,4 +149,28 @@ join_held_watermark(const JoinPlan *jp, TimestampTz watermark)
 	if (watermark < DT_NOBEGIN + jp->hold_us)
 		return DT_NOBEGIN;
 	return watermark - jp->hold_us;
+}
+
+/*
+ * The join's condition and its statements shift a row's event time by the
+ * range's bounds (i.imp_time + interval '10 minutes'), which fails past
+ * the timestamp range: every batch would fail on such a row, at every
+ * retry.  A row within that reach of either limit of the range (the
+ * bounds, and a month's slack for the days and months an interval in the
+ * condition may have) is a dead letter instead, as one too close to the
+ * limits for its window is.
+ */
+bool
+join_time_fits(const JoinPlan *jp, TimestampTz ts)
+{
+	int64		reach = 31 * USECS_PER_DAY;
+
+	for (int s = 0; s < QUERY_MAX_SOURCES; s++)
+	{
+		int64		after = jp->sides[s].evict_after_us;
+
+		if (after == PG_INT64_MIN || pg_add_s64_overflow(reach, after < 0 ? -after : after, &reach))
+			return false;
+	}
+	return ts >= MIN_TIMESTAMP + reach && ts < END_TIMESTAMP - reach;
 }

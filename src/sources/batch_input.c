@@ -54,6 +54,7 @@
 #include "batch_input.h"
 #include "catalog_access.h"
 #include "catalog_log.h"
+#include "join.h"
 #include "spi_util.h"
 #include "window.h"
 
@@ -244,6 +245,8 @@ row_event_time(RowDecoder *d, TupleTableSlot *slot, TimestampTz *ts)
 		return "event time must be finite";
 	if (q->windowed && !window_fits(*ts, q->window_size_us, q->window_slide_us))
 		return "event time is too close to the limits of the timestamp range for its window";
+	if (q->join != NULL && !join_time_fits(q->join, *ts))
+		return "event time is too close to the limits of the timestamp range for its join's time range";
 	return NULL;
 }
 
