@@ -166,10 +166,23 @@ SELECT streamwin.drop_source('shop_nulls');
 -- from the start, the windows close onto the rows they wrote the first
 -- time, and are upserted instead: the same table.
 CREATE TABLE revenue_before AS SELECT * FROM revenue;
+CREATE TABLE late_before AS
+SELECT source, partition, "offset", payload, event_time, watermark FROM streamwin.late_rows WHERE query = 'revenue';
 SELECT streamwin.reset_query('revenue', 'earliest');
+-- the rows read again are judged again: the late rows kept go with the reset
+SELECT count(*) AS late_rows_kept FROM streamwin.late_rows WHERE query = 'revenue';
 SELECT (streamwin.run_available('revenue')->>'input_rows')::int AS replayed;
 SELECT count(*) AS result_rows, count(*) FILTER (WHERE (r.*) IS DISTINCT FROM (b.*)) AS differences
 FROM revenue r FULL JOIN revenue_before b USING (window_start, region);
+-- read in the same batches, the same rows are late again
+SELECT (SELECT count(*) FROM late_before) AS late_before,
+       (SELECT count(*) FROM ((SELECT source, partition, "offset", payload, event_time, watermark
+                                FROM streamwin.late_rows WHERE query = 'revenue')
+                              EXCEPT (SELECT * FROM late_before)) d) AS late_now_only,
+       (SELECT count(*) FROM ((SELECT * FROM late_before)
+                              EXCEPT (SELECT source, partition, "offset", payload, event_time, watermark
+                                      FROM streamwin.late_rows WHERE query = 'revenue')) d) AS late_before_only;
+DROP TABLE late_before;
 
 -- Processing time: now(), current_timestamp and their kin in a continuous
 -- query are the batch's own timestamp, which the batch records as its

@@ -748,6 +748,10 @@ catalog_reset_query(int32 query_id)
 				 query_id, 0, NULL, NULL, NULL);
 	query_update("DELETE FROM streamwin.query_checkpoints WHERE query_id = $1",
 				 query_id, 0, NULL, NULL, NULL);
+	/* the rows read again are judged again: a row late before may not be */
+	query_update("DELETE FROM streamwin.late_row_log WHERE query = "
+				 "(SELECT name FROM streamwin.query_catalog WHERE query_id = $1)",
+				 query_id, 0, NULL, NULL, NULL);
 	query_update("UPDATE streamwin.query_catalog SET watermark = NULL, status = 'ok', "
 				 "last_error = NULL, last_error_at = NULL, consecutive_failures = 0, "
 				 "checkpoint_batch_id = NULL, checkpoint_watermark = NULL, "
