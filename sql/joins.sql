@@ -19,6 +19,9 @@ SELECT streamwin.create_query('q', $$SELECT i.imp_id, c.click_id FROM impression
 -- no time range: the state would grow forever (unless accepted)
 SELECT streamwin.create_query('q', $$SELECT i.imp_id, c.click_id FROM impressions i JOIN clicks c
     ON c.ad_id = i.ad_id$$, watermark => '1 minute');
+-- no time range, with a watermark and unbounded state: the watermark has no time
+SELECT streamwin.create_query('q', $$SELECT i.imp_id, c.click_id FROM impressions i JOIN clicks c
+    ON c.ad_id = i.ad_id$$, watermark => '1 minute', options => '{"join_state_unbounded": true}');
 -- no watermark
 SELECT streamwin.create_query('q', $$SELECT i.imp_id, c.click_id FROM impressions i JOIN clicks c
     ON c.ad_id = i.ad_id AND c.click_time BETWEEN i.imp_time AND i.imp_time + interval '10 minutes'$$);

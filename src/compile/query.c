@@ -188,6 +188,10 @@ check_settings(Compiled *c, OutputMode mode, bool has_watermark, Jsonb *options,
 				(errmsg("the watermark closes no window and drops no row in complete mode"),
 				 errdetail("Complete mode keeps every window and rewrites the whole result each batch."),
 				 errhint("Use output_mode => 'update' (closed windows leave the state) or 'append' (each window is written once, when the watermark closes it) for the watermark to act.")));
+	if (has_watermark && c->event_time == NULL && c->join != NULL)
+		refuse("a watermark needs an event time",
+			   "A join's event times are those its time range compares, and this join has no time range.",
+			   "Add a range between the sides' times, for example c.click_time BETWEEN i.imp_time AND i.imp_time + interval '10 minutes', or leave the watermark NULL.");
 	if (has_watermark && c->event_time == NULL)
 		refuse("a watermark needs an event time",
 			   "The watermark is computed from the event time of a window in GROUP BY, or of the column named by the event_time option.",
