@@ -68,13 +68,21 @@ streamwin_shmem_startup(void)
 void
 _PG_init(void)
 {
-	DefineCustomIntVariable("streamwin.max_workers",
-							"Maximum number of streamwin query workers in the cluster.",
-							"Each running continuous query uses one background worker; "
-							"max_worker_processes must leave room for them.",
-							&streamwin_max_workers,
-							32, 1, 1024,
-							PGC_POSTMASTER, 0, NULL, NULL, NULL);
+	/*
+	 * A setting read only at server start can be defined only while the
+	 * server loads shared_preload_libraries: PostgreSQL ends a session that
+	 * loads the library and defines one ("cannot create PGC_POSTMASTER
+	 * variables after startup").  Loaded into a session, streamwin runs no
+	 * workers, whose number it is.
+	 */
+	if (process_shared_preload_libraries_in_progress)
+		DefineCustomIntVariable("streamwin.max_workers",
+								"Maximum number of streamwin query workers in the cluster.",
+								"Each running continuous query uses one background worker; "
+								"max_worker_processes must leave room for them.",
+								&streamwin_max_workers,
+								32, 1, 1024,
+								PGC_POSTMASTER, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("streamwin.progress_retention",
 							"Number of recent batches kept per query in streamwin.progress.",
 							NULL,

@@ -373,6 +373,29 @@ $lim->append_conf('postgresql.conf', "max_worker_processes = 8\nstreamwin.max_wo
 $lim->restart;
 wait_until($lim, sprintf($one_failed, 'too many streamwin workers: all 1 are running%HINT: Raise streamwin.max_workers%'),
 	'1|1', 'streamwin.max_workers reached: one query runs, the other says why');
+
+# Without streamwin in shared_preload_libraries, everything but workers
+# works: each session loads the library when it first calls it.  That
+# library defined streamwin.max_workers, which PostgreSQL lets a library
+# define only while the server starts: every such session ended, FATAL.
+$lim->append_conf('postgresql.conf', "shared_preload_libraries = ''\n");
+$lim->restart;
+psql_ok($lim, q{
+CREATE TABLE np (id int PRIMARY KEY, k text, v int);
+ALTER TABLE np REPLICA IDENTITY FULL;
+SELECT streamwin.create_table_source('nps', 'np', '{"changes": "all"}');
+SELECT streamwin.create_query('np_sums', 'SELECT k, count(*) AS n, sum(v) AS s FROM nps GROUP BY k',
+    output_mode => 'update', start => false);
+INSERT INTO np SELECT g, 'k' || g % 3, g FROM generate_series(1, 100) g;
+UPDATE np SET v = v + 1, k = 'k9' WHERE id % 7 = 0;
+DELETE FROM np WHERE id % 10 = 0;
+}, 'without preloading: a table source and a query over it');
+psql_ok($lim, "SELECT streamwin.run_available('np_sums')", 'without preloading: batches run in a session');
+results_match($lim, 'SELECT k, n, s FROM np_sums', 'SELECT k, count(*), sum(v) FROM np GROUP BY k',
+	'without preloading: the result is exact');
+fails_like($lim, "SELECT streamwin.start_query('np_sums')",
+	qr/streamwin background workers need streamwin in shared_preload_libraries/,
+	'without preloading: a worker is refused, saying why');
 $lim->stop;
 
 $broker->stop;
