@@ -303,6 +303,23 @@ SELECT k, s, a, sd, s4 FROM reading_floats WHERE k NOT LIKE 'f%' ORDER BY k;
 SELECT streamwin.drop_query('reading_sums');
 SELECT streamwin.drop_query('reading_floats');
 SELECT streamwin.drop_source('reading_changes');
+-- A variance that is positive, but below the last digit of its quotient's
+-- scale: the standard deviation is 0 at that scale, as in plain SQL, not
+-- a digit below 0.
+CREATE TABLE fine (id int PRIMARY KEY, k int, x numeric);
+ALTER TABLE fine REPLICA IDENTITY FULL;
+SELECT streamwin.create_table_source('fine_changes', 'fine', '{"changes": "all"}');
+SELECT streamwin.create_query('fine_sd', $$
+  SELECT k, stddev(x) AS sd, stddev_pop(x) AS sdp FROM fine_changes GROUP BY k$$,
+  output_mode => 'update', start => false);
+INSERT INTO fine VALUES (1, 1, 0), (2, 1, 1e-1000), (3, 2, 1), (4, 2, 1.5);
+SELECT (streamwin.run_batch('fine_sd')->>'input_rows')::int AS input_rows;
+SELECT f.k, sign(f.sd) AS sign_sd, sign(f.sdp) AS sign_sdp,
+       f.sd::text = stddev(x)::text AS sd_equal, f.sdp::text = stddev_pop(x)::text AS sdp_equal
+  FROM fine_sd f JOIN fine USING (k) GROUP BY f.k, f.sd, f.sdp ORDER BY f.k;
+SELECT streamwin.drop_query('fine_sd');
+SELECT streamwin.drop_source('fine_changes');
+DROP TABLE fine;
 -- A float result too small for its type is 0, as the float aggregates'
 -- own arithmetic makes it (the variance of 1e-200 and 2e-200), not an
 -- error at every batch.

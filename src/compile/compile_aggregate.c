@@ -479,7 +479,9 @@ changelog_set(Compiled *c, Aggref *orig, const char *name, const char *suffix, E
  * computes it from those (numeric_stddev_internal): N·Σx² − (Σx)², exact;
  * 0 where it is not positive; else divided by N(N−1), or N² for the
  * population, as numeric division does, and for a standard deviation the
- * square root at the quotient's scale (streamwin.rounded_sqrt).  For
+ * square root at the quotient's scale (streamwin.rounded_sqrt, which takes
+ * a quotient of 0, a positive numerator below the quotient's last digit,
+ * a digit below 0: hence the floor of 0 at that scale).  For
  * numeric, Σx and Σx² take the largest scale of the values left (twice it
  * for the squares), and NaN or an infinity among them gives NaN.
  */
@@ -546,7 +548,8 @@ changelog_variance(Compiled *c, Aggref *a, const char *name, const char *fname, 
 					"pg_catalog.round(COALESCE(%s, 0), %s) AS sx, "
 					"pg_catalog.round(COALESCE(%s, 0), 2 * %s) AS sx2) AS s) AS d)",
 					sample ? 1 : 0, special,
-					root ? psprintf("streamwin.rounded_sqrt(%s)", quotient) : quotient,
+					root ? psprintf("GREATEST(streamwin.rounded_sqrt(%s), 0::pg_catalog.numeric * (%s))",
+									quotient, quotient) : quotient,
 					n, sx, scale, sx2, scale);
 }
 
