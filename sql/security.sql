@@ -385,3 +385,32 @@ SELECT streamwin.drop_source('security_src');
 DROP TABLE security_rows;
 DROP SCHEMA security_own CASCADE;
 DROP ROLE security_user;
+-- A query whose owner was dropped (after REASSIGN OWNED of its tables)
+-- says so wherever its code would run as that owner: a batch, a reset,
+-- a worker; it can still be dropped.
+CREATE ROLE security_gone;
+GRANT CREATE ON SCHEMA public TO security_gone;
+SET ROLE security_gone;
+SELECT streamwin.create_kafka_source('security_gone_src', :'brokers', 'regress_values', 'id int, k text');
+SELECT streamwin.create_query('security_gone_q', 'SELECT k, count(*) AS n FROM security_gone_src GROUP BY k',
+    output_mode => 'update', start => false);
+RESET ROLE;
+REASSIGN OWNED BY security_gone TO CURRENT_USER;
+DROP OWNED BY security_gone;
+DROP ROLE security_gone;
+\set VERBOSITY terse
+DO $$
+BEGIN
+    PERFORM streamwin.run_batch('security_gone_q');
+EXCEPTION WHEN undefined_object THEN
+    RAISE NOTICE 'run_batch: %', regexp_replace(SQLERRM, 'OID [0-9]+', 'OID N');
+END $$;
+DO $$
+BEGIN
+    PERFORM streamwin.reset_query('security_gone_q', 'earliest');
+EXCEPTION WHEN undefined_object THEN
+    RAISE NOTICE 'reset_query: %', regexp_replace(SQLERRM, 'OID [0-9]+', 'OID N');
+END $$;
+\set VERBOSITY default
+SELECT streamwin.drop_query('security_gone_q', drop_result => true);
+SELECT streamwin.drop_source('security_gone_src');

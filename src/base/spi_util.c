@@ -22,6 +22,7 @@
 #include "utils/memutils.h"
 #include "utils/regproc.h"
 #include "utils/resowner.h"
+#include "utils/syscache.h"
 #include "utils/ruleutils.h"
 #include "utils/varlena.h"
 
@@ -66,6 +67,15 @@ role_switch_enter(RoleSwitch *save, Oid role)
 void
 role_restricted_enter(RoleSwitch *save, Oid role)
 {
+	/*
+	 * The owner dropped (after REASSIGN OWNED of its tables): its code would
+	 * run as no role, failing on the first privilege it needs, saying that
+	 */
+	if (!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(role)))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("role with OID %u, which owns the query, no longer exists", role),
+				 errhint("Drop the query and create it again as another role.")));
 	save->guc_level = 0;
 	save->owner_guc_level = NewGUCNestLevel();
 	GetUserIdAndSecContext(&save->saved_userid, &save->saved_sec_context);

@@ -51,6 +51,7 @@ extern void role_switch_leave(RoleSwitch *save);
  * rolls back every setting changed in between, also by a plain SET in the
  * owner's code: it neither reaches the session that runs the code (a
  * superuser's run_batch or reset_query) nor the worker's next batch.
+ * Errors if role (a query's owner) no longer exists.
  */
 extern void role_restricted_enter(RoleSwitch *save, Oid role);
 
