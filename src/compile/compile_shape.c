@@ -1476,5 +1476,6 @@ compile_grouping(Compiled *c)
 		c->hop_start_in_rows = hop_start_in_rows(c);
 	if (c->window_tle == NULL && c->keys == NIL)
 		refuse("a continuous aggregation needs a window or a group key",
-			   NULL, "Add GROUP BY streamwin.tumble(event_time, '1 minute') or GROUP BY a key column.");
+			   "Its result rows are found again by their window and keys.",
+			   "Add GROUP BY streamwin.tumble(event_time, '1 minute') or GROUP BY a key column; for one row over everything, group by a constant you select: SELECT 'all' AS scope, count(*) ... GROUP BY scope.");
 }
