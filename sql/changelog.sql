@@ -43,6 +43,11 @@ SELECT streamwin.create_query('bad', $$SELECT region, count(*) FROM chg WHERE __
 SELECT streamwin.create_query('bad', $$SELECT region, sum(__streamwin_change) FROM chg GROUP BY region$$);
 SELECT streamwin.create_query('bad', $$SELECT id, region FROM chg$$, dedup_keys => ARRAY['id'],
                               options => '{"dedup_without_watermark": true}');
+SELECT streamwin.create_query('bad', $$SELECT region, count(DISTINCT (id, note)) AS n FROM chg GROUP BY region$$,
+                              output_mode => 'update');
+-- (not first "dedup_keys need a watermark", whose hint leads here)
+SELECT streamwin.create_query('bad', $$SELECT region, count(*) AS n FROM chg GROUP BY region$$,
+                              output_mode => 'update', dedup_keys => ARRAY['id']);
 SELECT streamwin.create_query('bad', $$SELECT region, amount FROM chg$$);
 -- a whole-row reference is not the key column (nor any column)
 SELECT streamwin.create_query('bad', $$SELECT c FROM chg c$$);
@@ -449,6 +454,8 @@ SELECT count(*) AS differing FROM (
   UNION ALL (SELECT shelf, n FROM shelf_counts EXCEPT SELECT shelf, count(*) FROM stock GROUP BY shelf)) d;
 -- a reset starts again from the table's rows now; an LSN is refused
 SELECT streamwin.reset_query('shelf_totals', '{"lsn": "0/0"}');
+-- a word it does not know: the hint offers what a changelog takes
+SELECT streamwin.reset_query('shelf_totals', 'bogus');
 SELECT streamwin.reset_query('shelf_totals', 'earliest');
 SELECT streamwin.reset_query('stock_rows', 'latest');
 UPDATE stock SET qty = qty + 7 WHERE sku % 2 = 0;

@@ -119,6 +119,9 @@ SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GRO
 SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY streamwin.hop(event_time, ''30 days'', ''1 millisecond''), region', output_mode => 'update');
 -- one window more than 100,000 (the size rounded up)
 SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY streamwin.hop(event_time, ''100000 seconds 1 microsecond'', ''1 second''), region', output_mode => 'update');
+-- an event time with nothing to act on: no watermark, no dedup_keys
+SELECT streamwin.create_query('q', 'SELECT region, count(*) AS n FROM orders GROUP BY region',
+    output_mode => 'update', options => '{"event_time": "event_time"}');
 -- a hop() in the SELECT list is a GROUP BY key, itself or by its position or name
 SELECT streamwin.create_query('q', 'SELECT streamwin.hop(event_time, ''10 minutes'', ''5 minutes'') AS w, count(*) AS n FROM orders GROUP BY region', output_mode => 'update');
 SELECT streamwin.create_query('hop_by_name', 'SELECT streamwin.hop(event_time, ''10 minutes'', ''5 minutes'') AS w, region, count(*) AS n FROM orders GROUP BY w, region', output_mode => 'update', start => false);

@@ -458,7 +458,11 @@ changelog_set(Compiled *c, Aggref *orig, const char *name, const char *suffix, E
 	Oid			xtype = exprType((Node *) x);
 
 	if (get_typtype(xtype) == TYPTYPE_PSEUDO)
-		changelog_refuse(c, get_func_name(orig->aggfnoid), "Its argument's values are kept in the state table, which cannot hold that type.");
+		refuse(psprintf("aggregate %s() of an anonymous row is not supported over changelog source \"%s\"",
+						get_func_name(orig->aggfnoid), c->source->name),
+			   "Its argument's values are kept in the state table, which cannot hold a value of an anonymous row type.",
+			   psprintf("Aggregate a value of a named type, such as the row's text: %s(DISTINCT (a, b)::text).",
+						get_func_name(orig->aggfnoid)));
 	a->aggfnoid = streamwin_func_oid("change_set", 2, types);
 	a->aggtype = BYTEAOID;
 	a->aggargtypes = list_make2_oid(xtype, INT2OID);

@@ -346,16 +346,22 @@ check_changelog_metadata(Compiled *c)
 			   "Window, group, filter and aggregate by the rows' own columns (an event time the table keeps, say), or select the metadata in a transform.");
 }
 
+/* (before the settings' own checks, whose hints would lead to this one) */
 void
-check_changelog_settings(Compiled *c, OutputMode mode, bool dedup)
+check_changelog_dedup(Compiled *c, bool dedup)
+{
+	if (c->change_attno != 0 && dedup)
+		refuse(psprintf("dedup_keys are not supported over a changelog source (\"%s\")", c->source->name),
+			   "Deduplication keeps a key's first row; a retracted row can take nothing back from it.",
+			   "Leave dedup_keys out: a changelog's rows are changes of keyed rows already.");
+}
+
+void
+check_changelog_settings(Compiled *c, OutputMode mode)
 {
 	if (c->change_attno == 0)
 		return;
 	check_changelog_metadata(c);
-	if (dedup)
-		refuse(psprintf("dedup_keys are not supported over a changelog source (\"%s\")", c->source->name),
-			   "Deduplication keeps a key's first row; a retracted row can take nothing back from it.",
-			   "Leave dedup_keys out: a changelog's rows are changes of keyed rows already.");
 	if (c->window != NULL && strcmp(c->window, "session") == 0)
 		refuse(psprintf("session windows are not supported over a changelog source (\"%s\")", c->source->name),
 			   "Retracting a row may split a session that the row once bridged, which the sessions kept cannot undo.",

@@ -25,7 +25,10 @@ extern void check_changelog(Compiled *c, SelectStmt *raw);
  *		Once the query is compiled: the refusals that depend on its window
  *		and create_query's settings, and a transform's key (c->key_columns).
  */
-extern void check_changelog_settings(Compiled *c, OutputMode mode, bool dedup);
+extern void check_changelog_settings(Compiled *c, OutputMode mode);
+
+/* dedup_keys over a changelog source (dedup: the query has them) refused */
+extern void check_changelog_dedup(Compiled *c, bool dedup);
 
 /* The source's change column, as a Var of the query. */
 extern Var *change_var(Compiled *c);

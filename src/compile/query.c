@@ -174,6 +174,11 @@ check_settings(Compiled *c, OutputMode mode, bool has_watermark, Jsonb *options,
 			refuse("option \"event_time\" is only for queries without a window",
 				   "The first argument of the window function is the query's event time.",
 				   "Leave the option out.");
+		/* with nothing to act on, as an unknown option */
+		if (!has_watermark && dedup_keys == NULL)
+			refuse("option \"event_time\" needs a watermark",
+				   "The event time says which rows come too late for the watermark, and how long dedup keys are kept; without either it would only make the rows whose time is NULL dead letters.",
+				   "Set a watermark, or leave the option out.");
 		c->event_time = source_column_expr(c, option_event_time);
 	}
 
@@ -387,9 +392,10 @@ streamwin_create_query(PG_FUNCTION_ARGS)
 	compile_text(&c, query_text, mode);
 	if (c.nsources > 1)
 		compile_join(&c, mode, has_watermark, options);
+	check_changelog_dedup(&c, !PG_ARGISNULL(5));
 	check_settings(&c, mode, has_watermark, options,
 				   PG_ARGISNULL(5) ? NULL : PG_GETARG_ARRAYTYPE_P(5), &dedup_names);
-	check_changelog_settings(&c, mode, !PG_ARGISNULL(5));
+	check_changelog_settings(&c, mode);
 	for (int i = 0; i < c.nsources; i++)
 	{
 		SourceInfo *src = c.sources[i];

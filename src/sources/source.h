@@ -183,6 +183,8 @@ typedef struct SourceOps
 
 	/* reset_query's hint: the starting_offsets a source of this kind takes */
 	const char *reset_hint;
+	/* ... and where it is a changelog, if they differ (else NULL) */
+	const char *changelog_reset_hint;
 
 	/*
 	 * For a source whose every fetch reads from the oldest position any

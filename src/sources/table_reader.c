@@ -712,6 +712,8 @@ const SourceOps table_source_ops = {
 	.kind = "table",
 	.reset_hint = "Use 'earliest' (the oldest change the source holds), 'latest' (from now on) "
 	"or the LSN to start at, as '{\"lsn\": \"0/16B3748\"}'.",
+	.changelog_reset_hint = "Use 'latest' (or 'earliest', the same): over a changelog the query starts "
+	"again from the table's rows as they are at the reset, then its changes.",
 	.fetch_rereads = table_fetch_rereads,
 	.check_query = table_check_query,
 	.query_start = table_query_start,
