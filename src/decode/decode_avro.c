@@ -1930,7 +1930,14 @@ decode_avro_message(DecodeState *state, const char *payload, int len,
 		return error;
 	if (!read_record(&r, plan, values, nulls))
 		return r.error;
-	return trailing_bytes(&r);
+	if ((error = trailing_bytes(&r)) != NULL)
+	{
+		/* a dead letter after all: its absent columns are not counted */
+		for (int i = 0; i < plan->nabsent; i++)
+			state->missing[plan->absent[i]]--;
+		return error;
+	}
+	return NULL;
 }
 
 /*

@@ -539,6 +539,18 @@ is(registry_requests(99), 1, 'the id the registry lacks is asked for once in the
 is($node->safe_psql('postgres', q{SELECT payload = '\x000005'::bytea FROM streamwin.dead_letters
  WHERE source = 'avro_bad' AND "offset" = 2}), 't', 'a dead letter keeps the binary payload');
 
+# A column no writer schema has is counted missing in each message decoded
+# (the six rows), not in the dead letter whose record was read whole before
+# the byte after it.
+psql_ok($node, qq{
+SELECT streamwin.create_kafka_source('avro_bad_x', '$brokers', 'bad', 'i int, s text, x int', 'avro',
+    '{"schema_registry": "$registry"}');
+SELECT streamwin.create_query('avro_bad_x_rows', 'SELECT * FROM avro_bad_x', start => false);
+}, 'the same messages, with a column no writer schema has');
+$r = run_json($node, "run_batch('avro_bad_x_rows')");
+is($r->{missing_keys}{x}, $node->safe_psql('postgres', 'SELECT count(*) FROM avro_bad_x_rows'),
+	'the column is counted missing in the messages decoded, not in a dead letter');
+
 # A NULL meets a domain's NOT NULL as in the text formats: a null union
 # branch into such a column, or a column the writer schema lacks, is a dead
 # letter; a domain whose CHECK passes NULL takes it.
