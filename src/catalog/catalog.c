@@ -519,7 +519,7 @@ catalog_set_source_relation(int32 source_id, Oid relid)
 }
 
 char *
-catalog_source_readers(int32 source_id)
+catalog_source_readers(int32 source_id, bool lock_row)
 {
 	Oid			types[1] = {INT4OID};
 	Datum		args[1] = {Int32GetDatum(source_id)};
@@ -534,8 +534,9 @@ catalog_source_readers(int32 source_id)
 	 * waited for, so that its query is among the readers (else the drop
 	 * would fail on the foreign key, saying nothing of the query)
 	 */
-	catalog_exec("SELECT FROM streamwin.source_catalog WHERE source_id = $1 FOR UPDATE",
-				 1, types, args, NULL, 0);
+	if (lock_row)
+		catalog_exec("SELECT FROM streamwin.source_catalog WHERE source_id = $1 FOR UPDATE",
+					 1, types, args, NULL, 0);
 	catalog_exec("SELECT pg_catalog.string_agg(q.name, ', ' ORDER BY q.name) "
 				 "FROM streamwin.query_catalog q WHERE q.query_id IN "
 				 "(SELECT query_id FROM streamwin.query_sources WHERE source_id = $1)",

@@ -82,10 +82,11 @@ extern int32 catalog_insert_source(const char *name, const char *kind, const cha
 extern void catalog_set_source_relation(int32 source_id, Oid relid);
 
 /*
- * The names of the queries reading a source, "a, b" (NULL: none), its row
- * locked first (drop_source: a create_query over it is waited for).
+ * The names of the queries reading a source, "a, b" (NULL: none); with
+ * lock_row, its row locked first (drop_source: a create_query over it is
+ * waited for).
  */
-extern char *catalog_source_readers(int32 source_id);
+extern char *catalog_source_readers(int32 source_id, bool lock_row);
 
 /* Delete a source's row and its dead letters. */
 extern void catalog_delete_source(const SourceInfo *src);

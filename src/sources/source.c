@@ -268,14 +268,21 @@ streamwin_drop_source(PG_FUNCTION_ARGS)
 	catalog_check_owner(src->owner, "source", name);
 
 	/*
-	 * The source's view before its row: a create_query over the source
-	 * holds the view from its parse on, and its row of query_sources takes
-	 * the row's key.  Taking the row first, the drop would wait for the
-	 * view while the create_query waits for the row (a deadlock); so it
-	 * waits for the create_query, and then counts its query a reader.
+	 * Queries that read it already refuse the drop at once, before it
+	 * queues for the view, which every batch of theirs would then wait
+	 * behind.  Else the view before the row: a create_query over the
+	 * source holds the view from its parse on, and its row of
+	 * query_sources takes the row's key.  Taking the row first, the drop
+	 * would wait for the view while the create_query waits for the row (a
+	 * deadlock); so it waits for the create_query, and then counts its
+	 * query a reader.
 	 */
-	LockRelationOid(src->relation, AccessExclusiveLock);
-	readers = catalog_source_readers(src->source_id);
+	readers = catalog_source_readers(src->source_id, false);
+	if (readers == NULL)
+	{
+		LockRelationOid(src->relation, AccessExclusiveLock);
+		readers = catalog_source_readers(src->source_id, true);
+	}
 	if (readers != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),

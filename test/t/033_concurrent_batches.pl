@@ -140,6 +140,19 @@ my $creator = $node->background_psql('postgres');
 $creator->query_safe(q{BEGIN; SELECT streamwin.create_query('late_reader', 'SELECT k FROM race_src', start => false)});
 drop_waits_for($creator, 'race_src', 'late_reader', 'the create_query');
 
+# A drop_source of a source that queries read fails at once, also while a
+# session has its view open: it does not queue for the view, which every
+# batch of those queries would then wait behind.
+{
+	my $reader = $node->background_psql('postgres');
+	$reader->query_safe(q{BEGIN; SELECT count(*) FROM race_src});
+	fails_like($node, q{SET statement_timeout = '10s'; SELECT streamwin.drop_source('race_src')},
+		qr/cannot drop source "race_src" because queries read it/,
+		'a drop of a source queries read fails at once while its view is open');
+	$reader->query_safe('COMMIT');
+	$reader->quit;
+}
+
 # And a drop_source that comes while a transaction that has read the
 # source's view creates a query over it: it waits for that transaction, and
 # then refuses naming the query.  It took the source's row first, then
