@@ -278,8 +278,9 @@ equality_sql(Oid type, const char *l, const char *r, bool nulls_match)
 				  quote_identifier(get_namespace_name(((Form_pg_operator) GETSTRUCT(tup))->oprnamespace)),
 				  NameStr(((Form_pg_operator) GETSTRUCT(tup))->oprname));
 	ReleaseSysCache(tup);
+	/* (num_nulls: a row of NULL fields IS NULL too, and is no NULL key) */
 	if (nulls_match)
-		return psprintf("(%s %s %s OR (%s IS NULL AND %s IS NULL))", l, op, r, l, r);
+		return psprintf("(%s %s %s OR pg_catalog.num_nulls(%s, %s) = 2)", l, op, r, l, r);
 	return psprintf("%s %s %s", l, op, r);
 }
 

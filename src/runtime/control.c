@@ -196,11 +196,13 @@ streamwin_drop_query(PG_FUNCTION_ARGS)
 static int
 starting_offsets_hint(SourceInfo *src, int nsources)
 {
+	/* (from its options: in an error's making, open no relation) */
+	const char *changes = jsonb_get_text(src->options, "changes");
+
 	if (nsources > 1)
 		return errhint("Use 'earliest', 'latest' or a JSON object with the starting offsets of each source under its name, "
 					   "such as '{\"clicks\": {\"0\": 42}, \"impressions\": {\"0\": 7}}' (sources not named start at the earliest).");
-	if (source_ops(src)->changelog_reset_hint != NULL &&
-		source_change_attno(source_tupdesc(src->relation)) > 0)
+	if (source_ops(src)->changelog_reset_hint != NULL && changes != NULL && strcmp(changes, "all") == 0)
 		return errhint("%s", source_ops(src)->changelog_reset_hint);
 	return errhint("%s", source_ops(src)->reset_hint);
 }
