@@ -416,6 +416,24 @@ SELECT streamwin.drop_query('label_rows', drop_result => true);
 SELECT streamwin.drop_source('labels_src');
 DROP TABLE labels;
 
+-- So is a collation changed without a rewrite: the source's queries would
+-- sort and compare in the old one ('B' before 'a'), the table in the new.
+CREATE TABLE tags (id int, g int, t text COLLATE "C");
+SELECT streamwin.create_table_source('tags_src', 'tags');
+SELECT streamwin.create_query('tag_first', 'SELECT g, min(t) AS first FROM tags_src GROUP BY g',
+    output_mode => 'update', start => false);
+INSERT INTO tags VALUES (1, 1, 'a');
+SELECT (streamwin.run_batch('tag_first'))->>'input_rows' AS input_rows;
+ALTER TABLE tags ALTER t TYPE text COLLATE "en-x-icu";
+INSERT INTO tags VALUES (2, 1, 'B');
+\set SHOW_CONTEXT never
+SELECT streamwin.run_batch('tag_first');
+\set SHOW_CONTEXT errors
+SELECT g, first FROM tag_first;
+SELECT streamwin.drop_query('tag_first', drop_result => true);
+SELECT streamwin.drop_source('tags_src');
+DROP TABLE tags;
+
 -- Column names that streamwin also uses for columns of its own, in state
 -- tables and batch statements: a key named like a partial aggregate
 -- ("n$count" next to count(*) AS n), an alias too long to take a suffix,

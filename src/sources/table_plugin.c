@@ -180,6 +180,15 @@ count_ignored(FetchState *st, ReorderBufferTXN *txn)
  * the table has gained a column of the same name since.  A column whose
  * type changed cannot be delivered in the type the source was created with.
  */
+/* A collation's name for a message ("none": not collatable) */
+static const char *
+collation_name(Oid collid)
+{
+	char	   *name = OidIsValid(collid) ? get_collation_name(collid) : NULL;
+
+	return name ? name : "none";
+}
+
 void
 table_column_map(TupleDesc from, TupleDesc to, int ntable, Oid table, int *map)
 {
@@ -206,6 +215,19 @@ table_column_map(TupleDesc from, TupleDesc to, int ntable, Oid table, int *map)
 								format_type_with_typemod(want->atttypid, want->atttypmod),
 								format_type_with_typemod(have->atttypid, have->atttypmod)),
 						 errdetail("A table source delivers rows in the column types it was created with."),
+						 errhint("Create a new source for the table, and queries over it.")));
+			/*
+			 * and its collation, which ALTER COLUMN ... TYPE ... COLLATE
+			 * changes without a rewrite: the source's queries would sort and
+			 * compare in the old one, unlike the same query over the table
+			 */
+			if (have->attcollation != want->attcollation)
+				ereport(ERROR,
+						(errcode(ERRCODE_COLLATION_MISMATCH),
+						 errmsg("column \"%s\" of table \"%s\" changed collation from \"%s\" to \"%s\"",
+								NameStr(want->attname), get_rel_name(table),
+								collation_name(want->attcollation), collation_name(have->attcollation)),
+						 errdetail("A table source's queries sort and compare a column in the collation it had when the source was created."),
 						 errhint("Create a new source for the table, and queries over it.")));
 			map[i] = a;
 			break;
