@@ -37,6 +37,16 @@ STREAMWIN_SQL_FUNCTION(streamwin_catch_up);
 
 static const char *const query_name_arg[] = {"the query name"};
 
+/* A query that a worker runs is not run in a session as well. */
+static void
+refuse_running(const char *name)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("query \"%s\" is running in a background worker", name),
+			 errhint("Stop it first with streamwin.stop_query(%s).", quote_literal_cstr(name))));
+}
+
 /*
  * The runner of the stopped query the function's first argument names (not
  * NULL), which the caller may run by hand.
@@ -48,12 +58,11 @@ runner_for_session(FunctionCallInfo fcinfo)
 	char	   *name = q->name;
 	QueryRunner *r;
 	RoleSwitch	owner;
+	QueryPosition pos;
+	bool		found;
 
 	if (q->desired_running)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("query \"%s\" is running in a background worker", name),
-				 errhint("Stop it first with streamwin.stop_query(%s).", quote_literal_cstr(q->name))));
+		refuse_running(name);
 	(void) runner_settings_changed(q);
 	/*
 	 * The query's batch lock before its tables' locks, which making a runner
@@ -61,6 +70,16 @@ runner_for_session(FunctionCallInfo fcinfo)
 	 * The batch takes the lock again.
 	 */
 	catalog_lock_query(q->query_id);
+	/* what a drop_query or start_query that held the lock left of it */
+	SPI_connect();
+	found = catalog_read_position(q->query_id, false, &pos);
+	SPI_finish();
+	if (!found)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("query \"%s\" was dropped by another session meanwhile", name)));
+	if (pos.desired_running)
+		refuse_running(name);
 	/* made as the owner (its plans may run the owner's functions), as batches run */
 	role_restricted_enter(&owner, q->owner);
 	r = runner_get(q->query_id, false);

@@ -83,15 +83,19 @@ results_match($node, 'SELECT k, n FROM per_k', 'SELECT k, count(*) AS n FROM tag
 # A control function that waits for a query another session drops says so
 # when the drop commits, rather than do nothing and report success (a stop,
 # which waits for the query's row) or go on with a query gone (a reset,
-# which waits for the query's batch lock).
+# which waits for the query's batch lock), or name the query by its id (a
+# batch: "query 84 does not exist").
 psql_ok($node, q{
 SELECT streamwin.create_query('gone_stop', 'SELECT k, count(*) AS n FROM tag_src GROUP BY k',
     output_mode => 'update', start => false);
 SELECT streamwin.create_query('gone_reset', 'SELECT k, count(*) AS n FROM tag_src GROUP BY k',
     output_mode => 'update', start => false);
-}, 'two queries, to be dropped under a stop and a reset');
+SELECT streamwin.create_query('gone_batch', 'SELECT k, count(*) AS n FROM tag_src GROUP BY k',
+    output_mode => 'update', start => false);
+}, 'three queries, to be dropped under a stop, a reset and a batch');
 for my $case ([ 'gone_stop', "SELECT streamwin.stop_query('gone_stop')" ],
-	[ 'gone_reset', "SELECT streamwin.reset_query('gone_reset', 'earliest')" ])
+	[ 'gone_reset', "SELECT streamwin.reset_query('gone_reset', 'earliest')" ],
+	[ 'gone_batch', "SELECT streamwin.run_batch('gone_batch')" ])
 {
 	my ($q, $call) = @$case;
 	my $dropper = $node->background_psql('postgres');
