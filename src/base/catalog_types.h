@@ -120,6 +120,10 @@ typedef struct QueryInfo
 	Oid			dedup_table;	/* UNLOGGED keys seen, with dedup_keys */
 	Oid			dedup_checkpoint;	/* its logged copy */
 	int			dedup_side;		/* the source whose rows are deduplicated */
+	char	   *source_key;		/* a keyed transform over a table's changes:
+								 * the primary key it is keyed by, as
+								 * source_key_names gives it (NULL: none, or
+								 * compiled before it was recorded) */
 	char	   *dedup_batch_column; /* the batch that saw a key first (NULL:
 									 * compiled before keys had it) */
 	char	   *dedup_time_column;	/* a key's event time (NULL: none) */

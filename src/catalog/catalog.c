@@ -412,6 +412,7 @@ query_from_row(HeapTuple tup, TupleDesc desc)
 		q->dedup_side = atoi(jsonb_get_text(plan, "dedup_side"));
 	q->dedup_batch_column = jsonb_get_text(plan, "dedup_batch_column");
 	q->dedup_time_column = jsonb_get_text(plan, "dedup_time_column");
+	q->source_key = jsonb_get_text(plan, "source_key");
 	q->store = store_plan_read(plan, "store");
 	q->dedup_store = store_plan_read(plan, "dedup_store");
 	query_upsert_read(q, plan);

@@ -271,7 +271,15 @@ create_objects(Compiled *c, const char *name, OutputMode mode, List *dedup_names
 		compile_store_plan(c, plan);
 	}
 	else
+	{
 		o->result = create_transform_table(c, name, plan);
+		/* which key of the table it is keyed by, checked at every batch */
+		if (c->key_columns != NIL)
+		{
+			appendStringInfoString(plan, ", \"source_key\": ");
+			escape_json(plan, source_key_names(c->key_columns));
+		}
+	}
 	upsert_objects(c, o->query_id, plan);
 	if (c->window)
 		appendStringInfo(plan, ", \"window\": \"%s\", \"window_size_us\": " INT64_FORMAT

@@ -435,3 +435,15 @@ source_keys_are_avro(const SourceInfo *src)
 	return src->format != NULL && strcmp(src->format, "avro") == 0 &&
 		option_value(src->options, "schema_registry") != NULL;
 }
+
+char *
+source_key_names(List *names)
+{
+	StringInfoData buf;
+	ListCell   *lc;
+
+	initStringInfo(&buf);
+	foreach(lc, names)
+		appendStringInfo(&buf, "%s%s", buf.len ? ", " : "", quote_identifier(strVal(lfirst(lc))));
+	return buf.data;
+}

@@ -320,6 +320,9 @@ extern const SourceOps table_source_ops;
 /* The ops of a source's kind. */
 extern const SourceOps *source_ops(const SourceInfo *src);
 
+/* Key column names (a List of String) as one text: "id, \"Part No\"" */
+extern char *source_key_names(List *names);
+
 /*
  * source_reader_open
  *		A reader of source number source_index of query q (src), in a new

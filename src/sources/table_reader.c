@@ -443,6 +443,26 @@ table_catalog_now(SourceReader *rd, XLogRecPtr *retained)
  * transaction larger than the batch may be kept for the next batch too:
  * that needs no slot.
  */
+/*
+ * A keyed transform keeps one result row per key of the table's primary
+ * key as it was when the query was created: with another key (or none),
+ * rows that share the old key would take each other's place, or go with
+ * each other's deletion, silently.
+ */
+static void
+table_check_key(SourceReader *rd)
+{
+	char	   *now = source_key_names(table_key_columns(rd->source));
+
+	if (strcmp(now, rd->query->source_key) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the primary key of table \"%s\" is no longer (%s), by which query \"%s\" keeps its rows",
+						get_rel_name(rd->source->source_table), rd->query->source_key, rd->query->name),
+				 *now ? errdetail("It is (%s) now.", now) : errdetail("It has none now."),
+				 errhint("Give the table that primary key again and reset the query (streamwin.reset_query starts it from the table's rows as they are then), or create the query again over the key the table has.")));
+}
+
 static int
 table_fetch_rows(SourceReader *rd, int timeout_ms, int linger_ms, SourceRow **rows)
 {
@@ -460,6 +480,8 @@ table_fetch_rows(SourceReader *rd, int timeout_ms, int linger_ms, SourceRow **ro
 	 */
 	/* at every batch: a privilege revoked, or a policy added, since it began */
 	table_check_access(rd->source, rd->query->owner, rd->query->name);
+	if (rd->query->source_key != NULL)
+		table_check_key(rd);
 	may_confirm = !TransactionIdIsValid(GetTopTransactionIdIfAny()) &&
 		source_confirm_begin(rd->source->source_id);
 	PG_TRY();
