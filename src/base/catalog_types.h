@@ -157,6 +157,7 @@ typedef struct QueryInfo
  *					orphan slots (table_source.c)
  *	(source_id, 4)	confirming a table source's slot (table_source.c)
  *	(query_id, 5)	one batch at a time per query (catalog_lock_query)
+ *	(hash, 6 or 7)	a new source's or query's name (catalog_lock_new_name)
  */
 #define STREAMWIN_LOCK_SPACE 0x73747277
 

@@ -20,6 +20,7 @@
 #include "access/htup_details.h"
 #include "access/table.h"
 #include "catalog/dependency.h"
+#include "common/hashfn.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_extension.h"
 #include "catalog/pg_index.h"
@@ -413,6 +414,25 @@ catalog_lock_query(int32 query_id)
 	LOCKTAG		tag;
 
 	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, STREAMWIN_LOCK_SPACE, (uint32) query_id, 5);
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+}
+
+/*
+ * catalog_lock_new_name
+ *		Wait for, then hold until the end of the transaction, the lock on a
+ *		name of a new source (kind 's') or query ('q'), taken before the
+ *		name is looked for: of two sessions creating the same name, the
+ *		second then finds the first's, once it commits, and says it exists,
+ *		rather than fail on a unique index of the catalog or of the tables
+ *		it was making.
+ */
+void
+catalog_lock_new_name(char kind, const char *name)
+{
+	LOCKTAG		tag;
+	uint32		hash = DatumGetUInt32(hash_any((const unsigned char *) name, (int) strlen(name)));
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, STREAMWIN_LOCK_SPACE, hash, kind == 's' ? 6 : 7);
 	(void) LockAcquire(&tag, ExclusiveLock, false, false);
 }
 

@@ -66,6 +66,9 @@ extern void catalog_check_owner(Oid owner, const char *kind, const char *name);
 /* The lock of one batch at a time per query, held to the end of the transaction. */
 extern void catalog_lock_query(int32 query_id);
 
+/* The lock of a new source's ('s') or query's ('q') name, to the end of the transaction. */
+extern void catalog_lock_new_name(char kind, const char *name);
+
 /* A table made for a query depends on the extension (DROP EXTENSION names it). */
 extern void catalog_table_depends_on_extension(Oid relid);
 

@@ -391,6 +391,7 @@ streamwin_create_query(PG_FUNCTION_ARGS)
 	}
 
 	SPI_connect();
+	catalog_lock_new_name('q', name);
 	if (catalog_get_query(name, true) != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_DUPLICATE_OBJECT),

@@ -417,6 +417,7 @@ source_part_index(SourceReader *rd, int32 partition)
 void
 source_check_new_name(const char *name)
 {
+	catalog_lock_new_name('s', name);
 	if (catalog_get_source(name, true) != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_DUPLICATE_OBJECT),

@@ -170,4 +170,28 @@ $creator->query_safe(q{BEGIN; SELECT count(*) FROM race2_src});
 drop_waits_for($creator, 'race2_src', 'early_reader', 'the transaction that read the view',
 	q{SELECT streamwin.create_query('early_reader', 'SELECT k FROM race2_src', start => false)});
 
+# Two sessions creating a query, or a source, of one name: the second waits
+# for the first, and once it commits says the name exists, rather than fail
+# on a unique index of the catalog or of the tables it was making.
+for my $case (
+	[ 'twice_q', q{SELECT streamwin.create_query('twice_q', 'SELECT k FROM race2_src', start => false)},
+		qr/query "twice_q" already exists/ ],
+	[ 'twice_s', q{SELECT streamwin.create_kafka_source('twice_s', 'localhost:9', 't', 'a int')},
+		qr/source "twice_s" already exists/ ])
+{
+	my ($name, $call, $exists) = @$case;
+	my $first = $node->background_psql('postgres');
+	$first->query_safe("BEGIN; $call");
+	my $second = $node->background_psql('postgres', on_error_stop => 0);
+	$second->query_until(qr/waiting/, "\\echo waiting\n$call;\n\\echo done\n");
+	wait_until($node, qq{SELECT count(*) > 0 FROM pg_stat_activity
+  WHERE wait_event_type = 'Lock' AND query LIKE '%''$name''%' AND query NOT LIKE '%pg_stat_activity%'}, 't',
+		"$name: the second creation waits for the first");
+	$first->query_safe('COMMIT');
+	$first->quit;
+	$second->query_until(qr/done/, '');
+	$second->quit;
+	like($second->{stderr}, $exists, "$name: then says the name exists");
+}
+
 done_testing();
