@@ -11,6 +11,7 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "access/xlog.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -63,6 +64,13 @@ runner_for_session(FunctionCallInfo fcinfo)
 
 	if (q->desired_running)
 		refuse_running(name);
+	/* (a batch writes its results, state and positions) */
+	if (RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("cannot run a batch of query \"%s\" on a standby", name),
+				 errdetail("A batch writes its results, its state and its source positions."),
+				 errhint("Run batches on the primary; once promoted, this server runs them.")));
 	(void) runner_settings_changed(q);
 	/*
 	 * The query's batch lock before its tables' locks, which making a runner

@@ -237,6 +237,14 @@ my $restores = () = $log =~ /lost its state in a crash; restoring the checkpoint
 cmp_ok($restores, '>=', 3,
 	"nostate: each query restored its checkpoint and replayed from it ($restores restores)");
 
+# A batch run by hand on the standby says it cannot run there (it writes),
+# not which UNLOGGED table recovery refuses to read.
+{
+	my ($src, $sout, $serr) = $standby->psql('postgres', "SELECT streamwin.run_batch('o_total')");
+	like($serr, qr/cannot run a batch of query "o_total" on a standby.*HINT:  Run batches on the primary/s,
+		'run_batch on the standby says it runs on the primary');
+}
+
 # ---- failover: the standby takes over -------------------------------------
 
 $node->wait_for_catchup($standby);
