@@ -119,6 +119,14 @@ typedef struct QueryPosition
  */
 extern bool catalog_read_position(int32 query_id, bool lock_row, QueryPosition *pos);
 
+/*
+ * catalog_reread_query
+ *		catalog_read_position of a query a function waited for (its batch
+ *		lock, its row), which must still be there: a drop_query that held it
+ *		may have committed meanwhile, which is said by name.  Outside SPI.
+ */
+extern void catalog_reread_query(const QueryInfo *q, bool lock_row, QueryPosition *pos);
+
 /* A query's last batch id (0: none). */
 extern int64 catalog_query_last_batch(int32 query_id);
 

@@ -353,15 +353,8 @@ static void
 reset_check_query_now(QueryInfo *q, bool lock_row)
 {
 	QueryPosition pos;
-	bool		found;
 
-	SPI_connect();
-	found = catalog_read_position(q->query_id, lock_row, &pos);
-	SPI_finish();
-	if (!found)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("query \"%s\" was dropped by another session meanwhile", q->name)));
+	catalog_reread_query(q, lock_row, &pos);
 	if (pos.desired_running)
 		reset_refused_running(q);
 }

@@ -60,7 +60,6 @@ runner_for_session(FunctionCallInfo fcinfo)
 	QueryRunner *r;
 	RoleSwitch	owner;
 	QueryPosition pos;
-	bool		found;
 
 	if (q->desired_running)
 		refuse_running(name);
@@ -79,13 +78,7 @@ runner_for_session(FunctionCallInfo fcinfo)
 	 */
 	catalog_lock_query(q->query_id);
 	/* what a drop_query or start_query that held the lock left of it */
-	SPI_connect();
-	found = catalog_read_position(q->query_id, false, &pos);
-	SPI_finish();
-	if (!found)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("query \"%s\" was dropped by another session meanwhile", name)));
+	catalog_reread_query(q, false, &pos);
 	if (pos.desired_running)
 		refuse_running(name);
 	/* made as the owner (its plans may run the owner's functions), as batches run */
