@@ -594,20 +594,6 @@ catalog_source_slots(void)
 	"coalesce(checkpoint_batch_id, 0), xmin, desired_state = 'running' " \
 	"FROM streamwin.query_catalog WHERE query_id = $1"
 
-void
-catalog_reread_query(const QueryInfo *q, bool lock_row, QueryPosition *pos)
-{
-	bool		found;
-
-	SPI_connect();
-	found = catalog_read_position(q->query_id, lock_row, pos);
-	SPI_finish();
-	if (!found)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("query \"%s\" was dropped by another session meanwhile", q->name)));
-}
-
 bool
 catalog_read_position(int32 query_id, bool lock_row, QueryPosition *pos)
 {
@@ -636,6 +622,20 @@ catalog_read_position(int32 query_id, bool lock_row, QueryPosition *pos)
 	pos->xmin = DatumGetTransactionId(SPI_getbinval(tup, desc, 6, &isnull));
 	pos->desired_running = DatumGetBool(SPI_getbinval(tup, desc, 7, &isnull));
 	return true;
+}
+
+void
+catalog_reread_query(const QueryInfo *q, bool lock_row, QueryPosition *pos)
+{
+	bool		found;
+
+	SPI_connect();
+	found = catalog_read_position(q->query_id, lock_row, pos);
+	SPI_finish();
+	if (!found)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("query \"%s\" was dropped by another session meanwhile", q->name)));
 }
 
 /* One int8 of the query's catalog row, by a constant statement; 0 if NULL. */

@@ -172,14 +172,6 @@ count_ignored(FetchState *st, ReorderBufferTXN *txn)
 		(!txn_resumed(st, txn) || st->txn_index > st->start.index);
 }
 
-/*
- * For each column of the source's row type `to`, the attribute of the
- * table's row type `from` of the same name into map[] (-1: none, e.g. a
- * column dropped since).  Only its first ntable columns are the table's:
- * the metadata columns and the change column after them are not, also when
- * the table has gained a column of the same name since.  A column whose
- * type changed cannot be delivered in the type the source was created with.
- */
 /* A collation's name for a message ("none": not collatable) */
 static const char *
 collation_name(Oid collid)
@@ -189,6 +181,14 @@ collation_name(Oid collid)
 	return name ? name : "none";
 }
 
+/*
+ * For each column of the source's row type `to`, the attribute of the
+ * table's row type `from` of the same name into map[] (-1: none, e.g. a
+ * column dropped since).  Only its first ntable columns are the table's:
+ * the metadata columns and the change column after them are not, also when
+ * the table has gained a column of the same name since.  A column whose
+ * type changed cannot be delivered in the type the source was created with.
+ */
 void
 table_column_map(TupleDesc from, TupleDesc to, int ntable, Oid table, int *map)
 {

@@ -428,22 +428,6 @@ table_catalog_now(SourceReader *rd, XLogRecPtr *retained)
 }
 
 /*
- * The next batch: from the stored position, up to max_records_per_batch
- * rows.
- *
- * The decoding context may stay open for the next batch (and the slot
- * acquired) in run_available and in a worker: after a full batch (a
- * backlog) it goes on at once.  Other workers of the source wait for the
- * slot meanwhile, for a bounded number of batches in a row
- * (table_fetch.c), and then each reads its part of the backlog on its own
- * kept context: every worker decodes the backlog about once, where each
- * batch of each worker would otherwise decode it from the slot's restart
- * point.  (drop_query does not wait for a slot a worker holds, see
- * table_query_gone; the worker lets it go when it exits.)  The rest of a
- * transaction larger than the batch may be kept for the next batch too:
- * that needs no slot.
- */
-/*
  * A keyed transform keeps one result row per key of the table's primary
  * key as it was when the query was created: with another key (or none),
  * rows that share the old key would take each other's place, or go with
@@ -463,6 +447,22 @@ table_check_key(SourceReader *rd)
 				 errhint("Give the table that primary key again and reset the query (streamwin.reset_query starts it from the table's rows as they are then), or create the query again over the key the table has.")));
 }
 
+/*
+ * The next batch: from the stored position, up to max_records_per_batch
+ * rows.
+ *
+ * The decoding context may stay open for the next batch (and the slot
+ * acquired) in run_available and in a worker: after a full batch (a
+ * backlog) it goes on at once.  Other workers of the source wait for the
+ * slot meanwhile, for a bounded number of batches in a row
+ * (table_fetch.c), and then each reads its part of the backlog on its own
+ * kept context: every worker decodes the backlog about once, where each
+ * batch of each worker would otherwise decode it from the slot's restart
+ * point.  (drop_query does not wait for a slot a worker holds, see
+ * table_query_gone; the worker lets it go when it exits.)  The rest of a
+ * transaction larger than the batch may be kept for the next batch too:
+ * that needs no slot.
+ */
 static int
 table_fetch_rows(SourceReader *rd, int timeout_ms, int linger_ms, SourceRow **rows)
 {
