@@ -107,7 +107,8 @@ SET streamwin.no_such_setting = 1;
 -- a fresh one: the same fingerprint of column names and types (in name
 -- order, as the update appends columns), functions with their arguments,
 -- grants (on the schema, its relations and functions), the views'
--- definitions, and the tables pg_dump keeps, in both databases.
+-- definitions, the event triggers (fired in which sessions), and the
+-- tables pg_dump keeps, in both databases.
 -- (one definition, run in each database)
 SELECT $def$CREATE FUNCTION pg_temp.catalog_fingerprint() RETURNS text LANGUAGE sql AS $$
     SELECT md5(string_agg(x, ';' ORDER BY x)) FROM (
@@ -131,6 +132,10 @@ SELECT $def$CREATE FUNCTION pg_temp.catalog_fingerprint() RETURNS text LANGUAGE 
                || pg_get_viewdef(c.oid)
         FROM pg_class c WHERE c.relnamespace = 'streamwin'::regnamespace AND c.relkind = 'v'
         UNION ALL
+        SELECT 'event trigger ' || evtname || ' ' || evtevent || ' ' || evtenabled::text || ' '
+               || evtfoid::regprocedure::text
+        FROM pg_event_trigger WHERE evtname LIKE 'streamwin%'
+        UNION ALL
         SELECT 'dumped ' || unnest(extconfig)::regclass::text
         FROM pg_extension WHERE extname = 'streamwin') s(x) $$
 $def$ AS fingerprint_function \gset
@@ -143,7 +148,7 @@ CREATE EXTENSION streamwin VERSION '0.1';
 SELECT streamwin.run_batch('any');
 -- A catalog updated past the library this server loaded (updated before a
 -- restart): the hint says to restart.
-UPDATE pg_extension SET extversion = '0.99' WHERE extname = 'streamwin';
+UPDATE pg_extension SET extversion = '99.0' WHERE extname = 'streamwin';
 SELECT streamwin.run_batch('any');
 UPDATE pg_extension SET extversion = '0.1' WHERE extname = 'streamwin';
 ALTER EXTENSION streamwin UPDATE TO '0.2';

@@ -101,8 +101,42 @@ SELECT streamwin.create_query('order_changes', $$SELECT id, amount, __streamwin_
 SELECT streamwin.create_query('float_sums', $$
   SELECT region, sum(amount::float8) AS s, avg(amount::float8) AS a, stddev(qty::float8) AS sd,
          sum(qty::float4) AS s4 FROM chg GROUP BY region$$, output_mode => 'update', start => false);
+-- Aggregates of the user's with an inverse transition function (MSFUNC
+-- and MINVFUNC) run over the values their group's rows hold, each as many
+-- times as rows hold it: a strict one, with and without FILTER; one that
+-- takes NULLs (given each NULL a row holds); one over text in the
+-- collation it is called in, whose inverse gives up (NULL, as PostgreSQL
+-- lets an inverse do).
+CREATE FUNCTION sq_add(bigint, int) RETURNS bigint STRICT IMMUTABLE LANGUAGE sql AS 'SELECT $1 + $2::bigint * $2';
+CREATE FUNCTION sq_sub(bigint, int) RETURNS bigint STRICT IMMUTABLE LANGUAGE sql AS 'SELECT $1 - $2::bigint * $2';
+CREATE AGGREGATE sum_sq(int) (SFUNC = sq_add, STYPE = bigint, INITCOND = '0',
+  MSFUNC = sq_add, MINVFUNC = sq_sub, MSTYPE = bigint, MINITCOND = '0');
+CREATE FUNCTION null_add(bigint, text) RETURNS bigint IMMUTABLE LANGUAGE sql AS 'SELECT $1 + (($2 IS NULL)::int)';
+CREATE FUNCTION null_sub(bigint, text) RETURNS bigint IMMUTABLE LANGUAGE sql AS 'SELECT $1 - (($2 IS NULL)::int)';
+CREATE AGGREGATE count_nulls(text) (SFUNC = null_add, STYPE = bigint, INITCOND = '0',
+  MSFUNC = null_add, MINVFUNC = null_sub, MSTYPE = bigint, MINITCOND = '0');
+CREATE FUNCTION least_add(text, text) RETURNS text IMMUTABLE LANGUAGE sql AS 'SELECT CASE WHEN $1 IS NULL OR $2 < $1 THEN $2 ELSE $1 END';
+CREATE FUNCTION least_sub(text, text) RETURNS text IMMUTABLE LANGUAGE sql AS 'SELECT NULL::text';
+CREATE AGGREGATE least_text(text) (SFUNC = least_add, STYPE = text,
+  MSFUNC = least_add, MINVFUNC = least_sub, MSTYPE = text);
+SELECT streamwin.create_query('moving', $$
+  SELECT region, sum_sq(qty) AS squares, sum_sq(qty) FILTER (WHERE paid) AS paid_squares,
+         count_nulls(note) AS no_note, least_text((upper(note) || id) COLLATE "C") AS least_c
+  FROM chg GROUP BY region$$, output_mode => 'update', start => false);
+-- Refused: one of a type without an ordering, whose values cannot be
+-- counted in order.
+CREATE FUNCTION x_add(float8, point) RETURNS float8 STRICT IMMUTABLE LANGUAGE sql AS 'SELECT $1 + $2[0]';
+CREATE FUNCTION x_sub(float8, point) RETURNS float8 STRICT IMMUTABLE LANGUAGE sql AS 'SELECT $1 - $2[0]';
+CREATE AGGREGATE sum_x(point) (SFUNC = x_add, STYPE = float8, INITCOND = '0',
+  MSFUNC = x_add, MINVFUNC = x_sub, MSTYPE = float8, MINITCOND = '0');
+SELECT streamwin.create_query('bad', $$SELECT region, sum_x(point(qty, 1)) AS x FROM chg GROUP BY region$$,
+                              output_mode => 'update');
 
 -- The same comparisons after every round.
+CREATE VIEW moving_expected AS
+  SELECT region, sum_sq(qty) AS squares, sum_sq(qty) FILTER (WHERE paid) AS paid_squares,
+         count_nulls(note) AS no_note, least_text((upper(note) || id) COLLATE "C") AS least_c
+  FROM orders GROUP BY region;
 CREATE VIEW by_region_expected AS
   SELECT region, count(*) AS n, count(note) AS notes, sum(amount) AS total, sum(qty) AS units,
          avg(amount) AS avg_amount, min(amount) AS low, max(qty) AS most,
@@ -144,6 +178,9 @@ CREATE FUNCTION diffs() RETURNS TABLE (query text, missing bigint, extra bigint)
   UNION ALL SELECT 'float_sums',
          (SELECT count(*) FROM (TABLE float_sums_expected EXCEPT ALL SELECT region, s, a, sd, s4 FROM float_sums) x),
          (SELECT count(*) FROM (SELECT region, s, a, sd, s4 FROM float_sums EXCEPT ALL TABLE float_sums_expected) x)
+  UNION ALL SELECT 'moving',
+         (SELECT count(*) FROM (TABLE moving_expected EXCEPT ALL SELECT region, squares, paid_squares, no_note, least_c FROM moving) x),
+         (SELECT count(*) FROM (SELECT region, squares, paid_squares, no_note, least_c FROM moving EXCEPT ALL TABLE moving_expected) x)
   UNION ALL SELECT 'big_orders',
          (SELECT count(*) FROM (TABLE big_orders_expected EXCEPT ALL SELECT id, region, doubled FROM big_orders) x),
          (SELECT count(*) FROM (SELECT id, region, doubled FROM big_orders EXCEPT ALL TABLE big_orders_expected) x)
@@ -167,7 +204,7 @@ CREATE TRIGGER log_change AFTER INSERT OR UPDATE OR DELETE ON orders
 CREATE FUNCTION run_all() RETURNS void LANGUAGE plpgsql AS $$
 DECLARE q text;
 BEGIN
-  FOREACH q IN ARRAY ARRAY['by_region', 'hourly', 'sliding', 'paid_totals', 'float_sums', 'big_orders', 'order_changes'] LOOP
+  FOREACH q IN ARRAY ARRAY['by_region', 'hourly', 'sliding', 'paid_totals', 'float_sums', 'moving', 'big_orders', 'order_changes'] LOOP
     -- every batch until the source has nothing more
     WHILE (streamwin.run_batch(q)->>'input_rows')::bigint > 0 LOOP END LOOP;
   END LOOP;
@@ -182,6 +219,7 @@ FROM generate_series(1, 120) g;
 SELECT run_all();
 SELECT * FROM diffs();
 SELECT region, n, total, low, most, first_note, all_paid, qtys FROM by_region ORDER BY region;
+SELECT * FROM moving ORDER BY region;
 
 -- Round 2: updates that change values, move rows between groups and
 -- windows, and in and out of a filter; deletes; a row added and deleted
@@ -225,6 +263,7 @@ INSERT INTO orders VALUES (1, 'eu', 60, 1, '2026-01-02', true, 'back');
 SELECT run_all();
 SELECT * FROM diffs();
 SELECT * FROM by_region;
+SELECT * FROM moving;
 
 -- A batch's positions count the changes it read by kind.
 UPDATE orders SET qty = 2 WHERE id = 1;
@@ -244,7 +283,7 @@ INSERT INTO orders VALUES (3, 'ap', 1, 5, '2026-01-03', true, NULL);
 SELECT (streamwin.run_batch('by_region')->>'input_rows')::int AS input_rows;
 SELECT region, n, units FROM by_region ORDER BY region;
 
-SELECT streamwin.drop_query(q) FROM unnest(ARRAY['by_region', 'hourly', 'sliding', 'paid_totals', 'float_sums', 'big_orders', 'order_changes']) q;
+SELECT streamwin.drop_query(q) FROM unnest(ARRAY['by_region', 'hourly', 'sliding', 'paid_totals', 'float_sums', 'moving', 'big_orders', 'order_changes']) q;
 SELECT streamwin.drop_source('chg');
 
 -- Numeric sums, averages and the variance family retract exactly to the
@@ -878,6 +917,10 @@ SELECT streamwin.drop_query('ledger_own', drop_result => true);
 -- reads the table.  A rewrite that leaves the values be goes on.
 ALTER TABLE ledger ALTER COLUMN v TYPE bigint USING v * 2;
 ALTER TABLE ledger SET UNLOGGED;
+-- also in a session that skips triggers (a replica's role)
+SET session_replication_role = replica;
+ALTER TABLE ledger ALTER COLUMN v TYPE bigint USING v * 2;
+RESET session_replication_role;
 ALTER TABLE ledger ADD COLUMN noise float8 DEFAULT random();
 UPDATE ledger SET v = v + 1 WHERE id = 2;
 SELECT (streamwin.run_batch('ledger_sums')->>'input_rows')::int AS input_rows;

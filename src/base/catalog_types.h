@@ -28,7 +28,7 @@
  * The extension version whose catalog this library reads and writes
  * (streamwin.control's default_version; see check_catalog_version).
  */
-#define STREAMWIN_CATALOG_VERSION "0.9"
+#define STREAMWIN_CATALOG_VERSION "1.0"
 
 typedef enum OutputMode
 {

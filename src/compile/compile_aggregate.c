@@ -35,6 +35,7 @@
 #include "utils/ruleutils.h"
 #include "utils/regproc.h"
 #include "utils/syscache.h"
+#include "utils/typcache.h"
 
 #include "aggregate_state.h"
 #include "compile_aggregate.h"
@@ -429,7 +430,8 @@ changelog_refuse(Compiled *c, const char *fname, const char *detail)
 	refuse(psprintf("aggregate %s() is not supported over changelog source \"%s\"", fname, c->source->name),
 		   detail,
 		   "Over a changelog, use count, sum, avg (of numbers, interval or money), the stddev and variance family "
-		   "(of numbers), min, max, bool_and, bool_or, every, or a DISTINCT aggregate of one argument.");
+		   "(of numbers), min, max, bool_and, bool_or, every, a DISTINCT aggregate of one argument, "
+		   "or an aggregate of one argument created with an inverse transition function (MSFUNC and MINVFUNC).");
 }
 
 /*
@@ -569,6 +571,67 @@ aggregate_skips_nulls(Oid aggfnoid)
 	strict = func_strict(((Form_pg_aggregate) GETSTRUCT(tup))->aggtransfn);
 	ReleaseSysCache(tup);
 	return strict;
+}
+
+/* Can aggregate aggfnoid run as a moving aggregate: has it MINVFUNC? */
+static bool
+aggregate_has_inverse(Oid aggfnoid)
+{
+	HeapTuple	tup = SearchSysCache1(AGGFNOID, ObjectIdGetDatum(aggfnoid));
+	bool		inverse;
+
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for aggregate %u", aggfnoid);
+	inverse = OidIsValid(((Form_pg_aggregate) GETSTRUCT(tup))->aggminvtransfn);
+	ReleaseSysCache(tup);
+	return inverse;
+}
+
+/*
+ * An aggregate with an inverse transition function that streamwin does not
+ * map itself (a user's, created with MSFUNC and MINVFUNC): the group keeps
+ * its argument's counted values, and its NULLs counted apart where the
+ * aggregate takes them, and the aggregate runs over the values the group's
+ * rows hold, each as many times as rows hold it (change_set_rows).  That is
+ * exact whatever the inverse would do (PostgreSQL's own restarts an
+ * aggregation where the inverse gives up), as the rows' order is no more
+ * defined in plain SQL; it costs a pass over the group's values each time
+ * the group changes.
+ */
+static char *
+changelog_moving_aggregate(Compiled *c, Aggref *a, const char *name, const char *fname,
+						   Expr *x, Expr *f, const char *set_type)
+{
+	const char *rows;
+
+	if (list_length(a->args) != 1)
+		changelog_refuse(c, fname, "Over a changelog, an aggregate with an inverse transition function keeps the values of its one argument, and this one takes another number of arguments.");
+	if (type_is_array_domain(exprType((Node *) x)) || !OidIsValid(get_array_type(exprType((Node *) x))))
+		refuse(psprintf("aggregate %s() of type %s is not supported over changelog source \"%s\"",
+						fname, format_type_be(exprType((Node *) x)), c->source->name),
+			   "The values a group's rows hold are handed to the aggregate as an array, and PostgreSQL has no array of this type.",
+			   "Aggregate a scalar form of the value, such as its text (value::text), with an aggregate of that type.");
+	if (!OidIsValid(lookup_type_cache(exprType((Node *) x), TYPECACHE_CMP_PROC)->cmp_proc))
+		refuse(psprintf("aggregate %s() of type %s is not supported over changelog source \"%s\"",
+						fname, format_type_be(exprType((Node *) x)), c->source->name),
+			   "A group keeps its rows' values sorted, to count each, and this type has no default ordering (a btree operator class).",
+			   "Aggregate a form of the value that has one, such as its text (value::text), with an aggregate of that type.");
+	rows = psprintf("streamwin.change_set_rows(%s, NULL::%s%s%s)",
+					changelog_set(c, a, name, "set", x, f), set_type,
+					OidIsValid(a->inputcollid) && a->inputcollid != DEFAULT_COLLATION_OID ? " COLLATE " : "",
+					OidIsValid(a->inputcollid) && a->inputcollid != DEFAULT_COLLATION_OID ?
+					generate_collation_name(a->inputcollid) : "");
+	if (!aggregate_skips_nulls(a->aggfnoid))
+	{
+		const char *nulls = changelog_count(c, a, name, "nulls",
+											changelog_and(make_notclause(changelog_not_null(x)), f));
+
+		rows = psprintf("CASE WHEN %s > 0 THEN pg_catalog.array_cat(%s, pg_catalog.array_fill(NULL::%s, ARRAY[%s::pg_catalog.int4])) ELSE %s END",
+						nulls, rows, set_type, nulls, rows);
+	}
+	return psprintf("(SELECT %s(v) FROM pg_catalog.unnest(%s) AS u(v))",
+					quote_qualified_identifier(get_namespace_name(get_func_namespace(a->aggfnoid)), fname),
+					rows);
 }
 
 /*
@@ -712,8 +775,10 @@ compile_changelog_aggregate(Compiled *c, AggCol *col, Aggref *a, const char *fna
 
 		col->final_sql = psprintf("CASE WHEN %s > 0 THEN COALESCE(%s, 0) %s 0 END", n, d, and ? "=" : ">");
 	}
+	else if (aggregate_has_inverse(a->aggfnoid))
+		col->final_sql = changelog_moving_aggregate(c, a, col->name, fname, x, f, set_type);
 	else
-		changelog_refuse(c, fname, "Its partial state has no exact inverse that streamwin applies.");
+		changelog_refuse(c, fname, "It has no inverse transition function (CREATE AGGREGATE's MINVFUNC), so a retraction cannot take a value back from its state.");
 
 	/*
 	 * A float's sums, computed in numeric, to the float they are: a value

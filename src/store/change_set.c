@@ -96,6 +96,7 @@ STREAMWIN_SQL_FUNCTION(streamwin_change_set_merge);
 STREAMWIN_SQL_FUNCTION(streamwin_change_set_min);
 STREAMWIN_SQL_FUNCTION(streamwin_change_set_max);
 STREAMWIN_SQL_FUNCTION(streamwin_change_set_values);
+STREAMWIN_SQL_FUNCTION(streamwin_change_set_rows);
 
 /* The first 4 bytes after the varlena header, in network order in both */
 #define CHANGE_SET_V1 1
@@ -1634,4 +1635,57 @@ streamwin_change_set_values(PG_FUNCTION_ARGS)
 	if (n == 0)
 		PG_RETURN_ARRAYTYPE_P(construct_empty_array(typid));
 	PG_RETURN_ARRAYTYPE_P(construct_array(values, n, typid, t->typlen, t->typbyval, t->typalign));
+}
+
+/*
+ * streamwin.change_set_rows(set bytea, type anyelement) RETURNS anyarray:
+ * the values of the rows a set counts, each as many times as rows hold it
+ * (count > 0), every form of an equal value as its rows hold it: the
+ * multiset a group's rows hold, for an aggregate with an inverse
+ * transition function to run over as over the rows themselves.  A value
+ * is copied out once and its Datum repeated, so a value many rows hold
+ * costs one copy.
+ */
+Datum
+streamwin_change_set_rows(PG_FUNCTION_ARGS)
+{
+	Oid			typid = get_fn_expr_argtype(fcinfo->flinfo, 1);
+	SetTypeInfo *t;
+	SetHeader  *h;
+	Datum	   *values;
+	int64		n = 0;
+	int64		size;
+	Size		off = sizeof(SetHeader);
+
+	if (PG_ARGISNULL(0))
+		PG_RETURN_ARRAYTYPE_P(construct_empty_array(typid));
+	h = final_set(fcinfo, &t);
+	size = Max(h->n, 1);
+	values = palloc(sizeof(Datum) * size);
+	for (int i = 0; i < h->n; i++)
+	{
+		SetEntry	e;
+		Datum		v;
+
+		entry_read(t, h, off, &e);
+		off += e.len;
+		if (e.count <= 0)
+			continue;
+		if (e.count > (int64) MaxArraySize - n)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("a group's rows hold more values than an array can hand to its aggregate"),
+					 errdetail("An array holds at most %d values.", (int) MaxArraySize)));
+		if (n + e.count > size)
+		{
+			size = Max(size * 2, n + e.count);
+			values = repalloc_huge(values, sizeof(Datum) * size);
+		}
+		v = entry_value(t, &e);
+		for (int64 k = 0; k < e.count; k++)
+			values[n++] = v;
+	}
+	if (n == 0)
+		PG_RETURN_ARRAYTYPE_P(construct_empty_array(typid));
+	PG_RETURN_ARRAYTYPE_P(construct_array(values, (int) n, typid, t->typlen, t->typbyval, t->typalign));
 }

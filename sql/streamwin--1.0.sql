@@ -378,6 +378,13 @@ RETURNS anyarray
 AS 'MODULE_PATHNAME', 'streamwin_change_set_values'
 LANGUAGE C CALLED ON NULL INPUT IMMUTABLE PARALLEL SAFE;
 
+-- The values of a set's rows, each as many times as rows hold it: what an
+-- aggregate with an inverse transition function runs over.
+CREATE FUNCTION streamwin.change_set_rows(set bytea, type anyelement)
+RETURNS anyarray
+AS 'MODULE_PATHNAME', 'streamwin_change_set_rows'
+LANGUAGE C CALLED ON NULL INPUT IMMUTABLE PARALLEL SAFE;
+
 -- The square root of v rounded to v's own scale, half up: what a standard
 -- deviation is in PostgreSQL (the root of the variance, at the variance's
 -- scale), from a variance computed over a changelog's signed sums.  sqrt()
@@ -755,6 +762,9 @@ END
 $$;
 CREATE EVENT TRIGGER streamwin_changelog_rewrite ON table_rewrite
 	EXECUTE FUNCTION streamwin.refuse_changelog_rewrite();
+-- Also under session_replication_role = replica, which a session may set
+-- to skip triggers: the rewrite would be as silent there.
+ALTER EVENT TRIGGER streamwin_changelog_rewrite ENABLE ALWAYS;
 
 -- The schema holds the interface functions and views every role may use;
 -- the catalog tables above keep their own, narrower privileges.
