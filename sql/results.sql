@@ -88,3 +88,40 @@ DROP TABLE pages;
 DROP FUNCTION result_records(pg_lsn, text);
 DROP FUNCTION negate_v();
 DROP EXTENSION pg_walinspect;
+
+-- A result table or a source's view renamed or dropped by hand: each batch
+-- says which, and what to do, rather than fail on the name its statements
+-- give it; nothing is lost while it fails, and with the name back the
+-- query goes on exactly.
+CREATE TABLE visits (id int PRIMARY KEY, page int);
+SELECT streamwin.create_table_source('visits_src', 'visits');
+SELECT streamwin.create_query('visit_counts', 'SELECT page, count(*) AS n FROM visits_src GROUP BY page',
+                              output_mode => 'update', start => false);
+INSERT INTO visits SELECT g, g % 3 FROM generate_series(1, 30) g;
+SELECT (streamwin.run_batch('visit_counts'))->'input_rows' AS input_rows;
+ALTER TABLE visit_counts RENAME TO visit_totals;
+INSERT INTO visits SELECT g, g % 4 FROM generate_series(31, 50) g;
+SELECT streamwin.run_batch('visit_counts');
+-- (a new session's runner checks before it prepares the statements)
+\c
+SELECT streamwin.run_batch('visit_counts');
+CREATE SCHEMA elsewhere;
+ALTER TABLE visit_totals SET SCHEMA elsewhere;
+ALTER TABLE elsewhere.visit_totals RENAME TO visit_counts;
+SELECT streamwin.run_batch('visit_counts');
+ALTER TABLE elsewhere.visit_counts SET SCHEMA public;
+ALTER VIEW visits_src RENAME TO visits_view;
+SELECT streamwin.run_batch('visit_counts');
+ALTER VIEW visits_view RENAME TO visits_src;
+SELECT (streamwin.run_batch('visit_counts'))->'input_rows' AS input_rows;
+SELECT page, n FROM visit_counts EXCEPT ALL SELECT page, count(*) FROM visits GROUP BY page;
+SELECT page, count(*) FROM visits GROUP BY page EXCEPT ALL SELECT page, n FROM visit_counts;
+DROP TABLE visit_counts;
+SELECT streamwin.run_batch('visit_counts');
+DROP VIEW visits_src;
+\c
+SELECT streamwin.run_batch('visit_counts');
+SELECT streamwin.drop_query('visit_counts');
+SELECT streamwin.drop_source('visits_src');
+DROP TABLE visits;
+DROP SCHEMA elsewhere;

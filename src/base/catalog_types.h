@@ -124,6 +124,13 @@ typedef struct QueryInfo
 								 * the primary key it is keyed by, as
 								 * source_key_names gives it (NULL: none, or
 								 * compiled before it was recorded) */
+	/*
+	 * The names its statements give its result table and its sources'
+	 * views, as when it was compiled (NULL: compiled before they were
+	 * recorded): a batch tells of a rename rather than fail on the name.
+	 */
+	char	   *result_name;
+	char	   *source_view_names[QUERY_MAX_SOURCES];
 	char	   *dedup_batch_column; /* the batch that saw a key first (NULL:
 									 * compiled before keys had it) */
 	char	   *dedup_time_column;	/* a key's event time (NULL: none) */

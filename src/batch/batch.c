@@ -58,6 +58,7 @@
 #include "offsets.h"
 #include "operator.h"
 #include "options.h"
+#include "runner_cache.h"
 #include "spi_util.h"
 
 /* streamwin.batch_work_mem (kB): work_mem of batch statements; -1: work_mem */
@@ -153,6 +154,8 @@ batch_begin(BatchContext *b)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("query \"%s\" no longer exists", b->q->name)));
+
+	runner_check_relations(b->r);
 
 	/*
 	 * A worker read that its query runs before it waited for the lock: a

@@ -9,11 +9,13 @@
  */
 #include "postgres.h"
 
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 
 #include "catalog.h"
 #include "operator.h"
 #include "runner_cache.h"
+#include "spi_util.h"
 
 /* Runners of this backend: usually one (a worker) or a few (a session). */
 static List *runners = NIL;
@@ -65,10 +67,55 @@ runner_open(QueryRunner *r, bool in_worker)
 		r->decoders[i] = row_decoder_create(r->readers[i], r->query);
 		r->nreaders = i + 1;
 	}
+	runner_check_relations(r);
 	SPI_connect();
 	statements_prepare(r->query->sql, r->plans);
 	SPI_finish();
 	r->operators = operators_make(r);
+}
+
+/*
+ * runner_check_relations
+ *		The result table is the user's, who may drop or rename it by hand,
+ *		and so may a source's view be renamed (a dropped one fails in
+ *		source_reader_open): say so, rather than fail on the statements,
+ *		which name them as they were named when the query was created.
+ *		Before the statements are prepared, and at every batch.
+ */
+void
+runner_check_relations(QueryRunner *r)
+{
+	QueryInfo  *q = r->query;
+	const char *now;
+
+	if (get_rel_name(q->result_table) == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("the result table of query \"%s\" no longer exists", q->name),
+				 errdetail("It was dropped by hand; the query's batches write into it."),
+				 errhint("Drop the query with streamwin.drop_query() and create it again: it starts over from its sources.")));
+	now = qualified_relname(q->result_table);
+	if (q->result_name != NULL && strcmp(now, q->result_name) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the result table of query \"%s\" is now %s", q->name, now),
+				 errdetail("The query's statements write into %s, its name when the query was created.", q->result_name),
+				 errhint("Give the table that name back (ALTER TABLE ... RENAME TO, SET SCHEMA), or drop the query and create it again.")));
+	for (int i = 0; i < r->nreaders; i++)
+	{
+		SourceInfo *src = r->readers[i]->source;
+
+		if (q->source_view_names[i] == NULL)
+			continue;
+		now = qualified_relname(src->relation);
+		if (strcmp(now, q->source_view_names[i]) != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("the view of source \"%s\" is now %s", src->name, now),
+					 errdetail("The statements of query \"%s\" read %s, its name when the query was created.",
+							   q->name, q->source_view_names[i]),
+					 errhint("Give the view that name back (ALTER VIEW ... RENAME TO, SET SCHEMA), or drop the source's queries and create them again.")));
+	}
 }
 
 /*

@@ -26,6 +26,12 @@ extern QueryRunner *runner_get(int32 query_id, bool in_worker);
  */
 extern void runner_state_rewritten(QueryRunner *r);
 
+/*
+ * Fail, saying what happened and what to do, when the query's result table
+ * or a source's view was dropped or renamed since the query was created.
+ */
+extern void runner_check_relations(QueryRunner *r);
+
 /* Drop a query's runner (after drop_query, an error, or when a worker exits). */
 extern void runner_forget(int32 query_id);
 

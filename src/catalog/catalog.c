@@ -413,6 +413,9 @@ query_from_row(HeapTuple tup, TupleDesc desc)
 	q->dedup_batch_column = jsonb_get_text(plan, "dedup_batch_column");
 	q->dedup_time_column = jsonb_get_text(plan, "dedup_time_column");
 	q->source_key = jsonb_get_text(plan, "source_key");
+	q->result_name = jsonb_get_text(plan, "result_name");
+	for (int i = 0; i < QUERY_MAX_SOURCES; i++)
+		q->source_view_names[i] = jsonb_get_text(plan, psprintf("source_view_name_%d", i));
 	q->store = store_plan_read(plan, "store");
 	q->dedup_store = store_plan_read(plan, "dedup_store");
 	query_upsert_read(q, plan);

@@ -280,6 +280,14 @@ create_objects(Compiled *c, const char *name, OutputMode mode, List *dedup_names
 			escape_json(plan, source_key_names(c->key_columns));
 		}
 	}
+	/* the names the statements give the tables they read and write */
+	appendStringInfoString(plan, ", \"result_name\": ");
+	escape_json(plan, qualified_relname(o->result));
+	for (int i = 0; i < c->nsources; i++)
+	{
+		appendStringInfo(plan, ", \"source_view_name_%d\": ", i);
+		escape_json(plan, qualified_relname(c->sources[i]->relation));
+	}
 	upsert_objects(c, o->query_id, plan);
 	if (c->window)
 		appendStringInfo(plan, ", \"window\": \"%s\", \"window_size_us\": " INT64_FORMAT
