@@ -31,6 +31,7 @@
 #include "operator.h"
 #include "spi_util.h"
 #include "sql_function.h"
+#include "worker_registry.h"
 
 STREAMWIN_SQL_FUNCTION(streamwin_run_batch);
 STREAMWIN_SQL_FUNCTION(streamwin_run_available);
@@ -42,6 +43,14 @@ static const char *const query_name_arg[] = {"the query name"};
 static void
 refuse_running(const char *name)
 {
+	/* (a server restarted without preloading, after a restore, say) */
+	if (!streamwin_preloaded)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("query \"%s\" is marked running, but no background worker runs it", name),
+				 errdetail("streamwin is not in shared_preload_libraries on this server, so it starts no workers."),
+				 errhint("Add streamwin to shared_preload_libraries and restart the server, or run its batches in sessions after streamwin.stop_query(%s).",
+						 quote_literal_cstr(name))));
 	ereport(ERROR,
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 			 errmsg("query \"%s\" is running in a background worker", name),

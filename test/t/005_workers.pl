@@ -396,6 +396,11 @@ results_match($lim, 'SELECT k, n, s FROM np_sums', 'SELECT k, count(*), sum(v) F
 fails_like($lim, "SELECT streamwin.start_query('np_sums')",
 	qr/streamwin background workers need streamwin in shared_preload_libraries/,
 	'without preloading: a worker is refused, saying why');
+# the queries marked running before: nothing runs them, and a session's
+# batch says so, rather than that a worker runs them
+fails_like($lim, "SELECT streamwin.run_batch('l_a')",
+	qr/query "l_a" is marked running, but no background worker runs it.*not in shared_preload_libraries.*stop_query/s,
+	'without preloading: run_batch of a query marked running says no worker runs it');
 $lim->stop;
 
 $broker->stop;
