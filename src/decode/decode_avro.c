@@ -992,23 +992,42 @@ out_of_range(const char *what, long long v, const DecodeColumn *c)
 /*
  * A decimal of writer type w (bytes or fixed) at p (len bytes) as text
  * into buf, or false (r->error) when it has more digits than w's
- * precision allows: the bytes of sign extension left out, at most
- * precision * log256(10) + 1 bytes.  The conversion takes time in the
+ * precision allows.  First by its bytes, the bytes of sign extension left
+ * out: a two's complement of precision digits takes ceil(precision *
+ * log2(10)) bits and a sign bit, and the conversion takes time in the
  * square of the bytes, so a message of a megabyte of them is not tried.
+ * Then by the digits themselves, as the bytes that hold 10^p - 1 hold
+ * larger values too.
  */
 static bool
 read_decimal_text(AvroRead *r, const uint8 *p, int len, const AvroType *w, StringInfo buf)
 {
 	uint8		sign = len > 0 && (p[0] & 0x80) ? 0xff : 0x00;
 	int			skip = 0;
-	int			max = (int) (((int64) w->precision * 415241 + 999999) / 1000000) + 1;
+	/* log2(10) = 3.3219280949, rounded up in its last digit */
+	int64		bits = ((int64) w->precision * 33219281 + 9999999) / 10000000 + 1;
+	int			start = buf->len;
+	int			digits = 0;
 
 	while (skip < len - 1 && p[skip] == sign && (p[skip + 1] & 0x80) == (sign & 0x80))
 		skip++;
-	if (len - skip > max)
+	if (len - skip > (bits + 7) / 8)
 		return fail(r, psprintf("Avro decimal at byte %d has more bytes than its precision %d allows",
 								(int) (p - r->start), w->precision));
 	decimal_bytes_text(p + skip, len - skip, w->scale, buf);
+	/* the digits of the unscaled value, its leading zeros left out */
+	for (int i = start; i < buf->len; i++)
+		if (buf->data[i] >= '1' && buf->data[i] <= '9')
+			digits = digits > 0 ? digits + 1 : 1;
+		else if (buf->data[i] == '0' && digits > 0)
+			digits++;
+	if (digits > w->precision)
+	{
+		buf->len = start;
+		buf->data[start] = '\0';
+		return fail(r, psprintf("Avro decimal at byte %d has more digits than its precision %d allows",
+								(int) (p - r->start), w->precision));
+	}
 	return true;
 }
 

@@ -747,8 +747,9 @@ like($dead{ $_->[0] } // '(none)', $_->[1], "dead letter at offset $_->[0] says 
 
 # ==== 2c. Hostile, unsupported and subtle schemas ==================================
 
-# A decimal of more bytes than its precision allows is a dead letter before
-# its (quadratic) conversion; bytes of sign extension do not count.
+# A decimal of more digits than its precision allows is a dead letter: by
+# its bytes before its (quadratic) conversion (bytes of sign extension do
+# not count; 10 digits take 35 bits), then by its digits.
 registry_schema(37, { type => 'record', name => 'dec', fields => [
 	{ name => 'd', type => { type => 'bytes', logicalType => 'decimal', precision => 10, scale => 2 } } ] });
 # Records of no bytes nested two to a level, 60 levels deep: a message of
@@ -813,6 +814,11 @@ my @hostile = (
 	[ confluent(37, av_bytes(av_decimal(12345))), undef ],
 	[ confluent(37, av_bytes("\x01" x 64)), qr/Avro decimal at byte 7 has more bytes than its precision 10 allows/ ],
 	[ confluent(37, av_bytes(("\xff" x 40) . av_decimal(-5))), undef ],
+	[ confluent(37, av_bytes(av_decimal('9999999999'))), undef ],
+	[ confluent(37, av_bytes(av_decimal('-9999999999'))), undef ],
+	[ confluent(37, av_bytes(av_decimal('10000000000'))), qr/Avro decimal at byte 6 has more digits than its precision 10 allows/ ],
+	[ confluent(37, av_bytes(av_decimal('-10000000000'))), qr/Avro decimal at byte 6 has more digits than its precision 10 allows/ ],
+	[ confluent(37, av_bytes("\x00\x80\x00\x00\x00\x00")), qr/Avro decimal at byte 6 has more bytes than its precision 10 allows/ ],
 	[ confluent(38, av_bytes(av_decimal(1))), qr/Avro message of 7 bytes holds more values than it can/ ],
 	[ confluent(39, av_bytes(av_decimal(1))), qr/Avro writer schema 39 refers to types of other subjects' schemas \(schema references\), which streamwin does not read/ ],
 	[ confluent(40, zz(5) . av_string('a') . av_string('b')), undef ],
@@ -842,7 +848,7 @@ is($node->safe_psql('postgres', q{SELECT count(*) FROM avro_hostile_rows
    AND y->499 = '{"a": null, "b": null}'}), '1', 'an array of 500 records of nulls is read');
 results_match($node, q{SELECT d, y FROM avro_hostile_rows
  WHERE y IS NULL OR jsonb_typeof(y) <> 'array' OR jsonb_array_length(y) <> 500},
-	q{VALUES (123.45, NULL::jsonb), (-0.05, NULL), (NULL, '{"x2": {"s": "a"}, "x3": {"s": "b"}}'),
+	q{VALUES (123.45, NULL::jsonb), (-0.05, NULL), (99999999.99, NULL), (-99999999.99, NULL), (NULL, '{"x2": {"s": "a"}, "x3": {"s": "b"}}'),
 	  (NULL, '[{}, {}, {}, {}, {}, {}, {}, {}, {}, {}]'), (NULL, '{"v": 7}')},
 	'decimals with sign extension, a short name in its namespace or in none, an array of empty records: exact');
 %dead = dead_letters_by_offset('avro_hostile');
