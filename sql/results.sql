@@ -116,12 +116,19 @@ ALTER VIEW visits_view RENAME TO visits_src;
 SELECT (streamwin.run_batch('visit_counts'))->'input_rows' AS input_rows;
 SELECT page, n FROM visit_counts EXCEPT ALL SELECT page, count(*) FROM visits GROUP BY page;
 SELECT page, count(*) FROM visits GROUP BY page EXCEPT ALL SELECT page, n FROM visit_counts;
+-- (each in the session whose runner read it, and in a new one)
 DROP TABLE visit_counts;
 SELECT streamwin.run_batch('visit_counts');
-DROP VIEW visits_src;
 \c
 SELECT streamwin.run_batch('visit_counts');
 SELECT streamwin.drop_query('visit_counts');
+SELECT streamwin.create_query('visit_pages', 'SELECT id, page FROM visits_src', start => false);
+SELECT (streamwin.run_batch('visit_pages'))->'input_rows' AS input_rows;
+DROP VIEW visits_src;
+SELECT streamwin.run_batch('visit_pages');
+\c
+SELECT streamwin.run_batch('visit_pages');
+SELECT streamwin.drop_query('visit_pages', drop_result => true);
 SELECT streamwin.drop_source('visits_src');
 DROP TABLE visits;
 DROP SCHEMA elsewhere;

@@ -77,8 +77,8 @@ runner_open(QueryRunner *r, bool in_worker)
 /*
  * runner_check_relations
  *		The result table is the user's, who may drop or rename it by hand,
- *		and so may a source's view be renamed (a dropped one fails in
- *		source_reader_open): say so, rather than fail on the statements,
+ *		and so may a source's view be dropped or renamed: say so, rather
+ *		than fail on the statements,
  *		which name them as they were named when the query was created.
  *		Before the statements are prepared, and at every batch.
  */
@@ -105,6 +105,7 @@ runner_check_relations(QueryRunner *r)
 	{
 		SourceInfo *src = r->readers[i]->source;
 
+		source_check_view(src);
 		if (q->source_view_names[i] == NULL)
 			continue;
 		now = qualified_relname(src->relation);

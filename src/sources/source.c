@@ -60,6 +60,18 @@ source_tupdesc(Oid relid)
 	return desc;
 }
 
+/* See source.h; which source lost its view, rather than which OID cannot be opened. */
+void
+source_check_view(const SourceInfo *src)
+{
+	if (get_rel_name(src->relation) == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("the view of source \"%s\" no longer exists", src->name),
+				 errdetail("It was dropped by hand; the source's rows have its columns."),
+				 errhint("Drop the source's queries and the source with streamwin.drop_query() and streamwin.drop_source(), then create them again.")));
+}
+
 /*
  * streamwin.source_rows(source_id) RETURNS SETOF record: the body of every
  * source view.  The batch statements do not call it: the planner puts the
@@ -376,18 +388,7 @@ source_reader_open(SourceInfo *src, QueryInfo *q, int source_index, MemoryContex
 	rd->qsource = &q->sources[source_index];
 	rd->cxt = cxt;
 	rd->in_worker = in_worker;
-
-	/*
-	 * The view is the source's row type, and a user may drop it by hand
-	 * (DROP VIEW, a DROP SCHEMA ... CASCADE): say which source lost it
-	 * rather than which OID cannot be opened.
-	 */
-	if (get_rel_name(src->relation) == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("the view of source \"%s\" no longer exists", src->name),
-				 errdetail("It was dropped by hand; the source's rows have its columns."),
-				 errhint("Drop the source's queries and the source with streamwin.drop_query() and streamwin.drop_source(), then create them again.")));
+	source_check_view(src);
 	rd->desc = source_tupdesc(src->relation);
 	PG_TRY();
 	{

@@ -340,6 +340,12 @@ extern int	source_part_index(SourceReader *rd, int32 partition);
 extern void source_scan_init(void);
 extern bool streamwin_enable_source_scan;
 extern TupleDesc source_tupdesc(Oid relid);
+
+/*
+ * Fail, saying so, when src's view was dropped by hand (DROP VIEW, a DROP
+ * SCHEMA ... CASCADE): its columns are the source's rows.
+ */
+extern void source_check_view(const SourceInfo *src);
 extern SourceMetadata *source_metadata_map(const SourceInfo *src, TupleDesc desc);
 extern bool source_keys_are_avro(const SourceInfo *src);
 
