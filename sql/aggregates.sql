@@ -645,3 +645,86 @@ SELECT a.attname, a.attcollation = c.attcollation AS same_collation
 SELECT streamwin.drop_query('named_max', drop_result => true);
 SELECT streamwin.drop_source('named_src');
 DROP TABLE named, named_ctas;
+
+-- An aggregate of the user's gets its input collation in its combine and
+-- final functions too, as in PostgreSQL, not only in its transition
+-- function: one in SQL that compares text, text_smaller (in C, which
+-- needs a collation: every batch after the first failed), and a final
+-- function that compares; each in two collations, against plain SQL, in
+-- memory, in session windows (whose merged states combine), and on the
+-- state table (more groups than streamwin.state_memory holds).
+CREATE FUNCTION least_word_step(text, text) RETURNS text LANGUAGE sql IMMUTABLE
+    AS 'SELECT CASE WHEN $1 IS NULL OR $2 < $1 THEN $2 ELSE $1 END';
+CREATE AGGREGATE least_word(text) (SFUNC = least_word_step, STYPE = text, COMBINEFUNC = least_word_step);
+CREATE AGGREGATE smallest_word(text) (SFUNC = text_smaller, STYPE = text, COMBINEFUNC = text_smaller);
+CREATE FUNCTION word_before_m(text) RETURNS bool LANGUAGE sql IMMUTABLE AS 'SELECT $1 < ''m''';
+CREATE AGGREGATE least_word_before_m(text) (SFUNC = least_word_step, STYPE = text, COMBINEFUNC = least_word_step,
+    FINALFUNC = word_before_m);
+CREATE TABLE words (id int PRIMARY KEY, g int, w text, ts timestamptz);
+SELECT streamwin.create_table_source('word_src', 'words', '{"max_records_per_batch": 7}');
+CREATE VIEW word_least_expected AS
+  SELECT g, least_word(w COLLATE "C") AS c, least_word(w COLLATE "en-x-icu") AS en,
+         smallest_word(w COLLATE "C") AS sc, smallest_word(w COLLATE "en-x-icu") AS sen,
+         least_word_before_m(w COLLATE "C") AS bc, least_word_before_m(w COLLATE "en-x-icu") AS ben
+    FROM words GROUP BY g;
+SELECT streamwin.create_query('word_least', $$
+  SELECT g, least_word(w COLLATE "C") AS c, least_word(w COLLATE "en-x-icu") AS en,
+         smallest_word(w COLLATE "C") AS sc, smallest_word(w COLLATE "en-x-icu") AS sen,
+         least_word_before_m(w COLLATE "C") AS bc, least_word_before_m(w COLLATE "en-x-icu") AS ben
+    FROM word_src GROUP BY g$$, output_mode => 'update', start => false);
+SELECT streamwin.create_query('word_sessions', $$
+  SELECT g, least_word(w COLLATE "C") AS c, least_word(w COLLATE "en-x-icu") AS en,
+         smallest_word(w COLLATE "en-x-icu") AS sen, least_word_before_m(w COLLATE "C") AS bc
+    FROM word_src GROUP BY streamwin.session(ts, '90 seconds'), g$$, output_mode => 'update', start => false);
+-- rows in an order that makes the least of each batch another word; the
+-- third batch's rows (15 to 21) fall between the first's sessions and
+-- bridge them; the last two batches' rows are sessions of their own
+INSERT INTO words SELECT i, i % 3, (ARRAY['yes', 'Yes', 'b', 'zed', 'B', 'Zed', 'a', 'M', 'A', 'm'])[i % 10 + 1],
+                         '2026-01-01'::timestamptz
+                         + CASE WHEN i BETWEEN 15 AND 21 THEN (i - 14) * 40 + 25 WHEN i >= 22 THEN i * 40 + 10000
+                                ELSE i * 40 END * interval '1 second'
+  FROM generate_series(1, 30) i;
+SELECT (streamwin.run_available('word_least'))->'batches' AS batches;
+SELECT (streamwin.run_available('word_sessions'))->'batches' AS batches;
+SELECT * FROM word_least ORDER BY g;
+SELECT count(*) AS diffs FROM (
+  (SELECT g, c, en, sc, sen, bc, ben FROM word_least EXCEPT ALL TABLE word_least_expected)
+  UNION ALL (TABLE word_least_expected EXCEPT ALL SELECT g, c, en, sc, sen, bc, ben FROM word_least)) d;
+CREATE VIEW word_sessions_expected AS
+  SELECT min(ts) AS window_start, g, least_word(w COLLATE "C") AS c, least_word(w COLLATE "en-x-icu") AS en,
+         smallest_word(w COLLATE "en-x-icu") AS sen, least_word_before_m(w COLLATE "C") AS bc
+    FROM (SELECT *, sum(gap) OVER (PARTITION BY g ORDER BY ts) AS s
+            FROM (SELECT *, CASE WHEN ts - lag(ts) OVER (PARTITION BY g ORDER BY ts) < interval '90 seconds'
+                                 THEN 0 ELSE 1 END AS gap FROM words) x) y
+   GROUP BY g, s;
+SELECT count(*) AS diffs FROM (
+  (SELECT window_start, g, c, en, sen, bc FROM word_sessions EXCEPT ALL TABLE word_sessions_expected)
+  UNION ALL (TABLE word_sessions_expected EXCEPT ALL SELECT window_start, g, c, en, sen, bc FROM word_sessions)) d;
+SELECT g, count(*) AS sessions FROM word_sessions GROUP BY g ORDER BY g;
+-- on the state table: 20,000 groups do not fit in 1 MB; two batches
+SET streamwin.state_memory = '1MB';
+SET streamwin.max_records_per_batch = 20000;
+SELECT streamwin.create_table_source('word_all', 'words');
+SELECT streamwin.create_query('word_many', $$
+  SELECT id % 20000 AS k, least_word(w COLLATE "en-x-icu") AS en, smallest_word(w COLLATE "en-x-icu") AS sen
+    FROM word_all GROUP BY 1$$, output_mode => 'update', start => false);
+INSERT INTO words SELECT i, 0, (ARRAY['yes', 'Yes', 'b', 'zed', 'B', 'Zed', 'a', 'M', 'A', 'm'])[i % 10 + 1], '2026-01-02'
+  FROM generate_series(31, 40030) i;
+SELECT (streamwin.run_available('word_many'))->'batches' AS batches;
+SELECT count(*) AS diffs FROM (
+  (SELECT k, en, sen FROM word_many
+   EXCEPT ALL SELECT id % 20000, least_word(w COLLATE "en-x-icu"), smallest_word(w COLLATE "en-x-icu")
+                FROM words WHERE id > 30 GROUP BY 1)
+  UNION ALL
+  (SELECT id % 20000, least_word(w COLLATE "en-x-icu"), smallest_word(w COLLATE "en-x-icu")
+     FROM words WHERE id > 30 GROUP BY 1
+   EXCEPT ALL SELECT k, en, sen FROM word_many)) d;
+RESET streamwin.state_memory;
+RESET streamwin.max_records_per_batch;
+SELECT streamwin.drop_query(q, drop_result => true) FROM unnest('{word_least,word_sessions,word_many}'::text[]) q;
+SELECT streamwin.drop_source('word_src');
+SELECT streamwin.drop_source('word_all');
+DROP VIEW word_least_expected, word_sessions_expected;
+DROP TABLE words;
+DROP AGGREGATE least_word(text), smallest_word(text), least_word_before_m(text);
+DROP FUNCTION least_word_step(text, text), word_before_m(text);

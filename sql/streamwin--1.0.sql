@@ -338,6 +338,31 @@ RETURNS anyelement
 AS 'MODULE_PATHNAME', 'streamwin_finish_state'
 LANGUAGE C;
 
+-- ... and with the aggregate's input collation, which its combine and
+-- final functions get, as its transition function does (the calls above
+-- take their arguments' collation: none for states).
+CREATE FUNCTION streamwin.combined_state_accum(internal, regprocedure, bytea, regcollation)
+RETURNS internal
+AS 'MODULE_PATHNAME', 'streamwin_combined_state_accum'
+LANGUAGE C;
+
+CREATE AGGREGATE streamwin.combined_state(aggregate regprocedure, state bytea, collation regcollation) (
+	SFUNC = streamwin.combined_state_accum,
+	STYPE = internal,
+	FINALFUNC = streamwin.state_serialize
+);
+
+CREATE FUNCTION streamwin.combine_states(aggregate regprocedure, a bytea, b bytea, collation regcollation)
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'streamwin_combine_states'
+LANGUAGE C;
+
+CREATE FUNCTION streamwin.finish_state(aggregate regprocedure, state bytea, result_type anyelement,
+									   collation regcollation)
+RETURNS anyelement
+AS 'MODULE_PATHNAME', 'streamwin_finish_state'
+LANGUAGE C;
+
 -- Counted values (src/store/change_set.c): what min, max and DISTINCT
 -- aggregates keep per open group over a changelog source, each distinct
 -- value with the number of rows that hold it, so that a retracted row takes

@@ -65,6 +65,9 @@ typedef struct PartialCol
 	MergeKind	merge;
 	Expr	   *expr;			/* the partial Aggref */
 	Oid			aggfnoid;		/* MERGE_STATE: the user's aggregate */
+	Oid			collation;		/* MERGE_STATE: its input collation, which
+								 * its combine and final functions get, as
+								 * its transition function does */
 } PartialCol;
 
 /*

@@ -103,6 +103,7 @@ add_partial(Compiled *c, const char *aggname, const char *suffix, MergeKind merg
 	p->merge = merge;
 	p->expr = (Expr *) a;
 	p->aggfnoid = InvalidOid;
+	p->collation = InvalidOid;
 	c->partials = lappend(c->partials, p);
 	return p;
 }
@@ -120,6 +121,38 @@ aggregate_literal(Oid aggfnoid)
 {
 	return psprintf("%s::pg_catalog.regprocedure",
 					quote_literal_cstr(format_procedure_qualified(aggfnoid)));
+}
+
+/* The qualified name of collation collid, as regcollation reads it */
+char *
+collation_qualified_name(Oid collid)
+{
+	HeapTuple	tup = SearchSysCache1(COLLOID, ObjectIdGetDatum(collid));
+	Form_pg_collation coll;
+	char	   *name;
+
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for collation %u", collid);
+	coll = (Form_pg_collation) GETSTRUCT(tup);
+	name = quote_qualified_identifier(get_namespace_name(coll->collnamespace), NameStr(coll->collname));
+	ReleaseSysCache(tup);
+	return name;
+}
+
+/*
+ * ", 'schema.collation'::pg_catalog.regcollation": the last argument of the
+ * calls of a MERGE_STATE partial's support functions (combine_states,
+ * combined_state, finish_state) with its collation; "" without one (a
+ * query compiled before, whose calls take the collation of their
+ * arguments).
+ */
+static char *
+state_collation_arg(const PartialCol *p)
+{
+	if (!OidIsValid(p->collation))
+		return "";
+	return psprintf(", %s::pg_catalog.regcollation",
+					quote_literal_cstr(collation_qualified_name(p->collation)));
 }
 
 /*
@@ -891,10 +924,12 @@ compile_aggregate(Compiled *c, TargetEntry *tle)
 		check_partial_state(a, fname);
 		p = add_partial(c, col->name, "state", MERGE_STATE, partial_state_agg(a));
 		p->aggfnoid = a->aggfnoid;
+		p->collation = a->inputcollid;
 		/* (a NULL of the base type: NULL::d fails for a NOT NULL domain d) */
-		col->final_sql = psprintf("streamwin.finish_state(%s, %s, NULL::%s)",
+		col->final_sql = psprintf("streamwin.finish_state(%s, %s, NULL::%s%s)",
 								  aggregate_literal(a->aggfnoid),
-								  quote_identifier(p->name), cast_type_sql(getBaseType(col->type)));
+								  quote_identifier(p->name), cast_type_sql(getBaseType(col->type)),
+								  state_collation_arg(p));
 	}
 
 	col->final_sql = psprintf("%s::%s", col->final_sql, cast_type_sql(col->type));
@@ -935,8 +970,8 @@ merge_sql(PartialCol *p)
 		case MERGE_OR:
 			return psprintf("COALESCE(s.%s OR EXCLUDED.%s, s.%s, EXCLUDED.%s)", n, n, n, n);
 		case MERGE_STATE:
-			return psprintf("streamwin.combine_states(%s, s.%s, EXCLUDED.%s)",
-							aggregate_literal(p->aggfnoid), n, n);
+			return psprintf("streamwin.combine_states(%s, s.%s, EXCLUDED.%s%s)",
+							aggregate_literal(p->aggfnoid), n, n, state_collation_arg(p));
 		case MERGE_UNION:
 			return psprintf("streamwin.distinct_union(s.%s, EXCLUDED.%s)", n, n);
 		case MERGE_COUNTED:
@@ -1057,7 +1092,8 @@ merge_agg_sql(PartialCol *p)
 		case MERGE_OR:
 			return psprintf("pg_catalog.bool_or(%s)", n);
 		case MERGE_STATE:
-			return psprintf("streamwin.combined_state(%s, %s)", aggregate_literal(p->aggfnoid), n);
+			return psprintf("streamwin.combined_state(%s, %s%s)", aggregate_literal(p->aggfnoid), n,
+							state_collation_arg(p));
 		case MERGE_UNION:
 			return psprintf("streamwin.distinct_union(%s)", n);
 		case MERGE_COUNTED:		/* a changelog's: its queries keep no SQL path */

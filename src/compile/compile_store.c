@@ -20,6 +20,7 @@
 #include "utils/lsyscache.h"
 #include "utils/regproc.h"
 
+#include "compile_aggregate.h"
 #include "compile_result.h"
 #include "compile_session.h"
 #include "compile_sql.h"
@@ -256,6 +257,7 @@ compile_store_plan(Compiled *c, StringInfo plan)
 	sp.npartials = list_length(c->partials);
 	sp.merge = palloc(sizeof(MergeKind) * Max(sp.npartials, 1));
 	sp.aggregate = palloc0(sizeof(char *) * Max(sp.npartials, 1));
+	sp.collation = palloc0(sizeof(char *) * Max(sp.npartials, 1));
 	foreach(lc, c->partials)
 	{
 		PartialCol *p = lfirst(lc);
@@ -265,6 +267,8 @@ compile_store_plan(Compiled *c, StringInfo plan)
 			sp.rows_partial = i;
 		if (p->merge == MERGE_STATE)
 			sp.aggregate[i] = format_procedure_qualified(p->aggfnoid);
+		if (p->merge == MERGE_STATE && OidIsValid(p->collation))
+			sp.collation[i] = collation_qualified_name(p->collation);
 		i++;
 	}
 	appendStringInfoString(plan, ", \"store\": ");

@@ -694,7 +694,21 @@ streamwin_partial_state_accum(PG_FUNCTION_ARGS)
 }
 
 /*
- * streamwin.combined_state_accum(internal, agg regprocedure, state bytea)
+ * The collation a support function gets: the call's argument argno (the
+ * aggregate's input collation, as a query's statements pass it) where it
+ * has one, else the call's own (that of its arguments: none for states).
+ */
+static Oid
+support_collation(FunctionCallInfo fcinfo, int argno)
+{
+	if (PG_NARGS() > argno && !PG_ARGISNULL(argno))
+		return PG_GETARG_OID(argno);
+	return PG_GET_COLLATION();
+}
+
+/*
+ * streamwin.combined_state_accum(internal, agg regprocedure, state bytea
+ *		[, collation regcollation])
  *		Transition function of streamwin.combined_state: merge stored states.
  */
 Datum
@@ -707,7 +721,7 @@ streamwin_combined_state_accum(PG_FUNCTION_ARGS)
 	if (PG_ARGISNULL(2))
 		PG_RETURN_POINTER(s);
 	in = deserialize_state(s->agg, PG_GETARG_BYTEA_PP(2), fcinfo->context);
-	combine_into(s, in, fcinfo->context, PG_GET_COLLATION(), aggcxt);
+	combine_into(s, in, fcinfo->context, support_collation(fcinfo, 3), aggcxt);
 	PG_RETURN_POINTER(s);
 }
 
@@ -730,7 +744,8 @@ streamwin_state_serialize(PG_FUNCTION_ARGS)
 }
 
 /*
- * streamwin.combine_states(agg regprocedure, a bytea, b bytea) RETURNS bytea
+ * streamwin.combine_states(agg regprocedure, a bytea, b bytea
+ *		[, collation regcollation]) RETURNS bytea
  *		Two stored states merged, as a batch's state is merged into the
  *		stored one.
  */
@@ -757,14 +772,15 @@ streamwin_combine_states(PG_FUNCTION_ARGS)
 	s.isnull = false;
 	s.started = true;
 	combine_into(&s, deserialize_state(a, PG_GETARG_BYTEA_PP(2), context), context,
-				 PG_GET_COLLATION(), CurrentMemoryContext);
+				 support_collation(fcinfo, 3), CurrentMemoryContext);
 	if (s.isnull)
 		PG_RETURN_NULL();
 	PG_RETURN_BYTEA_P(serialize_state(a, s.value, context));
 }
 
 /*
- * streamwin.finish_state(agg regprocedure, state bytea, result_type anyelement)
+ * streamwin.finish_state(agg regprocedure, state bytea, result_type anyelement
+ *		[, collation regcollation])
  *		The aggregate's value from a stored state.  result_type (a NULL of
  *		the aggregate's result type, or of a domain's base type: the caller
  *		casts to the domain, which checks the value) only gives the result
@@ -818,7 +834,7 @@ streamwin_finish_state(PG_FUNCTION_ARGS)
 		}
 		nargs += a->numargs;
 	}
-	value = call_support(a, &a->finalfn, nargs, context, PG_GET_COLLATION(), &isnull);
+	value = call_support(a, &a->finalfn, nargs, context, support_collation(fcinfo, 3), &isnull);
 	if (isnull)
 		PG_RETURN_NULL();
 	PG_RETURN_DATUM(value);

@@ -122,6 +122,9 @@ typedef struct StorePlan
 	int			npartials;
 	MergeKind  *merge;			/* per partial column */
 	char	  **aggregate;		/* MERGE_STATE: regprocedure text, else NULL */
+	char	  **collation;		/* MERGE_STATE: its input collation, as
+								 * regcollation text; else, or compiled
+								 * before it was recorded, NULL */
 	int			rows_partial;	/* over a changelog: the partial that counts a
 								 * group's rows, which leaves at 0; else -1 */
 } StorePlan;

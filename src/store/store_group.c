@@ -204,6 +204,10 @@ store_create(const StorePlan *plan, Oid state_table, Oid checkpoint_table,
 		p->typlen = att->attlen;
 		p->typbyval = att->attbyval;
 		p->collation = att->attcollation;
+		/* a state's: the aggregate's input collation, for its combine function */
+		if (plan->collation != NULL && plan->collation[i] != NULL)
+			p->collation = DatumGetObjectId(DirectFunctionCall1(regcollationin,
+																CStringGetDatum(plan->collation[i])));
 		/* bpchar's min and max keep the first of two equal values */
 		p->tie_keeps_first = getBaseType(p->type) == BPCHAROID;
 		partial_function(s, p, plan->aggregate[i]);

@@ -61,6 +61,11 @@ store_plan_json(const StorePlan *plan, StringInfo buf)
 			appendStringInfoString(buf, ", \"aggregate\": ");
 			escape_json(buf, plan->aggregate[i]);
 		}
+		if (plan->collation != NULL && plan->collation[i] != NULL)
+		{
+			appendStringInfoString(buf, ", \"collation\": ");
+			escape_json(buf, plan->collation[i]);
+		}
 		appendStringInfoChar(buf, '}');
 	}
 	appendStringInfoString(buf, "]}");
@@ -104,6 +109,7 @@ store_plan_read(Jsonb *plan, const char *member)
 	p->rows_partial = field ? atoi(field) : -1;
 	p->merge = palloc(sizeof(MergeKind) * cap);
 	p->aggregate = palloc0(sizeof(char *) * cap);
+	p->collation = palloc0(sizeof(char *) * cap);
 
 	/* partials: [{"merge": ..., "aggregate": ...}, ...] */
 	it = JsonbIteratorInit(&store->root);
@@ -118,9 +124,11 @@ store_plan_read(Jsonb *plan, const char *member)
 					cap *= 2;
 					p->merge = repalloc(p->merge, sizeof(MergeKind) * cap);
 					p->aggregate = repalloc(p->aggregate, sizeof(char *) * cap);
+					p->collation = repalloc(p->collation, sizeof(char *) * cap);
 				}
 				p->merge[p->npartials] = MERGE_ADD;
 				p->aggregate[p->npartials] = NULL;
+				p->collation[p->npartials] = NULL;
 				p->npartials++;
 			}
 		}
@@ -147,6 +155,8 @@ store_plan_read(Jsonb *plan, const char *member)
 			}
 			else if (strcmp(key, "aggregate") == 0)
 				p->aggregate[p->npartials - 1] = s;
+			else if (strcmp(key, "collation") == 0)
+				p->collation[p->npartials - 1] = s;
 		}
 	}
 	return p;
