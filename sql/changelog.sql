@@ -1033,3 +1033,70 @@ SELECT streamwin.drop_query('keyed_rows', drop_result => true);
 SELECT streamwin.drop_query('keyed_counts', drop_result => true);
 SELECT streamwin.drop_source('keyed_changes');
 DROP TABLE keyed;
+
+-- The values an aggregate of the user's runs over (with an inverse
+-- transition function, or DISTINCT) are handed to it as the rows hold
+-- them: a composite value whole (not its first field), a domain's value as
+-- the domain (its overload, not the base type's), in its collation named
+-- with its schema (a batch in a session whose search_path lacks it).
+CREATE TYPE pair AS (a int, b text);
+CREATE DOMAIN cents AS int CHECK (VALUE >= 0);
+CREATE SCHEMA colls;
+CREATE COLLATION colls.ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false);
+CREATE FUNCTION pair_add(bigint, pair) RETURNS bigint IMMUTABLE STRICT LANGUAGE sql AS 'SELECT $1 + $2.a * 10 + length($2.b)';
+CREATE FUNCTION pair_sub(bigint, pair) RETURNS bigint IMMUTABLE STRICT LANGUAGE sql AS 'SELECT $1 - $2.a * 10 - length($2.b)';
+CREATE AGGREGATE pair_sum(pair) (SFUNC = pair_add, STYPE = bigint, INITCOND = '0',
+  MSFUNC = pair_add, MINVFUNC = pair_sub, MSTYPE = bigint, MINITCOND = '0');
+CREATE FUNCTION cents_add(bigint, cents) RETURNS bigint IMMUTABLE STRICT LANGUAGE sql AS 'SELECT $1 + $2 * 100';
+CREATE FUNCTION cents_sub(bigint, cents) RETURNS bigint IMMUTABLE STRICT LANGUAGE sql AS 'SELECT $1 - $2 * 100';
+CREATE FUNCTION int_add(bigint, int) RETURNS bigint IMMUTABLE STRICT LANGUAGE sql AS 'SELECT $1 + $2';
+CREATE FUNCTION int_sub(bigint, int) RETURNS bigint IMMUTABLE STRICT LANGUAGE sql AS 'SELECT $1 - $2';
+CREATE AGGREGATE cents_total(cents) (SFUNC = cents_add, STYPE = bigint, INITCOND = '0',
+  MSFUNC = cents_add, MINVFUNC = cents_sub, MSTYPE = bigint, MINITCOND = '0');
+CREATE AGGREGATE cents_total(int) (SFUNC = int_add, STYPE = bigint, INITCOND = '0',
+  MSFUNC = int_add, MINVFUNC = int_sub, MSTYPE = bigint, MINITCOND = '0');
+CREATE TABLE shaped (id int PRIMARY KEY, g int, p pair, c cents, w text);
+ALTER TABLE shaped REPLICA IDENTITY FULL;
+SELECT streamwin.create_table_source('shaped_changes', 'shaped', '{"changes": "all"}');
+SET search_path = public, colls;
+CREATE VIEW shaped_expected AS
+  SELECT g, pair_sum(p) AS ps, pair_sum(DISTINCT p) AS pds, array_agg(DISTINCT p) AS pairs,
+         cents_total(c) AS cents, cents_total(DISTINCT c) AS distinct_cents, least_text(w COLLATE ci) AS least_ci,
+         count(DISTINCT w COLLATE ci) AS words_ci
+    FROM shaped GROUP BY g;
+SELECT streamwin.create_query('shaped_sums', $$
+  SELECT g, pair_sum(p) AS ps, pair_sum(DISTINCT p) AS pds, array_agg(DISTINCT p) AS pairs,
+         cents_total(c) AS cents, cents_total(DISTINCT c) AS distinct_cents, least_text(w COLLATE ci) AS least_ci,
+         count(DISTINCT w COLLATE ci) AS words_ci
+    FROM shaped_changes GROUP BY g$$, output_mode => 'update', start => false);
+RESET search_path;
+INSERT INTO shaped VALUES (1, 1, (1, 'ab'), 3, 'Bee'), (2, 1, (2, 'cde'), 4, 'bee'), (3, 1, (1, 'ab'), 3, 'ant'),
+                          (4, 2, NULL, NULL, NULL), (5, 2, (3, NULL), 5, 'Ant');
+SELECT (streamwin.run_batch('shaped_sums'))->'input_rows' AS input_rows;
+UPDATE shaped SET p = (5, 'x'), w = 'Ape', c = 7 WHERE id = 3;
+DELETE FROM shaped WHERE id = 2;
+SELECT (streamwin.run_batch('shaped_sums'))->'input_rows' AS input_rows;
+SELECT g, ps, pds, pairs, cents, distinct_cents, least_ci, words_ci FROM shaped_sums ORDER BY g;
+SELECT count(*) AS diffs FROM (
+  (SELECT g, ps, pds, pairs, cents, distinct_cents, least_ci COLLATE "C", words_ci FROM shaped_sums
+   EXCEPT ALL SELECT g, ps, pds, pairs, cents, distinct_cents, least_ci COLLATE "C", words_ci FROM shaped_expected)
+  UNION ALL
+  (SELECT g, ps, pds, pairs, cents, distinct_cents, least_ci COLLATE "C", words_ci FROM shaped_expected
+   EXCEPT ALL SELECT g, ps, pds, pairs, cents, distinct_cents, least_ci COLLATE "C", words_ci FROM shaped_sums)) d;
+-- Refused: an aggregate of the user's whose functions are not immutable
+-- (it runs again whenever its group changes), and a variadic one.
+CREATE FUNCTION scaled_add(bigint, int) RETURNS bigint STABLE STRICT LANGUAGE sql AS 'SELECT $1 + $2';
+CREATE AGGREGATE scaled_total(int) (SFUNC = scaled_add, STYPE = bigint, INITCOND = '0',
+  MSFUNC = int_add, MINVFUNC = int_sub, MSTYPE = bigint, MINITCOND = '0');
+SELECT streamwin.create_query('bad', 'SELECT g, scaled_total(c) AS t FROM shaped_changes GROUP BY g',
+                              output_mode => 'update');
+CREATE FUNCTION many_add(bigint, VARIADIC int[]) RETURNS bigint IMMUTABLE STRICT LANGUAGE sql AS 'SELECT $1 + $2[1]';
+CREATE FUNCTION many_sub(bigint, VARIADIC int[]) RETURNS bigint IMMUTABLE STRICT LANGUAGE sql AS 'SELECT $1 - $2[1]';
+CREATE AGGREGATE many_total(VARIADIC int[]) (SFUNC = many_add, STYPE = bigint, INITCOND = '0',
+  MSFUNC = many_add, MINVFUNC = many_sub, MSTYPE = bigint, MINITCOND = '0');
+SELECT streamwin.create_query('bad', 'SELECT g, many_total(c, g) AS t FROM shaped_changes GROUP BY g',
+                              output_mode => 'update');
+SELECT streamwin.drop_query('shaped_sums', drop_result => true);
+SELECT streamwin.drop_source('shaped_changes');
+DROP VIEW shaped_expected;
+DROP TABLE shaped;

@@ -16,9 +16,11 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "access/transam.h"
 #include "catalog/pg_aggregate.h"
 #include "catalog/pg_collation.h"
 #include "catalog/pg_namespace.h"
+#include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
@@ -155,6 +157,31 @@ state_collation_arg(const PartialCol *p)
 					quote_literal_cstr(collation_qualified_name(p->collation)));
 }
 
+/* " COLLATE schema.name" of a's input collation, "" for none or the default */
+static char *
+collate_clause(Aggref *a)
+{
+	if (!OidIsValid(a->inputcollid) || a->inputcollid == DEFAULT_COLLATION_OID)
+		return "";
+	return psprintf(" COLLATE %s", collation_qualified_name(a->inputcollid));
+}
+
+/*
+ * Aggregate a run over the values of array (SQL): its final value over a
+ * group's kept values.  unnest in the target list, as unnest in FROM would
+ * split a composite value into its fields; each value cast to the
+ * argument's type, as a domain's come as its base type (an overload of
+ * the domain is the one the query called); in the aggregate's collation.
+ */
+static char *
+aggregate_over_values(Aggref *a, const char *fname, const char *array, Oid argtype)
+{
+	return psprintf("(SELECT %s(u.v%s%s) FROM (SELECT pg_catalog.unnest(%s) AS v) AS u)",
+					quote_qualified_identifier(get_namespace_name(get_func_namespace(a->aggfnoid)), fname),
+					getBaseType(argtype) != argtype ? psprintf("::%s", cast_type_sql(argtype)) : "",
+					collate_clause(a), array);
+}
+
 /*
  * An aggregate other than the built-in ones merged in SQL: its partial
  * state must be one streamwin.partial_state and friends can keep (the
@@ -261,10 +288,7 @@ compile_distinct_aggregate(Compiled *c, AggCol *col, Aggref *a, const char *fnam
 								  qset, qset, qset, qset);
 		return;
 	}
-	col->final_sql = psprintf("(SELECT %s(v) FROM pg_catalog.unnest(%s) AS u(v))",
-							  quote_qualified_identifier(get_namespace_name(get_func_namespace(a->aggfnoid)),
-														 fname),
-							  qset);
+	col->final_sql = aggregate_over_values(a, fname, qset, argtype);
 }
 
 /* --- over a changelog ---------------------------------------------------- */
@@ -649,11 +673,8 @@ changelog_moving_aggregate(Compiled *c, Aggref *a, const char *name, const char 
 						fname, format_type_be(exprType((Node *) x)), c->source->name),
 			   "A group keeps its rows' values sorted, to count each, and this type has no default ordering (a btree operator class).",
 			   "Aggregate a form of the value that has one, such as its text (value::text), with an aggregate of that type.");
-	rows = psprintf("streamwin.change_set_rows(%s, NULL::%s%s%s)",
-					changelog_set(c, a, name, "set", x, f), set_type,
-					OidIsValid(a->inputcollid) && a->inputcollid != DEFAULT_COLLATION_OID ? " COLLATE " : "",
-					OidIsValid(a->inputcollid) && a->inputcollid != DEFAULT_COLLATION_OID ?
-					generate_collation_name(a->inputcollid) : "");
+	rows = psprintf("streamwin.change_set_rows(%s, NULL::%s%s)",
+					changelog_set(c, a, name, "set", x, f), set_type, collate_clause(a));
 	if (!aggregate_skips_nulls(a->aggfnoid))
 	{
 		const char *nulls = changelog_count(c, a, name, "nulls",
@@ -662,9 +683,35 @@ changelog_moving_aggregate(Compiled *c, Aggref *a, const char *name, const char 
 		rows = psprintf("CASE WHEN %s > 0 THEN pg_catalog.array_cat(%s, pg_catalog.array_fill(NULL::%s, ARRAY[%s::pg_catalog.int4])) ELSE %s END",
 						nulls, rows, set_type, nulls, rows);
 	}
-	return psprintf("(SELECT %s(v) FROM pg_catalog.unnest(%s) AS u(v))",
-					quote_qualified_identifier(get_namespace_name(get_func_namespace(a->aggfnoid)), fname),
-					rows);
+	return aggregate_over_values(a, fname, rows, exprType((Node *) x));
+}
+
+/*
+ * Over a changelog an aggregate of the user's runs again over a group's
+ * values each time the group changes (a DISTINCT one, one with an inverse
+ * transition function): its functions must give what they gave, as every
+ * function of the user's a changelog query calls must (compile_changelog.c).
+ */
+static void
+changelog_check_aggregate_functions(Compiled *c, Aggref *a, const char *fname)
+{
+	HeapTuple	tup = SearchSysCache1(AGGFNOID, ObjectIdGetDatum(a->aggfnoid));
+	Form_pg_aggregate agg;
+	Oid			fns[2];
+
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for aggregate %u", a->aggfnoid);
+	agg = (Form_pg_aggregate) GETSTRUCT(tup);
+	fns[0] = agg->aggtransfn;
+	fns[1] = agg->aggfinalfn;
+	ReleaseSysCache(tup);
+	for (int i = 0; i < (int) lengthof(fns); i++)
+		if (OidIsValid(fns[i]) && fns[i] >= FirstNormalObjectId &&
+			func_volatile(fns[i]) != PROVOLATILE_IMMUTABLE)
+			refuse(psprintf("aggregate %s() calls function %s, which is not immutable, over changelog source \"%s\"",
+							fname, format_procedure(fns[i]), c->source->name),
+				   "Over a changelog the aggregate runs again over a group's values each time the group changes, where the function may give another value (one that reads a table gives what the table holds then).",
+				   "If its result depends on its arguments alone, declare it IMMUTABLE (ALTER FUNCTION); otherwise aggregate the changelog with another aggregate.");
 }
 
 /*
@@ -686,6 +733,10 @@ compile_changelog_aggregate(Compiled *c, AggCol *col, Aggref *a, const char *fna
 	 */
 	const char *set_type = x ? cast_type_sql(getBaseType(xtype)) : NULL;
 
+	if (builtin[0] == '\0')
+		changelog_check_aggregate_functions(c, a, fname);
+	if (builtin[0] == '\0' && a->aggvariadic)
+		changelog_refuse(c, fname, "It takes its arguments as an array (VARIADIC), and over a changelog an aggregate of the user's keeps the values of one argument of a scalar type.");
 	if (a->aggdistinct != NIL)
 	{
 		const char *set;
@@ -705,11 +756,7 @@ compile_changelog_aggregate(Compiled *c, AggCol *col, Aggref *a, const char *fna
 		 * set is ordered, for the aggregate to run over as over its rows
 		 * (max(DISTINCT s COLLATE "C")).
 		 */
-		values = psprintf("streamwin.change_set_values(%s, NULL::%s%s%s)", set, set_type,
-						  OidIsValid(a->inputcollid) && a->inputcollid != DEFAULT_COLLATION_OID ?
-						  " COLLATE " : "",
-						  OidIsValid(a->inputcollid) && a->inputcollid != DEFAULT_COLLATION_OID ?
-						  generate_collation_name(a->inputcollid) : "");
+		values = psprintf("streamwin.change_set_values(%s, NULL::%s%s)", set, set_type, collate_clause(a));
 		if (a->aggfnoid == F_COUNT_ANY)
 			col->final_sql = psprintf("pg_catalog.cardinality(%s)", values);
 		else
@@ -727,9 +774,7 @@ compile_changelog_aggregate(Compiled *c, AggCol *col, Aggref *a, const char *fna
 				values = psprintf("CASE WHEN %s > 0 THEN pg_catalog.array_append(%s, NULL::%s) ELSE %s END",
 								  nulls, values, set_type, values);
 			}
-			col->final_sql = psprintf("(SELECT %s(v) FROM pg_catalog.unnest(%s) AS u(v))",
-									  quote_qualified_identifier(get_namespace_name(get_func_namespace(a->aggfnoid)),
-																 fname), values);
+			col->final_sql = aggregate_over_values(a, fname, values, xtype);
 		}
 	}
 	else if (strcmp(builtin, "count") == 0)
