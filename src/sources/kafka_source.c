@@ -877,7 +877,9 @@ kafka_check_reset_partitions(SourceReader *rd, Jsonb *explicit)
 		key = pnstrdup(v.val.string.val, v.val.string.len);
 		errno = 0;
 		part = strtol(key, &end, 10);
-		if (*key == '\0' || *end != '\0' || errno != 0 || part < 0 || part > PG_INT32_MAX)
+		/* as the number is written ("01" would name no partition below) */
+		if (*key == '\0' || *end != '\0' || errno != 0 || part < 0 || part > PG_INT32_MAX ||
+			strcmp(key, psprintf("%ld", part)) != 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("invalid partition \"%s\" in starting_offsets", key),
@@ -893,6 +895,11 @@ kafka_check_reset_partitions(SourceReader *rd, Jsonb *explicit)
 					 errmsg("source \"%s\" does not read partition %ld", rd->source->name, part),
 					 errdetail("It reads %s of topic \"%s\".", partitions_text(rd), rd->source->topic),
 					 errhint("Give offsets for those partitions only; the ones not named start at the earliest offset.")));
+		if (JsonbIteratorNext(&it, &v, true) == WJB_VALUE && v.type == jbvNull)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid offset null for partition %ld", part),
+					 errhint("Give an offset the partition holds, or leave the partition out to start it at the earliest offset.")));
 	}
 }
 

@@ -95,7 +95,13 @@ is( got('q_latest'),
 
 # reset_query names partitions 0 and 1 only.
 for my $bad ([ '{"7": 5}', qr/source "sp_all" does not read partition 7\n.*It reads partitions 0 and 1 of topic "sp"\./s ],
-	[ '{"0": 1, "x": 2}', qr/invalid partition "x" in starting_offsets\n.*reads partitions 0 and 1 of topic "sp"/s ])
+	[ '{"0": 1, "x": 2}', qr/invalid partition "x" in starting_offsets\n.*reads partitions 0 and 1 of topic "sp"/s ],
+	# a partition's number as it is written: "01" was taken for 1, then
+	# not applied (partition 1 started at its earliest), an offset it does
+	# not hold unchecked
+	[ '{"01": 999999}', qr/invalid partition "01" in starting_offsets/ ],
+	[ '{" 1": 3}', qr/invalid partition " 1" in starting_offsets/ ],
+	[ '{"1": null}', qr/invalid offset null for partition 1/ ])
 {
 	my ($offsets, $re) = @$bad;
 	my ($rc, $out, $err) = (0, '', '');
