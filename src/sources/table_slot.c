@@ -308,6 +308,8 @@ source_slot_create(void)
 	char		name[NAMEDATALEN];
 	LogicalDecodingContext *ctx;
 	int			level;
+	ResourceOwner owner = CurrentResourceOwner;
+	MemoryContext cxt = CurrentMemoryContext;
 
 	check_slot_creation(false);
 	(void) lock_slot_registry(ShareLock, false);
@@ -325,6 +327,18 @@ source_slot_create(void)
 	DecodingContextFindStartpoint(ctx);
 	FreeDecodingContext(ctx);
 	restore_plugin_list(level);
+
+	/*
+	 * Finding the start point decodes the transactions that end while it
+	 * waits for a consistent point, each in an internal subtransaction,
+	 * whose end leaves CurrentResourceOwner at the top transaction's: the
+	 * statement that called this function would then release its snapshot
+	 * from the wrong owner ("snapshot reference ... is not owned by
+	 * resource owner TopTransaction"), when other transactions ran meanwhile;
+	 * and CurrentMemoryContext at whichever it last used.
+	 */
+	CurrentResourceOwner = owner;
+	MemoryContextSwitchTo(cxt);
 	return pstrdup(name);
 }
 

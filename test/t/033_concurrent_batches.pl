@@ -194,4 +194,35 @@ for my $case (
 	like($second->{stderr}, $exists, "$name: then says the name exists");
 }
 
+# A table source created while other transactions run.  Its slot waits
+# for the transactions running when it began (W1), then for those running
+# when it has a full snapshot (W2); one that begins and ends in between
+# (W3) is decoded, in an internal subtransaction, whose end left
+# CurrentResourceOwner at the top transaction's: create_table_source then
+# failed at the end of its statement, 'snapshot reference ... is not owned
+# by resource owner TopTransaction'.
+psql_ok($node, 'CREATE TABLE slow (id int PRIMARY KEY); ALTER TABLE slow REPLICA IDENTITY FULL; CREATE TABLE busy (x int)',
+	'a table for a source, and one that other transactions write');
+my ($w1, $w2, $w3) = map { $node->background_psql('postgres') } 1 .. 3;
+my $maker = $node->background_psql('postgres', on_error_stop => 0);
+my $xid1 = $w1->query_safe('BEGIN; INSERT INTO busy VALUES (1); SELECT txid_current()');
+$maker->query_until(qr/making/, q{
+\echo making
+SELECT streamwin.create_table_source('slow_src', 'slow', '{"changes": "all"}');
+\echo made
+});
+my $waits_for = q{SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+  WHERE NOT l.granted AND l.locktype = 'transactionid' AND l.transactionid::text = '%s'
+    AND a.query LIKE '%%slow_src%%'};
+wait_until($node, sprintf($waits_for, $xid1 =~ s/\s//gr), '1', 'the slot waits for W1');
+my $xid2 = $w2->query_safe('BEGIN; INSERT INTO busy VALUES (2); SELECT txid_current()');
+$w1->query_safe('COMMIT');
+wait_until($node, sprintf($waits_for, $xid2 =~ s/\s//gr), '1', 'then for W2, running at its full snapshot');
+$w3->query_safe('BEGIN; INSERT INTO busy VALUES (3); CREATE TABLE busy_3 (x int); COMMIT');
+$w2->query_safe('COMMIT');
+$maker->query_until(qr/made/, '');
+$_->quit for $w1, $w2, $w3, $maker;
+is($node->safe_psql('postgres', "SELECT count(*) FROM streamwin.sources WHERE name = 'slow_src'"), '1',
+	'the source is created');
+
 done_testing();
