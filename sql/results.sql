@@ -116,6 +116,18 @@ ALTER VIEW visits_view RENAME TO visits_src;
 SELECT (streamwin.run_batch('visit_counts'))->'input_rows' AS input_rows;
 SELECT page, n FROM visit_counts EXCEPT ALL SELECT page, count(*) FROM visits GROUP BY page;
 SELECT page, count(*) FROM visits GROUP BY page EXCEPT ALL SELECT page, n FROM visit_counts;
+-- The names are compared by what they name, not by their quoting, which
+-- quote_all_identifiers changes: a query created with it on runs with it
+-- off, and the other way round.
+SET quote_all_identifiers = on;
+SELECT streamwin.create_query('visit_quoted', 'SELECT page, count(*) AS n FROM visits_src GROUP BY page',
+                              output_mode => 'update', start => false);
+RESET quote_all_identifiers;
+SELECT (streamwin.run_batch('visit_quoted'))->'input_rows' AS input_rows;
+SET quote_all_identifiers = on;
+SELECT (streamwin.run_batch('visit_counts'))->'input_rows' AS input_rows;
+RESET quote_all_identifiers;
+SELECT streamwin.drop_query('visit_quoted', drop_result => true);
 -- (each in the session whose runner read it, and in a new one)
 DROP TABLE visit_counts;
 SELECT streamwin.run_batch('visit_counts');

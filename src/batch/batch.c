@@ -155,8 +155,6 @@ batch_begin(BatchContext *b)
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("query \"%s\" no longer exists", b->q->name)));
 
-	runner_check_relations(b->r);
-
 	/*
 	 * A worker read that its query runs before it waited for the lock: a
 	 * stop_query committed meanwhile (with a reset_query, say, in the
@@ -164,6 +162,7 @@ batch_begin(BatchContext *b)
 	 */
 	if (b->r->in_worker && !pos.desired_running)
 		return false;
+	runner_check_relations(b->r);
 	b->st.last_batch_id = pos.last_batch_id;
 	b->st.has_old_wm = pos.has_watermark;
 	b->st.old_wm = pos.watermark;

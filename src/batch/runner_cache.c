@@ -9,8 +9,10 @@
  */
 #include "postgres.h"
 
+#include "catalog/namespace.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/regproc.h"
 
 #include "catalog.h"
 #include "operator.h"
@@ -82,6 +84,19 @@ runner_open(QueryRunner *r, bool in_worker)
  *		which name them as they were named when the query was created.
  *		Before the statements are prepared, and at every batch.
  */
+/*
+ * Does the qualified name the statements give a relation name relid still?
+ * By what the name resolves to, not by its text, whose quoting varies with
+ * quote_all_identifiers and a server's keywords.
+ */
+static bool
+names_relation(const char *name, Oid relid)
+{
+	RangeVar   *rv = makeRangeVarFromNameList(stringToQualifiedNameList(name));
+
+	return RangeVarGetRelid(rv, NoLock, true) == relid;
+}
+
 void
 runner_check_relations(QueryRunner *r)
 {
@@ -94,28 +109,29 @@ runner_check_relations(QueryRunner *r)
 				 errmsg("the result table of query \"%s\" no longer exists", q->name),
 				 errdetail("It was dropped by hand; the query's batches write into it."),
 				 errhint("Drop the query with streamwin.drop_query() and create it again: it starts over from its sources.")));
-	now = qualified_relname(q->result_table);
-	if (q->result_name != NULL && strcmp(now, q->result_name) != 0)
+	if (q->result_name != NULL && !names_relation(q->result_name, q->result_table))
+	{
+		now = qualified_relname(q->result_table);
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("the result table of query \"%s\" is now %s", q->name, now),
 				 errdetail("The query's statements write into %s, its name when the query was created.", q->result_name),
 				 errhint("Give the table that name back (ALTER TABLE ... RENAME TO, SET SCHEMA), or drop the query and create it again.")));
+	}
 	for (int i = 0; i < r->nreaders; i++)
 	{
 		SourceInfo *src = r->readers[i]->source;
 
 		source_check_view(src);
-		if (q->source_view_names[i] == NULL)
+		if (q->source_view_names[i] == NULL || names_relation(q->source_view_names[i], src->relation))
 			continue;
 		now = qualified_relname(src->relation);
-		if (strcmp(now, q->source_view_names[i]) != 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("the view of source \"%s\" is now %s", src->name, now),
-					 errdetail("The statements of query \"%s\" read %s, its name when the query was created.",
-							   q->name, q->source_view_names[i]),
-					 errhint("Give the view that name back (ALTER VIEW ... RENAME TO, SET SCHEMA), or drop the source's queries and create them again.")));
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the view of source \"%s\" is now %s", src->name, now),
+				 errdetail("The statements of query \"%s\" read %s, its name when the query was created.",
+						   q->name, q->source_view_names[i]),
+				 errhint("Give the view that name back (ALTER VIEW ... RENAME TO, SET SCHEMA), or drop the source's queries and create them again.")));
 	}
 }
 

@@ -139,11 +139,27 @@ catalog_canonical_name(const char *name)
 	ListCell   *lc;
 	StringInfoData buf;
 
+	bool		quote_all = quote_all_identifiers;
+
 	if (!SplitIdentifierString(copy, '.', &parts) || parts == NIL)
 		return NULL;
 	initStringInfo(&buf);
-	foreach(lc, parts)
-		appendStringInfo(&buf, "%s%s", buf.len ? "." : "", quote_identifier(lfirst(lc)));
+
+	/*
+	 * Quoted where needed whatever the session's quote_all_identifiers: a
+	 * query created with it on is found by its name with it off.
+	 */
+	quote_all_identifiers = false;
+	PG_TRY();
+	{
+		foreach(lc, parts)
+			appendStringInfo(&buf, "%s%s", buf.len ? "." : "", quote_identifier(lfirst(lc)));
+	}
+	PG_FINALLY();
+	{
+		quote_all_identifiers = quote_all;
+	}
+	PG_END_TRY();
 	return buf.data;
 }
 
