@@ -934,7 +934,8 @@ kafka_reset(SourceReader *rd, const char *start, Jsonb *explicit)
 			char	   *end;
 			long long	off = strtoll(given, &end, 10);
 
-			if (*end != '\0' || off < 0)
+			/* as the number is written, as the partition is */
+			if (*end != '\0' || off < 0 || strcmp(given, psprintf("%lld", off)) != 0)
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 						 errmsg("invalid offset \"%s\" for partition %d", given, p->partition)));

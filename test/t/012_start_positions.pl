@@ -101,7 +101,10 @@ for my $bad ([ '{"7": 5}', qr/source "sp_all" does not read partition 7\n.*It re
 	# not hold unchecked
 	[ '{"01": 999999}', qr/invalid partition "01" in starting_offsets/ ],
 	[ '{" 1": 3}', qr/invalid partition " 1" in starting_offsets/ ],
-	[ '{"1": null}', qr/invalid offset null for partition 1/ ])
+	[ '{"1": null}', qr/invalid offset null for partition 1/ ],
+	# and an offset as its number is written
+	[ '{"1": ""}', qr/invalid offset "" for partition 1/ ],
+	[ '{"1": "+3"}', qr/invalid offset "\+3" for partition 1/ ])
 {
 	my ($offsets, $re) = @$bad;
 	my ($rc, $out, $err) = (0, '', '');
