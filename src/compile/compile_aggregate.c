@@ -125,22 +125,6 @@ aggregate_literal(Oid aggfnoid)
 					quote_literal_cstr(format_procedure_qualified(aggfnoid)));
 }
 
-/* The qualified name of collation collid, as regcollation reads it */
-char *
-collation_qualified_name(Oid collid)
-{
-	HeapTuple	tup = SearchSysCache1(COLLOID, ObjectIdGetDatum(collid));
-	Form_pg_collation coll;
-	char	   *name;
-
-	if (!HeapTupleIsValid(tup))
-		elog(ERROR, "cache lookup failed for collation %u", collid);
-	coll = (Form_pg_collation) GETSTRUCT(tup);
-	name = quote_qualified_identifier(get_namespace_name(coll->collnamespace), NameStr(coll->collname));
-	ReleaseSysCache(tup);
-	return name;
-}
-
 /*
  * ", 'schema.collation'::pg_catalog.regcollation": the last argument of the
  * calls of a MERGE_STATE partial's support functions (combine_states,

@@ -15,7 +15,6 @@
 extern void compile_aggregate(Compiled *c, TargetEntry *tle);
 extern void compile_changelog_rows(Compiled *c);
 extern const char *merge_sql(PartialCol *p);
-extern char *collation_qualified_name(Oid collid);
 extern const char *merge_agg_sql(PartialCol *p);
 extern const char *row_partial_sql(PartialCol *p, const char *arg, const char *filter);
 extern void partial_input_columns(PartialCol *p, int i, List **tlist, AttrNumber *resno,

@@ -101,6 +101,22 @@ internal_name(List **taken, const char *base, const char *tail)
 	}
 }
 
+/* See compile_sql.h */
+char *
+collation_qualified_name(Oid collid)
+{
+	HeapTuple	tup = SearchSysCache1(COLLOID, ObjectIdGetDatum(collid));
+	Form_pg_collation coll;
+	char	   *name;
+
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for collation %u", collid);
+	coll = (Form_pg_collation) GETSTRUCT(tup);
+	name = quote_qualified_identifier(get_namespace_name(coll->collnamespace), NameStr(coll->collname));
+	ReleaseSysCache(tup);
+	return name;
+}
+
 /*
  * A column's type, schema-qualified, with its collation if not the type's,
  * qualified too: the statements that use it may run with search_path
@@ -115,19 +131,7 @@ type_sql(Oid type, int32 typmod, Oid collation)
 
 	if (OidIsValid(collation) && collation != DEFAULT_COLLATION_OID &&
 		collation != get_typcollation(type))
-	{
-		HeapTuple	tup = SearchSysCache1(COLLOID, ObjectIdGetDatum(collation));
-		Form_pg_collation coll;
-		char	   *name;
-
-		if (!HeapTupleIsValid(tup))
-			elog(ERROR, "cache lookup failed for collation %u", collation);
-		coll = (Form_pg_collation) GETSTRUCT(tup);
-		name = quote_qualified_identifier(get_namespace_name(coll->collnamespace),
-										  NameStr(coll->collname));
-		ReleaseSysCache(tup);
-		return psprintf("%s COLLATE %s", t, name);
-	}
+		return psprintf("%s COLLATE %s", t, collation_qualified_name(collation));
 	return t;
 }
 

@@ -27,6 +27,12 @@ extern char *keys_equal_strict(Compiled *c, const char *a, const char *b);
 extern char *keys_any_null(Compiled *c, const char *a);
 extern Oid	create_query_table(const char *name, const char *create_sql, const char *index_sql);
 
+/*
+ * The schema-qualified name of collation collid, quoted where needed, as
+ * COLLATE and regcollation read it whatever the search_path.
+ */
+extern char *collation_qualified_name(Oid collid);
+
 /* Refuse a key whose type does not both hash and sort (what, label: for the message). */
 extern void check_key_type(const char *what, const char *label, Oid type);
 

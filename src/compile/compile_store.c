@@ -20,7 +20,6 @@
 #include "utils/lsyscache.h"
 #include "utils/regproc.h"
 
-#include "compile_aggregate.h"
 #include "compile_result.h"
 #include "compile_session.h"
 #include "compile_sql.h"
