@@ -150,19 +150,71 @@ collate_clause(Aggref *a)
 	return psprintf(" COLLATE %s", collation_qualified_name(a->inputcollid));
 }
 
+/* Whether aggregate aggfnoid's transition function is strict: it never sees a NULL */
+static bool
+aggregate_skips_nulls(Oid aggfnoid)
+{
+	HeapTuple	tup = SearchSysCache1(AGGFNOID, ObjectIdGetDatum(aggfnoid));
+	bool		strict;
+
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for aggregate %u", aggfnoid);
+	strict = func_strict(((Form_pg_aggregate) GETSTRUCT(tup))->aggtransfn);
+	ReleaseSysCache(tup);
+	return strict;
+}
+
+/* Does a domain, or one it is over, refuse NULL (NOT NULL)? */
+static bool
+domain_refuses_null(Oid type)
+{
+	while (get_typtype(type) == TYPTYPE_DOMAIN)
+	{
+		HeapTuple	tup = SearchSysCache1(TYPEOID, ObjectIdGetDatum(type));
+		Form_pg_type form;
+		bool		notnull;
+
+		if (!HeapTupleIsValid(tup))
+			elog(ERROR, "cache lookup failed for type %u", type);
+		form = (Form_pg_type) GETSTRUCT(tup);
+		notnull = form->typnotnull;
+		type = form->typbasetype;
+		ReleaseSysCache(tup);
+		if (notnull)
+			return true;
+	}
+	return false;
+}
+
 /*
  * Aggregate a run over the values of array (SQL): its final value over a
  * group's kept values.  unnest in the target list, as unnest in FROM would
- * split a composite value into its fields; each value cast to the
- * argument's type, as a domain's come as its base type (an overload of
- * the domain is the one the query called); in the aggregate's collation.
+ * split a composite value into its fields; in the aggregate's collation;
+ * and, where the aggregate is declared on a domain, each value cast to it,
+ * as the values come as its base type (an overload of the base type would
+ * be called, or a polymorphic one return another type).  A NULL cannot be
+ * cast to a NOT NULL domain: such an aggregate that takes NULLs, which a
+ * row may hold (a field of a composite), is refused.
  */
 static char *
-aggregate_over_values(Aggref *a, const char *fname, const char *array, Oid argtype)
+aggregate_over_values(Aggref *a, const char *fname, const char *array)
 {
+	HeapTuple	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(a->aggfnoid));
+	Oid			declared;
+
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for function %u", a->aggfnoid);
+	declared = ((Form_pg_proc) GETSTRUCT(tup))->proargtypes.values[0];
+	ReleaseSysCache(tup);
+	if (get_typtype(declared) == TYPTYPE_DOMAIN && domain_refuses_null(declared) &&
+		!aggregate_skips_nulls(a->aggfnoid))
+		refuse(psprintf("aggregate %s() takes NULLs of domain %s, which does not allow them", fname,
+						format_type_be(declared)),
+			   "The aggregate runs over the group's values again, NULLs included (a row may hold one, in a field of a row value), and a NULL cannot be made a value of that domain.",
+			   "Make the aggregate's transition function STRICT, or declare the aggregate on the domain's base type.");
 	return psprintf("(SELECT %s(u.v%s%s) FROM (SELECT pg_catalog.unnest(%s) AS v) AS u)",
 					quote_qualified_identifier(get_namespace_name(get_func_namespace(a->aggfnoid)), fname),
-					getBaseType(argtype) != argtype ? psprintf("::%s", cast_type_sql(argtype)) : "",
+					get_typtype(declared) == TYPTYPE_DOMAIN ? psprintf("::%s", cast_type_sql(declared)) : "",
 					collate_clause(a), array);
 }
 
@@ -272,7 +324,7 @@ compile_distinct_aggregate(Compiled *c, AggCol *col, Aggref *a, const char *fnam
 								  qset, qset, qset, qset);
 		return;
 	}
-	col->final_sql = aggregate_over_values(a, fname, qset, argtype);
+	col->final_sql = aggregate_over_values(a, fname, qset);
 }
 
 /* --- over a changelog ---------------------------------------------------- */
@@ -600,20 +652,6 @@ changelog_variance(Compiled *c, Aggref *a, const char *name, const char *fname, 
 					n, sx, scale, sx2, scale);
 }
 
-/* Whether aggregate aggfnoid's transition function is strict: it never sees a NULL */
-static bool
-aggregate_skips_nulls(Oid aggfnoid)
-{
-	HeapTuple	tup = SearchSysCache1(AGGFNOID, ObjectIdGetDatum(aggfnoid));
-	bool		strict;
-
-	if (!HeapTupleIsValid(tup))
-		elog(ERROR, "cache lookup failed for aggregate %u", aggfnoid);
-	strict = func_strict(((Form_pg_aggregate) GETSTRUCT(tup))->aggtransfn);
-	ReleaseSysCache(tup);
-	return strict;
-}
-
 /* Can aggregate aggfnoid run as a moving aggregate: has it MINVFUNC? */
 static bool
 aggregate_has_inverse(Oid aggfnoid)
@@ -667,7 +705,7 @@ changelog_moving_aggregate(Compiled *c, Aggref *a, const char *name, const char 
 		rows = psprintf("CASE WHEN %s > 0 THEN pg_catalog.array_cat(%s, pg_catalog.array_fill(NULL::%s, ARRAY[%s::pg_catalog.int4])) ELSE %s END",
 						nulls, rows, set_type, nulls, rows);
 	}
-	return aggregate_over_values(a, fname, rows, exprType((Node *) x));
+	return aggregate_over_values(a, fname, rows);
 }
 
 /*
@@ -758,7 +796,7 @@ compile_changelog_aggregate(Compiled *c, AggCol *col, Aggref *a, const char *fna
 				values = psprintf("CASE WHEN %s > 0 THEN pg_catalog.array_append(%s, NULL::%s) ELSE %s END",
 								  nulls, values, set_type, values);
 			}
-			col->final_sql = aggregate_over_values(a, fname, values, xtype);
+			col->final_sql = aggregate_over_values(a, fname, values);
 		}
 	}
 	else if (strcmp(builtin, "count") == 0)
