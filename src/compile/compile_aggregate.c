@@ -755,7 +755,8 @@ compile_changelog_aggregate(Compiled *c, AggCol *col, Aggref *a, const char *fna
 	 */
 	const char *set_type = x ? cast_type_sql(getBaseType(xtype)) : NULL;
 
-	if (builtin[0] == '\0')
+	/* (one that is run again over the group's values: DISTINCT, or with an inverse) */
+	if (builtin[0] == '\0' && (a->aggdistinct != NIL || aggregate_has_inverse(a->aggfnoid)))
 		changelog_check_aggregate_functions(c, a, fname);
 	if (builtin[0] == '\0' && a->aggvariadic)
 		changelog_refuse(c, fname, "It takes its arguments as an array (VARIADIC), and over a changelog an aggregate of the user's keeps the values of one argument of a scalar type.");
