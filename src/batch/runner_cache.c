@@ -77,14 +77,6 @@ runner_open(QueryRunner *r, bool in_worker)
 }
 
 /*
- * runner_check_relations
- *		The result table is the user's, who may drop or rename it by hand,
- *		and so may a source's view be dropped or renamed: say so, rather
- *		than fail on the statements,
- *		which name them as they were named when the query was created.
- *		Before the statements are prepared, and at every batch.
- */
-/*
  * Does the qualified name the statements give a relation name relid still?
  * By what the name resolves to, not by its text, whose quoting varies with
  * quote_all_identifiers and a server's keywords.
@@ -97,6 +89,14 @@ names_relation(const char *name, Oid relid)
 	return RangeVarGetRelid(rv, NoLock, true) == relid;
 }
 
+/*
+ * runner_check_relations
+ *		The result table is the user's, who may drop or rename it by hand,
+ *		and so may a source's view be dropped or renamed: say so, rather
+ *		than fail on the statements, which name them as they were named
+ *		when the query was created.  Before the statements are prepared,
+ *		and at every batch.
+ */
 void
 runner_check_relations(QueryRunner *r)
 {
